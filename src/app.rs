@@ -1,0 +1,183 @@
+//! Wiring: the shared application context, and the worker process (workers, cron, rescuer,
+//! retention, HTTP) with its shutdown.
+
+use crate::catalog::Catalog;
+use crate::clock::SharedClock;
+use crate::config::Config;
+use crate::queue::backoff::Backoff;
+use crate::queue::cron::{CronEntry, Scheduler};
+use crate::queue::maintenance::{Rescuer, Retention};
+use crate::queue::worker::{KindRuntime, Worker, WorkerOptions, WorkerReport, WorkerStats};
+use sqlx::PgPool;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+/// What every command and handler shares.
+#[derive(Clone)]
+pub struct App {
+    pub pool: PgPool,
+    pub clock: SharedClock,
+    pub config: Arc<Config>,
+    pub catalog: Arc<Catalog>,
+}
+
+/// Options of `agentd worker`.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerArgs {
+    /// Kinds to serve; empty: every kind with a handler.
+    pub kinds: Vec<String>,
+    /// Overrides every kind's `queue.concurrency`.
+    pub concurrency: Option<usize>,
+    /// Run the cron scheduler in this process.
+    pub cron: bool,
+}
+
+/// A running worker process; `stop` it or cancel its token.
+pub struct RunningWorker {
+    pub stats: Arc<WorkerStats>,
+    pub http_addr: Option<std::net::SocketAddr>,
+    pub shutdown: CancellationToken,
+    handle: tokio::task::JoinHandle<WorkerReport>,
+}
+
+impl RunningWorker {
+    /// Waits for the worker to finish (after its token is cancelled).
+    pub async fn join(self) -> WorkerReport {
+        self.handle.await.unwrap_or_default()
+    }
+}
+
+impl App {
+    /// The queue runtimes for `args.kinds` (validated against the catalog).
+    pub fn runtimes(&self, args: &WorkerArgs) -> Result<Vec<KindRuntime>, String> {
+        let handlers = crate::jobs::handlers(self);
+        let kinds: Vec<String> = if args.kinds.is_empty() {
+            handlers.keys().cloned().collect()
+        } else {
+            args.kinds.clone()
+        };
+        let mut out = Vec::new();
+        for kind in kinds {
+            let spec = self.catalog.get(&kind).ok_or_else(|| {
+                format!(
+                    "--kinds: unknown job kind `{kind}` (known: {})",
+                    self.catalog.kinds.keys().cloned().collect::<Vec<_>>().join(", ")
+                )
+            })?;
+            let handler = handlers
+                .get(&kind)
+                .cloned()
+                .ok_or_else(|| format!("--kinds: `{kind}` has no handler in this build"))?;
+            out.push(KindRuntime {
+                kind: kind.clone(),
+                handler,
+                concurrency: args.concurrency.unwrap_or(spec.queue.concurrency as usize),
+                timeout: Duration::from_secs(spec.queue.timeout_secs),
+                backoff: Backoff {
+                    base: Duration::from_millis(spec.queue.backoff_base_ms),
+                    max: Duration::from_millis(spec.queue.backoff_max_ms),
+                },
+            });
+        }
+        Ok(out)
+    }
+
+    /// The cron entries of every kind with a schedule.
+    pub fn cron_entries(&self) -> Vec<CronEntry> {
+        self.catalog
+            .kinds
+            .values()
+            .filter_map(|spec| {
+                Some(CronEntry {
+                    kind: spec.kind.clone(),
+                    schedule: spec.cron()?,
+                    fan_out: spec.schedule.as_ref()?.fan_out,
+                    priority: spec.queue.priority,
+                    max_attempts: spec.queue.max_attempts,
+                })
+            })
+            .collect()
+    }
+
+    /// Starts workers, cron, rescuer, retention and the HTTP endpoints.
+    pub async fn start_worker(
+        &self,
+        args: WorkerArgs,
+        shutdown: CancellationToken,
+    ) -> Result<RunningWorker, String> {
+        let runtimes = self.runtimes(&args)?;
+        let cfg = &self.config;
+        let worker = Worker::new(
+            self.pool.clone(),
+            self.clock.clone(),
+            WorkerOptions::from_config(&cfg.worker),
+            runtimes,
+        );
+        let stats = worker.stats();
+        let background = CancellationToken::new();
+        let running = Arc::new(AtomicBool::new(true));
+        let mut http_addr = None;
+        if !cfg.http.addr.is_empty() {
+            let listener = tokio::net::TcpListener::bind(&cfg.http.addr)
+                .await
+                .map_err(|e| format!("http.addr {}: cannot listen: {e}", cfg.http.addr))?;
+            http_addr = listener.local_addr().ok();
+            let state = crate::http::HealthState {
+                pool: self.pool.clone(),
+                workers_running: running.clone(),
+                metrics: crate::http::metrics_handle(),
+            };
+            tokio::spawn(crate::http::serve(listener, state, background.clone()));
+            info!(addr = ?http_addr, "serving /healthz /readyz /metrics");
+        }
+        if args.cron {
+            let s = Scheduler::new(self.pool.clone(), self.clock.clone(), self.cron_entries());
+            tokio::spawn(s.run(background.clone()));
+        }
+        let rescuer = Rescuer {
+            pool: self.pool.clone(),
+            clock: self.clock.clone(),
+            interval: Duration::from_secs(cfg.worker.rescue_interval_secs),
+            batch: 1000,
+        };
+        tokio::spawn(rescuer.run(background.clone()));
+        let retention = Retention {
+            pool: self.pool.clone(),
+            clock: self.clock.clone(),
+            keep: chrono::Duration::hours(cfg.retention.finished_after_hours as i64),
+            batch: cfg.retention.batch,
+            interval: Duration::from_secs(cfg.retention.interval_secs),
+        };
+        tokio::spawn(retention.run(background.clone()));
+        crate::jobs::start_background(self, background.clone());
+        let token = shutdown.clone();
+        let handle = tokio::spawn(async move {
+            let report = worker.run(token).await;
+            running.store(false, Ordering::Relaxed);
+            background.cancel();
+            report
+        });
+        Ok(RunningWorker {
+            stats,
+            http_addr,
+            shutdown,
+            handle,
+        })
+    }
+}
+
+/// Cancels `token` on SIGINT or SIGTERM.
+pub fn cancel_on_signals(token: CancellationToken) {
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => info!("SIGINT: shutting down"),
+            _ = term.recv() => info!("SIGTERM: shutting down"),
+        }
+        token.cancel();
+    });
+}

@@ -1,0 +1,261 @@
+//! Service settings: `config/default.toml` (built into the binary), an optional file given with
+//! `--config`, then `AGENTD_<SECTION>__<KEY>` environment overrides; validated at start. Errors
+//! name the source, the key and the fix.
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The defaults shipped in the repository, also compiled in so the binary runs anywhere.
+pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
+
+/// A configuration error a person can act on.
+#[derive(Debug, thiserror::Error)]
+#[error("{source_name}: {message}")]
+pub struct ConfigError {
+    /// The file or variable the bad value came from.
+    pub source_name: String,
+    /// What is wrong and, where possible, how to fix it.
+    pub message: String,
+}
+
+impl ConfigError {
+    fn new(source_name: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            source_name: source_name.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// All service settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub database: DatabaseConfig,
+    pub worker: WorkerConfig,
+    pub retention: RetentionConfig,
+    pub http: HttpConfig,
+    pub llm: LlmConfig,
+    pub log: LogConfig,
+}
+
+/// Where the database is.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// Explicit URL; empty means DATABASE_URL, then `local_url`, then a private cluster.
+    pub url: String,
+    pub local_url: String,
+    pub max_connections: u32,
+    pub private_dir: String,
+    pub private_port: u16,
+}
+
+/// Queue worker tuning.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerConfig {
+    pub jobs_dir: String,
+    pub claim_batch: u32,
+    pub poll_interval_ms: u64,
+    pub lease_secs: u64,
+    pub heartbeat_secs: u64,
+    pub shutdown_grace_secs: u64,
+    pub rescue_interval_secs: u64,
+}
+
+/// Deletion of finished jobs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionConfig {
+    pub finished_after_hours: u64,
+    pub batch: u32,
+    pub interval_secs: u64,
+}
+
+/// The operator's HTTP endpoints.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    pub addr: String,
+}
+
+/// The LLM provider.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmConfig {
+    pub provider: String,
+    pub base_url: String,
+    pub api_key: String,
+    pub model: String,
+    pub request_timeout_secs: u64,
+    pub max_retries: u32,
+    pub stream: bool,
+}
+
+/// Logging.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    pub format: String,
+}
+
+impl Config {
+    /// The built-in defaults, without file or environment overrides.
+    pub fn defaults() -> Self {
+        Self::load_from(None, std::iter::empty()).expect("built-in config/default.toml is valid")
+    }
+
+    /// Defaults, then `file`, then the process environment.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        Self::load_from(file, std::env::vars())
+    }
+
+    /// Defaults, then `file`, then the given `AGENTD_*` variables (tests pass their own).
+    pub fn load_from(
+        file: Option<&Path>,
+        env: impl Iterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let mut table: toml::Table = DEFAULT_TOML
+            .parse()
+            .map_err(|e| ConfigError::new("config/default.toml", format!("{e}")))?;
+        let mut source = "config/default.toml".to_string();
+        if let Some(path) = file {
+            let name = path.display().to_string();
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| ConfigError::new(&name, format!("cannot read: {e}")))?;
+            let over: toml::Table = text
+                .parse()
+                .map_err(|e| ConfigError::new(&name, format!("not valid TOML: {e}")))?;
+            merge(&mut table, over, &name)?;
+            source = name;
+        }
+        let mut env_names = Vec::new();
+        for (key, raw) in env {
+            let Some(rest) = key.strip_prefix("AGENTD_") else {
+                continue;
+            };
+            let Some((section, field)) = rest.split_once("__") else {
+                continue;
+            };
+            let (section, field) = (section.to_ascii_lowercase(), field.to_ascii_lowercase());
+            let value = parse_env_value(&raw);
+            let Some(toml::Value::Table(sec)) = table.get_mut(&section) else {
+                return Err(ConfigError::new(
+                    &key,
+                    format!("unknown section `{section}` (known: database, worker, retention, http, llm, log)"),
+                ));
+            };
+            if !sec.contains_key(&field) {
+                return Err(ConfigError::new(
+                    &key,
+                    format!("unknown key `{section}.{field}`"),
+                ));
+            }
+            // Keep the type of the default: "8" for an integer key stays an integer, and a
+            // string key keeps the raw text even when it looks like a number.
+            let value = match (&sec[&field], value) {
+                (toml::Value::String(_), _) => toml::Value::String(raw.clone()),
+                (_, v) => v,
+            };
+            sec.insert(field, value);
+            env_names.push(key);
+        }
+        if !env_names.is_empty() {
+            source = format!("{source} + {}", env_names.join(", "));
+        }
+        let config: Config = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::new(&source, e.message().to_string()))?;
+        config.validate().map_err(|m| ConfigError::new(source, m))?;
+        Ok(config)
+    }
+
+    /// Checks ranges and enumerations; the message names the key and the fix.
+    pub fn validate(&self) -> Result<(), String> {
+        fn at_least(key: &str, v: u64, min: u64) -> Result<(), String> {
+            if v < min {
+                return Err(format!("{key} must be ≥ {min} (got {v})"));
+            }
+            Ok(())
+        }
+        at_least("database.max_connections", self.database.max_connections.into(), 1)?;
+        at_least("worker.claim_batch", self.worker.claim_batch.into(), 1)?;
+        at_least("worker.poll_interval_ms", self.worker.poll_interval_ms, 10)?;
+        at_least("worker.lease_secs", self.worker.lease_secs, 2)?;
+        at_least("worker.heartbeat_secs", self.worker.heartbeat_secs, 1)?;
+        if self.worker.heartbeat_secs * 2 > self.worker.lease_secs {
+            return Err(format!(
+                "worker.heartbeat_secs ({}) must be at most half of worker.lease_secs ({}) so a lease is renewed before it expires",
+                self.worker.heartbeat_secs, self.worker.lease_secs
+            ));
+        }
+        at_least("worker.rescue_interval_secs", self.worker.rescue_interval_secs, 1)?;
+        at_least("retention.batch", self.retention.batch.into(), 1)?;
+        at_least("retention.interval_secs", self.retention.interval_secs, 1)?;
+        at_least("llm.request_timeout_secs", self.llm.request_timeout_secs, 1)?;
+        if !["auto", "openai", "offline"].contains(&self.llm.provider.as_str()) {
+            return Err(format!(
+                "llm.provider must be one of auto, openai, offline (got {:?})",
+                self.llm.provider
+            ));
+        }
+        if !["text", "json"].contains(&self.log.format.as_str()) {
+            return Err(format!(
+                "log.format must be text or json (got {:?})",
+                self.log.format
+            ));
+        }
+        if !self.http.addr.is_empty() && self.http.addr.parse::<std::net::SocketAddr>().is_err() {
+            return Err(format!(
+                "http.addr must be host:port, e.g. 127.0.0.1:9187, or empty to disable (got {:?})",
+                self.http.addr
+            ));
+        }
+        Ok(())
+    }
+
+    /// The directory holding `jobs/<kind>.toml`, if there is one to read.
+    pub fn jobs_dir(&self) -> Option<PathBuf> {
+        if !self.worker.jobs_dir.is_empty() {
+            return Some(PathBuf::from(&self.worker.jobs_dir));
+        }
+        let local = PathBuf::from("jobs");
+        local.is_dir().then_some(local)
+    }
+}
+
+fn parse_env_value(raw: &str) -> toml::Value {
+    format!("v = {raw}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()))
+}
+
+fn merge(base: &mut toml::Table, over: toml::Table, source: &str) -> Result<(), ConfigError> {
+    for (section, value) in over {
+        let toml::Value::Table(fields) = value else {
+            return Err(ConfigError::new(
+                source,
+                format!("`{section}` must be a [section]"),
+            ));
+        };
+        let Some(toml::Value::Table(base_sec)) = base.get_mut(&section) else {
+            return Err(ConfigError::new(
+                source,
+                format!("unknown section [{section}]"),
+            ));
+        };
+        for (k, v) in fields {
+            if !base_sec.contains_key(&k) {
+                return Err(ConfigError::new(
+                    source,
+                    format!("unknown key `{section}.{k}`"),
+                ));
+            }
+            base_sec.insert(k, v);
+        }
+    }
+    Ok(())
+}

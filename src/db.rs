@@ -1,0 +1,333 @@
+//! Finding the database: `database.url`, else `DATABASE_URL`, else the local default
+//! (`postgres://localhost:5432/agentd`, created if missing); if nothing answers there, a private
+//! PostgreSQL cluster started from the machine's binaries under agentd's own data directory,
+//! stopped again on exit.
+
+use crate::config::DatabaseConfig;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, PgPool};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::str::FromStr;
+use std::time::Duration;
+use tracing::info;
+
+/// Why no database could be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("invalid database URL {url:?}: {reason}")]
+    BadUrl { url: String, reason: String },
+    #[error("cannot connect to {url}: {source}")]
+    Connect { url: String, source: sqlx::Error },
+    #[error("{0}")]
+    Private(String),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("database error: {0}")]
+    Sql(#[from] sqlx::Error),
+}
+
+/// A connected database, and the private cluster behind it if agentd started one.
+pub struct Database {
+    pub pool: PgPool,
+    /// The URL in use, without password.
+    pub display_url: String,
+    /// Stops the private cluster on drop, if this process started it.
+    pub private: Option<PrivateCluster>,
+}
+
+/// The migrations in `migrations/`, embedded.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// Applies pending migrations (safe with many processes: sqlx takes an advisory lock).
+pub async fn migrate(pool: &PgPool) -> Result<(), DbError> {
+    MIGRATOR.run(pool).await?;
+    Ok(())
+}
+
+/// True if every embedded migration is applied.
+pub async fn migrations_current(pool: &PgPool) -> Result<bool, sqlx::Error> {
+    let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations WHERE success")
+        .fetch_one(pool)
+        .await?;
+    Ok(applied as usize >= MIGRATOR.iter().count())
+}
+
+/// Connects following the embedded-defaults rules above.
+pub async fn connect(cfg: &DatabaseConfig) -> Result<Database, DbError> {
+    let explicit = if !cfg.url.is_empty() {
+        Some(cfg.url.clone())
+    } else {
+        std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty())
+    };
+    if let Some(url) = explicit {
+        let pool = pool_for(&url, cfg.max_connections, true).await?;
+        return Ok(Database {
+            pool,
+            display_url: redact(&url),
+            private: None,
+        });
+    }
+    match pool_for(&cfg.local_url, cfg.max_connections, true).await {
+        Ok(pool) => Ok(Database {
+            pool,
+            display_url: redact(&cfg.local_url),
+            private: None,
+        }),
+        Err(DbError::Connect { source, .. }) if is_unreachable(&source) => {
+            info!(url = %cfg.local_url, "no PostgreSQL answers at the local default; starting a private cluster");
+            let cluster = PrivateCluster::start(cfg)?;
+            let url = cluster.url();
+            let pool = pool_for(&url, cfg.max_connections, true).await?;
+            eprintln!(
+                "agentd: using a private PostgreSQL cluster in {} (port {})",
+                cluster.dir.display(),
+                cluster.port
+            );
+            Ok(Database {
+                pool,
+                display_url: url,
+                private: Some(cluster),
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn is_unreachable(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Io(_)) || e.to_string().contains("Connection refused")
+}
+
+/// Opens a pool on `url`; when `create` is set and the database does not exist, creates it.
+pub async fn pool_for(url: &str, max: u32, create: bool) -> Result<PgPool, DbError> {
+    let opts = PgConnectOptions::from_str(url).map_err(|e| DbError::BadUrl {
+        url: redact(url),
+        reason: e.to_string(),
+    })?;
+    let build = |o: PgConnectOptions| {
+        PgPoolOptions::new()
+            .max_connections(max)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(o)
+    };
+    match build(opts.clone()).await {
+        Ok(p) => Ok(p),
+        Err(sqlx::Error::Database(db)) if create && db.code().as_deref() == Some("3D000") => {
+            let name = opts.get_database().unwrap_or("agentd").to_string();
+            let mut admin = opts.clone().database("postgres").connect().await.map_err(|e| {
+                DbError::Connect {
+                    url: redact(url),
+                    source: e,
+                }
+            })?;
+            let sql = format!("CREATE DATABASE \"{}\"", name.replace('"', "\"\""));
+            // The name is quoted above (double quotes doubled), so it cannot break out of the identifier.
+            if let Err(e) = sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut admin).await {
+                // Another process may have created it meanwhile (42P04: duplicate_database).
+                let dup = matches!(&e, sqlx::Error::Database(d) if d.code().as_deref() == Some("42P04"));
+                if !dup {
+                    return Err(DbError::Sql(e));
+                }
+            }
+            info!(database = %name, "created database");
+            build(opts).await.map_err(|e| DbError::Connect {
+                url: redact(url),
+                source: e,
+            })
+        }
+        Err(e) => Err(DbError::Connect {
+            url: redact(url),
+            source: e,
+        }),
+    }
+}
+
+/// Hides the password of a URL for logs and output.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{}:***{}", &url[..s + 3], user, &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// A PostgreSQL cluster owned by agentd.
+pub struct PrivateCluster {
+    pub dir: PathBuf,
+    pub port: u16,
+    bin: PathBuf,
+    /// Only the process that started the server stops it.
+    started_here: bool,
+}
+
+impl PrivateCluster {
+    /// Initialises (first time) and starts the cluster.
+    pub fn start(cfg: &DatabaseConfig) -> Result<Self, DbError> {
+        let bin = find_pg_bin().ok_or_else(|| {
+            DbError::Private(
+                "no PostgreSQL answers at the local default and no PostgreSQL binaries (initdb, pg_ctl) were found in PATH or /usr/lib/postgresql/*/bin. \
+                 Install them (Debian/Ubuntu: `apt install postgresql`; macOS: `brew install postgresql`) or set DATABASE_URL."
+                    .into(),
+            )
+        })?;
+        let dir = if cfg.private_dir.is_empty() {
+            data_home().join("agentd").join("postgres")
+        } else {
+            PathBuf::from(&cfg.private_dir)
+        };
+        let mut c = Self {
+            dir,
+            port: cfg.private_port,
+            bin,
+            started_here: false,
+        };
+        c.init()?;
+        if !c.running() {
+            c.run_tool(
+                "pg_ctl",
+                &[
+                    "-D",
+                    &c.dir.display().to_string(),
+                    "-w",
+                    "-t",
+                    "60",
+                    "-l",
+                    &c.dir.join("server.log").display().to_string(),
+                    "-o",
+                    &format!(
+                        "-p {} -k {} -c listen_addresses=127.0.0.1",
+                        c.port,
+                        c.dir.display()
+                    ),
+                    "start",
+                ],
+            )?;
+            c.started_here = true;
+        }
+        Ok(c)
+    }
+
+    /// The URL of the agentd database in this cluster.
+    pub fn url(&self) -> String {
+        format!("postgres://agentd@127.0.0.1:{}/agentd", self.port)
+    }
+
+    fn init(&self) -> Result<(), DbError> {
+        if self.dir.join("PG_VERSION").exists() {
+            return Ok(());
+        }
+        std::fs::create_dir_all(&self.dir).map_err(|e| {
+            DbError::Private(format!("cannot create {}: {e}", self.dir.display()))
+        })?;
+        if is_root() {
+            // initdb refuses to run as root; the cluster belongs to the postgres user.
+            let status = Command::new("chown")
+                .args(["-R", "postgres:postgres", &self.dir.display().to_string()])
+                .status();
+            if !matches!(status, Ok(s) if s.success()) {
+                return Err(DbError::Private(format!(
+                    "running as root: cannot hand {} to the `postgres` user (initdb refuses root); run agentd as a normal user or set DATABASE_URL",
+                    self.dir.display()
+                )));
+            }
+        }
+        self.run_tool(
+            "initdb",
+            &[
+                "-D",
+                &self.dir.display().to_string(),
+                "-U",
+                "agentd",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+            ],
+        )
+    }
+
+    fn running(&self) -> bool {
+        self.tool("pg_ctl")
+            .args(["-D", &self.dir.display().to_string(), "status"])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    }
+
+    fn tool(&self, name: &str) -> Command {
+        let path = self.bin.join(name);
+        if is_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(path);
+            c
+        } else {
+            Command::new(path)
+        }
+    }
+
+    fn run_tool(&self, name: &str, args: &[&str]) -> Result<(), DbError> {
+        let out = self
+            .tool(name)
+            .args(args)
+            .output()
+            .map_err(|e| DbError::Private(format!("cannot run {name}: {e}")))?;
+        if !out.status.success() {
+            return Err(DbError::Private(format!(
+                "{name} failed ({}): {}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(&out.stdout)
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        if self.started_here {
+            let _ = self
+                .tool("pg_ctl")
+                .args(["-D", &self.dir.display().to_string(), "-m", "fast", "-w", "stop"])
+                .output();
+        }
+    }
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+fn data_home() -> PathBuf {
+    std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from(".agentd"))
+}
+
+/// The directory holding `initdb` and `pg_ctl`: PATH first, then the newest
+/// `/usr/lib/postgresql/<version>/bin`.
+pub fn find_pg_bin() -> Option<PathBuf> {
+    if let Some(paths) = std::env::var_os("PATH") {
+        for p in std::env::split_paths(&paths) {
+            if p.join("initdb").is_file() && p.join("pg_ctl").is_file() {
+                return Some(p);
+            }
+        }
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let v = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").is_file().then_some((v, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, b)| b)
+}

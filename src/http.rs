@@ -1,0 +1,78 @@
+//! The operator's endpoints: `/healthz` (process alive), `/readyz` (database reachable,
+//! migrations current, workers running) and `/metrics` (Prometheus text).
+
+use axum::{Router, extract::State, http::StatusCode, routing::get};
+use metrics_exporter_prometheus::PrometheusHandle;
+use sqlx::PgPool;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// What `/readyz` looks at.
+#[derive(Clone)]
+pub struct HealthState {
+    pub pool: PgPool,
+    /// Set once the workers run; cleared at shutdown.
+    pub workers_running: Arc<AtomicBool>,
+    pub metrics: PrometheusHandle,
+}
+
+static RECORDER: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the process-wide Prometheus recorder once and returns its handle.
+pub fn metrics_handle() -> PrometheusHandle {
+    RECORDER
+        .get_or_init(|| {
+            metrics_exporter_prometheus::PrometheusBuilder::new()
+                .install_recorder()
+                .expect("install the Prometheus recorder")
+        })
+        .clone()
+}
+
+/// Serves until `stop`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: HealthState,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
+    let app = Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .with_state(state);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .await
+}
+
+async fn readyz(State(s): State<HealthState>) -> (StatusCode, String) {
+    let db = tokio::time::timeout(Duration::from_secs(2), crate::db::migrations_current(&s.pool)).await;
+    let workers = s.workers_running.load(Ordering::Relaxed);
+    match db {
+        Ok(Ok(true)) if workers => (StatusCode::OK, "ready\n".into()),
+        Ok(Ok(true)) => (StatusCode::SERVICE_UNAVAILABLE, "workers not running\n".into()),
+        Ok(Ok(false)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "migrations pending: run `agentd migrate`\n".into(),
+        ),
+        Ok(Err(e)) => (StatusCode::SERVICE_UNAVAILABLE, format!("database unreachable: {e}\n")),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "database did not answer within 2s\n".into()),
+    }
+}
+
+async fn metrics_text(State(s): State<HealthState>) -> String {
+    crate::queue::store::ready_ages(&s.pool, chrono::Utc::now())
+        .await
+        .map(|ages| {
+            for a in ages {
+                metrics::gauge!("agentd_queue_ready", "kind" => a.kind.clone()).set(a.ready as f64);
+                metrics::gauge!("agentd_queue_oldest_ready_seconds", "kind" => a.kind)
+                    .set(a.oldest_ready_secs.unwrap_or(0.0));
+            }
+        })
+        .ok();
+    s.metrics.render()
+}

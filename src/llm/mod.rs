@@ -1,0 +1,187 @@
+//! LLM providers behind one trait with neutral types: messages made of text, tool_use and
+//! tool_result blocks; usage; a stop reason. Providers: `openai` (async-openai, any
+//! OpenAI-compatible server), `scripted` (tests) and `offline` (a deterministic heuristic model,
+//! the default when no key or base URL is configured).
+
+pub mod offline;
+pub mod openai;
+pub mod scripted;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Who said it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    /// Tool results (sent back to the model).
+    Tool,
+}
+
+/// One piece of a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Block {
+    Text {
+        text: String,
+    },
+    /// The model asks for a tool call. `arguments` is the raw text the model produced: it may
+    /// not be valid JSON, and the loop turns that into a tool error the model can correct.
+    ToolUse {
+        id: String,
+        name: String,
+        arguments: String,
+    },
+    /// The answer to a tool call.
+    ToolResult {
+        call_id: String,
+        content: String,
+        is_error: bool,
+    },
+}
+
+/// A message of the transcript.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: Vec<Block>,
+}
+
+impl Message {
+    /// A message with one text block.
+    pub fn text(role: Role, text: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: vec![Block::Text { text: text.into() }],
+        }
+    }
+
+    /// The concatenated text blocks.
+    pub fn joined_text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|b| match b {
+                Block::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("")
+    }
+
+    /// The tool calls, in order: (id, name, raw arguments).
+    pub fn tool_calls(&self) -> Vec<(&str, &str, &str)> {
+        self.content
+            .iter()
+            .filter_map(|b| match b {
+                Block::ToolUse {
+                    id,
+                    name,
+                    arguments,
+                } => Some((id.as_str(), name.as_str(), arguments.as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// A tool as offered to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: Value,
+}
+
+/// Whether the model may call tools in this request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolChoice {
+    Auto,
+    /// No tools: used for the forced final summary when the round cap is hit.
+    None,
+}
+
+/// One provider call.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CompletionRequest {
+    pub model: String,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+    pub tool_choice: ToolChoice,
+    pub max_tokens: Option<u32>,
+    /// OpenAI structured-output `response_format` (run_extraction uses it).
+    pub response_format: Option<Value>,
+}
+
+/// Tokens used by one call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    /// Input plus output.
+    pub fn total(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    EndTurn,
+    ToolUse,
+    MaxTokens,
+    Other,
+}
+
+/// The provider's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompletionResponse {
+    /// Always role Assistant.
+    pub message: Message,
+    pub usage: Usage,
+    pub finish: FinishReason,
+    /// The model that answered, as the provider reports it.
+    pub model: String,
+}
+
+/// A provider failure.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{provider}: {message}")]
+pub struct LlmError {
+    pub provider: String,
+    pub message: String,
+    /// Worth retrying later (429, 5xx, timeouts, connection errors).
+    pub retryable: bool,
+}
+
+impl LlmError {
+    /// A new error.
+    pub fn new(provider: &str, message: impl Into<String>, retryable: bool) -> Self {
+        Self {
+            provider: provider.to_string(),
+            message: message.into(),
+            retryable,
+        }
+    }
+}
+
+/// A chat model that can call tools.
+#[async_trait::async_trait]
+pub trait LlmProvider: Send + Sync {
+    /// `openai`, `scripted` or `offline`: stored on runs and audit rows.
+    fn name(&self) -> &str;
+    /// One completion.
+    async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError>;
+}
+
+/// A provider shared across tasks.
+pub type SharedProvider = Arc<dyn LlmProvider>;

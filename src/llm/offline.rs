@@ -1,0 +1,1 @@
+//! The offline provider. NOT IMPLEMENTED YET.

@@ -1,0 +1,1 @@
+//! The OpenAI-compatible provider (async-openai). NOT IMPLEMENTED YET.

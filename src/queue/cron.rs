@@ -1,0 +1,142 @@
+//! Periodic jobs. The `cron` crate computes ticks; each tick is enqueued under a unique key
+//! (schedule, tick), so any number of worker processes produce exactly one job per tick (or,
+//! for a fan-out schedule, one per org per tick date). After downtime only the latest missed
+//! tick is enqueued, never a burst.
+
+use super::QueueError;
+use crate::catalog::FanOut;
+use crate::clock::SharedClock;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgPool;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+/// One periodic schedule.
+#[derive(Debug, Clone)]
+pub struct CronEntry {
+    pub kind: String,
+    pub schedule: cron::Schedule,
+    pub fan_out: Option<FanOut>,
+    pub priority: i16,
+    pub max_attempts: i32,
+}
+
+/// What one tick enqueued.
+#[derive(Debug, Clone, Serialize)]
+pub struct TickReport {
+    pub kind: String,
+    pub tick: DateTime<Utc>,
+    /// Jobs inserted (0 when another node already enqueued this tick).
+    pub inserted: u64,
+}
+
+/// Enqueues periodic jobs.
+pub struct Scheduler {
+    pool: PgPool,
+    clock: SharedClock,
+    entries: Vec<CronEntry>,
+}
+
+impl Scheduler {
+    /// A scheduler for `entries`.
+    pub fn new(pool: PgPool, clock: SharedClock, entries: Vec<CronEntry>) -> Self {
+        Self {
+            pool,
+            clock,
+            entries,
+        }
+    }
+
+    /// The latest tick of `schedule` at or before `now`.
+    pub fn latest_tick(schedule: &cron::Schedule, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        schedule
+            .after(&(now + chrono::Duration::seconds(1)))
+            .next_back()
+            .filter(|t| *t <= now)
+    }
+
+    /// Enqueues the latest tick at or before "now" of every schedule (idempotent).
+    pub async fn run_once(&self) -> Result<Vec<TickReport>, QueueError> {
+        let now = self.clock.now();
+        let mut reports = Vec::new();
+        for e in &self.entries {
+            let Some(tick) = Self::latest_tick(&e.schedule, now) else {
+                continue;
+            };
+            let inserted = enqueue_tick(&self.pool, e, tick).await?;
+            if inserted > 0 {
+                info!(kind = %e.kind, %tick, inserted, "cron tick enqueued");
+            }
+            reports.push(TickReport {
+                kind: e.kind.clone(),
+                tick,
+                inserted,
+            });
+        }
+        Ok(reports)
+    }
+
+    /// Runs `run_once` at start and at every tick until `stop`.
+    pub async fn run(self, stop: CancellationToken) {
+        loop {
+            if let Err(e) = self.run_once().await {
+                warn!(error = %e, "cron tick failed; retrying at the next wake-up");
+            }
+            let now = self.clock.now();
+            let next = self
+                .entries
+                .iter()
+                .filter_map(|e| e.schedule.after(&now).next())
+                .min();
+            let wait = next
+                .and_then(|t| (t - now).to_std().ok())
+                .unwrap_or(Duration::from_secs(60))
+                .min(Duration::from_secs(60))
+                + Duration::from_millis(5);
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {},
+                _ = stop.cancelled() => return,
+            }
+        }
+    }
+}
+
+/// Enqueues one tick of `e`; returns the number of jobs inserted.
+pub async fn enqueue_tick(
+    pool: &PgPool,
+    e: &CronEntry,
+    tick: DateTime<Utc>,
+) -> Result<u64, QueueError> {
+    let done = match e.fan_out {
+        None => sqlx::query(
+            "INSERT INTO agentd_jobs (kind, payload, priority, max_attempts, unique_key, run_at)
+             VALUES ($1, jsonb_build_object('tick', $2::timestamptz), $3, $4, 'cron:' || $1 || ':' || $5, $2)
+             ON CONFLICT (unique_key) DO NOTHING",
+        )
+        .bind(&e.kind)
+        .bind(tick)
+        .bind(e.priority)
+        .bind(e.max_attempts)
+        .bind(tick.to_rfc3339())
+        .execute(pool)
+        .await?,
+        // One set-based statement for every active org: 10,000 orgs are one round trip.
+        Some(FanOut::Orgs) => sqlx::query(
+            "INSERT INTO agentd_jobs (kind, payload, priority, max_attempts, unique_key, run_at)
+             SELECT $1, jsonb_build_object('org_id', o.id, 'night', $2::date), $3, $4,
+                    $1 || ':' || o.id || ':' || $2::date, $5
+               FROM orgs o WHERE o.active
+             ON CONFLICT (unique_key) DO NOTHING",
+        )
+        .bind(&e.kind)
+        .bind(tick.date_naive())
+        .bind(e.priority)
+        .bind(e.max_attempts)
+        .bind(tick)
+        .execute(pool)
+        .await?,
+    };
+    Ok(done.rows_affected())
+}

@@ -1,0 +1,136 @@
+//! The Postgres job queue: enqueue (on any executor, so producers enqueue inside their own
+//! transaction), batched claim with `FOR UPDATE SKIP LOCKED`, leases with heartbeat, attempt
+//! fencing, retries with backoff written to the database, dead jobs, unique keys, cron ticks,
+//! lease rescue and retention.
+
+pub mod backoff;
+pub mod cron;
+pub mod enqueue;
+pub mod maintenance;
+pub mod store;
+pub mod worker;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+pub use enqueue::{enqueue, enqueue_many};
+
+/// The NOTIFY channel the insert trigger signals on (once per statement).
+pub const NOTIFY_CHANNEL: &str = "agentd_jobs";
+
+/// A job to insert.
+#[derive(Debug, Clone, Serialize)]
+pub struct NewJob {
+    /// Which handler runs it, e.g. `auto_create`.
+    pub kind: String,
+    /// The handler's input; validated by the handler (a malformed payload makes the job `dead`).
+    pub payload: Value,
+    /// Higher is claimed first.
+    pub priority: i16,
+    /// Not before this instant; `None` means now.
+    pub run_at: Option<DateTime<Utc>>,
+    /// Attempts before `dead`.
+    pub max_attempts: i32,
+    /// A second job with the same key is skipped (`ON CONFLICT DO NOTHING`).
+    pub unique_key: Option<String>,
+}
+
+impl NewJob {
+    /// A job of `kind` with `payload`, default priority and five attempts.
+    pub fn new(kind: impl Into<String>, payload: Value) -> Self {
+        Self {
+            kind: kind.into(),
+            payload,
+            priority: 0,
+            run_at: None,
+            max_attempts: 5,
+            unique_key: None,
+        }
+    }
+
+    /// Sets the unique key.
+    pub fn unique_key(mut self, key: impl Into<String>) -> Self {
+        self.unique_key = Some(key.into());
+        self
+    }
+
+    /// Sets the earliest run time.
+    pub fn run_at(mut self, at: DateTime<Utc>) -> Self {
+        self.run_at = Some(at);
+        self
+    }
+
+    /// Sets the priority.
+    pub fn priority(mut self, p: i16) -> Self {
+        self.priority = p;
+        self
+    }
+
+    /// Sets the attempt limit.
+    pub fn max_attempts(mut self, n: i32) -> Self {
+        self.max_attempts = n;
+        self
+    }
+}
+
+/// A job as stored.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct JobRow {
+    pub id: i64,
+    pub kind: String,
+    pub payload: Value,
+    pub state: String,
+    pub priority: i16,
+    pub run_at: DateTime<Utc>,
+    pub attempt: i32,
+    pub released: i32,
+    pub max_attempts: i32,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub locked_by: Option<String>,
+    pub unique_key: Option<String>,
+    pub last_error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// A claimed job: what a handler gets.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ClaimedJob {
+    pub id: i64,
+    pub kind: String,
+    pub payload: Value,
+    /// The fencing token: acks and failures carry it; a stale attempt changes nothing.
+    pub attempt: i32,
+    /// Attempts that count against `max_attempts` (claims minus graceful releases).
+    pub counted_attempts: i32,
+    pub max_attempts: i32,
+}
+
+/// Why a handler did not succeed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum JobError {
+    /// Worth another attempt (provider down, database blip).
+    #[error("{0}")]
+    Retryable(String),
+    /// Will never succeed (malformed payload, missing subject): `dead` at once.
+    #[error("{0}")]
+    Fatal(String),
+}
+
+impl JobError {
+    /// True if the job should be retried (while attempts remain).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, JobError::Retryable(_))
+    }
+}
+
+/// Errors of the queue itself (database).
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("{0}")]
+    Invalid(String),
+}

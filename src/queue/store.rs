@@ -1,0 +1,356 @@
+//! The queue's SQL. "Now" is always a parameter (from the Clock); every write that finishes an
+//! attempt is fenced by `(id, attempt, state = 'running')`, so a stale attempt changes nothing.
+
+use super::{ClaimedJob, JobRow, QueueError};
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+use sqlx::{PgExecutor, PgPool};
+
+/// Claims up to `limit` ready jobs of the given kinds, highest priority and oldest `run_at`
+/// first, giving each a lease until `now + lease` and a new attempt number.
+///
+/// The `id = ANY(ARRAY(SELECT … FOR UPDATE SKIP LOCKED))` form keeps the plan an index scan on
+/// the partial claim index even under a generic plan (the join form scans the table).
+pub async fn claim(
+    pool: &PgPool,
+    kinds: &[String],
+    limit: u32,
+    worker_id: &str,
+    now: DateTime<Utc>,
+    lease: Duration,
+) -> Result<Vec<ClaimedJob>, QueueError> {
+    let jobs = sqlx::query_as::<_, ClaimedJob>(
+        "UPDATE agentd_jobs
+            SET state = 'running', attempt = attempt + 1, locked_by = $3,
+                lease_expires_at = $4 + $5 * interval '1 millisecond', started_at = $4
+          WHERE id = ANY(ARRAY(
+                SELECT id FROM agentd_jobs
+                 WHERE state = 'available' AND kind = ANY($1) AND run_at <= $4
+                 ORDER BY priority DESC, run_at, id
+                 LIMIT $2
+                 FOR UPDATE SKIP LOCKED))
+      RETURNING id, kind, payload, attempt, attempt - released AS counted_attempts, max_attempts",
+    )
+    .bind(kinds)
+    .bind(i64::from(limit))
+    .bind(worker_id)
+    .bind(now)
+    .bind(lease.num_milliseconds() as f64)
+    .fetch_all(pool)
+    .await?;
+    Ok(jobs)
+}
+
+/// Marks attempts succeeded in one statement; returns the ids whose ack counted (stale
+/// attempts are left out).
+pub async fn complete_many(
+    pool: &PgPool,
+    done: &[(i64, i32)],
+    now: DateTime<Utc>,
+) -> Result<Vec<i64>, QueueError> {
+    if done.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (ids, attempts): (Vec<i64>, Vec<i32>) = done.iter().copied().unzip();
+    let acked = sqlx::query_scalar(
+        "UPDATE agentd_jobs j
+            SET state = 'succeeded', finished_at = $3, lease_expires_at = NULL, locked_by = NULL,
+                last_error = NULL
+           FROM unnest($1::int8[], $2::int4[]) AS d(id, attempt)
+          WHERE j.id = d.id AND j.attempt = d.attempt AND j.state = 'running'
+      RETURNING j.id",
+    )
+    .bind(&ids)
+    .bind(&attempts)
+    .bind(now)
+    .fetch_all(pool)
+    .await?;
+    Ok(acked)
+}
+
+/// What happened to a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum FailOutcome {
+    /// Back to `available` at the given time.
+    Retry,
+    /// No attempts left, or a fatal error.
+    Dead,
+    /// The attempt was stale (lease lost, job cancelled): nothing changed.
+    Stale,
+}
+
+/// Records a failed attempt: `dead` if `fatal` or out of attempts, else `available` again at
+/// `retry_at` (the backoff is written to the database).
+pub async fn fail(
+    pool: &PgPool,
+    id: i64,
+    attempt: i32,
+    error: &str,
+    fatal: bool,
+    retry_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<FailOutcome, QueueError> {
+    let state: Option<String> = sqlx::query_scalar(
+        "UPDATE agentd_jobs
+            SET state = CASE WHEN $4 OR attempt - released >= max_attempts THEN 'dead' ELSE 'available' END,
+                run_at = CASE WHEN $4 OR attempt - released >= max_attempts THEN run_at ELSE $5 END,
+                finished_at = CASE WHEN $4 OR attempt - released >= max_attempts THEN $6 ELSE NULL END,
+                last_error = $3, lease_expires_at = NULL, locked_by = NULL
+          WHERE id = $1 AND attempt = $2 AND state = 'running'
+      RETURNING state",
+    )
+    .bind(id)
+    .bind(attempt)
+    .bind(truncate(error, 4000))
+    .bind(fatal)
+    .bind(retry_at)
+    .bind(now)
+    .fetch_optional(pool)
+    .await?;
+    Ok(match state.as_deref() {
+        Some("dead") => FailOutcome::Dead,
+        Some(_) => FailOutcome::Retry,
+        None => FailOutcome::Stale,
+    })
+}
+
+/// Extends the leases of running attempts; returns the ids still held (the others were
+/// rescued or cancelled and must stop).
+pub async fn heartbeat(
+    pool: &PgPool,
+    held: &[(i64, i32)],
+    now: DateTime<Utc>,
+    lease: Duration,
+) -> Result<Vec<i64>, QueueError> {
+    if held.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (ids, attempts): (Vec<i64>, Vec<i32>) = held.iter().copied().unzip();
+    let kept = sqlx::query_scalar(
+        "UPDATE agentd_jobs j SET lease_expires_at = $3 + $4 * interval '1 millisecond'
+           FROM unnest($1::int8[], $2::int4[]) AS h(id, attempt)
+          WHERE j.id = h.id AND j.attempt = h.attempt AND j.state = 'running'
+      RETURNING j.id",
+    )
+    .bind(&ids)
+    .bind(&attempts)
+    .bind(now)
+    .bind(lease.num_milliseconds() as f64)
+    .fetch_all(pool)
+    .await?;
+    Ok(kept)
+}
+
+/// Gives attempts back without counting them (graceful shutdown): `available` at once.
+pub async fn release(
+    pool: &PgPool,
+    held: &[(i64, i32)],
+    now: DateTime<Utc>,
+) -> Result<u64, QueueError> {
+    if held.is_empty() {
+        return Ok(0);
+    }
+    let (ids, attempts): (Vec<i64>, Vec<i32>) = held.iter().copied().unzip();
+    let done = sqlx::query(
+        "UPDATE agentd_jobs j
+            SET state = 'available', run_at = $3, released = released + 1,
+                lease_expires_at = NULL, locked_by = NULL,
+                last_error = 'released by a worker shutting down'
+           FROM unnest($1::int8[], $2::int4[]) AS h(id, attempt)
+          WHERE j.id = h.id AND j.attempt = h.attempt AND j.state = 'running'",
+    )
+    .bind(&ids)
+    .bind(&attempts)
+    .bind(now)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Re-queues up to `limit` running jobs whose lease expired before `now` (crashed or hung
+/// worker). The lost attempt counts; out of attempts → `dead`.
+pub async fn rescue_expired(
+    pool: &PgPool,
+    now: DateTime<Utc>,
+    limit: u32,
+) -> Result<RescueReport, QueueError> {
+    let rows: Vec<(i64, String)> = sqlx::query_as(
+        "UPDATE agentd_jobs
+            SET state = CASE WHEN attempt - released >= max_attempts THEN 'dead' ELSE 'available' END,
+                finished_at = CASE WHEN attempt - released >= max_attempts THEN $1 ELSE NULL END,
+                run_at = $1, lease_expires_at = NULL, locked_by = NULL,
+                last_error = 'lease expired: the worker crashed, hung or lost its database connection (attempt ' || attempt || ')'
+          WHERE id = ANY(ARRAY(
+                SELECT id FROM agentd_jobs
+                 WHERE state = 'running' AND lease_expires_at < $1
+                 ORDER BY lease_expires_at
+                 LIMIT $2
+                 FOR UPDATE SKIP LOCKED))
+      RETURNING id, state",
+    )
+    .bind(now)
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await?;
+    let dead = rows.iter().filter(|(_, s)| s == "dead").count() as u64;
+    Ok(RescueReport {
+        requeued: rows.len() as u64 - dead,
+        dead,
+    })
+}
+
+/// What a rescue pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RescueReport {
+    pub requeued: u64,
+    pub dead: u64,
+}
+
+/// Deletes up to `limit` finished jobs (succeeded, dead, cancelled) finished before `cutoff`.
+pub async fn purge_finished(
+    pool: &PgPool,
+    cutoff: DateTime<Utc>,
+    limit: u32,
+) -> Result<u64, QueueError> {
+    let done = sqlx::query(
+        "DELETE FROM agentd_jobs WHERE id = ANY(ARRAY(
+            SELECT id FROM agentd_jobs
+             WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at < $1
+             LIMIT $2))",
+    )
+    .bind(cutoff)
+    .bind(i64::from(limit))
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Puts a `dead` or `cancelled` job back to `available` now, with a fresh attempt budget.
+pub async fn retry<'e, E: PgExecutor<'e>>(
+    exec: E,
+    id: i64,
+    now: DateTime<Utc>,
+) -> Result<Option<String>, QueueError> {
+    let state = sqlx::query_scalar(
+        "UPDATE agentd_jobs
+            SET state = 'available', run_at = $2, released = attempt, finished_at = NULL
+          WHERE id = $1 AND state IN ('dead', 'cancelled', 'available')
+      RETURNING state",
+    )
+    .bind(id)
+    .bind(now)
+    .fetch_optional(exec)
+    .await?;
+    Ok(state)
+}
+
+/// Cancels an `available` or `running` job. A running attempt is fenced out: its ack is ignored.
+pub async fn cancel<'e, E: PgExecutor<'e>>(
+    exec: E,
+    id: i64,
+    now: DateTime<Utc>,
+) -> Result<bool, QueueError> {
+    let done = sqlx::query(
+        "UPDATE agentd_jobs
+            SET state = 'cancelled', finished_at = $2, lease_expires_at = NULL, locked_by = NULL
+          WHERE id = $1 AND state IN ('available', 'running')",
+    )
+    .bind(id)
+    .bind(now)
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// One job by id.
+pub async fn get<'e, E: PgExecutor<'e>>(exec: E, id: i64) -> Result<Option<JobRow>, QueueError> {
+    Ok(
+        sqlx::query_as::<_, JobRow>("SELECT * FROM agentd_jobs WHERE id = $1")
+            .bind(id)
+            .fetch_optional(exec)
+            .await?,
+    )
+}
+
+/// Jobs, newest first, optionally filtered by kind and state.
+pub async fn list(
+    pool: &PgPool,
+    kind: Option<&str>,
+    state: Option<&str>,
+    limit: i64,
+) -> Result<Vec<JobRow>, QueueError> {
+    Ok(sqlx::query_as::<_, JobRow>(
+        "SELECT * FROM agentd_jobs
+          WHERE ($1::text IS NULL OR kind = $1) AND ($2::text IS NULL OR state = $2)
+          ORDER BY id DESC LIMIT $3",
+    )
+    .bind(kind)
+    .bind(state)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Jobs per kind and state.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct StateCount {
+    pub kind: String,
+    pub state: String,
+    pub count: i64,
+}
+
+/// Counts by kind and state.
+pub async fn counts(pool: &PgPool) -> Result<Vec<StateCount>, QueueError> {
+    Ok(sqlx::query_as::<_, StateCount>(
+        "SELECT kind, state, count(*) AS count FROM agentd_jobs GROUP BY kind, state ORDER BY kind, state",
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Per kind: ready jobs and the age of the oldest one, in seconds.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct ReadyAge {
+    pub kind: String,
+    pub ready: i64,
+    pub oldest_ready_secs: Option<f64>,
+}
+
+/// Ready depth and oldest ready age per kind, as of `now`.
+pub async fn ready_ages(pool: &PgPool, now: DateTime<Utc>) -> Result<Vec<ReadyAge>, QueueError> {
+    Ok(sqlx::query_as::<_, ReadyAge>(
+        "SELECT kind, count(*) AS ready,
+                EXTRACT(EPOCH FROM ($1 - min(run_at)))::float8 AS oldest_ready_secs
+           FROM agentd_jobs WHERE state = 'available' AND run_at <= $1
+          GROUP BY kind ORDER BY kind",
+    )
+    .bind(now)
+    .fetch_all(pool)
+    .await?)
+}
+
+/// The earliest future `run_at` among available jobs of `kinds` (when to wake for delayed jobs).
+pub async fn next_run_at(
+    pool: &PgPool,
+    kinds: &[String],
+    now: DateTime<Utc>,
+) -> Result<Option<DateTime<Utc>>, QueueError> {
+    Ok(sqlx::query_scalar(
+        "SELECT min(run_at) FROM agentd_jobs WHERE state = 'available' AND kind = ANY($1) AND run_at > $2",
+    )
+    .bind(kinds)
+    .bind(now)
+    .fetch_one(pool)
+    .await?)
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}

@@ -1,0 +1,152 @@
+//! Tools the agent can call, and the registry: the one chokepoint every call goes through.
+//! Each tool declares a name, a description, JSON-schema parameters, a category and a handler;
+//! tools that can be proposed for approval also declare a `snapshot` of the data they depend on.
+//! Every handler filters by `ctx.org_id`: a tool never sees another org's rows.
+
+pub mod registry;
+
+use crate::llm::SharedProvider;
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+pub use registry::Registry;
+
+/// What a tool may do; the job's policy maps each category to auto, propose or deny.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Category {
+    Read,
+    Write,
+    Destructive,
+}
+
+impl Category {
+    /// `read`, `write` or `destructive`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Category::Read => "read",
+            Category::Write => "write",
+            Category::Destructive => "destructive",
+        }
+    }
+}
+
+/// Everything a handler may use. The connection is inside the step's transaction: the tool's
+/// side effects commit together with its audit row and the run checkpoint.
+pub struct ToolCtx<'c> {
+    /// The org the run belongs to; every query filters by it.
+    pub org_id: Uuid,
+    /// The run (None for a human decision outside a run).
+    pub run_id: Option<Uuid>,
+    /// `agent:<kind>` or `human:<who>`: recorded on audit rows.
+    pub actor: String,
+    /// The step transaction.
+    pub conn: &'c mut PgConnection,
+    /// For tools that call a model themselves (run_extraction).
+    pub provider: SharedProvider,
+    /// Model name for such calls.
+    pub model: String,
+    /// Characters of document text a tool may show or send (bounded excerpt).
+    pub excerpt_chars: usize,
+    /// "Now" from the Clock.
+    pub now: DateTime<Utc>,
+    /// The job's subject document, when there is one (auto_create): defaults for optional ids.
+    pub document_id: Option<Uuid>,
+    /// The night a proactive run works on.
+    pub night: Option<NaiveDate>,
+    /// Suggestions allowed per org per night.
+    pub max_suggestions: Option<u32>,
+}
+
+/// A tool failure. All but `Db` go back to the model as text it can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// Arguments wrong: the message says what to fix.
+    #[error("invalid arguments: {0}")]
+    Invalid(String),
+    /// The id does not exist in this org (another org's id looks exactly like this).
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The action conflicts with the current state.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// A model call inside the tool failed.
+    #[error("provider error: {0}")]
+    Provider(String),
+    /// The database failed: not the model's fault; the step is rolled back and retried.
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+}
+
+impl ToolError {
+    /// True if this error should fail the step (and the job attempt) instead of going back to
+    /// the model.
+    pub fn is_infrastructure(&self) -> bool {
+        matches!(self, ToolError::Db(_))
+    }
+}
+
+/// A tool.
+#[async_trait::async_trait]
+pub trait Tool: Send + Sync {
+    /// The name the model calls.
+    fn name(&self) -> &'static str;
+    /// What the model reads to decide when to call it.
+    fn description(&self) -> &'static str;
+    /// JSON Schema (Draft 7) of the arguments object; arguments are validated against it
+    /// before the handler runs.
+    fn parameters(&self) -> Value;
+    /// Read, write or destructive.
+    fn category(&self) -> Category;
+    /// Runs the tool.
+    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError>;
+    /// The data the action depends on, read with the subject rows locked (`FOR UPDATE`) so a
+    /// decision can compare and act atomically. `None`: this tool cannot be proposed.
+    async fn snapshot(
+        &self,
+        _ctx: &mut ToolCtx<'_>,
+        _args: &Value,
+    ) -> Option<Result<Value, ToolError>> {
+        None
+    }
+}
+
+/// Parses an optional UUID argument; a bad one is an `Invalid` error naming the field.
+pub fn opt_uuid(args: &Value, field: &str) -> Result<Option<Uuid>, ToolError> {
+    match args.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Uuid::parse_str(s)
+            .map(Some)
+            .map_err(|_| ToolError::Invalid(format!("{field} must be a UUID (got {s:?})"))),
+        Some(other) => Err(ToolError::Invalid(format!(
+            "{field} must be a UUID string (got {other})"
+        ))),
+    }
+}
+
+/// Parses a required UUID argument.
+pub fn req_uuid(args: &Value, field: &str) -> Result<Uuid, ToolError> {
+    opt_uuid(args, field)?.ok_or_else(|| ToolError::Invalid(format!("{field} is required")))
+}
+
+/// A revid `"<uuid>:<version>"` (schemas and prompts are versioned).
+pub fn parse_revid(s: &str, field: &str) -> Result<(Uuid, i32), ToolError> {
+    let err = || {
+        ToolError::Invalid(format!(
+            "{field} must be \"<id>:<version>\", e.g. \"0190…:1\" (got {s:?})"
+        ))
+    };
+    let (id, v) = s.split_once(':').ok_or_else(err)?;
+    Ok((
+        Uuid::parse_str(id).map_err(|_| err())?,
+        v.parse::<i32>().map_err(|_| err())?,
+    ))
+}
+
+/// Formats a revid.
+pub fn revid(id: Uuid, version: i32) -> String {
+    format!("{id}:{version}")
+}

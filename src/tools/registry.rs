@@ -1,0 +1,115 @@
+//! The registry: the one chokepoint. Unknown tools and invalid arguments never reach a handler;
+//! they come back as errors the model can correct.
+
+use super::{Tool, ToolCtx, ToolError};
+use crate::llm::ToolSpec;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Every tool, by name.
+#[derive(Clone, Default)]
+pub struct Registry {
+    tools: BTreeMap<&'static str, Arc<dyn Tool>>,
+}
+
+/// Why a call did not reach a handler, or what the handler said.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("unknown tool `{0}`; call one of the tools you were given")]
+    UnknownTool(String),
+    #[error("arguments are not valid JSON ({0}); send one JSON object")]
+    BadJson(String),
+    #[error("{0}")]
+    Tool(#[from] ToolError),
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool (replacing one of the same name).
+    pub fn register(&mut self, tool: Arc<dyn Tool>) {
+        self.tools.insert(tool.name(), tool);
+    }
+
+    /// The tool called `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(name)
+    }
+
+    /// All tool names.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.tools.keys().copied().collect()
+    }
+
+    /// Specs of the allowed tools, in allow-list order (what the model is offered).
+    pub fn specs(&self, allow: &[String]) -> Vec<ToolSpec> {
+        allow
+            .iter()
+            .filter_map(|n| self.tools.get(n.as_str()))
+            .map(|t| ToolSpec {
+                name: t.name().to_string(),
+                description: t.description().to_string(),
+                parameters: t.parameters(),
+            })
+            .collect()
+    }
+
+    /// Parses raw model arguments: tolerates a ```json code fence and empty text (= `{}`).
+    pub fn parse_args(raw: &str) -> Result<Value, CallError> {
+        let t = raw.trim();
+        let t = t
+            .strip_prefix("```json")
+            .or_else(|| t.strip_prefix("```"))
+            .map(|s| s.trim_end().trim_end_matches("```").trim())
+            .unwrap_or(t);
+        if t.is_empty() {
+            return Ok(Value::Object(Default::default()));
+        }
+        let v: Value = serde_json::from_str(t).map_err(|e| CallError::BadJson(e.to_string()))?;
+        if !v.is_object() {
+            return Err(CallError::BadJson(format!("expected an object, got {v}")));
+        }
+        Ok(v)
+    }
+
+    /// Validates `args` against the tool's parameter schema; the error lists every problem.
+    pub fn validate(tool: &dyn Tool, args: &Value) -> Result<(), ToolError> {
+        let schema = tool.parameters();
+        let validator = jsonschema::draft7::new(&schema)
+            .map_err(|e| ToolError::Invalid(format!("tool schema is invalid: {e}")))?;
+        let errors: Vec<String> = validator
+            .iter_errors(args)
+            .map(|e| {
+                let path = e.instance_path().to_string();
+                if path.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{path}: {e}")
+                }
+            })
+            .collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ToolError::Invalid(errors.join("; ")))
+        }
+    }
+
+    /// Resolves, validates and runs a call.
+    pub async fn execute(
+        &self,
+        ctx: &mut ToolCtx<'_>,
+        name: &str,
+        args: &Value,
+    ) -> Result<Value, CallError> {
+        let tool = self
+            .get(name)
+            .ok_or_else(|| CallError::UnknownTool(name.to_string()))?;
+        Self::validate(tool.as_ref(), args)?;
+        Ok(tool.call(ctx, args.clone()).await?)
+    }
+}
