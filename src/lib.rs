@@ -19,5 +19,5 @@ pub mod queue;
 
 /// The names of every tool the registry knows (the job files are validated against it).
 pub fn known_tool_names() -> Vec<&'static str> {
-    Vec::new()
+    tools::builtin_registry().names()
 }

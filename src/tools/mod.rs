@@ -3,7 +3,14 @@
 //! tools that can be proposed for approval also declare a `snapshot` of the data they depend on.
 //! Every handler filters by `ctx.org_id`: a tool never sees another org's rows.
 
+pub mod documents;
+pub mod extraction;
+pub mod help;
+pub mod prompts;
 pub mod registry;
+pub mod schemas;
+pub mod suggestions;
+pub mod tags;
 
 use crate::llm::SharedProvider;
 use chrono::{DateTime, NaiveDate, Utc};
@@ -13,6 +20,19 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 pub use registry::Registry;
+
+/// Every built-in tool.
+pub fn builtin_registry() -> Registry {
+    let mut r = Registry::new();
+    documents::register(&mut r);
+    schemas::register(&mut r);
+    prompts::register(&mut r);
+    tags::register(&mut r);
+    extraction::register(&mut r);
+    suggestions::register(&mut r);
+    help::register(&mut r);
+    r
+}
 
 /// What a tool may do; the job's policy maps each category to auto, propose or deny.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

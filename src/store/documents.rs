@@ -1,0 +1,1 @@
+//! SQL for `documents`. NOT IMPLEMENTED YET.

@@ -1,0 +1,1 @@
+//! SQL for `extractions`. NOT IMPLEMENTED YET.

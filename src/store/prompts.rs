@@ -1,0 +1,1 @@
+//! SQL for `prompts`. NOT IMPLEMENTED YET.

@@ -1,0 +1,1 @@
+//! SQL for `schemas`. NOT IMPLEMENTED YET.

@@ -1,0 +1,1 @@
+//! SQL for `suggestions`. NOT IMPLEMENTED YET.

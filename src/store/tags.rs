@@ -1,0 +1,1 @@
+//! SQL for `tags`. NOT IMPLEMENTED YET.
