@@ -64,7 +64,12 @@ impl App {
             let spec = self.catalog.get(&kind).ok_or_else(|| {
                 format!(
                     "--kinds: unknown job kind `{kind}` (known: {})",
-                    self.catalog.kinds.keys().cloned().collect::<Vec<_>>().join(", ")
+                    self.catalog
+                        .kinds
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )
             })?;
             let handler = handlers

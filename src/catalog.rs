@@ -10,8 +10,14 @@ use std::str::FromStr;
 /// The job kinds agentd knows, with the job files built into the binary.
 pub const BUILTIN: [(&str, &str); 3] = [
     ("auto_create", include_str!("../jobs/auto_create.toml")),
-    ("proactive_suggestion", include_str!("../jobs/proactive_suggestion.toml")),
-    ("approval_expiry", include_str!("../jobs/approval_expiry.toml")),
+    (
+        "proactive_suggestion",
+        include_str!("../jobs/proactive_suggestion.toml"),
+    ),
+    (
+        "approval_expiry",
+        include_str!("../jobs/approval_expiry.toml"),
+    ),
 ];
 
 /// A job file that cannot be used.

@@ -23,7 +23,11 @@ fn bad(msg: impl Into<String>) -> anyhow::Error {
 }
 
 #[derive(Parser, Debug)]
-#[command(name = "agentd", version, about = "Durable job-queue worker with a headless LLM agent")]
+#[command(
+    name = "agentd",
+    version,
+    about = "Durable job-queue worker with a headless LLM agent"
+)]
 pub struct Cli {
     /// Extra config file (TOML) layered over config/default.toml.
     #[arg(long, global = true, env = "AGENTD_CONFIG")]
@@ -143,7 +147,10 @@ pub enum JobsCmd {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("agentd: cannot start the runtime: {e}");
@@ -167,7 +174,9 @@ pub fn load(cli: &Cli) -> anyhow::Result<(Config, Catalog)> {
     let mut config = Config::load(cli.config.as_deref())?;
     if let Some(f) = &cli.log_format {
         if !["text", "json"].contains(&f.as_str()) {
-            return Err(bad(format!("--log-format must be text or json (got {f:?})")));
+            return Err(bad(format!(
+                "--log-format must be text or json (got {f:?})"
+            )));
         }
         config.log.format = f.clone();
     }
@@ -248,7 +257,12 @@ async fn worker(app: &App, w: WorkerCmd) -> anyhow::Result<()> {
         .await
         .map_err(bad)?;
     let report = running.join().await;
-    tracing::info!(succeeded = report.succeeded, failed = report.failed, released = report.released, "worker stopped");
+    tracing::info!(
+        succeeded = report.succeeded,
+        failed = report.failed,
+        released = report.released,
+        "worker stopped"
+    );
     Ok(())
 }
 
@@ -261,8 +275,11 @@ async fn enqueue(app: &App, e: EnqueueCmd) -> anyhow::Result<()> {
             force,
         } => {
             let q = spec("auto_create");
-            let document_id = uuid::Uuid::parse_str(&document)
-                .map_err(|_| bad(format!("--document must be a document id (UUID), got {document:?}")))?;
+            let document_id = uuid::Uuid::parse_str(&document).map_err(|_| {
+                bad(format!(
+                    "--document must be a document id (UUID), got {document:?}"
+                ))
+            })?;
             let org_id = uuid::Uuid::parse_str(&org)
                 .map_err(|_| bad(format!("--org must be an org id (UUID), got {org:?}")))?;
             let key = if force {
@@ -270,20 +287,26 @@ async fn enqueue(app: &App, e: EnqueueCmd) -> anyhow::Result<()> {
             } else {
                 format!("auto_create:{document_id}")
             };
-            NewJob::new("auto_create", json!({"org_id": org_id, "document_id": document_id, "force": force}))
-                .unique_key(key)
-                .priority(q.priority)
-                .max_attempts(q.max_attempts)
+            NewJob::new(
+                "auto_create",
+                json!({"org_id": org_id, "document_id": document_id, "force": force}),
+            )
+            .unique_key(key)
+            .priority(q.priority)
+            .max_attempts(q.max_attempts)
         }
         EnqueueCmd::Proactive { org, night } => {
             let q = spec("proactive_suggestion");
             let org_id = uuid::Uuid::parse_str(&org)
                 .map_err(|_| bad(format!("--org must be an org id (UUID), got {org:?}")))?;
             let night = night.unwrap_or_else(|| app.clock.now().date_naive());
-            NewJob::new("proactive_suggestion", json!({"org_id": org_id, "night": night}))
-                .unique_key(format!("proactive_suggestion:{org_id}:{night}"))
-                .priority(q.priority)
-                .max_attempts(q.max_attempts)
+            NewJob::new(
+                "proactive_suggestion",
+                json!({"org_id": org_id, "night": night}),
+            )
+            .unique_key(format!("proactive_suggestion:{org_id}:{night}"))
+            .priority(q.priority)
+            .max_attempts(q.max_attempts)
         }
         EnqueueCmd::ApprovalExpiry { approval_ids } => {
             let q = spec("approval_expiry");
@@ -347,7 +370,10 @@ async fn jobs(app: &App, cmd: JobsCmd) -> anyhow::Result<()> {
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
-                println!("{:>8}  {:<22} {:<10} {:>7}  {:<25} last_error", "id", "kind", "state", "attempt", "run_at");
+                println!(
+                    "{:>8}  {:<22} {:<10} {:>7}  {:<25} last_error",
+                    "id", "kind", "state", "attempt", "run_at"
+                );
                 for r in rows {
                     println!(
                         "{:>8}  {:<22} {:<10} {:>3}/{:<3}  {:<25} {}",
@@ -357,7 +383,11 @@ async fn jobs(app: &App, cmd: JobsCmd) -> anyhow::Result<()> {
                         r.attempt - r.released,
                         r.max_attempts,
                         r.run_at.format("%Y-%m-%d %H:%M:%S%.3f"),
-                        r.last_error.unwrap_or_default().chars().take(80).collect::<String>()
+                        r.last_error
+                            .unwrap_or_default()
+                            .chars()
+                            .take(80)
+                            .collect::<String>()
                     );
                 }
             }

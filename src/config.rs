@@ -143,7 +143,9 @@ impl Config {
             let Some(toml::Value::Table(sec)) = table.get_mut(&section) else {
                 return Err(ConfigError::new(
                     &key,
-                    format!("unknown section `{section}` (known: database, worker, retention, http, llm, log)"),
+                    format!(
+                        "unknown section `{section}` (known: database, worker, retention, http, llm, log)"
+                    ),
                 ));
             };
             if !sec.contains_key(&field) {
@@ -179,7 +181,11 @@ impl Config {
             }
             Ok(())
         }
-        at_least("database.max_connections", self.database.max_connections.into(), 1)?;
+        at_least(
+            "database.max_connections",
+            self.database.max_connections.into(),
+            1,
+        )?;
         at_least("worker.claim_batch", self.worker.claim_batch.into(), 1)?;
         at_least("worker.poll_interval_ms", self.worker.poll_interval_ms, 10)?;
         at_least("worker.lease_secs", self.worker.lease_secs, 2)?;
@@ -190,7 +196,11 @@ impl Config {
                 self.worker.heartbeat_secs, self.worker.lease_secs
             ));
         }
-        at_least("worker.rescue_interval_secs", self.worker.rescue_interval_secs, 1)?;
+        at_least(
+            "worker.rescue_interval_secs",
+            self.worker.rescue_interval_secs,
+            1,
+        )?;
         at_least("retention.batch", self.retention.batch.into(), 1)?;
         at_least("retention.interval_secs", self.retention.interval_secs, 1)?;
         at_least("llm.request_timeout_secs", self.llm.request_timeout_secs, 1)?;

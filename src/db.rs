@@ -114,17 +114,24 @@ pub async fn pool_for(url: &str, max: u32, create: bool) -> Result<PgPool, DbErr
         Ok(p) => Ok(p),
         Err(sqlx::Error::Database(db)) if create && db.code().as_deref() == Some("3D000") => {
             let name = opts.get_database().unwrap_or("agentd").to_string();
-            let mut admin = opts.clone().database("postgres").connect().await.map_err(|e| {
-                DbError::Connect {
+            let mut admin = opts
+                .clone()
+                .database("postgres")
+                .connect()
+                .await
+                .map_err(|e| DbError::Connect {
                     url: redact(url),
                     source: e,
-                }
-            })?;
+                })?;
             let sql = format!("CREATE DATABASE \"{}\"", name.replace('"', "\"\""));
             // The name is quoted above (double quotes doubled), so it cannot break out of the identifier.
-            if let Err(e) = sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut admin).await {
+            if let Err(e) = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&mut admin)
+                .await
+            {
                 // Another process may have created it meanwhile (42P04: duplicate_database).
-                let dup = matches!(&e, sqlx::Error::Database(d) if d.code().as_deref() == Some("42P04"));
+                let dup =
+                    matches!(&e, sqlx::Error::Database(d) if d.code().as_deref() == Some("42P04"));
                 if !dup {
                     return Err(DbError::Sql(e));
                 }
@@ -221,9 +228,8 @@ impl PrivateCluster {
         if self.dir.join("PG_VERSION").exists() {
             return Ok(());
         }
-        std::fs::create_dir_all(&self.dir).map_err(|e| {
-            DbError::Private(format!("cannot create {}: {e}", self.dir.display()))
-        })?;
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| DbError::Private(format!("cannot create {}: {e}", self.dir.display())))?;
         if is_root() {
             // initdb refuses to run as root; the cluster belongs to the postgres user.
             let status = Command::new("chown")
@@ -292,7 +298,14 @@ impl Drop for PrivateCluster {
         if self.started_here {
             let _ = self
                 .tool("pg_ctl")
-                .args(["-D", &self.dir.display().to_string(), "-m", "fast", "-w", "stop"])
+                .args([
+                    "-D",
+                    &self.dir.display().to_string(),
+                    "-m",
+                    "fast",
+                    "-w",
+                    "stop",
+                ])
                 .output();
         }
     }

@@ -5,8 +5,8 @@ use axum::{Router, extract::State, http::StatusCode, routing::get};
 use metrics_exporter_prometheus::PrometheusHandle;
 use sqlx::PgPool;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -49,17 +49,30 @@ pub async fn serve(
 }
 
 async fn readyz(State(s): State<HealthState>) -> (StatusCode, String) {
-    let db = tokio::time::timeout(Duration::from_secs(2), crate::db::migrations_current(&s.pool)).await;
+    let db = tokio::time::timeout(
+        Duration::from_secs(2),
+        crate::db::migrations_current(&s.pool),
+    )
+    .await;
     let workers = s.workers_running.load(Ordering::Relaxed);
     match db {
         Ok(Ok(true)) if workers => (StatusCode::OK, "ready\n".into()),
-        Ok(Ok(true)) => (StatusCode::SERVICE_UNAVAILABLE, "workers not running\n".into()),
+        Ok(Ok(true)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "workers not running\n".into(),
+        ),
         Ok(Ok(false)) => (
             StatusCode::SERVICE_UNAVAILABLE,
             "migrations pending: run `agentd migrate`\n".into(),
         ),
-        Ok(Err(e)) => (StatusCode::SERVICE_UNAVAILABLE, format!("database unreachable: {e}\n")),
-        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "database did not answer within 2s\n".into()),
+        Ok(Err(e)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("database unreachable: {e}\n"),
+        ),
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database did not answer within 2s\n".into(),
+        ),
     }
 }
 

@@ -13,9 +13,9 @@ pub mod db;
 pub mod http;
 pub mod jobs;
 pub mod llm;
+pub mod queue;
 pub mod store;
 pub mod tools;
-pub mod queue;
 
 /// The names of every tool the registry knows (the job files are validated against it).
 pub fn known_tool_names() -> Vec<&'static str> {

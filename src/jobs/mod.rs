@@ -29,7 +29,10 @@ pub fn unimplemented_kinds(app: &App) -> Vec<String> {
 pub fn start_background(_app: &App, _stop: CancellationToken) {}
 
 /// Parses a job payload; a malformed one is fatal and names what is wrong.
-pub fn parse_payload<T: DeserializeOwned>(kind: &str, payload: &serde_json::Value) -> Result<T, JobError> {
+pub fn parse_payload<T: DeserializeOwned>(
+    kind: &str,
+    payload: &serde_json::Value,
+) -> Result<T, JobError> {
     serde_json::from_value(payload.clone())
         .map_err(|e| JobError::Fatal(format!("malformed {kind} payload {payload}: {e}")))
 }

@@ -90,13 +90,18 @@ impl LlmProvider for ScriptedProvider {
     async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         self.requests.lock().expect("requests").push(req.clone());
-        let turn = self.turns.lock().expect("turns").pop_front().ok_or_else(|| {
-            LlmError::new(
-                "scripted",
-                format!("unexpected call #{n}: the script has no turn left"),
-                false,
-            )
-        })?;
+        let turn = self
+            .turns
+            .lock()
+            .expect("turns")
+            .pop_front()
+            .ok_or_else(|| {
+                LlmError::new(
+                    "scripted",
+                    format!("unexpected call #{n}: the script has no turn left"),
+                    false,
+                )
+            })?;
         let (content, finish) = match turn {
             Turn::Text(t) => (vec![Block::Text { text: t }], FinishReason::EndTurn),
             Turn::Tools(calls) => (

@@ -30,7 +30,11 @@ impl Rescuer {
             }
         }
         if total.requeued + total.dead > 0 {
-            warn!(requeued = total.requeued, dead = total.dead, "rescued jobs with expired leases");
+            warn!(
+                requeued = total.requeued,
+                dead = total.dead,
+                "rescued jobs with expired leases"
+            );
             metrics::counter!("agentd_jobs_rescued_total").increment(total.requeued + total.dead);
         }
         Ok(total)

@@ -219,7 +219,8 @@ impl Worker {
             .is_ok();
         let mut released = 0;
         if !finished {
-            let left: Vec<(i64, InFlight)> = sh.inflight.lock().expect("inflight").drain().collect();
+            let left: Vec<(i64, InFlight)> =
+                sh.inflight.lock().expect("inflight").drain().collect();
             let held: Vec<(i64, i32)> = left.iter().map(|(id, f)| (*id, f.attempt)).collect();
             for (_, f) in &left {
                 f.cancel.cancel();
@@ -271,7 +272,8 @@ async fn claim_loop(
         let want = (sem.available_permits() + 1).min(sh.opts.claim_batch as usize) as u32;
         let now = sh.clock.now();
         let lease = chrono::Duration::from_std(sh.opts.lease).expect("lease fits");
-        let jobs = match store::claim(&sh.pool, &kinds, want, &sh.opts.worker_id, now, lease).await {
+        let jobs = match store::claim(&sh.pool, &kinds, want, &sh.opts.worker_id, now, lease).await
+        {
             Ok(jobs) => {
                 sh.stats.db_ok.store(true, Ordering::Relaxed);
                 db_backoff = Duration::from_millis(100);
@@ -291,12 +293,15 @@ async fn claim_loop(
         };
         let got = jobs.len();
         sh.stats.claimed.fetch_add(got as u64, Ordering::Relaxed);
-        metrics::counter!("agentd_jobs_claimed_total", "kind" => k.kind.clone()).increment(got as u64);
+        metrics::counter!("agentd_jobs_claimed_total", "kind" => k.kind.clone())
+            .increment(got as u64);
         let mut first = Some(first);
         for job in jobs {
-            let permit = first
-                .take()
-                .unwrap_or_else(|| sem.clone().try_acquire_owned().expect("claimed within free slots"));
+            let permit = first.take().unwrap_or_else(|| {
+                sem.clone()
+                    .try_acquire_owned()
+                    .expect("claimed within free slots")
+            });
             spawn_job(&sh, &k, job, permit, ack_tx.clone());
         }
         if (got as u32) < want {
@@ -409,7 +414,9 @@ async fn flush(sh: &Shared, batch: Vec<Completion>) {
         let acked = retry_db(|| store::complete_many(&sh.pool, &ok, now)).await;
         let n = acked.map(|v| v.len() as u64).unwrap_or(0);
         sh.stats.succeeded.fetch_add(n, Ordering::Relaxed);
-        sh.stats.stale.fetch_add(ok.len() as u64 - n, Ordering::Relaxed);
+        sh.stats
+            .stale
+            .fetch_add(ok.len() as u64 - n, Ordering::Relaxed);
         for c in batch.iter().filter(|c| c.result.is_ok()) {
             metrics::counter!("agentd_jobs_succeeded_total", "kind" => c.kind.clone()).increment(1);
         }
@@ -418,16 +425,14 @@ async fn flush(sh: &Shared, batch: Vec<Completion>) {
         let Err(e) = &c.result else { continue };
         let fatal = !e.is_retryable();
         let message = e.to_string();
-        let outcome = retry_db(|| {
-            store::fail(
-                &sh.pool, c.id, c.attempt, &message, fatal, c.retry_at, now,
-            )
-        })
-        .await;
+        let outcome =
+            retry_db(|| store::fail(&sh.pool, c.id, c.attempt, &message, fatal, c.retry_at, now))
+                .await;
         match outcome {
             Ok(FailOutcome::Retry) => {
                 sh.stats.retried.fetch_add(1, Ordering::Relaxed);
-                metrics::counter!("agentd_jobs_failed_total", "kind" => c.kind.clone()).increment(1);
+                metrics::counter!("agentd_jobs_failed_total", "kind" => c.kind.clone())
+                    .increment(1);
                 warn!(job.id = c.id, kind = %c.kind, attempt = c.attempt, error = %e, retry_at = %c.retry_at, "job failed; will retry");
             }
             Ok(FailOutcome::Dead) => {
@@ -492,7 +497,10 @@ async fn heartbeat_loop(sh: Arc<Shared>, stop: CancellationToken) {
                     if let Some(f) = inflight.get(&id)
                         && f.attempt == attempt
                     {
-                        warn!(job.id = id, attempt, "lease lost (rescued or cancelled); stopping this attempt");
+                        warn!(
+                            job.id = id,
+                            attempt, "lease lost (rescued or cancelled); stopping this attempt"
+                        );
                         f.cancel.cancel();
                         inflight.remove(&id);
                     }

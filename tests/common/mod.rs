@@ -58,16 +58,26 @@ async fn ensure_template() -> String {
             .unwrap();
     if !exists {
         let building = format!("{name}_building");
-        exec(&mut admin, &format!("DROP DATABASE IF EXISTS {building} WITH (FORCE)")).await;
+        exec(
+            &mut admin,
+            &format!("DROP DATABASE IF EXISTS {building} WITH (FORCE)"),
+        )
+        .await;
         exec(&mut admin, &format!("CREATE DATABASE {building}")).await;
         let pool = PgPoolOptions::new()
             .max_connections(1)
             .connect(&with_db(&server_url(), &building))
             .await
             .unwrap();
-        agentd::db::migrate(&pool).await.expect("migrate the template");
+        agentd::db::migrate(&pool)
+            .await
+            .expect("migrate the template");
         pool.close().await;
-        exec(&mut admin, &format!("ALTER DATABASE {building} RENAME TO {name}")).await;
+        exec(
+            &mut admin,
+            &format!("ALTER DATABASE {building} RENAME TO {name}"),
+        )
+        .await;
     }
     sqlx::query("SELECT pg_advisory_unlock(727274)")
         .execute(&mut admin)
@@ -97,7 +107,11 @@ impl TestDb {
         let template = ensure_template().await;
         let name = format!("agentd_t_{}", uuid::Uuid::new_v4().simple());
         let mut admin = PgConnection::connect(&server_url()).await.unwrap();
-        exec(&mut admin, &format!("CREATE DATABASE {name} TEMPLATE {template}")).await;
+        exec(
+            &mut admin,
+            &format!("CREATE DATABASE {name} TEMPLATE {template}"),
+        )
+        .await;
         let url = with_db(&server_url(), &name);
         let pool = PgPoolOptions::new()
             .max_connections(20)
