@@ -4,6 +4,11 @@
 use crate::catalog::Catalog;
 use crate::clock::SharedClock;
 use crate::config::Config;
+use crate::llm::SharedProvider;
+use crate::tools::Registry;
+use crate::agent::{Caps, Engine, Policy, RunSpec};
+use crate::approvals::ToolEnv;
+use crate::catalog::JobSpec;
 use crate::queue::backoff::Backoff;
 use crate::queue::cron::{CronEntry, Scheduler};
 use crate::queue::maintenance::{Rescuer, Retention};
@@ -22,6 +27,10 @@ pub struct App {
     pub clock: SharedClock,
     pub config: Arc<Config>,
     pub catalog: Arc<Catalog>,
+    /// The LLM every run of this process uses (tests inject a scripted one).
+    pub provider: SharedProvider,
+    /// Every tool; built once.
+    pub registry: Arc<Registry>,
 }
 
 /// Options of `agentd worker`.
@@ -51,6 +60,79 @@ impl RunningWorker {
 }
 
 impl App {
+    /// An App over `pool` with the config's provider and the built-in tools.
+    pub fn new(pool: PgPool, clock: SharedClock, config: Config, catalog: Catalog) -> Self {
+        let provider = crate::llm::from_config(&config.llm);
+        Self {
+            pool,
+            clock,
+            config: Arc::new(config),
+            catalog: Arc::new(catalog),
+            provider,
+            registry: Arc::new(crate::tools::builtin_registry()),
+        }
+    }
+
+    /// The job file of `kind` (the built-in kinds always have one).
+    pub fn spec(&self, kind: &str) -> &JobSpec {
+        self.catalog.get(kind).expect("every built-in kind has a job file")
+    }
+
+    /// The model a kind uses: its job file's, else the service default.
+    pub fn model_for(&self, spec: &JobSpec) -> String {
+        if spec.agent.model.is_empty() {
+            self.config.llm.model.clone()
+        } else {
+            spec.agent.model.clone()
+        }
+    }
+
+    /// Tool environment for a kind.
+    pub fn tool_env(&self, spec: &JobSpec) -> ToolEnv {
+        ToolEnv {
+            registry: self.registry.clone(),
+            provider: self.provider.clone(),
+            model: self.model_for(spec),
+            excerpt_chars: spec.agent.excerpt_chars,
+        }
+    }
+
+    /// The tool loop for a kind.
+    pub fn engine(&self, spec: &JobSpec) -> Engine {
+        Engine {
+            pool: self.pool.clone(),
+            clock: self.clock.clone(),
+            env: self.tool_env(spec),
+        }
+    }
+
+    /// A run spec with the kind's caps, policy and prompts; the caller fills in the subject.
+    pub fn run_spec(&self, spec: &JobSpec, org_id: uuid::Uuid, subject: String, job_id: Option<i64>, first_message: String) -> RunSpec {
+        let a = &spec.agent;
+        RunSpec {
+            kind: spec.kind.clone(),
+            org_id,
+            subject,
+            job_id,
+            model: self.model_for(spec),
+            system_prompt: a.system_prompt.clone(),
+            first_message,
+            policy: Policy::from_spec(&a.tools, &a.policy),
+            caps: Caps {
+                max_rounds: a.max_rounds,
+                max_tool_calls: a.max_tool_calls,
+                max_tokens: a.max_tokens,
+                deadline: Duration::from_secs(a.deadline_secs),
+                max_refinements: a.max_refinements,
+            },
+            approval_ttl: chrono::Duration::seconds(a.approval_ttl_secs as i64),
+            document_id: None,
+            night: None,
+            max_suggestions: a.max_suggestions,
+            chain: None,
+        }
+    }
+
     /// The queue runtimes for `args.kinds` (validated against the catalog).
     pub fn runtimes(&self, args: &WorkerArgs) -> Result<Vec<KindRuntime>, String> {
         let handlers = crate::jobs::handlers(self);

@@ -10,7 +10,6 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// An error caused by the caller's input (exit code 2).
@@ -216,12 +215,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if !matches!(cli.command, Command::Migrate) {
         crate::db::migrate(&db.pool).await?;
     }
-    let app = App {
-        pool: db.pool.clone(),
-        clock: crate::clock::system(),
-        config: Arc::new(config),
-        catalog: Arc::new(catalog),
-    };
+    let app = App::new(db.pool.clone(), crate::clock::system(), config, catalog);
     let result = dispatch(&app, cli.command).await;
     app.pool.close().await;
     drop(db);

@@ -17,8 +17,8 @@ use tracing::info;
 pub enum DbError {
     #[error("invalid database URL {url:?}: {reason}")]
     BadUrl { url: String, reason: String },
-    #[error("cannot connect to {url}: {source}")]
-    Connect { url: String, source: sqlx::Error },
+    #[error("cannot connect to {url}: {cause}")]
+    Connect { url: String, cause: sqlx::Error },
     #[error("{0}")]
     Private(String),
     #[error("migration failed: {0}")]
@@ -74,7 +74,7 @@ pub async fn connect(cfg: &DatabaseConfig) -> Result<Database, DbError> {
             display_url: redact(&cfg.local_url),
             private: None,
         }),
-        Err(DbError::Connect { source, .. }) if is_unreachable(&source) => {
+        Err(DbError::Connect { cause, .. }) if is_unreachable(&cause) => {
             info!(url = %cfg.local_url, "no PostgreSQL answers at the local default; starting a private cluster");
             let cluster = PrivateCluster::start(cfg)?;
             let url = cluster.url();
@@ -100,10 +100,16 @@ fn is_unreachable(e: &sqlx::Error) -> bool {
 
 /// Opens a pool on `url`; when `create` is set and the database does not exist, creates it.
 pub async fn pool_for(url: &str, max: u32, create: bool) -> Result<PgPool, DbError> {
-    let opts = PgConnectOptions::from_str(url).map_err(|e| DbError::BadUrl {
+    let mut opts = PgConnectOptions::from_str(url).map_err(|e| DbError::BadUrl {
         url: redact(url),
         reason: e.to_string(),
     })?;
+    if !url.contains('@') && std::env::var_os("PGUSER").is_none() {
+        // No user in the URL: connect as the OS user, like psql does.
+        if let Ok(Some(u)) = nix::unistd::User::from_uid(nix::unistd::geteuid()) {
+            opts = opts.username(&u.name);
+        }
+    }
     let build = |o: PgConnectOptions| {
         PgPoolOptions::new()
             .max_connections(max)
@@ -121,7 +127,7 @@ pub async fn pool_for(url: &str, max: u32, create: bool) -> Result<PgPool, DbErr
                 .await
                 .map_err(|e| DbError::Connect {
                     url: redact(url),
-                    source: e,
+                    cause: e,
                 })?;
             let sql = format!("CREATE DATABASE \"{}\"", name.replace('"', "\"\""));
             // The name is quoted above (double quotes doubled), so it cannot break out of the identifier.
@@ -139,12 +145,12 @@ pub async fn pool_for(url: &str, max: u32, create: bool) -> Result<PgPool, DbErr
             info!(database = %name, "created database");
             build(opts).await.map_err(|e| DbError::Connect {
                 url: redact(url),
-                source: e,
+                cause: e,
             })
         }
         Err(e) => Err(DbError::Connect {
             url: redact(url),
-            source: e,
+            cause: e,
         }),
     }
 }

@@ -4,7 +4,9 @@
 //! `agentd_jobs` table and run one tool loop under caps, writing proposed results, audit rows
 //! and checkpoints in one transaction per step. See DESIGN.md for the contract.
 
+pub mod agent;
 pub mod app;
+pub mod approvals;
 pub mod catalog;
 pub mod cli;
 pub mod clock;

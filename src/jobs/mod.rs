@@ -1,6 +1,11 @@
 //! One handler per job kind. Payloads are validated here: a malformed payload is a fatal error
 //! (the job goes `dead` with the reason at once, no retry storm).
 
+pub mod approval_expiry;
+pub mod auto_create;
+pub mod proactive;
+
+use crate::agent::RunError;
 use crate::app::App;
 use crate::queue::JobError;
 use crate::queue::worker::JobHandler;
@@ -10,11 +15,15 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// The handlers this build has, by kind.
-pub fn handlers(_app: &App) -> BTreeMap<String, Arc<dyn JobHandler>> {
-    BTreeMap::new()
+pub fn handlers(app: &App) -> BTreeMap<String, Arc<dyn JobHandler>> {
+    let mut m: BTreeMap<String, Arc<dyn JobHandler>> = BTreeMap::new();
+    m.insert("auto_create".into(), Arc::new(auto_create::AutoCreate { app: app.clone() }));
+    m.insert("proactive_suggestion".into(), Arc::new(proactive::Proactive { app: app.clone() }));
+    m.insert("approval_expiry".into(), Arc::new(approval_expiry::ApprovalExpiry { app: app.clone() }));
+    m
 }
 
-/// Kinds that have a job file but no handler yet (reported by `agentd status`).
+/// Kinds that have a job file but no handler in this build (reported by `agentd status`).
 pub fn unimplemented_kinds(app: &App) -> Vec<String> {
     let have = handlers(app);
     app.catalog
@@ -25,14 +34,34 @@ pub fn unimplemented_kinds(app: &App) -> Vec<String> {
         .collect()
 }
 
-/// Background services that belong to job kinds (none yet).
+/// Background services that belong to job kinds (none: the expiry sweep runs as cron jobs).
 pub fn start_background(_app: &App, _stop: CancellationToken) {}
 
 /// Parses a job payload; a malformed one is fatal and names what is wrong.
-pub fn parse_payload<T: DeserializeOwned>(
-    kind: &str,
-    payload: &serde_json::Value,
-) -> Result<T, JobError> {
+pub fn parse_payload<T: DeserializeOwned>(kind: &str, payload: &serde_json::Value) -> Result<T, JobError> {
     serde_json::from_value(payload.clone())
         .map_err(|e| JobError::Fatal(format!("malformed {kind} payload {payload}: {e}")))
+}
+
+/// Fills `{name}` placeholders of a job file's message.
+pub fn render(template: &str, vars: &[(&str, String)]) -> String {
+    let mut out = template.trim().to_string();
+    for (k, v) in vars {
+        out = out.replace(&format!("{{{k}}}"), v);
+    }
+    out
+}
+
+/// Maps a run error to the job's outcome: retryable while attempts remain, else fatal.
+pub fn job_error(e: &RunError, job: &crate::queue::ClaimedJob) -> JobError {
+    if e.is_retryable() && job.counted_attempts < job.max_attempts {
+        JobError::Retryable(e.to_string())
+    } else {
+        JobError::Fatal(e.to_string())
+    }
+}
+
+/// True if this is the job's last attempt (the handler records the failure for good).
+pub fn last_attempt(e: &RunError, job: &crate::queue::ClaimedJob) -> bool {
+    !e.is_retryable() || job.counted_attempts >= job.max_attempts
 }

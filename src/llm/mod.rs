@@ -185,3 +185,28 @@ pub trait LlmProvider: Send + Sync {
 
 /// A provider shared across tasks.
 pub type SharedProvider = Arc<dyn LlmProvider>;
+
+/// The provider the config asks for: `openai` when `llm.provider = "openai"`, or `auto` with an
+/// API key or base URL configured (config or `OPENAI_API_KEY` / `OPENAI_BASE_URL`); else
+/// `offline`.
+pub fn from_config(c: &crate::config::LlmConfig) -> SharedProvider {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let key = Some(c.api_key.clone()).filter(|k| !k.is_empty()).or_else(|| env("OPENAI_API_KEY"));
+    let base = Some(c.base_url.clone()).filter(|u| !u.is_empty()).or_else(|| env("OPENAI_BASE_URL"));
+    let use_openai = match c.provider.as_str() {
+        "openai" => true,
+        "offline" => false,
+        _ => key.is_some() || base.is_some(),
+    };
+    if use_openai {
+        Arc::new(openai::OpenAiProvider::new(openai::OpenAiSettings {
+            base_url: base.unwrap_or_else(|| "https://api.openai.com/v1".into()),
+            api_key: key.unwrap_or_default(),
+            timeout: std::time::Duration::from_secs(c.request_timeout_secs),
+            max_retries: c.max_retries,
+            stream: c.stream,
+        }))
+    } else {
+        Arc::new(offline::OfflineProvider)
+    }
+}

@@ -1,1 +1,334 @@
-//! The offline provider. NOT IMPLEMENTED YET.
+//! The `offline` provider: a deterministic heuristic model, the default when no API key or base
+//! URL is configured, so the whole pipeline runs anywhere. It is not a language model and is
+//! labelled `offline` on runs, audit rows and output. What it does:
+//!
+//! - **auto_create** (tools include `create_schema`): `get_document` → infer fields from the text
+//!   (`Key: value` / `Key = value` lines; values that look like amounts become numbers, dates and
+//!   identifiers become strings with a description) → `create_schema` (strict OpenAI
+//!   `response_format`) → `create_prompt` → `run_extraction` → a summary. A tool error is retried
+//!   once with the same plan, then it stops with a summary.
+//! - **extraction requests** (a `response_format` is given): answers with JSON holding, for each
+//!   schema property, the value of the text line whose key matches the property name (numbers
+//!   parsed, missing values `null`).
+//! - **proactive_suggestion** (tools include `org_overview`): `org_overview` → one
+//!   `create_suggestion` per signal found (up to 3) → a summary.
+//! - `tool_choice: none`, or nothing it knows how to do: a one-line summary of the transcript.
+//!
+//! Token usage is estimated as characters / 4.
+
+use super::{
+    Block, CompletionRequest, CompletionResponse, FinishReason, LlmError, LlmProvider, Message,
+    Role, ToolChoice, Usage,
+};
+use regex::Regex;
+use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+/// The deterministic heuristic model.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct OfflineProvider;
+
+static KV: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^\s*([A-Za-z][A-Za-z0-9 #/&().'-]{0,40}?)\s*[:=]\s*(\S.*?)\s*$").expect("regex")
+});
+static AMOUNT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^[-+]?\s?(?:[$€£]|USD|EUR|GBP)?\s?\d[\d,]*(?:\.\d+)?\s?(?:[$€£]|USD|EUR|GBP|%)?$").expect("regex")
+});
+static DATE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)^(\d{4}-\d{2}-\d{2}|\d{1,2}[/.]\d{1,2}[/.]\d{2,4}|\d{1,2} (jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]* \d{4}|(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]* \d{1,2},? \d{4})$").expect("regex")
+});
+static IDENT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[A-Z]{1,6}[-/]?\d[\w-]*$").expect("regex"));
+
+/// A field inferred from the text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    pub name: String,
+    pub kind: &'static str,
+    pub description: String,
+}
+
+/// `Invoice Number` → `invoice_number`.
+pub fn snake(key: &str) -> String {
+    let mut out = String::new();
+    for c in key.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('_') {
+            out.push('_');
+        }
+    }
+    out.trim_matches('_').chars().take(48).collect()
+}
+
+/// Fields from `Key: value` lines (at most 20, first occurrence wins).
+pub fn infer_fields(text: &str) -> Vec<Field> {
+    let mut out: Vec<Field> = Vec::new();
+    for line in text.lines() {
+        let Some(c) = KV.captures(line) else { continue };
+        let (key, value) = (c[1].trim(), c[2].trim());
+        let name = snake(key);
+        if name.is_empty() || out.iter().any(|f| f.name == name) {
+            continue;
+        }
+        let (kind, description) = if AMOUNT.is_match(value) {
+            ("number", format!("{key} (number, without currency symbols)"))
+        } else if DATE.is_match(value) {
+            ("string", format!("{key} (date as written)"))
+        } else if IDENT.is_match(value) || name.ends_with("_id") || name.ends_with("number") || name.ends_with("_no") {
+            ("string", format!("{key} (identifier)"))
+        } else {
+            ("string", key.to_string())
+        };
+        out.push(Field { name, kind, description });
+        if out.len() == 20 {
+            break;
+        }
+    }
+    out
+}
+
+/// A strict OpenAI `response_format` for `fields`.
+pub fn response_format(name: &str, fields: &[Field]) -> Value {
+    let mut props = Map::new();
+    for f in fields {
+        props.insert(f.name.clone(), json!({"type": [f.kind, "null"], "description": f.description}));
+    }
+    if fields.is_empty() {
+        props.insert("summary".into(), json!({"type": ["string", "null"], "description": "What the document is about"}));
+    }
+    let required: Vec<&String> = props.keys().collect();
+    let schema_name = {
+        let s = snake(name);
+        if s.is_empty() { "document".to_string() } else { s }
+    };
+    json!({"type": "json_schema", "json_schema": {"name": schema_name, "strict": true, "schema": {
+        "type": "object", "properties": props, "required": required, "additionalProperties": false}}})
+}
+
+/// The extraction answer: each property's value from the text.
+pub fn extract(text: &str, schema: &Value) -> Value {
+    let mut values: HashMap<String, String> = HashMap::new();
+    for line in text.lines() {
+        if let Some(c) = KV.captures(line) {
+            values.entry(snake(&c[1])).or_insert_with(|| c[2].trim().to_string());
+        }
+    }
+    let mut out = Map::new();
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (name, p) in props {
+            let types: Vec<&str> = match &p["type"] {
+                Value::String(s) => vec![s.as_str()],
+                Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+                _ => vec![],
+            };
+            let v = match values.get(name) {
+                None if name == "summary" => Value::String(text.chars().take(200).collect()),
+                None => Value::Null,
+                Some(raw) if types.contains(&"number") => {
+                    let digits: String = raw.chars().filter(|c| c.is_ascii_digit() || *c == '.' || *c == '-').collect();
+                    digits.parse::<f64>().map(|n| json!(n)).unwrap_or(Value::Null)
+                }
+                Some(raw) => Value::String(raw.clone()),
+            };
+            out.insert(name.clone(), v);
+        }
+    }
+    Value::Object(out)
+}
+
+fn estimate(req: &CompletionRequest, out_chars: usize) -> Usage {
+    let input: usize = req
+        .messages
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .map(|b| match b {
+            Block::Text { text } => text.len(),
+            Block::ToolUse { arguments, .. } => arguments.len() + 16,
+            Block::ToolResult { content, .. } => content.len(),
+        })
+        .sum();
+    Usage { input_tokens: (input / 4 + 1) as u64, output_tokens: (out_chars / 4 + 1) as u64 }
+}
+
+/// Tool results so far, by tool name: (succeeded results, error count).
+fn results(req: &CompletionRequest) -> HashMap<String, (Vec<Value>, u32)> {
+    let mut names = HashMap::new();
+    let mut out: HashMap<String, (Vec<Value>, u32)> = HashMap::new();
+    for m in &req.messages {
+        for b in &m.content {
+            match b {
+                Block::ToolUse { id, name, .. } => {
+                    names.insert(id.clone(), name.clone());
+                }
+                Block::ToolResult { call_id, content, is_error } => {
+                    let Some(name) = names.get(call_id) else { continue };
+                    let e = out.entry(name.clone()).or_default();
+                    if *is_error {
+                        e.1 += 1;
+                    } else {
+                        e.0.push(serde_json::from_str(content).unwrap_or(Value::String(content.clone())));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+fn find_str<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a str> {
+    keys.iter().find_map(|k| v.get(*k).and_then(Value::as_str))
+}
+
+enum Next {
+    Call(&'static str, Value),
+    Say(String),
+}
+
+fn auto_create(r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
+    let ok = |t: &str| r.get(t).and_then(|(v, _)| v.last());
+    let errors = |t: &str| r.get(t).map(|(_, e)| *e).unwrap_or(0);
+    let Some(doc) = ok("get_document") else {
+        return if errors("get_document") > 0 {
+            Next::Say("offline model: the document could not be read; nothing proposed.".into())
+        } else {
+            Next::Call("get_document", json!({}))
+        };
+    };
+    let text = find_str(doc, &["text", "excerpt", "content"]).unwrap_or("");
+    let name = find_str(doc, &["name"]).unwrap_or("document");
+    let fields = infer_fields(text);
+    let Some(schema) = ok("create_schema") else {
+        if errors("create_schema") >= 2 {
+            return Next::Say("offline model: create_schema was refused twice; stopping without a proposal.".into());
+        }
+        return Next::Call("create_schema", json!({"name": format!("{name} fields"), "response_format": response_format(name, &fields)}));
+    };
+    let schema_revid = find_str(schema, &["schema_revid", "revid"]).unwrap_or_default().to_string();
+    let Some(prompt) = ok("create_prompt") else {
+        if errors("create_prompt") >= 2 {
+            return Next::Say("offline model: create_prompt was refused twice; stopping.".into());
+        }
+        let list: Vec<String> = fields.iter().map(|f| format!("- {}: {}", f.name, f.description)).collect();
+        return Next::Call("create_prompt", json!({"name": format!("Extract {name}"), "schema_revid": schema_revid,
+            "content": format!("Extract these fields from the document. Use null when a value is absent; copy identifiers and dates exactly.\n{}", list.join("\n"))}));
+    };
+    let prompt_revid = find_str(prompt, &["prompt_revid", "revid"]).unwrap_or_default().to_string();
+    if ok("run_extraction").is_none() {
+        if errors("run_extraction") >= 2 {
+            return Next::Say("offline model: run_extraction failed twice; schema and prompt are proposed without an extraction.".into());
+        }
+        return Next::Call("run_extraction", json!({"prompt_revid": prompt_revid}));
+    }
+    Next::Say(format!(
+        "offline model: proposed schema {schema_revid} with {} field(s) ({}), prompt {prompt_revid}, and ran the extraction.",
+        fields.len(),
+        fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
+    ))
+}
+
+fn proactive(r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
+    let Some(overview) = r.get("org_overview").and_then(|(v, _)| v.last()) else {
+        return Next::Call("org_overview", json!({}));
+    };
+    let done = r.get("create_suggestion").map(|(v, e)| v.len() as u32 + e).unwrap_or(0);
+    let mut candidates = Vec::new();
+    collect_signals(overview, "", &mut candidates);
+    if let Some((kind, title, doc)) = candidates.into_iter().nth(done as usize).filter(|_| done < 3) {
+        let mut args = json!({"kind": kind, "title": title, "message": format!("{title}. Found by the nightly review (offline model).")});
+        if let Some(d) = doc {
+            args["document_id"] = Value::String(d);
+        }
+        return Next::Call("create_suggestion", args);
+    }
+    Next::Say(format!("offline model: reviewed the organisation and wrote {done} suggestion(s)."))
+}
+
+/// Walks the overview: arrays of objects with an id under keys naming a signal.
+fn collect_signals(v: &Value, key: &str, out: &mut Vec<(&'static str, String, Option<String>)>) {
+    match v {
+        Value::Object(m) => m.iter().for_each(|(k, v)| collect_signals(v, k, out)),
+        Value::Array(items) => {
+            let k = key.to_ascii_lowercase();
+            let (kind, what) = if k.contains("fail") {
+                ("retry_failed", "Auto-create failed")
+            } else if k.contains("untag") || k.contains("without_tag") {
+                ("tag_documents", "Document has no tags")
+            } else if k.contains("old") || k.contains("outdated") {
+                ("rerun_extraction", "Extraction uses an older schema version")
+            } else if k.contains("proposed") || k.contains("waiting") || k.contains("stale") {
+                ("review_proposal", "Proposal waiting for review")
+            } else {
+                return;
+            };
+            for item in items {
+                let id = find_str(item, &["document_id", "id"]).map(str::to_string);
+                let name = find_str(item, &["name", "document_name"]).unwrap_or("document");
+                out.push((kind, format!("{what}: {name}"), id));
+            }
+        }
+        _ => {}
+    }
+}
+
+#[async_trait::async_trait]
+impl LlmProvider for OfflineProvider {
+    fn name(&self) -> &str {
+        "offline"
+    }
+
+    async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
+        let (content, finish) = if let Some(rf) = &req.response_format {
+            let text = req.messages.iter().filter(|m| m.role == Role::User).map(|m| m.joined_text()).collect::<Vec<_>>().join("\n");
+            let schema = &rf["json_schema"]["schema"];
+            (vec![Block::Text { text: extract(&text, schema).to_string() }], FinishReason::EndTurn)
+        } else {
+            let r = results(&req);
+            let has = |t: &str| req.tools.iter().any(|s| s.name == t);
+            let next = if req.tool_choice == ToolChoice::None || req.tools.is_empty() {
+                Next::Say(format!("offline model: stopping; {} tool result(s) so far.", r.values().map(|(v, e)| v.len() as u32 + e).sum::<u32>()))
+            } else if has("create_schema") && has("run_extraction") {
+                auto_create(&r)
+            } else if has("org_overview") {
+                proactive(&r)
+            } else {
+                Next::Say("offline model: nothing to do for this job.".into())
+            };
+            match next {
+                Next::Call(name, args) => {
+                    let n = req.messages.iter().filter(|m| m.role == Role::Assistant).count();
+                    (vec![Block::ToolUse { id: format!("offline_{n}"), name: name.into(), arguments: args.to_string() }], FinishReason::ToolUse)
+                }
+                Next::Say(t) => (vec![Block::Text { text: t }], FinishReason::EndTurn),
+            }
+        };
+        let out_len: usize = content.iter().map(|b| match b { Block::Text { text } => text.len(), Block::ToolUse { arguments, .. } => arguments.len(), _ => 0 }).sum();
+        let usage = estimate(&req, out_len);
+        Ok(CompletionResponse {
+            message: Message { role: Role::Assistant, content },
+            usage,
+            finish,
+            model: format!("offline:{}", req.model),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn infers_fields_and_extracts_values() {
+        let text = "ACME Corp\nInvoice Number: INV-2041\nInvoice Date: 2026-03-14\nTotal Due: $1,234.50\nCustomer: Blue Fox Ltd\n";
+        let f = infer_fields(text);
+        let names: Vec<_> = f.iter().map(|f| (f.name.as_str(), f.kind)).collect();
+        assert_eq!(names, vec![("invoice_number", "string"), ("invoice_date", "string"), ("total_due", "number"), ("customer", "string")]);
+        let rf = response_format("invoice", &f);
+        let v = extract(text, &rf["json_schema"]["schema"]);
+        assert_eq!(v["total_due"], json!(1234.5));
+        assert_eq!(v["invoice_number"], json!("INV-2041"));
+        assert_eq!(v["customer"], json!("Blue Fox Ltd"));
+    }
+}

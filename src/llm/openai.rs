@@ -1,1 +1,819 @@
-//! The OpenAI-compatible provider (async-openai). NOT IMPLEMENTED YET.
+//! The OpenAI-compatible provider: chat completions through async-openai against any
+//! OpenAI-compatible base URL (OpenAI, vLLM, Ollama, llama.cpp).
+//!
+//! What it survives (DESIGN.md, "The tool loop"): `content: ""` beside `tool_calls`; `id` and
+//! `function.name` repeated in every stream delta (the first value wins); an SSE `error` event
+//! after a 200; HTTP 500 for model output the server could not parse; servers whose JSON does
+//! not match OpenAI's schema exactly (bodies are read leniently as `serde_json::Value`).
+//!
+//! Retries, in two layers:
+//! - async-openai's transport always retries 429, 5xx and connection failures 3 times, honouring
+//!   a `Retry-After` in seconds (exponential backoff from 100 ms otherwise). With the features
+//!   this crate enables that layer can be neither configured nor turned off.
+//! - this adapter retries, up to `max_retries` times with jittered exponential backoff (backon),
+//!   the retryable failures the transport does not retry: timeouts, a broken or failed stream,
+//!   a body with no choices, transport errors after connecting.
+//!
+//! Error messages never contain the API key: server-supplied text is redacted before use.
+
+use super::{
+    Block, CompletionRequest, CompletionResponse, FinishReason, LlmError, LlmProvider, Message,
+    Role, ToolChoice, Usage,
+};
+use async_openai::Client;
+use async_openai::config::OpenAIConfig;
+use async_openai::error::OpenAIError;
+use async_openai::types::chat::{
+    ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls,
+    ChatCompletionRequestAssistantMessage, ChatCompletionRequestAssistantMessageContent,
+    ChatCompletionRequestMessage, ChatCompletionRequestSystemMessage,
+    ChatCompletionRequestSystemMessageContent, ChatCompletionRequestToolMessage,
+    ChatCompletionRequestToolMessageContent, ChatCompletionRequestUserMessage,
+    ChatCompletionRequestUserMessageContent, ChatCompletionStreamOptions, ChatCompletionTool,
+    ChatCompletionToolChoiceOption, ChatCompletionTools, CreateChatCompletionRequest, FunctionCall,
+    FunctionObject, ResponseFormat, ToolChoiceOptions,
+};
+use backon::{ExponentialBuilder, Retryable};
+use futures::StreamExt;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const PROVIDER: &str = "openai";
+
+/// How to reach an OpenAI-compatible server.
+#[derive(Clone)]
+pub struct OpenAiSettings {
+    /// API base including the version path, e.g. `https://api.openai.com/v1` or
+    /// `http://localhost:11434/v1`; `/chat/completions` is appended.
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer …`; may be empty for local servers. Never logged.
+    pub api_key: String,
+    /// The longest one attempt may take, from sending the request to the last byte of the
+    /// answer. It also bounds async-openai's built-in 429/5xx retries inside that attempt.
+    pub timeout: Duration,
+    /// Extra attempts this adapter makes for timeouts and broken streams (see module docs).
+    pub max_retries: u32,
+    /// Stream the answer (SSE) instead of waiting for one JSON body.
+    pub stream: bool,
+}
+
+impl std::fmt::Debug for OpenAiSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiSettings")
+            .field("base_url", &self.base_url)
+            .field("api_key", &"[redacted]")
+            .field("timeout", &self.timeout)
+            .field("max_retries", &self.max_retries)
+            .field("stream", &self.stream)
+            .finish()
+    }
+}
+
+/// The `openai` provider.
+pub struct OpenAiProvider {
+    client: Client<OpenAIConfig>,
+    settings: OpenAiSettings,
+    /// `{base_url}/chat/completions`, for error messages.
+    endpoint: String,
+}
+
+impl std::fmt::Debug for OpenAiProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiProvider")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One failed attempt.
+#[derive(Debug)]
+struct Failure {
+    error: LlmError,
+    /// Retry inside this adapter. False when async-openai's transport already retried it (429,
+    /// 5xx, connect errors) or when retrying cannot help.
+    retry_here: bool,
+}
+
+impl OpenAiProvider {
+    /// A provider for `settings`. Whitespace around the key (a trailing newline from a file)
+    /// is dropped.
+    pub fn new(mut settings: OpenAiSettings) -> Self {
+        settings.base_url = settings.base_url.trim().trim_end_matches('/').to_string();
+        settings.api_key = settings.api_key.trim().to_string();
+        let config = OpenAIConfig::new()
+            .with_api_base(settings.base_url.clone())
+            .with_api_key(settings.api_key.clone());
+        // async-openai 0.43 does not re-export reqwest, so no client with a timeout can be passed
+        // in (`Client::build`); `timeout` is enforced per attempt with `tokio::time::timeout`.
+        let client = Client::with_config(config);
+        let endpoint = format!("{}/chat/completions", settings.base_url);
+        Self {
+            client,
+            settings,
+            endpoint,
+        }
+    }
+
+    /// A failure whose message has the API key removed.
+    fn failure(&self, message: impl Into<String>, retryable: bool, retry_here: bool) -> Failure {
+        let mut message = message.into();
+        let key = &self.settings.api_key;
+        if key.len() >= 4 {
+            message = message.replace(key.as_str(), "[redacted]");
+        }
+        Failure {
+            error: LlmError::new(PROVIDER, message, retryable),
+            retry_here: retryable && retry_here,
+        }
+    }
+
+    /// One attempt, bounded by the timeout.
+    async fn attempt(
+        &self,
+        body: &CreateChatCompletionRequest,
+    ) -> Result<CompletionResponse, Failure> {
+        let call = async {
+            if self.settings.stream {
+                self.attempt_stream(body.clone()).await
+            } else {
+                self.attempt_once(body.clone()).await
+            }
+        };
+        match tokio::time::timeout(self.settings.timeout, call).await {
+            Ok(result) => result,
+            Err(_) => Err(self.failure(
+                format!(
+                    "timed out after {:?} waiting for {} (raise llm.request_timeout_secs if the \
+                     model is slow)",
+                    self.settings.timeout, self.endpoint
+                ),
+                true,
+                true,
+            )),
+        }
+    }
+
+    async fn attempt_once(
+        &self,
+        body: CreateChatCompletionRequest,
+    ) -> Result<CompletionResponse, Failure> {
+        let fallback_model = body.model.clone();
+        let value = match self.client.chat().create(body).await {
+            Ok(resp) => serde_json::to_value(&resp).map_err(|e| {
+                self.failure(
+                    format!("could not re-encode the response: {e}"),
+                    false,
+                    false,
+                )
+            })?,
+            Err(OpenAIError::JSONDeserialize(_, raw)) => self.parse_raw(&raw, false)?,
+            Err(e) => return Err(self.map_error(e)),
+        };
+        if let Some(err) = error_in_body(&value) {
+            return Err(self.body_failure(&err, false, "the server answered with an error"));
+        }
+        let choice = match value["choices"].as_array().and_then(|c| c.first()) {
+            Some(choice) => choice,
+            None => return Err(self.no_choices()),
+        };
+        let msg = &choice["message"];
+        let mut acc = Assembled {
+            text: content_text(&msg["content"]),
+            ..Assembled::default()
+        };
+        if acc.text.is_empty() {
+            acc.text = msg["refusal"].as_str().unwrap_or_default().to_string();
+        }
+        for (pos, call) in msg["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            acc.push_call_delta(pos, call);
+        }
+        acc.finish = choice["finish_reason"].as_str().map(str::to_string);
+        acc.usage = usage_from(&value["usage"]);
+        acc.model = value["model"].as_str().map(str::to_string);
+        Ok(acc.into_response(fallback_model))
+    }
+
+    async fn attempt_stream(
+        &self,
+        mut body: CreateChatCompletionRequest,
+    ) -> Result<CompletionResponse, Failure> {
+        let fallback_model = body.model.clone();
+        body.stream = Some(true);
+        body.stream_options = Some(ChatCompletionStreamOptions {
+            include_usage: Some(true),
+            include_obfuscation: None,
+        });
+        let mut stream = match self.client.chat().create_stream(body).await {
+            Ok(stream) => stream,
+            Err(OpenAIError::JSONDeserialize(_, raw)) => {
+                // An error body that is not OpenAI's `{"error": {...}}` (vLLM, llama.cpp).
+                let value = self.parse_raw(&raw, false)?;
+                let err = error_in_body(&value).unwrap_or_else(|| BodyError::unknown(&value));
+                return Err(self.body_failure(&err, false, "the server refused the request"));
+            }
+            Err(e) => return Err(self.map_error(e)),
+        };
+        let mut acc = Assembled::default();
+        let mut chunks = 0usize;
+        while let Some(item) = stream.next().await {
+            let chunk = match item {
+                Ok(chunk) => serde_json::to_value(&chunk).map_err(|e| {
+                    self.failure(
+                        format!("could not re-encode a stream chunk: {e}"),
+                        false,
+                        false,
+                    )
+                })?,
+                // Chunks that do not fit async-openai's types, including error events.
+                Err(OpenAIError::JSONDeserialize(_, raw)) => self.parse_raw(&raw, true)?,
+                Err(e) => return Err(self.map_error(e)),
+            };
+            if let Some(err) = error_in_body(&chunk) {
+                return Err(self.body_failure(
+                    &err,
+                    true,
+                    "error event in the stream after HTTP 200",
+                ));
+            }
+            chunks += 1;
+            acc.push_chunk(&chunk);
+        }
+        if chunks == 0 {
+            return Err(self.failure(
+                format!(
+                    "the stream from {} ended without any chunk (does the server support \
+                     stream: true?)",
+                    self.endpoint
+                ),
+                true,
+                true,
+            ));
+        }
+        if !acc.saw_choice {
+            return Err(self.no_choices());
+        }
+        if acc.finish.is_none() {
+            return Err(self.failure(
+                format!(
+                    "the stream from {} ended before the model finished (no finish_reason)",
+                    self.endpoint
+                ),
+                true,
+                true,
+            ));
+        }
+        Ok(acc.into_response(fallback_model))
+    }
+
+    fn no_choices(&self) -> Failure {
+        self.failure(
+            format!("the response from {} had no choices", self.endpoint),
+            true,
+            true,
+        )
+    }
+
+    /// A body async-openai could not type: JSON to read leniently, or an error.
+    fn parse_raw(&self, raw: &str, in_stream: bool) -> Result<Value, Failure> {
+        serde_json::from_str(raw).map_err(|_| {
+            let what = if in_stream {
+                "an unparseable stream event after HTTP 200"
+            } else {
+                "a body that is not JSON"
+            };
+            self.failure(
+                format!("{} sent {what}: {}", self.endpoint, clip(raw, 300)),
+                in_stream,
+                in_stream,
+            )
+        })
+    }
+
+    fn body_failure(&self, err: &BodyError, in_stream: bool, what: &str) -> Failure {
+        let retryable = err.retryable(in_stream);
+        let message = match err.status {
+            Some(status) if !in_stream => {
+                format!("HTTP {status} from {}: {}", self.endpoint, err.message)
+            }
+            Some(status) => format!(
+                "{what} from {} (code {status}): {}",
+                self.endpoint, err.message
+            ),
+            None => format!("{what} from {}: {}", self.endpoint, err.message),
+        };
+        self.failure(message, retryable, retryable)
+    }
+
+    fn map_error(&self, err: OpenAIError) -> Failure {
+        match err {
+            OpenAIError::ApiError(resp) => {
+                let status = resp.status_code.as_u16();
+                let detail = if resp.status_code.is_server_error() {
+                    // async-openai keeps a 5xx body verbatim: read its message if it is JSON.
+                    serde_json::from_str::<Value>(&resp.api_error.message)
+                        .ok()
+                        .and_then(|v| error_in_body(&v))
+                        .map(|e| e.message)
+                        .unwrap_or_else(|| clip(&resp.api_error.message, 300))
+                } else {
+                    resp.api_error.to_string()
+                };
+                let quota = resp.api_error.r#type.as_deref() == Some("insufficient_quota")
+                    || resp.api_error.code.as_deref() == Some("insufficient_quota");
+                let retryable = (status == 429 && !quota) || status == 408 || status >= 500;
+                let after = if retryable && status != 408 {
+                    " after retries"
+                } else {
+                    ""
+                };
+                let hint = if status >= 500 && detail.to_lowercase().contains("pars") {
+                    " (the server could not parse the model's output, e.g. a malformed tool \
+                     call; another attempt may succeed)"
+                } else {
+                    ""
+                };
+                self.failure(
+                    format!(
+                        "HTTP {} from {}{after}: {detail}{hint}",
+                        resp.status_code, self.endpoint
+                    ),
+                    retryable,
+                    status == 408,
+                )
+            }
+            OpenAIError::Reqwest(e) => {
+                let chain = error_chain(&e);
+                if e.is_builder() {
+                    self.failure(
+                        format!(
+                            "invalid request to {} (check llm.base_url): {chain}",
+                            self.endpoint
+                        ),
+                        false,
+                        false,
+                    )
+                } else if e.is_timeout() {
+                    self.failure(
+                        format!("timed out talking to {}: {chain}", self.endpoint),
+                        true,
+                        true,
+                    )
+                } else if e.is_connect() {
+                    self.failure(
+                        format!(
+                            "could not connect to {} after retries: {chain}",
+                            self.endpoint
+                        ),
+                        true,
+                        false,
+                    )
+                } else {
+                    self.failure(
+                        format!("HTTP transport error with {}: {chain}", self.endpoint),
+                        true,
+                        true,
+                    )
+                }
+            }
+            OpenAIError::StreamError(e) => self.failure(
+                format!(
+                    "the stream from {} broke after HTTP 200: {e}",
+                    self.endpoint
+                ),
+                true,
+                true,
+            ),
+            OpenAIError::JSONDeserialize(_, raw) => self.failure(
+                format!(
+                    "{} sent an unexpected body: {}",
+                    self.endpoint,
+                    clip(&raw, 300)
+                ),
+                false,
+                false,
+            ),
+            other => self.failure(
+                format!("request to {} failed: {other}", self.endpoint),
+                false,
+                false,
+            ),
+        }
+    }
+
+    /// The chat-completions body for `req`.
+    fn build_request(
+        &self,
+        req: &CompletionRequest,
+    ) -> Result<CreateChatCompletionRequest, LlmError> {
+        let invalid = |m: String| LlmError::new(PROVIDER, m, false);
+        let mut messages = Vec::new();
+        for (i, msg) in req.messages.iter().enumerate() {
+            convert_message(i, msg, &mut messages).map_err(invalid)?;
+        }
+        let tools: Vec<ChatCompletionTools> = req
+            .tools
+            .iter()
+            .map(|t| {
+                ChatCompletionTools::Function(ChatCompletionTool {
+                    function: FunctionObject {
+                        name: t.name.clone(),
+                        description: Some(t.description.clone()).filter(|d| !d.is_empty()),
+                        parameters: Some(t.parameters.clone()),
+                        strict: None,
+                    },
+                })
+            })
+            .collect();
+        let response_format = match &req.response_format {
+            None => None,
+            Some(v) => Some(
+                serde_json::from_value::<ResponseFormat>(v.clone()).map_err(|e| {
+                    invalid(format!(
+                        "response_format is not an OpenAI response_format (expected {{\"type\": \
+                     \"json_schema\", \"json_schema\": {{\"name\": …, \"schema\": …}}}}): {e}"
+                    ))
+                })?,
+            ),
+        };
+        let has_tools = !tools.is_empty();
+        let tool_choice = match req.tool_choice {
+            ToolChoice::Auto => ToolChoiceOptions::Auto,
+            ToolChoice::None => ToolChoiceOptions::None,
+        };
+        Ok(CreateChatCompletionRequest {
+            model: req.model.clone(),
+            messages,
+            max_completion_tokens: req.max_tokens,
+            response_format,
+            // OpenAI rejects tool_choice / parallel_tool_calls without tools.
+            tool_choice: has_tools.then_some(ChatCompletionToolChoiceOption::Mode(tool_choice)),
+            parallel_tool_calls: has_tools.then_some(false),
+            tools: has_tools.then_some(tools),
+            ..Default::default()
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl LlmProvider for OpenAiProvider {
+    fn name(&self) -> &str {
+        PROVIDER
+    }
+
+    async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
+        // async-openai would panic building the Authorization header from such a key.
+        if self
+            .settings
+            .api_key
+            .bytes()
+            .any(|b| !(0x20..=0x7e).contains(&b))
+        {
+            return Err(LlmError::new(
+                PROVIDER,
+                "llm.api_key contains characters not allowed in an HTTP header (control or \
+                 non-ASCII characters); fix the key",
+                false,
+            ));
+        }
+        let body = self.build_request(&req)?;
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(250))
+            .with_max_delay(Duration::from_secs(8))
+            .with_max_times(self.settings.max_retries as usize)
+            .with_jitter();
+        (|| self.attempt(&body))
+            .retry(backoff)
+            .when(|f: &Failure| f.retry_here)
+            .notify(|f: &Failure, delay: Duration| {
+                tracing::warn!(error = %f.error, ?delay, "openai: retrying");
+            })
+            .await
+            .map_err(|f| f.error)
+    }
+}
+
+/// Appends the OpenAI messages for neutral message `index`.
+fn convert_message(
+    index: usize,
+    msg: &Message,
+    out: &mut Vec<ChatCompletionRequestMessage>,
+) -> Result<(), String> {
+    let text = msg.joined_text();
+    let results = msg.content.iter().filter_map(|b| match b {
+        Block::ToolResult {
+            call_id,
+            content,
+            is_error,
+        } => Some(ChatCompletionRequestMessage::Tool(
+            ChatCompletionRequestToolMessage {
+                // OpenAI has no error flag on tool messages: say it in the content.
+                content: ChatCompletionRequestToolMessageContent::Text(if *is_error {
+                    format!("ERROR: {content}")
+                } else {
+                    content.clone()
+                }),
+                tool_call_id: call_id.clone(),
+            },
+        )),
+        _ => None,
+    });
+    let has_tool_use = msg
+        .content
+        .iter()
+        .any(|b| matches!(b, Block::ToolUse { .. }));
+    if has_tool_use && msg.role != Role::Assistant {
+        return Err(format!(
+            "messages[{index}]: tool_use blocks belong to assistant messages (role is {:?})",
+            msg.role
+        ));
+    }
+    match msg.role {
+        Role::System => out.push(ChatCompletionRequestMessage::System(
+            ChatCompletionRequestSystemMessage {
+                content: ChatCompletionRequestSystemMessageContent::Text(text),
+                name: None,
+            },
+        )),
+        Role::User | Role::Tool => {
+            out.extend(results);
+            if !text.is_empty() || msg.content.is_empty() {
+                if msg.role == Role::Tool {
+                    return Err(format!(
+                        "messages[{index}]: a tool message carries tool_result blocks only"
+                    ));
+                }
+                out.push(ChatCompletionRequestMessage::User(
+                    ChatCompletionRequestUserMessage {
+                        content: ChatCompletionRequestUserMessageContent::Text(text),
+                        name: None,
+                    },
+                ));
+            }
+        }
+        Role::Assistant => {
+            let calls: Vec<_> = msg
+                .tool_calls()
+                .into_iter()
+                .map(|(id, name, arguments)| {
+                    ChatCompletionMessageToolCalls::Function(ChatCompletionMessageToolCall {
+                        id: id.to_string(),
+                        function: FunctionCall {
+                            name: name.to_string(),
+                            // Some servers json-decode history arguments; "" is never valid.
+                            arguments: if arguments.is_empty() {
+                                "{}".into()
+                            } else {
+                                arguments.into()
+                            },
+                        },
+                    })
+                })
+                .collect();
+            let content = if text.is_empty() && !calls.is_empty() {
+                None
+            } else {
+                Some(ChatCompletionRequestAssistantMessageContent::Text(text))
+            };
+            out.push(ChatCompletionRequestMessage::Assistant(
+                ChatCompletionRequestAssistantMessage {
+                    content,
+                    tool_calls: (!calls.is_empty()).then_some(calls),
+                    ..Default::default()
+                },
+            ));
+            out.extend(results);
+        }
+    }
+    Ok(())
+}
+
+/// A tool call being put together.
+#[derive(Debug, Default)]
+struct PartialCall {
+    id: Option<String>,
+    name: Option<String>,
+    arguments: String,
+}
+
+/// An answer being put together, from one body or from stream chunks.
+#[derive(Debug, Default)]
+struct Assembled {
+    text: String,
+    /// Keyed by the server's `index`.
+    calls: BTreeMap<u64, PartialCall>,
+    finish: Option<String>,
+    usage: Option<Usage>,
+    model: Option<String>,
+    saw_choice: bool,
+}
+
+impl Assembled {
+    /// One entry of `tool_calls` (a whole call, or a stream delta of one).
+    fn push_call_delta(&mut self, position: usize, call: &Value) {
+        let index = call["index"].as_u64().unwrap_or(position as u64);
+        let entry = self.calls.entry(index).or_default();
+        let non_empty = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_string);
+        // Some servers repeat id and name in every delta: keep the first, never concatenate.
+        if entry.id.is_none() {
+            entry.id = non_empty(&call["id"]);
+        }
+        if entry.name.is_none() {
+            entry.name = non_empty(&call["function"]["name"]);
+        }
+        match &call["function"]["arguments"] {
+            Value::String(fragment) => entry.arguments.push_str(fragment),
+            Value::Null => {}
+            // Some servers send the arguments as an object rather than a JSON string.
+            other => entry.arguments.push_str(&other.to_string()),
+        }
+    }
+
+    fn push_chunk(&mut self, chunk: &Value) {
+        if self.model.is_none() {
+            self.model = chunk["model"]
+                .as_str()
+                .filter(|m| !m.is_empty())
+                .map(str::to_string);
+        }
+        if let Some(usage) = usage_from(&chunk["usage"]) {
+            self.usage = Some(usage);
+        }
+        for choice in chunk["choices"].as_array().into_iter().flatten() {
+            if choice["index"].as_u64().unwrap_or(0) != 0 {
+                continue;
+            }
+            self.saw_choice = true;
+            let delta = &choice["delta"];
+            self.text
+                .push_str(delta["content"].as_str().unwrap_or_default());
+            self.text
+                .push_str(delta["refusal"].as_str().unwrap_or_default());
+            for (pos, call) in delta["tool_calls"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                self.push_call_delta(pos, call);
+            }
+            if let Some(reason) = choice["finish_reason"].as_str() {
+                self.finish = Some(reason.to_string());
+            }
+        }
+    }
+
+    fn into_response(self, fallback_model: String) -> CompletionResponse {
+        let mut content = Vec::new();
+        // `content: ""` (or a stray newline) beside tool calls is not an answer.
+        if !self.text.is_empty() && (self.calls.is_empty() || !self.text.trim().is_empty()) {
+            content.push(Block::Text { text: self.text });
+        }
+        let has_calls = !self.calls.is_empty();
+        for call in self.calls.into_values() {
+            content.push(Block::ToolUse {
+                // A server without ids: invent a unique one (the loop is idempotent on it).
+                id: call
+                    .id
+                    .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple())),
+                name: call.name.unwrap_or_default(),
+                arguments: call.arguments,
+            });
+        }
+        let finish = match self.finish.as_deref() {
+            Some("length") => FinishReason::MaxTokens,
+            Some("tool_calls" | "function_call") => FinishReason::ToolUse,
+            // Some servers say "stop" beside tool calls.
+            _ if has_calls => FinishReason::ToolUse,
+            Some("stop") => FinishReason::EndTurn,
+            _ => FinishReason::Other,
+        };
+        CompletionResponse {
+            message: Message {
+                role: Role::Assistant,
+                content,
+            },
+            usage: self.usage.unwrap_or_default(),
+            finish,
+            model: self.model.unwrap_or(fallback_model),
+        }
+    }
+}
+
+/// An error reported inside a body or stream event.
+#[derive(Debug)]
+struct BodyError {
+    message: String,
+    status: Option<u16>,
+    kind: String,
+}
+
+impl BodyError {
+    fn unknown(v: &Value) -> Self {
+        BodyError {
+            message: format!("unexpected body: {}", clip(&v.to_string(), 300)),
+            status: None,
+            kind: String::new(),
+        }
+    }
+
+    fn retryable(&self, in_stream: bool) -> bool {
+        match self.status {
+            Some(429) => self.kind != "insufficient_quota",
+            Some(s) => s == 408 || s >= 500,
+            None => {
+                let k = self.kind.to_lowercase();
+                if ["rate_limit", "server", "timeout", "overload", "unavailable"]
+                    .iter()
+                    .any(|w| k.contains(w))
+                {
+                    true
+                } else if k.is_empty() {
+                    // A failure mid-generation is usually the server's; a bare error body is not.
+                    in_stream
+                } else {
+                    false
+                }
+            }
+        }
+    }
+}
+
+/// The error in `v`, in OpenAI's (`{"error": {...}}`), vLLM's (`{"object": "error", ...}`) or
+/// a bare (`{"message": ...}` without choices) shape.
+fn error_in_body(v: &Value) -> Option<BodyError> {
+    let err = if let Some(e) = v.get("error").filter(|e| !e.is_null()) {
+        e
+    } else if v["object"] == "error" || (v.get("choices").is_none() && v["message"].is_string()) {
+        v
+    } else {
+        return None;
+    };
+    let message = match err {
+        Value::String(s) => s.clone(),
+        _ => err["message"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| clip(&err.to_string(), 300)),
+    };
+    let status = [&err["code"], &err["status"], &v["code"]]
+        .into_iter()
+        .find_map(|c| {
+            c.as_u64()
+                .or_else(|| c.as_str().and_then(|s| s.parse().ok()))
+        })
+        .filter(|c| (400..600).contains(c))
+        .map(|c| c as u16);
+    let kind = [&err["type"], &err["code"]]
+        .into_iter()
+        .find_map(|k| k.as_str().filter(|s| s.parse::<u16>().is_err()))
+        .unwrap_or_default()
+        .to_string();
+    Some(BodyError {
+        message,
+        status,
+        kind,
+    })
+}
+
+/// Message content: a string, or an array of `{"type": "text", "text": …}` parts.
+fn content_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
+        _ => String::new(),
+    }
+}
+
+fn usage_from(v: &Value) -> Option<Usage> {
+    let tokens = |a: &str, b: &str| v[a].as_u64().or_else(|| v[b].as_u64()).unwrap_or(0);
+    v.is_object().then(|| Usage {
+        input_tokens: tokens("prompt_tokens", "input_tokens"),
+        output_tokens: tokens("completion_tokens", "output_tokens"),
+    })
+}
+
+/// `e` and its sources, joined with ": ".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+/// At most `max` characters of `s`.
+fn clip(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}

@@ -1,1 +1,133 @@
-//! SQL for `extractions`. NOT IMPLEMENTED YET.
+//! SQL for `extractions`: the structured result of running a prompt version (and its schema
+//! version) over a document. "Latest" is by insertion order (`seq`), not by the Clock.
+
+use super::documents::clean_json;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// An extraction.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct ExtractionRow {
+    pub id: Uuid,
+    pub document_id: Uuid,
+    pub prompt_id: Uuid,
+    pub prompt_version: i32,
+    pub schema_id: Uuid,
+    pub schema_version: i32,
+    pub result: Value,
+    pub status: String,
+    pub run_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// What a new extraction was made from.
+#[derive(Debug, Clone, Copy)]
+pub struct ExtractionSource {
+    pub document_id: Uuid,
+    pub prompt_id: Uuid,
+    pub prompt_version: i32,
+    pub schema_id: Uuid,
+    pub schema_version: i32,
+}
+
+/// Stores an extraction, status `proposed`.
+pub async fn insert(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    src: ExtractionSource,
+    result: &Value,
+    run_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<ExtractionRow, sqlx::Error> {
+    sqlx::query_as::<_, ExtractionRow>(
+        "INSERT INTO extractions (id, org_id, document_id, prompt_id, prompt_version, schema_id,
+                                  schema_version, result, status, run_id, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'proposed', $9, $10)
+      RETURNING id, document_id, prompt_id, prompt_version, schema_id, schema_version, result,
+                status, run_id, created_at",
+    )
+    .bind(Uuid::now_v7())
+    .bind(org_id)
+    .bind(src.document_id)
+    .bind(src.prompt_id)
+    .bind(src.prompt_version)
+    .bind(src.schema_id)
+    .bind(src.schema_version)
+    .bind(clean_json(result))
+    .bind(run_id)
+    .bind(now)
+    .fetch_one(conn)
+    .await
+}
+
+/// An extraction of this org by id; `lock` takes `FOR UPDATE`.
+pub async fn get(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    id: Uuid,
+    lock: bool,
+) -> Result<Option<ExtractionRow>, sqlx::Error> {
+    let sql = if lock {
+        "SELECT id, document_id, prompt_id, prompt_version, schema_id, schema_version, result,
+                status, run_id, created_at
+           FROM extractions WHERE org_id = $1 AND id = $2 FOR UPDATE"
+    } else {
+        "SELECT id, document_id, prompt_id, prompt_version, schema_id, schema_version, result,
+                status, run_id, created_at
+           FROM extractions WHERE org_id = $1 AND id = $2"
+    };
+    sqlx::query_as::<_, ExtractionRow>(sql)
+        .bind(org_id)
+        .bind(id)
+        .fetch_optional(conn)
+        .await
+}
+
+/// The latest extraction of a document of this org; `lock` takes `FOR UPDATE`.
+pub async fn latest_for_document(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    document_id: Uuid,
+    lock: bool,
+) -> Result<Option<ExtractionRow>, sqlx::Error> {
+    let sql = if lock {
+        "SELECT id, document_id, prompt_id, prompt_version, schema_id, schema_version, result,
+                status, run_id, created_at
+           FROM extractions WHERE org_id = $1 AND document_id = $2
+          ORDER BY seq DESC LIMIT 1 FOR UPDATE"
+    } else {
+        "SELECT id, document_id, prompt_id, prompt_version, schema_id, schema_version, result,
+                status, run_id, created_at
+           FROM extractions WHERE org_id = $1 AND document_id = $2
+          ORDER BY seq DESC LIMIT 1"
+    };
+    sqlx::query_as::<_, ExtractionRow>(sql)
+        .bind(org_id)
+        .bind(document_id)
+        .fetch_optional(conn)
+        .await
+}
+
+/// Replaces the result of a `proposed` extraction of this org. None: no such proposed
+/// extraction (missing, another org's, or already accepted).
+pub async fn update_result(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    id: Uuid,
+    result: &Value,
+) -> Result<Option<ExtractionRow>, sqlx::Error> {
+    sqlx::query_as::<_, ExtractionRow>(
+        "UPDATE extractions SET result = $3
+          WHERE org_id = $1 AND id = $2 AND status = 'proposed'
+      RETURNING id, document_id, prompt_id, prompt_version, schema_id, schema_version, result,
+                status, run_id, created_at",
+    )
+    .bind(org_id)
+    .bind(id)
+    .bind(clean_json(result))
+    .fetch_optional(conn)
+    .await
+}

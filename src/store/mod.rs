@@ -6,3 +6,7 @@ pub mod prompts;
 pub mod schemas;
 pub mod suggestions;
 pub mod tags;
+pub mod approvals;
+pub mod runs;
+pub mod auto_create;
+pub mod orgs;

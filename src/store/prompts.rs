@@ -1,1 +1,218 @@
-//! SQL for `prompts`. NOT IMPLEMENTED YET.
+//! SQL for `prompts`. Like schemas, prompts are versioned: `(prompt_id, version)` is a
+//! revision, an update inserts version + 1, and each version points at one schema version.
+
+use super::documents::clean_text;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// One version of a prompt.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct PromptRow {
+    pub prompt_id: Uuid,
+    pub version: i32,
+    pub name: String,
+    pub content: String,
+    pub schema_id: Uuid,
+    pub schema_version: i32,
+    pub model: Option<String>,
+    pub tag_ids: Vec<Uuid>,
+    pub status: String,
+    pub run_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The fields of a new prompt version.
+#[derive(Debug, Clone)]
+pub struct PromptFields {
+    pub name: String,
+    pub content: String,
+    pub schema_id: Uuid,
+    pub schema_version: i32,
+    pub model: Option<String>,
+    pub tag_ids: Vec<Uuid>,
+}
+
+impl From<&PromptRow> for PromptFields {
+    fn from(p: &PromptRow) -> Self {
+        Self {
+            name: p.name.clone(),
+            content: p.content.clone(),
+            schema_id: p.schema_id,
+            schema_version: p.schema_version,
+            model: p.model.clone(),
+            tag_ids: p.tag_ids.clone(),
+        }
+    }
+}
+
+/// Version `version` of a prompt of this org.
+pub async fn get(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    prompt_id: Uuid,
+    version: i32,
+) -> Result<Option<PromptRow>, sqlx::Error> {
+    sqlx::query_as::<_, PromptRow>(
+        "SELECT prompt_id, version, name, content, schema_id, schema_version, model, tag_ids,
+                status, run_id, created_at
+           FROM prompts WHERE org_id = $1 AND prompt_id = $2 AND version = $3",
+    )
+    .bind(org_id)
+    .bind(prompt_id)
+    .bind(version)
+    .fetch_optional(conn)
+    .await
+}
+
+/// The latest version of a prompt of this org; `lock` takes `FOR UPDATE` on it.
+pub async fn latest(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    prompt_id: Uuid,
+    lock: bool,
+) -> Result<Option<PromptRow>, sqlx::Error> {
+    let sql = if lock {
+        "SELECT prompt_id, version, name, content, schema_id, schema_version, model, tag_ids,
+                status, run_id, created_at
+           FROM prompts WHERE org_id = $1 AND prompt_id = $2
+          ORDER BY version DESC LIMIT 1 FOR UPDATE"
+    } else {
+        "SELECT prompt_id, version, name, content, schema_id, schema_version, model, tag_ids,
+                status, run_id, created_at
+           FROM prompts WHERE org_id = $1 AND prompt_id = $2
+          ORDER BY version DESC LIMIT 1"
+    };
+    sqlx::query_as::<_, PromptRow>(sql)
+        .bind(org_id)
+        .bind(prompt_id)
+        .fetch_optional(conn)
+        .await
+}
+
+/// The prompt version this run wrote last (run_extraction's default prompt).
+pub async fn latest_in_run(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    run_id: Uuid,
+) -> Result<Option<PromptRow>, sqlx::Error> {
+    sqlx::query_as::<_, PromptRow>(
+        "SELECT prompt_id, version, name, content, schema_id, schema_version, model, tag_ids,
+                status, run_id, created_at
+           FROM prompts WHERE org_id = $1 AND run_id = $2
+          ORDER BY seq DESC LIMIT 1",
+    )
+    .bind(org_id)
+    .bind(run_id)
+    .fetch_optional(conn)
+    .await
+}
+
+/// The latest version of each of this org's prompts, newest first.
+pub async fn list_latest(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+) -> Result<Vec<PromptRow>, sqlx::Error> {
+    sqlx::query_as::<_, PromptRow>(
+        "SELECT * FROM (
+             SELECT DISTINCT ON (prompt_id)
+                    prompt_id, version, name, content, schema_id, schema_version, model, tag_ids,
+                    status, run_id, created_at
+               FROM prompts WHERE org_id = $1
+              ORDER BY prompt_id, version DESC) p
+          ORDER BY created_at DESC, prompt_id",
+    )
+    .bind(org_id)
+    .fetch_all(conn)
+    .await
+}
+
+/// Inserts a prompt version, status `proposed`.
+/// The caller has checked that the schema version and tags belong to this org.
+async fn insert(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    prompt_id: Uuid,
+    version: i32,
+    f: &PromptFields,
+    run_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<PromptRow, sqlx::Error> {
+    sqlx::query_as::<_, PromptRow>(
+        "INSERT INTO prompts (prompt_id, version, org_id, name, content, schema_id,
+                              schema_version, model, tag_ids, status, run_id, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'proposed', $10, $11)
+      RETURNING prompt_id, version, name, content, schema_id, schema_version, model, tag_ids,
+                status, run_id, created_at",
+    )
+    .bind(prompt_id)
+    .bind(version)
+    .bind(org_id)
+    .bind(clean_text(&f.name))
+    .bind(clean_text(&f.content))
+    .bind(f.schema_id)
+    .bind(f.schema_version)
+    .bind(f.model.as_deref().map(clean_text))
+    .bind(&f.tag_ids)
+    .bind(run_id)
+    .bind(now)
+    .fetch_one(conn)
+    .await
+}
+
+/// Creates version 1 of a new prompt.
+pub async fn create(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    f: &PromptFields,
+    run_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<PromptRow, sqlx::Error> {
+    insert(conn, org_id, Uuid::now_v7(), 1, f, run_id, now).await
+}
+
+/// Inserts version `prev.version + 1` of `prev`'s prompt with the given fields. The caller
+/// read `prev` with `latest(.., lock = true)`.
+pub async fn create_version(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    prev: &PromptRow,
+    f: &PromptFields,
+    run_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<PromptRow, sqlx::Error> {
+    insert(conn, org_id, prev.prompt_id, prev.version + 1, f, run_id, now).await
+}
+
+/// Locks every version of a prompt of this org (`FOR UPDATE`), oldest first.
+pub async fn lock_all(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    prompt_id: Uuid,
+) -> Result<Vec<PromptRow>, sqlx::Error> {
+    sqlx::query_as::<_, PromptRow>(
+        "SELECT prompt_id, version, name, content, schema_id, schema_version, model, tag_ids,
+                status, run_id, created_at
+           FROM prompts WHERE org_id = $1 AND prompt_id = $2
+          ORDER BY version FOR UPDATE",
+    )
+    .bind(org_id)
+    .bind(prompt_id)
+    .fetch_all(conn)
+    .await
+}
+
+/// Deletes every version of a prompt of this org; returns how many versions went.
+pub async fn delete(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    prompt_id: Uuid,
+) -> Result<u64, sqlx::Error> {
+    let r = sqlx::query("DELETE FROM prompts WHERE org_id = $1 AND prompt_id = $2")
+        .bind(org_id)
+        .bind(prompt_id)
+        .execute(conn)
+        .await?;
+    Ok(r.rows_affected())
+}

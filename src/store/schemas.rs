@@ -1,1 +1,196 @@
-//! SQL for `schemas`. NOT IMPLEMENTED YET.
+//! SQL for `schemas`. A schema is versioned: `(schema_id, version)` is a revision, and an
+//! update inserts version + 1. Versions are immutable once written.
+
+use super::documents::{clean_json, clean_text};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// One version of a schema.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct SchemaRow {
+    pub schema_id: Uuid,
+    pub version: i32,
+    pub name: String,
+    /// OpenAI structured-output `response_format`.
+    pub response_format: Value,
+    pub status: String,
+    pub run_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+}
+
+const COLUMNS: &str = "schema_id, version, name, response_format, status, run_id, created_at";
+
+/// Version `version` of a schema of this org.
+pub async fn get(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    schema_id: Uuid,
+    version: i32,
+) -> Result<Option<SchemaRow>, sqlx::Error> {
+    sqlx::query_as::<_, SchemaRow>(
+        "SELECT schema_id, version, name, response_format, status, run_id, created_at
+           FROM schemas WHERE org_id = $1 AND schema_id = $2 AND version = $3",
+    )
+    .bind(org_id)
+    .bind(schema_id)
+    .bind(version)
+    .fetch_optional(conn)
+    .await
+}
+
+/// The latest version of a schema of this org; `lock` takes `FOR UPDATE` on it.
+pub async fn latest(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    schema_id: Uuid,
+    lock: bool,
+) -> Result<Option<SchemaRow>, sqlx::Error> {
+    let sql = if lock {
+        "SELECT schema_id, version, name, response_format, status, run_id, created_at
+           FROM schemas WHERE org_id = $1 AND schema_id = $2
+          ORDER BY version DESC LIMIT 1 FOR UPDATE"
+    } else {
+        "SELECT schema_id, version, name, response_format, status, run_id, created_at
+           FROM schemas WHERE org_id = $1 AND schema_id = $2
+          ORDER BY version DESC LIMIT 1"
+    };
+    sqlx::query_as::<_, SchemaRow>(sql)
+        .bind(org_id)
+        .bind(schema_id)
+        .fetch_optional(conn)
+        .await
+}
+
+/// The latest version of each of this org's schemas, newest first.
+pub async fn list_latest(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+) -> Result<Vec<SchemaRow>, sqlx::Error> {
+    sqlx::query_as::<_, SchemaRow>(
+        "SELECT * FROM (
+             SELECT DISTINCT ON (schema_id)
+                    schema_id, version, name, response_format, status, run_id, created_at
+               FROM schemas WHERE org_id = $1
+              ORDER BY schema_id, version DESC) s
+          ORDER BY created_at DESC, schema_id",
+    )
+    .bind(org_id)
+    .fetch_all(conn)
+    .await
+}
+
+/// Inserts version 1 of a new schema, status `proposed`.
+pub async fn create(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    name: &str,
+    response_format: &Value,
+    run_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<SchemaRow, sqlx::Error> {
+    sqlx::query_as::<_, SchemaRow>(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO schemas (schema_id, version, org_id, name, response_format, status, run_id,
+                              created_at)
+         VALUES ($1, 1, $2, $3, $4, 'proposed', $5, $6)
+      RETURNING {COLUMNS}"
+    )))
+    .bind(Uuid::now_v7())
+    .bind(org_id)
+    .bind(clean_text(name))
+    .bind(clean_json(response_format))
+    .bind(run_id)
+    .bind(now)
+    .fetch_one(conn)
+    .await
+}
+
+/// Inserts the next version of a schema of this org (same name), status `proposed`, with the
+/// latest version locked. None: no such schema.
+pub async fn create_version(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    schema_id: Uuid,
+    response_format: &Value,
+    run_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<Option<SchemaRow>, sqlx::Error> {
+    let Some(prev) = latest(conn, org_id, schema_id, true).await? else {
+        return Ok(None);
+    };
+    sqlx::query_as::<_, SchemaRow>(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO schemas (schema_id, version, org_id, name, response_format, status, run_id,
+                              created_at)
+         VALUES ($1, $2, $3, $4, $5, 'proposed', $6, $7)
+      RETURNING {COLUMNS}"
+    )))
+    .bind(schema_id)
+    .bind(prev.version + 1)
+    .bind(org_id)
+    .bind(&prev.name)
+    .bind(clean_json(response_format))
+    .bind(run_id)
+    .bind(now)
+    .fetch_one(conn)
+    .await
+    .map(Some)
+}
+
+/// A schema locked for a decision: every version and the prompts that use any of them.
+#[derive(Debug, Clone, Serialize)]
+pub struct SchemaLock {
+    pub versions: Vec<SchemaRow>,
+    /// Revids (`id:version`) of this org's prompt versions that reference the schema.
+    pub dependent_prompts: Vec<String>,
+}
+
+/// Locks every version of a schema of this org (`FOR UPDATE`) and lists the prompt versions
+/// that reference it. None: no such schema.
+pub async fn lock_all(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    schema_id: Uuid,
+) -> Result<Option<SchemaLock>, sqlx::Error> {
+    let versions = sqlx::query_as::<_, SchemaRow>(
+        "SELECT schema_id, version, name, response_format, status, run_id, created_at
+           FROM schemas WHERE org_id = $1 AND schema_id = $2
+          ORDER BY version FOR UPDATE",
+    )
+    .bind(org_id)
+    .bind(schema_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    if versions.is_empty() {
+        return Ok(None);
+    }
+    let dependent_prompts = sqlx::query_scalar(
+        "SELECT prompt_id::text || ':' || version FROM prompts
+          WHERE org_id = $1 AND schema_id = $2
+          ORDER BY prompt_id, version",
+    )
+    .bind(org_id)
+    .bind(schema_id)
+    .fetch_all(conn)
+    .await?;
+    Ok(Some(SchemaLock {
+        versions,
+        dependent_prompts,
+    }))
+}
+
+/// Deletes every version of a schema of this org; returns how many versions went.
+/// The caller checks for dependent prompts first (the foreign key would cascade to them).
+pub async fn delete(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    schema_id: Uuid,
+) -> Result<u64, sqlx::Error> {
+    let r = sqlx::query("DELETE FROM schemas WHERE org_id = $1 AND schema_id = $2")
+        .bind(org_id)
+        .bind(schema_id)
+        .execute(conn)
+        .await?;
+    Ok(r.rows_affected())
+}

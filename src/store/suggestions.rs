@@ -1,1 +1,303 @@
-//! SQL for `suggestions`. NOT IMPLEMENTED YET.
+//! SQL for `suggestions` and for the org overview the nightly job reads before writing them.
+//! A suggestion is unique per (org, kind, subject, night), and an org gets at most a capped
+//! number per night; both are decided under a per-(org, night) advisory lock, so two
+//! concurrent runs cannot overshoot the cap.
+
+use super::documents::{clean_json, clean_text};
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::PgConnection;
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// A suggestion to write.
+#[derive(Debug, Clone)]
+pub struct NewSuggestion<'a> {
+    pub kind: &'a str,
+    /// A document id, or '' for the org as a whole.
+    pub subject: String,
+    pub night: NaiveDate,
+    pub title: &'a str,
+    pub message: &'a str,
+    pub document_id: Option<Uuid>,
+    pub proposed_action: Option<&'a Value>,
+}
+
+/// What `create` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Created {
+    /// A new suggestion.
+    New(Uuid),
+    /// One with the same (kind, subject, night) exists; nothing was written.
+    Duplicate(Uuid),
+    /// The org already has `cap` suggestions this night; nothing was written.
+    CapReached { cap: u32 },
+}
+
+/// Writes a suggestion, `pending`, unless it duplicates one or the night's cap is reached.
+pub async fn create(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    s: &NewSuggestion<'_>,
+    cap: Option<u32>,
+    run_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<Created, sqlx::Error> {
+    // Serialises the duplicate and cap checks per (org, night) until the transaction ends.
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text || '/' || $2::text, 77))")
+        .bind(org_id)
+        .bind(s.night)
+        .execute(&mut *conn)
+        .await?;
+    let subject = clean_text(&s.subject).into_owned();
+    if let Some(id) = find(conn, org_id, s.kind, &subject, s.night).await? {
+        return Ok(Created::Duplicate(id));
+    }
+    if let Some(cap) = cap {
+        let n = count_for_night(conn, org_id, s.night).await?;
+        if n >= i64::from(cap) {
+            return Ok(Created::CapReached { cap });
+        }
+    }
+    let id: Option<Uuid> = sqlx::query_scalar(
+        "INSERT INTO suggestions (id, org_id, kind, subject, night, title, message, document_id,
+                                  proposed_action, status, run_id, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11)
+         ON CONFLICT (org_id, kind, subject, night) DO NOTHING
+      RETURNING id",
+    )
+    .bind(Uuid::now_v7())
+    .bind(org_id)
+    .bind(clean_text(s.kind))
+    .bind(&subject)
+    .bind(s.night)
+    .bind(clean_text(s.title))
+    .bind(clean_text(s.message))
+    .bind(s.document_id)
+    .bind(s.proposed_action.map(clean_json))
+    .bind(run_id)
+    .bind(now)
+    .fetch_optional(&mut *conn)
+    .await?;
+    match id {
+        Some(id) => Ok(Created::New(id)),
+        None => find(conn, org_id, s.kind, &subject, s.night)
+            .await?
+            .map(Created::Duplicate)
+            .ok_or(sqlx::Error::RowNotFound),
+    }
+}
+
+async fn find(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    kind: &str,
+    subject: &str,
+    night: NaiveDate,
+) -> Result<Option<Uuid>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT id FROM suggestions
+          WHERE org_id = $1 AND kind = $2 AND subject = $3 AND night = $4",
+    )
+    .bind(org_id)
+    .bind(clean_text(kind))
+    .bind(subject)
+    .bind(night)
+    .fetch_optional(conn)
+    .await
+}
+
+/// Suggestions this org has for `night`.
+pub async fn count_for_night(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    night: NaiveDate,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("SELECT count(*) FROM suggestions WHERE org_id = $1 AND night = $2")
+        .bind(org_id)
+        .bind(night)
+        .fetch_one(conn)
+        .await
+}
+
+/// A suggestion as stored.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct SuggestionRow {
+    pub id: Uuid,
+    pub kind: String,
+    pub subject: String,
+    pub night: NaiveDate,
+    pub title: String,
+    pub message: String,
+    pub document_id: Option<Uuid>,
+    pub proposed_action: Option<Value>,
+    pub status: String,
+    pub run_id: Option<Uuid>,
+}
+
+/// A suggestion of this org by id.
+pub async fn get(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    id: Uuid,
+) -> Result<Option<SuggestionRow>, sqlx::Error> {
+    sqlx::query_as::<_, SuggestionRow>(
+        "SELECT id, kind, subject, night, title, message, document_id, proposed_action, status,
+                run_id
+           FROM suggestions WHERE org_id = $1 AND id = $2",
+    )
+    .bind(org_id)
+    .bind(id)
+    .fetch_optional(conn)
+    .await
+}
+
+/// A document waiting on a human: proposed for longer than the threshold.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct WaitingProposal {
+    pub id: Uuid,
+    pub name: String,
+    /// Whole days since the document last changed (when it became `proposed`).
+    pub age_days: i32,
+}
+
+/// A document whose auto-create failed.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct FailedDocument {
+    pub id: Uuid,
+    pub name: String,
+    pub error: Option<String>,
+}
+
+/// A document by id and name.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct DocumentRef {
+    pub id: Uuid,
+    pub name: String,
+}
+
+/// A document's latest extraction, made with an older version of its schema.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct OutdatedExtraction {
+    pub id: Uuid,
+    pub document_id: Uuid,
+    pub document_name: String,
+    pub schema_id: Uuid,
+    pub schema_version: i32,
+    pub latest_schema_version: i32,
+}
+
+/// The org's state in numbers and signals, computed in SQL.
+#[derive(Debug, Clone, Serialize)]
+pub struct Overview {
+    pub documents_total: i64,
+    pub documents_by_status: BTreeMap<String, i64>,
+    pub tags: i64,
+    pub schemas: i64,
+    pub prompts: i64,
+    pub waiting_proposals: Vec<WaitingProposal>,
+    pub failed_auto_creates: Vec<FailedDocument>,
+    /// Untagged documents while the org has tags (0 when it has none).
+    pub untagged_total: i64,
+    pub untagged_documents: Vec<DocumentRef>,
+    pub outdated_extractions: Vec<OutdatedExtraction>,
+    pub suggestions_this_night: i64,
+}
+
+/// Computes the overview of one org. `waiting_after_days`: how long a proposal may wait before
+/// it is a signal; `now` comes from the Clock; lists are capped at `limit`.
+pub async fn overview(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    now: DateTime<Utc>,
+    night: NaiveDate,
+    waiting_after_days: i32,
+    limit: i64,
+) -> Result<Overview, sqlx::Error> {
+    let by_status: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT auto_create_status, count(*) FROM documents WHERE org_id = $1
+          GROUP BY 1 ORDER BY 1",
+    )
+    .bind(org_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    let (tags, schemas, prompts, suggestions_this_night): (i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM tags WHERE org_id = $1),
+                (SELECT count(DISTINCT schema_id) FROM schemas WHERE org_id = $1),
+                (SELECT count(DISTINCT prompt_id) FROM prompts WHERE org_id = $1),
+                (SELECT count(*) FROM suggestions WHERE org_id = $1 AND night = $2)",
+    )
+    .bind(org_id)
+    .bind(night)
+    .fetch_one(&mut *conn)
+    .await?;
+    let waiting_proposals = sqlx::query_as::<_, WaitingProposal>(
+        "SELECT id, name, floor(extract(epoch FROM ($2 - updated_at)) / 86400)::int AS age_days
+           FROM documents
+          WHERE org_id = $1 AND auto_create_status = 'proposed'
+            AND updated_at < $2 - $3 * interval '1 day'
+          ORDER BY updated_at, id
+          LIMIT $4",
+    )
+    .bind(org_id)
+    .bind(now)
+    .bind(waiting_after_days)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?;
+    let failed_auto_creates = sqlx::query_as::<_, FailedDocument>(
+        "SELECT id, name, auto_create_error AS error FROM documents
+          WHERE org_id = $1 AND auto_create_status = 'failed'
+          ORDER BY updated_at DESC, id
+          LIMIT $2",
+    )
+    .bind(org_id)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?;
+    let untagged: Vec<(Uuid, String, i64)> = sqlx::query_as(
+        "SELECT id, name, count(*) OVER () FROM documents
+          WHERE org_id = $1 AND cardinality(tag_ids) = 0
+            AND EXISTS (SELECT 1 FROM tags WHERE org_id = $1)
+          ORDER BY created_at DESC, id
+          LIMIT $2",
+    )
+    .bind(org_id)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?;
+    let outdated_extractions = sqlx::query_as::<_, OutdatedExtraction>(
+        "SELECT e.id, e.document_id, d.name AS document_name, e.schema_id, e.schema_version,
+                s.latest_version AS latest_schema_version
+           FROM (SELECT DISTINCT ON (document_id) id, document_id, schema_id, schema_version, seq
+                   FROM extractions WHERE org_id = $1
+                  ORDER BY document_id, seq DESC) e
+           JOIN (SELECT schema_id, max(version) AS latest_version FROM schemas
+                  WHERE org_id = $1 GROUP BY schema_id) s ON s.schema_id = e.schema_id
+           JOIN documents d ON d.id = e.document_id AND d.org_id = $1
+          WHERE e.schema_version < s.latest_version
+          ORDER BY e.seq DESC
+          LIMIT $2",
+    )
+    .bind(org_id)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(Overview {
+        documents_total: by_status.iter().map(|(_, n)| n).sum(),
+        documents_by_status: by_status.into_iter().collect(),
+        tags,
+        schemas,
+        prompts,
+        waiting_proposals,
+        failed_auto_creates,
+        untagged_total: untagged.first().map(|r| r.2).unwrap_or(0),
+        untagged_documents: untagged
+            .into_iter()
+            .map(|(id, name, _)| DocumentRef { id, name })
+            .collect(),
+        outdated_extractions,
+        suggestions_this_night,
+    })
+}

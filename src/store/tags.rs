@@ -1,1 +1,214 @@
-//! SQL for `tags`. NOT IMPLEMENTED YET.
+//! SQL for `tags`. Tag names are unique per org; a tag created again by name (ignoring case)
+//! is the existing one. Deleting a tag also removes it from this org's documents and prompts.
+
+use super::documents::clean_text;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// A tag.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct TagRow {
+    pub id: Uuid,
+    pub name: String,
+    pub color: String,
+    pub run_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A tag with how many of the org's documents carry it.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct TagWithCount {
+    pub id: Uuid,
+    pub name: String,
+    pub color: String,
+    pub document_count: i64,
+}
+
+/// This org's tags by name, with document counts.
+pub async fn list(conn: &mut PgConnection, org_id: Uuid) -> Result<Vec<TagWithCount>, sqlx::Error> {
+    sqlx::query_as::<_, TagWithCount>(
+        "SELECT t.id, t.name, t.color,
+                (SELECT count(*) FROM documents d
+                  WHERE d.org_id = t.org_id AND t.id = ANY(d.tag_ids)) AS document_count
+           FROM tags t
+          WHERE t.org_id = $1
+          ORDER BY t.name, t.id",
+    )
+    .bind(org_id)
+    .fetch_all(conn)
+    .await
+}
+
+/// The tag of this org called `name`, ignoring case.
+pub async fn find_by_name(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    name: &str,
+) -> Result<Option<TagRow>, sqlx::Error> {
+    sqlx::query_as::<_, TagRow>(
+        "SELECT id, name, color, run_id, created_at FROM tags
+          WHERE org_id = $1 AND lower(name) = lower($2)
+          ORDER BY name = $2 DESC, created_at
+          LIMIT 1",
+    )
+    .bind(org_id)
+    .bind(clean_text(name))
+    .fetch_optional(conn)
+    .await
+}
+
+/// Creates a tag, or returns the existing one of that name (`true` = existing). Idempotent.
+pub async fn create(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    name: &str,
+    color: &str,
+    run_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<(TagRow, bool), sqlx::Error> {
+    if let Some(t) = find_by_name(conn, org_id, name).await? {
+        return Ok((t, true));
+    }
+    let inserted = sqlx::query_as::<_, TagRow>(
+        "INSERT INTO tags (id, org_id, name, color, run_id, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (org_id, name) DO NOTHING
+      RETURNING id, name, color, run_id, created_at",
+    )
+    .bind(Uuid::now_v7())
+    .bind(org_id)
+    .bind(clean_text(name))
+    .bind(clean_text(color))
+    .bind(run_id)
+    .bind(now)
+    .fetch_optional(&mut *conn)
+    .await?;
+    match inserted {
+        Some(t) => Ok((t, false)),
+        // A concurrent transaction created it between the lookup and the insert.
+        None => find_by_name(conn, org_id, name)
+            .await?
+            .map(|t| (t, true))
+            .ok_or(sqlx::Error::RowNotFound),
+    }
+}
+
+/// The ids in `ids` that are not tags of this org (another org's tag counts as missing).
+pub async fn missing(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    sqlx::query_scalar(
+        "SELECT x FROM unnest($2::uuid[]) AS x
+          WHERE NOT EXISTS (SELECT 1 FROM tags WHERE org_id = $1 AND id = x)",
+    )
+    .bind(org_id)
+    .bind(ids)
+    .fetch_all(conn)
+    .await
+}
+
+/// What deleting a tag did.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct TagDeleted {
+    pub documents_updated: u64,
+    pub prompts_updated: u64,
+}
+
+/// Deletes a tag of this org and removes it from the org's documents (bumping `updated_at`)
+/// and prompts. None: no such tag.
+pub async fn delete(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<Option<TagDeleted>, sqlx::Error> {
+    let r = sqlx::query("DELETE FROM tags WHERE org_id = $1 AND id = $2")
+        .bind(org_id)
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+    if r.rows_affected() == 0 {
+        return Ok(None);
+    }
+    let docs = sqlx::query(
+        "UPDATE documents
+            SET tag_ids = array_remove(tag_ids, $2),
+                updated_at = GREATEST($3, updated_at + interval '1 microsecond')
+          WHERE org_id = $1 AND $2 = ANY(tag_ids)",
+    )
+    .bind(org_id)
+    .bind(id)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    let prompts = sqlx::query(
+        "UPDATE prompts SET tag_ids = array_remove(tag_ids, $2)
+          WHERE org_id = $1 AND $2 = ANY(tag_ids)",
+    )
+    .bind(org_id)
+    .bind(id)
+    .execute(conn)
+    .await?;
+    Ok(Some(TagDeleted {
+        documents_updated: docs.rows_affected(),
+        prompts_updated: prompts.rows_affected(),
+    }))
+}
+
+/// A tag locked for a decision, with the documents that carry it (also locked).
+#[derive(Debug, Clone, Serialize)]
+pub struct TagLock {
+    pub tag: TagRow,
+    pub document_ids: Vec<Uuid>,
+}
+
+/// Locks a tag of this org by id (`FOR UPDATE`) and the documents carrying it.
+pub async fn lock(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    id: Uuid,
+) -> Result<Option<TagLock>, sqlx::Error> {
+    let tag = sqlx::query_as::<_, TagRow>(
+        "SELECT id, name, color, run_id, created_at FROM tags
+          WHERE org_id = $1 AND id = $2 FOR UPDATE",
+    )
+    .bind(org_id)
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(tag) = tag else { return Ok(None) };
+    let document_ids = sqlx::query_scalar(
+        "SELECT id FROM documents WHERE org_id = $1 AND $2 = ANY(tag_ids)
+          ORDER BY id FOR UPDATE",
+    )
+    .bind(org_id)
+    .bind(id)
+    .fetch_all(conn)
+    .await?;
+    Ok(Some(TagLock { tag, document_ids }))
+}
+
+/// Locks the tag of this org called `name` (ignoring case), if there is one.
+pub async fn lock_by_name(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    name: &str,
+) -> Result<Option<TagRow>, sqlx::Error> {
+    sqlx::query_as::<_, TagRow>(
+        "SELECT id, name, color, run_id, created_at FROM tags
+          WHERE org_id = $1 AND lower(name) = lower($2)
+          ORDER BY name = $2 DESC, created_at
+          LIMIT 1 FOR UPDATE",
+    )
+    .bind(org_id)
+    .bind(clean_text(name))
+    .fetch_optional(conn)
+    .await
+}

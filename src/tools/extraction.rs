@@ -1,6 +1,454 @@
-//! Tools of the `extraction` group. NOT IMPLEMENTED YET.
+//! Tools of the `extraction` group: `get_extraction_result`, `run_extraction` (one model call
+//! with the prompt, the document excerpt and the schema as `response_format`; the answer is
+//! validated against the schema before it is stored `proposed`) and `update_extraction_field`.
 
-use super::Registry;
+use super::documents::{document_id_or_default, document_not_found};
+use super::prompts::resolve_prompt;
+use super::schemas::{inner_schema, params, validate_instance};
+use super::{Category, Registry, Tool, ToolCtx, ToolError, opt_uuid, revid};
+use crate::llm::{CompletionRequest, Message, Role, ToolChoice};
+use crate::store::documents::{self as documents, clean_json};
+use crate::store::extractions::{self as store, ExtractionRow, ExtractionSource};
+use crate::store::prompts::{self as prompts, PromptRow};
+use crate::store::schemas;
+use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// Registers this group's tools.
-pub fn register(_r: &mut Registry) {}
+pub fn register(r: &mut Registry) {
+    r.register(Arc::new(GetExtractionResult));
+    r.register(Arc::new(RunExtraction));
+    r.register(Arc::new(UpdateExtractionField));
+}
+
+/// Output tokens allowed to the extraction call.
+const EXTRACTION_MAX_TOKENS: u32 = 2000;
+
+fn extraction_json(e: &ExtractionRow) -> Value {
+    json!({
+        "extraction_id": e.id,
+        "document_id": e.document_id,
+        "prompt_revid": revid(e.prompt_id, e.prompt_version),
+        "schema_revid": revid(e.schema_id, e.schema_version),
+        "status": e.status,
+        "result": e.result,
+        "created_at": e.created_at,
+    })
+}
+
+/// The model's answer as JSON: tolerates a ```json fence and prose around one object.
+pub(crate) fn parse_json_answer(text: &str) -> Option<Value> {
+    let t = text.trim();
+    let unfenced = t
+        .strip_prefix("```json")
+        .or_else(|| t.strip_prefix("```"))
+        .map(|s| s.trim_end().trim_end_matches("```").trim())
+        .unwrap_or(t);
+    if let Ok(v) = serde_json::from_str(unfenced) {
+        return Some(v);
+    }
+    let (start, end) = (t.find('{')?, t.rfind('}')?);
+    (start < end)
+        .then(|| serde_json::from_str(&t[start..=end]).ok())
+        .flatten()
+}
+
+struct GetExtractionResult;
+
+#[async_trait::async_trait]
+impl Tool for GetExtractionResult {
+    fn name(&self) -> &'static str {
+        "get_extraction_result"
+    }
+    fn description(&self) -> &'static str {
+        "Get the latest extraction of a document {document_id?}: extraction_id, result, \
+         status, prompt_revid and schema_revid (extraction is null if there is none yet)."
+    }
+    fn parameters(&self) -> Value {
+        params(
+            json!({"document_id": {"type": "string",
+                   "description": "Defaults to the document this run is about."}}),
+            &[],
+        )
+    }
+    fn category(&self) -> Category {
+        Category::Read
+    }
+    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
+        let doc = document_id_or_default(ctx, &args)?;
+        if !documents::exists(ctx.conn, ctx.org_id, doc).await? {
+            return Err(document_not_found(doc));
+        }
+        let e = store::latest_for_document(ctx.conn, ctx.org_id, doc, false).await?;
+        Ok(json!({"document_id": doc, "extraction": e.as_ref().map(extraction_json)}))
+    }
+}
+
+struct RunExtraction;
+
+/// The prompt `run_extraction` uses: `prompt_revid`, else the latest prompt of this run.
+async fn prompt_for(ctx: &mut ToolCtx<'_>, args: &Value) -> Result<PromptRow, ToolError> {
+    if let Some(s) = args.get("prompt_revid").and_then(Value::as_str) {
+        return resolve_prompt(ctx, s, "prompt_revid").await;
+    }
+    let none = || {
+        ToolError::Invalid(
+            "no prompt_revid given and this run has not created a prompt: call create_prompt \
+             first, or pass prompt_revid (see list_prompts)"
+                .into(),
+        )
+    };
+    let run = ctx.run_id.ok_or_else(none)?;
+    prompts::latest_in_run(ctx.conn, ctx.org_id, run)
+        .await?
+        .ok_or_else(none)
+}
+
+#[async_trait::async_trait]
+impl Tool for RunExtraction {
+    fn name(&self) -> &'static str {
+        "run_extraction"
+    }
+    fn description(&self) -> &'static str {
+        "Run an extraction {prompt_revid?, document_id?}: the prompt (default: the latest \
+         prompt this run created) is sent with the document text to the extraction model, \
+         whose JSON answer must follow the prompt's schema. The result is stored as proposed \
+         and returned with its extraction_id; a result that breaks the schema is an error \
+         listing the problems (fix the prompt or the schema, then run again)."
+    }
+    fn parameters(&self) -> Value {
+        params(
+            json!({
+                "prompt_revid": {"type": "string",
+                                 "description": "\"<prompt_id>:<version>\" from create_prompt."},
+                "document_id": {"type": "string",
+                                "description": "Defaults to the document this run is about."},
+            }),
+            &[],
+        )
+    }
+    fn category(&self) -> Category {
+        Category::Write
+    }
+    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
+        let doc_id = document_id_or_default(ctx, &args)?;
+        let doc = documents::get(ctx.conn, ctx.org_id, doc_id, ctx.excerpt_chars)
+            .await?
+            .ok_or_else(|| document_not_found(doc_id))?;
+        let prompt = prompt_for(ctx, &args).await?;
+        let schema_revid = revid(prompt.schema_id, prompt.schema_version);
+        let schema = schemas::get(ctx.conn, ctx.org_id, prompt.schema_id, prompt.schema_version)
+            .await?
+            .ok_or_else(|| {
+                ToolError::NotFound(format!(
+                    "the prompt's schema {schema_revid} no longer exists; update_prompt to \
+                     another schema_revid"
+                ))
+            })?;
+        if doc.text.trim().is_empty() {
+            return Err(ToolError::Conflict(format!(
+                "document {doc_id} has no text to extract from"
+            )));
+        }
+        let input_truncated = (doc.text.chars().count() as i64) < doc.text_chars;
+        let req = CompletionRequest {
+            model: prompt.model.clone().unwrap_or_else(|| ctx.model.clone()),
+            messages: vec![
+                Message::text(Role::System, prompt.content.clone()),
+                Message::text(Role::User, doc.text),
+            ],
+            tools: Vec::new(),
+            tool_choice: ToolChoice::None,
+            max_tokens: Some(EXTRACTION_MAX_TOKENS),
+            response_format: Some(schema.response_format.clone()),
+        };
+        let provider = ctx.provider.clone();
+        let resp = provider
+            .complete(req)
+            .await
+            .map_err(|e| ToolError::Provider(format!("the extraction model failed: {e}")))?;
+        let answer = resp.message.joined_text();
+        let result = parse_json_answer(&answer).ok_or_else(|| {
+            let start: String = answer.chars().take(200).collect();
+            ToolError::Invalid(format!(
+                "the extraction model did not answer with JSON (it said: {start:?}); make the \
+                 prompt ask for one JSON object only"
+            ))
+        })?;
+        let result = clean_json(&result);
+        if let Err(errors) = validate_instance(inner_schema(&schema.response_format), &result) {
+            return Err(ToolError::Invalid(format!(
+                "the extraction result does not match schema {schema_revid} ({} problem(s): \
+                 {}); nothing was stored. Make the prompt clearer about these fields, or \
+                 update_schema and run again",
+                errors.len(),
+                errors.join("; ")
+            )));
+        }
+        let src = ExtractionSource {
+            document_id: doc_id,
+            prompt_id: prompt.prompt_id,
+            prompt_version: prompt.version,
+            schema_id: schema.schema_id,
+            schema_version: schema.version,
+        };
+        let e = store::insert(ctx.conn, ctx.org_id, src, &result, ctx.run_id, ctx.now).await?;
+        let mut out = extraction_json(&e);
+        out["input_truncated"] = json!(input_truncated);
+        out["usage"] = json!({"input_tokens": resp.usage.input_tokens,
+                              "output_tokens": resp.usage.output_tokens});
+        Ok(out)
+    }
+    async fn snapshot(
+        &self,
+        ctx: &mut ToolCtx<'_>,
+        args: &Value,
+    ) -> Option<Result<Value, ToolError>> {
+        Some(
+            async {
+                let doc_id = document_id_or_default(ctx, args)?;
+                let document = match documents::lock(ctx.conn, ctx.org_id, doc_id).await? {
+                    Some(d) => json!({"exists": true, "document_id": doc_id,
+                                      "text_sha256": d.text_sha256}),
+                    None => json!({"exists": false, "document_id": doc_id}),
+                };
+                let prompt = match prompt_for(ctx, args).await {
+                    Ok(p) => {
+                        // Lock the prompt's versions so it cannot go away before the decision.
+                        prompts::lock_all(ctx.conn, ctx.org_id, p.prompt_id).await?;
+                        json!({"exists": true, "prompt_revid": revid(p.prompt_id, p.version),
+                               "schema_revid": revid(p.schema_id, p.schema_version)})
+                    }
+                    Err(ToolError::NotFound(_)) | Err(ToolError::Invalid(_)) => {
+                        json!({"exists": false,
+                               "prompt_revid": args.get("prompt_revid").cloned()})
+                    }
+                    Err(e) => return Err(e),
+                };
+                Ok(json!({"document": document, "prompt": prompt}))
+            }
+            .await,
+        )
+    }
+}
+
+/// A path as segments: a JSON pointer (`/lines/0/price`) or dotted (`lines.0.price`,
+/// `lines[0].price`).
+fn path_segments(path: &str) -> Result<Vec<String>, ToolError> {
+    let bad = || {
+        ToolError::Invalid(format!(
+            "path must name a field, as a JSON pointer \"/total\" or dotted \"total\" / \
+             \"lines.0.price\" (got {path:?})"
+        ))
+    };
+    let segs: Vec<String> = if let Some(p) = path.strip_prefix('/') {
+        p.split('/')
+            .map(|s| s.replace("~1", "/").replace("~0", "~"))
+            .collect()
+    } else {
+        path.replace('[', ".")
+            .replace(']', "")
+            .split('.')
+            .map(str::to_string)
+            .collect()
+    };
+    if path.trim().is_empty() || segs.iter().any(String::is_empty) {
+        return Err(bad());
+    }
+    Ok(segs)
+}
+
+/// Sets `value` at `segs` inside `root`; missing object keys on the way are created.
+fn set_path(root: &mut Value, segs: &[String], value: Value) -> Result<(), String> {
+    let Some((last, parents)) = segs.split_last() else {
+        return Err("empty path".into());
+    };
+    let mut cur = root;
+    let mut walked = String::new();
+    for seg in parents {
+        cur = match cur {
+            Value::Object(m) => m
+                .entry(seg.clone())
+                .or_insert_with(|| Value::Object(Default::default())),
+            Value::Array(a) => {
+                let len = a.len();
+                seg.parse::<usize>()
+                    .ok()
+                    .and_then(|i| a.get_mut(i))
+                    .ok_or_else(|| {
+                        format!("/{walked} is an array of {len}: {seg:?} is not an index in it")
+                    })?
+            }
+            other => {
+                return Err(format!(
+                    "/{walked} is {other}, not an object or array: set it as a whole instead"
+                ));
+            }
+        };
+        walked = if walked.is_empty() {
+            seg.clone()
+        } else {
+            format!("{walked}/{seg}")
+        };
+    }
+    match cur {
+        Value::Object(m) => {
+            m.insert(last.clone(), value);
+            Ok(())
+        }
+        Value::Array(a) => match last.parse::<usize>() {
+            Ok(i) if i < a.len() => {
+                a[i] = value;
+                Ok(())
+            }
+            Ok(i) if i == a.len() => {
+                a.push(value);
+                Ok(())
+            }
+            _ if last == "-" => {
+                a.push(value);
+                Ok(())
+            }
+            _ => Err(format!(
+                "/{walked} is an array of {}: {last:?} is not an index in it",
+                a.len()
+            )),
+        },
+        other => Err(format!(
+            "/{walked} is {other}, not an object or array: set it as a whole instead"
+        )),
+    }
+}
+
+/// The extraction `update_extraction_field` edits, locked: `extraction_id`, else the latest
+/// extraction of `document_id` (default: the run's document).
+async fn target_extraction(
+    ctx: &mut ToolCtx<'_>,
+    args: &Value,
+) -> Result<Option<ExtractionRow>, ToolError> {
+    if let Some(id) = opt_uuid(args, "extraction_id")? {
+        return Ok(store::get(ctx.conn, ctx.org_id, id, true).await?);
+    }
+    let doc = document_id_or_default(ctx, args)?;
+    Ok(store::latest_for_document(ctx.conn, ctx.org_id, doc, true).await?)
+}
+
+fn extraction_not_found(args: &Value) -> ToolError {
+    let what = match (args.get("extraction_id"), args.get("document_id")) {
+        (Some(e), _) => format!("no extraction {e} in this organisation"),
+        (None, Some(d)) => format!("no extraction of document {d} in this organisation"),
+        (None, None) => "no extraction of this run's document yet".into(),
+    };
+    ToolError::NotFound(format!("{what}; call run_extraction first"))
+}
+
+struct UpdateExtractionField;
+
+#[async_trait::async_trait]
+impl Tool for UpdateExtractionField {
+    fn name(&self) -> &'static str {
+        "update_extraction_field"
+    }
+    fn description(&self) -> &'static str {
+        "Correct one field of a proposed extraction {path, value, extraction_id? | \
+         document_id?}: path is a JSON pointer (\"/total\", \"/lines/0/price\") or dotted \
+         (\"total\", \"lines.0.price\"); the edited result must still match the schema. \
+         Defaults to the latest extraction of the run's document."
+    }
+    fn parameters(&self) -> Value {
+        params(
+            json!({
+                "path": {"type": "string", "minLength": 1},
+                "value": {"description": "The new value (any JSON)."},
+                "extraction_id": {"type": "string"},
+                "document_id": {"type": "string"},
+            }),
+            &["path", "value"],
+        )
+    }
+    fn category(&self) -> Category {
+        Category::Write
+    }
+    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
+        let path = args["path"].as_str().unwrap_or("");
+        let segs = path_segments(path)?;
+        let e = target_extraction(ctx, &args)
+            .await?
+            .ok_or_else(|| extraction_not_found(&args))?;
+        if e.status != "proposed" {
+            return Err(ToolError::Conflict(format!(
+                "extraction {} was {} by a person and cannot be edited; run_extraction to \
+                 propose a new one",
+                e.id, e.status
+            )));
+        }
+        let mut result = e.result.clone();
+        set_path(&mut result, &segs, clean_json(&args["value"]))
+            .map_err(|m| ToolError::Invalid(format!("cannot set {path}: {m}")))?;
+        let schema = schemas::get(ctx.conn, ctx.org_id, e.schema_id, e.schema_version)
+            .await?
+            .ok_or_else(|| {
+                ToolError::Conflict(format!(
+                    "the schema {} of extraction {} no longer exists; run_extraction again",
+                    revid(e.schema_id, e.schema_version),
+                    e.id
+                ))
+            })?;
+        if let Err(errors) = validate_instance(inner_schema(&schema.response_format), &result) {
+            return Err(ToolError::Invalid(format!(
+                "after setting {path} the result no longer matches schema {}: {}; nothing \
+                 was changed",
+                revid(e.schema_id, e.schema_version),
+                errors.join("; ")
+            )));
+        }
+        let updated = store::update_result(ctx.conn, ctx.org_id, e.id, &result)
+            .await?
+            .ok_or_else(|| extraction_not_found(&args))?;
+        let mut out = extraction_json(&updated);
+        out["path"] = json!(path);
+        Ok(out)
+    }
+    async fn snapshot(
+        &self,
+        ctx: &mut ToolCtx<'_>,
+        args: &Value,
+    ) -> Option<Result<Value, ToolError>> {
+        Some(
+            async {
+                Ok(match target_extraction(ctx, args).await? {
+                    Some(e) => json!({"exists": true, "extraction_id": e.id,
+                                      "status": e.status, "result": e.result}),
+                    None => json!({"exists": false}),
+                })
+            }
+            .await,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_and_setting() {
+        assert_eq!(path_segments("/a/b~1c").unwrap(), vec!["a", "b/c"]);
+        assert_eq!(path_segments("lines[0].price").unwrap(), vec!["lines", "0", "price"]);
+        assert!(path_segments("").is_err());
+        assert!(path_segments("a..b").is_err());
+        let mut v = json!({"lines": [{"price": 1}], "total": 1});
+        set_path(&mut v, &path_segments("lines.0.price").unwrap(), json!(2)).unwrap();
+        set_path(&mut v, &path_segments("/vendor/name").unwrap(), json!("A")).unwrap();
+        assert_eq!(v, json!({"lines": [{"price": 2}], "total": 1, "vendor": {"name": "A"}}));
+        assert!(set_path(&mut v, &path_segments("total.x").unwrap(), json!(1)).is_err());
+        assert!(set_path(&mut v, &path_segments("lines.5").unwrap(), json!(1)).is_err());
+    }
+
+    #[test]
+    fn answers_in_fences_and_prose() {
+        assert_eq!(parse_json_answer("```json\n{\"a\":1}\n```"), Some(json!({"a": 1})));
+        assert_eq!(parse_json_answer("Here: {\"a\":1} done"), Some(json!({"a": 1})));
+        assert_eq!(parse_json_answer("no json"), None);
+    }
+}

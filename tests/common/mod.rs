@@ -164,12 +164,14 @@ pub fn app(db: &TestDb, clock: SharedClock) -> App {
 
 /// An App over `db` with a given config.
 pub fn app_with(db: &TestDb, clock: SharedClock, config: Config) -> App {
-    App {
-        pool: db.pool.clone(),
+    let mut app = App::new(
+        db.pool.clone(),
         clock,
-        config: Arc::new(config),
-        catalog: Arc::new(Catalog::builtin(&agentd::known_tool_names()).unwrap()),
-    }
+        config,
+        Catalog::builtin(&agentd::known_tool_names()).unwrap(),
+    );
+    app.provider = Arc::new(agentd::llm::offline::OfflineProvider);
+    app
 }
 
 /// Polls `f` every 20 ms until it returns true or `secs` pass; panics with `what` on timeout.

@@ -1,0 +1,241 @@
+//! One checkpointed step: a provider response, or one tool call with its policy decision, side
+//! effects, audit row and checkpoint — all in one transaction.
+
+use super::transcript::{ToolResultStep, Transcript, is_refinement};
+use super::{Engine, RunError, RunSpec};
+use crate::approvals::{self, ProposalOrigin};
+use crate::catalog::PolicyDecision;
+use crate::llm::{Block, CompletionResponse};
+use crate::store::runs::{self, NewAudit};
+use crate::tools::registry::CallError;
+use crate::tools::{Registry, ToolError};
+use serde_json::{Value, json};
+use std::time::Instant;
+use tracing::warn;
+use uuid::Uuid;
+
+/// Most characters of a tool result shown to the model.
+const MAX_RESULT_CHARS: usize = 20_000;
+
+/// Checkpoints a provider response: tool call ids are rewritten to be unique in the run
+/// (servers reuse ids like `call_0` across rounds), tokens are added to the run and charged to
+/// the org's budget, in one transaction.
+pub(super) async fn checkpoint_response(
+    engine: &Engine,
+    spec: &RunSpec,
+    run_id: Uuid,
+    seq: i32,
+    round: u32,
+    mut resp: CompletionResponse,
+    summary: bool,
+) -> Result<(), RunError> {
+    let mut i = 0;
+    for b in resp.message.content.iter_mut() {
+        if let Block::ToolUse { id, .. } = b {
+            *id = format!("r{}.{}", round + 1, i);
+            i += 1;
+        }
+    }
+    let now = engine.clock.now();
+    let mut tx = engine.pool.begin().await?;
+    let payload = json!({"response": resp, "summary": summary});
+    runs::insert_step(&mut tx, run_id, seq, "llm_response", None, &payload, now).await?;
+    runs::add_round(
+        &mut tx,
+        run_id,
+        resp.usage.input_tokens as i64,
+        resp.usage.output_tokens as i64,
+    )
+    .await?;
+    if let Some((used, limit)) =
+        runs::charge_budget(&mut tx, spec.org_id, resp.usage.total() as i64, now).await?
+    {
+        warn!(org_id = %spec.org_id, used, limit, "org token budget is 80% used this month");
+    }
+    tx.commit().await?;
+    metrics::counter!("agentd_tokens_total", "org" => spec.org_id.to_string(), "model" => resp.model.clone())
+        .increment(resp.usage.total());
+    Ok(())
+}
+
+struct Decided {
+    category: &'static str,
+    decision: &'static str,
+    content: String,
+    is_error: bool,
+    outcome: Value,
+}
+
+impl Decided {
+    fn error(category: &'static str, decision: &'static str, msg: String) -> Self {
+        Self {
+            category,
+            decision,
+            outcome: json!({"error": msg}),
+            content: msg,
+            is_error: true,
+        }
+    }
+}
+
+/// Executes one pending tool call and checkpoints its result.
+pub(super) async fn execute_call(
+    engine: &Engine,
+    spec: &RunSpec,
+    run_id: Uuid,
+    seq: i32,
+    call: &(String, String, String),
+    t: &Transcript,
+    over_call_cap: bool,
+) -> Result<(), RunError> {
+    let (call_id, name, raw) = call;
+    let started = Instant::now();
+    let now = engine.clock.now();
+    let actor = format!("agent:{}", spec.kind);
+    let mut tx = engine.pool.begin().await?;
+    let args = Registry::parse_args(raw);
+    let registry = engine.env.registry.clone();
+    let tool = registry.get(name).filter(|_| spec.policy.allows(name)).cloned();
+    let decided = if over_call_cap {
+        Decided::error(
+            "cap",
+            "capped",
+            format!("not executed: the tool call limit of this run ({}) is reached", spec.caps.max_tool_calls),
+        )
+    } else if let Some(tool) = tool {
+        let category = tool.category().as_str();
+        match args.as_ref().map_err(|e| e.to_string()).and_then(|a| {
+            Registry::validate(tool.as_ref(), a).map_err(|e| e.to_string())
+        }) {
+            Err(msg) => Decided::error(category, "error", format!("{msg}. Fix the arguments and call `{name}` again.")),
+            Ok(()) => {
+                let args = args.as_ref().expect("validated");
+                let earlier = t.successes.get(name.as_str()).copied().unwrap_or(0);
+                let decision = spec.policy.decide(name, tool.category());
+                if decision == PolicyDecision::Auto
+                    && is_refinement(name, earlier)
+                    && t.refinements >= spec.caps.max_refinements
+                {
+                    Decided::error(
+                        category,
+                        "capped",
+                        format!("not executed: the refinement limit of this run ({}) is reached; finish with what you have", spec.caps.max_refinements),
+                    )
+                } else {
+                    let mut ctx = engine.env.ctx(&mut tx, spec.org_id, Some(run_id), actor.clone(), now);
+                    ctx.document_id = spec.document_id;
+                    ctx.night = spec.night;
+                    ctx.max_suggestions = spec.max_suggestions;
+                    match decision {
+                        PolicyDecision::Deny => Decided::error(
+                            category,
+                            "denied",
+                            format!("refused: the policy of this job denies `{name}` ({category} tools); do not call it again"),
+                        ),
+                        PolicyDecision::Propose => {
+                            sqlx::query("SAVEPOINT tool_call").execute(&mut *ctx.conn).await?;
+                            let origin = ProposalOrigin {
+                                call_id: Some(call_id),
+                                suggestion_id: None,
+                                ttl: spec.approval_ttl,
+                                repropose: true,
+                                chain: spec.chain,
+                            };
+                            match approvals::propose(&mut ctx, tool.as_ref(), args, origin).await {
+                                Ok(id) => {
+                                    let v = json!({"status": "proposed_for_approval", "approval_id": id,
+                                        "note": "a person decides; do not call this again"});
+                                    Decided { category, decision: "proposed", content: v.to_string(), is_error: false, outcome: v }
+                                }
+                                Err(ToolError::Db(e)) => return Err(e.into()),
+                                Err(e) => {
+                                    sqlx::query("ROLLBACK TO SAVEPOINT tool_call").execute(&mut *ctx.conn).await?;
+                                    Decided::error(category, "error", e.to_string())
+                                }
+                            }
+                        }
+                        PolicyDecision::Auto => {
+                            sqlx::query("SAVEPOINT tool_call").execute(&mut *ctx.conn).await?;
+                            match registry.execute(&mut ctx, name, args).await {
+                                Ok(v) => Decided {
+                                    category,
+                                    decision: "auto_approved",
+                                    content: truncate(v.to_string()),
+                                    is_error: false,
+                                    outcome: v,
+                                },
+                                Err(CallError::Tool(ToolError::Db(e))) => return Err(e.into()),
+                                Err(e) => {
+                                    // Undo the tool's partial writes; keep the audit and checkpoint.
+                                    sqlx::query("ROLLBACK TO SAVEPOINT tool_call").execute(&mut *ctx.conn).await?;
+                                    let mut d = Decided::error(category, "auto_approved", e.to_string());
+                                    d.decision = "auto_approved";
+                                    d
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    } else {
+        let offered = spec.policy.allow.join(", ");
+        Decided::error(
+            "unknown",
+            "error",
+            format!("unknown tool `{name}`; the tools you can call are: {offered}"),
+        )
+    };
+    let args_value = args.unwrap_or_else(|_| json!({"raw": raw}));
+    runs::insert_audit(
+        &mut *tx,
+        &NewAudit {
+            org_id: spec.org_id,
+            run_id: Some(run_id),
+            call_id: Some(call_id),
+            actor: &actor,
+            tool: name,
+            category: decided.category,
+            decision: decided.decision,
+            args: Some(&args_value),
+            outcome: Some(&decided.outcome),
+            is_error: decided.is_error,
+            duration_ms: started.elapsed().as_millis().min(i32::MAX as u128) as i32,
+            tokens: 0,
+            now,
+        },
+    )
+    .await?;
+    let step = ToolResultStep {
+        call_id: call_id.clone(),
+        tool: name.clone(),
+        content: decided.content,
+        is_error: decided.is_error,
+        decision: decided.decision.to_string(),
+    };
+    runs::insert_step(
+        &mut tx,
+        run_id,
+        seq,
+        "tool_result",
+        Some(call_id),
+        &serde_json::to_value(&step).expect("step serializes"),
+        now,
+    )
+    .await?;
+    runs::add_tool_call(&mut tx, run_id).await?;
+    tx.commit().await?;
+    metrics::counter!("agentd_tool_calls_total", "tool" => name.clone(), "decision" => decided.decision).increment(1);
+    Ok(())
+}
+
+fn truncate(s: String) -> String {
+    if s.len() <= MAX_RESULT_CHARS {
+        return s;
+    }
+    let mut end = MAX_RESULT_CHARS;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [truncated]", &s[..end])
+}

@@ -1,0 +1,105 @@
+//! Rebuilding a run's state from its checkpoints: the message list sent to the provider, the
+//! counters the caps look at, and the tool calls still waiting for a result.
+
+use crate::llm::{Block, CompletionResponse, Message, Role};
+use crate::store::runs::StepRow;
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+
+/// A tool result as checkpointed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ToolResultStep {
+    pub call_id: String,
+    pub tool: String,
+    /// What the model sees.
+    pub content: String,
+    pub is_error: bool,
+    /// auto_approved | proposed | denied | error | capped
+    pub decision: String,
+}
+
+/// The state of a run, derived from its steps.
+#[derive(Debug, Default)]
+pub struct Transcript {
+    /// Provider responses and tool results after the system and first messages.
+    pub messages: Vec<Message>,
+    /// Provider responses so far.
+    pub rounds: u32,
+    /// Tool results so far.
+    pub tool_calls: u32,
+    /// Next checkpoint sequence number.
+    pub next_seq: i32,
+    /// Calls of the last response with no result yet, in order: (id, name, raw args).
+    pub pending: Vec<(String, String, String)>,
+    /// The last response had no tool calls: its text ends the run.
+    pub final_text: Option<String>,
+    /// Successful calls per tool (refinement accounting).
+    pub successes: HashMap<String, u32>,
+    /// Refinements used so far.
+    pub refinements: u32,
+    /// A forced final summary (tool_choice none) was already made.
+    pub summary_done: bool,
+}
+
+/// Tools whose successful calls are refinements of an earlier proposal.
+pub fn is_refinement(tool: &str, earlier_successes: u32) -> bool {
+    matches!(tool, "update_schema" | "update_prompt" | "update_extraction_field")
+        || (matches!(tool, "create_schema" | "create_prompt" | "run_extraction") && earlier_successes > 0)
+}
+
+impl Transcript {
+    /// Rebuilds from checkpoints in order.
+    pub fn from_steps(steps: &[StepRow]) -> Self {
+        let mut t = Transcript::default();
+        let mut answered = HashSet::new();
+        let mut last_calls: Vec<(String, String, String)> = Vec::new();
+        for s in steps {
+            t.next_seq = s.seq + 1;
+            match s.kind.as_str() {
+                "llm_response" => {
+                    let resp: CompletionResponse = serde_json::from_value(s.payload["response"].clone())
+                        .expect("checkpointed responses deserialize");
+                    if s.payload["summary"].as_bool() == Some(true) {
+                        t.summary_done = true;
+                    }
+                    t.rounds += 1;
+                    last_calls = resp
+                        .message
+                        .tool_calls()
+                        .into_iter()
+                        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+                        .collect();
+                    t.final_text = last_calls.is_empty().then(|| resp.message.joined_text());
+                    t.messages.push(resp.message);
+                }
+                "tool_result" => {
+                    let r: ToolResultStep = serde_json::from_value(s.payload.clone())
+                        .expect("checkpointed tool results deserialize");
+                    t.tool_calls += 1;
+                    answered.insert(r.call_id.clone());
+                    if !r.is_error && r.decision == "auto_approved" {
+                        let n = t.successes.entry(r.tool.clone()).or_default();
+                        if is_refinement(&r.tool, *n) {
+                            t.refinements += 1;
+                        }
+                        *n += 1;
+                    }
+                    t.messages.push(Message {
+                        role: Role::Tool,
+                        content: vec![Block::ToolResult {
+                            call_id: r.call_id,
+                            content: r.content,
+                            is_error: r.is_error,
+                        }],
+                    });
+                }
+                _ => {}
+            }
+        }
+        t.pending = last_calls
+            .into_iter()
+            .filter(|(id, _, _)| !answered.contains(id))
+            .collect();
+        t
+    }
+}

@@ -1,0 +1,270 @@
+//! Pending approvals: actions the policy set to `propose` wait here for a person. Each carries a
+//! snapshot of the data it depends on and `snapshot_hash` = SHA-256 of the RFC 8785 (JCS)
+//! canonical JSON of `{tool, args, data}`. Deciding re-reads the snapshot with the subject rows
+//! locked: changed data → `stale`, nothing executed. States:
+//! `pending → executed | rejected | expired | stale | failed`.
+
+pub mod sweep;
+
+use crate::clock::SharedClock;
+use crate::store::approvals::{self as store, ApprovalRow, NewApproval};
+use crate::store::runs::{self, NewAudit};
+use crate::tools::{Registry, Tool, ToolCtx, ToolError};
+use crate::llm::SharedProvider;
+use serde::Serialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use sqlx::{PgConnection, PgPool};
+use std::sync::Arc;
+use uuid::Uuid;
+
+pub use sweep::{SweepReport, Sweeper};
+
+/// What tools need besides the connection: shared by the loop, decisions and the sweep.
+#[derive(Clone)]
+pub struct ToolEnv {
+    pub registry: Arc<Registry>,
+    pub provider: SharedProvider,
+    pub model: String,
+    pub excerpt_chars: usize,
+}
+
+impl ToolEnv {
+    /// A context for `org_id` on `conn`.
+    pub fn ctx<'c>(
+        &self,
+        conn: &'c mut PgConnection,
+        org_id: Uuid,
+        run_id: Option<Uuid>,
+        actor: String,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> ToolCtx<'c> {
+        ToolCtx {
+            org_id,
+            run_id,
+            actor,
+            conn,
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            excerpt_chars: self.excerpt_chars,
+            now,
+            document_id: None,
+            night: None,
+            max_suggestions: None,
+        }
+    }
+}
+
+/// SHA-256 (hex) of the JCS canonical form of `{tool, args, data}`: stable across key order and
+/// number formatting.
+pub fn snapshot_hash(tool: &str, args: &Value, data: &Value) -> String {
+    let canonical = serde_jcs::to_vec(&json!({"tool": tool, "args": args, "data": data}))
+        .expect("JSON values always canonicalise");
+    hex::encode(Sha256::digest(canonical))
+}
+
+/// Where a proposal comes from.
+#[derive(Debug, Clone, Copy)]
+pub struct ProposalOrigin<'a> {
+    pub call_id: Option<&'a str>,
+    pub suggestion_id: Option<Uuid>,
+    pub ttl: chrono::Duration,
+    pub repropose: bool,
+    /// `(chain_id, depth)` for a re-proposal; `None` starts a chain.
+    pub chain: Option<(Uuid, i32)>,
+}
+
+/// Stores a pending approval for `tool(args)` with its snapshot. Errors if the tool cannot be
+/// proposed (no snapshot).
+pub async fn propose(
+    ctx: &mut ToolCtx<'_>,
+    tool: &dyn Tool,
+    args: &Value,
+    origin: ProposalOrigin<'_>,
+) -> Result<Uuid, ToolError> {
+    let data = tool.snapshot(ctx, args).await.ok_or_else(|| {
+        ToolError::Conflict(format!(
+            "`{}` cannot be proposed for approval (it declares no snapshot)",
+            tool.name()
+        ))
+    })??;
+    let hash = snapshot_hash(tool.name(), args, &data);
+    let id = Uuid::now_v7();
+    let (chain_id, depth) = origin.chain.unwrap_or((id, 0));
+    let inserted = store::insert(
+        ctx.conn,
+        &NewApproval {
+            id,
+            org_id: ctx.org_id,
+            run_id: ctx.run_id,
+            suggestion_id: origin.suggestion_id,
+            call_id: origin.call_id,
+            tool: tool.name(),
+            args,
+            snapshot: &data,
+            snapshot_hash: &hash,
+            created_at: ctx.now,
+            expires_at: ctx.now + origin.ttl,
+            repropose: origin.repropose,
+            chain_id,
+            chain_depth: depth,
+        },
+    )
+    .await?;
+    Ok(inserted)
+}
+
+/// Approve or reject.
+#[derive(Debug, Clone)]
+pub enum Decision {
+    Approve { by: String },
+    Reject { by: String },
+}
+
+/// The result of a decision.
+#[derive(Debug, Clone, Serialize)]
+pub struct DecideOutcome {
+    pub approval_id: Uuid,
+    /// The approval's state after the call.
+    pub status: String,
+    /// True when this call changed the state (false: it was already decided).
+    pub changed: bool,
+    /// For `stale`: what changed, key by key (`before`/`after`).
+    pub changes: Option<Value>,
+    /// For `executed`/`failed`: the tool's result or error.
+    pub result: Option<Value>,
+}
+
+/// Why a decision could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum DecideError {
+    #[error("no approval with id {0}")]
+    NotFound(Uuid),
+    #[error("approval {0} names tool `{1}`, which this build does not have")]
+    UnknownTool(Uuid, String),
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+}
+
+/// Decides an approval in one transaction: lock; not pending → its current state (never runs
+/// twice); past `expires_at` → `expired`; snapshot changed → `stale` (what changed is
+/// reported); else execute through the registry as the approver → `executed` (or `failed`).
+pub async fn decide(
+    pool: &PgPool,
+    clock: &SharedClock,
+    env: &ToolEnv,
+    id: Uuid,
+    org_id: Option<Uuid>,
+    decision: Decision,
+) -> Result<DecideOutcome, DecideError> {
+    let now = clock.now();
+    let mut tx = pool.begin().await?;
+    let row = store::lock(&mut tx, id, org_id)
+        .await?
+        .ok_or(DecideError::NotFound(id))?;
+    let unchanged = |row: &ApprovalRow| DecideOutcome {
+        approval_id: row.id,
+        status: row.status.clone(),
+        changed: false,
+        changes: None,
+        result: row.result.clone(),
+    };
+    if row.status != "pending" {
+        return Ok(unchanged(&row));
+    }
+    let (by, approve) = match &decision {
+        Decision::Approve { by } => (by.clone(), true),
+        Decision::Reject { by } => (by.clone(), false),
+    };
+    let actor = format!("human:{by}");
+    let mut outcome = DecideOutcome {
+        approval_id: id,
+        status: String::new(),
+        changed: true,
+        changes: None,
+        result: None,
+    };
+    let (status, decision_name, result) = if !approve {
+        ("rejected", "human_rejected", None)
+    } else if now >= row.expires_at {
+        ("expired", "expired", None)
+    } else {
+        let tool = env
+            .registry
+            .get(&row.tool)
+            .cloned()
+            .ok_or_else(|| DecideError::UnknownTool(id, row.tool.clone()))?;
+        let mut ctx = env.ctx(&mut tx, row.org_id, row.run_id, actor.clone(), now);
+        let current = match tool.snapshot(&mut ctx, &row.args).await {
+            Some(Ok(v)) => v,
+            Some(Err(ToolError::Db(e))) => return Err(e.into()),
+            Some(Err(e)) => json!({"error": e.to_string()}),
+            None => Value::Null,
+        };
+        if snapshot_hash(&row.tool, &row.args, &current) != row.snapshot_hash {
+            let changes = diff(&row.snapshot, &current);
+            outcome.changes = Some(changes.clone());
+            ("stale", "stale", Some(json!({"changes": changes})))
+        } else {
+            sqlx::query("SAVEPOINT approval_exec").execute(&mut *tx).await?;
+            let mut ctx = env.ctx(&mut tx, row.org_id, row.run_id, actor.clone(), now);
+            match env.registry.execute(&mut ctx, &row.tool, &row.args).await {
+                Ok(v) => ("executed", "human_approved", Some(v)),
+                Err(crate::tools::registry::CallError::Tool(ToolError::Db(e))) => {
+                    return Err(e.into());
+                }
+                Err(e) => {
+                    sqlx::query("ROLLBACK TO SAVEPOINT approval_exec")
+                        .execute(&mut *tx)
+                        .await?;
+                    ("failed", "error", Some(json!({"error": e.to_string()})))
+                }
+            }
+        }
+    };
+    store::set_decision(&mut tx, id, status, &actor, now, result.as_ref()).await?;
+    runs::insert_audit(
+        &mut *tx,
+        &NewAudit {
+            org_id: row.org_id,
+            run_id: row.run_id,
+            call_id: Some(&format!("approval:{id}")),
+            actor: &actor,
+            tool: &row.tool,
+            category: "approval",
+            decision: decision_name,
+            args: Some(&row.args),
+            outcome: result.as_ref(),
+            is_error: status == "failed",
+            duration_ms: 0,
+            tokens: 0,
+            now,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    metrics::counter!("agentd_approvals_decided_total", "status" => status).increment(1);
+    outcome.status = status.to_string();
+    outcome.result = result;
+    Ok(outcome)
+}
+
+/// Top-level keys whose values differ: `{key: {before, after}}` (whole values when not objects).
+pub fn diff(before: &Value, after: &Value) -> Value {
+    match (before, after) {
+        (Value::Object(a), Value::Object(b)) => {
+            let mut out = serde_json::Map::new();
+            for k in a.keys().chain(b.keys()) {
+                if out.contains_key(k) {
+                    continue;
+                }
+                let (x, y) = (a.get(k), b.get(k));
+                if x != y {
+                    out.insert(k.clone(), json!({"before": x, "after": y}));
+                }
+            }
+            Value::Object(out)
+        }
+        _ => json!({"before": before, "after": after}),
+    }
+}

@@ -1,0 +1,140 @@
+//! The expiry sweep (`approval_expiry`): in batches, pending approvals past their TTL become
+//! `expired` (or `stale` if their data changed meanwhile); pending ones whose data changed become
+//! `stale` early; stale ones that asked for it get a capped re-proposal job; decided approvals
+//! older than the retention are purged (their audit rows stay). "Now" comes from the Clock.
+
+use super::{ToolEnv, snapshot_hash};
+use crate::clock::SharedClock;
+use crate::queue::{self, NewJob};
+use crate::store::approvals::{self as store, ApprovalRow};
+use crate::tools::ToolError;
+use serde::Serialize;
+use serde_json::{Value, json};
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+/// What one sweep did.
+#[derive(Debug, Default, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Pending approvals whose snapshot was recomputed.
+    pub checked: u64,
+    pub expired: u64,
+    pub stale: u64,
+    pub reproposals_enqueued: u64,
+    pub purged: u64,
+}
+
+/// The sweep, with its settings from `jobs/approval_expiry.toml`.
+pub struct Sweeper {
+    pub pool: PgPool,
+    pub clock: SharedClock,
+    pub env: ToolEnv,
+    pub batch: u32,
+    pub retention: chrono::Duration,
+    pub max_reproposals: u32,
+    /// Queue policy of the re-proposal jobs.
+    pub repropose_priority: i16,
+    pub repropose_max_attempts: i32,
+}
+
+impl Sweeper {
+    /// One full pass (all batches). `only`: restrict to these approvals.
+    pub async fn run_once(&self, only: Option<&[Uuid]>) -> Result<SweepReport, sqlx::Error> {
+        let now = self.clock.now();
+        let mut report = SweepReport::default();
+        let mut stale_ids = Vec::new();
+        for expired_only in [true, false] {
+            let mut after = Uuid::nil();
+            loop {
+                let mut tx = self.pool.begin().await?;
+                let rows = store::lock_pending_batch(
+                    &mut tx,
+                    now,
+                    expired_only,
+                    after,
+                    only,
+                    i64::from(self.batch),
+                )
+                .await?;
+                let Some(last) = rows.last() else { break };
+                after = last.id;
+                let mut unchanged = Vec::new();
+                let mut changed = Vec::new();
+                for row in &rows {
+                    match self.recheck(&mut tx, row, now).await? {
+                        None => unchanged.push((row, json!({"reason": "ttl"}))),
+                        Some(changes) => changed.push((row, json!({"changes": changes}))),
+                    }
+                }
+                report.checked += rows.len() as u64;
+                let by = "system:approval_expiry";
+                if expired_only {
+                    report.expired += store::decide_many(&mut tx, &unchanged, "expired", by, now).await?;
+                }
+                report.stale += store::decide_many(&mut tx, &changed, "stale", by, now).await?;
+                stale_ids.extend(changed.iter().map(|(r, _)| r.id));
+                tx.commit().await?;
+                if rows.len() < self.batch as usize {
+                    break;
+                }
+            }
+        }
+        report.reproposals_enqueued = self.enqueue_reproposals(&stale_ids).await?;
+        let cutoff = now - self.retention;
+        loop {
+            let n = store::purge_decided(&self.pool, cutoff, i64::from(self.batch)).await?;
+            report.purged += n;
+            if n < u64::from(self.batch) {
+                break;
+            }
+        }
+        metrics::counter!("agentd_approvals_swept_total", "result" => "expired").increment(report.expired);
+        metrics::counter!("agentd_approvals_swept_total", "result" => "stale").increment(report.stale);
+        metrics::counter!("agentd_approvals_swept_total", "result" => "purged").increment(report.purged);
+        Ok(report)
+    }
+
+    /// `None` if the data is unchanged, else what changed.
+    async fn recheck(
+        &self,
+        conn: &mut PgConnection,
+        row: &ApprovalRow,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Option<Value>, sqlx::Error> {
+        let Some(tool) = self.env.registry.get(&row.tool).cloned() else {
+            return Ok(Some(json!({"tool": format!("`{}` no longer exists", row.tool)})));
+        };
+        let mut ctx = self.env.ctx(conn, row.org_id, row.run_id, "system:approval_expiry".into(), now);
+        let current = match tool.snapshot(&mut ctx, &row.args).await {
+            Some(Ok(v)) => v,
+            Some(Err(ToolError::Db(e))) => return Err(e),
+            Some(Err(e)) => json!({"error": e.to_string()}),
+            None => Value::Null,
+        };
+        if snapshot_hash(&row.tool, &row.args, &current) == row.snapshot_hash {
+            Ok(None)
+        } else {
+            Ok(Some(super::diff(&row.snapshot, &current)))
+        }
+    }
+
+    async fn enqueue_reproposals(&self, stale: &[Uuid]) -> Result<u64, sqlx::Error> {
+        if stale.is_empty() || self.max_reproposals == 0 {
+            return Ok(0);
+        }
+        let rows = store::stale_to_repropose(&self.pool, stale, self.max_reproposals as i32).await?;
+        let jobs: Vec<NewJob> = rows
+            .iter()
+            .map(|r| {
+                NewJob::new("approval_expiry", json!({"repropose": r.id}))
+                    .unique_key(format!("repropose:{}", r.id))
+                    .priority(self.repropose_priority)
+                    .max_attempts(self.repropose_max_attempts)
+            })
+            .collect();
+        queue::enqueue_many(&self.pool, &jobs).await.map_err(|e| match e {
+            queue::QueueError::Db(e) => e,
+            other => sqlx::Error::Protocol(other.to_string()),
+        })
+    }
+}

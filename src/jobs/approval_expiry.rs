@@ -1,0 +1,98 @@
+//! `approval_expiry`: the sweep (`{}`, a cron `{tick}`, or `{approval_ids}`), or a capped
+//! re-proposal run for one stale approval (`{repropose}`), through the same tool loop.
+
+use super::{job_error, last_attempt, parse_payload, render};
+use crate::app::App;
+use crate::approvals::Sweeper;
+use crate::queue::JobError;
+use crate::queue::worker::{JobContext, JobHandler};
+use crate::store::{approvals, runs};
+use serde::Deserialize;
+use tracing::info;
+use uuid::Uuid;
+
+/// The payload.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Payload {
+    /// Set by cron ticks; informational.
+    #[serde(default)]
+    pub tick: Option<chrono::DateTime<chrono::Utc>>,
+    /// Only these approvals.
+    #[serde(default)]
+    pub approval_ids: Option<Vec<Uuid>>,
+    /// Re-propose this stale approval.
+    #[serde(default)]
+    pub repropose: Option<Uuid>,
+}
+
+/// The handler.
+pub struct ApprovalExpiry {
+    pub app: App,
+}
+
+impl ApprovalExpiry {
+    /// The sweeper with the job file's settings.
+    pub fn sweeper(app: &App) -> Sweeper {
+        let spec = app.spec("approval_expiry");
+        let sweep = spec.sweep.clone().unwrap_or(crate::catalog::SweepSpec {
+            batch: 1000,
+            retention_days: 30,
+            max_reproposals: 2,
+        });
+        Sweeper {
+            pool: app.pool.clone(),
+            clock: app.clock.clone(),
+            env: app.tool_env(spec),
+            batch: sweep.batch,
+            retention: chrono::Duration::days(i64::from(sweep.retention_days)),
+            max_reproposals: sweep.max_reproposals,
+            repropose_priority: spec.queue.priority,
+            repropose_max_attempts: spec.queue.max_attempts,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl JobHandler for ApprovalExpiry {
+    async fn handle(&self, job: JobContext) -> Result<(), JobError> {
+        let p: Payload = parse_payload("approval_expiry", &job.job.payload)?;
+        let app = &self.app;
+        let db = |e: sqlx::Error| JobError::Retryable(format!("database error: {e}"));
+        let Some(stale_id) = p.repropose else {
+            let report = Self::sweeper(app).run_once(p.approval_ids.as_deref()).await.map_err(db)?;
+            info!(?report, "approval sweep done");
+            return Ok(());
+        };
+        let a = approvals::get(&app.pool, stale_id)
+            .await
+            .map_err(db)?
+            .ok_or_else(|| JobError::Fatal(format!("approval {stale_id} does not exist (purged?)")))?;
+        if a.status != "stale" {
+            return Err(JobError::Fatal(format!("approval {stale_id} is {}, not stale: nothing to re-propose", a.status)));
+        }
+        let spec = app.spec("approval_expiry");
+        let changes = a.result.as_ref().map(|r| r["changes"].to_string()).unwrap_or_default();
+        let first = render(
+            &spec.agent.first_message,
+            &[("approval_id", a.id.to_string()), ("tool", a.tool.clone()), ("args", a.args.to_string()), ("changes", changes)],
+        );
+        let mut run_spec = app.run_spec(spec, a.org_id, format!("approval:{}", a.id), Some(job.job.id), first);
+        run_spec.chain = Some((a.chain_id, a.chain_depth + 1));
+        let engine = app.engine(spec);
+        match engine.run(&run_spec, &job.cancel).await {
+            Ok(o) => {
+                info!(run_id = %o.run_id, status = %o.status, "re-proposal run done");
+                Ok(())
+            }
+            Err(e) => {
+                if last_attempt(&e, &job.job)
+                    && let Some(r) = runs::run_for_job(&app.pool, job.job.id).await.map_err(db)?
+                {
+                    engine.fail_run(r.id, &e.to_string()).await.map_err(db)?;
+                }
+                Err(job_error(&e, &job.job))
+            }
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! `auto_create`: after an upload, the agent proposes a schema, a prompt and an extraction for
+//! one document. Skipped (with a reason) when the document has no text; a no-op when it already
+//! has a proposal unless the payload says `force`. On success the document is `proposed` with
+//! refs to the artifacts and the run; on failure `failed` with the error, and the run's orphan
+//! proposed artifacts are removed when the job file says so (`cleanup_on_failure`). A run that
+//! hits a cap but left a complete proposal (schema, prompt, extraction) still counts as proposed.
+
+use super::{job_error, last_attempt, parse_payload, render};
+use crate::app::App;
+use crate::queue::JobError;
+use crate::queue::worker::{JobContext, JobHandler};
+use crate::store::auto_create as store;
+use crate::store::runs;
+use serde::Deserialize;
+use tracing::info;
+use uuid::Uuid;
+
+/// The payload: `{org_id, document_id, force?}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Payload {
+    pub org_id: Uuid,
+    pub document_id: Uuid,
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// The handler.
+pub struct AutoCreate {
+    pub app: App,
+}
+
+#[async_trait::async_trait]
+impl JobHandler for AutoCreate {
+    async fn handle(&self, job: JobContext) -> Result<(), JobError> {
+        let p: Payload = parse_payload("auto_create", &job.job.payload)?;
+        let app = &self.app;
+        let db = |e: sqlx::Error| JobError::Retryable(format!("database error: {e}"));
+        let now = app.clock.now();
+        let mut tx = app.pool.begin().await.map_err(db)?;
+        let state = store::lock_state(&mut tx, p.org_id, p.document_id)
+            .await
+            .map_err(db)?
+            .ok_or_else(|| JobError::Fatal(format!("document {} not found in org {}", p.document_id, p.org_id)))?;
+        if !state.has_text {
+            store::set_status(&mut *tx, p.org_id, p.document_id, "skipped", None, Some("the document has no text to read"), now)
+                .await
+                .map_err(db)?;
+            tx.commit().await.map_err(db)?;
+            info!(document_id = %p.document_id, "skipped: the document has no text");
+            return Ok(());
+        }
+        let resuming = runs::run_for_job(&mut *tx, job.job.id).await.map_err(db)?.is_some();
+        if matches!(state.auto_create_status.as_str(), "proposed" | "accepted") && !p.force && !resuming {
+            info!(document_id = %p.document_id, status = %state.auto_create_status, "already has a proposal; nothing to do (enqueue with --force to redo)");
+            return Ok(());
+        }
+        store::set_status(&mut *tx, p.org_id, p.document_id, "running", None, None, now).await.map_err(db)?;
+        tx.commit().await.map_err(db)?;
+
+        let spec = app.spec("auto_create");
+        let first = render(&spec.agent.first_message, &[("document_id", p.document_id.to_string())]);
+        let mut run_spec = app.run_spec(spec, p.org_id, p.document_id.to_string(), Some(job.job.id), first);
+        run_spec.document_id = Some(p.document_id);
+        let engine = app.engine(spec);
+        let outcome = match engine.run(&run_spec, &job.cancel).await {
+            Ok(o) => o,
+            Err(e) => {
+                if last_attempt(&e, &job.job) {
+                    let run = runs::run_for_job(&app.pool, job.job.id).await.map_err(db)?;
+                    if let Some(r) = &run {
+                        engine.fail_run(r.id, &e.to_string()).await.map_err(db)?;
+                    }
+                    self.fail(&p, run.map(|r| r.id), &e.to_string()).await?;
+                }
+                return Err(job_error(&e, &job.job));
+            }
+        };
+        let mut tx = app.pool.begin().await.map_err(db)?;
+        let arts = store::artifacts(&mut *tx, p.org_id, outcome.run_id, p.document_id).await.map_err(db)?;
+        let complete = arts.schema_id.is_some() && arts.prompt_id.is_some() && arts.extraction_id.is_some();
+        if (outcome.status == "succeeded" || outcome.status == "capped") && complete {
+            store::set_proposed(&mut tx, p.org_id, p.document_id, outcome.run_id, &arts, app.clock.now())
+                .await
+                .map_err(db)?;
+            tx.commit().await.map_err(db)?;
+            info!(document_id = %p.document_id, run_id = %outcome.run_id, status = %outcome.status, "proposal ready");
+            return Ok(());
+        }
+        drop(tx);
+        let missing: Vec<&str> = [
+            ("schema", arts.schema_id.is_none()),
+            ("prompt", arts.prompt_id.is_none()),
+            ("extraction", arts.extraction_id.is_none()),
+        ]
+        .into_iter()
+        .filter_map(|(n, m)| m.then_some(n))
+        .collect();
+        let reason = format!(
+            "run {} ended {} ({}) without a complete proposal: missing {}",
+            outcome.run_id,
+            outcome.status,
+            outcome.stop_reason.as_deref().unwrap_or("-"),
+            missing.join(", ")
+        );
+        self.fail(&p, Some(outcome.run_id), &reason).await?;
+        Err(JobError::Fatal(reason))
+    }
+}
+
+impl AutoCreate {
+    async fn fail(&self, p: &Payload, run_id: Option<Uuid>, reason: &str) -> Result<(), JobError> {
+        let db = |e: sqlx::Error| JobError::Retryable(format!("database error: {e}"));
+        let mut tx = self.app.pool.begin().await.map_err(db)?;
+        if let Some(run) = run_id
+            && self.app.spec("auto_create").agent.cleanup_on_failure
+        {
+            let n = store::remove_proposed(&mut tx, p.org_id, run).await.map_err(db)?;
+            info!(run_id = %run, removed = n, "removed the failed run's proposed artifacts");
+        }
+        store::set_status(&mut *tx, p.org_id, p.document_id, "failed", run_id, Some(reason), self.app.clock.now())
+            .await
+            .map_err(db)?;
+        tx.commit().await.map_err(db)
+    }
+}

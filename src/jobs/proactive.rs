@@ -1,0 +1,62 @@
+//! `proactive_suggestion`: nightly, one job per org. The agent reads the org's state and writes
+//! suggestions; every other write or destructive action becomes a pending approval (policy in
+//! `jobs/proactive_suggestion.toml`).
+
+use super::{job_error, last_attempt, parse_payload, render};
+use crate::app::App;
+use crate::queue::JobError;
+use crate::queue::worker::{JobContext, JobHandler};
+use crate::store::{orgs, runs};
+use chrono::NaiveDate;
+use serde::Deserialize;
+use tracing::info;
+use uuid::Uuid;
+
+/// The payload: `{org_id, night}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Payload {
+    pub org_id: Uuid,
+    pub night: NaiveDate,
+}
+
+/// The handler.
+pub struct Proactive {
+    pub app: App,
+}
+
+#[async_trait::async_trait]
+impl JobHandler for Proactive {
+    async fn handle(&self, job: JobContext) -> Result<(), JobError> {
+        let p: Payload = parse_payload("proactive_suggestion", &job.job.payload)?;
+        let app = &self.app;
+        let db = |e: sqlx::Error| JobError::Retryable(format!("database error: {e}"));
+        let org = orgs::find(&app.pool, &p.org_id.to_string())
+            .await
+            .map_err(db)?
+            .ok_or_else(|| JobError::Fatal(format!("org {} does not exist", p.org_id)))?;
+        if !org.active {
+            info!(org_id = %p.org_id, "org is inactive; no suggestions");
+            return Ok(());
+        }
+        let spec = app.spec("proactive_suggestion");
+        let first = render(&spec.agent.first_message, &[("night", p.night.to_string())]);
+        let mut run_spec = app.run_spec(spec, p.org_id, p.night.to_string(), Some(job.job.id), first);
+        run_spec.night = Some(p.night);
+        let engine = app.engine(spec);
+        match engine.run(&run_spec, &job.cancel).await {
+            Ok(o) => {
+                info!(run_id = %o.run_id, status = %o.status, "nightly review done");
+                Ok(())
+            }
+            Err(e) => {
+                if last_attempt(&e, &job.job)
+                    && let Some(r) = runs::run_for_job(&app.pool, job.job.id).await.map_err(db)?
+                {
+                    engine.fail_run(r.id, &e.to_string()).await.map_err(db)?;
+                }
+                Err(job_error(&e, &job.job))
+            }
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! SQL for the auto-create pipeline: a document's proposal state, the artifacts a run proposed,
+//! cleanup of a failed run's orphans, and accept/reject.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{PgConnection, PgExecutor};
+use uuid::Uuid;
+
+/// A document's auto-create state.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct ProposalState {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub name: String,
+    pub has_text: bool,
+    pub auto_create_status: String,
+    pub proposed_schema_id: Option<Uuid>,
+    pub proposed_schema_version: Option<i32>,
+    pub proposed_prompt_id: Option<Uuid>,
+    pub proposed_prompt_version: Option<i32>,
+    pub proposed_extraction_id: Option<Uuid>,
+    pub auto_create_run_id: Option<Uuid>,
+    pub auto_create_error: Option<String>,
+}
+
+/// The state of `document_id` in `org_id`, locked for update.
+pub async fn lock_state(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    document_id: Uuid,
+) -> Result<Option<ProposalState>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, org_id, name, COALESCE(length(btrim(text)), 0) > 0 AS has_text, auto_create_status,
+                proposed_schema_id, proposed_schema_version, proposed_prompt_id, proposed_prompt_version,
+                proposed_extraction_id, auto_create_run_id, auto_create_error
+           FROM documents WHERE org_id = $1 AND id = $2 FOR UPDATE",
+    )
+    .bind(org_id)
+    .bind(document_id)
+    .fetch_optional(conn)
+    .await
+}
+
+/// The state without a lock.
+pub async fn state<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Option<Uuid>,
+    document_id: Uuid,
+) -> Result<Option<ProposalState>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, org_id, name, COALESCE(length(btrim(text)), 0) > 0 AS has_text, auto_create_status,
+                proposed_schema_id, proposed_schema_version, proposed_prompt_id, proposed_prompt_version,
+                proposed_extraction_id, auto_create_run_id, auto_create_error
+           FROM documents WHERE id = $2 AND ($1::uuid IS NULL OR org_id = $1)",
+    )
+    .bind(org_id)
+    .bind(document_id)
+    .fetch_optional(exec)
+    .await
+}
+
+/// Sets the status (and error) of a document's auto-create.
+pub async fn set_status<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    document_id: Uuid,
+    status: &str,
+    run_id: Option<Uuid>,
+    error: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE documents SET auto_create_status = $3, auto_create_run_id = COALESCE($4, auto_create_run_id),
+                auto_create_error = $5, updated_at = $6
+          WHERE org_id = $1 AND id = $2",
+    )
+    .bind(org_id)
+    .bind(document_id)
+    .bind(status)
+    .bind(run_id)
+    .bind(error)
+    .bind(now)
+    .execute(exec)
+    .await?;
+    Ok(())
+}
+
+/// What a run proposed for a document: the latest schema, prompt and extraction it created.
+#[derive(Debug, Clone, Default, Serialize, sqlx::FromRow)]
+pub struct Artifacts {
+    pub schema_id: Option<Uuid>,
+    pub schema_version: Option<i32>,
+    pub prompt_id: Option<Uuid>,
+    pub prompt_version: Option<i32>,
+    pub extraction_id: Option<Uuid>,
+}
+
+/// The artifacts run `run_id` proposed in `org_id` for `document_id`. The prompt is the latest
+/// one; the schema is the prompt's (else the latest created); the extraction is the latest for
+/// this document.
+pub async fn artifacts<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    run_id: Uuid,
+    document_id: Uuid,
+) -> Result<Artifacts, sqlx::Error> {
+    sqlx::query_as(
+        "WITH p AS (SELECT prompt_id, version, schema_id, schema_version FROM prompts
+                     WHERE org_id = $1 AND run_id = $2 ORDER BY created_at DESC, version DESC LIMIT 1),
+              s AS (SELECT schema_id, version FROM schemas WHERE org_id = $1 AND run_id = $2
+                     ORDER BY created_at DESC, version DESC LIMIT 1),
+              e AS (SELECT id FROM extractions WHERE org_id = $1 AND run_id = $2 AND document_id = $3
+                     ORDER BY created_at DESC LIMIT 1)
+         SELECT COALESCE((SELECT schema_id FROM p), (SELECT schema_id FROM s)) AS schema_id,
+                COALESCE((SELECT schema_version FROM p), (SELECT version FROM s)) AS schema_version,
+                (SELECT prompt_id FROM p) AS prompt_id, (SELECT version FROM p) AS prompt_version,
+                (SELECT id FROM e) AS extraction_id",
+    )
+    .bind(org_id)
+    .bind(run_id)
+    .bind(document_id)
+    .fetch_one(exec)
+    .await
+}
+
+/// Records the proposal on the document.
+pub async fn set_proposed(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    document_id: Uuid,
+    run_id: Uuid,
+    a: &Artifacts,
+    now: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE documents SET auto_create_status = 'proposed', auto_create_run_id = $3,
+                proposed_schema_id = $4, proposed_schema_version = $5, proposed_prompt_id = $6,
+                proposed_prompt_version = $7, proposed_extraction_id = $8, auto_create_error = NULL,
+                updated_at = $9
+          WHERE org_id = $1 AND id = $2",
+    )
+    .bind(org_id)
+    .bind(document_id)
+    .bind(run_id)
+    .bind(a.schema_id)
+    .bind(a.schema_version)
+    .bind(a.prompt_id)
+    .bind(a.prompt_version)
+    .bind(a.extraction_id)
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Deletes what run `run_id` proposed (still `proposed`) in `org_id`; returns rows deleted.
+pub async fn remove_proposed(conn: &mut PgConnection, org_id: Uuid, run_id: Uuid) -> Result<u64, sqlx::Error> {
+    let mut n = 0;
+    for sql in [
+        "DELETE FROM extractions WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'",
+        "DELETE FROM prompts WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'",
+        "DELETE FROM schemas WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'",
+    ] {
+        n += sqlx::query(sql).bind(org_id).bind(run_id).execute(&mut *conn).await?.rows_affected();
+    }
+    Ok(n)
+}
+
+/// Accepts a proposal: the run's artifacts become active/accepted, the document `accepted`.
+pub async fn accept(conn: &mut PgConnection, org_id: Uuid, document_id: Uuid, run_id: Uuid, now: DateTime<Utc>) -> Result<(), sqlx::Error> {
+    for sql in [
+        "UPDATE schemas SET status = 'active' WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'",
+        "UPDATE prompts SET status = 'active' WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'",
+        "UPDATE extractions SET status = 'accepted' WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'",
+    ] {
+        sqlx::query(sql).bind(org_id).bind(run_id).execute(&mut *conn).await?;
+    }
+    set_status(&mut *conn, org_id, document_id, "accepted", None, None, now).await
+}
+
+/// Rejects a proposal: the run's proposed artifacts are removed, the refs cleared.
+pub async fn reject(conn: &mut PgConnection, org_id: Uuid, document_id: Uuid, run_id: Uuid, now: DateTime<Utc>) -> Result<u64, sqlx::Error> {
+    sqlx::query(
+        "UPDATE documents SET proposed_schema_id = NULL, proposed_schema_version = NULL, proposed_prompt_id = NULL,
+                proposed_prompt_version = NULL, proposed_extraction_id = NULL
+          WHERE org_id = $1 AND id = $2",
+    )
+    .bind(org_id)
+    .bind(document_id)
+    .execute(&mut *conn)
+    .await?;
+    let n = remove_proposed(conn, org_id, run_id).await?;
+    set_status(&mut *conn, org_id, document_id, "rejected", None, None, now).await?;
+    Ok(n)
+}

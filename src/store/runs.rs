@@ -1,0 +1,363 @@
+//! SQL for agent runs, their checkpoints (`agent_steps`), audit rows and org token budgets.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::{PgConnection, PgExecutor};
+use uuid::Uuid;
+
+/// A run row.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct RunRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub kind: String,
+    pub subject: String,
+    pub job_id: Option<i64>,
+    pub provider: String,
+    pub model: String,
+    pub status: String,
+    pub stop_reason: Option<String>,
+    pub rounds: i32,
+    pub tool_calls: i32,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub final_text: Option<String>,
+    pub error: Option<String>,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// A checkpoint row.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct StepRow {
+    pub seq: i32,
+    pub kind: String,
+    pub call_id: Option<String>,
+    pub payload: Value,
+    pub created_at: DateTime<Utc>,
+}
+
+/// An audit row.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct AuditRow {
+    pub id: i64,
+    pub org_id: Uuid,
+    pub run_id: Option<Uuid>,
+    pub call_id: Option<String>,
+    pub actor: String,
+    pub tool: String,
+    pub category: String,
+    pub decision: String,
+    pub args: Option<Value>,
+    pub outcome: Option<Value>,
+    pub is_error: bool,
+    pub duration_ms: i32,
+    pub tokens: i32,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The run driven by a job, if one exists.
+pub async fn run_for_job<'e, E: PgExecutor<'e>>(
+    exec: E,
+    job_id: i64,
+) -> Result<Option<RunRow>, sqlx::Error> {
+    sqlx::query_as("SELECT * FROM agent_runs WHERE job_id = $1")
+        .bind(job_id)
+        .fetch_optional(exec)
+        .await
+}
+
+/// Unlinks a finished run from its job (the job is retried with a fresh run).
+pub async fn detach_from_job<'e, E: PgExecutor<'e>>(exec: E, run_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE agent_runs SET job_id = NULL WHERE id = $1")
+        .bind(run_id)
+        .execute(exec)
+        .await?;
+    Ok(())
+}
+
+/// One run.
+pub async fn get_run<'e, E: PgExecutor<'e>>(exec: E, id: Uuid) -> Result<Option<RunRow>, sqlx::Error> {
+    sqlx::query_as("SELECT * FROM agent_runs WHERE id = $1")
+        .bind(id)
+        .fetch_optional(exec)
+        .await
+}
+
+/// Recent runs, newest first.
+pub async fn list_runs<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Option<Uuid>,
+    kind: Option<&str>,
+    limit: i64,
+) -> Result<Vec<RunRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT * FROM agent_runs WHERE ($1::uuid IS NULL OR org_id = $1) AND ($2::text IS NULL OR kind = $2)
+          ORDER BY started_at DESC LIMIT $3",
+    )
+    .bind(org_id)
+    .bind(kind)
+    .bind(limit)
+    .fetch_all(exec)
+    .await
+}
+
+/// New run parameters.
+pub struct NewRun<'a> {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub kind: &'a str,
+    pub subject: &'a str,
+    pub job_id: Option<i64>,
+    pub provider: &'a str,
+    pub model: &'a str,
+    pub started_at: DateTime<Utc>,
+}
+
+/// Inserts a run in state `running`. With a job id, a concurrent insert for the same job
+/// returns the existing run instead.
+pub async fn create_run(conn: &mut PgConnection, r: &NewRun<'_>) -> Result<RunRow, sqlx::Error> {
+    let inserted: Option<RunRow> = sqlx::query_as(
+        "INSERT INTO agent_runs (id, org_id, kind, subject, job_id, provider, model, status, started_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $8)
+         ON CONFLICT (job_id) DO NOTHING RETURNING *",
+    )
+    .bind(r.id)
+    .bind(r.org_id)
+    .bind(r.kind)
+    .bind(r.subject)
+    .bind(r.job_id)
+    .bind(r.provider)
+    .bind(r.model)
+    .bind(r.started_at)
+    .fetch_optional(&mut *conn)
+    .await?;
+    match inserted {
+        Some(r) => Ok(r),
+        None => run_for_job(&mut *conn, r.job_id.unwrap_or_default())
+            .await?
+            .ok_or(sqlx::Error::RowNotFound),
+    }
+}
+
+/// The checkpoints of a run, in order.
+pub async fn steps<'e, E: PgExecutor<'e>>(exec: E, run_id: Uuid) -> Result<Vec<StepRow>, sqlx::Error> {
+    sqlx::query_as("SELECT seq, kind, call_id, payload, created_at FROM agent_steps WHERE run_id = $1 ORDER BY seq")
+        .bind(run_id)
+        .fetch_all(exec)
+        .await
+}
+
+/// Appends a checkpoint. A second result for the same `(run_id, call_id)` is a unique violation
+/// (the tool already ran): the caller's transaction rolls back and nothing runs twice.
+pub async fn insert_step(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+    seq: i32,
+    kind: &str,
+    call_id: Option<&str>,
+    payload: &Value,
+    now: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO agent_steps (run_id, seq, kind, call_id, payload, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(run_id)
+    .bind(seq)
+    .bind(kind)
+    .bind(call_id)
+    .bind(payload)
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Adds a provider response's counters to the run.
+pub async fn add_round(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+    input_tokens: i64,
+    output_tokens: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE agent_runs SET rounds = rounds + 1, input_tokens = input_tokens + $2, output_tokens = output_tokens + $3 WHERE id = $1",
+    )
+    .bind(run_id)
+    .bind(input_tokens)
+    .bind(output_tokens)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Counts one tool call on the run.
+pub async fn add_tool_call(conn: &mut PgConnection, run_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE agent_runs SET tool_calls = tool_calls + 1 WHERE id = $1")
+        .bind(run_id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Final state of a run (only while it is still running: finishing twice changes nothing).
+pub async fn finish_run<'e, E: PgExecutor<'e>>(
+    exec: E,
+    run_id: Uuid,
+    status: &str,
+    stop_reason: Option<&str>,
+    final_text: Option<&str>,
+    error: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE agent_runs SET status = $2, stop_reason = $3, final_text = $4, error = $5, finished_at = $6
+          WHERE id = $1 AND status = 'running'",
+    )
+    .bind(run_id)
+    .bind(status)
+    .bind(stop_reason)
+    .bind(final_text)
+    .bind(error)
+    .bind(now)
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// An audit row to append.
+#[derive(Debug, Clone)]
+pub struct NewAudit<'a> {
+    pub org_id: Uuid,
+    pub run_id: Option<Uuid>,
+    pub call_id: Option<&'a str>,
+    pub actor: &'a str,
+    pub tool: &'a str,
+    pub category: &'a str,
+    pub decision: &'a str,
+    pub args: Option<&'a Value>,
+    pub outcome: Option<&'a Value>,
+    pub is_error: bool,
+    pub duration_ms: i32,
+    pub tokens: i32,
+    pub now: DateTime<Utc>,
+}
+
+/// Appends an audit row.
+pub async fn insert_audit<'e, E: PgExecutor<'e>>(exec: E, a: &NewAudit<'_>) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "INSERT INTO audit_events (org_id, run_id, call_id, actor, tool, category, decision, args, outcome, is_error, duration_ms, tokens, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
+    )
+    .bind(a.org_id)
+    .bind(a.run_id)
+    .bind(a.call_id)
+    .bind(a.actor)
+    .bind(a.tool)
+    .bind(a.category)
+    .bind(a.decision)
+    .bind(a.args)
+    .bind(a.outcome)
+    .bind(a.is_error)
+    .bind(a.duration_ms)
+    .bind(a.tokens)
+    .bind(a.now)
+    .fetch_one(exec)
+    .await
+}
+
+/// The audit trail of a run.
+pub async fn audit_for_run<'e, E: PgExecutor<'e>>(exec: E, run_id: Uuid) -> Result<Vec<AuditRow>, sqlx::Error> {
+    sqlx::query_as("SELECT * FROM audit_events WHERE run_id = $1 ORDER BY id")
+        .bind(run_id)
+        .fetch_all(exec)
+        .await
+}
+
+/// An org's budget state for the current period.
+#[derive(Debug, Clone, Copy, sqlx::FromRow)]
+pub struct Budget {
+    pub monthly_limit: i64,
+    pub tokens_used: i64,
+}
+
+/// The first day of `now`'s month: the budget period.
+pub fn period_of(now: DateTime<Utc>) -> NaiveDate {
+    use chrono::Datelike;
+    NaiveDate::from_ymd_opt(now.year(), now.month(), 1).expect("valid month start")
+}
+
+/// The org's budget this period (`None`: no budget set, unlimited).
+pub async fn budget<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<Option<Budget>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT monthly_limit, CASE WHEN period_start = $2 THEN tokens_used ELSE 0 END AS tokens_used
+           FROM org_budgets WHERE org_id = $1",
+    )
+    .bind(org_id)
+    .bind(period_of(now))
+    .fetch_optional(exec)
+    .await
+}
+
+/// Sets an org's monthly limit.
+pub async fn set_budget<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    limit: i64,
+    now: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO org_budgets (org_id, monthly_limit, period_start) VALUES ($1, $2, $3)
+         ON CONFLICT (org_id) DO UPDATE SET monthly_limit = EXCLUDED.monthly_limit",
+    )
+    .bind(org_id)
+    .bind(limit)
+    .bind(period_of(now))
+    .execute(exec)
+    .await?;
+    Ok(())
+}
+
+/// Adds used tokens atomically (rolling the period over when a new month starts). Returns
+/// `Some((used, limit))` exactly once per period, when use first crosses 80% of the limit.
+pub async fn charge_budget(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    tokens: i64,
+    now: DateTime<Utc>,
+) -> Result<Option<(i64, i64)>, sqlx::Error> {
+    let period = period_of(now);
+    let row: Option<(i64, i64)> = sqlx::query_as(
+        "UPDATE org_budgets
+            SET tokens_used = CASE WHEN period_start = $3 THEN tokens_used + $2 ELSE $2 END,
+                period_start = $3
+          WHERE org_id = $1
+      RETURNING tokens_used, monthly_limit",
+    )
+    .bind(org_id)
+    .bind(tokens)
+    .bind(period)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some((used, limit)) = row else {
+        return Ok(None);
+    };
+    if used * 5 < limit * 4 {
+        return Ok(None);
+    }
+    // The row is locked by the update above until commit: only one run flips the flag.
+    let first: Option<i32> = sqlx::query_scalar(
+        "UPDATE org_budgets SET warned_period = $2
+          WHERE org_id = $1 AND warned_period IS DISTINCT FROM $2 RETURNING 1",
+    )
+    .bind(org_id)
+    .bind(period)
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(first.map(|_| (used, limit)))
+}
