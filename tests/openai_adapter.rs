@@ -550,6 +550,20 @@ async fn vllm_style_400_is_not_retryable_and_names_the_status() {
     assert_eq!(fake.seen().len(), 1);
 }
 
+#[tokio::test]
+async fn wrong_base_url_is_not_retried_and_says_so() {
+    // FastAPI-style 404 body: async-openai cannot read it as an OpenAI error and drops the status.
+    let fake = Fake::start(vec![Canned::json(404, json!({"detail": "Not Found"}))]).await;
+    let err = fake
+        .provider(false, 2, SECOND)
+        .complete(request(vec![], ToolChoice::Auto))
+        .await
+        .unwrap_err();
+    assert!(!err.retryable, "{err}");
+    assert!(err.message.contains("llm.base_url"), "{err}");
+    assert_eq!(fake.seen().len(), 1);
+}
+
 /// The error `script` produces (a fresh fake each time, so scripts cannot interfere).
 async fn error_from(script: Vec<Canned>, stream: bool) -> LlmError {
     let fake = Fake::start(script).await;

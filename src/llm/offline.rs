@@ -128,7 +128,10 @@ pub fn extract(text: &str, schema: &Value) -> Value {
                 None => Value::Null,
                 Some(raw) if types.contains(&"number") => {
                     let digits: String = raw.chars().filter(|c| c.is_ascii_digit() || *c == '.' || *c == '-').collect();
-                    digits.parse::<f64>().map(|n| json!(n)).unwrap_or(Value::Null)
+                    digits
+                        .parse::<f64>()
+                        .map(|n| if n.fract() == 0.0 && n.abs() < 1e15 { json!(n as i64) } else { json!(n) })
+                        .unwrap_or(Value::Null)
                 }
                 Some(raw) => Value::String(raw.clone()),
             };

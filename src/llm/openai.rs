@@ -173,9 +173,17 @@ impl OpenAiProvider {
         if let Some(err) = error_in_body(&value) {
             return Err(self.body_failure(&err, false, "the server answered with an error"));
         }
-        let choice = match value["choices"].as_array().and_then(|c| c.first()) {
-            Some(choice) => choice,
-            None => return Err(self.no_choices()),
+        let choice = match value
+            .get("choices")
+            .map(|c| c.as_array().and_then(|c| c.first()))
+        {
+            Some(Some(choice)) => choice,
+            Some(None) => return Err(self.no_choices()),
+            // Not a chat completion at all, e.g. a 404 page whose status async-openai dropped.
+            None => {
+                let err = BodyError::unknown(&value);
+                return Err(self.body_failure(&err, false, "the server answered"));
+            }
         };
         let msg = &choice["message"];
         let mut acc = Assembled {
@@ -332,12 +340,14 @@ impl OpenAiProvider {
                 } else {
                     ""
                 };
-                let hint = if status >= 500 && detail.to_lowercase().contains("pars") {
-                    " (the server could not parse the model's output, e.g. a malformed tool \
+                let lower = detail.to_lowercase();
+                let hint =
+                    if status >= 500 && (lower.contains("parse") || lower.contains("parsing")) {
+                        " (the server could not parse the model's output, e.g. a malformed tool \
                      call; another attempt may succeed)"
-                } else {
-                    ""
-                };
+                    } else {
+                        ""
+                    };
                 self.failure(
                     format!(
                         "HTTP {} from {}{after}: {detail}{hint}",
@@ -716,7 +726,10 @@ struct BodyError {
 impl BodyError {
     fn unknown(v: &Value) -> Self {
         BodyError {
-            message: format!("unexpected body: {}", clip(&v.to_string(), 300)),
+            message: format!(
+                "not a chat completion (check llm.base_url; it usually ends in /v1): {}",
+                clip(&v.to_string(), 300)
+            ),
             status: None,
             kind: String::new(),
         }

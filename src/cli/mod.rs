@@ -1,6 +1,11 @@
 //! The operator's interface (and what the black-box tests drive). Exit codes: 0 ok, 1 runtime
 //! failure, 2 bad input — the message names what was wrong.
 
+mod approvals;
+mod bench;
+mod documents;
+mod runs;
+
 use crate::app::{App, WorkerArgs};
 use crate::catalog::Catalog;
 use crate::config::Config;
@@ -17,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 #[error("{0}")]
 pub struct BadInput(pub String);
 
-fn bad(msg: impl Into<String>) -> anyhow::Error {
+pub(crate) fn bad(msg: impl Into<String>) -> anyhow::Error {
     BadInput(msg.into()).into()
 }
 
@@ -52,6 +57,19 @@ pub enum Command {
     Jobs(JobsCmd),
     /// Queue depth, oldest ready job, running, dead, recent failures.
     Status(JsonFlag),
+    /// Upload documents, inspect and decide their proposals.
+    #[command(subcommand)]
+    Documents(documents::DocumentsCmd),
+    /// Pending approvals: list, show, approve, reject.
+    #[command(subcommand)]
+    Approvals(approvals::ApprovalsCmd),
+    /// Agent runs: list, show (transcript and audit).
+    #[command(subcommand)]
+    Runs(runs::RunsCmd),
+    /// The main job on the embedded defaults: sample org and documents, workers until drained, a report.
+    Demo(documents::DemoCmd),
+    /// Throughput and latency measurements.
+    Bench(bench::BenchCmd),
 }
 
 #[derive(Args, Debug)]
@@ -233,6 +251,11 @@ async fn dispatch(app: &App, command: Command) -> anyhow::Result<()> {
         Command::Enqueue(e) => enqueue(app, e).await,
         Command::Jobs(j) => jobs(app, j).await,
         Command::Status(f) => status(app, f.json).await,
+        Command::Documents(c) => documents::run(app, c).await,
+        Command::Approvals(c) => approvals::run(app, c).await,
+        Command::Runs(c) => runs::run(app, c).await,
+        Command::Demo(c) => documents::demo(app, c).await,
+        Command::Bench(c) => bench::run(app, c).await,
     }
 }
 
