@@ -1,18 +1,18 @@
 //! Wiring: the shared application context, and the worker process (workers, cron, rescuer,
 //! retention, HTTP) with its shutdown.
 
+use crate::agent::{Caps, Engine, Policy, RunSpec};
+use crate::approvals::ToolEnv;
 use crate::catalog::Catalog;
+use crate::catalog::JobSpec;
 use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::llm::SharedProvider;
-use crate::tools::Registry;
-use crate::agent::{Caps, Engine, Policy, RunSpec};
-use crate::approvals::ToolEnv;
-use crate::catalog::JobSpec;
 use crate::queue::backoff::Backoff;
 use crate::queue::cron::{CronEntry, Scheduler};
 use crate::queue::maintenance::{Rescuer, Retention};
 use crate::queue::worker::{KindRuntime, Worker, WorkerOptions, WorkerReport, WorkerStats};
+use crate::tools::Registry;
 use sqlx::PgPool;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -75,7 +75,9 @@ impl App {
 
     /// The job file of `kind` (the built-in kinds always have one).
     pub fn spec(&self, kind: &str) -> &JobSpec {
-        self.catalog.get(kind).expect("every built-in kind has a job file")
+        self.catalog
+            .get(kind)
+            .expect("every built-in kind has a job file")
     }
 
     /// The model a kind uses: its job file's, else the service default.
@@ -107,7 +109,14 @@ impl App {
     }
 
     /// A run spec with the kind's caps, policy and prompts; the caller fills in the subject.
-    pub fn run_spec(&self, spec: &JobSpec, org_id: uuid::Uuid, subject: String, job_id: Option<i64>, first_message: String) -> RunSpec {
+    pub fn run_spec(
+        &self,
+        spec: &JobSpec,
+        org_id: uuid::Uuid,
+        subject: String,
+        job_id: Option<i64>,
+        first_message: String,
+    ) -> RunSpec {
         let a = &spec.agent;
         RunSpec {
             kind: spec.kind.clone(),

@@ -8,8 +8,8 @@ use agentd::agent::{RunError, RunSpec};
 use agentd::app::App;
 use agentd::catalog::PolicyDecision;
 use agentd::clock::{Clock, ManualClock, SharedClock};
-use agentd::llm::scripted::{ScriptedProvider, Turn};
 use agentd::llm::ToolChoice;
+use agentd::llm::scripted::{ScriptedProvider, Turn};
 use agentd::store::runs;
 use chrono::Utc;
 use common::TestDb;
@@ -28,12 +28,27 @@ struct Fixture {
 async fn fixture() -> Fixture {
     let db = TestDb::new().await;
     let clock = ManualClock::new(Utc::now());
-    let org = agentd::store::orgs::ensure(&db.pool, "acme").await.unwrap().id;
-    let mut conn = db.pool.acquire().await.unwrap();
-    let doc = agentd::store::documents::insert(&mut conn, org, "invoice.txt", Some("Invoice Number: INV-1\nTotal: 12.50\n"), &json!({}), Utc::now())
+    let org = agentd::store::orgs::ensure(&db.pool, "acme")
         .await
-        .unwrap();
-    Fixture { db, clock, org, doc }
+        .unwrap()
+        .id;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let doc = agentd::store::documents::insert(
+        &mut conn,
+        org,
+        "invoice.txt",
+        Some("Invoice Number: INV-1\nTotal: 12.50\n"),
+        &json!({}),
+        Utc::now(),
+    )
+    .await
+    .unwrap();
+    Fixture {
+        db,
+        clock,
+        org,
+        doc,
+    }
 }
 
 fn app_with(f: &Fixture, p: Arc<ScriptedProvider>) -> App {
@@ -44,7 +59,13 @@ fn app_with(f: &Fixture, p: Arc<ScriptedProvider>) -> App {
 
 fn spec(app: &App, f: &Fixture, job_id: i64) -> RunSpec {
     let s = app.spec("auto_create");
-    let mut r = app.run_spec(s, f.org, f.doc.to_string(), Some(job_id), format!("Document {}", f.doc));
+    let mut r = app.run_spec(
+        s,
+        f.org,
+        f.doc.to_string(),
+        Some(job_id),
+        format!("Document {}", f.doc),
+    );
     r.document_id = Some(f.doc);
     r
 }
@@ -54,7 +75,10 @@ async fn audit(f: &Fixture, run: Uuid) -> Vec<runs::AuditRow> {
 }
 
 async fn count(f: &Fixture, sql: &str) -> i64 {
-    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string())).fetch_one(&f.db.pool).await.unwrap()
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
+        .fetch_one(&f.db.pool)
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
@@ -62,14 +86,24 @@ async fn text_only_answer_succeeds() {
     let f = fixture().await;
     let p = Arc::new(ScriptedProvider::new(vec![Turn::text("nothing to do")]));
     let app = app_with(&f, p.clone());
-    let out = app.engine(app.spec("auto_create")).run(&spec(&app, &f, 1), &CancellationToken::new()).await.unwrap();
-    assert_eq!((out.status.as_str(), out.stop_reason.as_deref()), ("succeeded", Some("completed")));
+    let out = app
+        .engine(app.spec("auto_create"))
+        .run(&spec(&app, &f, 1), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.status.as_str(), out.stop_reason.as_deref()),
+        ("succeeded", Some("completed"))
+    );
     assert_eq!(out.final_text.as_deref(), Some("nothing to do"));
     assert_eq!((out.rounds, out.tool_calls, out.tokens), (1, 0, 120));
     assert!(audit(&f, out.run_id).await.is_empty());
     p.assert_complete();
     let req = &p.requests.lock().unwrap()[0];
-    assert!(req.tools.iter().any(|t| t.name == "create_schema"), "the allow-list is offered");
+    assert!(
+        req.tools.iter().any(|t| t.name == "create_schema"),
+        "the allow-list is offered"
+    );
     assert_eq!(req.tool_choice, ToolChoice::Auto);
 }
 
@@ -78,22 +112,52 @@ async fn a_chain_of_tool_calls_is_executed_audited_and_checkpointed() {
     let f = fixture().await;
     let p = Arc::new(ScriptedProvider::new(vec![
         Turn::tool("a", "get_document", json!({})),
-        Turn::tool("b", "create_tag", json!({"name": "invoices", "color": "#112233"})),
+        Turn::tool(
+            "b",
+            "create_tag",
+            json!({"name": "invoices", "color": "#112233"}),
+        ),
         Turn::text("done"),
     ]));
     let app = app_with(&f, p.clone());
-    let out = app.engine(app.spec("auto_create")).run(&spec(&app, &f, 1), &CancellationToken::new()).await.unwrap();
+    let out = app
+        .engine(app.spec("auto_create"))
+        .run(&spec(&app, &f, 1), &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(out.status, "succeeded");
     assert_eq!((out.rounds, out.tool_calls), (3, 2));
     let a = audit(&f, out.run_id).await;
-    assert_eq!(a.iter().map(|r| (r.tool.as_str(), r.decision.as_str(), r.is_error)).collect::<Vec<_>>(),
-        vec![("get_document", "auto_approved", false), ("create_tag", "auto_approved", false)]);
-    assert!(a.iter().all(|r| r.actor == "agent:auto_create" && r.org_id == f.org));
-    let tag_run: Option<Uuid> = sqlx::query_scalar("SELECT run_id FROM tags WHERE name = 'invoices'").fetch_one(&f.db.pool).await.unwrap();
+    assert_eq!(
+        a.iter()
+            .map(|r| (r.tool.as_str(), r.decision.as_str(), r.is_error))
+            .collect::<Vec<_>>(),
+        vec![
+            ("get_document", "auto_approved", false),
+            ("create_tag", "auto_approved", false)
+        ]
+    );
+    assert!(
+        a.iter()
+            .all(|r| r.actor == "agent:auto_create" && r.org_id == f.org)
+    );
+    let tag_run: Option<Uuid> =
+        sqlx::query_scalar("SELECT run_id FROM tags WHERE name = 'invoices'")
+            .fetch_one(&f.db.pool)
+            .await
+            .unwrap();
     assert_eq!(tag_run, Some(out.run_id));
     let steps = runs::steps(&f.db.pool, out.run_id).await.unwrap();
-    assert_eq!(steps.iter().map(|s| s.kind.as_str()).collect::<Vec<_>>(),
-        vec!["llm_response", "tool_result", "llm_response", "tool_result", "llm_response"]);
+    assert_eq!(
+        steps.iter().map(|s| s.kind.as_str()).collect::<Vec<_>>(),
+        vec![
+            "llm_response",
+            "tool_result",
+            "llm_response",
+            "tool_result",
+            "llm_response"
+        ]
+    );
     // The model saw the document text in the tool result of its first call.
     let second = &p.requests.lock().unwrap()[1];
     let seen = serde_json::to_string(&second.messages).unwrap();
@@ -106,22 +170,36 @@ async fn malformed_arguments_come_back_as_an_error_the_model_corrects() {
     let p = Arc::new(ScriptedProvider::new(vec![
         Turn::tool_raw("a", "create_tag", "{\"name\": \"x\", "),
         Turn::tool("b", "create_tag", json!({"name": "x"})),
-        Turn::tool_raw("c", "create_tag", "```json\n{\"name\": \"x\", \"color\": \"#000000\"}\n```"),
+        Turn::tool_raw(
+            "c",
+            "create_tag",
+            "```json\n{\"name\": \"x\", \"color\": \"#000000\"}\n```",
+        ),
         Turn::text("ok"),
     ]));
     let app = app_with(&f, p.clone());
-    let out = app.engine(app.spec("auto_create")).run(&spec(&app, &f, 1), &CancellationToken::new()).await.unwrap();
+    let out = app
+        .engine(app.spec("auto_create"))
+        .run(&spec(&app, &f, 1), &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(out.status, "succeeded");
     let a = audit(&f, out.run_id).await;
     assert_eq!(a.len(), 3, "every call is audited, failed ones too");
     assert!(a[0].is_error && a[0].decision == "error");
-    assert!(a[1].is_error, "missing required `color` fails the schema check");
+    assert!(
+        a[1].is_error,
+        "missing required `color` fails the schema check"
+    );
     assert!(!a[2].is_error, "a fenced JSON block is accepted");
     let reqs = p.requests.lock().unwrap();
     let msgs = serde_json::to_string(&reqs[1].messages).unwrap();
     assert!(msgs.contains("not valid JSON"), "{msgs}");
     let msgs = serde_json::to_string(&reqs[2].messages).unwrap();
-    assert!(msgs.contains("color"), "the schema error names the field: {msgs}");
+    assert!(
+        msgs.contains("color"),
+        "the schema error names the field: {msgs}"
+    );
     assert_eq!(count(&f, "SELECT count(*) FROM tags").await, 1);
 }
 
@@ -130,15 +208,30 @@ async fn unknown_tools_and_tools_outside_the_allow_list_never_reach_a_handler() 
     let f = fixture().await;
     let p = Arc::new(ScriptedProvider::new(vec![
         Turn::tool("a", "drop_database", json!({})),
-        Turn::tool("b", "create_suggestion", json!({"kind": "other", "title": "t", "message": "m"})),
+        Turn::tool(
+            "b",
+            "create_suggestion",
+            json!({"kind": "other", "title": "t", "message": "m"}),
+        ),
         Turn::text("ok"),
     ]));
     let app = app_with(&f, p.clone());
-    let out = app.engine(app.spec("auto_create")).run(&spec(&app, &f, 1), &CancellationToken::new()).await.unwrap();
+    let out = app
+        .engine(app.spec("auto_create"))
+        .run(&spec(&app, &f, 1), &CancellationToken::new())
+        .await
+        .unwrap();
     let a = audit(&f, out.run_id).await;
     assert_eq!(a.len(), 2);
-    assert!(a.iter().all(|r| r.is_error && r.decision == "error" && r.category == "unknown"));
-    assert_eq!(count(&f, "SELECT count(*) FROM suggestions").await, 0, "create_suggestion is not in auto_create's allow-list");
+    assert!(
+        a.iter()
+            .all(|r| r.is_error && r.decision == "error" && r.category == "unknown")
+    );
+    assert_eq!(
+        count(&f, "SELECT count(*) FROM suggestions").await,
+        0,
+        "create_suggestion is not in auto_create's allow-list"
+    );
     let msgs = serde_json::to_string(&p.requests.lock().unwrap()[1].messages).unwrap();
     assert!(msgs.contains("unknown tool `drop_database`"), "{msgs}");
 }
@@ -154,14 +247,28 @@ async fn round_cap_forces_a_final_summary_without_tools() {
     let app = app_with(&f, p.clone());
     let mut s = spec(&app, &f, 1);
     s.caps.max_rounds = 2;
-    let out = app.engine(app.spec("auto_create")).run(&s, &CancellationToken::new()).await.unwrap();
-    assert_eq!((out.status.as_str(), out.stop_reason.as_deref()), ("capped", Some("max_rounds")));
-    assert_eq!(out.final_text.as_deref(), Some("summary: I listed tags twice"));
+    let out = app
+        .engine(app.spec("auto_create"))
+        .run(&s, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.status.as_str(), out.stop_reason.as_deref()),
+        ("capped", Some("max_rounds"))
+    );
+    assert_eq!(
+        out.final_text.as_deref(),
+        Some("summary: I listed tags twice")
+    );
     let reqs = p.requests.lock().unwrap();
     assert_eq!(reqs.len(), 3);
     assert_eq!(reqs[2].tool_choice, ToolChoice::None);
     assert!(reqs[2].tools.is_empty());
-    let caps: Vec<_> = audit(&f, out.run_id).await.into_iter().filter(|r| r.decision == "capped").collect();
+    let caps: Vec<_> = audit(&f, out.run_id)
+        .await
+        .into_iter()
+        .filter(|r| r.decision == "capped")
+        .collect();
     assert_eq!(caps.len(), 1);
     assert_eq!(caps[0].tool, "max_rounds");
 }
@@ -172,28 +279,51 @@ async fn tool_call_cap_stops_extra_calls() {
     let p = Arc::new(ScriptedProvider::new(vec![Turn::Tools(vec![
         ("a".into(), "list_tags".into(), "{}".into()),
         ("b".into(), "list_tags".into(), "{}".into()),
-        ("c".into(), "create_tag".into(), r##"{"name":"n","color":"#000000"}"##.into()),
+        (
+            "c".into(),
+            "create_tag".into(),
+            r##"{"name":"n","color":"#000000"}"##.into(),
+        ),
     ])]));
     let app = app_with(&f, p.clone());
     let mut s = spec(&app, &f, 1);
     s.caps.max_tool_calls = 2;
-    let out = app.engine(app.spec("auto_create")).run(&s, &CancellationToken::new()).await.unwrap();
+    let out = app
+        .engine(app.spec("auto_create"))
+        .run(&s, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(out.stop_reason.as_deref(), Some("max_tool_calls"));
     let a = audit(&f, out.run_id).await;
     assert_eq!(a[2].decision, "capped");
-    assert_eq!(count(&f, "SELECT count(*) FROM tags").await, 0, "the third call did not run");
+    assert_eq!(
+        count(&f, "SELECT count(*) FROM tags").await,
+        0,
+        "the third call did not run"
+    );
     p.assert_complete();
 }
 
 #[tokio::test]
 async fn token_cap_stops_before_the_next_call() {
     let f = fixture().await;
-    let p = Arc::new(ScriptedProvider::new(vec![Turn::tool("a", "list_tags", json!({}))]));
+    let p = Arc::new(ScriptedProvider::new(vec![Turn::tool(
+        "a",
+        "list_tags",
+        json!({}),
+    )]));
     let app = app_with(&f, p.clone());
     let mut s = spec(&app, &f, 1);
     s.caps.max_tokens = 100;
-    let out = app.engine(app.spec("auto_create")).run(&s, &CancellationToken::new()).await.unwrap();
-    assert_eq!((out.status.as_str(), out.stop_reason.as_deref()), ("capped", Some("max_tokens")));
+    let out = app
+        .engine(app.spec("auto_create"))
+        .run(&s, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.status.as_str(), out.stop_reason.as_deref()),
+        ("capped", Some("max_tokens"))
+    );
     assert_eq!(p.calls(), 1);
 }
 
@@ -202,16 +332,27 @@ async fn deadline_is_measured_from_the_run_start_across_a_resume() {
     let f = fixture().await;
     let p1 = Arc::new(ScriptedProvider::new(vec![
         Turn::tool("a", "list_tags", json!({})),
-        Turn::Error { message: "upstream 503".into(), retryable: true },
+        Turn::Error {
+            message: "upstream 503".into(),
+            retryable: true,
+        },
     ]));
     let app = app_with(&f, p1.clone());
     let s = spec(&app, &f, 7);
-    let err = app.engine(app.spec("auto_create")).run(&s, &CancellationToken::new()).await.unwrap_err();
+    let err = app
+        .engine(app.spec("auto_create"))
+        .run(&s, &CancellationToken::new())
+        .await
+        .unwrap_err();
     assert!(matches!(err, RunError::Provider(_)) && err.is_retryable());
     f.clock.advance(chrono::Duration::seconds(121));
     let p2 = Arc::new(ScriptedProvider::new(vec![]));
     let app = app_with(&f, p2.clone());
-    let out = app.engine(app.spec("auto_create")).run(&s, &CancellationToken::new()).await.unwrap();
+    let out = app
+        .engine(app.spec("auto_create"))
+        .run(&s, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(out.stop_reason.as_deref(), Some("deadline"));
     assert_eq!(p2.calls(), 0, "no provider call after the deadline");
 }
@@ -219,34 +360,85 @@ async fn deadline_is_measured_from_the_run_start_across_a_resume() {
 #[tokio::test]
 async fn refinement_cap_refuses_further_rework() {
     let f = fixture().await;
-    let tag = |id: &str, n: &str| Turn::tool(id, "create_schema", json!({"name": n, "response_format": {"type": "json_schema", "json_schema": {"name": "s", "strict": true, "schema": {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], "additionalProperties": false}}}}));
-    let p = Arc::new(ScriptedProvider::new(vec![tag("a", "one"), tag("b", "two"), tag("c", "three"), Turn::text("stop")]));
+    let tag = |id: &str, n: &str| {
+        Turn::tool(
+            id,
+            "create_schema",
+            json!({"name": n, "response_format": {"type": "json_schema", "json_schema": {"name": "s", "strict": true, "schema": {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], "additionalProperties": false}}}}),
+        )
+    };
+    let p = Arc::new(ScriptedProvider::new(vec![
+        tag("a", "one"),
+        tag("b", "two"),
+        tag("c", "three"),
+        Turn::text("stop"),
+    ]));
     let app = app_with(&f, p.clone());
     let mut s = spec(&app, &f, 1);
     s.caps.max_refinements = 1;
-    let out = app.engine(app.spec("auto_create")).run(&s, &CancellationToken::new()).await.unwrap();
+    let out = app
+        .engine(app.spec("auto_create"))
+        .run(&s, &CancellationToken::new())
+        .await
+        .unwrap();
     let a = audit(&f, out.run_id).await;
-    assert_eq!(a.iter().map(|r| r.decision.as_str()).collect::<Vec<_>>()[..3], ["auto_approved", "auto_approved", "capped"]);
-    assert_eq!(count(&f, "SELECT count(*) FROM schemas").await, 2, "the second schema is the one allowed refinement");
+    assert_eq!(
+        a.iter().map(|r| r.decision.as_str()).collect::<Vec<_>>()[..3],
+        ["auto_approved", "auto_approved", "capped"]
+    );
+    assert_eq!(
+        count(&f, "SELECT count(*) FROM schemas").await,
+        2,
+        "the second schema is the one allowed refinement"
+    );
 }
 
 #[tokio::test]
 async fn exhausted_budget_refuses_the_provider_call() {
     let f = fixture().await;
     let now = f.clock.now();
-    runs::set_budget(&f.db.pool, f.org, 1000, now).await.unwrap();
+    runs::set_budget(&f.db.pool, f.org, 1000, now)
+        .await
+        .unwrap();
     let mut conn = f.db.pool.acquire().await.unwrap();
-    assert_eq!(runs::charge_budget(&mut conn, f.org, 700, now).await.unwrap(), None);
-    assert_eq!(runs::charge_budget(&mut conn, f.org, 150, now).await.unwrap(), Some((850, 1000)), "80% crossed: warn");
-    assert_eq!(runs::charge_budget(&mut conn, f.org, 150, now).await.unwrap(), None, "warned once per period");
+    assert_eq!(
+        runs::charge_budget(&mut conn, f.org, 700, now)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        runs::charge_budget(&mut conn, f.org, 150, now)
+            .await
+            .unwrap(),
+        Some((850, 1000)),
+        "80% crossed: warn"
+    );
+    assert_eq!(
+        runs::charge_budget(&mut conn, f.org, 150, now)
+            .await
+            .unwrap(),
+        None,
+        "warned once per period"
+    );
     let p = Arc::new(ScriptedProvider::new(vec![]));
     let app = app_with(&f, p.clone());
-    let out = app.engine(app.spec("auto_create")).run(&spec(&app, &f, 1), &CancellationToken::new()).await.unwrap();
-    assert_eq!((out.status.as_str(), out.stop_reason.as_deref()), ("capped", Some("budget")));
+    let out = app
+        .engine(app.spec("auto_create"))
+        .run(&spec(&app, &f, 1), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.status.as_str(), out.stop_reason.as_deref()),
+        ("capped", Some("budget"))
+    );
     assert_eq!(p.calls(), 0);
     // A new month starts a new period.
     f.clock.advance(chrono::Duration::days(40));
-    let b = runs::budget(&f.db.pool, f.org, f.clock.now()).await.unwrap().unwrap();
+    let b = runs::budget(&f.db.pool, f.org, f.clock.now())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(b.tokens_used, 0);
 }
 
@@ -255,25 +447,49 @@ async fn deny_refuses_and_propose_creates_a_pending_approval() {
     let f = fixture().await;
     let p = Arc::new(ScriptedProvider::new(vec![
         Turn::tool("a", "delete_document", json!({"document_id": f.doc})),
-        Turn::tool("b", "update_document", json!({"document_id": f.doc, "metadata": {"k": "v"}})),
+        Turn::tool(
+            "b",
+            "update_document",
+            json!({"document_id": f.doc, "metadata": {"k": "v"}}),
+        ),
         Turn::text("done"),
     ]));
     let app = app_with(&f, p.clone());
     let mut s = spec(&app, &f, 1);
     s.policy.write = PolicyDecision::Propose;
-    let out = app.engine(app.spec("auto_create")).run(&s, &CancellationToken::new()).await.unwrap();
+    let out = app
+        .engine(app.spec("auto_create"))
+        .run(&s, &CancellationToken::new())
+        .await
+        .unwrap();
     let a = audit(&f, out.run_id).await;
-    assert_eq!((a[0].decision.as_str(), a[0].category.as_str()), ("denied", "destructive"));
+    assert_eq!(
+        (a[0].decision.as_str(), a[0].category.as_str()),
+        ("denied", "destructive")
+    );
     assert_eq!(a[1].decision, "proposed");
-    assert_eq!(count(&f, "SELECT count(*) FROM documents").await, 1, "not deleted");
-    let meta: serde_json::Value = sqlx::query_scalar("SELECT metadata FROM documents").fetch_one(&f.db.pool).await.unwrap();
+    assert_eq!(
+        count(&f, "SELECT count(*) FROM documents").await,
+        1,
+        "not deleted"
+    );
+    let meta: serde_json::Value = sqlx::query_scalar("SELECT metadata FROM documents")
+        .fetch_one(&f.db.pool)
+        .await
+        .unwrap();
     assert_eq!(meta, json!({}), "the update waits for approval");
     let (status, hash, expires): (String, String, chrono::DateTime<Utc>) =
-        sqlx::query_as("SELECT status, snapshot_hash, expires_at FROM pending_approvals").fetch_one(&f.db.pool).await.unwrap();
+        sqlx::query_as("SELECT status, snapshot_hash, expires_at FROM pending_approvals")
+            .fetch_one(&f.db.pool)
+            .await
+            .unwrap();
     assert_eq!(status, "pending");
     assert_eq!(hash.len(), 64);
     let ttl = (expires - f.clock.now()).num_seconds();
-    assert!((14_399..=14_400).contains(&ttl), "TTL from the job file: {ttl}");
+    assert!(
+        (14_399..=14_400).contains(&ttl),
+        "TTL from the job file: {ttl}"
+    );
 }
 
 #[tokio::test]
@@ -283,29 +499,53 @@ async fn a_crash_between_steps_resumes_without_repeating_calls_or_effects() {
     let p1 = Arc::new(ScriptedProvider::new(vec![
         Turn::tool("a", "get_document", json!({})),
         Turn::tool("b", "create_tag", json!({"name": "t1", "color": "#abcdef"})),
-        Turn::Error { message: "connection reset".into(), retryable: true },
+        Turn::Error {
+            message: "connection reset".into(),
+            retryable: true,
+        },
     ]));
     let app = app_with(&f, p1.clone());
     let s = spec(&app, &f, 42);
-    assert!(app.engine(app.spec("auto_create")).run(&s, &CancellationToken::new()).await.is_err());
+    assert!(
+        app.engine(app.spec("auto_create"))
+            .run(&s, &CancellationToken::new())
+            .await
+            .is_err()
+    );
     assert_eq!(p1.calls(), 3);
     // Second attempt (same job): resumes after the last checkpoint.
     let p2 = Arc::new(ScriptedProvider::new(vec![Turn::text("finished")]));
     let app = app_with(&f, p2.clone());
-    let out = app.engine(app.spec("auto_create")).run(&s, &CancellationToken::new()).await.unwrap();
+    let out = app
+        .engine(app.spec("auto_create"))
+        .run(&s, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(out.status, "succeeded");
     assert_eq!(p2.calls(), 1, "completed provider calls are not repeated");
     p2.assert_complete();
     // The resumed request carries the whole transcript so far.
     let msgs = serde_json::to_string(&p2.requests.lock().unwrap()[0].messages).unwrap();
     assert!(msgs.contains("INV-1") && msgs.contains("t1"));
-    assert_eq!(count(&f, "SELECT count(*) FROM tags").await, 1, "the tool ran once");
-    assert_eq!(audit(&f, out.run_id).await.len(), 2, "one audit row per call");
+    assert_eq!(
+        count(&f, "SELECT count(*) FROM tags").await,
+        1,
+        "the tool ran once"
+    );
+    assert_eq!(
+        audit(&f, out.run_id).await.len(),
+        2,
+        "one audit row per call"
+    );
     assert_eq!(count(&f, "SELECT count(*) FROM agent_runs").await, 1);
     // Running the finished job again returns the stored outcome without any call.
     let p3 = Arc::new(ScriptedProvider::new(vec![]));
     let app = app_with(&f, p3.clone());
-    let again = app.engine(app.spec("auto_create")).run(&s, &CancellationToken::new()).await.unwrap();
+    let again = app
+        .engine(app.spec("auto_create"))
+        .run(&s, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!((again.run_id, p3.calls()), (out.run_id, 0));
 }
 
@@ -314,36 +554,91 @@ async fn committed_calls_of_a_multi_call_response_are_not_rerun_on_resume() {
     let f = fixture().await;
     // One response with two calls; both commit; the next provider call fails (the crash).
     let p1 = Arc::new(ScriptedProvider::new(vec![Turn::Tools(vec![
-        ("a".into(), "create_tag".into(), r##"{"name":"one","color":"#000000"}"##.into()),
-        ("b".into(), "create_tag".into(), r##"{"name":"two","color":"#000000"}"##.into()),
+        (
+            "a".into(),
+            "create_tag".into(),
+            r##"{"name":"one","color":"#000000"}"##.into(),
+        ),
+        (
+            "b".into(),
+            "create_tag".into(),
+            r##"{"name":"two","color":"#000000"}"##.into(),
+        ),
     ])]));
     let app = app_with(&f, p1.clone());
     let s = spec(&app, &f, 9);
-    assert!(app.engine(app.spec("auto_create")).run(&s, &CancellationToken::new()).await.is_err());
-    let run: Uuid = sqlx::query_scalar("SELECT id FROM agent_runs").fetch_one(&f.db.pool).await.unwrap();
-    let results = runs::steps(&f.db.pool, run).await.unwrap().iter().filter(|s| s.kind == "tool_result").count();
+    assert!(
+        app.engine(app.spec("auto_create"))
+            .run(&s, &CancellationToken::new())
+            .await
+            .is_err()
+    );
+    let run: Uuid = sqlx::query_scalar("SELECT id FROM agent_runs")
+        .fetch_one(&f.db.pool)
+        .await
+        .unwrap();
+    let results = runs::steps(&f.db.pool, run)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|s| s.kind == "tool_result")
+        .count();
     assert_eq!(results, 2);
     let p2 = Arc::new(ScriptedProvider::new(vec![Turn::text("done")]));
     let app = app_with(&f, p2.clone());
-    let out = app.engine(app.spec("auto_create")).run(&s, &CancellationToken::new()).await.unwrap();
+    let out = app
+        .engine(app.spec("auto_create"))
+        .run(&s, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(out.status, "succeeded");
     assert_eq!(count(&f, "SELECT count(*) FROM tags").await, 2);
     assert_eq!(audit(&f, run).await.len(), 2);
     // Call ids are made unique per run, whatever the server sent.
-    let ids: Vec<Option<String>> = sqlx::query_scalar("SELECT call_id FROM audit_events ORDER BY id").fetch_all(&f.db.pool).await.unwrap();
-    assert_eq!(ids, vec![Some("r1.0".to_string()), Some("r1.1".to_string())]);
+    let ids: Vec<Option<String>> =
+        sqlx::query_scalar("SELECT call_id FROM audit_events ORDER BY id")
+            .fetch_all(&f.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        ids,
+        vec![Some("r1.0".to_string()), Some("r1.1".to_string())]
+    );
 }
 
 #[tokio::test]
 async fn audit_rows_cannot_be_updated_or_deleted() {
     let f = fixture().await;
-    runs::insert_audit(&f.db.pool, &runs::NewAudit {
-        org_id: f.org, run_id: None, call_id: None, actor: "t", tool: "x", category: "read",
-        decision: "auto_approved", args: None, outcome: None, is_error: false, duration_ms: 0, tokens: 0, now: Utc::now(),
-    }).await.unwrap();
-    for sql in ["UPDATE audit_events SET actor = 'evil'", "DELETE FROM audit_events", "TRUNCATE audit_events"] {
+    runs::insert_audit(
+        &f.db.pool,
+        &runs::NewAudit {
+            org_id: f.org,
+            run_id: None,
+            call_id: None,
+            actor: "t",
+            tool: "x",
+            category: "read",
+            decision: "auto_approved",
+            args: None,
+            outcome: None,
+            is_error: false,
+            duration_ms: 0,
+            tokens: 0,
+            now: Utc::now(),
+        },
+    )
+    .await
+    .unwrap();
+    for sql in [
+        "UPDATE audit_events SET actor = 'evil'",
+        "DELETE FROM audit_events",
+        "TRUNCATE audit_events",
+    ] {
         let err = sqlx::query(sql).execute(&f.db.pool).await.unwrap_err();
         assert!(err.to_string().contains("append-only"), "{sql}: {err}");
     }
-    assert_eq!(count(&f, "SELECT count(*) FROM audit_events WHERE actor = 't'").await, 1);
+    assert_eq!(
+        count(&f, "SELECT count(*) FROM audit_events WHERE actor = 't'").await,
+        1
+    );
 }

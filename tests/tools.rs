@@ -76,9 +76,16 @@ async fn world() -> World {
 
 async fn add_doc(pool: &PgPool, org: Uuid, name: &str, text: &str, now: DateTime<Utc>) -> Uuid {
     let mut c = pool.acquire().await.unwrap();
-    store::documents::insert(&mut c, org, name, Some(text), &json!({"source": "test"}), now)
-        .await
-        .unwrap()
+    store::documents::insert(
+        &mut c,
+        org,
+        name,
+        Some(text),
+        &json!({"source": "test"}),
+        now,
+    )
+    .await
+    .unwrap()
 }
 
 impl World {
@@ -146,7 +153,11 @@ impl World {
     /// Creates a strict two-field schema in `org`; returns its revid.
     async fn schema(&self, c: &Ctx) -> String {
         let v = self
-            .ok(c, "create_schema", json!({"name": "Invoice", "response_format": invoice_rf()}))
+            .ok(
+                c,
+                "create_schema",
+                json!({"name": "Invoice", "response_format": invoice_rf()}),
+            )
             .await;
         v["schema_revid"].as_str().unwrap().to_string()
     }
@@ -275,7 +286,9 @@ fn registry_has_every_tool_with_closed_parameters() {
 async fn get_document_reads_own_documents_only() {
     let w = world().await;
     let mut c = w.ctx(w.a);
-    let v = w.ok(&c, "get_document", json!({"document_id": w.doc_a})).await;
+    let v = w
+        .ok(&c, "get_document", json!({"document_id": w.doc_a}))
+        .await;
     assert_eq!(v["name"], "Invoice A-1");
     assert_eq!(v["text"], "Invoice A-1\ntotal 12.50");
     assert_eq!(v["metadata"], json!({"source": "test"}));
@@ -291,15 +304,24 @@ async fn get_document_reads_own_documents_only() {
 
     let m = invalid(w.call(&c, "get_document", json!({})).await);
     assert!(m.contains("document_id is required"), "{m}");
-    let m = invalid(w.call(&c, "get_document", json!({"document_id": "doc-1"})).await);
+    let m = invalid(
+        w.call(&c, "get_document", json!({"document_id": "doc-1"}))
+            .await,
+    );
     assert!(m.contains("document_id must be a UUID"), "{m}");
     let m = invalid(w.call(&c, "get_document", json!({"id": w.doc_a})).await);
     assert!(m.contains("id"), "{m}");
 
     // Another org's id reads exactly like a missing one.
-    let other = not_found(w.call(&c, "get_document", json!({"document_id": w.doc_b})).await);
+    let other = not_found(
+        w.call(&c, "get_document", json!({"document_id": w.doc_b}))
+            .await,
+    );
     let missing_id = Uuid::new_v4();
-    let missing = not_found(w.call(&c, "get_document", json!({"document_id": missing_id})).await);
+    let missing = not_found(
+        w.call(&c, "get_document", json!({"document_id": missing_id}))
+            .await,
+    );
     assert_eq!(
         other.replace(&w.doc_b.to_string(), "ID"),
         missing.replace(&missing_id.to_string(), "ID")
@@ -311,8 +333,17 @@ async fn get_document_reads_own_documents_only() {
 async fn get_ocr_text_splits_pages_on_form_feed() {
     let w = world().await;
     let c = w.ctx(w.a);
-    let d = add_doc(w.pool(), w.a, "scan", "page one\x0cpage two\x0cpage three", w.now).await;
-    let v = w.ok(&c, "get_ocr_text", json!({"document_id": d, "page": 2})).await;
+    let d = add_doc(
+        w.pool(),
+        w.a,
+        "scan",
+        "page one\x0cpage two\x0cpage three",
+        w.now,
+    )
+    .await;
+    let v = w
+        .ok(&c, "get_ocr_text", json!({"document_id": d, "page": 2}))
+        .await;
     assert_eq!(v["text"], "page two");
     assert_eq!(v["page_count"], 3);
     assert_eq!(v["page"], 2);
@@ -320,22 +351,51 @@ async fn get_ocr_text_splits_pages_on_form_feed() {
     assert_eq!(v["text"], "page one\x0cpage two\x0cpage three");
     assert_eq!(v["page_count"], 3);
 
-    let m = invalid(w.call(&c, "get_ocr_text", json!({"document_id": d, "page": 4})).await);
-    assert!(m.contains("page 4 does not exist") && m.contains("3 page"), "{m}");
-    invalid(w.call(&c, "get_ocr_text", json!({"document_id": d, "page": 0})).await);
-    invalid(w.call(&c, "get_ocr_text", json!({"document_id": d, "page": "2"})).await);
-    not_found(w.call(&c, "get_ocr_text", json!({"document_id": w.doc_b, "page": 1})).await);
+    let m = invalid(
+        w.call(&c, "get_ocr_text", json!({"document_id": d, "page": 4}))
+            .await,
+    );
+    assert!(
+        m.contains("page 4 does not exist") && m.contains("3 page"),
+        "{m}"
+    );
+    invalid(
+        w.call(&c, "get_ocr_text", json!({"document_id": d, "page": 0}))
+            .await,
+    );
+    invalid(
+        w.call(&c, "get_ocr_text", json!({"document_id": d, "page": "2"}))
+            .await,
+    );
+    not_found(
+        w.call(
+            &c,
+            "get_ocr_text",
+            json!({"document_id": w.doc_b, "page": 1}),
+        )
+        .await,
+    );
 }
 
 #[tokio::test]
 async fn list_documents_filters_and_never_shows_other_orgs() {
     let w = world().await;
     let c = w.ctx(w.a);
-    let tag = w.ok(&c, "create_tag", json!({"name": "paid", "color": "#00ff00"})).await;
+    let tag = w
+        .ok(
+            &c,
+            "create_tag",
+            json!({"name": "paid", "color": "#00ff00"}),
+        )
+        .await;
     let tag_id = tag["tag_id"].clone();
     let receipt = add_doc(w.pool(), w.a, "Receipt March", "r", w.now).await;
-    w.ok(&c, "update_document", json!({"document_id": receipt, "tag_ids": [tag_id]}))
-        .await;
+    w.ok(
+        &c,
+        "update_document",
+        json!({"document_id": receipt, "tag_ids": [tag_id]}),
+    )
+    .await;
     sqlx::query("UPDATE documents SET auto_create_status = 'failed' WHERE id = $1")
         .bind(w.doc_a)
         .execute(w.pool())
@@ -353,33 +413,53 @@ async fn list_documents_filters_and_never_shows_other_orgs() {
         .collect();
     assert!(!ids.contains(&w.doc_b));
 
-    let v = w.ok(&c, "list_documents", json!({"name_search": "rECEIPT"})).await;
+    let v = w
+        .ok(&c, "list_documents", json!({"name_search": "rECEIPT"}))
+        .await;
     assert_eq!(v["count"], 1);
     assert_eq!(uuid(&v["documents"][0]["document_id"]), receipt);
-    let v = w.ok(&c, "list_documents", json!({"tag_ids": [tag_id]})).await;
+    let v = w
+        .ok(&c, "list_documents", json!({"tag_ids": [tag_id]}))
+        .await;
     assert_eq!(v["count"], 1);
-    let v = w.ok(&c, "list_documents", json!({"status": "failed"})).await;
+    let v = w
+        .ok(&c, "list_documents", json!({"status": "failed"}))
+        .await;
     assert_eq!(uuid(&v["documents"][0]["document_id"]), w.doc_a);
     assert_eq!(v["count"], 1);
     let v = w.ok(&c, "list_documents", json!({"limit": 1})).await;
     assert_eq!(v["count"], 1);
     // Another org's name matches nothing here.
-    let v = w.ok(&c, "list_documents", json!({"name_search": "B-1"})).await;
+    let v = w
+        .ok(&c, "list_documents", json!({"name_search": "B-1"}))
+        .await;
     assert_eq!(v["count"], 0);
 
     invalid(w.call(&c, "list_documents", json!({"limit": 101})).await);
     invalid(w.call(&c, "list_documents", json!({"limit": 0})).await);
-    let m = invalid(w.call(&c, "list_documents", json!({"status": "done"})).await);
+    let m = invalid(
+        w.call(&c, "list_documents", json!({"status": "done"}))
+            .await,
+    );
     assert!(m.contains("status"), "{m}");
-    invalid(w.call(&c, "list_documents", json!({"tag_ids": ["x"]})).await);
+    invalid(
+        w.call(&c, "list_documents", json!({"tag_ids": ["x"]}))
+            .await,
+    );
 }
 
 #[tokio::test]
 async fn update_document_sets_tags_merges_metadata_and_bumps_updated_at() {
     let w = world().await;
     let c = w.ctx(w.a);
-    let t1 = w.ok(&c, "create_tag", json!({"name": "a", "color": "#111111"})).await["tag_id"].clone();
-    let t2 = w.ok(&c, "create_tag", json!({"name": "b", "color": "#222222"})).await["tag_id"].clone();
+    let t1 = w
+        .ok(&c, "create_tag", json!({"name": "a", "color": "#111111"}))
+        .await["tag_id"]
+        .clone();
+    let t2 = w
+        .ok(&c, "create_tag", json!({"name": "b", "color": "#222222"}))
+        .await["tag_id"]
+        .clone();
     let (_, _, before) = w.doc_row(w.doc_a).await;
     let v = w
         .ok(
@@ -393,32 +473,60 @@ async fn update_document_sets_tags_merges_metadata_and_bumps_updated_at() {
     let (tags, meta, after) = w.doc_row(w.doc_a).await;
     assert_eq!(tags, vec![uuid(&t1), uuid(&t2)]);
     assert_eq!(meta, json!({"vendor": "ACME"}));
-    assert!(after > before, "updated_at must move even with a frozen clock");
+    assert!(
+        after > before,
+        "updated_at must move even with a frozen clock"
+    );
     // Metadata alone leaves the tags.
-    w.ok(&c, "update_document", json!({"document_id": w.doc_a, "metadata": {"n": 1}}))
-        .await;
+    w.ok(
+        &c,
+        "update_document",
+        json!({"document_id": w.doc_a, "metadata": {"n": 1}}),
+    )
+    .await;
     let (tags, meta, _) = w.doc_row(w.doc_a).await;
     assert_eq!(tags.len(), 2);
     assert_eq!(meta, json!({"vendor": "ACME", "n": 1}));
 
-    let m = invalid(w.call(&c, "update_document", json!({"document_id": w.doc_a})).await);
-    assert!(m.contains("nothing to update"), "{m}");
-    invalid(
-        w.call(&c, "update_document", json!({"document_id": w.doc_a, "metadata": [1]}))
+    let m = invalid(
+        w.call(&c, "update_document", json!({"document_id": w.doc_a}))
             .await,
     );
+    assert!(m.contains("nothing to update"), "{m}");
     invalid(
-        w.call(&c, "update_document", json!({"document_id": w.doc_a, "tag_ids": ["nope"]}))
-            .await,
+        w.call(
+            &c,
+            "update_document",
+            json!({"document_id": w.doc_a, "metadata": [1]}),
+        )
+        .await,
+    );
+    invalid(
+        w.call(
+            &c,
+            "update_document",
+            json!({"document_id": w.doc_a, "tag_ids": ["nope"]}),
+        )
+        .await,
     );
 
     // Another org's tag cannot be attached; nothing changes.
     let cb = w.ctx(w.b);
-    let tb = w.ok(&cb, "create_tag", json!({"name": "b-tag", "color": "#333333"})).await["tag_id"]
+    let tb = w
+        .ok(
+            &cb,
+            "create_tag",
+            json!({"name": "b-tag", "color": "#333333"}),
+        )
+        .await["tag_id"]
         .clone();
     let m = not_found(
-        w.call(&c, "update_document", json!({"document_id": w.doc_a, "tag_ids": [tb]}))
-            .await,
+        w.call(
+            &c,
+            "update_document",
+            json!({"document_id": w.doc_a, "tag_ids": [tb]}),
+        )
+        .await,
     );
     assert!(m.contains("list_tags"), "{m}");
     assert_eq!(w.doc_row(w.doc_a).await.0.len(), 2);
@@ -426,8 +534,12 @@ async fn update_document_sets_tags_merges_metadata_and_bumps_updated_at() {
     // Another org's document: not found, unchanged.
     let b_before = w.doc_row(w.doc_b).await;
     not_found(
-        w.call(&c, "update_document", json!({"document_id": w.doc_b, "metadata": {"x": 1}}))
-            .await,
+        w.call(
+            &c,
+            "update_document",
+            json!({"document_id": w.doc_b, "metadata": {"x": 1}}),
+        )
+        .await,
     );
     let b_after = w.doc_row(w.doc_b).await;
     assert_eq!(b_before, b_after);
@@ -439,18 +551,28 @@ async fn delete_document_removes_own_document_only() {
     let c = w.ctx(w.a);
     let m = invalid(w.call(&c, "delete_document", json!({})).await);
     assert!(m.contains("document_id"), "{m}");
-    not_found(w.call(&c, "delete_document", json!({"document_id": w.doc_b})).await);
+    not_found(
+        w.call(&c, "delete_document", json!({"document_id": w.doc_b}))
+            .await,
+    );
     assert_eq!(
-        w.count("SELECT count(*) FROM documents WHERE org_id = $1", w.b).await,
+        w.count("SELECT count(*) FROM documents WHERE org_id = $1", w.b)
+            .await,
         1
     );
-    let v = w.ok(&c, "delete_document", json!({"document_id": w.doc_a})).await;
+    let v = w
+        .ok(&c, "delete_document", json!({"document_id": w.doc_a}))
+        .await;
     assert_eq!(v["deleted"], true);
     assert_eq!(
-        w.count("SELECT count(*) FROM documents WHERE org_id = $1", w.a).await,
+        w.count("SELECT count(*) FROM documents WHERE org_id = $1", w.a)
+            .await,
         0
     );
-    not_found(w.call(&c, "delete_document", json!({"document_id": w.doc_a})).await);
+    not_found(
+        w.call(&c, "delete_document", json!({"document_id": w.doc_a}))
+            .await,
+    );
 }
 
 #[tokio::test]
@@ -473,7 +595,13 @@ async fn nul_bytes_and_invalid_utf8_are_stored_safely() {
     )
     .await;
     assert_eq!(w.doc_row(d).await.1["key"], "val");
-    let t = w.ok(&c, "create_tag", json!({"name": "x\u{0}y", "color": "#abcdef"})).await;
+    let t = w
+        .ok(
+            &c,
+            "create_tag",
+            json!({"name": "x\u{0}y", "color": "#abcdef"}),
+        )
+        .await;
     assert_eq!(t["name"], "xy");
 }
 
@@ -490,10 +618,14 @@ async fn a_5mb_document_returns_a_bounded_excerpt() {
     assert_eq!(v["truncated"], true);
     assert_eq!(v["text_chars"], 2_500_101);
     assert_eq!(v["page_count"], 2);
-    let v = w.ok(&c, "get_ocr_text", json!({"document_id": d, "page": 1})).await;
+    let v = w
+        .ok(&c, "get_ocr_text", json!({"document_id": d, "page": 1}))
+        .await;
     assert_eq!(v["text"].as_str().unwrap().chars().count(), 4000);
     assert_eq!(v["truncated"], true);
-    let v = w.ok(&c, "get_ocr_text", json!({"document_id": d, "page": 2})).await;
+    let v = w
+        .ok(&c, "get_ocr_text", json!({"document_id": d, "page": 2}))
+        .await;
     assert_eq!(v["text"].as_str().unwrap(), "x".repeat(100));
     assert_eq!(v["truncated"], false);
 }
@@ -506,7 +638,13 @@ async fn tags_create_idempotently_list_and_delete_per_org() {
     let w = world().await;
     let c = w.ctx(w.a);
     let cb = w.ctx(w.b);
-    let v = w.ok(&c, "create_tag", json!({"name": "Invoice", "color": "#FF0000"})).await;
+    let v = w
+        .ok(
+            &c,
+            "create_tag",
+            json!({"name": "Invoice", "color": "#FF0000"}),
+        )
+        .await;
     assert_eq!(v["existing"], false);
     assert_eq!(v["color"], "#ff0000");
     let tag = uuid(&v["tag_id"]);
@@ -516,25 +654,55 @@ async fn tags_create_idempotently_list_and_delete_per_org() {
         .await
         .unwrap();
     assert_eq!(run, c.run_id);
-    let again = w.ok(&c, "create_tag", json!({"name": "invoice", "color": "#000000"})).await;
+    let again = w
+        .ok(
+            &c,
+            "create_tag",
+            json!({"name": "invoice", "color": "#000000"}),
+        )
+        .await;
     assert_eq!(again["existing"], true);
     assert_eq!(uuid(&again["tag_id"]), tag);
-    assert_eq!(w.count("SELECT count(*) FROM tags WHERE org_id = $1", w.a).await, 1);
+    assert_eq!(
+        w.count("SELECT count(*) FROM tags WHERE org_id = $1", w.a)
+            .await,
+        1
+    );
 
     // The same name in another org is another tag.
-    let vb = w.ok(&cb, "create_tag", json!({"name": "Invoice", "color": "#00ff00"})).await;
+    let vb = w
+        .ok(
+            &cb,
+            "create_tag",
+            json!({"name": "Invoice", "color": "#00ff00"}),
+        )
+        .await;
     assert_eq!(vb["existing"], false);
     let tag_b = uuid(&vb["tag_id"]);
-    w.ok(&cb, "update_document", json!({"document_id": w.doc_b, "tag_ids": [tag_b]}))
-        .await;
+    w.ok(
+        &cb,
+        "update_document",
+        json!({"document_id": w.doc_b, "tag_ids": [tag_b]}),
+    )
+    .await;
 
-    let m = invalid(w.call(&c, "create_tag", json!({"name": "x", "color": "red"})).await);
+    let m = invalid(
+        w.call(&c, "create_tag", json!({"name": "x", "color": "red"}))
+            .await,
+    );
     assert!(m.contains("color"), "{m}");
-    invalid(w.call(&c, "create_tag", json!({"name": "", "color": "#000000"})).await);
+    invalid(
+        w.call(&c, "create_tag", json!({"name": "", "color": "#000000"}))
+            .await,
+    );
     invalid(w.call(&c, "create_tag", json!({"name": "x"})).await);
 
-    w.ok(&c, "update_document", json!({"document_id": w.doc_a, "tag_ids": [tag]}))
-        .await;
+    w.ok(
+        &c,
+        "update_document",
+        json!({"document_id": w.doc_a, "tag_ids": [tag]}),
+    )
+    .await;
     let l = w.ok(&c, "list_tags", json!({})).await;
     assert_eq!(l["count"], 1);
     assert_eq!(l["tags"][0]["document_count"], 1);
@@ -543,7 +711,11 @@ async fn tags_create_idempotently_list_and_delete_per_org() {
     // Another org's tag: not found; it and its document stay.
     not_found(w.call(&c, "delete_tag", json!({"tag_id": tag_b})).await);
     assert_eq!(w.doc_row(w.doc_b).await.0, vec![tag_b]);
-    assert_eq!(w.count("SELECT count(*) FROM tags WHERE org_id = $1", w.b).await, 1);
+    assert_eq!(
+        w.count("SELECT count(*) FROM tags WHERE org_id = $1", w.b)
+            .await,
+        1
+    );
     invalid(w.call(&c, "delete_tag", json!({"tag_id": "t"})).await);
 
     let (_, _, before) = w.doc_row(w.doc_a).await;
@@ -552,7 +724,11 @@ async fn tags_create_idempotently_list_and_delete_per_org() {
     let (tags, _, after) = w.doc_row(w.doc_a).await;
     assert!(tags.is_empty());
     assert!(after > before);
-    assert_eq!(w.count("SELECT count(*) FROM tags WHERE org_id = $1", w.a).await, 0);
+    assert_eq!(
+        w.count("SELECT count(*) FROM tags WHERE org_id = $1", w.a)
+            .await,
+        0
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -563,7 +739,11 @@ async fn create_get_and_list_schemas() {
     let w = world().await;
     let c = w.ctx(w.a);
     let v = w
-        .ok(&c, "create_schema", json!({"name": "Invoice", "response_format": invoice_rf()}))
+        .ok(
+            &c,
+            "create_schema",
+            json!({"name": "Invoice", "response_format": invoice_rf()}),
+        )
         .await;
     let revid = v["schema_revid"].as_str().unwrap().to_string();
     assert!(revid.ends_with(":1"));
@@ -583,7 +763,10 @@ async fn create_get_and_list_schemas() {
     assert_eq!(l["count"], 1);
     assert_eq!(l["schemas"][0]["fields"], json!(["number", "total"]));
 
-    invalid(w.call(&c, "get_schema", json!({"schema_revid": "abc:1"})).await);
+    invalid(
+        w.call(&c, "get_schema", json!({"schema_revid": "abc:1"}))
+            .await,
+    );
     invalid(w.call(&c, "get_schema", json!({})).await);
     // Another org's revid.
     let rb = w.schema(&w.ctx(w.b)).await;
@@ -605,8 +788,12 @@ async fn create_schema_reports_every_problem_at_once() {
                                             "properties": {"amount": {"type": "number"}}}}},
                    "required": ["total"]}}});
     let m = invalid(
-        w.call(&c, "create_schema", json!({"name": "x", "response_format": bad}))
-            .await,
+        w.call(
+            &c,
+            "create_schema",
+            json!({"name": "x", "response_format": bad}),
+        )
+        .await,
     );
     for needle in [
         "json_schema.name must match",
@@ -621,7 +808,11 @@ async fn create_schema_reports_every_problem_at_once() {
         assert!(m.contains(needle), "missing {needle:?} in: {m}");
     }
     assert!(m.contains("problem(s)"), "{m}");
-    assert_eq!(w.count("SELECT count(*) FROM schemas WHERE org_id = $1", w.a).await, 0);
+    assert_eq!(
+        w.count("SELECT count(*) FROM schemas WHERE org_id = $1", w.a)
+            .await,
+        0
+    );
 
     let m = invalid(
         w.call(
@@ -650,7 +841,9 @@ async fn create_schema_reports_every_problem_at_once() {
 async fn validate_schema_checks_without_saving() {
     let w = world().await;
     let c = w.ctx(w.a);
-    let v = w.ok(&c, "validate_schema", json!({"schema": invoice_rf()})).await;
+    let v = w
+        .ok(&c, "validate_schema", json!({"schema": invoice_rf()}))
+        .await;
     assert_eq!(v, json!({"valid": true, "errors": []}));
     let v = w
         .ok(
@@ -661,10 +854,19 @@ async fn validate_schema_checks_without_saving() {
         )
         .await;
     assert_eq!(v["valid"], false);
-    assert!(v["errors"][0].as_str().unwrap().contains("json_schema.name is required"));
+    assert!(
+        v["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("json_schema.name is required")
+    );
     invalid(w.call(&c, "validate_schema", json!({})).await);
     invalid(w.call(&c, "validate_schema", json!({"schema": "x"})).await);
-    assert_eq!(w.count("SELECT count(*) FROM schemas WHERE org_id = $1", w.a).await, 0);
+    assert_eq!(
+        w.count("SELECT count(*) FROM schemas WHERE org_id = $1", w.a)
+            .await,
+        0
+    );
 }
 
 #[tokio::test]
@@ -677,13 +879,19 @@ async fn update_schema_writes_a_new_version() {
     rf2["json_schema"]["schema"]["properties"]["currency"] = json!({"type": ["string", "null"]});
     rf2["json_schema"]["schema"]["required"] = json!(["number", "total", "currency"]);
     let v = w
-        .ok(&c, "update_schema", json!({"schema_id": id, "response_format": rf2}))
+        .ok(
+            &c,
+            "update_schema",
+            json!({"schema_id": id, "response_format": rf2}),
+        )
         .await;
     assert_eq!(v["version"], 2);
     assert_eq!(v["schema_revid"], format!("{id}:2"));
     let v1 = w.ok(&c, "get_schema", json!({"schema_revid": revid})).await;
     assert_eq!(v1["response_format"], invoice_rf());
-    let v2 = w.ok(&c, "get_schema", json!({"schema_revid": format!("{id}:2")})).await;
+    let v2 = w
+        .ok(&c, "get_schema", json!({"schema_revid": format!("{id}:2")}))
+        .await;
     assert_eq!(v2["response_format"], rf2);
     assert_eq!(v2["status"], "proposed");
     let latest = w.ok(&c, "get_schema", json!({"schema_revid": id})).await;
@@ -692,29 +900,49 @@ async fn update_schema_writes_a_new_version() {
     assert_eq!(l["schemas"][0]["version"], 2);
     // The same format again changes nothing.
     let same = w
-        .ok(&c, "update_schema", json!({"schema_id": id, "response_format": rf2}))
+        .ok(
+            &c,
+            "update_schema",
+            json!({"schema_id": id, "response_format": rf2}),
+        )
         .await;
     assert_eq!(same["unchanged"], true);
 
     let mut bad = rf2.clone();
     bad["json_schema"]["schema"]["additionalProperties"] = json!(true);
     let m = invalid(
-        w.call(&c, "update_schema", json!({"schema_id": id, "response_format": bad}))
-            .await,
+        w.call(
+            &c,
+            "update_schema",
+            json!({"schema_id": id, "response_format": bad}),
+        )
+        .await,
     );
     assert!(m.contains("additionalProperties"), "{m}");
-    assert_eq!(w.count("SELECT count(*) FROM schemas WHERE org_id = $1", w.a).await, 2);
-    invalid(
-        w.call(&c, "update_schema", json!({"schema_id": "s", "response_format": rf2}))
+    assert_eq!(
+        w.count("SELECT count(*) FROM schemas WHERE org_id = $1", w.a)
             .await,
+        2
+    );
+    invalid(
+        w.call(
+            &c,
+            "update_schema",
+            json!({"schema_id": "s", "response_format": rf2}),
+        )
+        .await,
     );
 
     let cb = w.ctx(w.b);
     let rb = w.schema(&cb).await;
     let idb = rb.split(':').next().unwrap();
     not_found(
-        w.call(&c, "update_schema", json!({"schema_id": idb, "response_format": rf2}))
-            .await,
+        w.call(
+            &c,
+            "update_schema",
+            json!({"schema_id": idb, "response_format": rf2}),
+        )
+        .await,
     );
     let versions: Vec<i32> = sqlx::query_scalar("SELECT version FROM schemas WHERE org_id = $1")
         .bind(w.b)
@@ -735,19 +963,31 @@ async fn delete_schema_refuses_while_prompts_use_it() {
     assert!(m.contains(&p), "{m}");
     let pid = p.split(':').next().unwrap();
     w.ok(&c, "delete_prompt", json!({"prompt_id": pid})).await;
-    w.ok(&c, "update_schema", json!({"schema_id": id, "response_format": {
+    w.ok(
+        &c,
+        "update_schema",
+        json!({"schema_id": id, "response_format": {
         "type": "json_schema", "json_schema": {"name": "n", "schema": {
-            "type": "object", "properties": {"a": {"type": "string"}}}}}}))
-        .await;
+            "type": "object", "properties": {"a": {"type": "string"}}}}}}),
+    )
+    .await;
     let v = w.ok(&c, "delete_schema", json!({"schema_id": id})).await;
     assert_eq!(v["versions_deleted"], 2);
-    assert_eq!(w.count("SELECT count(*) FROM schemas WHERE org_id = $1", w.a).await, 0);
+    assert_eq!(
+        w.count("SELECT count(*) FROM schemas WHERE org_id = $1", w.a)
+            .await,
+        0
+    );
 
     invalid(w.call(&c, "delete_schema", json!({"schema_id": 5})).await);
     let rb = w.schema(&w.ctx(w.b)).await;
     let idb = rb.split(':').next().unwrap();
     not_found(w.call(&c, "delete_schema", json!({"schema_id": idb})).await);
-    assert_eq!(w.count("SELECT count(*) FROM schemas WHERE org_id = $1", w.b).await, 1);
+    assert_eq!(
+        w.count("SELECT count(*) FROM schemas WHERE org_id = $1", w.b)
+            .await,
+        1
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -758,7 +998,9 @@ async fn prompts_create_get_list_update_delete() {
     let w = world().await;
     let c = w.ctx(w.a);
     let schema = w.schema(&c).await;
-    let tag = w.ok(&c, "create_tag", json!({"name": "inv", "color": "#123456"})).await["tag_id"]
+    let tag = w
+        .ok(&c, "create_tag", json!({"name": "inv", "color": "#123456"}))
+        .await["tag_id"]
         .clone();
     let v = w
         .ok(
@@ -785,10 +1027,16 @@ async fn prompts_create_get_list_update_delete() {
     assert_eq!(run, c.run_id);
 
     let u = w
-        .ok(&c, "update_prompt", json!({"prompt_id": id, "content": "Extract better."}))
+        .ok(
+            &c,
+            "update_prompt",
+            json!({"prompt_id": id, "content": "Extract better."}),
+        )
         .await;
     assert_eq!(u["version"], 2);
-    let g2 = w.ok(&c, "get_prompt", json!({"prompt_revid": format!("{id}:2")})).await;
+    let g2 = w
+        .ok(&c, "get_prompt", json!({"prompt_revid": format!("{id}:2")}))
+        .await;
     assert_eq!(g2["content"], "Extract better.");
     assert_eq!(g2["model"], "gpt-x");
     assert_eq!(g2["tag_ids"], json!([tag]));
@@ -802,15 +1050,29 @@ async fn prompts_create_get_list_update_delete() {
     let m = invalid(w.call(&c, "update_prompt", json!({"prompt_id": id})).await);
     assert!(m.contains("nothing to update"), "{m}");
     invalid(
-        w.call(&c, "create_prompt", json!({"name": "P", "content": "x", "schema_revid": "nope"}))
+        w.call(
+            &c,
+            "create_prompt",
+            json!({"name": "P", "content": "x", "schema_revid": "nope"}),
+        )
+        .await,
+    );
+    invalid(
+        w.call(
+            &c,
+            "create_prompt",
+            json!({"name": "P", "content": "  ", "schema_revid": schema}),
+        )
+        .await,
+    );
+    invalid(
+        w.call(&c, "create_prompt", json!({"name": "P", "content": "x"}))
             .await,
     );
     invalid(
-        w.call(&c, "create_prompt", json!({"name": "P", "content": "  ", "schema_revid": schema}))
+        w.call(&c, "get_prompt", json!({"prompt_revid": "1:2:3"}))
             .await,
     );
-    invalid(w.call(&c, "create_prompt", json!({"name": "P", "content": "x"})).await);
-    invalid(w.call(&c, "get_prompt", json!({"prompt_revid": "1:2:3"})).await);
 
     // Another org's schema and prompt.
     let cb = w.ctx(w.b);
@@ -818,19 +1080,34 @@ async fn prompts_create_get_list_update_delete() {
     let pb = w.prompt(&cb, &sb, "B's prompt").await;
     let pb_id = pb.split(':').next().unwrap();
     not_found(
-        w.call(&c, "create_prompt", json!({"name": "P", "content": "x", "schema_revid": sb}))
-            .await,
+        w.call(
+            &c,
+            "create_prompt",
+            json!({"name": "P", "content": "x", "schema_revid": sb}),
+        )
+        .await,
     );
     not_found(
-        w.call(&c, "update_prompt", json!({"prompt_id": id, "schema_revid": sb}))
-            .await,
+        w.call(
+            &c,
+            "update_prompt",
+            json!({"prompt_id": id, "schema_revid": sb}),
+        )
+        .await,
     );
     not_found(w.call(&c, "get_prompt", json!({"prompt_revid": pb})).await);
     not_found(
-        w.call(&c, "update_prompt", json!({"prompt_id": pb_id, "content": "hijack"}))
+        w.call(
+            &c,
+            "update_prompt",
+            json!({"prompt_id": pb_id, "content": "hijack"}),
+        )
+        .await,
+    );
+    not_found(
+        w.call(&c, "delete_prompt", json!({"prompt_id": pb_id}))
             .await,
     );
-    not_found(w.call(&c, "delete_prompt", json!({"prompt_id": pb_id})).await);
     let b_content: Vec<String> =
         sqlx::query_scalar("SELECT content FROM prompts WHERE org_id = $1")
             .bind(w.b)
@@ -841,7 +1118,11 @@ async fn prompts_create_get_list_update_delete() {
 
     let d = w.ok(&c, "delete_prompt", json!({"prompt_id": id})).await;
     assert_eq!(d["versions_deleted"], 2);
-    assert_eq!(w.count("SELECT count(*) FROM prompts WHERE org_id = $1", w.a).await, 0);
+    assert_eq!(
+        w.count("SELECT count(*) FROM prompts WHERE org_id = $1", w.a)
+            .await,
+        0
+    );
     invalid(w.call(&c, "delete_prompt", json!({"prompt_id": "p"})).await);
 }
 
@@ -919,11 +1200,19 @@ async fn run_extraction_calls_the_model_and_stores_a_proposed_result() {
     c.provider = provider2.clone();
     let pid = p.split(':').next().unwrap();
     let p2 = w
-        .ok(&c, "update_prompt", json!({"prompt_id": pid, "model": "special"}))
+        .ok(
+            &c,
+            "update_prompt",
+            json!({"prompt_id": pid, "model": "special"}),
+        )
         .await["prompt_revid"]
         .clone();
     let v2 = w
-        .ok(&c, "run_extraction", json!({"prompt_revid": p2, "document_id": w.doc_a}))
+        .ok(
+            &c,
+            "run_extraction",
+            json!({"prompt_revid": p2, "document_id": w.doc_a}),
+        )
         .await;
     assert_eq!(v2["result"]["total"], 13);
     assert_eq!(provider2.requests.lock().unwrap()[0].model, "special");
@@ -955,31 +1244,61 @@ async fn run_extraction_rejects_bad_results_and_foreign_ids() {
         },
     ]));
     c.provider = provider.clone();
-    let m = invalid(w.call(&c, "run_extraction", json!({"prompt_revid": p})).await);
+    let m = invalid(
+        w.call(&c, "run_extraction", json!({"prompt_revid": p}))
+            .await,
+    );
     assert!(m.contains("/number") && m.contains("/total"), "{m}");
     assert!(m.contains("extra"), "{m}");
     assert!(m.contains("nothing was stored"), "{m}");
-    let m = invalid(w.call(&c, "run_extraction", json!({"prompt_revid": p})).await);
+    let m = invalid(
+        w.call(&c, "run_extraction", json!({"prompt_revid": p}))
+            .await,
+    );
     assert!(m.contains("did not answer with JSON"), "{m}");
-    match w.call(&c, "run_extraction", json!({"prompt_revid": p})).await {
+    match w
+        .call(&c, "run_extraction", json!({"prompt_revid": p}))
+        .await
+    {
         Err(CallError::Tool(ToolError::Provider(m))) => assert!(m.contains("HTTP 500"), "{m}"),
         other => panic!("expected Provider, got {other:?}"),
     }
     provider.assert_complete();
-    assert_eq!(w.count("SELECT count(*) FROM extractions WHERE org_id = $1", w.a).await, 0);
+    assert_eq!(
+        w.count("SELECT count(*) FROM extractions WHERE org_id = $1", w.a)
+            .await,
+        0
+    );
 
     // Another org's document or prompt: not found, and the model is never called.
     let cb = w.ctx(w.b);
     let sb = w.schema(&cb).await;
     let pb = w.prompt(&cb, &sb, "B").await;
     not_found(
-        w.call(&c, "run_extraction", json!({"prompt_revid": p, "document_id": w.doc_b}))
+        w.call(
+            &c,
+            "run_extraction",
+            json!({"prompt_revid": p, "document_id": w.doc_b}),
+        )
+        .await,
+    );
+    not_found(
+        w.call(&c, "run_extraction", json!({"prompt_revid": pb}))
             .await,
     );
-    not_found(w.call(&c, "run_extraction", json!({"prompt_revid": pb})).await);
-    invalid(w.call(&c, "run_extraction", json!({"prompt_revid": "x:y"})).await);
+    invalid(
+        w.call(&c, "run_extraction", json!({"prompt_revid": "x:y"}))
+            .await,
+    );
     assert_eq!(provider.calls(), 3);
-    assert_eq!(w.count("SELECT count(*) FROM extractions WHERE $1::uuid IS NOT NULL", w.a).await, 0);
+    assert_eq!(
+        w.count(
+            "SELECT count(*) FROM extractions WHERE $1::uuid IS NOT NULL",
+            w.a
+        )
+        .await,
+        0
+    );
 }
 
 /// Stores an extraction for `doc` in `org` through the tool; returns its id.
@@ -989,7 +1308,11 @@ async fn extract(w: &World, org: Uuid, doc: Uuid, answer: &'static str) -> (Uuid
     let schema = w.schema(&c).await;
     let p = w.prompt(&c, &schema, "Extract.").await;
     let v = w
-        .ok(&c, "run_extraction", json!({"prompt_revid": p, "document_id": doc}))
+        .ok(
+            &c,
+            "run_extraction",
+            json!({"prompt_revid": p, "document_id": doc}),
+        )
         .await;
     (uuid(&v["extraction_id"]), schema)
 }
@@ -1021,7 +1344,11 @@ async fn update_extraction_field_edits_and_revalidates() {
     c.document_id = Some(w.doc_a);
     let (id, _) = extract(&w, w.a, w.doc_a, "{\"number\": \"A-1\", \"total\": 1}").await;
     let v = w
-        .ok(&c, "update_extraction_field", json!({"path": "/total", "value": 12.5}))
+        .ok(
+            &c,
+            "update_extraction_field",
+            json!({"path": "/total", "value": 12.5}),
+        )
         .await;
     assert_eq!(v["result"], json!({"number": "A-1", "total": 12.5}));
     let v = w
@@ -1040,19 +1367,37 @@ async fn update_extraction_field_edits_and_revalidates() {
     assert_eq!(stored, json!({"number": "A-2", "total": 12.5}));
 
     let m = invalid(
-        w.call(&c, "update_extraction_field", json!({"path": "total", "value": "lots"}))
-            .await,
+        w.call(
+            &c,
+            "update_extraction_field",
+            json!({"path": "total", "value": "lots"}),
+        )
+        .await,
     );
-    assert!(m.contains("/total") && m.contains("nothing was changed"), "{m}");
+    assert!(
+        m.contains("/total") && m.contains("nothing was changed"),
+        "{m}"
+    );
     invalid(
-        w.call(&c, "update_extraction_field", json!({"path": "vendor", "value": "X"}))
-            .await,
+        w.call(
+            &c,
+            "update_extraction_field",
+            json!({"path": "vendor", "value": "X"}),
+        )
+        .await,
     );
     invalid(
-        w.call(&c, "update_extraction_field", json!({"path": "a..b", "value": 1}))
+        w.call(
+            &c,
+            "update_extraction_field",
+            json!({"path": "a..b", "value": 1}),
+        )
+        .await,
+    );
+    invalid(
+        w.call(&c, "update_extraction_field", json!({"path": "total"}))
             .await,
     );
-    invalid(w.call(&c, "update_extraction_field", json!({"path": "total"})).await);
     let unchanged: Value = sqlx::query_scalar("SELECT result FROM extractions WHERE id = $1")
         .bind(id)
         .fetch_one(w.pool())
@@ -1092,8 +1437,12 @@ async fn update_extraction_field_edits_and_revalidates() {
         .await
         .unwrap();
     conflict(
-        w.call(&c, "update_extraction_field", json!({"path": "total", "value": 3}))
-            .await,
+        w.call(
+            &c,
+            "update_extraction_field",
+            json!({"path": "total", "value": 3}),
+        )
+        .await,
     );
 }
 
@@ -1141,7 +1490,10 @@ async fn create_suggestion_is_unique_per_night_and_capped() {
                    "document_id": w.doc_a}),
         )
         .await;
-    assert_eq!(dup, json!({"duplicate": true, "suggestion_id": id, "night": night}));
+    assert_eq!(
+        dup,
+        json!({"duplicate": true, "suggestion_id": id, "night": night})
+    );
     w.ok(
         &c,
         "create_suggestion",
@@ -1157,7 +1509,11 @@ async fn create_suggestion_is_unique_per_night_and_capped() {
         .await,
     );
     assert!(m.contains("cap reached"), "{m}");
-    assert_eq!(w.count("SELECT count(*) FROM suggestions WHERE org_id = $1", w.a).await, 2);
+    assert_eq!(
+        w.count("SELECT count(*) FROM suggestions WHERE org_id = $1", w.a)
+            .await,
+        2
+    );
     // Another night has its own cap; no night means the clock's date.
     c.night = None;
     let v = w
@@ -1170,13 +1526,21 @@ async fn create_suggestion_is_unique_per_night_and_capped() {
     assert_eq!(v["night"], "2025-03-10");
 
     let m = invalid(
-        w.call(&c, "create_suggestion", json!({"kind": "nag", "title": "t", "message": "m"}))
-            .await,
+        w.call(
+            &c,
+            "create_suggestion",
+            json!({"kind": "nag", "title": "t", "message": "m"}),
+        )
+        .await,
     );
     assert!(m.contains("kind"), "{m}");
     invalid(
-        w.call(&c, "create_suggestion", json!({"kind": "other", "title": "t"}))
-            .await,
+        w.call(
+            &c,
+            "create_suggestion",
+            json!({"kind": "other", "title": "t"}),
+        )
+        .await,
     );
     invalid(
         w.call(
@@ -1195,8 +1559,16 @@ async fn create_suggestion_is_unique_per_night_and_capped() {
         )
         .await,
     );
-    assert_eq!(w.count("SELECT count(*) FROM suggestions WHERE org_id = $1", w.b).await, 0);
-    assert_eq!(w.count("SELECT count(*) FROM suggestions WHERE org_id = $1", w.a).await, 3);
+    assert_eq!(
+        w.count("SELECT count(*) FROM suggestions WHERE org_id = $1", w.b)
+            .await,
+        0
+    );
+    assert_eq!(
+        w.count("SELECT count(*) FROM suggestions WHERE org_id = $1", w.a)
+            .await,
+        3
+    );
 }
 
 #[tokio::test]
@@ -1208,9 +1580,17 @@ async fn org_overview_reports_the_orgs_own_signals() {
         sqlx::query(sql).bind(id).execute(pool).await.unwrap();
     };
     let old = add_doc(pool, w.a, "old proposal", "t", w.now - Duration::days(5)).await;
-    set("UPDATE documents SET auto_create_status = 'proposed' WHERE id = $1", old).await;
+    set(
+        "UPDATE documents SET auto_create_status = 'proposed' WHERE id = $1",
+        old,
+    )
+    .await;
     let recent = add_doc(pool, w.a, "recent proposal", "t", w.now - Duration::days(1)).await;
-    set("UPDATE documents SET auto_create_status = 'proposed' WHERE id = $1", recent).await;
+    set(
+        "UPDATE documents SET auto_create_status = 'proposed' WHERE id = $1",
+        recent,
+    )
+    .await;
     let failed = add_doc(pool, w.a, "broken", "t", w.now).await;
     set(
         "UPDATE documents SET auto_create_status = 'failed', auto_create_error = 'model timeout' \
@@ -1218,11 +1598,17 @@ async fn org_overview_reports_the_orgs_own_signals() {
         failed,
     )
     .await;
-    let tag = w.ok(&c, "create_tag", json!({"name": "t", "color": "#000000"})).await["tag_id"]
+    let tag = w
+        .ok(&c, "create_tag", json!({"name": "t", "color": "#000000"}))
+        .await["tag_id"]
         .clone();
     for d in [old, recent, failed] {
-        w.ok(&c, "update_document", json!({"document_id": d, "tag_ids": [tag]}))
-            .await;
+        w.ok(
+            &c,
+            "update_document",
+            json!({"document_id": d, "tag_ids": [tag]}),
+        )
+        .await;
     }
     // Tagging moved updated_at; put the old proposal back in the past.
     sqlx::query("UPDATE documents SET updated_at = $2 WHERE id = $1")
@@ -1236,16 +1622,27 @@ async fn org_overview_reports_the_orgs_own_signals() {
     let sid = schema.split(':').next().unwrap();
     let mut rf2 = invoice_rf();
     rf2["json_schema"]["name"] = json!("invoice_v2");
-    w.ok(&c, "update_schema", json!({"schema_id": sid, "response_format": rf2}))
-        .await;
+    w.ok(
+        &c,
+        "update_schema",
+        json!({"schema_id": sid, "response_format": rf2}),
+    )
+    .await;
     // Org B has signals of its own that must not show.
     let b_failed = add_doc(pool, w.b, "B broken", "t", w.now - Duration::days(9)).await;
-    set("UPDATE documents SET auto_create_status = 'failed' WHERE id = $1", b_failed).await;
+    set(
+        "UPDATE documents SET auto_create_status = 'failed' WHERE id = $1",
+        b_failed,
+    )
+    .await;
 
     let v = w.ok(&c, "org_overview", json!({})).await;
     let s = &v["signals"];
     assert_eq!(v["documents"]["total"], 4);
-    assert_eq!(v["documents"]["by_status"], json!({"none": 1, "proposed": 2, "failed": 1}));
+    assert_eq!(
+        v["documents"]["by_status"],
+        json!({"none": 1, "proposed": 2, "failed": 1})
+    );
     let waiting = s["proposals_waiting_over_3_days"].as_array().unwrap();
     assert_eq!(waiting.len(), 1, "{s}");
     assert_eq!(uuid(&waiting[0]["id"]), old);
@@ -1255,7 +1652,10 @@ async fn org_overview_reports_the_orgs_own_signals() {
     assert_eq!(uuid(&failed_list[0]["id"]), failed);
     assert_eq!(failed_list[0]["error"], "model timeout");
     assert_eq!(s["untagged_documents"]["total"], 1);
-    assert_eq!(uuid(&s["untagged_documents"]["documents"][0]["id"]), w.doc_a);
+    assert_eq!(
+        uuid(&s["untagged_documents"]["documents"][0]["id"]),
+        w.doc_a
+    );
     let outdated = s["extractions_on_old_schema_version"].as_array().unwrap();
     assert_eq!(outdated.len(), 1, "{s}");
     assert_eq!(uuid(&outdated[0]["id"]), ext);
@@ -1269,7 +1669,10 @@ async fn org_overview_reports_the_orgs_own_signals() {
     // Org B sees its own failure and nothing of A's.
     let vb = w.ok(&w.ctx(w.b), "org_overview", json!({})).await;
     assert_eq!(vb["documents"]["total"], 2);
-    assert_eq!(vb["signals"]["failed_auto_creates"][0]["id"], json!(b_failed));
+    assert_eq!(
+        vb["signals"]["failed_auto_creates"][0]["id"],
+        json!(b_failed)
+    );
     assert_eq!(vb["signals"]["untagged_documents"]["total"], 0);
 }
 
@@ -1286,9 +1689,18 @@ async fn help_examples_are_valid_input() {
         agentd::tools::schemas::validate_response_format(&example),
         Ok(())
     );
-    assert!(h["guide"].as_str().unwrap().contains("additionalProperties"));
+    assert!(
+        h["guide"]
+            .as_str()
+            .unwrap()
+            .contains("additionalProperties")
+    );
     let s = w
-        .ok(&c, "create_schema", json!({"name": "Invoice", "response_format": example}))
+        .ok(
+            &c,
+            "create_schema",
+            json!({"name": "Invoice", "response_format": example}),
+        )
         .await;
     let p = w.ok(&c, "help_prompts", json!({})).await;
     let content = p["example_content"].as_str().unwrap();
@@ -1310,10 +1722,14 @@ async fn help_examples_are_valid_input() {
 async fn snapshots_capture_the_subject_and_hide_other_orgs() {
     let w = world().await;
     let c = w.ctx(w.a);
-    let tag = w.ok(&c, "create_tag", json!({"name": "t", "color": "#000000"})).await["tag_id"]
+    let tag = w
+        .ok(&c, "create_tag", json!({"name": "t", "color": "#000000"}))
+        .await["tag_id"]
         .clone();
     let cb = w.ctx(w.b);
-    let tag_b = w.ok(&cb, "create_tag", json!({"name": "tb", "color": "#000000"})).await["tag_id"]
+    let tag_b = w
+        .ok(&cb, "create_tag", json!({"name": "tb", "color": "#000000"}))
+        .await["tag_id"]
         .clone();
 
     // update_document: changes to the document change the snapshot.
@@ -1322,28 +1738,50 @@ async fn snapshots_capture_the_subject_and_hide_other_orgs() {
     assert_eq!(s1["exists"], true);
     assert_eq!(s1["metadata"], json!({"source": "test"}));
     assert_eq!(s1, w.snapshot(&c, "update_document", args.clone()).await);
-    w.ok(&c, "update_document", json!({"document_id": w.doc_a, "tag_ids": [tag]}))
-        .await;
+    w.ok(
+        &c,
+        "update_document",
+        json!({"document_id": w.doc_a, "tag_ids": [tag]}),
+    )
+    .await;
     let s2 = w.snapshot(&c, "update_document", args.clone()).await;
     assert_ne!(s1, s2);
     assert_ne!(s1["updated_at"], s2["updated_at"]);
     let foreign = json!({"document_id": w.doc_b});
-    assert_eq!(w.snapshot(&c, "update_document", foreign.clone()).await["exists"], false);
-    assert_eq!(w.snapshot(&c, "delete_document", foreign.clone()).await["exists"], false);
-    assert_eq!(w.snapshot(&c, "delete_document", json!({"document_id": w.doc_a})).await["exists"], true);
+    assert_eq!(
+        w.snapshot(&c, "update_document", foreign.clone()).await["exists"],
+        false
+    );
+    assert_eq!(
+        w.snapshot(&c, "delete_document", foreign.clone()).await["exists"],
+        false
+    );
+    assert_eq!(
+        w.snapshot(&c, "delete_document", json!({"document_id": w.doc_a}))
+            .await["exists"],
+        true
+    );
 
     // Tags.
-    let s = w.snapshot(&c, "create_tag", json!({"name": "new", "color": "#000000"})).await;
+    let s = w
+        .snapshot(&c, "create_tag", json!({"name": "new", "color": "#000000"}))
+        .await;
     assert_eq!(s["exists"], false);
-    let s = w.snapshot(&c, "create_tag", json!({"name": "T", "color": "#000000"})).await;
+    let s = w
+        .snapshot(&c, "create_tag", json!({"name": "T", "color": "#000000"}))
+        .await;
     assert_eq!(s["exists"], true);
     assert_eq!(
-        w.snapshot(&c, "create_tag", json!({"name": "tb", "color": "#000000"})).await["exists"],
+        w.snapshot(&c, "create_tag", json!({"name": "tb", "color": "#000000"}))
+            .await["exists"],
         false
     );
     let s = w.snapshot(&c, "delete_tag", json!({"tag_id": tag})).await;
     assert_eq!(s["document_ids"], json!([w.doc_a]));
-    assert_eq!(w.snapshot(&c, "delete_tag", json!({"tag_id": tag_b})).await["exists"], false);
+    assert_eq!(
+        w.snapshot(&c, "delete_tag", json!({"tag_id": tag_b})).await["exists"],
+        false
+    );
 
     // Schemas and prompts.
     let schema = w.schema(&c).await;
@@ -1355,25 +1793,58 @@ async fn snapshots_capture_the_subject_and_hide_other_orgs() {
     let pb = w.prompt(&cb, &sb, "B").await;
     let pbid = pb.split(':').next().unwrap().to_string();
     let s = w
-        .snapshot(&c, "update_schema", json!({"schema_id": sid, "response_format": invoice_rf()}))
+        .snapshot(
+            &c,
+            "update_schema",
+            json!({"schema_id": sid, "response_format": invoice_rf()}),
+        )
         .await;
     assert_eq!(s["latest_version"], 1);
     assert_eq!(
-        w.snapshot(&c, "update_schema", json!({"schema_id": sbid, "response_format": {}}))
+        w.snapshot(
+            &c,
+            "update_schema",
+            json!({"schema_id": sbid, "response_format": {}})
+        )
+        .await["exists"],
+        false
+    );
+    let s = w
+        .snapshot(&c, "delete_schema", json!({"schema_id": sid}))
+        .await;
+    assert_eq!(s["dependent_prompts"], json!([p]));
+    assert_eq!(
+        w.snapshot(&c, "delete_schema", json!({"schema_id": sbid}))
             .await["exists"],
         false
     );
-    let s = w.snapshot(&c, "delete_schema", json!({"schema_id": sid})).await;
-    assert_eq!(s["dependent_prompts"], json!([p]));
-    assert_eq!(w.snapshot(&c, "delete_schema", json!({"schema_id": sbid})).await["exists"], false);
-    let s = w.snapshot(&c, "update_prompt", json!({"prompt_id": pid, "content": "x"})).await;
+    let s = w
+        .snapshot(
+            &c,
+            "update_prompt",
+            json!({"prompt_id": pid, "content": "x"}),
+        )
+        .await;
     assert_eq!(s["latest"]["prompt_revid"], p);
     assert_eq!(
-        w.snapshot(&c, "update_prompt", json!({"prompt_id": pbid, "content": "x"})).await["exists"],
+        w.snapshot(
+            &c,
+            "update_prompt",
+            json!({"prompt_id": pbid, "content": "x"})
+        )
+        .await["exists"],
         false
     );
-    assert_eq!(w.snapshot(&c, "delete_prompt", json!({"prompt_id": pid})).await["exists"], true);
-    assert_eq!(w.snapshot(&c, "delete_prompt", json!({"prompt_id": pbid})).await["exists"], false);
+    assert_eq!(
+        w.snapshot(&c, "delete_prompt", json!({"prompt_id": pid}))
+            .await["exists"],
+        true
+    );
+    assert_eq!(
+        w.snapshot(&c, "delete_prompt", json!({"prompt_id": pbid}))
+            .await["exists"],
+        false
+    );
 
     // run_extraction: the document text hash and the prompt revid.
     let args = json!({"prompt_revid": p, "document_id": w.doc_a});
@@ -1381,8 +1852,12 @@ async fn snapshots_capture_the_subject_and_hide_other_orgs() {
     assert_eq!(s["prompt"]["prompt_revid"], p);
     assert_eq!(s["document"]["text_sha256"].as_str().unwrap().len(), 64);
     // Retagging does not matter to an extraction; the text does.
-    w.ok(&c, "update_document", json!({"document_id": w.doc_a, "tag_ids": []}))
-        .await;
+    w.ok(
+        &c,
+        "update_document",
+        json!({"document_id": w.doc_a, "tag_ids": []}),
+    )
+    .await;
     assert_eq!(s, w.snapshot(&c, "run_extraction", args.clone()).await);
     sqlx::query("UPDATE documents SET text = 'changed' WHERE id = $1")
         .bind(w.doc_a)
@@ -1391,7 +1866,11 @@ async fn snapshots_capture_the_subject_and_hide_other_orgs() {
         .unwrap();
     assert_ne!(s, w.snapshot(&c, "run_extraction", args).await);
     let s = w
-        .snapshot(&c, "run_extraction", json!({"prompt_revid": pb, "document_id": w.doc_b}))
+        .snapshot(
+            &c,
+            "run_extraction",
+            json!({"prompt_revid": pb, "document_id": w.doc_b}),
+        )
         .await;
     assert_eq!(s["document"]["exists"], false);
     assert_eq!(s["prompt"]["exists"], false);

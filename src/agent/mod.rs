@@ -146,7 +146,11 @@ pub struct Engine {
 
 impl Engine {
     /// Runs (or resumes) the run of `spec` to its end.
-    pub async fn run(&self, spec: &RunSpec, cancel: &CancellationToken) -> Result<RunOutcome, RunError> {
+    pub async fn run(
+        &self,
+        spec: &RunSpec,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutcome, RunError> {
         let run = self.open_run(spec).await?;
         if run.status != "running" {
             return Ok(RunOutcome::from_row(&run));
@@ -157,7 +161,16 @@ impl Engine {
 
     /// Marks a run failed (the job gave up), keeping what it did.
     pub async fn fail_run(&self, run_id: Uuid, error: &str) -> Result<(), sqlx::Error> {
-        runs::finish_run(&self.pool, run_id, "failed", Some("error"), None, Some(error), self.clock.now()).await?;
+        runs::finish_run(
+            &self.pool,
+            run_id,
+            "failed",
+            Some("error"),
+            None,
+            Some(error),
+            self.clock.now(),
+        )
+        .await?;
         Ok(())
     }
 
@@ -188,8 +201,14 @@ impl Engine {
         .await
     }
 
-    async fn drive(&self, spec: &RunSpec, run: RunRow, cancel: &CancellationToken) -> Result<RunOutcome, RunError> {
-        let deadline = run.started_at + chrono::Duration::from_std(spec.caps.deadline).unwrap_or_default();
+    async fn drive(
+        &self,
+        spec: &RunSpec,
+        run: RunRow,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutcome, RunError> {
+        let deadline =
+            run.started_at + chrono::Duration::from_std(spec.caps.deadline).unwrap_or_default();
         let tools = self.env.registry.specs(&spec.policy.allow);
         loop {
             if cancel.is_cancelled() {
@@ -197,7 +216,9 @@ impl Engine {
             }
             let steps = runs::steps(&self.pool, run.id).await?;
             let t = Transcript::from_steps(&steps);
-            let current = runs::get_run(&self.pool, run.id).await?.ok_or(sqlx::Error::RowNotFound)?;
+            let current = runs::get_run(&self.pool, run.id)
+                .await?
+                .ok_or(sqlx::Error::RowNotFound)?;
             let tokens = (current.input_tokens + current.output_tokens) as u64;
 
             if !t.pending.is_empty() {
@@ -206,20 +227,39 @@ impl Engine {
                         return Err(RunError::Cancelled);
                     }
                     let over_calls = t.tool_calls + i as u32 >= spec.caps.max_tool_calls;
-                    step::execute_call(self, spec, run.id, t.next_seq + i as i32, call, &t, over_calls)
-                        .instrument(info_span!("tool", name = %call.1, call_id = %call.0))
-                        .await?;
+                    step::execute_call(
+                        self,
+                        spec,
+                        run.id,
+                        t.next_seq + i as i32,
+                        call,
+                        &t,
+                        over_calls,
+                    )
+                    .instrument(info_span!("tool", name = %call.1, call_id = %call.0))
+                    .await?;
                 }
                 continue;
             }
             if t.summary_done {
-                return self.finish(run.id, "capped", StopReason::MaxRounds, t.final_text.as_deref()).await;
+                return self
+                    .finish(
+                        run.id,
+                        "capped",
+                        StopReason::MaxRounds,
+                        t.final_text.as_deref(),
+                    )
+                    .await;
             }
             if let Some(text) = &t.final_text {
-                return self.finish(run.id, "succeeded", StopReason::Completed, Some(text)).await;
+                return self
+                    .finish(run.id, "succeeded", StopReason::Completed, Some(text))
+                    .await;
             }
             if t.refinements > spec.caps.max_refinements {
-                return self.finish(run.id, "capped", StopReason::MaxRefinements, None).await;
+                return self
+                    .finish(run.id, "capped", StopReason::MaxRefinements, None)
+                    .await;
             }
             let now = self.clock.now();
             let capped = if now >= deadline {
@@ -238,7 +278,9 @@ impl Engine {
                 && b.tokens_used >= b.monthly_limit
             {
                 warn!(org_id = %spec.org_id, used = b.tokens_used, limit = b.monthly_limit, "org budget exhausted; provider call refused");
-                return self.finish(run.id, "capped", StopReason::Budget, None).await;
+                return self
+                    .finish(run.id, "capped", StopReason::Budget, None)
+                    .await;
             }
             // The round cap: one last call without tools so the run ends with a summary.
             let summary = t.rounds >= spec.caps.max_rounds;
@@ -257,7 +299,11 @@ impl Engine {
                 model: spec.model.clone(),
                 messages,
                 tools: if summary { Vec::new() } else { tools.clone() },
-                tool_choice: if summary { ToolChoice::None } else { ToolChoice::Auto },
+                tool_choice: if summary {
+                    ToolChoice::None
+                } else {
+                    ToolChoice::Auto
+                },
                 max_tokens: Some(4096),
                 response_format: None,
             };
@@ -272,9 +318,12 @@ impl Engine {
             let mut resp = resp;
             if summary {
                 // tool_choice none: a server that still sends calls gets them dropped.
-                resp.message.content.retain(|b| matches!(b, crate::llm::Block::Text { .. }));
+                resp.message
+                    .content
+                    .retain(|b| matches!(b, crate::llm::Block::Text { .. }));
             }
-            step::checkpoint_response(self, spec, run.id, t.next_seq, t.rounds, resp, summary).await?;
+            step::checkpoint_response(self, spec, run.id, t.next_seq, t.rounds, resp, summary)
+                .await?;
         }
     }
 
@@ -287,8 +336,19 @@ impl Engine {
     ) -> Result<RunOutcome, RunError> {
         let now = self.clock.now();
         let mut tx = self.pool.begin().await?;
-        let changed = runs::finish_run(&mut *tx, run_id, status, Some(reason.as_str()), text, None, now).await?;
-        let run = runs::get_run(&mut *tx, run_id).await?.ok_or(sqlx::Error::RowNotFound)?;
+        let changed = runs::finish_run(
+            &mut *tx,
+            run_id,
+            status,
+            Some(reason.as_str()),
+            text,
+            None,
+            now,
+        )
+        .await?;
+        let run = runs::get_run(&mut *tx, run_id)
+            .await?
+            .ok_or(sqlx::Error::RowNotFound)?;
         if changed && status == "capped" {
             runs::insert_audit(
                 &mut *tx,
@@ -313,7 +373,13 @@ impl Engine {
         tx.commit().await?;
         if changed {
             metrics::counter!("agentd_agent_runs_total", "status" => status.to_string(), "stop_reason" => reason.as_str()).increment(1);
-            info!(status, stop_reason = reason.as_str(), rounds = run.rounds, tool_calls = run.tool_calls, "run finished");
+            info!(
+                status,
+                stop_reason = reason.as_str(),
+                rounds = run.rounds,
+                tool_calls = run.tool_calls,
+                "run finished"
+            );
         }
         Ok(RunOutcome::from_row(&run))
     }

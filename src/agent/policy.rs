@@ -58,9 +58,18 @@ mod tests {
             destructive: PolicyDecision::Deny,
             overrides: [("create_suggestion".to_string(), PolicyDecision::Auto)].into(),
         };
-        assert_eq!(p.decide("update_document", Category::Write), PolicyDecision::Propose);
-        assert_eq!(p.decide("create_suggestion", Category::Write), PolicyDecision::Auto);
-        assert_eq!(p.decide("delete_document", Category::Destructive), PolicyDecision::Deny);
+        assert_eq!(
+            p.decide("update_document", Category::Write),
+            PolicyDecision::Propose
+        );
+        assert_eq!(
+            p.decide("create_suggestion", Category::Write),
+            PolicyDecision::Auto
+        );
+        assert_eq!(
+            p.decide("delete_document", Category::Destructive),
+            PolicyDecision::Deny
+        );
         assert!(p.allows("a") && !p.allows("b"));
     }
 }

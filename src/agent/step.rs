@@ -95,19 +95,31 @@ pub(super) async fn execute_call(
     let mut tx = engine.pool.begin().await?;
     let args = Registry::parse_args(raw);
     let registry = engine.env.registry.clone();
-    let tool = registry.get(name).filter(|_| spec.policy.allows(name)).cloned();
+    let tool = registry
+        .get(name)
+        .filter(|_| spec.policy.allows(name))
+        .cloned();
     let decided = if over_call_cap {
         Decided::error(
             "cap",
             "capped",
-            format!("not executed: the tool call limit of this run ({}) is reached", spec.caps.max_tool_calls),
+            format!(
+                "not executed: the tool call limit of this run ({}) is reached",
+                spec.caps.max_tool_calls
+            ),
         )
     } else if let Some(tool) = tool {
         let category = tool.category().as_str();
-        match args.as_ref().map_err(|e| e.to_string()).and_then(|a| {
-            Registry::validate(tool.as_ref(), a).map_err(|e| e.to_string())
-        }) {
-            Err(msg) => Decided::error(category, "error", format!("{msg}. Fix the arguments and call `{name}` again.")),
+        match args
+            .as_ref()
+            .map_err(|e| e.to_string())
+            .and_then(|a| Registry::validate(tool.as_ref(), a).map_err(|e| e.to_string()))
+        {
+            Err(msg) => Decided::error(
+                category,
+                "error",
+                format!("{msg}. Fix the arguments and call `{name}` again."),
+            ),
             Ok(()) => {
                 let args = args.as_ref().expect("validated");
                 let earlier = t.successes.get(name.as_str()).copied().unwrap_or(0);
@@ -119,10 +131,16 @@ pub(super) async fn execute_call(
                     Decided::error(
                         category,
                         "capped",
-                        format!("not executed: the refinement limit of this run ({}) is reached; finish with what you have", spec.caps.max_refinements),
+                        format!(
+                            "not executed: the refinement limit of this run ({}) is reached; finish with what you have",
+                            spec.caps.max_refinements
+                        ),
                     )
                 } else {
-                    let mut ctx = engine.env.ctx(&mut tx, spec.org_id, Some(run_id), actor.clone(), now);
+                    let mut ctx =
+                        engine
+                            .env
+                            .ctx(&mut tx, spec.org_id, Some(run_id), actor.clone(), now);
                     ctx.document_id = spec.document_id;
                     ctx.night = spec.night;
                     ctx.max_suggestions = spec.max_suggestions;
@@ -130,10 +148,14 @@ pub(super) async fn execute_call(
                         PolicyDecision::Deny => Decided::error(
                             category,
                             "denied",
-                            format!("refused: the policy of this job denies `{name}` ({category} tools); do not call it again"),
+                            format!(
+                                "refused: the policy of this job denies `{name}` ({category} tools); do not call it again"
+                            ),
                         ),
                         PolicyDecision::Propose => {
-                            sqlx::query("SAVEPOINT tool_call").execute(&mut *ctx.conn).await?;
+                            sqlx::query("SAVEPOINT tool_call")
+                                .execute(&mut *ctx.conn)
+                                .await?;
                             let origin = ProposalOrigin {
                                 call_id: Some(call_id),
                                 suggestion_id: None,
@@ -145,17 +167,27 @@ pub(super) async fn execute_call(
                                 Ok(id) => {
                                     let v = json!({"status": "proposed_for_approval", "approval_id": id,
                                         "note": "a person decides; do not call this again"});
-                                    Decided { category, decision: "proposed", content: v.to_string(), is_error: false, outcome: v }
+                                    Decided {
+                                        category,
+                                        decision: "proposed",
+                                        content: v.to_string(),
+                                        is_error: false,
+                                        outcome: v,
+                                    }
                                 }
                                 Err(ToolError::Db(e)) => return Err(e.into()),
                                 Err(e) => {
-                                    sqlx::query("ROLLBACK TO SAVEPOINT tool_call").execute(&mut *ctx.conn).await?;
+                                    sqlx::query("ROLLBACK TO SAVEPOINT tool_call")
+                                        .execute(&mut *ctx.conn)
+                                        .await?;
                                     Decided::error(category, "error", e.to_string())
                                 }
                             }
                         }
                         PolicyDecision::Auto => {
-                            sqlx::query("SAVEPOINT tool_call").execute(&mut *ctx.conn).await?;
+                            sqlx::query("SAVEPOINT tool_call")
+                                .execute(&mut *ctx.conn)
+                                .await?;
                             match registry.execute(&mut ctx, name, args).await {
                                 Ok(v) => Decided {
                                     category,
@@ -167,8 +199,11 @@ pub(super) async fn execute_call(
                                 Err(CallError::Tool(ToolError::Db(e))) => return Err(e.into()),
                                 Err(e) => {
                                     // Undo the tool's partial writes; keep the audit and checkpoint.
-                                    sqlx::query("ROLLBACK TO SAVEPOINT tool_call").execute(&mut *ctx.conn).await?;
-                                    let mut d = Decided::error(category, "auto_approved", e.to_string());
+                                    sqlx::query("ROLLBACK TO SAVEPOINT tool_call")
+                                        .execute(&mut *ctx.conn)
+                                        .await?;
+                                    let mut d =
+                                        Decided::error(category, "auto_approved", e.to_string());
                                     d.decision = "auto_approved";
                                     d
                                 }

@@ -43,8 +43,11 @@ pub struct Transcript {
 
 /// Tools whose successful calls are refinements of an earlier proposal.
 pub fn is_refinement(tool: &str, earlier_successes: u32) -> bool {
-    matches!(tool, "update_schema" | "update_prompt" | "update_extraction_field")
-        || (matches!(tool, "create_schema" | "create_prompt" | "run_extraction") && earlier_successes > 0)
+    matches!(
+        tool,
+        "update_schema" | "update_prompt" | "update_extraction_field"
+    ) || (matches!(tool, "create_schema" | "create_prompt" | "run_extraction")
+        && earlier_successes > 0)
 }
 
 impl Transcript {
@@ -57,8 +60,9 @@ impl Transcript {
             t.next_seq = s.seq + 1;
             match s.kind.as_str() {
                 "llm_response" => {
-                    let resp: CompletionResponse = serde_json::from_value(s.payload["response"].clone())
-                        .expect("checkpointed responses deserialize");
+                    let resp: CompletionResponse =
+                        serde_json::from_value(s.payload["response"].clone())
+                            .expect("checkpointed responses deserialize");
                     if s.payload["summary"].as_bool() == Some(true) {
                         t.summary_done = true;
                     }

@@ -7,10 +7,10 @@
 pub mod sweep;
 
 use crate::clock::SharedClock;
+use crate::llm::SharedProvider;
 use crate::store::approvals::{self as store, ApprovalRow, NewApproval};
 use crate::store::runs::{self, NewAudit};
 use crate::tools::{Registry, Tool, ToolCtx, ToolError};
-use crate::llm::SharedProvider;
 use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -206,7 +206,9 @@ pub async fn decide(
             outcome.changes = Some(changes.clone());
             ("stale", "stale", Some(json!({"changes": changes})))
         } else {
-            sqlx::query("SAVEPOINT approval_exec").execute(&mut *tx).await?;
+            sqlx::query("SAVEPOINT approval_exec")
+                .execute(&mut *tx)
+                .await?;
             let mut ctx = env.ctx(&mut tx, row.org_id, row.run_id, actor.clone(), now);
             match env.registry.execute(&mut ctx, &row.tool, &row.args).await {
                 Ok(v) => ("executed", "human_approved", Some(v)),

@@ -69,7 +69,8 @@ impl Sweeper {
                 report.checked += rows.len() as u64;
                 let by = "system:approval_expiry";
                 if expired_only {
-                    report.expired += store::decide_many(&mut tx, &unchanged, "expired", by, now).await?;
+                    report.expired +=
+                        store::decide_many(&mut tx, &unchanged, "expired", by, now).await?;
                 }
                 report.stale += store::decide_many(&mut tx, &changed, "stale", by, now).await?;
                 stale_ids.extend(changed.iter().map(|(r, _)| r.id));
@@ -88,9 +89,12 @@ impl Sweeper {
                 break;
             }
         }
-        metrics::counter!("agentd_approvals_swept_total", "result" => "expired").increment(report.expired);
-        metrics::counter!("agentd_approvals_swept_total", "result" => "stale").increment(report.stale);
-        metrics::counter!("agentd_approvals_swept_total", "result" => "purged").increment(report.purged);
+        metrics::counter!("agentd_approvals_swept_total", "result" => "expired")
+            .increment(report.expired);
+        metrics::counter!("agentd_approvals_swept_total", "result" => "stale")
+            .increment(report.stale);
+        metrics::counter!("agentd_approvals_swept_total", "result" => "purged")
+            .increment(report.purged);
         Ok(report)
     }
 
@@ -102,9 +106,17 @@ impl Sweeper {
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<Option<Value>, sqlx::Error> {
         let Some(tool) = self.env.registry.get(&row.tool).cloned() else {
-            return Ok(Some(json!({"tool": format!("`{}` no longer exists", row.tool)})));
+            return Ok(Some(
+                json!({"tool": format!("`{}` no longer exists", row.tool)}),
+            ));
         };
-        let mut ctx = self.env.ctx(conn, row.org_id, row.run_id, "system:approval_expiry".into(), now);
+        let mut ctx = self.env.ctx(
+            conn,
+            row.org_id,
+            row.run_id,
+            "system:approval_expiry".into(),
+            now,
+        );
         let current = match tool.snapshot(&mut ctx, &row.args).await {
             Some(Ok(v)) => v,
             Some(Err(ToolError::Db(e))) => return Err(e),
@@ -122,7 +134,8 @@ impl Sweeper {
         if stale.is_empty() || self.max_reproposals == 0 {
             return Ok(0);
         }
-        let rows = store::stale_to_repropose(&self.pool, stale, self.max_reproposals as i32).await?;
+        let rows =
+            store::stale_to_repropose(&self.pool, stale, self.max_reproposals as i32).await?;
         let jobs: Vec<NewJob> = rows
             .iter()
             .map(|r| {
@@ -132,9 +145,11 @@ impl Sweeper {
                     .max_attempts(self.repropose_max_attempts)
             })
             .collect();
-        queue::enqueue_many(&self.pool, &jobs).await.map_err(|e| match e {
-            queue::QueueError::Db(e) => e,
-            other => sqlx::Error::Protocol(other.to_string()),
-        })
+        queue::enqueue_many(&self.pool, &jobs)
+            .await
+            .map_err(|e| match e {
+                queue::QueueError::Db(e) => e,
+                other => sqlx::Error::Protocol(other.to_string()),
+            })
     }
 }

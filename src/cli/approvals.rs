@@ -1,16 +1,323 @@
-//! `agentd approvals list|show|approve|reject`. NOT IMPLEMENTED YET.
+//! `agentd approvals list|show|approve|reject`: the person's side of pending approvals.
+//! Deciding goes through [`crate::approvals::decide`] (one transaction: lock, TTL, snapshot
+//! re-check, execute as `human:<who>`), so a second decision never runs the action twice.
 
+use super::bad;
 use crate::app::App;
+use crate::approvals::{self, DecideError, DecideOutcome, Decision};
+use crate::store::approvals::{self as store, ApprovalRow};
+use crate::store::{orgs, runs};
 use clap::Subcommand;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+/// Every state an approval can be in.
+const STATUSES: [&str; 6] = [
+    "pending", "executed", "rejected", "expired", "stale", "failed",
+];
 
 /// Approval commands.
 #[derive(Subcommand, Debug)]
 pub enum ApprovalsCmd {
-    /// List approvals.
-    List,
+    /// Approvals, newest first.
+    List {
+        /// Only this org (id or name).
+        #[arg(long)]
+        org: Option<String>,
+        /// Only this state: pending, executed, rejected, expired, stale or failed.
+        #[arg(long)]
+        status: Option<String>,
+        /// At most this many (1–1000).
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One approval: action, snapshot and hash, times, state, decision, result and history.
+    Show {
+        id: Uuid,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve: re-check the snapshot and, if nothing changed and the TTL holds, execute.
+    Approve {
+        id: Uuid,
+        /// Who decides (recorded as `human:<who>` on the approval and its audit row).
+        #[arg(long, value_name = "WHO")]
+        by: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reject: nothing is executed.
+    Reject {
+        id: Uuid,
+        /// Who decides (recorded as `human:<who>`).
+        #[arg(long, value_name = "WHO")]
+        by: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Runs an approvals command.
-pub async fn run(_app: &App, _cmd: ApprovalsCmd) -> anyhow::Result<()> {
-    Err(super::bad("agentd approvals is not implemented yet"))
+pub async fn run(app: &App, cmd: ApprovalsCmd) -> anyhow::Result<()> {
+    match cmd {
+        ApprovalsCmd::List {
+            org,
+            status,
+            limit,
+            json: as_json,
+        } => list(app, org, status, limit, as_json).await,
+        ApprovalsCmd::Show { id, json: as_json } => show(app, id, as_json).await,
+        ApprovalsCmd::Approve {
+            id,
+            by,
+            json: as_json,
+        } => {
+            decide(
+                app,
+                id,
+                Decision::Approve {
+                    by: checked_by(&by)?,
+                },
+                as_json,
+            )
+            .await
+        }
+        ApprovalsCmd::Reject {
+            id,
+            by,
+            json: as_json,
+        } => {
+            decide(
+                app,
+                id,
+                Decision::Reject {
+                    by: checked_by(&by)?,
+                },
+                as_json,
+            )
+            .await
+        }
+    }
+}
+
+fn checked_by(by: &str) -> anyhow::Result<String> {
+    let by = by.trim();
+    if by.is_empty() {
+        return Err(bad(
+            "--by must name who decides, e.g. --by alice (got an empty value)",
+        ));
+    }
+    Ok(by.to_string())
+}
+
+async fn list(
+    app: &App,
+    org: Option<String>,
+    status: Option<String>,
+    limit: i64,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    if let Some(s) = &status
+        && !STATUSES.contains(&s.as_str())
+    {
+        return Err(bad(format!(
+            "--status must be one of {} (got {s:?})",
+            STATUSES.join(", ")
+        )));
+    }
+    if !(1..=1000).contains(&limit) {
+        return Err(bad(format!(
+            "--limit must be between 1 and 1000 (got {limit})"
+        )));
+    }
+    let org_id = match &org {
+        Some(o) => Some(
+            orgs::find(&app.pool, o)
+                .await?
+                .ok_or_else(|| bad(format!("--org: no org with id or name {o:?}")))?
+                .id,
+        ),
+        None => None,
+    };
+    let rows = store::list(&app.pool, org_id, status.as_deref(), limit).await?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    if rows.is_empty() {
+        println!("(no approvals)");
+        return Ok(());
+    }
+    println!(
+        "{:<36}  {:<8}  {:<18} {:<19}  {:<19}  decided_by",
+        "id", "status", "tool", "created", "expires"
+    );
+    for r in rows {
+        println!(
+            "{}  {:<8}  {:<18} {}  {}  {}",
+            r.id,
+            r.status,
+            r.tool,
+            r.created_at.format("%Y-%m-%d %H:%M:%S"),
+            r.expires_at.format("%Y-%m-%d %H:%M:%S"),
+            r.decided_by.as_deref().unwrap_or("-")
+        );
+    }
+    Ok(())
+}
+
+async fn show(app: &App, id: Uuid, as_json: bool) -> anyhow::Result<()> {
+    let row = store::get(&app.pool, id)
+        .await?
+        .ok_or_else(|| bad(format!("no approval with id {id}")))?;
+    let history = store::history(&app.pool, &row).await?;
+    let kind = run_kind(app, &row).await?;
+    if as_json {
+        let mut v = report(&row);
+        v["run_kind"] = json!(kind);
+        v["history"] = serde_json::to_value(&history)?;
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!("approval {} — {} (org {})", row.id, row.status, row.org_id);
+    println!("  action:   {}({})", row.tool, row.args);
+    match (row.run_id, &kind) {
+        (Some(r), Some(k)) => println!(
+            "  proposed: by run {r} ({k}), call {}",
+            row.call_id.as_deref().unwrap_or("-")
+        ),
+        (Some(r), None) => println!("  proposed: by run {r}"),
+        (None, _) => println!("  proposed: outside a run"),
+    }
+    println!("  created:  {}", row.created_at.to_rfc3339());
+    println!("  expires:  {}", row.expires_at.to_rfc3339());
+    println!("  hash:     {}", row.snapshot_hash);
+    println!("  snapshot: {}", row.snapshot);
+    if let (Some(by), Some(at)) = (&row.decided_by, row.decided_at) {
+        println!("  decided:  {} by {by} at {}", row.status, at.to_rfc3339());
+    }
+    if let Some(r) = &row.result {
+        println!("  result:   {r}");
+    }
+    println!(
+        "  chain:    {} depth {} (re-propose when stale: {})",
+        row.chain_id, row.chain_depth, row.repropose
+    );
+    println!("history:");
+    for a in &history {
+        println!(
+            "  #{} {} {:<28} {:<14} {}{}",
+            a.id,
+            a.created_at.format("%Y-%m-%d %H:%M:%S%.3f"),
+            a.actor,
+            a.decision,
+            a.call_id.as_deref().unwrap_or("-"),
+            if a.is_error { " ERROR" } else { "" }
+        );
+    }
+    if history.is_empty() {
+        println!("  (no audit rows)");
+    }
+    Ok(())
+}
+
+/// The approval as data (what `show --json` prints, before the history).
+fn report(r: &ApprovalRow) -> Value {
+    json!({
+        "id": r.id, "org_id": r.org_id, "run_id": r.run_id, "call_id": r.call_id,
+        "suggestion_id": r.suggestion_id,
+        "action": {"tool": r.tool, "args": r.args},
+        "snapshot": r.snapshot, "snapshot_hash": r.snapshot_hash,
+        "created_at": r.created_at, "expires_at": r.expires_at,
+        "status": r.status,
+        "decision": r.decided_by.as_ref().map(|by| json!({"by": by, "at": r.decided_at})),
+        "result": r.result,
+        "repropose": r.repropose, "chain_id": r.chain_id, "chain_depth": r.chain_depth,
+    })
+}
+
+/// The kind of the run that proposed the approval, if it still exists.
+async fn run_kind(app: &App, row: &ApprovalRow) -> anyhow::Result<Option<String>> {
+    Ok(match row.run_id {
+        Some(r) => runs::get_run(&app.pool, r).await?.map(|r| r.kind),
+        None => None,
+    })
+}
+
+async fn decide(app: &App, id: Uuid, decision: Decision, as_json: bool) -> anyhow::Result<()> {
+    let row = store::get(&app.pool, id)
+        .await?
+        .ok_or_else(|| bad(format!("no approval with id {id}")))?;
+    // The tools run with the settings (model, excerpt size) of the kind that proposed them.
+    let kind = run_kind(app, &row).await?;
+    let spec = kind
+        .as_deref()
+        .and_then(|k| app.catalog.get(k))
+        .unwrap_or_else(|| app.spec("proactive_suggestion"));
+    let env = app.tool_env(spec);
+    let out = match approvals::decide(&app.pool, &app.clock, &env, id, None, decision).await {
+        Ok(o) => o,
+        // Purged between the read above and the lock.
+        Err(DecideError::NotFound(_)) => return Err(bad(format!("no approval with id {id}"))),
+        Err(e) => return Err(e.into()),
+    };
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    let after = store::get(&app.pool, id).await?.unwrap_or(row);
+    print_outcome(&after, &out);
+    Ok(())
+}
+
+fn print_outcome(row: &ApprovalRow, out: &DecideOutcome) {
+    let id = out.approval_id;
+    let by = row.decided_by.as_deref().unwrap_or("-");
+    if !out.changed {
+        let at = row.decided_at.map(|t| t.to_rfc3339()).unwrap_or_default();
+        println!(
+            "approval {id} was already {} (by {by} at {at}); nothing changed",
+            out.status
+        );
+        return;
+    }
+    match out.status.as_str() {
+        "executed" => {
+            println!("approval {id}: executed {}({}) as {by}", row.tool, row.args);
+            if let Some(r) = &out.result {
+                println!("  result: {r}");
+            }
+        }
+        "rejected" => println!("approval {id}: rejected by {by}; nothing executed"),
+        "expired" => println!(
+            "approval {id}: expired (its TTL ended at {}); nothing executed",
+            row.expires_at.to_rfc3339()
+        ),
+        "stale" => {
+            println!(
+                "approval {id}: stale — the data changed since it was proposed; nothing executed"
+            );
+            match &out.changes {
+                Some(Value::Object(changes))
+                    if changes.values().all(|c| c.get("before").is_some()) =>
+                {
+                    for (key, c) in changes {
+                        println!("  {key}: {} → {}", c["before"], c["after"]);
+                    }
+                }
+                Some(other) => println!("  changed: {other}"),
+                None => {}
+            }
+        }
+        "failed" => println!(
+            "approval {id}: failed — {}; nothing was changed",
+            out.result
+                .as_ref()
+                .and_then(|r| r["error"].as_str())
+                .unwrap_or("the tool returned an error")
+        ),
+        other => println!("approval {id}: {other}"),
+    }
 }

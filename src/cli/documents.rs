@@ -68,12 +68,24 @@ pub struct DemoCmd {
 pub const SAMPLES: [(&str, &str); 4] = [
     ("invoice.txt", include_str!("../../samples/invoice.txt")),
     ("receipt.txt", include_str!("../../samples/receipt.txt")),
-    ("purchase_order.txt", include_str!("../../samples/purchase_order.txt")),
-    ("lab_report.txt", include_str!("../../samples/lab_report.txt")),
+    (
+        "purchase_order.txt",
+        include_str!("../../samples/purchase_order.txt"),
+    ),
+    (
+        "lab_report.txt",
+        include_str!("../../samples/lab_report.txt"),
+    ),
 ];
 
 /// Inserts a document and, if asked, its auto-create job, in one transaction.
-pub async fn add_document(app: &App, org_id: Uuid, name: &str, text: &str, auto: bool) -> anyhow::Result<(Uuid, Option<i64>)> {
+pub async fn add_document(
+    app: &App,
+    org_id: Uuid,
+    name: &str,
+    text: &str,
+    auto: bool,
+) -> anyhow::Result<(Uuid, Option<i64>)> {
     let now = app.clock.now();
     let mut tx = app.pool.begin().await?;
     let id = documents::insert(&mut tx, org_id, name, Some(text), &json!({}), now).await?;
@@ -97,21 +109,36 @@ pub async fn add_document(app: &App, org_id: Uuid, name: &str, text: &str, auto:
 /// Runs a documents command.
 pub async fn run(app: &App, cmd: DocumentsCmd) -> anyhow::Result<()> {
     match cmd {
-        DocumentsCmd::Add { org, name, text_file, auto_create: auto, json: as_json } => {
-            let bytes = std::fs::read(&text_file)
-                .map_err(|e| bad(format!("--text-file {}: cannot read: {e}", text_file.display())))?;
+        DocumentsCmd::Add {
+            org,
+            name,
+            text_file,
+            auto_create: auto,
+            json: as_json,
+        } => {
+            let bytes = std::fs::read(&text_file).map_err(|e| {
+                bad(format!(
+                    "--text-file {}: cannot read: {e}",
+                    text_file.display()
+                ))
+            })?;
             let text = documents::text_from_bytes(&bytes);
             if name.trim().is_empty() {
                 return Err(bad("--name must not be empty"));
             }
             let org = match orgs::find(&app.pool, &org).await? {
                 Some(o) => o,
-                None if Uuid::parse_str(&org).is_ok() => return Err(bad(format!("--org: no org with id {org}"))),
+                None if Uuid::parse_str(&org).is_ok() => {
+                    return Err(bad(format!("--org: no org with id {org}")));
+                }
                 None => orgs::ensure(&app.pool, &org).await?,
             };
             let (id, job) = add_document(app, org.id, &name, &text, auto).await?;
             if as_json {
-                println!("{}", json!({"document_id": id, "org_id": org.id, "job_id": job}));
+                println!(
+                    "{}",
+                    json!({"document_id": id, "org_id": org.id, "job_id": job})
+                );
             } else {
                 println!("document {id} added to org {} ({})", org.name, org.id);
                 if let Some(j) = job {
@@ -119,19 +146,32 @@ pub async fn run(app: &App, cmd: DocumentsCmd) -> anyhow::Result<()> {
                 }
             }
         }
-        DocumentsCmd::List { org, limit, json: as_json } => {
-            let org = orgs::find(&app.pool, &org).await?.ok_or_else(|| bad(format!("--org: no org {org:?}")))?;
+        DocumentsCmd::List {
+            org,
+            limit,
+            json: as_json,
+        } => {
+            let org = orgs::find(&app.pool, &org)
+                .await?
+                .ok_or_else(|| bad(format!("--org: no org {org:?}")))?;
             let rows = doc_rows(app, org.id, limit).await?;
             if as_json {
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
                 for r in rows {
-                    println!("{}  {:<10} {}", r["id"].as_str().unwrap_or(""), r["auto_create_status"].as_str().unwrap_or(""), r["name"].as_str().unwrap_or(""));
+                    println!(
+                        "{}  {:<10} {}",
+                        r["id"].as_str().unwrap_or(""),
+                        r["auto_create_status"].as_str().unwrap_or(""),
+                        r["name"].as_str().unwrap_or("")
+                    );
                 }
             }
         }
         DocumentsCmd::Show { id, json: as_json } => {
-            let report = document_report(app, id).await?.ok_or_else(|| bad(format!("no document with id {id}")))?;
+            let report = document_report(app, id)
+                .await?
+                .ok_or_else(|| bad(format!("no document with id {id}")))?;
             if as_json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
@@ -141,20 +181,31 @@ pub async fn run(app: &App, cmd: DocumentsCmd) -> anyhow::Result<()> {
         DocumentsCmd::Accept { id } | DocumentsCmd::Reject { id } => {
             let accept = matches!(cmd, DocumentsCmd::Accept { .. });
             let mut tx = app.pool.begin().await?;
-            let st = auto_create::state(&mut *tx, None, id).await?.ok_or_else(|| bad(format!("no document with id {id}")))?;
-            let st = auto_create::lock_state(&mut tx, st.org_id, id).await?.expect("exists");
+            let st = auto_create::state(&mut *tx, None, id)
+                .await?
+                .ok_or_else(|| bad(format!("no document with id {id}")))?;
+            let st = auto_create::lock_state(&mut tx, st.org_id, id)
+                .await?
+                .expect("exists");
             if st.auto_create_status != "proposed" {
-                return Err(bad(format!("document {id} has no proposal to decide (auto_create_status = {})", st.auto_create_status)));
+                return Err(bad(format!(
+                    "document {id} has no proposal to decide (auto_create_status = {})",
+                    st.auto_create_status
+                )));
             }
             let run = st.auto_create_run_id.expect("a proposal has its run");
             if accept {
                 auto_create::accept(&mut tx, st.org_id, id, run, app.clock.now()).await?;
                 tx.commit().await?;
-                println!("document {id}: proposal accepted (schema and prompt active, extraction accepted)");
+                println!(
+                    "document {id}: proposal accepted (schema and prompt active, extraction accepted)"
+                );
             } else {
                 let n = auto_create::reject(&mut tx, st.org_id, id, run, app.clock.now()).await?;
                 tx.commit().await?;
-                println!("document {id}: proposal rejected ({n} proposed artifact(s) removed; audit kept)");
+                println!(
+                    "document {id}: proposal rejected ({n} proposed artifact(s) removed; audit kept)"
+                );
             }
         }
     }
@@ -163,15 +214,25 @@ pub async fn run(app: &App, cmd: DocumentsCmd) -> anyhow::Result<()> {
 
 async fn doc_rows(app: &App, org_id: Uuid, limit: i64) -> anyhow::Result<Vec<Value>> {
     let mut conn = app.pool.acquire().await?;
-    let filter = documents::DocumentFilter { name_search: None, tag_ids: None, status: None, limit: limit.clamp(1, 100) };
+    let filter = documents::DocumentFilter {
+        name_search: None,
+        tag_ids: None,
+        status: None,
+        limit: limit.clamp(1, 100),
+    };
     let rows = documents::list(&mut conn, org_id, &filter).await?;
-    Ok(rows.into_iter().map(|r| serde_json::to_value(r).unwrap_or_default()).collect())
+    Ok(rows
+        .into_iter()
+        .map(|r| serde_json::to_value(r).unwrap_or_default())
+        .collect())
 }
 
 /// Everything about a document's auto-create, as JSON.
 pub async fn document_report(app: &App, id: Uuid) -> anyhow::Result<Option<Value>> {
     let mut conn = app.pool.acquire().await?;
-    let Some(st) = auto_create::state(&mut *conn, None, id).await? else { return Ok(None) };
+    let Some(st) = auto_create::state(&mut *conn, None, id).await? else {
+        return Ok(None);
+    };
     let org = st.org_id;
     let schema = match (st.proposed_schema_id, st.proposed_schema_version) {
         (Some(s), Some(v)) => schemas::get(&mut conn, org, s, v).await?,
@@ -191,8 +252,19 @@ pub async fn document_report(app: &App, id: Uuid) -> anyhow::Result<Option<Value
     };
     let fields: Vec<Value> = schema
         .as_ref()
-        .and_then(|s| s.response_format["json_schema"]["schema"]["properties"].as_object().cloned())
-        .map(|props| props.iter().map(|(k, v)| json!({"name": k, "type": v["type"], "description": v["description"]})).collect())
+        .and_then(|s| {
+            s.response_format["json_schema"]["schema"]["properties"]
+                .as_object()
+                .cloned()
+        })
+        .map(|props| {
+            props
+                .iter()
+                .map(
+                    |(k, v)| json!({"name": k, "type": v["type"], "description": v["description"]}),
+                )
+                .collect()
+        })
         .unwrap_or_default();
     Ok(Some(json!({
         "document_id": st.id, "org_id": st.org_id, "name": st.name,
@@ -208,8 +280,15 @@ pub async fn document_report(app: &App, id: Uuid) -> anyhow::Result<Option<Value
 }
 
 fn print_report(r: &Value) {
-    println!("{} ({})", r["name"].as_str().unwrap_or(""), r["document_id"].as_str().unwrap_or(""));
-    println!("  auto-create: {}", r["auto_create_status"].as_str().unwrap_or(""));
+    println!(
+        "{} ({})",
+        r["name"].as_str().unwrap_or(""),
+        r["document_id"].as_str().unwrap_or("")
+    );
+    println!(
+        "  auto-create: {}",
+        r["auto_create_status"].as_str().unwrap_or("")
+    );
     if let Some(e) = r["error"].as_str() {
         println!("  error: {e}");
     }
@@ -220,20 +299,43 @@ fn print_report(r: &Value) {
             run["provider"].as_str().unwrap_or(""),
             run["status"].as_str().unwrap_or(""),
             run["stop_reason"].as_str().unwrap_or("-"),
-            run["rounds"], run["tool_calls"], run["tokens"],
-            run["seconds"].as_f64().map(|s| format!("{s:.2}")).unwrap_or_else(|| "-".into())
+            run["rounds"],
+            run["tool_calls"],
+            run["tokens"],
+            run["seconds"]
+                .as_f64()
+                .map(|s| format!("{s:.2}"))
+                .unwrap_or_else(|| "-".into())
         );
     }
     if let Some(s) = r["schema"].as_object() {
-        println!("  schema {} \"{}\" ({})", s["revid"].as_str().unwrap_or(""), s["name"].as_str().unwrap_or(""), s["status"].as_str().unwrap_or(""));
+        println!(
+            "  schema {} \"{}\" ({})",
+            s["revid"].as_str().unwrap_or(""),
+            s["name"].as_str().unwrap_or(""),
+            s["status"].as_str().unwrap_or("")
+        );
     }
     let values = &r["extraction"]["result"];
     for f in r["fields"].as_array().into_iter().flatten() {
         let name = f["name"].as_str().unwrap_or("");
-        println!("    {:<24} {:<18} = {}", name, f["type"].to_string(), values.get(name).map(|v| v.to_string()).unwrap_or_else(|| "-".into()));
+        println!(
+            "    {:<24} {:<18} = {}",
+            name,
+            f["type"].to_string(),
+            values
+                .get(name)
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "-".into())
+        );
     }
     if let Some(p) = r["prompt"].as_object() {
-        println!("  prompt {} \"{}\" ({})", p["revid"].as_str().unwrap_or(""), p["name"].as_str().unwrap_or(""), p["status"].as_str().unwrap_or(""));
+        println!(
+            "  prompt {} \"{}\" ({})",
+            p["revid"].as_str().unwrap_or(""),
+            p["name"].as_str().unwrap_or(""),
+            p["status"].as_str().unwrap_or("")
+        );
     }
 }
 
@@ -252,7 +354,11 @@ pub async fn demo(app: &App, cmd: DemoCmd) -> anyhow::Result<()> {
         org.id,
         ids.len(),
         provider,
-        if provider == "offline" { " (deterministic heuristic model, not an LLM; set OPENAI_API_KEY to use one)" } else { "" }
+        if provider == "offline" {
+            " (deterministic heuristic model, not an LLM; set OPENAI_API_KEY to use one)"
+        } else {
+            ""
+        }
     );
     let mut demo_app = app.clone();
     let mut config = (*app.config).clone();
@@ -260,14 +366,29 @@ pub async fn demo(app: &App, cmd: DemoCmd) -> anyhow::Result<()> {
     demo_app.config = std::sync::Arc::new(config);
     let stop = CancellationToken::new();
     let worker = demo_app
-        .start_worker(WorkerArgs { kinds: vec!["auto_create".into()], concurrency: None, cron: false }, stop.clone())
+        .start_worker(
+            WorkerArgs {
+                kinds: vec!["auto_create".into()],
+                concurrency: None,
+                cron: false,
+            },
+            stop.clone(),
+        )
         .await
         .map_err(bad)?;
     let started = Instant::now();
     let mut last_line = String::new();
     loop {
         let statuses: Vec<String> = statuses(app, &ids).await?;
-        let done = statuses.iter().filter(|s| matches!(s.as_str(), "proposed" | "failed" | "skipped" | "accepted" | "rejected")).count();
+        let done = statuses
+            .iter()
+            .filter(|s| {
+                matches!(
+                    s.as_str(),
+                    "proposed" | "failed" | "skipped" | "accepted" | "rejected"
+                )
+            })
+            .count();
         let line = format!(
             "\r  progress: {done}/{} done ({} proposed, {} failed), {:.1}s",
             ids.len(),
@@ -286,7 +407,10 @@ pub async fn demo(app: &App, cmd: DemoCmd) -> anyhow::Result<()> {
         if started.elapsed() > Duration::from_secs(cmd.timeout_secs) {
             stop.cancel();
             worker.join().await;
-            return Err(anyhow::anyhow!("demo: documents still not done after {}s; see `agentd status`", cmd.timeout_secs));
+            return Err(anyhow::anyhow!(
+                "demo: documents still not done after {}s; see `agentd status`",
+                cmd.timeout_secs
+            ));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -300,19 +424,36 @@ pub async fn demo(app: &App, cmd: DemoCmd) -> anyhow::Result<()> {
         }
     }
     if cmd.json {
-        println!("{}", serde_json::to_string_pretty(&json!({"org_id": org.id, "provider": provider, "documents": reports}))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &json!({"org_id": org.id, "provider": provider, "documents": reports})
+            )?
+        );
         return Ok(());
     }
-    println!("\nagentd demo report — provider: {provider}, {:.1}s\n", started.elapsed().as_secs_f64());
+    println!(
+        "\nagentd demo report — provider: {provider}, {:.1}s\n",
+        started.elapsed().as_secs_f64()
+    );
     for r in &reports {
         print_report(r);
         println!();
     }
-    let first_run = reports.iter().find_map(|r| r["run"]["id"].as_str()).unwrap_or("RUN_ID");
+    let first_run = reports
+        .iter()
+        .find_map(|r| r["run"]["id"].as_str())
+        .unwrap_or("RUN_ID");
     println!("Where to look next:");
     println!("  agentd runs show {first_run}        # the transcript and audit trail of a run");
-    println!("  agentd documents show {}   # one document's proposal", ids[0]);
-    println!("  agentd documents accept {}  # accept it (artifacts become active)", ids[0]);
+    println!(
+        "  agentd documents show {}   # one document's proposal",
+        ids[0]
+    );
+    println!(
+        "  agentd documents accept {}  # accept it (artifacts become active)",
+        ids[0]
+    );
     println!("  agentd status                         # queue, runs, approvals at a glance");
     Ok(())
 }

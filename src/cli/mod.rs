@@ -6,6 +6,11 @@ mod bench;
 mod documents;
 mod runs;
 
+/// Library access to what `agentd documents` does (tests and producers use it).
+pub mod documents_api {
+    pub use super::documents::{SAMPLES, add_document, document_report};
+}
+
 use crate::app::{App, WorkerArgs};
 use crate::catalog::Catalog;
 use crate::config::Config;

@@ -33,7 +33,12 @@ pub enum RunsCmd {
 /// Runs a runs command.
 pub async fn run(app: &App, cmd: RunsCmd) -> anyhow::Result<()> {
     match cmd {
-        RunsCmd::List { org, kind, limit, json: as_json } => {
+        RunsCmd::List {
+            org,
+            kind,
+            limit,
+            json: as_json,
+        } => {
             let rows = runs::list_runs(&app.pool, org, kind.as_deref(), limit).await?;
             if as_json {
                 println!("{}", serde_json::to_string_pretty(&rows)?);
@@ -42,24 +47,47 @@ pub async fn run(app: &App, cmd: RunsCmd) -> anyhow::Result<()> {
             for r in rows {
                 println!(
                     "{}  {:<20} {:<9} {:<15} rounds {:>2} calls {:>2} tokens {:>6}  [{}] {}",
-                    r.id, r.kind, r.status, r.stop_reason.unwrap_or_default(), r.rounds, r.tool_calls,
-                    r.input_tokens + r.output_tokens, r.provider, r.started_at.format("%Y-%m-%d %H:%M:%S")
+                    r.id,
+                    r.kind,
+                    r.status,
+                    r.stop_reason.unwrap_or_default(),
+                    r.rounds,
+                    r.tool_calls,
+                    r.input_tokens + r.output_tokens,
+                    r.provider,
+                    r.started_at.format("%Y-%m-%d %H:%M:%S")
                 );
             }
         }
         RunsCmd::Show { run, json: as_json } => {
-            let r = runs::get_run(&app.pool, run).await?.ok_or_else(|| bad(format!("no run with id {run}")))?;
+            let r = runs::get_run(&app.pool, run)
+                .await?
+                .ok_or_else(|| bad(format!("no run with id {run}")))?;
             let steps = runs::steps(&app.pool, run).await?;
             let audit = runs::audit_for_run(&app.pool, run).await?;
             if as_json {
-                println!("{}", serde_json::to_string_pretty(&json!({"run": r, "steps": steps, "audit": audit}))?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &json!({"run": r, "steps": steps, "audit": audit})
+                    )?
+                );
                 return Ok(());
             }
-            println!("run {} — {} for {} (org {})", r.id, r.kind, r.subject, r.org_id);
+            println!(
+                "run {} — {} for {} (org {})",
+                r.id, r.kind, r.subject, r.org_id
+            );
             println!(
                 "  provider {} model {}, {} ({}), {} round(s), {} tool call(s), {}+{} tokens",
-                r.provider, r.model, r.status, r.stop_reason.as_deref().unwrap_or("-"), r.rounds, r.tool_calls,
-                r.input_tokens, r.output_tokens
+                r.provider,
+                r.model,
+                r.status,
+                r.stop_reason.as_deref().unwrap_or("-"),
+                r.rounds,
+                r.tool_calls,
+                r.input_tokens,
+                r.output_tokens
             );
             if let Some(e) = &r.error {
                 println!("  error: {e}");
@@ -68,9 +96,17 @@ pub async fn run(app: &App, cmd: RunsCmd) -> anyhow::Result<()> {
             for s in &steps {
                 match s.kind.as_str() {
                     "llm_response" => {
-                        for b in s.payload["response"]["message"]["content"].as_array().into_iter().flatten() {
+                        for b in s.payload["response"]["message"]["content"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                        {
                             match b["type"].as_str() {
-                                Some("text") => println!("  [{}] assistant: {}", s.seq, short(b["text"].as_str().unwrap_or(""), 400)),
+                                Some("text") => println!(
+                                    "  [{}] assistant: {}",
+                                    s.seq,
+                                    short(b["text"].as_str().unwrap_or(""), 400)
+                                ),
                                 Some("tool_use") => println!(
                                     "  [{}] assistant calls {}({}) id={}",
                                     s.seq,
@@ -96,7 +132,13 @@ pub async fn run(app: &App, cmd: RunsCmd) -> anyhow::Result<()> {
             for a in &audit {
                 println!(
                     "  #{} {} {} {:<22} {:<12} {:<14} {}ms{}",
-                    a.id, a.created_at.format("%H:%M:%S%.3f"), a.actor, a.tool, a.category, a.decision, a.duration_ms,
+                    a.id,
+                    a.created_at.format("%H:%M:%S%.3f"),
+                    a.actor,
+                    a.tool,
+                    a.category,
+                    a.decision,
+                    a.duration_ms,
                     if a.is_error { " ERROR" } else { "" }
                 );
             }
@@ -113,4 +155,3 @@ fn short(s: &str, max: usize) -> String {
         format!("{}…", one_line.chars().take(max).collect::<String>())
     }
 }
-

@@ -60,24 +60,47 @@ impl JobHandler for ApprovalExpiry {
         let app = &self.app;
         let db = |e: sqlx::Error| JobError::Retryable(format!("database error: {e}"));
         let Some(stale_id) = p.repropose else {
-            let report = Self::sweeper(app).run_once(p.approval_ids.as_deref()).await.map_err(db)?;
+            let report = Self::sweeper(app)
+                .run_once(p.approval_ids.as_deref())
+                .await
+                .map_err(db)?;
             info!(?report, "approval sweep done");
             return Ok(());
         };
         let a = approvals::get(&app.pool, stale_id)
             .await
             .map_err(db)?
-            .ok_or_else(|| JobError::Fatal(format!("approval {stale_id} does not exist (purged?)")))?;
+            .ok_or_else(|| {
+                JobError::Fatal(format!("approval {stale_id} does not exist (purged?)"))
+            })?;
         if a.status != "stale" {
-            return Err(JobError::Fatal(format!("approval {stale_id} is {}, not stale: nothing to re-propose", a.status)));
+            return Err(JobError::Fatal(format!(
+                "approval {stale_id} is {}, not stale: nothing to re-propose",
+                a.status
+            )));
         }
         let spec = app.spec("approval_expiry");
-        let changes = a.result.as_ref().map(|r| r["changes"].to_string()).unwrap_or_default();
+        let changes = a
+            .result
+            .as_ref()
+            .map(|r| r["changes"].to_string())
+            .unwrap_or_default();
         let first = render(
             &spec.agent.first_message,
-            &[("approval_id", a.id.to_string()), ("tool", a.tool.clone()), ("args", a.args.to_string()), ("changes", changes)],
+            &[
+                ("approval_id", a.id.to_string()),
+                ("tool", a.tool.clone()),
+                ("args", a.args.to_string()),
+                ("changes", changes),
+            ],
         );
-        let mut run_spec = app.run_spec(spec, a.org_id, format!("approval:{}", a.id), Some(job.job.id), first);
+        let mut run_spec = app.run_spec(
+            spec,
+            a.org_id,
+            format!("approval:{}", a.id),
+            Some(job.job.id),
+            first,
+        );
         run_spec.chain = Some((a.chain_id, a.chain_depth + 1));
         let engine = app.engine(spec);
         match engine.run(&run_spec, &job.cancel).await {

@@ -41,26 +41,64 @@ impl JobHandler for AutoCreate {
         let state = store::lock_state(&mut tx, p.org_id, p.document_id)
             .await
             .map_err(db)?
-            .ok_or_else(|| JobError::Fatal(format!("document {} not found in org {}", p.document_id, p.org_id)))?;
+            .ok_or_else(|| {
+                JobError::Fatal(format!(
+                    "document {} not found in org {}",
+                    p.document_id, p.org_id
+                ))
+            })?;
         if !state.has_text {
-            store::set_status(&mut *tx, p.org_id, p.document_id, "skipped", None, Some("the document has no text to read"), now)
-                .await
-                .map_err(db)?;
+            store::set_status(
+                &mut *tx,
+                p.org_id,
+                p.document_id,
+                "skipped",
+                None,
+                Some("the document has no text to read"),
+                now,
+            )
+            .await
+            .map_err(db)?;
             tx.commit().await.map_err(db)?;
             info!(document_id = %p.document_id, "skipped: the document has no text");
             return Ok(());
         }
-        let resuming = runs::run_for_job(&mut *tx, job.job.id).await.map_err(db)?.is_some();
-        if matches!(state.auto_create_status.as_str(), "proposed" | "accepted") && !p.force && !resuming {
+        let resuming = runs::run_for_job(&mut *tx, job.job.id)
+            .await
+            .map_err(db)?
+            .is_some();
+        if matches!(state.auto_create_status.as_str(), "proposed" | "accepted")
+            && !p.force
+            && !resuming
+        {
             info!(document_id = %p.document_id, status = %state.auto_create_status, "already has a proposal; nothing to do (enqueue with --force to redo)");
             return Ok(());
         }
-        store::set_status(&mut *tx, p.org_id, p.document_id, "running", None, None, now).await.map_err(db)?;
+        store::set_status(
+            &mut *tx,
+            p.org_id,
+            p.document_id,
+            "running",
+            None,
+            None,
+            now,
+        )
+        .await
+        .map_err(db)?;
         tx.commit().await.map_err(db)?;
 
         let spec = app.spec("auto_create");
-        let first = render(&spec.agent.first_message, &[("document_id", p.document_id.to_string())]);
-        let mut run_spec = app.run_spec(spec, p.org_id, p.document_id.to_string(), Some(job.job.id), first);
+        let first = render(
+            &spec.agent.first_message,
+            &[("document_id", p.document_id.to_string())],
+        );
+        let mut run_spec = app.run_spec(
+            spec,
+            p.org_id,
+            p.document_id.to_string(),
+            Some(job.job.id),
+            first,
+        );
         run_spec.document_id = Some(p.document_id);
         let engine = app.engine(spec);
         let outcome = match engine.run(&run_spec, &job.cancel).await {
@@ -77,12 +115,22 @@ impl JobHandler for AutoCreate {
             }
         };
         let mut tx = app.pool.begin().await.map_err(db)?;
-        let arts = store::artifacts(&mut *tx, p.org_id, outcome.run_id, p.document_id).await.map_err(db)?;
-        let complete = arts.schema_id.is_some() && arts.prompt_id.is_some() && arts.extraction_id.is_some();
+        let arts = store::artifacts(&mut *tx, p.org_id, outcome.run_id, p.document_id)
+            .await
+            .map_err(db)?;
+        let complete =
+            arts.schema_id.is_some() && arts.prompt_id.is_some() && arts.extraction_id.is_some();
         if (outcome.status == "succeeded" || outcome.status == "capped") && complete {
-            store::set_proposed(&mut tx, p.org_id, p.document_id, outcome.run_id, &arts, app.clock.now())
-                .await
-                .map_err(db)?;
+            store::set_proposed(
+                &mut tx,
+                p.org_id,
+                p.document_id,
+                outcome.run_id,
+                &arts,
+                app.clock.now(),
+            )
+            .await
+            .map_err(db)?;
             tx.commit().await.map_err(db)?;
             info!(document_id = %p.document_id, run_id = %outcome.run_id, status = %outcome.status, "proposal ready");
             return Ok(());
@@ -115,12 +163,22 @@ impl AutoCreate {
         if let Some(run) = run_id
             && self.app.spec("auto_create").agent.cleanup_on_failure
         {
-            let n = store::remove_proposed(&mut tx, p.org_id, run).await.map_err(db)?;
+            let n = store::remove_proposed(&mut tx, p.org_id, run)
+                .await
+                .map_err(db)?;
             info!(run_id = %run, removed = n, "removed the failed run's proposed artifacts");
         }
-        store::set_status(&mut *tx, p.org_id, p.document_id, "failed", run_id, Some(reason), self.app.clock.now())
-            .await
-            .map_err(db)?;
+        store::set_status(
+            &mut *tx,
+            p.org_id,
+            p.document_id,
+            "failed",
+            run_id,
+            Some(reason),
+            self.app.clock.now(),
+        )
+        .await
+        .map_err(db)?;
         tx.commit().await.map_err(db)
     }
 }

@@ -17,9 +17,18 @@ use tokio_util::sync::CancellationToken;
 /// The handlers this build has, by kind.
 pub fn handlers(app: &App) -> BTreeMap<String, Arc<dyn JobHandler>> {
     let mut m: BTreeMap<String, Arc<dyn JobHandler>> = BTreeMap::new();
-    m.insert("auto_create".into(), Arc::new(auto_create::AutoCreate { app: app.clone() }));
-    m.insert("proactive_suggestion".into(), Arc::new(proactive::Proactive { app: app.clone() }));
-    m.insert("approval_expiry".into(), Arc::new(approval_expiry::ApprovalExpiry { app: app.clone() }));
+    m.insert(
+        "auto_create".into(),
+        Arc::new(auto_create::AutoCreate { app: app.clone() }),
+    );
+    m.insert(
+        "proactive_suggestion".into(),
+        Arc::new(proactive::Proactive { app: app.clone() }),
+    );
+    m.insert(
+        "approval_expiry".into(),
+        Arc::new(approval_expiry::ApprovalExpiry { app: app.clone() }),
+    );
     m
 }
 
@@ -38,7 +47,10 @@ pub fn unimplemented_kinds(app: &App) -> Vec<String> {
 pub fn start_background(_app: &App, _stop: CancellationToken) {}
 
 /// Parses a job payload; a malformed one is fatal and names what is wrong.
-pub fn parse_payload<T: DeserializeOwned>(kind: &str, payload: &serde_json::Value) -> Result<T, JobError> {
+pub fn parse_payload<T: DeserializeOwned>(
+    kind: &str,
+    payload: &serde_json::Value,
+) -> Result<T, JobError> {
     serde_json::from_value(payload.clone())
         .map_err(|e| JobError::Fatal(format!("malformed {kind} payload {payload}: {e}")))
 }

@@ -41,7 +41,8 @@ impl JobHandler for Proactive {
         }
         let spec = app.spec("proactive_suggestion");
         let first = render(&spec.agent.first_message, &[("night", p.night.to_string())]);
-        let mut run_spec = app.run_spec(spec, p.org_id, p.night.to_string(), Some(job.job.id), first);
+        let mut run_spec =
+            app.run_spec(spec, p.org_id, p.night.to_string(), Some(job.job.id), first);
         run_spec.night = Some(p.night);
         let engine = app.engine(spec);
         match engine.run(&run_spec, &job.cancel).await {

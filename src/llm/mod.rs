@@ -191,8 +191,12 @@ pub type SharedProvider = Arc<dyn LlmProvider>;
 /// `offline`.
 pub fn from_config(c: &crate::config::LlmConfig) -> SharedProvider {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-    let key = Some(c.api_key.clone()).filter(|k| !k.is_empty()).or_else(|| env("OPENAI_API_KEY"));
-    let base = Some(c.base_url.clone()).filter(|u| !u.is_empty()).or_else(|| env("OPENAI_BASE_URL"));
+    let key = Some(c.api_key.clone())
+        .filter(|k| !k.is_empty())
+        .or_else(|| env("OPENAI_API_KEY"));
+    let base = Some(c.base_url.clone())
+        .filter(|u| !u.is_empty())
+        .or_else(|| env("OPENAI_BASE_URL"));
     let use_openai = match c.provider.as_str() {
         "openai" => true,
         "offline" => false,

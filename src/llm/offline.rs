@@ -33,7 +33,8 @@ static KV: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^\s*([A-Za-z][A-Za-z0-9 #/&().'-]{0,40}?)\s*[:=]\s*(\S.*?)\s*$").expect("regex")
 });
 static AMOUNT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^[-+]?\s?(?:[$€£]|USD|EUR|GBP)?\s?\d[\d,]*(?:\.\d+)?\s?(?:[$€£]|USD|EUR|GBP|%)?$").expect("regex")
+    Regex::new(r"^[-+]?\s?(?:[$€£]|USD|EUR|GBP)?\s?\d[\d,]*(?:\.\d+)?\s?(?:[$€£]|USD|EUR|GBP|%)?$")
+        .expect("regex")
 });
 static DATE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)^(\d{4}-\d{2}-\d{2}|\d{1,2}[/.]\d{1,2}[/.]\d{2,4}|\d{1,2} (jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]* \d{4}|(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]* \d{1,2},? \d{4})$").expect("regex")
@@ -73,15 +74,26 @@ pub fn infer_fields(text: &str) -> Vec<Field> {
             continue;
         }
         let (kind, description) = if AMOUNT.is_match(value) {
-            ("number", format!("{key} (number, without currency symbols)"))
+            (
+                "number",
+                format!("{key} (number, without currency symbols)"),
+            )
         } else if DATE.is_match(value) {
             ("string", format!("{key} (date as written)"))
-        } else if IDENT.is_match(value) || name.ends_with("_id") || name.ends_with("number") || name.ends_with("_no") {
+        } else if IDENT.is_match(value)
+            || name.ends_with("_id")
+            || name.ends_with("number")
+            || name.ends_with("_no")
+        {
             ("string", format!("{key} (identifier)"))
         } else {
             ("string", key.to_string())
         };
-        out.push(Field { name, kind, description });
+        out.push(Field {
+            name,
+            kind,
+            description,
+        });
         if out.len() == 20 {
             break;
         }
@@ -93,15 +105,25 @@ pub fn infer_fields(text: &str) -> Vec<Field> {
 pub fn response_format(name: &str, fields: &[Field]) -> Value {
     let mut props = Map::new();
     for f in fields {
-        props.insert(f.name.clone(), json!({"type": [f.kind, "null"], "description": f.description}));
+        props.insert(
+            f.name.clone(),
+            json!({"type": [f.kind, "null"], "description": f.description}),
+        );
     }
     if fields.is_empty() {
-        props.insert("summary".into(), json!({"type": ["string", "null"], "description": "What the document is about"}));
+        props.insert(
+            "summary".into(),
+            json!({"type": ["string", "null"], "description": "What the document is about"}),
+        );
     }
     let required: Vec<&String> = props.keys().collect();
     let schema_name = {
         let s = snake(name);
-        if s.is_empty() { "document".to_string() } else { s }
+        if s.is_empty() {
+            "document".to_string()
+        } else {
+            s
+        }
     };
     json!({"type": "json_schema", "json_schema": {"name": schema_name, "strict": true, "schema": {
         "type": "object", "properties": props, "required": required, "additionalProperties": false}}})
@@ -112,7 +134,9 @@ pub fn extract(text: &str, schema: &Value) -> Value {
     let mut values: HashMap<String, String> = HashMap::new();
     for line in text.lines() {
         if let Some(c) = KV.captures(line) {
-            values.entry(snake(&c[1])).or_insert_with(|| c[2].trim().to_string());
+            values
+                .entry(snake(&c[1]))
+                .or_insert_with(|| c[2].trim().to_string());
         }
     }
     let mut out = Map::new();
@@ -127,10 +151,19 @@ pub fn extract(text: &str, schema: &Value) -> Value {
                 None if name == "summary" => Value::String(text.chars().take(200).collect()),
                 None => Value::Null,
                 Some(raw) if types.contains(&"number") => {
-                    let digits: String = raw.chars().filter(|c| c.is_ascii_digit() || *c == '.' || *c == '-').collect();
+                    let digits: String = raw
+                        .chars()
+                        .filter(|c| c.is_ascii_digit() || *c == '.' || *c == '-')
+                        .collect();
                     digits
                         .parse::<f64>()
-                        .map(|n| if n.fract() == 0.0 && n.abs() < 1e15 { json!(n as i64) } else { json!(n) })
+                        .map(|n| {
+                            if n.fract() == 0.0 && n.abs() < 1e15 {
+                                json!(n as i64)
+                            } else {
+                                json!(n)
+                            }
+                        })
                         .unwrap_or(Value::Null)
                 }
                 Some(raw) => Value::String(raw.clone()),
@@ -152,7 +185,10 @@ fn estimate(req: &CompletionRequest, out_chars: usize) -> Usage {
             Block::ToolResult { content, .. } => content.len(),
         })
         .sum();
-    Usage { input_tokens: (input / 4 + 1) as u64, output_tokens: (out_chars / 4 + 1) as u64 }
+    Usage {
+        input_tokens: (input / 4 + 1) as u64,
+        output_tokens: (out_chars / 4 + 1) as u64,
+    }
 }
 
 /// Tool results so far, by tool name: (succeeded results, error count).
@@ -165,13 +201,21 @@ fn results(req: &CompletionRequest) -> HashMap<String, (Vec<Value>, u32)> {
                 Block::ToolUse { id, name, .. } => {
                     names.insert(id.clone(), name.clone());
                 }
-                Block::ToolResult { call_id, content, is_error } => {
-                    let Some(name) = names.get(call_id) else { continue };
+                Block::ToolResult {
+                    call_id,
+                    content,
+                    is_error,
+                } => {
+                    let Some(name) = names.get(call_id) else {
+                        continue;
+                    };
                     let e = out.entry(name.clone()).or_default();
                     if *is_error {
                         e.1 += 1;
                     } else {
-                        e.0.push(serde_json::from_str(content).unwrap_or(Value::String(content.clone())));
+                        e.0.push(
+                            serde_json::from_str(content).unwrap_or(Value::String(content.clone())),
+                        );
                     }
                 }
                 _ => {}
@@ -205,20 +249,36 @@ fn auto_create(r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
     let fields = infer_fields(text);
     let Some(schema) = ok("create_schema") else {
         if errors("create_schema") >= 2 {
-            return Next::Say("offline model: create_schema was refused twice; stopping without a proposal.".into());
+            return Next::Say(
+                "offline model: create_schema was refused twice; stopping without a proposal."
+                    .into(),
+            );
         }
-        return Next::Call("create_schema", json!({"name": format!("{name} fields"), "response_format": response_format(name, &fields)}));
+        return Next::Call(
+            "create_schema",
+            json!({"name": format!("{name} fields"), "response_format": response_format(name, &fields)}),
+        );
     };
-    let schema_revid = find_str(schema, &["schema_revid", "revid"]).unwrap_or_default().to_string();
+    let schema_revid = find_str(schema, &["schema_revid", "revid"])
+        .unwrap_or_default()
+        .to_string();
     let Some(prompt) = ok("create_prompt") else {
         if errors("create_prompt") >= 2 {
             return Next::Say("offline model: create_prompt was refused twice; stopping.".into());
         }
-        let list: Vec<String> = fields.iter().map(|f| format!("- {}: {}", f.name, f.description)).collect();
-        return Next::Call("create_prompt", json!({"name": format!("Extract {name}"), "schema_revid": schema_revid,
-            "content": format!("Extract these fields from the document. Use null when a value is absent; copy identifiers and dates exactly.\n{}", list.join("\n"))}));
+        let list: Vec<String> = fields
+            .iter()
+            .map(|f| format!("- {}: {}", f.name, f.description))
+            .collect();
+        return Next::Call(
+            "create_prompt",
+            json!({"name": format!("Extract {name}"), "schema_revid": schema_revid,
+            "content": format!("Extract these fields from the document. Use null when a value is absent; copy identifiers and dates exactly.\n{}", list.join("\n"))}),
+        );
     };
-    let prompt_revid = find_str(prompt, &["prompt_revid", "revid"]).unwrap_or_default().to_string();
+    let prompt_revid = find_str(prompt, &["prompt_revid", "revid"])
+        .unwrap_or_default()
+        .to_string();
     if ok("run_extraction").is_none() {
         if errors("run_extraction") >= 2 {
             return Next::Say("offline model: run_extraction failed twice; schema and prompt are proposed without an extraction.".into());
@@ -228,7 +288,11 @@ fn auto_create(r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
     Next::Say(format!(
         "offline model: proposed schema {schema_revid} with {} field(s) ({}), prompt {prompt_revid}, and ran the extraction.",
         fields.len(),
-        fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
+        fields
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     ))
 }
 
@@ -236,17 +300,26 @@ fn proactive(r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
     let Some(overview) = r.get("org_overview").and_then(|(v, _)| v.last()) else {
         return Next::Call("org_overview", json!({}));
     };
-    let done = r.get("create_suggestion").map(|(v, e)| v.len() as u32 + e).unwrap_or(0);
+    let done = r
+        .get("create_suggestion")
+        .map(|(v, e)| v.len() as u32 + e)
+        .unwrap_or(0);
     let mut candidates = Vec::new();
     collect_signals(overview, "", &mut candidates);
-    if let Some((kind, title, doc)) = candidates.into_iter().nth(done as usize).filter(|_| done < 3) {
+    if let Some((kind, title, doc)) = candidates
+        .into_iter()
+        .nth(done as usize)
+        .filter(|_| done < 3)
+    {
         let mut args = json!({"kind": kind, "title": title, "message": format!("{title}. Found by the nightly review (offline model).")});
         if let Some(d) = doc {
             args["document_id"] = Value::String(d);
         }
         return Next::Call("create_suggestion", args);
     }
-    Next::Say(format!("offline model: reviewed the organisation and wrote {done} suggestion(s)."))
+    Next::Say(format!(
+        "offline model: reviewed the organisation and wrote {done} suggestion(s)."
+    ))
 }
 
 /// Walks the overview: arrays of objects with an id under keys naming a signal.
@@ -260,7 +333,10 @@ fn collect_signals(v: &Value, key: &str, out: &mut Vec<(&'static str, String, Op
             } else if k.contains("untag") || k.contains("without_tag") {
                 ("tag_documents", "Document has no tags")
             } else if k.contains("old") || k.contains("outdated") {
-                ("rerun_extraction", "Extraction uses an older schema version")
+                (
+                    "rerun_extraction",
+                    "Extraction uses an older schema version",
+                )
             } else if k.contains("proposed") || k.contains("waiting") || k.contains("stale") {
                 ("review_proposal", "Proposal waiting for review")
             } else {
@@ -284,14 +360,28 @@ impl LlmProvider for OfflineProvider {
 
     async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
         let (content, finish) = if let Some(rf) = &req.response_format {
-            let text = req.messages.iter().filter(|m| m.role == Role::User).map(|m| m.joined_text()).collect::<Vec<_>>().join("\n");
+            let text = req
+                .messages
+                .iter()
+                .filter(|m| m.role == Role::User)
+                .map(|m| m.joined_text())
+                .collect::<Vec<_>>()
+                .join("\n");
             let schema = &rf["json_schema"]["schema"];
-            (vec![Block::Text { text: extract(&text, schema).to_string() }], FinishReason::EndTurn)
+            (
+                vec![Block::Text {
+                    text: extract(&text, schema).to_string(),
+                }],
+                FinishReason::EndTurn,
+            )
         } else {
             let r = results(&req);
             let has = |t: &str| req.tools.iter().any(|s| s.name == t);
             let next = if req.tool_choice == ToolChoice::None || req.tools.is_empty() {
-                Next::Say(format!("offline model: stopping; {} tool result(s) so far.", r.values().map(|(v, e)| v.len() as u32 + e).sum::<u32>()))
+                Next::Say(format!(
+                    "offline model: stopping; {} tool result(s) so far.",
+                    r.values().map(|(v, e)| v.len() as u32 + e).sum::<u32>()
+                ))
             } else if has("create_schema") && has("run_extraction") {
                 auto_create(&r)
             } else if has("org_overview") {
@@ -301,16 +391,37 @@ impl LlmProvider for OfflineProvider {
             };
             match next {
                 Next::Call(name, args) => {
-                    let n = req.messages.iter().filter(|m| m.role == Role::Assistant).count();
-                    (vec![Block::ToolUse { id: format!("offline_{n}"), name: name.into(), arguments: args.to_string() }], FinishReason::ToolUse)
+                    let n = req
+                        .messages
+                        .iter()
+                        .filter(|m| m.role == Role::Assistant)
+                        .count();
+                    (
+                        vec![Block::ToolUse {
+                            id: format!("offline_{n}"),
+                            name: name.into(),
+                            arguments: args.to_string(),
+                        }],
+                        FinishReason::ToolUse,
+                    )
                 }
                 Next::Say(t) => (vec![Block::Text { text: t }], FinishReason::EndTurn),
             }
         };
-        let out_len: usize = content.iter().map(|b| match b { Block::Text { text } => text.len(), Block::ToolUse { arguments, .. } => arguments.len(), _ => 0 }).sum();
+        let out_len: usize = content
+            .iter()
+            .map(|b| match b {
+                Block::Text { text } => text.len(),
+                Block::ToolUse { arguments, .. } => arguments.len(),
+                _ => 0,
+            })
+            .sum();
         let usage = estimate(&req, out_len);
         Ok(CompletionResponse {
-            message: Message { role: Role::Assistant, content },
+            message: Message {
+                role: Role::Assistant,
+                content,
+            },
             usage,
             finish,
             model: format!("offline:{}", req.model),
@@ -327,7 +438,15 @@ mod tests {
         let text = "ACME Corp\nInvoice Number: INV-2041\nInvoice Date: 2026-03-14\nTotal Due: $1,234.50\nCustomer: Blue Fox Ltd\n";
         let f = infer_fields(text);
         let names: Vec<_> = f.iter().map(|f| (f.name.as_str(), f.kind)).collect();
-        assert_eq!(names, vec![("invoice_number", "string"), ("invoice_date", "string"), ("total_due", "number"), ("customer", "string")]);
+        assert_eq!(
+            names,
+            vec![
+                ("invoice_number", "string"),
+                ("invoice_date", "string"),
+                ("total_due", "number"),
+                ("customer", "string")
+            ]
+        );
         let rf = response_format("invoice", &f);
         let v = extract(text, &rf["json_schema"]["schema"]);
         assert_eq!(v["total_due"], json!(1234.5));

@@ -74,11 +74,13 @@ pub async fn insert(conn: &mut PgConnection, a: &NewApproval<'_>) -> Result<Uuid
     match id {
         Some(id) => Ok(id),
         None => {
-            sqlx::query_scalar("SELECT id FROM pending_approvals WHERE run_id = $1 AND call_id = $2")
-                .bind(a.run_id)
-                .bind(a.call_id)
-                .fetch_one(conn)
-                .await
+            sqlx::query_scalar(
+                "SELECT id FROM pending_approvals WHERE run_id = $1 AND call_id = $2",
+            )
+            .bind(a.run_id)
+            .bind(a.call_id)
+            .fetch_one(conn)
+            .await
         }
     }
 }
@@ -99,7 +101,10 @@ pub async fn lock(
 }
 
 /// One approval.
-pub async fn get<'e, E: PgExecutor<'e>>(exec: E, id: Uuid) -> Result<Option<ApprovalRow>, sqlx::Error> {
+pub async fn get<'e, E: PgExecutor<'e>>(
+    exec: E,
+    id: Uuid,
+) -> Result<Option<ApprovalRow>, sqlx::Error> {
     sqlx::query_as("SELECT * FROM pending_approvals WHERE id = $1")
         .bind(id)
         .fetch_optional(exec)
@@ -255,4 +260,28 @@ pub async fn purge_decided<'e, E: PgExecutor<'e>>(
     .execute(exec)
     .await?;
     Ok(done.rows_affected())
+}
+
+/// An approval's audit trail, oldest first: the run's row that proposed it (same run and
+/// `call_id`) and every decision row (`call_id = 'approval:<id>'`: human or sweep).
+pub async fn history<'e, E: PgExecutor<'e>>(
+    exec: E,
+    a: &ApprovalRow,
+) -> Result<Vec<crate::store::runs::AuditRow>, sqlx::Error> {
+    // Two branches so each can use an index: decisions of a run-made approval carry its
+    // run_id (audit_events_run_idx); a direct proposal has none and is found through its org.
+    sqlx::query_as(
+        "SELECT * FROM audit_events
+          WHERE run_id = $2 AND (call_id = $3 OR call_id = 'approval:' || $1::text)
+         UNION ALL
+         SELECT * FROM audit_events
+          WHERE $2::uuid IS NULL AND org_id = $4 AND call_id = 'approval:' || $1::text
+         ORDER BY id",
+    )
+    .bind(a.id)
+    .bind(a.run_id)
+    .bind(a.call_id.as_deref())
+    .bind(a.org_id)
+    .fetch_all(exec)
+    .await
 }

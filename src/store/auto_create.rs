@@ -30,7 +30,7 @@ pub async fn lock_state(
     document_id: Uuid,
 ) -> Result<Option<ProposalState>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT id, org_id, name, COALESCE(length(btrim(text)), 0) > 0 AS has_text, auto_create_status,
+        "SELECT id, org_id, name, COALESCE(length(btrim(text, E' \\t\\r\\n\\f')), 0) > 0 AS has_text, auto_create_status,
                 proposed_schema_id, proposed_schema_version, proposed_prompt_id, proposed_prompt_version,
                 proposed_extraction_id, auto_create_run_id, auto_create_error
            FROM documents WHERE org_id = $1 AND id = $2 FOR UPDATE",
@@ -48,7 +48,7 @@ pub async fn state<'e, E: PgExecutor<'e>>(
     document_id: Uuid,
 ) -> Result<Option<ProposalState>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT id, org_id, name, COALESCE(length(btrim(text)), 0) > 0 AS has_text, auto_create_status,
+        "SELECT id, org_id, name, COALESCE(length(btrim(text, E' \\t\\r\\n\\f')), 0) > 0 AS has_text, auto_create_status,
                 proposed_schema_id, proposed_schema_version, proposed_prompt_id, proposed_prompt_version,
                 proposed_extraction_id, auto_create_run_id, auto_create_error
            FROM documents WHERE id = $2 AND ($1::uuid IS NULL OR org_id = $1)",
@@ -154,32 +154,57 @@ pub async fn set_proposed(
 }
 
 /// Deletes what run `run_id` proposed (still `proposed`) in `org_id`; returns rows deleted.
-pub async fn remove_proposed(conn: &mut PgConnection, org_id: Uuid, run_id: Uuid) -> Result<u64, sqlx::Error> {
+pub async fn remove_proposed(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    run_id: Uuid,
+) -> Result<u64, sqlx::Error> {
     let mut n = 0;
     for sql in [
         "DELETE FROM extractions WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'",
         "DELETE FROM prompts WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'",
         "DELETE FROM schemas WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'",
     ] {
-        n += sqlx::query(sql).bind(org_id).bind(run_id).execute(&mut *conn).await?.rows_affected();
+        n += sqlx::query(sql)
+            .bind(org_id)
+            .bind(run_id)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
     }
     Ok(n)
 }
 
 /// Accepts a proposal: the run's artifacts become active/accepted, the document `accepted`.
-pub async fn accept(conn: &mut PgConnection, org_id: Uuid, document_id: Uuid, run_id: Uuid, now: DateTime<Utc>) -> Result<(), sqlx::Error> {
+pub async fn accept(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    document_id: Uuid,
+    run_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
     for sql in [
         "UPDATE schemas SET status = 'active' WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'",
         "UPDATE prompts SET status = 'active' WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'",
         "UPDATE extractions SET status = 'accepted' WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'",
     ] {
-        sqlx::query(sql).bind(org_id).bind(run_id).execute(&mut *conn).await?;
+        sqlx::query(sql)
+            .bind(org_id)
+            .bind(run_id)
+            .execute(&mut *conn)
+            .await?;
     }
     set_status(&mut *conn, org_id, document_id, "accepted", None, None, now).await
 }
 
 /// Rejects a proposal: the run's proposed artifacts are removed, the refs cleared.
-pub async fn reject(conn: &mut PgConnection, org_id: Uuid, document_id: Uuid, run_id: Uuid, now: DateTime<Utc>) -> Result<u64, sqlx::Error> {
+pub async fn reject(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    document_id: Uuid,
+    run_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<u64, sqlx::Error> {
     sqlx::query(
         "UPDATE documents SET proposed_schema_id = NULL, proposed_schema_version = NULL, proposed_prompt_id = NULL,
                 proposed_prompt_version = NULL, proposed_extraction_id = NULL

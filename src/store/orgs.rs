@@ -13,7 +13,10 @@ pub struct OrgRow {
 }
 
 /// The org with this id or name.
-pub async fn find<'e, E: PgExecutor<'e>>(exec: E, id_or_name: &str) -> Result<Option<OrgRow>, sqlx::Error> {
+pub async fn find<'e, E: PgExecutor<'e>>(
+    exec: E,
+    id_or_name: &str,
+) -> Result<Option<OrgRow>, sqlx::Error> {
     let id = Uuid::parse_str(id_or_name).ok();
     sqlx::query_as("SELECT id, name, active FROM orgs WHERE id = $1 OR ($1 IS NULL AND name = $2)")
         .bind(id)

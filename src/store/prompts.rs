@@ -182,7 +182,16 @@ pub async fn create_version(
     run_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<PromptRow, sqlx::Error> {
-    insert(conn, org_id, prev.prompt_id, prev.version + 1, f, run_id, now).await
+    insert(
+        conn,
+        org_id,
+        prev.prompt_id,
+        prev.version + 1,
+        f,
+        run_id,
+        now,
+    )
+    .await
 }
 
 /// Locks every version of a prompt of this org (`FOR UPDATE`), oldest first.

@@ -69,7 +69,10 @@ pub async fn run_for_job<'e, E: PgExecutor<'e>>(
 }
 
 /// Unlinks a finished run from its job (the job is retried with a fresh run).
-pub async fn detach_from_job<'e, E: PgExecutor<'e>>(exec: E, run_id: Uuid) -> Result<(), sqlx::Error> {
+pub async fn detach_from_job<'e, E: PgExecutor<'e>>(
+    exec: E,
+    run_id: Uuid,
+) -> Result<(), sqlx::Error> {
     sqlx::query("UPDATE agent_runs SET job_id = NULL WHERE id = $1")
         .bind(run_id)
         .execute(exec)
@@ -78,7 +81,10 @@ pub async fn detach_from_job<'e, E: PgExecutor<'e>>(exec: E, run_id: Uuid) -> Re
 }
 
 /// One run.
-pub async fn get_run<'e, E: PgExecutor<'e>>(exec: E, id: Uuid) -> Result<Option<RunRow>, sqlx::Error> {
+pub async fn get_run<'e, E: PgExecutor<'e>>(
+    exec: E,
+    id: Uuid,
+) -> Result<Option<RunRow>, sqlx::Error> {
     sqlx::query_as("SELECT * FROM agent_runs WHERE id = $1")
         .bind(id)
         .fetch_optional(exec)
@@ -142,7 +148,10 @@ pub async fn create_run(conn: &mut PgConnection, r: &NewRun<'_>) -> Result<RunRo
 }
 
 /// The checkpoints of a run, in order.
-pub async fn steps<'e, E: PgExecutor<'e>>(exec: E, run_id: Uuid) -> Result<Vec<StepRow>, sqlx::Error> {
+pub async fn steps<'e, E: PgExecutor<'e>>(
+    exec: E,
+    run_id: Uuid,
+) -> Result<Vec<StepRow>, sqlx::Error> {
     sqlx::query_as("SELECT seq, kind, call_id, payload, created_at FROM agent_steps WHERE run_id = $1 ORDER BY seq")
         .bind(run_id)
         .fetch_all(exec)
@@ -245,7 +254,10 @@ pub struct NewAudit<'a> {
 }
 
 /// Appends an audit row.
-pub async fn insert_audit<'e, E: PgExecutor<'e>>(exec: E, a: &NewAudit<'_>) -> Result<i64, sqlx::Error> {
+pub async fn insert_audit<'e, E: PgExecutor<'e>>(
+    exec: E,
+    a: &NewAudit<'_>,
+) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar(
         "INSERT INTO audit_events (org_id, run_id, call_id, actor, tool, category, decision, args, outcome, is_error, duration_ms, tokens, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
@@ -268,7 +280,10 @@ pub async fn insert_audit<'e, E: PgExecutor<'e>>(exec: E, a: &NewAudit<'_>) -> R
 }
 
 /// The audit trail of a run.
-pub async fn audit_for_run<'e, E: PgExecutor<'e>>(exec: E, run_id: Uuid) -> Result<Vec<AuditRow>, sqlx::Error> {
+pub async fn audit_for_run<'e, E: PgExecutor<'e>>(
+    exec: E,
+    run_id: Uuid,
+) -> Result<Vec<AuditRow>, sqlx::Error> {
     sqlx::query_as("SELECT * FROM audit_events WHERE run_id = $1 ORDER BY id")
         .bind(run_id)
         .fetch_all(exec)

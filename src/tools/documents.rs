@@ -237,7 +237,10 @@ impl Tool for ListDocuments {
 /// A list of UUIDs, without checking what they refer to (a filter: unknown ids match nothing).
 fn parse_ids(args: &Value, field: &str) -> Result<Vec<Uuid>, ToolError> {
     let items = args[field].as_array().ok_or_else(|| {
-        ToolError::Invalid(format!("{field} must be an array of ids (got {})", args[field]))
+        ToolError::Invalid(format!(
+            "{field} must be an array of ids (got {})",
+            args[field]
+        ))
     })?;
     items
         .iter()

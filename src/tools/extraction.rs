@@ -137,14 +137,19 @@ impl Tool for RunExtraction {
             .ok_or_else(|| document_not_found(doc_id))?;
         let prompt = prompt_for(ctx, &args).await?;
         let schema_revid = revid(prompt.schema_id, prompt.schema_version);
-        let schema = schemas::get(ctx.conn, ctx.org_id, prompt.schema_id, prompt.schema_version)
-            .await?
-            .ok_or_else(|| {
-                ToolError::NotFound(format!(
-                    "the prompt's schema {schema_revid} no longer exists; update_prompt to \
+        let schema = schemas::get(
+            ctx.conn,
+            ctx.org_id,
+            prompt.schema_id,
+            prompt.schema_version,
+        )
+        .await?
+        .ok_or_else(|| {
+            ToolError::NotFound(format!(
+                "the prompt's schema {schema_revid} no longer exists; update_prompt to \
                      another schema_revid"
-                ))
-            })?;
+            ))
+        })?;
         if doc.text.trim().is_empty() {
             return Err(ToolError::Conflict(format!(
                 "document {doc_id} has no text to extract from"
@@ -434,21 +439,33 @@ mod tests {
     #[test]
     fn paths_and_setting() {
         assert_eq!(path_segments("/a/b~1c").unwrap(), vec!["a", "b/c"]);
-        assert_eq!(path_segments("lines[0].price").unwrap(), vec!["lines", "0", "price"]);
+        assert_eq!(
+            path_segments("lines[0].price").unwrap(),
+            vec!["lines", "0", "price"]
+        );
         assert!(path_segments("").is_err());
         assert!(path_segments("a..b").is_err());
         let mut v = json!({"lines": [{"price": 1}], "total": 1});
         set_path(&mut v, &path_segments("lines.0.price").unwrap(), json!(2)).unwrap();
         set_path(&mut v, &path_segments("/vendor/name").unwrap(), json!("A")).unwrap();
-        assert_eq!(v, json!({"lines": [{"price": 2}], "total": 1, "vendor": {"name": "A"}}));
+        assert_eq!(
+            v,
+            json!({"lines": [{"price": 2}], "total": 1, "vendor": {"name": "A"}})
+        );
         assert!(set_path(&mut v, &path_segments("total.x").unwrap(), json!(1)).is_err());
         assert!(set_path(&mut v, &path_segments("lines.5").unwrap(), json!(1)).is_err());
     }
 
     #[test]
     fn answers_in_fences_and_prose() {
-        assert_eq!(parse_json_answer("```json\n{\"a\":1}\n```"), Some(json!({"a": 1})));
-        assert_eq!(parse_json_answer("Here: {\"a\":1} done"), Some(json!({"a": 1})));
+        assert_eq!(
+            parse_json_answer("```json\n{\"a\":1}\n```"),
+            Some(json!({"a": 1}))
+        );
+        assert_eq!(
+            parse_json_answer("Here: {\"a\":1} done"),
+            Some(json!({"a": 1}))
+        );
         assert_eq!(parse_json_answer("no json"), None);
     }
 }

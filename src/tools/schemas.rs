@@ -115,7 +115,9 @@ pub fn validate_response_format(v: &Value) -> Result<(), Vec<String>> {
         None => errors.push("json_schema.name is required, e.g. \"invoice_fields\"".into()),
     }
     if let Some(d) = js.get("description").filter(|d| !d.is_string()) {
-        errors.push(format!("json_schema.description must be a string (got {d})"));
+        errors.push(format!(
+            "json_schema.description must be a string (got {d})"
+        ));
     }
     let strict = match js.get("strict") {
         None | Some(Value::Null) => false,
@@ -169,7 +171,9 @@ fn check_inner_schema(schema: &Value, strict: bool, errors: &mut Vec<String>) {
         errors.push(format!(
             "json_schema.schema.type must be \"object\" (got {}): the extraction result is one \
              JSON object whose properties are the fields",
-            schema.get("type").map_or("nothing".into(), |t| t.to_string())
+            schema
+                .get("type")
+                .map_or("nothing".into(), |t| t.to_string())
         ));
     }
     match schema.get("properties") {

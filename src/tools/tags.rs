@@ -97,7 +97,11 @@ struct CreateTag;
 
 /// Trimmed tag name, or what is wrong with it.
 fn tag_name(args: &Value) -> Result<String, ToolError> {
-    let name = args.get("name").and_then(Value::as_str).unwrap_or("").trim();
+    let name = args
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .trim();
     if name.is_empty() {
         return Err(ToolError::Invalid(
             "name must be a non-empty tag name, e.g. \"invoice\"".into(),

@@ -1,0 +1,452 @@
+//! Queue drain: a backlog of no-op jobs, drained by agentd's `Worker` and, against the same
+//! server in the same process, by apalis-postgres 1.0 storage with apalis's worker (its default
+//! config and a tuned one). Optionally a plain `FOR UPDATE SKIP LOCKED` + DELETE loop.
+//!
+//! Each repetition starts from a vacuumed, analysed table holding exactly the backlog. Small
+//! backlogs are re-inserted every repetition; large ones (> 100,000) are inserted once and topped
+//! up, so the finished rows of earlier repetitions stay in the table as they would in service.
+//! A repetition stops when the backlog is drained or after the per-repetition cap; the rate is
+//! what it did over the time it took. Commits per job come from `pg_stat_database.xact_commit`
+//! of the bench database before and after (the pool is closed first so backends flush stats).
+
+use super::{Opts, Report, Row, Server, Target, median};
+use crate::app::App;
+use crate::queue::backoff::Backoff;
+use crate::queue::worker::{JobContext, JobHandler, KindRuntime, Worker, WorkerOptions};
+use crate::queue::{JobError, NewJob, enqueue_many};
+use apalis::prelude::{WorkerBuilder, WorkerBuilderExt, WorkerContext};
+use apalis_core::backend::TaskSink;
+use apalis_postgres::{Config as ApalisConfig, PostgresStorage};
+use serde_json::json;
+use sqlx::PgPool;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// The no-op job kind.
+pub const KIND: &str = "bench_noop";
+const DB: &str = "agentd_bench";
+const DB_APALIS: &str = "agentd_bench_apalis";
+const DB_PLAIN: &str = "agentd_bench_plain";
+/// The tuned apalis config: bigger fetches, no separate lock round trip.
+const APALIS_TUNED_BATCH: usize = 200;
+
+/// What later parts reuse from the drain.
+#[derive(Debug, Default)]
+pub struct Context {
+    /// agentd commits per job, by concurrency (first backlog).
+    pub commits_per_job: Vec<(usize, f64)>,
+    /// Peak RSS (MiB) right after agentd's drain at concurrency 32, and current RSS.
+    pub memory: Option<(f64, f64)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum System {
+    Agentd,
+    ApalisDefault,
+    ApalisTuned,
+    Plain,
+}
+
+impl System {
+    fn label(self) -> &'static str {
+        match self {
+            System::Agentd => "agentd",
+            System::ApalisDefault => "apalis",
+            System::ApalisTuned => "apalis-tuned",
+            System::Plain => "plain-skip-locked",
+        }
+    }
+    fn db(self) -> &'static str {
+        match self {
+            System::Agentd => DB,
+            System::ApalisDefault | System::ApalisTuned => DB_APALIS,
+            System::Plain => DB_PLAIN,
+        }
+    }
+}
+
+/// One repetition.
+struct Rep {
+    processed: u64,
+    secs: f64,
+    commits_per_job: f64,
+}
+
+/// Median rate and commits per job of one configuration.
+#[derive(Debug, Clone, Copy)]
+struct Figure {
+    rate: f64,
+    commits: f64,
+    drained_all: bool,
+}
+
+fn human(n: u64) -> String {
+    match n {
+        n if n >= 1_000_000 && n % 1_000_000 == 0 => format!("{}M", n / 1_000_000),
+        n if n >= 1_000 && n % 1_000 == 0 => format!("{}k", n / 1_000),
+        n => n.to_string(),
+    }
+}
+
+/// The drain part.
+pub async fn run(
+    server: &Server,
+    app: &App,
+    opts: &Opts,
+    report: &mut Report,
+    ctx: &mut Context,
+) -> anyhow::Result<()> {
+    for (bi, &backlog) in opts.backlogs.iter().enumerate() {
+        let cap = opts.max_secs.unwrap_or(if backlog > 100_000 { 10.0 } else { 20.0 });
+        let mut systems = vec![System::Agentd];
+        if !opts.no_apalis {
+            systems.extend([System::ApalisDefault, System::ApalisTuned]);
+        }
+        if opts.plain {
+            systems.push(System::Plain);
+        }
+        let mut figures: Vec<(System, Vec<Option<Figure>>)> = Vec::new();
+        let mut apalis_error = None;
+        for sys in systems {
+            let res = drain_system(server, app, opts, sys, backlog, cap, ctx, bi == 0).await;
+            match res {
+                Ok(f) => figures.push((sys, f)),
+                Err(e) if sys != System::Agentd => {
+                    let msg = format!("{} failed: {e:#}", sys.label());
+                    eprintln!("bench: {msg}");
+                    report.push(Row::text("drain", format!("{} baseline", sys.label()), msg.clone()));
+                    apalis_error.get_or_insert(msg);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // apalis could not be measured: fall back to the plain loop, labelled as such.
+        if apalis_error.is_some() && !opts.plain {
+            let f = drain_system(server, app, opts, System::Plain, backlog, cap, ctx, false).await?;
+            figures.push((System::Plain, f));
+        }
+        let agentd = figures[0].1.clone();
+        for (ci, &c) in opts.concurrency.iter().enumerate() {
+            let Some(a) = agentd[ci] else { continue };
+            let mut row = Row::new("drain", format!("{} backlog, c={c}", human(backlog)), a.rate, "jobs/s");
+            for (sys, fs) in &figures[1..] {
+                if let Some(f) = fs[ci] {
+                    row = row.baseline(sys.label(), f.rate);
+                }
+            }
+            if c >= 32 {
+                row = row.target(Target::AtLeast(if backlog <= 20_000 { 15_000.0 } else { 10_000.0 }));
+            }
+            let mut note = format!("median of {}; {:.2} commits/job", opts.reps, a.commits);
+            if !a.drained_all {
+                note.push_str(&format!("; cap {cap:.0}s/rep"));
+            }
+            if let Some(apalis) = figures.iter().find(|(s, _)| *s == System::ApalisDefault)
+                && let Some(f) = apalis.1[ci]
+            {
+                note.push_str(&format!("; apalis {:.2} commits/job", f.commits));
+            }
+            report.push(row.note(note));
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn drain_system(
+    server: &Server,
+    app: &App,
+    opts: &Opts,
+    sys: System,
+    backlog: u64,
+    cap: f64,
+    ctx: &mut Context,
+    first_backlog: bool,
+) -> anyhow::Result<Vec<Option<Figure>>> {
+    let db = sys.db();
+    let pool = match sys {
+        System::Agentd => server.agentd_db(db, 4).await?,
+        System::ApalisDefault | System::ApalisTuned => {
+            server.recreate(db).await?;
+            let pool = server.pool(db, 4).await?;
+            PostgresStorage::<()>::setup(&pool).await?;
+            pool
+        }
+        System::Plain => {
+            server.recreate(db).await?;
+            let pool = server.pool(db, 4).await?;
+            sqlx::raw_sql(
+                "CREATE TABLE bench_plain (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    payload jsonb NOT NULL, run_at timestamptz NOT NULL DEFAULT now())",
+            )
+            .execute(&pool)
+            .await?;
+            pool
+        }
+    };
+    let mut out = Vec::new();
+    let mut fresh = true;
+    for &c in &opts.concurrency {
+        let mut reps = Vec::new();
+        for _ in 0..opts.reps {
+            prepare(&pool, sys, backlog, fresh || backlog <= 100_000).await?;
+            fresh = false;
+            let rep = match sys {
+                System::Agentd => agentd_rep(server, app, c, backlog, cap).await?,
+                System::ApalisDefault | System::ApalisTuned => {
+                    apalis_rep(server, sys == System::ApalisTuned, c, backlog, cap).await?
+                }
+                System::Plain => plain_rep(server, c, backlog, cap).await?,
+            };
+            eprintln!(
+                "bench:   {} {} c={c}: {} jobs in {:.2}s = {:.0} jobs/s, {:.2} commits/job",
+                sys.label(),
+                human(backlog),
+                rep.processed,
+                rep.secs,
+                rep.processed as f64 / rep.secs,
+                rep.commits_per_job
+            );
+            reps.push(rep);
+        }
+        let rates: Vec<f64> = reps.iter().map(|r| r.processed as f64 / r.secs).collect();
+        let commits: Vec<f64> = reps.iter().map(|r| r.commits_per_job).collect();
+        let f = Figure {
+            rate: median(&rates),
+            commits: median(&commits),
+            drained_all: reps.iter().all(|r| r.processed >= backlog),
+        };
+        if sys == System::Agentd && first_backlog {
+            ctx.commits_per_job.push((c, f.commits));
+            if c == 32 {
+                ctx.memory = Some(super::memory_mib());
+            }
+        }
+        out.push(Some(f));
+    }
+    pool.close().await;
+    Ok(out)
+}
+
+/// Leaves exactly `backlog` ready jobs (re-inserted when `fresh`, else topped up), vacuumed.
+async fn prepare(pool: &PgPool, sys: System, backlog: u64, fresh: bool) -> anyhow::Result<()> {
+    let (table, ready) = match sys {
+        System::Agentd => ("agentd_jobs", "state = 'available'"),
+        System::ApalisDefault | System::ApalisTuned => ("apalis.jobs", "status = 'Pending'"),
+        System::Plain => ("bench_plain", "true"),
+    };
+    if fresh {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("TRUNCATE {table}"))).execute(pool).await?;
+    }
+    let have: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table} WHERE {ready}")))
+        .fetch_one(pool)
+        .await?;
+    let missing = backlog.saturating_sub(have as u64);
+    let t0 = Instant::now();
+    fill(pool, sys, missing).await?;
+    if missing > 100_000 {
+        eprintln!("bench:   inserted {missing} {} jobs in {:.1}s", sys.label(), t0.elapsed().as_secs_f64());
+    }
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("VACUUM ANALYZE {table}"))).execute(pool).await?;
+    if matches!(sys, System::ApalisDefault | System::ApalisTuned) {
+        // apalis stores run_at in whole seconds and fetches `run_at < now()`.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    Ok(())
+}
+
+/// Inserts `n` no-op jobs through each system's own batched enqueue, 5,000 per statement.
+async fn fill(pool: &PgPool, sys: System, n: u64) -> anyhow::Result<()> {
+    let mut left = n;
+    let mut apalis = PostgresStorage::<u64>::new(pool);
+    while left > 0 {
+        let k = left.min(5_000);
+        match sys {
+            System::Agentd => {
+                let jobs: Vec<NewJob> = (0..k).map(|i| NewJob::new(KIND, json!({ "n": i }))).collect();
+                enqueue_many(pool, &jobs).await?;
+            }
+            System::ApalisDefault | System::ApalisTuned => {
+                apalis.push_bulk((0..k).collect()).await.map_err(|e| anyhow::anyhow!("apalis push_bulk: {e}"))?;
+            }
+            System::Plain => {
+                sqlx::query("INSERT INTO bench_plain (payload) SELECT jsonb_build_object('n', g) FROM generate_series(1, $1) g")
+                    .bind(k as i64)
+                    .execute(pool)
+                    .await?;
+            }
+        }
+        left -= k;
+    }
+    Ok(())
+}
+
+/// Polls `count` until it reaches `target` or `cap` seconds pass: (count, seconds).
+async fn wait_for(count: impl Fn() -> u64, target: u64, cap: f64) -> (u64, f64) {
+    let t0 = Instant::now();
+    loop {
+        let n = count();
+        let secs = t0.elapsed().as_secs_f64();
+        if n >= target || secs >= cap {
+            return (n, secs);
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Commits per job: closes nothing itself; call after the system's pool is closed.
+async fn commits_since(server: &Server, db: &str, before: i64, jobs: u64) -> anyhow::Result<f64> {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = server.xact_commit(db).await?;
+    Ok((after - before) as f64 / jobs.max(1) as f64)
+}
+
+struct Noop;
+
+#[async_trait::async_trait]
+impl JobHandler for Noop {
+    async fn handle(&self, _job: JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// agentd's worker over `DB` at concurrency `c`, with the service's worker config.
+async fn agentd_rep(server: &Server, app: &App, c: usize, target: u64, cap: f64) -> anyhow::Result<Rep> {
+    let pool = server.pool(DB, app.config.database.max_connections).await?;
+    let before = server.xact_commit(DB).await?;
+    let mut wopts = WorkerOptions::from_config(&app.config.worker);
+    wopts.worker_id = format!("bench:{}", uuid::Uuid::new_v4().simple());
+    let kind = KindRuntime {
+        kind: KIND.into(),
+        handler: Arc::new(Noop),
+        concurrency: c,
+        timeout: Duration::from_secs(60),
+        backoff: Backoff { base: Duration::from_secs(1), max: Duration::from_secs(60) },
+    };
+    let worker = Worker::new(pool.clone(), crate::clock::system(), wopts, vec![kind]);
+    let stats = worker.stats();
+    let stop = CancellationToken::new();
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    let (processed, secs) = wait_for(|| stats.succeeded.load(Ordering::Relaxed), target, cap).await;
+    stop.cancel();
+    let _ = handle.await;
+    let total = stats.succeeded.load(Ordering::Relaxed);
+    pool.close().await;
+    let commits_per_job = commits_since(server, DB, before, total).await?;
+    Ok(Rep { processed, secs, commits_per_job })
+}
+
+static APALIS_DONE: AtomicU64 = AtomicU64::new(0);
+
+async fn apalis_noop(_n: u64) -> Result<(), apalis_core::error::BoxDynError> {
+    APALIS_DONE.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// apalis-postgres storage with apalis's worker at concurrency `c`. Default: the storage as
+/// `PostgresStorage::new(&pool)` makes it. Tuned: bigger fetch batches, no per-task lock update.
+/// Jobs count when the handler returns (their ack may still be in flight: favours apalis).
+async fn apalis_rep(server: &Server, tuned: bool, c: usize, target: u64, cap: f64) -> anyhow::Result<Rep> {
+    let pool = server.pool(DB_APALIS, 10).await?;
+    let before = server.xact_commit(DB_APALIS).await?;
+    APALIS_DONE.store(0, Ordering::Relaxed);
+    let wctx = WorkerContext::new(&format!("bench-{}", uuid::Uuid::new_v4().simple()));
+    let mut backend = PostgresStorage::<u64>::new(&pool);
+    if tuned {
+        let cfg = ApalisConfig::default()
+            .queue(std::any::type_name::<u64>())
+            .batch_size(APALIS_TUNED_BATCH)
+            .lock_tasks(false);
+        backend = backend.with_config(cfg);
+    }
+    let worker = WorkerBuilder::new(&wctx).backend(backend).concurrency(c).build(apalis_noop);
+    let handle = tokio::spawn(worker.run());
+    let (processed, secs) = wait_for(|| APALIS_DONE.load(Ordering::Relaxed), target, cap).await;
+    let _ = wctx.stop();
+    match tokio::time::timeout(Duration::from_secs(30), handle).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => eprintln!("bench:   apalis worker ended with an error: {e}"),
+        Ok(Err(e)) => eprintln!("bench:   apalis worker task failed: {e}"),
+        Err(_) => eprintln!("bench:   apalis worker did not stop within 30s"),
+    }
+    let total = APALIS_DONE.load(Ordering::Relaxed);
+    pool.close().await;
+    let commits_per_job = commits_since(server, DB_APALIS, before, total).await?;
+    Ok(Rep { processed, secs, commits_per_job })
+}
+
+/// The bare minimum: `c` tasks each deleting one row per statement with SKIP LOCKED.
+async fn plain_rep(server: &Server, c: usize, target: u64, cap: f64) -> anyhow::Result<Rep> {
+    let pool = server.pool(DB_PLAIN, c as u32 + 1).await?;
+    let before = server.xact_commit(DB_PLAIN).await?;
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = CancellationToken::new();
+    let mut tasks = Vec::new();
+    for _ in 0..c {
+        let (pool, done, stop) = (pool.clone(), done.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            while !stop.is_cancelled() {
+                let row: Option<(i64, serde_json::Value)> = sqlx::query_as(
+                    "DELETE FROM bench_plain WHERE id = (SELECT id FROM bench_plain ORDER BY id
+                        LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id, payload",
+                )
+                .fetch_optional(&pool)
+                .await
+                .unwrap_or(None);
+                match row {
+                    Some(_) => done.fetch_add(1, Ordering::Relaxed),
+                    None => break,
+                };
+            }
+        }));
+    }
+    let (processed, secs) = wait_for(|| done.load(Ordering::Relaxed), target, cap).await;
+    stop.cancel();
+    for t in tasks {
+        let _ = t.await;
+    }
+    let total = done.load(Ordering::Relaxed);
+    pool.close().await;
+    let commits_per_job = commits_since(server, DB_PLAIN, before, total).await?;
+    Ok(Rep { processed, secs, commits_per_job })
+}
+
+/// Peak RSS after a drain at concurrency 32 (reuses the drain's figure when it ran).
+pub async fn memory(
+    server: &Server,
+    app: &App,
+    opts: &Opts,
+    report: &mut Report,
+    ctx: &mut Context,
+) -> anyhow::Result<()> {
+    let (peak, now) = match ctx.memory {
+        Some(m) => m,
+        None => {
+            let (n, secs, _) = agentd_once(server, app, 32, 20_000, opts.max_secs.unwrap_or(30.0)).await?;
+            eprintln!("bench:   drained {n} jobs in {secs:.2}s at c=32");
+            super::memory_mib()
+        }
+    };
+    report.push(
+        Row::new("memory", "peak RSS after a 20k drain at c=32", peak, "MiB")
+            .note(format!("VmHWM of the whole bench process; VmRSS now {now:.1} MiB")),
+    );
+    Ok(())
+}
+
+/// One agentd drain of a fresh `backlog` at concurrency `c`: (jobs, seconds, commits per job).
+pub async fn agentd_once(
+    server: &Server,
+    app: &App,
+    c: usize,
+    backlog: u64,
+    cap: f64,
+) -> anyhow::Result<(u64, f64, f64)> {
+    let pool = server.agentd_db(DB, 4).await?;
+    prepare(&pool, System::Agentd, backlog, true).await?;
+    pool.close().await;
+    let rep = agentd_rep(server, app, c, backlog, cap).await?;
+    Ok((rep.processed, rep.secs, rep.commits_per_job))
+}
