@@ -7,6 +7,7 @@
 pub mod agent;
 pub mod app;
 pub mod approvals;
+pub mod bench;
 pub mod catalog;
 pub mod cli;
 pub mod clock;

@@ -82,6 +82,8 @@ pub async fn propose(
     args: &Value,
     origin: ProposalOrigin<'_>,
 ) -> Result<Uuid, ToolError> {
+    let resolved = with_run_defaults(ctx, tool, args);
+    let args = &resolved;
     let data = tool.snapshot(ctx, args).await.ok_or_else(|| {
         ToolError::Conflict(format!(
             "`{}` cannot be proposed for approval (it declares no snapshot)",
@@ -112,6 +114,21 @@ pub async fn propose(
     )
     .await?;
     Ok(inserted)
+}
+
+/// `args` as a decision outside the run must see them: a `document_id` the tool takes but the
+/// model left out (it defaults to the run's document) is written in, since the person who
+/// decides has no run; NUL is removed from strings (jsonb refuses it), so the hash computed now
+/// matches the one recomputed from the stored arguments.
+fn with_run_defaults(ctx: &ToolCtx<'_>, tool: &dyn Tool, args: &Value) -> Value {
+    let mut args = crate::store::documents::clean_json(args);
+    if let (Some(doc), Some(obj)) = (ctx.document_id, args.as_object_mut())
+        && tool.parameters()["properties"].get("document_id").is_some()
+        && obj.get("document_id").is_none_or(Value::is_null)
+    {
+        obj.insert("document_id".into(), json!(doc));
+    }
+    args
 }
 
 /// Approve or reject.

@@ -126,6 +126,8 @@ impl Row {
 /// Everything measured in this run.
 #[derive(Debug, Default, Serialize)]
 pub struct Report {
+    /// Date, machine, server, command.
+    pub header: Vec<(String, String)>,
     pub rows: Vec<Row>,
 }
 
@@ -137,6 +139,10 @@ impl Report {
 
     /// The table.
     pub fn print(&self) {
+        for (k, v) in &self.header {
+            println!("{k:<10} {v}");
+        }
+        println!();
         let head = format!(
             "{:<10} {:<44} {:>16}  {:<50} {:<14} note",
             "section", "measurement", "agentd", "baseline (same run) → ratio agentd/baseline", "target"
@@ -323,7 +329,7 @@ pub enum Part {
 /// Runs `parts` in order into one report (a failing part becomes an error line).
 pub async fn run(app: &App, opts: &Opts, parts: &[Part]) -> anyhow::Result<Report> {
     let server = Server::connect(&opts.server_url).await?;
-    let mut report = Report::default();
+    let mut report = Report { header: describe(&server).await, rows: Vec::new() };
     let mut ctx = drain::Context::default();
     for part in parts {
         let started = std::time::Instant::now();
@@ -343,4 +349,31 @@ pub async fn run(app: &App, opts: &Opts, parts: &[Part]) -> anyhow::Result<Repor
         eprintln!("bench: {part:?} took {:.1}s", started.elapsed().as_secs_f64());
     }
     Ok(report)
+}
+
+/// Date, machine, PostgreSQL server and command line, for the table's header.
+async fn describe(server: &Server) -> Vec<(String, String)> {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpu = read("/proc/cpuinfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string()))
+        .unwrap_or_default();
+    let mem_gib = read("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0 / 1024.0)
+        .unwrap_or(f64::NAN);
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let pg: String = sqlx::query_scalar("SELECT current_setting('server_version') || ', shared_buffers ' || current_setting('shared_buffers') || ', synchronous_commit ' || current_setting('synchronous_commit')")
+        .fetch_one(&server.admin)
+        .await
+        .unwrap_or_default();
+    let build = if cfg!(debug_assertions) { "debug build" } else { "release build" };
+    vec![
+        ("date".into(), chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string()),
+        ("machine".into(), format!("{cores} cores ({cpu}), {mem_gib:.0} GiB RAM, Linux {}", read("/proc/sys/kernel/osrelease").trim())),
+        ("postgres".into(), format!("{pg} at {}:{}", server.opts.get_host(), server.opts.get_port())),
+        ("command".into(), format!("{} ({build})", std::env::args().collect::<Vec<_>>().join(" "))),
+    ]
 }

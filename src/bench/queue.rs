@@ -5,7 +5,7 @@ use super::{Opts, Report, Row, Server, Target, median, percentile};
 use crate::app::App;
 use crate::queue::backoff::Backoff;
 use crate::queue::worker::{JobContext, JobHandler, KindRuntime, Worker, WorkerOptions};
-use crate::queue::{JobError, NewJob, enqueue, enqueue_many};
+use crate::queue::{self as q, JobError, NewJob, enqueue_many};
 use apalis_core::backend::TaskSink;
 use apalis_postgres::PostgresStorage;
 use chrono::{DateTime, Utc};
@@ -36,7 +36,7 @@ async fn agentd_enqueue(pool: &PgPool, producers: usize, per: u64, batch: u64) -
             let mut i = 0;
             while i < per {
                 if batch == 1 {
-                    enqueue(&pool, &job(i)).await?;
+                    q::enqueue(&pool, &job(i)).await?;
                     i += 1;
                 } else {
                     let k = batch.min(per - i);
@@ -158,7 +158,7 @@ pub async fn latency(server: &Server, app: &App, opts: &Opts, report: &mut Repor
         let idle = rand::rng().random_range(5..20);
         tokio::time::sleep(Duration::from_millis(idle)).await;
         let t0 = Instant::now();
-        enqueue(&pool, &NewJob::new("bench_latency", json!({ "i": i }))).await?;
+        q::enqueue(&pool, &NewJob::new("bench_latency", json!({ "i": i }))).await?;
         let (_, started, _) = tokio::time::timeout(Duration::from_secs(5), rx.recv())
             .await
             .map_err(|_| anyhow::anyhow!("sample {i}: no pickup within 5s"))?

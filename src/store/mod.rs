@@ -10,3 +10,4 @@ pub mod runs;
 pub mod schemas;
 pub mod suggestions;
 pub mod tags;
+pub mod status;

@@ -1,0 +1,161 @@
+//! Approvals at scale: the expiry sweep over pending `update_document` approvals on real
+//! documents (valid, expired, stale: the sweep recomputes every snapshot), and the nightly
+//! fan-out of `proactive_suggestion` over many orgs.
+
+use super::{Opts, Report, Row, Server, bench_app};
+use crate::app::App;
+use crate::approvals::snapshot_hash;
+use crate::jobs::approval_expiry::ApprovalExpiry;
+use crate::queue::cron::{Scheduler, enqueue_tick};
+use serde_json::{Value, json};
+use std::time::Instant;
+use uuid::Uuid;
+
+const DB_SWEEP: &str = "agentd_bench_approvals";
+const DB_FANOUT: &str = "agentd_bench_fanout";
+
+/// The approvals part.
+pub async fn run(server: &Server, app: &App, opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
+    sweep(server, app, opts, report).await?;
+    fan_out(server, app, report).await
+}
+
+/// `n` pending approvals over 2,000 documents in 10 orgs: 40% valid, 40% past their TTL, 20% on
+/// documents changed after the proposal (half of those also past their TTL).
+async fn sweep(server: &Server, app: &App, opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
+    let n = opts.size(100_000, 20_000);
+    let pool = server.agentd_db(DB_SWEEP, 8).await?;
+    let bapp = bench_app(app, pool.clone());
+    let mut docs: Vec<(Uuid, Uuid)> = Vec::new();
+    for o in 0..10 {
+        let org = crate::store::orgs::ensure(&pool, &format!("bench-org-{o}")).await?;
+        let ids: Vec<(Uuid, Uuid)> = sqlx::query_as(
+            "INSERT INTO documents (id, org_id, name, text, metadata, created_at, updated_at)
+             SELECT gen_random_uuid(), $1, 'doc-' || g || '.txt',
+                    'Invoice Number: INV-' || g || E'\\nTotal: ' || (g * 7) || '.00 EUR', '{\"source\": \"bench\"}', now(), now()
+               FROM generate_series(1, 200) g
+             RETURNING id, org_id",
+        )
+        .bind(org.id)
+        .fetch_all(&pool)
+        .await?;
+        docs.extend(ids);
+    }
+    // Snapshots as a proposal would take them: through the tool, with the document locked.
+    let tool = bapp.registry.get("update_document").cloned().ok_or_else(|| anyhow::anyhow!("no update_document tool"))?;
+    let env = bapp.tool_env(bapp.spec("proactive_suggestion"));
+    let now = bapp.clock.now();
+    let mut snaps: Vec<(Value, Value, String)> = Vec::new();
+    let mut tx = pool.begin().await?;
+    for (doc, org) in &docs {
+        let args = json!({"document_id": doc, "metadata": {"reviewed": true}});
+        let mut ctx = env.ctx(&mut tx, *org, None, "bench".into(), now);
+        let snap = tool
+            .snapshot(&mut ctx, &args)
+            .await
+            .ok_or_else(|| anyhow::anyhow!("update_document declares no snapshot"))?
+            .map_err(|e| anyhow::anyhow!("snapshot: {e}"))?;
+        let hash = snapshot_hash("update_document", &args, &snap);
+        snaps.push((args, snap, hash));
+    }
+    tx.commit().await?;
+    let changed_from = docs.len() * 4 / 5;
+    let t_insert = Instant::now();
+    let mut i = 0;
+    while i < n {
+        let k = (n - i).min(10_000);
+        let (mut ids, mut orgs, mut args, mut snapshots, mut hashes, mut expires) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for j in i..i + k {
+            let class = j % 10;
+            let d = if class >= 8 { changed_from + j % (docs.len() - changed_from) } else { j % changed_from };
+            let past = (4..=7).contains(&class) || class == 9;
+            ids.push(Uuid::now_v7());
+            orgs.push(docs[d].1);
+            args.push(&snaps[d].0);
+            snapshots.push(&snaps[d].1);
+            hashes.push(snaps[d].2.as_str());
+            expires.push(if past { now - chrono::Duration::hours(1) } else { now + chrono::Duration::hours(4) });
+        }
+        sqlx::query(
+            "INSERT INTO pending_approvals (id, org_id, tool, args, snapshot, snapshot_hash, created_at,
+                 expires_at, repropose, chain_id)
+             SELECT i, o, 'update_document', a, s, h, $7, e, true, i
+               FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[], $4::jsonb[], $5::text[], $6::timestamptz[])
+                    AS t(i, o, a, s, h, e)",
+        )
+        .bind(&ids)
+        .bind(&orgs)
+        .bind(&args)
+        .bind(&snapshots)
+        .bind(&hashes)
+        .bind(&expires)
+        .bind(now - chrono::Duration::hours(5))
+        .execute(&pool)
+        .await?;
+        i += k;
+    }
+    let changed: Vec<Uuid> = docs[changed_from..].iter().map(|(d, _)| *d).collect();
+    sqlx::query(
+        "UPDATE documents SET metadata = metadata || '{\"edited\": true}', updated_at = updated_at + interval '1 second'
+          WHERE id = ANY($1)",
+    )
+    .bind(&changed)
+    .execute(&pool)
+    .await?;
+    sqlx::raw_sql("VACUUM ANALYZE pending_approvals; VACUUM ANALYZE documents").execute(&pool).await?;
+    eprintln!("bench:   inserted {n} approvals in {:.1}s", t_insert.elapsed().as_secs_f64());
+
+    let sweeper = ApprovalExpiry::sweeper(&bapp);
+    let batch = sweeper.batch;
+    let t0 = Instant::now();
+    let r = sweeper.run_once(None).await?;
+    let secs = t0.elapsed().as_secs_f64();
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM pending_approvals WHERE status = 'pending'")
+        .fetch_one(&pool)
+        .await?;
+    pool.close().await;
+    server.drop_db(DB_SWEEP).await?;
+    report.push(
+        Row::new("approvals", format!("expiry sweep over {} pending", super::num(n as f64)), r.checked as f64 / secs, "approvals/s")
+            .note(format!(
+                "{secs:.1}s; checked {}, expired {}, stale {}, re-proposals enqueued {}, still pending {left}; batch {batch}",
+                r.checked, r.expired, r.stale, r.reproposals_enqueued
+            )),
+    );
+    Ok(())
+}
+
+async fn fan_out(server: &Server, app: &App, report: &mut Report) -> anyhow::Result<()> {
+    let orgs = 10_000;
+    let pool = server.agentd_db(DB_FANOUT, 4).await?;
+    let bapp = bench_app(app, pool.clone());
+    sqlx::query("INSERT INTO orgs (id, name) SELECT gen_random_uuid(), 'bench-org-' || g FROM generate_series(1, $1) g")
+        .bind(orgs as i64)
+        .execute(&pool)
+        .await?;
+    sqlx::raw_sql("VACUUM ANALYZE orgs").execute(&pool).await?;
+    let entry = bapp
+        .cron_entries()
+        .into_iter()
+        .find(|e| e.fan_out.is_some())
+        .ok_or_else(|| anyhow::anyhow!("no job kind with a fan-out schedule"))?;
+    let now = bapp.clock.now();
+    let tick = Scheduler::latest_tick(&entry.schedule, now).unwrap_or(now);
+    let t0 = Instant::now();
+    let inserted = enqueue_tick(&pool, &entry, tick).await?;
+    let first = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let again = enqueue_tick(&pool, &entry, tick).await?;
+    let second = t1.elapsed().as_secs_f64();
+    pool.close().await;
+    server.drop_db(DB_FANOUT).await?;
+    report.push(
+        Row::new("approvals", format!("nightly fan-out, {} orgs ({})", super::num(orgs as f64), entry.kind), first, "s")
+            .note(format!("{inserted} jobs, one statement")),
+    );
+    report.push(
+        Row::new("approvals", "same tick again (a second node)", second, "s").note(format!("{again} inserted (unique keys)")),
+    );
+    Ok(())
+}

@@ -1,0 +1,893 @@
+//! Pending approvals against a real PostgreSQL with a manual clock: decide (approve, reject,
+//! twice, after the TTL, after the data changed), the expiry sweep over a mixed batch,
+//! re-proposal chains and their cap, retention, snapshot hashing, and the `agentd approvals`
+//! command.
+
+mod common;
+
+use agentd::app::App;
+use agentd::approvals::{self, DecideOutcome, Decision, ProposalOrigin, SweepReport, Sweeper};
+use agentd::catalog::PolicyDecision;
+use agentd::clock::{Clock, ManualClock, SharedClock};
+use agentd::jobs::approval_expiry::ApprovalExpiry;
+use agentd::llm::scripted::{ScriptedProvider, Turn};
+use agentd::queue::worker::{JobContext, JobHandler};
+use agentd::store::{approvals as astore, documents, orgs, runs};
+use chrono::{Duration, SubsecRound, Utc};
+use common::TestDb;
+use serde_json::{Value, json};
+use std::process::{Command, Output};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+struct Fixture {
+    db: TestDb,
+    clock: Arc<ManualClock>,
+    app: App,
+    org: Uuid,
+}
+
+async fn fixture() -> Fixture {
+    let db = TestDb::new().await;
+    // Whole microseconds: what PostgreSQL stores, so times read back compare equal.
+    let clock = ManualClock::new(Utc::now().trunc_subsecs(6));
+    let app = common::app(&db, clock.clone() as SharedClock);
+    let org = orgs::ensure(&db.pool, "acme").await.unwrap().id;
+    Fixture {
+        db,
+        clock,
+        app,
+        org,
+    }
+}
+
+impl Fixture {
+    fn with_provider(&self, p: Arc<ScriptedProvider>) -> App {
+        let mut app = self.app.clone();
+        app.provider = p;
+        app
+    }
+
+    async fn doc(&self, name: &str) -> Uuid {
+        let mut conn = self.db.pool.acquire().await.unwrap();
+        documents::insert(
+            &mut conn,
+            self.org,
+            name,
+            Some("Invoice Number: INV-1\n"),
+            &json!({}),
+            self.clock.now(),
+        )
+        .await
+        .unwrap()
+    }
+
+    async fn tag(&self, name: &str) -> Uuid {
+        let id = Uuid::now_v7();
+        sqlx::query("INSERT INTO tags (id, org_id, name, color, created_at) VALUES ($1, $2, $3, '#112233', $4)")
+            .bind(id)
+            .bind(self.org)
+            .bind(name)
+            .bind(self.clock.now())
+            .execute(&self.db.pool)
+            .await
+            .unwrap();
+        id
+    }
+
+    /// Proposes `tool(args)` directly (outside a run), as the nightly job's policy would.
+    async fn propose(&self, tool: &str, args: Value, ttl: Duration, repropose: bool) -> Uuid {
+        let env = self.app.tool_env(self.app.spec("proactive_suggestion"));
+        let tool = self.app.registry.get(tool).unwrap().clone();
+        let mut tx = self.db.pool.begin().await.unwrap();
+        let mut ctx = env.ctx(
+            &mut tx,
+            self.org,
+            None,
+            "agent:test".into(),
+            self.clock.now(),
+        );
+        let origin = ProposalOrigin {
+            call_id: None,
+            suggestion_id: None,
+            ttl,
+            repropose,
+            chain: None,
+        };
+        let id = approvals::propose(&mut ctx, tool.as_ref(), &args, origin)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        id
+    }
+
+    async fn decide(&self, id: Uuid, d: Decision) -> DecideOutcome {
+        let env = self.app.tool_env(self.app.spec("proactive_suggestion"));
+        approvals::decide(&self.db.pool, &self.app.clock, &env, id, None, d)
+            .await
+            .unwrap()
+    }
+
+    async fn approval(&self, id: Uuid) -> astore::ApprovalRow {
+        astore::get(&self.db.pool, id)
+            .await
+            .unwrap()
+            .expect("approval exists")
+    }
+
+    async fn metadata(&self, doc: Uuid) -> (Value, Vec<Uuid>) {
+        sqlx::query_as("SELECT metadata, tag_ids FROM documents WHERE id = $1")
+            .bind(doc)
+            .fetch_one(&self.db.pool)
+            .await
+            .unwrap()
+    }
+
+    /// Changes a document behind the approval's back (what a person or another job would do).
+    async fn touch(&self, doc: Uuid, patch: Value) {
+        let mut conn = self.db.pool.acquire().await.unwrap();
+        documents::update(
+            &mut conn,
+            self.org,
+            doc,
+            None,
+            Some(&patch),
+            self.clock.now(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    }
+
+    async fn count(&self, sql: &str) -> i64 {
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
+            .fetch_one(&self.db.pool)
+            .await
+            .unwrap()
+    }
+
+    async fn decisions(&self, id: Uuid) -> Vec<(String, String)> {
+        sqlx::query_as("SELECT decision, actor FROM audit_events WHERE call_id = $1 ORDER BY id")
+            .bind(format!("approval:{id}"))
+            .fetch_all(&self.db.pool)
+            .await
+            .unwrap()
+    }
+
+    fn sweeper(&self, batch: u32) -> Sweeper {
+        let mut s = ApprovalExpiry::sweeper(&self.app);
+        s.batch = batch;
+        s
+    }
+}
+
+fn approve(by: &str) -> Decision {
+    Decision::Approve { by: by.into() }
+}
+
+const TTL: i64 = 4;
+
+// ---- decide ----
+
+#[tokio::test]
+async fn an_approved_proposal_from_a_run_executes_once_as_the_approver() {
+    let f = fixture().await;
+    let doc = f.doc("invoice.txt").await;
+    let tag = f.tag("invoices").await;
+    // The nightly job proposes (its policy: write → propose); nothing changes yet.
+    let p = Arc::new(ScriptedProvider::new(vec![
+        Turn::tool(
+            "a",
+            "update_document",
+            json!({"document_id": doc, "tag_ids": [tag], "metadata": {"vendor": "ACME"}}),
+        ),
+        Turn::text("proposed a tag"),
+    ]));
+    let app = f.with_provider(p.clone());
+    let spec = app.spec("proactive_suggestion");
+    let mut rs = app.run_spec(spec, f.org, "2026-01-01".into(), Some(1), "night".into());
+    rs.night = Some(chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap());
+    let out = app
+        .engine(spec)
+        .run(&rs, &CancellationToken::new())
+        .await
+        .unwrap();
+    p.assert_complete();
+    assert_eq!(
+        f.metadata(doc).await,
+        (json!({}), vec![]),
+        "nothing executed before approval"
+    );
+    let id: Uuid = sqlx::query_scalar("SELECT id FROM pending_approvals")
+        .fetch_one(&f.db.pool)
+        .await
+        .unwrap();
+    let a = f.approval(id).await;
+    assert_eq!(
+        (a.status.as_str(), a.run_id, a.tool.as_str()),
+        ("pending", Some(out.run_id), "update_document")
+    );
+
+    let o = f.decide(id, approve("alice")).await;
+    assert_eq!((o.status.as_str(), o.changed), ("executed", true), "{o:?}");
+    assert_eq!(o.result.as_ref().unwrap()["updated"], json!(true));
+    assert_eq!(
+        f.metadata(doc).await,
+        (json!({"vendor": "ACME"}), vec![tag])
+    );
+    let a = f.approval(id).await;
+    assert_eq!(
+        (a.status.as_str(), a.decided_by.as_deref(), a.decided_at),
+        ("executed", Some("human:alice"), Some(f.clock.now()))
+    );
+    assert_eq!(
+        f.decisions(id).await,
+        vec![("human_approved".into(), "human:alice".into())]
+    );
+    // The history (what `approvals show` prints): the run's proposal, then the decision.
+    let h = astore::history(&f.db.pool, &a).await.unwrap();
+    assert_eq!(
+        h.iter().map(|r| r.decision.as_str()).collect::<Vec<_>>(),
+        ["proposed", "human_approved"]
+    );
+    assert_eq!(h[0].actor, "agent:proactive_suggestion");
+}
+
+#[tokio::test]
+async fn approving_twice_executes_once() {
+    let f = fixture().await;
+    let doc = f.doc("a.txt").await;
+    let id = f
+        .propose(
+            "update_document",
+            json!({"document_id": doc, "metadata": {"n": 1}}),
+            Duration::hours(TTL),
+            false,
+        )
+        .await;
+    // Two people approve at the same moment: the row lock lets exactly one of them execute.
+    let (x, y) = tokio::join!(f.decide(id, approve("alice")), f.decide(id, approve("bob")));
+    assert_eq!(
+        [x.changed, y.changed].iter().filter(|c| **c).count(),
+        1,
+        "{x:?} {y:?}"
+    );
+    assert_eq!(
+        (x.status.as_str(), y.status.as_str()),
+        ("executed", "executed")
+    );
+    let updated_at: chrono::DateTime<Utc> =
+        sqlx::query_scalar("SELECT updated_at FROM documents WHERE id = $1")
+            .bind(doc)
+            .fetch_one(&f.db.pool)
+            .await
+            .unwrap();
+    // A third call (and a late reject) return the state and change nothing.
+    let again = f.decide(id, approve("carol")).await;
+    assert_eq!((again.status.as_str(), again.changed), ("executed", false));
+    assert_eq!(
+        again.result,
+        x.result.clone().or(y.result.clone()),
+        "the stored result comes back"
+    );
+    let late = f.decide(id, Decision::Reject { by: "dave".into() }).await;
+    assert_eq!((late.status.as_str(), late.changed), ("executed", false));
+    assert_eq!(
+        f.count(&format!(
+            "SELECT count(*) FROM audit_events WHERE call_id = 'approval:{id}'"
+        ))
+        .await,
+        1
+    );
+    assert_eq!(
+        f.count("SELECT count(*) FROM audit_events WHERE decision = 'human_approved'")
+            .await,
+        1
+    );
+    let after: chrono::DateTime<Utc> =
+        sqlx::query_scalar("SELECT updated_at FROM documents WHERE id = $1")
+            .bind(doc)
+            .fetch_one(&f.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(after, updated_at, "the document was written once");
+}
+
+#[tokio::test]
+async fn approving_after_the_ttl_expires_and_executes_nothing() {
+    let f = fixture().await;
+    let doc = f.doc("a.txt").await;
+    let id = f
+        .propose(
+            "update_document",
+            json!({"document_id": doc, "metadata": {"k": "v"}}),
+            Duration::hours(TTL),
+            false,
+        )
+        .await;
+    f.clock.advance(Duration::hours(TTL) + Duration::seconds(1));
+    let o = f.decide(id, approve("alice")).await;
+    assert_eq!(
+        (o.status.as_str(), o.changed, o.result),
+        ("expired", true, None)
+    );
+    assert_eq!(f.metadata(doc).await.0, json!({}));
+    assert_eq!(
+        f.decisions(id).await,
+        vec![("expired".into(), "human:alice".into())]
+    );
+}
+
+#[tokio::test]
+async fn approving_after_the_data_changed_is_stale_and_says_what_changed() {
+    let f = fixture().await;
+    let doc = f.doc("a.txt").await;
+    let id = f
+        .propose(
+            "update_document",
+            json!({"document_id": doc, "metadata": {"k": "proposed"}}),
+            Duration::hours(TTL),
+            false,
+        )
+        .await;
+    f.touch(doc, json!({"owner": "someone else"})).await;
+    let o = f.decide(id, approve("alice")).await;
+    assert_eq!((o.status.as_str(), o.changed), ("stale", true), "{o:?}");
+    let changes = o.changes.expect("stale reports its changes");
+    assert_eq!(
+        changes["metadata"],
+        json!({"before": {}, "after": {"owner": "someone else"}}),
+        "{changes}"
+    );
+    assert!(
+        changes.get("name").is_none(),
+        "unchanged keys are not reported: {changes}"
+    );
+    assert_eq!(
+        f.metadata(doc).await.0,
+        json!({"owner": "someone else"}),
+        "the proposal was not applied"
+    );
+    let a = f.approval(id).await;
+    assert_eq!(a.result.unwrap()["changes"], changes);
+    assert_eq!(
+        f.decisions(id).await,
+        vec![("stale".into(), "human:alice".into())]
+    );
+}
+
+#[tokio::test]
+async fn rejecting_executes_nothing() {
+    let f = fixture().await;
+    let doc = f.doc("a.txt").await;
+    let id = f
+        .propose(
+            "delete_document",
+            json!({"document_id": doc}),
+            Duration::hours(TTL),
+            false,
+        )
+        .await;
+    let o = f.decide(id, Decision::Reject { by: "alice".into() }).await;
+    assert_eq!((o.status.as_str(), o.changed), ("rejected", true));
+    assert_eq!(
+        f.count("SELECT count(*) FROM documents").await,
+        1,
+        "not deleted"
+    );
+    assert_eq!(
+        f.decisions(id).await,
+        vec![("human_rejected".into(), "human:alice".into())]
+    );
+    let again = f.decide(id, approve("bob")).await;
+    assert_eq!(
+        (again.status.as_str(), again.changed),
+        ("rejected", false),
+        "a rejection is final"
+    );
+    assert_eq!(f.count("SELECT count(*) FROM documents").await, 1);
+}
+
+#[tokio::test]
+async fn a_proposal_that_relies_on_the_runs_document_can_be_approved() {
+    // auto_create runs have a document of their own: tools default `document_id` to it. The
+    // approval must still name the document when a person decides outside the run.
+    let f = fixture().await;
+    let doc = f.doc("invoice.txt").await;
+    let p = Arc::new(ScriptedProvider::new(vec![
+        Turn::tool(
+            "a",
+            "update_document",
+            json!({"metadata": {"reviewed": true}}),
+        ),
+        Turn::text("done"),
+    ]));
+    let app = f.with_provider(p);
+    let spec = app.spec("auto_create");
+    let mut rs = app.run_spec(
+        spec,
+        f.org,
+        doc.to_string(),
+        Some(1),
+        format!("Document {doc}"),
+    );
+    rs.document_id = Some(doc);
+    rs.policy.write = PolicyDecision::Propose;
+    app.engine(spec)
+        .run(&rs, &CancellationToken::new())
+        .await
+        .unwrap();
+    let id: Uuid = sqlx::query_scalar("SELECT id FROM pending_approvals")
+        .fetch_one(&f.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        f.approval(id).await.args["document_id"],
+        json!(doc),
+        "the default is recorded"
+    );
+    let o = f.decide(id, approve("alice")).await;
+    assert_eq!(o.status, "executed", "{o:?}");
+    assert_eq!(f.metadata(doc).await.0, json!({"reviewed": true}));
+}
+
+// ---- hashing ----
+
+#[test]
+fn snapshot_hash_is_stable_across_key_order_and_number_formatting() {
+    let data = json!({"exists": true, "metadata": {"x": "y"}});
+    let h = approvals::snapshot_hash("t", &json!({"a": 1, "b": [1.0, 2]}), &data);
+    let reordered: Value = serde_json::from_str(r#"{"b": [1, 2.0], "a": 1.0}"#).unwrap();
+    assert_eq!(h, approvals::snapshot_hash("t", &reordered, &data));
+    let data_reordered: Value =
+        serde_json::from_str(r#"{"metadata": {"x": "y"}, "exists": true}"#).unwrap();
+    assert_eq!(
+        h,
+        approvals::snapshot_hash("t", &reordered, &data_reordered)
+    );
+    assert_eq!(h.len(), 64);
+    assert_ne!(
+        h,
+        approvals::snapshot_hash("t", &json!({"a": 1, "b": [1, 3]}), &data),
+        "args value"
+    );
+    assert_ne!(
+        h,
+        approvals::snapshot_hash(
+            "t",
+            &json!({"a": 1, "b": [1, 2]}),
+            &json!({"exists": false})
+        ),
+        "data"
+    );
+    assert_ne!(
+        h,
+        approvals::snapshot_hash("u", &json!({"a": 1, "b": [1, 2]}), &data),
+        "tool"
+    );
+}
+
+// ---- the sweep ----
+
+#[tokio::test]
+async fn one_sweep_pass_handles_a_mixed_batch() {
+    let f = fixture().await;
+    let mut valid = Vec::new();
+    let mut expired = Vec::new();
+    let mut stale_late = Vec::new();
+    let mut stale_early = Vec::new();
+    for i in 0..3 {
+        let d = f.doc(&format!("valid{i}")).await;
+        valid.push(
+            f.propose(
+                "update_document",
+                json!({"document_id": d, "metadata": {"i": i}}),
+                Duration::hours(10),
+                false,
+            )
+            .await,
+        );
+    }
+    for i in 0..3 {
+        let d = f.doc(&format!("expired{i}")).await;
+        expired.push(
+            f.propose(
+                "update_document",
+                json!({"document_id": d, "metadata": {"i": i}}),
+                Duration::hours(1),
+                false,
+            )
+            .await,
+        );
+    }
+    let mut touch = Vec::new();
+    for i in 0..2 {
+        let d = f.doc(&format!("late{i}")).await;
+        // The first one asks to be re-proposed when it goes stale.
+        stale_late.push(
+            f.propose(
+                "update_document",
+                json!({"document_id": d, "metadata": {"i": i}}),
+                Duration::hours(1),
+                i == 0,
+            )
+            .await,
+        );
+        touch.push(d);
+    }
+    for i in 0..2 {
+        let d = f.doc(&format!("early{i}")).await;
+        stale_early.push(
+            f.propose(
+                "delete_document",
+                json!({"document_id": d}),
+                Duration::hours(10),
+                false,
+            )
+            .await,
+        );
+        touch.push(d);
+    }
+    f.clock.advance(Duration::hours(2));
+    for d in touch {
+        f.touch(d, json!({"edited": true})).await;
+    }
+    let r = f.sweeper(3).run_once(None).await.unwrap();
+    assert_eq!(
+        r,
+        SweepReport {
+            checked: 10,
+            expired: 3,
+            stale: 4,
+            reproposals_enqueued: 1,
+            purged: 0
+        }
+    );
+    for id in &valid {
+        assert_eq!(f.approval(*id).await.status, "pending");
+    }
+    for id in &expired {
+        let a = f.approval(*id).await;
+        assert_eq!(
+            (a.status.as_str(), a.decided_by.as_deref()),
+            ("expired", Some("system:approval_expiry"))
+        );
+        assert_eq!(
+            f.decisions(*id).await,
+            vec![("expired".into(), "system:approval_expiry".into())]
+        );
+    }
+    for id in stale_late.iter().chain(&stale_early) {
+        let a = f.approval(*id).await;
+        assert_eq!(a.status, "stale", "{id}");
+        assert!(
+            a.result.as_ref().unwrap()["changes"]["metadata"].is_object(),
+            "{:?}",
+            a.result
+        );
+        assert_eq!(
+            f.decisions(*id).await,
+            vec![("stale".into(), "system:approval_expiry".into())]
+        );
+    }
+    assert_eq!(
+        f.count("SELECT count(*) FROM documents").await,
+        10,
+        "nothing executed"
+    );
+    let jobs: Vec<(Value, Option<String>)> = sqlx::query_as(
+        "SELECT payload, unique_key FROM agentd_jobs WHERE kind = 'approval_expiry'",
+    )
+    .fetch_all(&f.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        jobs,
+        vec![(
+            json!({"repropose": stale_late[0]}),
+            Some(format!("repropose:{}", stale_late[0]))
+        )]
+    );
+    // A second pass finds only the valid ones, still unchanged.
+    let r = f.sweeper(3).run_once(None).await.unwrap();
+    assert_eq!(
+        r,
+        SweepReport {
+            checked: 3,
+            ..Default::default()
+        }
+    );
+}
+
+#[tokio::test]
+async fn stale_approvals_are_reproposed_in_a_chain_up_to_the_cap() {
+    let f = fixture().await;
+    let doc = f.doc("a.txt").await;
+    let first = f
+        .propose(
+            "update_document",
+            json!({"document_id": doc, "metadata": {"k": "v"}}),
+            Duration::hours(TTL),
+            true,
+        )
+        .await;
+    let max = ApprovalExpiry::sweeper(&f.app).max_reproposals;
+    assert_eq!(max, 2, "jobs/approval_expiry.toml");
+    let mut current = first;
+    for depth in 0..=max as i32 {
+        f.touch(doc, json!({"edit": depth})).await;
+        let r = f.sweeper(100).run_once(None).await.unwrap();
+        assert_eq!(r.stale, 1);
+        assert_eq!(f.approval(current).await.status, "stale");
+        let jobs =
+            agentd::queue::store::list(&f.db.pool, Some("approval_expiry"), Some("available"), 10)
+                .await
+                .unwrap();
+        if depth == max as i32 {
+            assert_eq!(
+                (r.reproposals_enqueued, jobs.len()),
+                (0, 0),
+                "the chain is at its cap"
+            );
+            break;
+        }
+        assert_eq!(r.reproposals_enqueued, 1);
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(jobs[0].payload, json!({"repropose": current}));
+        // Run the job: the re-proposal run calls the same tool again, which is proposed.
+        let p = Arc::new(ScriptedProvider::new(vec![
+            Turn::tool("a", "get_document", json!({"document_id": doc})),
+            Turn::tool(
+                "b",
+                "update_document",
+                json!({"document_id": doc, "metadata": {"k": "v"}}),
+            ),
+            Turn::text("re-proposed"),
+        ]));
+        let app = f.with_provider(p.clone());
+        let claimed = agentd::queue::store::claim(
+            &f.db.pool,
+            &["approval_expiry".to_string()],
+            1,
+            "test",
+            Utc::now() + Duration::minutes(1),
+            Duration::minutes(5),
+        )
+        .await
+        .unwrap();
+        assert_eq!(claimed.len(), 1);
+        ApprovalExpiry { app }
+            .handle(JobContext {
+                job: claimed.into_iter().next().unwrap(),
+                cancel: CancellationToken::new(),
+            })
+            .await
+            .unwrap();
+        p.assert_complete();
+        let old = f.approval(current).await;
+        let new: astore::ApprovalRow =
+            sqlx::query_as("SELECT * FROM pending_approvals WHERE status = 'pending'")
+                .fetch_one(&f.db.pool)
+                .await
+                .unwrap();
+        assert_eq!(
+            (new.chain_id, new.chain_depth, new.repropose),
+            (first, old.chain_depth + 1, true)
+        );
+        assert_eq!(new.args, old.args);
+        let run = runs::get_run(&f.db.pool, new.run_id.unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (run.kind.as_str(), run.subject),
+            ("approval_expiry", format!("approval:{current}"))
+        );
+        current = new.id;
+    }
+    assert_eq!(
+        f.count(&format!(
+            "SELECT count(*) FROM pending_approvals WHERE chain_id = '{first}'"
+        ))
+        .await,
+        3
+    );
+}
+
+#[tokio::test]
+async fn retention_purges_only_old_decided_approvals() {
+    let f = fixture().await;
+    let doc = f.doc("a.txt").await;
+    let args = |i: i32| json!({"document_id": doc, "metadata": {"i": i}});
+    let mut old = Vec::new();
+    for i in 0..5 {
+        let id = f
+            .propose("update_document", args(i), Duration::hours(TTL), false)
+            .await;
+        f.decide(id, Decision::Reject { by: "alice".into() }).await;
+        old.push(id);
+    }
+    let pending = f
+        .propose("update_document", args(10), Duration::days(100), false)
+        .await;
+    let recent = f
+        .propose("update_document", args(11), Duration::days(100), false)
+        .await;
+    f.clock.advance(Duration::days(31));
+    f.decide(recent, Decision::Reject { by: "bob".into() })
+        .await;
+    let r = f.sweeper(2).run_once(None).await.unwrap();
+    assert_eq!(r.purged, 5, "{r:?}");
+    for id in &old {
+        assert!(astore::get(&f.db.pool, *id).await.unwrap().is_none());
+        assert_eq!(f.decisions(*id).await.len(), 1, "audit rows stay");
+    }
+    assert_eq!(f.approval(pending).await.status, "pending");
+    assert_eq!(f.approval(recent).await.status, "rejected");
+    assert_eq!(f.sweeper(2).run_once(None).await.unwrap().purged, 0);
+}
+
+// ---- the command ----
+
+fn agentd(db: &TestDb, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentd"))
+        .args(args)
+        .env("DATABASE_URL", &db.url)
+        .env("AGENTD_HTTP__ADDR", "")
+        .env("AGENTD_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .output()
+        .expect("run agentd")
+}
+
+fn stdout_json(o: &Output) -> Value {
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
+}
+
+#[tokio::test]
+async fn the_command_lists_shows_approves_and_refuses_bad_input() {
+    let f = fixture().await;
+    let doc = f.doc("a.txt").await;
+    let id = f
+        .propose(
+            "update_document",
+            json!({"document_id": doc, "metadata": {"cli": "yes"}}),
+            Duration::hours(TTL),
+            false,
+        )
+        .await;
+    let other = f
+        .propose(
+            "delete_document",
+            json!({"document_id": doc}),
+            Duration::hours(TTL),
+            false,
+        )
+        .await;
+    let (ids, org) = (id.to_string(), f.org.to_string());
+
+    let list = stdout_json(&agentd(
+        &f.db,
+        &[
+            "approvals",
+            "list",
+            "--org",
+            "acme",
+            "--status",
+            "pending",
+            "--json",
+        ],
+    ));
+    let listed: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed.len(), 2);
+    assert!(listed.contains(&ids.as_str()));
+    let limited = stdout_json(&agentd(
+        &f.db,
+        &["approvals", "list", "--org", &org, "--limit", "1", "--json"],
+    ));
+    assert_eq!(limited.as_array().unwrap().len(), 1);
+
+    let out = stdout_json(&agentd(
+        &f.db,
+        &["approvals", "approve", &ids, "--by", "carol", "--json"],
+    ));
+    assert_eq!(
+        (out["status"].as_str(), out["changed"].as_bool()),
+        (Some("executed"), Some(true)),
+        "{out}"
+    );
+    assert_eq!(f.metadata(doc).await.0, json!({"cli": "yes"}));
+    let again = stdout_json(&agentd(
+        &f.db,
+        &["approvals", "approve", &ids, "--by", "carol", "--json"],
+    ));
+    assert_eq!(again["changed"], json!(false));
+
+    // The delete was proposed against the document before the update: now stale.
+    let o = agentd(
+        &f.db,
+        &["approvals", "approve", &other.to_string(), "--by", "carol"],
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && text.contains("stale") && text.contains("metadata"),
+        "{text}"
+    );
+    assert_eq!(f.count("SELECT count(*) FROM documents").await, 1);
+
+    let show = stdout_json(&agentd(&f.db, &["approvals", "show", &ids, "--json"]));
+    assert_eq!(
+        show["action"],
+        json!({"tool": "update_document", "args": {"document_id": doc, "metadata": {"cli": "yes"}}})
+    );
+    assert_eq!(show["status"], "executed");
+    assert_eq!(show["decision"]["by"], "human:carol");
+    assert_eq!(show["snapshot_hash"].as_str().unwrap().len(), 64);
+    let history = show["history"].as_array().unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!(
+        (
+            history[0]["decision"].as_str(),
+            history[0]["actor"].as_str()
+        ),
+        (Some("human_approved"), Some("human:carol"))
+    );
+    let text = agentd(&f.db, &["approvals", "show", &ids]);
+    assert!(
+        text.status.success() && String::from_utf8_lossy(&text.stdout).contains("human_approved")
+    );
+
+    let rejected = stdout_json(&agentd(
+        &f.db,
+        &["approvals", "list", "--status", "stale", "--json"],
+    ));
+    assert_eq!(rejected.as_array().unwrap().len(), 1);
+
+    // Bad input: exit 2, and the message names the input.
+    let missing = Uuid::now_v7().to_string();
+    for (args, needle) in [
+        (
+            vec!["approvals", "approve", missing.as_str(), "--by", "carol"],
+            missing.as_str(),
+        ),
+        (
+            vec!["approvals", "show", missing.as_str()],
+            missing.as_str(),
+        ),
+        (
+            vec!["approvals", "reject", missing.as_str(), "--by", "carol"],
+            missing.as_str(),
+        ),
+        (vec!["approvals", "list", "--status", "done"], "--status"),
+        (vec!["approvals", "list", "--org", "nobody"], "--org"),
+        (vec!["approvals", "list", "--limit", "0"], "--limit"),
+        (vec!["approvals", "approve", ids.as_str()], "--by"),
+        (
+            vec!["approvals", "approve", ids.as_str(), "--by", " "],
+            "--by",
+        ),
+        (
+            vec!["approvals", "approve", "not-a-uuid", "--by", "carol"],
+            "not-a-uuid",
+        ),
+    ] {
+        let o = agentd(&f.db, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
