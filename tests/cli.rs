@@ -21,7 +21,10 @@ fn agentd(db: &TestDb, args: &[&str], env: &[(&str, &str)]) -> Output {
 }
 
 fn text(o: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
+    (
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
 }
 
 #[tokio::test]
@@ -30,13 +33,20 @@ async fn bad_config_values_exit_2_naming_the_key() {
     let o = agentd(&db, &["status"], &[("AGENTD_WORKER__HEARTBEAT_SECS", "40")]);
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("AGENTD_WORKER__HEARTBEAT_SECS") && err.contains("worker.heartbeat_secs"), "{err}");
+    assert!(
+        err.contains("AGENTD_WORKER__HEARTBEAT_SECS") && err.contains("worker.heartbeat_secs"),
+        "{err}"
+    );
     let o = agentd(&db, &["status"], &[("AGENTD_WORKER__NO_SUCH_KEY", "1")]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).1.contains("unknown key `worker.no_such_key`"));
     let o = agentd(&db, &["status"], &[("AGENTD_LLM__PROVIDER", "gpt")]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).1.contains("llm.provider must be one of auto, openai, offline"));
+    assert!(
+        text(&o)
+            .1
+            .contains("llm.provider must be one of auto, openai, offline")
+    );
     let o = agentd(&db, &["status"], &[("AGENTD_WORKER__LEASE_SECS", "thirty")]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o).1);
 }
@@ -51,10 +61,22 @@ async fn bad_job_files_exit_2_naming_file_key_and_problem() {
     let path = dir.path().join("auto_create.toml");
     let original = std::fs::read_to_string(&path).unwrap();
     let cases = [
-        (original.replace("max_rounds = 10", "max_rounds = 0"), "agent.max_rounds must be ≥ 1 (got 0)"),
-        (original.replace("\"get_document\",", "\"get_documentz\","), "unknown tool `get_documentz`"),
-        (original.replace("destructive = \"deny\"", "destructive = \"maybe\""), "unknown variant `maybe`"),
-        (original.replace("max_rounds = 10", "max_rounds = 10\nmax_roundz = 3"), "unknown field `max_roundz`"),
+        (
+            original.replace("max_rounds = 10", "max_rounds = 0"),
+            "agent.max_rounds must be ≥ 1 (got 0)",
+        ),
+        (
+            original.replace("\"get_document\",", "\"get_documentz\","),
+            "unknown tool `get_documentz`",
+        ),
+        (
+            original.replace("destructive = \"deny\"", "destructive = \"maybe\""),
+            "unknown variant `maybe`",
+        ),
+        (
+            original.replace("max_rounds = 10", "max_rounds = 10\nmax_roundz = 3"),
+            "unknown field `max_roundz`",
+        ),
         (original.replace("[queue]", "[queue\n"), "line"),
     ];
     let dir_s = dir.path().display().to_string();
@@ -63,7 +85,10 @@ async fn bad_job_files_exit_2_naming_file_key_and_problem() {
         let o = agentd(&db, &["status"], &[("AGENTD_WORKER__JOBS_DIR", &dir_s)]);
         let (_, err) = text(&o);
         assert_eq!(o.status.code(), Some(2), "{err}");
-        assert!(err.contains("auto_create.toml") && err.contains(expected), "expected {expected:?} in: {err}");
+        assert!(
+            err.contains("auto_create.toml") && err.contains(expected),
+            "expected {expected:?} in: {err}"
+        );
     }
     std::fs::write(&path, &original).unwrap();
     std::fs::write(dir.path().join("nightly.toml"), "kind = \"nightly\"").unwrap();
@@ -72,22 +97,67 @@ async fn bad_job_files_exit_2_naming_file_key_and_problem() {
     assert!(text(&o).1.contains("unknown job kind `nightly`"));
     let proactive = dir.path().join("proactive_suggestion.toml");
     std::fs::remove_file(dir.path().join("nightly.toml")).unwrap();
-    let body = std::fs::read_to_string(&proactive).unwrap().replace("0 0 2 * * *", "every night");
+    let body = std::fs::read_to_string(&proactive)
+        .unwrap()
+        .replace("0 0 2 * * *", "every night");
     std::fs::write(&proactive, body).unwrap();
     let o = agentd(&db, &["status"], &[("AGENTD_WORKER__JOBS_DIR", &dir_s)]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).1.contains("proactive_suggestion.toml: schedule.cron is not a valid cron expression"), "{}", text(&o).1);
+    assert!(
+        text(&o)
+            .1
+            .contains("proactive_suggestion.toml: schedule.cron is not a valid cron expression"),
+        "{}",
+        text(&o).1
+    );
 }
 
 #[tokio::test]
 async fn jobs_can_be_enqueued_listed_cancelled_and_retried() {
     let db = TestDb::new().await;
-    let o = agentd(&db, &["enqueue", "raw", "--kind", "noop_kind", "--payload", "{\"a\":1}", "--unique-key", "k1"], &[]);
+    let o = agentd(
+        &db,
+        &[
+            "enqueue",
+            "raw",
+            "--kind",
+            "noop_kind",
+            "--payload",
+            "{\"a\":1}",
+            "--unique-key",
+            "k1",
+        ],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
     assert!(text(&o).0.contains("enqueued noop_kind job"));
-    let o = agentd(&db, &["enqueue", "raw", "--kind", "noop_kind", "--payload", "{}", "--unique-key", "k1"], &[]);
+    let o = agentd(
+        &db,
+        &[
+            "enqueue",
+            "raw",
+            "--kind",
+            "noop_kind",
+            "--payload",
+            "{}",
+            "--unique-key",
+            "k1",
+        ],
+        &[],
+    );
     assert!(text(&o).0.contains("skipped"), "duplicate key is skipped");
-    let o = agentd(&db, &["enqueue", "raw", "--kind", "noop_kind", "--payload", "{not json"], &[]);
+    let o = agentd(
+        &db,
+        &[
+            "enqueue",
+            "raw",
+            "--kind",
+            "noop_kind",
+            "--payload",
+            "{not json",
+        ],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).1.contains("--payload is not valid JSON"));
     let o = agentd(&db, &["jobs", "list", "--json"], &[]);
@@ -100,7 +170,11 @@ async fn jobs_can_be_enqueued_listed_cancelled_and_retried() {
     assert_eq!(o.status.code(), Some(2), "already cancelled");
     let o = agentd(&db, &["jobs", "retry", &id.to_string()], &[]);
     assert_eq!(o.status.code(), Some(0));
-    let state: String = sqlx::query_scalar("SELECT state FROM agentd_jobs WHERE id = $1").bind(id).fetch_one(&db.pool).await.unwrap();
+    let state: String = sqlx::query_scalar("SELECT state FROM agentd_jobs WHERE id = $1")
+        .bind(id)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
     assert_eq!(state, "available");
     let o = agentd(&db, &["jobs", "list", "--state", "bogus"], &[]);
     assert_eq!(o.status.code(), Some(2));
@@ -118,8 +192,27 @@ async fn documents_add_with_auto_create_then_worker_then_show_and_accept() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("inv.txt");
     // Invalid UTF-8 and a NUL byte are handled at the boundary.
-    std::fs::write(&f, b"Invoice Number: INV-9\x00\nTotal: 10.00\nNote: caf\xe9\n").unwrap();
-    let o = agentd(&db, &["documents", "add", "--org", "acme", "--name", "inv.txt", "--text-file", f.to_str().unwrap(), "--auto-create", "--json"], &[]);
+    std::fs::write(
+        &f,
+        b"Invoice Number: INV-9\x00\nTotal: 10.00\nNote: caf\xe9\n",
+    )
+    .unwrap();
+    let o = agentd(
+        &db,
+        &[
+            "documents",
+            "add",
+            "--org",
+            "acme",
+            "--name",
+            "inv.txt",
+            "--text-file",
+            f.to_str().unwrap(),
+            "--auto-create",
+            "--json",
+        ],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
     let added: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let doc = added["document_id"].as_str().unwrap().to_string();
@@ -134,11 +227,18 @@ async fn documents_add_with_auto_create_then_worker_then_show_and_accept() {
         .spawn()
         .unwrap();
     common::wait_until(60, "document proposed", || async {
-        let s: String = sqlx::query_scalar("SELECT auto_create_status FROM documents").fetch_one(&db.pool).await.unwrap();
+        let s: String = sqlx::query_scalar("SELECT auto_create_status FROM documents")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
         s == "proposed"
     })
     .await;
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
     let status = child.wait().unwrap();
     assert!(status.success(), "graceful exit on SIGTERM: {status}");
     let o = agentd(&db, &["documents", "show", &doc, "--json"], &[]);
@@ -149,14 +249,34 @@ async fn documents_add_with_auto_create_then_worker_then_show_and_accept() {
     let run = r["run"]["id"].as_str().unwrap().to_string();
     let o = agentd(&db, &["runs", "show", &run], &[]);
     let (out, _) = text(&o);
-    assert!(out.contains("create_schema") && out.contains("audit:") && out.contains("auto_approved"), "{out}");
+    assert!(
+        out.contains("create_schema") && out.contains("audit:") && out.contains("auto_approved"),
+        "{out}"
+    );
     let o = agentd(&db, &["documents", "accept", &doc], &[]);
     assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
     let st: (String, String) = sqlx::query_as("SELECT d.auto_create_status, s.status FROM documents d JOIN schemas s ON s.schema_id = d.proposed_schema_id").fetch_one(&db.pool).await.unwrap();
     assert_eq!(st, ("accepted".to_string(), "active".to_string()));
     let o = agentd(&db, &["documents", "accept", &doc], &[]);
     assert_eq!(o.status.code(), Some(2), "nothing left to accept");
-    let o = agentd(&db, &["documents", "add", "--org", "acme", "--name", "x", "--text-file", "/nonexistent/file"], &[]);
+    let o = agentd(
+        &db,
+        &[
+            "documents",
+            "add",
+            "--org",
+            "acme",
+            "--name",
+            "x",
+            "--text-file",
+            "/nonexistent/file",
+        ],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).1.contains("--text-file /nonexistent/file: cannot read"));
+    assert!(
+        text(&o)
+            .1
+            .contains("--text-file /nonexistent/file: cannot read")
+    );
 }

@@ -188,7 +188,7 @@ fn tool_ctx<'c>(c: &Ctx, tx: &'c mut sqlx::Transaction<'static, sqlx::Postgres>)
         org_id: c.org,
         run_id: c.run_id,
         actor: "agent:test".into(),
-        conn: &mut **tx,
+        conn: tx,
         provider: c.provider.clone(),
         model: "test-model".into(),
         excerpt_chars: c.excerpt_chars,

@@ -7,7 +7,8 @@ use super::{Opts, Report, Row, Server, bench_app, median, percentile};
 use crate::agent::{Engine, Policy};
 use crate::app::{App, WorkerArgs};
 use crate::llm::{
-    Block, CompletionRequest, CompletionResponse, FinishReason, LlmError, LlmProvider, Message, Role, Usage,
+    Block, CompletionRequest, CompletionResponse, FinishReason, LlmError, LlmProvider, Message,
+    Role, Usage,
 };
 use crate::queue::{NewJob, enqueue};
 use crate::store::{auto_create, documents, orgs};
@@ -23,8 +24,14 @@ const DB_AUTO: &str = "agentd_bench_auto_create";
 const SAMPLES: [(&str, &str); 4] = [
     ("invoice.txt", include_str!("../../samples/invoice.txt")),
     ("receipt.txt", include_str!("../../samples/receipt.txt")),
-    ("purchase_order.txt", include_str!("../../samples/purchase_order.txt")),
-    ("lab_report.txt", include_str!("../../samples/lab_report.txt")),
+    (
+        "purchase_order.txt",
+        include_str!("../../samples/purchase_order.txt"),
+    ),
+    (
+        "lab_report.txt",
+        include_str!("../../samples/lab_report.txt"),
+    ),
 ];
 
 /// Calls `list_tags` for `rounds` rounds, then answers; records when each call arrives.
@@ -41,16 +48,35 @@ impl LlmProvider for StepProvider {
 
     async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
         self.calls.lock().expect("calls").push(Instant::now());
-        let done = req.messages.iter().filter(|m| m.role == Role::Assistant).count();
+        let done = req
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .count();
         let (content, finish) = if done < self.rounds {
-            let call = Block::ToolUse { id: "c0".into(), name: "list_tags".into(), arguments: "{}".into() };
+            let call = Block::ToolUse {
+                id: "c0".into(),
+                name: "list_tags".into(),
+                arguments: "{}".into(),
+            };
             (vec![call], FinishReason::ToolUse)
         } else {
-            (vec![Block::Text { text: "done".into() }], FinishReason::EndTurn)
+            (
+                vec![Block::Text {
+                    text: "done".into(),
+                }],
+                FinishReason::EndTurn,
+            )
         };
         Ok(CompletionResponse {
-            message: Message { role: Role::Assistant, content },
-            usage: Usage { input_tokens: 100, output_tokens: 20 },
+            message: Message {
+                role: Role::Assistant,
+                content,
+            },
+            usage: Usage {
+                input_tokens: 100,
+                output_tokens: 20,
+            },
             finish,
             model: req.model,
         })
@@ -58,7 +84,12 @@ impl LlmProvider for StepProvider {
 }
 
 /// The agent part.
-pub async fn run(server: &Server, app: &App, opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
+pub async fn run(
+    server: &Server,
+    app: &App,
+    opts: &Opts,
+    report: &mut Report,
+) -> anyhow::Result<()> {
     steps(server, app, opts, report).await?;
     auto_create_e2e(server, app, opts, report).await
 }
@@ -76,11 +107,18 @@ async fn steps(server: &Server, app: &App, opts: &Opts, report: &mut Report) -> 
     .await?;
     let rounds = 10;
     let runs = opts.size(100, 20);
-    let provider = Arc::new(StepProvider { rounds, calls: Mutex::new(Vec::new()) });
+    let provider = Arc::new(StepProvider {
+        rounds,
+        calls: Mutex::new(Vec::new()),
+    });
     let spec = bapp.spec("auto_create");
     let mut env = bapp.tool_env(spec);
     env.provider = provider.clone();
-    let engine = Engine { pool: pool.clone(), clock: bapp.clock.clone(), env };
+    let engine = Engine {
+        pool: pool.clone(),
+        clock: bapp.clock.clone(),
+        env,
+    };
     let mut rs = bapp.run_spec(spec, org.id, String::new(), None, "Call list_tags.".into());
     rs.policy = Policy::from_spec(&["list_tags".to_string()], &spec.agent.policy);
     rs.caps.max_rounds = rounds as u32 + 5;
@@ -95,9 +133,18 @@ async fn steps(server: &Server, app: &App, opts: &Opts, report: &mut Report) -> 
         let t0 = Instant::now();
         let out = engine.run(&rs, &cancel).await?;
         run_ms.push(t0.elapsed().as_secs_f64() * 1000.0);
-        anyhow::ensure!(out.status == "succeeded", "bench run ended {} ({:?})", out.status, out.stop_reason);
+        anyhow::ensure!(
+            out.status == "succeeded",
+            "bench run ended {} ({:?})",
+            out.status,
+            out.stop_reason
+        );
         let calls = std::mem::take(&mut *provider.calls.lock().expect("calls"));
-        step_ms.extend(calls.windows(2).map(|w| w[1].duration_since(w[0]).as_secs_f64() * 1000.0));
+        step_ms.extend(
+            calls
+                .windows(2)
+                .map(|w| w[1].duration_since(w[0]).as_secs_f64() * 1000.0),
+        );
     }
     pool.close().await;
     server.drop_db(DB_STEPS).await?;
@@ -106,16 +153,33 @@ async fn steps(server: &Server, app: &App, opts: &Opts, report: &mut Report) -> 
         step_ms.len()
     );
     report.push(Row::new("agent", "per-step overhead p50", median(&step_ms), "ms").note(note));
-    report.push(Row::new("agent", "per-step overhead p99", percentile(&step_ms, 99.0), "ms"));
+    report.push(Row::new(
+        "agent",
+        "per-step overhead p99",
+        percentile(&step_ms, 99.0),
+        "ms",
+    ));
     report.push(
-        Row::new("agent", format!("whole run of {rounds} steps p50"), median(&run_ms), "ms")
-            .note("open run + steps + final answer + finish"),
+        Row::new(
+            "agent",
+            format!("whole run of {rounds} steps p50"),
+            median(&run_ms),
+            "ms",
+        )
+        .note("open run + steps + final answer + finish"),
     );
     Ok(())
 }
 
-async fn auto_create_e2e(server: &Server, app: &App, opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
-    let pool = server.agentd_db(DB_AUTO, app.config.database.max_connections).await?;
+async fn auto_create_e2e(
+    server: &Server,
+    app: &App,
+    opts: &Opts,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let pool = server
+        .agentd_db(DB_AUTO, app.config.database.max_connections)
+        .await?;
     let bapp = bench_app(app, pool.clone());
     let org = orgs::ensure(&pool, "bench-auto").await?;
     let docs = opts.size(200, 40);
@@ -124,7 +188,15 @@ async fn auto_create_e2e(server: &Server, app: &App, opts: &Opts, report: &mut R
         let (name, text) = SAMPLES[i % SAMPLES.len()];
         let now = bapp.clock.now();
         let mut tx = pool.begin().await?;
-        let id = documents::insert(&mut tx, org.id, &format!("{i}-{name}"), Some(text), &json!({}), now).await?;
+        let id = documents::insert(
+            &mut tx,
+            org.id,
+            &format!("{i}-{name}"),
+            Some(text),
+            &json!({}),
+            now,
+        )
+        .await?;
         let job = NewJob::new("auto_create", json!({"org_id": org.id, "document_id": id}))
             .unique_key(format!("auto_create:{id}"))
             .priority(q.priority)
@@ -135,8 +207,15 @@ async fn auto_create_e2e(server: &Server, app: &App, opts: &Opts, report: &mut R
     }
     let stop = CancellationToken::new();
     let t0 = Instant::now();
-    let args = WorkerArgs { kinds: vec!["auto_create".into()], concurrency: None, cron: false };
-    let worker = bapp.start_worker(args, stop.clone()).await.map_err(|e| anyhow::anyhow!(e))?;
+    let args = WorkerArgs {
+        kinds: vec!["auto_create".into()],
+        concurrency: None,
+        cron: false,
+    };
+    let worker = bapp
+        .start_worker(args, stop.clone())
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
     let (proposed, finished) = loop {
         let (proposed, finished): (i64, i64) = sqlx::query_as(
             "SELECT count(*) FILTER (WHERE auto_create_status = 'proposed'),

@@ -15,7 +15,12 @@ const DB_SWEEP: &str = "agentd_bench_approvals";
 const DB_FANOUT: &str = "agentd_bench_fanout";
 
 /// The approvals part.
-pub async fn run(server: &Server, app: &App, opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
+pub async fn run(
+    server: &Server,
+    app: &App,
+    opts: &Opts,
+    report: &mut Report,
+) -> anyhow::Result<()> {
     sweep(server, app, opts, report).await?;
     fan_out(server, app, report).await
 }
@@ -42,7 +47,11 @@ async fn sweep(server: &Server, app: &App, opts: &Opts, report: &mut Report) -> 
         docs.extend(ids);
     }
     // Snapshots as a proposal would take them: through the tool, with the document locked.
-    let tool = bapp.registry.get("update_document").cloned().ok_or_else(|| anyhow::anyhow!("no update_document tool"))?;
+    let tool = bapp
+        .registry
+        .get("update_document")
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("no update_document tool"))?;
     let env = bapp.tool_env(bapp.spec("proactive_suggestion"));
     let now = bapp.clock.now();
     let mut snaps: Vec<(Value, Value, String)> = Vec::new();
@@ -64,18 +73,32 @@ async fn sweep(server: &Server, app: &App, opts: &Opts, report: &mut Report) -> 
     let mut i = 0;
     while i < n {
         let k = (n - i).min(10_000);
-        let (mut ids, mut orgs, mut args, mut snapshots, mut hashes, mut expires) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut ids, mut orgs, mut args, mut snapshots, mut hashes, mut expires) = (
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+        );
         for j in i..i + k {
             let class = j % 10;
-            let d = if class >= 8 { changed_from + j % (docs.len() - changed_from) } else { j % changed_from };
+            let d = if class >= 8 {
+                changed_from + j % (docs.len() - changed_from)
+            } else {
+                j % changed_from
+            };
             let past = (4..=7).contains(&class) || class == 9;
             ids.push(Uuid::now_v7());
             orgs.push(docs[d].1);
             args.push(&snaps[d].0);
             snapshots.push(&snaps[d].1);
             hashes.push(snaps[d].2.as_str());
-            expires.push(if past { now - chrono::Duration::hours(1) } else { now + chrono::Duration::hours(4) });
+            expires.push(if past {
+                now - chrono::Duration::hours(1)
+            } else {
+                now + chrono::Duration::hours(4)
+            });
         }
         sqlx::query(
             "INSERT INTO pending_approvals (id, org_id, tool, args, snapshot, snapshot_hash, created_at,
@@ -103,17 +126,25 @@ async fn sweep(server: &Server, app: &App, opts: &Opts, report: &mut Report) -> 
     .bind(&changed)
     .execute(&pool)
     .await?;
-    sqlx::raw_sql("VACUUM ANALYZE pending_approvals; VACUUM ANALYZE documents").execute(&pool).await?;
-    eprintln!("bench:   inserted {n} approvals in {:.1}s", t_insert.elapsed().as_secs_f64());
+    for table in ["pending_approvals", "documents"] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("VACUUM ANALYZE {table}")))
+            .execute(&pool)
+            .await?;
+    }
+    eprintln!(
+        "bench:   inserted {n} approvals in {:.1}s",
+        t_insert.elapsed().as_secs_f64()
+    );
 
     let sweeper = ApprovalExpiry::sweeper(&bapp);
     let batch = sweeper.batch;
     let t0 = Instant::now();
     let r = sweeper.run_once(None).await?;
     let secs = t0.elapsed().as_secs_f64();
-    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM pending_approvals WHERE status = 'pending'")
-        .fetch_one(&pool)
-        .await?;
+    let left: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM pending_approvals WHERE status = 'pending'")
+            .fetch_one(&pool)
+            .await?;
     pool.close().await;
     server.drop_db(DB_SWEEP).await?;
     report.push(
@@ -151,11 +182,21 @@ async fn fan_out(server: &Server, app: &App, report: &mut Report) -> anyhow::Res
     pool.close().await;
     server.drop_db(DB_FANOUT).await?;
     report.push(
-        Row::new("approvals", format!("nightly fan-out, {} orgs ({})", super::num(orgs as f64), entry.kind), first, "s")
-            .note(format!("{inserted} jobs, one statement")),
+        Row::new(
+            "approvals",
+            format!(
+                "nightly fan-out, {} orgs ({})",
+                super::num(orgs as f64),
+                entry.kind
+            ),
+            first,
+            "s",
+        )
+        .note(format!("{inserted} jobs, one statement")),
     );
     report.push(
-        Row::new("approvals", "same tick again (a second node)", second, "s").note(format!("{again} inserted (unique keys)")),
+        Row::new("approvals", "same tick again (a second node)", second, "s")
+            .note(format!("{again} inserted (unique keys)")),
     );
     Ok(())
 }

@@ -72,6 +72,8 @@ struct Rep {
     processed: u64,
     secs: f64,
     commits_per_job: f64,
+    /// agentd only: mean jobs per claim statement and per ack statement.
+    batches: Option<(f64, f64)>,
 }
 
 /// Median rate and commits per job of one configuration.
@@ -80,6 +82,7 @@ struct Figure {
     rate: f64,
     commits: f64,
     drained_all: bool,
+    batches: Option<(f64, f64)>,
 }
 
 fn human(n: u64) -> String {
@@ -99,7 +102,9 @@ pub async fn run(
     ctx: &mut Context,
 ) -> anyhow::Result<()> {
     for (bi, &backlog) in opts.backlogs.iter().enumerate() {
-        let cap = opts.max_secs.unwrap_or(if backlog > 100_000 { 10.0 } else { 20.0 });
+        let cap = opts
+            .max_secs
+            .unwrap_or(if backlog > 100_000 { 10.0 } else { 20.0 });
         let mut systems = vec![System::Agentd];
         if !opts.no_apalis {
             systems.extend([System::ApalisDefault, System::ApalisTuned]);
@@ -116,7 +121,11 @@ pub async fn run(
                 Err(e) if sys != System::Agentd => {
                     let msg = format!("{} failed: {e:#}", sys.label());
                     eprintln!("bench: {msg}");
-                    report.push(Row::text("drain", format!("{} baseline", sys.label()), msg.clone()));
+                    report.push(Row::text(
+                        "drain",
+                        format!("{} baseline", sys.label()),
+                        msg.clone(),
+                    ));
                     apalis_error.get_or_insert(msg);
                 }
                 Err(e) => return Err(e),
@@ -124,22 +133,35 @@ pub async fn run(
         }
         // apalis could not be measured: fall back to the plain loop, labelled as such.
         if apalis_error.is_some() && !opts.plain {
-            let f = drain_system(server, app, opts, System::Plain, backlog, cap, ctx, false).await?;
+            let f =
+                drain_system(server, app, opts, System::Plain, backlog, cap, ctx, false).await?;
             figures.push((System::Plain, f));
         }
         let agentd = figures[0].1.clone();
         for (ci, &c) in opts.concurrency.iter().enumerate() {
             let Some(a) = agentd[ci] else { continue };
-            let mut row = Row::new("drain", format!("{} backlog, c={c}", human(backlog)), a.rate, "jobs/s");
+            let mut row = Row::new(
+                "drain",
+                format!("{} backlog, c={c}", human(backlog)),
+                a.rate,
+                "jobs/s",
+            );
             for (sys, fs) in &figures[1..] {
                 if let Some(f) = fs[ci] {
                     row = row.baseline(sys.label(), f.rate);
                 }
             }
             if c >= 32 {
-                row = row.target(Target::AtLeast(if backlog <= 20_000 { 15_000.0 } else { 10_000.0 }));
+                row = row.target(Target::AtLeast(if backlog <= 20_000 {
+                    15_000.0
+                } else {
+                    10_000.0
+                }));
             }
             let mut note = format!("median of {}; {:.2} commits/job", opts.reps, a.commits);
+            if let Some((claim, ack)) = a.batches {
+                note.push_str(&format!(" (claims of {claim:.1} jobs, acks of {ack:.1})"));
+            }
             if !a.drained_all {
                 note.push_str(&format!("; cap {cap:.0}s/rep"));
             }
@@ -201,13 +223,14 @@ async fn drain_system(
                 System::Plain => plain_rep(server, c, backlog, cap).await?,
             };
             eprintln!(
-                "bench:   {} {} c={c}: {} jobs in {:.2}s = {:.0} jobs/s, {:.2} commits/job",
+                "bench:   {} {} c={c}: {} jobs in {:.2}s = {:.0} jobs/s, {:.2} commits/job, batches {:?}",
                 sys.label(),
                 human(backlog),
                 rep.processed,
                 rep.secs,
                 rep.processed as f64 / rep.secs,
-                rep.commits_per_job
+                rep.commits_per_job,
+                rep.batches
             );
             reps.push(rep);
         }
@@ -217,6 +240,7 @@ async fn drain_system(
             rate: median(&rates),
             commits: median(&commits),
             drained_all: reps.iter().all(|r| r.processed >= backlog),
+            batches: reps.iter().filter_map(|r| r.batches).next_back(),
         };
         if sys == System::Agentd && first_backlog {
             ctx.commits_per_job.push((c, f.commits));
@@ -238,18 +262,28 @@ async fn prepare(pool: &PgPool, sys: System, backlog: u64, fresh: bool) -> anyho
         System::Plain => ("bench_plain", "true"),
     };
     if fresh {
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("TRUNCATE {table}"))).execute(pool).await?;
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("TRUNCATE {table}")))
+            .execute(pool)
+            .await?;
     }
-    let have: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table} WHERE {ready}")))
-        .fetch_one(pool)
-        .await?;
+    let have: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT count(*) FROM {table} WHERE {ready}"
+    )))
+    .fetch_one(pool)
+    .await?;
     let missing = backlog.saturating_sub(have as u64);
     let t0 = Instant::now();
     fill(pool, sys, missing).await?;
     if missing > 100_000 {
-        eprintln!("bench:   inserted {missing} {} jobs in {:.1}s", sys.label(), t0.elapsed().as_secs_f64());
+        eprintln!(
+            "bench:   inserted {missing} {} jobs in {:.1}s",
+            sys.label(),
+            t0.elapsed().as_secs_f64()
+        );
     }
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("VACUUM ANALYZE {table}"))).execute(pool).await?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("VACUUM ANALYZE {table}")))
+        .execute(pool)
+        .await?;
     if matches!(sys, System::ApalisDefault | System::ApalisTuned) {
         // apalis stores run_at in whole seconds and fetches `run_at < now()`.
         tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -265,11 +299,16 @@ async fn fill(pool: &PgPool, sys: System, n: u64) -> anyhow::Result<()> {
         let k = left.min(5_000);
         match sys {
             System::Agentd => {
-                let jobs: Vec<NewJob> = (0..k).map(|i| NewJob::new(KIND, json!({ "n": i }))).collect();
+                let jobs: Vec<NewJob> = (0..k)
+                    .map(|i| NewJob::new(KIND, json!({ "n": i })))
+                    .collect();
                 enqueue_many(pool, &jobs).await?;
             }
             System::ApalisDefault | System::ApalisTuned => {
-                apalis.push_bulk((0..k).collect()).await.map_err(|e| anyhow::anyhow!("apalis push_bulk: {e}"))?;
+                apalis
+                    .push_bulk((0..k).collect())
+                    .await
+                    .map_err(|e| anyhow::anyhow!("apalis push_bulk: {e}"))?;
             }
             System::Plain => {
                 sqlx::query("INSERT INTO bench_plain (payload) SELECT jsonb_build_object('n', g) FROM generate_series(1, $1) g")
@@ -313,7 +352,13 @@ impl JobHandler for Noop {
 }
 
 /// agentd's worker over `DB` at concurrency `c`, with the service's worker config.
-async fn agentd_rep(server: &Server, app: &App, c: usize, target: u64, cap: f64) -> anyhow::Result<Rep> {
+async fn agentd_rep(
+    server: &Server,
+    app: &App,
+    c: usize,
+    target: u64,
+    cap: f64,
+) -> anyhow::Result<Rep> {
     let pool = server.pool(DB, app.config.database.max_connections).await?;
     let before = server.xact_commit(DB).await?;
     let mut wopts = WorkerOptions::from_config(&app.config.worker);
@@ -323,11 +368,15 @@ async fn agentd_rep(server: &Server, app: &App, c: usize, target: u64, cap: f64)
         handler: Arc::new(Noop),
         concurrency: c,
         timeout: Duration::from_secs(60),
-        backoff: Backoff { base: Duration::from_secs(1), max: Duration::from_secs(60) },
+        backoff: Backoff {
+            base: Duration::from_secs(1),
+            max: Duration::from_secs(60),
+        },
     };
     let worker = Worker::new(pool.clone(), crate::clock::system(), wopts, vec![kind]);
     let stats = worker.stats();
     let stop = CancellationToken::new();
+    let started = chrono::Utc::now();
     let handle = tokio::spawn(worker.run(stop.clone()));
     let (processed, secs) = wait_for(|| stats.succeeded.load(Ordering::Relaxed), target, cap).await;
     stop.cancel();
@@ -335,7 +384,23 @@ async fn agentd_rep(server: &Server, app: &App, c: usize, target: u64, cap: f64)
     let total = stats.succeeded.load(Ordering::Relaxed);
     pool.close().await;
     let commits_per_job = commits_since(server, DB, before, total).await?;
-    Ok(Rep { processed, secs, commits_per_job })
+    // Every row of one claim shares its started_at, every row of one ack its finished_at.
+    let pool = server.pool(DB, 1).await?;
+    let (jobs, claims, acks): (i64, i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(DISTINCT started_at), count(DISTINCT finished_at)
+           FROM agentd_jobs WHERE state = 'succeeded' AND started_at >= $1",
+    )
+    .bind(started)
+    .fetch_one(&pool)
+    .await?;
+    pool.close().await;
+    let per = |n: i64| jobs as f64 / n.max(1) as f64;
+    Ok(Rep {
+        processed,
+        secs,
+        commits_per_job,
+        batches: Some((per(claims), per(acks))),
+    })
 }
 
 static APALIS_DONE: AtomicU64 = AtomicU64::new(0);
@@ -348,7 +413,13 @@ async fn apalis_noop(_n: u64) -> Result<(), apalis_core::error::BoxDynError> {
 /// apalis-postgres storage with apalis's worker at concurrency `c`. Default: the storage as
 /// `PostgresStorage::new(&pool)` makes it. Tuned: bigger fetch batches, no per-task lock update.
 /// Jobs count when the handler returns (their ack may still be in flight: favours apalis).
-async fn apalis_rep(server: &Server, tuned: bool, c: usize, target: u64, cap: f64) -> anyhow::Result<Rep> {
+async fn apalis_rep(
+    server: &Server,
+    tuned: bool,
+    c: usize,
+    target: u64,
+    cap: f64,
+) -> anyhow::Result<Rep> {
     let pool = server.pool(DB_APALIS, 10).await?;
     let before = server.xact_commit(DB_APALIS).await?;
     APALIS_DONE.store(0, Ordering::Relaxed);
@@ -361,7 +432,10 @@ async fn apalis_rep(server: &Server, tuned: bool, c: usize, target: u64, cap: f6
             .lock_tasks(false);
         backend = backend.with_config(cfg);
     }
-    let worker = WorkerBuilder::new(&wctx).backend(backend).concurrency(c).build(apalis_noop);
+    let worker = WorkerBuilder::new(&wctx)
+        .backend(backend)
+        .concurrency(c)
+        .build(apalis_noop);
     let handle = tokio::spawn(worker.run());
     let (processed, secs) = wait_for(|| APALIS_DONE.load(Ordering::Relaxed), target, cap).await;
     let _ = wctx.stop();
@@ -374,7 +448,12 @@ async fn apalis_rep(server: &Server, tuned: bool, c: usize, target: u64, cap: f6
     let total = APALIS_DONE.load(Ordering::Relaxed);
     pool.close().await;
     let commits_per_job = commits_since(server, DB_APALIS, before, total).await?;
-    Ok(Rep { processed, secs, commits_per_job })
+    Ok(Rep {
+        processed,
+        secs,
+        commits_per_job,
+        batches: None,
+    })
 }
 
 /// The bare minimum: `c` tasks each deleting one row per statement with SKIP LOCKED.
@@ -410,7 +489,12 @@ async fn plain_rep(server: &Server, c: usize, target: u64, cap: f64) -> anyhow::
     let total = done.load(Ordering::Relaxed);
     pool.close().await;
     let commits_per_job = commits_since(server, DB_PLAIN, before, total).await?;
-    Ok(Rep { processed, secs, commits_per_job })
+    Ok(Rep {
+        processed,
+        secs,
+        commits_per_job,
+        batches: None,
+    })
 }
 
 /// Peak RSS after a drain at concurrency 32 (reuses the drain's figure when it ran).
@@ -424,14 +508,16 @@ pub async fn memory(
     let (peak, now) = match ctx.memory {
         Some(m) => m,
         None => {
-            let (n, secs, _) = agentd_once(server, app, 32, 20_000, opts.max_secs.unwrap_or(30.0)).await?;
+            let (n, secs, _) =
+                agentd_once(server, app, 32, 20_000, opts.max_secs.unwrap_or(30.0)).await?;
             eprintln!("bench:   drained {n} jobs in {secs:.2}s at c=32");
             super::memory_mib()
         }
     };
     report.push(
-        Row::new("memory", "peak RSS after a 20k drain at c=32", peak, "MiB")
-            .note(format!("VmHWM of the whole bench process; VmRSS now {now:.1} MiB")),
+        Row::new("memory", "peak RSS after a 20k drain at c=32", peak, "MiB").note(format!(
+            "VmHWM of the whole bench process; VmRSS now {now:.1} MiB"
+        )),
     );
     Ok(())
 }

@@ -14,8 +14,8 @@ pub mod queue;
 
 use crate::app::App;
 use serde::Serialize;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -145,12 +145,19 @@ impl Report {
         println!();
         let head = format!(
             "{:<10} {:<44} {:>16}  {:<50} {:<14} note",
-            "section", "measurement", "agentd", "baseline (same run) → ratio agentd/baseline", "target"
+            "section",
+            "measurement",
+            "agentd",
+            "baseline (same run) → ratio agentd/baseline",
+            "target"
         );
         println!("{head}");
         println!("{}", "-".repeat(head.len() + 10));
         for r in &self.rows {
-            let value = r.value.map(|v| format!("{} {}", num(v), r.unit)).unwrap_or_else(|| "-".into());
+            let value = r
+                .value
+                .map(|v| format!("{} {}", num(v), r.unit))
+                .unwrap_or_else(|| "-".into());
             let base: Vec<String> = r
                 .baselines
                 .iter()
@@ -174,13 +181,57 @@ impl Report {
                 r.note
             );
         }
+        let (met, missed) = self.targets();
+        println!();
+        println!("targets: {} met, {} missed", met, missed.len());
+        for (factor, r) in missed {
+            let t = r.target.map(|t| t.text()).unwrap_or_default();
+            let v = r.value.map(num).unwrap_or_default();
+            println!(
+                "  MISS {} / {}: {v} {} vs {t} ({factor:.1}× short)",
+                r.section, r.metric, r.unit
+            );
+        }
+    }
+
+    /// Rows meeting their target, and the misses with how far off they are, worst first.
+    pub fn targets(&self) -> (usize, Vec<(f64, &Row)>) {
+        let met = self.rows.iter().filter(|r| r.met() == Some(true)).count();
+        let mut missed: Vec<(f64, &Row)> = self
+            .rows
+            .iter()
+            .filter(|r| r.met() == Some(false))
+            .filter_map(|r| {
+                let v = r.value?;
+                let factor = match r.target? {
+                    Target::AtLeast(t) => t / v.max(f64::MIN_POSITIVE),
+                    Target::AtMost(t) => v / t,
+                };
+                Some((factor, r))
+            })
+            .collect();
+        missed.sort_by(|a, b| b.0.total_cmp(&a.0));
+        (met, missed)
     }
 }
 
 fn line(r: &Row) -> String {
-    let v = r.value.map(|v| format!("{} {}", num(v), r.unit)).unwrap_or_default();
-    let b: Vec<String> = r.baselines.iter().map(|(l, b)| format!("{l} {}", num(*b))).collect();
-    format!("{} / {}: {v} {} {}", r.section, r.metric, b.join(", "), r.note)
+    let v = r
+        .value
+        .map(|v| format!("{} {}", num(v), r.unit))
+        .unwrap_or_default();
+    let b: Vec<String> = r
+        .baselines
+        .iter()
+        .map(|(l, b)| format!("{l} {}", num(*b)))
+        .collect();
+    format!(
+        "{} / {}: {v} {} {}",
+        r.section,
+        r.metric,
+        b.join(", "),
+        r.note
+    )
 }
 
 /// A number for people: thousands separated, decimals only for small values.
@@ -258,9 +309,11 @@ impl Server {
     /// Drops (terminating its sessions) and re-creates database `name`.
     pub async fn recreate(&self, name: &str) -> anyhow::Result<()> {
         assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
-            .execute(&self.admin)
-            .await?;
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+        )))
+        .execute(&self.admin)
+        .await?;
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .execute(&self.admin)
             .await?;
@@ -270,9 +323,11 @@ impl Server {
     /// Drops database `name`.
     pub async fn drop_db(&self, name: &str) -> anyhow::Result<()> {
         assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
-            .execute(&self.admin)
-            .await?;
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+        )))
+        .execute(&self.admin)
+        .await?;
         Ok(())
     }
 
@@ -295,10 +350,12 @@ impl Server {
 
     /// Transactions committed in database `name` so far (`pg_stat_database.xact_commit`).
     pub async fn xact_commit(&self, name: &str) -> anyhow::Result<i64> {
-        Ok(sqlx::query_scalar("SELECT xact_commit FROM pg_stat_database WHERE datname = $1")
-            .bind(name)
-            .fetch_one(&self.admin)
-            .await?)
+        Ok(
+            sqlx::query_scalar("SELECT xact_commit FROM pg_stat_database WHERE datname = $1")
+                .bind(name)
+                .fetch_one(&self.admin)
+                .await?,
+        )
     }
 }
 
@@ -329,7 +386,10 @@ pub enum Part {
 /// Runs `parts` in order into one report (a failing part becomes an error line).
 pub async fn run(app: &App, opts: &Opts, parts: &[Part]) -> anyhow::Result<Report> {
     let server = Server::connect(&opts.server_url).await?;
-    let mut report = Report { header: describe(&server).await, rows: Vec::new() };
+    let mut report = Report {
+        header: describe(&server).await,
+        rows: Vec::new(),
+    };
     let mut ctx = drain::Context::default();
     for part in parts {
         let started = std::time::Instant::now();
@@ -344,9 +404,16 @@ pub async fn run(app: &App, opts: &Opts, parts: &[Part]) -> anyhow::Result<Repor
             Part::Approvals => approvals::run(&server, app, opts, &mut report).await,
         };
         if let Err(e) = res {
-            report.push(Row::text(&format!("{part:?}").to_lowercase(), "FAILED", format!("{e:#}")));
+            report.push(Row::text(
+                &format!("{part:?}").to_lowercase(),
+                "FAILED",
+                format!("{e:#}"),
+            ));
         }
-        eprintln!("bench: {part:?} took {:.1}s", started.elapsed().as_secs_f64());
+        eprintln!(
+            "bench: {part:?} took {:.1}s",
+            started.elapsed().as_secs_f64()
+        );
     }
     Ok(report)
 }
@@ -356,7 +423,10 @@ async fn describe(server: &Server) -> Vec<(String, String)> {
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
     let cpu = read("/proc/cpuinfo")
         .lines()
-        .find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string()))
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+        })
         .unwrap_or_default();
     let mem_gib = read("/proc/meminfo")
         .lines()
@@ -364,16 +434,44 @@ async fn describe(server: &Server) -> Vec<(String, String)> {
         .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
         .map(|kb| kb / 1024.0 / 1024.0)
         .unwrap_or(f64::NAN);
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
     let pg: String = sqlx::query_scalar("SELECT current_setting('server_version') || ', shared_buffers ' || current_setting('shared_buffers') || ', synchronous_commit ' || current_setting('synchronous_commit')")
         .fetch_one(&server.admin)
         .await
         .unwrap_or_default();
-    let build = if cfg!(debug_assertions) { "debug build" } else { "release build" };
+    let build = if cfg!(debug_assertions) {
+        "debug build"
+    } else {
+        "release build"
+    };
     vec![
-        ("date".into(), chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string()),
-        ("machine".into(), format!("{cores} cores ({cpu}), {mem_gib:.0} GiB RAM, Linux {}", read("/proc/sys/kernel/osrelease").trim())),
-        ("postgres".into(), format!("{pg} at {}:{}", server.opts.get_host(), server.opts.get_port())),
-        ("command".into(), format!("{} ({build})", std::env::args().collect::<Vec<_>>().join(" "))),
+        (
+            "date".into(),
+            chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),
+        ),
+        (
+            "machine".into(),
+            format!(
+                "{cores} cores ({cpu}), {mem_gib:.0} GiB RAM, Linux {}",
+                read("/proc/sys/kernel/osrelease").trim()
+            ),
+        ),
+        (
+            "postgres".into(),
+            format!(
+                "{pg} at {}:{}",
+                server.opts.get_host(),
+                server.opts.get_port()
+            ),
+        ),
+        (
+            "command".into(),
+            format!(
+                "{} ({build})",
+                std::env::args().collect::<Vec<_>>().join(" ")
+            ),
+        ),
     ]
 }

@@ -27,7 +27,12 @@ fn job(i: u64) -> NewJob {
 }
 
 /// `producers` tasks each inserting `per` jobs, `batch` per statement (1: `enqueue`). Jobs/s.
-async fn agentd_enqueue(pool: &PgPool, producers: usize, per: u64, batch: u64) -> anyhow::Result<f64> {
+async fn agentd_enqueue(
+    pool: &PgPool,
+    producers: usize,
+    per: u64,
+    batch: u64,
+) -> anyhow::Result<f64> {
     let t0 = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..producers {
@@ -99,7 +104,11 @@ pub async fn enqueue(server: &Server, opts: &Opts, report: &mut Report) -> anyho
         .await;
         match res {
             Ok(b) => base = Some(b),
-            Err(e) => report.push(Row::text("enqueue", "apalis baseline", format!("failed: {e:#}"))),
+            Err(e) => report.push(Row::text(
+                "enqueue",
+                "apalis baseline",
+                format!("failed: {e:#}"),
+            )),
         }
     }
     let with = |r: Row, v: Option<f64>, label: &str| match v {
@@ -107,19 +116,33 @@ pub async fn enqueue(server: &Server, opts: &Opts, report: &mut Report) -> anyho
         None => r,
     };
     report.push(with(
-        Row::new("enqueue", "single-row, 1 producer", s1, "jobs/s").note(format!("{single} jobs, one commit each")),
+        Row::new("enqueue", "single-row, 1 producer", s1, "jobs/s")
+            .note(format!("{single} jobs, one commit each")),
         base.map(|b| b.0),
         "apalis push",
     ));
     report.push(Row::new("enqueue", "single-row, 8 producers", s8, "jobs/s"));
     report.push(with(
-        Row::new("enqueue", "enqueue_many 1,000/stmt, 1 producer", b1, "jobs/s")
-            .target(Target::AtLeast(100_000.0))
-            .note(format!("{batched} jobs")),
+        Row::new(
+            "enqueue",
+            "enqueue_many 1,000/stmt, 1 producer",
+            b1,
+            "jobs/s",
+        )
+        .target(Target::AtLeast(100_000.0))
+        .note(format!("{batched} jobs")),
         base.map(|b| b.1),
         "apalis push_bulk",
     ));
-    report.push(Row::new("enqueue", "enqueue_many 1,000/stmt, 4 producers", b4, "jobs/s").target(Target::AtLeast(100_000.0)));
+    report.push(
+        Row::new(
+            "enqueue",
+            "enqueue_many 1,000/stmt, 4 producers",
+            b4,
+            "jobs/s",
+        )
+        .target(Target::AtLeast(100_000.0)),
+    );
     Ok(())
 }
 
@@ -137,17 +160,32 @@ impl JobHandler for Probe {
 }
 
 /// The latency part: an idle worker (concurrency 8, the service's worker config).
-pub async fn latency(server: &Server, app: &App, opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
-    let pool = server.agentd_db(DB_LAT, app.config.database.max_connections).await?;
+pub async fn latency(
+    server: &Server,
+    app: &App,
+    opts: &Opts,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let pool = server
+        .agentd_db(DB_LAT, app.config.database.max_connections)
+        .await?;
     let (tx, mut rx) = mpsc::unbounded_channel();
     let kind = KindRuntime {
         kind: "bench_latency".into(),
         handler: Arc::new(Probe { tx }),
         concurrency: 8,
         timeout: Duration::from_secs(60),
-        backoff: Backoff { base: Duration::from_secs(1), max: Duration::from_secs(60) },
+        backoff: Backoff {
+            base: Duration::from_secs(1),
+            max: Duration::from_secs(60),
+        },
     };
-    let worker = Worker::new(pool.clone(), crate::clock::system(), WorkerOptions::from_config(&app.config.worker), vec![kind]);
+    let worker = Worker::new(
+        pool.clone(),
+        crate::clock::system(),
+        WorkerOptions::from_config(&app.config.worker),
+        vec![kind],
+    );
     let stop = CancellationToken::new();
     let handle = tokio::spawn(worker.run(stop.clone()));
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -166,11 +204,19 @@ pub async fn latency(server: &Server, app: &App, opts: &Opts, report: &mut Repor
         lat.push(started.duration_since(t0).as_secs_f64() * 1000.0);
     }
     report.push(
-        Row::new("latency", "idle pickup p50 (enqueue → handler)", median(&lat), "ms")
-            .target(Target::AtMost(5.0))
-            .note(format!("{samples} samples, 5–20 ms idle between")),
+        Row::new(
+            "latency",
+            "idle pickup p50 (enqueue → handler)",
+            median(&lat),
+            "ms",
+        )
+        .target(Target::AtMost(5.0))
+        .note(format!("{samples} samples, 5–20 ms idle between")),
     );
-    report.push(Row::new("latency", "idle pickup p99", percentile(&lat, 99.0), "ms").target(Target::AtMost(15.0)));
+    report.push(
+        Row::new("latency", "idle pickup p99", percentile(&lat, 99.0), "ms")
+            .target(Target::AtMost(15.0)),
+    );
 
     let delayed = opts.size(100, 40);
     let first = Utc::now() + chrono::Duration::milliseconds(1_000);
@@ -198,17 +244,44 @@ pub async fn latency(server: &Server, app: &App, opts: &Opts, report: &mut Repor
     server.drop_db(DB_LAT).await?;
     let missing = delayed - late.len();
     report.push(
-        Row::new("latency", "delayed job lateness after run_at p50", median(&late), "ms")
-            .note(format!("{} delayed jobs, 41 ms apart{}", delayed, if missing > 0 { format!("; {missing} never ran") } else { String::new() })),
+        Row::new(
+            "latency",
+            "delayed job lateness after run_at p50",
+            median(&late),
+            "ms",
+        )
+        .note(format!(
+            "{} delayed jobs, 41 ms apart{}",
+            delayed,
+            if missing > 0 {
+                format!("; {missing} never ran")
+            } else {
+                String::new()
+            }
+        )),
     );
-    report.push(Row::new("latency", "delayed job lateness p99", percentile(&late, 99.0), "ms"));
-    report.push(Row::new("latency", "delayed job lateness max", percentile(&late, 100.0), "ms"));
+    report.push(Row::new(
+        "latency",
+        "delayed job lateness p99",
+        percentile(&late, 99.0),
+        "ms",
+    ));
+    report.push(Row::new(
+        "latency",
+        "delayed job lateness max",
+        percentile(&late, 100.0),
+        "ms",
+    ));
     Ok(())
 }
 
 fn pgbench_bin() -> std::path::PathBuf {
     let on_path = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).map(|d| d.join("pgbench")).find(|b| b.is_file()))
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("pgbench"))
+                .find(|b| b.is_file())
+        })
         .unwrap_or_default();
     on_path
         .or_else(|| crate::db::find_pg_bin().map(|d| d.join("pgbench")))
@@ -226,7 +299,10 @@ async fn pgbench_cmd(server: &Server, args: &[&str]) -> anyhow::Result<String> {
         .await
         .map_err(|e| anyhow::anyhow!("cannot run pgbench: {e}"))?;
     if !out.status.success() {
-        anyhow::bail!("pgbench {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        anyhow::bail!(
+            "pgbench {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -250,8 +326,13 @@ pub async fn pgbench(
         .and_then(|v| v.parse::<f64>().ok())
         .ok_or_else(|| anyhow::anyhow!("no `tps = ` line in pgbench output:\n{out}"))?;
     report.push(
-        Row::new("ceiling", "pgbench -N -c 8 -j 2 -T 10 (scale 1)", tps, "tps")
-            .note("same cluster; each transaction is 5 statements, one commit"),
+        Row::new(
+            "ceiling",
+            "pgbench -N -c 8 -j 2 -T 10 (scale 1)",
+            tps,
+            "tps",
+        )
+        .note("same cluster; each transaction is 5 statements, one commit"),
     );
     let mut commits = ctx.commits_per_job.clone();
     if commits.is_empty() {
@@ -260,7 +341,13 @@ pub async fn pgbench(
     }
     for (c, per_job) in commits {
         report.push(
-            Row::new("ceiling", format!("agentd commits per job, c={c}"), per_job, "commits").note(format!(
+            Row::new(
+                "ceiling",
+                format!("agentd commits per job, c={c}"),
+                per_job,
+                "commits",
+            )
+            .note(format!(
                 "pgbench TPS / commits per job = {} jobs/s",
                 super::num(tps / per_job)
             )),

@@ -47,7 +47,11 @@ pub struct BenchOpts {
     pub json: bool,
     /// The PostgreSQL server (any database on it); the bench creates and drops its own
     /// `agentd_bench*` databases there.
-    #[arg(long, env = "AGENTD_BENCH_SERVER_URL", default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
+    #[arg(
+        long,
+        env = "AGENTD_BENCH_SERVER_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
+    )]
     pub server_url: String,
     /// Drain backlogs, comma-separated (default 20000,1000000; with --quick 20000).
     #[arg(long, value_delimiter = ',')]
@@ -73,7 +77,10 @@ pub struct BenchOpts {
 pub async fn run(app: &App, cmd: BenchCmd) -> anyhow::Result<()> {
     use Part::*;
     let (o, parts): (BenchOpts, Vec<Part>) = match cmd.part {
-        BenchPart::All(o) => (o, vec![Drain, Memory, Pgbench, Enqueue, Latency, Agent, Approvals]),
+        BenchPart::All(o) => (
+            o,
+            vec![Drain, Memory, Pgbench, Enqueue, Latency, Agent, Approvals],
+        ),
         BenchPart::Drain(o) => (o, vec![Drain]),
         BenchPart::Enqueue(o) => (o, vec![Enqueue]),
         BenchPart::Latency(o) => (o, vec![Latency]),

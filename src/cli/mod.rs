@@ -482,21 +482,37 @@ async fn status(app: &App, json_out: bool) -> anyhow::Result<()> {
         println!("  (nothing waiting)");
     }
     for a in &ages {
-        println!("  {:<22} {:>8} ready, oldest waiting {:.1}s", a.kind, a.ready, a.oldest_ready_secs.unwrap_or(0.0));
+        println!(
+            "  {:<22} {:>8} ready, oldest waiting {:.1}s",
+            a.kind,
+            a.ready,
+            a.oldest_ready_secs.unwrap_or(0.0)
+        );
     }
     if !running.is_empty() {
         println!("running:");
         for r in &running {
             println!(
                 "  job {:<8} {:<22} attempt {} on {} for {:.1}s, lease {:.1}s left",
-                r.id, r.kind, r.attempt, r.locked_by.as_deref().unwrap_or("?"), r.running_secs, r.lease_left_secs
+                r.id,
+                r.kind,
+                r.attempt,
+                r.locked_by.as_deref().unwrap_or("?"),
+                r.running_secs,
+                r.lease_left_secs
             );
         }
     }
     if !dead.is_empty() {
         println!("recent dead jobs (agentd jobs retry ID):");
         for f in dead {
-            println!("  job {} {} attempt {}: {}", f.id, f.kind, f.attempt - f.released, f.last_error.unwrap_or_default());
+            println!(
+                "  job {} {} attempt {}: {}",
+                f.id,
+                f.kind,
+                f.attempt - f.released,
+                f.last_error.unwrap_or_default()
+            );
         }
     }
     println!("runs in the last hour:");
@@ -504,14 +520,24 @@ async fn status(app: &App, json_out: bool) -> anyhow::Result<()> {
         println!("  (none)");
     }
     for r in &runs {
-        println!("  {:<22} {:<10} {:<16} {:>6}", r.kind, r.status, r.stop_reason.as_deref().unwrap_or("-"), r.count);
+        println!(
+            "  {:<22} {:<10} {:<16} {:>6}",
+            r.kind,
+            r.status,
+            r.stop_reason.as_deref().unwrap_or("-"),
+            r.count
+        );
     }
     println!("approvals:");
     if approvals.is_empty() {
         println!("  (none)");
     }
     for a in &approvals {
-        let soon = if a.status == "pending" { format!(" ({} expiring within the hour)", a.expiring_soon) } else { String::new() };
+        let soon = if a.status == "pending" {
+            format!(" ({} expiring within the hour)", a.expiring_soon)
+        } else {
+            String::new()
+        };
         println!("  {:<10} {:>6}{soon}", a.status, a.count);
     }
     if !budgets.is_empty() {
@@ -519,13 +545,18 @@ async fn status(app: &App, json_out: bool) -> anyhow::Result<()> {
         for b in &budgets {
             println!(
                 "  {:<24} {:>10} / {:<10} ({:.0}%)",
-                b.org_name, b.tokens_used, b.monthly_limit,
+                b.org_name,
+                b.tokens_used,
+                b.monthly_limit,
                 100.0 * b.tokens_used as f64 / b.monthly_limit.max(1) as f64
             );
         }
     }
     if !unimplemented.is_empty() {
-        println!("NOT IMPLEMENTED (jobs of these kinds wait in the queue): {}", unimplemented.join(", "));
+        println!(
+            "NOT IMPLEMENTED (jobs of these kinds wait in the queue): {}",
+            unimplemented.join(", ")
+        );
     }
     Ok(())
 }

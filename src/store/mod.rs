@@ -8,6 +8,6 @@ pub mod orgs;
 pub mod prompts;
 pub mod runs;
 pub mod schemas;
+pub mod status;
 pub mod suggestions;
 pub mod tags;
-pub mod status;

@@ -17,7 +17,11 @@ pub struct RunningJob {
 }
 
 /// Running jobs, oldest first.
-pub async fn running_jobs(pool: &PgPool, now: DateTime<Utc>, limit: i64) -> Result<Vec<RunningJob>, sqlx::Error> {
+pub async fn running_jobs(
+    pool: &PgPool,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<RunningJob>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, kind, attempt, locked_by,
                 EXTRACT(EPOCH FROM ($1 - started_at))::float8 AS running_secs,
@@ -59,7 +63,10 @@ pub struct ApprovalCount {
 }
 
 /// Approval counts.
-pub async fn approvals(pool: &PgPool, soon: DateTime<Utc>) -> Result<Vec<ApprovalCount>, sqlx::Error> {
+pub async fn approvals(
+    pool: &PgPool,
+    soon: DateTime<Utc>,
+) -> Result<Vec<ApprovalCount>, sqlx::Error> {
     sqlx::query_as(
         "SELECT status, count(*) AS count,
                 count(*) FILTER (WHERE status = 'pending' AND expires_at < $1) AS expiring_soon
@@ -80,7 +87,11 @@ pub struct BudgetUse {
 }
 
 /// Orgs with a budget, most used first.
-pub async fn budgets(pool: &PgPool, now: DateTime<Utc>, limit: i64) -> Result<Vec<BudgetUse>, sqlx::Error> {
+pub async fn budgets(
+    pool: &PgPool,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<BudgetUse>, sqlx::Error> {
     sqlx::query_as(
         "SELECT b.org_id, o.name AS org_name, b.monthly_limit,
                 CASE WHEN b.period_start = $1 THEN b.tokens_used ELSE 0 END AS tokens_used

@@ -1,0 +1,378 @@
+//! The nightly `proactive_suggestion` job against a real PostgreSQL: end to end through a worker
+//! with the offline provider (signals → de-duplicated suggestions, every tool call audited), and
+//! with a scripted provider (writes and deletes wait for approval, `create_suggestion` runs,
+//! the per-night cap holds). The cron fan-out itself is covered in tests/queue.rs
+//! (`fan_out_enqueues_one_job_per_active_org_once`: 2,000 orgs, one job each, once a night).
+
+mod common;
+
+use agentd::app::{App, WorkerArgs};
+use agentd::clock::{SharedClock, SystemClock};
+use agentd::jobs::proactive::Proactive;
+use agentd::llm::scripted::{ScriptedProvider, Turn};
+use agentd::queue::worker::{JobContext, JobHandler};
+use agentd::queue::{self, NewJob};
+use agentd::store::{documents, orgs, runs};
+use chrono::{Duration, NaiveDate, Utc};
+use common::{TestDb, wait_until};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+struct Fixture {
+    db: TestDb,
+    app: App,
+    org: Uuid,
+}
+
+async fn fixture() -> Fixture {
+    let db = TestDb::new().await;
+    // Worker claims compare run_at (set by the database) with the clock: use the real one.
+    let app = common::app(&db, Arc::new(SystemClock) as SharedClock);
+    let org = orgs::ensure(&db.pool, "acme").await.unwrap().id;
+    Fixture { db, app, org }
+}
+
+impl Fixture {
+    async fn doc(&self, name: &str) -> Uuid {
+        let mut conn = self.db.pool.acquire().await.unwrap();
+        documents::insert(
+            &mut conn,
+            self.org,
+            name,
+            Some("Total: 1.00\n"),
+            &json!({}),
+            Utc::now(),
+        )
+        .await
+        .unwrap()
+    }
+
+    async fn set_status(
+        &self,
+        doc: Uuid,
+        status: &str,
+        error: Option<&str>,
+        updated: chrono::DateTime<Utc>,
+    ) {
+        sqlx::query("UPDATE documents SET auto_create_status = $2, auto_create_error = $3, updated_at = $4 WHERE id = $1")
+            .bind(doc)
+            .bind(status)
+            .bind(error)
+            .bind(updated)
+            .execute(&self.db.pool)
+            .await
+            .unwrap();
+    }
+
+    async fn enqueue(&self, night: NaiveDate, key: &str) -> i64 {
+        let job = NewJob::new(
+            "proactive_suggestion",
+            json!({"org_id": self.org, "night": night}),
+        )
+        .unique_key(key);
+        queue::enqueue(&self.db.pool, &job)
+            .await
+            .unwrap()
+            .expect("a new job")
+    }
+
+    /// Runs one claimed `proactive_suggestion` job through the handler with `p`.
+    async fn handle(&self, p: Arc<ScriptedProvider>, night: NaiveDate, key: &str) -> Uuid {
+        let id = self.enqueue(night, key).await;
+        let claimed = queue::store::claim(
+            &self.db.pool,
+            &["proactive_suggestion".to_string()],
+            1,
+            "test",
+            Utc::now() + Duration::minutes(1),
+            Duration::minutes(5),
+        )
+        .await
+        .unwrap();
+        assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id]);
+        let mut app = self.app.clone();
+        app.provider = p.clone();
+        let job = claimed.into_iter().next().unwrap();
+        Proactive { app }
+            .handle(JobContext {
+                job,
+                cancel: CancellationToken::new(),
+            })
+            .await
+            .unwrap();
+        p.assert_complete();
+        runs::run_for_job(&self.db.pool, id)
+            .await
+            .unwrap()
+            .expect("the job's run")
+            .id
+    }
+
+    async fn suggestions(&self, night: NaiveDate) -> Vec<(String, Option<Uuid>, String)> {
+        sqlx::query_as("SELECT kind, document_id, status FROM suggestions WHERE org_id = $1 AND night = $2 ORDER BY kind, document_id")
+            .bind(self.org)
+            .bind(night)
+            .fetch_all(&self.db.pool)
+            .await
+            .unwrap()
+    }
+
+    async fn job_state(&self, id: i64) -> String {
+        queue::store::get(&self.db.pool, id)
+            .await
+            .unwrap()
+            .unwrap()
+            .state
+    }
+}
+
+fn night() -> NaiveDate {
+    NaiveDate::from_ymd_opt(2026, 3, 1).unwrap()
+}
+
+#[tokio::test]
+async fn the_nightly_job_writes_deduplicated_suggestions_and_audits_every_call() {
+    let f = fixture().await;
+    let failed = f.doc("failed.txt").await;
+    f.set_status(failed, "failed", Some("provider down"), Utc::now())
+        .await;
+    let waiting = f.doc("waiting.txt").await;
+    f.set_status(waiting, "proposed", None, Utc::now() - Duration::days(5))
+        .await;
+    let fresh = f.doc("fresh.txt").await;
+    f.set_status(fresh, "proposed", None, Utc::now() - Duration::days(1))
+        .await;
+
+    let stop = CancellationToken::new();
+    let worker = f
+        .app
+        .start_worker(
+            WorkerArgs {
+                kinds: vec!["proactive_suggestion".into()],
+                concurrency: None,
+                cron: false,
+            },
+            stop.clone(),
+        )
+        .await
+        .unwrap();
+    let key = format!("proactive_suggestion:{}:{}", f.org, night());
+    let first = f.enqueue(night(), &key).await;
+    wait_until(60, "the first nightly job succeeded", || async {
+        f.job_state(first).await == "succeeded"
+    })
+    .await;
+    let expected = vec![
+        (
+            "retry_failed".to_string(),
+            Some(failed),
+            "pending".to_string(),
+        ),
+        (
+            "review_proposal".to_string(),
+            Some(waiting),
+            "pending".to_string(),
+        ),
+    ];
+    assert_eq!(
+        f.suggestions(night()).await,
+        expected,
+        "one per signal; a 1-day-old proposal is no signal"
+    );
+
+    // The same night again: the unique key skips the job; a forced second run (another key)
+    // writes nothing new.
+    let dup = NewJob::new(
+        "proactive_suggestion",
+        json!({"org_id": f.org, "night": night()}),
+    )
+    .unique_key(key);
+    assert_eq!(queue::enqueue(&f.db.pool, &dup).await.unwrap(), None);
+    let second = f.enqueue(night(), "again").await;
+    wait_until(60, "the second nightly job succeeded", || async {
+        f.job_state(second).await == "succeeded"
+    })
+    .await;
+    stop.cancel();
+    worker.join().await;
+    assert_eq!(
+        f.suggestions(night()).await,
+        expected,
+        "de-duplicated per org, kind, subject and night"
+    );
+
+    for (job, duplicate) in [(first, false), (second, true)] {
+        let run = runs::run_for_job(&f.db.pool, job)
+            .await
+            .unwrap()
+            .expect("a run per job");
+        assert_eq!(
+            (
+                run.kind.as_str(),
+                run.provider.as_str(),
+                run.status.as_str()
+            ),
+            ("proactive_suggestion", "offline", "succeeded")
+        );
+        assert_eq!(run.subject, night().to_string());
+        let steps = runs::steps(&f.db.pool, run.id).await.unwrap();
+        let results: Vec<_> = steps.iter().filter(|s| s.kind == "tool_result").collect();
+        let audit = runs::audit_for_run(&f.db.pool, run.id).await.unwrap();
+        let call_audit: Vec<_> = audit.iter().filter(|a| a.call_id.is_some()).collect();
+        assert_eq!(
+            results.len(),
+            call_audit.len(),
+            "one audit row per tool call"
+        );
+        assert_eq!(
+            results.len(),
+            3,
+            "org_overview, then one create_suggestion per signal"
+        );
+        for (s, a) in results.iter().zip(&call_audit) {
+            assert_eq!(s.call_id, a.call_id);
+            assert_eq!(
+                (a.decision.as_str(), a.is_error, a.actor.as_str()),
+                ("auto_approved", false, "agent:proactive_suggestion")
+            );
+        }
+        let created: Vec<&Value> = call_audit
+            .iter()
+            .filter(|a| a.tool == "create_suggestion")
+            .map(|a| a.outcome.as_ref().unwrap())
+            .collect();
+        assert_eq!(created.len(), 2);
+        assert!(
+            created.iter().all(|o| o["duplicate"] == json!(duplicate)),
+            "{created:?}"
+        );
+    }
+    let approvals: i64 = sqlx::query_scalar("SELECT count(*) FROM pending_approvals")
+        .fetch_one(&f.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(approvals, 0, "suggestions alone need no approval");
+}
+
+#[tokio::test]
+async fn writes_and_deletes_wait_for_approval_while_suggestions_run_under_the_cap() {
+    let f = fixture().await;
+    let mut docs = Vec::new();
+    for i in 0..12 {
+        docs.push(f.doc(&format!("doc{i}.txt")).await);
+    }
+    let cap = f
+        .app
+        .spec("proactive_suggestion")
+        .agent
+        .max_suggestions
+        .expect("the job file sets a cap");
+    assert_eq!(cap, 10);
+    let suggestion = |i: usize| {
+        (
+            format!("s{i}"),
+            "create_suggestion".to_string(),
+            json!({"kind": "other", "title": format!("Look at doc{i}"), "message": "Worth a look.", "document_id": docs[i]}).to_string(),
+        )
+    };
+    let p = Arc::new(ScriptedProvider::new(vec![
+        Turn::tool("a", "org_overview", json!({})),
+        Turn::tool(
+            "b",
+            "update_document",
+            json!({"document_id": docs[0], "metadata": {"reviewed": true}}),
+        ),
+        Turn::tool("c", "delete_document", json!({"document_id": docs[1]})),
+        Turn::Tools((0..=cap as usize).map(suggestion).collect()),
+        Turn::text("done"),
+    ]));
+    let run = f.handle(p, night(), "n1").await;
+
+    // The write and the delete are pending approvals of this run; neither was executed.
+    let pending: Vec<(String, String, Option<Uuid>)> =
+        sqlx::query_as("SELECT tool, status, run_id FROM pending_approvals ORDER BY tool")
+            .fetch_all(&f.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        pending,
+        vec![
+            ("delete_document".into(), "pending".into(), Some(run)),
+            ("update_document".into(), "pending".into(), Some(run))
+        ]
+    );
+    let meta: Value = sqlx::query_scalar("SELECT metadata FROM documents WHERE id = $1")
+        .bind(docs[0])
+        .fetch_one(&f.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(meta, json!({}));
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM documents")
+        .fetch_one(&f.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(n, 12, "the delete waits for a person");
+
+    // create_suggestion ran (auto) until the night's cap; the one past it was refused.
+    let written = f.suggestions(night()).await;
+    assert_eq!(written.len(), cap as usize);
+    assert!(
+        written
+            .iter()
+            .all(|(k, _, s)| k == "other" && s == "pending")
+    );
+    let audit = runs::audit_for_run(&f.db.pool, run).await.unwrap();
+    let decisions: Vec<(&str, &str, bool)> = audit
+        .iter()
+        .map(|a| (a.tool.as_str(), a.decision.as_str(), a.is_error))
+        .collect();
+    assert_eq!(
+        decisions[..3],
+        [
+            ("org_overview", "auto_approved", false),
+            ("update_document", "proposed", false),
+            ("delete_document", "proposed", false)
+        ]
+    );
+    let sugg = &audit[3..];
+    assert_eq!(sugg.len(), cap as usize + 1);
+    assert!(
+        sugg[..cap as usize]
+            .iter()
+            .all(|a| a.decision == "auto_approved" && !a.is_error)
+    );
+    let last = sugg.last().unwrap();
+    assert!(
+        last.is_error
+            && last
+                .outcome
+                .as_ref()
+                .unwrap()
+                .to_string()
+                .contains("cap reached"),
+        "{last:?}"
+    );
+
+    // The cap is per org and night, across runs: a second run that night is refused too, and
+    // another night starts afresh.
+    let again = Arc::new(ScriptedProvider::new(vec![
+        Turn::Tools(vec![suggestion(11)]),
+        Turn::text("done"),
+    ]));
+    let run2 = f.handle(again, night(), "n1-again").await;
+    let a = runs::audit_for_run(&f.db.pool, run2).await.unwrap();
+    assert!(a[0].is_error, "{:?}", a[0].outcome);
+    assert_eq!(f.suggestions(night()).await.len(), cap as usize);
+    let next = night().succ_opt().unwrap();
+    let later = Arc::new(ScriptedProvider::new(vec![
+        Turn::Tools(vec![suggestion(11)]),
+        Turn::text("done"),
+    ]));
+    f.handle(later, next, "n2").await;
+    assert_eq!(
+        f.suggestions(next).await,
+        vec![("other".to_string(), Some(docs[11]), "pending".to_string())]
+    );
+}
