@@ -91,6 +91,8 @@ pub struct LlmConfig {
     pub request_timeout_secs: u64,
     pub max_retries: u32,
     pub stream: bool,
+    /// Delay added to every offline-provider call (mimics model latency).
+    pub offline_latency_ms: u64,
 }
 
 /// Logging.

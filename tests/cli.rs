@@ -115,49 +115,30 @@ async fn bad_job_files_exit_2_naming_file_key_and_problem() {
 #[tokio::test]
 async fn jobs_can_be_enqueued_listed_cancelled_and_retried() {
     let db = TestDb::new().await;
-    let o = agentd(
-        &db,
-        &[
-            "enqueue",
-            "raw",
-            "--kind",
-            "noop_kind",
-            "--payload",
-            "{\"a\":1}",
-            "--unique-key",
-            "k1",
-        ],
-        &[],
+    let raw = |kind: &str, payload: &str, key: Option<&str>| {
+        let mut a = vec!["enqueue", "raw", "--kind", kind, "--payload", payload];
+        if let Some(k) = key {
+            a.extend(["--unique-key", k]);
+        }
+        a.iter().map(|s| s.to_string()).collect::<Vec<String>>()
+    };
+    let run = |args: Vec<String>| {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        agentd(&db, &refs, &[])
+    };
+    let o = run(raw("noop_kind", "{}", None));
+    assert_eq!(o.status.code(), Some(2), "an unknown kind is refused");
+    assert!(
+        text(&o).1.contains("unknown job kind `noop_kind`"),
+        "{}",
+        text(&o).1
     );
+    let o = run(raw("approval_expiry", "{\"a\":1}", Some("k1")));
     assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
-    assert!(text(&o).0.contains("enqueued noop_kind job"));
-    let o = agentd(
-        &db,
-        &[
-            "enqueue",
-            "raw",
-            "--kind",
-            "noop_kind",
-            "--payload",
-            "{}",
-            "--unique-key",
-            "k1",
-        ],
-        &[],
-    );
+    assert!(text(&o).0.contains("enqueued approval_expiry job"));
+    let o = run(raw("approval_expiry", "{}", Some("k1")));
     assert!(text(&o).0.contains("skipped"), "duplicate key is skipped");
-    let o = agentd(
-        &db,
-        &[
-            "enqueue",
-            "raw",
-            "--kind",
-            "noop_kind",
-            "--payload",
-            "{not json",
-        ],
-        &[],
-    );
+    let o = run(raw("approval_expiry", "{not json", None));
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).1.contains("--payload is not valid JSON"));
     let o = agentd(&db, &["jobs", "list", "--json"], &[]);
@@ -182,7 +163,7 @@ async fn jobs_can_be_enqueued_listed_cancelled_and_retried() {
     assert_eq!(o.status.code(), Some(2));
     let o = agentd(&db, &["status", "--json"], &[]);
     let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(s["jobs"][0]["kind"], "noop_kind");
+    assert_eq!(s["jobs"][0]["kind"], "approval_expiry");
     assert_eq!(s["provider"], "offline");
 }
 

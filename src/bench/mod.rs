@@ -9,6 +9,7 @@
 
 pub mod agent;
 pub mod approvals;
+pub mod baseline;
 pub mod drain;
 pub mod queue;
 
@@ -366,7 +367,7 @@ pub fn bench_app(app: &App, pool: PgPool) -> App {
     App {
         pool,
         config: std::sync::Arc::new(config),
-        provider: std::sync::Arc::new(crate::llm::offline::OfflineProvider),
+        provider: std::sync::Arc::new(crate::llm::offline::OfflineProvider::default()),
         ..app.clone()
     }
 }

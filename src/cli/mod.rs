@@ -349,6 +349,17 @@ async fn enqueue(app: &App, e: EnqueueCmd) -> anyhow::Result<()> {
             priority,
             max_attempts,
         } => {
+            if app.catalog.get(&kind).is_none() {
+                return Err(bad(format!(
+                    "--kind: unknown job kind `{kind}` (known: {}); no worker of this build would ever run it",
+                    app.catalog
+                        .kinds
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
             let payload: serde_json::Value = serde_json::from_str(&payload)
                 .map_err(|e| bad(format!("--payload is not valid JSON: {e}")))?;
             let mut job = NewJob::new(kind, payload).priority(priority);

@@ -211,6 +211,8 @@ pub fn from_config(c: &crate::config::LlmConfig) -> SharedProvider {
             stream: c.stream,
         }))
     } else {
-        Arc::new(offline::OfflineProvider)
+        Arc::new(offline::OfflineProvider {
+            latency: std::time::Duration::from_millis(c.offline_latency_ms),
+        })
     }
 }

@@ -14,7 +14,8 @@
 //!   `create_suggestion` per signal found (up to 3) → a summary.
 //! - `tool_choice: none`, or nothing it knows how to do: a one-line summary of the transcript.
 //!
-//! Token usage is estimated as characters / 4.
+//! Token usage is estimated as characters / 4. `llm.offline_latency_ms` adds a fixed delay to
+//! every call (to mimic a real model in demos and load tests).
 
 use super::{
     Block, CompletionRequest, CompletionResponse, FinishReason, LlmError, LlmProvider, Message,
@@ -27,7 +28,11 @@ use std::sync::LazyLock;
 
 /// The deterministic heuristic model.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct OfflineProvider;
+pub struct OfflineProvider {
+    /// Added to every call to mimic a model's latency (`llm.offline_latency_ms`; demos, load
+    /// and crash tests). Zero by default.
+    pub latency: std::time::Duration,
+}
 
 static KV: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^\s*([A-Za-z][A-Za-z0-9 #/&().'-]{0,40}?)\s*[:=]\s*(\S.*?)\s*$").expect("regex")
@@ -359,6 +364,9 @@ impl LlmProvider for OfflineProvider {
     }
 
     async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
+        if !self.latency.is_zero() {
+            tokio::time::sleep(self.latency).await;
+        }
         let (content, finish) = if let Some(rf) = &req.response_format {
             let text = req
                 .messages

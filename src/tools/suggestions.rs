@@ -69,8 +69,8 @@ impl Tool for OrgOverview {
             "signals": {
                 "proposals_waiting_over_3_days": o.waiting_proposals,
                 "failed_auto_creates": o.failed_auto_creates,
-                "untagged_documents": {"total": o.untagged_total,
-                                       "documents": o.untagged_documents},
+                "untagged_documents": o.untagged_documents,
+                "untagged_documents_total": o.untagged_total,
                 "extractions_on_old_schema_version": o.outdated_extractions,
             },
             "suggestions": {

@@ -170,7 +170,7 @@ pub fn app_with(db: &TestDb, clock: SharedClock, config: Config) -> App {
         config,
         Catalog::builtin(&agentd::known_tool_names()).unwrap(),
     );
-    app.provider = Arc::new(agentd::llm::offline::OfflineProvider);
+    app.provider = Arc::new(agentd::llm::offline::OfflineProvider::default());
     app
 }
 
