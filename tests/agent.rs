@@ -642,3 +642,74 @@ async fn audit_rows_cannot_be_updated_or_deleted() {
         1
     );
 }
+
+#[tokio::test]
+async fn nul_characters_in_model_arguments_are_stored_safely() {
+    let f = fixture().await;
+    let p = Arc::new(ScriptedProvider::new(vec![
+        Turn::tool(
+            "a",
+            "create_tag",
+            json!({"name": "bad\u{0}name", "color": "#000000"}),
+        ),
+        Turn::text("ok"),
+    ]));
+    let app = app_with(&f, p.clone());
+    let out = app
+        .engine(app.spec("auto_create"))
+        .run(&spec(&app, &f, 1), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.status, "succeeded");
+    let a = audit(&f, out.run_id).await;
+    assert_eq!(a.len(), 1);
+    assert!(!a[0].args.as_ref().unwrap().to_string().contains("\\u0000"));
+}
+
+#[tokio::test]
+async fn a_suggested_action_waits_for_approval_linked_to_its_suggestion() {
+    let f = fixture().await;
+    let doc = f.doc.to_string();
+    let p = Arc::new(ScriptedProvider::new(vec![
+        Turn::tool(
+            "a",
+            "create_suggestion",
+            json!({"kind": "tag_documents", "title": "Tag it", "message": "Tag the invoice",
+            "document_id": doc, "proposed_action": {"tool": "update_document", "args": {"document_id": doc, "metadata": {"reviewed": true}}}}),
+        ),
+        Turn::text("done"),
+    ]));
+    let app = app_with(&f, p.clone());
+    let s = app.spec("proactive_suggestion");
+    let mut r = app.run_spec(s, f.org, "2026-11-22".into(), Some(1), "night".into());
+    r.night = Some(chrono::NaiveDate::from_ymd_opt(2026, 11, 22).unwrap());
+    let out = app
+        .engine(s)
+        .run(&r, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.status, "succeeded");
+    let (sid, tool, status): (Option<Uuid>, String, String) =
+        sqlx::query_as("SELECT suggestion_id, tool, status FROM pending_approvals")
+            .fetch_one(&f.db.pool)
+            .await
+            .unwrap();
+    let suggestion: Uuid = sqlx::query_scalar("SELECT id FROM suggestions")
+        .fetch_one(&f.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        (sid, tool.as_str(), status.as_str()),
+        (Some(suggestion), "update_document", "pending")
+    );
+    let meta: serde_json::Value = sqlx::query_scalar("SELECT metadata FROM documents")
+        .fetch_one(&f.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(meta, json!({}), "nothing changes before a person approves");
+    let msgs = serde_json::to_string(&p.requests.lock().unwrap()[1].messages).unwrap();
+    assert!(
+        msgs.contains("approval_id"),
+        "the model learns the action is pending: {msgs}"
+    );
+}

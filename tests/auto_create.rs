@@ -246,7 +246,7 @@ async fn upload_to_proposed_with_the_scripted_provider() {
     ).bind(run).fetch_one(&db.pool).await.unwrap();
     assert_eq!(
         (status.as_str(), rounds, calls, tokens),
-        ("succeeded", 5, 4, 600)
+        ("succeeded", 5, 4, 720)
     );
     assert_eq!(
         count(

@@ -189,13 +189,21 @@ pub(super) async fn execute_call(
                                 .execute(&mut *ctx.conn)
                                 .await?;
                             match registry.execute(&mut ctx, name, args).await {
-                                Ok(v) => Decided {
-                                    category,
-                                    decision: "auto_approved",
-                                    content: truncate(v.to_string()),
-                                    is_error: false,
-                                    outcome: v,
-                                },
+                                Ok(mut v) => {
+                                    if name == "create_suggestion" {
+                                        propose_suggested_action(
+                                            &mut ctx, &registry, spec, call_id, args, &mut v,
+                                        )
+                                        .await?;
+                                    }
+                                    Decided {
+                                        category,
+                                        decision: "auto_approved",
+                                        content: truncate(v.to_string()),
+                                        is_error: false,
+                                        outcome: v,
+                                    }
+                                }
                                 Err(CallError::Tool(ToolError::Db(e))) => return Err(e.into()),
                                 Err(e) => {
                                     // Undo the tool's partial writes; keep the audit and checkpoint.
@@ -221,6 +229,24 @@ pub(super) async fn execute_call(
             format!("unknown tool `{name}`; the tools you can call are: {offered}"),
         )
     };
+    // Tools that call a model themselves (run_extraction) report their usage: it counts
+    // against the run's token cap and the org's budget like the loop's own calls.
+    let (tin, tout) = (
+        decided.outcome["usage"]["input_tokens"]
+            .as_i64()
+            .unwrap_or(0),
+        decided.outcome["usage"]["output_tokens"]
+            .as_i64()
+            .unwrap_or(0),
+    );
+    if tin + tout > 0 {
+        runs::add_tokens(&mut tx, run_id, tin, tout).await?;
+        if let Some((used, limit)) =
+            runs::charge_budget(&mut tx, spec.org_id, tin + tout, now).await?
+        {
+            warn!(org_id = %spec.org_id, used, limit, "org token budget is 80% used this month");
+        }
+    }
     let args_value = args.unwrap_or_else(|_| json!({"raw": raw}));
     runs::insert_audit(
         &mut *tx,
@@ -236,7 +262,7 @@ pub(super) async fn execute_call(
             outcome: Some(&decided.outcome),
             is_error: decided.is_error,
             duration_ms: started.elapsed().as_millis().min(i32::MAX as u128) as i32,
-            tokens: 0,
+            tokens: (tin + tout).min(i32::MAX as i64) as i32,
             now,
         },
     )
@@ -273,4 +299,59 @@ fn truncate(s: String) -> String {
         end -= 1;
     }
     format!("{}… [truncated]", &s[..end])
+}
+
+/// A suggestion's `proposed_action {tool, args}` becomes a pending approval linked to the
+/// suggestion, so the action waits for a person. Problems with the action are reported to the
+/// model in the result (the suggestion itself stands).
+async fn propose_suggested_action(
+    ctx: &mut crate::tools::ToolCtx<'_>,
+    registry: &Registry,
+    spec: &RunSpec,
+    call_id: &str,
+    args: &Value,
+    result: &mut Value,
+) -> Result<(), RunError> {
+    let Some(action) = args.get("proposed_action").filter(|a| a.is_object()) else {
+        return Ok(());
+    };
+    if result["duplicate"].as_bool() == Some(true) {
+        return Ok(());
+    }
+    let suggestion_id = result["suggestion_id"]
+        .as_str()
+        .and_then(|s| Uuid::parse_str(s).ok());
+    let tool_name = action["tool"].as_str().unwrap_or_default();
+    let action_args = action.get("args").cloned().unwrap_or_else(|| json!({}));
+    let Some(tool) = registry.get(tool_name).cloned() else {
+        result["proposed_action_error"] = json!(format!(
+            "unknown tool `{tool_name}`: the action was not proposed"
+        ));
+        return Ok(());
+    };
+    if let Err(e) = Registry::validate(tool.as_ref(), &action_args) {
+        result["proposed_action_error"] = json!(e.to_string());
+        return Ok(());
+    }
+    let origin = ProposalOrigin {
+        call_id: Some(&format!("{call_id}:action")),
+        suggestion_id,
+        ttl: spec.approval_ttl,
+        repropose: true,
+        chain: spec.chain,
+    };
+    sqlx::query("SAVEPOINT suggested_action")
+        .execute(&mut *ctx.conn)
+        .await?;
+    match approvals::propose(ctx, tool.as_ref(), &action_args, origin).await {
+        Ok(id) => result["approval_id"] = json!(id),
+        Err(ToolError::Db(e)) => return Err(e.into()),
+        Err(e) => {
+            sqlx::query("ROLLBACK TO SAVEPOINT suggested_action")
+                .execute(&mut *ctx.conn)
+                .await?;
+            result["proposed_action_error"] = json!(e.to_string());
+        }
+    }
+    Ok(())
 }

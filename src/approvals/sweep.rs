@@ -42,7 +42,6 @@ impl Sweeper {
     pub async fn run_once(&self, only: Option<&[Uuid]>) -> Result<SweepReport, sqlx::Error> {
         let now = self.clock.now();
         let mut report = SweepReport::default();
-        let mut stale_ids = Vec::new();
         for expired_only in [true, false] {
             let mut after = Uuid::nil();
             loop {
@@ -73,14 +72,13 @@ impl Sweeper {
                         store::decide_many(&mut tx, &unchanged, "expired", by, now).await?;
                 }
                 report.stale += store::decide_many(&mut tx, &changed, "stale", by, now).await?;
-                stale_ids.extend(changed.iter().map(|(r, _)| r.id));
                 tx.commit().await?;
                 if rows.len() < self.batch as usize {
                     break;
                 }
             }
         }
-        report.reproposals_enqueued = self.enqueue_reproposals(&stale_ids).await?;
+        report.reproposals_enqueued = self.enqueue_reproposals(now, only).await?;
         let cutoff = now - self.retention;
         loop {
             let n = store::purge_decided(&self.pool, cutoff, i64::from(self.batch)).await?;
@@ -130,12 +128,19 @@ impl Sweeper {
         }
     }
 
-    async fn enqueue_reproposals(&self, stale: &[Uuid]) -> Result<u64, sqlx::Error> {
-        if stale.is_empty() || self.max_reproposals == 0 {
+    /// Enqueues a re-proposal job (unique per approval) for every stale approval of the last
+    /// day that asked for one, whether the sweep or a person found it stale.
+    async fn enqueue_reproposals(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+        only: Option<&[Uuid]>,
+    ) -> Result<u64, sqlx::Error> {
+        if self.max_reproposals == 0 {
             return Ok(0);
         }
+        let since = now - chrono::Duration::days(1);
         let rows =
-            store::stale_to_repropose(&self.pool, stale, self.max_reproposals as i32).await?;
+            store::stale_to_repropose(&self.pool, since, only, self.max_reproposals as i32).await?;
         let jobs: Vec<NewJob> = rows
             .iter()
             .map(|r| {

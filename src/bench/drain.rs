@@ -33,8 +33,8 @@ const DB: &str = "agentd_bench";
 pub struct Context {
     /// agentd commits per job, by concurrency (first backlog).
     pub commits_per_job: Vec<(usize, f64)>,
-    /// Peak RSS (MiB) right after agentd's drain at concurrency 32, and current RSS.
-    pub memory: Option<(f64, f64)>,
+    /// Peak RSS (MiB) right after agentd's drain at concurrency 32, current RSS, backlog.
+    pub memory: Option<(f64, f64, u64)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -242,7 +242,8 @@ async fn drain_system(
         if sys == System::Agentd && first_backlog {
             ctx.commits_per_job.push((c, f.commits));
             if c == 32 {
-                ctx.memory = Some(super::memory_mib());
+                let (peak, now) = super::memory_mib();
+                ctx.memory = Some((peak, now, backlog));
             }
         }
         out.push(Some(f));
@@ -413,20 +414,21 @@ pub async fn memory(
     report: &mut Report,
     ctx: &mut Context,
 ) -> anyhow::Result<()> {
-    let (peak, now) = match ctx.memory {
+    let backlog = opts.backlogs.first().copied().unwrap_or(20_000);
+    let (peak, now, backlog) = match ctx.memory {
         Some(m) => m,
         None => {
-            let (n, secs, _) =
-                agentd_once(server, app, 32, 20_000, opts.max_secs.unwrap_or(30.0)).await?;
+            let cap = opts.max_secs.unwrap_or(30.0);
+            let (n, secs, _) = agentd_once(server, app, 32, backlog, cap).await?;
             eprintln!("bench:   drained {n} jobs in {secs:.2}s at c=32");
-            super::memory_mib()
+            let (peak, now) = super::memory_mib();
+            (peak, now, backlog)
         }
     };
-    report.push(
-        Row::new("memory", "peak RSS after a 20k drain at c=32", peak, "MiB").note(format!(
-            "VmHWM of the whole bench process; VmRSS now {now:.1} MiB"
-        )),
-    );
+    let metric = format!("peak RSS after a {} drain at c=32", human(backlog));
+    report.push(Row::new("memory", metric, peak, "MiB").note(format!(
+        "VmHWM of the whole bench process (worker + bench); VmRSS now {now:.1} MiB"
+    )));
     Ok(())
 }
 

@@ -230,15 +230,20 @@ pub async fn decide_many(
     Ok(done.rows_affected())
 }
 
-/// Stale approvals that asked for a re-proposal, below the chain cap, decided at `now`.
+/// Stale approvals that asked for a re-proposal, below the chain cap, decided since `since`
+/// (by the sweep or by a person), optionally only `ids`.
 pub async fn stale_to_repropose<'e, E: PgExecutor<'e>>(
     exec: E,
-    ids: &[Uuid],
+    since: DateTime<Utc>,
+    ids: Option<&[Uuid]>,
     max_depth: i32,
 ) -> Result<Vec<ApprovalRow>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT * FROM pending_approvals WHERE id = ANY($1) AND status = 'stale' AND repropose AND chain_depth < $2",
+        "SELECT * FROM pending_approvals
+          WHERE status = 'stale' AND repropose AND chain_depth < $3 AND decided_at >= $1
+            AND ($2::uuid[] IS NULL OR id = ANY($2))",
     )
+    .bind(since)
     .bind(ids)
     .bind(max_depth)
     .fetch_all(exec)

@@ -176,7 +176,7 @@ pub async fn insert_step(
     .bind(seq)
     .bind(kind)
     .bind(call_id)
-    .bind(payload)
+    .bind(super::documents::clean_json(payload))
     .bind(now)
     .execute(conn)
     .await?;
@@ -198,6 +198,22 @@ pub async fn add_round(
     .bind(output_tokens)
     .execute(conn)
     .await?;
+    Ok(())
+}
+
+/// Adds tokens a tool spent (its own model call) to the run.
+pub async fn add_tokens(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+    input_tokens: i64,
+    output_tokens: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE agent_runs SET input_tokens = input_tokens + $2, output_tokens = output_tokens + $3 WHERE id = $1")
+        .bind(run_id)
+        .bind(input_tokens)
+        .bind(output_tokens)
+        .execute(conn)
+        .await?;
     Ok(())
 }
 
@@ -269,8 +285,9 @@ pub async fn insert_audit<'e, E: PgExecutor<'e>>(
     .bind(a.tool)
     .bind(a.category)
     .bind(a.decision)
-    .bind(a.args)
-    .bind(a.outcome)
+    // Model output may hold NUL characters, which PostgreSQL text and jsonb cannot store.
+    .bind(a.args.map(super::documents::clean_json))
+    .bind(a.outcome.map(super::documents::clean_json))
     .bind(a.is_error)
     .bind(a.duration_ms)
     .bind(a.tokens)
