@@ -225,6 +225,7 @@ impl App {
                 pool: self.pool.clone(),
                 workers_running: running.clone(),
                 metrics: crate::http::metrics_handle(),
+                kinds: self.catalog.kinds.keys().cloned().collect(),
             };
             tokio::spawn(crate::http::serve(listener, state, background.clone()));
             info!(addr = ?http_addr, "serving /healthz /readyz /metrics");

@@ -17,6 +17,8 @@ pub struct HealthState {
     /// Set once the workers run; cleared at shutdown.
     pub workers_running: Arc<AtomicBool>,
     pub metrics: PrometheusHandle,
+    /// Every known kind, so a kind whose queue drained reports 0 instead of its last depth.
+    pub kinds: Vec<String>,
 }
 
 static RECORDER: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -80,6 +82,10 @@ async fn metrics_text(State(s): State<HealthState>) -> String {
     crate::queue::store::ready_ages(&s.pool, chrono::Utc::now())
         .await
         .map(|ages| {
+            for k in &s.kinds {
+                metrics::gauge!("agentd_queue_ready", "kind" => k.clone()).set(0.0);
+                metrics::gauge!("agentd_queue_oldest_ready_seconds", "kind" => k.clone()).set(0.0);
+            }
             for a in ages {
                 metrics::gauge!("agentd_queue_ready", "kind" => a.kind.clone()).set(a.ready as f64);
                 metrics::gauge!("agentd_queue_oldest_ready_seconds", "kind" => a.kind)
