@@ -1,12 +1,12 @@
 //! `approval_expiry`: the sweep (`{}`, a cron `{tick}`, or `{approval_ids}`), or a capped
 //! re-proposal run for one stale approval (`{repropose}`), through the same tool loop.
 
-use super::{job_error, last_attempt, parse_payload, render};
+use super::{parse_payload, render};
 use crate::app::App;
 use crate::approvals::Sweeper;
 use crate::queue::JobError;
 use crate::queue::worker::{JobContext, JobHandler};
-use crate::store::{approvals, runs};
+use crate::store::approvals;
 use serde::Deserialize;
 use tracing::info;
 use uuid::Uuid;
@@ -102,20 +102,10 @@ impl JobHandler for ApprovalExpiry {
             first,
         );
         run_spec.chain = Some((a.chain_id, a.chain_depth + 1));
-        let engine = app.engine(spec);
-        match engine.run(&run_spec, &job.cancel).await {
-            Ok(o) => {
-                info!(run_id = %o.run_id, status = %o.status, "re-proposal run done");
-                Ok(())
-            }
-            Err(e) => {
-                if last_attempt(&e, &job.job)
-                    && let Some(r) = runs::run_for_job(&app.pool, job.job.id).await.map_err(db)?
-                {
-                    engine.fail_run(r.id, &e.to_string()).await.map_err(db)?;
-                }
-                Err(job_error(&e, &job.job))
-            }
-        }
+        let o = super::run_loop(app, spec, &run_spec, &job)
+            .await
+            .map_err(|(e, _)| e)?;
+        info!(run_id = %o.run_id, status = %o.status, "re-proposal run done");
+        Ok(())
     }
 }

@@ -5,7 +5,7 @@
 //! proposed artifacts are removed when the job file says so (`cleanup_on_failure`). A run that
 //! hits a cap but left a complete proposal (schema, prompt, extraction) still counts as proposed.
 
-use super::{job_error, last_attempt, parse_payload, render};
+use super::{parse_payload, render};
 use crate::app::App;
 use crate::queue::JobError;
 use crate::queue::worker::{JobContext, JobHandler};
@@ -100,18 +100,17 @@ impl JobHandler for AutoCreate {
             first,
         );
         run_spec.document_id = Some(p.document_id);
-        let engine = app.engine(spec);
-        let outcome = match engine.run(&run_spec, &job.cancel).await {
+        let outcome = match super::run_loop(app, spec, &run_spec, &job).await {
             Ok(o) => o,
-            Err(e) => {
-                if last_attempt(&e, &job.job) {
-                    let run = runs::run_for_job(&app.pool, job.job.id).await.map_err(db)?;
-                    if let Some(r) = &run {
-                        engine.fail_run(r.id, &e.to_string()).await.map_err(db)?;
-                    }
-                    self.fail(&p, run.map(|r| r.id), &e.to_string()).await?;
+            Err((e, Some((run_id, reason)))) => {
+                self.fail(&p, Some(run_id), &reason).await?;
+                return Err(e);
+            }
+            Err((e, None)) => {
+                if !e.is_retryable() {
+                    self.fail(&p, None, &e.to_string()).await?;
                 }
-                return Err(job_error(&e, &job.job));
+                return Err(e);
             }
         };
         let mut tx = app.pool.begin().await.map_err(db)?;

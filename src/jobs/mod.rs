@@ -64,6 +64,36 @@ pub fn render(template: &str, vars: &[(&str, String)]) -> String {
     out
 }
 
+/// Runs the tool loop for a job. On an error that ends the job (not retryable, or the last
+/// attempt) the run is marked failed, and `on_give_up` gets its id and the reason first.
+pub async fn run_loop(
+    app: &App,
+    spec: &crate::catalog::JobSpec,
+    run_spec: &crate::agent::RunSpec,
+    job: &crate::queue::worker::JobContext,
+) -> Result<crate::agent::RunOutcome, (JobError, Option<(uuid::Uuid, String)>)> {
+    let engine = app.engine(spec);
+    match engine.run(run_spec, &job.cancel).await {
+        Ok(o) => Ok(o),
+        Err(e) => {
+            let mut failed = None;
+            if last_attempt(&e, &job.job) {
+                let run = crate::store::runs::run_for_job(&app.pool, job.job.id)
+                    .await
+                    .map_err(|d| (JobError::Retryable(format!("database error: {d}")), None))?;
+                if let Some(r) = run {
+                    engine
+                        .fail_run(r.id, &e.to_string())
+                        .await
+                        .map_err(|d| (JobError::Retryable(format!("database error: {d}")), None))?;
+                    failed = Some((r.id, e.to_string()));
+                }
+            }
+            Err((job_error(&e, &job.job), failed))
+        }
+    }
+}
+
 /// Maps a run error to the job's outcome: retryable while attempts remain, else fatal.
 pub fn job_error(e: &RunError, job: &crate::queue::ClaimedJob) -> JobError {
     if e.is_retryable() && job.counted_attempts < job.max_attempts {

@@ -2,11 +2,11 @@
 //! suggestions; every other write or destructive action becomes a pending approval (policy in
 //! `jobs/proactive_suggestion.toml`).
 
-use super::{job_error, last_attempt, parse_payload, render};
+use super::{parse_payload, render};
 use crate::app::App;
 use crate::queue::JobError;
 use crate::queue::worker::{JobContext, JobHandler};
-use crate::store::{orgs, runs};
+use crate::store::orgs;
 use chrono::NaiveDate;
 use serde::Deserialize;
 use tracing::info;
@@ -44,20 +44,10 @@ impl JobHandler for Proactive {
         let mut run_spec =
             app.run_spec(spec, p.org_id, p.night.to_string(), Some(job.job.id), first);
         run_spec.night = Some(p.night);
-        let engine = app.engine(spec);
-        match engine.run(&run_spec, &job.cancel).await {
-            Ok(o) => {
-                info!(run_id = %o.run_id, status = %o.status, "nightly review done");
-                Ok(())
-            }
-            Err(e) => {
-                if last_attempt(&e, &job.job)
-                    && let Some(r) = runs::run_for_job(&app.pool, job.job.id).await.map_err(db)?
-                {
-                    engine.fail_run(r.id, &e.to_string()).await.map_err(db)?;
-                }
-                Err(job_error(&e, &job.job))
-            }
-        }
+        let o = super::run_loop(app, spec, &run_spec, &job)
+            .await
+            .map_err(|(e, _)| e)?;
+        info!(run_id = %o.run_id, status = %o.status, "nightly review done");
+        Ok(())
     }
 }
