@@ -192,7 +192,7 @@ async fn malformed_arguments_come_back_as_an_error_the_model_corrects() {
         "missing required `color` fails the schema check"
     );
     assert!(!a[2].is_error, "a fenced JSON block is accepted");
-    let reqs = p.requests.lock().unwrap();
+    let reqs = p.requests.lock().unwrap().clone();
     let msgs = serde_json::to_string(&reqs[1].messages).unwrap();
     assert!(msgs.contains("not valid JSON"), "{msgs}");
     let msgs = serde_json::to_string(&reqs[2].messages).unwrap();
@@ -260,7 +260,7 @@ async fn round_cap_forces_a_final_summary_without_tools() {
         out.final_text.as_deref(),
         Some("summary: I listed tags twice")
     );
-    let reqs = p.requests.lock().unwrap();
+    let reqs = p.requests.lock().unwrap().clone();
     assert_eq!(reqs.len(), 3);
     assert_eq!(reqs[2].tool_choice, ToolChoice::None);
     assert!(reqs[2].tools.is_empty());

@@ -182,6 +182,7 @@ fn scripted_happy_path() -> Vec<Turn> {
 }
 
 #[tokio::test]
+#[allow(clippy::type_complexity)]
 async fn upload_to_proposed_with_the_scripted_provider() {
     let db = TestDb::new().await;
     let p = Arc::new(ScriptedProvider::new(scripted_happy_path()));

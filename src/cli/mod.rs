@@ -432,7 +432,41 @@ async fn jobs(app: &App, cmd: JobsCmd) -> anyhow::Result<()> {
             if json {
                 println!("{}", serde_json::to_string_pretty(&row)?);
             } else {
-                println!("{}", serde_json::to_string_pretty(&row)?);
+                println!("job {} ({}) — {}", row.id, row.kind, row.state);
+                println!("  payload:      {}", row.payload);
+                println!(
+                    "  attempt:      {} counted of {} (fencing token {}, {} released)",
+                    row.attempt - row.released,
+                    row.max_attempts,
+                    row.attempt,
+                    row.released
+                );
+                println!("  priority:     {}   run_at: {}", row.priority, row.run_at);
+                println!(
+                    "  unique_key:   {}",
+                    row.unique_key.as_deref().unwrap_or("-")
+                );
+                println!(
+                    "  locked_by:    {}   lease until: {}",
+                    row.locked_by.as_deref().unwrap_or("-"),
+                    row.lease_expires_at
+                        .map(|t| t.to_string())
+                        .unwrap_or_else(|| "-".into())
+                );
+                println!(
+                    "  created/started/finished: {} / {} / {}",
+                    row.created_at,
+                    row.started_at
+                        .map(|t| t.to_string())
+                        .unwrap_or_else(|| "-".into()),
+                    row.finished_at
+                        .map(|t| t.to_string())
+                        .unwrap_or_else(|| "-".into())
+                );
+                println!(
+                    "  last_error:   {}",
+                    row.last_error.as_deref().unwrap_or("-")
+                );
             }
         }
         JobsCmd::Retry { id } => match store::retry(&app.pool, id, app.clock.now()).await? {

@@ -33,10 +33,10 @@ fn template_name() -> String {
 
 static TEMPLATE: Mutex<Option<String>> = Mutex::new(None);
 
+// A std mutex held across awaits is fine here: each test has its own runtime, and the lock
+// only serialises template creation.
+#[allow(clippy::await_holding_lock)]
 async fn ensure_template() -> String {
-    // A std mutex held across awaits is fine here: each test has its own runtime, and the
-    // lock only serialises template creation.
-    #[allow(clippy::await_holding_lock)]
     let mut guard = TEMPLATE.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(t) = guard.as_ref() {
         return t.clone();
