@@ -68,29 +68,44 @@ pub async fn connect(cfg: &DatabaseConfig) -> Result<Database, DbError> {
             private: None,
         });
     }
-    match pool_for(&cfg.local_url, cfg.max_connections, true).await {
-        Ok(pool) => Ok(Database {
+    if !answers(&cfg.local_url).await {
+        info!(url = %cfg.local_url, "no PostgreSQL answers at the local default; starting a private cluster");
+        let cluster = PrivateCluster::start(cfg)?;
+        let url = cluster.url();
+        let pool = pool_for(&url, cfg.max_connections, true).await?;
+        eprintln!(
+            "agentd: no PostgreSQL at {}; using a private PostgreSQL cluster in {} (port {})",
+            redact(&cfg.local_url),
+            cluster.dir.display(),
+            cluster.port
+        );
+        return Ok(Database {
             pool,
-            display_url: redact(&cfg.local_url),
-            private: None,
-        }),
-        Err(DbError::Connect { cause, .. }) if is_unreachable(&cause) => {
-            info!(url = %cfg.local_url, "no PostgreSQL answers at the local default; starting a private cluster");
-            let cluster = PrivateCluster::start(cfg)?;
-            let url = cluster.url();
-            let pool = pool_for(&url, cfg.max_connections, true).await?;
-            eprintln!(
-                "agentd: using a private PostgreSQL cluster in {} (port {})",
-                cluster.dir.display(),
-                cluster.port
-            );
-            Ok(Database {
-                pool,
-                display_url: url,
-                private: Some(cluster),
-            })
+            display_url: url,
+            private: Some(cluster),
+        });
+    }
+    let pool = pool_for(&cfg.local_url, cfg.max_connections, true).await?;
+    Ok(Database {
+        pool,
+        display_url: redact(&cfg.local_url),
+        private: None,
+    })
+}
+
+/// True unless connecting to the server of `url` fails at the network level (nothing listens).
+/// Any answer from a server — even "database does not exist" or an auth error — counts.
+async fn answers(url: &str) -> bool {
+    let Ok(opts) = PgConnectOptions::from_str(url) else {
+        return true;
+    };
+    match tokio::time::timeout(Duration::from_secs(5), opts.connect()).await {
+        Ok(Ok(c)) => {
+            let _ = sqlx::Connection::close(c).await;
+            true
         }
-        Err(e) => Err(e),
+        Ok(Err(e)) => !is_unreachable(&e),
+        Err(_) => false,
     }
 }
 

@@ -261,3 +261,56 @@ async fn documents_add_with_auto_create_then_worker_then_show_and_accept() {
             .contains("--text-file /nonexistent/file: cannot read")
     );
 }
+
+#[test]
+fn with_nothing_answering_agentd_starts_and_stops_a_private_cluster() {
+    let Some(bin_dir) = agentd::db::find_pg_bin() else {
+        panic!("PostgreSQL binaries are required for this test (initdb, pg_ctl)");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // The cluster may belong to the postgres user (when tests run as root): let it traverse.
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let data = dir.path().join("pg");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_agentd"))
+            .args(args)
+            .env_remove("DATABASE_URL")
+            .env(
+                "AGENTD_DATABASE__LOCAL_URL",
+                "postgres://127.0.0.1:1/agentd",
+            )
+            .env("AGENTD_DATABASE__PRIVATE_DIR", data.to_str().unwrap())
+            .env("AGENTD_DATABASE__PRIVATE_PORT", port.to_string())
+            .env("AGENTD_HTTP__ADDR", "")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap()
+    };
+    let o = run(&["status", "--json"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("private PostgreSQL cluster"), "says so: {err}");
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(s["jobs"].is_array());
+    assert!(
+        data.join("PG_VERSION").exists(),
+        "initialised under its own data directory"
+    );
+    // Stopped on exit: nothing listens on the port any more.
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "the private cluster was stopped"
+    );
+    // A second start reuses the data directory.
+    let o = run(&["status"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o).1);
+    let _ = bin_dir;
+}
