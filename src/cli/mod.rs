@@ -211,11 +211,11 @@ pub fn load(cli: &Cli) -> anyhow::Result<(Config, Catalog)> {
 }
 
 /// Installs the tracing subscriber (text or JSON lines, to stderr).
-pub fn init_tracing(format: &str) {
+pub fn init_tracing(format: &str, default_filter: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("AGENTD_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+        .unwrap_or_else(|_| EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -233,7 +233,9 @@ async fn connect(config: &Config) -> anyhow::Result<crate::db::Database> {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let (config, catalog) = load(&cli)?;
-    init_tracing(&config.log.format);
+    // The worker logs its work; one-shot commands only warnings, so their output stays readable.
+    let default_filter = if matches!(cli.command, Command::Worker(_)) { "info,sqlx=warn" } else { "warn,sqlx=warn" };
+    init_tracing(&config.log.format, default_filter);
     let db = connect(&config).await?;
     if !matches!(cli.command, Command::Migrate) {
         crate::db::migrate(&db.pool).await?;
