@@ -928,11 +928,19 @@ async fn an_approval_a_person_found_stale_is_reproposed_by_the_next_sweep() {
     assert_eq!(f.decide(id, approve("alice")).await.status, "stale");
     let report = f.sweeper(100).run_once(None).await.unwrap();
     assert_eq!(report.reproposals_enqueued, 1);
-    let payload: Value = sqlx::query_scalar("SELECT payload FROM agentd_jobs WHERE kind = 'approval_expiry'")
-        .fetch_one(&f.db.pool)
-        .await
-        .unwrap();
+    let payload: Value =
+        sqlx::query_scalar("SELECT payload FROM agentd_jobs WHERE kind = 'approval_expiry'")
+            .fetch_one(&f.db.pool)
+            .await
+            .unwrap();
     assert_eq!(payload, json!({"repropose": id}));
     // Idempotent: the next sweep does not enqueue it again.
-    assert_eq!(f.sweeper(100).run_once(None).await.unwrap().reproposals_enqueued, 0);
+    assert_eq!(
+        f.sweeper(100)
+            .run_once(None)
+            .await
+            .unwrap()
+            .reproposals_enqueued,
+        0
+    );
 }

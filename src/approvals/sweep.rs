@@ -35,6 +35,8 @@ pub struct Sweeper {
     /// Queue policy of the re-proposal jobs.
     pub repropose_priority: i16,
     pub repropose_max_attempts: i32,
+    /// Called after every batch with the totals so far (`agentd approvals sweep` prints them).
+    pub progress: Option<std::sync::Arc<dyn Fn(&SweepReport) + Send + Sync>>,
 }
 
 impl Sweeper {
@@ -73,6 +75,9 @@ impl Sweeper {
                 }
                 report.stale += store::decide_many(&mut tx, &changed, "stale", by, now).await?;
                 tx.commit().await?;
+                if let Some(p) = &self.progress {
+                    p(&report);
+                }
                 if rows.len() < self.batch as usize {
                     break;
                 }

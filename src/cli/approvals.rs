@@ -48,6 +48,14 @@ pub enum ApprovalsCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Run the expiry sweep now, in this process, with progress (what an `approval_expiry` job does).
+    Sweep {
+        /// Only these approvals (default: all pending).
+        #[arg(long, value_delimiter = ',')]
+        ids: Vec<Uuid>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Reject: nothing is executed.
     Reject {
         id: Uuid,
@@ -62,6 +70,34 @@ pub enum ApprovalsCmd {
 /// Runs an approvals command.
 pub async fn run(app: &App, cmd: ApprovalsCmd) -> anyhow::Result<()> {
     match cmd {
+        ApprovalsCmd::Sweep { ids, json: as_json } => {
+            let mut sweeper = crate::jobs::approval_expiry::ApprovalExpiry::sweeper(app);
+            if !as_json {
+                sweeper.progress =
+                    Some(std::sync::Arc::new(|r: &crate::approvals::SweepReport| {
+                        eprint!(
+                            "\r  sweep: {} checked, {} expired, {} stale",
+                            r.checked, r.expired, r.stale
+                        );
+                    }));
+            }
+            let only = (!ids.is_empty()).then_some(ids.as_slice());
+            let report = sweeper.run_once(only).await?;
+            if as_json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                eprintln!();
+                println!(
+                    "sweep done: {} checked, {} expired, {} stale, {} re-proposal(s) enqueued, {} purged",
+                    report.checked,
+                    report.expired,
+                    report.stale,
+                    report.reproposals_enqueued,
+                    report.purged
+                );
+            }
+            Ok(())
+        }
         ApprovalsCmd::List {
             org,
             status,

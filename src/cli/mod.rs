@@ -234,7 +234,11 @@ async fn connect(config: &Config) -> anyhow::Result<crate::db::Database> {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let (config, catalog) = load(&cli)?;
     // The worker logs its work; one-shot commands only warnings, so their output stays readable.
-    let default_filter = if matches!(cli.command, Command::Worker(_)) { "info,sqlx=warn" } else { "warn,sqlx=warn" };
+    let default_filter = if matches!(cli.command, Command::Worker(_)) {
+        "info,sqlx=warn"
+    } else {
+        "warn,sqlx=warn"
+    };
     init_tracing(&config.log.format, default_filter);
     let db = connect(&config).await?;
     if !matches!(cli.command, Command::Migrate) {

@@ -49,6 +49,7 @@ impl ApprovalExpiry {
             max_reproposals: sweep.max_reproposals,
             repropose_priority: spec.queue.priority,
             repropose_max_attempts: spec.queue.max_attempts,
+            progress: None,
         }
     }
 }
