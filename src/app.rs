@@ -46,13 +46,19 @@ pub struct WorkerArgs {
 
 /// A running worker process; `stop` it or cancel its token.
 pub struct RunningWorker {
-    pub stats: Arc<WorkerStats>,
+    /// Counters of every worker in this process (one per kind under apalis).
+    pub stats: Vec<Arc<WorkerStats>>,
     pub http_addr: Option<std::net::SocketAddr>,
     pub shutdown: CancellationToken,
     handle: tokio::task::JoinHandle<WorkerReport>,
 }
 
 impl RunningWorker {
+    /// False while any worker of this process cannot reach the database.
+    pub fn db_ok(&self) -> bool {
+        self.stats.iter().all(|s| s.db_ok.load(Ordering::Relaxed))
+    }
+
     /// Waits for the worker to finish (after its token is cancelled).
     pub async fn join(self) -> WorkerReport {
         self.handle.await.unwrap_or_default()
@@ -206,13 +212,44 @@ impl App {
     ) -> Result<RunningWorker, String> {
         let runtimes = self.runtimes(&args)?;
         let cfg = &self.config;
-        let worker = Worker::new(
-            self.pool.clone(),
-            self.clock.clone(),
-            WorkerOptions::from_config(&cfg.worker),
-            runtimes,
-        );
-        let stats = worker.stats();
+        let opts = WorkerOptions::from_config(&cfg.worker);
+        let (stats, run): (Vec<Arc<WorkerStats>>, RunAll) = if cfg.worker.runtime == "native" {
+            let worker = Worker::new(self.pool.clone(), self.clock.clone(), opts, runtimes);
+            (
+                vec![worker.stats()],
+                Box::new(move |t| Box::pin(worker.run(t))),
+            )
+        } else {
+            // apalis 1.0 as the runtime: one apalis worker per kind over our backend.
+            let workers: Vec<_> = runtimes
+                .into_iter()
+                .map(|k| {
+                    crate::queue::apalis::build_worker(
+                        self.pool.clone(),
+                        self.clock.clone(),
+                        &opts,
+                        k,
+                    )
+                })
+                .collect();
+            let stats = workers.iter().map(|w| w.stats()).collect();
+            (
+                stats,
+                Box::new(move |t: CancellationToken| {
+                    Box::pin(async move {
+                        let runs = workers.into_iter().map(|w| w.run(t.clone()));
+                        let reports = futures::future::join_all(runs).await;
+                        reports
+                            .into_iter()
+                            .fold(WorkerReport::default(), |a, r| WorkerReport {
+                                succeeded: a.succeeded + r.succeeded,
+                                failed: a.failed + r.failed,
+                                released: a.released + r.released,
+                            })
+                    })
+                }),
+            )
+        };
         let background = CancellationToken::new();
         let running = Arc::new(AtomicBool::new(true));
         let mut http_addr = None;
@@ -252,7 +289,7 @@ impl App {
         crate::jobs::start_background(self, background.clone());
         let token = shutdown.clone();
         let handle = tokio::spawn(async move {
-            let report = worker.run(token).await;
+            let report = run(token).await;
             running.store(false, Ordering::Relaxed);
             background.cancel();
             report
@@ -265,6 +302,14 @@ impl App {
         })
     }
 }
+
+/// Runs every worker of the process until the token is cancelled.
+type RunAll = Box<
+    dyn FnOnce(
+            CancellationToken,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = WorkerReport> + Send>>
+        + Send,
+>;
 
 /// Cancels `token` on SIGINT or SIGTERM.
 pub fn cancel_on_signals(token: CancellationToken) {

@@ -56,6 +56,8 @@ pub struct DatabaseConfig {
 #[serde(deny_unknown_fields)]
 pub struct WorkerConfig {
     pub jobs_dir: String,
+    /// `apalis` (apalis 1.0 worker over our backend) or `native` (agentd's own loop).
+    pub runtime: String,
     pub claim_batch: u32,
     pub poll_interval_ms: u64,
     pub lease_secs: u64,
@@ -206,6 +208,12 @@ impl Config {
         at_least("retention.batch", self.retention.batch.into(), 1)?;
         at_least("retention.interval_secs", self.retention.interval_secs, 1)?;
         at_least("llm.request_timeout_secs", self.llm.request_timeout_secs, 1)?;
+        if !["apalis", "native"].contains(&self.worker.runtime.as_str()) {
+            return Err(format!(
+                "worker.runtime must be apalis or native (got {:?})",
+                self.worker.runtime
+            ));
+        }
         if !["auto", "openai", "offline"].contains(&self.llm.provider.as_str()) {
             return Err(format!(
                 "llm.provider must be one of auto, openai, offline (got {:?})",

@@ -525,7 +525,7 @@ async fn terminated_database_connections_lose_no_job_and_run_none_twice() {
             kills += 1;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-        saw_unhealthy |= !w.stats.db_ok.load(std::sync::atomic::Ordering::Relaxed);
+        saw_unhealthy |= !w.db_ok();
     }
     assert!(
         kills >= 2,

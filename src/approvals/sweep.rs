@@ -24,6 +24,9 @@ pub struct SweepReport {
     pub purged: u64,
 }
 
+/// A callback given the running totals after each batch.
+pub type Progress = std::sync::Arc<dyn Fn(&SweepReport) + Send + Sync>;
+
 /// The sweep, with its settings from `jobs/approval_expiry.toml`.
 pub struct Sweeper {
     pub pool: PgPool,
@@ -36,7 +39,7 @@ pub struct Sweeper {
     pub repropose_priority: i16,
     pub repropose_max_attempts: i32,
     /// Called after every batch with the totals so far (`agentd approvals sweep` prints them).
-    pub progress: Option<std::sync::Arc<dyn Fn(&SweepReport) + Send + Sync>>,
+    pub progress: Option<Progress>,
 }
 
 impl Sweeper {

@@ -3,6 +3,7 @@
 //! fencing, retries with backoff written to the database, dead jobs, unique keys, cron ticks,
 //! lease rescue and retention.
 
+pub mod apalis;
 pub mod backoff;
 pub mod cron;
 pub mod enqueue;

@@ -452,7 +452,7 @@ async fn flush(sh: &Shared, batch: Vec<Completion>) {
 
 /// Retries a database write a few times (connection blips) before giving up; a write that never
 /// lands is recovered by lease expiry.
-async fn retry_db<T, F, Fut>(mut f: F) -> Result<T, super::QueueError>
+pub(super) async fn retry_db<T, F, Fut>(mut f: F) -> Result<T, super::QueueError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, super::QueueError>>,
@@ -514,7 +514,9 @@ async fn heartbeat_loop(sh: Arc<Shared>, stop: CancellationToken) {
     }
 }
 
-async fn listen(pool: PgPool, wakers: Vec<Arc<Notify>>, stop: CancellationToken) {
+/// Listens on the NOTIFY channel and wakes every waker on each notification (and after every
+/// reconnect, since notifications may have been missed); reconnects with backoff until `stop`.
+pub(super) async fn listen(pool: PgPool, wakers: Vec<Arc<Notify>>, stop: CancellationToken) {
     let wake_all = || wakers.iter().for_each(|w| w.notify_one());
     let mut delay = Duration::from_millis(100);
     loop {
@@ -532,7 +534,11 @@ async fn listen(pool: PgPool, wakers: Vec<Arc<Notify>>, stop: CancellationToken)
         };
         if let Err(e) = listener.listen(NOTIFY_CHANNEL).await {
             warn!(error = %e, "LISTEN failed; polling meanwhile");
-            tokio::time::sleep(delay).await;
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {},
+                _ = stop.cancelled() => return,
+            }
+            delay = (delay * 2).min(Duration::from_secs(5));
             continue;
         }
         delay = Duration::from_millis(100);
@@ -542,8 +548,8 @@ async fn listen(pool: PgPool, wakers: Vec<Arc<Notify>>, stop: CancellationToken)
             tokio::select! {
                 n = listener.try_recv() => match n {
                     Ok(Some(_)) => wake_all(),
-                    // The connection dropped; reconnect and wake everyone (we may have missed some).
-                    Ok(None) => { wake_all(); }
+                    // The connection dropped and was re-established: we may have missed some.
+                    Ok(None) => wake_all(),
                     Err(e) => { warn!(error = %e, "LISTEN connection lost"); break; }
                 },
                 _ = stop.cancelled() => return,
