@@ -452,7 +452,7 @@ async fn flush(sh: &Shared, batch: Vec<Completion>) {
 
 /// Retries a database write a few times (connection blips) before giving up; a write that never
 /// lands is recovered by lease expiry.
-pub(super) async fn retry_db<T, F, Fut>(mut f: F) -> Result<T, super::QueueError>
+pub(crate) async fn retry_db<T, F, Fut>(mut f: F) -> Result<T, super::QueueError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, super::QueueError>>,
@@ -516,7 +516,7 @@ async fn heartbeat_loop(sh: Arc<Shared>, stop: CancellationToken) {
 
 /// Listens on the NOTIFY channel and wakes every waker on each notification (and after every
 /// reconnect, since notifications may have been missed); reconnects with backoff until `stop`.
-pub(super) async fn listen(pool: PgPool, wakers: Vec<Arc<Notify>>, stop: CancellationToken) {
+pub(crate) async fn listen(pool: PgPool, wakers: Vec<Arc<Notify>>, stop: CancellationToken) {
     let wake_all = || wakers.iter().for_each(|w| w.notify_one());
     let mut delay = Duration::from_millis(100);
     loop {

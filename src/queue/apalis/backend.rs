@@ -1,0 +1,378 @@
+//! [`AgentdBackend`]: the apalis-core `Backend` over `agentd_jobs` (claims, wake-ups, held
+//! leases and their renewal).
+
+#[allow(unused_imports)]
+use super::*;
+
+pub(super) struct Shared {
+    pub(super) pool: PgPool,
+    pub(super) clock: SharedClock,
+    pub(super) opts: WorkerOptions,
+    pub(super) kinds: Vec<String>,
+    pub(super) policies: HashMap<String, KindPolicy>,
+    pub(super) concurrency: usize,
+    pub(super) stats: Arc<WorkerStats>,
+    pub(super) held: Mutex<HashMap<i64, Held>>,
+    /// Handlers running now (see [`RunningLayer`]).
+    pub(super) running: AtomicUsize,
+    pub(super) wake: Arc<Notify>,
+    /// Fired by [`ApalisWorker::run`] when the shutdown grace period is over.
+    pub(super) grace_over: CancellationToken,
+    /// Stops the listener, the heartbeat and (after draining) the acker.
+    pub(super) closing: CancellationToken,
+    pub(super) ack_tx: mpsc::UnboundedSender<AckRequest>,
+    pub(super) ack_rx: Mutex<Option<mpsc::UnboundedReceiver<AckRequest>>>,
+    pub(super) background: Mutex<Vec<JoinHandle<()>>>,
+    pub(super) started: AtomicBool,
+}
+
+impl Shared {
+    pub(super) fn lease(&self) -> chrono::Duration {
+        chrono::Duration::from_std(self.opts.lease).expect("lease fits")
+    }
+
+    pub(super) fn start_background(self: &Arc<Self>) {
+        if self.started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let mut bg = self.background.lock().expect("background");
+        bg.push(tokio::spawn(crate::queue::worker::listen(
+            self.pool.clone(),
+            vec![self.wake.clone()],
+            self.closing.clone(),
+        )));
+        bg.push(tokio::spawn(heartbeat_loop(self.clone())));
+        if let Some(rx) = self.ack_rx.lock().expect("ack rx").take() {
+            bg.push(tokio::spawn(ack_loop(self.clone(), rx)));
+        }
+    }
+
+    /// Claims up to `want` jobs and records them as held before anyone can see them.
+    pub(super) async fn claim(self: Arc<Self>, want: u32) -> Result<Vec<ClaimedJob>, QueueError> {
+        let jobs = store::claim(
+            &self.pool,
+            &self.kinds,
+            want,
+            &self.opts.worker_id,
+            self.clock.now(),
+            self.lease(),
+        )
+        .await?;
+        let mut held = self.held.lock().expect("held");
+        for j in &jobs {
+            held.insert(
+                j.id,
+                Held {
+                    attempt: j.attempt,
+                    cancel: CancellationToken::new(),
+                },
+            );
+            metrics::counter!("agentd_jobs_claimed_total", "kind" => j.kind.clone()).increment(1);
+        }
+        self.stats
+            .claimed
+            .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        Ok(jobs)
+    }
+
+    /// Waits for a NOTIFY, the poll interval, or the next delayed job's `run_at`.
+    pub(super) async fn idle(self: Arc<Self>) {
+        let poll = self.opts.poll_interval;
+        let wait = match store::next_run_at(&self.pool, &self.kinds, self.clock.now()).await {
+            Ok(Some(t)) => (t - self.clock.now())
+                .to_std()
+                .unwrap_or_default()
+                .min(poll),
+            _ => poll,
+        };
+        tokio::select! {
+            _ = self.wake.notified() => {},
+            _ = tokio::time::sleep(wait) => {},
+        }
+    }
+
+    /// Gives back every held attempt (not counted against `max_attempts`).
+    pub(super) async fn release_held(&self, why: &str) -> u64 {
+        let left: Vec<(i64, Held)> = self.held.lock().expect("held").drain().collect();
+        if left.is_empty() {
+            return 0;
+        }
+        for (_, h) in &left {
+            h.cancel.cancel();
+        }
+        let pairs: Vec<(i64, i32)> = left.iter().map(|(id, h)| (*id, h.attempt)).collect();
+        match crate::queue::worker::retry_db(|| {
+            store::release(&self.pool, &pairs, self.clock.now())
+        })
+        .await
+        {
+            Ok(n) => {
+                self.stats.released.fetch_add(n, Ordering::Relaxed);
+                info!(released = n, why, "released jobs for other workers");
+                n
+            }
+            Err(e) => {
+                error!(error = %e, "could not release jobs; their leases will expire and the rescuer re-queues them");
+                0
+            }
+        }
+    }
+
+    pub(super) fn task(&self, job: ClaimedJob, cancel: CancellationToken) -> Task<ClaimedJob> {
+        let meta = JobMeta {
+            id: job.id,
+            attempt: job.attempt,
+            kind: job.kind.clone(),
+        };
+        // apalis bumps its own in-memory attempt on the first poll (lifecycle.rs 185): seed it
+        // one lower so it reads our attempt while the task runs.
+        let seed = (job.attempt.max(1) - 1) as usize;
+        TaskBuilder::new(job.clone())
+            .task_id(TaskId::from_int(job.id as u64))
+            .attempt(seed)
+            .max_attempts(job.max_attempts.max(0) as usize)
+            .lock_by(Some(self.opts.worker_id.clone()))
+            .metadata(&meta)
+            .data(JobToken {
+                cancel,
+                yielded_at: Instant::now(),
+            })
+            .build()
+    }
+}
+
+/// The apalis backend over `agentd_jobs` for a set of kinds.
+pub struct AgentdBackend {
+    pub(super) sh: Arc<Shared>,
+    pub(super) buffer: VecDeque<ClaimedJob>,
+    pub(super) claim: Option<JoinHandle<Result<Vec<ClaimedJob>, QueueError>>>,
+    pub(super) want: u32,
+    pub(super) idle: Option<BoxFuture<'static, ()>>,
+    pub(super) db_backoff: Duration,
+    pub(super) close: Option<BoxFuture<'static, ()>>,
+}
+
+impl AgentdBackend {
+    /// A backend claiming jobs of `kinds` for a worker running at most `concurrency` handlers.
+    pub fn new(
+        pool: PgPool,
+        clock: SharedClock,
+        opts: &WorkerOptions,
+        kinds: Vec<KindPolicy>,
+        concurrency: usize,
+    ) -> Self {
+        let stats = Arc::new(WorkerStats::default());
+        stats.db_ok.store(true, Ordering::Relaxed);
+        let (ack_tx, ack_rx) = mpsc::unbounded_channel();
+        let sh = Arc::new(Shared {
+            pool,
+            clock,
+            opts: opts.clone(),
+            kinds: kinds.iter().map(|k| k.kind.clone()).collect(),
+            policies: kinds.into_iter().map(|k| (k.kind.clone(), k)).collect(),
+            concurrency: concurrency.max(1),
+            stats,
+            held: Mutex::new(HashMap::new()),
+            running: AtomicUsize::new(0),
+            wake: Arc::new(Notify::new()),
+            grace_over: CancellationToken::new(),
+            closing: CancellationToken::new(),
+            ack_tx,
+            ack_rx: Mutex::new(Some(ack_rx)),
+            background: Mutex::new(Vec::new()),
+            started: AtomicBool::new(false),
+        });
+        Self {
+            sh,
+            buffer: VecDeque::new(),
+            claim: None,
+            want: 0,
+            idle: None,
+            db_backoff: Duration::from_millis(100),
+            close: None,
+        }
+    }
+
+    /// Live counters (shared with the acknowledger and the worker report).
+    pub fn stats(&self) -> Arc<WorkerStats> {
+        self.sh.stats.clone()
+    }
+
+    /// The acknowledger to pass to `ack_with`.
+    pub fn acknowledger(&self) -> AgentdAck {
+        AgentdAck {
+            sh: self.sh.clone(),
+        }
+    }
+
+    /// The layer counting running handlers (put it inside the concurrency limit).
+    pub fn running_layer(&self) -> RunningLayer {
+        RunningLayer {
+            sh: self.sh.clone(),
+        }
+    }
+}
+
+impl Backend for AgentdBackend {
+    type Task = Task<ClaimedJob>;
+    type Error = QueueError;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut Context<'_>,
+        _worker: &WorkerContext,
+    ) -> Poll<Result<(), Self::Error>> {
+        self.sh.start_background();
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_next(
+        &mut self,
+        cx: &mut Context<'_>,
+        _worker: &WorkerContext,
+    ) -> Poll<Option<Result<Self::Task, Self::Error>>> {
+        loop {
+            if let Some(job) = self.buffer.pop_front() {
+                let cancel = {
+                    let held = self.sh.held.lock().expect("held");
+                    match held.get(&job.id) {
+                        Some(h) if h.attempt == job.attempt => h.cancel.clone(),
+                        // Lost or released before it started: not ours to run.
+                        _ => continue,
+                    }
+                };
+                return Poll::Ready(Some(Ok(self.sh.task(job, cancel))));
+            }
+            if let Some(claim) = self.claim.as_mut() {
+                let res = ready!(claim.poll_unpin(cx));
+                self.claim = None;
+                let res = res
+                    .map_err(|e| QueueError::Invalid(format!("claim task failed: {e}")))
+                    .and_then(|r| r);
+                match res {
+                    Ok(jobs) => {
+                        self.sh.stats.db_ok.store(true, Ordering::Relaxed);
+                        self.db_backoff = Duration::from_millis(100);
+                        if (jobs.len() as u32) < self.want {
+                            self.idle = Some(self.sh.clone().idle().boxed());
+                        }
+                        self.buffer.extend(jobs);
+                    }
+                    Err(e) => {
+                        self.sh.stats.db_ok.store(false, Ordering::Relaxed);
+                        warn!(kinds = ?self.sh.kinds, error = %e, retry_in = ?self.db_backoff, "claim failed");
+                        self.idle = Some(tokio::time::sleep(self.db_backoff).boxed());
+                        self.db_backoff = (self.db_backoff * 2).min(Duration::from_secs(5));
+                    }
+                }
+                continue;
+            }
+            if let Some(idle) = self.idle.as_mut() {
+                ready!(idle.poll_unpin(cx));
+                self.idle = None;
+            }
+            // apalis reserved one slot before calling us; claim what fits the free slots.
+            let running = self.sh.running.load(Ordering::SeqCst);
+            let free = self.sh.concurrency.saturating_sub(running).max(1);
+            self.want = (free as u32).min(self.sh.opts.claim_batch.max(1));
+            self.claim = Some(tokio::spawn(self.sh.clone().claim(self.want)));
+        }
+    }
+
+    fn poll_close(
+        &mut self,
+        cx: &mut Context<'_>,
+        _worker: &WorkerContext,
+    ) -> Poll<Result<(), Self::Error>> {
+        if self.close.is_none() {
+            let claim = self.claim.take();
+            self.idle = None;
+            self.buffer.clear();
+            let sh = self.sh.clone();
+            self.close = Some(
+                async move {
+                    if let Some(c) = claim {
+                        let _ = c.await;
+                    }
+                    // apalis drains every task future before poll_close (call_all.rs 162-167):
+                    // whatever is still held was claimed but never started.
+                    sh.release_held("claimed but not started before shutdown")
+                        .await;
+                    sh.closing.cancel();
+                    let handles = std::mem::take(&mut *sh.background.lock().expect("background"));
+                    for h in handles {
+                        let _ = h.await;
+                    }
+                }
+                .boxed(),
+            );
+        }
+        self.close
+            .as_mut()
+            .expect("close future")
+            .poll_unpin(cx)
+            .map(Ok)
+    }
+}
+
+impl BackendConfig for AgentdBackend {
+    type Args = ClaimedJob;
+    type Id = i64;
+    type Kind = Ephemeral;
+    type Config = WorkerOptions;
+    type Layer = GraceLayer;
+
+    fn config(&self) -> &Self::Config {
+        &self.sh.opts
+    }
+
+    fn middleware(&mut self, _worker: &mut WorkerContext) -> Self::Layer {
+        GraceLayer {
+            grace_over: self.sh.grace_over.clone(),
+        }
+    }
+}
+
+pub(super) async fn heartbeat_loop(sh: Arc<Shared>) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(sh.opts.heartbeat) => {},
+            _ = sh.closing.cancelled() => return,
+        }
+        let held: Vec<(i64, i32)> = sh
+            .held
+            .lock()
+            .expect("held")
+            .iter()
+            .map(|(id, h)| (*id, h.attempt))
+            .collect();
+        if held.is_empty() {
+            continue;
+        }
+        match store::heartbeat(&sh.pool, &held, sh.clock.now(), sh.lease()).await {
+            Ok(kept) => {
+                sh.stats.db_ok.store(true, Ordering::Relaxed);
+                let kept: HashSet<i64> = kept.into_iter().collect();
+                let mut map = sh.held.lock().expect("held");
+                for (id, attempt) in held {
+                    if kept.contains(&id) {
+                        continue;
+                    }
+                    if map.get(&id).is_some_and(|h| h.attempt == attempt)
+                        && let Some(h) = map.remove(&id)
+                    {
+                        warn!(
+                            job.id = id,
+                            attempt, "lease lost (rescued or cancelled); stopping this attempt"
+                        );
+                        h.cancel.cancel();
+                    }
+                }
+            }
+            Err(e) => {
+                sh.stats.db_ok.store(false, Ordering::Relaxed);
+                warn!(error = %e, "heartbeat failed; leases may expire");
+            }
+        }
+    }
+}
