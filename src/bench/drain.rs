@@ -10,10 +10,11 @@
 //! of the bench database before and after (the pool is closed first so backends flush stats).
 
 use super::baseline::{self, DB_APALIS, DB_PLAIN};
+pub use super::runtime::{Runtime, spawn_worker};
 use super::{Opts, Report, Row, Server, Target, median};
 use crate::app::App;
 use crate::queue::backoff::Backoff;
-use crate::queue::worker::{JobContext, JobHandler, KindRuntime, Worker, WorkerOptions};
+use crate::queue::worker::{JobContext, JobHandler, KindRuntime};
 use crate::queue::{JobError, NewJob, enqueue_many};
 use apalis_core::backend::TaskSink;
 use apalis_postgres::PostgresStorage;
@@ -22,7 +23,6 @@ use sqlx::PgPool;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 /// The no-op job kind.
 pub const KIND: &str = "bench_noop";
@@ -39,7 +39,7 @@ pub struct Context {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum System {
-    Agentd,
+    Agentd(Runtime),
     ApalisDefault,
     ApalisTuned,
     Plain,
@@ -48,7 +48,8 @@ enum System {
 impl System {
     fn label(self) -> &'static str {
         match self {
-            System::Agentd => "agentd",
+            System::Agentd(Runtime::Apalis) => "agentd/apalis-rt",
+            System::Agentd(Runtime::Native) => "agentd/native-rt",
             System::ApalisDefault => "apalis",
             System::ApalisTuned => "apalis-tuned",
             System::Plain => "plain-skip-locked",
@@ -56,7 +57,7 @@ impl System {
     }
     fn db(self) -> &'static str {
         match self {
-            System::Agentd => DB,
+            System::Agentd(_) => DB,
             System::ApalisDefault | System::ApalisTuned => DB_APALIS,
             System::Plain => DB_PLAIN,
         }
@@ -101,7 +102,13 @@ pub async fn run(
         let cap = opts
             .max_secs
             .unwrap_or(if backlog > 100_000 { 10.0 } else { 20.0 });
-        let mut systems = vec![System::Agentd];
+        let first = Runtime::configured(app);
+        let other = if first == Runtime::Apalis {
+            Runtime::Native
+        } else {
+            Runtime::Apalis
+        };
+        let mut systems = vec![System::Agentd(first), System::Agentd(other)];
         if !opts.no_apalis {
             systems.extend([System::ApalisDefault, System::ApalisTuned]);
         }
@@ -114,7 +121,7 @@ pub async fn run(
             let res = drain_system(server, app, opts, sys, backlog, cap, ctx, bi == 0).await;
             match res {
                 Ok(f) => figures.push((sys, f)),
-                Err(e) if sys != System::Agentd => {
+                Err(e) if !matches!(sys, System::Agentd(_)) => {
                     let msg = format!("{} failed: {e:#}", sys.label());
                     eprintln!("bench: {msg}");
                     report.push(Row::text(
@@ -133,40 +140,46 @@ pub async fn run(
                 drain_system(server, app, opts, System::Plain, backlog, cap, ctx, false).await?;
             figures.push((System::Plain, f));
         }
-        let agentd = figures[0].1.clone();
-        for (ci, &c) in opts.concurrency.iter().enumerate() {
-            let Some(a) = agentd[ci] else { continue };
-            let mut row = Row::new(
-                "drain",
-                format!("{} backlog, c={c}", human(backlog)),
-                a.rate,
-                "jobs/s",
-            );
-            for (sys, fs) in &figures[1..] {
-                if let Some(f) = fs[ci] {
-                    row = row.baseline(sys.label(), f.rate);
+        let baselines: Vec<_> = figures
+            .iter()
+            .filter(|(s, _)| !matches!(s, System::Agentd(_)))
+            .collect();
+        for (sys, agentd) in figures
+            .iter()
+            .filter(|(s, _)| matches!(s, System::Agentd(_)))
+        {
+            let System::Agentd(rt) = sys else { continue };
+            for (ci, &c) in opts.concurrency.iter().enumerate() {
+                let Some(a) = agentd[ci] else { continue };
+                let metric = format!("{} backlog, c={c}, {}", human(backlog), rt.label());
+                let mut row = Row::new("drain", metric, a.rate, "jobs/s");
+                for (sys, fs) in &baselines {
+                    if let Some(f) = fs[ci] {
+                        row = row.baseline(sys.label(), f.rate);
+                    }
                 }
+                if c >= 32 {
+                    let t = if backlog <= 20_000 {
+                        15_000.0
+                    } else {
+                        10_000.0
+                    };
+                    row = row.target(Target::AtLeast(t));
+                }
+                let mut note = format!("median of {}; {:.2} commits/job", opts.reps, a.commits);
+                if let Some((claim, ack)) = a.batches {
+                    note.push_str(&format!(" (claims of {claim:.1} jobs, acks of {ack:.1})"));
+                }
+                if !a.drained_all {
+                    note.push_str(&format!("; cap {cap:.0}s/rep"));
+                }
+                if let Some(apalis) = figures.iter().find(|(s, _)| *s == System::ApalisDefault)
+                    && let Some(f) = apalis.1[ci]
+                {
+                    note.push_str(&format!("; apalis {:.2} commits/job", f.commits));
+                }
+                report.push(row.note(note));
             }
-            if c >= 32 {
-                row = row.target(Target::AtLeast(if backlog <= 20_000 {
-                    15_000.0
-                } else {
-                    10_000.0
-                }));
-            }
-            let mut note = format!("median of {}; {:.2} commits/job", opts.reps, a.commits);
-            if let Some((claim, ack)) = a.batches {
-                note.push_str(&format!(" (claims of {claim:.1} jobs, acks of {ack:.1})"));
-            }
-            if !a.drained_all {
-                note.push_str(&format!("; cap {cap:.0}s/rep"));
-            }
-            if let Some(apalis) = figures.iter().find(|(s, _)| *s == System::ApalisDefault)
-                && let Some(f) = apalis.1[ci]
-            {
-                note.push_str(&format!("; apalis {:.2} commits/job", f.commits));
-            }
-            report.push(row.note(note));
         }
     }
     Ok(())
@@ -185,7 +198,7 @@ async fn drain_system(
 ) -> anyhow::Result<Vec<Option<Figure>>> {
     let db = sys.db();
     let pool = match sys {
-        System::Agentd => server.agentd_db(db, 4).await?,
+        System::Agentd(_) => server.agentd_db(db, 4).await?,
         System::ApalisDefault | System::ApalisTuned => {
             server.recreate(db).await?;
             let pool = server.pool(db, 4).await?;
@@ -212,7 +225,7 @@ async fn drain_system(
             prepare(&pool, sys, backlog, fresh || backlog <= 100_000).await?;
             fresh = false;
             let rep = match sys {
-                System::Agentd => agentd_rep(server, app, c, backlog, cap).await?,
+                System::Agentd(rt) => agentd_rep(server, app, rt, c, backlog, cap).await?,
                 System::ApalisDefault | System::ApalisTuned => {
                     baseline::apalis_rep(server, sys == System::ApalisTuned, c, backlog, cap)
                         .await?
@@ -239,7 +252,7 @@ async fn drain_system(
             drained_all: reps.iter().all(|r| r.processed >= backlog),
             batches: reps.iter().filter_map(|r| r.batches).next_back(),
         };
-        if sys == System::Agentd && first_backlog {
+        if sys == System::Agentd(Runtime::configured(app)) && first_backlog {
             ctx.commits_per_job.push((c, f.commits));
             if c == 32 {
                 let (peak, now) = super::memory_mib();
@@ -255,7 +268,7 @@ async fn drain_system(
 /// Leaves exactly `backlog` ready jobs (re-inserted when `fresh`, else topped up), vacuumed.
 async fn prepare(pool: &PgPool, sys: System, backlog: u64, fresh: bool) -> anyhow::Result<()> {
     let (table, ready) = match sys {
-        System::Agentd => ("agentd_jobs", "state = 'available'"),
+        System::Agentd(_) => ("agentd_jobs", "state = 'available'"),
         System::ApalisDefault | System::ApalisTuned => ("apalis.jobs", "status = 'Pending'"),
         System::Plain => ("bench_plain", "true"),
     };
@@ -296,7 +309,7 @@ async fn fill(pool: &PgPool, sys: System, n: u64) -> anyhow::Result<()> {
     while left > 0 {
         let k = left.min(5_000);
         match sys {
-            System::Agentd => {
+            System::Agentd(_) => {
                 let jobs: Vec<NewJob> = (0..k)
                     .map(|i| NewJob::new(KIND, json!({ "n": i })))
                     .collect();
@@ -354,18 +367,17 @@ impl JobHandler for Noop {
     }
 }
 
-/// agentd's worker over `DB` at concurrency `c`, with the service's worker config.
+/// agentd's worker (runtime `rt`) over `DB` at concurrency `c`, with the service's worker config.
 async fn agentd_rep(
     server: &Server,
     app: &App,
+    rt: Runtime,
     c: usize,
     target: u64,
     cap: f64,
 ) -> anyhow::Result<Rep> {
     let pool = server.pool(DB, app.config.database.max_connections).await?;
     let before = server.xact_commit(DB).await?;
-    let mut wopts = WorkerOptions::from_config(&app.config.worker);
-    wopts.worker_id = format!("bench:{}", uuid::Uuid::new_v4().simple());
     let kind = KindRuntime {
         kind: KIND.into(),
         handler: Arc::new(Noop),
@@ -376,11 +388,8 @@ async fn agentd_rep(
             max: Duration::from_secs(60),
         },
     };
-    let worker = Worker::new(pool.clone(), crate::clock::system(), wopts, vec![kind]);
-    let stats = worker.stats();
-    let stop = CancellationToken::new();
     let started = chrono::Utc::now();
-    let handle = tokio::spawn(worker.run(stop.clone()));
+    let (stats, stop, handle) = spawn_worker(pool.clone(), app, rt, kind);
     let (processed, secs) = wait_for(|| stats.succeeded.load(Ordering::Relaxed), target, cap).await;
     stop.cancel();
     let _ = handle.await;
@@ -425,7 +434,11 @@ pub async fn memory(
             (peak, now, backlog)
         }
     };
-    let metric = format!("peak RSS after a {} drain at c=32", human(backlog));
+    let metric = format!(
+        "peak RSS after a {} drain at c=32, {}",
+        human(backlog),
+        Runtime::configured(app).label()
+    );
     report.push(Row::new("memory", metric, peak, "MiB").note(format!(
         "VmHWM of the whole bench process (worker + bench); VmRSS now {now:.1} MiB"
     )));
@@ -441,8 +454,9 @@ pub async fn agentd_once(
     cap: f64,
 ) -> anyhow::Result<(u64, f64, f64)> {
     let pool = server.agentd_db(DB, 4).await?;
-    prepare(&pool, System::Agentd, backlog, true).await?;
+    let rt = Runtime::configured(app);
+    prepare(&pool, System::Agentd(rt), backlog, true).await?;
     pool.close().await;
-    let rep = agentd_rep(server, app, c, backlog, cap).await?;
+    let rep = agentd_rep(server, app, rt, c, backlog, cap).await?;
     Ok((rep.processed, rep.secs, rep.commits_per_job))
 }

@@ -12,6 +12,7 @@ pub mod approvals;
 pub mod baseline;
 pub mod drain;
 pub mod queue;
+pub mod runtime;
 
 use crate::app::App;
 use serde::Serialize;
@@ -163,7 +164,7 @@ impl Report {
                 .baselines
                 .iter()
                 .map(|(l, b)| match r.value {
-                    Some(v) if *b > 0.0 => format!("{l} {} → ×{:.2}", num(*b), v / b),
+                    Some(v) if *b > 0.0 => format!("{l} {} → ×{}", num(*b), ratio(v / b)),
                     _ => format!("{l} {}", num(*b)),
                 })
                 .collect();
@@ -253,6 +254,16 @@ pub fn num(v: f64) -> String {
         format!("{v:.1}")
     } else {
         format!("{v:.2}")
+    }
+}
+
+/// A ratio with two significant digits below 1 (×0.0030, ×0.41) and two decimals above.
+fn ratio(r: f64) -> String {
+    if r >= 1.0 || r == 0.0 {
+        format!("{r:.2}")
+    } else {
+        let digits = (1 - r.log10().floor() as i32).max(2) as usize;
+        format!("{r:.digits$}")
     }
 }
 

@@ -4,7 +4,7 @@
 use super::{Opts, Report, Row, Server, Target, median, percentile};
 use crate::app::App;
 use crate::queue::backoff::Backoff;
-use crate::queue::worker::{JobContext, JobHandler, KindRuntime, Worker, WorkerOptions};
+use crate::queue::worker::{JobContext, JobHandler, KindRuntime};
 use crate::queue::{self as q, JobError, NewJob, enqueue_many};
 use apalis_core::backend::TaskSink;
 use apalis_postgres::PostgresStorage;
@@ -15,7 +15,6 @@ use sqlx::PgPool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 const DB_ENQ: &str = "agentd_bench_enqueue";
 const DB_ENQ_APALIS: &str = "agentd_bench_apalis_enqueue";
@@ -180,14 +179,8 @@ pub async fn latency(
             max: Duration::from_secs(60),
         },
     };
-    let worker = Worker::new(
-        pool.clone(),
-        crate::clock::system(),
-        WorkerOptions::from_config(&app.config.worker),
-        vec![kind],
-    );
-    let stop = CancellationToken::new();
-    let handle = tokio::spawn(worker.run(stop.clone()));
+    let rt = super::drain::Runtime::configured(app);
+    let (_stats, stop, handle) = super::drain::spawn_worker(pool.clone(), app, rt, kind);
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let samples = opts.size(500, 300);
@@ -211,7 +204,10 @@ pub async fn latency(
             "ms",
         )
         .target(Target::AtMost(5.0))
-        .note(format!("{samples} samples, 5–20 ms idle between")),
+        .note(format!(
+            "{samples} samples, 5–20 ms idle between; c=8, {}",
+            rt.label()
+        )),
     );
     report.push(
         Row::new("latency", "idle pickup p99", percentile(&lat, 99.0), "ms")
