@@ -18,7 +18,6 @@ use crate::app::App;
 use serde::Serialize;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use std::str::FromStr;
 use std::time::Duration;
 
 /// What to run and how big.
@@ -308,7 +307,8 @@ pub struct Server {
 impl Server {
     /// Connects to the administration database of `url`.
     pub async fn connect(url: &str) -> anyhow::Result<Self> {
-        let opts = PgConnectOptions::from_str(url)
+        // agentd's own connection defaults (no TLS over loopback), as the service uses them.
+        let opts = crate::db::connect_options(url)
             .map_err(|e| anyhow::anyhow!("--server-url {url:?}: {e}"))?;
         let admin = PgPoolOptions::new()
             .max_connections(2)
