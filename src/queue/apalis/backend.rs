@@ -147,6 +147,10 @@ pub struct AgentdBackend {
     pub(super) buffer: VecDeque<ClaimedJob>,
     pub(super) claim: Option<JoinHandle<Result<Vec<ClaimedJob>, QueueError>>>,
     pub(super) want: u32,
+    /// The last claim was full (a backlog): the next one may wait briefly for more free slots.
+    pub(super) last_full: bool,
+    /// That brief wait happened already for this claim.
+    pub(super) waited: bool,
     pub(super) idle: Option<BoxFuture<'static, ()>>,
     pub(super) db_backoff: Duration,
     pub(super) close: Option<BoxFuture<'static, ()>>,
@@ -187,6 +191,8 @@ impl AgentdBackend {
             buffer: VecDeque::new(),
             claim: None,
             want: 0,
+            last_full: false,
+            waited: false,
             idle: None,
             db_backoff: Duration::from_millis(100),
             close: None,
@@ -253,6 +259,7 @@ impl Backend for AgentdBackend {
                     Ok(jobs) => {
                         self.sh.stats.db_ok.store(true, Ordering::Relaxed);
                         self.db_backoff = Duration::from_millis(100);
+                        self.last_full = jobs.len() as u32 == self.want;
                         if (jobs.len() as u32) < self.want {
                             self.idle = Some(self.sh.clone().idle().boxed());
                         }
@@ -274,6 +281,15 @@ impl Backend for AgentdBackend {
             // apalis reserved one slot before calling us; claim what fits the free slots.
             let running = self.sh.running.load(Ordering::SeqCst);
             let free = self.sh.concurrency.saturating_sub(running).max(1);
+            // Under a backlog with most slots busy, wait up to 0.5 ms so handlers finishing now
+            // free their slots: one bigger claim instead of several of one or two jobs (fewer
+            // commits per job). Negligible next to real jobs, which take seconds.
+            if self.last_full && free * 2 < self.sh.concurrency && !self.waited {
+                self.waited = true;
+                self.idle = Some(tokio::time::sleep(Duration::from_micros(500)).boxed());
+                continue;
+            }
+            self.waited = false;
             self.want = (free as u32).min(self.sh.opts.claim_batch.max(1));
             self.claim = Some(tokio::spawn(self.sh.clone().claim(self.want)));
         }
