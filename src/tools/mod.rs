@@ -166,6 +166,25 @@ pub fn parse_revid(s: &str, field: &str) -> Result<(Uuid, i32), ToolError> {
     ))
 }
 
+/// A reference to a versioned row: `"<id>:<version>"`, or a bare id meaning the latest version.
+pub enum RevRef {
+    Version(Uuid, i32),
+    Latest(Uuid),
+}
+
+/// Parses a [`RevRef`]; `what` names the row kind in the error (`schema`, `prompt`).
+pub fn parse_rev_ref(s: &str, field: &str, what: &str) -> Result<RevRef, ToolError> {
+    if s.contains(':') {
+        let (id, version) = parse_revid(s, field)?;
+        return Ok(RevRef::Version(id, version));
+    }
+    Uuid::parse_str(s).map(RevRef::Latest).map_err(|_| {
+        ToolError::Invalid(format!(
+            "{field} must be \"<{what}_id>:<version>\" as returned by create_{what} (got {s:?})"
+        ))
+    })
+}
+
 /// Formats a revid.
 pub fn revid(id: Uuid, version: i32) -> String {
     format!("{id}:{version}")

@@ -49,16 +49,11 @@ pub(crate) async fn resolve_prompt(
     s: &str,
     field: &str,
 ) -> Result<PromptRow, ToolError> {
-    let row = if s.contains(':') {
-        let (id, version) = parse_revid(s, field)?;
-        store::get(ctx.conn, ctx.org_id, id, version).await?
-    } else {
-        let id = Uuid::parse_str(s).map_err(|_| {
-            ToolError::Invalid(format!(
-                "{field} must be \"<prompt_id>:<version>\" as returned by create_prompt (got {s:?})"
-            ))
-        })?;
-        store::latest(ctx.conn, ctx.org_id, id, false).await?
+    let row = match super::parse_rev_ref(s, field, "prompt")? {
+        super::RevRef::Version(id, version) => {
+            store::get(ctx.conn, ctx.org_id, id, version).await?
+        }
+        super::RevRef::Latest(id) => store::latest(ctx.conn, ctx.org_id, id, false).await?,
     };
     row.ok_or_else(|| not_found(s))
 }

@@ -303,16 +303,11 @@ pub(crate) async fn resolve_schema(
     s: &str,
     field: &str,
 ) -> Result<SchemaRow, ToolError> {
-    let row = if s.contains(':') {
-        let (id, version) = parse_revid(s, field)?;
-        store::get(ctx.conn, ctx.org_id, id, version).await?
-    } else {
-        let id = Uuid::parse_str(s).map_err(|_| {
-            ToolError::Invalid(format!(
-                "{field} must be \"<schema_id>:<version>\" as returned by create_schema (got {s:?})"
-            ))
-        })?;
-        store::latest(ctx.conn, ctx.org_id, id, false).await?
+    let row = match super::parse_rev_ref(s, field, "schema")? {
+        super::RevRef::Version(id, version) => {
+            store::get(ctx.conn, ctx.org_id, id, version).await?
+        }
+        super::RevRef::Latest(id) => store::latest(ctx.conn, ctx.org_id, id, false).await?,
     };
     row.ok_or_else(|| {
         ToolError::NotFound(format!(
