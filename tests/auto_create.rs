@@ -3,7 +3,7 @@
 
 mod common;
 
-use agentd::app::{App, WorkerArgs};
+use agentd::app::App;
 use agentd::cli::documents_api::add_document;
 use agentd::clock::{SharedClock, SystemClock};
 use agentd::llm::scripted::{ScriptedProvider, Turn};
@@ -14,7 +14,6 @@ use agentd::queue::{NewJob, enqueue};
 use common::{TestDb, wait_until};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 const INVOICE: &str =
@@ -48,18 +47,7 @@ async fn count(db: &TestDb, sql: &str) -> i64 {
 
 /// Runs auto_create workers until every document in `docs` reaches a final status.
 async fn drain(app: &App, docs: &[Uuid]) {
-    let stop = CancellationToken::new();
-    let w = app
-        .start_worker(
-            WorkerArgs {
-                kinds: vec!["auto_create".into()],
-                concurrency: None,
-                cron: false,
-            },
-            stop.clone(),
-        )
-        .await
-        .unwrap();
+    let (w, stop) = common::start_worker(app, "auto_create", None).await;
     let pool = app.pool.clone();
     let docs = docs.to_vec();
     wait_until(60, "documents reach a final status", || {
@@ -590,18 +578,7 @@ async fn malformed_payloads_and_missing_documents_are_dead_at_once() {
     .await
     .unwrap()
     .unwrap();
-    let stop = CancellationToken::new();
-    let w = app
-        .start_worker(
-            WorkerArgs {
-                kinds: vec!["auto_create".into()],
-                concurrency: None,
-                cron: false,
-            },
-            stop.clone(),
-        )
-        .await
-        .unwrap();
+    let (w, stop) = common::start_worker(&app, "auto_create", None).await;
     wait_until(20, "both dead", || async {
         count(&db, "SELECT count(*) FROM agentd_jobs WHERE state = 'dead'").await == 2
     })

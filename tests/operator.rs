@@ -4,14 +4,12 @@
 
 mod common;
 
-use agentd::app::WorkerArgs;
 use agentd::clock::SystemClock;
 use common::{TestDb, wait_until};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
 
 fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     let mut s = match TcpStream::connect(addr) {
@@ -67,18 +65,7 @@ async fn readyz_follows_the_database_and_metrics_count_jobs() {
     let mut config = common::test_config();
     config.http.addr = "127.0.0.1:0".into();
     let app = common::app_with(&db, Arc::new(SystemClock), config);
-    let stop = CancellationToken::new();
-    let w = app
-        .start_worker(
-            WorkerArgs {
-                kinds: vec!["auto_create".into()],
-                concurrency: None,
-                cron: false,
-            },
-            stop.clone(),
-        )
-        .await
-        .unwrap();
+    let (w, stop) = common::start_worker(&app, "auto_create", None).await;
     let addr = w.http_addr.unwrap();
     let a = addr;
     assert_eq!(

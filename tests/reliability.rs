@@ -4,7 +4,7 @@
 
 mod common;
 
-use agentd::app::{App, WorkerArgs};
+use agentd::app::App;
 use agentd::cli::documents_api::{SAMPLES, add_document};
 use agentd::clock::SystemClock;
 use agentd::llm::scripted::{ScriptedProvider, Turn};
@@ -16,7 +16,6 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 struct Node {
@@ -490,18 +489,7 @@ async fn terminated_database_connections_lose_no_job_and_run_none_twice() {
                 .0,
         );
     }
-    let stop = CancellationToken::new();
-    let w = app
-        .start_worker(
-            WorkerArgs {
-                kinds: vec!["auto_create".into()],
-                concurrency: Some(8),
-                cron: false,
-            },
-            stop.clone(),
-        )
-        .await
-        .unwrap();
+    let (w, stop) = common::start_worker(&app, "auto_create", Some(8)).await;
     let admin = sqlx::PgPool::connect(&common::server_url()).await.unwrap();
     let mut kills = 0;
     let mut saw_unhealthy = false;
@@ -579,18 +567,7 @@ async fn a_model_repeating_one_call_forever_is_stopped_by_its_caps() {
     let (doc, _) = add_document(&app, org, "d.txt", "Total: 1", true)
         .await
         .unwrap();
-    let stop = CancellationToken::new();
-    let w = app
-        .start_worker(
-            WorkerArgs {
-                kinds: vec!["auto_create".into()],
-                concurrency: None,
-                cron: false,
-            },
-            stop.clone(),
-        )
-        .await
-        .unwrap();
+    let (w, stop) = common::start_worker(&app, "auto_create", None).await;
     wait_until(30, "run ended", || async {
         count(&db, &format!("SELECT count(*) FROM documents WHERE id = '{doc}' AND auto_create_status = 'failed'")).await == 1
     })
@@ -622,18 +599,7 @@ async fn a_multi_megabyte_document_is_read_as_a_bounded_excerpt() {
     let (doc, _) = add_document(&app, org, "big.txt", &text, true)
         .await
         .unwrap();
-    let stop = CancellationToken::new();
-    let w = app
-        .start_worker(
-            WorkerArgs {
-                kinds: vec!["auto_create".into()],
-                concurrency: None,
-                cron: false,
-            },
-            stop.clone(),
-        )
-        .await
-        .unwrap();
+    let (w, stop) = common::start_worker(&app, "auto_create", None).await;
     wait_until(60, "proposed", || async {
         count(&db, &format!("SELECT count(*) FROM documents WHERE id = '{doc}' AND auto_create_status = 'proposed'")).await == 1
     })

@@ -189,3 +189,25 @@ where
     }
     panic!("timed out after {secs}s waiting for: {what}");
 }
+
+/// Starts `app`'s workers for one kind in this process (no cron); cancel the token to stop them.
+pub async fn start_worker(
+    app: &App,
+    kind: &str,
+    concurrency: Option<usize>,
+) -> (
+    agentd::app::RunningWorker,
+    tokio_util::sync::CancellationToken,
+) {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let args = agentd::app::WorkerArgs {
+        kinds: vec![kind.to_string()],
+        concurrency,
+        cron: false,
+    };
+    let w = app
+        .start_worker(args, stop.clone())
+        .await
+        .expect("start worker");
+    (w, stop)
+}
