@@ -111,6 +111,7 @@ impl App {
             pool: self.pool.clone(),
             clock: self.clock.clone(),
             env: self.tool_env(spec),
+            pii: crate::pii::PiiSettings::from_config(&self.config.pii),
         }
     }
 

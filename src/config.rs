@@ -37,6 +37,28 @@ pub struct Config {
     pub http: HttpConfig,
     pub llm: LlmConfig,
     pub log: LogConfig,
+    /// Redaction of personal data before the provider (`src/pii`).
+    #[serde(default)]
+    pub pii: PiiConfig,
+}
+
+/// The redaction boundary.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PiiConfig {
+    /// Off: no org is redacted, whatever its own switch says.
+    pub enabled: bool,
+    /// Extra national-id patterns (regular expressions).
+    pub national_id_patterns: Vec<String>,
+}
+
+impl Default for PiiConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            national_id_patterns: Vec::new(),
+        }
+    }
 }
 
 /// Where the database is.
@@ -231,6 +253,13 @@ impl Config {
                 "http.addr must be host:port, e.g. 127.0.0.1:9187, or empty to disable (got {:?})",
                 self.http.addr
             ));
+        }
+        for (i, p) in self.pii.national_id_patterns.iter().enumerate() {
+            if let Err(e) = regex::Regex::new(p) {
+                return Err(format!(
+                    "pii.national_id_patterns[{i}] is not a valid regular expression ({p:?}): {e}"
+                ));
+            }
         }
         Ok(())
     }

@@ -142,6 +142,8 @@ pub struct Engine {
     pub pool: PgPool,
     pub clock: SharedClock,
     pub env: ToolEnv,
+    /// The redaction boundary every provider call of a run goes through.
+    pub pii: crate::pii::PiiSettings,
 }
 
 impl Engine {
@@ -156,7 +158,12 @@ impl Engine {
             return Ok(RunOutcome::from_row(&run));
         }
         let span = info_span!("agent.run", run_id = %run.id, kind = %spec.kind);
-        self.drive(spec, run, cancel).instrument(span).await
+        // Every provider call of this run (the loop's and run_extraction's) is redacted.
+        let mut engine = self.clone();
+        engine.env.provider = (self.pii)
+            .provider_for_run(&self.pool, spec.org_id, run.id, self.env.provider.clone())
+            .await?;
+        engine.drive(spec, run, cancel).instrument(span).await
     }
 
     /// Marks a run failed (the job gave up), keeping what it did.

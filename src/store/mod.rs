@@ -5,6 +5,7 @@ pub mod auto_create;
 pub mod documents;
 pub mod extractions;
 pub mod orgs;
+pub mod pii;
 pub mod prompts;
 pub mod runs;
 pub mod schemas;
