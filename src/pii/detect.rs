@@ -162,6 +162,16 @@ pub fn detect(text: &str, extra_ids: &[Regex]) -> Vec<Finding> {
     resolve_overlaps(out)
 }
 
+/// The kind of a JSON key that holds personal data (`customer_name`, `email`, …).
+pub fn personal_key(key: &str) -> Option<Kind> {
+    static KEY: LazyLock<Regex> = LazyLock::new(|| {
+        re(
+            r"(?i)^(?:full_name|first_name|last_name|given_name|family_name|customer_name|patient_name|contact_name|account_holder|cardholder|recipient_name|employee_name|email|email_address|phone|phone_number|telephone|mobile|iban|date_of_birth|dob|ssn|patient_id)$",
+        )
+    });
+    KEY.is_match(key).then(|| kind_of_key(key))
+}
+
 fn kind_of_key(m: &str) -> Kind {
     let k = m.to_ascii_lowercase();
     if k.contains("email") {

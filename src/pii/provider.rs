@@ -25,12 +25,26 @@ impl RedactingProvider {
             for b in &mut m.content {
                 match b {
                     Block::Text { text } => *text = self.vault.redact(text),
-                    Block::ToolUse { arguments, .. } => *arguments = self.vault.redact(arguments),
-                    Block::ToolResult { content, .. } => *content = self.vault.redact(content),
+                    Block::ToolUse { arguments, .. } => {
+                        *arguments = self.redact_maybe_json(arguments)
+                    }
+                    Block::ToolResult { content, .. } => *content = self.redact_maybe_json(content),
                 }
             }
         }
         req
+    }
+
+    /// JSON text is redacted value by value (escaped newlines would hide labels from the
+    /// rules); anything else as text.
+    fn redact_maybe_json(&self, text: &str) -> String {
+        let t = text.trim_start();
+        if (t.starts_with('{') || t.starts_with('['))
+            && let Ok(v) = serde_json::from_str::<serde_json::Value>(text)
+        {
+            return self.vault.redact_json(&v).to_string();
+        }
+        self.vault.redact(text)
     }
 
     /// The answer with real values back in place of tokens.

@@ -110,14 +110,27 @@ impl Vault {
         t.replace_known(text)
     }
 
-    /// Redacts every string of a JSON value (keys stay).
+    /// Redacts every string of a JSON value (keys stay); the string value of a personal key
+    /// (`customer_name`, `email`, …) is a token whatever the rules say.
     pub fn redact_json(&self, v: &Value) -> Value {
         match v {
             Value::String(s) => Value::String(self.redact(s)),
             Value::Array(a) => Value::Array(a.iter().map(|x| self.redact_json(x)).collect()),
             Value::Object(o) => Value::Object(
                 o.iter()
-                    .map(|(k, x)| (k.clone(), self.redact_json(x)))
+                    .map(|(k, x)| {
+                        let kind = super::detect::personal_key(k);
+                        let redacted = match (kind, x) {
+                            (Some(kind), Value::String(s))
+                                if s.chars().count() >= 2 && !is_token(s) =>
+                            {
+                                let mut t = self.table.lock().expect("vault lock");
+                                Value::String(t.token_for(s, kind))
+                            }
+                            _ => self.redact_json(x),
+                        };
+                        (k.clone(), redacted)
+                    })
                     .collect(),
             ),
             other => other.clone(),
@@ -169,6 +182,12 @@ impl Vault {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+fn is_token(s: &str) -> bool {
+    TOKEN
+        .find(s)
+        .is_some_and(|m| m.start() == 0 && m.end() == s.len())
 }
 
 impl Table {
@@ -231,6 +250,15 @@ mod tests {
             v.rehydrate("EMAIL_2 and EMAIL_1 and EMAIL_9"),
             "bob@example.org and jane@example.com and EMAIL_9"
         );
+    }
+
+    #[test]
+    fn personal_json_keys_are_tokens() {
+        let v = Vault::in_memory(Vec::new());
+        let out = v.redact_json(&serde_json::json!({"customer_name": "Blue Fox", "total": "12"}));
+        assert_eq!(out["customer_name"], "PERSON_1");
+        assert_eq!(out["total"], "12");
+        assert_eq!(v.rehydrate("PERSON_1"), "Blue Fox");
     }
 
     #[test]
