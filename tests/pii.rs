@@ -226,6 +226,24 @@ async fn no_personal_value_reaches_the_provider_and_the_extraction_holds_real_va
     .await
     .unwrap();
     assert!(redacted, "the run records that it was redacted");
+    let audit: Vec<String> = sqlx::query_scalar(
+        "SELECT coalesce(args::text, '') || coalesce(outcome::text, '') FROM audit_events WHERE run_id = $1",
+    )
+    .bind(run)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert!(audit.len() >= 4, "every tool call is audited");
+    for row in &audit {
+        assert!(
+            !row.contains("agreed to pay") && PERSONAL.iter().all(|v| !row.contains(v)),
+            "an audit row copies document text: {row}"
+        );
+    }
+    assert!(
+        audit.iter().all(|r| r.contains("\"sha256\"")),
+        "each outcome carries the hash of the full result"
+    );
     assert!(
         tokens >= 5,
         "the symbol table is stored for resume ({tokens})"

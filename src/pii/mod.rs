@@ -14,6 +14,7 @@
 //! Doe") are found only if the same name was labelled elsewhere in the run; postal addresses and
 //! dates of birth without a label are not detected.
 
+pub mod audit;
 pub mod corpus;
 pub mod detect;
 mod provider;
