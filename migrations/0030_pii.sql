@@ -15,3 +15,8 @@ CREATE TABLE pii_tokens (
     PRIMARY KEY (run_id, token),
     UNIQUE (run_id, value)
 );
+
+-- Retention: finished transcripts are compacted after `retention.transcripts_after_days`.
+ALTER TABLE agent_runs ADD COLUMN transcript_compacted boolean NOT NULL DEFAULT false;
+CREATE INDEX agent_runs_compaction_idx ON agent_runs (finished_at)
+    WHERE NOT transcript_compacted AND status <> 'running';

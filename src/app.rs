@@ -287,6 +287,14 @@ impl App {
             interval: Duration::from_secs(cfg.retention.interval_secs),
         };
         tokio::spawn(retention.run(background.clone()));
+        let transcripts = crate::pii::retention::TranscriptRetention {
+            pool: self.pool.clone(),
+            clock: self.clock.clone(),
+            keep: chrono::Duration::days(cfg.retention.transcripts_after_days as i64),
+            batch: 100,
+            interval: Duration::from_secs(cfg.retention.interval_secs),
+        };
+        tokio::spawn(transcripts.run(background.clone()));
         crate::jobs::start_background(self, background.clone());
         let token = shutdown.clone();
         let handle = tokio::spawn(async move {

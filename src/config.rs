@@ -95,6 +95,13 @@ pub struct RetentionConfig {
     pub finished_after_hours: u64,
     pub batch: u32,
     pub interval_secs: u64,
+    /// Transcripts of finished runs are compacted (text removed) after this many days.
+    #[serde(default = "default_transcripts_after_days")]
+    pub transcripts_after_days: u64,
+}
+
+fn default_transcripts_after_days() -> u64 {
+    30
 }
 
 /// The operator's HTTP endpoints.
@@ -228,6 +235,12 @@ impl Config {
             1,
         )?;
         at_least("retention.batch", self.retention.batch.into(), 1)?;
+        if self.retention.transcripts_after_days > 36_500 {
+            return Err(format!(
+                "retention.transcripts_after_days must be at most 36500 (got {})",
+                self.retention.transcripts_after_days
+            ));
+        }
         at_least("retention.interval_secs", self.retention.interval_secs, 1)?;
         at_least("llm.request_timeout_secs", self.llm.request_timeout_secs, 1)?;
         if !["apalis", "native"].contains(&self.worker.runtime.as_str()) {

@@ -262,3 +262,142 @@ async fn an_org_that_opts_out_sends_the_text_as_is() {
         .unwrap();
     assert!(!redacted);
 }
+
+/// Auto-create with the offline provider; returns (db, org, doc, run).
+async fn offline_run() -> (TestDb, Uuid, Uuid, Uuid) {
+    let db = TestDb::new().await;
+    let app = common::app(&db, Arc::new(SystemClock) as SharedClock);
+    let org = agentd::store::orgs::ensure(&db.pool, "acme")
+        .await
+        .unwrap()
+        .id;
+    let (doc, _) = add_document(&app, org, "invoice.txt", DOC, true)
+        .await
+        .unwrap();
+    let (w, stop) = common::start_worker(&app, "auto_create", None).await;
+    let pool = db.pool.clone();
+    wait_until(60, "the run finishes", || {
+        let pool = pool.clone();
+        async move {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM agent_runs WHERE subject = $1 AND status <> 'running'",
+            )
+            .bind(doc.to_string())
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            n == 1
+        }
+    })
+    .await;
+    stop.cancel();
+    w.join().await;
+    let run: Uuid = sqlx::query_scalar("SELECT id FROM agent_runs WHERE subject = $1")
+        .bind(doc.to_string())
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    (db, org, doc, run)
+}
+
+async fn transcript_text(db: &TestDb, run: Uuid) -> String {
+    sqlx::query_scalar(
+        "SELECT coalesce(string_agg(payload::text, ' '), '') FROM agent_steps WHERE run_id = $1",
+    )
+    .bind(run)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn old_transcripts_are_compacted_and_still_load() {
+    let (db, _org, _doc, run) = offline_run().await;
+    assert!(
+        transcript_text(&db, run).await.contains("agreed to pay"),
+        "before retention the transcript holds the text"
+    );
+    let retention = agentd::pii::retention::TranscriptRetention {
+        pool: db.pool.clone(),
+        clock: Arc::new(SystemClock) as SharedClock,
+        keep: chrono::Duration::days(30),
+        batch: 10,
+        interval: Duration::from_secs(60),
+    };
+    assert_eq!(
+        retention.run_once().await.unwrap(),
+        0,
+        "a fresh run is kept"
+    );
+    sqlx::query(
+        "UPDATE agent_runs SET finished_at = finished_at - interval '31 days' WHERE id = $1",
+    )
+    .bind(run)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(retention.run_once().await.unwrap(), 1);
+    let text = transcript_text(&db, run).await;
+    assert!(
+        !text.contains("agreed to pay") && !text.contains("Jane Doe"),
+        "{text}"
+    );
+    assert!(text.contains("create_schema"), "tool names stay: {text}");
+    let steps = agentd::store::runs::steps(&db.pool, run).await.unwrap();
+    let t = agentd::agent::transcript::Transcript::from_steps(&steps);
+    assert!(
+        t.rounds >= 3 && t.tool_calls >= 3,
+        "a compacted transcript still loads"
+    );
+    let tokens: i64 = sqlx::query_scalar("SELECT count(*) FROM pii_tokens WHERE run_id = $1")
+        .bind(run)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(tokens, 0, "the symbol table goes with the text");
+}
+
+#[tokio::test]
+async fn deleting_a_document_erases_its_text_and_keeps_the_audit_hashes() {
+    let (db, org, doc, run) = offline_run().await;
+    let audit_before: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM audit_events WHERE run_id = $1")
+            .bind(run)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert!(audit_before >= 3);
+    let mut conn = db.pool.acquire().await.unwrap();
+    let kept = agentd::pii::retention::kept_for_document(&mut conn, org, doc)
+        .await
+        .unwrap()
+        .unwrap();
+    drop(conn);
+    assert_eq!(kept.text_chars, DOC.chars().count() as i64);
+    assert_eq!((kept.runs, kept.extractions), (1, 1));
+    assert_eq!(kept.audit_rows, audit_before);
+    assert!(kept.pii_tokens >= 5 && kept.transcript_steps > 0 && kept.compacted_steps == 0);
+    let mut tx = db.pool.begin().await.unwrap();
+    assert!(
+        agentd::store::documents::delete(&mut tx, org, doc)
+            .await
+            .unwrap()
+    );
+    tx.commit().await.unwrap();
+    let text = transcript_text(&db, run).await;
+    assert!(
+        !text.contains("agreed to pay") && !text.contains("jane.doe"),
+        "{text}"
+    );
+    let (extractions, audit_after): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM extractions WHERE document_id = $1),
+                (SELECT count(*) FROM audit_events WHERE run_id = $2)",
+    )
+    .bind(doc)
+    .bind(run)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(extractions, 0);
+    assert_eq!(audit_after, audit_before, "the audit trail stays");
+}

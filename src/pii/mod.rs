@@ -18,6 +18,7 @@ pub mod audit;
 pub mod corpus;
 pub mod detect;
 mod provider;
+pub mod retention;
 mod vault;
 
 pub use detect::{Finding, Kind, detect};
