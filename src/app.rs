@@ -102,6 +102,8 @@ impl App {
             provider: self.provider.clone(),
             model: self.model_for(spec),
             excerpt_chars: spec.agent.excerpt_chars,
+            subject_policy: crate::tools::scope::SubjectPolicy::from_agent(&spec.agent),
+            max_failed_extractions: spec.agent.max_failed_extractions,
         }
     }
 

@@ -4,6 +4,7 @@
 //! locked: changed data → `stale`, nothing executed. States:
 //! `pending → executed | rejected | expired | stale | failed`.
 
+pub mod follow_up;
 pub mod sweep;
 
 use crate::clock::SharedClock;
@@ -18,6 +19,7 @@ use sqlx::{PgConnection, PgPool};
 use std::sync::Arc;
 use uuid::Uuid;
 
+pub use follow_up::propose_follow_up;
 pub use sweep::{SweepReport, Sweeper};
 
 /// What tools need besides the connection: shared by the loop, decisions and the sweep.
@@ -27,6 +29,10 @@ pub struct ToolEnv {
     pub provider: SharedProvider,
     pub model: String,
     pub excerpt_chars: usize,
+    /// The kind's rules for calls outside a run's subject.
+    pub subject_policy: crate::tools::scope::SubjectPolicy,
+    /// Paid-for failed answers of a tool's own model call (run_extraction) allowed per run.
+    pub max_failed_extractions: u32,
 }
 
 impl ToolEnv {
@@ -51,6 +57,7 @@ impl ToolEnv {
             document_id: None,
             night: None,
             max_suggestions: None,
+            subject: Default::default(),
         }
     }
 }

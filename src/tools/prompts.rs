@@ -265,6 +265,12 @@ impl Tool for UpdatePrompt {
     fn category(&self) -> Category {
         Category::Write
     }
+    fn targets(&self, args: &Value) -> Vec<super::Target> {
+        prompt_id_arg(args)
+            .map(super::Target::Prompt)
+            .into_iter()
+            .collect()
+    }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         let id = prompt_id_arg(&args)?;
         let changes = ["content", "schema_revid", "model", "tag_ids"];
@@ -334,6 +340,12 @@ impl Tool for DeletePrompt {
     }
     fn category(&self) -> Category {
         Category::Destructive
+    }
+    fn targets(&self, args: &Value) -> Vec<super::Target> {
+        prompt_id_arg(args)
+            .map(super::Target::Prompt)
+            .into_iter()
+            .collect()
     }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         let id = prompt_id_arg(&args)?;
