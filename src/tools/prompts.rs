@@ -177,7 +177,7 @@ impl Tool for CreatePrompt {
                             "description": "Instructions for the extraction model."},
                 "schema_revid": {"type": "string",
                                  "description": "\"<schema_id>:<version>\" from create_schema."},
-                "model": {"type": "string", "description": "Model to run it with (optional)."},
+                "model": {"type": "string", "description": "A note only: run_extraction always uses the service's configured extraction model."},
                 "tag_ids": tag_ids_param("Tags of documents this prompt is meant for."),
             }),
             &["name", "content", "schema_revid"],
