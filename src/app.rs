@@ -98,7 +98,12 @@ impl App {
     /// The model run_extraction asks: `llm.extraction_model`, else `llm.model`.
     pub fn extraction_model(&self) -> String {
         let m = &self.config.llm.extraction_model;
-        if m.is_empty() { &self.config.llm.model } else { m }.clone()
+        if m.is_empty() {
+            &self.config.llm.model
+        } else {
+            m
+        }
+        .clone()
     }
 
     /// Tool environment for a kind.

@@ -52,7 +52,8 @@ pub(super) async fn run(
                     return Ok((Decided::error(cat, "error", msg), 0, tx));
                 }
             };
-            let reservation = budget::reserve(&engine.pool, spec.org_id, &call.request, now).await?;
+            let reservation =
+                budget::reserve(&engine.pool, spec.org_id, &call.request, now).await?;
             if matches!(reservation, Reservation::Refused { .. }) {
                 let tx = engine.pool.begin().await?;
                 let msg = "not executed: the organisation's monthly token budget cannot hold \
@@ -63,8 +64,16 @@ pub(super) async fn run(
             let result = engine.env.provider.complete(call.request).await;
             match result {
                 Ok(resp) => {
-                    checkpoint(engine, spec, run_id, &model_call_id, &call.state, &resp, &reservation)
-                        .await?;
+                    checkpoint(
+                        engine,
+                        spec,
+                        run_id,
+                        &model_call_id,
+                        &call.state,
+                        &resp,
+                        &reservation,
+                    )
+                    .await?;
                     (call.state, resp)
                 }
                 Err(e) => {
@@ -129,9 +138,20 @@ async fn checkpoint(
     let mut tx = engine.pool.begin().await?;
     let seq = runs::next_seq(&mut tx, run_id).await?;
     let payload = json!({"state": state, "response": resp});
-    runs::insert_step(&mut tx, run_id, seq, "tool_model", Some(model_call_id), &payload, now)
-        .await?;
-    let (input, output) = (resp.usage.input_tokens as i64, resp.usage.output_tokens as i64);
+    runs::insert_step(
+        &mut tx,
+        run_id,
+        seq,
+        "tool_model",
+        Some(model_call_id),
+        &payload,
+        now,
+    )
+    .await?;
+    let (input, output) = (
+        resp.usage.input_tokens as i64,
+        resp.usage.output_tokens as i64,
+    );
     runs::add_tokens(&mut tx, run_id, input, output).await?;
     budget::settle(&mut tx, spec.org_id, reservation, input + output, now).await?;
     tx.commit().await?;

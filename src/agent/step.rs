@@ -212,8 +212,7 @@ async fn plan(
             }
             // A paid-for failed answer counts as a refinement like a successful redo.
             let earlier = t.successes.get(name).copied().unwrap_or(0) + failed;
-            if is_refinement(name, earlier) && t.refinements + failed >= spec.caps.max_refinements
-            {
+            if is_refinement(name, earlier) && t.refinements + failed >= spec.caps.max_refinements {
                 return Ok(Plan::Done(Decided::error(
                     cat,
                     "capped",
@@ -354,7 +353,8 @@ pub(super) async fn execute_call(
     } else {
         "unknown".to_string()
     };
-    metrics::counter!("agentd_tool_calls_total", "tool" => label, "decision" => decided.decision).increment(1);
+    metrics::counter!("agentd_tool_calls_total", "tool" => label, "decision" => decided.decision)
+        .increment(1);
     Ok(())
 }
 

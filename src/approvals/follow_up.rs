@@ -59,7 +59,9 @@ async fn proposed(
     f: &FollowUp,
     origin: ProposalOrigin<'_>,
 ) -> Result<Result<Uuid, String>, sqlx::Error> {
-    sqlx::query("SAVEPOINT follow_up").execute(&mut *ctx.conn).await?;
+    sqlx::query("SAVEPOINT follow_up")
+        .execute(&mut *ctx.conn)
+        .await?;
     let origin = ProposalOrigin {
         suggestion_id: f.suggestion_id,
         ..origin

@@ -171,7 +171,9 @@ pub enum DecideError {
     Db(#[from] sqlx::Error),
     /// The org's monthly token budget cannot hold the model call the action needs; the
     /// approval stays pending.
-    #[error("approval {0} needs a model call that the organisation's monthly token budget cannot hold (used {1} of {2}); it stays pending")]
+    #[error(
+        "approval {0} needs a model call that the organisation's monthly token budget cannot hold (used {1} of {2}); it stays pending"
+    )]
     Budget(Uuid, i64, i64),
 }
 

@@ -5,9 +5,7 @@
 //! re-checks that it is still pending with an unchanged snapshot, and applies the answer.
 //! Two people approving at once may both pay for a call; only one applies it.
 
-use super::{
-    DecideError, DecideOutcome, Recorded, ToolEnv, changed_snapshot, record, unchanged,
-};
+use super::{DecideError, DecideOutcome, Recorded, ToolEnv, changed_snapshot, record, unchanged};
 use crate::agent::budget;
 use crate::clock::SharedClock;
 use crate::store::approvals::{self as store, ApprovalRow};
@@ -55,7 +53,10 @@ pub(super) async fn approve(
         tokens = resp.usage.total() as i64;
         let mut charge = pool.begin().await?;
         if let Some(run) = row.run_id {
-            let (i, o) = (resp.usage.input_tokens as i64, resp.usage.output_tokens as i64);
+            let (i, o) = (
+                resp.usage.input_tokens as i64,
+                resp.usage.output_tokens as i64,
+            );
             runs::add_tokens(&mut charge, run, i, o).await?;
         }
         budget::settle(&mut charge, row.org_id, &reservation, tokens, clock.now()).await?;
@@ -81,7 +82,8 @@ pub(super) async fn approve(
     let resp = match answer {
         Ok(r) => r,
         Err(e) => {
-            let result = json!({"error": format!("provider error: the extraction model failed: {e}")});
+            let result =
+                json!({"error": format!("provider error: the extraction model failed: {e}")});
             return finish(tx, &row, "failed", "error", actor, Some(result), 0, now).await;
         }
     };
@@ -96,7 +98,17 @@ pub(super) async fn approve(
     match applied {
         Ok(mut v) => {
             v["usage"] = usage;
-            finish(tx, &row, "executed", "human_approved", actor, Some(v), tokens, now).await
+            finish(
+                tx,
+                &row,
+                "executed",
+                "human_approved",
+                actor,
+                Some(v),
+                tokens,
+                now,
+            )
+            .await
         }
         Err(ToolError::Db(e)) => Err(e.into()),
         Err(e) => {
@@ -104,7 +116,17 @@ pub(super) async fn approve(
                 .execute(&mut *tx)
                 .await?;
             let result = json!({"error": e.to_string(), "usage": usage});
-            finish(tx, &row, "failed", "error", actor, Some(result), tokens, now).await
+            finish(
+                tx,
+                &row,
+                "failed",
+                "error",
+                actor,
+                Some(result),
+                tokens,
+                now,
+            )
+            .await
         }
     }
 }

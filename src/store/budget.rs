@@ -13,7 +13,11 @@ pub enum Reservation {
     /// `tokens` are held under `id` until settled or `expires_at`.
     Held { id: Uuid, tokens: i64 },
     /// Used + reserved + estimate would pass the limit: do not call.
-    Refused { used: i64, reserved: i64, limit: i64 },
+    Refused {
+        used: i64,
+        reserved: i64,
+        limit: i64,
+    },
 }
 
 /// Reserves `tokens` for `org_id` if `used + unexpired reservations + tokens <= limit`. The org's
@@ -59,13 +63,11 @@ pub async fn reserve(
         });
     }
     let id = Uuid::now_v7();
-    sqlx::query(
-        "DELETE FROM budget_reservations WHERE org_id = $1 AND expires_at <= $2",
-    )
-    .bind(org_id)
-    .bind(now)
-    .execute(&mut *tx)
-    .await?;
+    sqlx::query("DELETE FROM budget_reservations WHERE org_id = $1 AND expires_at <= $2")
+        .bind(org_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
     sqlx::query(
         "INSERT INTO budget_reservations (id, org_id, tokens, created_at, expires_at)
          VALUES ($1, $2, $3, $4, $5)",

@@ -68,7 +68,10 @@ impl Tool for GetDocument {
         Category::Read
     }
     fn targets(&self, args: &Value) -> Vec<super::Target> {
-        vec![super::Target::ReadDocument(super::scope::target_id(args, "document_id"))]
+        vec![super::Target::ReadDocument(super::scope::target_id(
+            args,
+            "document_id",
+        ))]
     }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         let id = document_id_or_default(ctx, &args)?;
@@ -130,7 +133,10 @@ impl Tool for GetOcrText {
         Category::Read
     }
     fn targets(&self, args: &Value) -> Vec<super::Target> {
-        vec![super::Target::ReadDocument(super::scope::target_id(args, "document_id"))]
+        vec![super::Target::ReadDocument(super::scope::target_id(
+            args,
+            "document_id",
+        ))]
     }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         let id = document_id_or_default(ctx, &args)?;
@@ -285,7 +291,10 @@ impl Tool for UpdateDocument {
         Category::Write
     }
     fn targets(&self, args: &Value) -> Vec<super::Target> {
-        vec![super::Target::Document(super::scope::target_id(args, "document_id"))]
+        vec![super::Target::Document(super::scope::target_id(
+            args,
+            "document_id",
+        ))]
     }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         let id = document_id_or_default(ctx, &args)?;
@@ -368,7 +377,10 @@ impl Tool for DeleteDocument {
         Category::Destructive
     }
     fn targets(&self, args: &Value) -> Vec<super::Target> {
-        vec![super::Target::Document(super::scope::target_id(args, "document_id"))]
+        vec![super::Target::Document(super::scope::target_id(
+            args,
+            "document_id",
+        ))]
     }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         let id = req_uuid(&args, "document_id")?;

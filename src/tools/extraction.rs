@@ -2,19 +2,19 @@
 //! with the prompt, the document excerpt and the schema as `response_format`; the answer is
 //! validated against the schema before it is stored `proposed`) and `update_extraction_field`.
 
+use super::ModelCall;
 use super::documents::{document_id_or_default, document_not_found};
 use super::prompts::resolve_prompt;
 use super::schemas::{inner_schema, params, validate_instance};
 use super::{Category, Registry, Tool, ToolCtx, ToolError, opt_uuid, revid};
-use super::ModelCall;
 use crate::llm::{CompletionRequest, CompletionResponse, FinishReason, Message, Role, ToolChoice};
-use uuid::Uuid;
 use crate::store::documents::{self as documents, clean_json};
 use crate::store::extractions::{self as store, ExtractionRow, ExtractionSource};
 use crate::store::prompts::{self as prompts, PromptRow};
 use crate::store::schemas;
 use serde_json::{Value, json};
 use std::sync::Arc;
+use uuid::Uuid;
 
 /// Registers this group's tools.
 pub fn register(r: &mut Registry) {
@@ -77,7 +77,10 @@ impl Tool for GetExtractionResult {
         Category::Read
     }
     fn targets(&self, args: &Value) -> Vec<super::Target> {
-        vec![super::Target::ReadDocument(super::scope::target_id(args, "document_id"))]
+        vec![super::Target::ReadDocument(super::scope::target_id(
+            args,
+            "document_id",
+        ))]
     }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         let doc = document_id_or_default(ctx, &args)?;
@@ -136,12 +139,18 @@ impl Tool for RunExtraction {
         Category::Write
     }
     fn targets(&self, args: &Value) -> Vec<super::Target> {
-        vec![super::Target::Document(super::scope::target_id(args, "document_id"))]
+        vec![super::Target::Document(super::scope::target_id(
+            args,
+            "document_id",
+        ))]
     }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         // Direct use (tests, tools outside the loop): prepare, call, apply on one connection.
         // The loop and approvals use prepare/apply with no transaction open during the call.
-        let call = self.prepare(ctx, &args).await.expect("run_extraction prepares")?;
+        let call = self
+            .prepare(ctx, &args)
+            .await
+            .expect("run_extraction prepares")?;
         let provider = ctx.provider.clone();
         let resp = provider
             .complete(call.request)
@@ -507,7 +516,8 @@ async fn apply_extraction(
             .ok_or_else(|| ToolError::Conflict(format!("checkpointed extraction state lacks {k}")))
     };
     let ver = |k: &str| state[k].as_i64().unwrap_or_default() as i32;
-    let (doc_id, schema_id, schema_version) = (id("document_id")?, id("schema_id")?, ver("schema_version"));
+    let (doc_id, schema_id, schema_version) =
+        (id("document_id")?, id("schema_id")?, ver("schema_version"));
     let schema_revid = revid(schema_id, schema_version);
     let schema = schemas::get(ctx.conn, ctx.org_id, schema_id, schema_version)
         .await?
