@@ -95,13 +95,26 @@ impl App {
         }
     }
 
+    /// The model run_extraction asks: `llm.extraction_model`, else `llm.model`.
+    pub fn extraction_model(&self) -> String {
+        let m = &self.config.llm.extraction_model;
+        if m.is_empty() {
+            &self.config.llm.model
+        } else {
+            m
+        }
+        .clone()
+    }
+
     /// Tool environment for a kind.
     pub fn tool_env(&self, spec: &JobSpec) -> ToolEnv {
         ToolEnv {
             registry: self.registry.clone(),
             provider: self.provider.clone(),
-            model: self.model_for(spec),
+            model: self.extraction_model(),
             excerpt_chars: spec.agent.excerpt_chars,
+            subject_policy: crate::tools::scope::SubjectPolicy::from_agent(&spec.agent),
+            max_failed_extractions: spec.agent.max_failed_extractions,
         }
     }
 

@@ -119,6 +119,9 @@ pub struct LlmConfig {
     pub base_url: String,
     pub api_key: String,
     pub model: String,
+    /// The model run_extraction asks (empty: `model`). Never chosen by the agent.
+    #[serde(default)]
+    pub extraction_model: String,
     pub request_timeout_secs: u64,
     pub max_retries: u32,
     pub stream: bool,

@@ -4,6 +4,8 @@
 //! the tool's side effects and its audit row, so a crashed run resumes from its last checkpoint
 //! without repeating a provider call or re-executing a tool.
 
+pub mod budget;
+mod model_step;
 pub mod policy;
 mod step;
 pub mod transcript;
@@ -11,6 +13,7 @@ pub mod transcript;
 use crate::approvals::ToolEnv;
 use crate::clock::SharedClock;
 use crate::llm::{CompletionRequest, LlmError, Message, Role, ToolChoice};
+use crate::store::budget::Reservation;
 use crate::store::runs::{self, NewRun, RunRow};
 use chrono::NaiveDate;
 use serde::Serialize;
@@ -18,7 +21,7 @@ use serde_json::json;
 use sqlx::PgPool;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, info, info_span, warn};
+use tracing::{Instrument, info, info_span};
 use transcript::Transcript;
 use uuid::Uuid;
 
@@ -281,14 +284,6 @@ impl Engine {
             if let Some(reason) = capped {
                 return self.finish(run.id, "capped", reason, None).await;
             }
-            if let Some(b) = runs::budget(&self.pool, spec.org_id, now).await?
-                && b.tokens_used >= b.monthly_limit
-            {
-                warn!(org_id = %spec.org_id, used = b.tokens_used, limit = b.monthly_limit, "org budget exhausted; provider call refused");
-                return self
-                    .finish(run.id, "capped", StopReason::Budget, None)
-                    .await;
-            }
             // The round cap: one last call without tools so the run ends with a summary.
             let summary = t.rounds >= spec.caps.max_rounds;
             let mut messages = vec![
@@ -314,11 +309,21 @@ impl Engine {
                 max_tokens: Some(4096),
                 response_format: None,
             };
+            // Reserve the call's estimate against the org budget; settled at the checkpoint.
+            let reservation = budget::reserve(&self.pool, spec.org_id, &req, now).await?;
+            if matches!(reservation, Reservation::Refused { .. }) {
+                return self
+                    .finish(run.id, "capped", StopReason::Budget, None)
+                    .await;
+            }
             let span = info_span!("agent.round", n = t.rounds + 1);
             let resp = async { self.env.provider.complete(req).await }
                 .instrument(span)
-                .await
-                .map_err(|e| {
+                .await;
+            if resp.is_err() {
+                budget::release(&self.pool, &reservation).await;
+            }
+            let resp = resp.map_err(|e| {
                     metrics::counter!("agentd_provider_errors_total", "provider" => e.provider.clone(), "retryable" => e.retryable.to_string()).increment(1);
                     RunError::Provider(e)
                 })?;
@@ -329,8 +334,16 @@ impl Engine {
                     .content
                     .retain(|b| matches!(b, crate::llm::Block::Text { .. }));
             }
-            step::checkpoint_response(self, spec, run.id, t.next_seq, t.rounds, resp, summary)
-                .await?;
+            step::checkpoint_response(
+                self,
+                spec,
+                run.id,
+                (t.next_seq, t.rounds),
+                resp,
+                summary,
+                &reservation,
+            )
+            .await?;
         }
     }
 

@@ -2,6 +2,7 @@
 
 pub mod approvals;
 pub mod auto_create;
+pub mod budget;
 pub mod documents;
 pub mod extractions;
 pub mod orgs;
@@ -10,5 +11,6 @@ pub mod prompts;
 pub mod runs;
 pub mod schemas;
 pub mod status;
+pub mod subject;
 pub mod suggestions;
 pub mod tags;
