@@ -6,6 +6,7 @@ pub mod documents;
 pub mod extractions;
 pub mod orgs;
 pub mod prompts;
+pub mod run_tokens;
 pub mod runs;
 pub mod schemas;
 pub mod status;

@@ -62,6 +62,9 @@ pub struct OpenAiSettings {
     pub max_retries: u32,
     /// Stream the answer (SSE) instead of waiting for one JSON body.
     pub stream: bool,
+    /// Most bytes of text and arguments one streamed answer may accumulate; past it the call
+    /// fails (a model that never stops must not exhaust memory or the timeout).
+    pub max_stream_bytes: usize,
 }
 
 impl std::fmt::Debug for OpenAiSettings {
@@ -72,6 +75,7 @@ impl std::fmt::Debug for OpenAiSettings {
             .field("timeout", &self.timeout)
             .field("max_retries", &self.max_retries)
             .field("stream", &self.stream)
+            .field("max_stream_bytes", &self.max_stream_bytes)
             .finish()
     }
 }
@@ -257,6 +261,17 @@ impl OpenAiProvider {
             }
             chunks += 1;
             acc.push_chunk(&chunk);
+            if acc.bytes() > self.settings.max_stream_bytes {
+                return Err(self.failure(
+                    format!(
+                        "the streamed answer from {} passed llm.max_stream_bytes ({} bytes); \
+                         lower llm.max_output_tokens or raise the limit",
+                        self.endpoint, self.settings.max_stream_bytes
+                    ),
+                    false,
+                    false,
+                ));
+            }
         }
         if chunks == 0 {
             return Err(self.failure(
@@ -311,6 +326,10 @@ impl OpenAiProvider {
 
     fn body_failure(&self, err: &BodyError, in_stream: bool, what: &str) -> Failure {
         let retryable = err.retryable(in_stream);
+        let lower = err.message.to_lowercase();
+        // The model's output could not be parsed: the loop retries once with a corrective hint
+        // (a verbatim retry mostly fails the same way).
+        let unparsed = lower.contains("pars") || lower.contains("format");
         let message = match err.status {
             Some(status) if !in_stream => {
                 format!("HTTP {status} from {}: {}", self.endpoint, err.message)
@@ -321,7 +340,7 @@ impl OpenAiProvider {
             ),
             None => format!("{what} from {}: {}", self.endpoint, err.message),
         };
-        self.failure(message, retryable, retryable)
+        self.failure(message, retryable, retryable && !unparsed)
     }
 
     fn map_error(&self, err: OpenAIError) -> Failure {
@@ -461,6 +480,7 @@ impl OpenAiProvider {
         let tool_choice = match req.tool_choice {
             ToolChoice::Auto => ToolChoiceOptions::Auto,
             ToolChoice::None => ToolChoiceOptions::None,
+            ToolChoice::Required => ToolChoiceOptions::Required,
         };
         Ok(CreateChatCompletionRequest {
             model: req.model.clone(),
