@@ -117,7 +117,10 @@ pub async fn state(
     spec: &RunSpec,
     run_id: Uuid,
 ) -> Result<Option<GoalState>, sqlx::Error> {
-    let (true, Some(doc)) = (spec.kind == "auto_create", spec.document_id) else {
+    let (true, Some(doc)) = (
+        spec.settings.goals && spec.kind == "auto_create",
+        spec.document_id,
+    ) else {
         return Ok(None);
     };
     let mut conn = pool.acquire().await?;

@@ -24,6 +24,9 @@ pub struct LoopSettings {
     /// compacted, a working-state block each round, denied tools not offered. False
     /// reproduces the request shape before issue 11 (benchmarks compare the two).
     pub compact: bool,
+    /// Check the kind's goal (nudges, `tool_choice: "required"`); false ends the run at the
+    /// first text answer, as for kinds without a goal.
+    pub goals: bool,
 }
 
 impl Default for LoopSettings {
@@ -36,6 +39,7 @@ impl Default for LoopSettings {
             max_output_tokens: 4096,
             context_window_tokens: 128_000,
             compact: true,
+            goals: true,
         }
     }
 }
@@ -55,6 +59,7 @@ impl LoopSettings {
             max_output_tokens: llm.max_output_tokens,
             context_window_tokens: llm.context_window_tokens,
             compact: true,
+            goals: true,
         }
     }
 }
