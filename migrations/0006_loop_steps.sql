@@ -8,3 +8,9 @@ ALTER TABLE agent_runs ADD COLUMN tokens_estimated boolean NOT NULL DEFAULT fals
 ALTER TABLE agent_steps DROP CONSTRAINT agent_steps_kind_check;
 ALTER TABLE agent_steps ADD CONSTRAINT agent_steps_kind_check
     CHECK (kind IN ('llm_response', 'tool_result', 'nudge', 'cap'));
+
+-- Audit decisions of the loop itself: a nudge sent, a repeated call refused.
+ALTER TABLE audit_events DROP CONSTRAINT audit_events_decision_check;
+ALTER TABLE audit_events ADD CONSTRAINT audit_events_decision_check
+    CHECK (decision IN ('auto_approved', 'proposed', 'denied', 'human_approved', 'human_rejected',
+                        'expired', 'stale', 'error', 'capped', 'nudged', 'repeated'));

@@ -224,14 +224,16 @@ pub fn from_config(c: &crate::config::LlmConfig) -> SharedProvider {
         _ => key.is_some() || base.is_some(),
     };
     if use_openai {
-        Arc::new(openai::OpenAiProvider::new(openai::OpenAiSettings {
-            base_url: base.unwrap_or_else(|| "https://api.openai.com/v1".into()),
-            api_key: key.unwrap_or_default(),
-            timeout: std::time::Duration::from_secs(c.request_timeout_secs),
-            max_retries: c.max_retries,
-            stream: c.stream,
-            max_stream_bytes: c.max_stream_bytes,
-        }))
+        Arc::new(
+            openai::OpenAiProvider::new(openai::OpenAiSettings {
+                base_url: base.unwrap_or_else(|| "https://api.openai.com/v1".into()),
+                api_key: key.unwrap_or_default(),
+                timeout: std::time::Duration::from_secs(c.request_timeout_secs),
+                max_retries: c.max_retries,
+                stream: c.stream,
+            })
+            .with_max_stream_bytes(c.max_stream_bytes),
+        )
     } else {
         Arc::new(offline::OfflineProvider {
             latency: std::time::Duration::from_millis(c.offline_latency_ms),

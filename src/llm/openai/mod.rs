@@ -62,10 +62,10 @@ pub struct OpenAiSettings {
     pub max_retries: u32,
     /// Stream the answer (SSE) instead of waiting for one JSON body.
     pub stream: bool,
-    /// Most bytes of text and arguments one streamed answer may accumulate; past it the call
-    /// fails (a model that never stops must not exhaust memory or the timeout).
-    pub max_stream_bytes: usize,
 }
+
+/// Default of [`OpenAiProvider::with_max_stream_bytes`] (`llm.max_stream_bytes`).
+pub const DEFAULT_MAX_STREAM_BYTES: usize = 4 << 20;
 
 impl std::fmt::Debug for OpenAiSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -75,7 +75,6 @@ impl std::fmt::Debug for OpenAiSettings {
             .field("timeout", &self.timeout)
             .field("max_retries", &self.max_retries)
             .field("stream", &self.stream)
-            .field("max_stream_bytes", &self.max_stream_bytes)
             .finish()
     }
 }
@@ -86,6 +85,9 @@ pub struct OpenAiProvider {
     settings: OpenAiSettings,
     /// `{base_url}/chat/completions`, for error messages.
     endpoint: String,
+    /// Most bytes of text and arguments one streamed answer may accumulate; past it the call
+    /// fails (a model that never stops must not exhaust memory or the timeout).
+    max_stream_bytes: usize,
 }
 
 impl std::fmt::Debug for OpenAiProvider {
@@ -122,7 +124,14 @@ impl OpenAiProvider {
             client,
             settings,
             endpoint,
+            max_stream_bytes: DEFAULT_MAX_STREAM_BYTES,
         }
+    }
+
+    /// The same provider with another bound on one streamed answer.
+    pub fn with_max_stream_bytes(mut self, bytes: usize) -> Self {
+        self.max_stream_bytes = bytes;
+        self
     }
 
     /// A failure whose message has the API key removed.
@@ -261,12 +270,12 @@ impl OpenAiProvider {
             }
             chunks += 1;
             acc.push_chunk(&chunk);
-            if acc.bytes() > self.settings.max_stream_bytes {
+            if acc.bytes() > self.max_stream_bytes {
                 return Err(self.failure(
                     format!(
                         "the streamed answer from {} passed llm.max_stream_bytes ({} bytes); \
                          lower llm.max_output_tokens or raise the limit",
-                        self.endpoint, self.settings.max_stream_bytes
+                        self.endpoint, self.max_stream_bytes
                     ),
                     false,
                     false,
