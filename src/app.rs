@@ -159,6 +159,7 @@ impl App {
             night: None,
             max_suggestions: a.max_suggestions,
             chain: None,
+            settings: crate::agent::LoopSettings::for_job(&self.config.llm, a),
         }
     }
 

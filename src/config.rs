@@ -127,6 +127,16 @@ pub struct LlmConfig {
     pub stream: bool,
     /// Delay added to every offline-provider call (mimics model latency).
     pub offline_latency_ms: u64,
+    /// Send `tool_choice: "required"` before a run's goal is met (servers that reject it: false).
+    pub tool_choice_required: bool,
+    /// Most output tokens one call may generate (`max_completion_tokens`).
+    pub max_output_tokens: u32,
+    /// The model's context window in tokens: a larger request is compacted or refused.
+    pub context_window_tokens: u64,
+    /// Most bytes of one streamed answer before the call fails (a runaway model).
+    pub max_stream_bytes: usize,
+    /// Guided mode: `job` (the job file's `agent.guided`), `on` or `off` for every kind.
+    pub guided: String,
 }
 
 /// Logging.
@@ -246,6 +256,27 @@ impl Config {
         }
         at_least("retention.interval_secs", self.retention.interval_secs, 1)?;
         at_least("llm.request_timeout_secs", self.llm.request_timeout_secs, 1)?;
+        at_least(
+            "llm.max_output_tokens",
+            self.llm.max_output_tokens.into(),
+            16,
+        )?;
+        at_least(
+            "llm.context_window_tokens",
+            self.llm.context_window_tokens,
+            1024,
+        )?;
+        at_least(
+            "llm.max_stream_bytes",
+            self.llm.max_stream_bytes as u64,
+            1024,
+        )?;
+        if !["job", "on", "off"].contains(&self.llm.guided.as_str()) {
+            return Err(format!(
+                "llm.guided must be job, on or off (got {:?})",
+                self.llm.guided
+            ));
+        }
         if !["apalis", "native"].contains(&self.worker.runtime.as_str()) {
             return Err(format!(
                 "worker.runtime must be apalis or native (got {:?})",

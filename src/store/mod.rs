@@ -8,6 +8,7 @@ pub mod extractions;
 pub mod orgs;
 pub mod pii;
 pub mod prompts;
+pub mod run_tokens;
 pub mod runs;
 pub mod schemas;
 pub mod status;
