@@ -39,6 +39,10 @@ struct Bot {
     extraction_calls: AtomicUsize,
     /// Extraction calls currently waiting in `extraction_delay`.
     in_extraction: AtomicUsize,
+    /// How extraction answers end.
+    extraction_finish: FinishReason,
+    /// The model named by each extraction request.
+    extraction_models: std::sync::Mutex<Vec<String>>,
 }
 
 impl Bot {
@@ -55,6 +59,8 @@ impl Bot {
             calls: AtomicUsize::new(0),
             extraction_calls: AtomicUsize::new(0),
             in_extraction: AtomicUsize::new(0),
+            extraction_finish: FinishReason::EndTurn,
+            extraction_models: Default::default(),
         }
     }
 
@@ -109,13 +115,17 @@ impl LlmProvider for Bot {
         tokio::time::sleep(self.delay).await;
         if req.response_format.is_some() {
             self.extraction_calls.fetch_add(1, Ordering::SeqCst);
+            self.extraction_models
+                .lock()
+                .unwrap()
+                .push(req.model.clone());
             self.in_extraction.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(self.extraction_delay).await;
             self.in_extraction.fetch_sub(1, Ordering::SeqCst);
             let text = Block::Text {
                 text: self.extraction_answer.into(),
             };
-            return Ok(self.answer(vec![text], FinishReason::EndTurn));
+            return Ok(self.answer(vec![text], self.extraction_finish));
         }
         if !self.pipeline {
             return Ok(self.call("get_document", json!({})));
@@ -473,4 +483,36 @@ async fn approving_a_proposed_extraction_is_charged_to_org_and_run() {
         .unwrap()
         .unwrap();
     assert_eq!(run.input_tokens + run.output_tokens, 360, "and to the run");
+}
+
+#[tokio::test]
+async fn a_cut_off_extraction_says_so_and_uses_the_configured_extraction_model() {
+    let w = world().await;
+    let d = doc(&w, "a").await;
+    let mut bot = Bot::new(true, r#"{"a": "hel"#);
+    bot.extraction_finish = FinishReason::MaxTokens;
+    let bot = Arc::new(bot);
+    let mut config = common::test_config();
+    config.llm.model = "agent-model".into();
+    config.llm.extraction_model = "extractor".into();
+    let mut app = App::new(
+        w.db.pool.clone(),
+        w.clock.clone() as SharedClock,
+        config,
+        Catalog::builtin(&agentd::known_tool_names()).unwrap(),
+    );
+    app.provider = bot.clone();
+    let out = run_auto_create(&app, &w, d, Some(1)).await.unwrap();
+    let audit = runs::audit_for_run(&w.db.pool, out.run_id).await.unwrap();
+    let first = audit.iter().find(|a| a.tool == "run_extraction").unwrap();
+    let err = first.outcome.as_ref().unwrap()["error"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("finish_reason = length"), "{err}");
+    let models = bot.extraction_models.lock().unwrap().clone();
+    assert!(
+        !models.is_empty() && models.iter().all(|m| m == "extractor"),
+        "{models:?}"
+    );
 }
