@@ -90,8 +90,8 @@ pub async fn call(
         match result {
             Ok(mut resp) => {
                 if req.tool_choice != ToolChoice::None {
-                    let names: Vec<String> = req.tools.iter().map(|t| t.name.clone()).collect();
-                    let n = textcalls::recover(&mut resp, &names);
+                    // Any tool of the job counts, also one this round did not offer (guided).
+                    let n = textcalls::recover(&mut resp, &spec.policy.allow);
                     if n > 0 {
                         metrics::counter!("agentd_text_tool_calls_total").increment(n as u64);
                     }
