@@ -51,16 +51,26 @@ pub async fn document_intro(
     )))
 }
 
-/// Compacts the tool results of rounds before `current_round` to one line each, and strips a
-/// copy of the document text from read results when the first message already has it.
+/// Compacts superseded tool results of rounds before `current_round` to one line each, and
+/// strips a copy of the document text from read results when the first message already has it.
+/// A result is superseded when it was an error, when the same tool succeeded later, or when
+/// the run carries a working-state block (`has_state`: it names what the calls made).
 pub fn compact(
     messages: &mut [Message],
     history: &[CallRecord],
     current_round: u32,
     text_shown: bool,
+    has_state: bool,
 ) {
     let by_id: HashMap<&str, &CallRecord> =
         history.iter().map(|r| (r.call_id.as_str(), r)).collect();
+    let superseded = |rec: &CallRecord| {
+        has_state
+            || rec.is_error
+            || history
+                .iter()
+                .any(|later| later.tool == rec.tool && later.round > rec.round && !later.is_error)
+    };
     for m in messages.iter_mut() {
         for b in m.content.iter_mut() {
             // Long arguments of earlier calls (a whole schema) are in the store now and the
@@ -86,7 +96,7 @@ pub fn compact(
             let Some(rec) = by_id.get(call_id.as_str()) else {
                 continue;
             };
-            if rec.round < current_round {
+            if rec.round < current_round && superseded(rec) {
                 *content = format!("[earlier result, compacted] {}", one_line(rec));
             } else if text_shown
                 && matches!(rec.tool.as_str(), "get_document" | "get_ocr_text")

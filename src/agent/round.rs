@@ -42,6 +42,7 @@ pub fn build(
             &t.history,
             t.rounds.saturating_sub(1),
             text_shown,
+            goal.is_some(),
         );
     }
     messages.extend(t.messages.iter().cloned());
