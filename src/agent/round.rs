@@ -10,7 +10,7 @@ use crate::llm::{
     Block, CompletionRequest, CompletionResponse, LlmError, Message, Role, ToolChoice, ToolSpec,
     textcalls, tokens,
 };
-use crate::store::run_tokens;
+use crate::store::agent_loop;
 use tracing::{Instrument, info_span, warn};
 use uuid::Uuid;
 
@@ -99,7 +99,7 @@ pub async fn call(
                 }
                 if resp.usage.total() == 0 {
                     resp.usage = tokens::estimate(&req, &resp.message);
-                    if let Err(e) = run_tokens::mark_estimated(&engine.pool, run_id).await {
+                    if let Err(e) = agent_loop::mark_estimated(&engine.pool, run_id).await {
                         warn!(error = %e, "could not mark the run's tokens as estimated");
                     }
                 }
@@ -127,7 +127,7 @@ async fn charge_failed(engine: &Engine, spec: &RunSpec, run_id: Uuid, req: &Comp
     let now = engine.clock.now();
     let charged = async {
         let mut tx = engine.pool.begin().await?;
-        let warned = run_tokens::charge_failed_call(&mut tx, spec.org_id, run_id, n, now).await?;
+        let warned = agent_loop::charge_failed_call(&mut tx, spec.org_id, run_id, n, now).await?;
         tx.commit().await?;
         Ok::<_, sqlx::Error>(warned)
     }

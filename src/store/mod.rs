@@ -1,12 +1,12 @@
 //! All domain SQL lives here (sqlx), one file per table group. Every query filters by org.
 
+pub mod agent_loop;
 pub mod approvals;
 pub mod auto_create;
 pub mod documents;
 pub mod extractions;
 pub mod orgs;
 pub mod prompts;
-pub mod run_tokens;
 pub mod runs;
 pub mod schemas;
 pub mod status;
