@@ -42,6 +42,14 @@ pub enum PolicyDecision {
     Deny,
 }
 
+fn three() -> u32 {
+    3
+}
+
+fn deny() -> PolicyDecision {
+    PolicyDecision::Deny
+}
+
 /// Queue policy of one kind.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -114,6 +122,15 @@ pub struct AgentSpec {
     pub approval_ttl_secs: u64,
     #[serde(default)]
     pub max_suggestions: Option<u32>,
+    /// A run about one document may read other documents' text (default false).
+    #[serde(default)]
+    pub read_other_documents: bool,
+    /// A write outside the run's subject: `deny` (default) or `propose`.
+    #[serde(default = "deny")]
+    pub off_subject: PolicyDecision,
+    /// Failed (paid-for) extraction answers allowed per run before run_extraction is capped.
+    #[serde(default = "three")]
+    pub max_failed_extractions: u32,
     /// Nudges when the model answers in prose before the kind's goal is met.
     #[serde(default = "default_max_nudges")]
     pub max_nudges: u32,

@@ -37,6 +37,28 @@ pub struct Config {
     pub http: HttpConfig,
     pub llm: LlmConfig,
     pub log: LogConfig,
+    /// Redaction of personal data before the provider (`src/pii`).
+    #[serde(default)]
+    pub pii: PiiConfig,
+}
+
+/// The redaction boundary.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PiiConfig {
+    /// Off: no org is redacted, whatever its own switch says.
+    pub enabled: bool,
+    /// Extra national-id patterns (regular expressions).
+    pub national_id_patterns: Vec<String>,
+}
+
+impl Default for PiiConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            national_id_patterns: Vec::new(),
+        }
+    }
 }
 
 /// Where the database is.
@@ -73,6 +95,13 @@ pub struct RetentionConfig {
     pub finished_after_hours: u64,
     pub batch: u32,
     pub interval_secs: u64,
+    /// Transcripts of finished runs are compacted (text removed) after this many days.
+    #[serde(default = "default_transcripts_after_days")]
+    pub transcripts_after_days: u64,
+}
+
+fn default_transcripts_after_days() -> u64 {
+    30
 }
 
 /// The operator's HTTP endpoints.
@@ -90,6 +119,9 @@ pub struct LlmConfig {
     pub base_url: String,
     pub api_key: String,
     pub model: String,
+    /// The model run_extraction asks (empty: `model`). Never chosen by the agent.
+    #[serde(default)]
+    pub extraction_model: String,
     pub request_timeout_secs: u64,
     pub max_retries: u32,
     pub stream: bool,
@@ -216,6 +248,12 @@ impl Config {
             1,
         )?;
         at_least("retention.batch", self.retention.batch.into(), 1)?;
+        if self.retention.transcripts_after_days > 36_500 {
+            return Err(format!(
+                "retention.transcripts_after_days must be at most 36500 (got {})",
+                self.retention.transcripts_after_days
+            ));
+        }
         at_least("retention.interval_secs", self.retention.interval_secs, 1)?;
         at_least("llm.request_timeout_secs", self.llm.request_timeout_secs, 1)?;
         at_least(
@@ -262,6 +300,13 @@ impl Config {
                 "http.addr must be host:port, e.g. 127.0.0.1:9187, or empty to disable (got {:?})",
                 self.http.addr
             ));
+        }
+        for (i, p) in self.pii.national_id_patterns.iter().enumerate() {
+            if let Err(e) = regex::Regex::new(p) {
+                return Err(format!(
+                    "pii.national_id_patterns[{i}] is not a valid regular expression ({p:?}): {e}"
+                ));
+            }
         }
         Ok(())
     }

@@ -196,6 +196,7 @@ fn tool_ctx<'c>(c: &Ctx, tx: &'c mut sqlx::Transaction<'static, sqlx::Postgres>)
         document_id: c.document_id,
         night: c.night,
         max_suggestions: c.max_suggestions,
+        subject: Default::default(),
     }
 }
 

@@ -4,9 +4,11 @@
 //! the tool's side effects and its audit row, so a crashed run resumes from its last checkpoint
 //! without repeating a provider call or re-executing a tool.
 
+pub mod budget;
 mod context;
 pub mod goals;
 mod guard;
+mod model_step;
 pub mod policy;
 mod round;
 pub mod settings;
@@ -17,6 +19,7 @@ pub mod transcript;
 use crate::approvals::ToolEnv;
 use crate::clock::SharedClock;
 use crate::llm::LlmError;
+use crate::store::budget::Reservation;
 use crate::store::runs::{self, NewRun, RunRow};
 use chrono::NaiveDate;
 use serde::Serialize;
@@ -174,6 +177,8 @@ pub struct Engine {
     pub pool: PgPool,
     pub clock: SharedClock,
     pub env: ToolEnv,
+    /// The redaction boundary every provider call of a run goes through.
+    pub pii: crate::pii::PiiSettings,
 }
 
 /// The first cap `t` has reached, if any.
@@ -213,7 +218,12 @@ impl Engine {
             return Ok(RunOutcome::from_row(&run));
         }
         let span = info_span!("agent.run", run_id = %run.id, kind = %spec.kind);
-        self.drive(spec, run, cancel).instrument(span).await
+        // Every provider call of this run (the loop's and run_extraction's) is redacted.
+        let mut engine = self.clone();
+        engine.env.provider = (self.pii)
+            .provider_for_run(&self.pool, spec.org_id, run.id, self.env.provider.clone())
+            .await?;
+        engine.drive(spec, run, cancel).instrument(span).await
     }
 
     /// Marks a run failed (the job gave up), keeping what it did.
@@ -350,7 +360,19 @@ impl Engine {
                     false,
                 )));
             }
-            let resp = match round::call(self, spec, run.id, t.rounds, req).await {
+            // Reserve the call's estimate against the org budget; settled at the checkpoint.
+            let reservation = budget::reserve(&self.pool, spec.org_id, &req, now).await?;
+            if matches!(reservation, Reservation::Refused { .. }) {
+                let text = summary::final_text(None, &t, goal.as_ref(), StopReason::Budget);
+                return self
+                    .finish(run.id, "capped", StopReason::Budget, Some(&text))
+                    .await;
+            }
+            let resp = round::call(self, spec, run.id, t.rounds, req).await;
+            if resp.is_err() {
+                budget::release(&self.pool, &reservation).await;
+            }
+            let resp = match resp {
                 Ok(r) => r,
                 Err(e) if capped.is_some() => {
                     // The summary is a courtesy: the run ends with one built from its records.
@@ -369,10 +391,10 @@ impl Engine {
                 self,
                 spec,
                 run.id,
-                t.next_seq,
-                t.rounds,
+                (t.next_seq, t.rounds),
                 resp,
                 capped.is_some(),
+                &reservation,
             )
             .await?;
         }

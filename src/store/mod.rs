@@ -3,12 +3,15 @@
 pub mod agent_loop;
 pub mod approvals;
 pub mod auto_create;
+pub mod budget;
 pub mod documents;
 pub mod extractions;
 pub mod orgs;
+pub mod pii;
 pub mod prompts;
 pub mod runs;
 pub mod schemas;
 pub mod status;
+pub mod subject;
 pub mod suggestions;
 pub mod tags;
