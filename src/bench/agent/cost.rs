@@ -103,6 +103,8 @@ async fn one(
         pool: app.pool.clone(),
         clock: app.clock.clone(),
         env,
+        // The figures measure the loop's requests, without redaction.
+        pii: Default::default(),
     };
     let mut conn = app.pool.acquire().await?;
     let doc = documents::insert(
