@@ -5,7 +5,7 @@
 //! mode offers only the tools of the next unmet goal. System prompt, tools and first message
 //! come first and stay the same across rounds so provider prefix caches hit.
 
-use super::goals::{GUIDED_READ_TOOLS, GoalState};
+use super::goals::{GUIDED_DONE_TOOLS, GUIDED_READ_TOOLS, GoalState};
 use super::guard::one_line;
 use super::transcript::CallRecord;
 use super::{Engine, RunSpec};
@@ -14,6 +14,9 @@ use crate::llm::{Block, CompletionRequest, Message, ToolSpec, tokens};
 use crate::store::documents;
 use serde_json::Value;
 use std::collections::HashMap;
+
+/// Arguments longer than this are replaced once their round is over.
+const LONG_ARGS: usize = 400;
 
 /// Replaces a read tool's copy of the document text already shown in the first message.
 const SHOWN: &str = "(the document text is in the first message)";
@@ -48,18 +51,42 @@ pub async fn document_intro(
     )))
 }
 
-/// Compacts the tool results of rounds before `current_round` to one line each, and strips a
-/// copy of the document text from read results when the first message already has it.
+/// Compacts superseded tool results of rounds before `current_round` to one line each, and
+/// strips a copy of the document text from read results when the first message already has it.
+/// A result is superseded when it was an error, when the same tool succeeded later, or when
+/// the run carries a working-state block (`has_state`: it names what the calls made).
 pub fn compact(
     messages: &mut [Message],
     history: &[CallRecord],
     current_round: u32,
     text_shown: bool,
+    has_state: bool,
 ) {
     let by_id: HashMap<&str, &CallRecord> =
         history.iter().map(|r| (r.call_id.as_str(), r)).collect();
+    let superseded = |rec: &CallRecord| {
+        has_state
+            || rec.is_error
+            || history
+                .iter()
+                .any(|later| later.tool == rec.tool && later.round > rec.round && !later.is_error)
+    };
     for m in messages.iter_mut() {
         for b in m.content.iter_mut() {
+            // Long arguments of earlier calls (a whole schema) are in the store now and the
+            // working state names what they made: keep a short, valid stand-in.
+            if let Block::ToolUse { id, arguments, .. } = b
+                && arguments.len() > LONG_ARGS
+                && by_id
+                    .get(id.as_str())
+                    .is_some_and(|r| r.round < current_round)
+            {
+                *arguments = serde_json::json!({
+                    "omitted": format!("{} bytes of arguments, already applied", arguments.len())
+                })
+                .to_string();
+                continue;
+            }
             let Block::ToolResult {
                 call_id, content, ..
             } = b
@@ -69,7 +96,7 @@ pub fn compact(
             let Some(rec) = by_id.get(call_id.as_str()) else {
                 continue;
             };
-            if rec.round < current_round {
+            if rec.round < current_round && superseded(rec) {
                 *content = format!("[earlier result, compacted] {}", one_line(rec));
             } else if text_shown
                 && matches!(rec.tool.as_str(), "get_document" | "get_ocr_text")
@@ -105,11 +132,12 @@ pub fn offered(
             if denied {
                 return false;
             }
-            match (spec.settings.guided, next) {
+            match (spec.settings.guided && goal.is_some(), next) {
                 (true, Some(part)) => {
                     part.tools().contains(&t.name.as_str())
                         || GUIDED_READ_TOOLS.contains(&t.name.as_str())
                 }
+                (true, None) => GUIDED_DONE_TOOLS.contains(&t.name.as_str()),
                 _ => true,
             }
         })

@@ -28,23 +28,31 @@ impl Part {
         }
     }
 
-    /// Tools that make this part (guided mode offers these and the read tools).
+    /// Tools that make this part (guided mode offers these and the read tools). The schema
+    /// stage offers `create_prompt` too: passing an existing schema's revid to it is how a
+    /// schema is reused.
     pub fn tools(&self) -> &'static [&'static str] {
         match self {
+            // create_schema validates (no validate_schema); the working state names the ids
+            // and fields (no get_schema / get_prompt).
             Part::Schema => &[
                 "create_schema",
                 "list_schemas",
-                "validate_schema",
                 "help_schemas",
+                "create_prompt",
             ],
-            Part::Prompt => &["create_prompt", "get_schema", "help_prompts"],
-            Part::Extraction => &["run_extraction", "get_prompt"],
+            Part::Prompt => &["create_prompt", "help_prompts"],
+            Part::Extraction => &["run_extraction"],
         }
     }
 }
 
-/// Read tools offered in every guided round.
-pub const GUIDED_READ_TOOLS: [&str; 3] = ["get_document", "get_ocr_text", "get_extraction_result"];
+/// Read tools offered in every guided round (the document text is in the first message; more
+/// pages come from `get_ocr_text`).
+pub const GUIDED_READ_TOOLS: [&str; 1] = ["get_ocr_text"];
+
+/// Tools guided mode offers once the goal is met: check and correct the extraction, or answer.
+pub const GUIDED_DONE_TOOLS: [&str; 2] = ["get_extraction_result", "update_extraction_field"];
 
 /// Where a run stands against its kind's goal.
 #[derive(Debug, Clone, Default)]

@@ -288,7 +288,7 @@ impl Engine {
             if cancel.is_cancelled() {
                 return Err(RunError::Cancelled);
             }
-            let steps = runs::steps(&self.pool, run.id).await?;
+            let steps = crate::store::agent_loop::steps_and_marks(&self.pool, run.id).await?;
             let mut t = Transcript::from_steps(&steps);
             let current = runs::get_run(&self.pool, run.id)
                 .await?
@@ -439,7 +439,7 @@ impl Engine {
         let now = self.clock.now();
         let mut tx = self.pool.begin().await?;
         let payload = json!({"text": text, "missing": missing});
-        runs::insert_step(&mut tx, run_id, seq, "nudge", None, &payload, now).await?;
+        crate::store::agent_loop::insert_mark(&mut tx, run_id, seq, "nudge", &payload, now).await?;
         runs::insert_audit(
             &mut *tx,
             &runs::NewAudit {
@@ -468,12 +468,11 @@ impl Engine {
     async fn record_cap(&self, run_id: Uuid, seq: i32, reason: StopReason) -> Result<(), RunError> {
         let mut tx = self.pool.begin().await?;
         let payload = json!({"reason": reason.as_str()});
-        runs::insert_step(
+        crate::store::agent_loop::insert_mark(
             &mut tx,
             run_id,
             seq,
             "cap",
-            None,
             &payload,
             self.clock.now(),
         )

@@ -10,7 +10,7 @@ use crate::llm::{
     Block, CompletionRequest, CompletionResponse, LlmError, Message, Role, ToolChoice, ToolSpec,
     textcalls, tokens,
 };
-use crate::store::run_tokens;
+use crate::store::agent_loop;
 use tracing::{Instrument, info_span, warn};
 use uuid::Uuid;
 
@@ -42,6 +42,7 @@ pub fn build(
             &t.history,
             t.rounds.saturating_sub(1),
             text_shown,
+            goal.is_some(),
         );
     }
     messages.extend(t.messages.iter().cloned());
@@ -90,15 +91,15 @@ pub async fn call(
         match result {
             Ok(mut resp) => {
                 if req.tool_choice != ToolChoice::None {
-                    let names: Vec<String> = req.tools.iter().map(|t| t.name.clone()).collect();
-                    let n = textcalls::recover(&mut resp, &names);
+                    // Any tool of the job counts, also one this round did not offer (guided).
+                    let n = textcalls::recover(&mut resp, &spec.policy.allow);
                     if n > 0 {
                         metrics::counter!("agentd_text_tool_calls_total").increment(n as u64);
                     }
                 }
                 if resp.usage.total() == 0 {
                     resp.usage = tokens::estimate(&req, &resp.message);
-                    if let Err(e) = run_tokens::mark_estimated(&engine.pool, run_id).await {
+                    if let Err(e) = agent_loop::mark_estimated(&engine.pool, run_id).await {
                         warn!(error = %e, "could not mark the run's tokens as estimated");
                     }
                 }
@@ -126,7 +127,7 @@ async fn charge_failed(engine: &Engine, spec: &RunSpec, run_id: Uuid, req: &Comp
     let now = engine.clock.now();
     let charged = async {
         let mut tx = engine.pool.begin().await?;
-        let warned = run_tokens::charge_failed_call(&mut tx, spec.org_id, run_id, n, now).await?;
+        let warned = agent_loop::charge_failed_call(&mut tx, spec.org_id, run_id, n, now).await?;
         tx.commit().await?;
         Ok::<_, sqlx::Error>(warned)
     }

@@ -424,10 +424,11 @@ impl LlmProvider for OfflineProvider {
                     "offline model: stopping; {} tool result(s) so far.",
                     r.values().map(|(v, e)| v.len() as u32 + e).sum::<u32>()
                 ))
-            } else if has("create_schema") && has("run_extraction") {
-                auto_create(&r, document_in_first_message(&req).as_ref())
             } else if has("org_overview") {
                 proactive(&r)
+            } else if has("create_schema") || has("create_prompt") || has("run_extraction") {
+                // Any auto_create stage (guided mode offers one stage's tools at a time).
+                auto_create(&r, document_in_first_message(&req).as_ref())
             } else {
                 Next::Say("offline model: nothing to do for this job.".into())
             };

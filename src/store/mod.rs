@@ -1,5 +1,6 @@
 //! All domain SQL lives here (sqlx), one file per table group. Every query filters by org.
 
+pub mod agent_loop;
 pub mod approvals;
 pub mod auto_create;
 pub mod budget;
@@ -8,7 +9,6 @@ pub mod extractions;
 pub mod orgs;
 pub mod pii;
 pub mod prompts;
-pub mod run_tokens;
 pub mod runs;
 pub mod schemas;
 pub mod status;
