@@ -47,6 +47,14 @@ pub fn repeat_of<'t>(
     let key = canonical(raw);
     for rec in t.history.iter().rev() {
         if rec.tool == tool && rec.decision != "repeated" && canonical(&rec.raw_args) == key {
+            // A tool that asks a model (run_extraction) may answer differently the next time;
+            // its failed attempts are bounded by max_failed_extractions instead.
+            if rec.is_error
+                && rec.decision == "auto_approved"
+                && registry.get(tool).is_some_and(|x| x.calls_model())
+            {
+                return None;
+            }
             return Some(rec);
         }
         let writes = registry
