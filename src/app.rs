@@ -286,6 +286,7 @@ impl App {
             interval: Duration::from_secs(cfg.retention.interval_secs),
         };
         tokio::spawn(retention.run(background.clone()));
+        tokio::spawn(crate::queue::reconcile::Reconciler::for_app(self).run(background.clone()));
         crate::jobs::start_background(self, background.clone());
         let token = shutdown.clone();
         let handle = tokio::spawn(async move {

@@ -308,10 +308,13 @@ impl Engine {
                 response_format: None,
             };
             let span = info_span!("agent.round", n = t.rounds + 1);
-            let resp = async { self.env.provider.complete(req).await }
-                .instrument(span)
-                .await
-                .map_err(|e| {
+            // Raced with the token: a lost lease or a cancel stops the call (issue 12, item 5).
+            let call = async { self.env.provider.complete(req).await }.instrument(span);
+            let resp = tokio::select! {
+                r = call => r,
+                _ = cancel.cancelled() => return Err(RunError::Cancelled),
+            }
+            .map_err(|e| {
                     metrics::counter!("agentd_provider_errors_total", "provider" => e.provider.clone(), "retryable" => e.retryable.to_string()).increment(1);
                     RunError::Provider(e)
                 })?;

@@ -74,6 +74,17 @@ impl JobHandler for AutoCreate {
             info!(document_id = %p.document_id, status = %state.auto_create_status, "already has a proposal; nothing to do (enqueue with --force to redo)");
             return Ok(());
         }
+        // At most one run per document (a unique index on running runs backs this up).
+        if let Some((run, other)) =
+            crate::queue::reconcile::other_active_run(&mut *tx, p.org_id, p.document_id, job.job.id)
+                .await
+                .map_err(db)?
+        {
+            return Err(JobError::Fatal(format!(
+                "refused: document {} already has a run in progress (run {run} of job {other}); enqueue again once it ended",
+                p.document_id
+            )));
+        }
         store::set_status(
             &mut *tx,
             p.org_id,

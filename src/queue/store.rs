@@ -244,6 +244,7 @@ pub async fn purge_finished(
 }
 
 /// Puts a `dead` or `cancelled` job back to `available` now, with a fresh attempt budget.
+/// Refused (`Invalid`) when another job with the same unique key is waiting or running.
 pub async fn retry<'e, E: PgExecutor<'e>>(
     exec: E,
     id: i64,
@@ -258,26 +259,50 @@ pub async fn retry<'e, E: PgExecutor<'e>>(
     .bind(id)
     .bind(now)
     .fetch_optional(exec)
-    .await?;
+    .await
+    .map_err(|e| match e {
+        sqlx::Error::Database(d) if d.is_unique_violation() => QueueError::Invalid(format!(
+            "job {id} cannot be retried: another job with its unique key is waiting or running"
+        )),
+        e => QueueError::Db(e),
+    })?;
     Ok(state)
 }
 
 /// Cancels an `available` or `running` job. A running attempt is fenced out: its ack is ignored.
+/// In the same statement the job's run (if still running) becomes `cancelled`, and an
+/// auto_create document waiting on this job (and on no other) becomes `failed` with the reason.
 pub async fn cancel<'e, E: PgExecutor<'e>>(
     exec: E,
     id: i64,
     now: DateTime<Utc>,
 ) -> Result<bool, QueueError> {
-    let done = sqlx::query(
-        "UPDATE agentd_jobs
-            SET state = 'cancelled', finished_at = $2, lease_expires_at = NULL, locked_by = NULL
-          WHERE id = $1 AND state IN ('available', 'running')",
+    let cancelled: Option<i64> = sqlx::query_scalar(
+        "WITH c AS (
+            UPDATE agentd_jobs
+               SET state = 'cancelled', finished_at = $2, lease_expires_at = NULL, locked_by = NULL
+             WHERE id = $1 AND state IN ('available', 'running')
+         RETURNING id, kind, payload),
+         r AS (
+            UPDATE agent_runs SET status = 'cancelled', stop_reason = 'cancelled', finished_at = $2,
+                   error = 'job ' || $1 || ' was cancelled'
+             WHERE job_id = (SELECT id FROM c) AND status = 'running'),
+         d AS (
+            UPDATE documents SET auto_create_status = 'failed', updated_at = $2,
+                   auto_create_error = 'auto_create job ' || $1 || ' was cancelled'
+             WHERE id::text = (SELECT payload->>'document_id' FROM c WHERE kind = 'auto_create')
+               AND auto_create_status IN ('queued', 'running')
+               AND NOT EXISTS (SELECT 1 FROM agentd_jobs a
+                                WHERE a.kind = 'auto_create' AND a.id <> $1
+                                  AND a.payload->>'document_id' = documents.id::text
+                                  AND a.state IN ('available', 'running')))
+         SELECT id FROM c",
     )
     .bind(id)
     .bind(now)
-    .execute(exec)
+    .fetch_optional(exec)
     .await?;
-    Ok(done.rows_affected() == 1)
+    Ok(cancelled.is_some())
 }
 
 /// One job by id.
