@@ -397,3 +397,21 @@ fn truncate(s: &str, max: usize) -> &str {
     }
     &s[..end]
 }
+
+/// Fencing for a handler's terminal domain writes: true if `attempt` still owns job `id`
+/// (running, same attempt). Locks the job row `FOR SHARE` until the caller's transaction ends,
+/// so a rescue or cancel cannot slip in between this check and the caller's commit.
+pub async fn holds_attempt(
+    conn: &mut sqlx::PgConnection,
+    id: i64,
+    attempt: i32,
+) -> Result<bool, sqlx::Error> {
+    let held: Option<i32> = sqlx::query_scalar(
+        "SELECT 1 FROM agentd_jobs WHERE id = $1 AND attempt = $2 AND state = 'running' FOR SHARE",
+    )
+    .bind(id)
+    .bind(attempt)
+    .fetch_optional(conn)
+    .await?;
+    Ok(held.is_some())
+}
