@@ -48,13 +48,13 @@ mod tests {
             t0,
             lease,
             hb,
-            t0 + Duration::from_secs(19)
+            t0 + Duration::from_secs(9)
         ));
         assert!(may_have_expired(
             t0,
             lease,
             hb,
-            t0 + Duration::from_secs(20)
+            t0 + Duration::from_secs(10)
         ));
     }
 }
