@@ -276,6 +276,7 @@ impl App {
             clock: self.clock.clone(),
             interval: Duration::from_secs(cfg.worker.rescue_interval_secs),
             batch: 1000,
+            backoff: crate::queue::store::RescueBackoff::from_catalog(&self.catalog),
         };
         tokio::spawn(rescuer.run(background.clone()));
         let retention = Retention {

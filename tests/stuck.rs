@@ -341,3 +341,36 @@ async fn two_forced_runs_on_one_document_cannot_run_at_once() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_finished_or_dead_cron_tick_is_not_enqueued_again() {
+    use agentd::queue::cron::{CronEntry, Scheduler};
+    let db = TestDb::new().await;
+    let t = chrono::DateTime::parse_from_rfc3339("2026-11-22T10:30:00Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let clock = agentd::clock::ManualClock::new(t);
+    let entry = CronEntry {
+        kind: "tick".into(),
+        schedule: "0 0 * * * *".parse().unwrap(),
+        fan_out: None,
+        priority: 0,
+        max_attempts: 1,
+    };
+    let s = Scheduler::new(db.pool.clone(), clock.clone(), vec![entry]);
+    assert_eq!(s.run_once().await.unwrap()[0].inserted, 1);
+    for state in ["succeeded", "dead", "cancelled"] {
+        sqlx::query("UPDATE agentd_jobs SET state = $1, finished_at = now()")
+            .bind(state)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(
+            s.run_once().await.unwrap()[0].inserted,
+            0,
+            "a {state} tick stays done"
+        );
+    }
+    clock.advance(chrono::Duration::hours(1));
+    assert_eq!(s.run_once().await.unwrap()[0].inserted, 1, "the next tick");
+}

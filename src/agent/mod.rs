@@ -124,6 +124,8 @@ pub enum RunError {
     Db(#[from] sqlx::Error),
     #[error("cancelled (lease lost or shutting down); the run resumes from its last checkpoint")]
     Cancelled,
+    #[error(transparent)]
+    Checkpoint(#[from] transcript::CheckpointError),
 }
 
 impl RunError {
@@ -132,6 +134,7 @@ impl RunError {
         match self {
             RunError::Provider(e) => e.retryable,
             RunError::Db(_) | RunError::Cancelled => true,
+            RunError::Checkpoint(_) => false,
         }
     }
 }
@@ -215,7 +218,7 @@ impl Engine {
                 return Err(RunError::Cancelled);
             }
             let steps = runs::steps(&self.pool, run.id).await?;
-            let t = Transcript::from_steps(&steps);
+            let t = Transcript::from_steps(&steps)?;
             let current = runs::get_run(&self.pool, run.id)
                 .await?
                 .ok_or(sqlx::Error::RowNotFound)?;
