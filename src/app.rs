@@ -212,6 +212,13 @@ impl App {
     ) -> Result<RunningWorker, String> {
         let runtimes = self.runtimes(&args)?;
         let cfg = &self.config;
+        crate::db::check_worker_fits(
+            cfg.database.max_connections,
+            &runtimes
+                .iter()
+                .map(|k| (k.kind.clone(), k.concurrency))
+                .collect::<Vec<_>>(),
+        )?;
         let opts = WorkerOptions::from_config(&cfg.worker);
         let (stats, run): (Vec<Arc<WorkerStats>>, RunAll) = if cfg.worker.runtime == "native" {
             let worker = Worker::new(self.pool.clone(), self.clock.clone(), opts, runtimes);

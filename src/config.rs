@@ -49,6 +49,23 @@ pub struct DatabaseConfig {
     pub max_connections: u32,
     pub private_dir: String,
     pub private_port: u16,
+    /// `lock_timeout` of agentd's sessions (0 = wait forever): a statement queued behind a
+    /// lock (a migration, a long transaction) fails instead of stalling heartbeats and claims.
+    #[serde(default = "default_lock_timeout_ms")]
+    pub lock_timeout_ms: u64,
+    /// `idle_in_transaction_session_timeout` of agentd's sessions (0 = off): a session left
+    /// idle inside a transaction (e.g. waiting on a model) is ended by the server and releases
+    /// its locks and its hold on the xmin horizon.
+    #[serde(default = "default_idle_in_transaction_timeout_ms")]
+    pub idle_in_transaction_timeout_ms: u64,
+}
+
+fn default_lock_timeout_ms() -> u64 {
+    5_000
+}
+
+fn default_idle_in_transaction_timeout_ms() -> u64 {
+    60_000
 }
 
 /// Queue worker tuning.
@@ -194,6 +211,21 @@ impl Config {
         at_least("worker.poll_interval_ms", self.worker.poll_interval_ms, 10)?;
         at_least("worker.lease_secs", self.worker.lease_secs, 2)?;
         at_least("worker.heartbeat_secs", self.worker.heartbeat_secs, 1)?;
+        for (key, value) in [
+            ("database.lock_timeout_ms", self.database.lock_timeout_ms),
+            (
+                "database.idle_in_transaction_timeout_ms",
+                self.database.idle_in_transaction_timeout_ms,
+            ),
+        ] {
+            // PostgreSQL takes these in milliseconds as a 32-bit integer.
+            if value > i32::MAX as u64 {
+                return Err(format!(
+                    "{key} must be at most {} (about 24 days; 0 disables it; got {value})",
+                    i32::MAX
+                ));
+            }
+        }
         for (key, value, unit) in [
             (
                 "worker.poll_interval_ms",
