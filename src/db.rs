@@ -42,7 +42,13 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 /// Applies pending migrations (safe with many processes: sqlx takes an advisory lock). The
 /// migrating session waits for locks as long as it takes (`lock_timeout = 0`): another process
 /// may hold the migration lock while it migrates.
+///
+/// When every migration is applied already, nothing runs: the application role (which may
+/// not create or alter anything, see README "Database roles") can start without the owner.
 pub async fn migrate(pool: &PgPool) -> Result<(), DbError> {
+    if migrations_current(pool).await.unwrap_or(false) {
+        return Ok(());
+    }
     let mut conn = pool.acquire().await?;
     sqlx::query("SET lock_timeout = 0")
         .execute(&mut *conn)
