@@ -227,6 +227,13 @@ impl App {
     ) -> Result<RunningWorker, String> {
         let runtimes = self.runtimes(&args)?;
         let cfg = &self.config;
+        crate::db::check_worker_fits(
+            cfg.database.max_connections,
+            &runtimes
+                .iter()
+                .map(|k| (k.kind.clone(), k.concurrency))
+                .collect::<Vec<_>>(),
+        )?;
         let opts = WorkerOptions::from_config(&cfg.worker);
         let (stats, run): (Vec<Arc<WorkerStats>>, RunAll) = if cfg.worker.runtime == "native" {
             let worker = Worker::new(self.pool.clone(), self.clock.clone(), opts, runtimes);
@@ -291,6 +298,7 @@ impl App {
             clock: self.clock.clone(),
             interval: Duration::from_secs(cfg.worker.rescue_interval_secs),
             batch: 1000,
+            backoff: crate::queue::store::RescueBackoff::from_catalog(&self.catalog),
         };
         tokio::spawn(rescuer.run(background.clone()));
         let retention = Retention {
@@ -309,6 +317,7 @@ impl App {
             interval: Duration::from_secs(cfg.retention.interval_secs),
         };
         tokio::spawn(transcripts.run(background.clone()));
+        tokio::spawn(crate::queue::reconcile::Reconciler::for_app(self).run(background.clone()));
         crate::jobs::start_background(self, background.clone());
         let token = shutdown.clone();
         let handle = tokio::spawn(async move {

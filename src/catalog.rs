@@ -291,6 +291,25 @@ fn validate(spec: &JobSpec, known_tools: &[&str]) -> Result<(), String> {
         at_least("sweep.batch", s.batch.into(), 1)?;
     }
     let a = &spec.agent;
+    {
+        use crate::config::{TimeUnit, duration_at_most};
+        duration_at_most("queue.backoff_base_ms", q.backoff_base_ms, TimeUnit::Millis)?;
+        duration_at_most("queue.backoff_max_ms", q.backoff_max_ms, TimeUnit::Millis)?;
+        duration_at_most("queue.timeout_secs", q.timeout_secs, TimeUnit::Secs)?;
+        duration_at_most("agent.deadline_secs", a.deadline_secs, TimeUnit::Secs)?;
+        duration_at_most(
+            "agent.approval_ttl_secs",
+            a.approval_ttl_secs,
+            TimeUnit::Secs,
+        )?;
+        if let Some(s) = &spec.sweep {
+            duration_at_most(
+                "sweep.retention_days",
+                s.retention_days.into(),
+                TimeUnit::Days,
+            )?;
+        }
+    }
     at_least("agent.max_rounds", a.max_rounds.into(), 1)?;
     at_least("agent.max_tool_calls", a.max_tool_calls.into(), 1)?;
     at_least("agent.max_tokens", a.max_tokens, 1)?;

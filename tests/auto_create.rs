@@ -525,7 +525,8 @@ async fn no_text_is_skipped_and_a_second_enqueue_is_a_no_op_unless_forced() {
         1,
         "no run for the empty document"
     );
-    // The same unique key: skipped at enqueue.
+    // The same unique key: the finished job no longer binds it (issue 12), and the handler
+    // sees the proposal and does nothing.
     let again = enqueue(
         &db.pool,
         &NewJob::new("auto_create", json!({"org_id": org, "document_id": doc}))
@@ -533,7 +534,7 @@ async fn no_text_is_skipped_and_a_second_enqueue_is_a_no_op_unless_forced() {
     )
     .await
     .unwrap();
-    assert!(again.is_none());
+    assert!(again.is_some(), "a finished job does not bind its key");
     // Another key but no force: the handler sees the proposal and does nothing.
     enqueue(
         &db.pool,

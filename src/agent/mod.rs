@@ -159,6 +159,8 @@ pub enum RunError {
     Db(#[from] sqlx::Error),
     #[error("cancelled (lease lost or shutting down); the run resumes from its last checkpoint")]
     Cancelled,
+    #[error(transparent)]
+    Checkpoint(#[from] transcript::CheckpointError),
 }
 
 impl RunError {
@@ -167,6 +169,7 @@ impl RunError {
         match self {
             RunError::Provider(e) => e.retryable,
             RunError::Db(_) | RunError::Cancelled => true,
+            RunError::Checkpoint(_) => false,
         }
     }
 }
@@ -289,7 +292,7 @@ impl Engine {
                 return Err(RunError::Cancelled);
             }
             let steps = crate::store::agent_loop::steps_and_marks(&self.pool, run.id).await?;
-            let mut t = Transcript::from_steps(&steps);
+            let mut t = Transcript::from_steps(&steps)?;
             let current = runs::get_run(&self.pool, run.id)
                 .await?
                 .ok_or(sqlx::Error::RowNotFound)?;
@@ -368,7 +371,14 @@ impl Engine {
                     .finish(run.id, "capped", StopReason::Budget, Some(&text))
                     .await;
             }
-            let resp = round::call(self, spec, run.id, t.rounds, req).await;
+            // Raced with the token: a lost lease or a cancel stops the call (issue 12, item 5).
+            let resp = tokio::select! {
+                r = round::call(self, spec, run.id, t.rounds, req) => r,
+                _ = cancel.cancelled() => {
+                    budget::release(&self.pool, &reservation).await;
+                    return Err(RunError::Cancelled);
+                }
+            };
             if resp.is_err() {
                 budget::release(&self.pool, &reservation).await;
             }

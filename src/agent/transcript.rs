@@ -6,6 +6,19 @@ use crate::store::runs::StepRow;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 
+/// The checkpoint format this build writes (the `v` field of every step's payload; see
+/// `store::runs::insert_step`). Steps without `v` predate versioning and read as version 1.
+pub const CHECKPOINT_VERSION: u64 = 1;
+
+/// A checkpoint this build cannot read: the run fails with this instead of a panic.
+#[derive(Debug, thiserror::Error)]
+#[error("checkpoint {seq} ({kind}) of this run cannot be resumed: {reason}")]
+pub struct CheckpointError {
+    pub seq: i32,
+    pub kind: String,
+    pub reason: String,
+}
+
 /// A tool result as checkpointed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ToolResultStep {
@@ -75,18 +88,32 @@ pub fn is_refinement(tool: &str, earlier_successes: u32) -> bool {
 
 impl Transcript {
     /// Rebuilds from checkpoints in order.
-    pub fn from_steps(steps: &[StepRow]) -> Self {
+    pub fn from_steps(steps: &[StepRow]) -> Result<Self, CheckpointError> {
         let mut t = Transcript::default();
         let mut answered = HashSet::new();
         let mut last_calls: Vec<(String, String, String)> = Vec::new();
         let mut args_of: HashMap<String, (String, u32)> = HashMap::new();
         for s in steps {
             t.next_seq = s.seq + 1;
+            let bad = |reason: String| CheckpointError {
+                seq: s.seq,
+                kind: s.kind.clone(),
+                reason,
+            };
+            match s.payload.get("v") {
+                None => {}
+                Some(v) if v.as_u64() == Some(CHECKPOINT_VERSION) => {}
+                Some(v) => {
+                    return Err(bad(format!(
+                        "format version {v}, this build reads version {CHECKPOINT_VERSION} (written by another agentd version?)"
+                    )));
+                }
+            }
             match s.kind.as_str() {
                 "llm_response" => {
                     let resp: CompletionResponse =
                         serde_json::from_value(s.payload["response"].clone())
-                            .expect("checkpointed responses deserialize");
+                            .map_err(|e| bad(format!("malformed response: {e}")))?;
                     if s.payload["summary"].as_bool() == Some(true) {
                         t.summary_done = true;
                     }
@@ -105,7 +132,7 @@ impl Transcript {
                 }
                 "tool_result" => {
                     let r: ToolResultStep = serde_json::from_value(s.payload.clone())
-                        .expect("checkpointed tool results deserialize");
+                        .map_err(|e| bad(format!("malformed tool result: {e}")))?;
                     t.tool_calls += 1;
                     answered.insert(r.call_id.clone());
                     if r.decision == "repeated" {
@@ -153,6 +180,6 @@ impl Transcript {
             .into_iter()
             .filter(|(id, _, _)| !answered.contains(id))
             .collect();
-        t
+        Ok(t)
     }
 }

@@ -170,7 +170,9 @@ pub async fn insert_step(
     now: DateTime<Utc>,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "INSERT INTO agent_steps (run_id, seq, kind, call_id, payload, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        // `v`: the checkpoint format version, checked when a run resumes.
+        "INSERT INTO agent_steps (run_id, seq, kind, call_id, payload, created_at)
+         VALUES ($1, $2, $3, $4, $5::jsonb || jsonb_build_object('v', $7::int8), $6)",
     )
     .bind(run_id)
     .bind(seq)
@@ -178,6 +180,7 @@ pub async fn insert_step(
     .bind(call_id)
     .bind(super::documents::clean_json(payload))
     .bind(now)
+    .bind(crate::agent::transcript::CHECKPOINT_VERSION as i64)
     .execute(conn)
     .await?;
     Ok(())
