@@ -13,6 +13,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod db;
+pub mod eval;
 pub mod http;
 pub mod jobs;
 pub mod llm;
