@@ -35,23 +35,31 @@ pub fn norm_text(s: &str) -> String {
 /// a lone separator followed by exactly three digits (`1.234`, `1,234`) reads both ways.
 pub fn number_candidates(s: &str) -> Vec<f64> {
     let t = s.trim();
-    let negative =
-        t.starts_with('-') || t.ends_with('-') || (t.starts_with('(') && t.ends_with(')'));
-    let kept: String = t
+    // The number itself: from the first to the last digit. Around it only a sign, currency or
+    // unit (`£`, `EUR`, `kg`, `kWh`, `%`) of a few letters; inside only separators.
+    let (Some(first), Some(last)) = (
+        t.find(|c: char| c.is_ascii_digit()),
+        t.rfind(|c: char| c.is_ascii_digit()),
+    ) else {
+        return Vec::new();
+    };
+    let (before, middle, after) = (&t[..first], &t[first..=last], &t[last + 1..]);
+    let short = |x: &str| {
+        x.chars().filter(|c| c.is_alphabetic()).count() <= 5
+            && !x.chars().any(|c| c.is_ascii_digit())
+    };
+    let separators =
+        |c: char| c.is_ascii_digit() || matches!(c, '.' | ',' | ' ' | '\'' | '\u{a0}' | '\u{202f}');
+    if !short(before) || !short(after) || !middle.chars().all(separators) {
+        return Vec::new();
+    }
+    let negative = before.contains('-')
+        || after.trim_start().starts_with('-')
+        || (before.contains('(') && after.contains(')'));
+    let kept: String = middle
         .chars()
         .filter(|c| c.is_ascii_digit() || *c == '.' || *c == ',')
         .collect();
-    // Anything else must be decoration: currency, spaces, sign, percent — not words.
-    let letters: String = t.chars().filter(|c| c.is_alphabetic()).collect();
-    let decoration = [
-        "", "eur", "usd", "gbp", "chf", "sek", "dkk", "nok", "pln", "jpy", "cad", "aud",
-    ];
-    if kept.is_empty()
-        || !kept.chars().any(|c| c.is_ascii_digit())
-        || !decoration.contains(&letters.to_lowercase().as_str())
-    {
-        return Vec::new();
-    }
     let sign = if negative { -1.0 } else { 1.0 };
     let parse = |x: &str| x.parse::<f64>().ok().map(|n| n * sign);
     let (dots, commas) = (kept.matches('.').count(), kept.matches(',').count());
