@@ -95,6 +95,8 @@ pub struct LlmConfig {
     pub stream: bool,
     /// Delay added to every offline-provider call (mimics model latency).
     pub offline_latency_ms: u64,
+    /// Offer tool schemas in OpenAI's strict form, with `"strict": true` (see `tools::strict`).
+    pub strict_tools: bool,
 }
 
 /// Logging.

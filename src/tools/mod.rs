@@ -9,6 +9,7 @@ pub mod help;
 pub mod prompts;
 pub mod registry;
 pub mod schemas;
+pub mod strict;
 pub mod suggestions;
 pub mod tags;
 
