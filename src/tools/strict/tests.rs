@@ -213,3 +213,43 @@ fn the_transform_makes_optional_fields_nullable_and_free_objects_strings() {
         json!({"id": null})
     );
 }
+
+#[test]
+fn a_strict_registry_offers_strict_specs_and_reads_their_arguments() {
+    use crate::tools::Registry;
+    let plain = crate::tools::builtin_registry();
+    let strict = crate::tools::builtin_registry().strict_tools(true);
+    let allow = vec!["create_schema".to_string(), "list_documents".to_string()];
+    for s in plain.specs(&allow) {
+        assert!(!s.strict, "{}", s.name);
+    }
+    let specs = strict.specs(&allow);
+    assert_eq!(specs.len(), 2);
+    for s in &specs {
+        assert!(s.strict, "{}", s.name);
+        assert!(
+            check_schema(&s.parameters, &s.name, true).is_empty(),
+            "{}",
+            s.name
+        );
+    }
+    // create_schema's free-form response_format is offered as a JSON string and read back as
+    // the object the handler validates.
+    assert_eq!(
+        specs[0].parameters["properties"]["response_format"]["type"],
+        "string"
+    );
+    let rf = json!({"type": "json_schema", "json_schema": {"name": "x", "strict": true,
+        "schema": closed(json!({"a": {"type": "string"}}))}});
+    let raw = json!({"name": "X", "response_format": rf.to_string()}).to_string();
+    let args = strict.prepare_args("create_schema", &raw).unwrap();
+    assert_eq!(args["response_format"], rf);
+    let tool = strict.get("create_schema").unwrap();
+    Registry::validate(tool.as_ref(), &args).unwrap();
+    // Without strict tools the same string is refused by validation, naming the field.
+    let args = plain.prepare_args("create_schema", &raw).unwrap();
+    let e = Registry::validate(tool.as_ref(), &args)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("response_format"), "{e}");
+}
