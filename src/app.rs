@@ -69,13 +69,14 @@ impl App {
     /// An App over `pool` with the config's provider and the built-in tools.
     pub fn new(pool: PgPool, clock: SharedClock, config: Config, catalog: Catalog) -> Self {
         let provider = crate::llm::from_config(&config.llm);
+        let registry = crate::tools::builtin_registry().strict_tools(config.llm.strict_tools);
         Self {
             pool,
             clock,
             config: Arc::new(config),
             catalog: Arc::new(catalog),
             provider,
-            registry: Arc::new(crate::tools::builtin_registry()),
+            registry: Arc::new(registry),
         }
     }
 

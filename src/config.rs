@@ -154,6 +154,8 @@ pub struct LlmConfig {
     pub max_stream_bytes: usize,
     /// Guided mode: `job` (the job file's `agent.guided`), `on` or `off` for every kind.
     pub guided: String,
+    /// Offer tool schemas in OpenAI's strict form, with `"strict": true` (see `tools::strict`).
+    pub strict_tools: bool,
 }
 
 /// Logging.

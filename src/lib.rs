@@ -33,6 +33,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod db;
+pub mod eval;
 pub mod http;
 pub mod jobs;
 pub mod llm;

@@ -171,6 +171,7 @@ fn weather_tool() -> ToolSpec {
         name: "get_weather".into(),
         description: "Weather for a city".into(),
         parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+        strict: false,
     }
 }
 

@@ -234,8 +234,8 @@ pub(super) async fn execute_call(
     let now = engine.clock.now();
     let actor = format!("agent:{}", spec.kind);
     let mut tx = engine.pool.begin().await?;
-    let args = Registry::parse_args(raw);
     let registry = engine.env.registry.clone();
+    let args = registry.prepare_args(name, raw);
     let tool = registry
         .get(name)
         .filter(|_| spec.policy.allows(name))

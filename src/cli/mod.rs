@@ -4,6 +4,7 @@
 mod approvals;
 mod bench;
 mod documents;
+mod eval;
 mod runs;
 
 /// Library access to what `agentd documents` does (tests and producers use it).
@@ -75,6 +76,8 @@ pub enum Command {
     Demo(documents::DemoCmd),
     /// Throughput and latency measurements.
     Bench(bench::BenchCmd),
+    /// Auto-create over labelled samples: status, rounds, tokens, field recall, value accuracy.
+    Eval(eval::EvalCmd),
 }
 
 #[derive(Args, Debug)]
@@ -267,6 +270,7 @@ async fn dispatch(app: &App, command: Command) -> anyhow::Result<()> {
         Command::Runs(c) => runs::run(app, c).await,
         Command::Demo(c) => documents::demo(app, c).await,
         Command::Bench(c) => bench::run(app, c).await,
+        Command::Eval(c) => eval::run(app, c).await,
     }
 }
 

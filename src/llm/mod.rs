@@ -98,6 +98,9 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of the arguments object.
     pub parameters: Value,
+    /// Sent as `"strict": true` (OpenAI strict function calling; `llm.strict_tools`).
+    #[serde(default)]
+    pub strict: bool,
 }
 
 /// Whether the model may call tools in this request.

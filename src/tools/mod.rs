@@ -11,6 +11,7 @@ pub mod prompts;
 pub mod registry;
 pub mod schemas;
 pub mod scope;
+pub mod strict;
 pub mod suggestions;
 pub mod tags;
 

@@ -11,6 +11,9 @@ use std::sync::Arc;
 #[derive(Clone, Default)]
 pub struct Registry {
     tools: BTreeMap<&'static str, Arc<dyn Tool>>,
+    /// `llm.strict_tools`: offer strict-compatible parameter schemas with `"strict": true`
+    /// and read arguments written against them (see [`super::strict`]).
+    strict: bool,
 }
 
 /// Why a call did not reach a handler, or what the handler said.
@@ -28,6 +31,12 @@ impl Registry {
     /// An empty registry.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The same registry offering strict-compatible tool schemas when `on` (`llm.strict_tools`).
+    pub fn strict_tools(mut self, on: bool) -> Self {
+        self.strict = on;
+        self
     }
 
     /// Adds a tool (replacing one of the same name).
@@ -53,7 +62,12 @@ impl Registry {
             .map(|t| ToolSpec {
                 name: t.name().to_string(),
                 description: t.description().to_string(),
-                parameters: t.parameters(),
+                parameters: if self.strict {
+                    super::strict::strict_tool_parameters(&t.parameters())
+                } else {
+                    t.parameters()
+                },
+                strict: self.strict,
             })
             .collect()
     }
@@ -74,6 +88,17 @@ impl Registry {
             return Err(CallError::BadJson(format!("expected an object, got {v}")));
         }
         Ok(v)
+    }
+
+    /// Parses a call's raw arguments for tool `name` ([`Self::parse_args`]), then reads them as
+    /// the handlers expect: `null` for an optional property is absent, and under strict tools a
+    /// JSON-encoded string where the tool wants a free-form object is decoded.
+    pub fn prepare_args(&self, name: &str, raw: &str) -> Result<Value, CallError> {
+        let args = Self::parse_args(raw)?;
+        Ok(match self.get(name) {
+            Some(tool) => super::strict::args_from_strict(&tool.parameters(), args, self.strict),
+            None => args,
+        })
     }
 
     /// Validates `args` against the tool's parameter schema; the error lists every problem.

@@ -47,15 +47,12 @@ fn at(pointer: &str) -> String {
         })
 }
 
-const JSON_TYPES: [&str; 7] = [
-    "string", "number", "integer", "boolean", "object", "array", "null",
-];
-
 /// Checks an OpenAI structured-output `response_format`:
 /// `{"type": "json_schema", "json_schema": {"name", "strict"?, "description"?, "schema"}}`, the
 /// inner schema a valid Draft 7 JSON Schema of `type: "object"` with `properties`, and under
-/// `strict: true` OpenAI's rules (every object closed with `additionalProperties: false`, every
-/// property listed in `required`). Returns every problem found, each naming where and how to fix.
+/// `strict: true` OpenAI's rules (see [`super::strict`]: supported keywords, every object closed
+/// with `additionalProperties: false`, every property listed in `required`, depth and size
+/// limits). Returns every problem found, each naming where and how to fix.
 pub fn validate_response_format(v: &Value) -> Result<(), Vec<String>> {
     let mut errors = Vec::new();
     let Some(obj) = v.as_object() else {
@@ -184,80 +181,11 @@ fn check_inner_schema(schema: &Value, strict: bool, errors: &mut Vec<String>) {
                 .into(),
         ),
     }
-    walk(schema, "json_schema.schema", strict, errors);
-}
-
-/// Visits every subschema: unknown type names, and under strict mode closed objects with every
-/// property required.
-fn walk(node: &Value, path: &str, strict: bool, errors: &mut Vec<String>) {
-    let Some(obj) = node.as_object() else { return };
-    let types: Vec<&str> = match obj.get("type") {
-        Some(Value::String(t)) => vec![t.as_str()],
-        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
-        _ => Vec::new(),
-    };
-    for t in types.iter().filter(|t| !JSON_TYPES.contains(t)) {
-        errors.push(format!(
-            "{path}.type: {t:?} is not a JSON Schema type; use one of {}",
-            JSON_TYPES.join(", ")
-        ));
-    }
-    let properties = obj.get("properties").and_then(Value::as_object);
-    if strict && (types.contains(&"object") || properties.is_some()) {
-        if obj.get("additionalProperties") != Some(&Value::Bool(false)) {
-            errors.push(format!(
-                "{path}: strict mode requires \"additionalProperties\": false on every object"
-            ));
-        }
-        let required: Vec<&str> = obj
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        let missing: Vec<&str> = properties
-            .map(|p| {
-                p.keys()
-                    .map(String::as_str)
-                    .filter(|k| !required.contains(k))
-                    .collect()
-            })
-            .unwrap_or_default();
-        if !missing.is_empty() {
-            errors.push(format!(
-                "{path}: strict mode requires every property in \"required\" (missing: {}); \
-                 make an optional field nullable instead, e.g. \"type\": [\"string\", \"null\"]",
-                missing.join(", ")
-            ));
-        }
-    }
-    if let Some(p) = properties {
-        for (k, sub) in p {
-            walk(sub, &format!("{path}.properties.{k}"), strict, errors);
-        }
-    }
-    match obj.get("items") {
-        Some(items @ Value::Object(_)) => walk(items, &format!("{path}.items"), strict, errors),
-        Some(Value::Array(a)) => {
-            for (i, sub) in a.iter().enumerate() {
-                walk(sub, &format!("{path}.items[{i}]"), strict, errors);
-            }
-        }
-        _ => {}
-    }
-    for key in ["anyOf", "oneOf", "allOf"] {
-        if let Some(Value::Array(a)) = obj.get(key) {
-            for (i, sub) in a.iter().enumerate() {
-                walk(sub, &format!("{path}.{key}[{i}]"), strict, errors);
-            }
-        }
-    }
-    for key in ["definitions", "$defs"] {
-        if let Some(Value::Object(defs)) = obj.get(key) {
-            for (k, sub) in defs {
-                walk(sub, &format!("{path}.{key}.{k}"), strict, errors);
-            }
-        }
-    }
+    errors.extend(super::strict::check_schema(
+        schema,
+        "json_schema.schema",
+        strict,
+    ));
 }
 
 /// Validates `instance` against a Draft 7 `schema`; every error names the instance path.

@@ -469,7 +469,7 @@ impl OpenAiProvider {
                         name: t.name.clone(),
                         description: Some(t.description.clone()).filter(|d| !d.is_empty()),
                         parameters: Some(t.parameters.clone()),
-                        strict: None,
+                        strict: t.strict.then_some(true),
                     },
                 })
             })

@@ -1,0 +1,125 @@
+//! `agentd eval`: auto-create over the labelled samples (`samples/eval/`), scored per document
+//! (see `crate::eval`). Prints figures; asserts nothing.
+
+use super::bad;
+use crate::app::App;
+use crate::eval::{self, EvalOptions, labels};
+use clap::Args;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Options of `agentd eval`.
+#[derive(Args, Debug)]
+pub struct EvalCmd {
+    /// The provider: offline or openai (default: as configured, llm.provider).
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// OpenAI-compatible base URL, e.g. http://127.0.0.1:8089/v1 (implies --provider openai
+    /// unless given).
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// The model (overrides llm.model and the job file's).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The labelled samples: <name>.txt and <name>.labels.toml.
+    #[arg(long, default_value = "samples/eval")]
+    pub dir: PathBuf,
+    /// Only these samples (comma-separated names, e.g. invoice_en,receipt_ocr).
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Guided mode (a narrower tool road per round; issue 11 item 7).
+    #[arg(long)]
+    pub guided: bool,
+    /// auto_create worker concurrency (default: the job file's).
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// Stop waiting after this many seconds; unfinished documents are reported `timeout`.
+    #[arg(long, default_value_t = 1800)]
+    pub timeout_secs: u64,
+    /// Org name for the documents (default: a new `eval-<time>` org).
+    #[arg(long)]
+    pub org: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The App the eval runs on: `app` with the provider, base URL and model of the flags, and no
+/// HTTP server.
+fn eval_app(app: &App, cmd: &EvalCmd) -> anyhow::Result<App> {
+    let mut config = (*app.config).clone();
+    config.http.addr = String::new();
+    if let Some(p) = &cmd.provider {
+        if !["offline", "openai"].contains(&p.as_str()) {
+            return Err(bad(format!(
+                "--provider must be offline or openai (got {p:?})"
+            )));
+        }
+        config.llm.provider = p.clone();
+    } else if cmd.base_url.is_some() {
+        config.llm.provider = "openai".into();
+    }
+    if let Some(u) = &cmd.base_url {
+        config.llm.base_url = u.clone();
+    }
+    let mut catalog = (*app.catalog).clone();
+    if let Some(m) = &cmd.model {
+        if m.trim().is_empty() {
+            return Err(bad("--model must not be empty"));
+        }
+        config.llm.model = m.clone();
+        for spec in catalog.kinds.values_mut() {
+            spec.agent.model = String::new();
+        }
+    }
+    if cmd.guided {
+        return Err(bad(
+            "--guided: this build has no guided mode yet (issue 11 item 7); run without it",
+        ));
+    }
+    Ok(App {
+        provider: crate::llm::from_config(&config.llm),
+        config: Arc::new(config),
+        catalog: Arc::new(catalog),
+        ..app.clone()
+    })
+}
+
+/// Runs `agentd eval`.
+pub async fn run(app: &App, cmd: EvalCmd) -> anyhow::Result<()> {
+    if cmd.concurrency == Some(0) {
+        return Err(bad("--concurrency must be ≥ 1"));
+    }
+    let samples = labels::load_dir(&cmd.dir, &cmd.only).map_err(|e| bad(e.to_string()))?;
+    let eapp = eval_app(app, &cmd)?;
+    let opts = EvalOptions {
+        org_name: cmd
+            .org
+            .clone()
+            .unwrap_or_else(|| format!("eval-{}", app.clock.now().format("%Y%m%dT%H%M%S%.3f"))),
+        concurrency: cmd.concurrency,
+        timeout: Duration::from_secs(cmd.timeout_secs),
+        guided: cmd.guided,
+    };
+    eprintln!(
+        "agentd eval: {} samples from {}, provider {}, org {}",
+        samples.len(),
+        cmd.dir.display(),
+        eapp.provider.name(),
+        opts.org_name
+    );
+    let report = eval::run(&eapp, &samples, &opts, |done, total| {
+        eprint!("\r  {done}/{total} documents done");
+        let _ = std::io::stderr().flush();
+    })
+    .await?;
+    eprintln!();
+    if cmd.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", eval::render_table(&report));
+    }
+    Ok(())
+}

@@ -1,0 +1,340 @@
+//! Scoring one proposal against its labels: field recall (expected fields present in the
+//! proposed schema, matched by normalised name or a listed alias) and value accuracy (extracted
+//! values equal to the expected ones after normalisation of case, whitespace, number formats
+//! and dates).
+//!
+//! Normalisation never guesses one reading of an ambiguous value: `03/04/2026` may be 3 April
+//! or 4 March and `1.234` may be 1.234 or 1234, so each reading is a candidate and the value
+//! matches when any candidate equals the expected value.
+
+use super::labels::ExpectedField;
+use chrono::NaiveDate;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// A field name reduced to lowercase ASCII letters and digits: `Invoice Number`,
+/// `invoice_number` and `invoiceNumber` all become `invoicenumber`.
+pub fn norm_name(name: &str) -> String {
+    name.chars()
+        .filter(|c| c.is_alphanumeric())
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Text compared without case, surrounding punctuation or repeated whitespace.
+pub fn norm_text(s: &str) -> String {
+    let collapsed = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    collapsed
+        .trim_matches(|c: char| c == '"' || c == '\'' || c == '.' || c == ',' || c == ';')
+        .trim()
+        .to_lowercase()
+}
+
+/// Every number `s` may denote: currency symbols and codes, `%`, spaces and apostrophes used
+/// as thousands separators are dropped; `1,234.50`, `1.234,50` and `1 234,50` read as 1234.5;
+/// a lone separator followed by exactly three digits (`1.234`, `1,234`) reads both ways.
+pub fn number_candidates(s: &str) -> Vec<f64> {
+    let t = s.trim();
+    // The number itself: from the first to the last digit. Around it only a sign, currency or
+    // unit (`£`, `EUR`, `kg`, `kWh`, `%`) of a few letters; inside only separators.
+    let (Some(first), Some(last)) = (
+        t.find(|c: char| c.is_ascii_digit()),
+        t.rfind(|c: char| c.is_ascii_digit()),
+    ) else {
+        return Vec::new();
+    };
+    let (before, middle, after) = (&t[..first], &t[first..=last], &t[last + 1..]);
+    let short = |x: &str| {
+        x.chars().filter(|c| c.is_alphabetic()).count() <= 5
+            && !x.chars().any(|c| c.is_ascii_digit())
+    };
+    let separators =
+        |c: char| c.is_ascii_digit() || matches!(c, '.' | ',' | ' ' | '\'' | '\u{a0}' | '\u{202f}');
+    if !short(before) || !short(after) || !middle.chars().all(separators) {
+        return Vec::new();
+    }
+    let negative = before.contains('-')
+        || after.trim_start().starts_with('-')
+        || (before.contains('(') && after.contains(')'));
+    let kept: String = middle
+        .chars()
+        .filter(|c| c.is_ascii_digit() || *c == '.' || *c == ',')
+        .collect();
+    let sign = if negative { -1.0 } else { 1.0 };
+    let parse = |x: &str| x.parse::<f64>().ok().map(|n| n * sign);
+    let (dots, commas) = (kept.matches('.').count(), kept.matches(',').count());
+    let mut out = Vec::new();
+    match (dots, commas) {
+        (0, 0) => out.extend(parse(&kept)),
+        (_, 0) | (0, _) => {
+            let sep = if dots > 0 { '.' } else { ',' };
+            let groups: Vec<&str> = kept.split(sep).collect();
+            let thousands = groups.len() > 1
+                && groups[1..].iter().all(|g| g.len() == 3)
+                && !groups[0].is_empty()
+                && groups[0].len() <= 3;
+            if groups.len() == 2 {
+                out.extend(parse(&kept.replace(sep, ".")));
+            }
+            if thousands {
+                out.extend(parse(&kept.replace(sep, "")));
+            }
+        }
+        _ => {
+            // Both present: the last one is the decimal separator.
+            let last_dot = kept.rfind('.').unwrap_or(0);
+            let last_comma = kept.rfind(',').unwrap_or(0);
+            let (thousands, decimal) = if last_dot > last_comma {
+                (',', '.')
+            } else {
+                ('.', ',')
+            };
+            if kept.matches(decimal).count() == 1 {
+                out.extend(parse(&kept.replace(thousands, "").replace(decimal, ".")));
+            }
+        }
+    }
+    out
+}
+
+const MONTHS: [(&str, u32); 32] = [
+    ("jan", 1),
+    ("jän", 1),
+    ("janv", 1),
+    ("feb", 2),
+    ("fév", 2),
+    ("fev", 2),
+    ("mar", 3),
+    ("mär", 3),
+    ("mae", 3),
+    ("apr", 4),
+    ("avr", 4),
+    ("may", 5),
+    ("mai", 5),
+    ("jun", 6),
+    ("juin", 6),
+    ("jul", 7),
+    ("juil", 7),
+    ("aug", 8),
+    ("aoû", 8),
+    ("aou", 8),
+    ("sep", 9),
+    ("oct", 10),
+    ("okt", 10),
+    ("nov", 11),
+    ("dec", 12),
+    ("dez", 12),
+    ("déc", 12),
+    ("janu", 1),
+    ("febr", 2),
+    ("marc", 3),
+    ("sept", 9),
+    ("octo", 10),
+];
+
+/// The month a word names (English, German or French, full or abbreviated).
+fn month_of(word: &str) -> Option<u32> {
+    let w = word.to_lowercase();
+    // "mars" (French) and "march" both start with "mar"; "juin"/"juil" need four letters.
+    let mut best: Option<(usize, u32)> = None;
+    for (prefix, m) in MONTHS {
+        if w.starts_with(prefix) && best.is_none_or(|(len, _)| prefix.len() > len) {
+            best = Some((prefix.len(), m));
+        }
+    }
+    best.map(|(_, m)| m)
+}
+
+fn year_of(n: &str) -> Option<i32> {
+    let y: i32 = n.parse().ok()?;
+    match n.len() {
+        4 => Some(y),
+        2 => Some(2000 + y),
+        _ => None,
+    }
+}
+
+/// Every date `s` may denote: ISO `2026-11-02` (a time part is ignored), `02.11.2026`,
+/// `11/02/2026` (both day-month orders), `2 November 2026`, `Nov 2, 2026`, `2. November 2026`,
+/// `2 nov. 2026`, two-digit years as 20xx.
+pub fn date_candidates(s: &str) -> Vec<NaiveDate> {
+    let s = s.trim();
+    if s.len() >= 10 && s.as_bytes()[4] == b'-' && s.as_bytes()[7] == b'-' {
+        if let Ok(d) = NaiveDate::parse_from_str(&s[..10], "%Y-%m-%d") {
+            return vec![d];
+        }
+    }
+    let mut numbers: Vec<&str> = Vec::new();
+    let mut words: Vec<&str> = Vec::new();
+    for token in s.split(|c: char| !c.is_alphanumeric()) {
+        if token.is_empty() {
+            continue;
+        }
+        if token.chars().all(|c| c.is_ascii_digit()) {
+            numbers.push(token);
+        } else if token.chars().all(char::is_alphabetic) {
+            words.push(token);
+        } else {
+            return Vec::new();
+        }
+    }
+    let ymd = |y: i32, m: u32, d: u32| NaiveDate::from_ymd_opt(y, m, d);
+    let mut out = Vec::new();
+    let months: Vec<u32> = words.iter().filter_map(|w| month_of(w)).collect();
+    match (months.as_slice(), numbers.as_slice()) {
+        ([m], [a, b]) => {
+            // "2 November 2026" or "November 2, 2026": the four-digit number is the year.
+            let (day, year) = if a.len() == 4 { (b, a) } else { (a, b) };
+            if let (Ok(d), Some(y)) = (day.parse::<u32>(), year_of(year)) {
+                out.extend(ymd(y, *m, d));
+            }
+        }
+        ([], [a, b, c]) if words.is_empty() => {
+            let n = |x: &str| x.parse::<u32>().ok();
+            if a.len() == 4 {
+                if let (Ok(y), Some(m), Some(d)) = (a.parse::<i32>(), n(b), n(c)) {
+                    out.extend(ymd(y, m, d));
+                }
+            } else if let (Some(y), Some(x), Some(z)) = (year_of(c), n(a), n(b)) {
+                out.extend(ymd(y, z, x));
+                out.extend(ymd(y, x, z));
+            }
+        }
+        _ => {}
+    }
+    out.dedup();
+    out
+}
+
+/// True when `expected` is a date written `YYYY-MM-DD`.
+fn as_iso_date(expected: &str) -> Option<NaiveDate> {
+    (expected.len() == 10)
+        .then(|| NaiveDate::parse_from_str(expected, "%Y-%m-%d").ok())
+        .flatten()
+}
+
+fn text_of(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// Whether an extracted value equals the expected one after normalisation. `actual` is
+/// `None` when the extraction has no such key.
+pub fn values_match(expected: &Value, actual: Option<&Value>) -> bool {
+    let actual = actual.unwrap_or(&Value::Null);
+    let blank = match actual {
+        Value::Null => true,
+        Value::String(s) => s.trim().is_empty(),
+        _ => false,
+    };
+    match expected {
+        Value::Null => blank,
+        _ if blank => false,
+        Value::Number(e) => {
+            let e = e.as_f64().unwrap_or(f64::NAN);
+            let candidates = match actual {
+                Value::Number(a) => a.as_f64().into_iter().collect(),
+                Value::String(s) => number_candidates(s),
+                _ => Vec::new(),
+            };
+            candidates
+                .iter()
+                .any(|a| (a - e).abs() <= 0.005 + e.abs() * 1e-9)
+        }
+        Value::Bool(e) => match actual {
+            Value::Bool(a) => a == e,
+            Value::String(s) => {
+                let yes = ["true", "yes", "ja", "oui", "y", "1"];
+                let no = ["false", "no", "nein", "non", "n", "0"];
+                let t = norm_text(s);
+                (*e && yes.contains(&t.as_str())) || (!*e && no.contains(&t.as_str()))
+            }
+            _ => false,
+        },
+        Value::String(e) => {
+            let Some(a) = text_of(actual) else {
+                return false;
+            };
+            if let Some(d) = as_iso_date(e) {
+                return date_candidates(&a).contains(&d);
+            }
+            norm_text(&a) == norm_text(e)
+        }
+        Value::Array(_) | Value::Object(_) => expected == actual,
+    }
+}
+
+/// How one expected field fared.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FieldScore {
+    /// The label's field name.
+    pub field: String,
+    /// The schema property it matched, if any.
+    pub matched: Option<String>,
+    pub expected: Value,
+    /// The extracted value of the matched property (null when absent).
+    pub got: Value,
+    pub value_ok: bool,
+}
+
+/// A document's scores.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Score {
+    pub fields_expected: usize,
+    /// Expected fields present in the proposed schema.
+    pub fields_found: usize,
+    /// Expected fields whose extracted value matched.
+    pub values_correct: usize,
+    /// `fields_found / fields_expected` (0 when nothing is expected).
+    pub field_recall: f64,
+    /// `values_correct / fields_expected`: a value cannot be right for a field not proposed.
+    pub value_accuracy: f64,
+    pub fields: Vec<FieldScore>,
+}
+
+/// Scores a proposal: `properties` are the proposed schema's top-level property names,
+/// `extracted` the extraction result object (or null when there is none).
+pub fn score(expected: &[ExpectedField], properties: &[String], extracted: &Value) -> Score {
+    let empty = Map::new();
+    let values = extracted.as_object().unwrap_or(&empty);
+    let mut fields = Vec::new();
+    for f in expected {
+        let wanted: Vec<String> = std::iter::once(&f.name)
+            .chain(f.aliases.iter())
+            .map(|n| norm_name(n))
+            .collect();
+        let matched = properties
+            .iter()
+            .find(|p| wanted.contains(&norm_name(p)))
+            .cloned();
+        let got = matched
+            .as_ref()
+            .and_then(|p| values.get(p))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let value_ok = matched.is_some() && values_match(&f.value, Some(&got));
+        fields.push(FieldScore {
+            field: f.name.clone(),
+            matched,
+            expected: f.value.clone(),
+            got,
+            value_ok,
+        });
+    }
+    let n = fields.len();
+    let found = fields.iter().filter(|f| f.matched.is_some()).count();
+    let correct = fields.iter().filter(|f| f.value_ok).count();
+    let ratio = |k: usize| if n == 0 { 0.0 } else { k as f64 / n as f64 };
+    Score {
+        fields_expected: n,
+        fields_found: found,
+        values_correct: correct,
+        field_recall: ratio(found),
+        value_accuracy: ratio(correct),
+        fields,
+    }
+}
