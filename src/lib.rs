@@ -5,6 +5,7 @@
 //! and checkpoints in one transaction per step. See DESIGN.md for the contract.
 
 pub mod agent;
+pub mod api;
 pub mod app;
 pub mod approvals;
 pub mod bench;

@@ -11,3 +11,5 @@ pub mod schemas;
 pub mod status;
 pub mod suggestions;
 pub mod tags;
+pub mod api_keys;
+pub mod api_reads;

@@ -1,0 +1,1 @@
+//! `agentd bench api`: placeholder, filled in slice 5.
