@@ -77,8 +77,9 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
         match inner.classify() {
             Category::Data => {
                 let msg = inner.to_string();
+                // The path of an unknown field already ends with the field's name.
                 let field = unknown_field(&msg)
-                    .map(|f| if path == "." { f } else { format!("{path}.{f}") })
+                    .map(|f| if path == "." { f } else { path.clone() })
                     .or_else(|| missing_field(&msg).map(|f| join(&path, &f)))
                     .unwrap_or_else(|| if path == "." { "body".into() } else { path });
                 Problem::invalid(field.clone(), format!("{field}: {}", strip_position(&msg)))
