@@ -198,14 +198,20 @@ async fn decide(
     } else {
         Decision::Reject { by }
     };
-    let out =
-        match approvals::decide(&app.pool, &app.clock, &env, row.id, Some(caller.org_id), decision)
-            .await
-        {
-            Ok(o) => o,
-            Err(DecideError::NotFound(id)) => return Err(Problem::not_found("approval", id)),
-            Err(e) => return Err(Problem::internal(e)),
-        };
+    let out = match approvals::decide(
+        &app.pool,
+        &app.clock,
+        &env,
+        row.id,
+        Some(caller.org_id),
+        decision,
+    )
+    .await
+    {
+        Ok(o) => o,
+        Err(DecideError::NotFound(id)) => return Err(Problem::not_found("approval", id)),
+        Err(e) => return Err(Problem::internal(e)),
+    };
     let after = store::get(&app.pool, row.id).await?.unwrap_or(row);
     if !out.changed {
         return already(&after);

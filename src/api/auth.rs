@@ -2,8 +2,8 @@
 //! is stored. `Authorization: Bearer KEY` decides the org and the role; the key itself never
 //! reaches a log line (the request log names the key's id).
 
-use super::error::Problem;
 use super::ApiState;
+use super::error::Problem;
 use crate::store::api_keys;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
@@ -153,11 +153,25 @@ pub async fn authenticate(State(s): State<ApiState>, mut req: Request, next: Nex
             })
             .filter(|t| !t.is_empty());
         let Some(token) = token else {
-            return log(&method, &path, None, started, unauthorized().into_response());
+            return log(
+                &method,
+                &path,
+                None,
+                started,
+                unauthorized().into_response(),
+            );
         };
         let owner = match api_keys::find_live(&s.app.pool, &hash_key(token)).await {
             Ok(Some(o)) => o,
-            Ok(None) => return log(&method, &path, None, started, unauthorized().into_response()),
+            Ok(None) => {
+                return log(
+                    &method,
+                    &path,
+                    None,
+                    started,
+                    unauthorized().into_response(),
+                );
+            }
             Err(e) => return Problem::internal(e).into_response(),
         };
         let c = Caller {

@@ -97,7 +97,10 @@ fn validate(d: &NewDocument) -> Result<(), Problem> {
         ));
     }
     if d.name.contains('\0') {
-        return Err(Problem::invalid("name", "name must not contain NUL (\\u0000)"));
+        return Err(Problem::invalid(
+            "name",
+            "name must not contain NUL (\\u0000)",
+        ));
     }
     if d.text.len() > MAX_TEXT_BYTES {
         return Err(Problem::new(
@@ -154,8 +157,15 @@ pub async fn create(
             return Ok(json_response(status, &prev.response));
         }
     }
-    let id = documents::insert(&mut tx, caller.org_id, &doc.name, Some(&doc.text), &json!({}), now)
-        .await?;
+    let id = documents::insert(
+        &mut tx,
+        caller.org_id,
+        &doc.name,
+        Some(&doc.text),
+        &json!({}),
+        now,
+    )
+    .await?;
     let mut job_id = None;
     if doc.auto_create {
         let q = &app.spec("auto_create").queue;

@@ -37,9 +37,13 @@ fn check_content_type(req: &Request) -> Result<(), Problem> {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    let mime = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    if mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
-    {
+    let mime = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json")) {
         Ok(())
     } else {
         Err(Problem::new(
@@ -130,7 +134,11 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJ
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let has_type = req.headers().contains_key(header::CONTENT_TYPE);
-        let result = if has_type { check_content_type(&req) } else { Ok(()) };
+        let result = if has_type {
+            check_content_type(&req)
+        } else {
+            Ok(())
+        };
         let bytes = body_bytes(req, state).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJsonBody(T::default()));
@@ -142,9 +150,8 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJ
 
 /// Parses a query string into `T` (structs deny unknown parameters): errors name the parameter.
 pub fn parse_query<T: DeserializeOwned>(query: Option<&str>) -> Result<T, Problem> {
-    let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(
-        query.unwrap_or("").as_bytes(),
-    ));
+    let de =
+        serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.unwrap_or("").as_bytes()));
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let msg = e.into_inner().to_string();

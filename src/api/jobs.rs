@@ -131,7 +131,8 @@ pub async fn create(
                     ids
                 }
                 None => {
-                    let ids = api_reads::pending_approval_ids(&app.pool, org, MAX_SWEEP_IDS).await?;
+                    let ids =
+                        api_reads::pending_approval_ids(&app.pool, org, MAX_SWEEP_IDS).await?;
                     if ids.is_empty() {
                         return Err(Problem::invalid(
                             "approval_ids",
@@ -173,14 +174,11 @@ pub async fn create(
 #[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs", params(("id" = i64, Path)),
     responses((status = 200, body = Object), (status = 404)), security(("bearer" = [])))]
 pub async fn get(State(s): State<ApiState>, caller: Caller, Path(id): Path<String>) -> ApiResult {
-    let id: i64 = id
-        .parse()
-        .ok()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| Problem::bad_request("id", format!("id must be a job number (got {id:?})")))?;
+    let id: i64 = id.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+        Problem::bad_request("id", format!("id must be a job number (got {id:?})"))
+    })?;
     let job = api_reads::job(&s.app.pool, caller.org_id, id)
         .await?
         .ok_or_else(|| Problem::not_found("job", id))?;
     ok(&job)
 }
-

@@ -92,9 +92,9 @@ pub fn router(app: App) -> Router {
         .route("/v1/openapi.json", get(openapi_json))
         .route(
             "/v1/documents",
-            get(documents::list).post(documents::create).layer(DefaultBodyLimit::max(
-                documents::MAX_DOCUMENT_BODY,
-            )),
+            get(documents::list)
+                .post(documents::create)
+                .layer(DefaultBodyLimit::max(documents::MAX_DOCUMENT_BODY)),
         )
         .route("/v1/documents/{id}", get(documents::get))
         .route("/v1/documents/{id}/accept", post(documents::accept))

@@ -21,7 +21,10 @@ pub enum OrgsCmd {
 /// Runs an org command.
 pub async fn run(app: &App, cmd: OrgsCmd) -> anyhow::Result<()> {
     match cmd {
-        OrgsCmd::Create { name, json: as_json } => {
+        OrgsCmd::Create {
+            name,
+            json: as_json,
+        } => {
             let name = name.trim().to_string();
             if name.is_empty() || name.contains('\0') {
                 return Err(bad("NAME must be a non-empty org name"));
@@ -35,7 +38,10 @@ pub async fn run(app: &App, cmd: OrgsCmd) -> anyhow::Result<()> {
             let (key_id, key) = create_key(&mut *tx, org_id, Role::Admin, app.clock.now()).await?;
             tx.commit().await?;
             if as_json {
-                println!("{}", json!({"org_id": org_id, "key": key, "key_id": key_id, "role": "admin"}));
+                println!(
+                    "{}",
+                    json!({"org_id": org_id, "key": key, "key_id": key_id, "role": "admin"})
+                );
             } else {
                 println!("org {name} created: {org_id}");
                 println!("API key (admin, id {key_id}) — shown only now, store it safely:");

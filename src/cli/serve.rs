@@ -29,7 +29,9 @@ pub async fn run(app: &App, cmd: ServeCmd) -> anyhow::Result<()> {
     let stop = CancellationToken::new();
     crate::app::cancel_on_signals(stop.clone());
     tracing::info!(addr = %local, "serving the API on /v1, and /healthz /readyz /metrics");
-    eprintln!("agentd serve: listening on http://{local} (API under /v1, OpenAPI at /v1/openapi.json)");
+    eprintln!(
+        "agentd serve: listening on http://{local} (API under /v1, OpenAPI at /v1/openapi.json)"
+    );
     crate::api::serve(listener, app.clone(), stop).await?;
     Ok(())
 }

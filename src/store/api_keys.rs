@@ -164,18 +164,23 @@ pub async fn finish_idempotent(
     status: i16,
     response: &Value,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE api_idempotency SET status = $3, response = $4 WHERE org_id = $1 AND key = $2")
-        .bind(org_id)
-        .bind(key)
-        .bind(status)
-        .bind(response)
-        .execute(conn)
-        .await?;
+    sqlx::query(
+        "UPDATE api_idempotency SET status = $3, response = $4 WHERE org_id = $1 AND key = $2",
+    )
+    .bind(org_id)
+    .bind(key)
+    .bind(status)
+    .bind(response)
+    .execute(conn)
+    .await?;
     Ok(())
 }
 
 /// Removes the org's budget (unlimited); false if it had none.
-pub async fn clear_budget<'e, E: PgExecutor<'e>>(exec: E, org_id: Uuid) -> Result<bool, sqlx::Error> {
+pub async fn clear_budget<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+) -> Result<bool, sqlx::Error> {
     let done = sqlx::query("DELETE FROM org_budgets WHERE org_id = $1")
         .bind(org_id)
         .execute(exec)

@@ -1,5 +1,7 @@
 //! All domain SQL lives here (sqlx), one file per table group. Every query filters by org.
 
+pub mod api_keys;
+pub mod api_reads;
 pub mod approvals;
 pub mod auto_create;
 pub mod documents;
@@ -11,5 +13,3 @@ pub mod schemas;
 pub mod status;
 pub mod suggestions;
 pub mod tags;
-pub mod api_keys;
-pub mod api_reads;
