@@ -40,19 +40,21 @@ pub struct Answer {
 impl Answer {
     /// Asserts a problem detail with this status (and field, when given).
     pub fn problem(&self, status: u16, field: Option<&str>) {
-        assert_eq!(self.status.as_u16(), status, "{}", self.body);
+        self.problem_in("", status, field)
+    }
+
+    /// [`Answer::problem`], naming the request in the failure message.
+    pub fn problem_in(&self, what: &str, status: u16, field: Option<&str>) {
+        let b = &self.body;
+        assert_eq!(self.status.as_u16(), status, "{what}: {b}");
         let ct = self.headers["content-type"].to_str().unwrap();
-        assert_eq!(ct, "application/problem+json", "{}", self.body);
-        assert_eq!(self.body["status"], json!(status), "{}", self.body);
+        assert_eq!(ct, "application/problem+json", "{what}: {b}");
+        assert_eq!(b["status"], json!(status), "{what}: {b}");
         for k in ["type", "title", "detail"] {
-            assert!(
-                self.body[k].is_string(),
-                "problem without {k}: {}",
-                self.body
-            );
+            assert!(b[k].is_string(), "{what}: problem without {k}: {b}");
         }
         if let Some(f) = field {
-            assert_eq!(self.body["field"], json!(f), "{}", self.body);
+            assert_eq!(b["field"], json!(f), "{what}: {b}");
         }
     }
 }
