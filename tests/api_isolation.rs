@@ -126,6 +126,9 @@ async fn another_orgs_ids_are_not_found_on_every_route() {
     }
 }
 
+/// A bad request and the problem it must get: (method, path, content type, body, status, field).
+type Case<'a> = (&'a str, String, &'a str, Vec<u8>, u16, &'a str);
+
 #[tokio::test]
 async fn bad_input_on_every_route_is_a_problem_and_writes_nothing() {
     let api = Api::start().await;
@@ -135,7 +138,7 @@ async fn bad_input_on_every_route_is_a_problem_and_writes_nothing() {
         |n: usize| format!("{{\"name\": \"a\", \"text\": \"{}\"}}", "x".repeat(n)).into_bytes();
     let j = "application/json";
     // (method, path, content type, body, status, field)
-    let cases: Vec<(&str, String, &str, Vec<u8>, u16, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "POST",
             "/v1/documents".into(),

@@ -187,3 +187,17 @@ pub async fn clear_budget<'e, E: PgExecutor<'e>>(
         .await?;
     Ok(done.rows_affected() > 0)
 }
+
+/// Deletes an org with everything it owns, and its queued jobs (the API benchmark's cleanup).
+pub async fn delete_org_with_jobs(pool: &sqlx::PgPool, org_id: Uuid) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("DELETE FROM agentd_jobs WHERE payload->>'org_id' = $1::text")
+        .bind(org_id)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("DELETE FROM orgs WHERE id = $1")
+        .bind(org_id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await
+}
