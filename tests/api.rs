@@ -1,5 +1,5 @@
 //! The HTTP API over a real port with reqwest against a real PostgreSQL: one test per route
-//! group and per error class (roles, idempotency, pagination, approvals' 412/410/409/200).
+//! group and per error class (idempotency, pagination, approvals' 412/410/409/200).
 
 mod api_support;
 mod common;
@@ -292,76 +292,6 @@ async fn approvals_etag_if_match_expired_stale_and_decided_once() {
             .await,
         1
     );
-}
-
-#[tokio::test]
-async fn keys_and_roles_decide_access() {
-    let api = Api::start().await;
-    let (org, reader) = api.org("acme", Role::Reader).await;
-    let uploader = api.key(org, Role::Uploader).await;
-    let reviewer = api.key(org, Role::Reviewer).await;
-    let admin = api.key(org, Role::Admin).await;
-    let doc = json!({"name": "a", "text": "x"});
-    api.call("GET", "/v1/documents", None, None)
-        .await
-        .problem(401, None);
-    api.call("GET", "/v1/documents", Some("agentd_nope"), None)
-        .await
-        .problem(401, None);
-    assert_eq!(
-        api.call("GET", "/v1/status", Some(&reader), None)
-            .await
-            .status,
-        200
-    );
-    api.call("POST", "/v1/documents", Some(&reader), Some(doc.clone()))
-        .await
-        .problem(403, None);
-    assert_eq!(
-        api.call("POST", "/v1/documents", Some(&uploader), Some(doc.clone()))
-            .await
-            .status,
-        201
-    );
-    let id = api
-        .propose(
-            org,
-            json!({"document_id": api.doc(org, "b").await, "metadata": {"a": 1}}),
-            Duration::hours(1),
-        )
-        .await;
-    let path = format!("/v1/approvals/{id}/approve");
-    api.call("POST", &path, Some(&uploader), None)
-        .await
-        .problem(403, None);
-    assert_eq!(
-        api.call("POST", &path, Some(&reviewer), None).await.status,
-        200
-    );
-    api.call("GET", "/v1/settings", Some(&reviewer), None)
-        .await
-        .problem(403, None);
-    let r = api
-        .call(
-            "PATCH",
-            "/v1/settings",
-            Some(&admin),
-            Some(json!({"monthly_token_budget": 5000})),
-        )
-        .await;
-    assert_eq!(r.body["monthly_token_budget"], 5000, "{}", r.body);
-    // Revoked: 401 from then on.
-    let kid: uuid::Uuid = sqlx::query_scalar("SELECT id FROM api_keys WHERE key_hash = $1")
-        .bind(agentd::api::hash_key(&reader))
-        .fetch_one(&api.db.pool)
-        .await
-        .unwrap();
-    agentd::store::api_keys::revoke_key(&api.db.pool, kid, chrono::Utc::now())
-        .await
-        .unwrap();
-    api.call("GET", "/v1/status", Some(&reader), None)
-        .await
-        .problem(401, None);
 }
 
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! The API's boundaries over real HTTP: another org's ids are "not found" on every route; bad
+//! The API's boundaries over real HTTP: roles and revoked keys; another org's ids are "not found" on every route; bad
 //! input on every route is a problem detail and writes nothing; the OpenAPI document lists
 //! every route (and every listed route exists); `agentd serve` as a process never logs a key.
 
@@ -126,6 +126,76 @@ async fn another_orgs_ids_are_not_found_on_every_route() {
     }
 }
 
+#[tokio::test]
+async fn keys_and_roles_decide_access() {
+    let api = Api::start().await;
+    let (org, reader) = api.org("acme", Role::Reader).await;
+    let uploader = api.key(org, Role::Uploader).await;
+    let reviewer = api.key(org, Role::Reviewer).await;
+    let admin = api.key(org, Role::Admin).await;
+    let doc = json!({"name": "a", "text": "x"});
+    api.call("GET", "/v1/documents", None, None)
+        .await
+        .problem(401, None);
+    api.call("GET", "/v1/documents", Some("agentd_nope"), None)
+        .await
+        .problem(401, None);
+    assert_eq!(
+        api.call("GET", "/v1/status", Some(&reader), None)
+            .await
+            .status,
+        200
+    );
+    api.call("POST", "/v1/documents", Some(&reader), Some(doc.clone()))
+        .await
+        .problem(403, None);
+    assert_eq!(
+        api.call("POST", "/v1/documents", Some(&uploader), Some(doc.clone()))
+            .await
+            .status,
+        201
+    );
+    let id = api
+        .propose(
+            org,
+            json!({"document_id": api.doc(org, "b").await, "metadata": {"a": 1}}),
+            Duration::hours(1),
+        )
+        .await;
+    let path = format!("/v1/approvals/{id}/approve");
+    api.call("POST", &path, Some(&uploader), None)
+        .await
+        .problem(403, None);
+    assert_eq!(
+        api.call("POST", &path, Some(&reviewer), None).await.status,
+        200
+    );
+    api.call("GET", "/v1/settings", Some(&reviewer), None)
+        .await
+        .problem(403, None);
+    let r = api
+        .call(
+            "PATCH",
+            "/v1/settings",
+            Some(&admin),
+            Some(json!({"monthly_token_budget": 5000})),
+        )
+        .await;
+    assert_eq!(r.body["monthly_token_budget"], 5000, "{}", r.body);
+    // Revoked: 401 from then on.
+    let kid: uuid::Uuid = sqlx::query_scalar("SELECT id FROM api_keys WHERE key_hash = $1")
+        .bind(agentd::api::hash_key(&reader))
+        .fetch_one(&api.db.pool)
+        .await
+        .unwrap();
+    agentd::store::api_keys::revoke_key(&api.db.pool, kid, chrono::Utc::now())
+        .await
+        .unwrap();
+    api.call("GET", "/v1/status", Some(&reader), None)
+        .await
+        .problem(401, None);
+}
+
 /// A bad request and the problem it must get: (method, path, content type, body, status, field).
 type Case<'a> = (&'a str, String, &'a str, Vec<u8>, u16, &'a str);
 
@@ -138,340 +208,54 @@ async fn bad_input_on_every_route_is_a_problem_and_writes_nothing() {
         |n: usize| format!("{{\"name\": \"a\", \"text\": \"{}\"}}", "x".repeat(n)).into_bytes();
     let j = "application/json";
     // (method, path, content type, body, status, field)
+    #[rustfmt::skip]
     let cases: Vec<Case> = vec![
-        (
-            "POST",
-            "/v1/documents".into(),
-            j,
-            b"{\"name\": ".to_vec(),
-            400,
-            "body",
-        ),
-        (
-            "POST",
-            "/v1/documents".into(),
-            j,
-            b"{\"name\": \"a\", \"text\": \"b\"} x".to_vec(),
-            400,
-            "body",
-        ),
-        (
-            "POST",
-            "/v1/documents".into(),
-            j,
-            br#"{"name": "a", "text": 5}"#.to_vec(),
-            422,
-            "text",
-        ),
-        (
-            "POST",
-            "/v1/documents".into(),
-            j,
-            br#"{"name": "a", "text": "b", "auto_create": "yes"}"#.to_vec(),
-            422,
-            "auto_create",
-        ),
-        (
-            "POST",
-            "/v1/documents".into(),
-            j,
-            br#"{"name": "a", "text": "b", "org_id": "x"}"#.to_vec(),
-            422,
-            "org_id",
-        ),
-        (
-            "POST",
-            "/v1/documents".into(),
-            j,
-            br#"{"name": "a"}"#.to_vec(),
-            422,
-            "text",
-        ),
-        (
-            "POST",
-            "/v1/documents".into(),
-            j,
-            br#"{"name": " ", "text": "b"}"#.to_vec(),
-            422,
-            "name",
-        ),
-        (
-            "POST",
-            "/v1/documents".into(),
-            j,
-            br#"{"name": "a", "text": "b\u0000c"}"#.to_vec(),
-            422,
-            "text",
-        ),
-        (
-            "POST",
-            "/v1/documents".into(),
-            j,
-            b"{\"name\": \"a\", \"text\": \"\xff\xfe\"}".to_vec(),
-            422,
-            "body",
-        ),
-        (
-            "POST",
-            "/v1/documents".into(),
-            j,
-            big(5 * 1024 * 1024),
-            413,
-            "body",
-        ),
-        (
-            "POST",
-            "/v1/documents".into(),
-            "text/plain",
-            br#"{"name": "a", "text": "b"}"#.to_vec(),
-            415,
-            "Content-Type",
-        ),
-        (
-            "GET",
-            "/v1/documents?cursor=zz".into(),
-            j,
-            vec![],
-            400,
-            "cursor",
-        ),
-        (
-            "GET",
-            "/v1/documents?cursor=3132".into(),
-            j,
-            vec![],
-            400,
-            "cursor",
-        ),
-        (
-            "GET",
-            "/v1/documents?limit=0".into(),
-            j,
-            vec![],
-            400,
-            "limit",
-        ),
-        (
-            "GET",
-            "/v1/documents?limit=ten".into(),
-            j,
-            vec![],
-            400,
-            "limit",
-        ),
+        ("POST", "/v1/documents".into(), j, b"{\"name\": ".to_vec(), 400, "body"),
+        ("POST", "/v1/documents".into(), j, b"{\"name\": \"a\", \"text\": \"b\"} x".to_vec(), 400, "body"),
+        ("POST", "/v1/documents".into(), j, br#"{"name": "a", "text": 5}"#.to_vec(), 422, "text"),
+        ("POST", "/v1/documents".into(), j, br#"{"name": "a", "text": "b", "auto_create": "yes"}"#.to_vec(), 422, "auto_create"),
+        ("POST", "/v1/documents".into(), j, br#"{"name": "a", "text": "b", "org_id": "x"}"#.to_vec(), 422, "org_id"),
+        ("POST", "/v1/documents".into(), j, br#"{"name": "a"}"#.to_vec(), 422, "text"),
+        ("POST", "/v1/documents".into(), j, br#"{"name": " ", "text": "b"}"#.to_vec(), 422, "name"),
+        ("POST", "/v1/documents".into(), j, br#"{"name": "a", "text": "b\u0000c"}"#.to_vec(), 422, "text"),
+        ("POST", "/v1/documents".into(), j, b"{\"name\": \"a\", \"text\": \"\xff\xfe\"}".to_vec(), 422, "body"),
+        ("POST", "/v1/documents".into(), j, big(5 * 1024 * 1024), 413, "body"),
+        ("POST", "/v1/documents".into(), "text/plain", br#"{"name": "a", "text": "b"}"#.to_vec(), 415, "Content-Type"),
+        ("GET", "/v1/documents?cursor=zz".into(), j, vec![], 400, "cursor"),
+        ("GET", "/v1/documents?cursor=3132".into(), j, vec![], 400, "cursor"),
+        ("GET", "/v1/documents?limit=0".into(), j, vec![], 400, "limit"),
+        ("GET", "/v1/documents?limit=ten".into(), j, vec![], 400, "limit"),
         ("GET", "/v1/documents?org=b".into(), j, vec![], 400, "org"),
-        (
-            "GET",
-            "/v1/documents?status=done".into(),
-            j,
-            vec![],
-            400,
-            "status",
-        ),
-        (
-            "GET",
-            "/v1/documents/not-a-uuid".into(),
-            j,
-            vec![],
-            400,
-            "id",
-        ),
-        (
-            "POST",
-            "/v1/documents/123/accept".into(),
-            j,
-            vec![],
-            400,
-            "id",
-        ),
-        (
-            "POST",
-            "/v1/documents/123/reject".into(),
-            j,
-            vec![],
-            400,
-            "id",
-        ),
-        (
-            "GET",
-            "/v1/approvals?status=maybe".into(),
-            j,
-            vec![],
-            400,
-            "status",
-        ),
-        (
-            "GET",
-            "/v1/approvals?cursor=!!".into(),
-            j,
-            vec![],
-            400,
-            "cursor",
-        ),
-        (
-            "GET",
-            "/v1/approvals?limit=1000".into(),
-            j,
-            vec![],
-            400,
-            "limit",
-        ),
+        ("GET", "/v1/documents?status=done".into(), j, vec![], 400, "status"),
+        ("GET", "/v1/documents/not-a-uuid".into(), j, vec![], 400, "id"),
+        ("POST", "/v1/documents/123/accept".into(), j, vec![], 400, "id"),
+        ("POST", "/v1/documents/123/reject".into(), j, vec![], 400, "id"),
+        ("GET", "/v1/approvals?status=maybe".into(), j, vec![], 400, "status"),
+        ("GET", "/v1/approvals?cursor=!!".into(), j, vec![], 400, "cursor"),
+        ("GET", "/v1/approvals?limit=1000".into(), j, vec![], 400, "limit"),
         ("GET", "/v1/approvals/xyz".into(), j, vec![], 400, "id"),
-        (
-            "POST",
-            "/v1/approvals/xyz/approve".into(),
-            j,
-            vec![],
-            400,
-            "id",
-        ),
-        (
-            "POST",
-            format!("/v1/approvals/{id}/approve"),
-            j,
-            b"{".to_vec(),
-            400,
-            "body",
-        ),
-        (
-            "POST",
-            format!("/v1/approvals/{id}/approve"),
-            j,
-            br#"{"by": 7}"#.to_vec(),
-            422,
-            "by",
-        ),
-        (
-            "POST",
-            format!("/v1/approvals/{id}/approve"),
-            j,
-            br#"{"who": "a"}"#.to_vec(),
-            422,
-            "who",
-        ),
-        (
-            "POST",
-            format!("/v1/approvals/{id}/reject"),
-            j,
-            format!("{{\"by\": \"{}\"}}", "a".repeat(70_000)).into_bytes(),
-            413,
-            "body",
-        ),
-        (
-            "POST",
-            "/v1/approvals/xyz/reject".into(),
-            j,
-            vec![],
-            400,
-            "id",
-        ),
-        (
-            "GET",
-            "/v1/suggestions?cursor=abc".into(),
-            j,
-            vec![],
-            400,
-            "cursor",
-        ),
-        (
-            "GET",
-            "/v1/suggestions?status=new".into(),
-            j,
-            vec![],
-            400,
-            "status",
-        ),
+        ("POST", "/v1/approvals/xyz/approve".into(), j, vec![], 400, "id"),
+        ("POST", format!("/v1/approvals/{id}/approve"), j, b"{".to_vec(), 400, "body"),
+        ("POST", format!("/v1/approvals/{id}/approve"), j, br#"{"by": 7}"#.to_vec(), 422, "by"),
+        ("POST", format!("/v1/approvals/{id}/approve"), j, br#"{"who": "a"}"#.to_vec(), 422, "who"),
+        ("POST", format!("/v1/approvals/{id}/reject"), j, format!("{{\"by\": \"{}\"}}", "a".repeat(70_000)).into_bytes(), 413, "body"),
+        ("POST", "/v1/approvals/xyz/reject".into(), j, vec![], 400, "id"),
+        ("GET", "/v1/suggestions?cursor=abc".into(), j, vec![], 400, "cursor"),
+        ("GET", "/v1/suggestions?status=new".into(), j, vec![], 400, "status"),
         ("GET", "/v1/runs/1".into(), j, vec![], 400, "id"),
-        (
-            "POST",
-            "/v1/jobs".into(),
-            j,
-            b"{\"kind\": ".to_vec(),
-            400,
-            "body",
-        ),
-        (
-            "POST",
-            "/v1/jobs".into(),
-            j,
-            br#"{"kind": 1}"#.to_vec(),
-            422,
-            "kind",
-        ),
-        (
-            "POST",
-            "/v1/jobs".into(),
-            j,
-            br#"{"kind": "auto_create", "document_id": "d"}"#.to_vec(),
-            422,
-            "document_id",
-        ),
-        (
-            "POST",
-            "/v1/jobs".into(),
-            j,
-            br#"{"kind": "auto_create", "payload": {}}"#.to_vec(),
-            422,
-            "payload",
-        ),
-        (
-            "POST",
-            "/v1/jobs".into(),
-            j,
-            br#"{"kind": "approval_expiry", "approval_ids": ["x"]}"#.to_vec(),
-            422,
-            "approval_ids[0]",
-        ),
-        (
-            "POST",
-            "/v1/jobs".into(),
-            j,
-            vec![b' '; 70_000],
-            413,
-            "body",
-        ),
+        ("POST", "/v1/jobs".into(), j, b"{\"kind\": ".to_vec(), 400, "body"),
+        ("POST", "/v1/jobs".into(), j, br#"{"kind": 1}"#.to_vec(), 422, "kind"),
+        ("POST", "/v1/jobs".into(), j, br#"{"kind": "auto_create", "document_id": "d"}"#.to_vec(), 422, "document_id"),
+        ("POST", "/v1/jobs".into(), j, br#"{"kind": "auto_create", "payload": {}}"#.to_vec(), 422, "payload"),
+        ("POST", "/v1/jobs".into(), j, br#"{"kind": "approval_expiry", "approval_ids": ["x"]}"#.to_vec(), 422, "approval_ids[0]"),
+        ("POST", "/v1/jobs".into(), j, vec![b' '; 70_000], 413, "body"),
         ("GET", "/v1/jobs/abc".into(), j, vec![], 400, "id"),
         ("GET", "/v1/jobs/-4".into(), j, vec![], 400, "id"),
-        (
-            "PATCH",
-            "/v1/settings".into(),
-            j,
-            b"nope".to_vec(),
-            400,
-            "body",
-        ),
-        (
-            "PATCH",
-            "/v1/settings".into(),
-            j,
-            br#"{"monthly_token_budget": "lots"}"#.to_vec(),
-            422,
-            "monthly_token_budget",
-        ),
-        (
-            "PATCH",
-            "/v1/settings".into(),
-            j,
-            br#"{"monthly_token_budget": 1.5}"#.to_vec(),
-            422,
-            "monthly_token_budget",
-        ),
-        (
-            "PATCH",
-            "/v1/settings".into(),
-            j,
-            br#"{"budget": 1}"#.to_vec(),
-            422,
-            "budget",
-        ),
-        (
-            "PATCH",
-            "/v1/settings".into(),
-            j,
-            vec![b' '; 70_000],
-            413,
-            "body",
-        ),
+        ("PATCH", "/v1/settings".into(), j, b"nope".to_vec(), 400, "body"),
+        ("PATCH", "/v1/settings".into(), j, br#"{"monthly_token_budget": "lots"}"#.to_vec(), 422, "monthly_token_budget"),
+        ("PATCH", "/v1/settings".into(), j, br#"{"monthly_token_budget": 1.5}"#.to_vec(), 422, "monthly_token_budget"),
+        ("PATCH", "/v1/settings".into(), j, br#"{"budget": 1}"#.to_vec(), 422, "budget"),
+        ("PATCH", "/v1/settings".into(), j, vec![b' '; 70_000], 413, "body"),
         ("GET", "/v1/nowhere".into(), j, vec![], 404, ""),
         ("DELETE", "/v1/documents".into(), j, vec![], 405, ""),
     ];
@@ -579,6 +363,13 @@ async fn serve_process_works_from_the_cli_and_never_logs_a_key() {
     };
     let org: Value = serde_json::from_str(&agentd(&["orgs", "create", "acme", "--json"])).unwrap();
     let admin = org["key"].as_str().unwrap().to_string();
+    let dup = Command::new(env!("CARGO_BIN_EXE_agentd"))
+        .args(["orgs", "create", "acme"])
+        .env("DATABASE_URL", &db.url)
+        .output()
+        .unwrap();
+    assert_eq!(dup.status.code(), Some(2), "a taken name is bad input");
+    assert!(String::from_utf8_lossy(&dup.stderr).contains("exists already"));
     let reader: Value = serde_json::from_str(&agentd(&[
         "keys", "create", "--org", "acme", "--role", "reader", "--json",
     ]))
