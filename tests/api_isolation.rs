@@ -220,6 +220,7 @@ async fn bad_input_on_every_route_is_a_problem_and_writes_nothing() {
         ("POST", "/v1/documents".into(), j, br#"{"name": "a", "text": "b\u0000c"}"#.to_vec(), 422, "text"),
         ("POST", "/v1/documents".into(), j, b"{\"name\": \"a\", \"text\": \"\xff\xfe\"}".to_vec(), 422, "body"),
         ("POST", "/v1/documents".into(), j, big(5 * 1024 * 1024), 413, "body"),
+        ("POST", "/v1/documents".into(), j, big(4 * 1024 * 1024 + 1), 413, "text"),
         ("POST", "/v1/documents".into(), "text/plain", br#"{"name": "a", "text": "b"}"#.to_vec(), 415, "Content-Type"),
         ("GET", "/v1/documents?cursor=zz".into(), j, vec![], 400, "cursor"),
         ("GET", "/v1/documents?cursor=3132".into(), j, vec![], 400, "cursor"),
