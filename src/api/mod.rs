@@ -85,6 +85,33 @@ async fn method_not_allowed() -> Problem {
     )
 }
 
+/// Only the list routes take a query string; anywhere else a parameter is a mistake the
+/// caller should hear about (400 naming it), not something silently ignored.
+async fn no_stray_query(
+    req: axum::extract::Request,
+    next: middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    const LISTS: [&str; 3] = ["/v1/documents", "/v1/approvals", "/v1/suggestions"];
+    let takes_query = req.method() == axum::http::Method::GET && LISTS.contains(&req.uri().path());
+    if !takes_query && let Some(q) = req.uri().query().filter(|q| !q.is_empty()) {
+        let name = form_urlencoded::parse(q.as_bytes())
+            .next()
+            .map(|(k, _)| k.into_owned())
+            .unwrap_or_else(|| "query".into());
+        return Problem::bad_request(
+            name.clone(),
+            format!(
+                "{} {} takes no query parameters (got {name:?})",
+                req.method(),
+                req.uri().path()
+            ),
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
+
 /// The `/v1` routes (authenticated, except the OpenAPI document).
 pub fn router(app: App) -> Router {
     let state = ApiState { app };
@@ -111,6 +138,7 @@ pub fn router(app: App) -> Router {
         .route("/v1/settings", get(settings::get).patch(settings::patch))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn(no_stray_query))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,
