@@ -145,6 +145,21 @@ async fn idempotency_key_replays_the_answer_and_refuses_another_body() {
         .await;
     assert_eq!(r.status, 201);
     assert_ne!(r.body["id"], first.body["id"]);
+    // Answers older than the TTL are forgotten (the server purges hourly; here, directly).
+    let later = chrono::Utc::now() + Duration::hours(agentd::api::IDEMPOTENCY_TTL_HOURS + 1);
+    let purged = agentd::store::api_keys::purge_idempotency(
+        &api.db.pool,
+        later - Duration::hours(agentd::api::IDEMPOTENCY_TTL_HOURS),
+    )
+    .await
+    .unwrap();
+    assert_eq!(purged, 3);
+    let reused = send(br#"{"name": "c.txt", "text": "new"}"#.to_vec(), "k-1").await;
+    assert_eq!(
+        reused.status, 201,
+        "a forgotten key is new again: {}",
+        reused.body
+    );
 }
 
 #[tokio::test]

@@ -147,6 +147,23 @@ pub fn router(app: App) -> Router {
         .with_state(state)
 }
 
+/// How long an `Idempotency-Key` answer is replayed.
+pub const IDEMPOTENCY_TTL_HOURS: i64 = 24;
+
+/// Hourly: forgets Idempotency-Key answers older than [`IDEMPOTENCY_TTL_HOURS`].
+async fn purge_idempotency_keys(app: App, stop: CancellationToken) {
+    loop {
+        let cutoff = app.clock.now() - chrono::Duration::hours(IDEMPOTENCY_TTL_HOURS);
+        if let Err(e) = crate::store::api_keys::purge_idempotency(&app.pool, cutoff).await {
+            tracing::warn!(error = %e, "purging old Idempotency-Key answers failed; retrying in an hour");
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(std::time::Duration::from_secs(3600)) => {}
+        }
+    }
+}
+
 /// Serves the API and `/healthz`, `/readyz`, `/metrics` on `listener` until `stop`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -160,6 +177,7 @@ pub async fn serve(
         metrics: crate::http::metrics_handle(),
         kinds: app.catalog.kinds.keys().cloned().collect(),
     };
+    tokio::spawn(purge_idempotency_keys(app.clone(), stop.clone()));
     let router = router(app).merge(crate::http::router(health));
     axum::serve(listener, router)
         .with_graceful_shutdown(async move { stop.cancelled().await })

@@ -201,3 +201,15 @@ pub async fn delete_org_with_jobs(pool: &sqlx::PgPool, org_id: Uuid) -> Result<(
         .await?;
     tx.commit().await
 }
+
+/// Deletes Idempotency-Key answers recorded before `cutoff`; returns how many.
+pub async fn purge_idempotency<'e, E: PgExecutor<'e>>(
+    exec: E,
+    cutoff: DateTime<Utc>,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query("DELETE FROM api_idempotency WHERE created_at < $1")
+        .bind(cutoff)
+        .execute(exec)
+        .await?;
+    Ok(done.rows_affected())
+}
