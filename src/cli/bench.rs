@@ -36,6 +36,8 @@ pub enum BenchPart {
     Memory(BenchOpts),
     /// HTTP API: POST /v1/documents with 32 concurrent clients, auto-create off and on.
     Api(crate::api::bench::ApiBenchCmd),
+    /// Redaction of personal data: µs per KB, detector precision and recall.
+    Redact(BenchOpts),
 }
 
 /// Options shared by every part.
@@ -82,13 +84,16 @@ pub async fn run(app: &App, cmd: BenchCmd) -> anyhow::Result<()> {
         BenchPart::Api(c) => return crate::api::bench::run(app, c).await,
         BenchPart::All(o) => (
             o,
-            vec![Drain, Memory, Pgbench, Enqueue, Latency, Agent, Approvals],
+            vec![
+                Drain, Memory, Pgbench, Enqueue, Latency, Agent, Approvals, Redact,
+            ],
         ),
         BenchPart::Drain(o) => (o, vec![Drain]),
         BenchPart::Enqueue(o) => (o, vec![Enqueue]),
         BenchPart::Latency(o) => (o, vec![Latency]),
         BenchPart::Pgbench(o) => (o, vec![Pgbench]),
         BenchPart::Agent(o) => (o, vec![Agent]),
+        BenchPart::Redact(o) => (o, vec![Redact]),
         BenchPart::Approvals(o) => (o, vec![Approvals]),
         BenchPart::Memory(o) => (o, vec![Memory]),
     };
