@@ -34,18 +34,22 @@ pub fn metrics_handle() -> PrometheusHandle {
         .clone()
 }
 
+/// `/healthz`, `/readyz` and `/metrics` (also merged into `agentd serve`'s API router).
+pub fn router(state: HealthState) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .with_state(state)
+}
+
 /// Serves until `stop`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: HealthState,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
-    let app = Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics_text))
-        .with_state(state);
-    axum::serve(listener, app)
+    axum::serve(listener, router(state))
         .with_graceful_shutdown(async move { stop.cancelled().await })
         .await
 }

@@ -25,6 +25,7 @@
 //!   benchmarks).
 
 pub mod agent;
+pub mod api;
 pub mod app;
 pub mod approvals;
 pub mod bench;

@@ -34,6 +34,8 @@ pub enum BenchPart {
     Approvals(BenchOpts),
     /// Peak RSS after a drain at concurrency 32.
     Memory(BenchOpts),
+    /// HTTP API: POST /v1/documents with 32 concurrent clients, auto-create off and on.
+    Api(crate::api::bench::ApiBenchCmd),
     /// Redaction of personal data: µs per KB, detector precision and recall.
     Redact(BenchOpts),
 }
@@ -79,6 +81,7 @@ pub struct BenchOpts {
 pub async fn run(app: &App, cmd: BenchCmd) -> anyhow::Result<()> {
     use Part::*;
     let (o, parts): (BenchOpts, Vec<Part>) = match cmd.part {
+        BenchPart::Api(c) => return crate::api::bench::run(app, c).await,
         BenchPart::All(o) => (
             o,
             vec![

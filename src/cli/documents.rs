@@ -494,6 +494,10 @@ pub async fn demo(app: &App, cmd: DemoCmd) -> anyhow::Result<()> {
         ids[0]
     );
     println!("  agentd status                         # queue, runs, approvals at a glance");
+    println!(
+        "  agentd keys create --org {} --role admin && agentd serve --addr 127.0.0.1:8080   # the HTTP API (README \"HTTP API\")",
+        org.name
+    );
     Ok(())
 }
 

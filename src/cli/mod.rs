@@ -5,7 +5,10 @@ mod approvals;
 mod bench;
 mod documents;
 mod eval;
+mod keys;
+mod orgs;
 mod runs;
+mod serve;
 
 /// Library access to what `agentd documents` does (tests and producers use it).
 pub mod documents_api {
@@ -78,6 +81,14 @@ pub enum Command {
     Bench(bench::BenchCmd),
     /// Auto-create over labelled samples: status, rounds, tokens, field recall, value accuracy.
     Eval(eval::EvalCmd),
+    /// The HTTP API (see README "HTTP API") plus /healthz /readyz /metrics.
+    Serve(serve::ServeCmd),
+    /// Organisations: create one with its first API key.
+    #[command(subcommand)]
+    Orgs(orgs::OrgsCmd),
+    /// API keys: create, list, revoke.
+    #[command(subcommand)]
+    Keys(keys::KeysCmd),
 }
 
 #[derive(Args, Debug)]
@@ -237,7 +248,7 @@ async fn connect(config: &Config) -> anyhow::Result<crate::db::Database> {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let (config, catalog) = load(&cli)?;
     // The worker logs its work; one-shot commands only warnings, so their output stays readable.
-    let default_filter = if matches!(cli.command, Command::Worker(_)) {
+    let default_filter = if matches!(cli.command, Command::Worker(_) | Command::Serve(_)) {
         "info,sqlx=warn"
     } else {
         "warn,sqlx=warn"
@@ -271,6 +282,9 @@ async fn dispatch(app: &App, command: Command) -> anyhow::Result<()> {
         Command::Demo(c) => documents::demo(app, c).await,
         Command::Bench(c) => bench::run(app, c).await,
         Command::Eval(c) => eval::run(app, c).await,
+        Command::Serve(c) => serve::run(app, c).await,
+        Command::Orgs(c) => orgs::run(app, c).await,
+        Command::Keys(c) => keys::run(app, c).await,
     }
 }
 

@@ -1,6 +1,8 @@
 //! All domain SQL lives here (sqlx), one file per table group. Every query filters by org.
 
 pub mod agent_loop;
+pub mod api_keys;
+pub mod api_reads;
 pub mod approvals;
 pub mod auto_create;
 pub mod budget;

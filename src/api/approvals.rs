@@ -1,0 +1,255 @@
+//! `/v1/approvals`: list, show (`ETag` = the snapshot hash), approve (`If-Match` → 412,
+//! expired → 410, stale → 409 with what changed, already decided → 200 with that decision),
+//! reject. Deciding goes through [`crate::approvals::decide`], so nothing runs twice.
+
+use super::ApiState;
+use super::auth::{Caller, Role};
+use super::error::{ApiResult, Problem, ok};
+use super::extract::{OptionalJsonBody, Page, Paged, parse_query, uuid_id};
+use crate::approvals::{self, DecideError, Decision};
+use crate::store::approvals::{self as store, ApprovalRow};
+use crate::store::{api_reads, runs};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::IntoResponse;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
+
+const STATUSES: [&str; 6] = [
+    "pending", "executed", "rejected", "expired", "stale", "failed",
+];
+
+/// Query of `GET /v1/approvals`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// 1–200 (default 50).
+    pub limit: Option<i64>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// pending, executed, rejected, expired, stale or failed.
+    pub status: Option<String>,
+}
+
+/// Optional body of approve/reject.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionBody {
+    /// Who decides (recorded as `human:<by> (key <key id>)`); default: the key's id.
+    pub by: Option<String>,
+}
+
+/// The approval as the API shows it.
+fn view(r: &ApprovalRow) -> Value {
+    json!({
+        "id": r.id, "run_id": r.run_id, "call_id": r.call_id, "suggestion_id": r.suggestion_id,
+        "action": {"tool": r.tool, "args": r.args},
+        "snapshot": r.snapshot, "snapshot_hash": r.snapshot_hash,
+        "created_at": r.created_at, "expires_at": r.expires_at,
+        "status": r.status,
+        "decision": r.decided_by.as_ref().map(|by| json!({"by": by, "at": r.decided_at})),
+        "result": r.result,
+    })
+}
+
+fn etag(hash: &str) -> HeaderValue {
+    HeaderValue::from_str(&format!("\"{hash}\"")).unwrap_or(HeaderValue::from_static("\"\""))
+}
+
+/// The org's approvals, newest first.
+#[utoipa::path(get, path = "/v1/approvals", tag = "approvals", params(ListQuery),
+    responses((status = 200, body = Object)), security(("bearer" = [])))]
+pub async fn list(State(s): State<ApiState>, caller: Caller, RawQuery(q): RawQuery) -> ApiResult {
+    let q: ListQuery = parse_query(q.as_deref())?;
+    let page = Page::new(q.limit, q.cursor.as_deref())?;
+    if let Some(st) = &q.status
+        && !STATUSES.contains(&st.as_str())
+    {
+        return Err(Problem::bad_request(
+            "status",
+            format!("status must be one of {} (got {st:?})", STATUSES.join(", ")),
+        ));
+    }
+    let rows = api_reads::approvals_page(
+        &s.app.pool,
+        caller.org_id,
+        q.status.as_deref(),
+        page.after,
+        page.limit + 1,
+    )
+    .await?;
+    let paged = Paged::from_rows(rows, &page, |r| (r.created_at, r.id));
+    ok(&json!({
+        "items": paged.items.iter().map(view).collect::<Vec<_>>(),
+        "next_cursor": paged.next_cursor,
+    }))
+}
+
+async fn find(s: &ApiState, caller: &Caller, id: &str) -> Result<ApprovalRow, Problem> {
+    let id = uuid_id(id)?;
+    store::get(&s.app.pool, id)
+        .await?
+        .filter(|r| r.org_id == caller.org_id)
+        .ok_or_else(|| Problem::not_found("approval", id))
+}
+
+/// One approval: action, snapshot, `expires_at`; `ETag` is the snapshot hash.
+#[utoipa::path(get, path = "/v1/approvals/{id}", tag = "approvals", params(("id" = Uuid, Path)),
+    responses((status = 200, body = Object, headers(("ETag" = String))), (status = 404)),
+    security(("bearer" = [])))]
+pub async fn get(State(s): State<ApiState>, caller: Caller, Path(id): Path<String>) -> ApiResult {
+    let row = find(&s, &caller, &id).await?;
+    let mut v = view(&row);
+    v["history"] = serde_json::to_value(store::history(&s.app.pool, &row).await?)
+        .map_err(Problem::internal)?;
+    let mut res = ok(&v)?;
+    res.headers_mut()
+        .insert(header::ETAG, etag(&row.snapshot_hash));
+    Ok(res)
+}
+
+/// Approve: re-check the snapshot and, if nothing changed and the TTL holds, execute.
+#[utoipa::path(post, path = "/v1/approvals/{id}/approve", tag = "approvals",
+    params(("id" = Uuid, Path), ("If-Match" = Option<String>, Header, description = "\"<snapshot hash>\"")),
+    request_body(content = Option<DecisionBody>),
+    responses((status = 200, body = Object), (status = 404), (status = 409, description = "Stale: the data changed"),
+        (status = 410, description = "Expired"), (status = 412, description = "If-Match does not match")),
+    security(("bearer" = [])))]
+pub async fn approve(
+    State(s): State<ApiState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    OptionalJsonBody(body): OptionalJsonBody<DecisionBody>,
+) -> ApiResult {
+    decide(s, caller, id, headers, body, true).await
+}
+
+/// Reject: nothing is executed.
+#[utoipa::path(post, path = "/v1/approvals/{id}/reject", tag = "approvals",
+    params(("id" = Uuid, Path)), request_body(content = Option<DecisionBody>),
+    responses((status = 200, body = Object), (status = 404)), security(("bearer" = [])))]
+pub async fn reject(
+    State(s): State<ApiState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    OptionalJsonBody(body): OptionalJsonBody<DecisionBody>,
+) -> ApiResult {
+    decide(s, caller, id, headers, body, false).await
+}
+
+fn if_match_ok(headers: &HeaderMap, hash: &str) -> Result<bool, Problem> {
+    let Some(v) = headers.get(header::IF_MATCH) else {
+        return Ok(true);
+    };
+    let v = v
+        .to_str()
+        .map_err(|_| Problem::bad_request("If-Match", "If-Match must be ASCII"))?;
+    Ok(v.split(',').map(str::trim).any(|tag| {
+        let tag = tag.strip_prefix("W/").unwrap_or(tag);
+        tag == "*" || tag.trim_matches('"') == hash
+    }))
+}
+
+async fn decide(
+    s: ApiState,
+    caller: Caller,
+    id: String,
+    headers: HeaderMap,
+    body: DecisionBody,
+    approve: bool,
+) -> ApiResult {
+    caller.require(Role::Reviewer)?;
+    let by = match body.by.as_deref().map(str::trim) {
+        Some("") => return Err(Problem::invalid("by", "by must not be empty when given")),
+        Some(b) if b.chars().count() > 200 => {
+            return Err(Problem::invalid("by", "by must be at most 200 characters"));
+        }
+        Some(b) => format!("{b} (key {})", caller.key_id),
+        None => format!("key {}", caller.key_id),
+    };
+    let row = find(&s, &caller, &id).await?;
+    if row.status != "pending" {
+        return already(&row);
+    }
+    if approve && !if_match_ok(&headers, &row.snapshot_hash)? {
+        return Err(Problem::new(
+            StatusCode::PRECONDITION_FAILED,
+            "precondition-failed",
+            "If-Match does not match this approval's snapshot hash; GET it again",
+        )
+        .field("If-Match")
+        .extra(json!({"snapshot_hash": row.snapshot_hash})));
+    }
+    let app = &s.app;
+    let kind = match row.run_id {
+        Some(r) => runs::get_run(&app.pool, r).await?.map(|r| r.kind),
+        None => None,
+    };
+    let spec = kind
+        .as_deref()
+        .and_then(|k| app.catalog.get(k))
+        .unwrap_or_else(|| app.spec("proactive_suggestion"));
+    let env = app.tool_env(spec);
+    let decision = if approve {
+        Decision::Approve { by }
+    } else {
+        Decision::Reject { by }
+    };
+    let out = match approvals::decide(
+        &app.pool,
+        &app.clock,
+        &env,
+        row.id,
+        Some(caller.org_id),
+        decision,
+    )
+    .await
+    {
+        Ok(o) => o,
+        Err(DecideError::NotFound(id)) => return Err(Problem::not_found("approval", id)),
+        Err(e) => return Err(Problem::internal(e)),
+    };
+    let after = store::get(&app.pool, row.id).await?.unwrap_or(row);
+    if !out.changed {
+        return already(&after);
+    }
+    outcome(&after, out.changes, true)
+}
+
+/// The answer for an approval in its current state: expired → 410, stale → 409 with what
+/// changed, otherwise 200 with the decision (`changed`: whether this call made it).
+fn outcome(row: &ApprovalRow, changes: Option<Value>, changed: bool) -> ApiResult {
+    match row.status.as_str() {
+        "expired" => Err(Problem::new(
+            StatusCode::GONE,
+            "expired",
+            format!(
+                "approval {} expired at {}; nothing was executed",
+                row.id,
+                row.expires_at.to_rfc3339()
+            ),
+        )
+        .extra(json!({"approval": view(row)}))),
+        "stale" => Err(Problem::new(
+            StatusCode::CONFLICT,
+            "stale",
+            "the data changed since the action was proposed; nothing was executed",
+        )
+        .extra(json!({"changes": changes, "approval": view(row)}))),
+        _ => {
+            let mut res = ok(&json!({"changed": changed, "approval": view(row)}))?;
+            res.headers_mut()
+                .insert(header::ETAG, etag(&row.snapshot_hash));
+            Ok(res.into_response())
+        }
+    }
+}
+
+/// An approval decided before this call: its decision again (nothing runs twice).
+fn already(row: &ApprovalRow) -> ApiResult {
+    let changes = row.result.as_ref().and_then(|r| r.get("changes").cloned());
+    outcome(row, changes, false)
+}

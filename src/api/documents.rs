@@ -1,0 +1,305 @@
+//! `/v1/documents`: upload (with `Idempotency-Key`, and auto-create enqueued in the same
+//! transaction as the document — what `agentd documents add --auto-create` does), list, show
+//! (status and proposal), accept, reject.
+
+use super::ApiState;
+use super::auth::{Caller, Role};
+use super::error::{ApiResult, Problem, json_response, ok};
+use super::extract::{JsonBody, Page, Paged, parse_query, uuid_id};
+use crate::queue::{self, NewJob};
+use crate::store::{api_keys, api_reads, auto_create, documents};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+/// Largest document text, in bytes of UTF-8 (the body limit of the route is a little more).
+pub const MAX_TEXT_BYTES: usize = 4 * 1024 * 1024;
+/// Body limit of `POST /v1/documents`.
+pub const MAX_DOCUMENT_BODY: usize = MAX_TEXT_BYTES + 64 * 1024;
+/// Longest document name, in characters.
+const MAX_NAME_CHARS: usize = 500;
+
+/// A document to upload.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewDocument {
+    /// Shown in lists; 1–500 characters.
+    pub name: String,
+    /// The document's text (UTF-8, no NUL; at most 4 MiB).
+    pub text: String,
+    /// Enqueue an auto-create run in the same transaction (default false).
+    #[serde(default)]
+    pub auto_create: bool,
+}
+
+/// The answer to an upload.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreatedDocument {
+    pub id: Uuid,
+    pub name: String,
+    /// `queued` with auto-create, else `none`.
+    pub auto_create_status: String,
+    /// The auto_create job, if one was enqueued.
+    pub job_id: Option<i64>,
+}
+
+/// A row of the document list.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DocumentItem {
+    pub id: Uuid,
+    pub name: String,
+    pub tag_ids: Vec<Uuid>,
+    pub auto_create_status: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Query of `GET /v1/documents`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// 1–200 (default 50).
+    pub limit: Option<i64>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// Only documents with this auto-create status.
+    pub status: Option<String>,
+}
+
+const STATUSES: [&str; 8] = [
+    "none", "queued", "running", "proposed", "accepted", "rejected", "failed", "skipped",
+];
+
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, Problem> {
+    let Some(v) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let s = v.to_str().unwrap_or("");
+    if s.is_empty() || s.len() > 255 || !s.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(Problem::bad_request(
+            "Idempotency-Key",
+            "Idempotency-Key must be 1–255 visible ASCII characters",
+        ));
+    }
+    Ok(Some(s.to_string()))
+}
+
+fn validate(d: &NewDocument) -> Result<(), Problem> {
+    let name_chars = d.name.trim().chars().count();
+    if name_chars == 0 || d.name.chars().count() > MAX_NAME_CHARS {
+        return Err(Problem::invalid(
+            "name",
+            format!("name must be 1–{MAX_NAME_CHARS} characters (got {name_chars} after trimming)"),
+        ));
+    }
+    if d.name.contains('\0') {
+        return Err(Problem::invalid(
+            "name",
+            "name must not contain NUL (\\u0000)",
+        ));
+    }
+    if d.text.len() > MAX_TEXT_BYTES {
+        return Err(Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "text-too-large",
+            format!(
+                "text is {} bytes of UTF-8; the limit is {MAX_TEXT_BYTES}",
+                d.text.len()
+            ),
+        )
+        .field("text"));
+    }
+    if let Some(at) = d.text.find('\0') {
+        return Err(Problem::invalid(
+            "text",
+            format!("text contains NUL (\\u0000) at byte {at}; PostgreSQL text cannot hold it"),
+        ));
+    }
+    Ok(())
+}
+
+/// Upload a document.
+#[utoipa::path(post, path = "/v1/documents", tag = "documents", request_body = NewDocument,
+    params(("Idempotency-Key" = Option<String>, Header, description = "Same key and body: the same answer; other body: 422")),
+    responses((status = 201, body = CreatedDocument), (status = 413, description = "Too large"),
+        (status = 422, description = "Invalid input or Idempotency-Key reused with another body")),
+    security(("bearer" = [])))]
+pub async fn create(
+    State(s): State<ApiState>,
+    caller: Caller,
+    headers: HeaderMap,
+    JsonBody(doc): JsonBody<NewDocument>,
+) -> ApiResult {
+    caller.require(Role::Uploader)?;
+    let key = idempotency_key(&headers)?;
+    validate(&doc)?;
+    let app = &s.app;
+    let now = app.clock.now();
+    let mut tx = app.pool.begin().await?;
+    if let Some(key) = &key {
+        let canonical = serde_jcs::to_vec(&doc).map_err(Problem::internal)?;
+        let hash = hex::encode(Sha256::digest(canonical));
+        let route = "POST /v1/documents";
+        if let Some(prev) =
+            api_keys::claim_idempotent(&mut tx, caller.org_id, key, route, &hash, now).await?
+        {
+            if prev.request_hash != hash || prev.route != route {
+                return Err(Problem::invalid(
+                    "Idempotency-Key",
+                    "this Idempotency-Key was used with a different request; use a new key",
+                ));
+            }
+            let status = StatusCode::from_u16(prev.status as u16).unwrap_or(StatusCode::CREATED);
+            return Ok(json_response(status, &prev.response));
+        }
+    }
+    let id = documents::insert(
+        &mut tx,
+        caller.org_id,
+        &doc.name,
+        Some(&doc.text),
+        &json!({}),
+        now,
+    )
+    .await?;
+    let mut job_id = None;
+    if doc.auto_create {
+        let q = &app.spec("auto_create").queue;
+        job_id = queue::enqueue(
+            &mut *tx,
+            &NewJob::new(
+                "auto_create",
+                json!({"org_id": caller.org_id, "document_id": id}),
+            )
+            .unique_key(format!("auto_create:{id}"))
+            .priority(q.priority)
+            .max_attempts(q.max_attempts),
+        )
+        .await?;
+        auto_create::set_status(&mut *tx, caller.org_id, id, "queued", None, None, now).await?;
+    }
+    let body = CreatedDocument {
+        id,
+        name: doc.name.clone(),
+        auto_create_status: if doc.auto_create { "queued" } else { "none" }.into(),
+        job_id,
+    };
+    let body = serde_json::to_value(&body).map_err(Problem::internal)?;
+    if let Some(key) = &key {
+        api_keys::finish_idempotent(&mut tx, caller.org_id, key, 201, &body).await?;
+    }
+    tx.commit().await?;
+    Ok(json_response(StatusCode::CREATED, &body))
+}
+
+/// The org's documents, newest first.
+#[utoipa::path(get, path = "/v1/documents", tag = "documents", params(ListQuery),
+    responses((status = 200, body = Paged<DocumentItem>)), security(("bearer" = [])))]
+pub async fn list(State(s): State<ApiState>, caller: Caller, RawQuery(q): RawQuery) -> ApiResult {
+    let q: ListQuery = parse_query(q.as_deref())?;
+    let page = Page::new(q.limit, q.cursor.as_deref())?;
+    if let Some(st) = &q.status
+        && !STATUSES.contains(&st.as_str())
+    {
+        return Err(Problem::bad_request(
+            "status",
+            format!("status must be one of {} (got {st:?})", STATUSES.join(", ")),
+        ));
+    }
+    let rows = api_reads::documents_page(
+        &s.app.pool,
+        caller.org_id,
+        q.status.as_deref(),
+        page.after,
+        page.limit + 1,
+    )
+    .await?;
+    let items: Vec<DocumentItem> = rows
+        .into_iter()
+        .map(|r| DocumentItem {
+            id: r.id,
+            name: r.name,
+            tag_ids: r.tag_ids,
+            auto_create_status: r.auto_create_status,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        })
+        .collect();
+    ok(&Paged::from_rows(items, &page, |d| (d.created_at, d.id)))
+}
+
+/// A document: auto-create status and the proposal (schema fields, prompt, extracted values,
+/// run).
+#[utoipa::path(get, path = "/v1/documents/{id}", tag = "documents",
+    params(("id" = Uuid, Path)), responses((status = 200, body = Object), (status = 404)),
+    security(("bearer" = [])))]
+pub async fn get(State(s): State<ApiState>, caller: Caller, Path(id): Path<String>) -> ApiResult {
+    let id = uuid_id(&id)?;
+    if auto_create::state(&s.app.pool, Some(caller.org_id), id)
+        .await?
+        .is_none()
+    {
+        return Err(Problem::not_found("document", id));
+    }
+    let report = crate::cli::documents_api::document_report(&s.app, id)
+        .await?
+        .filter(|r| r["org_id"] == json!(caller.org_id))
+        .ok_or_else(|| Problem::not_found("document", id))?;
+    ok(&report)
+}
+
+/// Accept the proposal: schema and prompt become active, the extraction accepted.
+#[utoipa::path(post, path = "/v1/documents/{id}/accept", tag = "documents",
+    params(("id" = Uuid, Path)), responses((status = 200, body = Object), (status = 404), (status = 409)),
+    security(("bearer" = [])))]
+pub async fn accept(s: State<ApiState>, caller: Caller, id: Path<String>) -> ApiResult {
+    decide(s, caller, id, true).await
+}
+
+/// Reject the proposal: its artifacts are removed (the audit trail stays).
+#[utoipa::path(post, path = "/v1/documents/{id}/reject", tag = "documents",
+    params(("id" = Uuid, Path)), responses((status = 200, body = Object), (status = 404), (status = 409)),
+    security(("bearer" = [])))]
+pub async fn reject(s: State<ApiState>, caller: Caller, id: Path<String>) -> ApiResult {
+    decide(s, caller, id, false).await
+}
+
+async fn decide(
+    State(s): State<ApiState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    accept: bool,
+) -> ApiResult {
+    caller.require(Role::Reviewer)?;
+    let id = uuid_id(&id)?;
+    let now = s.app.clock.now();
+    let mut tx = s.app.pool.begin().await?;
+    let st = auto_create::lock_state(&mut tx, caller.org_id, id)
+        .await?
+        .ok_or_else(|| Problem::not_found("document", id))?;
+    if st.auto_create_status != "proposed" {
+        return Err(Problem::conflict(format!(
+            "document {id} has no proposal to decide (auto_create_status = {})",
+            st.auto_create_status
+        ))
+        .extra(json!({"auto_create_status": st.auto_create_status})));
+    }
+    let Some(run) = st.auto_create_run_id else {
+        return Err(Problem::internal(format!(
+            "document {id} is proposed without a run"
+        )));
+    };
+    let body: Value = if accept {
+        auto_create::accept(&mut tx, caller.org_id, id, run, now).await?;
+        json!({"id": id, "auto_create_status": "accepted", "run_id": run})
+    } else {
+        let removed = auto_create::reject(&mut tx, caller.org_id, id, run, now).await?;
+        json!({"id": id, "auto_create_status": "rejected", "run_id": run, "artifacts_removed": removed})
+    };
+    tx.commit().await?;
+    ok(&body)
+}

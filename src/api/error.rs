@@ -1,0 +1,165 @@
+//! RFC 9457 problem details: every error the API returns, including what the extractors
+//! reject (malformed JSON, wrong types, unknown fields, oversize bodies, bad ids and cursors),
+//! is `application/problem+json` with `type`, `title`, `status`, `detail` and, for bad input,
+//! the `field` at fault.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+/// An error answer.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// A short slug; `type` is `urn:agentd:problem:<slug>`.
+    pub slug: &'static str,
+    /// What happened, for a person.
+    pub detail: String,
+    /// The input at fault (a JSON path, query parameter, header or `id`).
+    pub field: Option<String>,
+    /// Members added to the body (e.g. `changes` of a stale approval).
+    pub extra: Option<Value>,
+}
+
+impl Problem {
+    /// A problem with this status, slug and detail.
+    pub fn new(status: StatusCode, slug: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            status,
+            slug,
+            detail: detail.into(),
+            field: None,
+            extra: None,
+        }
+    }
+
+    /// Names the input at fault.
+    pub fn field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
+    }
+
+    /// Adds members to the body.
+    pub fn extra(mut self, extra: Value) -> Self {
+        self.extra = Some(extra);
+        self
+    }
+
+    /// 400: the request cannot be read (malformed JSON, bad query, bad id).
+    pub fn bad_request(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad-request", detail).field(field)
+    }
+
+    /// 422: well-formed but invalid (wrong type, unknown field, failed validation).
+    pub fn invalid(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid-input", detail).field(field)
+    }
+
+    /// 404 for ids of other orgs too: never confirm that something exists elsewhere.
+    pub fn not_found(what: &str, id: impl std::fmt::Display) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not-found",
+            format!("no {what} with id {id}"),
+        )
+    }
+
+    /// 409: the resource is not in a state that allows this.
+    pub fn conflict(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "conflict", detail)
+    }
+
+    /// 500: logged in full, answered in general terms.
+    pub fn internal(err: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %err, "API request failed");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error; the server log has the cause",
+        )
+    }
+
+    fn title(&self) -> &'static str {
+        self.status.canonical_reason().unwrap_or("Error")
+    }
+
+    /// The body as JSON.
+    pub fn body(&self) -> Value {
+        let mut body = json!({
+            "type": format!("urn:agentd:problem:{}", self.slug),
+            "title": self.title(),
+            "status": self.status.as_u16(),
+            "detail": self.detail,
+        });
+        if let Some(f) = &self.field {
+            body["field"] = json!(f);
+        }
+        if let Some(Value::Object(extra)) = &self.extra {
+            for (k, v) in extra {
+                body[k] = v.clone();
+            }
+        }
+        body
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let bytes = serde_json::to_vec(&self.body()).unwrap_or_default();
+        let mut res = (self.status, bytes).into_response();
+        res.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if self.status == StatusCode::UNAUTHORIZED {
+            res.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        res
+    }
+}
+
+impl From<sqlx::Error> for Problem {
+    fn from(e: sqlx::Error) -> Self {
+        Problem::internal(e)
+    }
+}
+
+impl From<anyhow::Error> for Problem {
+    fn from(e: anyhow::Error) -> Self {
+        Problem::internal(format!("{e:#}"))
+    }
+}
+
+impl From<crate::queue::QueueError> for Problem {
+    fn from(e: crate::queue::QueueError) -> Self {
+        match e {
+            crate::queue::QueueError::Invalid(m) => Problem::invalid("kind", m),
+            crate::queue::QueueError::Db(e) => Problem::internal(e),
+        }
+    }
+}
+
+/// A JSON answer with a status.
+pub fn json_response(status: StatusCode, body: &impl serde::Serialize) -> Response {
+    match serde_json::to_vec(body) {
+        Ok(bytes) => {
+            let mut res = (status, bytes).into_response();
+            res.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            res
+        }
+        Err(e) => Problem::internal(e).into_response(),
+    }
+}
+
+/// What a handler returns.
+pub type ApiResult = Result<Response, Problem>;
+
+/// 200 with a JSON body.
+pub fn ok(body: &impl serde::Serialize) -> ApiResult {
+    Ok(json_response(StatusCode::OK, body))
+}

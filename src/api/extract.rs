@@ -1,0 +1,247 @@
+//! Request extractors that answer every rejection with a problem detail: JSON bodies
+//! (content type, size, UTF-8, syntax, types, unknown fields — the `field` is the JSON path),
+//! query strings, path ids, and the keyset cursor of list routes.
+
+use super::error::Problem;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::{StatusCode, header};
+use chrono::{DateTime, Utc};
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+/// A JSON request body of type `T` (structs deny unknown fields).
+pub struct JsonBody<T>(pub T);
+
+/// A JSON body that may be absent (empty body → `T::default()`).
+pub struct OptionalJsonBody<T>(pub T);
+
+async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Problem> {
+    Bytes::from_request(req, state).await.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body-too-large",
+                "the request body is larger than this route accepts; nothing was stored",
+            )
+            .field("body")
+        } else {
+            Problem::bad_request("body", format!("cannot read the request body: {e}"))
+        }
+    })
+}
+
+fn check_content_type(req: &Request) -> Result<(), Problem> {
+    let ct = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mime = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json")) {
+        Ok(())
+    } else {
+        Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
+            format!("send the body as Content-Type: application/json (got {ct:?})"),
+        )
+        .field("Content-Type"))
+    }
+}
+
+/// Parses a JSON body: invalid UTF-8 → 422; malformed JSON → 400; wrong type, missing or
+/// unknown field → 422 naming the field's path.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
+    if let Err(e) = std::str::from_utf8(bytes) {
+        return Err(Problem::invalid(
+            "body",
+            format!(
+                "the body is not valid UTF-8 (first bad byte at offset {})",
+                e.valid_up_to()
+            ),
+        ));
+    }
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    let value: Result<T, _> = serde_path_to_error::deserialize(&mut *de);
+    if value.is_ok() {
+        // Trailing data after the value is malformed JSON, not a second request.
+        de.end()
+            .map_err(|e| Problem::bad_request("body", format!("malformed JSON: {e}")))?;
+    }
+    value.map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        use serde_json::error::Category;
+        match inner.classify() {
+            Category::Data => {
+                let msg = inner.to_string();
+                // The path of an unknown field already ends with the field's name.
+                let field = unknown_field(&msg)
+                    .map(|f| if path == "." { f } else { path.clone() })
+                    .or_else(|| missing_field(&msg).map(|f| join(&path, &f)))
+                    .unwrap_or_else(|| if path == "." { "body".into() } else { path });
+                Problem::invalid(field.clone(), format!("{field}: {}", strip_position(&msg)))
+            }
+            _ => Problem::bad_request("body", format!("malformed JSON: {inner}")),
+        }
+    })
+}
+
+fn join(path: &str, field: &str) -> String {
+    if path == "." || path.is_empty() {
+        field.to_string()
+    } else {
+        format!("{path}.{field}")
+    }
+}
+
+fn backticked(msg: &str, prefix: &str) -> Option<String> {
+    let rest = msg.strip_prefix(prefix)?;
+    let rest = rest.strip_prefix('`')?;
+    Some(rest.split('`').next()?.to_string())
+}
+
+fn unknown_field(msg: &str) -> Option<String> {
+    backticked(msg, "unknown field ")
+}
+
+fn missing_field(msg: &str) -> Option<String> {
+    backticked(msg, "missing field ")
+}
+
+fn strip_position(msg: &str) -> &str {
+    msg.rsplit_once(" at line ").map(|(m, _)| m).unwrap_or(msg)
+}
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = Problem;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        check_content_type(&req)?;
+        let bytes = body_bytes(req, state).await?;
+        parse_json(&bytes).map(JsonBody)
+    }
+}
+
+impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJsonBody<T> {
+    type Rejection = Problem;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let has_type = req.headers().contains_key(header::CONTENT_TYPE);
+        let result = if has_type {
+            check_content_type(&req)
+        } else {
+            Ok(())
+        };
+        let bytes = body_bytes(req, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJsonBody(T::default()));
+        }
+        result?;
+        parse_json(&bytes).map(OptionalJsonBody)
+    }
+}
+
+/// Parses a query string into `T` (structs deny unknown parameters): errors name the parameter.
+pub fn parse_query<T: DeserializeOwned>(query: Option<&str>) -> Result<T, Problem> {
+    let de =
+        serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.unwrap_or("").as_bytes()));
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let msg = e.into_inner().to_string();
+        let field = unknown_field(&msg)
+            .or_else(|| missing_field(&msg))
+            .unwrap_or_else(|| if path == "." { "query".into() } else { path });
+        Problem::bad_request(field.clone(), format!("query parameter {field}: {msg}"))
+    })
+}
+
+/// A path id that must be a UUID (400 naming `id` otherwise).
+pub fn uuid_id(raw: &str) -> Result<Uuid, Problem> {
+    Uuid::parse_str(raw)
+        .map_err(|_| Problem::bad_request("id", format!("id must be a UUID (got {raw:?})")))
+}
+
+/// The `limit` and `cursor` of list routes.
+#[derive(Debug, Clone, Copy)]
+pub struct Page {
+    pub limit: i64,
+    pub after: Option<(DateTime<Utc>, Uuid)>,
+}
+
+/// Default and largest page size.
+pub const DEFAULT_LIMIT: i64 = 50;
+/// Largest page size.
+pub const MAX_LIMIT: i64 = 200;
+
+impl Page {
+    /// Validates `limit` (1..=200, default 50) and decodes `cursor`.
+    pub fn new(limit: Option<i64>, cursor: Option<&str>) -> Result<Self, Problem> {
+        let limit = limit.unwrap_or(DEFAULT_LIMIT);
+        if !(1..=MAX_LIMIT).contains(&limit) {
+            return Err(Problem::bad_request(
+                "limit",
+                format!("limit must be between 1 and {MAX_LIMIT} (got {limit})"),
+            ));
+        }
+        let after = match cursor {
+            None => None,
+            Some(c) => Some(decode_cursor(c).ok_or_else(|| {
+                Problem::bad_request(
+                    "cursor",
+                    "cursor is not one this API returned; pass next_cursor from a previous page unchanged",
+                )
+            })?),
+        };
+        Ok(Self { limit, after })
+    }
+}
+
+/// The opaque cursor after an item: hex of `<unix micros>.<uuid>`.
+pub fn encode_cursor(created_at: DateTime<Utc>, id: Uuid) -> String {
+    hex::encode(format!("{}.{}", created_at.timestamp_micros(), id))
+}
+
+fn decode_cursor(c: &str) -> Option<(DateTime<Utc>, Uuid)> {
+    let raw = String::from_utf8(hex::decode(c).ok()?).ok()?;
+    let (micros, id) = raw.split_once('.')?;
+    let at = DateTime::from_timestamp_micros(micros.parse().ok()?)?;
+    Some((at, Uuid::parse_str(id).ok()?))
+}
+
+/// A page of items and the cursor of the next page (None: this was the last).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct Paged<T> {
+    pub items: Vec<T>,
+    pub next_cursor: Option<String>,
+}
+
+impl<T> Paged<T> {
+    /// `rows` (at most `limit + 1` fetched) as a page: the extra row only says there is more.
+    pub fn from_rows(
+        mut rows: Vec<T>,
+        page: &Page,
+        key: impl Fn(&T) -> (DateTime<Utc>, Uuid),
+    ) -> Self {
+        let more = rows.len() as i64 > page.limit;
+        rows.truncate(page.limit as usize);
+        let next_cursor = if more {
+            rows.last().map(|r| {
+                let (at, id) = key(r);
+                encode_cursor(at, id)
+            })
+        } else {
+            None
+        };
+        Self {
+            items: rows,
+            next_cursor,
+        }
+    }
+}

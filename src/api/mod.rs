@@ -1,0 +1,185 @@
+//! The HTTP API (`agentd serve`): JSON over `/v1`, every route scoped to the org of the
+//! caller's API key, errors as RFC 9457 problem details, keyset pagination, and an OpenAPI 3.1
+//! document generated from the handlers at `/v1/openapi.json`. One file per resource group;
+//! SQL stays in `store/` (`api_keys`, `api_reads`).
+
+mod approvals;
+pub mod auth;
+pub mod bench;
+mod documents;
+pub mod error;
+pub mod extract;
+mod jobs;
+mod reads;
+mod settings;
+
+use crate::app::App;
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::middleware;
+use axum::routing::{get, post};
+use error::Problem;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use tokio_util::sync::CancellationToken;
+use utoipa::OpenApi;
+
+pub use auth::{Role, create_key, hash_key};
+
+/// What every handler gets.
+#[derive(Clone)]
+pub struct ApiState {
+    pub app: App,
+}
+
+/// Body limit of every route but document upload.
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// The OpenAPI document (generated from the handlers' annotations).
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "agentd API", description = "Documents, proposals, approvals, suggestions, runs and jobs of one org (the API key's)."),
+    paths(
+        documents::create, documents::list, documents::get, documents::accept, documents::reject,
+        approvals::list, approvals::get, approvals::approve, approvals::reject,
+        reads::suggestions, reads::run, reads::status,
+        jobs::create, jobs::get,
+        settings::get, settings::patch,
+    ),
+    components(schemas(
+        documents::NewDocument, documents::CreatedDocument, documents::DocumentItem,
+        approvals::DecisionBody, jobs::NewJobRequest, jobs::EnqueuedJob,
+        settings::Settings, settings::SettingsPatch,
+    )),
+    modifiers(&BearerAuth),
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+async fn openapi_json() -> axum::response::Response {
+    error::json_response(StatusCode::OK, &ApiDoc::openapi())
+}
+
+async fn not_found() -> Problem {
+    Problem::new(StatusCode::NOT_FOUND, "not-found", "no such route")
+}
+
+async fn method_not_allowed() -> Problem {
+    Problem::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method-not-allowed",
+        "this route does not take this method",
+    )
+}
+
+/// Only the list routes take a query string; anywhere else a parameter is a mistake the
+/// caller should hear about (400 naming it), not something silently ignored.
+async fn no_stray_query(
+    req: axum::extract::Request,
+    next: middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    const LISTS: [&str; 3] = ["/v1/documents", "/v1/approvals", "/v1/suggestions"];
+    let takes_query = req.method() == axum::http::Method::GET && LISTS.contains(&req.uri().path());
+    if !takes_query && let Some(q) = req.uri().query().filter(|q| !q.is_empty()) {
+        let name = form_urlencoded::parse(q.as_bytes())
+            .next()
+            .map(|(k, _)| k.into_owned())
+            .unwrap_or_else(|| "query".into());
+        return Problem::bad_request(
+            name.clone(),
+            format!(
+                "{} {} takes no query parameters (got {name:?})",
+                req.method(),
+                req.uri().path()
+            ),
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
+
+/// The `/v1` routes (authenticated, except the OpenAPI document).
+pub fn router(app: App) -> Router {
+    let state = ApiState { app };
+    Router::new()
+        .route("/v1/openapi.json", get(openapi_json))
+        .route(
+            "/v1/documents",
+            get(documents::list)
+                .post(documents::create)
+                .layer(DefaultBodyLimit::max(documents::MAX_DOCUMENT_BODY)),
+        )
+        .route("/v1/documents/{id}", get(documents::get))
+        .route("/v1/documents/{id}/accept", post(documents::accept))
+        .route("/v1/documents/{id}/reject", post(documents::reject))
+        .route("/v1/approvals", get(approvals::list))
+        .route("/v1/approvals/{id}", get(approvals::get))
+        .route("/v1/approvals/{id}/approve", post(approvals::approve))
+        .route("/v1/approvals/{id}/reject", post(approvals::reject))
+        .route("/v1/suggestions", get(reads::suggestions))
+        .route("/v1/runs/{id}", get(reads::run))
+        .route("/v1/status", get(reads::status))
+        .route("/v1/jobs", post(jobs::create))
+        .route("/v1/jobs/{id}", get(jobs::get))
+        .route("/v1/settings", get(settings::get).patch(settings::patch))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn(no_stray_query))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+/// How long an `Idempotency-Key` answer is replayed.
+pub const IDEMPOTENCY_TTL_HOURS: i64 = 24;
+
+/// Hourly: forgets Idempotency-Key answers older than [`IDEMPOTENCY_TTL_HOURS`].
+async fn purge_idempotency_keys(app: App, stop: CancellationToken) {
+    loop {
+        let cutoff = app.clock.now() - chrono::Duration::hours(IDEMPOTENCY_TTL_HOURS);
+        if let Err(e) = crate::store::api_keys::purge_idempotency(&app.pool, cutoff).await {
+            tracing::warn!(error = %e, "purging old Idempotency-Key answers failed; retrying in an hour");
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(std::time::Duration::from_secs(3600)) => {}
+        }
+    }
+}
+
+/// Serves the API and `/healthz`, `/readyz`, `/metrics` on `listener` until `stop`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: App,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
+    let health = crate::http::HealthState {
+        pool: app.pool.clone(),
+        // No workers in this process: ready means the database answers, migrated.
+        workers_running: Arc::new(AtomicBool::new(true)),
+        metrics: crate::http::metrics_handle(),
+        kinds: app.catalog.kinds.keys().cloned().collect(),
+    };
+    tokio::spawn(purge_idempotency_keys(app.clone(), stop.clone()));
+    let router = router(app).merge(crate::http::router(health));
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .await
+}

@@ -1,0 +1,271 @@
+//! Org-scoped reads for the HTTP API: keyset pages (newest first, `(created_at, id)` as the
+//! cursor), the queue at a glance for one org, and which jobs an org may see. Every query
+//! takes the org; "now" is a parameter.
+
+use crate::queue::JobRow;
+use crate::queue::store::{ReadyAge, StateCount};
+use crate::store::approvals::ApprovalRow;
+use crate::store::documents::DocumentSummary;
+use crate::store::status::{ApprovalCount, RunCount, RunningJob};
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::PgExecutor;
+use uuid::Uuid;
+
+/// Where a page starts: strictly after this `(created_at, id)` in newest-first order.
+pub type After = Option<(DateTime<Utc>, Uuid)>;
+
+/// A page of the org's documents, newest first.
+pub async fn documents_page<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    status: Option<&str>,
+    after: After,
+    limit: i64,
+) -> Result<Vec<DocumentSummary>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, name, tag_ids, auto_create_status, created_at, updated_at FROM documents
+          WHERE org_id = $1 AND ($2::text IS NULL OR auto_create_status = $2)
+            AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4))
+          ORDER BY created_at DESC, id DESC LIMIT $5",
+    )
+    .bind(org_id)
+    .bind(status)
+    .bind(after.map(|a| a.0))
+    .bind(after.map(|a| a.1))
+    .bind(limit)
+    .fetch_all(exec)
+    .await
+}
+
+/// A page of the org's approvals, newest first.
+pub async fn approvals_page<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    status: Option<&str>,
+    after: After,
+    limit: i64,
+) -> Result<Vec<ApprovalRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT * FROM pending_approvals
+          WHERE org_id = $1 AND ($2::text IS NULL OR status = $2)
+            AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4))
+          ORDER BY created_at DESC, id DESC LIMIT $5",
+    )
+    .bind(org_id)
+    .bind(status)
+    .bind(after.map(|a| a.0))
+    .bind(after.map(|a| a.1))
+    .bind(limit)
+    .fetch_all(exec)
+    .await
+}
+
+/// A suggestion as the API lists it.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct SuggestionItem {
+    pub id: Uuid,
+    pub kind: String,
+    pub subject: String,
+    pub night: NaiveDate,
+    pub title: String,
+    pub message: String,
+    pub document_id: Option<Uuid>,
+    pub proposed_action: Option<Value>,
+    pub status: String,
+    pub run_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A page of the org's suggestions, newest first.
+pub async fn suggestions_page<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    status: Option<&str>,
+    after: After,
+    limit: i64,
+) -> Result<Vec<SuggestionItem>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, kind, subject, night, title, message, document_id, proposed_action, status,
+                run_id, created_at
+           FROM suggestions
+          WHERE org_id = $1 AND ($2::text IS NULL OR status = $2)
+            AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4))
+          ORDER BY created_at DESC, id DESC LIMIT $5",
+    )
+    .bind(org_id)
+    .bind(status)
+    .bind(after.map(|a| a.0))
+    .bind(after.map(|a| a.1))
+    .bind(limit)
+    .fetch_all(exec)
+    .await
+}
+
+/// The SQL condition "job `j` belongs to org `$1`": its payload names the org, or it is an
+/// approval sweep whose every approval id is the org's.
+const JOB_OF_ORG: &str = "(j.payload->>'org_id' = $1::text
+      OR (j.kind = 'approval_expiry' AND jsonb_typeof(j.payload->'approval_ids') = 'array'
+          AND jsonb_array_length(j.payload->'approval_ids') > 0
+          AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements_text(j.payload->'approval_ids') a(id)
+                           WHERE NOT EXISTS (SELECT 1 FROM pending_approvals p
+                                              WHERE p.org_id = $1 AND p.id::text = a.id))))";
+
+/// A job of this org by id.
+pub async fn job<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    id: i64,
+) -> Result<Option<JobRow>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT j.* FROM agentd_jobs j WHERE j.id = $2 AND {JOB_OF_ORG}"
+    )))
+    .bind(org_id)
+    .bind(id)
+    .fetch_optional(exec)
+    .await
+}
+
+/// The id of the job holding `unique_key`, if any (the answer to a deduplicated enqueue).
+pub async fn job_id_by_unique_key<'e, E: PgExecutor<'e>>(
+    exec: E,
+    unique_key: &str,
+) -> Result<Option<i64>, sqlx::Error> {
+    sqlx::query_scalar("SELECT id FROM agentd_jobs WHERE unique_key = $1")
+        .bind(unique_key)
+        .fetch_optional(exec)
+        .await
+}
+
+/// The org's pending approval ids (at most `limit`).
+pub async fn pending_approval_ids<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    limit: i64,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT id FROM pending_approvals WHERE org_id = $1 AND status = 'pending'
+          ORDER BY id LIMIT $2",
+    )
+    .bind(org_id)
+    .bind(limit)
+    .fetch_all(exec)
+    .await
+}
+
+/// Which of `ids` are approvals of this org.
+pub async fn approvals_of_org<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar("SELECT id FROM pending_approvals WHERE org_id = $1 AND id = ANY($2)")
+        .bind(org_id)
+        .bind(ids)
+        .fetch_all(exec)
+        .await
+}
+
+/// The org's jobs per kind and state.
+pub async fn job_counts<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+) -> Result<Vec<StateCount>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT j.kind, j.state, count(*) AS count FROM agentd_jobs j WHERE {JOB_OF_ORG}
+          GROUP BY j.kind, j.state ORDER BY j.kind, j.state"
+    )))
+    .bind(org_id)
+    .fetch_all(exec)
+    .await
+}
+
+/// The org's ready jobs per kind and the oldest one's age.
+pub async fn ready_ages<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<Vec<ReadyAge>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT j.kind, count(*) AS ready,
+                EXTRACT(EPOCH FROM ($2 - min(j.run_at)))::float8 AS oldest_ready_secs
+           FROM agentd_jobs j WHERE j.state = 'available' AND j.run_at <= $2 AND {JOB_OF_ORG}
+          GROUP BY j.kind ORDER BY j.kind"
+    )))
+    .bind(org_id)
+    .bind(now)
+    .fetch_all(exec)
+    .await
+}
+
+/// The org's running jobs, oldest first.
+pub async fn running_jobs<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<RunningJob>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT j.id, j.kind, j.attempt, j.locked_by,
+                EXTRACT(EPOCH FROM ($2 - j.started_at))::float8 AS running_secs,
+                EXTRACT(EPOCH FROM (j.lease_expires_at - $2))::float8 AS lease_left_secs
+           FROM agentd_jobs j WHERE j.state = 'running' AND {JOB_OF_ORG}
+          ORDER BY j.started_at LIMIT $3"
+    )))
+    .bind(org_id)
+    .bind(now)
+    .bind(limit)
+    .fetch_all(exec)
+    .await
+}
+
+/// The org's most recent dead jobs.
+pub async fn dead_jobs<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    limit: i64,
+) -> Result<Vec<JobRow>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT j.* FROM agentd_jobs j WHERE j.state = 'dead' AND {JOB_OF_ORG}
+          ORDER BY j.id DESC LIMIT $2"
+    )))
+    .bind(org_id)
+    .bind(limit)
+    .fetch_all(exec)
+    .await
+}
+
+/// The org's runs started since `since`, grouped.
+pub async fn runs_since<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    since: DateTime<Utc>,
+) -> Result<Vec<RunCount>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT kind, status, stop_reason, count(*) AS count FROM agent_runs
+          WHERE org_id = $1 AND started_at >= $2
+          GROUP BY kind, status, stop_reason ORDER BY kind, status",
+    )
+    .bind(org_id)
+    .bind(since)
+    .fetch_all(exec)
+    .await
+}
+
+/// The org's approvals by status, and pending ones expiring before `soon`.
+pub async fn approval_counts<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    soon: DateTime<Utc>,
+) -> Result<Vec<ApprovalCount>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT status, count(*) AS count,
+                count(*) FILTER (WHERE status = 'pending' AND expires_at < $2) AS expiring_soon
+           FROM pending_approvals WHERE org_id = $1 GROUP BY status ORDER BY status",
+    )
+    .bind(org_id)
+    .bind(soon)
+    .fetch_all(exec)
+    .await
+}

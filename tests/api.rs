@@ -1,0 +1,480 @@
+//! The HTTP API over a real port with reqwest against a real PostgreSQL: one test per route
+//! group and per error class (idempotency, pagination, approvals' 412/410/409/200).
+
+mod api_support;
+mod common;
+
+use agentd::api::Role;
+use api_support::Api;
+use chrono::Duration;
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn upload_with_auto_create_poll_until_proposed_then_accept_and_reject() {
+    let api = Api::start().await;
+    let (_, key) = api.org("acme", Role::Reviewer).await;
+    let k = Some(key.as_str());
+    let mut ids = Vec::new();
+    for (name, text) in agentd::cli::documents_api::SAMPLES.iter().take(2) {
+        let r = api
+            .call(
+                "POST",
+                "/v1/documents",
+                k,
+                Some(json!({"name": name, "text": text, "auto_create": true})),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        assert_eq!(r.body["auto_create_status"], "queued");
+        let job = r.body["job_id"].as_i64().expect("a job was enqueued");
+        let j = api.call("GET", &format!("/v1/jobs/{job}"), k, None).await;
+        assert_eq!(j.status, 200, "{}", j.body);
+        assert_eq!(j.body["kind"], "auto_create");
+        assert_eq!(j.body["payload"]["document_id"], r.body["id"]);
+        ids.push(r.body["id"].as_str().unwrap().to_string());
+    }
+    // The jobs' run_at is the database's now(); the manual clock must be past it.
+    api.clock.advance(Duration::seconds(60));
+    let (_w, stop) = common::start_worker(&api.app, "auto_create", None).await;
+    let mut reports: Vec<Value> = Vec::new();
+    for id in &ids {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let last = loop {
+            let r = api
+                .call("GET", &format!("/v1/documents/{id}"), k, None)
+                .await;
+            assert_eq!(r.status, 200, "{}", r.body);
+            if r.body["auto_create_status"] == "proposed" {
+                break r.body;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "not proposed in 60s: {}",
+                r.body
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
+        reports.push(last);
+    }
+    stop.cancel();
+    let doc = &reports[0];
+    assert!(!doc["fields"].as_array().unwrap().is_empty(), "{doc}");
+    assert!(doc["prompt"]["content"].is_string(), "{doc}");
+    assert!(doc["extraction"]["result"].is_object(), "{doc}");
+    let run = doc["run"]["id"].as_str().expect("the run id");
+    let r = api.call("GET", &format!("/v1/runs/{run}"), k, None).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(!r.body["steps"].as_array().unwrap().is_empty());
+    assert!(!r.body["audit"].as_array().unwrap().is_empty());
+
+    let r = api
+        .call("POST", &format!("/v1/documents/{}/accept", ids[0]), k, None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let after = api
+        .call("GET", &format!("/v1/documents/{}", ids[0]), k, None)
+        .await;
+    assert_eq!(after.body["auto_create_status"], "accepted");
+    assert_eq!(after.body["schema"]["status"], "active", "{}", after.body);
+    // Deciding again: nothing left to decide.
+    api.call("POST", &format!("/v1/documents/{}/accept", ids[0]), k, None)
+        .await
+        .problem(409, None);
+    let r = api
+        .call("POST", &format!("/v1/documents/{}/reject", ids[1]), k, None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let after = api
+        .call("GET", &format!("/v1/documents/{}", ids[1]), k, None)
+        .await;
+    assert_eq!(after.body["auto_create_status"], "rejected");
+    assert!(after.body["schema"].is_null(), "{}", after.body);
+}
+
+#[tokio::test]
+async fn idempotency_key_replays_the_answer_and_refuses_another_body() {
+    let api = Api::start().await;
+    let (_, key) = api.org("acme", Role::Uploader).await;
+    let body = br#"{"name": "a.txt", "text": "hello", "auto_create": true}"#.to_vec();
+    let send = |b: Vec<u8>, idem: &'static str| {
+        let (api, key) = (&api, key.clone());
+        async move {
+            api.raw(
+                "POST",
+                "/v1/documents",
+                &key,
+                "application/json",
+                b,
+                &[("Idempotency-Key", idem)],
+            )
+            .await
+        }
+    };
+    let first = send(body.clone(), "k-1").await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    // Same body with other whitespace and key order: the same request.
+    let again = send(
+        br#"{"auto_create":true,"text":"hello","name":"a.txt"}"#.to_vec(),
+        "k-1",
+    )
+    .await;
+    assert_eq!(again.status, 201);
+    assert_eq!(again.body, first.body);
+    let other = send(br#"{"name": "b.txt", "text": "hello"}"#.to_vec(), "k-1").await;
+    other.problem(422, Some("Idempotency-Key"));
+    // Concurrent requests with one new key: one document.
+    let answers = futures::future::join_all((0..8).map(|_| send(body.clone(), "k-2"))).await;
+    let ids: std::collections::HashSet<String> = answers
+        .iter()
+        .map(|a| a.body["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 1, "one document for one key");
+    assert_eq!(api.count("SELECT count(*) FROM documents").await, 2);
+    assert_eq!(api.count("SELECT count(*) FROM agentd_jobs").await, 2);
+    // Another org may use the same key string: keys are per org.
+    let (_, key2) = api.org("other", Role::Uploader).await;
+    let r = api
+        .raw(
+            "POST",
+            "/v1/documents",
+            &key2,
+            "application/json",
+            body,
+            &[("Idempotency-Key", "k-1")],
+        )
+        .await;
+    assert_eq!(r.status, 201);
+    assert_ne!(r.body["id"], first.body["id"]);
+    // Answers older than the TTL are forgotten (the server purges hourly; here, directly).
+    let later = chrono::Utc::now() + Duration::hours(agentd::api::IDEMPOTENCY_TTL_HOURS + 1);
+    let purged = agentd::store::api_keys::purge_idempotency(
+        &api.db.pool,
+        later - Duration::hours(agentd::api::IDEMPOTENCY_TTL_HOURS),
+    )
+    .await
+    .unwrap();
+    assert_eq!(purged, 3);
+    let reused = send(br#"{"name": "c.txt", "text": "new"}"#.to_vec(), "k-1").await;
+    assert_eq!(
+        reused.status, 201,
+        "a forgotten key is new again: {}",
+        reused.body
+    );
+}
+
+#[tokio::test]
+async fn lists_page_with_cursors_newest_first() {
+    let api = Api::start().await;
+    let (org, key) = api.org("acme", Role::Reader).await;
+    let mut made = Vec::new();
+    for i in 0..5 {
+        made.push(api.doc(org, &format!("d{i}")).await.to_string());
+    }
+    made.reverse();
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/v1/documents?limit=2&cursor={c}"),
+            None => "/v1/documents?limit=2".into(),
+        };
+        let r = api.call("GET", &path, Some(&key), None).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        pages += 1;
+        for d in r.body["items"].as_array().unwrap() {
+            seen.push(d["id"].as_str().unwrap().to_string());
+        }
+        match r.body["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(seen, made, "every document once, newest first");
+    let r = api
+        .call("GET", "/v1/documents?status=queued", Some(&key), None)
+        .await;
+    assert_eq!(r.body["items"], json!([]));
+}
+
+#[tokio::test]
+async fn approvals_etag_if_match_expired_stale_and_decided_once() {
+    let api = Api::start().await;
+    let (org, key) = api.org("acme", Role::Reviewer).await;
+    let k = Some(key.as_str());
+    let doc = api.doc(org, "a.txt").await;
+    let args = |v: &str| json!({"document_id": doc, "metadata": {"k": v}});
+    let id = api.propose(org, args("one"), Duration::hours(1)).await;
+
+    let list = api
+        .call("GET", "/v1/approvals?status=pending", k, None)
+        .await;
+    assert_eq!(list.body["items"][0]["id"], json!(id), "{}", list.body);
+    let got = api
+        .call("GET", &format!("/v1/approvals/{id}"), k, None)
+        .await;
+    assert_eq!(got.status, 200);
+    let hash = got.body["snapshot_hash"].as_str().unwrap().to_string();
+    assert_eq!(got.headers["etag"].to_str().unwrap(), format!("\"{hash}\""));
+    assert!(got.body["expires_at"].is_string());
+
+    let approve = |id: uuid::Uuid, if_match: &str| {
+        let mut h = vec![];
+        if !if_match.is_empty() {
+            h.push(("If-Match", if_match.to_string()));
+        }
+        let hs: Vec<(&str, String)> = h;
+        let api = &api;
+        let key = key.clone();
+        async move {
+            let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (*a, b.as_str())).collect();
+            api.raw(
+                "POST",
+                &format!("/v1/approvals/{id}/approve"),
+                &key,
+                "application/json",
+                br#"{"by": "alice"}"#.to_vec(),
+                &refs,
+            )
+            .await
+        }
+    };
+    let wrong = approve(id, "\"0000\"").await;
+    wrong.problem(412, Some("If-Match"));
+    assert_eq!(
+        api.count("SELECT count(*) FROM audit_events WHERE decision = 'human_approved'")
+            .await,
+        0
+    );
+    let ok = approve(id, &format!("\"{hash}\"")).await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    assert_eq!(ok.body["approval"]["status"], "executed");
+    assert_eq!(ok.body["changed"], true);
+    let twice = approve(id, "").await;
+    assert_eq!(twice.status, 200);
+    assert_eq!(twice.body["changed"], false);
+    assert_eq!(twice.body["approval"]["status"], "executed");
+    assert_eq!(
+        api.count("SELECT count(*) FROM audit_events WHERE decision = 'human_approved'")
+            .await,
+        1,
+        "executed once"
+    );
+    let actor: String =
+        sqlx::query_scalar("SELECT decided_by FROM pending_approvals WHERE id = $1")
+            .bind(id)
+            .fetch_one(&api.db.pool)
+            .await
+            .unwrap();
+    assert!(actor.starts_with("human:alice (key "), "{actor}");
+
+    let expired = api.propose(org, args("two"), Duration::seconds(5)).await;
+    api.clock.advance(Duration::seconds(10));
+    approve(expired, "").await.problem(410, None);
+    // Asking again: still the same answer, still nothing executed.
+    approve(expired, "").await.problem(410, None);
+
+    let stale = api.propose(org, args("three"), Duration::hours(1)).await;
+    sqlx::query("UPDATE documents SET metadata = '{\"owner\": \"bob\"}', updated_at = updated_at + interval '1 second' WHERE id = $1")
+        .bind(doc).execute(&api.db.pool).await.unwrap();
+    let r = approve(stale, "").await;
+    r.problem(409, None);
+    assert!(
+        r.body["changes"]["metadata"]["after"].is_object(),
+        "{}",
+        r.body
+    );
+
+    let rej = api.propose(org, args("four"), Duration::hours(1)).await;
+    let r = api
+        .call("POST", &format!("/v1/approvals/{rej}/reject"), k, None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["approval"]["status"], "rejected");
+    let meta: Value = sqlx::query_scalar("SELECT metadata FROM documents WHERE id = $1")
+        .bind(doc)
+        .fetch_one(&api.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        meta,
+        json!({"owner": "bob"}),
+        "nothing ran after the first: {meta}"
+    );
+    assert_eq!(
+        api.count("SELECT count(*) FROM audit_events WHERE decision = 'human_approved'")
+            .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn jobs_settings_suggestions_and_status() {
+    let api = Api::start().await;
+    let (org, key) = api.org("acme", Role::Admin).await;
+    let k = Some(key.as_str());
+    let doc = api.doc(org, "a").await;
+    let r = api
+        .call(
+            "POST",
+            "/v1/jobs",
+            k,
+            Some(json!({"kind": "auto_create", "document_id": doc})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let again = api
+        .call(
+            "POST",
+            "/v1/jobs",
+            k,
+            Some(json!({"kind": "auto_create", "document_id": doc})),
+        )
+        .await;
+    assert_eq!(
+        (again.status.as_u16(), &again.body["duplicate"]),
+        (200, &json!(true))
+    );
+    assert_eq!(again.body["id"], r.body["id"]);
+    let r = api
+        .call(
+            "POST",
+            "/v1/jobs",
+            k,
+            Some(json!({"kind": "proactive_suggestion", "night": "2026-01-02"})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let job = api
+        .call("GET", &format!("/v1/jobs/{}", r.body["id"]), k, None)
+        .await;
+    assert_eq!(
+        job.body["payload"],
+        json!({"org_id": org, "night": "2026-01-02"})
+    );
+    api.call(
+        "POST",
+        "/v1/jobs",
+        k,
+        Some(json!({"kind": "approval_expiry"})),
+    )
+    .await
+    .problem(422, Some("approval_ids"));
+    let a = api
+        .propose(
+            org,
+            json!({"document_id": doc, "metadata": {"x": 1}}),
+            Duration::hours(1),
+        )
+        .await;
+    let r = api
+        .call(
+            "POST",
+            "/v1/jobs",
+            k,
+            Some(json!({"kind": "approval_expiry"})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let job = api
+        .call("GET", &format!("/v1/jobs/{}", r.body["id"]), k, None)
+        .await;
+    assert_eq!(job.body["payload"]["approval_ids"], json!([a]));
+    api.call("POST", "/v1/jobs", k, Some(json!({"kind": "nightly"})))
+        .await
+        .problem(422, Some("kind"));
+    api.call("POST", "/v1/jobs", k, Some(json!({"kind": "auto_create"})))
+        .await
+        .problem(422, Some("document_id"));
+    api.call(
+        "POST",
+        "/v1/jobs",
+        k,
+        Some(json!({"kind": "proactive_suggestion", "document_id": doc})),
+    )
+    .await
+    .problem(422, Some("document_id"));
+    api.call(
+        "POST",
+        "/v1/jobs",
+        k,
+        Some(json!({"kind": "proactive_suggestion", "night": "tomorrow"})),
+    )
+    .await
+    .problem(422, Some("night"));
+
+    let s = api.call("GET", "/v1/settings", k, None).await;
+    assert_eq!(
+        s.body,
+        json!({"monthly_token_budget": null, "tokens_used_this_month": 0})
+    );
+    api.call(
+        "PATCH",
+        "/v1/settings",
+        k,
+        Some(json!({"monthly_token_budget": -1})),
+    )
+    .await
+    .problem(422, Some("monthly_token_budget"));
+    api.call(
+        "PATCH",
+        "/v1/settings",
+        k,
+        Some(json!({"monthly_token_budget": 100})),
+    )
+    .await;
+    assert_eq!(
+        api.call("GET", "/v1/settings", k, None).await.body["monthly_token_budget"],
+        100
+    );
+    let r = api
+        .call(
+            "PATCH",
+            "/v1/settings",
+            k,
+            Some(json!({"monthly_token_budget": null})),
+        )
+        .await;
+    assert_eq!(r.body["monthly_token_budget"], Value::Null);
+
+    for i in 0..3 {
+        sqlx::query("INSERT INTO suggestions (id, org_id, kind, subject, night, title, message) VALUES ($1, $2, 'waiting', $3, '2026-01-02', 't', 'm')")
+            .bind(uuid::Uuid::now_v7()).bind(org).bind(format!("s{i}")).execute(&api.db.pool).await.unwrap();
+    }
+    let r = api.call("GET", "/v1/suggestions?limit=2", k, None).await;
+    assert_eq!(r.body["items"].as_array().unwrap().len(), 2, "{}", r.body);
+    let c = r.body["next_cursor"].as_str().unwrap().to_string();
+    let r = api
+        .call(
+            "GET",
+            &format!("/v1/suggestions?limit=2&cursor={c}"),
+            k,
+            None,
+        )
+        .await;
+    assert_eq!(r.body["items"].as_array().unwrap().len(), 1);
+    assert!(r.body["next_cursor"].is_null());
+
+    let st = api.call("GET", "/v1/status", k, None).await;
+    assert_eq!(st.status, 200);
+    let jobs: i64 = st.body["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["count"].as_i64().unwrap())
+        .sum();
+    assert_eq!(jobs, 3, "the org's three jobs: {}", st.body);
+    assert_eq!(st.body["approvals"][0]["status"], "pending");
+    for k in [
+        "ready",
+        "running",
+        "recent_dead",
+        "runs_last_hour",
+        "budgets",
+        "kinds_without_handler",
+        "provider",
+    ] {
+        assert!(st.body.get(k).is_some(), "status has {k}: {}", st.body);
+    }
+}
