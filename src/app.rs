@@ -124,6 +124,7 @@ impl App {
             pool: self.pool.clone(),
             clock: self.clock.clone(),
             env: self.tool_env(spec),
+            pii: crate::pii::PiiSettings::from_config(&self.config.pii),
         }
     }
 
@@ -158,6 +159,7 @@ impl App {
             night: None,
             max_suggestions: a.max_suggestions,
             chain: None,
+            settings: crate::agent::LoopSettings::for_job(&self.config.llm, a),
         }
     }
 
@@ -299,6 +301,14 @@ impl App {
             interval: Duration::from_secs(cfg.retention.interval_secs),
         };
         tokio::spawn(retention.run(background.clone()));
+        let transcripts = crate::pii::retention::TranscriptRetention {
+            pool: self.pool.clone(),
+            clock: self.clock.clone(),
+            keep: chrono::Duration::days(cfg.retention.transcripts_after_days as i64),
+            batch: 100,
+            interval: Duration::from_secs(cfg.retention.interval_secs),
+        };
+        tokio::spawn(transcripts.run(background.clone()));
         crate::jobs::start_background(self, background.clone());
         let token = shutdown.clone();
         let handle = tokio::spawn(async move {

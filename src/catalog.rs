@@ -131,10 +131,27 @@ pub struct AgentSpec {
     /// Failed (paid-for) extraction answers allowed per run before run_extraction is capped.
     #[serde(default = "three")]
     pub max_failed_extractions: u32,
+    /// Nudges when the model answers in prose before the kind's goal is met.
+    #[serde(default = "default_max_nudges")]
+    pub max_nudges: u32,
+    /// Refused repeated identical calls before the run stops.
+    #[serde(default = "default_max_repeats")]
+    pub max_repeats: u32,
+    /// Each round offers only the tools of the next unmet goal (small models).
+    #[serde(default)]
+    pub guided: bool,
     pub tools: Vec<String>,
     pub system_prompt: String,
     pub first_message: String,
     pub policy: PolicySpec,
+}
+
+fn default_max_nudges() -> u32 {
+    2
+}
+
+fn default_max_repeats() -> u32 {
+    3
 }
 
 /// One job kind, as loaded from its file.

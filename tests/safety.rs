@@ -106,6 +106,7 @@ async fn a_hostile_auto_create_run_cannot_touch_its_neighbours() {
     let app = app(&o, p.clone());
     let spec = app.spec("auto_create");
     let mut rs = app.run_spec(spec, o.org, o.doc.to_string(), Some(1), "go".into());
+    widen(&mut rs);
     rs.document_id = Some(o.doc);
     let out = app
         .engine(spec)
@@ -148,6 +149,7 @@ async fn with_off_subject_propose_the_writes_wait_for_a_person() {
     let mut spec = app.spec("auto_create").clone();
     spec.agent.off_subject = PolicyDecision::Propose;
     let mut rs = app.run_spec(&spec, o.org, o.doc.to_string(), Some(1), "go".into());
+    widen(&mut rs);
     rs.document_id = Some(o.doc);
     let out = app
         .engine(&spec)
@@ -208,6 +210,7 @@ async fn the_run_may_still_write_its_own_document_and_artifacts() {
     let app = app(&o, p.clone());
     let spec = app.spec("auto_create");
     let mut rs = app.run_spec(spec, o.org, o.doc.to_string(), Some(1), "go".into());
+    widen(&mut rs);
     rs.document_id = Some(o.doc);
     let out = app
         .engine(spec)
@@ -237,4 +240,25 @@ async fn the_run_may_still_write_its_own_document_and_artifacts() {
     )
     .await;
     assert_eq!(n, 2, "the run's own schema got a second version");
+}
+
+/// The scope must hold even where a deployment offers every write tool to auto_create (its own
+/// job file offers only what the job needs), with the goal tracking (nudges) off: these runs
+/// test the scope, not the road to a proposal.
+fn widen(rs: &mut agentd::agent::RunSpec) {
+    for t in [
+        "list_documents",
+        "update_document",
+        "list_prompts",
+        "update_schema",
+        "update_prompt",
+        "run_extraction",
+        "update_extraction_field",
+        "delete_document",
+    ] {
+        if !rs.policy.allow.iter().any(|a| a == t) {
+            rs.policy.allow.push(t.to_string());
+        }
+    }
+    rs.settings.goals = false;
 }

@@ -131,32 +131,45 @@ impl LlmProvider for Bot {
             return Ok(self.call("get_document", json!({})));
         }
         let last = last_result(&req);
-        Ok(if last.is_null() {
-            self.call(
-                "create_schema",
-                json!({"name": "S", "response_format": format()}),
-            )
-        } else if let Some(s) = last["schema_revid"]
-            .as_str()
-            .filter(|_| last["prompt_revid"].is_null())
-        {
-            self.call(
-                "create_prompt",
-                json!({"name": "P", "content": "Extract a.", "schema_revid": s}),
-            )
-        } else if let Some(p) = last["prompt_revid"]
-            .as_str()
-            .filter(|_| last["extraction_id"].is_null())
-        {
-            self.call("run_extraction", json!({"prompt_revid": p}))
-        } else {
-            self.answer(
-                vec![Block::Text {
-                    text: "done".into(),
-                }],
-                FinishReason::EndTurn,
-            )
-        })
+        // Earlier results reach it compacted to one line ("create_prompt ok: prompt_revid=…"):
+        // after a failed extraction it reads the prompt from there and tries again.
+        let compacted_prompt = serde_json::to_string(&req.messages).ok().and_then(|t| {
+            regex::Regex::new(r"prompt_revid=([0-9a-f-]{36}:\d+)")
+                .unwrap()
+                .captures(&t)
+                .map(|c| c[1].to_string())
+        });
+        Ok(
+            if let (true, Some(p)) = (last.is_null(), compacted_prompt) {
+                // The last extraction failed: try again.
+                self.call("run_extraction", json!({"prompt_revid": p}))
+            } else if last.is_null() {
+                self.call(
+                    "create_schema",
+                    json!({"name": "S", "response_format": format()}),
+                )
+            } else if let Some(s) = last["schema_revid"]
+                .as_str()
+                .filter(|_| last["prompt_revid"].is_null())
+            {
+                self.call(
+                    "create_prompt",
+                    json!({"name": "P", "content": "Extract a.", "schema_revid": s}),
+                )
+            } else if let Some(p) = last["prompt_revid"]
+                .as_str()
+                .filter(|_| last["extraction_id"].is_null())
+            {
+                self.call("run_extraction", json!({"prompt_revid": p}))
+            } else {
+                self.answer(
+                    vec![Block::Text {
+                        text: "done".into(),
+                    }],
+                    FinishReason::EndTurn,
+                )
+            },
+        )
     }
 }
 
@@ -314,7 +327,8 @@ async fn a_slow_extraction_model_holds_no_transaction_open() {
     };
     let (outs, (samples, worst)) = tokio::join!(runs, watch);
     for o in outs {
-        assert_eq!(o.unwrap().status, "succeeded");
+        let o = o.unwrap();
+        assert_eq!(o.status, "succeeded", "{o:?}");
     }
     assert!(samples > 0, "the watcher saw the model answering");
     assert_eq!(

@@ -247,8 +247,13 @@ pub async fn update(
     .await
 }
 
-/// Deletes a document of this org (its extractions go with it). False: no such document.
+/// Deletes a document of this org (its extractions go with it) and erases its text from the
+/// transcripts that carried it. False: no such document.
 pub async fn delete(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+    if !exists(&mut *conn, org_id, id).await? {
+        return Ok(false);
+    }
+    crate::pii::retention::erase_document(&mut *conn, org_id, id).await?;
     let r = sqlx::query("DELETE FROM documents WHERE org_id = $1 AND id = $2")
         .bind(org_id)
         .bind(id)

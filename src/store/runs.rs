@@ -286,8 +286,9 @@ pub async fn insert_audit<'e, E: PgExecutor<'e>>(
     .bind(a.category)
     .bind(a.decision)
     // Model output may hold NUL characters, which PostgreSQL text and jsonb cannot store.
-    .bind(a.args.map(super::documents::clean_json))
-    .bind(a.outcome.map(super::documents::clean_json))
+    // The trail proves without copying: redacted arguments, a summary + SHA-256 of the result.
+    .bind(a.args.map(|v| super::documents::clean_json(&crate::pii::audit::redact_args(v))))
+    .bind(a.outcome.map(|v| super::documents::clean_json(&crate::pii::audit::summarise(v))))
     .bind(a.is_error)
     .bind(a.duration_ms)
     .bind(a.tokens)
