@@ -43,6 +43,8 @@ struct Bot {
     extraction_finish: FinishReason,
     /// The model named by each extraction request.
     extraction_models: std::sync::Mutex<Vec<String>>,
+    /// Extraction calls fail after generating (an error event in the stream) when set.
+    extraction_stream_error: bool,
 }
 
 impl Bot {
@@ -61,6 +63,7 @@ impl Bot {
             in_extraction: AtomicUsize::new(0),
             extraction_finish: FinishReason::EndTurn,
             extraction_models: Default::default(),
+            extraction_stream_error: false,
         }
     }
 
@@ -122,6 +125,10 @@ impl LlmProvider for Bot {
             self.in_extraction.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(self.extraction_delay).await;
             self.in_extraction.fetch_sub(1, Ordering::SeqCst);
+            if self.extraction_stream_error {
+                let msg = "error event in the stream after HTTP 200: overloaded";
+                return Err(LlmError::new("bot", msg, true));
+            }
             let text = Block::Text {
                 text: self.extraction_answer.into(),
             };
@@ -529,4 +536,30 @@ async fn a_cut_off_extraction_says_so_and_uses_the_configured_extraction_model()
         !models.is_empty() && models.iter().all(|m| m == "extractor"),
         "{models:?}"
     );
+}
+
+#[tokio::test]
+async fn an_extraction_call_failing_after_generation_is_charged() {
+    let w = world().await;
+    let d = doc(&w, "a").await;
+    let mut bot = Bot::new(true, "");
+    bot.extraction_stream_error = true;
+    let bot = Arc::new(bot);
+    let app = app_on(&w, w.db.pool.clone(), bot.clone());
+    let out = run_auto_create(&app, &w, d, Some(1)).await.unwrap();
+    let audit = runs::audit_for_run(&w.db.pool, out.run_id).await.unwrap();
+    let failed: Vec<i32> = audit
+        .iter()
+        .filter(|a| a.tool == "run_extraction" && a.is_error && a.tokens > 0)
+        .map(|a| a.tokens)
+        .collect();
+    assert!(
+        !failed.is_empty(),
+        "the failed call's input is charged: {audit:?}"
+    );
+    let loop_calls =
+        (bot.calls.load(Ordering::SeqCst) - bot.extraction_calls.load(Ordering::SeqCst)) as i64;
+    let charged: i64 = failed.iter().map(|t| i64::from(*t)).sum();
+    assert_eq!(out.tokens, 120 * loop_calls + charged);
+    assert_eq!(used(&w).await, out.tokens);
 }

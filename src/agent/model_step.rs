@@ -61,6 +61,7 @@ pub(super) async fn run(
                     .to_string();
                 return Ok((Decided::error(cat, "capped", msg), 0, tx));
             }
+            let input_estimate = crate::llm::tokens::request(&call.request) as i64;
             let result = engine.env.provider.complete(call.request).await;
             match result {
                 Ok(resp) => {
@@ -77,10 +78,24 @@ pub(super) async fn run(
                     (call.state, resp)
                 }
                 Err(e) => {
-                    budget::release(&engine.pool, &reservation).await;
+                    // A failure after the model generated spent the input: charge its estimate
+                    // (it counts as a failed extraction answer); otherwise nothing was spent.
+                    let spent = if e.after_generation() {
+                        input_estimate
+                    } else {
+                        0
+                    };
+                    if spent > 0 {
+                        let mut tx = engine.pool.begin().await?;
+                        runs::add_tokens(&mut tx, run_id, spent, 0).await?;
+                        budget::settle(&mut tx, spec.org_id, &reservation, spent, now).await?;
+                        tx.commit().await?;
+                    } else {
+                        budget::release(&engine.pool, &reservation).await;
+                    }
                     let tx = engine.pool.begin().await?;
                     let msg = format!("provider error: the extraction model failed: {e}");
-                    return Ok((Decided::error(cat, "auto_approved", msg), 0, tx));
+                    return Ok((Decided::error(cat, "auto_approved", msg), spent, tx));
                 }
             }
         }

@@ -47,6 +47,7 @@ pub(super) async fn approve(
     if let Reservation::Refused { used, limit, .. } = reservation {
         return Err(DecideError::Budget(row.id, used, limit));
     }
+    let input_estimate = crate::llm::tokens::request(&call.request) as i64;
     let answer = env.provider.complete(call.request).await;
     let mut tokens = 0;
     if let Ok(resp) = &answer {
@@ -58,6 +59,15 @@ pub(super) async fn approve(
                 resp.usage.output_tokens as i64,
             );
             runs::add_tokens(&mut charge, run, i, o).await?;
+        }
+        budget::settle(&mut charge, row.org_id, &reservation, tokens, clock.now()).await?;
+        charge.commit().await?;
+    } else if answer.as_ref().is_err_and(|e| e.after_generation()) {
+        // Failed after the model generated: the input was spent and is charged (estimated).
+        tokens = input_estimate;
+        let mut charge = pool.begin().await?;
+        if let Some(run) = row.run_id {
+            runs::add_tokens(&mut charge, run, tokens, 0).await?;
         }
         budget::settle(&mut charge, row.org_id, &reservation, tokens, clock.now()).await?;
         charge.commit().await?;
@@ -84,7 +94,17 @@ pub(super) async fn approve(
         Err(e) => {
             let result =
                 json!({"error": format!("provider error: the extraction model failed: {e}")});
-            return finish(tx, &row, "failed", "error", actor, Some(result), 0, now).await;
+            return finish(
+                tx,
+                &row,
+                "failed",
+                "error",
+                actor,
+                Some(result),
+                tokens,
+                now,
+            )
+            .await;
         }
     };
     sqlx::query("SAVEPOINT approval_exec")
