@@ -116,6 +116,7 @@ impl App {
             excerpt_chars: spec.agent.excerpt_chars,
             subject_policy: crate::tools::scope::SubjectPolicy::from_agent(&spec.agent),
             max_failed_extractions: spec.agent.max_failed_extractions,
+            pii: crate::pii::PiiSettings::from_config(&self.config.pii),
         }
     }
 

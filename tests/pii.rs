@@ -412,3 +412,112 @@ async fn deleting_a_document_erases_its_text_and_keeps_the_audit_hashes() {
     assert_eq!(extractions, 0);
     assert_eq!(audit_after, audit_before, "the audit trail stays");
 }
+
+/// The approval's extraction answer: the document it was sent holds tokens, not values; it
+/// answers with the email token it saw.
+fn extraction_from_tokens(
+    req: &agentd::llm::CompletionRequest,
+) -> Result<agentd::llm::CompletionResponse, agentd::llm::LlmError> {
+    let sent = serde_json::to_string(&req.messages).unwrap();
+    let leaked: Vec<&&str> = PERSONAL.iter().filter(|v| sent.contains(**v)).collect();
+    let token = regex::Regex::new(r"EMAIL_\d+")
+        .unwrap()
+        .find(&sent)
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_default();
+    // A leak is reported through the answer so the test sees it.
+    let email = if leaked.is_empty() {
+        token
+    } else {
+        format!("LEAKED {leaked:?}")
+    };
+    Ok(agentd::llm::CompletionResponse {
+        message: agentd::llm::Message::text(
+            agentd::llm::Role::Assistant,
+            json!({"email": email}).to_string(),
+        ),
+        usage: agentd::llm::Usage {
+            input_tokens: 10,
+            output_tokens: 5,
+        },
+        finish: agentd::llm::FinishReason::EndTurn,
+        model: "scripted".into(),
+    })
+}
+
+#[tokio::test]
+async fn approving_a_proposed_extraction_calls_the_model_behind_the_boundary() {
+    use agentd::llm::scripted::{ScriptedProvider, Turn};
+    let db = TestDb::new().await;
+    let mut app = common::app(&db, Arc::new(SystemClock) as SharedClock);
+    let org = agentd::store::orgs::ensure(&db.pool, "acme")
+        .await
+        .unwrap()
+        .id;
+    let (doc, _) = add_document(&app, org, "invoice.txt", DOC, false)
+        .await
+        .unwrap();
+    let format = json!({"type": "json_schema", "json_schema": {"name": "s", "strict": true,
+        "schema": {"type": "object", "additionalProperties": false, "required": ["email"],
+                   "properties": {"email": {"type": "string"}}}}});
+    let mut c = db.pool.acquire().await.unwrap();
+    let s = agentd::store::schemas::create(&mut c, org, "S", &format, None, chrono::Utc::now())
+        .await
+        .unwrap();
+    let fields = agentd::store::prompts::PromptFields {
+        name: "P".into(),
+        content: "Extract the email.".into(),
+        schema_id: s.schema_id,
+        schema_version: s.version,
+        model: None,
+        tag_ids: vec![],
+    };
+    let p = agentd::store::prompts::create(&mut c, org, &fields, None, chrono::Utc::now())
+        .await
+        .unwrap();
+    drop(c);
+    let scripted = Arc::new(ScriptedProvider::new(vec![
+        Turn::tool(
+            "1",
+            "run_extraction",
+            json!({"document_id": doc, "prompt_revid": format!("{}:1", p.prompt_id)}),
+        ),
+        Turn::text("proposed"),
+        Turn::Dynamic(extraction_from_tokens),
+    ]));
+    app.provider = scripted.clone();
+    let spec = app.spec("proactive_suggestion");
+    let mut rs = app.run_spec(spec, org, "night".into(), Some(1), "go".into());
+    rs.night = Some(chrono::Utc::now().date_naive());
+    app.engine(spec)
+        .run(&rs, &tokio_util::sync::CancellationToken::new())
+        .await
+        .unwrap();
+    let id: Uuid = sqlx::query_scalar("SELECT id FROM pending_approvals")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let decided = agentd::approvals::decide(
+        &db.pool,
+        &app.clock,
+        &app.tool_env(spec),
+        id,
+        Some(org),
+        agentd::approvals::Decision::Approve { by: "ann".into() },
+    )
+    .await
+    .unwrap();
+    assert_eq!(decided.status, "executed", "{decided:?}");
+    scripted.assert_complete();
+    let result: Value = sqlx::query_scalar(
+        "SELECT result FROM extractions WHERE document_id = $1 ORDER BY created_at DESC LIMIT 1",
+    )
+    .bind(doc)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        result["email"], "jane.doe@example.com",
+        "the model saw a token and answered with it; the stored value is real"
+    );
+}

@@ -34,6 +34,8 @@ pub struct ToolEnv {
     pub subject_policy: crate::tools::scope::SubjectPolicy,
     /// Paid-for failed answers of a tool's own model call (run_extraction) allowed per run.
     pub max_failed_extractions: u32,
+    /// The redaction boundary for model calls made outside a run (a person approving).
+    pub pii: crate::pii::PiiSettings,
 }
 
 impl ToolEnv {

@@ -48,7 +48,12 @@ pub(super) async fn approve(
         return Err(DecideError::Budget(row.id, used, limit));
     }
     let input_estimate = crate::llm::tokens::request(&call.request) as i64;
-    let answer = env.provider.complete(call.request).await;
+    // Behind the redaction boundary like a run's own calls (an in-memory symbol table).
+    let provider = env
+        .pii
+        .provider_for_decision(pool, row.org_id, env.provider.clone())
+        .await?;
+    let answer = provider.complete(call.request).await;
     let mut tokens = 0;
     if let Ok(resp) = &answer {
         tokens = resp.usage.total() as i64;
