@@ -521,3 +521,42 @@ async fn approving_a_proposed_extraction_calls_the_model_behind_the_boundary() {
         "the model saw a token and answered with it; the stored value is real"
     );
 }
+
+#[tokio::test]
+async fn deleting_an_org_removes_its_personal_data_and_keeps_the_audit() {
+    let (db, org, doc, run) = offline_run().await;
+    let audit: i64 = sqlx::query_scalar("SELECT count(*) FROM audit_events WHERE org_id = $1")
+        .bind(org)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert!(audit >= 3);
+    let mut tx = db.pool.begin().await.unwrap();
+    let r = agentd::pii::retention::delete_org(&mut tx, org, chrono::Utc::now())
+        .await
+        .unwrap()
+        .expect("the org exists");
+    tx.commit().await.unwrap();
+    assert_eq!((r.documents, r.runs), (1, 1));
+    let left: (i64, i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM documents WHERE id = $1),
+                (SELECT count(*) FROM extractions WHERE document_id = $1),
+                (SELECT count(*) FROM agent_steps WHERE run_id = $2),
+                (SELECT count(*) FROM pii_tokens WHERE run_id = $2),
+                (SELECT count(*) FROM audit_events WHERE org_id = $3)",
+    )
+    .bind(doc)
+    .bind(run)
+    .bind(org)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(left, (0, 0, 0, 0, audit), "only the audit trail stays");
+    let mut tx = db.pool.begin().await.unwrap();
+    assert!(
+        agentd::pii::retention::delete_org(&mut tx, org, chrono::Utc::now())
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

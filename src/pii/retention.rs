@@ -245,3 +245,56 @@ mod tests {
         assert_eq!(args["document_id"], "d1");
     }
 }
+
+/// What deleting an org removed.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct OrgErasure {
+    pub documents: u64,
+    pub runs: u64,
+    pub jobs_cancelled: u64,
+}
+
+/// Deletes an org and everything it owns (documents, extractions, schemas, prompts, runs and
+/// their transcripts and redaction tokens, approvals, suggestions, keys), in one transaction.
+/// Its waiting jobs are cancelled. Audit rows stay: they hold summaries and hashes, never
+/// document text. `None`: no such org.
+pub async fn delete_org(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Option<OrgErasure>, sqlx::Error> {
+    let exists: Option<Uuid> = sqlx::query_scalar("SELECT id FROM orgs WHERE id = $1 FOR UPDATE")
+        .bind(org_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    if exists.is_none() {
+        return Ok(None);
+    }
+    let (documents, runs): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM documents WHERE org_id = $1),
+                (SELECT count(*) FROM agent_runs WHERE org_id = $1)",
+    )
+    .bind(org_id)
+    .fetch_one(&mut *conn)
+    .await?;
+    let jobs = sqlx::query(
+        "UPDATE agentd_jobs SET state = 'cancelled', finished_at = $2, last_error = 'the org was deleted'
+          WHERE state = 'available' AND payload->>'org_id' = $1::text",
+    )
+    .bind(org_id)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    // Cascades to every table that references the org (migrations 0002, 0003, 0010, 0020,
+    // 0030): transcripts and symbol tables go with the runs.
+    sqlx::query("DELETE FROM orgs WHERE id = $1")
+        .bind(org_id)
+        .execute(&mut *conn)
+        .await?;
+    Ok(Some(OrgErasure {
+        documents: documents as u64,
+        runs: runs as u64,
+        jobs_cancelled: jobs,
+    }))
+}
