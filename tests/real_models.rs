@@ -571,6 +571,15 @@ async fn text_tool_calls_without_usage_are_executed_counted_and_charged() {
     );
     let d: Vec<String> = e.decisions(run).await.into_iter().map(|d| d.0).collect();
     assert_eq!(d, ["create_schema", "create_prompt", "run_extraction"]);
+    let extraction_tokens: i32 =
+        sqlx::query_scalar("SELECT tokens FROM audit_events WHERE tool = 'run_extraction'")
+            .fetch_one(&e.db.pool)
+            .await
+            .unwrap();
+    assert!(
+        extraction_tokens > 0,
+        "run_extraction's own call is counted too (no usage from the server)"
+    );
     let bodies = fake.seen();
     assert_eq!(bodies[0]["tool_choice"], "required");
 }

@@ -8,6 +8,8 @@ pub mod budget;
 mod context;
 pub mod goals;
 mod guard;
+mod marks;
+mod metering;
 mod model_step;
 pub mod policy;
 mod round;
@@ -220,8 +222,10 @@ impl Engine {
         let span = info_span!("agent.run", run_id = %run.id, kind = %spec.kind);
         // Every provider call of this run (the loop's and run_extraction's) is redacted.
         let mut engine = self.clone();
+        // Innermost, every call is counted as sent (a tokenizer where the server omits usage).
+        let metered = metering::Metered::wrap(self.env.provider.clone(), self.pool.clone(), run.id);
         engine.env.provider = (self.pii)
-            .provider_for_run(&self.pool, spec.org_id, run.id, self.env.provider.clone())
+            .provider_for_run(&self.pool, spec.org_id, run.id, metered)
             .await?;
         engine.drive(spec, run, cancel).instrument(span).await
     }
@@ -424,61 +428,6 @@ impl Engine {
         step::execute_call(self, spec, run_id, t.next_seq, &fixed, t, over_calls)
             .instrument(info_span!("tool", name = %call.1, call_id = %call.0))
             .await
-    }
-
-    /// Checkpoints a nudge (a user message naming what is missing) with its audit row.
-    async fn nudge(
-        &self,
-        spec: &RunSpec,
-        run_id: Uuid,
-        seq: i32,
-        goal: &goals::GoalState,
-    ) -> Result<(), RunError> {
-        let text = goal.nudge();
-        let missing: Vec<&str> = goal.missing.iter().map(|p| p.noun()).collect();
-        let now = self.clock.now();
-        let mut tx = self.pool.begin().await?;
-        let payload = json!({"text": text, "missing": missing});
-        crate::store::agent_loop::insert_mark(&mut tx, run_id, seq, "nudge", &payload, now).await?;
-        runs::insert_audit(
-            &mut *tx,
-            &runs::NewAudit {
-                org_id: spec.org_id,
-                run_id: Some(run_id),
-                call_id: None,
-                actor: &format!("agent:{}", spec.kind),
-                tool: "nudge",
-                category: "loop",
-                decision: "nudged",
-                args: None,
-                outcome: Some(&payload),
-                is_error: false,
-                duration_ms: 0,
-                tokens: 0,
-                now,
-            },
-        )
-        .await?;
-        tx.commit().await?;
-        metrics::counter!("agentd_agent_nudges_total", "kind" => spec.kind.clone()).increment(1);
-        Ok(())
-    }
-
-    /// Checkpoints the cap that ends the run (the forced summary follows).
-    async fn record_cap(&self, run_id: Uuid, seq: i32, reason: StopReason) -> Result<(), RunError> {
-        let mut tx = self.pool.begin().await?;
-        let payload = json!({"reason": reason.as_str()});
-        crate::store::agent_loop::insert_mark(
-            &mut tx,
-            run_id,
-            seq,
-            "cap",
-            &payload,
-            self.clock.now(),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(())
     }
 
     async fn finish(
