@@ -1,6 +1,6 @@
 //! The loop's own checkpoints: a nudge (with its audit row) when the model answered in prose
 //! before the goal was met, and the cap that ends a run, recorded before its forced summary so
-//! a resumed run makes the same request.
+//! a resumed run makes the same request; and each resume, so the deadline counts active time.
 
 use super::{Engine, RunError, RunSpec, StopReason, goals};
 use crate::store::{agent_loop, runs};
@@ -46,6 +46,15 @@ impl Engine {
         Ok(())
     }
 
+    /// Marks a resumed run (the time since its last checkpoint does not count as active).
+    pub(super) async fn record_resume(&self, run_id: Uuid, seq: i32) -> Result<(), RunError> {
+        let mut tx = self.pool.begin().await?;
+        agent_loop::insert_mark(&mut tx, run_id, seq, "resume", &json!({}), self.clock.now())
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// Checkpoints the cap that ends the run (the forced summary follows).
     pub(super) async fn record_cap(
         &self,
@@ -59,4 +68,22 @@ impl Engine {
         tx.commit().await?;
         Ok(())
     }
+}
+
+/// The run's active time: from its start to now, less the gaps between the last checkpoint
+/// before each `resume` mark and that mark (time queued, released or waiting for a retry).
+pub fn active_time(
+    started_at: chrono::DateTime<chrono::Utc>,
+    steps: &[crate::store::runs::StepRow],
+    now: chrono::DateTime<chrono::Utc>,
+) -> chrono::Duration {
+    let mut idle = chrono::Duration::zero();
+    let mut last = started_at;
+    for s in steps {
+        if s.kind == "resume" {
+            idle += (s.created_at - last).max(chrono::Duration::zero());
+        }
+        last = last.max(s.created_at);
+    }
+    (now - started_at - idle).max(chrono::Duration::zero())
 }

@@ -278,8 +278,12 @@ impl Engine {
         run: RunRow,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, RunError> {
-        let deadline =
-            run.started_at + chrono::Duration::from_std(spec.caps.deadline).unwrap_or_default();
+        let deadline = chrono::Duration::from_std(spec.caps.deadline).unwrap_or_default();
+        let earlier = crate::store::agent_loop::steps_and_marks(&self.pool, run.id).await?;
+        if let Some(last) = earlier.last() {
+            // A resume: the time since the last checkpoint was not spent on this run.
+            self.record_resume(run.id, last.seq + 1).await?;
+        }
         let tools = self.env.registry.specs(&spec.policy.allow);
         let first_message = match spec.settings.compact {
             true => match context::document_intro(self, spec).await? {
@@ -332,7 +336,8 @@ impl Engine {
                 }
             }
             let now = self.clock.now();
-            let capped = recorded.or_else(|| cap_reached(spec, &t, tokens, now >= deadline));
+            let past_deadline = marks::active_time(run.started_at, &steps, now) >= deadline;
+            let capped = recorded.or_else(|| cap_reached(spec, &t, tokens, past_deadline));
             if let Some(b) = runs::budget(&self.pool, spec.org_id, now).await?
                 && b.tokens_used >= b.monthly_limit
             {
