@@ -485,3 +485,188 @@ async fn a_suggestions_action_obeys_allow_list_policy_and_its_document() {
     let n: i64 = scalar(&o, "SELECT count(*) FROM suggestions").await;
     assert_eq!(n, 4, "the suggestions themselves stand");
 }
+
+#[tokio::test]
+async fn accepting_a_document_activates_exactly_what_is_recorded_on_it() {
+    use agentd::store::auto_create::{self, Artifacts};
+    let o = org().await;
+    let run = Uuid::now_v7();
+    let now = Utc::now();
+    let mut c = o.db.pool.acquire().await.unwrap();
+    let v1 = agentd::store::schemas::create(&mut c, o.org, "Mine", &format(), Some(run), now)
+        .await
+        .unwrap();
+    let mut f2 = format();
+    f2["json_schema"]["name"] = json!("v2");
+    let v2 =
+        agentd::store::schemas::create_version(&mut c, o.org, v1.schema_id, &f2, Some(run), now)
+            .await
+            .unwrap()
+            .unwrap();
+    let f = PromptFields {
+        name: "Mine".into(),
+        content: "Extract a.".into(),
+        schema_id: v2.schema_id,
+        schema_version: v2.version,
+        model: None,
+        tag_ids: vec![],
+    };
+    let p = agentd::store::prompts::create(&mut c, o.org, &f, Some(run), now)
+        .await
+        .unwrap();
+    let src = |doc| ExtractionSource {
+        document_id: doc,
+        prompt_id: p.prompt_id,
+        prompt_version: p.version,
+        schema_id: v2.schema_id,
+        schema_version: v2.version,
+    };
+    let early = agentd::store::extractions::insert(
+        &mut c,
+        o.org,
+        src(o.doc),
+        &json!({"a": "1"}),
+        Some(run),
+        now,
+    )
+    .await
+    .unwrap();
+    let recorded = agentd::store::extractions::insert(
+        &mut c,
+        o.org,
+        src(o.doc),
+        &json!({"a": "2"}),
+        Some(run),
+        now,
+    )
+    .await
+    .unwrap();
+    let arts = Artifacts {
+        schema_id: Some(v2.schema_id),
+        schema_version: Some(v2.version),
+        prompt_id: Some(p.prompt_id),
+        prompt_version: Some(p.version),
+        extraction_id: Some(recorded.id),
+    };
+    auto_create::set_proposed(&mut c, o.org, o.doc, run, &arts, now)
+        .await
+        .unwrap();
+    auto_create::accept(&mut c, o.org, o.doc, run, now)
+        .await
+        .unwrap();
+    let st = |sql: String| {
+        let pool = o.db.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql))
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    let sid = v1.schema_id;
+    assert_eq!(
+        st(format!(
+            "SELECT status FROM schemas WHERE schema_id = '{sid}' AND version = 2"
+        ))
+        .await,
+        "active"
+    );
+    assert_eq!(
+        st(format!(
+            "SELECT status FROM schemas WHERE schema_id = '{sid}' AND version = 1"
+        ))
+        .await,
+        "proposed"
+    );
+    assert_eq!(
+        st(format!(
+            "SELECT status FROM prompts WHERE prompt_id = '{}'",
+            p.prompt_id
+        ))
+        .await,
+        "active"
+    );
+    assert_eq!(
+        st(format!(
+            "SELECT status FROM extractions WHERE id = '{}'",
+            recorded.id
+        ))
+        .await,
+        "accepted"
+    );
+    assert_eq!(
+        st(format!(
+            "SELECT status FROM extractions WHERE id = '{}'",
+            early.id
+        ))
+        .await,
+        "proposed"
+    );
+}
+
+#[tokio::test]
+async fn error_text_with_nul_is_stored_cleaned_and_truncated() {
+    let o = org().await;
+    let mut c = o.db.pool.acquire().await.unwrap();
+    let run = runs::create_run(
+        &mut c,
+        &runs::NewRun {
+            id: Uuid::now_v7(),
+            org_id: o.org,
+            kind: "auto_create",
+            subject: "x",
+            job_id: None,
+            provider: "scripted",
+            model: "m",
+            started_at: Utc::now(),
+        },
+    )
+    .await
+    .unwrap();
+    let error = format!("bad\0answer {}", "x".repeat(10_000));
+    assert!(
+        runs::finish_run(
+            &o.db.pool,
+            run.id,
+            "failed",
+            Some("error"),
+            None,
+            Some(&error),
+            Utc::now()
+        )
+        .await
+        .unwrap()
+    );
+    agentd::store::auto_create::set_status(
+        &o.db.pool,
+        o.org,
+        o.doc,
+        "failed",
+        None,
+        Some(&error),
+        Utc::now(),
+    )
+    .await
+    .unwrap();
+    let stored = runs::get_run(&o.db.pool, run.id)
+        .await
+        .unwrap()
+        .unwrap()
+        .error
+        .unwrap();
+    assert!(
+        stored.starts_with("badanswer xxx") && stored.ends_with("[truncated]"),
+        "{}",
+        &stored[..40]
+    );
+    assert!(stored.chars().count() < 2_100);
+    let doc_err: String = scalar(
+        &o,
+        &format!(
+            "SELECT auto_create_error FROM documents WHERE id = '{}'",
+            o.doc
+        ),
+    )
+    .await;
+    assert_eq!(doc_err, stored);
+}

@@ -10,7 +10,7 @@ use crate::approvals::{self, ProposalOrigin};
 use crate::catalog::PolicyDecision;
 use crate::llm::{Block, CompletionResponse};
 use crate::store::budget::Reservation;
-use crate::store::documents::clean_text;
+pub use crate::store::documents::bounded_error;
 use crate::store::runs::{self, NewAudit};
 use crate::tools::registry::CallError;
 use crate::tools::{Category, Registry, Tool, ToolCtx, ToolError, scope};
@@ -21,8 +21,6 @@ use uuid::Uuid;
 
 /// Most characters of a tool result shown to the model.
 const MAX_RESULT_CHARS: usize = 20_000;
-/// Most characters of an error message stored or shown.
-const MAX_ERROR_CHARS: usize = 2_000;
 
 /// Checkpoints a provider response: tool call ids are rewritten to be unique in the run
 /// (servers reuse ids like `call_0` across rounds), tokens are added to the run and the
@@ -99,16 +97,6 @@ impl Decided {
             outcome: v,
         }
     }
-}
-
-/// Error text as stored anywhere: NUL removed, at most [`MAX_ERROR_CHARS`] characters.
-pub fn bounded_error(msg: &str) -> String {
-    let clean = clean_text(msg);
-    if clean.chars().count() <= MAX_ERROR_CHARS {
-        return clean.into_owned();
-    }
-    let cut: String = clean.chars().take(MAX_ERROR_CHARS).collect();
-    format!("{cut}… [truncated]")
 }
 
 /// What the policy, the subject and the caps make of a valid call.

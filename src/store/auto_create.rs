@@ -78,7 +78,7 @@ pub async fn set_status<'e, E: PgExecutor<'e>>(
     .bind(document_id)
     .bind(status)
     .bind(run_id)
-    .bind(error)
+    .bind(error.map(super::documents::bounded_error))
     .bind(now)
     .execute(exec)
     .await?;

@@ -243,8 +243,8 @@ pub async fn finish_run<'e, E: PgExecutor<'e>>(
     .bind(run_id)
     .bind(status)
     .bind(stop_reason)
-    .bind(final_text)
-    .bind(error)
+    .bind(final_text.map(|t| super::documents::clean_text(t).into_owned()))
+    .bind(error.map(super::documents::bounded_error))
     .bind(now)
     .execute(exec)
     .await?;

@@ -5,6 +5,7 @@
 
 pub mod documents;
 pub mod extraction;
+mod extraction_model;
 pub mod help;
 pub mod prompts;
 pub mod registry;

@@ -113,7 +113,7 @@ pub async fn check(ctx: &mut ToolCtx<'_>, tool: &dyn Tool, args: &Value) -> Resu
         match target {
             Target::ReadDocument(d) => {
                 let d = d.or(ctx.document_id);
-                if !read_others && d.is_some() && d != own_doc {
+                if !read_others && d.is_some() && d != own_doc && exists(ctx, d).await? {
                     return Err(ToolError::OffSubject(format!(
                         "reading document {} is off for this run (it may read only its own \
                          document {}; job file key agent.read_other_documents)",
@@ -124,7 +124,7 @@ pub async fn check(ctx: &mut ToolCtx<'_>, tool: &dyn Tool, args: &Value) -> Resu
             }
             Target::Document(d) => {
                 let d = d.or(ctx.document_id);
-                if d.is_some() && d != own_doc {
+                if d.is_some() && d != own_doc && exists(ctx, d).await? {
                     return off(format!("document {}", d.unwrap_or_default()));
                 }
             }
@@ -157,6 +157,15 @@ pub async fn check(ctx: &mut ToolCtx<'_>, tool: &dyn Tool, args: &Value) -> Resu
         }
     }
     Ok(())
+}
+
+/// Whether document `d` exists in the org: another org's id is "not found" (the tool says so),
+/// never "outside the subject".
+async fn exists(ctx: &mut ToolCtx<'_>, d: Option<Uuid>) -> Result<bool, ToolError> {
+    match d {
+        Some(d) => Ok(crate::store::documents::exists(ctx.conn, ctx.org_id, d).await?),
+        None => Ok(false),
+    }
 }
 
 /// An optional UUID argument for a target; a malformed one is left to the tool's own error.
