@@ -739,3 +739,27 @@ async fn a_parse_error_500_is_retried_once_with_a_hint() {
         "failed call counted beside the 86 reported"
     );
 }
+
+#[tokio::test]
+async fn a_request_larger_than_the_context_window_is_refused_before_sending() {
+    let e = env().await;
+    let doc = e.doc(&"Line item: widget 12.40 EUR\n".repeat(400)).await;
+    let p = Arc::new(ScriptedProvider::new(vec![]));
+    let mut app = e.app.clone();
+    app.provider = p.clone();
+    let e = Env { app, ..e };
+    let mut spec = e.spec(doc, 1);
+    spec.settings.context_window_tokens = 2_000;
+    let err = e
+        .app
+        .engine(e.app.spec("auto_create"))
+        .run(&spec, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("more than llm.context_window_tokens (2000)") && !err.is_retryable(),
+        "{msg}"
+    );
+    assert_eq!(p.calls(), 0, "nothing was sent");
+}
