@@ -88,9 +88,19 @@ async fn model(State(seen): State<Seen>, body: Bytes) -> Response {
         .iter()
         .filter(|m| m["role"] == "tool")
         .filter_map(|m| {
-            m["content"]
-                .as_str()
-                .and_then(|c| serde_json::from_str(c).ok())
+            m["content"].as_str().map(|c| {
+                // Earlier results come compacted to one line (`tool ok: k=v, …`, issue 11).
+                serde_json::from_str(c).unwrap_or_else(|_| {
+                    let pairs = c.split_once(" ok: ").map(|p| p.1).unwrap_or_default();
+                    Value::Object(
+                        pairs
+                            .split(", ")
+                            .filter_map(|kv| kv.split_once('='))
+                            .map(|(k, v)| (k.to_string(), json!(v)))
+                            .collect(),
+                    )
+                })
+            })
         })
         .collect();
     match results.len() {

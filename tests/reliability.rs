@@ -579,9 +579,16 @@ async fn a_model_repeating_one_call_forever_is_stopped_by_its_caps() {
             .fetch_one(&db.pool)
             .await
             .unwrap();
-    assert_eq!((status.as_str(), reason.as_str()), ("capped", "max_rounds"));
-    assert_eq!(rounds, 11, "10 rounds and the forced summary");
-    assert_eq!(p.calls(), 11);
+    // Issue 11: identical repeats are refused and agent.max_repeats (3) stops the run.
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("capped", "max_repeats")
+    );
+    assert_eq!(
+        rounds, 5,
+        "one call, three refused repeats and the forced summary"
+    );
+    assert_eq!(p.calls(), 5);
 }
 
 #[tokio::test]

@@ -225,6 +225,8 @@ async fn a_hostile_auto_create_run_cannot_touch_its_neighbours() {
     let spec = app.spec("auto_create");
     let mut rs = app.run_spec(spec, o.org, o.doc.to_string(), Some(1), "go".into());
     rs.document_id = Some(o.doc);
+    // A scripted bare loop: no goal checks or nudges (issue 11), it ends at its text answer.
+    rs.settings.goals = false;
     let out = app
         .engine(spec)
         .run(&rs, &CancellationToken::new())
@@ -267,6 +269,8 @@ async fn with_off_subject_propose_the_writes_wait_for_a_person() {
     spec.agent.off_subject = PolicyDecision::Propose;
     let mut rs = app.run_spec(&spec, o.org, o.doc.to_string(), Some(1), "go".into());
     rs.document_id = Some(o.doc);
+    // A scripted bare loop: no goal checks or nudges (issue 11), it ends at its text answer.
+    rs.settings.goals = false;
     let out = app
         .engine(&spec)
         .run(&rs, &CancellationToken::new())
@@ -329,6 +333,8 @@ async fn the_run_may_still_write_its_own_document_and_artifacts() {
     let spec = app.spec("auto_create");
     let mut rs = app.run_spec(spec, o.org, o.doc.to_string(), Some(1), "go".into());
     rs.document_id = Some(o.doc);
+    // A scripted bare loop: no goal checks or nudges (issue 11), it ends at its text answer.
+    rs.settings.goals = false;
     let out = app
         .engine(spec)
         .run(&rs, &CancellationToken::new())
