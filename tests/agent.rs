@@ -377,7 +377,7 @@ async fn token_cap_stops_before_the_next_call() {
 }
 
 #[tokio::test]
-async fn deadline_is_measured_from_the_run_start_across_a_resume() {
+async fn deadline_counts_active_time_not_time_waiting_for_a_retry() {
     let f = fixture().await;
     let p1 = Arc::new(ScriptedProvider::new(vec![
         Turn::tool("a", "list_tags", json!({})),
@@ -394,17 +394,69 @@ async fn deadline_is_measured_from_the_run_start_across_a_resume() {
         .await
         .unwrap_err();
     assert!(matches!(err, RunError::Provider(_)) && err.is_retryable());
+    // Longer than the 120 s deadline, but spent queued for the retry, not running.
     f.clock.advance(chrono::Duration::seconds(121));
-    let p2 = Arc::new(ScriptedProvider::new(vec![Turn::text("out of time")]));
+    let p2 = Arc::new(ScriptedProvider::new(vec![Turn::text("done")]));
     let app = app_with(&f, p2.clone());
     let out = app
         .engine(app.spec("auto_create"))
         .run(&s, &CancellationToken::new())
         .await
         .unwrap();
-    assert_eq!(out.stop_reason.as_deref(), Some("deadline"));
-    assert_eq!(p2.calls(), 1, "after the deadline only the forced summary");
-    assert_eq!(p2.requests.lock().unwrap()[0].tool_choice, ToolChoice::None);
+    assert_eq!(
+        (out.status.as_str(), out.stop_reason.as_deref()),
+        ("succeeded", Some("completed"))
+    );
+    assert_eq!(p2.requests.lock().unwrap()[0].tool_choice, ToolChoice::Auto);
+}
+
+/// Each call takes 70 s of the manual clock.
+struct SlowModel {
+    inner: ScriptedProvider,
+    clock: Arc<ManualClock>,
+}
+
+#[async_trait::async_trait]
+impl agentd::llm::LlmProvider for SlowModel {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+    async fn complete(
+        &self,
+        req: agentd::llm::CompletionRequest,
+    ) -> Result<agentd::llm::CompletionResponse, agentd::llm::LlmError> {
+        self.clock.advance(chrono::Duration::seconds(70));
+        self.inner.complete(req).await
+    }
+}
+
+#[tokio::test]
+async fn deadline_of_active_time_ends_with_a_forced_summary() {
+    let f = fixture().await;
+    let p = Arc::new(SlowModel {
+        inner: ScriptedProvider::new(vec![
+            Turn::tool("a", "list_tags", json!({})),
+            Turn::tool("b", "list_tags", json!({})),
+            Turn::text("out of time"),
+        ]),
+        clock: f.clock.clone(),
+    });
+    let mut app = common::app(&f.db, f.clock.clone() as SharedClock);
+    app.provider = p.clone();
+    let out = app
+        .engine(app.spec("auto_create"))
+        .run(&spec(&app, &f, 1), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.status.as_str(), out.stop_reason.as_deref()),
+        ("capped", Some("deadline"))
+    );
+    assert_eq!(out.final_text.as_deref(), Some("out of time"));
+    let reqs = p.inner.requests.lock().unwrap().clone();
+    assert_eq!(reqs.len(), 3, "140 s of calls pass the 120 s deadline");
+    assert_eq!(reqs[2].tool_choice, ToolChoice::None);
+    p.inner.assert_complete();
 }
 
 #[tokio::test]

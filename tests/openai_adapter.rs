@@ -618,3 +618,63 @@ async fn api_key_never_appears_in_error_messages() {
     }
     assert!(!format!("{provider:?}").contains(KEY));
 }
+
+#[tokio::test]
+async fn a_streamed_answer_past_max_stream_bytes_is_an_error_naming_the_setting() {
+    // A model that never stops: 40 chunks of 100 bytes against a 1,024-byte bound.
+    let mut events: Vec<String> = (0..40)
+        .map(|_| chunk(json!({"content": "x".repeat(100)}), None))
+        .collect();
+    events.push(chunk(json!({}), Some("stop")));
+    let fake = Fake::start(vec![Canned::sse(&events)]).await;
+    let err = fake
+        .provider(true, 2, SECOND)
+        .with_max_stream_bytes(1024)
+        .complete(request(vec![], ToolChoice::Auto))
+        .await
+        .unwrap_err();
+    assert!(
+        err.message.contains("llm.max_stream_bytes (1024 bytes)"),
+        "{err}"
+    );
+    assert!(!err.retryable);
+    assert_eq!(fake.seen().len(), 1, "not retried");
+}
+
+#[tokio::test]
+async fn tool_choice_required_is_sent_as_required() {
+    let fake = Fake::start(vec![Canned::json(
+        200,
+        completion(json!({"role": "assistant", "content": "ok"}), "stop"),
+    )])
+    .await;
+    fake.provider(false, 0, SECOND)
+        .complete(request(vec![weather_tool()], ToolChoice::Required))
+        .await
+        .unwrap();
+    assert_eq!(fake.seen()[0].body["tool_choice"], "required");
+}
+
+#[tokio::test]
+async fn an_sse_parse_error_is_not_retried_verbatim_by_the_adapter() {
+    // llama.cpp: the server cannot parse the model's tool call mid-stream. The loop retries
+    // once with a hint (tests/real_models.rs); the adapter must not repeat the same request.
+    let events = vec![
+        chunk(
+            json!({"role": "assistant", "content": "<tool_call>{\"na"}),
+            None,
+        ),
+        format!(
+            "data: {}",
+            json!({"error": {"message": "Failed to parse tool call: unexpected end", "type": "server_error"}})
+        ),
+    ];
+    let fake = Fake::start(vec![Canned::sse(&events), Canned::sse(&events)]).await;
+    let err = fake
+        .provider(true, 3, SECOND)
+        .complete(request(vec![weather_tool()], ToolChoice::Auto))
+        .await
+        .unwrap_err();
+    assert!(err.is_unparsed_output() && err.after_generation(), "{err}");
+    assert_eq!(fake.seen().len(), 1);
+}

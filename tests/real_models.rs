@@ -571,6 +571,15 @@ async fn text_tool_calls_without_usage_are_executed_counted_and_charged() {
     );
     let d: Vec<String> = e.decisions(run).await.into_iter().map(|d| d.0).collect();
     assert_eq!(d, ["create_schema", "create_prompt", "run_extraction"]);
+    let extraction_tokens: i32 =
+        sqlx::query_scalar("SELECT tokens FROM audit_events WHERE tool = 'run_extraction'")
+            .fetch_one(&e.db.pool)
+            .await
+            .unwrap();
+    assert!(
+        extraction_tokens > 0,
+        "run_extraction's own call is counted too (no usage from the server)"
+    );
     let bodies = fake.seen();
     assert_eq!(bodies[0]["tool_choice"], "required");
 }
@@ -729,4 +738,28 @@ async fn a_parse_error_500_is_retried_once_with_a_hint() {
         out.tokens > 86,
         "failed call counted beside the 86 reported"
     );
+}
+
+#[tokio::test]
+async fn a_request_larger_than_the_context_window_is_refused_before_sending() {
+    let e = env().await;
+    let doc = e.doc(&"Line item: widget 12.40 EUR\n".repeat(400)).await;
+    let p = Arc::new(ScriptedProvider::new(vec![]));
+    let mut app = e.app.clone();
+    app.provider = p.clone();
+    let e = Env { app, ..e };
+    let mut spec = e.spec(doc, 1);
+    spec.settings.context_window_tokens = 2_000;
+    let err = e
+        .app
+        .engine(e.app.spec("auto_create"))
+        .run(&spec, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("more than llm.context_window_tokens (2000)") && !err.is_retryable(),
+        "{msg}"
+    );
+    assert_eq!(p.calls(), 0, "nothing was sent");
 }

@@ -108,6 +108,8 @@ async fn a_hostile_auto_create_run_cannot_touch_its_neighbours() {
     let mut rs = app.run_spec(spec, o.org, o.doc.to_string(), Some(1), "go".into());
     widen(&mut rs);
     rs.document_id = Some(o.doc);
+    // A scripted bare loop: no goal checks or nudges (issue 11), it ends at its text answer.
+    rs.settings.goals = false;
     let out = app
         .engine(spec)
         .run(&rs, &CancellationToken::new())
@@ -151,6 +153,8 @@ async fn with_off_subject_propose_the_writes_wait_for_a_person() {
     let mut rs = app.run_spec(&spec, o.org, o.doc.to_string(), Some(1), "go".into());
     widen(&mut rs);
     rs.document_id = Some(o.doc);
+    // A scripted bare loop: no goal checks or nudges (issue 11), it ends at its text answer.
+    rs.settings.goals = false;
     let out = app
         .engine(&spec)
         .run(&rs, &CancellationToken::new())
@@ -212,6 +216,8 @@ async fn the_run_may_still_write_its_own_document_and_artifacts() {
     let mut rs = app.run_spec(spec, o.org, o.doc.to_string(), Some(1), "go".into());
     widen(&mut rs);
     rs.document_id = Some(o.doc);
+    // A scripted bare loop: no goal checks or nudges (issue 11), it ends at its text answer.
+    rs.settings.goals = false;
     let out = app
         .engine(spec)
         .run(&rs, &CancellationToken::new())

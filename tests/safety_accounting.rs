@@ -250,6 +250,8 @@ async fn run_auto_create(
     let spec = app.spec("auto_create");
     let mut rs = app.run_spec(spec, w.org, doc.to_string(), job, "go".into());
     rs.document_id = Some(doc);
+    // The bot reads full JSON results of earlier rounds: no compaction (issue 11's default).
+    rs.settings.compact = false;
     app.engine(spec).run(&rs, &CancellationToken::new()).await
 }
 

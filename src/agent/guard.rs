@@ -15,6 +15,10 @@ use crate::tools::{Category, Registry};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+/// Tools whose answer comes from a model: the same call may answer differently (their own caps,
+/// refinements and `agent.max_failed_extractions`, bound them).
+const MODEL_TOOLS: [&str; 1] = ["run_extraction"];
+
 /// `raw` parsed and re-serialized with sorted keys; the trimmed text when it is not JSON.
 pub fn canonical(raw: &str) -> String {
     fn sort(v: &Value) -> Value {
@@ -44,6 +48,9 @@ pub fn repeat_of<'t>(
     tool: &str,
     raw: &str,
 ) -> Option<&'t CallRecord> {
+    if MODEL_TOOLS.contains(&tool) {
+        return None;
+    }
     let key = canonical(raw);
     for rec in t.history.iter().rev() {
         if rec.tool == tool && rec.decision != "repeated" && canonical(&rec.raw_args) == key {

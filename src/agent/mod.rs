@@ -8,6 +8,8 @@ pub mod budget;
 mod context;
 pub mod goals;
 mod guard;
+mod marks;
+mod metering;
 mod model_step;
 pub mod policy;
 mod round;
@@ -223,8 +225,10 @@ impl Engine {
         let span = info_span!("agent.run", run_id = %run.id, kind = %spec.kind);
         // Every provider call of this run (the loop's and run_extraction's) is redacted.
         let mut engine = self.clone();
+        // Innermost, every call is counted as sent (a tokenizer where the server omits usage).
+        let metered = metering::Metered::wrap(self.env.provider.clone(), self.pool.clone(), run.id);
         engine.env.provider = (self.pii)
-            .provider_for_run(&self.pool, spec.org_id, run.id, self.env.provider.clone())
+            .provider_for_run(&self.pool, spec.org_id, run.id, metered)
             .await?;
         engine.drive(spec, run, cancel).instrument(span).await
     }
@@ -277,8 +281,12 @@ impl Engine {
         run: RunRow,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, RunError> {
-        let deadline =
-            run.started_at + chrono::Duration::from_std(spec.caps.deadline).unwrap_or_default();
+        let deadline = chrono::Duration::from_std(spec.caps.deadline).unwrap_or_default();
+        let earlier = crate::store::agent_loop::steps_and_marks(&self.pool, run.id).await?;
+        if let Some(last) = earlier.last() {
+            // A resume: the time since the last checkpoint was not spent on this run.
+            self.record_resume(run.id, last.seq + 1).await?;
+        }
         let tools = self.env.registry.specs(&spec.policy.allow);
         let first_message = match spec.settings.compact {
             true => match context::document_intro(self, spec).await? {
@@ -331,7 +339,8 @@ impl Engine {
                 }
             }
             let now = self.clock.now();
-            let capped = recorded.or_else(|| cap_reached(spec, &t, tokens, now >= deadline));
+            let past_deadline = marks::active_time(run.started_at, &steps, now) >= deadline;
+            let capped = recorded.or_else(|| cap_reached(spec, &t, tokens, past_deadline));
             if let Some(b) = runs::budget(&self.pool, spec.org_id, now).await?
                 && b.tokens_used >= b.monthly_limit
             {
@@ -434,61 +443,6 @@ impl Engine {
         step::execute_call(self, spec, run_id, t.next_seq, &fixed, t, over_calls)
             .instrument(info_span!("tool", name = %call.1, call_id = %call.0))
             .await
-    }
-
-    /// Checkpoints a nudge (a user message naming what is missing) with its audit row.
-    async fn nudge(
-        &self,
-        spec: &RunSpec,
-        run_id: Uuid,
-        seq: i32,
-        goal: &goals::GoalState,
-    ) -> Result<(), RunError> {
-        let text = goal.nudge();
-        let missing: Vec<&str> = goal.missing.iter().map(|p| p.noun()).collect();
-        let now = self.clock.now();
-        let mut tx = self.pool.begin().await?;
-        let payload = json!({"text": text, "missing": missing});
-        crate::store::agent_loop::insert_mark(&mut tx, run_id, seq, "nudge", &payload, now).await?;
-        runs::insert_audit(
-            &mut *tx,
-            &runs::NewAudit {
-                org_id: spec.org_id,
-                run_id: Some(run_id),
-                call_id: None,
-                actor: &format!("agent:{}", spec.kind),
-                tool: "nudge",
-                category: "loop",
-                decision: "nudged",
-                args: None,
-                outcome: Some(&payload),
-                is_error: false,
-                duration_ms: 0,
-                tokens: 0,
-                now,
-            },
-        )
-        .await?;
-        tx.commit().await?;
-        metrics::counter!("agentd_agent_nudges_total", "kind" => spec.kind.clone()).increment(1);
-        Ok(())
-    }
-
-    /// Checkpoints the cap that ends the run (the forced summary follows).
-    async fn record_cap(&self, run_id: Uuid, seq: i32, reason: StopReason) -> Result<(), RunError> {
-        let mut tx = self.pool.begin().await?;
-        let payload = json!({"reason": reason.as_str()});
-        crate::store::agent_loop::insert_mark(
-            &mut tx,
-            run_id,
-            seq,
-            "cap",
-            &payload,
-            self.clock.now(),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(())
     }
 
     async fn finish(

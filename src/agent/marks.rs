@@ -1,0 +1,89 @@
+//! The loop's own checkpoints: a nudge (with its audit row) when the model answered in prose
+//! before the goal was met, and the cap that ends a run, recorded before its forced summary so
+//! a resumed run makes the same request; and each resume, so the deadline counts active time.
+
+use super::{Engine, RunError, RunSpec, StopReason, goals};
+use crate::store::{agent_loop, runs};
+use serde_json::json;
+use uuid::Uuid;
+
+impl Engine {
+    /// Checkpoints a nudge (a user message naming what is missing) with its audit row.
+    pub(super) async fn nudge(
+        &self,
+        spec: &RunSpec,
+        run_id: Uuid,
+        seq: i32,
+        goal: &goals::GoalState,
+    ) -> Result<(), RunError> {
+        let text = goal.nudge();
+        let missing: Vec<&str> = goal.missing.iter().map(|p| p.noun()).collect();
+        let now = self.clock.now();
+        let mut tx = self.pool.begin().await?;
+        let payload = json!({"text": text, "missing": missing});
+        agent_loop::insert_mark(&mut tx, run_id, seq, "nudge", &payload, now).await?;
+        runs::insert_audit(
+            &mut *tx,
+            &runs::NewAudit {
+                org_id: spec.org_id,
+                run_id: Some(run_id),
+                call_id: None,
+                actor: &format!("agent:{}", spec.kind),
+                tool: "nudge",
+                category: "loop",
+                decision: "nudged",
+                args: None,
+                outcome: Some(&payload),
+                is_error: false,
+                duration_ms: 0,
+                tokens: 0,
+                now,
+            },
+        )
+        .await?;
+        tx.commit().await?;
+        metrics::counter!("agentd_agent_nudges_total", "kind" => spec.kind.clone()).increment(1);
+        Ok(())
+    }
+
+    /// Marks a resumed run (the time since its last checkpoint does not count as active).
+    pub(super) async fn record_resume(&self, run_id: Uuid, seq: i32) -> Result<(), RunError> {
+        let mut tx = self.pool.begin().await?;
+        agent_loop::insert_mark(&mut tx, run_id, seq, "resume", &json!({}), self.clock.now())
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Checkpoints the cap that ends the run (the forced summary follows).
+    pub(super) async fn record_cap(
+        &self,
+        run_id: Uuid,
+        seq: i32,
+        reason: StopReason,
+    ) -> Result<(), RunError> {
+        let mut tx = self.pool.begin().await?;
+        let payload = json!({"reason": reason.as_str()});
+        agent_loop::insert_mark(&mut tx, run_id, seq, "cap", &payload, self.clock.now()).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+/// The run's active time: from its start to now, less the gaps between the last checkpoint
+/// before each `resume` mark and that mark (time queued, released or waiting for a retry).
+pub fn active_time(
+    started_at: chrono::DateTime<chrono::Utc>,
+    steps: &[crate::store::runs::StepRow],
+    now: chrono::DateTime<chrono::Utc>,
+) -> chrono::Duration {
+    let mut idle = chrono::Duration::zero();
+    let mut last = started_at;
+    for s in steps {
+        if s.kind == "resume" {
+            idle += (s.created_at - last).max(chrono::Duration::zero());
+        }
+        last = last.max(s.created_at);
+    }
+    (now - started_at - idle).max(chrono::Duration::zero())
+}
