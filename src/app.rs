@@ -95,13 +95,26 @@ impl App {
         }
     }
 
+    /// The model run_extraction asks: `llm.extraction_model`, else `llm.model`.
+    pub fn extraction_model(&self) -> String {
+        let m = &self.config.llm.extraction_model;
+        if m.is_empty() {
+            &self.config.llm.model
+        } else {
+            m
+        }
+        .clone()
+    }
+
     /// Tool environment for a kind.
     pub fn tool_env(&self, spec: &JobSpec) -> ToolEnv {
         ToolEnv {
             registry: self.registry.clone(),
             provider: self.provider.clone(),
-            model: self.model_for(spec),
+            model: self.extraction_model(),
             excerpt_chars: spec.agent.excerpt_chars,
+            subject_policy: crate::tools::scope::SubjectPolicy::from_agent(&spec.agent),
+            max_failed_extractions: spec.agent.max_failed_extractions,
         }
     }
 
@@ -111,6 +124,7 @@ impl App {
             pool: self.pool.clone(),
             clock: self.clock.clone(),
             env: self.tool_env(spec),
+            pii: crate::pii::PiiSettings::from_config(&self.config.pii),
         }
     }
 
@@ -145,6 +159,7 @@ impl App {
             night: None,
             max_suggestions: a.max_suggestions,
             chain: None,
+            settings: crate::agent::LoopSettings::for_job(&self.config.llm, a),
         }
     }
 
@@ -295,6 +310,14 @@ impl App {
         };
         tokio::spawn(retention.run(background.clone()));
         tokio::spawn(crate::queue::reconcile::Reconciler::for_app(self).run(background.clone()));
+        let transcripts = crate::pii::retention::TranscriptRetention {
+            pool: self.pool.clone(),
+            clock: self.clock.clone(),
+            keep: chrono::Duration::days(cfg.retention.transcripts_after_days as i64),
+            batch: 100,
+            interval: Duration::from_secs(cfg.retention.interval_secs),
+        };
+        tokio::spawn(transcripts.run(background.clone()));
         crate::jobs::start_background(self, background.clone());
         let token = shutdown.clone();
         let handle = tokio::spawn(async move {

@@ -37,6 +37,28 @@ pub struct Config {
     pub http: HttpConfig,
     pub llm: LlmConfig,
     pub log: LogConfig,
+    /// Redaction of personal data before the provider (`src/pii`).
+    #[serde(default)]
+    pub pii: PiiConfig,
+}
+
+/// The redaction boundary.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PiiConfig {
+    /// Off: no org is redacted, whatever its own switch says.
+    pub enabled: bool,
+    /// Extra national-id patterns (regular expressions).
+    pub national_id_patterns: Vec<String>,
+}
+
+impl Default for PiiConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            national_id_patterns: Vec::new(),
+        }
+    }
 }
 
 /// Where the database is.
@@ -90,6 +112,13 @@ pub struct RetentionConfig {
     pub finished_after_hours: u64,
     pub batch: u32,
     pub interval_secs: u64,
+    /// Transcripts of finished runs are compacted (text removed) after this many days.
+    #[serde(default = "default_transcripts_after_days")]
+    pub transcripts_after_days: u64,
+}
+
+fn default_transcripts_after_days() -> u64 {
+    30
 }
 
 /// The operator's HTTP endpoints.
@@ -107,11 +136,24 @@ pub struct LlmConfig {
     pub base_url: String,
     pub api_key: String,
     pub model: String,
+    /// The model run_extraction asks (empty: `model`). Never chosen by the agent.
+    #[serde(default)]
+    pub extraction_model: String,
     pub request_timeout_secs: u64,
     pub max_retries: u32,
     pub stream: bool,
     /// Delay added to every offline-provider call (mimics model latency).
     pub offline_latency_ms: u64,
+    /// Send `tool_choice: "required"` before a run's goal is met (servers that reject it: false).
+    pub tool_choice_required: bool,
+    /// Most output tokens one call may generate (`max_completion_tokens`).
+    pub max_output_tokens: u32,
+    /// The model's context window in tokens: a larger request is compacted or refused.
+    pub context_window_tokens: u64,
+    /// Most bytes of one streamed answer before the call fails (a runaway model).
+    pub max_stream_bytes: usize,
+    /// Guided mode: `job` (the job file's `agent.guided`), `on` or `off` for every kind.
+    pub guided: String,
 }
 
 /// Logging.
@@ -283,8 +325,35 @@ impl Config {
             1,
         )?;
         at_least("retention.batch", self.retention.batch.into(), 1)?;
+        if self.retention.transcripts_after_days > 36_500 {
+            return Err(format!(
+                "retention.transcripts_after_days must be at most 36500 (got {})",
+                self.retention.transcripts_after_days
+            ));
+        }
         at_least("retention.interval_secs", self.retention.interval_secs, 1)?;
         at_least("llm.request_timeout_secs", self.llm.request_timeout_secs, 1)?;
+        at_least(
+            "llm.max_output_tokens",
+            self.llm.max_output_tokens.into(),
+            16,
+        )?;
+        at_least(
+            "llm.context_window_tokens",
+            self.llm.context_window_tokens,
+            1024,
+        )?;
+        at_least(
+            "llm.max_stream_bytes",
+            self.llm.max_stream_bytes as u64,
+            1024,
+        )?;
+        if !["job", "on", "off"].contains(&self.llm.guided.as_str()) {
+            return Err(format!(
+                "llm.guided must be job, on or off (got {:?})",
+                self.llm.guided
+            ));
+        }
         if !["apalis", "native"].contains(&self.worker.runtime.as_str()) {
             return Err(format!(
                 "worker.runtime must be apalis or native (got {:?})",
@@ -308,6 +377,13 @@ impl Config {
                 "http.addr must be host:port, e.g. 127.0.0.1:9187, or empty to disable (got {:?})",
                 self.http.addr
             ));
+        }
+        for (i, p) in self.pii.national_id_patterns.iter().enumerate() {
+            if let Err(e) = regex::Regex::new(p) {
+                return Err(format!(
+                    "pii.national_id_patterns[{i}] is not a valid regular expression ({p:?}): {e}"
+                ));
+            }
         }
         Ok(())
     }

@@ -16,6 +16,7 @@ pub mod db;
 pub mod http;
 pub mod jobs;
 pub mod llm;
+pub mod pii;
 pub mod queue;
 pub mod store;
 pub mod tools;

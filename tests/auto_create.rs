@@ -465,7 +465,8 @@ async fn hostile_document_text_cannot_reach_another_org_or_destroy_anything() {
         "the other org's document is untouched"
     );
     let audit: Vec<(String, String, bool, Value)> = sqlx::query_as(
-        "SELECT tool, decision, is_error, outcome FROM audit_events WHERE org_id = $1 ORDER BY id",
+        // Tool calls only (the loop's own rows, e.g. a nudge, have no call id).
+        "SELECT tool, decision, is_error, outcome FROM audit_events WHERE org_id = $1 AND call_id IS NOT NULL ORDER BY id",
     )
     .bind(attacker)
     .fetch_all(&db.pool)
@@ -477,9 +478,10 @@ async fn hostile_document_text_cannot_reach_another_org_or_destroy_anything() {
         "reading another org's id is 'not found': {:?}",
         audit[0]
     );
+    // Destructive tools are not in auto_create's tool list (issue 11): unknown to this job.
     assert_eq!(
-        (audit[1].0.as_str(), audit[1].1.as_str()),
-        ("delete_document", "denied")
+        (audit[1].0.as_str(), audit[1].1.as_str(), audit[1].2),
+        ("delete_document", "error", true)
     );
     assert!(audit[2].2, "updating another org's document fails");
     let listed = audit[3].3.to_string();

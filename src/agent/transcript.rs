@@ -52,6 +52,29 @@ pub struct Transcript {
     pub refinements: u32,
     /// A forced final summary (tool_choice none) was already made.
     pub summary_done: bool,
+    /// The cap that ended the run, once recorded (a `cap` step): the summary follows it.
+    pub cap: Option<String>,
+    /// Nudges sent (prose answers before the goal was met).
+    pub nudges: u32,
+    /// Calls refused as repeats of an earlier identical call.
+    pub repeats: u32,
+    /// Every answered call, in order (repeat guard, compaction, fallback summary).
+    pub history: Vec<CallRecord>,
+}
+
+/// One answered tool call.
+#[derive(Debug, Clone)]
+pub struct CallRecord {
+    pub call_id: String,
+    pub tool: String,
+    /// The arguments as the model sent them.
+    pub raw_args: String,
+    pub is_error: bool,
+    pub decision: String,
+    /// What the model was shown.
+    pub content: String,
+    /// Index of the round (provider response) that asked for it, from 0.
+    pub round: u32,
 }
 
 /// Tools whose successful calls are refinements of an earlier proposal.
@@ -69,6 +92,7 @@ impl Transcript {
         let mut t = Transcript::default();
         let mut answered = HashSet::new();
         let mut last_calls: Vec<(String, String, String)> = Vec::new();
+        let mut args_of: HashMap<String, (String, u32)> = HashMap::new();
         for s in steps {
             t.next_seq = s.seq + 1;
             let bad = |reason: String| CheckpointError {
@@ -100,6 +124,9 @@ impl Transcript {
                         .into_iter()
                         .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
                         .collect();
+                    for (id, _, raw) in &last_calls {
+                        args_of.insert(id.clone(), (raw.clone(), t.rounds - 1));
+                    }
                     t.final_text = last_calls.is_empty().then(|| resp.message.joined_text());
                     t.messages.push(resp.message);
                 }
@@ -108,6 +135,19 @@ impl Transcript {
                         .map_err(|e| bad(format!("malformed tool result: {e}")))?;
                     t.tool_calls += 1;
                     answered.insert(r.call_id.clone());
+                    if r.decision == "repeated" {
+                        t.repeats += 1;
+                    }
+                    let (raw_args, round) = args_of.get(&r.call_id).cloned().unwrap_or_default();
+                    t.history.push(CallRecord {
+                        call_id: r.call_id.clone(),
+                        tool: r.tool.clone(),
+                        raw_args,
+                        is_error: r.is_error,
+                        decision: r.decision.clone(),
+                        content: r.content.clone(),
+                        round,
+                    });
                     if !r.is_error && r.decision == "auto_approved" {
                         let n = t.successes.entry(r.tool.clone()).or_default();
                         if is_refinement(&r.tool, *n) {
@@ -123,6 +163,15 @@ impl Transcript {
                             is_error: r.is_error,
                         }],
                     });
+                }
+                "nudge" => {
+                    t.nudges += 1;
+                    t.final_text = None;
+                    let text = s.payload["text"].as_str().unwrap_or_default();
+                    t.messages.push(Message::text(Role::User, text));
+                }
+                "cap" => {
+                    t.cap = s.payload["reason"].as_str().map(str::to_string);
                 }
                 _ => {}
             }
