@@ -336,3 +336,62 @@ async fn rescued_jobs_back_off_like_failed_ones() {
         "{run_at} vs {before}"
     );
 }
+
+#[tokio::test]
+async fn the_longest_allowed_deadline_does_not_cap_a_run() {
+    let db = TestDb::new().await;
+    let tools = agentd::known_tool_names();
+    let mut catalog = agentd::catalog::Catalog::builtin(&tools).unwrap();
+    let text = agentd::catalog::BUILTIN
+        .iter()
+        .find(|(k, _)| *k == "auto_create")
+        .unwrap()
+        .1
+        .replace("deadline_secs = 120", "deadline_secs = 3153600000")
+        .replace(
+            "approval_ttl_secs = 14400",
+            "approval_ttl_secs = 3153600000",
+        );
+    let spec =
+        agentd::catalog::parse("jobs/auto_create.toml", "auto_create", &text, &tools).unwrap();
+    assert_eq!(spec.agent.deadline_secs, 3_153_600_000);
+    catalog.kinds.insert("auto_create".into(), spec);
+    let mut app = agentd::app::App::new(
+        db.pool.clone(),
+        Arc::new(SystemClock) as SharedClock,
+        common::test_config(),
+        catalog,
+    );
+    app.provider = Arc::new(agentd::llm::offline::OfflineProvider::default());
+    let org = agentd::store::orgs::ensure(&db.pool, "acme")
+        .await
+        .unwrap()
+        .id;
+    let (doc, _) = add_document(&app, org, "inv.txt", INVOICE, true)
+        .await
+        .unwrap();
+    let (w, stop) = common::start_worker(&app, "auto_create", None).await;
+    wait_until(60, "the document reaches a final status", || async {
+        let s: String =
+            sqlx::query_scalar("SELECT auto_create_status FROM documents WHERE id = $1")
+                .bind(doc)
+                .fetch_one(&db.pool)
+                .await
+                .unwrap();
+        s != "queued" && s != "running"
+    })
+    .await;
+    stop.cancel();
+    w.join().await;
+    let (status, stop_reason): (String, Option<String>) =
+        sqlx::query_as("SELECT status, stop_reason FROM agent_runs WHERE subject = $1::text")
+            .bind(doc)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        (status.as_str(), stop_reason.as_deref()),
+        ("succeeded", Some("completed")),
+        "a 100-year deadline is not hit at once"
+    );
+}

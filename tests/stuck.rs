@@ -374,3 +374,30 @@ async fn a_finished_or_dead_cron_tick_is_not_enqueued_again() {
     clock.advance(chrono::Duration::hours(1));
     assert_eq!(s.run_once().await.unwrap()[0].inserted, 1, "the next tick");
 }
+
+#[tokio::test]
+async fn retrying_a_dead_job_whose_key_is_taken_again_is_refused_with_the_reason() {
+    let db = TestDb::new().await;
+    let old = enqueue(&db.pool, &NewJob::new("t", json!({})).unique_key("k"))
+        .await
+        .unwrap()
+        .unwrap();
+    sqlx::query("UPDATE agentd_jobs SET state = 'dead', finished_at = now() WHERE id = $1")
+        .bind(old)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let new = enqueue(&db.pool, &NewJob::new("t", json!({})).unique_key("k"))
+        .await
+        .unwrap();
+    assert!(new.is_some(), "the dead job does not bind its key");
+    let err = store::retry(&db.pool, old, chrono::Utc::now())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("another job with its unique key is waiting or running"),
+        "{err}"
+    );
+    assert_eq!(job_state(&db, old).await.0, "dead");
+}

@@ -126,6 +126,18 @@ struct InFlight {
     abort: Option<AbortHandle>,
 }
 
+impl super::lease::HeldLease for InFlight {
+    fn attempt(&self) -> i32 {
+        self.attempt
+    }
+    fn renewed_at(&self) -> Instant {
+        self.renewed_at
+    }
+    fn cancel(&self) {
+        self.cancel.cancel();
+    }
+}
+
 struct Completion {
     id: i64,
     attempt: i32,
@@ -517,26 +529,8 @@ async fn heartbeat_loop(sh: Arc<Shared>, stop: CancellationToken) {
             Err(e) => {
                 sh.stats.db_ok.store(false, Ordering::Relaxed);
                 warn!(error = %e, "heartbeat failed; leases may expire");
-                let now = Instant::now();
                 let mut inflight = sh.inflight.lock().expect("inflight");
-                inflight.retain(|id, f| {
-                    if !super::lease::may_have_expired(
-                        f.renewed_at,
-                        sh.opts.lease,
-                        sh.opts.heartbeat,
-                        now,
-                    ) {
-                        return true;
-                    }
-                    warn!(
-                        job.id = id,
-                        attempt = f.attempt,
-                        "lease may have expired (heartbeats failing); stopping this attempt"
-                    );
-                    metrics::counter!("agentd_leases_abandoned_total").increment(1);
-                    f.cancel.cancel();
-                    false
-                });
+                super::lease::give_up_expired(&mut inflight, sh.opts.lease, sh.opts.heartbeat);
             }
         }
     }

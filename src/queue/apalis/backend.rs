@@ -395,26 +395,8 @@ pub(super) async fn heartbeat_loop(sh: Arc<Shared>) {
             Err(e) => {
                 sh.stats.db_ok.store(false, Ordering::Relaxed);
                 warn!(error = %e, "heartbeat failed; leases may expire");
-                let now = Instant::now();
                 let mut map = sh.held.lock().expect("held");
-                map.retain(|id, h| {
-                    if !crate::queue::lease::may_have_expired(
-                        h.renewed_at,
-                        sh.opts.lease,
-                        sh.opts.heartbeat,
-                        now,
-                    ) {
-                        return true;
-                    }
-                    warn!(
-                        job.id = id,
-                        attempt = h.attempt,
-                        "lease may have expired (heartbeats failing); stopping this attempt"
-                    );
-                    metrics::counter!("agentd_leases_abandoned_total").increment(1);
-                    h.cancel.cancel();
-                    false
-                });
+                crate::queue::lease::give_up_expired(&mut map, sh.opts.lease, sh.opts.heartbeat);
             }
         }
     }

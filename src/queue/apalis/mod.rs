@@ -204,6 +204,18 @@ struct Held {
     renewed_at: Instant,
 }
 
+impl super::lease::HeldLease for Held {
+    fn attempt(&self) -> i32 {
+        self.attempt
+    }
+    fn renewed_at(&self) -> Instant {
+        self.renewed_at
+    }
+    fn cancel(&self) {
+        self.cancel.cancel();
+    }
+}
+
 /// What a handler run produced, as the acker writes it.
 enum Outcome {
     Succeeded,
