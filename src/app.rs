@@ -96,13 +96,26 @@ impl App {
         }
     }
 
+    /// The model run_extraction asks: `llm.extraction_model`, else `llm.model`.
+    pub fn extraction_model(&self) -> String {
+        let m = &self.config.llm.extraction_model;
+        if m.is_empty() {
+            &self.config.llm.model
+        } else {
+            m
+        }
+        .clone()
+    }
+
     /// Tool environment for a kind.
     pub fn tool_env(&self, spec: &JobSpec) -> ToolEnv {
         ToolEnv {
             registry: self.registry.clone(),
             provider: self.provider.clone(),
-            model: self.model_for(spec),
+            model: self.extraction_model(),
             excerpt_chars: spec.agent.excerpt_chars,
+            subject_policy: crate::tools::scope::SubjectPolicy::from_agent(&spec.agent),
+            max_failed_extractions: spec.agent.max_failed_extractions,
         }
     }
 
@@ -112,6 +125,7 @@ impl App {
             pool: self.pool.clone(),
             clock: self.clock.clone(),
             env: self.tool_env(spec),
+            pii: crate::pii::PiiSettings::from_config(&self.config.pii),
         }
     }
 
@@ -146,6 +160,7 @@ impl App {
             night: None,
             max_suggestions: a.max_suggestions,
             chain: None,
+            settings: crate::agent::LoopSettings::for_job(&self.config.llm, a),
         }
     }
 
@@ -213,6 +228,13 @@ impl App {
     ) -> Result<RunningWorker, String> {
         let runtimes = self.runtimes(&args)?;
         let cfg = &self.config;
+        crate::db::check_worker_fits(
+            cfg.database.max_connections,
+            &runtimes
+                .iter()
+                .map(|k| (k.kind.clone(), k.concurrency))
+                .collect::<Vec<_>>(),
+        )?;
         let opts = WorkerOptions::from_config(&cfg.worker);
         let (stats, run): (Vec<Arc<WorkerStats>>, RunAll) = if cfg.worker.runtime == "native" {
             let worker = Worker::new(self.pool.clone(), self.clock.clone(), opts, runtimes);
@@ -277,6 +299,7 @@ impl App {
             clock: self.clock.clone(),
             interval: Duration::from_secs(cfg.worker.rescue_interval_secs),
             batch: 1000,
+            backoff: crate::queue::store::RescueBackoff::from_catalog(&self.catalog),
         };
         tokio::spawn(rescuer.run(background.clone()));
         let retention = Retention {
@@ -287,6 +310,15 @@ impl App {
             interval: Duration::from_secs(cfg.retention.interval_secs),
         };
         tokio::spawn(retention.run(background.clone()));
+        let transcripts = crate::pii::retention::TranscriptRetention {
+            pool: self.pool.clone(),
+            clock: self.clock.clone(),
+            keep: chrono::Duration::days(cfg.retention.transcripts_after_days as i64),
+            batch: 100,
+            interval: Duration::from_secs(cfg.retention.interval_secs),
+        };
+        tokio::spawn(transcripts.run(background.clone()));
+        tokio::spawn(crate::queue::reconcile::Reconciler::for_app(self).run(background.clone()));
         crate::jobs::start_background(self, background.clone());
         let token = shutdown.clone();
         let handle = tokio::spawn(async move {

@@ -42,6 +42,14 @@ pub enum PolicyDecision {
     Deny,
 }
 
+fn three() -> u32 {
+    3
+}
+
+fn deny() -> PolicyDecision {
+    PolicyDecision::Deny
+}
+
 /// Queue policy of one kind.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -114,10 +122,36 @@ pub struct AgentSpec {
     pub approval_ttl_secs: u64,
     #[serde(default)]
     pub max_suggestions: Option<u32>,
+    /// A run about one document may read other documents' text (default false).
+    #[serde(default)]
+    pub read_other_documents: bool,
+    /// A write outside the run's subject: `deny` (default) or `propose`.
+    #[serde(default = "deny")]
+    pub off_subject: PolicyDecision,
+    /// Failed (paid-for) extraction answers allowed per run before run_extraction is capped.
+    #[serde(default = "three")]
+    pub max_failed_extractions: u32,
+    /// Nudges when the model answers in prose before the kind's goal is met.
+    #[serde(default = "default_max_nudges")]
+    pub max_nudges: u32,
+    /// Refused repeated identical calls before the run stops.
+    #[serde(default = "default_max_repeats")]
+    pub max_repeats: u32,
+    /// Each round offers only the tools of the next unmet goal (small models).
+    #[serde(default)]
+    pub guided: bool,
     pub tools: Vec<String>,
     pub system_prompt: String,
     pub first_message: String,
     pub policy: PolicySpec,
+}
+
+fn default_max_nudges() -> u32 {
+    2
+}
+
+fn default_max_repeats() -> u32 {
+    3
 }
 
 /// One job kind, as loaded from its file.
@@ -257,6 +291,25 @@ fn validate(spec: &JobSpec, known_tools: &[&str]) -> Result<(), String> {
         at_least("sweep.batch", s.batch.into(), 1)?;
     }
     let a = &spec.agent;
+    {
+        use crate::config::{TimeUnit, duration_at_most};
+        duration_at_most("queue.backoff_base_ms", q.backoff_base_ms, TimeUnit::Millis)?;
+        duration_at_most("queue.backoff_max_ms", q.backoff_max_ms, TimeUnit::Millis)?;
+        duration_at_most("queue.timeout_secs", q.timeout_secs, TimeUnit::Secs)?;
+        duration_at_most("agent.deadline_secs", a.deadline_secs, TimeUnit::Secs)?;
+        duration_at_most(
+            "agent.approval_ttl_secs",
+            a.approval_ttl_secs,
+            TimeUnit::Secs,
+        )?;
+        if let Some(s) = &spec.sweep {
+            duration_at_most(
+                "sweep.retention_days",
+                s.retention_days.into(),
+                TimeUnit::Days,
+            )?;
+        }
+    }
     at_least("agent.max_rounds", a.max_rounds.into(), 1)?;
     at_least("agent.max_tool_calls", a.max_tool_calls.into(), 1)?;
     at_least("agent.max_tokens", a.max_tokens, 1)?;

@@ -37,6 +37,28 @@ pub struct Config {
     pub http: HttpConfig,
     pub llm: LlmConfig,
     pub log: LogConfig,
+    /// Redaction of personal data before the provider (`src/pii`).
+    #[serde(default)]
+    pub pii: PiiConfig,
+}
+
+/// The redaction boundary.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PiiConfig {
+    /// Off: no org is redacted, whatever its own switch says.
+    pub enabled: bool,
+    /// Extra national-id patterns (regular expressions).
+    pub national_id_patterns: Vec<String>,
+}
+
+impl Default for PiiConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            national_id_patterns: Vec::new(),
+        }
+    }
 }
 
 /// Where the database is.
@@ -49,6 +71,23 @@ pub struct DatabaseConfig {
     pub max_connections: u32,
     pub private_dir: String,
     pub private_port: u16,
+    /// `lock_timeout` of agentd's sessions (0 = wait forever): a statement queued behind a
+    /// lock (a migration, a long transaction) fails instead of stalling heartbeats and claims.
+    #[serde(default = "default_lock_timeout_ms")]
+    pub lock_timeout_ms: u64,
+    /// `idle_in_transaction_session_timeout` of agentd's sessions (0 = off): a session left
+    /// idle inside a transaction (e.g. waiting on a model) is ended by the server and releases
+    /// its locks and its hold on the xmin horizon.
+    #[serde(default = "default_idle_in_transaction_timeout_ms")]
+    pub idle_in_transaction_timeout_ms: u64,
+}
+
+fn default_lock_timeout_ms() -> u64 {
+    5_000
+}
+
+fn default_idle_in_transaction_timeout_ms() -> u64 {
+    60_000
 }
 
 /// Queue worker tuning.
@@ -73,6 +112,13 @@ pub struct RetentionConfig {
     pub finished_after_hours: u64,
     pub batch: u32,
     pub interval_secs: u64,
+    /// Transcripts of finished runs are compacted (text removed) after this many days.
+    #[serde(default = "default_transcripts_after_days")]
+    pub transcripts_after_days: u64,
+}
+
+fn default_transcripts_after_days() -> u64 {
+    30
 }
 
 /// The operator's HTTP endpoints.
@@ -90,11 +136,24 @@ pub struct LlmConfig {
     pub base_url: String,
     pub api_key: String,
     pub model: String,
+    /// The model run_extraction asks (empty: `model`). Never chosen by the agent.
+    #[serde(default)]
+    pub extraction_model: String,
     pub request_timeout_secs: u64,
     pub max_retries: u32,
     pub stream: bool,
     /// Delay added to every offline-provider call (mimics model latency).
     pub offline_latency_ms: u64,
+    /// Send `tool_choice: "required"` before a run's goal is met (servers that reject it: false).
+    pub tool_choice_required: bool,
+    /// Most output tokens one call may generate (`max_completion_tokens`).
+    pub max_output_tokens: u32,
+    /// The model's context window in tokens: a larger request is compacted or refused.
+    pub context_window_tokens: u64,
+    /// Most bytes of one streamed answer before the call fails (a runaway model).
+    pub max_stream_bytes: usize,
+    /// Guided mode: `job` (the job file's `agent.guided`), `on` or `off` for every kind.
+    pub guided: String,
     /// Offer tool schemas in OpenAI's strict form, with `"strict": true` (see `tools::strict`).
     pub strict_tools: bool,
 }
@@ -196,7 +255,67 @@ impl Config {
         at_least("worker.poll_interval_ms", self.worker.poll_interval_ms, 10)?;
         at_least("worker.lease_secs", self.worker.lease_secs, 2)?;
         at_least("worker.heartbeat_secs", self.worker.heartbeat_secs, 1)?;
-        if self.worker.heartbeat_secs * 2 > self.worker.lease_secs {
+        for (key, value) in [
+            ("database.lock_timeout_ms", self.database.lock_timeout_ms),
+            (
+                "database.idle_in_transaction_timeout_ms",
+                self.database.idle_in_transaction_timeout_ms,
+            ),
+        ] {
+            // PostgreSQL takes these in milliseconds as a 32-bit integer.
+            if value > i32::MAX as u64 {
+                return Err(format!(
+                    "{key} must be at most {} (about 24 days; 0 disables it; got {value})",
+                    i32::MAX
+                ));
+            }
+        }
+        for (key, value, unit) in [
+            (
+                "worker.poll_interval_ms",
+                self.worker.poll_interval_ms,
+                TimeUnit::Millis,
+            ),
+            ("worker.lease_secs", self.worker.lease_secs, TimeUnit::Secs),
+            (
+                "worker.heartbeat_secs",
+                self.worker.heartbeat_secs,
+                TimeUnit::Secs,
+            ),
+            (
+                "worker.shutdown_grace_secs",
+                self.worker.shutdown_grace_secs,
+                TimeUnit::Secs,
+            ),
+            (
+                "worker.rescue_interval_secs",
+                self.worker.rescue_interval_secs,
+                TimeUnit::Secs,
+            ),
+            (
+                "retention.finished_after_hours",
+                self.retention.finished_after_hours,
+                TimeUnit::Hours,
+            ),
+            (
+                "retention.interval_secs",
+                self.retention.interval_secs,
+                TimeUnit::Secs,
+            ),
+            (
+                "llm.request_timeout_secs",
+                self.llm.request_timeout_secs,
+                TimeUnit::Secs,
+            ),
+            (
+                "llm.offline_latency_ms",
+                self.llm.offline_latency_ms,
+                TimeUnit::Millis,
+            ),
+        ] {
+            duration_at_most(key, value, unit)?;
+        }
+        if self.worker.heartbeat_secs.saturating_mul(2) > self.worker.lease_secs {
             return Err(format!(
                 "worker.heartbeat_secs ({}) must be at most half of worker.lease_secs ({}) so a lease is renewed before it expires",
                 self.worker.heartbeat_secs, self.worker.lease_secs
@@ -208,8 +327,35 @@ impl Config {
             1,
         )?;
         at_least("retention.batch", self.retention.batch.into(), 1)?;
+        if self.retention.transcripts_after_days > 36_500 {
+            return Err(format!(
+                "retention.transcripts_after_days must be at most 36500 (got {})",
+                self.retention.transcripts_after_days
+            ));
+        }
         at_least("retention.interval_secs", self.retention.interval_secs, 1)?;
         at_least("llm.request_timeout_secs", self.llm.request_timeout_secs, 1)?;
+        at_least(
+            "llm.max_output_tokens",
+            self.llm.max_output_tokens.into(),
+            16,
+        )?;
+        at_least(
+            "llm.context_window_tokens",
+            self.llm.context_window_tokens,
+            1024,
+        )?;
+        at_least(
+            "llm.max_stream_bytes",
+            self.llm.max_stream_bytes as u64,
+            1024,
+        )?;
+        if !["job", "on", "off"].contains(&self.llm.guided.as_str()) {
+            return Err(format!(
+                "llm.guided must be job, on or off (got {:?})",
+                self.llm.guided
+            ));
+        }
         if !["apalis", "native"].contains(&self.worker.runtime.as_str()) {
             return Err(format!(
                 "worker.runtime must be apalis or native (got {:?})",
@@ -233,6 +379,13 @@ impl Config {
                 "http.addr must be host:port, e.g. 127.0.0.1:9187, or empty to disable (got {:?})",
                 self.http.addr
             ));
+        }
+        for (i, p) in self.pii.national_id_patterns.iter().enumerate() {
+            if let Err(e) = regex::Regex::new(p) {
+                return Err(format!(
+                    "pii.national_id_patterns[{i}] is not a valid regular expression ({p:?}): {e}"
+                ));
+            }
         }
         Ok(())
     }
@@ -280,4 +433,58 @@ fn merge(base: &mut toml::Table, over: toml::Table, source: &str) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// The longest any duration in the config or a job file may be: 100 years. Anything longer is a
+/// typo, and every instant computed from a setting (`now + approval_ttl_secs`, a run's
+/// deadline, a retention cutoff) must stay representable instead of overflowing.
+pub const MAX_DURATION_SECS: u64 = 100 * 365 * 24 * 3600;
+
+/// The unit a duration setting is written in (the key's suffix).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeUnit {
+    Millis,
+    Secs,
+    Hours,
+    Days,
+}
+
+impl TimeUnit {
+    /// `value` of this unit in whole seconds (rounded up), or `None` if that overflows.
+    fn to_secs(self, value: u64) -> Option<u64> {
+        match self {
+            TimeUnit::Millis => Some(value.div_ceil(1000)),
+            TimeUnit::Secs => Some(value),
+            TimeUnit::Hours => value.checked_mul(3600),
+            TimeUnit::Days => value.checked_mul(86_400),
+        }
+    }
+
+    fn max(self) -> u64 {
+        match self {
+            TimeUnit::Millis => MAX_DURATION_SECS * 1000,
+            TimeUnit::Secs => MAX_DURATION_SECS,
+            TimeUnit::Hours => MAX_DURATION_SECS / 3600,
+            TimeUnit::Days => MAX_DURATION_SECS / 86_400,
+        }
+    }
+}
+
+/// Checks a duration setting with checked arithmetic: at most [`MAX_DURATION_SECS`], and
+/// `now + value` representable. The error names the key and the limit in the key's unit.
+pub fn duration_at_most(key: &str, value: u64, unit: TimeUnit) -> Result<(), String> {
+    let fits = unit
+        .to_secs(value)
+        .filter(|s| *s <= MAX_DURATION_SECS)
+        .and_then(|s| chrono::TimeDelta::try_seconds(i64::try_from(s).ok()?))
+        .and_then(|d| chrono::Utc::now().checked_add_signed(d))
+        .is_some();
+    if fits {
+        Ok(())
+    } else {
+        Err(format!(
+            "{key} must be at most {} (100 years; got {value})",
+            unit.max()
+        ))
+    }
 }

@@ -39,9 +39,25 @@ pub struct Database {
 /// The migrations in `migrations/`, embedded.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
-/// Applies pending migrations (safe with many processes: sqlx takes an advisory lock).
+/// Applies pending migrations (safe with many processes: sqlx takes an advisory lock). The
+/// migrating session waits for locks as long as it takes (`lock_timeout = 0`): another process
+/// may hold the migration lock while it migrates.
+///
+/// When every migration is applied already, nothing runs: the application role (which may
+/// not create or alter anything, see README "Database roles") can start without the owner.
 pub async fn migrate(pool: &PgPool) -> Result<(), DbError> {
-    MIGRATOR.run(pool).await?;
+    if migrations_current(pool).await.unwrap_or(false) {
+        return Ok(());
+    }
+    let mut conn = pool.acquire().await?;
+    sqlx::query("SET lock_timeout = 0")
+        .execute(&mut *conn)
+        .await?;
+    let result = MIGRATOR.run(&mut *conn).await;
+    sqlx::query("RESET lock_timeout")
+        .execute(&mut *conn)
+        .await?;
+    result?;
     Ok(())
 }
 
@@ -61,7 +77,7 @@ pub async fn connect(cfg: &DatabaseConfig) -> Result<Database, DbError> {
         std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty())
     };
     if let Some(url) = explicit {
-        let pool = pool_for(&url, cfg.max_connections, true).await?;
+        let pool = pool_for_config(&url, cfg, true).await?;
         return Ok(Database {
             pool,
             display_url: redact(&url),
@@ -72,7 +88,7 @@ pub async fn connect(cfg: &DatabaseConfig) -> Result<Database, DbError> {
         info!(url = %cfg.local_url, "no PostgreSQL answers at the local default; starting a private cluster");
         let cluster = PrivateCluster::start(cfg)?;
         let url = cluster.url();
-        let pool = pool_for(&url, cfg.max_connections, true).await?;
+        let pool = pool_for_config(&url, cfg, true).await?;
         eprintln!(
             "agentd: no PostgreSQL at {}; using a private PostgreSQL cluster in {} (port {})",
             redact(&cfg.local_url),
@@ -85,7 +101,7 @@ pub async fn connect(cfg: &DatabaseConfig) -> Result<Database, DbError> {
             private: Some(cluster),
         });
     }
-    let pool = pool_for(&cfg.local_url, cfg.max_connections, true).await?;
+    let pool = pool_for_config(&cfg.local_url, cfg, true).await?;
     Ok(Database {
         pool,
         display_url: redact(&cfg.local_url),
@@ -139,7 +155,38 @@ pub fn connect_options(url: &str) -> Result<PgConnectOptions, DbError> {
 
 /// Opens a pool on `url`; when `create` is set and the database does not exist, creates it.
 pub async fn pool_for(url: &str, max: u32, create: bool) -> Result<PgPool, DbError> {
-    let opts = connect_options(url)?;
+    open_pool(connect_options(url)?, url, max, create).await
+}
+
+/// [`pool_for`] with the configured ceiling and session settings (`lock_timeout`,
+/// `idle_in_transaction_session_timeout`), sent as startup options: no extra round trip, and
+/// every connection the pool ever opens has them.
+pub async fn pool_for_config(
+    url: &str,
+    cfg: &DatabaseConfig,
+    create: bool,
+) -> Result<PgPool, DbError> {
+    let opts = connect_options(url)?.options(session_options(cfg));
+    open_pool(opts, url, cfg.max_connections, create).await
+}
+
+/// The session settings of agentd's connections, as `(name, value)`.
+pub fn session_options(cfg: &DatabaseConfig) -> [(&'static str, String); 2] {
+    [
+        ("lock_timeout", format!("{}ms", cfg.lock_timeout_ms)),
+        (
+            "idle_in_transaction_session_timeout",
+            format!("{}ms", cfg.idle_in_transaction_timeout_ms),
+        ),
+    ]
+}
+
+async fn open_pool(
+    opts: PgConnectOptions,
+    url: &str,
+    max: u32,
+    create: bool,
+) -> Result<PgPool, DbError> {
     let build = |o: PgConnectOptions| {
         PgPoolOptions::new()
             .max_connections(max)
@@ -379,4 +426,38 @@ pub fn find_pg_bin() -> Option<PathBuf> {
         .collect();
     versions.sort();
     versions.pop().map(|(_, b)| b)
+}
+
+/// Connections a worker needs: every handler slot (the job files' `queue.concurrency`, or the
+/// `--concurrency` override) plus, per kind, its LISTEN connection and one for claims,
+/// heartbeats and acks, plus one for maintenance (rescuer, reconciler, retention, cron) and one
+/// for `/readyz`.
+pub fn worker_connections(concurrency: &[(String, usize)]) -> (u64, String) {
+    let slots: u64 = concurrency.iter().map(|(_, c)| *c as u64).sum();
+    let need = slots + 2 * concurrency.len() as u64 + 2;
+    let parts: Vec<String> = concurrency
+        .iter()
+        .map(|(k, c)| format!("{k} {c}"))
+        .collect();
+    let how = format!(
+        "{} (queue.concurrency) + {} (LISTEN and bookkeeping, 2 per kind) + 2 (maintenance, /readyz) = {need}",
+        parts.join(" + "),
+        2 * concurrency.len()
+    );
+    (need, how)
+}
+
+/// Refuses a worker whose concurrency cannot fit `database.max_connections`: handlers would
+/// wait for connections while heartbeats starve and leases expire.
+pub fn check_worker_fits(
+    max_connections: u32,
+    concurrency: &[(String, usize)],
+) -> Result<(), String> {
+    let (need, how) = worker_connections(concurrency);
+    if need > u64::from(max_connections) {
+        return Err(format!(
+            "database.max_connections ({max_connections}) cannot fit this worker: it needs {how}; raise database.max_connections to at least {need} or lower queue.concurrency in the job files (or --concurrency)"
+        ));
+    }
+    Ok(())
 }

@@ -2,7 +2,27 @@
 //!
 //! Workers pull `auto_create`, `proactive_suggestion` and `approval_expiry` jobs from the
 //! `agentd_jobs` table and run one tool loop under caps, writing proposed results, audit rows
-//! and checkpoints in one transaction per step. See DESIGN.md for the contract.
+//! and checkpoints in one short transaction per step — never with a transaction open while a
+//! model answers. ARCHITECTURE.md is the map (layers, the life of a job, where each guarantee
+//! is enforced); the code is the contract.
+//!
+//! # Layout
+//!
+//! - [`queue`]: the durable queue — enqueue, batched claims, leases and fencing, retries,
+//!   cron, maintenance (rescuer, retention, reconciler); [`queue::apalis`] runs it under apalis.
+//! - [`jobs`]: one handler per job kind; what a finished run means for the domain.
+//! - [`agent`]: the one tool loop — caps, goals and nudges, checkpoints, resume.
+//! - [`llm`]: providers (OpenAI-compatible, scripted, offline) and the tolerant boundary
+//!   (text tool calls, argument repair, token estimates).
+//! - [`pii`]: the redaction boundary in front of every provider call; audit minimisation;
+//!   retention and erasure.
+//! - [`tools`]: the registry (the one chokepoint) and every tool; a run's subject scope.
+//! - [`approvals`]: pending actions with snapshot hashes; the expiry sweep.
+//! - [`store`]: all domain SQL, scoped by org.
+//! - [`app`], [`config`], [`catalog`], [`db`], [`clock`]: wiring, settings, job files, pool,
+//!   time.
+//! - [`cli`], [`http`], [`bench`]: the operator's edges (commands, health and metrics,
+//!   benchmarks).
 
 pub mod agent;
 pub mod app;
@@ -17,6 +37,7 @@ pub mod eval;
 pub mod http;
 pub mod jobs;
 pub mod llm;
+pub mod pii;
 pub mod queue;
 pub mod store;
 pub mod tools;

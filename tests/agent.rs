@@ -4,7 +4,7 @@
 
 mod common;
 
-use agentd::agent::{RunError, RunSpec};
+use agentd::agent::{LoopSettings, RunError, RunSpec};
 use agentd::app::App;
 use agentd::catalog::PolicyDecision;
 use agentd::clock::{Clock, ManualClock, SharedClock};
@@ -67,8 +67,43 @@ fn spec(app: &App, f: &Fixture, job_id: i64) -> RunSpec {
         format!("Document {}", f.doc),
     );
     r.document_id = Some(f.doc);
+    // These tests exercise the bare loop: no goal, the request shape and tool list of before.
+    r.settings = LoopSettings {
+        compact: false,
+        goals: false,
+        ..LoopSettings::default()
+    };
+    r.policy.allow = LEGACY_TOOLS.iter().map(|t| t.to_string()).collect();
     r
 }
+
+/// auto_create's tool list before issue 11 (the job file now offers fewer).
+const LEGACY_TOOLS: [&str; 24] = [
+    "get_document",
+    "get_ocr_text",
+    "list_documents",
+    "update_document",
+    "get_schema",
+    "list_schemas",
+    "validate_schema",
+    "create_schema",
+    "update_schema",
+    "get_prompt",
+    "list_prompts",
+    "create_prompt",
+    "update_prompt",
+    "list_tags",
+    "create_tag",
+    "get_extraction_result",
+    "run_extraction",
+    "update_extraction_field",
+    "help_schemas",
+    "help_prompts",
+    "delete_document",
+    "delete_schema",
+    "delete_prompt",
+    "delete_tag",
+];
 
 async fn audit(f: &Fixture, run: Uuid) -> Vec<runs::AuditRow> {
     runs::audit_for_run(&f.db.pool, run).await.unwrap()
@@ -263,7 +298,10 @@ async fn round_cap_forces_a_final_summary_without_tools() {
     let reqs = p.requests.lock().unwrap().clone();
     assert_eq!(reqs.len(), 3);
     assert_eq!(reqs[2].tool_choice, ToolChoice::None);
-    assert!(reqs[2].tools.is_empty());
+    assert_eq!(
+        reqs[2].tools, reqs[1].tools,
+        "the tools stay in the summary request so servers accept the history"
+    );
     let caps: Vec<_> = audit(&f, out.run_id)
         .await
         .into_iter()
@@ -276,15 +314,19 @@ async fn round_cap_forces_a_final_summary_without_tools() {
 #[tokio::test]
 async fn tool_call_cap_stops_extra_calls() {
     let f = fixture().await;
-    let p = Arc::new(ScriptedProvider::new(vec![Turn::Tools(vec![
-        ("a".into(), "list_tags".into(), "{}".into()),
-        ("b".into(), "list_tags".into(), "{}".into()),
-        (
-            "c".into(),
-            "create_tag".into(),
-            r##"{"name":"n","color":"#000000"}"##.into(),
-        ),
-    ])]));
+    let p = Arc::new(ScriptedProvider::new(vec![
+        Turn::Tools(vec![
+            ("a".into(), "list_tags".into(), "{}".into()),
+            ("b".into(), "list_tags".into(), "{}".into()),
+            (
+                "c".into(),
+                "create_tag".into(),
+                r##"{"name":"n","color":"#000000"}"##.into(),
+            ),
+        ])
+        .clone(),
+        Turn::text("listed the tags"),
+    ]));
     let app = app_with(&f, p.clone());
     let mut s = spec(&app, &f, 1);
     s.caps.max_tool_calls = 2;
@@ -301,17 +343,22 @@ async fn tool_call_cap_stops_extra_calls() {
         0,
         "the third call did not run"
     );
+    assert_eq!(out.final_text.as_deref(), Some("listed the tags"));
+    assert_eq!(
+        p.requests.lock().unwrap()[1].tool_choice,
+        ToolChoice::None,
+        "the cap ends with a forced summary"
+    );
     p.assert_complete();
 }
 
 #[tokio::test]
 async fn token_cap_stops_before_the_next_call() {
     let f = fixture().await;
-    let p = Arc::new(ScriptedProvider::new(vec![Turn::tool(
-        "a",
-        "list_tags",
-        json!({}),
-    )]));
+    let p = Arc::new(ScriptedProvider::new(vec![
+        Turn::tool("a", "list_tags", json!({})),
+        Turn::text("no tags yet"),
+    ]));
     let app = app_with(&f, p.clone());
     let mut s = spec(&app, &f, 1);
     s.caps.max_tokens = 100;
@@ -324,7 +371,9 @@ async fn token_cap_stops_before_the_next_call() {
         (out.status.as_str(), out.stop_reason.as_deref()),
         ("capped", Some("max_tokens"))
     );
-    assert_eq!(p.calls(), 1);
+    assert_eq!(p.calls(), 2, "one tool round, then only the forced summary");
+    assert_eq!(p.requests.lock().unwrap()[1].tool_choice, ToolChoice::None);
+    assert_eq!(out.final_text.as_deref(), Some("no tags yet"));
 }
 
 #[tokio::test]
@@ -346,7 +395,7 @@ async fn deadline_is_measured_from_the_run_start_across_a_resume() {
         .unwrap_err();
     assert!(matches!(err, RunError::Provider(_)) && err.is_retryable());
     f.clock.advance(chrono::Duration::seconds(121));
-    let p2 = Arc::new(ScriptedProvider::new(vec![]));
+    let p2 = Arc::new(ScriptedProvider::new(vec![Turn::text("out of time")]));
     let app = app_with(&f, p2.clone());
     let out = app
         .engine(app.spec("auto_create"))
@@ -354,7 +403,8 @@ async fn deadline_is_measured_from_the_run_start_across_a_resume() {
         .await
         .unwrap();
     assert_eq!(out.stop_reason.as_deref(), Some("deadline"));
-    assert_eq!(p2.calls(), 0, "no provider call after the deadline");
+    assert_eq!(p2.calls(), 1, "after the deadline only the forced summary");
+    assert_eq!(p2.requests.lock().unwrap()[0].tool_choice, ToolChoice::None);
 }
 
 #[tokio::test]

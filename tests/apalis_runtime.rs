@@ -445,6 +445,7 @@ async fn heartbeat_keeps_a_long_job_leased() {
         clock: Arc::new(SystemClock),
         interval: Duration::from_secs(1),
         batch: 100,
+        backoff: Default::default(),
     };
     // For 5 s (two and a half lease lengths) the rescuer finds nothing to rescue.
     let mut rescued = 0;

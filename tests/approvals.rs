@@ -414,6 +414,10 @@ async fn a_proposal_that_relies_on_the_runs_document_can_be_approved() {
     );
     rs.document_id = Some(doc);
     rs.policy.write = PolicyDecision::Propose;
+    // The run only proposes; no nudge toward auto_create's goal. auto_create no longer offers
+    // update_document (each kind offers what its job needs): allow it here.
+    rs.settings.max_nudges = 0;
+    rs.policy.allow.push("update_document".into());
     app.engine(spec)
         .run(&rs, &CancellationToken::new())
         .await

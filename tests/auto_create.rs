@@ -465,7 +465,8 @@ async fn hostile_document_text_cannot_reach_another_org_or_destroy_anything() {
         "the other org's document is untouched"
     );
     let audit: Vec<(String, String, bool, Value)> = sqlx::query_as(
-        "SELECT tool, decision, is_error, outcome FROM audit_events WHERE org_id = $1 ORDER BY id",
+        // Tool calls only (the loop's own rows, e.g. a nudge, have no call id).
+        "SELECT tool, decision, is_error, outcome FROM audit_events WHERE org_id = $1 AND call_id IS NOT NULL ORDER BY id",
     )
     .bind(attacker)
     .fetch_all(&db.pool)
@@ -477,9 +478,10 @@ async fn hostile_document_text_cannot_reach_another_org_or_destroy_anything() {
         "reading another org's id is 'not found': {:?}",
         audit[0]
     );
+    // Destructive tools are not in auto_create's tool list (issue 11): unknown to this job.
     assert_eq!(
-        (audit[1].0.as_str(), audit[1].1.as_str()),
-        ("delete_document", "denied")
+        (audit[1].0.as_str(), audit[1].1.as_str(), audit[1].2),
+        ("delete_document", "error", true)
     );
     assert!(audit[2].2, "updating another org's document fails");
     let listed = audit[3].3.to_string();
@@ -523,7 +525,8 @@ async fn no_text_is_skipped_and_a_second_enqueue_is_a_no_op_unless_forced() {
         1,
         "no run for the empty document"
     );
-    // The same unique key: skipped at enqueue.
+    // The same unique key: the finished job no longer binds it (issue 12), and the handler
+    // sees the proposal and does nothing.
     let again = enqueue(
         &db.pool,
         &NewJob::new("auto_create", json!({"org_id": org, "document_id": doc}))
@@ -531,7 +534,7 @@ async fn no_text_is_skipped_and_a_second_enqueue_is_a_no_op_unless_forced() {
     )
     .await
     .unwrap();
-    assert!(again.is_none());
+    assert!(again.is_some(), "a finished job does not bind its key");
     // Another key but no force: the handler sees the proposal and does nothing.
     enqueue(
         &db.pool,

@@ -71,7 +71,8 @@ impl Fixture {
             "proactive_suggestion",
             json!({"org_id": self.org, "night": night}),
         )
-        .unique_key(key);
+        .unique_key(key)
+        .unique_until_purged();
         queue::enqueue(&self.db.pool, &job)
             .await
             .unwrap()
@@ -188,7 +189,8 @@ async fn the_nightly_job_writes_deduplicated_suggestions_and_audits_every_call()
         "proactive_suggestion",
         json!({"org_id": f.org, "night": night()}),
     )
-    .unique_key(key);
+    .unique_key(key)
+    .unique_until_purged();
     assert_eq!(queue::enqueue(&f.db.pool, &dup).await.unwrap(), None);
     let second = f.enqueue(night(), "again").await;
     wait_until(60, "the second nightly job succeeded", || async {

@@ -824,6 +824,7 @@ async fn a_killed_workers_job_is_rerun_after_its_lease() {
         clock: Arc::new(SystemClock),
         interval: Duration::from_secs(1),
         batch: 100,
+        backoff: Default::default(),
     };
     assert_eq!(rescuer.run_once().await.unwrap().requeued, 1);
     let h = recorder("ok");
@@ -888,6 +889,7 @@ async fn heartbeat_keeps_a_long_job_leased() {
         clock: Arc::new(SystemClock),
         interval: Duration::from_secs(1),
         batch: 100,
+        backoff: Default::default(),
     };
     // For 6 s (three lease lengths) the rescuer finds nothing to rescue.
     let mut rescued = 0;

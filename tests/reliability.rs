@@ -124,9 +124,9 @@ async fn expire_leases(db: &TestDb, locked_by_pid: Option<u32>) {
 
 #[tokio::test]
 async fn a_worker_killed_mid_run_is_resumed_without_duplicates() {
-    // Kill points: while provider call 2 is in flight, right after the third tool's commit,
-    // and while the final summary call is in flight.
-    for kill_after_results in [1_i64, 3, 4] {
+    // Kill points: while provider call 2 is in flight, right after the second tool's commit,
+    // and while the final summary call is in flight (the offline flow makes three tool calls).
+    for kill_after_results in [1_i64, 2, 3] {
         let db = TestDb::new().await;
         let app = app(&db);
         let org = agentd::store::orgs::ensure(&db.pool, "acme")
@@ -178,15 +178,15 @@ async fn a_worker_killed_mid_run_is_resumed_without_duplicates() {
                 "kill after {kill_after_results}: one row in {table}"
             );
         }
-        // The offline flow is 5 provider calls and 4 tool calls; a repeated completed call
-        // would leave an extra checkpoint.
+        // The offline flow is 4 provider calls and 3 tool calls (the document excerpt is in the
+        // first message); a repeated completed call would leave an extra checkpoint.
         assert_eq!(
             count(
                 &db,
                 "SELECT count(*) FROM agent_steps WHERE kind = 'llm_response'"
             )
             .await,
-            5
+            4
         );
         assert_eq!(
             count(
@@ -194,9 +194,9 @@ async fn a_worker_killed_mid_run_is_resumed_without_duplicates() {
                 "SELECT count(*) FROM agent_steps WHERE kind = 'tool_result'"
             )
             .await,
-            4
+            3
         );
-        assert_eq!(count(&db, "SELECT count(*) FROM audit_events").await, 4);
+        assert_eq!(count(&db, "SELECT count(*) FROM audit_events").await, 3);
         assert_audit_integrity(&db).await;
         let (state, attempt): (String, i32) =
             sqlx::query_as("SELECT state, attempt FROM agentd_jobs")
@@ -579,9 +579,14 @@ async fn a_model_repeating_one_call_forever_is_stopped_by_its_caps() {
             .fetch_one(&db.pool)
             .await
             .unwrap();
-    assert_eq!((status.as_str(), reason.as_str()), ("capped", "max_rounds"));
-    assert_eq!(rounds, 11, "10 rounds and the forced summary");
-    assert_eq!(p.calls(), 11);
+    // The repeat guard refuses the identical calls; max_repeats (3) ends the run long before
+    // the round cap: the first call, three refused repeats, then the forced summary.
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("capped", "max_repeats")
+    );
+    assert_eq!(rounds, 5, "4 rounds and the forced summary");
+    assert_eq!(p.calls(), 5);
 }
 
 #[tokio::test]

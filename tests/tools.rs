@@ -196,6 +196,7 @@ fn tool_ctx<'c>(c: &Ctx, tx: &'c mut sqlx::Transaction<'static, sqlx::Postgres>)
         document_id: c.document_id,
         night: c.night,
         max_suggestions: c.max_suggestions,
+        subject: Default::default(),
     }
 }
 
@@ -1193,7 +1194,8 @@ async fn run_extraction_calls_the_model_and_stores_a_proposed_result() {
     assert_eq!(g["extraction"]["extraction_id"], v["extraction_id"]);
     assert_eq!(g["extraction"]["result"]["number"], "A-1");
 
-    // An explicit prompt with its own model.
+    // An explicit prompt naming a model: run_extraction still uses the configured extraction
+    // model (the agent cannot choose it).
     let provider2 = Arc::new(ScriptedProvider::new(vec![Turn::text(
         "{\"number\": \"A-1\", \"total\": 13}",
     )]));
@@ -1215,7 +1217,7 @@ async fn run_extraction_calls_the_model_and_stores_a_proposed_result() {
         )
         .await;
     assert_eq!(v2["result"]["total"], 13);
-    assert_eq!(provider2.requests.lock().unwrap()[0].model, "special");
+    assert_eq!(provider2.requests.lock().unwrap()[0].model, "test-model");
     let g = w
         .ok(&c, "get_extraction_result", json!({"document_id": w.doc_a}))
         .await;

@@ -4,13 +4,22 @@
 //! the tool's side effects and its audit row, so a crashed run resumes from its last checkpoint
 //! without repeating a provider call or re-executing a tool.
 
+pub mod budget;
+mod context;
+pub mod goals;
+mod guard;
+mod model_step;
 pub mod policy;
+mod round;
+pub mod settings;
 mod step;
+mod summary;
 pub mod transcript;
 
 use crate::approvals::ToolEnv;
 use crate::clock::SharedClock;
-use crate::llm::{CompletionRequest, LlmError, Message, Role, ToolChoice};
+use crate::llm::LlmError;
+use crate::store::budget::Reservation;
 use crate::store::runs::{self, NewRun, RunRow};
 use chrono::NaiveDate;
 use serde::Serialize;
@@ -23,6 +32,7 @@ use transcript::Transcript;
 use uuid::Uuid;
 
 pub use policy::Policy;
+pub use settings::LoopSettings;
 
 /// Limits of one run.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +57,10 @@ pub enum StopReason {
     MaxRefinements,
     /// The org's monthly token budget is used up.
     Budget,
+    /// The model kept answering in prose before the goal was met, after every nudge.
+    MaxNudges,
+    /// The model kept repeating identical calls.
+    MaxRepeats,
 }
 
 impl StopReason {
@@ -60,7 +74,26 @@ impl StopReason {
             StopReason::Deadline => "deadline",
             StopReason::MaxRefinements => "max_refinements",
             StopReason::Budget => "budget",
+            StopReason::MaxNudges => "max_nudges",
+            StopReason::MaxRepeats => "max_repeats",
         }
+    }
+
+    /// The reason stored as `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        [
+            StopReason::Completed,
+            StopReason::MaxRounds,
+            StopReason::MaxToolCalls,
+            StopReason::MaxTokens,
+            StopReason::Deadline,
+            StopReason::MaxRefinements,
+            StopReason::Budget,
+            StopReason::MaxNudges,
+            StopReason::MaxRepeats,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == name)
     }
 }
 
@@ -84,6 +117,8 @@ pub struct RunSpec {
     pub max_suggestions: Option<u32>,
     /// For re-proposals: `(chain_id, depth)` given to the approvals this run proposes.
     pub chain: Option<(Uuid, i32)>,
+    /// Nudges, repeat guard, guided mode, tool_choice and sizes.
+    pub settings: LoopSettings,
 }
 
 /// How a run ended.
@@ -124,6 +159,8 @@ pub enum RunError {
     Db(#[from] sqlx::Error),
     #[error("cancelled (lease lost or shutting down); the run resumes from its last checkpoint")]
     Cancelled,
+    #[error(transparent)]
+    Checkpoint(#[from] transcript::CheckpointError),
 }
 
 impl RunError {
@@ -132,6 +169,7 @@ impl RunError {
         match self {
             RunError::Provider(e) => e.retryable,
             RunError::Db(_) | RunError::Cancelled => true,
+            RunError::Checkpoint(_) => false,
         }
     }
 }
@@ -142,6 +180,33 @@ pub struct Engine {
     pub pool: PgPool,
     pub clock: SharedClock,
     pub env: ToolEnv,
+    /// The redaction boundary every provider call of a run goes through.
+    pub pii: crate::pii::PiiSettings,
+}
+
+/// The first cap `t` has reached, if any.
+fn cap_reached(
+    spec: &RunSpec,
+    t: &Transcript,
+    tokens: u64,
+    past_deadline: bool,
+) -> Option<StopReason> {
+    let c = &spec.caps;
+    if t.refinements > c.max_refinements {
+        Some(StopReason::MaxRefinements)
+    } else if past_deadline {
+        Some(StopReason::Deadline)
+    } else if tokens >= c.max_tokens {
+        Some(StopReason::MaxTokens)
+    } else if t.tool_calls >= c.max_tool_calls {
+        Some(StopReason::MaxToolCalls)
+    } else if spec.settings.max_repeats > 0 && t.repeats >= spec.settings.max_repeats {
+        Some(StopReason::MaxRepeats)
+    } else if t.rounds >= c.max_rounds {
+        Some(StopReason::MaxRounds)
+    } else {
+        None
+    }
 }
 
 impl Engine {
@@ -156,7 +221,12 @@ impl Engine {
             return Ok(RunOutcome::from_row(&run));
         }
         let span = info_span!("agent.run", run_id = %run.id, kind = %spec.kind);
-        self.drive(spec, run, cancel).instrument(span).await
+        // Every provider call of this run (the loop's and run_extraction's) is redacted.
+        let mut engine = self.clone();
+        engine.env.provider = (self.pii)
+            .provider_for_run(&self.pool, spec.org_id, run.id, self.env.provider.clone())
+            .await?;
+        engine.drive(spec, run, cancel).instrument(span).await
     }
 
     /// Marks a run failed (the job gave up), keeping what it did.
@@ -210,121 +280,215 @@ impl Engine {
         let deadline =
             run.started_at + chrono::Duration::from_std(spec.caps.deadline).unwrap_or_default();
         let tools = self.env.registry.specs(&spec.policy.allow);
+        let first_message = match spec.settings.compact {
+            true => match context::document_intro(self, spec).await? {
+                Some(intro) => format!("{}\n\n{intro}", spec.first_message),
+                None => spec.first_message.clone(),
+            },
+            false => spec.first_message.clone(),
+        };
         loop {
             if cancel.is_cancelled() {
                 return Err(RunError::Cancelled);
             }
-            let steps = runs::steps(&self.pool, run.id).await?;
-            let t = Transcript::from_steps(&steps);
+            let steps = crate::store::agent_loop::steps_and_marks(&self.pool, run.id).await?;
+            let mut t = Transcript::from_steps(&steps)?;
             let current = runs::get_run(&self.pool, run.id)
                 .await?
                 .ok_or(sqlx::Error::RowNotFound)?;
             let tokens = (current.input_tokens + current.output_tokens) as u64;
+            let goal = goals::state(&self.pool, spec, run.id).await?;
 
-            if !t.pending.is_empty() {
-                for (i, call) in t.pending.iter().enumerate() {
-                    if cancel.is_cancelled() {
-                        return Err(RunError::Cancelled);
-                    }
-                    let over_calls = t.tool_calls + i as u32 >= spec.caps.max_tool_calls;
-                    step::execute_call(
-                        self,
-                        spec,
-                        run.id,
-                        t.next_seq + i as i32,
-                        call,
-                        &t,
-                        over_calls,
-                    )
-                    .instrument(info_span!("tool", name = %call.1, call_id = %call.0))
+            if let Some(call) = t.pending.first().cloned() {
+                self.run_call(spec, run.id, &t, &call, goal.as_ref())
                     .await?;
-                }
                 continue;
             }
+            let recorded = t.cap.as_deref().and_then(StopReason::parse);
             if t.summary_done {
-                return self
-                    .finish(
-                        run.id,
-                        "capped",
-                        StopReason::MaxRounds,
-                        t.final_text.as_deref(),
-                    )
-                    .await;
+                let reason = recorded.unwrap_or(StopReason::MaxRounds);
+                let text = summary::final_text(t.final_text.as_deref(), &t, goal.as_ref(), reason);
+                return self.finish(run.id, "capped", reason, Some(&text)).await;
             }
-            if let Some(text) = &t.final_text {
-                return self
-                    .finish(run.id, "succeeded", StopReason::Completed, Some(text))
-                    .await;
-            }
-            if t.refinements > spec.caps.max_refinements {
-                return self
-                    .finish(run.id, "capped", StopReason::MaxRefinements, None)
-                    .await;
+            if let Some(text) = t.final_text.clone()
+                && recorded.is_none()
+            {
+                match &goal {
+                    Some(g) if !g.met() && t.nudges < spec.settings.max_nudges => {
+                        self.nudge(spec, run.id, t.next_seq, g).await?;
+                        continue;
+                    }
+                    Some(g) if !g.met() => {
+                        return self
+                            .finish(run.id, "capped", StopReason::MaxNudges, Some(&text))
+                            .await;
+                    }
+                    _ => {
+                        return self
+                            .finish(run.id, "succeeded", StopReason::Completed, Some(&text))
+                            .await;
+                    }
+                }
             }
             let now = self.clock.now();
-            let capped = if now >= deadline {
-                Some(StopReason::Deadline)
-            } else if tokens >= spec.caps.max_tokens {
-                Some(StopReason::MaxTokens)
-            } else if t.tool_calls >= spec.caps.max_tool_calls {
-                Some(StopReason::MaxToolCalls)
-            } else {
-                None
-            };
-            if let Some(reason) = capped {
-                return self.finish(run.id, "capped", reason, None).await;
-            }
+            let capped = recorded.or_else(|| cap_reached(spec, &t, tokens, now >= deadline));
             if let Some(b) = runs::budget(&self.pool, spec.org_id, now).await?
                 && b.tokens_used >= b.monthly_limit
             {
                 warn!(org_id = %spec.org_id, used = b.tokens_used, limit = b.monthly_limit, "org budget exhausted; provider call refused");
+                let reason = capped.unwrap_or(StopReason::Budget);
+                let text = summary::final_text(None, &t, goal.as_ref(), reason);
+                return self.finish(run.id, "capped", reason, Some(&text)).await;
+            }
+            if let Some(reason) = capped
+                && recorded.is_none()
+            {
+                // Recorded first, so a resumed run makes the same forced summary.
+                self.record_cap(run.id, t.next_seq, reason).await?;
+                continue;
+            }
+            let mut req = round::build(
+                self,
+                spec,
+                &first_message,
+                &mut t,
+                &tools,
+                goal.as_ref(),
+                capped,
+            );
+            if let Err(msg) = context::fit(&mut req, spec.settings.context_window_tokens) {
+                return Err(round::provider_error(LlmError::new(
+                    self.env.provider.name(),
+                    msg,
+                    false,
+                )));
+            }
+            // Reserve the call's estimate against the org budget; settled at the checkpoint.
+            let reservation = budget::reserve(&self.pool, spec.org_id, &req, now).await?;
+            if matches!(reservation, Reservation::Refused { .. }) {
+                let text = summary::final_text(None, &t, goal.as_ref(), StopReason::Budget);
                 return self
-                    .finish(run.id, "capped", StopReason::Budget, None)
+                    .finish(run.id, "capped", StopReason::Budget, Some(&text))
                     .await;
             }
-            // The round cap: one last call without tools so the run ends with a summary.
-            let summary = t.rounds >= spec.caps.max_rounds;
-            let mut messages = vec![
-                Message::text(Role::System, &spec.system_prompt),
-                Message::text(Role::User, &spec.first_message),
-            ];
-            messages.extend(t.messages.iter().cloned());
-            if summary {
-                messages.push(Message::text(
-                    Role::User,
-                    "The round limit is reached. Do not call tools; summarise what you did and what is left.",
-                ));
-            }
-            let req = CompletionRequest {
-                model: spec.model.clone(),
-                messages,
-                tools: if summary { Vec::new() } else { tools.clone() },
-                tool_choice: if summary {
-                    ToolChoice::None
-                } else {
-                    ToolChoice::Auto
-                },
-                max_tokens: Some(4096),
-                response_format: None,
+            // Raced with the token: a lost lease or a cancel stops the call (issue 12, item 5).
+            let resp = tokio::select! {
+                r = round::call(self, spec, run.id, t.rounds, req) => r,
+                _ = cancel.cancelled() => {
+                    budget::release(&self.pool, &reservation).await;
+                    return Err(RunError::Cancelled);
+                }
             };
-            let span = info_span!("agent.round", n = t.rounds + 1);
-            let resp = async { self.env.provider.complete(req).await }
-                .instrument(span)
-                .await
-                .map_err(|e| {
-                    metrics::counter!("agentd_provider_errors_total", "provider" => e.provider.clone(), "retryable" => e.retryable.to_string()).increment(1);
-                    RunError::Provider(e)
-                })?;
-            let mut resp = resp;
-            if summary {
-                // tool_choice none: a server that still sends calls gets them dropped.
-                resp.message
-                    .content
-                    .retain(|b| matches!(b, crate::llm::Block::Text { .. }));
+            if resp.is_err() {
+                budget::release(&self.pool, &reservation).await;
             }
-            step::checkpoint_response(self, spec, run.id, t.next_seq, t.rounds, resp, summary)
-                .await?;
+            let resp = match resp {
+                Ok(r) => r,
+                Err(e) if capped.is_some() => {
+                    // The summary is a courtesy: the run ends with one built from its records.
+                    warn!(error = %e, "the forced summary failed; using the run's records");
+                    let reason = capped.expect("checked");
+                    let text = summary::final_text(None, &t, goal.as_ref(), reason);
+                    return self.finish(run.id, "capped", reason, Some(&text)).await;
+                }
+                Err(e) => return Err(round::provider_error(e)),
+            };
+            let mut resp = resp;
+            if capped.is_some() {
+                round::text_only(&mut resp);
+            }
+            step::checkpoint_response(
+                self,
+                spec,
+                run.id,
+                (t.next_seq, t.rounds),
+                resp,
+                capped.is_some(),
+                &reservation,
+            )
+            .await?;
         }
+    }
+
+    /// Runs (or refuses) one pending call: repaired arguments, the repeat guard, then the
+    /// tool step.
+    async fn run_call(
+        &self,
+        spec: &RunSpec,
+        run_id: Uuid,
+        t: &Transcript,
+        call: &(String, String, String),
+        goal: Option<&goals::GoalState>,
+    ) -> Result<(), RunError> {
+        let registry = &self.env.registry;
+        let (fixed, _notes) = guard::repaired(registry, call);
+        if spec.settings.compact
+            && let Some(earlier) = guard::repeat_of(t, registry, &fixed.1, &fixed.2)
+        {
+            let next = goal
+                .map(|g| g.next_step())
+                .unwrap_or_else(|| "use the earlier result, or answer".into());
+            return guard::refuse(self, spec, run_id, t.next_seq, &fixed, earlier, &next).await;
+        }
+        let over_calls = t.tool_calls >= spec.caps.max_tool_calls;
+        step::execute_call(self, spec, run_id, t.next_seq, &fixed, t, over_calls)
+            .instrument(info_span!("tool", name = %call.1, call_id = %call.0))
+            .await
+    }
+
+    /// Checkpoints a nudge (a user message naming what is missing) with its audit row.
+    async fn nudge(
+        &self,
+        spec: &RunSpec,
+        run_id: Uuid,
+        seq: i32,
+        goal: &goals::GoalState,
+    ) -> Result<(), RunError> {
+        let text = goal.nudge();
+        let missing: Vec<&str> = goal.missing.iter().map(|p| p.noun()).collect();
+        let now = self.clock.now();
+        let mut tx = self.pool.begin().await?;
+        let payload = json!({"text": text, "missing": missing});
+        crate::store::agent_loop::insert_mark(&mut tx, run_id, seq, "nudge", &payload, now).await?;
+        runs::insert_audit(
+            &mut *tx,
+            &runs::NewAudit {
+                org_id: spec.org_id,
+                run_id: Some(run_id),
+                call_id: None,
+                actor: &format!("agent:{}", spec.kind),
+                tool: "nudge",
+                category: "loop",
+                decision: "nudged",
+                args: None,
+                outcome: Some(&payload),
+                is_error: false,
+                duration_ms: 0,
+                tokens: 0,
+                now,
+            },
+        )
+        .await?;
+        tx.commit().await?;
+        metrics::counter!("agentd_agent_nudges_total", "kind" => spec.kind.clone()).increment(1);
+        Ok(())
+    }
+
+    /// Checkpoints the cap that ends the run (the forced summary follows).
+    async fn record_cap(&self, run_id: Uuid, seq: i32, reason: StopReason) -> Result<(), RunError> {
+        let mut tx = self.pool.begin().await?;
+        let payload = json!({"reason": reason.as_str()});
+        crate::store::agent_loop::insert_mark(
+            &mut tx,
+            run_id,
+            seq,
+            "cap",
+            &payload,
+            self.clock.now(),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn finish(

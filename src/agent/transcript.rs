@@ -6,6 +6,19 @@ use crate::store::runs::StepRow;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 
+/// The checkpoint format this build writes (the `v` field of every step's payload; see
+/// `store::runs::insert_step`). Steps without `v` predate versioning and read as version 1.
+pub const CHECKPOINT_VERSION: u64 = 1;
+
+/// A checkpoint this build cannot read: the run fails with this instead of a panic.
+#[derive(Debug, thiserror::Error)]
+#[error("checkpoint {seq} ({kind}) of this run cannot be resumed: {reason}")]
+pub struct CheckpointError {
+    pub seq: i32,
+    pub kind: String,
+    pub reason: String,
+}
+
 /// A tool result as checkpointed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ToolResultStep {
@@ -39,6 +52,29 @@ pub struct Transcript {
     pub refinements: u32,
     /// A forced final summary (tool_choice none) was already made.
     pub summary_done: bool,
+    /// The cap that ended the run, once recorded (a `cap` step): the summary follows it.
+    pub cap: Option<String>,
+    /// Nudges sent (prose answers before the goal was met).
+    pub nudges: u32,
+    /// Calls refused as repeats of an earlier identical call.
+    pub repeats: u32,
+    /// Every answered call, in order (repeat guard, compaction, fallback summary).
+    pub history: Vec<CallRecord>,
+}
+
+/// One answered tool call.
+#[derive(Debug, Clone)]
+pub struct CallRecord {
+    pub call_id: String,
+    pub tool: String,
+    /// The arguments as the model sent them.
+    pub raw_args: String,
+    pub is_error: bool,
+    pub decision: String,
+    /// What the model was shown.
+    pub content: String,
+    /// Index of the round (provider response) that asked for it, from 0.
+    pub round: u32,
 }
 
 /// Tools whose successful calls are refinements of an earlier proposal.
@@ -52,17 +88,32 @@ pub fn is_refinement(tool: &str, earlier_successes: u32) -> bool {
 
 impl Transcript {
     /// Rebuilds from checkpoints in order.
-    pub fn from_steps(steps: &[StepRow]) -> Self {
+    pub fn from_steps(steps: &[StepRow]) -> Result<Self, CheckpointError> {
         let mut t = Transcript::default();
         let mut answered = HashSet::new();
         let mut last_calls: Vec<(String, String, String)> = Vec::new();
+        let mut args_of: HashMap<String, (String, u32)> = HashMap::new();
         for s in steps {
             t.next_seq = s.seq + 1;
+            let bad = |reason: String| CheckpointError {
+                seq: s.seq,
+                kind: s.kind.clone(),
+                reason,
+            };
+            match s.payload.get("v") {
+                None => {}
+                Some(v) if v.as_u64() == Some(CHECKPOINT_VERSION) => {}
+                Some(v) => {
+                    return Err(bad(format!(
+                        "format version {v}, this build reads version {CHECKPOINT_VERSION} (written by another agentd version?)"
+                    )));
+                }
+            }
             match s.kind.as_str() {
                 "llm_response" => {
                     let resp: CompletionResponse =
                         serde_json::from_value(s.payload["response"].clone())
-                            .expect("checkpointed responses deserialize");
+                            .map_err(|e| bad(format!("malformed response: {e}")))?;
                     if s.payload["summary"].as_bool() == Some(true) {
                         t.summary_done = true;
                     }
@@ -73,14 +124,30 @@ impl Transcript {
                         .into_iter()
                         .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
                         .collect();
+                    for (id, _, raw) in &last_calls {
+                        args_of.insert(id.clone(), (raw.clone(), t.rounds - 1));
+                    }
                     t.final_text = last_calls.is_empty().then(|| resp.message.joined_text());
                     t.messages.push(resp.message);
                 }
                 "tool_result" => {
                     let r: ToolResultStep = serde_json::from_value(s.payload.clone())
-                        .expect("checkpointed tool results deserialize");
+                        .map_err(|e| bad(format!("malformed tool result: {e}")))?;
                     t.tool_calls += 1;
                     answered.insert(r.call_id.clone());
+                    if r.decision == "repeated" {
+                        t.repeats += 1;
+                    }
+                    let (raw_args, round) = args_of.get(&r.call_id).cloned().unwrap_or_default();
+                    t.history.push(CallRecord {
+                        call_id: r.call_id.clone(),
+                        tool: r.tool.clone(),
+                        raw_args,
+                        is_error: r.is_error,
+                        decision: r.decision.clone(),
+                        content: r.content.clone(),
+                        round,
+                    });
                     if !r.is_error && r.decision == "auto_approved" {
                         let n = t.successes.entry(r.tool.clone()).or_default();
                         if is_refinement(&r.tool, *n) {
@@ -97,6 +164,15 @@ impl Transcript {
                         }],
                     });
                 }
+                "nudge" => {
+                    t.nudges += 1;
+                    t.final_text = None;
+                    let text = s.payload["text"].as_str().unwrap_or_default();
+                    t.messages.push(Message::text(Role::User, text));
+                }
+                "cap" => {
+                    t.cap = s.payload["reason"].as_str().map(str::to_string);
+                }
                 _ => {}
             }
         }
@@ -104,6 +180,6 @@ impl Transcript {
             .into_iter()
             .filter(|(id, _, _)| !answered.contains(id))
             .collect();
-        t
+        Ok(t)
     }
 }

@@ -4,6 +4,8 @@
 //! locked: changed data → `stale`, nothing executed. States:
 //! `pending → executed | rejected | expired | stale | failed`.
 
+pub mod follow_up;
+mod model_decide;
 pub mod sweep;
 
 use crate::clock::SharedClock;
@@ -18,6 +20,7 @@ use sqlx::{PgConnection, PgPool};
 use std::sync::Arc;
 use uuid::Uuid;
 
+pub use follow_up::propose_follow_up;
 pub use sweep::{SweepReport, Sweeper};
 
 /// What tools need besides the connection: shared by the loop, decisions and the sweep.
@@ -27,6 +30,10 @@ pub struct ToolEnv {
     pub provider: SharedProvider,
     pub model: String,
     pub excerpt_chars: usize,
+    /// The kind's rules for calls outside a run's subject.
+    pub subject_policy: crate::tools::scope::SubjectPolicy,
+    /// Paid-for failed answers of a tool's own model call (run_extraction) allowed per run.
+    pub max_failed_extractions: u32,
 }
 
 impl ToolEnv {
@@ -51,6 +58,7 @@ impl ToolEnv {
             document_id: None,
             night: None,
             max_suggestions: None,
+            subject: Default::default(),
         }
     }
 }
@@ -161,11 +169,19 @@ pub enum DecideError {
     UnknownTool(Uuid, String),
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
+    /// The org's monthly token budget cannot hold the model call the action needs; the
+    /// approval stays pending.
+    #[error(
+        "approval {0} needs a model call that the organisation's monthly token budget cannot hold (used {1} of {2}); it stays pending"
+    )]
+    Budget(Uuid, i64, i64),
 }
 
-/// Decides an approval in one transaction: lock; not pending → its current state (never runs
-/// twice); past `expires_at` → `expired`; snapshot changed → `stale` (what changed is
-/// reported); else execute through the registry as the approver → `executed` (or `failed`).
+/// Decides an approval: lock; not pending → its current state (never runs twice); past
+/// `expires_at` → `expired`; snapshot changed → `stale` (what changed is reported); else
+/// execute through the registry as the approver → `executed` (or `failed`). All in one
+/// transaction, except for a tool that calls a model (run_extraction): see [`model_decide`],
+/// which holds no transaction while the model answers.
 pub async fn decide(
     pool: &PgPool,
     clock: &SharedClock,
@@ -179,13 +195,6 @@ pub async fn decide(
     let row = store::lock(&mut tx, id, org_id)
         .await?
         .ok_or(DecideError::NotFound(id))?;
-    let unchanged = |row: &ApprovalRow| DecideOutcome {
-        approval_id: row.id,
-        status: row.status.clone(),
-        changed: false,
-        changes: None,
-        result: row.result.clone(),
-    };
     if row.status != "pending" {
         return Ok(unchanged(&row));
     }
@@ -211,17 +220,11 @@ pub async fn decide(
             .get(&row.tool)
             .cloned()
             .ok_or_else(|| DecideError::UnknownTool(id, row.tool.clone()))?;
-        let mut ctx = env.ctx(&mut tx, row.org_id, row.run_id, actor.clone(), now);
-        let current = match tool.snapshot(&mut ctx, &row.args).await {
-            Some(Ok(v)) => v,
-            Some(Err(ToolError::Db(e))) => return Err(e.into()),
-            Some(Err(e)) => json!({"error": e.to_string()}),
-            None => Value::Null,
-        };
-        if snapshot_hash(&row.tool, &row.args, &current) != row.snapshot_hash {
-            let changes = diff(&row.snapshot, &current);
+        if let Some(changes) = changed_snapshot(&mut tx, env, &row, &actor, now).await? {
             outcome.changes = Some(changes.clone());
             ("stale", "stale", Some(json!({"changes": changes})))
+        } else if tool.calls_model() {
+            return model_decide::approve(pool, clock, env, tx, row, tool.as_ref(), &actor).await;
         } else {
             sqlx::query("SAVEPOINT approval_exec")
                 .execute(&mut *tx)
@@ -241,21 +244,14 @@ pub async fn decide(
             }
         }
     };
-    store::set_decision(&mut tx, id, status, &actor, now, result.as_ref()).await?;
-    runs::insert_audit(
-        &mut *tx,
-        &NewAudit {
-            org_id: row.org_id,
-            run_id: row.run_id,
-            call_id: Some(&format!("approval:{id}")),
-            actor: &actor,
-            tool: &row.tool,
-            category: "approval",
+    record(
+        &mut tx,
+        &row,
+        Recorded {
+            status,
             decision: decision_name,
-            args: Some(&row.args),
-            outcome: result.as_ref(),
-            is_error: status == "failed",
-            duration_ms: 0,
+            actor: &actor,
+            result: result.as_ref(),
             tokens: 0,
             now,
         },
@@ -266,6 +262,83 @@ pub async fn decide(
     outcome.status = status.to_string();
     outcome.result = result;
     Ok(outcome)
+}
+
+/// The outcome of a call that found the approval already decided.
+fn unchanged(row: &ApprovalRow) -> DecideOutcome {
+    DecideOutcome {
+        approval_id: row.id,
+        status: row.status.clone(),
+        changed: false,
+        changes: None,
+        result: row.result.clone(),
+    }
+}
+
+/// Re-reads the approval's snapshot with its rows locked: `Some(changes)` when it differs
+/// from the stored one.
+async fn changed_snapshot(
+    conn: &mut PgConnection,
+    env: &ToolEnv,
+    row: &ApprovalRow,
+    actor: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Option<Value>, DecideError> {
+    let tool = env
+        .registry
+        .get(&row.tool)
+        .cloned()
+        .ok_or_else(|| DecideError::UnknownTool(row.id, row.tool.clone()))?;
+    let mut ctx = env.ctx(conn, row.org_id, row.run_id, actor.to_string(), now);
+    let current = match tool.snapshot(&mut ctx, &row.args).await {
+        Some(Ok(v)) => v,
+        Some(Err(ToolError::Db(e))) => return Err(e.into()),
+        Some(Err(e)) => json!({"error": e.to_string()}),
+        None => Value::Null,
+    };
+    if snapshot_hash(&row.tool, &row.args, &current) == row.snapshot_hash {
+        return Ok(None);
+    }
+    Ok(Some(diff(&row.snapshot, &current)))
+}
+
+/// What a decision records.
+struct Recorded<'a> {
+    status: &'a str,
+    decision: &'a str,
+    actor: &'a str,
+    result: Option<&'a Value>,
+    tokens: i64,
+    now: chrono::DateTime<chrono::Utc>,
+}
+
+/// Sets the approval's state and appends its audit row.
+async fn record(
+    conn: &mut PgConnection,
+    row: &ApprovalRow,
+    r: Recorded<'_>,
+) -> Result<(), sqlx::Error> {
+    store::set_decision(conn, row.id, r.status, r.actor, r.now, r.result).await?;
+    runs::insert_audit(
+        &mut *conn,
+        &NewAudit {
+            org_id: row.org_id,
+            run_id: row.run_id,
+            call_id: Some(&format!("approval:{}", row.id)),
+            actor: r.actor,
+            tool: &row.tool,
+            category: "approval",
+            decision: r.decision,
+            args: Some(&row.args),
+            outcome: r.result,
+            is_error: r.status == "failed",
+            duration_ms: 0,
+            tokens: r.tokens.min(i32::MAX as i64) as i32,
+            now: r.now,
+        },
+    )
+    .await?;
+    Ok(())
 }
 
 /// Top-level keys whose values differ: `{key: {before, after}}` (whole values when not objects).

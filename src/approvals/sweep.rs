@@ -154,6 +154,7 @@ impl Sweeper {
             .map(|r| {
                 NewJob::new("approval_expiry", json!({"repropose": r.id}))
                     .unique_key(format!("repropose:{}", r.id))
+                    .unique_until_purged()
                     .priority(self.repropose_priority)
                     .max_attempts(self.repropose_max_attempts)
             })

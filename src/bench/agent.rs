@@ -1,7 +1,10 @@
 //! Agent loop: per-step overhead with a trivial in-process provider and a cheap tool
 //! (`list_tags`), each step being a checkpointed provider response plus a tool call with its
 //! audit row and checkpoint, in their own transactions; and auto-create runs end to end with the
-//! offline provider through the queue.
+//! offline provider through the queue; and what a proposed document costs in model traffic,
+//! before and after issue 11 (`cost`).
+
+mod cost;
 
 use super::{Opts, Report, Row, Server, bench_app, median, percentile};
 use crate::agent::{Engine, Policy};
@@ -90,6 +93,7 @@ pub async fn run(
     opts: &Opts,
     report: &mut Report,
 ) -> anyhow::Result<()> {
+    cost::run(server, app, report).await?;
     steps(server, app, opts, report).await?;
     auto_create_e2e(server, app, opts, report).await
 }
@@ -118,9 +122,13 @@ async fn steps(server: &Server, app: &App, opts: &Opts, report: &mut Report) -> 
         pool: pool.clone(),
         clock: bapp.clock.clone(),
         env,
+        // The step-overhead figure measures the loop itself, without redaction.
+        pii: Default::default(),
     };
     let mut rs = bapp.run_spec(spec, org.id, String::new(), None, "Call list_tags.".into());
     rs.policy = Policy::from_spec(&["list_tags".to_string()], &spec.agent.policy);
+    // The bare step: the same call every round is the point here, not a repeat to refuse.
+    rs.settings.compact = false;
     rs.caps.max_rounds = rounds as u32 + 5;
     rs.caps.max_tool_calls = rounds as u32 + 5;
     rs.caps.max_tokens = u64::MAX / 4;

@@ -12,6 +12,7 @@ pub mod approvals;
 pub mod baseline;
 pub mod drain;
 pub mod queue;
+pub mod redact;
 pub mod runtime;
 
 use crate::app::App;
@@ -393,6 +394,7 @@ pub enum Part {
     Agent,
     Approvals,
     Memory,
+    Redact,
 }
 
 /// Runs `parts` in order into one report (a failing part becomes an error line).
@@ -413,6 +415,10 @@ pub async fn run(app: &App, opts: &Opts, parts: &[Part]) -> anyhow::Result<Repor
             Part::Latency => queue::latency(&server, app, opts, &mut report).await,
             Part::Pgbench => queue::pgbench(&server, app, &mut report, &ctx).await,
             Part::Agent => agent::run(&server, app, opts, &mut report).await,
+            Part::Redact => {
+                redact::run(opts.quick, &mut report);
+                Ok(())
+            }
             Part::Approvals => approvals::run(&server, app, opts, &mut report).await,
         };
         if let Err(e) = res {

@@ -34,6 +34,8 @@ pub enum BenchPart {
     Approvals(BenchOpts),
     /// Peak RSS after a drain at concurrency 32.
     Memory(BenchOpts),
+    /// Redaction of personal data: µs per KB, detector precision and recall.
+    Redact(BenchOpts),
 }
 
 /// Options shared by every part.
@@ -79,13 +81,16 @@ pub async fn run(app: &App, cmd: BenchCmd) -> anyhow::Result<()> {
     let (o, parts): (BenchOpts, Vec<Part>) = match cmd.part {
         BenchPart::All(o) => (
             o,
-            vec![Drain, Memory, Pgbench, Enqueue, Latency, Agent, Approvals],
+            vec![
+                Drain, Memory, Pgbench, Enqueue, Latency, Agent, Approvals, Redact,
+            ],
         ),
         BenchPart::Drain(o) => (o, vec![Drain]),
         BenchPart::Enqueue(o) => (o, vec![Enqueue]),
         BenchPart::Latency(o) => (o, vec![Latency]),
         BenchPart::Pgbench(o) => (o, vec![Pgbench]),
         BenchPart::Agent(o) => (o, vec![Agent]),
+        BenchPart::Redact(o) => (o, vec![Redact]),
         BenchPart::Approvals(o) => (o, vec![Approvals]),
         BenchPart::Memory(o) => (o, vec![Memory]),
     };

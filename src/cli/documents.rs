@@ -44,6 +44,10 @@ pub enum DocumentsCmd {
         id: Uuid,
         #[arg(long)]
         json: bool,
+        /// Instead: what agentd keeps about the document (text, extractions, transcripts,
+        /// audit rows, redaction tokens).
+        #[arg(long)]
+        retention: bool,
     },
     /// Accept the proposal: schema and prompt become active, the extraction accepted.
     Accept { id: Uuid },
@@ -168,7 +172,42 @@ pub async fn run(app: &App, cmd: DocumentsCmd) -> anyhow::Result<()> {
                 }
             }
         }
-        DocumentsCmd::Show { id, json: as_json } => {
+        DocumentsCmd::Show {
+            id,
+            json: as_json,
+            retention: true,
+        } => {
+            let mut conn = app.pool.acquire().await?;
+            let org = auto_create::state(&mut *conn, None, id)
+                .await?
+                .ok_or_else(|| bad(format!("no document with id {id}")))?
+                .org_id;
+            let k = crate::pii::retention::kept_for_document(&mut conn, org, id)
+                .await?
+                .ok_or_else(|| bad(format!("no document with id {id}")))?;
+            if as_json {
+                println!("{}", serde_json::to_string_pretty(&k)?);
+            } else {
+                println!("document {id}: what agentd keeps");
+                println!("  text                {} characters", k.text_chars);
+                println!("  extractions         {}", k.extractions);
+                println!(
+                    "  runs                {} ({} transcript steps, {} compacted: text removed)",
+                    k.runs, k.transcript_steps, k.compacted_steps
+                );
+                println!(
+                    "  audit rows          {} (redacted arguments, result summaries and SHA-256; append-only)",
+                    k.audit_rows
+                );
+                println!("  redaction tokens    {}", k.pii_tokens);
+                println!(
+                    "Deleting the document removes its text, extractions, transcript text and tokens; audit rows keep their hashes."
+                );
+            }
+        }
+        DocumentsCmd::Show {
+            id, json: as_json, ..
+        } => {
             let report = document_report(app, id)
                 .await?
                 .ok_or_else(|| bad(format!("no document with id {id}")))?;

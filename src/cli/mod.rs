@@ -337,6 +337,7 @@ async fn enqueue(app: &App, e: EnqueueCmd) -> anyhow::Result<()> {
                 json!({"org_id": org_id, "night": night}),
             )
             .unique_key(format!("proactive_suggestion:{org_id}:{night}"))
+            .unique_until_purged()
             .priority(q.priority)
             .max_attempts(q.max_attempts)
         }

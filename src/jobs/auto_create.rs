@@ -74,6 +74,17 @@ impl JobHandler for AutoCreate {
             info!(document_id = %p.document_id, status = %state.auto_create_status, "already has a proposal; nothing to do (enqueue with --force to redo)");
             return Ok(());
         }
+        // At most one run per document (a unique index on running runs backs this up).
+        if let Some((run, other)) =
+            crate::queue::reconcile::other_active_run(&mut *tx, p.org_id, p.document_id, job.job.id)
+                .await
+                .map_err(db)?
+        {
+            return Err(JobError::Fatal(format!(
+                "refused: document {} already has a run in progress (run {run} of job {other}); enqueue again once it ended",
+                p.document_id
+            )));
+        }
         store::set_status(
             &mut *tx,
             p.org_id,
@@ -103,17 +114,20 @@ impl JobHandler for AutoCreate {
         let outcome = match super::run_loop(app, spec, &run_spec, &job).await {
             Ok(o) => o,
             Err((e, Some((run_id, reason)))) => {
-                self.fail(&p, Some(run_id), &reason).await?;
+                self.fail(&job, &p, Some(run_id), &reason).await?;
                 return Err(e);
             }
             Err((e, None)) => {
                 if !e.is_retryable() {
-                    self.fail(&p, None, &e.to_string()).await?;
+                    self.fail(&job, &p, None, &e.to_string()).await?;
                 }
                 return Err(e);
             }
         };
         let mut tx = app.pool.begin().await.map_err(db)?;
+        if !fenced(&mut tx, &job).await? {
+            return Err(stale(&job));
+        }
         let arts = store::artifacts(&mut *tx, p.org_id, outcome.run_id, p.document_id)
             .await
             .map_err(db)?;
@@ -150,15 +164,26 @@ impl JobHandler for AutoCreate {
             outcome.stop_reason.as_deref().unwrap_or("-"),
             missing.join(", ")
         );
-        self.fail(&p, Some(outcome.run_id), &reason).await?;
+        self.fail(&job, &p, Some(outcome.run_id), &reason).await?;
         Err(JobError::Fatal(reason))
     }
 }
 
 impl AutoCreate {
-    async fn fail(&self, p: &Payload, run_id: Option<Uuid>, reason: &str) -> Result<(), JobError> {
+    /// Records the failure (document `failed`, the run's orphans removed), fenced by the attempt:
+    /// a stale worker changes nothing.
+    async fn fail(
+        &self,
+        job: &JobContext,
+        p: &Payload,
+        run_id: Option<Uuid>,
+        reason: &str,
+    ) -> Result<(), JobError> {
         let db = |e: sqlx::Error| JobError::Retryable(format!("database error: {e}"));
         let mut tx = self.app.pool.begin().await.map_err(db)?;
+        if !fenced(&mut tx, job).await? {
+            return Err(stale(job));
+        }
         if let Some(run) = run_id
             && self.app.spec("auto_create").agent.cleanup_on_failure
         {
@@ -180,4 +205,24 @@ impl AutoCreate {
         .map_err(db)?;
         tx.commit().await.map_err(db)
     }
+}
+
+/// True if this attempt still owns the job (locks the job row until `tx` ends).
+async fn fenced(tx: &mut sqlx::PgConnection, job: &JobContext) -> Result<bool, JobError> {
+    crate::queue::store::holds_attempt(tx, job.job.id, job.job.attempt)
+        .await
+        .map_err(|e| JobError::Retryable(format!("database error: {e}")))
+}
+
+/// The error of an attempt fenced out of its terminal writes (its outcome is dropped anyway).
+fn stale(job: &JobContext) -> JobError {
+    tracing::warn!(
+        job.id = job.job.id,
+        attempt = job.job.attempt,
+        "stale attempt: another worker owns the job; terminal writes skipped"
+    );
+    JobError::Retryable(format!(
+        "attempt {} of job {} no longer owns the job (lease lost); nothing recorded",
+        job.job.attempt, job.job.id
+    ))
 }

@@ -82,16 +82,47 @@ pub async fn run_loop(
                     .await
                     .map_err(|d| (JobError::Retryable(format!("database error: {d}")), None))?;
                 if let Some(r) = run {
-                    engine
-                        .fail_run(r.id, &e.to_string())
+                    let db = |d: sqlx::Error| {
+                        (JobError::Retryable(format!("database error: {d}")), None)
+                    };
+                    if fail_run_fenced(app, &job.job, r.id, &e.to_string())
                         .await
-                        .map_err(|d| (JobError::Retryable(format!("database error: {d}")), None))?;
-                    failed = Some((r.id, e.to_string()));
+                        .map_err(db)?
+                    {
+                        failed = Some((r.id, e.to_string()));
+                    }
                 }
             }
             Err((job_error(&e, &job.job), failed))
         }
     }
+}
+
+/// Marks run `run_id` failed, fenced by the job's attempt: a worker whose attempt no longer owns
+/// the job (rescued, cancelled, taken by another worker) changes nothing and gets `false`.
+pub async fn fail_run_fenced(
+    app: &App,
+    job: &crate::queue::ClaimedJob,
+    run_id: uuid::Uuid,
+    error: &str,
+) -> Result<bool, sqlx::Error> {
+    let mut tx = app.pool.begin().await?;
+    if !crate::queue::store::holds_attempt(&mut tx, job.id, job.attempt).await? {
+        tracing::warn!(job.id = job.id, attempt = job.attempt, %run_id, "stale attempt: the run is not failed by this worker");
+        return Ok(false);
+    }
+    crate::store::runs::finish_run(
+        &mut *tx,
+        run_id,
+        "failed",
+        Some("error"),
+        None,
+        Some(error),
+        app.clock.now(),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(true)
 }
 
 /// Maps a run error to the job's outcome: retryable while attempts remain, else fatal.

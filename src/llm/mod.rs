@@ -5,7 +5,10 @@
 
 pub mod offline;
 pub mod openai;
+pub mod repair;
 pub mod scripted;
+pub mod textcalls;
+pub mod tokens;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -105,8 +108,12 @@ pub struct ToolSpec {
 #[serde(rename_all = "lowercase")]
 pub enum ToolChoice {
     Auto,
-    /// No tools: used for the forced final summary when the round cap is hit.
+    /// No tool calls: the forced final summary when a cap is hit (the tools stay in the
+    /// request so servers accept the history).
     None,
+    /// A tool call is required: rounds before the run's goal is met, where the server supports
+    /// it (`llm.tool_choice_required`).
+    Required,
 }
 
 /// One provider call.
@@ -175,6 +182,20 @@ impl LlmError {
             retryable,
         }
     }
+
+    /// The server could not parse what the model generated (llama.cpp answers HTTP 500 or an
+    /// SSE error event mentioning parsing). A model error: worth one retry with a hint.
+    pub fn is_unparsed_output(&self) -> bool {
+        let m = self.message.to_lowercase();
+        (m.contains("http 500") || m.contains("error event in the stream"))
+            && (m.contains("pars") || m.contains("format"))
+    }
+
+    /// The model had generated when the call failed (an error event after HTTP 200, or a
+    /// server that could not parse its output): the input was spent and is charged.
+    pub fn after_generation(&self) -> bool {
+        self.is_unparsed_output() || self.message.contains("error event in the stream")
+    }
 }
 
 /// A chat model that can call tools.
@@ -206,13 +227,16 @@ pub fn from_config(c: &crate::config::LlmConfig) -> SharedProvider {
         _ => key.is_some() || base.is_some(),
     };
     if use_openai {
-        Arc::new(openai::OpenAiProvider::new(openai::OpenAiSettings {
-            base_url: base.unwrap_or_else(|| "https://api.openai.com/v1".into()),
-            api_key: key.unwrap_or_default(),
-            timeout: std::time::Duration::from_secs(c.request_timeout_secs),
-            max_retries: c.max_retries,
-            stream: c.stream,
-        }))
+        Arc::new(
+            openai::OpenAiProvider::new(openai::OpenAiSettings {
+                base_url: base.unwrap_or_else(|| "https://api.openai.com/v1".into()),
+                api_key: key.unwrap_or_default(),
+                timeout: std::time::Duration::from_secs(c.request_timeout_secs),
+                max_retries: c.max_retries,
+                stream: c.stream,
+            })
+            .with_max_stream_bytes(c.max_stream_bytes),
+        )
     } else {
         Arc::new(offline::OfflineProvider {
             latency: std::time::Duration::from_millis(c.offline_latency_ms),

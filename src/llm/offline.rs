@@ -2,7 +2,8 @@
 //! URL is configured, so the whole pipeline runs anywhere. It is not a language model and is
 //! labelled `offline` on runs, audit rows and output. What it does:
 //!
-//! - **auto_create** (tools include `create_schema`): `get_document` → infer fields from the text
+//! - **auto_create** (tools include `create_schema`): the text of the first message (else
+//!   `get_document`) → infer fields from the text
 //!   (`Key: value` / `Key = value` lines; values that look like amounts become numbers, dates and
 //!   identifiers become strings with a description) → `create_schema` (strict OpenAI
 //!   `response_format`) → `create_prompt` → `run_extraction` → a summary. A tool error is retried
@@ -219,7 +220,8 @@ fn results(req: &CompletionRequest) -> HashMap<String, (Vec<Value>, u32)> {
                         e.1 += 1;
                     } else {
                         e.0.push(
-                            serde_json::from_str(content).unwrap_or(Value::String(content.clone())),
+                            serde_json::from_str(content)
+                                .unwrap_or_else(|_| compacted_fields(content)),
                         );
                     }
                 }
@@ -228,6 +230,37 @@ fn results(req: &CompletionRequest) -> HashMap<String, (Vec<Value>, u32)> {
         }
     }
     out
+}
+
+/// The `key=value` pairs of a result the loop compacted to one line
+/// (`[earlier result, compacted] create_schema ok: schema_revid=…, status=proposed`).
+fn compacted_fields(content: &str) -> Value {
+    let Some((_, pairs)) = content.split_once(" ok: ") else {
+        return Value::String(content.to_string());
+    };
+    let map: Map<String, Value> = pairs
+        .split(", ")
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), Value::String(v.trim().to_string())))
+        .collect();
+    Value::Object(map)
+}
+
+/// The document the first message carries (`name: …` and the text between `<document>`
+/// markers), as a `get_document` result would give it.
+fn document_in_first_message(req: &CompletionRequest) -> Option<Value> {
+    let first = req
+        .messages
+        .iter()
+        .find(|m| m.role == Role::User)?
+        .joined_text();
+    let start = first.find("<document>\n")? + "<document>\n".len();
+    let end = first[start..].find("\n</document>")? + start;
+    let name = first
+        .lines()
+        .find_map(|l| l.strip_prefix("name: "))
+        .unwrap_or("document");
+    Some(json!({"name": name, "text": &first[start..end]}))
 }
 
 fn find_str<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a str> {
@@ -239,10 +272,11 @@ enum Next {
     Say(String),
 }
 
-fn auto_create(r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
+fn auto_create(r: &HashMap<String, (Vec<Value>, u32)>, shown: Option<&Value>) -> Next {
     let ok = |t: &str| r.get(t).and_then(|(v, _)| v.last());
     let errors = |t: &str| r.get(t).map(|(_, e)| *e).unwrap_or(0);
-    let Some(doc) = ok("get_document") else {
+    // The text shown in the first message needs no get_document call.
+    let Some(doc) = shown.or_else(|| ok("get_document")) else {
         return if errors("get_document") > 0 {
             Next::Say("offline model: the document could not be read; nothing proposed.".into())
         } else {
@@ -390,10 +424,11 @@ impl LlmProvider for OfflineProvider {
                     "offline model: stopping; {} tool result(s) so far.",
                     r.values().map(|(v, e)| v.len() as u32 + e).sum::<u32>()
                 ))
-            } else if has("create_schema") && has("run_extraction") {
-                auto_create(&r)
             } else if has("org_overview") {
                 proactive(&r)
+            } else if has("create_schema") || has("create_prompt") || has("run_extraction") {
+                // Any auto_create stage (guided mode offers one stage's tools at a time).
+                auto_create(&r, document_in_first_message(&req).as_ref())
             } else {
                 Next::Say("offline model: nothing to do for this job.".into())
             };

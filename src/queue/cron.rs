@@ -1,7 +1,8 @@
 //! Periodic jobs. The `cron` crate computes ticks; each tick is enqueued under a unique key
 //! (schedule, tick), so any number of worker processes produce exactly one job per tick (or,
 //! for a fan-out schedule, one per org per tick date). After downtime only the latest missed
-//! tick is enqueued, never a burst.
+//! tick is enqueued, never a burst. A tick's key keeps binding after its job finished (checked
+//! at enqueue, until retention purges the job), so a finished tick is not run again.
 
 use super::QueueError;
 use crate::catalog::FanOut;
@@ -112,8 +113,9 @@ pub async fn enqueue_tick(
     let done = match e.fan_out {
         None => sqlx::query(
             "INSERT INTO agentd_jobs (kind, payload, priority, max_attempts, unique_key, run_at)
-             VALUES ($1, jsonb_build_object('tick', $2::timestamptz), $3, $4, 'cron:' || $1 || ':' || $5, $2)
-             ON CONFLICT (unique_key) DO NOTHING",
+             SELECT $1, jsonb_build_object('tick', $2::timestamptz), $3, $4, 'cron:' || $1 || ':' || $5, $2
+              WHERE NOT EXISTS (SELECT 1 FROM agentd_jobs WHERE unique_key = 'cron:' || $1 || ':' || $5)
+             ON CONFLICT (unique_key) WHERE state IN ('available', 'running') DO NOTHING",
         )
         .bind(&e.kind)
         .bind(tick)
@@ -128,7 +130,9 @@ pub async fn enqueue_tick(
              SELECT $1, jsonb_build_object('org_id', o.id, 'night', $2::date), $3, $4,
                     $1 || ':' || o.id || ':' || $2::date, $5
                FROM orgs o WHERE o.active
-             ON CONFLICT (unique_key) DO NOTHING",
+                AND NOT EXISTS (SELECT 1 FROM agentd_jobs j
+                                 WHERE j.unique_key = $1 || ':' || o.id || ':' || $2::date)
+             ON CONFLICT (unique_key) WHERE state IN ('available', 'running') DO NOTHING",
         )
         .bind(&e.kind)
         .bind(tick.date_naive())

@@ -5,8 +5,11 @@
 //! ```sql
 //! INSERT INTO agentd_jobs (kind, payload, unique_key, max_attempts)
 //! VALUES ('auto_create', '{"org_id":"…","document_id":"…"}', 'auto_create:…', 3)
-//! ON CONFLICT (unique_key) DO NOTHING;
+//! ON CONFLICT DO NOTHING;
 //! ```
+//! A unique key binds while its job is waiting or running (a partial unique index): after the
+//! job finished, the same key can be enqueued again unless the job asks
+//! [`NewJob::unique_until_purged`].
 
 use super::{NewJob, QueueError};
 use sqlx::PgExecutor;
@@ -19,8 +22,9 @@ pub async fn enqueue<'e, E: PgExecutor<'e>>(
     validate(job)?;
     let id: Option<i64> = sqlx::query_scalar(
         "INSERT INTO agentd_jobs (kind, payload, priority, run_at, max_attempts, unique_key)
-         VALUES ($1, $2, $3, COALESCE($4, now()), $5, $6)
-         ON CONFLICT (unique_key) DO NOTHING
+         SELECT $1, $2, $3, COALESCE($4, now()), $5, $6
+          WHERE NOT ($7 AND EXISTS (SELECT 1 FROM agentd_jobs WHERE unique_key = $6))
+         ON CONFLICT (unique_key) WHERE state IN ('available', 'running') DO NOTHING
          RETURNING id",
     )
     .bind(&job.kind)
@@ -29,6 +33,7 @@ pub async fn enqueue<'e, E: PgExecutor<'e>>(
     .bind(job.run_at)
     .bind(job.max_attempts)
     .bind(&job.unique_key)
+    .bind(job.unique_until_purged)
     .fetch_optional(exec)
     .await?;
     Ok(id)
@@ -49,6 +54,7 @@ pub async fn enqueue_many<'e, E: PgExecutor<'e>>(
     let mut run_ats = Vec::with_capacity(jobs.len());
     let mut attempts = Vec::with_capacity(jobs.len());
     let mut keys = Vec::with_capacity(jobs.len());
+    let mut once = Vec::with_capacity(jobs.len());
     for j in jobs {
         validate(j)?;
         kinds.push(j.kind.as_str());
@@ -57,13 +63,16 @@ pub async fn enqueue_many<'e, E: PgExecutor<'e>>(
         run_ats.push(j.run_at);
         attempts.push(j.max_attempts);
         keys.push(j.unique_key.as_deref());
+        once.push(j.unique_until_purged);
     }
     let done = sqlx::query(
         "INSERT INTO agentd_jobs (kind, payload, priority, run_at, max_attempts, unique_key)
          SELECT k, p, pr, COALESCE(r, now()), m, u
-         FROM unnest($1::text[], $2::jsonb[], $3::int2[], $4::timestamptz[], $5::int4[], $6::text[])
-              AS t(k, p, pr, r, m, u)
-         ON CONFLICT (unique_key) DO NOTHING",
+         FROM unnest($1::text[], $2::jsonb[], $3::int2[], $4::timestamptz[], $5::int4[], $6::text[],
+                     $7::bool[])
+              AS t(k, p, pr, r, m, u, o)
+         WHERE NOT (o AND EXISTS (SELECT 1 FROM agentd_jobs j WHERE j.unique_key = t.u))
+         ON CONFLICT (unique_key) WHERE state IN ('available', 'running') DO NOTHING",
     )
     .bind(&kinds)
     .bind(&payloads)
@@ -71,6 +80,7 @@ pub async fn enqueue_many<'e, E: PgExecutor<'e>>(
     .bind(&run_ats)
     .bind(&attempts)
     .bind(&keys)
+    .bind(&once)
     .execute(exec)
     .await?;
     Ok(done.rows_affected())

@@ -15,6 +15,8 @@ pub struct Rescuer {
     pub clock: SharedClock,
     pub interval: Duration,
     pub batch: u32,
+    /// Rescued jobs back off like failed ones (per kind, from the job files).
+    pub backoff: store::RescueBackoff,
 }
 
 impl Rescuer {
@@ -22,7 +24,9 @@ impl Rescuer {
     pub async fn run_once(&self) -> Result<RescueReport, QueueError> {
         let mut total = RescueReport::default();
         loop {
-            let r = store::rescue_expired(&self.pool, self.clock.now(), self.batch).await?;
+            let r =
+                store::rescue_expired_with(&self.pool, self.clock.now(), self.batch, &self.backoff)
+                    .await?;
             total.requeued += r.requeued;
             total.dead += r.dead;
             if r.requeued + r.dead < u64::from(self.batch) {

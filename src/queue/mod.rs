@@ -7,7 +7,9 @@ pub mod apalis;
 pub mod backoff;
 pub mod cron;
 pub mod enqueue;
+pub mod lease;
 pub mod maintenance;
+pub mod reconcile;
 pub mod store;
 pub mod worker;
 
@@ -33,8 +35,12 @@ pub struct NewJob {
     pub run_at: Option<DateTime<Utc>>,
     /// Attempts before `dead`.
     pub max_attempts: i32,
-    /// A second job with the same key is skipped (`ON CONFLICT DO NOTHING`).
+    /// A second job with the same key is skipped (`ON CONFLICT DO NOTHING`) while the first is
+    /// waiting or running; once it finished (succeeded, dead, cancelled) the key is free again.
     pub unique_key: Option<String>,
+    /// Also skip when a finished job with the same key is still stored (until retention purges
+    /// it): for keys that name work to do once, e.g. a cron tick or a re-proposal.
+    pub unique_until_purged: bool,
 }
 
 impl NewJob {
@@ -47,12 +53,19 @@ impl NewJob {
             run_at: None,
             max_attempts: 5,
             unique_key: None,
+            unique_until_purged: false,
         }
     }
 
     /// Sets the unique key.
     pub fn unique_key(mut self, key: impl Into<String>) -> Self {
         self.unique_key = Some(key.into());
+        self
+    }
+
+    /// Makes the unique key skip the job also when a finished job with the key is still stored.
+    pub fn unique_until_purged(mut self) -> Self {
+        self.unique_until_purged = true;
         self
     }
 

@@ -186,17 +186,94 @@ pub async fn release(
 }
 
 /// Re-queues up to `limit` running jobs whose lease expired before `now` (crashed or hung
-/// worker). The lost attempt counts; out of attempts → `dead`.
+/// worker), available again at once. The lost attempt counts; out of attempts → `dead`.
+/// The [`Rescuer`](super::maintenance::Rescuer) uses [`rescue_expired_with`], which backs off.
 pub async fn rescue_expired(
     pool: &PgPool,
     now: DateTime<Utc>,
     limit: u32,
 ) -> Result<RescueReport, QueueError> {
+    rescue_expired_with(pool, now, limit, &RescueBackoff::immediate()).await
+}
+
+/// How rescued jobs back off, like failed ones: per kind (the job files' `backoff_base_ms` /
+/// `backoff_max_ms`), other kinds by `fallback`. Between half and all of
+/// `base * 2^(counted attempts - 1)`, capped at `max`, written to `run_at`.
+#[derive(Debug, Clone)]
+pub struct RescueBackoff {
+    pub per_kind: Vec<(String, crate::queue::backoff::Backoff)>,
+    pub fallback: crate::queue::backoff::Backoff,
+}
+
+impl RescueBackoff {
+    /// No delay at all (`run_at = now`).
+    pub fn immediate() -> Self {
+        Self {
+            per_kind: Vec::new(),
+            fallback: crate::queue::backoff::Backoff {
+                base: std::time::Duration::ZERO,
+                max: std::time::Duration::ZERO,
+            },
+        }
+    }
+
+    /// Each kind's retry policy from its job file; 1 s doubling up to 5 min for other kinds.
+    pub fn from_catalog(catalog: &crate::catalog::Catalog) -> Self {
+        Self {
+            per_kind: catalog
+                .kinds
+                .values()
+                .map(|s| {
+                    (
+                        s.kind.clone(),
+                        crate::queue::backoff::Backoff {
+                            base: std::time::Duration::from_millis(s.queue.backoff_base_ms),
+                            max: std::time::Duration::from_millis(s.queue.backoff_max_ms),
+                        },
+                    )
+                })
+                .collect(),
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for RescueBackoff {
+    fn default() -> Self {
+        Self {
+            per_kind: Vec::new(),
+            fallback: crate::queue::backoff::Backoff {
+                base: std::time::Duration::from_secs(1),
+                max: std::time::Duration::from_secs(300),
+            },
+        }
+    }
+}
+
+/// [`rescue_expired`] with a backoff: a re-queued job is available again at
+/// `now + delay(counted attempts)`, so a job that hangs or kills its worker does not come back
+/// at once, again and again.
+pub async fn rescue_expired_with(
+    pool: &PgPool,
+    now: DateTime<Utc>,
+    limit: u32,
+    backoff: &RescueBackoff,
+) -> Result<RescueReport, QueueError> {
+    let ms = |d: std::time::Duration| d.as_millis() as f64;
+    let kinds: Vec<&str> = backoff.per_kind.iter().map(|(k, _)| k.as_str()).collect();
+    let bases: Vec<f64> = backoff.per_kind.iter().map(|(_, b)| ms(b.base)).collect();
+    let maxes: Vec<f64> = backoff.per_kind.iter().map(|(_, b)| ms(b.max)).collect();
     let rows: Vec<(i64, String)> = sqlx::query_as(
-        "UPDATE agentd_jobs
+        "WITH p AS (SELECT * FROM unnest($3::text[], $4::float8[], $5::float8[]) AS p(kind, base_ms, max_ms))
+         UPDATE agentd_jobs j
             SET state = CASE WHEN attempt - released >= max_attempts THEN 'dead' ELSE 'available' END,
                 finished_at = CASE WHEN attempt - released >= max_attempts THEN $1 ELSE NULL END,
-                run_at = $1, lease_expires_at = NULL, locked_by = NULL,
+                run_at = CASE WHEN attempt - released >= max_attempts THEN $1 ELSE $1 + (
+                    LEAST(COALESCE((SELECT max_ms FROM p WHERE p.kind = j.kind), $7),
+                          COALESCE((SELECT base_ms FROM p WHERE p.kind = j.kind), $6)
+                          * power(2::float8, LEAST(GREATEST(attempt - released, 1), 30) - 1))
+                    * (0.5 + 0.5 * random())) * interval '1 millisecond' END,
+                lease_expires_at = NULL, locked_by = NULL,
                 last_error = 'lease expired: the worker crashed, hung or lost its database connection (attempt ' || attempt || ')'
           WHERE id = ANY(ARRAY(
                 SELECT id FROM agentd_jobs
@@ -208,6 +285,11 @@ pub async fn rescue_expired(
     )
     .bind(now)
     .bind(i64::from(limit))
+    .bind(&kinds)
+    .bind(&bases)
+    .bind(&maxes)
+    .bind(ms(backoff.fallback.base))
+    .bind(ms(backoff.fallback.max))
     .fetch_all(pool)
     .await?;
     let dead = rows.iter().filter(|(_, s)| s == "dead").count() as u64;
@@ -244,6 +326,7 @@ pub async fn purge_finished(
 }
 
 /// Puts a `dead` or `cancelled` job back to `available` now, with a fresh attempt budget.
+/// Refused (`Invalid`) when another job with the same unique key is waiting or running.
 pub async fn retry<'e, E: PgExecutor<'e>>(
     exec: E,
     id: i64,
@@ -258,26 +341,50 @@ pub async fn retry<'e, E: PgExecutor<'e>>(
     .bind(id)
     .bind(now)
     .fetch_optional(exec)
-    .await?;
+    .await
+    .map_err(|e| match e {
+        sqlx::Error::Database(d) if d.is_unique_violation() => QueueError::Invalid(format!(
+            "job {id} cannot be retried: another job with its unique key is waiting or running"
+        )),
+        e => QueueError::Db(e),
+    })?;
     Ok(state)
 }
 
 /// Cancels an `available` or `running` job. A running attempt is fenced out: its ack is ignored.
+/// In the same statement the job's run (if still running) becomes `cancelled`, and an
+/// auto_create document waiting on this job (and on no other) becomes `failed` with the reason.
 pub async fn cancel<'e, E: PgExecutor<'e>>(
     exec: E,
     id: i64,
     now: DateTime<Utc>,
 ) -> Result<bool, QueueError> {
-    let done = sqlx::query(
-        "UPDATE agentd_jobs
-            SET state = 'cancelled', finished_at = $2, lease_expires_at = NULL, locked_by = NULL
-          WHERE id = $1 AND state IN ('available', 'running')",
+    let cancelled: Option<i64> = sqlx::query_scalar(
+        "WITH c AS (
+            UPDATE agentd_jobs
+               SET state = 'cancelled', finished_at = $2, lease_expires_at = NULL, locked_by = NULL
+             WHERE id = $1 AND state IN ('available', 'running')
+         RETURNING id, kind, payload),
+         r AS (
+            UPDATE agent_runs SET status = 'cancelled', stop_reason = 'cancelled', finished_at = $2,
+                   error = 'job ' || $1 || ' was cancelled'
+             WHERE job_id = (SELECT id FROM c) AND status = 'running'),
+         d AS (
+            UPDATE documents SET auto_create_status = 'failed', updated_at = $2,
+                   auto_create_error = 'auto_create job ' || $1 || ' was cancelled'
+             WHERE id::text = (SELECT payload->>'document_id' FROM c WHERE kind = 'auto_create')
+               AND auto_create_status IN ('queued', 'running')
+               AND NOT EXISTS (SELECT 1 FROM agentd_jobs a
+                                WHERE a.kind = 'auto_create' AND a.id <> $1
+                                  AND a.payload->>'document_id' = documents.id::text
+                                  AND a.state IN ('available', 'running')))
+         SELECT id FROM c",
     )
     .bind(id)
     .bind(now)
-    .execute(exec)
+    .fetch_optional(exec)
     .await?;
-    Ok(done.rows_affected() == 1)
+    Ok(cancelled.is_some())
 }
 
 /// One job by id.
@@ -371,4 +478,22 @@ fn truncate(s: &str, max: usize) -> &str {
         end -= 1;
     }
     &s[..end]
+}
+
+/// Fencing for a handler's terminal domain writes: true if `attempt` still owns job `id`
+/// (running, same attempt). Locks the job row `FOR SHARE` until the caller's transaction ends,
+/// so a rescue or cancel cannot slip in between this check and the caller's commit.
+pub async fn holds_attempt(
+    conn: &mut sqlx::PgConnection,
+    id: i64,
+    attempt: i32,
+) -> Result<bool, sqlx::Error> {
+    let held: Option<i32> = sqlx::query_scalar(
+        "SELECT 1 FROM agentd_jobs WHERE id = $1 AND attempt = $2 AND state = 'running' FOR SHARE",
+    )
+    .bind(id)
+    .bind(attempt)
+    .fetch_optional(conn)
+    .await?;
+    Ok(held.is_some())
 }

@@ -121,6 +121,8 @@ pub struct WorkerReport {
 struct InFlight {
     attempt: i32,
     cancel: CancellationToken,
+    /// When the claim or heartbeat that last extended this lease was sent.
+    renewed_at: Instant,
     abort: Option<AbortHandle>,
 }
 
@@ -333,6 +335,7 @@ fn spawn_job(
         InFlight {
             attempt,
             cancel: cancel.clone(),
+            renewed_at: Instant::now(),
             abort: None,
         },
     );
@@ -485,13 +488,18 @@ async fn heartbeat_loop(sh: Arc<Shared>, stop: CancellationToken) {
             continue;
         }
         let lease = chrono::Duration::from_std(sh.opts.lease).expect("lease fits");
-        match store::heartbeat(&sh.pool, &held, sh.clock.now(), lease).await {
+        let sent = Instant::now();
+        let write = store::heartbeat(&sh.pool, &held, sh.clock.now(), lease);
+        match super::lease::bounded(sh.opts.heartbeat, write).await {
             Ok(kept) => {
                 sh.stats.db_ok.store(true, Ordering::Relaxed);
                 let kept: std::collections::HashSet<i64> = kept.into_iter().collect();
                 let mut inflight = sh.inflight.lock().expect("inflight");
                 for (id, attempt) in held {
                     if kept.contains(&id) {
+                        if let Some(f) = inflight.get_mut(&id) {
+                            f.renewed_at = sent;
+                        }
                         continue;
                     }
                     if let Some(f) = inflight.get(&id)
@@ -509,6 +517,26 @@ async fn heartbeat_loop(sh: Arc<Shared>, stop: CancellationToken) {
             Err(e) => {
                 sh.stats.db_ok.store(false, Ordering::Relaxed);
                 warn!(error = %e, "heartbeat failed; leases may expire");
+                let now = Instant::now();
+                let mut inflight = sh.inflight.lock().expect("inflight");
+                inflight.retain(|id, f| {
+                    if !super::lease::may_have_expired(
+                        f.renewed_at,
+                        sh.opts.lease,
+                        sh.opts.heartbeat,
+                        now,
+                    ) {
+                        return true;
+                    }
+                    warn!(
+                        job.id = id,
+                        attempt = f.attempt,
+                        "lease may have expired (heartbeats failing); stopping this attempt"
+                    );
+                    metrics::counter!("agentd_leases_abandoned_total").increment(1);
+                    f.cancel.cancel();
+                    false
+                });
             }
         }
     }

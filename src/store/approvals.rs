@@ -147,7 +147,7 @@ pub async fn set_decision(
     .bind(status)
     .bind(by)
     .bind(now)
-    .bind(result)
+    .bind(result.map(super::documents::clean_json))
     .execute(conn)
     .await?;
     Ok(())

@@ -78,7 +78,7 @@ pub async fn set_status<'e, E: PgExecutor<'e>>(
     .bind(document_id)
     .bind(status)
     .bind(run_id)
-    .bind(error)
+    .bind(error.map(super::documents::bounded_error))
     .bind(now)
     .execute(exec)
     .await?;
@@ -175,22 +175,29 @@ pub async fn remove_proposed(
     Ok(n)
 }
 
-/// Accepts a proposal: the run's artifacts become active/accepted, the document `accepted`.
+/// Accepts a proposal: exactly the schema version, prompt version and extraction recorded on
+/// the document become active/accepted (nothing else the run wrote), the document `accepted`.
 pub async fn accept(
     conn: &mut PgConnection,
     org_id: Uuid,
     document_id: Uuid,
-    run_id: Uuid,
+    _run_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<(), sqlx::Error> {
     for sql in [
-        "UPDATE schemas SET status = 'active' WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'",
-        "UPDATE prompts SET status = 'active' WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'",
-        "UPDATE extractions SET status = 'accepted' WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'",
+        "UPDATE schemas s SET status = 'active' FROM documents d
+          WHERE d.org_id = $1 AND d.id = $2 AND s.org_id = d.org_id AND s.status = 'proposed'
+            AND s.schema_id = d.proposed_schema_id AND s.version = d.proposed_schema_version",
+        "UPDATE prompts p SET status = 'active' FROM documents d
+          WHERE d.org_id = $1 AND d.id = $2 AND p.org_id = d.org_id AND p.status = 'proposed'
+            AND p.prompt_id = d.proposed_prompt_id AND p.version = d.proposed_prompt_version",
+        "UPDATE extractions e SET status = 'accepted' FROM documents d
+          WHERE d.org_id = $1 AND d.id = $2 AND e.org_id = d.org_id AND e.status = 'proposed'
+            AND e.id = d.proposed_extraction_id AND e.document_id = d.id",
     ] {
         sqlx::query(sql)
             .bind(org_id)
-            .bind(run_id)
+            .bind(document_id)
             .execute(&mut *conn)
             .await?;
     }

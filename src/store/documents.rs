@@ -25,6 +25,20 @@ pub fn text_from_bytes(bytes: &[u8]) -> String {
     clean_text(&String::from_utf8_lossy(bytes)).into_owned()
 }
 
+/// Most characters of an error message stored anywhere.
+pub const MAX_ERROR_CHARS: usize = 2_000;
+
+/// Error text as stored anywhere (runs, documents, audit, approvals): NUL removed, at most
+/// [`MAX_ERROR_CHARS`] characters.
+pub fn bounded_error(msg: &str) -> String {
+    let clean = clean_text(msg);
+    if clean.chars().count() <= MAX_ERROR_CHARS {
+        return clean.into_owned();
+    }
+    let cut: String = clean.chars().take(MAX_ERROR_CHARS).collect();
+    format!("{cut}… [truncated]")
+}
+
 /// `v` with NUL removed from every string and key (jsonb rejects `\u0000`).
 pub fn clean_json(v: &Value) -> Value {
     match v {
@@ -233,8 +247,13 @@ pub async fn update(
     .await
 }
 
-/// Deletes a document of this org (its extractions go with it). False: no such document.
+/// Deletes a document of this org (its extractions go with it) and erases its text from the
+/// transcripts that carried it. False: no such document.
 pub async fn delete(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+    if !exists(&mut *conn, org_id, id).await? {
+        return Ok(false);
+    }
+    crate::pii::retention::erase_document(&mut *conn, org_id, id).await?;
     let r = sqlx::query("DELETE FROM documents WHERE org_id = $1 AND id = $2")
         .bind(org_id)
         .bind(id)

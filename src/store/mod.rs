@@ -1,13 +1,17 @@
 //! All domain SQL lives here (sqlx), one file per table group. Every query filters by org.
 
+pub mod agent_loop;
 pub mod approvals;
 pub mod auto_create;
+pub mod budget;
 pub mod documents;
 pub mod extractions;
 pub mod orgs;
+pub mod pii;
 pub mod prompts;
 pub mod runs;
 pub mod schemas;
 pub mod status;
+pub mod subject;
 pub mod suggestions;
 pub mod tags;

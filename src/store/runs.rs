@@ -170,7 +170,9 @@ pub async fn insert_step(
     now: DateTime<Utc>,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "INSERT INTO agent_steps (run_id, seq, kind, call_id, payload, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        // `v`: the checkpoint format version, checked when a run resumes.
+        "INSERT INTO agent_steps (run_id, seq, kind, call_id, payload, created_at)
+         VALUES ($1, $2, $3, $4, $5::jsonb || jsonb_build_object('v', $7::int8), $6)",
     )
     .bind(run_id)
     .bind(seq)
@@ -178,6 +180,7 @@ pub async fn insert_step(
     .bind(call_id)
     .bind(super::documents::clean_json(payload))
     .bind(now)
+    .bind(crate::agent::transcript::CHECKPOINT_VERSION as i64)
     .execute(conn)
     .await?;
     Ok(())
@@ -243,8 +246,8 @@ pub async fn finish_run<'e, E: PgExecutor<'e>>(
     .bind(run_id)
     .bind(status)
     .bind(stop_reason)
-    .bind(final_text)
-    .bind(error)
+    .bind(final_text.map(|t| super::documents::clean_text(t).into_owned()))
+    .bind(error.map(super::documents::bounded_error))
     .bind(now)
     .execute(exec)
     .await?;
@@ -286,8 +289,9 @@ pub async fn insert_audit<'e, E: PgExecutor<'e>>(
     .bind(a.category)
     .bind(a.decision)
     // Model output may hold NUL characters, which PostgreSQL text and jsonb cannot store.
-    .bind(a.args.map(super::documents::clean_json))
-    .bind(a.outcome.map(super::documents::clean_json))
+    // The trail proves without copying: redacted arguments, a summary + SHA-256 of the result.
+    .bind(a.args.map(|v| super::documents::clean_json(&crate::pii::audit::redact_args(v))))
+    .bind(a.outcome.map(|v| super::documents::clean_json(&crate::pii::audit::summarise(v))))
     .bind(a.is_error)
     .bind(a.duration_ms)
     .bind(a.tokens)
@@ -392,4 +396,41 @@ pub async fn charge_budget(
     .fetch_optional(&mut *conn)
     .await?;
     Ok(first.map(|_| (used, limit)))
+}
+
+/// The next free checkpoint sequence number of a run.
+pub async fn next_seq(conn: &mut PgConnection, run_id: Uuid) -> Result<i32, sqlx::Error> {
+    sqlx::query_scalar("SELECT COALESCE(max(seq), -1) + 1 FROM agent_steps WHERE run_id = $1")
+        .bind(run_id)
+        .fetch_one(conn)
+        .await
+}
+
+/// The payload of the checkpoint of `call_id` in a run, if there is one.
+pub async fn step_for_call(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+    call_id: &str,
+) -> Result<Option<Value>, sqlx::Error> {
+    sqlx::query_scalar("SELECT payload FROM agent_steps WHERE run_id = $1 AND call_id = $2")
+        .bind(run_id)
+        .bind(call_id)
+        .fetch_optional(conn)
+        .await
+}
+
+/// Calls of `tool` in a run whose model answer was paid for but failed (audited as errors with
+/// tokens): the failed-extraction cap counts them.
+pub async fn failed_model_answers(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+    tool: &str,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM audit_events WHERE run_id = $1 AND tool = $2 AND is_error AND tokens > 0",
+    )
+    .bind(run_id)
+    .bind(tool)
+    .fetch_one(conn)
+    .await
 }

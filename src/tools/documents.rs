@@ -67,6 +67,12 @@ impl Tool for GetDocument {
     fn category(&self) -> Category {
         Category::Read
     }
+    fn targets(&self, args: &Value) -> Vec<super::Target> {
+        vec![super::Target::ReadDocument(super::scope::target_id(
+            args,
+            "document_id",
+        ))]
+    }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         let id = document_id_or_default(ctx, &args)?;
         let d = store::get(ctx.conn, ctx.org_id, id, ctx.excerpt_chars)
@@ -125,6 +131,12 @@ impl Tool for GetOcrText {
     }
     fn category(&self) -> Category {
         Category::Read
+    }
+    fn targets(&self, args: &Value) -> Vec<super::Target> {
+        vec![super::Target::ReadDocument(super::scope::target_id(
+            args,
+            "document_id",
+        ))]
     }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         let id = document_id_or_default(ctx, &args)?;
@@ -278,6 +290,12 @@ impl Tool for UpdateDocument {
     fn category(&self) -> Category {
         Category::Write
     }
+    fn targets(&self, args: &Value) -> Vec<super::Target> {
+        vec![super::Target::Document(super::scope::target_id(
+            args,
+            "document_id",
+        ))]
+    }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         let id = document_id_or_default(ctx, &args)?;
         let metadata = args.get("metadata").filter(|m| !m.is_null());
@@ -357,6 +375,12 @@ impl Tool for DeleteDocument {
     }
     fn category(&self) -> Category {
         Category::Destructive
+    }
+    fn targets(&self, args: &Value) -> Vec<super::Target> {
+        vec![super::Target::Document(super::scope::target_id(
+            args,
+            "document_id",
+        ))]
     }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         let id = req_uuid(&args, "document_id")?;

@@ -2,13 +2,14 @@
 //! with the prompt, the document excerpt and the schema as `response_format`; the answer is
 //! validated against the schema before it is stored `proposed`) and `update_extraction_field`.
 
+use super::ModelCall;
 use super::documents::{document_id_or_default, document_not_found};
 use super::prompts::resolve_prompt;
 use super::schemas::{inner_schema, params, validate_instance};
 use super::{Category, Registry, Tool, ToolCtx, ToolError, opt_uuid, revid};
-use crate::llm::{CompletionRequest, Message, Role, ToolChoice};
+use crate::llm::CompletionResponse;
 use crate::store::documents::{self as documents, clean_json};
-use crate::store::extractions::{self as store, ExtractionRow, ExtractionSource};
+use crate::store::extractions::{self as store, ExtractionRow};
 use crate::store::prompts::{self as prompts, PromptRow};
 use crate::store::schemas;
 use serde_json::{Value, json};
@@ -22,9 +23,9 @@ pub fn register(r: &mut Registry) {
 }
 
 /// Output tokens allowed to the extraction call.
-const EXTRACTION_MAX_TOKENS: u32 = 2000;
+pub(crate) const EXTRACTION_MAX_TOKENS: u32 = 2000;
 
-fn extraction_json(e: &ExtractionRow) -> Value {
+pub(crate) fn extraction_json(e: &ExtractionRow) -> Value {
     json!({
         "extraction_id": e.id,
         "document_id": e.document_id,
@@ -74,6 +75,12 @@ impl Tool for GetExtractionResult {
     fn category(&self) -> Category {
         Category::Read
     }
+    fn targets(&self, args: &Value) -> Vec<super::Target> {
+        vec![super::Target::ReadDocument(super::scope::target_id(
+            args,
+            "document_id",
+        ))]
+    }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         let doc = document_id_or_default(ctx, &args)?;
         if !documents::exists(ctx.conn, ctx.org_id, doc).await? {
@@ -87,7 +94,10 @@ impl Tool for GetExtractionResult {
 struct RunExtraction;
 
 /// The prompt `run_extraction` uses: `prompt_revid`, else the latest prompt of this run.
-async fn prompt_for(ctx: &mut ToolCtx<'_>, args: &Value) -> Result<PromptRow, ToolError> {
+pub(crate) async fn prompt_for(
+    ctx: &mut ToolCtx<'_>,
+    args: &Value,
+) -> Result<PromptRow, ToolError> {
     if let Some(s) = args.get("prompt_revid").and_then(Value::as_str) {
         return resolve_prompt(ctx, s, "prompt_revid").await;
     }
@@ -130,79 +140,47 @@ impl Tool for RunExtraction {
     fn category(&self) -> Category {
         Category::Write
     }
+    fn targets(&self, args: &Value) -> Vec<super::Target> {
+        vec![super::Target::Document(super::scope::target_id(
+            args,
+            "document_id",
+        ))]
+    }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let doc_id = document_id_or_default(ctx, &args)?;
-        let doc = documents::get(ctx.conn, ctx.org_id, doc_id, ctx.excerpt_chars)
-            .await?
-            .ok_or_else(|| document_not_found(doc_id))?;
-        let prompt = prompt_for(ctx, &args).await?;
-        let schema_revid = revid(prompt.schema_id, prompt.schema_version);
-        let schema = schemas::get(
-            ctx.conn,
-            ctx.org_id,
-            prompt.schema_id,
-            prompt.schema_version,
-        )
-        .await?
-        .ok_or_else(|| {
-            ToolError::NotFound(format!(
-                "the prompt's schema {schema_revid} no longer exists; update_prompt to \
-                     another schema_revid"
-            ))
-        })?;
-        if doc.text.trim().is_empty() {
-            return Err(ToolError::Conflict(format!(
-                "document {doc_id} has no text to extract from"
-            )));
-        }
-        let input_truncated = (doc.text.chars().count() as i64) < doc.text_chars;
-        let req = CompletionRequest {
-            model: prompt.model.clone().unwrap_or_else(|| ctx.model.clone()),
-            messages: vec![
-                Message::text(Role::System, prompt.content.clone()),
-                Message::text(Role::User, doc.text),
-            ],
-            tools: Vec::new(),
-            tool_choice: ToolChoice::None,
-            max_tokens: Some(EXTRACTION_MAX_TOKENS),
-            response_format: Some(schema.response_format.clone()),
-        };
+        // Direct use (tests, tools outside the loop): prepare, call, apply on one connection.
+        // The loop and approvals use prepare/apply with no transaction open during the call.
+        let call = self
+            .prepare(ctx, &args)
+            .await
+            .expect("run_extraction prepares")?;
         let provider = ctx.provider.clone();
         let resp = provider
-            .complete(req)
+            .complete(call.request)
             .await
             .map_err(|e| ToolError::Provider(format!("the extraction model failed: {e}")))?;
-        let answer = resp.message.joined_text();
-        let result = parse_json_answer(&answer).ok_or_else(|| {
-            let start: String = answer.chars().take(200).collect();
-            ToolError::Invalid(format!(
-                "the extraction model did not answer with JSON (it said: {start:?}); make the \
-                 prompt ask for one JSON object only"
-            ))
-        })?;
-        let result = clean_json(&result);
-        if let Err(errors) = validate_instance(inner_schema(&schema.response_format), &result) {
-            return Err(ToolError::Invalid(format!(
-                "the extraction result does not match schema {schema_revid} ({} problem(s): \
-                 {}); nothing was stored. Make the prompt clearer about these fields, or \
-                 update_schema and run again",
-                errors.len(),
-                errors.join("; ")
-            )));
-        }
-        let src = ExtractionSource {
-            document_id: doc_id,
-            prompt_id: prompt.prompt_id,
-            prompt_version: prompt.version,
-            schema_id: schema.schema_id,
-            schema_version: schema.version,
-        };
-        let e = store::insert(ctx.conn, ctx.org_id, src, &result, ctx.run_id, ctx.now).await?;
-        let mut out = extraction_json(&e);
-        out["input_truncated"] = json!(input_truncated);
+        let mut out = self.apply(ctx, &args, &call.state, &resp).await?;
         out["usage"] = json!({"input_tokens": resp.usage.input_tokens,
                               "output_tokens": resp.usage.output_tokens});
         Ok(out)
+    }
+    fn calls_model(&self) -> bool {
+        true
+    }
+    async fn prepare(
+        &self,
+        ctx: &mut ToolCtx<'_>,
+        args: &Value,
+    ) -> Option<Result<ModelCall, ToolError>> {
+        Some(super::extraction_model::prepare_extraction(ctx, args).await)
+    }
+    async fn apply(
+        &self,
+        ctx: &mut ToolCtx<'_>,
+        _args: &Value,
+        state: &Value,
+        answer: &CompletionResponse,
+    ) -> Result<Value, ToolError> {
+        super::extraction_model::apply_extraction(ctx, state, answer).await
     }
     async fn snapshot(
         &self,
@@ -373,6 +351,15 @@ impl Tool for UpdateExtractionField {
     }
     fn category(&self) -> Category {
         Category::Write
+    }
+    fn targets(&self, args: &Value) -> Vec<super::Target> {
+        match super::scope::target_id(args, "extraction_id") {
+            Some(id) => vec![super::Target::Extraction(id)],
+            None => vec![super::Target::Document(super::scope::target_id(
+                args,
+                "document_id",
+            ))],
+        }
     }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         let path = args["path"].as_str().unwrap_or("");

@@ -5,15 +5,17 @@
 
 pub mod documents;
 pub mod extraction;
+mod extraction_model;
 pub mod help;
 pub mod prompts;
 pub mod registry;
 pub mod schemas;
+pub mod scope;
 pub mod strict;
 pub mod suggestions;
 pub mod tags;
 
-use crate::llm::SharedProvider;
+use crate::llm::{CompletionRequest, CompletionResponse, SharedProvider};
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -21,6 +23,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 pub use registry::Registry;
+pub use scope::{Subject, Target};
 
 /// Every built-in tool.
 pub fn builtin_registry() -> Registry {
@@ -80,6 +83,30 @@ pub struct ToolCtx<'c> {
     pub night: Option<NaiveDate>,
     /// Suggestions allowed per org per night.
     pub max_suggestions: Option<u32>,
+    /// What this call may touch inside the org ([`scope::check`] enforces it).
+    pub subject: Subject,
+}
+
+/// A model call a tool needs, built from inputs read in a short transaction.
+#[derive(Debug, Clone)]
+pub struct ModelCall {
+    /// What to send.
+    pub request: CompletionRequest,
+    /// What [`Tool::apply`] needs besides the answer (ids and versions of the inputs).
+    pub state: Value,
+}
+
+/// An action to propose after a call (see [`Tool::follow_up`]).
+#[derive(Debug, Clone)]
+pub struct FollowUp {
+    /// The tool to propose.
+    pub tool: String,
+    /// Its arguments.
+    pub args: Value,
+    /// What its arguments may touch (the suggestion's document).
+    pub subject: Subject,
+    /// The suggestion it belongs to.
+    pub suggestion_id: Option<Uuid>,
 }
 
 /// A tool failure. All but `Db` go back to the model as text it can act on.
@@ -97,6 +124,9 @@ pub enum ToolError {
     /// A model call inside the tool failed.
     #[error("provider error: {0}")]
     Provider(String),
+    /// The call touches something outside the run's subject.
+    #[error("outside this run's subject: {0}")]
+    OffSubject(String),
     /// The database failed: not the model's fault; the step is rolled back and retried.
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
@@ -124,6 +154,46 @@ pub trait Tool: Send + Sync {
     fn category(&self) -> Category;
     /// Runs the tool.
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError>;
+    /// What a call with `args` touches (checked against the run's subject before the
+    /// handler runs). Default: nothing beyond the org (reads of shared lists, creations).
+    fn targets(&self, _args: &Value) -> Vec<Target> {
+        Vec::new()
+    }
+    /// True for tools that call a model themselves: the loop runs them as prepare → call with
+    /// no transaction open → checkpoint the answer → apply.
+    fn calls_model(&self) -> bool {
+        false
+    }
+    /// An action a successful call asks to store as a pending approval (a suggestion's
+    /// `proposed_action`); the caller checks it against the job's allow-list, policy and the
+    /// follow-up's subject before proposing it.
+    fn follow_up(&self, _args: &Value, _result: &Value) -> Option<FollowUp> {
+        None
+    }
+    /// For tools that call a model themselves: reads the inputs (no writes) and builds the
+    /// request, so the caller can commit, call the model with no transaction open, checkpoint
+    /// the answer and then [`Tool::apply`] it. `None`: an ordinary tool.
+    async fn prepare(
+        &self,
+        _ctx: &mut ToolCtx<'_>,
+        _args: &Value,
+    ) -> Option<Result<ModelCall, ToolError>> {
+        None
+    }
+    /// Validates and stores a model answer obtained for [`Tool::prepare`]'s request; `state` is
+    /// the prepared state (checkpointed with the answer).
+    async fn apply(
+        &self,
+        _ctx: &mut ToolCtx<'_>,
+        _args: &Value,
+        _state: &Value,
+        _answer: &CompletionResponse,
+    ) -> Result<Value, ToolError> {
+        Err(ToolError::Conflict(format!(
+            "`{}` does not call a model",
+            self.name()
+        )))
+    }
     /// The data the action depends on, read with the subject rows locked (`FOR UPDATE`) so a
     /// decision can compare and act atomically. `None`: this tool cannot be proposed.
     async fn snapshot(

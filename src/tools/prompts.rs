@@ -177,7 +177,7 @@ impl Tool for CreatePrompt {
                             "description": "Instructions for the extraction model."},
                 "schema_revid": {"type": "string",
                                  "description": "\"<schema_id>:<version>\" from create_schema."},
-                "model": {"type": "string", "description": "Model to run it with (optional)."},
+                "model": {"type": "string", "description": "A note only: run_extraction always uses the service's configured extraction model."},
                 "tag_ids": tag_ids_param("Tags of documents this prompt is meant for."),
             }),
             &["name", "content", "schema_revid"],
@@ -265,6 +265,12 @@ impl Tool for UpdatePrompt {
     fn category(&self) -> Category {
         Category::Write
     }
+    fn targets(&self, args: &Value) -> Vec<super::Target> {
+        prompt_id_arg(args)
+            .map(super::Target::Prompt)
+            .into_iter()
+            .collect()
+    }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         let id = prompt_id_arg(&args)?;
         let changes = ["content", "schema_revid", "model", "tag_ids"];
@@ -334,6 +340,12 @@ impl Tool for DeletePrompt {
     }
     fn category(&self) -> Category {
         Category::Destructive
+    }
+    fn targets(&self, args: &Value) -> Vec<super::Target> {
+        prompt_id_arg(args)
+            .map(super::Target::Prompt)
+            .into_iter()
+            .collect()
     }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         let id = prompt_id_arg(&args)?;

@@ -124,7 +124,7 @@ impl Registry {
         }
     }
 
-    /// Resolves, validates and runs a call.
+    /// Resolves, validates, checks the subject ([`super::scope::check`]) and runs a call.
     pub async fn execute(
         &self,
         ctx: &mut ToolCtx<'_>,
@@ -135,6 +135,7 @@ impl Registry {
             .get(name)
             .ok_or_else(|| CallError::UnknownTool(name.to_string()))?;
         Self::validate(tool.as_ref(), args)?;
+        super::scope::check(ctx, tool.as_ref(), args).await?;
         Ok(tool.call(ctx, args.clone()).await?)
     }
 }

@@ -429,6 +429,12 @@ impl Tool for UpdateSchema {
     fn category(&self) -> Category {
         Category::Write
     }
+    fn targets(&self, args: &Value) -> Vec<super::Target> {
+        schema_id_arg(args)
+            .map(super::Target::Schema)
+            .into_iter()
+            .collect()
+    }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         let id = schema_id_arg(&args)?;
         let rf = &args["response_format"];
@@ -504,6 +510,12 @@ impl Tool for DeleteSchema {
     }
     fn category(&self) -> Category {
         Category::Destructive
+    }
+    fn targets(&self, args: &Value) -> Vec<super::Target> {
+        schema_id_arg(args)
+            .map(super::Target::Schema)
+            .into_iter()
+            .collect()
     }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         let id = schema_id_arg(&args)?;

@@ -116,6 +116,22 @@ impl Tool for CreateSuggestion {
     fn category(&self) -> Category {
         Category::Write
     }
+    fn follow_up(&self, args: &Value, result: &Value) -> Option<super::FollowUp> {
+        let action = args.get("proposed_action").filter(|a| a.is_object())?;
+        if result["duplicate"].as_bool() == Some(true) {
+            return None;
+        }
+        Some(super::FollowUp {
+            tool: action["tool"].as_str().unwrap_or_default().to_string(),
+            args: action.get("args").cloned().unwrap_or_else(|| json!({})),
+            subject: super::Subject::Suggestion {
+                document_id: super::scope::target_id(args, "document_id"),
+            },
+            suggestion_id: result["suggestion_id"]
+                .as_str()
+                .and_then(|s| uuid::Uuid::parse_str(s).ok()),
+        })
+    }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         let kind = args["kind"].as_str().unwrap_or("");
         if !KINDS.contains(&kind) {

@@ -193,6 +193,9 @@ impl Tool for DeleteTag {
     fn category(&self) -> Category {
         Category::Destructive
     }
+    fn targets(&self, _args: &Value) -> Vec<super::Target> {
+        vec![super::Target::Shared("a tag")]
+    }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         let id = req_uuid(&args, "tag_id")?;
         let done = store::delete(ctx.conn, ctx.org_id, id, ctx.now)

@@ -64,6 +64,9 @@ pub struct OpenAiSettings {
     pub stream: bool,
 }
 
+/// Default of [`OpenAiProvider::with_max_stream_bytes`] (`llm.max_stream_bytes`).
+pub const DEFAULT_MAX_STREAM_BYTES: usize = 4 << 20;
+
 impl std::fmt::Debug for OpenAiSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpenAiSettings")
@@ -82,6 +85,9 @@ pub struct OpenAiProvider {
     settings: OpenAiSettings,
     /// `{base_url}/chat/completions`, for error messages.
     endpoint: String,
+    /// Most bytes of text and arguments one streamed answer may accumulate; past it the call
+    /// fails (a model that never stops must not exhaust memory or the timeout).
+    max_stream_bytes: usize,
 }
 
 impl std::fmt::Debug for OpenAiProvider {
@@ -118,7 +124,14 @@ impl OpenAiProvider {
             client,
             settings,
             endpoint,
+            max_stream_bytes: DEFAULT_MAX_STREAM_BYTES,
         }
+    }
+
+    /// The same provider with another bound on one streamed answer.
+    pub fn with_max_stream_bytes(mut self, bytes: usize) -> Self {
+        self.max_stream_bytes = bytes;
+        self
     }
 
     /// A failure whose message has the API key removed.
@@ -257,6 +270,17 @@ impl OpenAiProvider {
             }
             chunks += 1;
             acc.push_chunk(&chunk);
+            if acc.bytes() > self.max_stream_bytes {
+                return Err(self.failure(
+                    format!(
+                        "the streamed answer from {} passed llm.max_stream_bytes ({} bytes); \
+                         lower llm.max_output_tokens or raise the limit",
+                        self.endpoint, self.max_stream_bytes
+                    ),
+                    false,
+                    false,
+                ));
+            }
         }
         if chunks == 0 {
             return Err(self.failure(
@@ -311,6 +335,10 @@ impl OpenAiProvider {
 
     fn body_failure(&self, err: &BodyError, in_stream: bool, what: &str) -> Failure {
         let retryable = err.retryable(in_stream);
+        let lower = err.message.to_lowercase();
+        // The model's output could not be parsed: the loop retries once with a corrective hint
+        // (a verbatim retry mostly fails the same way).
+        let unparsed = lower.contains("pars") || lower.contains("format");
         let message = match err.status {
             Some(status) if !in_stream => {
                 format!("HTTP {status} from {}: {}", self.endpoint, err.message)
@@ -321,7 +349,7 @@ impl OpenAiProvider {
             ),
             None => format!("{what} from {}: {}", self.endpoint, err.message),
         };
-        self.failure(message, retryable, retryable)
+        self.failure(message, retryable, retryable && !unparsed)
     }
 
     fn map_error(&self, err: OpenAIError) -> Failure {
@@ -461,6 +489,7 @@ impl OpenAiProvider {
         let tool_choice = match req.tool_choice {
             ToolChoice::Auto => ToolChoiceOptions::Auto,
             ToolChoice::None => ToolChoiceOptions::None,
+            ToolChoice::Required => ToolChoiceOptions::Required,
         };
         Ok(CreateChatCompletionRequest {
             model: req.model.clone(),

@@ -24,6 +24,16 @@ pub(super) struct Assembled {
 }
 
 impl Assembled {
+    /// Bytes of text and tool arguments accumulated so far.
+    pub(super) fn bytes(&self) -> usize {
+        self.text.len()
+            + self
+                .calls
+                .values()
+                .map(|c| c.arguments.len())
+                .sum::<usize>()
+    }
+
     /// One entry of `tool_calls` (a whole call, or a stream delta of one).
     pub(super) fn push_call_delta(&mut self, position: usize, call: &Value) {
         let index = call["index"].as_u64().unwrap_or(position as u64);
@@ -205,6 +215,15 @@ pub(super) fn content_text(v: &Value) -> String {
 
 pub(super) fn usage_from(v: &Value) -> Option<Usage> {
     let tokens = |a: &str, b: &str| v[a].as_u64().or_else(|| v[b].as_u64()).unwrap_or(0);
+    // Prefix-cache hits, where the server reports them (OpenAI, vLLM with prefix caching).
+    if let Some(cached) = v["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .or_else(|| v["input_tokens_details"]["cached_tokens"].as_u64())
+        .filter(|c| *c > 0)
+    {
+        metrics::counter!("agentd_llm_cached_tokens_total").increment(cached);
+        tracing::debug!(cached_tokens = cached, "provider prefix cache hit");
+    }
     v.is_object().then(|| Usage {
         input_tokens: tokens("prompt_tokens", "input_tokens"),
         output_tokens: tokens("completion_tokens", "output_tokens"),

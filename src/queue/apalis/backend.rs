@@ -49,6 +49,7 @@ impl Shared {
 
     /// Claims up to `want` jobs and records them as held before anyone can see them.
     pub(super) async fn claim(self: Arc<Self>, want: u32) -> Result<Vec<ClaimedJob>, QueueError> {
+        let sent = Instant::now();
         let jobs = store::claim(
             &self.pool,
             &self.kinds,
@@ -65,6 +66,7 @@ impl Shared {
                 Held {
                     attempt: j.attempt,
                     cancel: CancellationToken::new(),
+                    renewed_at: sent,
                 },
             );
             metrics::counter!("agentd_jobs_claimed_total", "kind" => j.kind.clone()).increment(1);
@@ -365,13 +367,18 @@ pub(super) async fn heartbeat_loop(sh: Arc<Shared>) {
         if held.is_empty() {
             continue;
         }
-        match store::heartbeat(&sh.pool, &held, sh.clock.now(), sh.lease()).await {
+        let sent = Instant::now();
+        let write = store::heartbeat(&sh.pool, &held, sh.clock.now(), sh.lease());
+        match crate::queue::lease::bounded(sh.opts.heartbeat, write).await {
             Ok(kept) => {
                 sh.stats.db_ok.store(true, Ordering::Relaxed);
                 let kept: HashSet<i64> = kept.into_iter().collect();
                 let mut map = sh.held.lock().expect("held");
                 for (id, attempt) in held {
                     if kept.contains(&id) {
+                        if let Some(h) = map.get_mut(&id) {
+                            h.renewed_at = sent;
+                        }
                         continue;
                     }
                     if map.get(&id).is_some_and(|h| h.attempt == attempt)
@@ -388,6 +395,26 @@ pub(super) async fn heartbeat_loop(sh: Arc<Shared>) {
             Err(e) => {
                 sh.stats.db_ok.store(false, Ordering::Relaxed);
                 warn!(error = %e, "heartbeat failed; leases may expire");
+                let now = Instant::now();
+                let mut map = sh.held.lock().expect("held");
+                map.retain(|id, h| {
+                    if !crate::queue::lease::may_have_expired(
+                        h.renewed_at,
+                        sh.opts.lease,
+                        sh.opts.heartbeat,
+                        now,
+                    ) {
+                        return true;
+                    }
+                    warn!(
+                        job.id = id,
+                        attempt = h.attempt,
+                        "lease may have expired (heartbeats failing); stopping this attempt"
+                    );
+                    metrics::counter!("agentd_leases_abandoned_total").increment(1);
+                    h.cancel.cancel();
+                    false
+                });
             }
         }
     }

@@ -200,6 +200,8 @@ pub struct KindPolicy {
 struct Held {
     attempt: i32,
     cancel: CancellationToken,
+    /// When the claim or heartbeat that last extended this lease was sent.
+    renewed_at: Instant,
 }
 
 /// What a handler run produced, as the acker writes it.

@@ -1,0 +1,96 @@
+//! Budget reservation around every provider call (the loop's, a tool's, an approval's): reserve
+//! an estimate before the call, atomically against the org's monthly limit, and settle with the
+//! real usage when the answer is checkpointed. Concurrent runs therefore cannot overshoot the
+//! limit by more than the amount by which real calls exceed their estimates.
+
+use crate::llm::{Block, CompletionRequest};
+use crate::store::budget::{self as store, Reservation};
+use crate::store::runs;
+use chrono::{DateTime, Utc};
+use sqlx::{PgConnection, PgPool};
+use tracing::warn;
+use uuid::Uuid;
+
+/// A reservation not settled within this time (its caller crashed) stops counting.
+pub const RESERVATION_TTL_SECS: i64 = 15 * 60;
+
+/// Output tokens assumed when a request sets no `max_tokens`.
+const DEFAULT_OUTPUT_TOKENS: u32 = 4096;
+
+/// Upper estimate of a call's tokens: one token per 3 characters of everything sent, plus the
+/// request's output limit. Real usage above the estimate is the only way past the limit.
+pub fn estimate(req: &CompletionRequest) -> i64 {
+    let mut chars = 0usize;
+    for m in &req.messages {
+        for b in &m.content {
+            chars += match b {
+                Block::Text { text } => text.len(),
+                Block::ToolUse {
+                    name, arguments, ..
+                } => name.len() + arguments.len(),
+                Block::ToolResult { content, .. } => content.len(),
+            };
+        }
+    }
+    for t in &req.tools {
+        chars += t.name.len() + t.description.len() + t.parameters.to_string().len();
+    }
+    if let Some(rf) = &req.response_format {
+        chars += rf.to_string().len();
+    }
+    let output = req.max_tokens.unwrap_or(DEFAULT_OUTPUT_TOKENS);
+    (chars / 3) as i64 + i64::from(output)
+}
+
+/// Reserves the estimate of `req` for `org_id`.
+pub async fn reserve(
+    pool: &PgPool,
+    org_id: Uuid,
+    req: &CompletionRequest,
+    now: DateTime<Utc>,
+) -> Result<Reservation, sqlx::Error> {
+    let r = store::reserve(
+        pool,
+        org_id,
+        estimate(req),
+        now,
+        chrono::Duration::seconds(RESERVATION_TTL_SECS),
+    )
+    .await?;
+    if let Reservation::Refused {
+        used,
+        reserved,
+        limit,
+    } = r
+    {
+        warn!(%org_id, used, reserved, limit, "org budget cannot hold another call; provider call refused");
+    }
+    Ok(r)
+}
+
+/// Replaces the reservation with the real usage: drops it and charges `tokens` to the org, in
+/// the caller's transaction (the one that checkpoints the answer).
+pub async fn settle(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    r: &Reservation,
+    tokens: i64,
+    now: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    store::release(&mut *conn, r).await?;
+    if let Some((used, limit)) = runs::charge_budget(conn, org_id, tokens, now).await? {
+        warn!(%org_id, used, limit, "org token budget is 80% used this month");
+    }
+    Ok(())
+}
+
+/// Drops a reservation whose call failed with nothing to charge (best effort: an undropped
+/// reservation expires by itself).
+pub async fn release(pool: &PgPool, r: &Reservation) {
+    if let Reservation::Held { .. } = r
+        && let Ok(mut conn) = pool.acquire().await
+        && let Err(e) = store::release(&mut conn, r).await
+    {
+        warn!(error = %e, "could not drop a budget reservation; it expires by itself");
+    }
+}

@@ -1,0 +1,185 @@
+//! Goals: what a finished run of a kind has made, read from what the run stored (never from
+//! what the model says). auto_create's goal is a schema (created or reused), a prompt and an
+//! extraction for its document. The same state gives the working-state block each round carries,
+//! the next step named in nudges and errors, and guided mode's tool subset. Kinds without a
+//! declared goal end when the model answers, as before.
+
+use super::RunSpec;
+use crate::store::{auto_create, schemas};
+use crate::tools::revid;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// One part of a kind's goal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Schema,
+    Prompt,
+    Extraction,
+}
+
+impl Part {
+    /// What the part is, as a nudge names it.
+    pub fn noun(&self) -> &'static str {
+        match self {
+            Part::Schema => "schema",
+            Part::Prompt => "prompt",
+            Part::Extraction => "extraction",
+        }
+    }
+
+    /// Tools that make this part (guided mode offers these and the read tools). The schema
+    /// stage offers `create_prompt` too: passing an existing schema's revid to it is how a
+    /// schema is reused.
+    pub fn tools(&self) -> &'static [&'static str] {
+        match self {
+            // create_schema validates (no validate_schema); the working state names the ids
+            // and fields (no get_schema / get_prompt).
+            Part::Schema => &[
+                "create_schema",
+                "list_schemas",
+                "help_schemas",
+                "create_prompt",
+            ],
+            Part::Prompt => &["create_prompt", "help_prompts"],
+            Part::Extraction => &["run_extraction"],
+        }
+    }
+}
+
+/// Read tools offered in every guided round (the document text is in the first message; more
+/// pages come from `get_ocr_text`).
+pub const GUIDED_READ_TOOLS: [&str; 1] = ["get_ocr_text"];
+
+/// Tools guided mode offers once the goal is met: check and correct the extraction, or answer.
+pub const GUIDED_DONE_TOOLS: [&str; 2] = ["get_extraction_result", "update_extraction_field"];
+
+/// Where a run stands against its kind's goal.
+#[derive(Debug, Clone, Default)]
+pub struct GoalState {
+    /// Parts still missing, in the order they are made.
+    pub missing: Vec<Part>,
+    /// `"<id>:<version>"` of the run's schema, prompt; the extraction's id.
+    pub schema: Option<String>,
+    pub schema_fields: Vec<String>,
+    pub prompt: Option<String>,
+    pub extraction: Option<Uuid>,
+}
+
+impl GoalState {
+    /// True when nothing is missing.
+    pub fn met(&self) -> bool {
+        self.missing.is_empty()
+    }
+
+    /// The next step, as an instruction naming the tool (and the id to pass).
+    pub fn next_step(&self) -> String {
+        match self.missing.first() {
+            Some(Part::Schema) => "call `create_schema` with the fields worth extracting from \
+                 the document (or pass the schema_revid of a fitting schema from `list_schemas` \
+                 to `create_prompt`)"
+                .to_string(),
+            Some(Part::Prompt) => format!(
+                "call `create_prompt` with schema_revid \"{}\"",
+                self.schema.as_deref().unwrap_or("?")
+            ),
+            Some(Part::Extraction) => format!(
+                "call `run_extraction` with prompt_revid \"{}\"",
+                self.prompt.as_deref().unwrap_or("?")
+            ),
+            None => "answer with a one-paragraph summary of what you proposed".to_string(),
+        }
+    }
+
+    /// The short working-state block sent at the end of each request.
+    pub fn block(&self) -> String {
+        let schema = match &self.schema {
+            Some(r) => format!("{r} (fields: {})", self.schema_fields.join(", ")),
+            None => "none yet".into(),
+        };
+        let prompt = self.prompt.as_deref().unwrap_or("none yet");
+        let extraction = self
+            .extraction
+            .map(|e| e.to_string())
+            .unwrap_or_else(|| "none yet".into());
+        format!(
+            "[run state] schema: {schema}; prompt: {prompt}; extraction: {extraction}. Next: {}.",
+            self.next_step()
+        )
+    }
+
+    /// The nudge sent when the model answered in prose before the goal was met.
+    pub fn nudge(&self) -> String {
+        let missing: Vec<&str> = self.missing.iter().map(Part::noun).collect();
+        format!(
+            "Not finished: this run has no {} yet. Do not answer in prose; {} now.",
+            missing.join(", no "),
+            self.next_step()
+        )
+    }
+}
+
+/// The goal state of `run_id`, or `None` for kinds without a declared goal.
+pub async fn state(
+    pool: &PgPool,
+    spec: &RunSpec,
+    run_id: Uuid,
+) -> Result<Option<GoalState>, sqlx::Error> {
+    let (true, Some(doc)) = (
+        spec.settings.goals && spec.kind == "auto_create",
+        spec.document_id,
+    ) else {
+        return Ok(None);
+    };
+    let mut conn = pool.acquire().await?;
+    let a = auto_create::artifacts(&mut *conn, spec.org_id, run_id, doc).await?;
+    let mut g = GoalState::default();
+    if let (Some(id), Some(v)) = (a.schema_id, a.schema_version) {
+        g.schema = Some(revid(id, v));
+        if let Some(row) = schemas::get(&mut conn, spec.org_id, id, v).await? {
+            g.schema_fields = row
+                .response_format
+                .pointer("/json_schema/schema/properties")
+                .and_then(|p| p.as_object())
+                .map(|p| p.keys().cloned().collect())
+                .unwrap_or_default();
+        }
+    } else {
+        g.missing.push(Part::Schema);
+    }
+    if let (Some(id), Some(v)) = (a.prompt_id, a.prompt_version) {
+        g.prompt = Some(revid(id, v));
+    } else {
+        g.missing.push(Part::Prompt);
+    }
+    g.extraction = a.extraction_id;
+    if g.extraction.is_none() {
+        g.missing.push(Part::Extraction);
+    }
+    Ok(Some(g))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nudge_and_block_name_what_is_missing_and_the_next_tool() {
+        let g = GoalState {
+            missing: vec![Part::Prompt, Part::Extraction],
+            schema: Some("s:1".into()),
+            schema_fields: vec!["total".into()],
+            ..GoalState::default()
+        };
+        assert_eq!(
+            g.nudge(),
+            "Not finished: this run has no prompt, no extraction yet. Do not answer in prose; \
+             call `create_prompt` with schema_revid \"s:1\" now."
+        );
+        assert!(
+            g.block()
+                .contains("schema: s:1 (fields: total); prompt: none yet")
+        );
+        assert!(!g.met());
+    }
+}

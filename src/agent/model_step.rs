@@ -1,0 +1,161 @@
+//! A tool call that asks a model itself (run_extraction), with no transaction open while the
+//! model answers: the inputs are read in a short transaction, the model is called with no
+//! connection held (its estimate reserved on the org budget), the answer is checkpointed as a
+//! `tool_model` step and charged to the run and the org in one short transaction, then it is
+//! validated and applied in the step transaction that also writes the audit row and the
+//! tool_result. A crash after the call resumes from the checkpointed answer.
+
+use super::step::{Decided, bounded_error, run_ctx};
+use super::{Engine, RunError, RunSpec, budget};
+use crate::llm::CompletionResponse;
+use crate::store::budget::Reservation;
+use crate::store::runs;
+use crate::tools::{Tool, ToolError};
+use serde_json::{Value, json};
+use sqlx::{Postgres, Transaction};
+use uuid::Uuid;
+
+/// Runs `tool(args)` for `call_id`. Takes the (read-only so far) step transaction and returns
+/// the one the caller must finish with the audit row and the tool_result; also the tokens the
+/// model used (already charged).
+pub(super) async fn run(
+    engine: &Engine,
+    spec: &RunSpec,
+    run_id: Uuid,
+    call_id: &str,
+    tool: &dyn Tool,
+    args: &Value,
+    mut tx: Transaction<'static, Postgres>,
+) -> Result<(Decided, i64, Transaction<'static, Postgres>), RunError> {
+    let cat = tool.category().as_str();
+    let model_call_id = format!("{call_id}#model");
+    let now = engine.clock.now();
+    let checkpointed = runs::step_for_call(&mut tx, run_id, &model_call_id).await?;
+    let (state, answer) = match checkpointed.as_ref().and_then(decode) {
+        Some(found) => found,
+        None => {
+            let mut ctx = run_ctx(engine, spec, &mut tx, run_id, now);
+            let prepared = tool.prepare(&mut ctx, args).await;
+            drop(ctx);
+            // Nothing was written: end the transaction before the model is asked.
+            tx.rollback().await?;
+            let call = match prepared {
+                Some(Ok(c)) => c,
+                Some(Err(ToolError::Db(e))) => return Err(e.into()),
+                Some(Err(e)) => {
+                    let tx = engine.pool.begin().await?;
+                    return Ok((Decided::error(cat, "auto_approved", e.to_string()), 0, tx));
+                }
+                None => {
+                    let tx = engine.pool.begin().await?;
+                    let msg = format!("`{}` cannot run here", tool.name());
+                    return Ok((Decided::error(cat, "error", msg), 0, tx));
+                }
+            };
+            let reservation =
+                budget::reserve(&engine.pool, spec.org_id, &call.request, now).await?;
+            if matches!(reservation, Reservation::Refused { .. }) {
+                let tx = engine.pool.begin().await?;
+                let msg = "not executed: the organisation's monthly token budget cannot hold \
+                           this model call; finish with what you have"
+                    .to_string();
+                return Ok((Decided::error(cat, "capped", msg), 0, tx));
+            }
+            let result = engine.env.provider.complete(call.request).await;
+            match result {
+                Ok(resp) => {
+                    checkpoint(
+                        engine,
+                        spec,
+                        run_id,
+                        &model_call_id,
+                        &call.state,
+                        &resp,
+                        &reservation,
+                    )
+                    .await?;
+                    (call.state, resp)
+                }
+                Err(e) => {
+                    budget::release(&engine.pool, &reservation).await;
+                    let tx = engine.pool.begin().await?;
+                    let msg = format!("provider error: the extraction model failed: {e}");
+                    return Ok((Decided::error(cat, "auto_approved", msg), 0, tx));
+                }
+            }
+        }
+    };
+    let tokens = answer.usage.total() as i64;
+    let usage = json!({"input_tokens": answer.usage.input_tokens,
+                       "output_tokens": answer.usage.output_tokens});
+    let mut tx = engine.pool.begin().await?;
+    sqlx::query("SAVEPOINT tool_call").execute(&mut *tx).await?;
+    let mut ctx = run_ctx(engine, spec, &mut tx, run_id, engine.clock.now());
+    let applied = tool.apply(&mut ctx, args, &state, &answer).await;
+    drop(ctx);
+    let decided = match applied {
+        Ok(mut v) => {
+            v["usage"] = usage;
+            Decided {
+                category: cat,
+                decision: "auto_approved",
+                content: v.to_string(),
+                is_error: false,
+                outcome: v,
+            }
+        }
+        Err(ToolError::Db(e)) => return Err(e.into()),
+        Err(e) => {
+            sqlx::query("ROLLBACK TO SAVEPOINT tool_call")
+                .execute(&mut *tx)
+                .await?;
+            let mut d = Decided::error(cat, "auto_approved", bounded_error(&e.to_string()));
+            d.outcome["usage"] = usage;
+            d
+        }
+    };
+    Ok((decided, tokens, tx))
+}
+
+/// The checkpointed `(state, answer)` of a `tool_model` step.
+fn decode(payload: &Value) -> Option<(Value, CompletionResponse)> {
+    let resp = serde_json::from_value(payload.get("response")?.clone()).ok()?;
+    Some((payload.get("state")?.clone(), resp))
+}
+
+/// Stores the answer as a `tool_model` step and charges its usage to the run and the org
+/// (settling the reservation), in one short transaction.
+async fn checkpoint(
+    engine: &Engine,
+    spec: &RunSpec,
+    run_id: Uuid,
+    model_call_id: &str,
+    state: &Value,
+    resp: &CompletionResponse,
+    reservation: &Reservation,
+) -> Result<(), RunError> {
+    let now = engine.clock.now();
+    let mut tx = engine.pool.begin().await?;
+    let seq = runs::next_seq(&mut tx, run_id).await?;
+    let payload = json!({"state": state, "response": resp});
+    runs::insert_step(
+        &mut tx,
+        run_id,
+        seq,
+        "tool_model",
+        Some(model_call_id),
+        &payload,
+        now,
+    )
+    .await?;
+    let (input, output) = (
+        resp.usage.input_tokens as i64,
+        resp.usage.output_tokens as i64,
+    );
+    runs::add_tokens(&mut tx, run_id, input, output).await?;
+    budget::settle(&mut tx, spec.org_id, reservation, input + output, now).await?;
+    tx.commit().await?;
+    metrics::counter!("agentd_tokens_total", "org" => spec.org_id.to_string(), "model" => resp.model.clone())
+        .increment(resp.usage.total());
+    Ok(())
+}

@@ -1,0 +1,154 @@
+//! One provider call of the loop: the request (stable prefix, compacted history, working state,
+//! the right `tool_choice`), the call with one hinted retry when the server could not parse
+//! the model's output, tool calls written as text recovered, and tokens counted with a
+//! tokenizer when the provider sent no usage. Failed calls after generation are charged too.
+
+use super::goals::GoalState;
+use super::transcript::Transcript;
+use super::{Engine, RunError, RunSpec, StopReason, context, guard, summary};
+use crate::llm::{
+    Block, CompletionRequest, CompletionResponse, LlmError, Message, Role, ToolChoice, ToolSpec,
+    textcalls, tokens,
+};
+use crate::store::agent_loop;
+use tracing::{Instrument, info_span, warn};
+use uuid::Uuid;
+
+/// Appended (once) when the server could not parse what the model generated.
+pub const PARSE_HINT: &str = "Your previous answer could not be parsed by the server. Answer \
+    again: either plain text, or exactly one tool call with arguments that are one valid JSON \
+    object (double quotes, no comments, no trailing commas).";
+
+/// Builds the request of the next round. `cap` is set for the forced summary.
+pub fn build(
+    engine: &Engine,
+    spec: &RunSpec,
+    first_message: &str,
+    t: &mut Transcript,
+    all_tools: &[ToolSpec],
+    goal: Option<&GoalState>,
+    cap: Option<StopReason>,
+) -> CompletionRequest {
+    let s = &spec.settings;
+    let mut messages = vec![
+        Message::text(Role::System, &spec.system_prompt),
+        Message::text(Role::User, first_message),
+    ];
+    if s.compact {
+        guard::annotate_repairs(t, &engine.env.registry);
+        let text_shown = spec.document_id.is_some() && first_message.contains("<document>");
+        context::compact(
+            &mut t.messages,
+            &t.history,
+            t.rounds.saturating_sub(1),
+            text_shown,
+            goal.is_some(),
+        );
+    }
+    messages.extend(t.messages.iter().cloned());
+    if s.compact
+        && let Some(g) = goal
+    {
+        messages.push(guard::state_message(g.block()));
+    }
+    if let Some(reason) = cap {
+        messages.push(Message::text(Role::User, summary::instruction(reason)));
+    }
+    let tools = context::offered(all_tools, spec, goal, &engine.env.registry);
+    let unmet = goal.is_some_and(|g| !g.met());
+    let tool_choice = if cap.is_some() {
+        ToolChoice::None
+    } else if s.compact && unmet && s.tool_choice_required && !tools.is_empty() {
+        ToolChoice::Required
+    } else {
+        ToolChoice::Auto
+    };
+    CompletionRequest {
+        model: spec.model.clone(),
+        messages,
+        tools,
+        tool_choice,
+        max_tokens: Some(s.max_output_tokens),
+        response_format: None,
+    }
+}
+
+/// Calls the provider for `req`; on an unparsed-output error retries once with [`PARSE_HINT`].
+/// Returns the answer with usage filled in (estimated when the provider sent none).
+pub async fn call(
+    engine: &Engine,
+    spec: &RunSpec,
+    run_id: Uuid,
+    round: u32,
+    mut req: CompletionRequest,
+) -> Result<CompletionResponse, LlmError> {
+    let mut hinted = false;
+    loop {
+        let span = info_span!("agent.round", n = round + 1, hinted);
+        let result = async { engine.env.provider.complete(req.clone()).await }
+            .instrument(span)
+            .await;
+        match result {
+            Ok(mut resp) => {
+                if req.tool_choice != ToolChoice::None {
+                    // Any tool of the job counts, also one this round did not offer (guided).
+                    let n = textcalls::recover(&mut resp, &spec.policy.allow);
+                    if n > 0 {
+                        metrics::counter!("agentd_text_tool_calls_total").increment(n as u64);
+                    }
+                }
+                if resp.usage.total() == 0 {
+                    resp.usage = tokens::estimate(&req, &resp.message);
+                    if let Err(e) = agent_loop::mark_estimated(&engine.pool, run_id).await {
+                        warn!(error = %e, "could not mark the run's tokens as estimated");
+                    }
+                }
+                return Ok(resp);
+            }
+            Err(e) => {
+                metrics::counter!("agentd_provider_errors_total", "provider" => e.provider.clone(), "retryable" => e.retryable.to_string()).increment(1);
+                if e.after_generation() {
+                    charge_failed(engine, spec, run_id, &req).await;
+                }
+                if hinted || !e.is_unparsed_output() {
+                    return Err(e);
+                }
+                warn!(error = %e, "the server could not parse the model's output; one retry with a hint");
+                hinted = true;
+                req.messages.push(Message::text(Role::User, PARSE_HINT));
+            }
+        }
+    }
+}
+
+/// Charges the estimated input of a call that failed after the model generated.
+async fn charge_failed(engine: &Engine, spec: &RunSpec, run_id: Uuid, req: &CompletionRequest) {
+    let n = tokens::request(req) as i64;
+    let now = engine.clock.now();
+    let charged = async {
+        let mut tx = engine.pool.begin().await?;
+        let warned = agent_loop::charge_failed_call(&mut tx, spec.org_id, run_id, n, now).await?;
+        tx.commit().await?;
+        Ok::<_, sqlx::Error>(warned)
+    }
+    .await;
+    match charged {
+        Ok(Some((used, limit))) => {
+            warn!(org_id = %spec.org_id, used, limit, "org token budget is 80% used this month")
+        }
+        Ok(None) => {}
+        Err(e) => warn!(error = %e, "could not charge a failed call's tokens"),
+    }
+}
+
+/// Keeps only the text of a forced summary (a server that still sends calls gets them dropped).
+pub fn text_only(resp: &mut CompletionResponse) {
+    resp.message
+        .content
+        .retain(|b| matches!(b, Block::Text { .. }));
+}
+
+/// Provider failures end the round as before.
+pub fn provider_error(e: LlmError) -> RunError {
+    RunError::Provider(e)
+}

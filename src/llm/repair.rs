@@ -1,0 +1,203 @@
+//! Unambiguous repairs of a model's tool arguments, made before validation: a code fence around
+//! the JSON, trailing commas, and a nested object or array sent as a JSON string where the tool's
+//! schema wants the object or array. Nothing else is touched (no guessing of meaning); every
+//! repair is named so the tool result can tell the model what was changed.
+
+use serde_json::Value;
+
+/// Arguments after repair.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Repaired {
+    /// The arguments to validate and run (the input when nothing was repaired).
+    pub raw: String,
+    /// What was changed, one sentence each; empty when nothing was.
+    pub notes: Vec<String>,
+}
+
+/// Repairs `raw` against the tool's parameter `schema` (a JSON Schema object).
+pub fn repair(raw: &str, schema: &Value) -> Repaired {
+    let mut notes = Vec::new();
+    let mut text = raw.trim().to_string();
+    if let Some(inner) = strip_fence(&text) {
+        notes.push("removed the code fence around the arguments".to_string());
+        text = inner;
+    }
+    let mut value = serde_json::from_str::<Value>(&text).ok();
+    if value.is_none() {
+        let cleaned = strip_trailing_commas(&text);
+        if cleaned != text
+            && let Ok(v) = serde_json::from_str::<Value>(&cleaned)
+        {
+            notes.push("removed trailing commas".to_string());
+            value = Some(v);
+            text = cleaned;
+        }
+    }
+    let Some(mut value) = value else {
+        return Repaired {
+            raw: if notes.is_empty() {
+                raw.to_string()
+            } else {
+                text
+            },
+            notes,
+        };
+    };
+    unstring(&mut value, schema, "", &mut notes);
+    if notes.is_empty() {
+        return Repaired {
+            raw: raw.to_string(),
+            notes,
+        };
+    }
+    Repaired {
+        raw: value.to_string(),
+        notes,
+    }
+}
+
+/// The body of a ```json … ``` (or bare ```) fence around the whole text.
+fn strip_fence(t: &str) -> Option<String> {
+    let rest = t.strip_prefix("```")?;
+    let rest = rest
+        .strip_prefix("json")
+        .or_else(|| rest.strip_prefix("JSON"))
+        .unwrap_or(rest);
+    let body = rest.trim_end().strip_suffix("```")?;
+    Some(body.trim().to_string())
+}
+
+/// `t` without commas that directly precede `}` or `]` (outside strings).
+fn strip_trailing_commas(t: &str) -> String {
+    let chars: Vec<char> = t.chars().collect();
+    let mut out = String::with_capacity(t.len());
+    let (mut in_str, mut escaped) = (false, false);
+    for (i, &c) in chars.iter().enumerate() {
+        if in_str {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_str = false;
+            }
+            continue;
+        }
+        if c == '"' {
+            in_str = true;
+        } else if c == ',' {
+            let next = chars[i + 1..].iter().find(|c| !c.is_whitespace());
+            if matches!(next, Some('}') | Some(']')) {
+                continue;
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The JSON types `schema` allows (`type` as a string or a list).
+fn types(schema: &Value) -> Vec<&str> {
+    match &schema["type"] {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Replaces strings holding JSON objects/arrays where the schema wants those (not strings).
+fn unstring(v: &mut Value, schema: &Value, path: &str, notes: &mut Vec<String>) {
+    let allowed = types(schema);
+    if let Value::String(s) = v
+        && !allowed.contains(&"string")
+        && (allowed.contains(&"object") || allowed.contains(&"array"))
+        && let Ok(parsed) = serde_json::from_str::<Value>(s.trim())
+        && ((parsed.is_object() && allowed.contains(&"object"))
+            || (parsed.is_array() && allowed.contains(&"array")))
+    {
+        let what = if parsed.is_object() {
+            "an object"
+        } else {
+            "an array"
+        };
+        notes.push(format!(
+            "`{}` was a JSON string; it was parsed as {what}",
+            if path.is_empty() { "arguments" } else { path }
+        ));
+        *v = parsed;
+    }
+    match v {
+        Value::Object(map) => {
+            if let Some(props) = schema["properties"].as_object() {
+                for (k, child) in map.iter_mut() {
+                    if let Some(s) = props.get(k) {
+                        let p = if path.is_empty() {
+                            k.clone()
+                        } else {
+                            format!("{path}.{k}")
+                        };
+                        unstring(child, s, &p, notes);
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            if schema["items"].is_object() {
+                for (i, child) in items.iter_mut().enumerate() {
+                    unstring(child, &schema["items"], &format!("{path}[{i}]"), notes);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Value {
+        json!({"type": "object", "properties": {
+            "name": {"type": "string"},
+            "response_format": {"type": "object"},
+            "tags": {"type": "array", "items": {"type": "string"}}
+        }})
+    }
+
+    #[test]
+    fn stringified_object_is_parsed_and_named() {
+        let raw = r#"{"name": "inv", "response_format": "{\"type\": \"json_schema\"}"}"#;
+        let r = repair(raw, &schema());
+        let v: Value = serde_json::from_str(&r.raw).unwrap();
+        assert_eq!(v["response_format"], json!({"type": "json_schema"}));
+        assert_eq!(
+            r.notes,
+            vec!["`response_format` was a JSON string; it was parsed as an object"]
+        );
+    }
+
+    #[test]
+    fn fences_and_trailing_commas() {
+        let raw = "```json\n{\"name\": \"a, }\", \"tags\": [\"x\",],}\n```";
+        let r = repair(raw, &schema());
+        let v: Value = serde_json::from_str(&r.raw).unwrap();
+        assert_eq!(v, json!({"name": "a, }", "tags": ["x"]}));
+        assert_eq!(r.notes.len(), 2, "{:?}", r.notes);
+    }
+
+    #[test]
+    fn strings_the_schema_wants_and_valid_input_are_untouched() {
+        let raw = r#"{"name": "{\"a\": 1}"}"#;
+        assert_eq!(
+            repair(raw, &schema()),
+            Repaired {
+                raw: raw.into(),
+                notes: vec![]
+            }
+        );
+        let bad = r#"{"name": "#;
+        assert_eq!(repair(bad, &schema()).raw, bad);
+    }
+}

@@ -1,0 +1,149 @@
+//! Tool calls written as text. Servers without a tool-call parser (llama.cpp, Ollama, vLLM
+//! without `--tool-call-parser`) and Hermes/Qwen chat templates hand the model's calls back as
+//! `content`: `<tool_call>{…}</tool_call>`, a bare `{"name": …, "arguments": …}`, a fenced
+//! ```json block, or an array of those. [`recover`] turns such text into real tool calls, for
+//! every provider in one place, and only for names of tools that were offered.
+
+use super::{Block, CompletionResponse, FinishReason};
+use serde_json::Value;
+
+/// One call found in text: (tool name, arguments as JSON text).
+pub type TextCall = (String, String);
+
+/// If `resp` has no tool calls and its text holds calls of tools in `offered`, replaces the
+/// text with those calls. Returns how many calls were recovered (0: `resp` unchanged).
+pub fn recover(resp: &mut CompletionResponse, offered: &[String]) -> usize {
+    if !resp.message.tool_calls().is_empty() || offered.is_empty() {
+        return 0;
+    }
+    let text = resp.message.joined_text();
+    let calls = parse(&text, offered);
+    if calls.is_empty() {
+        return 0;
+    }
+    let n = calls.len();
+    resp.message.content = calls
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, arguments))| Block::ToolUse {
+            id: format!("text_{i}"),
+            name,
+            arguments,
+        })
+        .collect();
+    resp.finish = FinishReason::ToolUse;
+    n
+}
+
+/// Every call in `text` whose name is in `offered`, in order.
+pub fn parse(text: &str, offered: &[String]) -> Vec<TextCall> {
+    let mut out = Vec::new();
+    let (pieces, every) = candidates(text);
+    for candidate in pieces {
+        let Ok(v) = serde_json::from_str::<Value>(candidate.trim()) else {
+            continue;
+        };
+        collect(&v, offered, &mut out);
+        if !out.is_empty() && !every {
+            break;
+        }
+    }
+    out
+}
+
+/// Pieces of `text` that may be JSON calls, most specific form first; `true` when every piece
+/// is a call of its own (tagged calls) rather than alternative readings of one text.
+fn candidates(text: &str) -> (Vec<&str>, bool) {
+    let mut out = Vec::new();
+    // <tool_call>…</tool_call> (Hermes, Qwen); several tags are several calls.
+    let tagged: Vec<&str> = text
+        .split("<tool_call>")
+        .skip(1)
+        .map(|s| s.split("</tool_call>").next().unwrap_or(s))
+        .collect();
+    if !tagged.is_empty() {
+        return (tagged, true);
+    }
+    // ```json … ``` or ``` … ``` fences.
+    let mut rest = text;
+    while let Some(start) = rest.find("```") {
+        let after = &rest[start + 3..];
+        let body_start = after.find('\n').map(|i| i + 1).unwrap_or(0);
+        let lang = after[..body_start].trim();
+        let body = &after[body_start..];
+        let Some(end) = body.find("```") else { break };
+        if lang.is_empty() || lang.eq_ignore_ascii_case("json") {
+            out.push(&body[..end]);
+        }
+        rest = &body[end + 3..];
+    }
+    // The whole text, then the span from the first `{`/`[` to the last `}`/`]`.
+    out.push(text);
+    if let (Some(a), Some(b)) = (text.find(['{', '[']), text.rfind(['}', ']']))
+        && a < b
+    {
+        out.push(&text[a..=b]);
+    }
+    (out, false)
+}
+
+fn collect(v: &Value, offered: &[String], out: &mut Vec<TextCall>) {
+    match v {
+        Value::Array(items) => items.iter().for_each(|i| collect(i, offered, out)),
+        Value::Object(o) => {
+            // {"name", "arguments"} or {"name", "parameters"}, optionally under "function".
+            let f = o.get("function").filter(|f| f.is_object()).unwrap_or(v);
+            let Some(name) = f["name"].as_str() else {
+                return;
+            };
+            if !offered.iter().any(|t| t == name) {
+                return;
+            }
+            let args = match f.get("arguments").or_else(|| f.get("parameters")) {
+                None | Some(Value::Null) => "{}".to_string(),
+                Some(Value::String(s)) => s.clone(),
+                Some(other) => other.to_string(),
+            };
+            out.push((name.to_string(), args));
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offered() -> Vec<String> {
+        vec!["create_schema".into(), "get_document".into()]
+    }
+
+    #[test]
+    fn tagged_calls_become_calls() {
+        let t = "Sure.\n<tool_call>\n{\"name\": \"get_document\", \"arguments\": {}}\n</tool_call>\n<tool_call>{\"name\": \"create_schema\", \"arguments\": {\"name\": \"x\"}}</tool_call>";
+        assert_eq!(
+            parse(t, &offered()),
+            vec![
+                ("get_document".to_string(), "{}".to_string()),
+                ("create_schema".to_string(), r#"{"name":"x"}"#.to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn bare_fenced_and_arrays() {
+        let bare = r#"{"name": "get_document", "arguments": "{\"document_id\": \"d\"}"}"#;
+        assert_eq!(parse(bare, &offered())[0].1, r#"{"document_id": "d"}"#);
+        let fenced = "I will call:\n```json\n[{\"name\": \"get_document\", \"parameters\": {}}, {\"function\": {\"name\": \"create_schema\", \"arguments\": {}}}]\n```\n";
+        assert_eq!(parse(fenced, &offered()).len(), 2);
+        let prose = "Here it is: {\"name\": \"get_document\", \"arguments\": {}} done";
+        assert_eq!(parse(prose, &offered()).len(), 1);
+    }
+
+    #[test]
+    fn prose_and_unknown_names_stay_text() {
+        assert!(parse("I'll read the document first.", &offered()).is_empty());
+        assert!(parse(r#"{"name": "rm_rf", "arguments": {}}"#, &offered()).is_empty());
+        assert!(parse(r#"{"invoice": 1}"#, &offered()).is_empty());
+    }
+}

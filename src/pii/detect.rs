@@ -1,0 +1,338 @@
+//! Rules that find personal data in text. Each rule is a regular expression plus, where one
+//! exists, a checksum that removes look-alikes: IBANs must pass ISO 13616 mod-97, payment cards
+//! the Luhn check and a known issuer prefix. Names are found only where a label says a person
+//! follows ("Name:", "Patient:", "Kunde:", "Bill to:" …) or where a JSON key says so
+//! (`"customer_name": "…"`); free-text names without such a cue are **not** found (see the
+//! README's limits). Configurable national-id patterns come from `[pii] national_id_patterns`.
+
+use regex::Regex;
+use std::sync::LazyLock;
+
+/// What a detected value is; the token prefix the provider sees (`EMAIL_1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Email,
+    Phone,
+    Iban,
+    Card,
+    /// A national or patient id (configured patterns and labelled ids).
+    Id,
+    Person,
+}
+
+impl Kind {
+    /// The token prefix.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Kind::Email => "EMAIL",
+            Kind::Phone => "PHONE",
+            Kind::Iban => "IBAN",
+            Kind::Card => "CARD",
+            Kind::Id => "ID",
+            Kind::Person => "PERSON",
+        }
+    }
+
+    /// The kind of a token prefix.
+    pub fn from_prefix(p: &str) -> Option<Kind> {
+        Some(match p {
+            "EMAIL" => Kind::Email,
+            "PHONE" => Kind::Phone,
+            "IBAN" => Kind::Iban,
+            "CARD" => Kind::Card,
+            "ID" => Kind::Id,
+            "PERSON" => Kind::Person,
+            _ => return None,
+        })
+    }
+}
+
+/// One finding: a byte range of the text and what it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub start: usize,
+    pub end: usize,
+    pub kind: Kind,
+}
+
+fn re(s: &str) -> Regex {
+    Regex::new(s).expect("detector regex compiles")
+}
+
+static EMAIL: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?i)\b[a-z0-9][a-z0-9._%+-]*@[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,24}\b")
+});
+static IBAN: LazyLock<Regex> =
+    LazyLock::new(|| re(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b"));
+static CARD: LazyLock<Regex> = LazyLock::new(|| re(r"\b\d(?:[ -]?\d){12,18}\b"));
+/// International (+CC …) or national (leading 0, or US (555) 123-4567) numbers with separators.
+static PHONE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?:\+\d{1,3}[ .\-/]?(?:\(0?\d{0,5}\)[ .\-/]?)?\d{1,8}(?:[ .\-/]\d{1,8}){0,5}|\(\d{3}\) ?\d{3}[ .\-]\d{4}|\b0\d{1,5}(?:[ /.\-]\d{2,8}){1,4})\b",
+    )
+});
+/// A label announcing a phone number: catches bare digit runs after "Tel:".
+static PHONE_LABELLED: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?im)\b(?:tel(?:efon|ephone)?|phone|mobile?|handy|fax|cell)\.?(?: ?(?:no|nr|number)\.?)?[ \t]*[:：][ \t]*(\+?[\d][\d ()./-]{5,22}\d)",
+    )
+});
+static SSN: LazyLock<Regex> = LazyLock::new(|| re(r"\b\d{3}-\d{2}-\d{4}\b"));
+/// UK National Insurance number.
+static NINO: LazyLock<Regex> =
+    LazyLock::new(|| re(r"\b[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D]\b"));
+/// A label announcing a personal id (patient, member, insurance, tax, passport).
+static ID_LABELLED: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?im)\b(?:patient(?:en)?[ -]?(?:id|nr|no|number|nummer)|mrn|member[ -]?(?:id|no|number)|versicherten[ -]?(?:nr|nummer)|insurance[ -]?(?:id|no|number)|ssn|social security(?: number)?|tax[ -]?id|steuer[ -]?id|passport(?: no| number)?|date of birth|dob|geburtsdatum|geb\.)\.?[ \t]*[:：#][ \t]*([A-Za-z0-9][A-Za-z0-9./ -]{2,30}[A-Za-z0-9])",
+    )
+});
+/// A label announcing a person, then 1–4 capitalised words (an optional title first).
+static PERSON_LABELLED: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?im)\b(?:name|full name|patient(?:in)?|customer|client|bill to|billed to|ship to|sold to|attn|attention|contact(?: person)?|account holder|cardholder|recipient|employee|driver|consignee|kunde|kundin|ansprechpartner(?:in)?|empfänger(?:in)?|kontoinhaber(?:in)?|inhaber(?:in)?|rechnungsempfänger|nom|destinataire|titulaire)\s*[:：][ \t]*((?:(?:mr|mrs|ms|dr|prof|herr|frau|m|mme)\.?[ \t]+)?\p{Lu}[\p{L}'’-]+(?:[ \t]+\p{Lu}[\p{L}'’.-]*){1,3})",
+    )
+});
+/// JSON keys whose string values are personal.
+static PERSON_KEYS: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"(?i)"(?:full_name|first_name|last_name|given_name|family_name|customer_name|patient_name|contact_name|account_holder|cardholder|recipient_name|employee_name|email|email_address|phone|phone_number|telephone|mobile|iban|date_of_birth|dob|ssn|patient_id)"\s*:\s*"((?:[^"\\]|\\.){2,80})""#,
+    )
+});
+/// Company suffixes: a labelled "name" ending with one is an organisation, not a person.
+static COMPANY: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:gmbh|ag|inc|llc|ltd|limited|corp|corporation|co|kg|sa|sarl|bv|plc|company|group|bank|clinic|labs?|laboratory|hospital|shop|store|market|services|logistics)\.?$",
+    )
+});
+
+/// Finds personal data. `extra_ids` are configured national-id patterns.
+pub fn detect(text: &str, extra_ids: &[Regex]) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::new();
+    let mut push = |start: usize, end: usize, kind: Kind| out.push(Finding { start, end, kind });
+    for m in EMAIL.find_iter(text) {
+        push(m.start(), m.end(), Kind::Email);
+    }
+    for m in IBAN.find_iter(text) {
+        if iban_valid(m.as_str()) {
+            push(m.start(), m.end(), Kind::Iban);
+        }
+    }
+    for m in CARD.find_iter(text) {
+        if card_valid(m.as_str()) {
+            push(m.start(), m.end(), Kind::Card);
+        }
+    }
+    for m in SSN.find_iter(text).chain(NINO.find_iter(text)) {
+        push(m.start(), m.end(), Kind::Id);
+    }
+    for r in extra_ids {
+        for m in r.find_iter(text) {
+            push(m.start(), m.end(), Kind::Id);
+        }
+    }
+    for c in ID_LABELLED.captures_iter(text) {
+        let g = c.get(1).expect("group");
+        push(g.start(), g.end(), Kind::Id);
+    }
+    for c in PHONE_LABELLED.captures_iter(text) {
+        let g = c.get(1).expect("group");
+        if digits(g.as_str()) >= 6 {
+            push(g.start(), g.end(), Kind::Phone);
+        }
+    }
+    for m in PHONE.find_iter(text) {
+        let n = digits(m.as_str());
+        if (7..=15).contains(&n) && !looks_like_date(m.as_str()) {
+            push(m.start(), m.end(), Kind::Phone);
+        }
+    }
+    for c in PERSON_LABELLED.captures_iter(text) {
+        let g = c.get(1).expect("group");
+        let v = g.as_str().trim_end_matches('.');
+        if !COMPANY.is_match(v) {
+            push(g.start(), g.start() + v.len(), Kind::Person);
+        }
+    }
+    for c in PERSON_KEYS.captures_iter(text) {
+        let g = c.get(1).expect("group");
+        let kind = kind_of_key(c.get(0).expect("match").as_str());
+        push(g.start(), g.end(), kind);
+    }
+    resolve_overlaps(out)
+}
+
+/// The kind of a JSON key that holds personal data (`customer_name`, `email`, …).
+pub fn personal_key(key: &str) -> Option<Kind> {
+    static KEY: LazyLock<Regex> = LazyLock::new(|| {
+        re(
+            r"(?i)^(?:full_name|first_name|last_name|given_name|family_name|customer_name|patient_name|contact_name|account_holder|cardholder|recipient_name|employee_name|email|email_address|phone|phone_number|telephone|mobile|iban|date_of_birth|dob|ssn|patient_id)$",
+        )
+    });
+    KEY.is_match(key).then(|| kind_of_key(key))
+}
+
+fn kind_of_key(m: &str) -> Kind {
+    let k = m.to_ascii_lowercase();
+    if k.contains("email") {
+        Kind::Email
+    } else if k.contains("phone") || k.contains("mobile") {
+        Kind::Phone
+    } else if k.contains("iban") {
+        Kind::Iban
+    } else if k.contains("ssn")
+        || k.contains("patient_id")
+        || k.contains("dob")
+        || k.contains("birth")
+    {
+        Kind::Id
+    } else {
+        Kind::Person
+    }
+}
+
+/// Keeps the earliest, then longest, of overlapping findings.
+fn resolve_overlaps(mut v: Vec<Finding>) -> Vec<Finding> {
+    v.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+    let mut out: Vec<Finding> = Vec::with_capacity(v.len());
+    for f in v {
+        match out.last() {
+            Some(last) if f.start < last.end => {}
+            _ => out.push(f),
+        }
+    }
+    out
+}
+
+fn digits(s: &str) -> usize {
+    s.bytes().filter(u8::is_ascii_digit).count()
+}
+
+/// `01.02.2024`, `2024-01-02`: dates share the phone rule's shape.
+fn looks_like_date(s: &str) -> bool {
+    static DATE: LazyLock<Regex> =
+        LazyLock::new(|| re(r"^(?:\d{1,2}[./-]\d{1,2}[./-]\d{2,4}|\d{4}-\d{2}-\d{2})$"));
+    DATE.is_match(s.trim())
+}
+
+/// ISO 13616: move the first four characters to the end, letters → numbers, mod 97 == 1.
+pub fn iban_valid(s: &str) -> bool {
+    let c: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    if !(15..=34).contains(&c.len()) {
+        return false;
+    }
+    let rearranged = c[4..].chars().chain(c[..4].chars());
+    let mut rem: u32 = 0;
+    for ch in rearranged {
+        let v = match ch {
+            '0'..='9' => ch as u32 - '0' as u32,
+            'A'..='Z' => ch as u32 - 'A' as u32 + 10,
+            _ => return false,
+        };
+        rem = if v >= 10 {
+            (rem * 100 + v) % 97
+        } else {
+            (rem * 10 + v) % 97
+        };
+    }
+    rem == 1
+}
+
+/// Luhn checksum, 13–19 digits, and an issuer prefix (Visa, Mastercard, Amex, Discover, JCB,
+/// Diners, Maestro) so that random digit runs rarely pass.
+pub fn card_valid(s: &str) -> bool {
+    let d: Vec<u32> = s.chars().filter_map(|c| c.to_digit(10)).collect();
+    if !(13..=19).contains(&d.len()) || d.iter().all(|x| *x == d[0]) {
+        return false;
+    }
+    let p2 = d[0] * 10 + d[1];
+    let p4 = p2 * 100 + d[2] * 10 + d[3];
+    let issuer = d[0] == 4
+        || (51..=55).contains(&p2)
+        || (2221..=2720).contains(&p4)
+        || p2 == 34
+        || p2 == 37
+        || p4 == 6011
+        || p2 == 65
+        || (3528..=3589).contains(&p4)
+        || p2 == 36
+        || p2 == 50
+        || (56..=69).contains(&p2);
+    if !issuer {
+        return false;
+    }
+    let sum: u32 = d
+        .iter()
+        .rev()
+        .enumerate()
+        .map(|(i, &x)| {
+            if i % 2 == 1 {
+                let y = x * 2;
+                if y > 9 { y - 9 } else { y }
+            } else {
+                x
+            }
+        })
+        .sum();
+    sum % 10 == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found(text: &str) -> Vec<(Kind, String)> {
+        detect(text, &[])
+            .into_iter()
+            .map(|f| (f.kind, text[f.start..f.end].to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn iban_checksum() {
+        assert!(iban_valid("DE89 3704 0044 0532 0130 00"));
+        assert!(iban_valid("GB82WEST12345698765432"));
+        assert!(!iban_valid("DE89 3704 0044 0532 0130 01"));
+        assert!(!iban_valid("DE12"));
+    }
+
+    #[test]
+    fn luhn_and_issuer() {
+        assert!(card_valid("4111 1111 1111 1111"));
+        assert!(card_valid("5500-0000-0000-0004"));
+        assert!(!card_valid("4111 1111 1111 1112"));
+        // Passes Luhn but no issuer starts with 9.
+        assert!(!card_valid("9000000000000008"));
+    }
+
+    #[test]
+    fn finds_each_kind() {
+        let f = found(
+            "Name: Jane Doe\nEmail: jane.doe@example.com\nTel: +49 30 1234567\n\
+             IBAN: DE89 3704 0044 0532 0130 00\nCard 4111 1111 1111 1111\nSSN 078-05-1120",
+        );
+        let kinds: Vec<Kind> = f.iter().map(|x| x.0).collect();
+        assert_eq!(
+            kinds,
+            [
+                Kind::Person,
+                Kind::Email,
+                Kind::Phone,
+                Kind::Iban,
+                Kind::Card,
+                Kind::Id
+            ]
+        );
+        assert_eq!(f[0].1, "Jane Doe");
+        assert_eq!(f[2].1, "+49 30 1234567");
+    }
+
+    #[test]
+    fn leaves_business_numbers_alone() {
+        let f = found(
+            "Invoice No: INV-2024-0042\nDate: 12.03.2024\nTotal: 1.234,56 EUR\n\
+             Order 4500012345\nVAT ID: DE123456789\nBill to: ACME GmbH",
+        );
+        assert!(f.is_empty(), "{f:?}");
+    }
+}

@@ -1,0 +1,85 @@
+//! The boundary: a provider that redacts what goes out and rehydrates what comes back.
+
+use super::Vault;
+use crate::llm::{
+    Block, CompletionRequest, CompletionResponse, LlmError, LlmProvider, SharedProvider,
+};
+use std::sync::Arc;
+
+/// Wraps a provider for one run (or one decision): requests leave with tokens in place of
+/// personal data; answers come back with the real values.
+pub struct RedactingProvider {
+    inner: SharedProvider,
+    vault: Arc<Vault>,
+}
+
+impl RedactingProvider {
+    /// `inner` behind the redaction boundary of `vault`.
+    pub fn new(inner: SharedProvider, vault: Arc<Vault>) -> Self {
+        Self { inner, vault }
+    }
+
+    /// The outgoing request with every message redacted.
+    pub fn redact_request(&self, mut req: CompletionRequest) -> CompletionRequest {
+        for m in &mut req.messages {
+            for b in &mut m.content {
+                match b {
+                    Block::Text { text } => *text = self.vault.redact(text),
+                    Block::ToolUse { arguments, .. } => {
+                        *arguments = self.redact_maybe_json(arguments)
+                    }
+                    Block::ToolResult { content, .. } => *content = self.redact_maybe_json(content),
+                }
+            }
+        }
+        req
+    }
+
+    /// JSON text is redacted value by value (escaped newlines would hide labels from the
+    /// rules); anything else as text.
+    fn redact_maybe_json(&self, text: &str) -> String {
+        let t = text.trim_start();
+        if (t.starts_with('{') || t.starts_with('['))
+            && let Ok(v) = serde_json::from_str::<serde_json::Value>(text)
+        {
+            return self.vault.redact_json(&v).to_string();
+        }
+        self.vault.redact(text)
+    }
+
+    /// The answer with real values back in place of tokens.
+    pub fn rehydrate_response(&self, mut resp: CompletionResponse) -> CompletionResponse {
+        for b in &mut resp.message.content {
+            match b {
+                Block::Text { text } => *text = self.vault.rehydrate(text),
+                Block::ToolUse { arguments, .. } => {
+                    *arguments = self.vault.rehydrate_arguments(arguments)
+                }
+                Block::ToolResult { content, .. } => *content = self.vault.rehydrate(content),
+            }
+        }
+        resp
+    }
+}
+
+#[async_trait::async_trait]
+impl LlmProvider for RedactingProvider {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
+        let req = self.redact_request(req);
+        // New tokens are stored before the provider can echo them, so a crash after this call
+        // still rehydrates the checkpointed answer on resume.
+        self.vault.save().await.map_err(|e| {
+            LlmError::new(
+                self.inner.name(),
+                format!("could not store the redaction table: {e}"),
+                true,
+            )
+        })?;
+        let resp = self.inner.complete(req).await?;
+        Ok(self.rehydrate_response(resp))
+    }
+}

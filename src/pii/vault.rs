@@ -1,0 +1,280 @@
+//! A run's symbol table: value ↔ token, stable within the run, persisted so a resumed run
+//! (another process) gives the model the same tokens it saw before the crash.
+
+use super::detect::{Kind, detect};
+use regex::Regex;
+use serde_json::Value;
+use sqlx::PgPool;
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+use uuid::Uuid;
+
+static TOKEN: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\b(EMAIL|PHONE|IBAN|CARD|ID|PERSON)_(\d{1,6})\b").expect("re"));
+
+#[derive(Default)]
+struct Table {
+    by_value: HashMap<String, String>,
+    by_token: HashMap<String, String>,
+    /// Known values, longest first: replaced everywhere, also where no rule would find them.
+    ordered: Vec<String>,
+    next: u32,
+    /// Entries not yet written to `pii_tokens`.
+    unsaved: Vec<(String, String)>,
+}
+
+/// The symbol table of one run (or of one human decision outside a run).
+pub struct Vault {
+    table: Mutex<Table>,
+    extra_ids: Vec<Regex>,
+    /// Where to persist: `(pool, org, run)`; `None` keeps it in memory (decisions, benches).
+    store: Option<(PgPool, Uuid, Uuid)>,
+}
+
+impl Vault {
+    /// An in-memory table.
+    pub fn in_memory(extra_ids: Vec<Regex>) -> Self {
+        Self {
+            table: Mutex::new(Table::default()),
+            extra_ids,
+            store: None,
+        }
+    }
+
+    /// The table of `run_id`, loaded from `pii_tokens`.
+    pub async fn for_run(
+        pool: PgPool,
+        org_id: Uuid,
+        run_id: Uuid,
+        extra_ids: Vec<Regex>,
+    ) -> Result<Self, sqlx::Error> {
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT token, value FROM pii_tokens WHERE run_id = $1 AND org_id = $2 ORDER BY n",
+        )
+        .bind(run_id)
+        .bind(org_id)
+        .fetch_all(&pool)
+        .await?;
+        let mut t = Table::default();
+        for (token, value) in rows {
+            t.next += 1;
+            t.insert(token, value);
+        }
+        Ok(Self {
+            table: Mutex::new(t),
+            extra_ids,
+            store: Some((pool, org_id, run_id)),
+        })
+    }
+
+    /// Writes new entries (one short statement, no transaction held).
+    pub async fn save(&self) -> Result<(), sqlx::Error> {
+        let Some((pool, org, run)) = &self.store else {
+            return Ok(());
+        };
+        let unsaved = std::mem::take(&mut self.table.lock().expect("vault lock").unsaved);
+        if unsaved.is_empty() {
+            return Ok(());
+        }
+        let (tokens, values): (Vec<String>, Vec<String>) = unsaved.into_iter().unzip();
+        let r = sqlx::query(
+            "INSERT INTO pii_tokens (run_id, org_id, n, token, value)
+             SELECT $1, $2, (regexp_match(t, '_(\\d+)$'))[1]::int, t, v
+               FROM unnest($3::text[], $4::text[]) AS x(t, v)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(run)
+        .bind(org)
+        .bind(&tokens)
+        .bind(&values)
+        .execute(pool)
+        .await;
+        if r.is_err() {
+            // Keep them for the next attempt.
+            let mut t = self.table.lock().expect("vault lock");
+            t.unsaved.extend(tokens.into_iter().zip(values));
+        }
+        r.map(|_| ())
+    }
+
+    /// Replaces personal data in `text` by tokens (new values get new tokens).
+    pub fn redact(&self, text: &str) -> String {
+        let findings = detect(text, &self.extra_ids);
+        let mut t = self.table.lock().expect("vault lock");
+        for f in &findings {
+            t.token_for(&text[f.start..f.end], f.kind);
+        }
+        if t.ordered.is_empty() {
+            return text.to_string();
+        }
+        t.replace_known(text)
+    }
+
+    /// Redacts every string of a JSON value (keys stay); the string value of a personal key
+    /// (`customer_name`, `email`, …) is a token whatever the rules say.
+    pub fn redact_json(&self, v: &Value) -> Value {
+        match v {
+            Value::String(s) => Value::String(self.redact(s)),
+            Value::Array(a) => Value::Array(a.iter().map(|x| self.redact_json(x)).collect()),
+            Value::Object(o) => Value::Object(
+                o.iter()
+                    .map(|(k, x)| {
+                        let kind = super::detect::personal_key(k);
+                        let redacted = match (kind, x) {
+                            (Some(kind), Value::String(s))
+                                if s.chars().count() >= 2 && !is_token(s) =>
+                            {
+                                let mut t = self.table.lock().expect("vault lock");
+                                Value::String(t.token_for(s, kind))
+                            }
+                            _ => self.redact_json(x),
+                        };
+                        (k.clone(), redacted)
+                    })
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+
+    /// Puts the real values back for every known token in `text`.
+    pub fn rehydrate(&self, text: &str) -> String {
+        let t = self.table.lock().expect("vault lock");
+        TOKEN
+            .replace_all(text, |c: &regex::Captures| {
+                t.by_token
+                    .get(&c[0])
+                    .cloned()
+                    .unwrap_or_else(|| c[0].to_string())
+            })
+            .into_owned()
+    }
+
+    /// Rehydrates tool-call arguments: structurally when they are JSON (so values are escaped
+    /// correctly), as text otherwise.
+    pub fn rehydrate_arguments(&self, raw: &str) -> String {
+        match serde_json::from_str::<Value>(raw) {
+            Ok(v) => self.rehydrate_json(&v).to_string(),
+            Err(_) => self.rehydrate(raw),
+        }
+    }
+
+    /// Rehydrates every string of a JSON value.
+    pub fn rehydrate_json(&self, v: &Value) -> Value {
+        match v {
+            Value::String(s) => Value::String(self.rehydrate(s)),
+            Value::Array(a) => Value::Array(a.iter().map(|x| self.rehydrate_json(x)).collect()),
+            Value::Object(o) => Value::Object(
+                o.iter()
+                    .map(|(k, x)| (k.clone(), self.rehydrate_json(x)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+
+    /// Tokens known so far.
+    pub fn len(&self) -> usize {
+        self.table.lock().expect("vault lock").by_token.len()
+    }
+
+    /// No token yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn is_token(s: &str) -> bool {
+    TOKEN
+        .find(s)
+        .is_some_and(|m| m.start() == 0 && m.end() == s.len())
+}
+
+impl Table {
+    fn insert(&mut self, token: String, value: String) {
+        self.by_token.insert(token.clone(), value.clone());
+        self.by_value.insert(value.clone(), token);
+        let pos = self
+            .ordered
+            .partition_point(|v| v.len() > value.len() || (v.len() == value.len() && *v < value));
+        self.ordered.insert(pos, value);
+    }
+
+    fn token_for(&mut self, value: &str, kind: Kind) -> String {
+        if let Some(t) = self.by_value.get(value) {
+            return t.clone();
+        }
+        self.next += 1;
+        let token = format!("{}_{}", kind.prefix(), self.next);
+        self.insert(token.clone(), value.to_string());
+        self.unsaved.push((token.clone(), value.to_string()));
+        token
+    }
+
+    /// Replaces every known value, longest first, in one left-to-right pass.
+    fn replace_known(&self, text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut i = 0;
+        let bytes = text.as_bytes();
+        'outer: while i < text.len() {
+            if text.is_char_boundary(i) {
+                // Cheap filter: the first byte of some value must match.
+                for v in &self.ordered {
+                    if v.as_bytes()[0] == bytes[i] && text[i..].starts_with(v.as_str()) {
+                        out.push_str(&self.by_value[v]);
+                        i += v.len();
+                        continue 'outer;
+                    }
+                }
+            }
+            let ch = text[i..].chars().next().expect("char at boundary");
+            out.push(ch);
+            i += ch.len_utf8();
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_value_same_token_and_round_trip() {
+        let v = Vault::in_memory(Vec::new());
+        let a = v.redact("Email: jane@example.com, again jane@example.com");
+        assert_eq!(a, "Email: EMAIL_1, again EMAIL_1");
+        let b = v.redact("write to jane@example.com or bob@example.org");
+        assert_eq!(b, "write to EMAIL_1 or EMAIL_2");
+        assert_eq!(
+            v.rehydrate("EMAIL_2 and EMAIL_1 and EMAIL_9"),
+            "bob@example.org and jane@example.com and EMAIL_9"
+        );
+    }
+
+    #[test]
+    fn personal_json_keys_are_tokens() {
+        let v = Vault::in_memory(Vec::new());
+        let out = v.redact_json(&serde_json::json!({"customer_name": "Blue Fox", "total": "12"}));
+        assert_eq!(out["customer_name"], "PERSON_1");
+        assert_eq!(out["total"], "12");
+        assert_eq!(v.rehydrate("PERSON_1"), "Blue Fox");
+    }
+
+    #[test]
+    fn labelled_name_is_replaced_where_unlabelled_too() {
+        let v = Vault::in_memory(Vec::new());
+        let r = v.redact("Patient: Maria Schmidt\nResult normal. Maria Schmidt was informed.");
+        assert!(!r.contains("Maria"), "{r}");
+    }
+
+    #[test]
+    fn arguments_rehydrate_with_json_escaping() {
+        let v = Vault::in_memory(Vec::new());
+        v.redact("Name: Dan O'Neil");
+        let args = r#"{"fields":{"customer":"PERSON_1"}}"#;
+        let back = v.rehydrate_arguments(args);
+        let parsed: Value = serde_json::from_str(&back).expect("still JSON");
+        assert_eq!(parsed["fields"]["customer"], v.rehydrate("PERSON_1"));
+    }
+}

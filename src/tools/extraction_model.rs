@@ -1,0 +1,133 @@
+//! run_extraction's model call in two halves, so no transaction is open while the model
+//! answers: [`prepare_extraction`] reads the document, prompt and schema and builds the request;
+//! [`apply_extraction`] validates the (checkpointed) answer against the schema and stores it.
+
+use super::documents::{document_id_or_default, document_not_found};
+use super::extraction::{EXTRACTION_MAX_TOKENS, extraction_json, parse_json_answer, prompt_for};
+use super::schemas::{inner_schema, validate_instance};
+use super::{ModelCall, ToolCtx, ToolError, revid};
+use crate::llm::{CompletionRequest, CompletionResponse, FinishReason, Message, Role, ToolChoice};
+use crate::store::documents::{self as documents, clean_json};
+use crate::store::extractions::{self as store, ExtractionSource};
+use crate::store::schemas;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+/// Reads the document, prompt and schema and builds the extraction request. The model is the
+/// configured extraction model (`llm.extraction_model`), never one named by the agent.
+pub(crate) async fn prepare_extraction(
+    ctx: &mut ToolCtx<'_>,
+    args: &Value,
+) -> Result<ModelCall, ToolError> {
+    let doc_id = document_id_or_default(ctx, args)?;
+    let doc = documents::get(ctx.conn, ctx.org_id, doc_id, ctx.excerpt_chars)
+        .await?
+        .ok_or_else(|| document_not_found(doc_id))?;
+    let prompt = prompt_for(ctx, args).await?;
+    let schema_revid = revid(prompt.schema_id, prompt.schema_version);
+    let schema = schemas::get(
+        ctx.conn,
+        ctx.org_id,
+        prompt.schema_id,
+        prompt.schema_version,
+    )
+    .await?
+    .ok_or_else(|| {
+        ToolError::NotFound(format!(
+            "the prompt's schema {schema_revid} no longer exists; update_prompt to another \
+             schema_revid"
+        ))
+    })?;
+    if doc.text.trim().is_empty() {
+        return Err(ToolError::Conflict(format!(
+            "document {doc_id} has no text to extract from"
+        )));
+    }
+    let input_truncated = (doc.text.chars().count() as i64) < doc.text_chars;
+    let request = CompletionRequest {
+        model: ctx.model.clone(),
+        messages: vec![
+            Message::text(Role::System, prompt.content.clone()),
+            Message::text(Role::User, doc.text),
+        ],
+        tools: Vec::new(),
+        tool_choice: ToolChoice::None,
+        max_tokens: Some(EXTRACTION_MAX_TOKENS),
+        response_format: Some(schema.response_format.clone()),
+    };
+    let state = json!({
+        "document_id": doc_id,
+        "prompt_id": prompt.prompt_id, "prompt_version": prompt.version,
+        "schema_id": schema.schema_id, "schema_version": schema.version,
+        "input_truncated": input_truncated,
+    });
+    Ok(ModelCall { request, state })
+}
+
+/// Validates the answer against the prompt's schema and stores it as a proposed extraction.
+pub(crate) async fn apply_extraction(
+    ctx: &mut ToolCtx<'_>,
+    state: &Value,
+    resp: &CompletionResponse,
+) -> Result<Value, ToolError> {
+    let id = |k: &str| {
+        state[k]
+            .as_str()
+            .and_then(|s| Uuid::parse_str(s).ok())
+            .ok_or_else(|| ToolError::Conflict(format!("checkpointed extraction state lacks {k}")))
+    };
+    let ver = |k: &str| state[k].as_i64().unwrap_or_default() as i32;
+    let (doc_id, schema_id, schema_version) =
+        (id("document_id")?, id("schema_id")?, ver("schema_version"));
+    let schema_revid = revid(schema_id, schema_version);
+    let schema = schemas::get(ctx.conn, ctx.org_id, schema_id, schema_version)
+        .await?
+        .ok_or_else(|| {
+            ToolError::NotFound(format!(
+                "the prompt's schema {schema_revid} no longer exists; update_prompt to another \
+                 schema_revid"
+            ))
+        })?;
+    let cut = resp.finish == FinishReason::MaxTokens;
+    let cut_note = if cut {
+        format!(
+            " The answer was cut off at the output limit (finish_reason = length, {} output \
+             tokens): ask for fewer or shorter fields.",
+            resp.usage.output_tokens
+        )
+    } else {
+        String::new()
+    };
+    let answer = resp.message.joined_text();
+    let result = parse_json_answer(&answer).ok_or_else(|| {
+        let start: String = answer.chars().take(200).collect();
+        ToolError::Invalid(format!(
+            "the extraction model did not answer with JSON (it said: {start:?}); make the \
+             prompt ask for one JSON object only.{cut_note}"
+        ))
+    })?;
+    let result = clean_json(&result);
+    if let Err(errors) = validate_instance(inner_schema(&schema.response_format), &result) {
+        return Err(ToolError::Invalid(format!(
+            "the extraction result does not match schema {schema_revid} ({} problem(s): {}); \
+             nothing was stored. Make the prompt clearer about these fields, or update_schema \
+             and run again.{cut_note}",
+            errors.len(),
+            errors.join("; ")
+        )));
+    }
+    let src = ExtractionSource {
+        document_id: doc_id,
+        prompt_id: id("prompt_id")?,
+        prompt_version: ver("prompt_version"),
+        schema_id,
+        schema_version,
+    };
+    let e = store::insert(ctx.conn, ctx.org_id, src, &result, ctx.run_id, ctx.now).await?;
+    let mut out = extraction_json(&e);
+    out["input_truncated"] = state["input_truncated"].clone();
+    if cut {
+        out["finish_reason"] = json!("length");
+    }
+    Ok(out)
+}

@@ -1,0 +1,174 @@
+//! The subject of a run: what it may write (and read) inside its org. An `auto_create` run
+//! writes only its document, that document's extractions and the schemas and prompts it
+//! created itself; a suggestion's proposed action stays on the suggestion's document. Each tool
+//! declares what a call touches ([`Target`], from [`Tool::targets`]) and [`check`] decides in
+//! one place, for the loop, the registry and proposals alike.
+
+use super::{Tool, ToolCtx, ToolError};
+use crate::store::subject as store;
+use serde_json::Value;
+use uuid::Uuid;
+
+/// What a run may touch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Subject {
+    /// Anything in the org (a person deciding; runs whose writes are all proposals).
+    #[default]
+    Org,
+    /// One document (`auto_create`).
+    Document {
+        /// The run's document.
+        document_id: Uuid,
+        /// Whether other documents' text and extractions may be read (job file key
+        /// `agent.read_other_documents`, off by default).
+        read_other_documents: bool,
+    },
+    /// A suggestion's proposed action: only the suggestion's document (none: no document at
+    /// all, and no schema or prompt).
+    Suggestion {
+        /// The suggestion's document.
+        document_id: Option<Uuid>,
+    },
+}
+
+/// A job kind's rules for calls outside the subject (from its job file).
+#[derive(Debug, Clone, Copy)]
+pub struct SubjectPolicy {
+    /// `agent.read_other_documents`: may an `auto_create` run read other documents?
+    pub read_other_documents: bool,
+    /// `agent.off_subject`: a write outside the subject is refused (`deny`, the default) or
+    /// stored as a pending approval (`propose`; `auto` is read as `propose`).
+    pub off_subject: crate::catalog::PolicyDecision,
+}
+
+impl Default for SubjectPolicy {
+    fn default() -> Self {
+        Self {
+            read_other_documents: false,
+            off_subject: crate::catalog::PolicyDecision::Deny,
+        }
+    }
+}
+
+impl SubjectPolicy {
+    /// From a job file's `[agent]` section.
+    pub fn from_agent(a: &crate::catalog::AgentSpec) -> Self {
+        Self {
+            read_other_documents: a.read_other_documents,
+            off_subject: a.off_subject,
+        }
+    }
+
+    /// The subject of a run about `document_id` (none: the whole org).
+    pub fn subject(&self, document_id: Option<Uuid>) -> Subject {
+        match document_id {
+            Some(document_id) => Subject::Document {
+                document_id,
+                read_other_documents: self.read_other_documents,
+            },
+            None => Subject::Org,
+        }
+    }
+}
+
+/// What one call touches, as declared by its tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Reads a document's text or extractions (`None`: the run's document).
+    ReadDocument(Option<Uuid>),
+    /// Writes a document or its extractions (`None`: the run's document).
+    Document(Option<Uuid>),
+    /// Writes an extraction.
+    Extraction(Uuid),
+    /// Writes a schema (a new version or a deletion).
+    Schema(Uuid),
+    /// Writes a prompt.
+    Prompt(Uuid),
+    /// Writes org-wide state that no run owns (e.g. deleting a tag).
+    Shared(&'static str),
+}
+
+/// Checks every target of `tool(args)` against `ctx.subject`. `Err(OffSubject)` names what is
+/// outside it; ids that do not exist pass (the tool itself answers "not found").
+pub async fn check(ctx: &mut ToolCtx<'_>, tool: &dyn Tool, args: &Value) -> Result<(), ToolError> {
+    let subject = ctx.subject;
+    if subject == Subject::Org {
+        return Ok(());
+    }
+    let (own_doc, read_others, suggestion) = match subject {
+        Subject::Org => return Ok(()),
+        Subject::Document {
+            document_id,
+            read_other_documents,
+        } => (Some(document_id), read_other_documents, false),
+        Subject::Suggestion { document_id } => (document_id, true, true),
+    };
+    let what = match own_doc {
+        Some(d) if suggestion => format!("this suggestion is about document {d}"),
+        Some(d) => format!("this run may only change its own document {d}"),
+        None => "this suggestion is about no document".to_string(),
+    };
+    let off = |m: String| Err(ToolError::OffSubject(format!("{m}: {what}")));
+    for target in tool.targets(args) {
+        match target {
+            Target::ReadDocument(d) => {
+                let d = d.or(ctx.document_id);
+                if !read_others && d.is_some() && d != own_doc && exists(ctx, d).await? {
+                    return Err(ToolError::OffSubject(format!(
+                        "reading document {} is off for this run (it may read only its own \
+                         document {}; job file key agent.read_other_documents)",
+                        d.unwrap_or_default(),
+                        own_doc.unwrap_or_default()
+                    )));
+                }
+            }
+            Target::Document(d) => {
+                let d = d.or(ctx.document_id);
+                if d.is_some() && d != own_doc && exists(ctx, d).await? {
+                    return off(format!("document {}", d.unwrap_or_default()));
+                }
+            }
+            Target::Extraction(e) => {
+                if let Some(d) = store::extraction_document(ctx.conn, ctx.org_id, e).await?
+                    && Some(d) != own_doc
+                {
+                    return off(format!("extraction {e} belongs to document {d}"));
+                }
+            }
+            Target::Schema(s) => {
+                let creator = store::schema_creator(ctx.conn, ctx.org_id, s).await?;
+                if let Some(run) = creator
+                    && (suggestion || run.is_none() || run != ctx.run_id)
+                {
+                    return off(format!("schema {s} was not created by this run"));
+                }
+            }
+            Target::Prompt(p) => {
+                let creator = store::prompt_creator(ctx.conn, ctx.org_id, p).await?;
+                if let Some(run) = creator
+                    && (suggestion || run.is_none() || run != ctx.run_id)
+                {
+                    return off(format!("prompt {p} was not created by this run"));
+                }
+            }
+            Target::Shared(thing) => {
+                return off(format!("{thing} is shared by the whole organisation"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether document `d` exists in the org: another org's id is "not found" (the tool says so),
+/// never "outside the subject".
+async fn exists(ctx: &mut ToolCtx<'_>, d: Option<Uuid>) -> Result<bool, ToolError> {
+    match d {
+        Some(d) => Ok(crate::store::documents::exists(ctx.conn, ctx.org_id, d).await?),
+        None => Ok(false),
+    }
+}
+
+/// An optional UUID argument for a target; a malformed one is left to the tool's own error.
+pub fn target_id(args: &Value, field: &str) -> Option<Uuid> {
+    super::opt_uuid(args, field).ok().flatten()
+}

@@ -1,0 +1,414 @@
+//! The redaction boundary end to end: auto-create through the OpenAI adapter against an HTTP
+//! fake of the chat-completions API. The fake plays a model: it creates a schema and a prompt,
+//! runs the extraction, and answers the extraction call by copying the values it sees in the
+//! document (which, behind the boundary, are tokens). No request body may contain the
+//! document's personal data; the stored extraction must hold the real values.
+
+mod common;
+
+use agentd::cli::documents_api::add_document;
+use agentd::clock::{SharedClock, SystemClock};
+use agentd::llm::openai::{OpenAiProvider, OpenAiSettings};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use common::{TestDb, wait_until};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use uuid::Uuid;
+
+const PERSONAL: &[&str] = &[
+    "Jane Doe",
+    "jane.doe@example.com",
+    "+44 20 7946 0958",
+    "GB82 WEST 1234 5698 7654 32",
+    "078-05-1120",
+];
+
+const DOC: &str = "INVOICE INV-2024-0042\nDate: 2024-03-12\nBill to: Jane Doe\n\
+Email: jane.doe@example.com\nPhone: +44 20 7946 0958\nSSN: 078-05-1120\n\
+Pay to IBAN GB82 WEST 1234 5698 7654 32\nTotal due: 1,234.56 GBP\n\
+Jane Doe agreed to pay within 30 days.\n";
+
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<Vec<String>>>);
+
+fn completion(message: Value) -> Response {
+    let finish = if message.get("tool_calls").is_some() {
+        "tool_calls"
+    } else {
+        "stop"
+    };
+    let body = json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "fake",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60}
+    });
+    ([("content-type", "application/json")], body.to_string()).into_response()
+}
+
+fn tool_call(name: &str, args: Value) -> Response {
+    completion(json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": name, "arguments": args.to_string()}}
+    ]}))
+}
+
+/// The value after `label:` on some line of `text`.
+fn after(text: &str, label: &str) -> String {
+    text.lines()
+        .find_map(|l| l.strip_prefix(label))
+        .map(|v| v.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// A model that reads the request and does the next step of auto-create.
+async fn model(State(seen): State<Seen>, body: Bytes) -> Response {
+    let text = String::from_utf8_lossy(&body).to_string();
+    seen.0.lock().unwrap().push(text.clone());
+    let req: Value = serde_json::from_str(&text).unwrap();
+    let messages = req["messages"].as_array().cloned().unwrap_or_default();
+    if req.get("response_format").is_some_and(|f| !f.is_null()) {
+        // The extraction call: copy what the document says (tokens, behind the boundary).
+        let doc = messages
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .filter_map(|m| m["content"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let answer = json!({
+            "customer_name": after(&doc, "Bill to:"),
+            "email": after(&doc, "Email:"),
+            "phone": after(&doc, "Phone:"),
+            "iban": after(&doc, "Pay to IBAN"),
+        });
+        return completion(json!({"role": "assistant", "content": answer.to_string()}));
+    }
+    // Tool results of earlier rounds may be compacted to one line: count them, and read ids
+    // from any message.
+    let results = messages.iter().filter(|m| m["role"] == "tool").count();
+    let revid = |what: &str| {
+        let re = regex::Regex::new(&format!(r#"{what}_revid\W+([0-9a-f-]{{36}}:\d+)"#)).unwrap();
+        re.captures_iter(&text)
+            .last()
+            .map(|c| c[1].to_string())
+            .unwrap_or_default()
+    };
+    match results {
+        0 => tool_call("get_document", json!({})),
+        1 => {
+            let props: serde_json::Map<String, Value> = ["customer_name", "email", "phone", "iban"]
+                .iter()
+                .map(|f| (f.to_string(), json!({"type": "string"})))
+                .collect();
+            tool_call(
+                "create_schema",
+                json!({"name": "Invoice", "response_format": {"type": "json_schema",
+                    "json_schema": {"name": "invoice", "strict": true, "schema": {
+                        "type": "object", "additionalProperties": false,
+                        "required": ["customer_name", "email", "phone", "iban"],
+                        "properties": props}}}}),
+            )
+        }
+        2 => tool_call(
+            "create_prompt",
+            json!({"name": "Invoice", "content": "Extract the customer and payment details.",
+                   "schema_revid": revid("schema")}),
+        ),
+        3 => tool_call("run_extraction", json!({"prompt_revid": revid("prompt")})),
+        _ => completion(json!({"role": "assistant",
+            "content": "Proposed an invoice schema, a prompt and an extraction."})),
+    }
+}
+
+async fn fake() -> (String, Seen) {
+    let seen = Seen::default();
+    let app = axum::Router::new().fallback(model).with_state(seen.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}/v1"), seen)
+}
+
+async fn run_one(redact: bool) -> (TestDb, Vec<String>, Value, Uuid) {
+    let db = TestDb::new().await;
+    let (base_url, seen) = fake().await;
+    let mut app = common::app(&db, Arc::new(SystemClock) as SharedClock);
+    app.provider = Arc::new(OpenAiProvider::new(OpenAiSettings {
+        base_url,
+        api_key: "sk-test".into(),
+        timeout: Duration::from_secs(10),
+        max_retries: 0,
+        stream: false,
+    }));
+    let org = agentd::store::orgs::ensure(&db.pool, "acme")
+        .await
+        .unwrap()
+        .id;
+    agentd::store::pii::set_org_redacts(&db.pool, org, redact)
+        .await
+        .unwrap();
+    let (doc, _) = add_document(&app, org, "invoice.txt", DOC, true)
+        .await
+        .unwrap();
+    let (w, stop) = common::start_worker(&app, "auto_create", None).await;
+    let pool = db.pool.clone();
+    wait_until(60, "the document is proposed or failed", || {
+        let pool = pool.clone();
+        async move {
+            let s: String =
+                sqlx::query_scalar("SELECT auto_create_status FROM documents WHERE id = $1")
+                    .bind(doc)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+            s == "proposed" || s == "failed"
+        }
+    })
+    .await;
+    stop.cancel();
+    w.join().await;
+    let (status, result, run): (String, Option<Value>, Uuid) = sqlx::query_as(
+        "SELECT d.auto_create_status, e.result, d.auto_create_run_id
+           FROM documents d LEFT JOIN extractions e ON e.id = d.proposed_extraction_id
+          WHERE d.id = $1",
+    )
+    .bind(doc)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let bodies = seen.0.lock().unwrap().clone();
+    let error: Option<String> =
+        sqlx::query_scalar("SELECT auto_create_error FROM documents WHERE id = $1")
+            .bind(doc)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        status,
+        "proposed",
+        "{error:?}\n{}",
+        bodies.last().cloned().unwrap_or_default()
+    );
+    (db, bodies, result.unwrap_or(Value::Null), run)
+}
+
+#[tokio::test]
+async fn no_personal_value_reaches_the_provider_and_the_extraction_holds_real_values() {
+    let (db, bodies, result, run) = run_one(true).await;
+    assert!(
+        bodies.len() >= 6,
+        "rounds and the extraction call reached the fake"
+    );
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b.contains("agreed to pay within 30 days")),
+        "the document text itself went to the provider (redacted)"
+    );
+    for body in &bodies {
+        for value in PERSONAL {
+            // JSON-escaped forms are the same for these values.
+            assert!(
+                !body.contains(value),
+                "a request to the provider contains {value:?}: {body}"
+            );
+        }
+    }
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b.contains("PERSON_") && b.contains("EMAIL_")),
+        "the provider saw tokens in place of the values"
+    );
+    assert_eq!(
+        result,
+        json!({"customer_name": "Jane Doe", "email": "jane.doe@example.com",
+               "phone": "+44 20 7946 0958", "iban": "GB82 WEST 1234 5698 7654 32"}),
+        "people see the real values"
+    );
+    let (redacted, tokens): (bool, i64) = sqlx::query_as(
+        "SELECT pii_redacted, (SELECT count(*) FROM pii_tokens WHERE run_id = $1) FROM agent_runs WHERE id = $1",
+    )
+    .bind(run)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(redacted, "the run records that it was redacted");
+    let audit: Vec<String> = sqlx::query_scalar(
+        "SELECT coalesce(args::text, '') || coalesce(outcome::text, '') FROM audit_events WHERE run_id = $1",
+    )
+    .bind(run)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert!(audit.len() >= 4, "every tool call is audited");
+    for row in &audit {
+        assert!(
+            !row.contains("agreed to pay") && PERSONAL.iter().all(|v| !row.contains(v)),
+            "an audit row copies document text: {row}"
+        );
+    }
+    assert!(
+        audit.iter().all(|r| r.contains("\"sha256\"")),
+        "each outcome carries the hash of the full result"
+    );
+    assert!(
+        tokens >= 5,
+        "the symbol table is stored for resume ({tokens})"
+    );
+}
+
+#[tokio::test]
+async fn an_org_that_opts_out_sends_the_text_as_is() {
+    let (db, bodies, result, run) = run_one(false).await;
+    assert!(bodies.iter().any(|b| b.contains("jane.doe@example.com")));
+    assert_eq!(result["email"], "jane.doe@example.com");
+    let redacted: bool = sqlx::query_scalar("SELECT pii_redacted FROM agent_runs WHERE id = $1")
+        .bind(run)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert!(!redacted);
+}
+
+/// Auto-create with the offline provider; returns (db, org, doc, run).
+async fn offline_run() -> (TestDb, Uuid, Uuid, Uuid) {
+    let db = TestDb::new().await;
+    let app = common::app(&db, Arc::new(SystemClock) as SharedClock);
+    let org = agentd::store::orgs::ensure(&db.pool, "acme")
+        .await
+        .unwrap()
+        .id;
+    let (doc, _) = add_document(&app, org, "invoice.txt", DOC, true)
+        .await
+        .unwrap();
+    let (w, stop) = common::start_worker(&app, "auto_create", None).await;
+    let pool = db.pool.clone();
+    wait_until(60, "the run finishes", || {
+        let pool = pool.clone();
+        async move {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM agent_runs WHERE subject = $1 AND status <> 'running'",
+            )
+            .bind(doc.to_string())
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            n == 1
+        }
+    })
+    .await;
+    stop.cancel();
+    w.join().await;
+    let run: Uuid = sqlx::query_scalar("SELECT id FROM agent_runs WHERE subject = $1")
+        .bind(doc.to_string())
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    (db, org, doc, run)
+}
+
+async fn transcript_text(db: &TestDb, run: Uuid) -> String {
+    sqlx::query_scalar(
+        "SELECT coalesce(string_agg(payload::text, ' '), '') FROM agent_steps WHERE run_id = $1",
+    )
+    .bind(run)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn old_transcripts_are_compacted_and_still_load() {
+    let (db, _org, _doc, run) = offline_run().await;
+    let before = transcript_text(&db, run).await;
+    assert!(
+        before.contains("jane.doe@example.com"),
+        "before retention the transcript holds document data (the extraction result): {before}"
+    );
+    let retention = agentd::pii::retention::TranscriptRetention {
+        pool: db.pool.clone(),
+        clock: Arc::new(SystemClock) as SharedClock,
+        keep: chrono::Duration::days(30),
+        batch: 10,
+        interval: Duration::from_secs(60),
+    };
+    assert_eq!(
+        retention.run_once().await.unwrap(),
+        0,
+        "a fresh run is kept"
+    );
+    sqlx::query(
+        "UPDATE agent_runs SET finished_at = finished_at - interval '31 days' WHERE id = $1",
+    )
+    .bind(run)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(retention.run_once().await.unwrap(), 1);
+    let text = transcript_text(&db, run).await;
+    assert!(
+        !text.contains("agreed to pay") && !text.contains("Jane Doe"),
+        "{text}"
+    );
+    assert!(text.contains("create_schema"), "tool names stay: {text}");
+    let steps = agentd::store::runs::steps(&db.pool, run).await.unwrap();
+    let t =
+        agentd::agent::transcript::Transcript::from_steps(&steps).expect("compacted steps load");
+    assert!(
+        t.rounds >= 3 && t.tool_calls >= 3,
+        "a compacted transcript still loads"
+    );
+    let tokens: i64 = sqlx::query_scalar("SELECT count(*) FROM pii_tokens WHERE run_id = $1")
+        .bind(run)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(tokens, 0, "the symbol table goes with the text");
+}
+
+#[tokio::test]
+async fn deleting_a_document_erases_its_text_and_keeps_the_audit_hashes() {
+    let (db, org, doc, run) = offline_run().await;
+    let audit_before: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM audit_events WHERE run_id = $1")
+            .bind(run)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert!(audit_before >= 3);
+    let mut conn = db.pool.acquire().await.unwrap();
+    let kept = agentd::pii::retention::kept_for_document(&mut conn, org, doc)
+        .await
+        .unwrap()
+        .unwrap();
+    drop(conn);
+    assert_eq!(kept.text_chars, DOC.chars().count() as i64);
+    assert_eq!((kept.runs, kept.extractions), (1, 1));
+    assert_eq!(kept.audit_rows, audit_before);
+    assert!(kept.pii_tokens >= 5 && kept.transcript_steps > 0 && kept.compacted_steps == 0);
+    let mut tx = db.pool.begin().await.unwrap();
+    assert!(
+        agentd::store::documents::delete(&mut tx, org, doc)
+            .await
+            .unwrap()
+    );
+    tx.commit().await.unwrap();
+    let text = transcript_text(&db, run).await;
+    assert!(
+        !text.contains("agreed to pay") && !text.contains("jane.doe"),
+        "{text}"
+    );
+    let (extractions, audit_after): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM extractions WHERE document_id = $1),
+                (SELECT count(*) FROM audit_events WHERE run_id = $2)",
+    )
+    .bind(doc)
+    .bind(run)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(extractions, 0);
+    assert_eq!(audit_after, audit_before, "the audit trail stays");
+}
