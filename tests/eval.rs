@@ -305,3 +305,29 @@ async fn eval_bad_input_exits_2_naming_the_problem() {
         .unwrap();
     assert_eq!(jobs, 0);
 }
+
+#[tokio::test]
+async fn eval_guided_turns_guided_mode_on_and_says_so() {
+    let db = TestDb::new().await;
+    let out = agentd(
+        &db,
+        &[
+            "eval",
+            "--provider",
+            "offline",
+            "--guided",
+            "--json",
+            "--only",
+            "invoice_en",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(r["guided"], true);
+    assert_eq!(r["documents"][0]["status"], "proposed");
+    check_doc(&r["documents"][0]);
+}

@@ -29,7 +29,7 @@ pub struct EvalCmd {
     /// Only these samples (comma-separated names, e.g. invoice_en,receipt_ocr).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
-    /// Guided mode (a narrower tool road per round; issue 11 item 7).
+    /// Guided mode: each round offers only the tools of the next unmet goal (`llm.guided = on`).
     #[arg(long)]
     pub guided: bool,
     /// auto_create worker concurrency (default: the job file's).
@@ -75,9 +75,8 @@ fn eval_app(app: &App, cmd: &EvalCmd) -> anyhow::Result<App> {
         }
     }
     if cmd.guided {
-        return Err(bad(
-            "--guided: this build has no guided mode yet (issue 11 item 7); run without it",
-        ));
+        // Every kind offers only the tools of its next unmet goal (see `agent::settings`).
+        config.llm.guided = "on".into();
     }
     Ok(App {
         provider: crate::llm::from_config(&config.llm),
@@ -101,7 +100,7 @@ pub async fn run(app: &App, cmd: EvalCmd) -> anyhow::Result<()> {
             .unwrap_or_else(|| format!("eval-{}", app.clock.now().format("%Y%m%dT%H%M%S%.3f"))),
         concurrency: cmd.concurrency,
         timeout: Duration::from_secs(cmd.timeout_secs),
-        guided: cmd.guided,
+        guided: eapp.config.llm.guided == "on",
     };
     eprintln!(
         "agentd eval: {} samples from {}, provider {}, org {}",

@@ -35,7 +35,8 @@ pub struct EvalOptions {
 pub struct DocResult {
     pub sample: String,
     pub document_id: Uuid,
-    /// The document's auto-create status: proposed, failed, skipped — or `timeout`.
+    /// The document's auto-create status: proposed, failed, skipped — or `timeout`, or
+    /// `foreign` when a run of another provider (another worker on the database) did it.
     pub status: String,
     /// The last run's status and stop reason.
     pub run_status: Option<String>,
@@ -214,10 +215,29 @@ pub async fn run(
         doc_runs.sort_by_key(|r| r.started_at);
         let last_run = doc_runs.last();
         let status = report["auto_create_status"].as_str().unwrap_or("");
-        let status = if DONE.contains(&status) {
+        // Another worker on this database (another provider) may have taken the job: its
+        // figures are not this eval's.
+        let foreign: Vec<&str> = doc_runs
+            .iter()
+            .filter(|r| r.provider != app.provider.name())
+            .map(|r| r.provider.as_str())
+            .collect();
+        let status = if !foreign.is_empty() {
+            "foreign".to_string()
+        } else if DONE.contains(&status) {
             status.to_string()
         } else {
             "timeout".to_string()
+        };
+        let error = if foreign.is_empty() {
+            report["error"].as_str().map(str::to_string)
+        } else {
+            Some(format!(
+                "run by provider {} instead of {}: another worker on this database took the \
+                 job; run the eval on a database no worker serves (DATABASE_URL=…)",
+                foreign.join(", "),
+                app.provider.name()
+            ))
         };
         let (proposed_fields, score) = score_report(sample, report);
         documents.push(DocResult {
@@ -240,7 +260,7 @@ pub async fn run(
                     (end - r.started_at).num_milliseconds() as f64 / 1000.0
                 })
                 .sum(),
-            error: report["error"].as_str().map(str::to_string),
+            error,
             proposed_fields,
             score,
         });
