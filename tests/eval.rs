@@ -230,7 +230,8 @@ async fn eval_runs_offline_through_the_queue_and_prints_consistent_json() {
     assert!(out.status.success(), "{stderr}");
     let r: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
     assert_eq!(r["provider"], "offline");
-    assert_eq!(r["guided"], false);
+    // auto_create's job file turns guided mode on (llm.guided = "job").
+    assert_eq!(r["guided"], true);
     let docs = r["documents"].as_array().unwrap();
     let names: Vec<&str> = docs.iter().map(|d| d["sample"].as_str().unwrap()).collect();
     assert_eq!(names, ["invoice_de", "invoice_en", "receipt_ocr"]);

@@ -100,7 +100,9 @@ pub async fn run(app: &App, cmd: EvalCmd) -> anyhow::Result<()> {
             .unwrap_or_else(|| format!("eval-{}", app.clock.now().format("%Y%m%dT%H%M%S%.3f"))),
         concurrency: cmd.concurrency,
         timeout: Duration::from_secs(cmd.timeout_secs),
-        guided: eapp.config.llm.guided == "on",
+        // `job`: the job file decides (auto_create is guided by default).
+        guided: eapp.config.llm.guided == "on"
+            || (eapp.config.llm.guided == "job" && eapp.spec("auto_create").agent.guided),
     };
     eprintln!(
         "agentd eval: {} samples from {}, provider {}, org {}",
