@@ -6,6 +6,7 @@
 
 pub mod follow_up;
 mod model_decide;
+pub mod notify;
 pub mod sweep;
 
 use crate::clock::SharedClock;
@@ -123,6 +124,17 @@ pub async fn propose(
         },
     )
     .await?;
+    if inserted == id {
+        let a = notify::Created {
+            id,
+            org_id: ctx.org_id,
+            run_id: ctx.run_id,
+            suggestion_id: origin.suggestion_id,
+            tool: tool.name(),
+            expires_at: ctx.now + origin.ttl,
+        };
+        notify::created(ctx.conn, &a, ctx.now).await?;
+    }
     Ok(inserted)
 }
 
@@ -321,6 +333,7 @@ async fn record(
     r: Recorded<'_>,
 ) -> Result<(), sqlx::Error> {
     store::set_decision(conn, row.id, r.status, r.actor, r.now, r.result).await?;
+    notify::decided(conn, row, r.status, r.actor, r.now).await?;
     runs::insert_audit(
         &mut *conn,
         &NewAudit {

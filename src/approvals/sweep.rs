@@ -75,8 +75,10 @@ impl Sweeper {
                 if expired_only {
                     report.expired +=
                         store::decide_many(&mut tx, &unchanged, "expired", by, now).await?;
+                    super::notify::swept(&mut tx, &unchanged, "expired", by, now).await?;
                 }
                 report.stale += store::decide_many(&mut tx, &changed, "stale", by, now).await?;
+                super::notify::swept(&mut tx, &changed, "stale", by, now).await?;
                 tx.commit().await?;
                 if let Some(p) = &self.progress {
                     p(&report);

@@ -7,6 +7,7 @@ pub mod approvals;
 pub mod auto_create;
 pub mod budget;
 pub mod documents;
+pub mod events;
 pub mod extractions;
 pub mod orgs;
 pub mod pii;

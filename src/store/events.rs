@@ -1,0 +1,200 @@
+//! SQL for the events outbox (`agentd_events`, migration 0040): events are written on the
+//! connection of the transaction that causes them, and read by cursor per org. "Now" is always
+//! a parameter.
+//!
+//! Reading is gap-free: a row is returned only once every transaction that could still write an
+//! earlier row has ended (see the migration), in `(tx, id)` order. So an event id is a cursor,
+//! but ids in the stream are not always increasing: dedupe and resume by id, never by `max(id)`.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::{PgConnection, PgExecutor};
+use uuid::Uuid;
+
+/// The kinds of event (issue 15). The wire name is `EventType::as_str`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum EventType {
+    ProposalReady,
+    AutoCreateFailed,
+    ApprovalCreated,
+    ApprovalExpiring,
+    ApprovalExpired,
+    ApprovalStale,
+    ApprovalDecided,
+    SuggestionCreated,
+    BudgetThreshold,
+    RunFailed,
+}
+
+impl EventType {
+    /// Every type, for validation of webhook subscriptions and docs.
+    pub const ALL: [EventType; 10] = [
+        EventType::ProposalReady,
+        EventType::AutoCreateFailed,
+        EventType::ApprovalCreated,
+        EventType::ApprovalExpiring,
+        EventType::ApprovalExpired,
+        EventType::ApprovalStale,
+        EventType::ApprovalDecided,
+        EventType::SuggestionCreated,
+        EventType::BudgetThreshold,
+        EventType::RunFailed,
+    ];
+
+    /// The name consumers see, e.g. `approval.decided`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::ProposalReady => "proposal.ready",
+            EventType::AutoCreateFailed => "auto_create.failed",
+            EventType::ApprovalCreated => "approval.created",
+            EventType::ApprovalExpiring => "approval.expiring",
+            EventType::ApprovalExpired => "approval.expired",
+            EventType::ApprovalStale => "approval.stale",
+            EventType::ApprovalDecided => "approval.decided",
+            EventType::SuggestionCreated => "suggestion.created",
+            EventType::BudgetThreshold => "budget.threshold",
+            EventType::RunFailed => "run.failed",
+        }
+    }
+
+    /// The type named `name`, if there is one.
+    pub fn parse(name: &str) -> Option<EventType> {
+        Self::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+}
+
+/// An event to write.
+#[derive(Debug, Clone)]
+pub struct NewEvent<'a> {
+    pub org_id: Uuid,
+    pub kind: EventType,
+    /// What the event is about (an approval, run, document or suggestion id).
+    pub subject_id: Option<Uuid>,
+    pub occurred_at: DateTime<Utc>,
+    /// Small: ids, states, counts. Never document text or tool arguments (personal data).
+    pub payload: &'a Value,
+    /// Same key twice → written once (a reclaimed attempt repeating its cause).
+    pub dedupe_key: Option<&'a str>,
+}
+
+/// A stored event.
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+pub struct EventRow {
+    pub id: i64,
+    pub org_id: Uuid,
+    #[sqlx(rename = "type")]
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub subject_id: Option<Uuid>,
+    pub occurred_at: DateTime<Utc>,
+    pub payload: Value,
+}
+
+/// Writes an event on `conn` (the cause's transaction). `None` when its dedupe key was taken.
+pub async fn emit(conn: &mut PgConnection, e: &NewEvent<'_>) -> Result<Option<i64>, sqlx::Error> {
+    sqlx::query_scalar(
+        "INSERT INTO agentd_events (org_id, type, subject_id, occurred_at, payload, dedupe_key)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (dedupe_key) DO NOTHING RETURNING id",
+    )
+    .bind(e.org_id)
+    .bind(e.kind.as_str())
+    .bind(e.subject_id)
+    .bind(e.occurred_at)
+    .bind(e.payload)
+    .bind(e.dedupe_key)
+    .fetch_optional(conn)
+    .await
+}
+
+/// Writes one event per `(org, subject, payload)` in one statement; the dedupe key of each is
+/// `{type}:{subject}`. Returns how many were written.
+pub async fn emit_many(
+    conn: &mut PgConnection,
+    kind: EventType,
+    rows: &[(Uuid, Uuid, Value)],
+    now: DateTime<Utc>,
+) -> Result<u64, sqlx::Error> {
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let orgs: Vec<Uuid> = rows.iter().map(|r| r.0).collect();
+    let subjects: Vec<Uuid> = rows.iter().map(|r| r.1).collect();
+    let payloads: Vec<&Value> = rows.iter().map(|r| &r.2).collect();
+    let done = sqlx::query(
+        "INSERT INTO agentd_events (org_id, type, subject_id, occurred_at, payload, dedupe_key)
+         SELECT o, $4, s, $5, p, $4 || ':' || s
+           FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[]) AS x(o, s, p)
+         ON CONFLICT (dedupe_key) DO NOTHING",
+    )
+    .bind(&orgs)
+    .bind(&subjects)
+    .bind(&payloads)
+    .bind(kind.as_str())
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Why a cursor read failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The cursor names no event of this org (never existed, another org's, or purged).
+    #[error("cursor {0} names no event of this organisation; restart from 0")]
+    UnknownCursor(i64),
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+}
+
+/// Up to `limit` events of `org_id` after the event `after` (0: from the start) in stream order,
+/// only those no running transaction can precede. `types`: only these (empty: all).
+pub async fn list_after<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    after: i64,
+    types: &[&str],
+    limit: i64,
+) -> Result<Vec<EventRow>, ReadError> {
+    let rows: Vec<(bool, Option<EventRow>)> = sqlx::query(
+        "WITH cur AS (SELECT tx, id FROM agentd_events WHERE id = $2 AND org_id = $1)
+         SELECT (SELECT count(*) FROM cur) = 1 OR $2 = 0 AS known, e.id, e.org_id, e.type,
+                e.subject_id, e.occurred_at, e.payload
+           FROM (SELECT 1) one
+           LEFT JOIN LATERAL (
+             SELECT * FROM agentd_events e
+              WHERE e.org_id = $1
+                AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
+                AND ($2 = 0 OR (e.tx, e.id) > (SELECT tx, id FROM cur))
+                AND (cardinality($3::text[]) = 0 OR e.type = ANY($3))
+              ORDER BY e.tx, e.id LIMIT $4) e ON true",
+    )
+    .bind(org_id)
+    .bind(after)
+    .bind(types)
+    .bind(limit)
+    .try_map(|row: sqlx::postgres::PgRow| {
+        use sqlx::Row;
+        let known: bool = row.try_get("known")?;
+        let id: Option<i64> = row.try_get("id")?;
+        let event = match id {
+            Some(id) => Some(EventRow {
+                id,
+                org_id: row.try_get("org_id")?,
+                kind: row.try_get("type")?,
+                subject_id: row.try_get("subject_id")?,
+                occurred_at: row.try_get("occurred_at")?,
+                payload: row.try_get("payload")?,
+            }),
+            None => None,
+        };
+        Ok((known, event))
+    })
+    .fetch_all(exec)
+    .await?;
+    if !rows.first().is_some_and(|r| r.0) {
+        return Err(ReadError::UnknownCursor(after));
+    }
+    Ok(rows.into_iter().filter_map(|r| r.1).collect())
+}
