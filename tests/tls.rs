@@ -34,7 +34,9 @@ const KEY: &str = "sk-test-TLSKEY-0123456789";
 const CHILD_ENV: &str = "AGENTD_TLS_TEST_CHILD";
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tls").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/tls")
+        .join(name)
 }
 
 /// What the TLS fake observed.
@@ -171,7 +173,7 @@ fn pong() -> Value {
 async fn https_to_an_unknown_ca_fails_naming_the_certificate_before_any_request() {
     let (port, observed) = start_tls_fake(pong()).await;
     let error = provider(port)
-        .complete(&ping())
+        .complete(ping())
         .await
         .expect_err("a certificate from an unknown CA must not be accepted");
     let message = error.to_string();
@@ -205,7 +207,7 @@ async fn child_https_completion_with_ssl_cert_file() {
         "run through https_with_a_trusted_ca_completes"
     );
     let (port, observed) = start_tls_fake(pong()).await;
-    let response = provider(port).complete(&ping()).await.unwrap();
+    let response = provider(port).complete(ping()).await.unwrap();
     assert_eq!(response.message.joined_text(), "pong");
     assert_eq!(response.usage.input_tokens, 7);
     assert_eq!(response.usage.output_tokens, 1);
@@ -248,14 +250,24 @@ fn https_with_a_trusted_ca_completes() {
 
 #[test]
 fn the_lock_file_holds_no_openssl() {
-    let lock = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("Cargo.lock"))
-        .unwrap();
+    let lock =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("Cargo.lock"))
+            .unwrap();
     let names: Vec<&str> = lock
         .lines()
         .filter_map(|l| l.strip_prefix("name = \"")?.strip_suffix('"'))
         .collect();
-    assert!(names.contains(&"rustls"), "rustls should be in the lock file");
-    for banned in ["openssl", "openssl-sys", "native-tls", "hyper-tls", "tokio-native-tls"] {
+    assert!(
+        names.contains(&"rustls"),
+        "rustls should be in the lock file"
+    );
+    for banned in [
+        "openssl",
+        "openssl-sys",
+        "native-tls",
+        "hyper-tls",
+        "tokio-native-tls",
+    ] {
         assert!(
             !names.contains(&banned),
             "Cargo.lock holds `{banned}`: a dependency enabled OpenSSL/native-tls again \
