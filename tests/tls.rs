@@ -178,7 +178,7 @@ async fn https_to_an_unknown_ca_fails_naming_the_certificate_before_any_request(
         .expect_err("a certificate from an unknown CA must not be accepted");
     let message = error.to_string();
     assert!(
-        message.contains("certificate"),
+        message.contains("not trusted") && message.contains("UnknownIssuer"),
         "the error should name the certificate problem: {message}"
     );
     assert!(
@@ -186,6 +186,10 @@ async fn https_to_an_unknown_ca_fails_naming_the_certificate_before_any_request(
         "the error should name the endpoint: {message}"
     );
     assert!(!message.contains(KEY), "the key leaked: {message}");
+    assert!(
+        !error.retryable,
+        "an untrusted certificate does not fix itself: not retryable ({message})"
+    );
     let observed = observed.lock().unwrap();
     assert!(
         !observed.handshake_errors.is_empty(),
