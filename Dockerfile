@@ -9,10 +9,11 @@ COPY jobs ./jobs
 COPY samples ./samples
 RUN cargo build --release --locked --bin agentd
 
-# Runtime stage: small, non-root, with the job and config files.
+# Runtime stage: small, non-root, with the job and config files. TLS is rustls (no libssl);
+# ca-certificates is the CA store the model-server connections verify against.
 FROM debian:bookworm-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates libssl3 curl \
+ && apt-get install -y --no-install-recommends ca-certificates curl \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home /app agentd
 WORKDIR /app

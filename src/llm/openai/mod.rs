@@ -408,6 +408,17 @@ impl OpenAiProvider {
                         true,
                         true,
                     )
+                } else if chain.contains("invalid peer certificate") {
+                    // rustls refused the server's certificate: retrying cannot fix that.
+                    self.failure(
+                        format!(
+                            "TLS: the certificate of {} is not trusted (the system CA store, or \
+                             SSL_CERT_FILE / SSL_CERT_DIR, must hold its CA): {chain}",
+                            self.endpoint
+                        ),
+                        false,
+                        false,
+                    )
                 } else if e.is_connect() {
                     self.failure(
                         format!(
