@@ -233,6 +233,36 @@ fn completed_response_format(name: &str, rf: &Value) -> Result<schema_forms::Bui
     Ok(built)
 }
 
+/// create_schema's schema: from `fields` (the compact form), else from `response_format`.
+fn schema_from_args(name: &str, args: &Value) -> Result<schema_forms::Built, ToolError> {
+    let fields = args.get("fields").filter(|f| !f.is_null());
+    let rf = args.get("response_format").filter(|f| !f.is_null());
+    match (fields, rf) {
+        (Some(fields), rf) => {
+            let mut built = schema_forms::from_fields(name, fields).map_err(|e| {
+                ToolError::Invalid(format!(
+                    "{e}. Give fields as {{\"field_name\": \"string\", \"amount\": \"number\", \
+                     \"items\": [{{\"description\": \"string\"}}]}}"
+                ))
+            })?;
+            if rf.is_some() {
+                built
+                    .notes
+                    .push("response_format was ignored: fields were given".into());
+            }
+            check_response_format(&built.response_format)?;
+            Ok(built)
+        }
+        (None, Some(rf)) => completed_response_format(name, rf),
+        (None, None) => Err(ToolError::Invalid(
+            "no fields: give `fields`, an object of field name → type, e.g. \
+             {\"field_name\": \"string\", \"amount\": \"number\"}, with the fields worth \
+             extracting from this document"
+                .into(),
+        )),
+    }
+}
+
 /// `result` with `"completed": notes` when agentd completed the response_format.
 fn with_notes(mut result: Value, notes: Vec<String>) -> Value {
     if !notes.is_empty() {
@@ -385,22 +415,26 @@ impl Tool for CreateSchema {
         "create_schema"
     }
     fn description(&self) -> &'static str {
-        "Create a schema {name, response_format} (stored as proposed, version 1). \
-         response_format is OpenAI's structured-output shape (see help_schemas) or simply the \
-         fields: {\"field_name\": \"string\" | \"number\" | \"integer\" | \"boolean\" | \
-         \"date\", \"list_field\": [{…fields of one item…}]}. Returns schema_revid for \
-         create_prompt."
+        "Create a schema (stored as proposed, version 1) from its fields: {name, fields: \
+         {\"field_name\": \"string\" | \"number\" | \"integer\" | \"boolean\" | \"date\", \
+         \"list_field\": [{…fields of one item…}]}}. For full control give response_format \
+         (OpenAI's structured-output shape, see help_schemas) instead of fields. Returns \
+         schema_revid for create_prompt."
     }
     fn parameters(&self) -> Value {
         params(
             json!({
                 "name": {"type": "string", "minLength": 1, "maxLength": 200,
-                         "description": "A readable name, e.g. \"Invoice\"."},
+                         "description": "A readable name for the kind of document."},
+                "fields": {"type": ["object", "array"],
+                    "description": "The fields worth extracting: an object of field name → \
+                                    type (\"string\", \"number\", \"integer\", \"boolean\", \
+                                    \"date\"; [{…}] for a list of items)."},
                 "response_format": {"type": "object",
-                    "description": "{\"type\": \"json_schema\", \"json_schema\": {\"name\", \
-                                    \"strict\", \"schema\"}}"},
+                    "description": "Instead of fields: {\"type\": \"json_schema\", \
+                                    \"json_schema\": {\"name\", \"strict\", \"schema\"}}"},
             }),
-            &["name", "response_format"],
+            &["name"],
         )
     }
     fn category(&self) -> Category {
@@ -411,7 +445,7 @@ impl Tool for CreateSchema {
         if name.is_empty() {
             return Err(ToolError::Invalid("name must not be empty".into()));
         }
-        let built = completed_response_format(name, &args["response_format"])?;
+        let built = schema_from_args(name, &args)?;
         let rf = &built.response_format;
         let s = store::create(ctx.conn, ctx.org_id, name, rf, ctx.run_id, ctx.now).await?;
         Ok(with_notes(
