@@ -53,6 +53,30 @@ pub fn repair(raw: &str, schema: &Value) -> Repaired {
         notes.push("this tool takes no arguments; the ones sent were ignored".to_string());
         value = Value::Object(Default::default());
     }
+    // Arguments the tool does not have (a small model adds `schema_revid` to create_schema):
+    // ignored and named, so the call runs on the arguments it has; a missing or wrong one is
+    // still refused by validation. Only where the schema closes its object.
+    if schema["additionalProperties"] == Value::Bool(false)
+        && let (Some(props), Some(obj)) = (schema["properties"].as_object(), value.as_object_mut())
+        && !props.is_empty()
+    {
+        let unknown: Vec<String> = obj
+            .keys()
+            .filter(|k| !props.contains_key(*k))
+            .cloned()
+            .collect();
+        if !unknown.is_empty() {
+            for k in &unknown {
+                obj.remove(k);
+            }
+            let known: Vec<&str> = props.keys().map(String::as_str).collect();
+            notes.push(format!(
+                "ignored argument(s) this tool does not have: {} (it takes {})",
+                unknown.join(", "),
+                known.join(", ")
+            ));
+        }
+    }
     unstring(&mut value, schema, "", &mut notes);
     if notes.is_empty() {
         return Repaired {
@@ -222,5 +246,19 @@ mod tests {
         assert_eq!(r.notes.len(), 1);
         let r = repair("{}", &schema);
         assert!(r.notes.is_empty());
+    }
+
+    #[test]
+    fn arguments_the_tool_does_not_have_are_dropped_and_named() {
+        let schema = serde_json::json!({"type": "object", "additionalProperties": false,
+            "properties": {"name": {"type": "string"}}});
+        let r = repair(
+            r#"{"name": "x", "schema_revid": "1", "tag_ids": []}"#,
+            &schema,
+        );
+        assert_eq!(r.raw, r#"{"name":"x"}"#);
+        assert!(
+            r.notes[0].contains("schema_revid, tag_ids") && r.notes[0].contains("it takes name")
+        );
     }
 }

@@ -440,18 +440,27 @@ impl Tool for CreateSchema {
                     "description": "Only without fields: {\"type\": \"json_schema\", \
                                     \"json_schema\": {\"name\", \"strict\", \"schema\"}}"},
             }),
-            &["name"],
+            &[],
         )
     }
     fn category(&self) -> Category {
         Category::Write
     }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let name = str_arg(&args, "name").trim();
+        // A missing name is only a missing label (small models often send just the fields).
+        let (name, named) = match args.get("name").and_then(Value::as_str) {
+            Some(n) => (n.trim(), false),
+            None => ("Document fields", true),
+        };
         if name.is_empty() {
             return Err(ToolError::Invalid("name must not be empty".into()));
         }
-        let built = schema_from_args(name, &args)?;
+        let mut built = schema_from_args(name, &args)?;
+        if named {
+            built
+                .notes
+                .push("no name was given: named it \"Document fields\"".into());
+        }
         let rf = &built.response_format;
         let s = store::create(ctx.conn, ctx.org_id, name, rf, ctx.run_id, ctx.now).await?;
         Ok(with_notes(
