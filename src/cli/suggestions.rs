@@ -42,11 +42,6 @@ pub enum SuggestionsCmd {
 
 /// Runs a suggestions command.
 pub async fn run(app: &App, cmd: SuggestionsCmd) -> anyhow::Result<()> {
-    let org_of = |org: String| async move {
-        crate::store::orgs::find(&app.pool, &org)
-            .await?
-            .ok_or_else(|| bad(format!("--org: no org {org:?}")))
-    };
     match cmd {
         SuggestionsCmd::List {
             org,
@@ -64,7 +59,7 @@ pub async fn run(app: &App, cmd: SuggestionsCmd) -> anyhow::Result<()> {
             if !(1..=1000).contains(&limit) {
                 return Err(bad("--limit must be 1–1000"));
             }
-            let o = org_of(org).await?;
+            let o = org_of(app, org).await?;
             let rows = crate::store::api_reads::suggestions_page(
                 &app.pool,
                 o.id,
@@ -99,11 +94,11 @@ pub async fn run(app: &App, cmd: SuggestionsCmd) -> anyhow::Result<()> {
             if reason.is_empty() || reason.chars().count() > 500 {
                 return Err(bad("--reason must say why (1–500 characters)"));
             }
-            let o = org_of(org).await?;
+            let o = org_of(app, org).await?;
             change(app, o.id, id, "dismissed", Some(&reason)).await
         }
         SuggestionsCmd::Shown { id, org } => {
-            let o = org_of(org).await?;
+            let o = org_of(app, org).await?;
             change(app, o.id, id, "shown", None).await
         }
     }
@@ -129,4 +124,10 @@ async fn change(
         ))),
         Transition::NotFound => Err(bad(format!("no suggestion {id} in this org"))),
     }
+}
+
+async fn org_of(app: &App, org: String) -> anyhow::Result<crate::store::orgs::OrgRow> {
+    crate::store::orgs::find(&app.pool, &org)
+        .await?
+        .ok_or_else(|| bad(format!("--org: no org {org:?}")))
 }

@@ -22,16 +22,25 @@ pub struct OrgSettings {
     pub cost_cap_cents: Option<i64>,
 }
 
-const COLUMNS: &str = "id AS org_id, timezone, nightly_hour, approval_ttl_secs, repropose_expired, \
-                       model, auto_create, COALESCE(token_budget, (SELECT monthly_limit FROM org_budgets b \
-                       WHERE b.org_id = orgs.id AND orgs.cost_cap_cents IS NULL)) AS token_budget, cost_cap_cents";
+/// The columns of [`OrgSettings`] (a budget set before migration 0045 counts as asked for).
+macro_rules! columns {
+    () => {
+        "SELECT id AS org_id, timezone, nightly_hour, approval_ttl_secs, repropose_expired, model,
+                auto_create,
+                COALESCE(token_budget, (SELECT monthly_limit FROM org_budgets b
+                                         WHERE b.org_id = orgs.id AND orgs.cost_cap_cents IS NULL))
+                  AS token_budget,
+                cost_cap_cents
+           FROM orgs WHERE id = $1"
+    };
+}
 
 /// The settings of one org.
 pub async fn get<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Uuid,
 ) -> Result<Option<OrgSettings>, sqlx::Error> {
-    sqlx::query_as(&format!("SELECT {COLUMNS} FROM orgs WHERE id = $1"))
+    sqlx::query_as(columns!())
         .bind(org_id)
         .fetch_optional(exec)
         .await
@@ -42,12 +51,10 @@ pub async fn lock(
     conn: &mut PgConnection,
     org_id: Uuid,
 ) -> Result<Option<OrgSettings>, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM orgs WHERE id = $1 FOR UPDATE"
-    ))
-    .bind(org_id)
-    .fetch_optional(conn)
-    .await
+    sqlx::query_as(concat!(columns!(), " FOR UPDATE"))
+        .bind(org_id)
+        .fetch_optional(conn)
+        .await
 }
 
 /// Writes `s` and the enforced monthly token limit (`None`: unlimited, the budget row goes).

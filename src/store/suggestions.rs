@@ -25,7 +25,7 @@ pub struct NewSuggestion<'a> {
 }
 
 /// What `create` did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Created {
     /// A new suggestion.
     New(Uuid),
