@@ -12,6 +12,7 @@ pub mod extract;
 mod jobs;
 mod reads;
 mod settings;
+mod suggestions;
 
 use crate::app::App;
 use axum::Router;
@@ -43,14 +44,14 @@ pub const MAX_BODY: usize = 64 * 1024;
     paths(
         documents::create, documents::list, documents::get, documents::accept, documents::reject,
         approvals::list, approvals::get, approvals::approve, approvals::reject,
-        reads::suggestions, reads::run, reads::status,
+        reads::suggestions, suggestions::dismiss, suggestions::shown, reads::run, reads::status,
         jobs::create, jobs::get,
         settings::get, settings::patch,
     ),
     components(schemas(
         documents::NewDocument, documents::CreatedDocument, documents::DocumentItem,
-        approvals::DecisionBody, jobs::NewJobRequest, jobs::EnqueuedJob,
-        settings::Settings, settings::SettingsPatch,
+        approvals::DecisionBody, approvals::RejectBody, suggestions::DismissBody, jobs::NewJobRequest, jobs::EnqueuedJob,
+        settings::Settings, crate::org_settings::Patch,
     )),
     modifiers(&BearerAuth),
 )]
@@ -131,6 +132,8 @@ pub fn router(app: App) -> Router {
         .route("/v1/approvals/{id}/approve", post(approvals::approve))
         .route("/v1/approvals/{id}/reject", post(approvals::reject))
         .route("/v1/suggestions", get(reads::suggestions))
+        .route("/v1/suggestions/{id}/dismiss", post(suggestions::dismiss))
+        .route("/v1/suggestions/{id}/shown", post(suggestions::shown))
         .route("/v1/runs/{id}", get(reads::run))
         .route("/v1/status", get(reads::status))
         .route("/v1/jobs", post(jobs::create))
