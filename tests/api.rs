@@ -412,7 +412,10 @@ async fn jobs_settings_suggestions_and_status() {
     let s = api.call("GET", "/v1/settings", k, None).await;
     assert_eq!(
         s.body,
-        json!({"monthly_token_budget": null, "tokens_used_this_month": 0})
+        json!({"monthly_token_budget": null, "tokens_used_this_month": 0,
+               "approval_ttl_secs": null, "auto_create": true, "cost_cap_cents": null,
+               "effective_token_limit": null, "model": null, "nightly_hour": 2,
+               "repropose_expired": false, "timezone": "UTC"})
     );
     api.call(
         "PATCH",
