@@ -555,10 +555,18 @@ async fn approving_with_edited_arguments_revalidates_rehashes_and_audits_the_edi
         rows.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
         ["edited", "human_approved"]
     );
-    // Audit rows keep a summary (ids and hashes, no free text): the arguments before the edit
-    // are named by their document, the edit by the new hash.
-    assert_eq!(rows[0].1["before"]["document_id"], before.args["document_id"]);
-    assert_eq!(rows[0].1["after_hash"], json!(a.snapshot_hash));
+    // Audit rows keep a summary (ids, no free text): the arguments before the edit are named
+    // by their document…
+    assert_eq!(
+        rows[0].1["before"]["document_id"],
+        before.args["document_id"]
+    );
+    // …and the summary's sha256 proves the full record: before, old and new hash.
+    assert_eq!(
+        rows[0].1["sha256"],
+        agentd::pii::audit::summarise(&json!({"before": before.args,
+            "before_hash": before.snapshot_hash, "after_hash": a.snapshot_hash}))["sha256"]
+    );
 }
 
 // ---- suggestions ----
