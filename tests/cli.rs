@@ -99,7 +99,7 @@ async fn bad_job_files_exit_2_naming_file_key_and_problem() {
     std::fs::remove_file(dir.path().join("nightly.toml")).unwrap();
     let body = std::fs::read_to_string(&proactive)
         .unwrap()
-        .replace("0 0 2 * * *", "every night");
+        .replace("0 */15 * * * *", "every night");
     std::fs::write(&proactive, body).unwrap();
     let o = agentd(&db, &["status"], &[("AGENTD_WORKER__JOBS_DIR", &dir_s)]);
     assert_eq!(o.status.code(), Some(2));
