@@ -11,7 +11,7 @@ use chrono::Duration;
 use serde_json::{Value, json};
 
 /// Every route of the API: (method, OpenAPI path).
-const ROUTES: [(&str, &str); 16] = [
+const ROUTES: [(&str, &str); 20] = [
     ("post", "/v1/documents"),
     ("get", "/v1/documents"),
     ("get", "/v1/documents/{id}"),
@@ -22,7 +22,11 @@ const ROUTES: [(&str, &str); 16] = [
     ("post", "/v1/approvals/{id}/approve"),
     ("post", "/v1/approvals/{id}/reject"),
     ("get", "/v1/suggestions"),
+    ("get", "/v1/runs"),
     ("get", "/v1/runs/{id}"),
+    ("get", "/v1/me"),
+    ("get", "/v1/queue"),
+    ("post", "/v1/jobs/{id}/retry"),
     ("get", "/v1/status"),
     ("post", "/v1/jobs"),
     ("get", "/v1/jobs/{id}"),
@@ -76,6 +80,7 @@ async fn another_orgs_ids_are_not_found_on_every_route() {
         ("POST", format!("/v1/approvals/{approval}/reject"), None),
         ("GET", format!("/v1/runs/{run}"), None),
         ("GET", format!("/v1/jobs/{job}"), None),
+        ("POST", format!("/v1/jobs/{job}/retry"), None),
         (
             "POST",
             "/v1/jobs".into(),
@@ -92,7 +97,12 @@ async fn another_orgs_ids_are_not_found_on_every_route() {
             .await
             .problem(404, None);
     }
-    for path in ["/v1/documents", "/v1/approvals", "/v1/suggestions"] {
+    for path in [
+        "/v1/documents",
+        "/v1/approvals",
+        "/v1/suggestions",
+        "/v1/runs",
+    ] {
         let r = api.call("GET", path, Some(&kb), None).await;
         assert_eq!(r.body["items"], json!([]), "{path}: {}", r.body);
         let mine = api.call("GET", path, Some(&ka), None).await;
@@ -107,6 +117,13 @@ async fn another_orgs_ids_are_not_found_on_every_route() {
     assert_eq!(
         (st.body["jobs"].clone(), st.body["approvals"].clone()),
         (json!([]), json!([]))
+    );
+    let q = api.call("GET", "/v1/queue", Some(&kb), None).await;
+    assert_eq!(q.status, 200, "{}", q.body);
+    assert_eq!(
+        (q.body["depth"].clone(), q.body["ready"].clone()),
+        (json!([]), json!([])),
+        "B's queue view shows none of A's jobs"
     );
     let s = api.call("GET", "/v1/settings", Some(&kb), None).await;
     assert_eq!(s.body["monthly_token_budget"], Value::Null);

@@ -6,6 +6,7 @@ pub mod api_reads;
 pub mod approvals;
 pub mod auto_create;
 pub mod budget;
+pub mod console_reads;
 pub mod documents;
 pub mod events;
 pub mod extractions;
