@@ -33,6 +33,7 @@ pub mod catalog;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod console;
 pub mod db;
 pub mod eval;
 pub mod http;

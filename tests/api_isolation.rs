@@ -11,7 +11,7 @@ use chrono::Duration;
 use serde_json::{Value, json};
 
 /// Every route of the API: (method, OpenAPI path).
-const ROUTES: [(&str, &str); 18] = [
+const ROUTES: [(&str, &str); 22] = [
     ("post", "/v1/documents"),
     ("get", "/v1/documents"),
     ("get", "/v1/documents/{id}"),
@@ -24,7 +24,11 @@ const ROUTES: [(&str, &str); 18] = [
     ("get", "/v1/suggestions"),
     ("post", "/v1/suggestions/{id}/dismiss"),
     ("post", "/v1/suggestions/{id}/shown"),
+    ("get", "/v1/runs"),
     ("get", "/v1/runs/{id}"),
+    ("get", "/v1/me"),
+    ("get", "/v1/queue"),
+    ("post", "/v1/jobs/{id}/retry"),
     ("get", "/v1/status"),
     ("post", "/v1/jobs"),
     ("get", "/v1/jobs/{id}"),
@@ -85,6 +89,7 @@ async fn another_orgs_ids_are_not_found_on_every_route() {
         ),
         ("POST", format!("/v1/suggestions/{sug}/shown"), None),
         ("GET", format!("/v1/jobs/{job}"), None),
+        ("POST", format!("/v1/jobs/{job}/retry"), None),
         (
             "POST",
             "/v1/jobs".into(),
@@ -101,7 +106,12 @@ async fn another_orgs_ids_are_not_found_on_every_route() {
             .await
             .problem(404, None);
     }
-    for path in ["/v1/documents", "/v1/approvals", "/v1/suggestions"] {
+    for path in [
+        "/v1/documents",
+        "/v1/approvals",
+        "/v1/suggestions",
+        "/v1/runs",
+    ] {
         let r = api.call("GET", path, Some(&kb), None).await;
         assert_eq!(r.body["items"], json!([]), "{path}: {}", r.body);
         let mine = api.call("GET", path, Some(&ka), None).await;
@@ -116,6 +126,13 @@ async fn another_orgs_ids_are_not_found_on_every_route() {
     assert_eq!(
         (st.body["jobs"].clone(), st.body["approvals"].clone()),
         (json!([]), json!([]))
+    );
+    let q = api.call("GET", "/v1/queue", Some(&kb), None).await;
+    assert_eq!(q.status, 200, "{}", q.body);
+    assert_eq!(
+        (q.body["depth"].clone(), q.body["ready"].clone()),
+        (json!([]), json!([])),
+        "B's queue view shows none of A's jobs"
     );
     let s = api.call("GET", "/v1/settings", Some(&kb), None).await;
     assert_eq!(s.body["monthly_token_budget"], Value::Null);

@@ -20,6 +20,9 @@ use uuid::Uuid;
 pub const MAX_TEXT_BYTES: usize = 4 * 1024 * 1024;
 /// Body limit of `POST /v1/documents`.
 pub const MAX_DOCUMENT_BODY: usize = MAX_TEXT_BYTES + 64 * 1024;
+/// Most characters of a document's text `GET /v1/documents/{id}` returns (`text_truncated`
+/// says when there is more).
+pub const MAX_TEXT_SHOWN: usize = 200_000;
 /// Longest document name, in characters.
 const MAX_NAME_CHARS: usize = 500;
 
@@ -233,7 +236,7 @@ pub async fn list(State(s): State<ApiState>, caller: Caller, RawQuery(q): RawQue
 }
 
 /// A document: auto-create status and the proposal (schema fields, prompt, extracted values,
-/// run).
+/// run) and its text (at most 200,000 characters; `text_chars`, `text_truncated`).
 #[utoipa::path(get, path = "/v1/documents/{id}", tag = "documents",
     params(("id" = Uuid, Path)), responses((status = 200, body = Object), (status = 404)),
     security(("bearer" = [])))]
@@ -245,10 +248,17 @@ pub async fn get(State(s): State<ApiState>, caller: Caller, Path(id): Path<Strin
     {
         return Err(Problem::not_found("document", id));
     }
-    let report = crate::cli::documents_api::document_report(&s.app, id)
+    let mut report = crate::cli::documents_api::document_report(&s.app, id)
         .await?
         .filter(|r| r["org_id"] == json!(caller.org_id))
         .ok_or_else(|| Problem::not_found("document", id))?;
+    // The text beside the proposal (the console shows both), bounded.
+    let mut conn = s.app.pool.acquire().await?;
+    if let Some(d) = documents::get(&mut conn, caller.org_id, id, MAX_TEXT_SHOWN).await? {
+        report["text"] = json!(d.text);
+        report["text_chars"] = json!(d.text_chars);
+        report["text_truncated"] = json!(d.text_chars > MAX_TEXT_SHOWN as i64);
+    }
     ok(&report)
 }
 

@@ -6,6 +6,7 @@
 mod approvals;
 pub mod auth;
 pub mod bench;
+mod console_routes;
 mod documents;
 pub mod error;
 pub mod extract;
@@ -45,6 +46,7 @@ pub const MAX_BODY: usize = 64 * 1024;
         documents::create, documents::list, documents::get, documents::accept, documents::reject,
         approvals::list, approvals::get, approvals::approve, approvals::reject,
         reads::suggestions, suggestions::dismiss, suggestions::shown, reads::run, reads::status,
+        console_routes::me, console_routes::queue, console_routes::retry, console_routes::runs,
         jobs::create, jobs::get,
         settings::get, settings::patch,
     ),
@@ -93,7 +95,12 @@ async fn no_stray_query(
     next: middleware::Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    const LISTS: [&str; 3] = ["/v1/documents", "/v1/approvals", "/v1/suggestions"];
+    const LISTS: [&str; 4] = [
+        "/v1/documents",
+        "/v1/approvals",
+        "/v1/suggestions",
+        "/v1/runs",
+    ];
     let takes_query = req.method() == axum::http::Method::GET && LISTS.contains(&req.uri().path());
     if !takes_query && let Some(q) = req.uri().query().filter(|q| !q.is_empty()) {
         let name = form_urlencoded::parse(q.as_bytes())
@@ -134,7 +141,11 @@ pub fn router(app: App) -> Router {
         .route("/v1/suggestions", get(reads::suggestions))
         .route("/v1/suggestions/{id}/dismiss", post(suggestions::dismiss))
         .route("/v1/suggestions/{id}/shown", post(suggestions::shown))
+        .route("/v1/runs", get(console_routes::runs))
         .route("/v1/runs/{id}", get(reads::run))
+        .route("/v1/me", get(console_routes::me))
+        .route("/v1/queue", get(console_routes::queue))
+        .route("/v1/jobs/{id}/retry", post(console_routes::retry))
         .route("/v1/status", get(reads::status))
         .route("/v1/jobs", post(jobs::create))
         .route("/v1/jobs/{id}", get(jobs::get))
@@ -167,7 +178,8 @@ async fn purge_idempotency_keys(app: App, stop: CancellationToken) {
     }
 }
 
-/// Serves the API and `/healthz`, `/readyz`, `/metrics` on `listener` until `stop`.
+/// Serves the API, the console (`/`) and `/healthz`, `/readyz`, `/metrics` on `listener`
+/// until `stop`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: App,
@@ -181,7 +193,9 @@ pub async fn serve(
         kinds: app.catalog.kinds.keys().cloned().collect(),
     };
     tokio::spawn(purge_idempotency_keys(app.clone(), stop.clone()));
-    let router = router(app).merge(crate::http::router(health));
+    let router = router(app)
+        .merge(crate::http::router(health))
+        .merge(crate::console::router());
     axum::serve(listener, router)
         .with_graceful_shutdown(async move { stop.cancelled().await })
         .await

@@ -116,7 +116,7 @@ pub async fn suggestions_page<'e, E: PgExecutor<'e>>(
 
 /// The SQL condition "job `j` belongs to org `$1`": its payload names the org, or it is an
 /// approval sweep whose every approval id is the org's.
-const JOB_OF_ORG: &str = "(j.payload->>'org_id' = $1::text
+pub(crate) const JOB_OF_ORG: &str = "(j.payload->>'org_id' = $1::text
       OR (j.kind = 'approval_expiry' AND jsonb_typeof(j.payload->'approval_ids') = 'array'
           AND jsonb_array_length(j.payload->'approval_ids') > 0
           AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements_text(j.payload->'approval_ids') a(id)

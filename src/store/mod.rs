@@ -7,6 +7,7 @@ pub mod approval_life;
 pub mod approvals;
 pub mod auto_create;
 pub mod budget;
+pub mod console_reads;
 pub mod documents;
 pub mod events;
 pub mod extractions;

@@ -1,0 +1,145 @@
+//! The routes the web console needs beside the others: who the key is (`GET /v1/me`), the
+//! queue view (`GET /v1/queue`, admin), retrying a dead job (`POST /v1/jobs/{id}/retry`,
+//! admin) and the run list (`GET /v1/runs`). All org-scoped like every route.
+
+use super::ApiState;
+use super::auth::{Caller, Role};
+use super::error::{ApiResult, Problem, ok};
+use super::extract::{Page, Paged, parse_query};
+use crate::store::console_reads::{self, Retry};
+use crate::store::{api_reads, runs::RunRow};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::json;
+use utoipa::IntoParams;
+
+/// Dead jobs the queue view lists.
+const DEAD_SHOWN: i64 = 50;
+const RUN_STATUSES: [&str; 5] = ["running", "succeeded", "capped", "failed", "cancelled"];
+
+/// The caller's key: org, key id and role (what the console may offer).
+#[utoipa::path(get, path = "/v1/me", tag = "console",
+    responses((status = 200, body = Object)), security(("bearer" = [])))]
+pub async fn me(State(s): State<ApiState>, caller: Caller) -> ApiResult {
+    let org_name = console_reads::org_name(&s.app.pool, caller.org_id).await?;
+    ok(&json!({
+        "org_id": caller.org_id, "org_name": org_name, "key_id": caller.key_id,
+        "role": caller.role.as_str(),
+    }))
+}
+
+/// The org's queue: depth by kind and state, ready jobs and the oldest one's age, finished
+/// and failed jobs per 5-minute bucket over the last hour, dead jobs with their last error.
+#[utoipa::path(get, path = "/v1/queue", tag = "console",
+    responses((status = 200, body = Object), (status = 403)), security(("bearer" = [])))]
+pub async fn queue(State(s): State<ApiState>, caller: Caller) -> ApiResult {
+    caller.require(Role::Admin)?;
+    let (pool, org) = (&s.app.pool, caller.org_id);
+    let now = s.app.clock.now();
+    let depth = api_reads::job_counts(pool, org).await?;
+    let ready = api_reads::ready_ages(pool, org, now).await?;
+    let oldest = ready
+        .iter()
+        .filter_map(|r| r.oldest_ready_secs)
+        .fold(None, |m: Option<f64>, a| Some(m.map_or(a, |m| m.max(a))));
+    let buckets = console_reads::throughput(pool, org, now).await?;
+    let dead = api_reads::dead_jobs(pool, org, DEAD_SHOWN).await?;
+    let dead: Vec<_> = dead
+        .iter()
+        .map(|j| {
+            json!({"id": j.id, "kind": j.kind, "attempt": j.attempt, "max_attempts": j.max_attempts,
+                   "last_error": j.last_error, "finished_at": j.finished_at, "created_at": j.created_at})
+        })
+        .collect();
+    ok(&json!({
+        "now": now,
+        "depth": depth,
+        "ready": ready,
+        "oldest_ready_secs": oldest,
+        "bucket_secs": console_reads::BUCKET_SECS,
+        "throughput": buckets,
+        "dead": dead,
+    }))
+}
+
+/// Retry a dead job of the org: `available` now, with a fresh attempt budget.
+#[utoipa::path(post, path = "/v1/jobs/{id}/retry", tag = "jobs", params(("id" = i64, Path)),
+    responses((status = 200, body = Object), (status = 403), (status = 404),
+        (status = 409, description = "Not dead, or its unique key is taken")),
+    security(("bearer" = [])))]
+pub async fn retry(State(s): State<ApiState>, caller: Caller, Path(id): Path<String>) -> ApiResult {
+    caller.require(Role::Admin)?;
+    let id: i64 = id.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+        Problem::bad_request("id", format!("id must be a job number (got {id:?})"))
+    })?;
+    let mut conn = s.app.pool.acquire().await?;
+    match console_reads::retry_dead(&mut conn, caller.org_id, id, s.app.clock.now()).await? {
+        Retry::Done => ok(&json!({"id": id, "state": "available"})),
+        Retry::NotFound => Err(Problem::not_found("job", id)),
+        Retry::NotDead(state) => Err(Problem::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!("job {id} is {state}; only dead jobs can be retried"),
+        )
+        .extra(json!({"state": state}))),
+        Retry::UniqueKeyBusy => Err(Problem::conflict(format!(
+            "job {id} cannot be retried: another job with its unique key is waiting or running"
+        ))),
+    }
+}
+
+/// Query of `GET /v1/runs`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct RunsQuery {
+    /// 1–200 (default 50).
+    pub limit: Option<i64>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// running, succeeded, capped, failed or cancelled.
+    pub status: Option<String>,
+    /// Only runs of this job kind.
+    pub kind: Option<String>,
+}
+
+/// The org's runs, newest first: kind, subject, status, stop reason, rounds, tool calls,
+/// tokens, timings.
+#[utoipa::path(get, path = "/v1/runs", tag = "runs", params(RunsQuery),
+    responses((status = 200, body = Object)), security(("bearer" = [])))]
+pub async fn runs(State(s): State<ApiState>, caller: Caller, RawQuery(q): RawQuery) -> ApiResult {
+    let q: RunsQuery = parse_query(q.as_deref())?;
+    let page = Page::new(q.limit, q.cursor.as_deref())?;
+    if let Some(st) = &q.status
+        && !RUN_STATUSES.contains(&st.as_str())
+    {
+        return Err(Problem::bad_request(
+            "status",
+            format!(
+                "status must be one of {} (got {st:?})",
+                RUN_STATUSES.join(", ")
+            ),
+        ));
+    }
+    if let Some(k) = &q.kind
+        && s.app.catalog.get(k).is_none()
+    {
+        let mut known: Vec<_> = s.app.catalog.kinds.keys().cloned().collect();
+        known.sort();
+        return Err(Problem::bad_request(
+            "kind",
+            format!("kind must be one of {} (got {k:?})", known.join(", ")),
+        ));
+    }
+    let rows = console_reads::runs_page(
+        &s.app.pool,
+        caller.org_id,
+        q.status.as_deref(),
+        q.kind.as_deref(),
+        page.after,
+        page.limit + 1,
+    )
+    .await?;
+    let paged = Paged::from_rows(rows, &page, |r: &RunRow| (r.started_at, r.id));
+    ok(&paged)
+}

@@ -1,0 +1,195 @@
+// agentd console, core: session, API calls, element builder, router, formatting.
+// Every value from the API reaches the page as a text node (h() below) or an attribute set
+// with setAttribute: nothing is parsed as HTML. The server also sends a Content-Security-Policy
+// that forbids inline scripts.
+"use strict";
+
+const C = (window.Console = { pages: {}, me: null });
+const KEY = "agentd.console.key";
+const ROLES = ["reader", "uploader", "reviewer", "admin"];
+
+// Builds an element: attrs (on* → listeners, otherwise attributes), children (strings and
+// numbers become text nodes; null/false are skipped; arrays are flattened).
+C.h = function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on") && typeof v === "function") el.addEventListener(k.slice(2), v);
+    else if (k === "class") el.className = v;
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  const add = (c) => {
+    if (c === null || c === undefined || c === false) return;
+    if (Array.isArray(c)) return c.forEach(add);
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  };
+  children.forEach(add);
+  return el;
+};
+const h = C.h;
+
+C.key = () => sessionStorage.getItem(KEY);
+C.can = (role) => !!C.me && ROLES.indexOf(C.me.role) >= ROLES.indexOf(role);
+
+// Calls the API: {status, ok, body, headers}. A 401 signs out.
+C.api = async function api(method, path, opts = {}) {
+  const headers = Object.assign({ Authorization: "Bearer " + C.key() }, opts.headers || {});
+  let body;
+  if (opts.body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    body = JSON.stringify(opts.body);
+  }
+  let res;
+  try {
+    res = await fetch(path, { method, headers, body, cache: "no-store" });
+  } catch (e) {
+    return { status: 0, ok: false, body: { title: "network error", detail: String(e) }, headers: new Headers() };
+  }
+  const text = await res.text();
+  let json = null;
+  try { json = text ? JSON.parse(text) : null; } catch (_) { json = { detail: text }; }
+  if (res.status === 401 && !opts.signingIn) {
+    C.signOut("Your key was refused (401): sign in again.");
+  }
+  return { status: res.status, ok: res.ok, body: json, headers: res.headers };
+};
+
+// A problem detail in words.
+C.problem = function problem(r) {
+  const b = r.body || {};
+  const parts = [r.status ? String(r.status) : "", b.title || "", b.detail || ""].filter(Boolean);
+  if (b.field) parts.push("(field: " + b.field + ")");
+  return parts.join(" — ");
+};
+
+C.flash = function flash(text, kind) {
+  const f = document.getElementById("flash");
+  f.className = kind || "";
+  f.textContent = text || "";
+};
+
+C.fmtTime = (t) => (t ? new Date(t).toLocaleString() : "—");
+C.fmtSecs = function fmtSecs(s) {
+  if (s === null || s === undefined || Number.isNaN(s)) return "—";
+  const neg = s < 0;
+  s = Math.abs(Math.round(s));
+  const d = Math.floor(s / 86400), hh = Math.floor((s % 86400) / 3600);
+  const m = Math.floor((s % 3600) / 60), sec = s % 60;
+  const out = d ? `${d}d ${hh}h` : hh ? `${hh}h ${m}m` : m ? `${m}m ${sec}s` : `${sec}s`;
+  return neg ? "-" + out : out;
+};
+C.json = (v) => JSON.stringify(v, null, 2);
+C.badge = (s) => h("span", { class: "badge s-" + String(s || "none") }, s || "none");
+C.short = (id) => String(id || "").slice(0, 8);
+
+// A <table> from column heads and rows of cells (cells are h() children).
+C.table = function table(caption, heads, rows, empty) {
+  if (!rows.length) return h("p", { class: "muted" }, empty || "Nothing here.");
+  return h("table", {},
+    caption ? h("caption", { class: "visually-hidden" }, caption) : null,
+    h("thead", {}, h("tr", {}, heads.map((x) => h("th", { scope: "col", class: x.num ? "num" : null }, x.label || x)))),
+    h("tbody", {}, rows.map((r) => h("tr", {}, r.map((c, i) =>
+      h("td", { class: heads[i] && heads[i].num ? "num" : null }, c))))));
+};
+
+C.facts = (pairs) => h("dl", { class: "facts" },
+  pairs.filter((p) => p).map(([k, v]) => [h("dt", {}, k), h("dd", {}, v === null || v === undefined || v === "" ? "—" : v)]));
+
+C.page = function page(title, ...children) {
+  const p = document.getElementById("page");
+  p.replaceChildren(h("h1", { id: "page-title" }, title), ...children);
+  document.title = title + " — agentd console";
+};
+
+C.loading = () => document.getElementById("page").replaceChildren(h("p", { class: "muted" }, "Loading…"));
+
+// A button that runs `fn` once at a time (disabled while it runs).
+C.button = function button(label, fn, attrs) {
+  const b = h("button", Object.assign({ type: "button" }, attrs || {}), label);
+  b.addEventListener("click", async () => {
+    b.disabled = true;
+    try { await fn(); } finally { b.disabled = false; }
+  });
+  return b;
+};
+
+C.signOut = function signOut(message) {
+  sessionStorage.removeItem(KEY);
+  C.me = null;
+  C.route(message);
+};
+
+async function signIn(ev) {
+  ev.preventDefault();
+  const input = document.getElementById("api-key");
+  const key = input.value.trim();
+  if (!key) return;
+  sessionStorage.setItem(KEY, key);
+  const r = await C.api("GET", "/v1/me", { signingIn: true });
+  if (!r.ok) {
+    sessionStorage.removeItem(KEY);
+    C.flash("Sign-in failed: " + C.problem(r), "error");
+    input.focus();
+    return;
+  }
+  input.value = "";
+  C.me = r.body;
+  C.flash("");
+  if (!location.hash || location.hash === "#/") location.hash = C.can("admin") ? "#/queue" : "#/approvals";
+  else C.route();
+}
+
+function showChrome(signedIn) {
+  document.getElementById("sign-in").hidden = signedIn;
+  document.getElementById("nav").hidden = !signedIn;
+  document.getElementById("who").hidden = !signedIn;
+  if (!signedIn) return;
+  const me = C.me;
+  document.getElementById("who-text").textContent =
+    (me.org_name || me.org_id) + " · role " + me.role + " · key " + C.short(me.key_id);
+  for (const li of document.querySelectorAll("#nav li[data-role]")) li.hidden = !C.can(li.dataset.role);
+}
+
+// Routes: #/<page>[/<id>].
+C.route = async function route(message) {
+  if (message) C.flash(message, "error");
+  if (!C.key()) {
+    showChrome(false);
+    document.getElementById("page").replaceChildren();
+    document.getElementById("api-key").focus();
+    return;
+  }
+  if (!C.me) {
+    const r = await C.api("GET", "/v1/me", { signingIn: true });
+    if (!r.ok) return C.signOut("Sign in again: " + C.problem(r));
+    C.me = r.body;
+  }
+  showChrome(true);
+  const [, name, id] = (location.hash || "").split("?")[0].split("/");
+  let page = name || (C.can("admin") ? "queue" : "approvals");
+  if (!C.pages[page] || (page === "queue" && !C.can("admin"))) page = "approvals";
+  for (const a of document.querySelectorAll("#nav a")) {
+    if (a.dataset.page === page) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  C.loading();
+  try {
+    await C.pages[page](id ? decodeURIComponent(id) : null);
+  } catch (e) {
+    C.page("Something went wrong", h("p", { class: "error-text" }, String(e)));
+  }
+  // After navigating, move focus to the new page's heading (screen readers announce it).
+  const title = document.getElementById("page-title");
+  if (title && C.moved) {
+    title.setAttribute("tabindex", "-1");
+    title.focus();
+  }
+  C.moved = false;
+};
+
+C.start = function start() {
+  document.getElementById("sign-in-form").addEventListener("submit", signIn);
+  document.getElementById("sign-out").addEventListener("click", () => C.signOut());
+  window.addEventListener("hashchange", () => { C.flash(""); C.moved = true; C.route(); });
+  C.route();
+};

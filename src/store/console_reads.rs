@@ -1,0 +1,151 @@
+//! Org-scoped reads behind the console's API routes: the queue view (throughput and failures
+//! per 5-minute bucket over the last hour) and the run list. Every query takes the org and
+//! "now"; which jobs belong to an org is [`super::api_reads::JOB_OF_ORG`].
+
+use super::api_reads::{After, JOB_OF_ORG};
+use crate::store::runs::RunRow;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgExecutor;
+use uuid::Uuid;
+
+/// Width of a throughput bucket.
+pub const BUCKET_SECS: i64 = 300;
+/// Buckets in the queue view (one hour).
+pub const BUCKETS: i64 = 12;
+
+/// Jobs of the org that finished in one bucket.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Bucket {
+    /// Start of the bucket (inclusive); its end is `start + 5 min` (exclusive).
+    pub start: DateTime<Utc>,
+    pub succeeded: i64,
+    /// Jobs that became `dead` in the bucket.
+    pub failed: i64,
+    pub cancelled: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct BucketCount {
+    idx: i64,
+    succeeded: i64,
+    failed: i64,
+    cancelled: i64,
+}
+
+/// Finished jobs of the org per 5-minute bucket over the hour before `now`, oldest first
+/// (always [`BUCKETS`] buckets; the last one ends at `now`).
+pub async fn throughput<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<Vec<Bucket>, sqlx::Error> {
+    let rows: Vec<BucketCount> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT floor(EXTRACT(EPOCH FROM ($2 - j.finished_at)) / {BUCKET_SECS})::bigint AS idx,
+                count(*) FILTER (WHERE j.state = 'succeeded') AS succeeded,
+                count(*) FILTER (WHERE j.state = 'dead') AS failed,
+                count(*) FILTER (WHERE j.state = 'cancelled') AS cancelled
+           FROM agentd_jobs j
+          WHERE j.state IN ('succeeded', 'dead', 'cancelled')
+            AND j.finished_at > $2 - make_interval(secs => {span}) AND j.finished_at <= $2
+            AND {JOB_OF_ORG}
+          GROUP BY 1",
+        span = BUCKET_SECS * BUCKETS
+    )))
+    .bind(org_id)
+    .bind(now)
+    .fetch_all(exec)
+    .await?;
+    Ok((0..BUCKETS)
+        .map(|i| {
+            // Bucket i (oldest first) covers ages in [(BUCKETS-1-i)*w, (BUCKETS-i)*w).
+            let age_idx = BUCKETS - 1 - i;
+            let hit = rows.iter().find(|r| r.idx == age_idx);
+            Bucket {
+                start: now - chrono::Duration::seconds((age_idx + 1) * BUCKET_SECS),
+                succeeded: hit.map_or(0, |r| r.succeeded),
+                failed: hit.map_or(0, |r| r.failed),
+                cancelled: hit.map_or(0, |r| r.cancelled),
+            }
+        })
+        .collect())
+}
+
+/// A page of the org's runs, newest first (by `started_at`, then id).
+pub async fn runs_page<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    status: Option<&str>,
+    kind: Option<&str>,
+    after: After,
+    limit: i64,
+) -> Result<Vec<RunRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT * FROM agent_runs
+          WHERE org_id = $1 AND ($2::text IS NULL OR status = $2)
+            AND ($3::text IS NULL OR kind = $3)
+            AND ($4::timestamptz IS NULL OR (started_at, id) < ($4, $5))
+          ORDER BY started_at DESC, id DESC LIMIT $6",
+    )
+    .bind(org_id)
+    .bind(status)
+    .bind(kind)
+    .bind(after.map(|a| a.0))
+    .bind(after.map(|a| a.1))
+    .bind(limit)
+    .fetch_all(exec)
+    .await
+}
+
+/// Outcome of [`retry_dead`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// The dead job is `available` again, now, with a fresh attempt budget.
+    Done,
+    /// Another job with the same unique key is waiting or running.
+    UniqueKeyBusy,
+    /// The org's job exists but is not dead (its state).
+    NotDead(String),
+    /// No such job in this org.
+    NotFound,
+}
+
+/// Puts the org's `dead` job back to `available` at `now` (what `agentd jobs retry` does, but
+/// only from `dead` and only for the org's jobs), in one statement.
+pub async fn retry_dead(
+    conn: &mut sqlx::PgConnection,
+    org_id: Uuid,
+    id: i64,
+    now: DateTime<Utc>,
+) -> Result<Retry, sqlx::Error> {
+    let done: Result<Option<i64>, sqlx::Error> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "UPDATE agentd_jobs j
+            SET state = 'available', run_at = $3, released = j.attempt, finished_at = NULL
+          WHERE j.id = $2 AND j.state = 'dead' AND {JOB_OF_ORG}
+      RETURNING j.id"
+    )))
+    .bind(org_id)
+    .bind(id)
+    .bind(now)
+    .fetch_optional(&mut *conn)
+    .await;
+    match done {
+        Ok(Some(_)) => Ok(Retry::Done),
+        Err(sqlx::Error::Database(d)) if d.is_unique_violation() => Ok(Retry::UniqueKeyBusy),
+        Err(e) => Err(e),
+        Ok(None) => Ok(super::api_reads::job(&mut *conn, org_id, id)
+            .await?
+            .map_or(Retry::NotFound, |j| Retry::NotDead(j.state))),
+    }
+}
+
+/// The org's name.
+pub async fn org_name<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar("SELECT name FROM orgs WHERE id = $1")
+        .bind(org_id)
+        .fetch_optional(exec)
+        .await
+}
