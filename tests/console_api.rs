@@ -321,15 +321,17 @@ async fn me_names_the_role_and_documents_carry_their_text() {
         .problem(401, None);
 
     let text = "Invoice Number: <script>alert(1)</script>\nTotal: 1";
+    // Roles are cumulative (reader < uploader < reviewer < admin): a reader may not upload.
+    let reader = api.key(org, Role::Reader).await;
     let r = api
         .call(
             "POST",
             "/v1/documents",
-            Some(&reviewer),
+            Some(&reader),
             Some(json!({"name": "x", "text": text})),
         )
         .await;
-    assert_eq!(r.status, 403, "a reviewer may not upload: {}", r.body);
+    assert_eq!(r.status, 403, "a reader may not upload: {}", r.body);
     let up = api.key(org, Role::Uploader).await;
     let r = api
         .call(
