@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const ELEMENT: &str = "element-6066-11e4-a52f-4a9b5c8f0a3b";
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 /// Where screenshots go: `target/console-screenshots/` (CARGO_TARGET_DIR if set).
 pub fn screenshot_dir() -> PathBuf {
@@ -212,6 +212,7 @@ impl Browser {
                 Some(json!({"using": "css selector", "value": css})),
             )
             .await
+            .map_err(|e| eprintln!("find {css}: {e}"))
             .ok()?;
         v[ELEMENT].as_str().map(|s| El(s.to_string()))
     }
