@@ -12,6 +12,7 @@ pub mod extractions;
 pub mod orgs;
 pub mod pii;
 pub mod prompts;
+pub mod provider_limits;
 pub mod runs;
 pub mod schemas;
 pub mod status;
