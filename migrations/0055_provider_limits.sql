@@ -31,7 +31,9 @@ CREATE FUNCTION agentd_provider_take(p_key text, p_cost double precision,
 LANGUAGE plpgsql AS $$
 DECLARE
     r   agentd_provider_limits%ROWTYPE;
+    c   timestamptz;
     t   timestamptz;
+    ahead double precision;
     el  double precision;
     req double precision;
     tok double precision;
@@ -42,7 +44,10 @@ BEGIN
         wait_secs := 0;
         RETURN;
     END IF;
-    t := greatest(clock_timestamp(), r.refilled_at);
+    -- After a 429 `refilled_at` is in the future (the end of the block): levels start there.
+    c := clock_timestamp();
+    t := greatest(c, r.refilled_at);
+    ahead := extract(epoch FROM t - c);
     el := extract(epoch FROM t - r.refilled_at);
     req := CASE WHEN r.requests_per_minute > 0
                 THEN least(1.0, r.request_level + el * r.requests_per_minute / 60.0) ELSE 1.0 END;
@@ -61,9 +66,9 @@ BEGIN
            SET request_level = req, token_level = tok, refilled_at = t, throttled = throttled + 1
          WHERE key = p_key;
         wait_secs := greatest(0.001,
-            CASE WHEN r.blocked_until > t THEN extract(epoch FROM r.blocked_until - t) ELSE 0 END,
-            CASE WHEN r.requests_per_minute > 0 THEN (1.0 - req) * 60.0 / r.requests_per_minute ELSE 0 END,
-            CASE WHEN r.tokens_per_minute > 0 THEN (0.0 - tok) * 60.0 / r.tokens_per_minute ELSE 0 END);
+            CASE WHEN r.blocked_until > c THEN extract(epoch FROM r.blocked_until - c) ELSE 0 END,
+            ahead + CASE WHEN r.requests_per_minute > 0 THEN (1.0 - req) * 60.0 / r.requests_per_minute ELSE 0 END,
+            ahead + CASE WHEN r.tokens_per_minute > 0 THEN (0.0 - tok) * 60.0 / r.tokens_per_minute ELSE 0 END);
     END IF;
 END $$;
 

@@ -74,7 +74,7 @@ pub async fn open(url: &str, cfg: &DatabaseConfig) -> Result<PgPool, DbError> {
     // it does not know unless `ignore_startup_parameters` lists them.
     let opts = connect_options(url)?
         .statement_cache_capacity(0)
-        .extra_float_digits(None);
+        .extra_float_digits(None::<i8>);
     let begin: Arc<str> = begin_sql(cfg).into();
     let b1 = begin.clone();
     let b2 = begin;
