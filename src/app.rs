@@ -68,7 +68,7 @@ impl RunningWorker {
 impl App {
     /// An App over `pool` with the config's provider and the built-in tools.
     pub fn new(pool: PgPool, clock: SharedClock, config: Config, catalog: Catalog) -> Self {
-        let provider = crate::llm::from_config(&config.llm);
+        let provider = crate::llm::from_config_with_limits(&config.llm, Some(&pool));
         let registry = crate::tools::builtin_registry().strict_tools(config.llm.strict_tools);
         Self {
             pool,

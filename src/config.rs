@@ -80,6 +80,13 @@ pub struct DatabaseConfig {
     /// its locks and its hold on the xmin horizon.
     #[serde(default = "default_idle_in_transaction_timeout_ms")]
     pub idle_in_transaction_timeout_ms: u64,
+    /// `url` points at a pooler in transaction mode (PgBouncer): no session state, no
+    /// prepared statements across transactions (see `db::pooling`).
+    #[serde(default)]
+    pub transaction_pooling: bool,
+    /// A direct connection (not through the pooler) for LISTEN and migrations; empty: `url`.
+    #[serde(default)]
+    pub listen_url: String,
 }
 
 fn default_lock_timeout_ms() -> u64 {
@@ -159,6 +166,13 @@ pub struct LlmConfig {
     pub guided: String,
     /// Offer tool schemas in OpenAI's strict form, with `"strict": true` (see `tools::strict`).
     pub strict_tools: bool,
+    /// Requests per minute toward the provider endpoint across every worker process (0: no
+    /// limit); kept in the database (`llm::limits`).
+    #[serde(default)]
+    pub requests_per_minute: u32,
+    /// Estimated tokens per minute toward the endpoint across the fleet (0: no limit).
+    #[serde(default)]
+    pub tokens_per_minute: u64,
 }
 
 /// Logging.

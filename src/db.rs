@@ -12,6 +12,8 @@ use std::str::FromStr;
 use std::time::Duration;
 use tracing::info;
 
+pub mod pooling;
+
 /// Why no database could be used.
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
@@ -46,6 +48,10 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 /// When every migration is applied already, nothing runs: the application role (which may
 /// not create or alter anything, see README "Database roles") can start without the owner.
 pub async fn migrate(pool: &PgPool) -> Result<(), DbError> {
+    // Behind a pooler in transaction mode, on the direct connection (the lock and the
+    // `SET lock_timeout` are session state).
+    let direct = pooling::direct_for(pool);
+    let pool = direct.as_ref().unwrap_or(pool);
     if migrations_current(pool).await.unwrap_or(false) {
         return Ok(());
     }
@@ -166,6 +172,9 @@ pub async fn pool_for_config(
     cfg: &DatabaseConfig,
     create: bool,
 ) -> Result<PgPool, DbError> {
+    if cfg.transaction_pooling {
+        return pooling::open(url, cfg).await;
+    }
     let opts = connect_options(url)?.options(session_options(cfg));
     open_pool(opts, url, cfg.max_connections, create).await
 }

@@ -97,5 +97,6 @@ async fn metrics_text(State(s): State<HealthState>) -> String {
             }
         })
         .ok();
+    crate::llm::limits::publish_metrics(&s.pool).await.ok();
     s.metrics.render()
 }

@@ -531,6 +531,7 @@ async fn status(app: &App, json_out: bool) -> anyhow::Result<()> {
     let approvals = st::approvals(&app.pool, now + chrono::Duration::hours(1)).await?;
     let budgets = st::budgets(&app.pool, now, 10).await?;
     let unimplemented = crate::jobs::unimplemented_kinds(app);
+    let limits = crate::store::provider_limits::list(&app.pool).await?;
     if json_out {
         println!(
             "{}",
@@ -538,13 +539,16 @@ async fn status(app: &App, json_out: bool) -> anyhow::Result<()> {
                 "provider": app.provider.name(),
                 "jobs": counts, "ready": ages, "running": running, "recent_dead": dead,
                 "runs_last_hour": runs, "approvals": approvals, "budgets": budgets,
-                "kinds_without_handler": unimplemented,
+                "kinds_without_handler": unimplemented, "provider_limits": limits,
             }))
             .context("status JSON")?
         );
         return Ok(());
     }
     println!("provider: {}", app.provider.name());
+    crate::llm::limits::status_lines(&limits)
+        .iter()
+        .for_each(|l| println!("{l}"));
     println!("jobs by kind and state:");
     for c in &counts {
         println!("  {:<22} {:<10} {:>8}", c.kind, c.state, c.count);

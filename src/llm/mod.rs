@@ -3,6 +3,7 @@
 //! OpenAI-compatible server), `scripted` (tests) and `offline` (a deterministic heuristic model,
 //! the default when no key or base URL is configured).
 
+pub mod limits;
 pub mod offline;
 pub mod openai;
 pub mod repair;
@@ -214,6 +215,15 @@ pub type SharedProvider = Arc<dyn LlmProvider>;
 /// API key or base URL configured (config or `OPENAI_API_KEY` / `OPENAI_BASE_URL`); else
 /// `offline`.
 pub fn from_config(c: &crate::config::LlmConfig) -> SharedProvider {
+    from_config_with_limits(c, None)
+}
+
+/// [`from_config`], with the fleet-wide limits of `llm.requests_per_minute` and
+/// `llm.tokens_per_minute` kept in `pool` (see [`limits`]) when both are given.
+pub fn from_config_with_limits(
+    c: &crate::config::LlmConfig,
+    pool: Option<&sqlx::PgPool>,
+) -> SharedProvider {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
     let key = Some(c.api_key.clone())
         .filter(|k| !k.is_empty())
@@ -227,16 +237,27 @@ pub fn from_config(c: &crate::config::LlmConfig) -> SharedProvider {
         _ => key.is_some() || base.is_some(),
     };
     if use_openai {
-        Arc::new(
-            openai::OpenAiProvider::new(openai::OpenAiSettings {
-                base_url: base.unwrap_or_else(|| "https://api.openai.com/v1".into()),
-                api_key: key.unwrap_or_default(),
-                timeout: std::time::Duration::from_secs(c.request_timeout_secs),
-                max_retries: c.max_retries,
-                stream: c.stream,
-            })
-            .with_max_stream_bytes(c.max_stream_bytes),
-        )
+        let base_url = base.unwrap_or_else(|| "https://api.openai.com/v1".into());
+        let mut p = openai::OpenAiProvider::new(openai::OpenAiSettings {
+            base_url: base_url.clone(),
+            api_key: key.unwrap_or_default(),
+            timeout: std::time::Duration::from_secs(c.request_timeout_secs),
+            max_retries: c.max_retries,
+            stream: c.stream,
+        })
+        .with_max_stream_bytes(c.max_stream_bytes);
+        if let Some(limiter) = pool.and_then(|pool| {
+            let key = base_url.trim().trim_end_matches('/');
+            limits::FleetLimiter::new(
+                pool.clone(),
+                key,
+                c.requests_per_minute,
+                c.tokens_per_minute,
+            )
+        }) {
+            p = p.with_limiter(limiter);
+        }
+        Arc::new(p)
     } else {
         Arc::new(offline::OfflineProvider {
             latency: std::time::Duration::from_millis(c.offline_latency_ms),

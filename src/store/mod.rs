@@ -15,6 +15,7 @@ pub mod org_settings;
 pub mod orgs;
 pub mod pii;
 pub mod prompts;
+pub mod provider_limits;
 pub mod runs;
 pub mod schemas;
 pub mod status;

@@ -39,6 +39,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+mod limited;
 mod request;
 mod response;
 

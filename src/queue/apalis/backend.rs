@@ -37,7 +37,7 @@ impl Shared {
         }
         let mut bg = self.background.lock().expect("background");
         bg.push(tokio::spawn(crate::queue::worker::listen(
-            self.pool.clone(),
+            crate::db::pooling::listen_pool(&self.pool),
             vec![self.wake.clone()],
             self.closing.clone(),
         )));

@@ -1,0 +1,244 @@
+//! Provider limits across the fleet (issue 18): requests and tokens per minute toward a
+//! provider endpoint, enforced for every worker process through one row in the database
+//! (`agentd_provider_limits`, migration 0055), and a 429 with `Retry-After` that stops the
+//! endpoint for everyone.
+//!
+//! - **Where.** Below async-openai's retry layer, around each HTTP attempt
+//!   ([`LimitedService`]): a retried 429 or 5xx passes the limiter again, like the first try.
+//! - **Requests** (`llm.requests_per_minute`): grants are at least 60/rpm seconds apart across
+//!   the fleet (a bucket of one request refilled by time), so no minute ever holds more than
+//!   rpm requests. The price is no burst: N workers starting together wait their turn.
+//! - **Tokens** (`llm.tokens_per_minute`): each request is charged an estimate before it is
+//!   sent (prompt bytes / 4 + its `max_completion_tokens`, the way OpenAI counts toward its
+//!   limit); the bucket goes into debt by it, and the next request waits until the debt is
+//!   repaid at tpm/60 per second. A minute holds at most tpm plus one request's estimate.
+//! - **429.** The response's `Retry-After` (seconds; 1 s when absent) blocks the endpoint for
+//!   every process and empties the buckets; the retry layer then retries through the limiter.
+//! - **Time** is the database's (`clock_timestamp()`), the one clock the processes share.
+//! - **Failure.** If the database cannot be asked, the request is not sent (a retryable error):
+//!   the limit is never exceeded because the bookkeeping failed.
+
+use async_openai::error::OpenAIError;
+use async_openai::middleware::HttpRequestFactory;
+use sqlx::PgPool;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::OnceCell;
+
+/// The fleet-wide limiter of one provider endpoint.
+#[derive(Debug)]
+pub struct FleetLimiter {
+    pool: PgPool,
+    key: String,
+    rpm: u32,
+    tpm: u64,
+    ready: OnceCell<()>,
+}
+
+impl FleetLimiter {
+    /// A limiter for `key` (the endpoint), or None when both limits are 0 (off).
+    pub fn new(pool: PgPool, key: &str, rpm: u32, tpm: u64) -> Option<Arc<Self>> {
+        (rpm > 0 || tpm > 0).then(|| {
+            Arc::new(Self {
+                pool,
+                key: key.to_string(),
+                rpm,
+                tpm,
+                ready: OnceCell::new(),
+            })
+        })
+    }
+
+    /// The endpoint this limiter guards.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    async fn ensure(&self) -> Result<(), sqlx::Error> {
+        self.ready
+            .get_or_try_init(|| async {
+                crate::store::provider_limits::ensure(&self.pool, &self.key, self.rpm, self.tpm)
+                    .await
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// Waits until the fleet may send one request costing `tokens`; returns the time waited.
+    pub async fn acquire(&self, tokens: u64) -> Result<Duration, sqlx::Error> {
+        self.ensure().await?;
+        let started = std::time::Instant::now();
+        loop {
+            let (ok, wait) =
+                crate::store::provider_limits::take(&self.pool, &self.key, tokens as f64).await?;
+            if ok {
+                let waited = started.elapsed();
+                metrics::histogram!("agentd_provider_limit_wait_seconds", "endpoint" => self.key.clone())
+                    .record(waited.as_secs_f64());
+                return Ok(waited);
+            }
+            // Ask again when the bucket says; a little jitter keeps waiters from arriving at
+            // the same instant, and at most 5 s so a changed limit is seen.
+            let jitter = Duration::from_millis(rand::random::<u64>() % 15);
+            tokio::time::sleep(Duration::from_secs_f64(wait.clamp(0.001, 5.0)) + jitter).await;
+        }
+    }
+
+    /// A 429 from the endpoint: blocks it for everyone for `retry_after`.
+    pub async fn rate_limited(&self, retry_after: Duration) -> Result<(), sqlx::Error> {
+        self.ensure().await?;
+        crate::store::provider_limits::block(&self.pool, &self.key, retry_after.as_secs_f64()).await
+    }
+}
+
+/// Publishes the fleet-wide figures of every endpoint (from the table) as metrics.
+pub async fn publish_metrics(pool: &PgPool) -> Result<(), sqlx::Error> {
+    for r in crate::store::provider_limits::list(pool).await? {
+        let e = r.key.clone();
+        metrics::gauge!("agentd_provider_limit_requests_per_minute", "endpoint" => e.clone())
+            .set(r.requests_per_minute as f64);
+        metrics::gauge!("agentd_provider_limit_tokens_per_minute", "endpoint" => e.clone())
+            .set(r.tokens_per_minute as f64);
+        metrics::counter!("agentd_provider_limit_granted_total", "endpoint" => e.clone())
+            .absolute(r.granted as u64);
+        metrics::counter!("agentd_provider_limit_waits_total", "endpoint" => e.clone())
+            .absolute(r.throttled as u64);
+        metrics::counter!("agentd_provider_limit_rate_limited_total", "endpoint" => e.clone())
+            .absolute(r.rate_limited as u64);
+        metrics::gauge!("agentd_provider_limit_blocked_seconds", "endpoint" => e)
+            .set(r.blocked_secs);
+    }
+    Ok(())
+}
+
+/// `agentd status` lines for the endpoints with limits (none: nothing).
+pub fn status_lines(rows: &[crate::store::provider_limits::LimitRow]) -> Vec<String> {
+    let mut out = Vec::new();
+    if rows.is_empty() {
+        return out;
+    }
+    out.push("provider limits (fleet-wide):".to_string());
+    for r in rows {
+        let per = |n: i64| if n > 0 { n.to_string() } else { "-".into() };
+        let blocked = if r.blocked_secs > 0.0 {
+            format!(", blocked {:.1}s more after a 429", r.blocked_secs)
+        } else {
+            String::new()
+        };
+        out.push(format!(
+            "  {}: {} req/min, {} tokens/min; {} granted, {} waits, {} 429s{blocked}",
+            r.key,
+            per(r.requests_per_minute.into()),
+            per(r.tokens_per_minute),
+            r.granted,
+            r.throttled,
+            r.rate_limited
+        ));
+    }
+    out
+}
+
+/// The token estimate of one request body: its bytes / 4 plus the output it may generate.
+pub fn estimate_tokens(body: &[u8]) -> u64 {
+    let max_out = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.get("max_completion_tokens")
+                .or_else(|| v.get("max_tokens"))
+                .and_then(|m| m.as_u64())
+        })
+        .unwrap_or(0);
+    (body.len() as u64).div_ceil(4) + max_out
+}
+
+/// `Retry-After` in seconds (HTTP dates are not used by model servers); 1 s when absent.
+pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Duration {
+    headers
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(|s| Duration::from_secs_f64(s.min(600.0)))
+        .unwrap_or(Duration::from_secs(1))
+}
+
+/// The HTTP transport of the openai provider with the fleet limiter in front of each attempt.
+#[derive(Clone)]
+pub struct LimitedService {
+    client: reqwest::Client,
+    limiter: Arc<FleetLimiter>,
+}
+
+impl LimitedService {
+    pub fn new(client: reqwest::Client, limiter: Arc<FleetLimiter>) -> Self {
+        Self { client, limiter }
+    }
+}
+
+type HttpFuture = Pin<Box<dyn Future<Output = Result<reqwest::Response, OpenAIError>> + Send>>;
+
+impl tower::Service<HttpRequestFactory> for LimitedService {
+    type Response = reqwest::Response;
+    type Error = OpenAIError;
+    type Future = HttpFuture;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, factory: HttpRequestFactory) -> Self::Future {
+        let (client, limiter) = (self.client.clone(), self.limiter.clone());
+        Box::pin(async move {
+            let request = factory.build().await?;
+            let tokens = request
+                .body()
+                .and_then(|b| b.as_bytes())
+                .map(estimate_tokens)
+                .unwrap_or(0);
+            limiter.acquire(tokens).await.map_err(|e| {
+                OpenAIError::InvalidArgument(format!(
+                    "provider limit of {}: the database could not be asked: {e}",
+                    limiter.key()
+                ))
+            })?;
+            let response = client
+                .execute(request)
+                .await
+                .map_err(OpenAIError::Reqwest)?;
+            if response.status().as_u16() == 429 {
+                let wait = retry_after(response.headers());
+                if let Err(e) = limiter.rate_limited(wait).await {
+                    tracing::warn!(error = %e, endpoint = limiter.key(), "could not record a 429 for the fleet");
+                }
+            }
+            Ok(response)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn estimates_count_the_prompt_and_the_output_allowance() {
+        let body = br#"{"model":"m","messages":[],"max_completion_tokens":100}"#;
+        assert_eq!(estimate_tokens(body), (body.len() as u64).div_ceil(4) + 100);
+        assert_eq!(estimate_tokens(b"not json"), 2);
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_defaults_to_one() {
+        let mut h = reqwest::header::HeaderMap::new();
+        assert_eq!(retry_after(&h), Duration::from_secs(1));
+        h.insert(reqwest::header::RETRY_AFTER, "2.5".parse().unwrap());
+        assert_eq!(retry_after(&h), Duration::from_millis(2500));
+        h.insert(reqwest::header::RETRY_AFTER, "soon".parse().unwrap());
+        assert_eq!(retry_after(&h), Duration::from_secs(1));
+    }
+}

@@ -1,0 +1,208 @@
+//! Provider limits across the fleet (issue 18): three `agentd worker` processes call one HTTP
+//! fake of the OpenAI API with `llm.requests_per_minute` set; the fake records when each request
+//! arrives and counts them per minute window. No window holds more than the limit, requests are
+//! spaced by the limit across the processes, every request the fake saw was granted by the
+//! shared bucket, and a 429 with `Retry-After` stops every process until it has passed.
+
+mod common;
+
+use agentd::cli::documents_api::add_document;
+use agentd::clock::{SharedClock, SystemClock};
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::response::Response;
+use common::{TestDb, wait_until};
+use serde_json::json;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Requests per minute the test configures (one request a second across the fleet).
+const RPM: u32 = 60;
+/// The request (1-based) the fake answers with 429 and `Retry-After: 2`.
+const THROTTLED_REQUEST: usize = 4;
+const RETRY_AFTER_SECS: f64 = 2.0;
+
+#[derive(Clone, Default)]
+struct Fake {
+    /// When each request arrived (the fake's clock), and whether it was answered 429.
+    seen: Arc<Mutex<Vec<(Instant, bool)>>>,
+}
+
+async fn answer(State(fake): State<Fake>, _body: Bytes) -> Response {
+    let n = {
+        let mut seen = fake.seen.lock().unwrap();
+        let n = seen.len() + 1;
+        seen.push((Instant::now(), n == THROTTLED_REQUEST));
+        n
+    };
+    if n == THROTTLED_REQUEST {
+        return Response::builder()
+            .status(429)
+            .header("content-type", "application/json")
+            .header("retry-after", RETRY_AFTER_SECS.to_string())
+            .body(Body::from(
+                json!({"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}})
+                    .to_string(),
+            ))
+            .unwrap();
+    }
+    let body = json!({
+        "id": format!("chatcmpl-{n}"), "object": "chat.completion", "created": 0, "model": "fake",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": "Nothing to propose."}}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55}
+    });
+    Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+struct Workers(Vec<Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The most requests any window `[t, t + len)` holds.
+fn max_in_window(times: &[Instant], len: Duration) -> usize {
+    let mut best = 0;
+    for (i, start) in times.iter().enumerate() {
+        let n = times[i..]
+            .iter()
+            .take_while(|t| t.duration_since(*start) < len)
+            .count();
+        best = best.max(n);
+    }
+    best
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_worker_processes_never_exceed_the_fleet_limit_and_all_pause_on_a_429() {
+    let db = TestDb::new().await;
+    let app = common::app(&db, Arc::new(SystemClock) as SharedClock);
+    let org = agentd::store::orgs::ensure(&db.pool, "acme")
+        .await
+        .unwrap()
+        .id;
+    // Far more demand than the limit: every run asks the model several times (nudges, summary).
+    for i in 0..12 {
+        add_document(
+            &app,
+            org,
+            &format!("doc-{i}.txt"),
+            "Invoice 77, total 12.00",
+            true,
+        )
+        .await
+        .unwrap();
+    }
+
+    let fake = Fake::default();
+    let router = axum::Router::new()
+        .fallback(answer)
+        .with_state(fake.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+
+    let workers = Workers(
+        (0..3)
+            .map(|_| {
+                Command::new(env!("CARGO_BIN_EXE_agentd"))
+                    .args(["worker", "--kinds", "auto_create", "--no-cron"])
+                    .args(["--concurrency", "4"])
+                    .env("DATABASE_URL", &db.url)
+                    .env("AGENTD_HTTP__ADDR", "")
+                    .env("AGENTD_LLM__PROVIDER", "openai")
+                    .env("AGENTD_LLM__BASE_URL", &base)
+                    .env("AGENTD_LLM__API_KEY", "sk-fake")
+                    .env("AGENTD_LLM__STREAM", "false")
+                    .env("AGENTD_LLM__REQUESTS_PER_MINUTE", RPM.to_string())
+                    .env("AGENTD_LOG", "warn")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("start agentd worker")
+            })
+            .collect(),
+    );
+    let want = 12;
+    let seen = fake.seen.clone();
+    wait_until(180, "the fake has seen enough requests", || {
+        let seen = seen.clone();
+        async move { seen.lock().unwrap().len() >= want }
+    })
+    .await;
+    drop(workers);
+    let seen = fake.seen.lock().unwrap().clone();
+    let times: Vec<Instant> = seen.iter().map(|(t, _)| *t).collect();
+
+    // The limit: no minute window holds more than RPM requests …
+    assert!(max_in_window(&times, Duration::from_secs(60)) <= RPM as usize);
+    // … and, stricter (the test runs for seconds, not minutes), any stretch of time holds at
+    // most one request per 60/RPM seconds of it, plus one for scheduling jitter between the
+    // grant in the database and the arrival here.
+    let spacing = 60.0 / RPM as f64;
+    for i in 0..times.len() {
+        for j in i + 1..times.len() {
+            let span = times[j].duration_since(times[i]).as_secs_f64();
+            let allowed = 1.0 + span / spacing + 1.0;
+            assert!(
+                (j - i + 1) as f64 <= allowed,
+                "{} requests within {span:.2}s (limit {RPM}/min)",
+                j - i + 1
+            );
+        }
+    }
+    // The 429 paused everyone: nothing arrived until Retry-After had passed.
+    let (t429, _) = seen[THROTTLED_REQUEST - 1];
+    let next = seen[THROTTLED_REQUEST].0.duration_since(t429).as_secs_f64();
+    assert!(
+        next >= RETRY_AFTER_SECS - 0.05,
+        "the next request came {next:.2}s after the 429 (Retry-After {RETRY_AFTER_SECS}s)"
+    );
+
+    // Every request the fake saw passed the shared bucket; the bucket made processes wait.
+    let rows = agentd::store::provider_limits::list(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let row = &rows[0];
+    assert_eq!(row.key, base);
+    assert_eq!(row.requests_per_minute, RPM as i32);
+    assert!(
+        row.granted as usize >= seen.len() && row.granted as usize <= seen.len() + 3,
+        "granted {} vs seen {}",
+        row.granted,
+        seen.len()
+    );
+    assert!(row.throttled > 0, "{row:?}");
+    assert_eq!(row.rate_limited, 1, "{row:?}");
+
+    // `agentd status` reports the fleet-wide bucket.
+    let out = Command::new(env!("CARGO_BIN_EXE_agentd"))
+        .arg("status")
+        .env("DATABASE_URL", &db.url)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains(&base))
+        .unwrap_or_else(|| panic!("no provider limit line in:\n{text}"));
+    assert!(
+        line.contains("60 req/min")
+            && line.contains(&format!("{} granted", row.granted))
+            && line.contains("1 429s"),
+        "{line}"
+    );
+}
