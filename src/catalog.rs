@@ -79,7 +79,8 @@ pub struct QueuePolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FanOut {
-    /// One job per active org, unique per org and tick date.
+    /// One job per active org and local date (`orgs.timezone`), due from the org's
+    /// `nightly_hour`; unique per org and local date.
     Orgs,
 }
 
@@ -100,6 +101,13 @@ pub struct SweepSpec {
     pub batch: u32,
     pub retention_days: u32,
     pub max_reproposals: u32,
+    /// `approval.expiring` is written this many seconds before an approval expires.
+    #[serde(default = "default_expiring_notice_secs")]
+    pub expiring_notice_secs: u64,
+}
+
+fn default_expiring_notice_secs() -> u64 {
+    3600
 }
 
 /// Webhook delivery settings (`jobs/webhook_delivery.toml`).

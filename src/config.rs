@@ -135,6 +135,9 @@ pub struct LlmConfig {
     pub provider: String,
     pub base_url: String,
     pub api_key: String,
+    /// Prices per model (cents per million tokens) for per-org cost caps.
+    #[serde(default)]
+    pub prices: std::collections::BTreeMap<String, crate::org_settings::ModelPrice>,
     pub model: String,
     /// The model run_extraction asks (empty: `model`). Never chosen by the agent.
     #[serde(default)]

@@ -39,6 +39,7 @@ pub mod eval;
 pub mod http;
 pub mod jobs;
 pub mod llm;
+pub mod org_settings;
 pub mod pii;
 pub mod queue;
 pub mod store;

@@ -288,7 +288,12 @@ async fn approvals_etag_if_match_expired_stale_and_decided_once() {
 
     let rej = api.propose(org, args("four"), Duration::hours(1)).await;
     let r = api
-        .call("POST", &format!("/v1/approvals/{rej}/reject"), k, None)
+        .call(
+            "POST",
+            &format!("/v1/approvals/{rej}/reject"),
+            k,
+            Some(json!({"reason": "not this one"})),
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["approval"]["status"], "rejected");

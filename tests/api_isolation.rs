@@ -11,7 +11,7 @@ use chrono::Duration;
 use serde_json::{Value, json};
 
 /// Every route of the API: (method, OpenAPI path).
-const ROUTES: [(&str, &str); 16] = [
+const ROUTES: [(&str, &str); 18] = [
     ("post", "/v1/documents"),
     ("get", "/v1/documents"),
     ("get", "/v1/documents/{id}"),
@@ -22,6 +22,8 @@ const ROUTES: [(&str, &str); 16] = [
     ("post", "/v1/approvals/{id}/approve"),
     ("post", "/v1/approvals/{id}/reject"),
     ("get", "/v1/suggestions"),
+    ("post", "/v1/suggestions/{id}/dismiss"),
+    ("post", "/v1/suggestions/{id}/shown"),
     ("get", "/v1/runs/{id}"),
     ("get", "/v1/status"),
     ("post", "/v1/jobs"),
@@ -57,8 +59,9 @@ async fn another_orgs_ids_are_not_found_on_every_route() {
     let run = uuid::Uuid::now_v7();
     sqlx::query("INSERT INTO agent_runs (id, org_id, kind, subject, provider, model, status, started_at) VALUES ($1, $2, 'auto_create', 'x', 'offline', 'm', 'succeeded', now())")
         .bind(run).bind(a).execute(&api.db.pool).await.unwrap();
+    let sug = uuid::Uuid::now_v7();
     sqlx::query("INSERT INTO suggestions (id, org_id, kind, subject, night, title, message) VALUES ($1, $2, 'k', '', '2026-01-01', 't', 'm')")
-        .bind(uuid::Uuid::now_v7()).bind(a).execute(&api.db.pool).await.unwrap();
+        .bind(sug).bind(a).execute(&api.db.pool).await.unwrap();
     api.call(
         "PATCH",
         "/v1/settings",
@@ -75,6 +78,12 @@ async fn another_orgs_ids_are_not_found_on_every_route() {
         ("POST", format!("/v1/approvals/{approval}/approve"), None),
         ("POST", format!("/v1/approvals/{approval}/reject"), None),
         ("GET", format!("/v1/runs/{run}"), None),
+        (
+            "POST",
+            format!("/v1/suggestions/{sug}/dismiss"),
+            Some(json!({"reason": "x"})),
+        ),
+        ("POST", format!("/v1/suggestions/{sug}/shown"), None),
         ("GET", format!("/v1/jobs/{job}"), None),
         (
             "POST",

@@ -94,6 +94,7 @@ impl Fixture {
             ttl,
             repropose,
             chain: None,
+            rationale: None,
         };
         let id = approvals::propose(&mut ctx, tool.as_ref(), &args, origin)
             .await
@@ -565,7 +566,10 @@ async fn one_sweep_pass_handles_a_mixed_batch() {
             expired: 3,
             stale: 4,
             reproposals_enqueued: 1,
-            purged: 0
+            purged: 0,
+            expiring_notified: 0,
+            expired_reproposals_enqueued: 0,
+            suggestions_expired: 0,
         }
     );
     for id in &valid {
@@ -893,7 +897,15 @@ async fn the_command_lists_shows_approves_and_refuses_bad_input() {
             missing.as_str(),
         ),
         (
-            vec!["approvals", "reject", missing.as_str(), "--by", "carol"],
+            vec![
+                "approvals",
+                "reject",
+                missing.as_str(),
+                "--by",
+                "carol",
+                "--reason",
+                "no",
+            ],
             missing.as_str(),
         ),
         (vec!["approvals", "list", "--status", "done"], "--status"),

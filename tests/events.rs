@@ -71,6 +71,7 @@ impl Fixture {
             ttl: Duration::hours(ttl_hours),
             repropose: false,
             chain: None,
+            rationale: None,
         };
         let id = approvals::propose(&mut ctx, tool.as_ref(), &args, origin)
             .await

@@ -158,7 +158,18 @@ fn call(name: &str, args: Value) -> Result<CompletionResponse, LlmError> {
 
 /// A revid from the working-state block at the end of the request (`schema: <revid> (…`).
 fn state_revid(req: &CompletionRequest, what: &str) -> String {
-    let block = req.messages.last().unwrap().joined_text();
+    // The block ends the last message: a user message, or the last tool result.
+    let last = req.messages.last().unwrap();
+    let text: String = last
+        .content
+        .iter()
+        .map(|b| match b {
+            Block::Text { text } => text.clone(),
+            Block::ToolResult { content, .. } => content.clone(),
+            _ => String::new(),
+        })
+        .collect();
+    let block = &text[text.rfind("[run state]").expect("state block")..];
     let at = block.find(&format!("{what}: ")).expect("state block") + what.len() + 2;
     block[at..].split([' ', ';']).next().unwrap().to_string()
 }
@@ -549,10 +560,12 @@ fn tool_message(name: &str, args: Value) -> Value {
 
 /// The working-state block of a request body (the last message).
 fn body_state(body: &Value) -> String {
-    body["messages"].as_array().unwrap().last().unwrap()["content"]
+    let last = body["messages"].as_array().unwrap().last().unwrap()["content"]
         .as_str()
+        .unwrap_or_default();
+    last.rfind("[run state]")
+        .map(|at| last[at..].to_string())
         .unwrap_or_default()
-        .to_string()
 }
 
 fn revid_in(state: &str, what: &str) -> String {

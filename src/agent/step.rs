@@ -268,7 +268,9 @@ pub(super) async fn execute_call(
                 match plan(engine, &mut ctx, spec, t, tool.as_ref(), args).await? {
                     Plan::Done(d) => d,
                     Plan::Propose(off) => {
-                        propose_call(&mut ctx, spec, call_id, tool.as_ref(), args, off).await?
+                        let why = rationale(t, call_id);
+                        let p = (call_id.as_str(), why.as_deref());
+                        propose_call(&mut ctx, spec, p, tool.as_ref(), args, off).await?
                     }
                     Plan::Auto => {
                         auto_call(&mut ctx, &registry, spec, call_id, tool.as_ref(), args).await?
@@ -346,10 +348,24 @@ pub(super) async fn execute_call(
     Ok(())
 }
 
+/// The model's text of the turn that asked for `call_id`: why it proposes the call.
+fn rationale(t: &Transcript, call_id: &str) -> Option<String> {
+    t.messages
+        .iter()
+        .rev()
+        .find(|m| {
+            m.content
+                .iter()
+                .any(|b| matches!(b, crate::llm::Block::ToolUse { id, .. } if id == call_id))
+        })
+        .map(|m| m.joined_text())
+        .filter(|s| !s.trim().is_empty())
+}
+
 async fn propose_call(
     ctx: &mut ToolCtx<'_>,
     spec: &RunSpec,
-    call_id: &str,
+    (call_id, rationale): (&str, Option<&str>),
     tool: &dyn Tool,
     args: &Value,
     off: Option<String>,
@@ -364,6 +380,7 @@ async fn propose_call(
         ttl: spec.approval_ttl,
         repropose: true,
         chain: spec.chain,
+        rationale,
     };
     match approvals::propose(ctx, tool, args, origin).await {
         Ok(id) => {
@@ -406,6 +423,8 @@ async fn auto_call(
                     ttl: spec.approval_ttl,
                     repropose: true,
                     chain: spec.chain,
+                    // A suggestion's action: the suggestion says why.
+                    rationale: args.get("message").and_then(Value::as_str),
                 };
                 match approvals::propose_follow_up(ctx, registry, &spec.policy, &f, origin).await? {
                     Ok(id) => v["approval_id"] = json!(id),

@@ -32,12 +32,26 @@ pub struct ListQuery {
     pub status: Option<String>,
 }
 
-/// Optional body of approve/reject.
+/// Optional body of approve.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionBody {
     /// Who decides (recorded as `human:<by> (key <key id>)`); default: the key's id.
     pub by: Option<String>,
+    /// Approve these arguments instead of the proposed ones: validated against the tool's
+    /// schema, kept on the approval's document, re-hashed, audited as `edited`.
+    #[schema(value_type = Option<Object>)]
+    pub arguments: Option<Value>,
+}
+
+/// Body of reject.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RejectBody {
+    /// Who decides; default: the key's id.
+    pub by: Option<String>,
+    /// Why (1–500 characters). Required.
+    pub reason: Option<String>,
 }
 
 /// The approval as the API shows it.
@@ -50,6 +64,9 @@ fn view(r: &ApprovalRow) -> Value {
         "status": r.status,
         "decision": r.decided_by.as_ref().map(|by| json!({"by": by, "at": r.decided_at})),
         "result": r.result,
+        "rationale": r.rationale, "summary": r.summary,
+        "decision_reason": r.decision_reason, "edited": r.edited,
+        "reproposed_as": r.reproposed_as,
     })
 }
 
@@ -126,18 +143,42 @@ pub async fn approve(
     decide(s, caller, id, headers, body, true).await
 }
 
-/// Reject: nothing is executed.
+/// Reject with a reason: nothing is executed.
 #[utoipa::path(post, path = "/v1/approvals/{id}/reject", tag = "approvals",
-    params(("id" = Uuid, Path)), request_body(content = Option<DecisionBody>),
-    responses((status = 200, body = Object), (status = 404)), security(("bearer" = [])))]
+    params(("id" = Uuid, Path)), request_body(content = RejectBody),
+    responses((status = 200, body = Object), (status = 404), (status = 422, description = "No reason")),
+    security(("bearer" = [])))]
 pub async fn reject(
     State(s): State<ApiState>,
     caller: Caller,
     Path(id): Path<String>,
     headers: HeaderMap,
-    OptionalJsonBody(body): OptionalJsonBody<DecisionBody>,
+    OptionalJsonBody(body): OptionalJsonBody<RejectBody>,
 ) -> ApiResult {
-    decide(s, caller, id, headers, body, false).await
+    let reason = body.reason;
+    let body = DecisionBody {
+        by: body.by,
+        arguments: None,
+    };
+    decide_with(s, caller, id, headers, body, Some(reason)).await
+}
+
+/// A rejection's reason: required, 1–500 characters after trimming.
+pub fn check_reason(reason: Option<&str>) -> Result<String, Problem> {
+    let r = reason.map(str::trim).unwrap_or("");
+    if r.is_empty() {
+        return Err(Problem::invalid(
+            "reason",
+            "reason is required: say why the action is rejected (1–500 characters)",
+        ));
+    }
+    if r.chars().count() > 500 {
+        return Err(Problem::invalid(
+            "reason",
+            "reason must be at most 500 characters",
+        ));
+    }
+    Ok(r.to_string())
 }
 
 fn if_match_ok(headers: &HeaderMap, hash: &str) -> Result<bool, Problem> {
@@ -159,8 +200,30 @@ async fn decide(
     id: String,
     headers: HeaderMap,
     body: DecisionBody,
-    approve: bool,
+    _approve: bool,
 ) -> ApiResult {
+    if let Some(a) = &body.arguments
+        && !a.is_object()
+    {
+        return Err(Problem::invalid(
+            "arguments",
+            "arguments must be a JSON object",
+        ));
+    }
+    decide_with(s, caller, id, headers, body, None).await
+}
+
+/// Approve (`reject` None) or reject with the reason given (checked once the approval is
+/// found, so another org's id is 404 whatever the body).
+async fn decide_with(
+    s: ApiState,
+    caller: Caller,
+    id: String,
+    headers: HeaderMap,
+    body: DecisionBody,
+    reject: Option<Option<String>>,
+) -> ApiResult {
+    let approve = reject.is_none();
     caller.require(Role::Reviewer)?;
     let by = match body.by.as_deref().map(str::trim) {
         Some("") => return Err(Problem::invalid("by", "by must not be empty when given")),
@@ -171,6 +234,10 @@ async fn decide(
         None => format!("key {}", caller.key_id),
     };
     let row = find(&s, &caller, &id).await?;
+    let reject_reason = match reject {
+        Some(r) => Some(check_reason(r.as_deref())?),
+        None => None,
+    };
     if row.status != "pending" {
         return already(&row);
     }
@@ -198,18 +265,24 @@ async fn decide(
     } else {
         Decision::Reject { by }
     };
-    let out = match approvals::decide(
+    let extra = approvals::DecisionExtra {
+        reason: reject_reason,
+        edited_args: body.arguments,
+    };
+    let out = match approvals::decide_with(
         &app.pool,
         &app.clock,
         &env,
         row.id,
         Some(caller.org_id),
         decision,
+        extra,
     )
     .await
     {
         Ok(o) => o,
         Err(DecideError::NotFound(id)) => return Err(Problem::not_found("approval", id)),
+        Err(DecideError::InvalidEdit(msg)) => return Err(Problem::invalid("arguments", msg)),
         Err(e) => return Err(Problem::internal(e)),
     };
     let after = store::get(&app.pool, row.id).await?.unwrap_or(row);

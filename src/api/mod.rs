@@ -13,6 +13,7 @@ pub mod extract;
 mod jobs;
 mod reads;
 mod settings;
+mod suggestions;
 mod webhooks;
 
 use crate::app::App;
@@ -49,7 +50,7 @@ pub const MAX_BODY: usize = 64 * 1024;
     paths(
         documents::create, documents::list, documents::get, documents::accept, documents::reject,
         approvals::list, approvals::get, approvals::approve, approvals::reject,
-        reads::suggestions, reads::run, reads::status,
+        reads::suggestions, suggestions::dismiss, suggestions::shown, reads::run, reads::status,
         jobs::create, jobs::get,
         settings::get, settings::patch,
         events::list, events::stream,
@@ -57,8 +58,8 @@ pub const MAX_BODY: usize = 64 * 1024;
     ),
     components(schemas(
         documents::NewDocument, documents::CreatedDocument, documents::DocumentItem,
-        approvals::DecisionBody, jobs::NewJobRequest, jobs::EnqueuedJob,
-        settings::Settings, settings::SettingsPatch,
+        approvals::DecisionBody, approvals::RejectBody, suggestions::DismissBody, jobs::NewJobRequest, jobs::EnqueuedJob,
+        settings::Settings, crate::org_settings::Patch,
         webhooks::NewWebhookRequest, crate::store::webhooks::WebhookRow,
     )),
     modifiers(&BearerAuth),
@@ -155,6 +156,8 @@ pub fn router_until(app: App, stop: CancellationToken) -> Router {
         .route("/v1/approvals/{id}/approve", post(approvals::approve))
         .route("/v1/approvals/{id}/reject", post(approvals::reject))
         .route("/v1/suggestions", get(reads::suggestions))
+        .route("/v1/suggestions/{id}/dismiss", post(suggestions::dismiss))
+        .route("/v1/suggestions/{id}/shown", post(suggestions::shown))
         .route("/v1/runs/{id}", get(reads::run))
         .route("/v1/status", get(reads::status))
         .route("/v1/jobs", post(jobs::create))

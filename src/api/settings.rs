@@ -1,12 +1,16 @@
-//! `GET /v1/settings` and `PATCH /v1/settings` (admin): the org's monthly token budget.
+//! `GET /v1/settings` and `PATCH /v1/settings` (admin): the org's budget (tokens per month, an
+//! optional cost cap), model, auto-create, time zone and nightly hour, approval TTL and the
+//! re-proposal of expired approvals. Validation is [`crate::org_settings`]'s, shared with
+//! `agentd orgs set`: a bad key is a 422 naming it, and nothing is written.
 
 use super::ApiState;
 use super::auth::{Caller, Role};
 use super::error::{ApiResult, Problem, ok};
 use super::extract::JsonBody;
-use crate::store::{api_keys, runs};
+use crate::org_settings::{self, ApplyError, Patch};
+use crate::store::{org_settings as store, runs};
 use axum::extract::State;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::Serialize;
 use utoipa::ToSchema;
 
 /// The org's settings.
@@ -14,30 +18,38 @@ use utoipa::ToSchema;
 pub struct Settings {
     /// Tokens the org's runs may use per calendar month (UTC); null: unlimited.
     pub monthly_token_budget: Option<i64>,
+    /// Cost cap per month in cents; null: none.
+    pub cost_cap_cents: Option<i64>,
+    /// The limit enforced: the smaller of the budget and what the cost cap buys; null: none.
+    pub effective_token_limit: Option<i64>,
     /// Tokens used this month.
     pub tokens_used_this_month: i64,
+    /// The model of the org's runs (null: the default).
+    pub model: Option<String>,
+    pub auto_create: bool,
+    pub timezone: String,
+    pub nightly_hour: i16,
+    /// Null: the job file's TTL.
+    pub approval_ttl_secs: Option<i32>,
+    pub repropose_expired: bool,
 }
 
-/// A change of settings; absent keys stay as they are.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SettingsPatch {
-    /// A limit ≥ 0, or null for unlimited.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<i64>)]
-    pub monthly_token_budget: Option<Option<i64>>,
-}
-
-/// A present key (even `null`) is `Some`; an absent one stays `None` (serde's default).
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<i64>>, D::Error> {
-    Option::<i64>::deserialize(d).map(Some)
-}
-
-async fn current(s: &ApiState, caller: &Caller) -> Result<Settings, Problem> {
-    let b = runs::budget(&s.app.pool, caller.org_id, s.app.clock.now()).await?;
+pub(super) async fn current(s: &ApiState, org_id: uuid::Uuid) -> Result<Settings, Problem> {
+    let b = runs::budget(&s.app.pool, org_id, s.app.clock.now()).await?;
+    let o = store::get(&s.app.pool, org_id)
+        .await?
+        .ok_or_else(|| Problem::not_found("org", org_id))?;
     Ok(Settings {
-        monthly_token_budget: b.map(|b| b.monthly_limit),
+        monthly_token_budget: o.token_budget,
+        cost_cap_cents: o.cost_cap_cents,
+        effective_token_limit: b.map(|b| b.monthly_limit),
         tokens_used_this_month: b.map(|b| b.tokens_used).unwrap_or(0),
+        model: o.model,
+        auto_create: o.auto_create,
+        timezone: o.timezone,
+        nightly_hour: o.nightly_hour,
+        approval_ttl_secs: o.approval_ttl_secs,
+        repropose_expired: o.repropose_expired,
     })
 }
 
@@ -46,31 +58,27 @@ async fn current(s: &ApiState, caller: &Caller) -> Result<Settings, Problem> {
     responses((status = 200, body = Settings), (status = 403)), security(("bearer" = [])))]
 pub async fn get(State(s): State<ApiState>, caller: Caller) -> ApiResult {
     caller.require(Role::Admin)?;
-    ok(&current(&s, &caller).await?)
+    ok(&current(&s, caller.org_id).await?)
 }
 
-/// Change the org's settings.
-#[utoipa::path(patch, path = "/v1/settings", tag = "settings", request_body = SettingsPatch,
+/// Change the org's settings (absent keys stay; `null` clears an optional one).
+#[utoipa::path(patch, path = "/v1/settings", tag = "settings", request_body = Patch,
     responses((status = 200, body = Settings), (status = 403), (status = 422)),
     security(("bearer" = [])))]
 pub async fn patch(
     State(s): State<ApiState>,
     caller: Caller,
-    JsonBody(p): JsonBody<SettingsPatch>,
+    JsonBody(p): JsonBody<Patch>,
 ) -> ApiResult {
     caller.require(Role::Admin)?;
-    match p.monthly_token_budget {
-        Some(Some(n)) if n < 0 => {
-            return Err(Problem::invalid(
-                "monthly_token_budget",
-                format!("monthly_token_budget must be ≥ 0 or null (got {n})"),
-            ));
+    let app = &s.app;
+    match org_settings::apply(&app.pool, &app.config, caller.org_id, &p, app.clock.now()).await {
+        Ok(_) => {}
+        Err(ApplyError::Invalid(e)) => {
+            return Err(Problem::invalid(e.field.clone(), e.to_string()));
         }
-        Some(Some(n)) => runs::set_budget(&s.app.pool, caller.org_id, n, s.app.clock.now()).await?,
-        Some(None) => {
-            api_keys::clear_budget(&s.app.pool, caller.org_id).await?;
-        }
-        None => {}
+        Err(ApplyError::NotFound(id)) => return Err(Problem::not_found("org", id)),
+        Err(ApplyError::Db(e)) => return Err(e.into()),
     }
-    ok(&current(&s, &caller).await?)
+    ok(&current(&s, caller.org_id).await?)
 }

@@ -4,9 +4,12 @@
 //! locked: changed data → `stale`, nothing executed. States:
 //! `pending → executed | rejected | expired | stale | failed`.
 
+mod edit;
+pub mod expiring;
 pub mod follow_up;
 mod model_decide;
 pub mod notify;
+pub mod summary;
 pub mod sweep;
 
 use crate::clock::SharedClock;
@@ -83,6 +86,8 @@ pub struct ProposalOrigin<'a> {
     pub repropose: bool,
     /// `(chain_id, depth)` for a re-proposal; `None` starts a chain.
     pub chain: Option<(Uuid, i32)>,
+    /// Why the agent proposes it (the model's text of that turn, a suggestion's message).
+    pub rationale: Option<&'a str>,
 }
 
 /// Stores a pending approval for `tool(args)` with its snapshot. Errors if the tool cannot be
@@ -103,6 +108,18 @@ pub async fn propose(
     })??;
     let hash = snapshot_hash(tool.name(), args, &data);
     let id = Uuid::now_v7();
+    // The org's TTL, if it set one, replaces the job file's.
+    let ttl = crate::store::org_settings::get(&mut *ctx.conn, ctx.org_id)
+        .await?
+        .and_then(|s| s.approval_ttl_secs)
+        .map(|secs| chrono::Duration::seconds(i64::from(secs)))
+        .unwrap_or(origin.ttl);
+    let line = summary::summarize(ctx.conn, ctx.org_id, tool.name(), args).await?;
+    let rationale = origin
+        .rationale
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .map(|r| r.chars().take(2000).collect::<String>());
     let (chain_id, depth) = origin.chain.unwrap_or((id, 0));
     let inserted = store::insert(
         ctx.conn,
@@ -117,10 +134,12 @@ pub async fn propose(
             snapshot: &data,
             snapshot_hash: &hash,
             created_at: ctx.now,
-            expires_at: ctx.now + origin.ttl,
+            expires_at: ctx.now + ttl,
             repropose: origin.repropose,
             chain_id,
             chain_depth: depth,
+            rationale: rationale.as_deref(),
+            summary: Some(&line),
         },
     )
     .await?;
@@ -131,7 +150,7 @@ pub async fn propose(
             run_id: ctx.run_id,
             suggestion_id: origin.suggestion_id,
             tool: tool.name(),
-            expires_at: ctx.now + origin.ttl,
+            expires_at: ctx.now + ttl,
         };
         notify::created(ctx.conn, &a, ctx.now).await?;
     }
@@ -160,6 +179,15 @@ pub enum Decision {
     Reject { by: String },
 }
 
+/// What a person adds to a decision: a rejection's reason, or edited arguments to approve
+/// instead of the proposed ones (re-validated against the tool's schema and the approval's
+/// subject, re-snapshotted and re-hashed, audited as `edited`).
+#[derive(Debug, Clone, Default)]
+pub struct DecisionExtra {
+    pub reason: Option<String>,
+    pub edited_args: Option<Value>,
+}
+
 /// The result of a decision.
 #[derive(Debug, Clone, Serialize)]
 pub struct DecideOutcome {
@@ -183,6 +211,9 @@ pub enum DecideError {
     UnknownTool(Uuid, String),
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
+    /// Edited arguments the tool refuses (its schema, or another subject); nothing changed.
+    #[error("{0}")]
+    InvalidEdit(String),
     /// The org's monthly token budget cannot hold the model call the action needs; the
     /// approval stays pending.
     #[error(
@@ -204,9 +235,31 @@ pub async fn decide(
     org_id: Option<Uuid>,
     decision: Decision,
 ) -> Result<DecideOutcome, DecideError> {
+    decide_with(
+        pool,
+        clock,
+        env,
+        id,
+        org_id,
+        decision,
+        DecisionExtra::default(),
+    )
+    .await
+}
+
+/// [`decide`] with a reason or edited arguments.
+pub async fn decide_with(
+    pool: &PgPool,
+    clock: &SharedClock,
+    env: &ToolEnv,
+    id: Uuid,
+    org_id: Option<Uuid>,
+    decision: Decision,
+    extra: DecisionExtra,
+) -> Result<DecideOutcome, DecideError> {
     let now = clock.now();
     let mut tx = pool.begin().await?;
-    let row = store::lock(&mut tx, id, org_id)
+    let mut row = store::lock(&mut tx, id, org_id)
         .await?
         .ok_or(DecideError::NotFound(id))?;
     if row.status != "pending" {
@@ -234,7 +287,13 @@ pub async fn decide(
             .get(&row.tool)
             .cloned()
             .ok_or_else(|| DecideError::UnknownTool(id, row.tool.clone()))?;
-        if let Some(changes) = changed_snapshot(&mut tx, env, &row, &actor, now).await? {
+        let changed = changed_snapshot(&mut tx, env, &row, &actor, now).await?;
+        if changed.is_none()
+            && let Some(args) = &extra.edited_args
+        {
+            row = edit::apply(&mut tx, env, row, tool.as_ref(), args, &actor, now).await?;
+        }
+        if let Some(changes) = changed {
             outcome.changes = Some(changes.clone());
             ("stale", "stale", Some(json!({"changes": changes})))
         } else if tool.calls_model() {
@@ -268,6 +327,11 @@ pub async fn decide(
             result: result.as_ref(),
             tokens: 0,
             now,
+            reason: if approve {
+                None
+            } else {
+                extra.reason.as_deref()
+            },
         },
     )
     .await?;
@@ -324,16 +388,28 @@ struct Recorded<'a> {
     result: Option<&'a Value>,
     tokens: i64,
     now: chrono::DateTime<chrono::Utc>,
+    /// A rejection's reason.
+    reason: Option<&'a str>,
 }
 
-/// Sets the approval's state and appends its audit row.
+/// Sets the approval's state and appends its audit row; an executed approval marks its
+/// suggestion `acted`.
 async fn record(
     conn: &mut PgConnection,
     row: &ApprovalRow,
     r: Recorded<'_>,
 ) -> Result<(), sqlx::Error> {
-    store::set_decision(conn, row.id, r.status, r.actor, r.now, r.result).await?;
+    store::set_decision(conn, row.id, r.status, r.actor, r.now, r.result, r.reason).await?;
     notify::decided(conn, row, r.status, r.actor, r.now).await?;
+    if r.status == "executed"
+        && let Some(s) = row.suggestion_id
+    {
+        crate::store::suggestions::mark_acted(conn, row.org_id, s, r.actor, r.now).await?;
+    }
+    let outcome = match (r.reason, r.result) {
+        (Some(reason), None) => Some(json!({"reason": reason})),
+        (_, res) => res.cloned(),
+    };
     runs::insert_audit(
         &mut *conn,
         &NewAudit {
@@ -345,7 +421,7 @@ async fn record(
             category: "approval",
             decision: r.decision,
             args: Some(&row.args),
-            outcome: r.result,
+            outcome: outcome.as_ref(),
             is_error: r.status == "failed",
             duration_ms: 0,
             tokens: r.tokens.min(i32::MAX as i64) as i32,

@@ -174,6 +174,7 @@ async fn finish(
         result: result.as_ref(),
         tokens,
         now,
+        reason: None,
     };
     record(&mut tx, row, r).await?;
     tx.commit().await?;

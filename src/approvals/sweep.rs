@@ -22,7 +22,17 @@ pub struct SweepReport {
     pub stale: u64,
     pub reproposals_enqueued: u64,
     pub purged: u64,
+    /// `approval.expiring` events written.
+    pub expiring_notified: u64,
+    /// Expired approvals queued for re-proposal on their org's next working day.
+    pub expired_reproposals_enqueued: u64,
+    /// Suggestions whose approval ended unexecuted, or older than [`SUGGESTION_TTL_DAYS`]
+    /// without one pending, marked `expired`.
+    pub suggestions_expired: u64,
 }
+
+/// A suggestion nobody acted on expires after this many days.
+pub const SUGGESTION_TTL_DAYS: i64 = 7;
 
 /// A callback given the running totals after each batch.
 pub type Progress = std::sync::Arc<dyn Fn(&SweepReport) + Send + Sync>;
@@ -35,6 +45,8 @@ pub struct Sweeper {
     pub batch: u32,
     pub retention: chrono::Duration,
     pub max_reproposals: u32,
+    /// `approval.expiring` is written this long before an approval expires.
+    pub expiring_notice: chrono::Duration,
     /// Queue policy of the re-proposal jobs.
     pub repropose_priority: i16,
     pub repropose_max_attempts: i32,
@@ -89,6 +101,32 @@ impl Sweeper {
             }
         }
         report.reproposals_enqueued = self.enqueue_reproposals(now, only).await?;
+        report.expired_reproposals_enqueued = super::expiring::enqueue_reproposals(
+            &self.pool,
+            now,
+            only,
+            self.max_reproposals,
+            self.repropose_priority,
+            self.repropose_max_attempts,
+        )
+        .await?;
+        if only.is_none() {
+            let mut conn = self.pool.acquire().await?;
+            report.suggestions_expired = crate::store::suggestions::expire(
+                &mut conn,
+                now,
+                chrono::Duration::days(SUGGESTION_TTL_DAYS),
+            )
+            .await?;
+            drop(conn);
+            report.expiring_notified = super::expiring::notify_expiring(
+                &self.pool,
+                now,
+                self.expiring_notice,
+                i64::from(self.batch),
+            )
+            .await?;
+        }
         let cutoff = now - self.retention;
         loop {
             let n = store::purge_decided(&self.pool, cutoff, i64::from(self.batch)).await?;

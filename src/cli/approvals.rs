@@ -45,6 +45,11 @@ pub enum ApprovalsCmd {
         /// Who decides (recorded as `human:<who>` on the approval and its audit row).
         #[arg(long, value_name = "WHO")]
         by: String,
+        /// Approve these arguments (a JSON object) instead of the proposed ones: validated
+        /// against the tool's schema, kept on the approval's document, re-hashed, audited as
+        /// `edited`.
+        #[arg(long, value_name = "JSON")]
+        args: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -56,12 +61,15 @@ pub enum ApprovalsCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Reject: nothing is executed.
+    /// Reject with a reason: nothing is executed.
     Reject {
         id: Uuid,
         /// Who decides (recorded as `human:<who>`).
         #[arg(long, value_name = "WHO")]
         by: String,
+        /// Why (1–500 characters); kept on the approval and its audit row.
+        #[arg(long)]
+        reason: String,
         #[arg(long)]
         json: bool,
     },
@@ -108,32 +116,45 @@ pub async fn run(app: &App, cmd: ApprovalsCmd) -> anyhow::Result<()> {
         ApprovalsCmd::Approve {
             id,
             by,
+            args,
             json: as_json,
         } => {
-            decide(
-                app,
-                id,
-                Decision::Approve {
-                    by: checked_by(&by)?,
-                },
-                as_json,
-            )
-            .await
+            let edited_args = match args {
+                None => None,
+                Some(a) => {
+                    let v: Value = serde_json::from_str(&a)
+                        .map_err(|e| bad(format!("--args is not valid JSON: {e}")))?;
+                    if !v.is_object() {
+                        return Err(bad("--args must be a JSON object"));
+                    }
+                    Some(v)
+                }
+            };
+            let extra = approvals::DecisionExtra {
+                reason: None,
+                edited_args,
+            };
+            let by = checked_by(&by)?;
+            decide(app, id, Decision::Approve { by }, extra, as_json).await
         }
         ApprovalsCmd::Reject {
             id,
             by,
+            reason,
             json: as_json,
         } => {
-            decide(
-                app,
-                id,
-                Decision::Reject {
-                    by: checked_by(&by)?,
-                },
-                as_json,
-            )
-            .await
+            let by = checked_by(&by)?;
+            let reason = reason.trim().to_string();
+            if reason.is_empty() || reason.chars().count() > 500 {
+                return Err(bad(
+                    "--reason must say why the action is rejected (1–500 characters)",
+                ));
+            }
+            let extra = approvals::DecisionExtra {
+                reason: Some(reason),
+                edited_args: None,
+            };
+            decide(app, id, Decision::Reject { by }, extra, as_json).await
         }
     }
 }
@@ -218,7 +239,18 @@ async fn show(app: &App, id: Uuid, as_json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("approval {} — {} (org {})", row.id, row.status, row.org_id);
-    println!("  action:   {}({})", row.tool, row.args);
+    if let Some(sm) = &row.summary {
+        println!("  summary:  {sm}");
+    }
+    println!(
+        "  action:   {}({}){}",
+        row.tool,
+        row.args,
+        if row.edited { " (edited)" } else { "" }
+    );
+    if let Some(r) = &row.rationale {
+        println!("  why:      {r}");
+    }
     match (row.run_id, &kind) {
         (Some(r), Some(k)) => println!(
             "  proposed: by run {r} ({k}), call {}",
@@ -271,6 +303,8 @@ fn report(r: &ApprovalRow) -> Value {
         "decision": r.decided_by.as_ref().map(|by| json!({"by": by, "at": r.decided_at})),
         "result": r.result,
         "repropose": r.repropose, "chain_id": r.chain_id, "chain_depth": r.chain_depth,
+        "rationale": r.rationale, "summary": r.summary, "decision_reason": r.decision_reason,
+        "edited": r.edited, "reproposed_as": r.reproposed_as,
     })
 }
 
@@ -282,7 +316,13 @@ async fn run_kind(app: &App, row: &ApprovalRow) -> anyhow::Result<Option<String>
     })
 }
 
-async fn decide(app: &App, id: Uuid, decision: Decision, as_json: bool) -> anyhow::Result<()> {
+async fn decide(
+    app: &App,
+    id: Uuid,
+    decision: Decision,
+    extra: approvals::DecisionExtra,
+    as_json: bool,
+) -> anyhow::Result<()> {
     let row = store::get(&app.pool, id)
         .await?
         .ok_or_else(|| bad(format!("no approval with id {id}")))?;
@@ -293,8 +333,11 @@ async fn decide(app: &App, id: Uuid, decision: Decision, as_json: bool) -> anyho
         .and_then(|k| app.catalog.get(k))
         .unwrap_or_else(|| app.spec("proactive_suggestion"));
     let env = app.tool_env(spec);
-    let out = match approvals::decide(&app.pool, &app.clock, &env, id, None, decision).await {
+    let out = match approvals::decide_with(&app.pool, &app.clock, &env, id, None, decision, extra)
+        .await
+    {
         Ok(o) => o,
+        Err(DecideError::InvalidEdit(m)) => return Err(bad(format!("--args: {m}"))),
         // Purged between the read above and the lock.
         Err(DecideError::NotFound(_)) => return Err(bad(format!("no approval with id {id}"))),
         Err(e) => return Err(e.into()),
@@ -326,7 +369,10 @@ fn print_outcome(row: &ApprovalRow, out: &DecideOutcome) {
                 println!("  result: {r}");
             }
         }
-        "rejected" => println!("approval {id}: rejected by {by}; nothing executed"),
+        "rejected" => println!(
+            "approval {id}: rejected by {by} ({}); nothing executed",
+            row.decision_reason.as_deref().unwrap_or("no reason")
+        ),
         "expired" => println!(
             "approval {id}: expired (its TTL ended at {}); nothing executed",
             row.expires_at.to_rfc3339()

@@ -9,6 +9,7 @@ mod keys;
 mod orgs;
 mod runs;
 mod serve;
+mod suggestions;
 
 /// Library access to what `agentd documents` does (tests and producers use it).
 pub mod documents_api {
@@ -72,6 +73,9 @@ pub enum Command {
     /// Pending approvals: list, show, approve, reject.
     #[command(subcommand)]
     Approvals(approvals::ApprovalsCmd),
+    /// Suggestions: list, dismiss (with a reason), shown.
+    #[command(subcommand)]
+    Suggestions(suggestions::SuggestionsCmd),
     /// Agent runs: list, show (transcript and audit).
     #[command(subcommand)]
     Runs(runs::RunsCmd),
@@ -279,6 +283,7 @@ async fn dispatch(app: &App, command: Command) -> anyhow::Result<()> {
         Command::Documents(c) => documents::run(app, c).await,
         Command::Approvals(c) => approvals::run(app, c).await,
         Command::Runs(c) => runs::run(app, c).await,
+        Command::Suggestions(c) => suggestions::run(app, c).await,
         Command::Demo(c) => documents::demo(app, c).await,
         Command::Bench(c) => bench::run(app, c).await,
         Command::Eval(c) => eval::run(app, c).await,

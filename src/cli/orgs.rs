@@ -1,6 +1,8 @@
 //! `agentd orgs create NAME [--json]`: a new org and its first API key (role admin), shown once.
 //! `agentd orgs delete NAME --yes`: the org and everything it owns (personal data included);
 //! the audit trail keeps its summaries and hashes.
+//! `agentd orgs set ORG key=value …` / `agentd orgs show ORG`: per-org settings (see
+//! `crate::org_settings`; a bad key or value is exit 2 naming it).
 
 use super::bad;
 use crate::api::{Role, create_key};
@@ -15,6 +17,21 @@ pub enum OrgsCmd {
     /// Create an org; prints its id and its first API key (admin). The key is shown only now.
     Create {
         name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change an org's settings: key=value … (monthly_token_budget, cost_cap_cents, model,
+    /// auto_create, timezone, nightly_hour, approval_ttl_secs, repropose_expired; `null` clears).
+    Set {
+        org: String,
+        #[arg(required = true)]
+        settings: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// An org's settings.
+    Show {
+        org: String,
         #[arg(long)]
         json: bool,
     },
@@ -33,6 +50,36 @@ pub enum OrgsCmd {
 /// Runs an org command.
 pub async fn run(app: &App, cmd: OrgsCmd) -> anyhow::Result<()> {
     match cmd {
+        OrgsCmd::Set {
+            org,
+            settings,
+            json: as_json,
+        } => {
+            let row = crate::store::orgs::find(&app.pool, &org)
+                .await?
+                .ok_or_else(|| bad(format!("no org {org:?}")))?;
+            let patch =
+                crate::org_settings::parse_pairs(&settings).map_err(|e| bad(e.to_string()))?;
+            match crate::org_settings::apply(
+                &app.pool,
+                &app.config,
+                row.id,
+                &patch,
+                app.clock.now(),
+            )
+            .await
+            {
+                Ok(_) => show(app, row.id, &row.name, as_json).await,
+                Err(crate::org_settings::ApplyError::Invalid(e)) => Err(bad(e.to_string())),
+                Err(e) => Err(e.into()),
+            }
+        }
+        OrgsCmd::Show { org, json: as_json } => {
+            let row = crate::store::orgs::find(&app.pool, &org)
+                .await?
+                .ok_or_else(|| bad(format!("no org {org:?}")))?;
+            show(app, row.id, &row.name, as_json).await
+        }
         OrgsCmd::Delete {
             org,
             yes,
@@ -90,4 +137,43 @@ pub async fn run(app: &App, cmd: OrgsCmd) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+async fn show(app: &App, org_id: uuid::Uuid, name: &str, as_json: bool) -> anyhow::Result<()> {
+    let s = crate::store::org_settings::get(&app.pool, org_id)
+        .await?
+        .ok_or_else(|| bad(format!("no org {org_id}")))?;
+    let b = crate::store::runs::budget(&app.pool, org_id, app.clock.now()).await?;
+    let limit = b.map(|b| b.monthly_limit);
+    if as_json {
+        let mut v = serde_json::to_value(&s)?;
+        v["effective_token_limit"] = json!(limit);
+        v["monthly_token_budget"] = json!(s.token_budget);
+        println!("{v}");
+        return Ok(());
+    }
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    println!("org {name} ({org_id})");
+    println!("  timezone            {}", s.timezone);
+    println!("  nightly_hour        {}", s.nightly_hour);
+    println!(
+        "  approval_ttl_secs   {}",
+        opt(s.approval_ttl_secs.map(|n| n.to_string()))
+    );
+    println!("  repropose_expired   {}", s.repropose_expired);
+    println!("  model               {}", opt(s.model.clone()));
+    println!("  auto_create         {}", s.auto_create);
+    println!(
+        "  monthly_token_budget {}",
+        opt(s.token_budget.map(|n| n.to_string()))
+    );
+    println!(
+        "  cost_cap_cents      {}",
+        opt(s.cost_cap_cents.map(|n| n.to_string()))
+    );
+    println!(
+        "  enforced limit      {}",
+        opt(limit.map(|n| n.to_string()))
+    );
+    Ok(())
 }

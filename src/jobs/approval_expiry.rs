@@ -24,6 +24,9 @@ pub struct Payload {
     /// Re-propose this stale approval.
     #[serde(default)]
     pub repropose: Option<Uuid>,
+    /// Re-propose this expired approval unchanged, if its data did not change.
+    #[serde(default)]
+    pub repropose_expired: Option<Uuid>,
 }
 
 /// The handler.
@@ -39,6 +42,7 @@ impl ApprovalExpiry {
             batch: 1000,
             retention_days: 30,
             max_reproposals: 2,
+            expiring_notice_secs: 3600,
         });
         Sweeper {
             pool: app.pool.clone(),
@@ -47,6 +51,9 @@ impl ApprovalExpiry {
             batch: sweep.batch,
             retention: chrono::Duration::days(i64::from(sweep.retention_days)),
             max_reproposals: sweep.max_reproposals,
+            expiring_notice: chrono::Duration::seconds(
+                sweep.expiring_notice_secs.min(i64::MAX as u64 / 1000) as i64,
+            ),
             repropose_priority: spec.queue.priority,
             repropose_max_attempts: spec.queue.max_attempts,
             progress: None,
@@ -60,6 +67,25 @@ impl JobHandler for ApprovalExpiry {
         let p: Payload = parse_payload("approval_expiry", &job.job.payload)?;
         let app = &self.app;
         let db = |e: sqlx::Error| JobError::Retryable(format!("database error: {e}"));
+        if let Some(id) = p.repropose_expired {
+            let spec = app.spec("approval_expiry");
+            let ttl = chrono::Duration::seconds(spec.agent.approval_ttl_secs as i64);
+            let env = app.tool_env(app.spec("proactive_suggestion"));
+            let out = crate::approvals::expiring::repropose_expired(
+                &app.pool,
+                &env,
+                id,
+                ttl,
+                app.clock.now(),
+            )
+            .await
+            .map_err(|e| match e {
+                crate::tools::ToolError::Db(e) => db(e),
+                other => JobError::Fatal(other.to_string()),
+            })?;
+            info!(approval_id = %id, outcome = ?out, "expired approval re-proposal");
+            return Ok(());
+        }
         let Some(stale_id) = p.repropose else {
             let report = Self::sweeper(app)
                 .run_once(p.approval_ids.as_deref())

@@ -47,6 +47,26 @@ impl JobHandler for AutoCreate {
                     p.document_id, p.org_id
                 ))
             })?;
+        let org_on = crate::store::org_settings::get(&mut *tx, p.org_id)
+            .await
+            .map_err(db)?
+            .is_none_or(|o| o.auto_create);
+        if !org_on && !p.force {
+            store::set_status(
+                &mut *tx,
+                p.org_id,
+                p.document_id,
+                "skipped",
+                None,
+                Some("auto-create is off for this organisation (orgs set auto_create=true)"),
+                now,
+            )
+            .await
+            .map_err(db)?;
+            tx.commit().await.map_err(db)?;
+            info!(document_id = %p.document_id, "skipped: auto-create is off for the org");
+            return Ok(());
+        }
         if !state.has_text {
             store::set_status(
                 &mut *tx,

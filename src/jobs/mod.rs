@@ -78,6 +78,22 @@ pub async fn run_loop(
     job: &crate::queue::worker::JobContext,
 ) -> Result<crate::agent::RunOutcome, (JobError, Option<(uuid::Uuid, String)>)> {
     let engine = app.engine(spec);
+    // The org's model, if it chose one, replaces the job file's.
+    let org_model = crate::store::org_settings::get(&app.pool, run_spec.org_id)
+        .await
+        .map_err(|d| (JobError::Retryable(format!("database error: {d}")), None))?
+        .and_then(|o| o.model);
+    let with_model;
+    let run_spec = match org_model {
+        Some(m) if m != run_spec.model => {
+            with_model = crate::agent::RunSpec {
+                model: m,
+                ..run_spec.clone()
+            };
+            &with_model
+        }
+        _ => run_spec,
+    };
     match engine.run(run_spec, &job.cancel).await {
         Ok(o) => Ok(o),
         Err(e) => {

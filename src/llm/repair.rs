@@ -43,6 +43,40 @@ pub fn repair(raw: &str, schema: &Value) -> Repaired {
             notes,
         };
     };
+    // A tool that takes no arguments cannot be affected by any: a small model copies a JSON
+    // Schema into the arguments of `help_schemas`; drop them rather than refuse the call.
+    if schema["properties"]
+        .as_object()
+        .is_some_and(|p| p.is_empty())
+        && value.as_object().is_some_and(|o| !o.is_empty())
+    {
+        notes.push("this tool takes no arguments; the ones sent were ignored".to_string());
+        value = Value::Object(Default::default());
+    }
+    // Arguments the tool does not have (a small model adds `schema_revid` to create_schema):
+    // ignored and named, so the call runs on the arguments it has; a missing or wrong one is
+    // still refused by validation. Only where the schema closes its object.
+    if schema["additionalProperties"] == Value::Bool(false)
+        && let (Some(props), Some(obj)) = (schema["properties"].as_object(), value.as_object_mut())
+        && !props.is_empty()
+    {
+        let unknown: Vec<String> = obj
+            .keys()
+            .filter(|k| !props.contains_key(*k))
+            .cloned()
+            .collect();
+        if !unknown.is_empty() {
+            for k in &unknown {
+                obj.remove(k);
+            }
+            let known: Vec<&str> = props.keys().map(String::as_str).collect();
+            notes.push(format!(
+                "ignored argument(s) this tool does not have: {} (it takes {})",
+                unknown.join(", "),
+                known.join(", ")
+            ));
+        }
+    }
     unstring(&mut value, schema, "", &mut notes);
     if notes.is_empty() {
         return Repaired {
@@ -109,8 +143,10 @@ fn types(schema: &Value) -> Vec<&str> {
 /// Replaces strings holding JSON objects/arrays where the schema wants those (not strings).
 fn unstring(v: &mut Value, schema: &Value, path: &str, notes: &mut Vec<String>) {
     let allowed = types(schema);
+    // Where the schema also allows a string (create_schema's response_format, whose handler
+    // explains a string that is not JSON), a string holding a JSON object or array is still
+    // that object or array: no string argument of ours is JSON text.
     if let Value::String(s) = v
-        && !allowed.contains(&"string")
         && (allowed.contains(&"object") || allowed.contains(&"array"))
         && let Ok(parsed) = serde_json::from_str::<Value>(s.trim())
         && ((parsed.is_object() && allowed.contains(&"object"))
@@ -199,5 +235,30 @@ mod tests {
         );
         let bad = r#"{"name": "#;
         assert_eq!(repair(bad, &schema()).raw, bad);
+    }
+
+    #[test]
+    fn arguments_of_a_tool_without_parameters_are_dropped() {
+        let schema =
+            serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false});
+        let r = repair(r#"{"type": "object", "properties": {"a": 1}}"#, &schema);
+        assert_eq!(r.raw, "{}");
+        assert_eq!(r.notes.len(), 1);
+        let r = repair("{}", &schema);
+        assert!(r.notes.is_empty());
+    }
+
+    #[test]
+    fn arguments_the_tool_does_not_have_are_dropped_and_named() {
+        let schema = serde_json::json!({"type": "object", "additionalProperties": false,
+            "properties": {"name": {"type": "string"}}});
+        let r = repair(
+            r#"{"name": "x", "schema_revid": "1", "tag_ids": []}"#,
+            &schema,
+        );
+        assert_eq!(r.raw, r#"{"name":"x"}"#);
+        assert!(
+            r.notes[0].contains("schema_revid, tag_ids") && r.notes[0].contains("it takes name")
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! Periodic jobs. The `cron` crate computes ticks; each tick is enqueued under a unique key
 //! (schedule, tick), so any number of worker processes produce exactly one job per tick (or,
-//! for a fan-out schedule, one per org per tick date). After downtime only the latest missed
+//! for a fan-out schedule, one per org per local date: the org's nightly job is due once its
+//! local time reached its `nightly_hour`, so the schedule of a fan-out kind ticks often). After downtime only the latest missed
 //! tick is enqueued, never a burst. A tick's key keeps binding after its job finished (checked
 //! at enqueue, until retention purges the job), so a finished tick is not run again.
 
@@ -124,21 +125,26 @@ pub async fn enqueue_tick(
         .bind(tick.to_rfc3339())
         .execute(pool)
         .await?,
-        // One set-based statement for every active org: 10,000 orgs are one round trip.
+        // One set-based statement for every active org: 10,000 orgs are one round trip. Each
+        // org's night is its local date at the tick (`orgs.timezone`); it is due once its local
+        // hour reached `orgs.nightly_hour`, and the key (org, local date) makes it once per local
+        // date — a DST change that repeats or skips the hour changes neither.
         Some(FanOut::Orgs) => sqlx::query(
             "INSERT INTO agentd_jobs (kind, payload, priority, max_attempts, unique_key, run_at)
-             SELECT $1, jsonb_build_object('org_id', o.id, 'night', $2::date), $3, $4,
-                    $1 || ':' || o.id || ':' || $2::date, $5
-               FROM orgs o WHERE o.active
+             SELECT $1, jsonb_build_object('org_id', o.id, 'night', l.night), $3, $4,
+                    $1 || ':' || o.id || ':' || l.night, $2
+               FROM orgs o
+              CROSS JOIN LATERAL (SELECT ($2::timestamptz AT TIME ZONE o.timezone) AS t) lt
+              CROSS JOIN LATERAL (SELECT lt.t::date AS night) l
+              WHERE o.active AND extract(hour FROM lt.t) >= o.nightly_hour
                 AND NOT EXISTS (SELECT 1 FROM agentd_jobs j
-                                 WHERE j.unique_key = $1 || ':' || o.id || ':' || $2::date)
+                                 WHERE j.unique_key = $1 || ':' || o.id || ':' || l.night)
              ON CONFLICT (unique_key) WHERE state IN ('available', 'running') DO NOTHING",
         )
         .bind(&e.kind)
-        .bind(tick.date_naive())
+        .bind(tick)
         .bind(e.priority)
         .bind(e.max_attempts)
-        .bind(tick)
         .execute(pool)
         .await?,
     };

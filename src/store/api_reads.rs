@@ -74,6 +74,13 @@ pub struct SuggestionItem {
     pub document_id: Option<Uuid>,
     pub proposed_action: Option<Value>,
     pub status: String,
+    /// The same as `status` (the name of the shared API contract).
+    pub state: String,
+    /// A dismissal's reason.
+    pub status_reason: Option<String>,
+    pub status_changed_at: Option<DateTime<Utc>>,
+    /// The suggestion's latest approval, if its action was proposed.
+    pub approval_id: Option<Uuid>,
     pub run_id: Option<Uuid>,
     pub created_at: DateTime<Utc>,
 }
@@ -88,6 +95,10 @@ pub async fn suggestions_page<'e, E: PgExecutor<'e>>(
 ) -> Result<Vec<SuggestionItem>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, kind, subject, night, title, message, document_id, proposed_action, status,
+                status AS state, status_reason, status_changed_at,
+                (SELECT p.id FROM pending_approvals p
+                  WHERE p.org_id = suggestions.org_id AND p.suggestion_id = suggestions.id
+                  ORDER BY p.created_at DESC LIMIT 1) AS approval_id,
                 run_id, created_at
            FROM suggestions
           WHERE org_id = $1 AND ($2::text IS NULL OR status = $2)

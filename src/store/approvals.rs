@@ -27,6 +27,17 @@ pub struct ApprovalRow {
     pub repropose: bool,
     pub chain_id: Uuid,
     pub chain_depth: i32,
+    /// Why the agent proposed it.
+    pub rationale: Option<String>,
+    /// One line in words.
+    pub summary: Option<String>,
+    /// A rejection's reason.
+    pub decision_reason: Option<String>,
+    /// Approved with arguments a person changed.
+    pub edited: bool,
+    pub expiring_notified_at: Option<DateTime<Utc>>,
+    /// An expired approval re-proposed unchanged: the new approval.
+    pub reproposed_as: Option<Uuid>,
 }
 
 /// A new pending approval.
@@ -45,14 +56,16 @@ pub struct NewApproval<'a> {
     pub repropose: bool,
     pub chain_id: Uuid,
     pub chain_depth: i32,
+    pub rationale: Option<&'a str>,
+    pub summary: Option<&'a str>,
 }
 
 /// Inserts a pending approval; the same `(run_id, call_id)` twice returns the first one's id.
 pub async fn insert(conn: &mut PgConnection, a: &NewApproval<'_>) -> Result<Uuid, sqlx::Error> {
     let id: Option<Uuid> = sqlx::query_scalar(
         "INSERT INTO pending_approvals (id, org_id, run_id, suggestion_id, call_id, tool, args, snapshot,
-            snapshot_hash, created_at, expires_at, repropose, chain_id, chain_depth)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+            snapshot_hash, created_at, expires_at, repropose, chain_id, chain_depth, rationale, summary)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
          ON CONFLICT (run_id, call_id) DO NOTHING RETURNING id",
     )
     .bind(a.id)
@@ -69,6 +82,8 @@ pub async fn insert(conn: &mut PgConnection, a: &NewApproval<'_>) -> Result<Uuid
     .bind(a.repropose)
     .bind(a.chain_id)
     .bind(a.chain_depth)
+    .bind(a.rationale.map(super::documents::clean_text))
+    .bind(a.summary.map(super::documents::clean_text))
     .fetch_optional(&mut *conn)
     .await?;
     match id {
@@ -130,7 +145,7 @@ pub async fn list<'e, E: PgExecutor<'e>>(
     .await
 }
 
-/// Records a decision on a locked, pending approval.
+/// Records a decision on a locked, pending approval (`reason`: a rejection's).
 pub async fn set_decision(
     conn: &mut PgConnection,
     id: Uuid,
@@ -138,9 +153,11 @@ pub async fn set_decision(
     by: &str,
     now: DateTime<Utc>,
     result: Option<&Value>,
+    reason: Option<&str>,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "UPDATE pending_approvals SET status = $2, decided_by = $3, decided_at = $4, result = $5
+        "UPDATE pending_approvals SET status = $2, decided_by = $3, decided_at = $4, result = $5,
+                decision_reason = $6
           WHERE id = $1 AND status = 'pending'",
     )
     .bind(id)
@@ -148,6 +165,31 @@ pub async fn set_decision(
     .bind(by)
     .bind(now)
     .bind(result.map(super::documents::clean_json))
+    .bind(reason.map(super::documents::clean_text))
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Replaces a locked, pending approval's action with edited arguments and their snapshot.
+pub async fn set_edited(
+    conn: &mut PgConnection,
+    id: Uuid,
+    args: &Value,
+    snapshot: &Value,
+    hash: &str,
+    summary: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE pending_approvals SET args = $2, snapshot = $3, snapshot_hash = $4, summary = $5,
+                edited = true
+          WHERE id = $1 AND status = 'pending'",
+    )
+    .bind(id)
+    .bind(super::documents::clean_json(args))
+    .bind(super::documents::clean_json(snapshot))
+    .bind(hash)
+    .bind(summary)
     .execute(conn)
     .await?;
     Ok(())

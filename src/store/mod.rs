@@ -3,12 +3,14 @@
 pub mod agent_loop;
 pub mod api_keys;
 pub mod api_reads;
+pub mod approval_life;
 pub mod approvals;
 pub mod auto_create;
 pub mod budget;
 pub mod documents;
 pub mod events;
 pub mod extractions;
+pub mod org_settings;
 pub mod orgs;
 pub mod pii;
 pub mod prompts;

@@ -25,7 +25,7 @@ pub struct NewSuggestion<'a> {
 }
 
 /// What `create` did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Created {
     /// A new suggestion.
     New(Uuid),
@@ -33,7 +33,17 @@ pub enum Created {
     Duplicate(Uuid),
     /// The org already has `cap` suggestions this night; nothing was written.
     CapReached { cap: u32 },
+    /// A person dismissed this kind of suggestion for this subject recently
+    /// ([`DISMISSED_DAYS`]); nothing was written.
+    Dismissed {
+        at: DateTime<Utc>,
+        reason: Option<String>,
+    },
 }
+
+/// A dismissed suggestion keeps the nightly run from suggesting the same kind for the same
+/// subject for this many days.
+pub const DISMISSED_DAYS: i64 = 14;
 
 /// Writes a suggestion, `pending`, unless it duplicates one or the night's cap is reached.
 pub async fn create(
@@ -53,6 +63,10 @@ pub async fn create(
     let subject = clean_text(&s.subject).into_owned();
     if let Some(id) = find(conn, org_id, s.kind, &subject, s.night).await? {
         return Ok(Created::Duplicate(id));
+    }
+    let since = now - chrono::Duration::days(DISMISSED_DAYS);
+    if let Some((at, reason)) = recently_dismissed(conn, org_id, s.kind, &subject, since).await? {
+        return Ok(Created::Dismissed { at, reason });
     }
     if let Some(cap) = cap {
         let n = count_for_night(conn, org_id, s.night).await?;
@@ -154,6 +168,7 @@ pub struct SuggestionRow {
     pub proposed_action: Option<Value>,
     pub status: String,
     pub run_id: Option<Uuid>,
+    pub status_reason: Option<String>,
 }
 
 /// A suggestion of this org by id.
@@ -164,7 +179,7 @@ pub async fn get(
 ) -> Result<Option<SuggestionRow>, sqlx::Error> {
     sqlx::query_as::<_, SuggestionRow>(
         "SELECT id, kind, subject, night, title, message, document_id, proposed_action, status,
-                run_id
+                run_id, status_reason
            FROM suggestions WHERE org_id = $1 AND id = $2",
     )
     .bind(org_id)
@@ -320,4 +335,133 @@ pub async fn overview(
         outdated_extractions,
         suggestions_this_night,
     })
+}
+
+/// Marks a suggestion `acted` (its approval executed), unless it was dismissed or expired.
+pub async fn mark_acted(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    id: Uuid,
+    by: &str,
+    now: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE suggestions SET status = 'acted', status_changed_at = $3, status_by = $4
+          WHERE org_id = $1 AND id = $2 AND status IN ('pending', 'shown')",
+    )
+    .bind(org_id)
+    .bind(id)
+    .bind(now)
+    .bind(by)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// What a person's transition did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transition {
+    /// The suggestion moved (its state now).
+    Done(String),
+    /// It is already in a state the transition cannot leave (that state).
+    Refused(String),
+    NotFound,
+}
+
+/// `pending → shown` (shown again: no change), or `pending|shown → dismissed` with a reason.
+pub async fn transition(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    id: Uuid,
+    to: &str,
+    reason: Option<&str>,
+    by: &str,
+    now: DateTime<Utc>,
+) -> Result<Transition, sqlx::Error> {
+    let current: Option<String> = sqlx::query_scalar(
+        "SELECT status FROM suggestions WHERE org_id = $1 AND id = $2 FOR UPDATE",
+    )
+    .bind(org_id)
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(current) = current else {
+        return Ok(Transition::NotFound);
+    };
+    let from: &[&str] = match to {
+        "shown" if current == "shown" => return Ok(Transition::Done(current)),
+        "shown" => &["pending"],
+        "dismissed" if current == "dismissed" => return Ok(Transition::Done(current)),
+        "dismissed" => &["pending", "shown"],
+        _ => &[],
+    };
+    if !from.contains(&current.as_str()) {
+        return Ok(Transition::Refused(current));
+    }
+    sqlx::query(
+        "UPDATE suggestions SET status = $3, status_reason = $4, status_changed_at = $5,
+                status_by = $6
+          WHERE org_id = $1 AND id = $2",
+    )
+    .bind(org_id)
+    .bind(id)
+    .bind(to)
+    .bind(reason.map(clean_text))
+    .bind(now)
+    .bind(by)
+    .execute(conn)
+    .await?;
+    Ok(Transition::Done(to.to_string()))
+}
+
+/// Suggestions still `pending` or `shown` whose approval expired, or (without an approval)
+/// older than `max_age`, become `expired`. Returns how many.
+pub async fn expire(
+    conn: &mut PgConnection,
+    now: DateTime<Utc>,
+    max_age: chrono::Duration,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE suggestions s SET status = 'expired', status_changed_at = $1,
+                status_by = 'system:approval_expiry'
+          WHERE s.status IN ('pending', 'shown')
+            AND (EXISTS (SELECT 1 FROM pending_approvals p
+                          WHERE p.org_id = s.org_id AND p.suggestion_id = s.id
+                            AND p.status IN ('expired', 'stale')
+                            AND p.reproposed_as IS NULL
+                            AND NOT EXISTS (SELECT 1 FROM pending_approvals q
+                                             WHERE q.org_id = s.org_id AND q.suggestion_id = s.id
+                                               AND q.status = 'pending'))
+                 OR (s.created_at < $1 - $2::interval
+                     AND NOT EXISTS (SELECT 1 FROM pending_approvals p
+                                      WHERE p.org_id = s.org_id AND p.suggestion_id = s.id
+                                        AND p.status = 'pending')))",
+    )
+    .bind(now)
+    .bind(max_age)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// A dismissal of the same kind and subject since `since`: `(when, reason)`.
+pub async fn recently_dismissed(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    kind: &str,
+    subject: &str,
+    since: DateTime<Utc>,
+) -> Result<Option<(DateTime<Utc>, Option<String>)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT status_changed_at, status_reason FROM suggestions
+          WHERE org_id = $1 AND kind = $2 AND subject = $3 AND status = 'dismissed'
+            AND status_changed_at >= $4
+          ORDER BY status_changed_at DESC LIMIT 1",
+    )
+    .bind(org_id)
+    .bind(kind)
+    .bind(subject)
+    .bind(since)
+    .fetch_optional(conn)
+    .await
 }

@@ -180,14 +180,20 @@ impl Tool for CreatePrompt {
                 "model": {"type": "string", "description": "A note only: run_extraction always uses the service's configured extraction model."},
                 "tag_ids": tag_ids_param("Tags of documents this prompt is meant for."),
             }),
-            &["name", "content", "schema_revid"],
+            &["content", "schema_revid"],
         )
     }
     fn category(&self) -> Category {
         Category::Write
     }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let name = args["name"].as_str().unwrap_or("").trim().to_string();
+        // A missing name is only a missing label: named, and said so in the result.
+        let named = args.get("name").is_none_or(Value::is_null);
+        let name = args["name"]
+            .as_str()
+            .unwrap_or("Extraction prompt")
+            .trim()
+            .to_string();
         if name.is_empty() {
             return Err(ToolError::Invalid("name must not be empty".into()));
         }
@@ -211,11 +217,15 @@ impl Tool for CreatePrompt {
             tag_ids,
         };
         let p = store::create(ctx.conn, ctx.org_id, &f, ctx.run_id, ctx.now).await?;
-        Ok(json!({
+        let mut result = json!({
             "prompt_revid": revid(p.prompt_id, p.version), "prompt_id": p.prompt_id,
             "version": p.version, "schema_revid": revid(p.schema_id, p.schema_version),
             "status": p.status,
-        }))
+        });
+        if named {
+            result["completed"] = json!(["no name was given: named it \"Extraction prompt\""]);
+        }
+        Ok(result)
     }
     async fn snapshot(
         &self,

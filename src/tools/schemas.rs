@@ -253,6 +253,12 @@ fn schema_from_args(name: &str, args: &Value) -> Result<schema_forms::Built, Too
             check_response_format(&built.response_format)?;
             Ok(built)
         }
+        (None, Some(Value::String(s))) => Err(ToolError::Invalid(format!(
+            "response_format must be an object {{\"type\": \"json_schema\", \"json_schema\": \
+             {{…}}}} (got the string {:?}); simpler: give `fields`, an object of field name → \
+             type, e.g. {{\"field_name\": \"string\", \"amount\": \"number\"}}",
+            clip(s.clone(), 60)
+        ))),
         (None, Some(rf)) => completed_response_format(name, rf),
         (None, None) => Err(ToolError::Invalid(
             "no fields: give `fields`, an object of field name → type, e.g. \
@@ -430,22 +436,31 @@ impl Tool for CreateSchema {
                     "description": "The fields worth extracting: an object of field name → \
                                     type (\"string\", \"number\", \"integer\", \"boolean\", \
                                     \"date\"; [{…}] for a list of items)."},
-                "response_format": {"type": "object",
-                    "description": "Instead of fields: {\"type\": \"json_schema\", \
+                "response_format": {"type": ["object", "string"],
+                    "description": "Only without fields: {\"type\": \"json_schema\", \
                                     \"json_schema\": {\"name\", \"strict\", \"schema\"}}"},
             }),
-            &["name"],
+            &[],
         )
     }
     fn category(&self) -> Category {
         Category::Write
     }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let name = str_arg(&args, "name").trim();
+        // A missing name is only a missing label (small models often send just the fields).
+        let (name, named) = match args.get("name").and_then(Value::as_str) {
+            Some(n) => (n.trim(), false),
+            None => ("Document fields", true),
+        };
         if name.is_empty() {
             return Err(ToolError::Invalid("name must not be empty".into()));
         }
-        let built = schema_from_args(name, &args)?;
+        let mut built = schema_from_args(name, &args)?;
+        if named {
+            built
+                .notes
+                .push("no name was given: named it \"Document fields\"".into());
+        }
         let rf = &built.response_format;
         let s = store::create(ctx.conn, ctx.org_id, name, rf, ctx.run_id, ctx.now).await?;
         Ok(with_notes(

@@ -186,6 +186,12 @@ impl Tool for CreateSuggestion {
                                           "night": night})),
             Created::Duplicate(id) => Ok(json!({"suggestion_id": id, "duplicate": true,
                                                 "night": night})),
+            Created::Dismissed { at, reason } => Err(ToolError::Conflict(format!(
+                "skipped: a person dismissed this kind of suggestion for this subject on {} ({}); \
+                 do not suggest it again",
+                at.date_naive(),
+                reason.as_deref().unwrap_or("no reason given")
+            ))),
             Created::CapReached { cap } => Err(ToolError::Conflict(format!(
                 "cap reached: this organisation already has {cap} suggestion(s) for {night}; \
                  stop writing suggestions"

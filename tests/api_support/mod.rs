@@ -170,6 +170,7 @@ impl Api {
             ttl,
             repropose: false,
             chain: None,
+            rationale: None,
         };
         let id = agentd::approvals::propose(&mut ctx, tool.as_ref(), &args, origin)
             .await

@@ -1,0 +1,98 @@
+//! `POST /v1/suggestions/{id}/shown` (a person saw it: `pending → shown`) and
+//! `POST /v1/suggestions/{id}/dismiss {"reason"}` (`pending|shown → dismissed`; the nightly run
+//! then skips the same kind for the same subject for 14 days). `acted` is set when the
+//! suggestion's approval executes, `expired` by the expiry sweep. Reviewer role.
+
+use super::ApiState;
+use super::approvals::check_reason;
+use super::auth::{Caller, Role};
+use super::error::{ApiResult, Problem, ok};
+use super::extract::{OptionalJsonBody, uuid_id};
+use crate::store::suggestions::{self as store, Transition};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::json;
+use utoipa::ToSchema;
+
+/// Body of dismiss.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DismissBody {
+    /// Why (1–500 characters). Required.
+    pub reason: Option<String>,
+}
+
+async fn transition(
+    s: &ApiState,
+    caller: &Caller,
+    id: &str,
+    to: &str,
+    reason: Option<Option<String>>,
+) -> ApiResult {
+    caller.require(Role::Reviewer)?;
+    let id = uuid_id(id)?;
+    let mut conn = s.app.pool.acquire().await?;
+    // Another org's id is "not found" before the body is looked at.
+    if store::get(&mut conn, caller.org_id, id).await?.is_none() {
+        return Err(Problem::not_found("suggestion", id));
+    }
+    let reason = match reason {
+        Some(r) => Some(check_reason(r.as_deref())?),
+        None => None,
+    };
+    let by = format!("key {}", caller.key_id);
+    let mut tx = s.app.pool.begin().await?;
+    let out = store::transition(
+        &mut tx,
+        caller.org_id,
+        id,
+        to,
+        reason.as_deref(),
+        &by,
+        s.app.clock.now(),
+    )
+    .await?;
+    tx.commit().await?;
+    match out {
+        Transition::NotFound => Err(Problem::not_found("suggestion", id)),
+        Transition::Refused(state) => Err(Problem::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!("suggestion {id} is {state}; it cannot become {to}"),
+        )
+        .extra(json!({"state": state}))),
+        Transition::Done(_) => {
+            let row = store::get(&mut conn, caller.org_id, id)
+                .await?
+                .ok_or_else(|| Problem::not_found("suggestion", id))?;
+            ok(
+                &json!({"id": row.id, "state": row.status, "status": row.status,
+                       "status_reason": row.status_reason}),
+            )
+        }
+    }
+}
+
+/// Dismiss a suggestion with a reason.
+#[utoipa::path(post, path = "/v1/suggestions/{id}/dismiss", tag = "suggestions",
+    params(("id" = Uuid, Path)), request_body(content = DismissBody),
+    responses((status = 200, body = Object), (status = 404), (status = 409), (status = 422)),
+    security(("bearer" = [])))]
+pub async fn dismiss(
+    State(s): State<ApiState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    OptionalJsonBody(body): OptionalJsonBody<DismissBody>,
+) -> ApiResult {
+    transition(&s, &caller, &id, "dismissed", Some(body.reason)).await
+}
+
+/// Mark a suggestion shown to a person.
+#[utoipa::path(post, path = "/v1/suggestions/{id}/shown", tag = "suggestions",
+    params(("id" = Uuid, Path)),
+    responses((status = 200, body = Object), (status = 404), (status = 409)),
+    security(("bearer" = [])))]
+pub async fn shown(State(s): State<ApiState>, caller: Caller, Path(id): Path<String>) -> ApiResult {
+    transition(&s, &caller, &id, "shown", None).await
+}

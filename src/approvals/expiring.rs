@@ -1,0 +1,151 @@
+//! Expiry with care: `approval.expiring` a configurable time before an approval expires (once
+//! per approval), and expired approvals whose data did not change re-proposed once, on the org's
+//! next working day (Monday–Friday in its time zone, at its nightly hour), when the org opted in
+//! (`repropose_expired`). Re-proposals share the approval's chain, so the stale re-proposal cap
+//! (`sweep.max_reproposals`) bounds them too.
+
+use super::{ProposalOrigin, ToolEnv, propose, snapshot_hash};
+use crate::queue::{self, NewJob};
+use crate::store::approval_life as store;
+use crate::store::events::{self, EventType};
+use crate::tools::ToolError;
+use chrono::{DateTime, Datelike, Duration, NaiveDate, TimeZone, Utc, Weekday};
+use chrono_tz::Tz;
+use serde_json::json;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// Writes `approval.expiring` for pending approvals expiring within `notice` (in batches, each
+/// batch's marks and events in one transaction). Returns how many.
+pub async fn notify_expiring(
+    pool: &PgPool,
+    now: DateTime<Utc>,
+    notice: Duration,
+    batch: i64,
+) -> Result<u64, sqlx::Error> {
+    let mut total = 0;
+    loop {
+        let mut tx = pool.begin().await?;
+        let rows = store::mark_expiring(&mut tx, now, notice, batch).await?;
+        events::emit_many(&mut tx, EventType::ApprovalExpiring, &rows, now).await?;
+        tx.commit().await?;
+        total += rows.len() as u64;
+        if (rows.len() as i64) < batch {
+            return Ok(total);
+        }
+    }
+}
+
+/// The first working day (Mon–Fri) after `day`.
+pub fn next_working_day(day: NaiveDate) -> NaiveDate {
+    let mut d = day.succ_opt().unwrap_or(day);
+    while matches!(d.weekday(), Weekday::Sat | Weekday::Sun) {
+        d = d.succ_opt().unwrap_or(d);
+    }
+    d
+}
+
+/// `hour` o'clock local time on `day` in `tz` (an hour skipped by DST → the first hour after).
+pub fn local_hour(tz: Tz, day: NaiveDate, hour: u32) -> DateTime<Utc> {
+    for h in hour..24 {
+        if let Some(t) = day.and_hms_opt(h, 0, 0)
+            && let Some(local) = tz.from_local_datetime(&t).earliest()
+        {
+            return local.with_timezone(&Utc);
+        }
+    }
+    Utc.from_utc_datetime(&day.and_hms_opt(hour.min(23), 0, 0).unwrap_or_default())
+}
+
+/// When an approval that expired at `at` is re-proposed: the org's next working day after the
+/// local date of `at`, at its nightly hour.
+pub fn repropose_at(tz: Tz, nightly_hour: u32, at: DateTime<Utc>) -> DateTime<Utc> {
+    let local_day = at.with_timezone(&tz).date_naive();
+    local_hour(tz, next_working_day(local_day), nightly_hour)
+}
+
+/// Enqueues one delayed re-proposal job (unique per approval) for every approval that expired
+/// in the last day in an org that opted in. Returns how many were inserted.
+pub async fn enqueue_reproposals(
+    pool: &PgPool,
+    now: DateTime<Utc>,
+    only: Option<&[Uuid]>,
+    max_depth: u32,
+    priority: i16,
+    max_attempts: i32,
+) -> Result<u64, sqlx::Error> {
+    if max_depth == 0 {
+        return Ok(0);
+    }
+    let since = now - Duration::days(1);
+    let rows = store::expired_to_repropose(pool, since, only, max_depth as i32).await?;
+    let jobs: Vec<NewJob> = rows
+        .iter()
+        .map(|r| {
+            let tz: Tz = r.timezone.parse().unwrap_or(chrono_tz::UTC);
+            let at = repropose_at(tz, r.nightly_hour.clamp(0, 23) as u32, r.decided_at);
+            let mut j = NewJob::new("approval_expiry", json!({"repropose_expired": r.id}))
+                .unique_key(format!("repropose_expired:{}", r.id))
+                .unique_until_purged()
+                .priority(priority)
+                .max_attempts(max_attempts);
+            j.run_at = Some(at);
+            j
+        })
+        .collect();
+    queue::enqueue_many(pool, &jobs).await.map_err(|e| match e {
+        queue::QueueError::Db(e) => e,
+        other => sqlx::Error::Protocol(other.to_string()),
+    })
+}
+
+/// What re-proposing an expired approval did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reproposed {
+    /// A new pending approval with the same action.
+    New(Uuid),
+    /// The data changed since: not re-proposed (the agent would have to look again).
+    Changed,
+    /// Not expired, already re-proposed, or gone.
+    Nothing,
+}
+
+/// Re-proposes expired approval `id` unchanged (same action, fresh TTL, next chain depth) if
+/// its data did not change; in one transaction with the expired row locked.
+pub async fn repropose_expired(
+    pool: &PgPool,
+    env: &ToolEnv,
+    id: Uuid,
+    ttl: Duration,
+    now: DateTime<Utc>,
+) -> Result<Reproposed, ToolError> {
+    let mut tx = pool.begin().await?;
+    let Some(row) = store::lock_expired(&mut tx, id).await? else {
+        return Ok(Reproposed::Nothing);
+    };
+    let Some(tool) = env.registry.get(&row.tool).cloned() else {
+        return Ok(Reproposed::Changed);
+    };
+    let actor = "system:approval_expiry".to_string();
+    let mut ctx = env.ctx(&mut tx, row.org_id, row.run_id, actor, now);
+    let current = match tool.snapshot(&mut ctx, &row.args).await {
+        Some(Ok(v)) => v,
+        Some(Err(ToolError::Db(e))) => return Err(e.into()),
+        _ => return Ok(Reproposed::Changed),
+    };
+    if snapshot_hash(&row.tool, &row.args, &current) != row.snapshot_hash {
+        return Ok(Reproposed::Changed);
+    }
+    let origin = ProposalOrigin {
+        call_id: None,
+        suggestion_id: row.suggestion_id,
+        ttl,
+        repropose: row.repropose,
+        chain: Some((row.chain_id, row.chain_depth + 1)),
+        rationale: row.rationale.as_deref(),
+    };
+    let new_id = propose(&mut ctx, tool.as_ref(), &row.args, origin).await?;
+    store::set_reproposed(&mut tx, row.id, new_id).await?;
+    tx.commit().await?;
+    Ok(Reproposed::New(new_id))
+}

@@ -1,0 +1,133 @@
+//! `agentd suggestions list|dismiss|shown`: the nightly job's suggestions and their life
+//! (`pending → shown → acted | dismissed | expired`).
+
+use super::bad;
+use crate::app::App;
+use crate::store::suggestions::{self as store, Transition};
+use clap::Subcommand;
+use serde_json::json;
+use uuid::Uuid;
+
+/// Suggestion commands.
+#[derive(Subcommand, Debug)]
+pub enum SuggestionsCmd {
+    /// An org's suggestions, newest first.
+    List {
+        #[arg(long)]
+        org: String,
+        /// pending, shown, acted, dismissed or expired.
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Dismiss a suggestion; the nightly run skips the same kind for the same subject for 14 days.
+    Dismiss {
+        id: Uuid,
+        #[arg(long)]
+        org: String,
+        /// Why (1–500 characters).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Mark a suggestion shown to a person.
+    Shown {
+        id: Uuid,
+        #[arg(long)]
+        org: String,
+    },
+}
+
+/// Runs a suggestions command.
+pub async fn run(app: &App, cmd: SuggestionsCmd) -> anyhow::Result<()> {
+    match cmd {
+        SuggestionsCmd::List {
+            org,
+            status,
+            limit,
+            json: as_json,
+        } => {
+            if let Some(s) = &status
+                && !["pending", "shown", "acted", "dismissed", "expired"].contains(&s.as_str())
+            {
+                return Err(bad(format!(
+                    "--status must be pending, shown, acted, dismissed or expired (got {s:?})"
+                )));
+            }
+            if !(1..=1000).contains(&limit) {
+                return Err(bad("--limit must be 1–1000"));
+            }
+            let o = org_of(app, org).await?;
+            let rows = crate::store::api_reads::suggestions_page(
+                &app.pool,
+                o.id,
+                status.as_deref(),
+                None,
+                limit,
+            )
+            .await?;
+            if as_json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+                return Ok(());
+            }
+            if rows.is_empty() {
+                println!("(no suggestions)");
+            }
+            for r in rows {
+                println!(
+                    "{}  {:<9} {:<16} {}{}",
+                    r.id,
+                    r.state,
+                    r.kind,
+                    r.title,
+                    r.status_reason
+                        .map(|x| format!("  [{x}]"))
+                        .unwrap_or_default()
+                );
+            }
+            Ok(())
+        }
+        SuggestionsCmd::Dismiss { id, org, reason } => {
+            let reason = reason.trim().to_string();
+            if reason.is_empty() || reason.chars().count() > 500 {
+                return Err(bad("--reason must say why (1–500 characters)"));
+            }
+            let o = org_of(app, org).await?;
+            change(app, o.id, id, "dismissed", Some(&reason)).await
+        }
+        SuggestionsCmd::Shown { id, org } => {
+            let o = org_of(app, org).await?;
+            change(app, o.id, id, "shown", None).await
+        }
+    }
+}
+
+async fn change(
+    app: &App,
+    org_id: Uuid,
+    id: Uuid,
+    to: &str,
+    reason: Option<&str>,
+) -> anyhow::Result<()> {
+    let mut tx = app.pool.begin().await?;
+    let out = store::transition(&mut tx, org_id, id, to, reason, "cli", app.clock.now()).await?;
+    tx.commit().await?;
+    match out {
+        Transition::Done(state) => {
+            println!("{}", json!({"id": id, "state": state}));
+            Ok(())
+        }
+        Transition::Refused(state) => Err(bad(format!(
+            "suggestion {id} is {state}; it cannot become {to}"
+        ))),
+        Transition::NotFound => Err(bad(format!("no suggestion {id} in this org"))),
+    }
+}
+
+async fn org_of(app: &App, org: String) -> anyhow::Result<crate::store::orgs::OrgRow> {
+    crate::store::orgs::find(&app.pool, &org)
+        .await?
+        .ok_or_else(|| bad(format!("--org: no org {org:?}")))
+}

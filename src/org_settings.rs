@@ -1,0 +1,282 @@
+//! Per-org settings: what they mean, how a change is validated and applied. One path for the
+//! CLI (`agentd orgs set ORG key=value …`) and the API (`PATCH /v1/settings`): a [`Patch`] is
+//! checked key by key, and a bad value is a [`SettingError`] naming the key (exit 2 /
+//! problem+json with `field`). The monthly token limit the budget code enforces is the smaller
+//! of `monthly_token_budget` and the tokens `cost_cap_cents` buys at the org's model's price
+//! (`llm.prices`, cents per million tokens; the larger of the input and output price, so the cap
+//! holds whatever the mix).
+
+use crate::config::Config;
+use crate::store::org_settings::{self as store, OrgSettings};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// A model's price, in cents per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelPrice {
+    pub input_cents_per_mtok: f64,
+    pub output_cents_per_mtok: f64,
+}
+
+/// Longest approval TTL an org may set (30 days).
+pub const MAX_APPROVAL_TTL_SECS: i64 = 30 * 24 * 3600;
+/// Shortest approval TTL (one minute).
+pub const MIN_APPROVAL_TTL_SECS: i64 = 60;
+
+/// A change of settings: absent keys stay; a present `null` clears the optional ones.
+#[derive(Debug, Default, Clone, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Patch {
+    /// Tokens per calendar month (UTC), ≥ 0; null: unlimited.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>)]
+    pub monthly_token_budget: Option<Option<i64>>,
+    /// Most the org's model calls may cost per month, in cents (≥ 0); null: no cap. The model
+    /// needs a price in `llm.prices`.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>)]
+    pub cost_cap_cents: Option<Option<i64>>,
+    /// The model of the org's runs; null: the job file's / `llm.model`.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub model: Option<Option<String>>,
+    /// Auto-create on uploads (false: documents are `skipped`).
+    pub auto_create: Option<bool>,
+    /// IANA time zone, e.g. `Europe/Berlin`.
+    pub timezone: Option<String>,
+    /// Local hour (0–23) from which the nightly job runs on each local date.
+    pub nightly_hour: Option<i64>,
+    /// How long approvals wait (60 s – 30 days); null: the job file's `approval_ttl_secs`.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>)]
+    pub approval_ttl_secs: Option<Option<i64>>,
+    /// Re-propose expired approvals whose data did not change, once, on the next working day.
+    pub repropose_expired: Option<bool>,
+}
+
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// The keys and what each takes (for `orgs set` and error messages).
+pub const KEYS: [(&str, &str); 8] = [
+    ("monthly_token_budget", "integer ≥ 0 or null"),
+    ("cost_cap_cents", "integer ≥ 0 or null"),
+    ("model", "model name or null"),
+    ("auto_create", "true or false"),
+    ("timezone", "IANA time zone"),
+    ("nightly_hour", "0–23"),
+    ("approval_ttl_secs", "60–2592000 or null"),
+    ("repropose_expired", "true or false"),
+];
+
+/// A bad setting: the key and what is wrong.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct SettingError {
+    pub field: String,
+    pub message: String,
+}
+
+fn err(field: &str, message: impl Into<String>) -> SettingError {
+    SettingError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// `key=value` pairs (CLI) as a patch: values are typed by key (`null` clears).
+pub fn parse_pairs(pairs: &[String]) -> Result<Patch, SettingError> {
+    let mut map = serde_json::Map::new();
+    for pair in pairs {
+        let Some((k, v)) = pair.split_once('=') else {
+            return Err(err(pair, "expected key=value"));
+        };
+        let (k, v) = (k.trim(), v.trim());
+        let Some((_, takes)) = KEYS.iter().find(|(name, _)| *name == k) else {
+            return Err(err(
+                k,
+                format!(
+                    "unknown setting (known: {})",
+                    KEYS.map(|(n, _)| n).join(", ")
+                ),
+            ));
+        };
+        let value = match (k, v) {
+            (_, "null") => Value::Null,
+            ("model" | "timezone", _) => json!(v),
+            ("auto_create" | "repropose_expired", "true" | "on" | "yes") => json!(true),
+            ("auto_create" | "repropose_expired", "false" | "off" | "no") => json!(false),
+            ("auto_create" | "repropose_expired", _) => {
+                return Err(err(k, format!("must be {takes} (got {v:?})")));
+            }
+            _ => json!(
+                v.replace('_', "")
+                    .parse::<i64>()
+                    .map_err(|_| err(k, format!("must be {takes} (got {v:?})")))?
+            ),
+        };
+        if map.insert(k.to_string(), value).is_some() {
+            return Err(err(k, "given twice"));
+        }
+    }
+    serde_json::from_value(Value::Object(map)).map_err(|e| err("settings", e.to_string()))
+}
+
+/// The monthly token limit to enforce for `s` (None: unlimited).
+pub fn enforced_limit(config: &Config, s: &OrgSettings) -> Result<Option<i64>, SettingError> {
+    let by_cost = match s.cost_cap_cents {
+        None => None,
+        Some(cents) => {
+            let model = model_of(config, s);
+            let price = config.llm.prices.get(&model).ok_or_else(|| {
+                err(
+                    "cost_cap_cents",
+                    format!(
+                        "the model {model:?} has no price in llm.prices, so a cost cap cannot be converted to tokens (priced: {})",
+                        config.llm.prices.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                )
+            })?;
+            let per_mtok = price.input_cents_per_mtok.max(price.output_cents_per_mtok);
+            if per_mtok <= 0.0 {
+                None
+            } else {
+                Some(((cents as f64) * 1_000_000.0 / per_mtok).floor() as i64)
+            }
+        }
+    };
+    Ok(match (s.token_budget, by_cost) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    })
+}
+
+/// The model the org's runs use.
+pub fn model_of(config: &Config, s: &OrgSettings) -> String {
+    s.model.clone().unwrap_or_else(|| config.llm.model.clone())
+}
+
+/// `p` applied to `s`, each key validated.
+pub fn merge(mut s: OrgSettings, p: &Patch) -> Result<OrgSettings, SettingError> {
+    if let Some(v) = p.monthly_token_budget {
+        if let Some(n) = v.filter(|n| *n < 0) {
+            return Err(err(
+                "monthly_token_budget",
+                format!("must be ≥ 0 or null (got {n})"),
+            ));
+        }
+        s.token_budget = v;
+    }
+    if let Some(v) = p.cost_cap_cents {
+        if let Some(n) = v.filter(|n| *n < 0) {
+            return Err(err(
+                "cost_cap_cents",
+                format!("must be ≥ 0 or null (got {n})"),
+            ));
+        }
+        s.cost_cap_cents = v;
+    }
+    if let Some(m) = &p.model {
+        if let Some(m) = m {
+            let t = m.trim();
+            if t.is_empty() || t.len() > 200 || t.contains('\0') {
+                return Err(err(
+                    "model",
+                    "must be a model name (1–200 characters) or null",
+                ));
+            }
+        }
+        s.model = m.as_ref().map(|m| m.trim().to_string());
+    }
+    if let Some(b) = p.auto_create {
+        s.auto_create = b;
+    }
+    if let Some(tz) = &p.timezone {
+        let tz = tz.trim();
+        if tz.parse::<chrono_tz::Tz>().is_err() {
+            return Err(err(
+                "timezone",
+                format!("must be an IANA time zone such as Europe/Berlin (got {tz:?})"),
+            ));
+        }
+        s.timezone = tz.to_string();
+    }
+    if let Some(h) = p.nightly_hour {
+        if !(0..=23).contains(&h) {
+            return Err(err("nightly_hour", format!("must be 0–23 (got {h})")));
+        }
+        s.nightly_hour = h as i16;
+    }
+    if let Some(ttl) = p.approval_ttl_secs {
+        if let Some(n) =
+            ttl.filter(|n| !(MIN_APPROVAL_TTL_SECS..=MAX_APPROVAL_TTL_SECS).contains(n))
+        {
+            return Err(err(
+                "approval_ttl_secs",
+                format!(
+                    "must be {MIN_APPROVAL_TTL_SECS}–{MAX_APPROVAL_TTL_SECS} seconds or null (got {n})"
+                ),
+            ));
+        }
+        s.approval_ttl_secs = ttl.map(|n| n as i32);
+    }
+    if let Some(b) = p.repropose_expired {
+        s.repropose_expired = b;
+    }
+    Ok(s)
+}
+
+/// Why a change was not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("no org {0}")]
+    NotFound(Uuid),
+    #[error(transparent)]
+    Invalid(#[from] SettingError),
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+}
+
+/// Validates `p` against the org's current settings and saves it with the enforced budget, in
+/// one transaction (the org row locked). Nothing is written when a key is bad.
+pub async fn apply(
+    pool: &PgPool,
+    config: &Config,
+    org_id: Uuid,
+    p: &Patch,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<OrgSettings, ApplyError> {
+    let mut tx = pool.begin().await?;
+    let current = store::lock(&mut tx, org_id)
+        .await?
+        .ok_or(ApplyError::NotFound(org_id))?;
+    let next = merge(current, p)?;
+    // The nightly fan-out converts in SQL: PostgreSQL must know the zone too.
+    let known: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1)")
+            .bind(&next.timezone)
+            .fetch_one(&mut *tx)
+            .await?;
+    if !known {
+        return Err(err(
+            "timezone",
+            format!("PostgreSQL does not know the time zone {:?}", next.timezone),
+        )
+        .into());
+    }
+    let limit = enforced_limit(config, &next)?;
+    store::save(&mut tx, &next, limit, now).await?;
+    tx.commit().await?;
+    Ok(next)
+}
+
+/// The org's time zone (UTC if the stored name no longer parses).
+pub fn tz(s: &OrgSettings) -> chrono_tz::Tz {
+    s.timezone.parse().unwrap_or(chrono_tz::UTC)
+}

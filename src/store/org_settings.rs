@@ -1,0 +1,91 @@
+//! SQL for per-org settings (migration 0045): time zone and nightly hour, approval TTL,
+//! re-proposal of expired approvals, model, auto-create, token budget and cost cap. The limit the
+//! budget code enforces stays in `org_budgets.monthly_limit`; [`save`] writes it with the
+//! settings in one transaction.
+
+use serde::Serialize;
+use sqlx::{PgConnection, PgExecutor};
+use uuid::Uuid;
+
+/// An org's settings as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+pub struct OrgSettings {
+    pub org_id: Uuid,
+    pub timezone: String,
+    pub nightly_hour: i16,
+    pub approval_ttl_secs: Option<i32>,
+    pub repropose_expired: bool,
+    pub model: Option<String>,
+    pub auto_create: bool,
+    /// The monthly token budget the org asked for (null: none).
+    pub token_budget: Option<i64>,
+    pub cost_cap_cents: Option<i64>,
+}
+
+/// The columns of [`OrgSettings`] (a budget set before migration 0045 counts as asked for).
+macro_rules! columns {
+    () => {
+        "SELECT id AS org_id, timezone, nightly_hour, approval_ttl_secs, repropose_expired, model,
+                auto_create,
+                COALESCE(token_budget, (SELECT monthly_limit FROM org_budgets b
+                                         WHERE b.org_id = orgs.id AND orgs.cost_cap_cents IS NULL))
+                  AS token_budget,
+                cost_cap_cents
+           FROM orgs WHERE id = $1"
+    };
+}
+
+/// The settings of one org.
+pub async fn get<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+) -> Result<Option<OrgSettings>, sqlx::Error> {
+    sqlx::query_as(columns!())
+        .bind(org_id)
+        .fetch_optional(exec)
+        .await
+}
+
+/// The settings of one org, its row locked until the transaction ends.
+pub async fn lock(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+) -> Result<Option<OrgSettings>, sqlx::Error> {
+    sqlx::query_as(concat!(columns!(), " FOR UPDATE"))
+        .bind(org_id)
+        .fetch_optional(conn)
+        .await
+}
+
+/// Writes `s` and the enforced monthly token limit (`None`: unlimited, the budget row goes).
+pub async fn save(
+    conn: &mut PgConnection,
+    s: &OrgSettings,
+    enforced_limit: Option<i64>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE orgs SET timezone = $2, nightly_hour = $3, approval_ttl_secs = $4,
+                repropose_expired = $5, model = $6, auto_create = $7, token_budget = $8,
+                cost_cap_cents = $9
+          WHERE id = $1",
+    )
+    .bind(s.org_id)
+    .bind(&s.timezone)
+    .bind(s.nightly_hour)
+    .bind(s.approval_ttl_secs)
+    .bind(s.repropose_expired)
+    .bind(&s.model)
+    .bind(s.auto_create)
+    .bind(s.token_budget)
+    .bind(s.cost_cap_cents)
+    .execute(&mut *conn)
+    .await?;
+    match enforced_limit {
+        Some(limit) => super::runs::set_budget(&mut *conn, s.org_id, limit, now).await?,
+        None => {
+            super::api_keys::clear_budget(&mut *conn, s.org_id).await?;
+        }
+    }
+    Ok(())
+}

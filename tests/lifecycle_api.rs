@@ -1,0 +1,173 @@
+//! The life-cycle routes over a real port: settings (every key, 422 naming the field, nothing
+//! written), reject with a required reason, approve with edited arguments (422 naming
+//! `arguments`; re-hashed), suggestions shown/dismiss (reason required, another org → 404).
+
+mod api_support;
+mod common;
+
+use agentd::api::Role;
+use api_support::Api;
+use chrono::Duration;
+use serde_json::json;
+
+#[tokio::test]
+async fn settings_approvals_and_suggestions_over_http() {
+    let api = Api::start().await;
+    let (org, admin) = api.org("acme", Role::Admin).await;
+    let (other, other_key) = api.org("other", Role::Admin).await;
+    let k = Some(admin.as_str());
+
+    // Settings: each bad key is a 422 naming it, and nothing is written.
+    for (body, field) in [
+        (json!({"timezone": "Nowhere/City"}), "timezone"),
+        (json!({"nightly_hour": -1}), "nightly_hour"),
+        (json!({"approval_ttl_secs": 99999999}), "approval_ttl_secs"),
+        (
+            json!({"cost_cap_cents": 5, "model": "unpriced"}),
+            "cost_cap_cents",
+        ),
+    ] {
+        let r = api
+            .call("PATCH", "/v1/settings", k, Some(body.clone()))
+            .await;
+        r.problem_in(&body.to_string(), 422, Some(field));
+    }
+    let r = api.call("GET", "/v1/settings", k, None).await;
+    assert_eq!(
+        (r.body["timezone"].as_str(), r.body["nightly_hour"].as_i64()),
+        (Some("UTC"), Some(2))
+    );
+    let r = api
+        .call(
+            "PATCH",
+            "/v1/settings",
+            k,
+            Some(
+                json!({"timezone": "Asia/Tokyo", "nightly_hour": 4, "approval_ttl_secs": 86400,
+                        "repropose_expired": true, "auto_create": false, "model": "gpt-4o-mini",
+                        "cost_cap_cents": 60, "monthly_token_budget": 2000000}),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["timezone"], "Asia/Tokyo");
+    assert_eq!(
+        r.body["effective_token_limit"], 1_000_000,
+        "60 cents at 60 cents per million"
+    );
+    assert_eq!(r.body["monthly_token_budget"], 2_000_000);
+    assert_eq!(r.body["auto_create"], false);
+
+    // Approvals: summary and TTL of the org; reject needs a reason.
+    let doc = api.doc(org, "invoice.txt").await;
+    let rej = api
+        .propose(
+            org,
+            json!({"document_id": doc, "metadata": {"a": 1}}),
+            Duration::hours(1),
+        )
+        .await;
+    let r = api
+        .call("GET", &format!("/v1/approvals/{rej}"), k, None)
+        .await;
+    assert_eq!(
+        r.body["summary"], "Update document 'invoice.txt': metadata",
+        "{}",
+        r.body
+    );
+    assert_eq!(r.body["edited"], false);
+    let created =
+        chrono::DateTime::parse_from_rfc3339(r.body["created_at"].as_str().unwrap()).unwrap();
+    let expires =
+        chrono::DateTime::parse_from_rfc3339(r.body["expires_at"].as_str().unwrap()).unwrap();
+    assert_eq!(expires - created, Duration::days(1), "the org's TTL");
+    let path = format!("/v1/approvals/{rej}/reject");
+    api.call("POST", &path, k, None)
+        .await
+        .problem(422, Some("reason"));
+    api.call("POST", &path, k, Some(json!({"reason": " "})))
+        .await
+        .problem(422, Some("reason"));
+    // Another org's approval is 404 whatever the body.
+    api.call("POST", &path, Some(other_key.as_str()), None)
+        .await
+        .problem(404, None);
+    let r = api
+        .call("POST", &path, k, Some(json!({"reason": "wrong vendor"})))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["approval"]["decision_reason"], "wrong vendor");
+
+    // Approve with edited arguments.
+    let ed = api
+        .propose(
+            org,
+            json!({"document_id": doc, "metadata": {"a": 1}}),
+            Duration::hours(1),
+        )
+        .await;
+    let path = format!("/v1/approvals/{ed}/approve");
+    let r = api
+        .call(
+            "POST",
+            &path,
+            k,
+            Some(json!({"arguments": {"metadata": "x"}})),
+        )
+        .await;
+    r.problem(422, Some("arguments"));
+    let r = api
+        .call(
+            "POST",
+            &path,
+            k,
+            Some(json!({"arguments": {"metadata": {"a": 2}}})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["approval"]["status"], "executed");
+    assert_eq!(r.body["approval"]["edited"], true);
+    assert_eq!(
+        r.body["approval"]["action"]["args"],
+        json!({"document_id": doc, "metadata": {"a": 2}})
+    );
+
+    // Suggestions.
+    let sid = uuid::Uuid::now_v7();
+    sqlx::query("INSERT INTO suggestions (id, org_id, kind, subject, night, title, message) VALUES ($1, $2, 'other', '', '2026-01-01', 't', 'm')")
+        .bind(sid).bind(org).execute(&api.db.pool).await.unwrap();
+    let _ = other;
+    api.call(
+        "POST",
+        &format!("/v1/suggestions/{sid}/shown"),
+        Some(other_key.as_str()),
+        None,
+    )
+    .await
+    .problem(404, None);
+    let r = api
+        .call("POST", &format!("/v1/suggestions/{sid}/shown"), k, None)
+        .await;
+    assert_eq!(r.body["state"], "shown", "{}", r.body);
+    api.call("POST", &format!("/v1/suggestions/{sid}/dismiss"), k, None)
+        .await
+        .problem(422, Some("reason"));
+    let r = api
+        .call(
+            "POST",
+            &format!("/v1/suggestions/{sid}/dismiss"),
+            k,
+            Some(json!({"reason": "not useful"})),
+        )
+        .await;
+    assert_eq!(
+        (r.body["state"].as_str(), r.body["status_reason"].as_str()),
+        (Some("dismissed"), Some("not useful"))
+    );
+    let r = api
+        .call("POST", &format!("/v1/suggestions/{sid}/shown"), k, None)
+        .await;
+    r.problem(409, None);
+    let r = api.call("GET", "/v1/suggestions", k, None).await;
+    assert_eq!(r.body["items"][0]["state"], "dismissed", "{}", r.body);
+}
