@@ -8,7 +8,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 /// The job kinds agentd knows, with the job files built into the binary.
-pub const BUILTIN: [(&str, &str); 3] = [
+pub const BUILTIN: [(&str, &str); 4] = [
     ("auto_create", include_str!("../jobs/auto_create.toml")),
     (
         "proactive_suggestion",
@@ -18,7 +18,14 @@ pub const BUILTIN: [(&str, &str); 3] = [
         "approval_expiry",
         include_str!("../jobs/approval_expiry.toml"),
     ),
+    (
+        "webhook_delivery",
+        include_str!("../jobs/webhook_delivery.toml"),
+    ),
 ];
+
+/// Kinds whose jobs do not run the agent: their files have no `[agent]` section.
+pub const WITHOUT_AGENT: [&str; 1] = ["webhook_delivery"];
 
 /// A job file that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -103,6 +110,16 @@ fn default_expiring_notice_secs() -> u64 {
     3600
 }
 
+/// Webhook delivery settings (`jobs/webhook_delivery.toml`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookSpec {
+    /// A delivery that has not answered after this long fails (and is retried).
+    pub request_timeout_secs: u64,
+    /// Most subscriptions per org.
+    pub max_per_org: u32,
+}
+
 /// Tool policy: per category, with per-tool overrides.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -154,6 +171,39 @@ pub struct AgentSpec {
     pub policy: PolicySpec,
 }
 
+impl Default for AgentSpec {
+    /// The agent of a kind that runs none: no tools, nothing to say.
+    fn default() -> Self {
+        Self {
+            model: String::new(),
+            max_rounds: 1,
+            max_tool_calls: 1,
+            max_tokens: 1,
+            deadline_secs: 1,
+            max_refinements: 0,
+            cleanup_on_failure: false,
+            excerpt_chars: 100,
+            approval_ttl_secs: 1,
+            max_suggestions: None,
+            read_other_documents: false,
+            off_subject: PolicyDecision::Deny,
+            max_failed_extractions: three(),
+            max_nudges: default_max_nudges(),
+            max_repeats: default_max_repeats(),
+            guided: false,
+            tools: Vec::new(),
+            system_prompt: String::new(),
+            first_message: String::new(),
+            policy: PolicySpec {
+                read: PolicyDecision::Deny,
+                write: PolicyDecision::Deny,
+                destructive: PolicyDecision::Deny,
+                tools: BTreeMap::new(),
+            },
+        }
+    }
+}
+
 fn default_max_nudges() -> u32 {
     2
 }
@@ -172,6 +222,10 @@ pub struct JobSpec {
     pub schedule: Option<ScheduleSpec>,
     #[serde(default)]
     pub sweep: Option<SweepSpec>,
+    #[serde(default)]
+    pub webhook: Option<WebhookSpec>,
+    /// Absent (an agent that offers no tools) for the kinds in [`WITHOUT_AGENT`].
+    #[serde(default)]
     pub agent: AgentSpec,
 }
 
@@ -217,7 +271,8 @@ impl Catalog {
                 return Err(CatalogError {
                     file: path.display().to_string(),
                     message: format!(
-                        "unknown job kind `{stem}` (known: auto_create, proactive_suggestion, approval_expiry)"
+                        "unknown job kind `{stem}` (known: {})",
+                        BUILTIN.map(|(k, _)| k).join(", ")
                     ),
                 });
             }
@@ -252,6 +307,12 @@ pub fn parse(
         file: file.to_string(),
         message,
     };
+    let has_agent = toml::from_str::<toml::Table>(text).is_ok_and(|t| t.contains_key("agent"));
+    if has_agent && WITHOUT_AGENT.contains(&kind) {
+        return Err(err(format!(
+            "agent: kind {kind} runs no agent; remove the [agent] section"
+        )));
+    }
     let spec: JobSpec = toml::from_str(text).map_err(|e| {
         let line = e
             .span()
@@ -265,17 +326,46 @@ pub fn parse(
             spec.kind
         )));
     }
+    if WITHOUT_AGENT.contains(&kind) {
+        validate_queue(&spec).map_err(err)?;
+        if kind == "webhook_delivery" {
+            let w = spec
+                .webhook
+                .as_ref()
+                .ok_or_else(|| err("webhook: missing section [webhook]".into()))?;
+            if w.request_timeout_secs == 0 || w.request_timeout_secs >= spec.queue.timeout_secs {
+                return Err(err(format!(
+                    "webhook.request_timeout_secs must be ≥ 1 and below queue.timeout_secs ({}) (got {})",
+                    spec.queue.timeout_secs, w.request_timeout_secs
+                )));
+            }
+            if w.max_per_org == 0 {
+                return Err(err("webhook.max_per_org must be ≥ 1 (got 0)".into()));
+            }
+        }
+        return Ok(spec);
+    }
+    if !has_agent {
+        return Err(err("agent: missing section [agent]".into()));
+    }
+    if spec.webhook.is_some() {
+        return Err(err(format!(
+            "webhook: only webhook_delivery takes a [webhook] section (this is {kind})"
+        )));
+    }
     validate(&spec, known_tools).map_err(err)?;
     Ok(spec)
 }
 
-fn validate(spec: &JobSpec, known_tools: &[&str]) -> Result<(), String> {
-    fn at_least(key: &str, v: u64, min: u64) -> Result<(), String> {
-        if v < min {
-            return Err(format!("{key} must be ≥ {min} (got {v})"));
-        }
-        Ok(())
+fn at_least(key: &str, v: u64, min: u64) -> Result<(), String> {
+    if v < min {
+        return Err(format!("{key} must be ≥ {min} (got {v})"));
     }
+    Ok(())
+}
+
+/// The `[queue]` and `[schedule]` sections.
+fn validate_queue(spec: &JobSpec) -> Result<(), String> {
     let q = &spec.queue;
     at_least("queue.concurrency", q.concurrency.into(), 1)?;
     at_least("queue.max_attempts", q.max_attempts.max(0) as u64, 1)?;
@@ -295,15 +385,21 @@ fn validate(spec: &JobSpec, known_tools: &[&str]) -> Result<(), String> {
             s.cron
         ));
     }
+    use crate::config::{TimeUnit, duration_at_most};
+    duration_at_most("queue.backoff_base_ms", q.backoff_base_ms, TimeUnit::Millis)?;
+    duration_at_most("queue.backoff_max_ms", q.backoff_max_ms, TimeUnit::Millis)?;
+    duration_at_most("queue.timeout_secs", q.timeout_secs, TimeUnit::Secs)?;
+    Ok(())
+}
+
+fn validate(spec: &JobSpec, known_tools: &[&str]) -> Result<(), String> {
+    validate_queue(spec)?;
     if let Some(s) = &spec.sweep {
         at_least("sweep.batch", s.batch.into(), 1)?;
     }
     let a = &spec.agent;
     {
         use crate::config::{TimeUnit, duration_at_most};
-        duration_at_most("queue.backoff_base_ms", q.backoff_base_ms, TimeUnit::Millis)?;
-        duration_at_most("queue.backoff_max_ms", q.backoff_max_ms, TimeUnit::Millis)?;
-        duration_at_most("queue.timeout_secs", q.timeout_secs, TimeUnit::Secs)?;
         duration_at_most("agent.deadline_secs", a.deadline_secs, TimeUnit::Secs)?;
         duration_at_most(
             "agent.approval_ttl_secs",

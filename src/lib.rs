@@ -18,6 +18,7 @@
 //!   retention and erasure.
 //! - [`tools`]: the registry (the one chokepoint) and every tool; a run's subject scope.
 //! - [`approvals`]: pending actions with snapshot hashes; the expiry sweep.
+//! - [`webhooks`]: event delivery to subscribers (signing, the HTTP send).
 //! - [`store`]: all domain SQL, scoped by org.
 //! - [`app`], [`config`], [`catalog`], [`db`], [`clock`]: wiring, settings, job files, pool,
 //!   time.
@@ -44,6 +45,7 @@ pub mod pii;
 pub mod queue;
 pub mod store;
 pub mod tools;
+pub mod webhooks;
 
 /// The names of every tool the registry knows (the job files are validated against it).
 pub fn known_tool_names() -> Vec<&'static str> {

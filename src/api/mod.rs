@@ -9,11 +9,13 @@ pub mod bench;
 mod console_routes;
 mod documents;
 pub mod error;
+pub mod events;
 pub mod extract;
 mod jobs;
 mod reads;
 mod settings;
 mod suggestions;
+mod webhooks;
 
 use crate::app::App;
 use axum::Router;
@@ -33,6 +35,10 @@ pub use auth::{Role, create_key, hash_key};
 #[derive(Clone)]
 pub struct ApiState {
     pub app: App,
+    /// Wakes event streams (one LISTEN per process).
+    pub events: events::EventWaker,
+    /// Cancelled when the server stops: open event streams end.
+    pub shutdown: CancellationToken,
 }
 
 /// Body limit of every route but document upload.
@@ -49,11 +55,14 @@ pub const MAX_BODY: usize = 64 * 1024;
         console_routes::me, console_routes::queue, console_routes::retry, console_routes::runs,
         jobs::create, jobs::get,
         settings::get, settings::patch,
+        events::list, events::stream,
+        webhooks::create, webhooks::list, webhooks::delete,
     ),
     components(schemas(
         documents::NewDocument, documents::CreatedDocument, documents::DocumentItem,
         approvals::DecisionBody, approvals::RejectBody, suggestions::DismissBody, jobs::NewJobRequest, jobs::EnqueuedJob,
         settings::Settings, crate::org_settings::Patch,
+        webhooks::NewWebhookRequest, crate::store::webhooks::WebhookRow,
     )),
     modifiers(&BearerAuth),
 )]
@@ -95,11 +104,13 @@ async fn no_stray_query(
     next: middleware::Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    const LISTS: [&str; 4] = [
+    const LISTS: [&str; 6] = [
         "/v1/documents",
         "/v1/approvals",
         "/v1/suggestions",
         "/v1/runs",
+        "/v1/events",
+        "/v1/events/stream",
     ];
     let takes_query = req.method() == axum::http::Method::GET && LISTS.contains(&req.uri().path());
     if !takes_query && let Some(q) = req.uri().query().filter(|q| !q.is_empty()) {
@@ -122,7 +133,16 @@ async fn no_stray_query(
 
 /// The `/v1` routes (authenticated, except the OpenAPI document).
 pub fn router(app: App) -> Router {
-    let state = ApiState { app };
+    router_until(app, CancellationToken::new())
+}
+
+/// [`router`] whose event streams end when `stop` is cancelled.
+pub fn router_until(app: App, stop: CancellationToken) -> Router {
+    let state = ApiState {
+        app,
+        events: events::EventWaker::default(),
+        shutdown: stop,
+    };
     Router::new()
         .route("/v1/openapi.json", get(openapi_json))
         .route(
@@ -150,6 +170,10 @@ pub fn router(app: App) -> Router {
         .route("/v1/jobs", post(jobs::create))
         .route("/v1/jobs/{id}", get(jobs::get))
         .route("/v1/settings", get(settings::get).patch(settings::patch))
+        .route("/v1/events", get(events::list))
+        .route("/v1/events/stream", get(events::stream))
+        .route("/v1/webhooks", get(webhooks::list).post(webhooks::create))
+        .route("/v1/webhooks/{id}", axum::routing::delete(webhooks::delete))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(no_stray_query))
@@ -193,7 +217,7 @@ pub async fn serve(
         kinds: app.catalog.kinds.keys().cloned().collect(),
     };
     tokio::spawn(purge_idempotency_keys(app.clone(), stop.clone()));
-    let router = router(app)
+    let router = router_until(app, stop.clone())
         .merge(crate::http::router(health))
         .merge(crate::console::router());
     axum::serve(listener, router)

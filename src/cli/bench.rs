@@ -38,6 +38,8 @@ pub enum BenchPart {
     Api(crate::api::bench::ApiBenchCmd),
     /// Redaction of personal data: µs per KB, detector precision and recall.
     Redact(BenchOpts),
+    /// Events written per second, and delivered per second to a local webhook receiver.
+    Events(crate::webhooks::bench::EventsBenchCmd),
 }
 
 /// Options shared by every part.
@@ -82,6 +84,7 @@ pub async fn run(app: &App, cmd: BenchCmd) -> anyhow::Result<()> {
     use Part::*;
     let (o, parts): (BenchOpts, Vec<Part>) = match cmd.part {
         BenchPart::Api(c) => return crate::api::bench::run(app, c).await,
+        BenchPart::Events(c) => return crate::webhooks::bench::run(app, c).await,
         BenchPart::All(o) => (
             o,
             vec![

@@ -4,6 +4,7 @@
 pub mod approval_expiry;
 pub mod auto_create;
 pub mod proactive;
+pub mod webhook_delivery;
 
 use crate::agent::RunError;
 use crate::app::App;
@@ -28,6 +29,10 @@ pub fn handlers(app: &App) -> BTreeMap<String, Arc<dyn JobHandler>> {
     m.insert(
         "approval_expiry".into(),
         Arc::new(approval_expiry::ApprovalExpiry { app: app.clone() }),
+    );
+    m.insert(
+        "webhook_delivery".into(),
+        Arc::new(webhook_delivery::WebhookDelivery::new(app)),
     );
     m
 }

@@ -198,3 +198,33 @@ pub async fn list_after<'e, E: PgExecutor<'e>>(
     }
     Ok(rows.into_iter().filter_map(|r| r.1).collect())
 }
+
+/// One event of `org_id` by id (visible or not to a cursor yet).
+pub async fn get<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    id: i64,
+) -> Result<Option<EventRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, org_id, type, subject_id, occurred_at, payload FROM agentd_events
+          WHERE org_id = $1 AND id = $2",
+    )
+    .bind(org_id)
+    .bind(id)
+    .fetch_optional(exec)
+    .await
+}
+
+/// The id of the org's last readable event in stream order (0: none): a stream that starts
+/// "from now" starts after it.
+pub async fn stream_end<'e, E: PgExecutor<'e>>(exec: E, org_id: Uuid) -> Result<i64, sqlx::Error> {
+    let id: Option<i64> = sqlx::query_scalar(
+        "SELECT id FROM agentd_events
+          WHERE org_id = $1 AND tx < pg_snapshot_xmin(pg_current_snapshot())
+          ORDER BY tx DESC, id DESC LIMIT 1",
+    )
+    .bind(org_id)
+    .fetch_optional(exec)
+    .await?;
+    Ok(id.unwrap_or(0))
+}

@@ -22,3 +22,4 @@ pub mod status;
 pub mod subject;
 pub mod suggestions;
 pub mod tags;
+pub mod webhooks;

@@ -359,8 +359,10 @@ pub async fn set_budget<'e, E: PgExecutor<'e>>(
     Ok(())
 }
 
-/// Adds used tokens atomically (rolling the period over when a new month starts). Returns
-/// `Some((used, limit))` exactly once per period, when use first crosses 80% of the limit.
+/// Adds used tokens atomically (rolling the period over when a new month starts). Writes one
+/// `budget.threshold` event per threshold (80 % and 100 % of the limit) and month, on `conn`
+/// (the caller's transaction). Returns `Some((used, limit))` exactly once per period, when use
+/// first crosses 80% of the limit.
 pub async fn charge_budget(
     conn: &mut PgConnection,
     org_id: Uuid,
@@ -386,16 +388,61 @@ pub async fn charge_budget(
     if used * 5 < limit * 4 {
         return Ok(None);
     }
-    // The row is locked by the update above until commit: only one run flips the flag.
-    let first: Option<i32> = sqlx::query_scalar(
-        "UPDATE org_budgets SET warned_period = $2
-          WHERE org_id = $1 AND warned_period IS DISTINCT FROM $2 RETURNING 1",
+    // The row is locked by the update above until commit: only one run flips each flag.
+    let flipped: Option<(bool, bool)> = sqlx::query_as(
+        "WITH old AS (SELECT warned_period, warned_full_period FROM org_budgets WHERE org_id = $1)
+         UPDATE org_budgets b SET warned_period = $2,
+                warned_full_period = CASE WHEN $3 THEN $2 ELSE b.warned_full_period END
+           FROM old
+          WHERE b.org_id = $1
+            AND (old.warned_period IS DISTINCT FROM $2
+                 OR ($3 AND old.warned_full_period IS DISTINCT FROM $2))
+      RETURNING old.warned_period IS DISTINCT FROM $2,
+                $3 AND old.warned_full_period IS DISTINCT FROM $2",
     )
     .bind(org_id)
     .bind(period)
+    .bind(used >= limit)
     .fetch_optional(&mut *conn)
     .await?;
-    Ok(first.map(|_| (used, limit)))
+    let (eighty, full) = flipped.unwrap_or((false, false));
+    for (pct, crossed) in [(80, eighty), (100, full)] {
+        if crossed {
+            threshold_event(conn, org_id, pct, used, limit, period, now).await?;
+        }
+    }
+    Ok(eighty.then_some((used, limit)))
+}
+
+/// `budget.threshold` for `pct` % of the org's budget in the month starting `period`.
+async fn threshold_event(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    pct: i64,
+    used: i64,
+    limit: i64,
+    period: chrono::NaiveDate,
+    now: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    use super::events::{EventType, NewEvent, emit};
+    let payload = serde_json::json!({
+        "threshold_percent": pct, "tokens_used": used, "monthly_limit": limit,
+        "period_start": period,
+    });
+    let key = format!("budget.threshold:{org_id}:{period}:{pct}");
+    emit(
+        conn,
+        &NewEvent {
+            org_id,
+            kind: EventType::BudgetThreshold,
+            subject_id: None,
+            occurred_at: now,
+            payload: &payload,
+            dedupe_key: Some(&key),
+        },
+    )
+    .await?;
+    Ok(())
 }
 
 /// The next free checkpoint sequence number of a run.

@@ -95,7 +95,27 @@ pub async fn create(
     .fetch_optional(&mut *conn)
     .await?;
     match id {
-        Some(id) => Ok(Created::New(id)),
+        Some(id) => {
+            let payload = serde_json::json!({
+                "suggestion_id": id, "kind": s.kind, "document_id": s.document_id,
+                "run_id": run_id, "night": s.night,
+                "has_action": s.proposed_action.is_some(),
+            });
+            let key = format!("suggestion.created:{id}");
+            super::events::emit(
+                conn,
+                &super::events::NewEvent {
+                    org_id,
+                    kind: super::events::EventType::SuggestionCreated,
+                    subject_id: Some(id),
+                    occurred_at: now,
+                    payload: &payload,
+                    dedupe_key: Some(&key),
+                },
+            )
+            .await?;
+            Ok(Created::New(id))
+        }
         None => find(conn, org_id, s.kind, &subject, s.night)
             .await?
             .map(Created::Duplicate)

@@ -1,0 +1,216 @@
+//! `GET /v1/events` (a cursor over the org's events) and `GET /v1/events/stream` (the same
+//! stream as Server-Sent Events: `id:` is the event id, `Last-Event-ID` resumes, comments keep
+//! the connection alive). Streams wake on the `agentd_events` NOTIFY of the dispatcher trigger
+//! (migration 0042) and poll every second anyway: an event becomes readable only once no older
+//! transaction is still running (`store::events::list_after`), which a NOTIFY does not announce.
+
+use super::ApiState;
+use super::auth::Caller;
+use super::error::{ApiResult, Problem, ok};
+use super::extract::parse_query;
+use crate::store::events::{self, EventRow, ReadError};
+use crate::webhooks::event_json;
+use axum::extract::{RawQuery, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use serde::Deserialize;
+use sqlx::PgPool;
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use utoipa::IntoParams;
+use uuid::Uuid;
+
+/// Most events per page (and per read of a stream).
+pub const MAX_LIMIT: i64 = 1000;
+/// How often a stream re-reads without a NOTIFY.
+const POLL: Duration = Duration::from_secs(1);
+/// How often an idle stream sends a keep-alive comment.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// Query of `GET /v1/events`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    /// The id of the last event seen (`next_after` of the previous page); 0 or absent: from the
+    /// start.
+    pub after: Option<i64>,
+    /// 1–1000 (default 100).
+    pub limit: Option<i64>,
+}
+
+/// Query of `GET /v1/events/stream`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct StreamQuery {
+    /// Start after this event (the `Last-Event-ID` header wins). Absent: only new events.
+    pub after: Option<i64>,
+}
+
+fn read_error(e: ReadError, field: &str) -> Problem {
+    match e {
+        ReadError::UnknownCursor(_) => Problem::bad_request(field, e.to_string()),
+        ReadError::Db(d) => Problem::from(d),
+    }
+}
+
+/// A page of the org's events after a cursor, in stream order.
+#[utoipa::path(get, path = "/v1/events", tag = "events", params(EventsQuery),
+    responses((status = 200, body = Object, description = "`{events: [{id, org_id, type, created_at, subject_id, payload}], next_after}`"),
+        (status = 400)), security(("bearer" = [])))]
+pub async fn list(State(s): State<ApiState>, caller: Caller, RawQuery(q): RawQuery) -> ApiResult {
+    let q: EventsQuery = parse_query(q.as_deref())?;
+    let after = q.after.unwrap_or(0);
+    if after < 0 {
+        return Err(Problem::bad_request(
+            "after",
+            format!("after must be an event id ≥ 0 (got {after})"),
+        ));
+    }
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(Problem::bad_request(
+            "limit",
+            format!("limit must be 1–{MAX_LIMIT} (got {limit})"),
+        ));
+    }
+    let rows = events::list_after(&s.app.pool, caller.org_id, after, &[], limit)
+        .await
+        .map_err(|e| read_error(e, "after"))?;
+    let next_after = rows.last().map_or(after, |e| e.id);
+    let events: Vec<_> = rows.iter().map(event_json).collect();
+    ok(&serde_json::json!({"events": events, "next_after": next_after}))
+}
+
+/// Wakes streams when events commit: one LISTEN per process, started by the first stream.
+#[derive(Clone, Default)]
+pub struct EventWaker {
+    rx: std::sync::Arc<std::sync::OnceLock<watch::Receiver<u64>>>,
+}
+
+impl EventWaker {
+    fn subscribe(&self, pool: &PgPool, stop: &CancellationToken) -> watch::Receiver<u64> {
+        self.rx
+            .get_or_init(|| {
+                let (tx, rx) = watch::channel(0u64);
+                tokio::spawn(listen(pool.clone(), tx, stop.clone()));
+                rx
+            })
+            .clone()
+    }
+}
+
+async fn listen(pool: PgPool, tx: watch::Sender<u64>, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            r = listen_once(&pool, &tx) => if let Err(e) = r {
+                tracing::warn!(error = %e, "events LISTEN failed; streams poll until it is back");
+            },
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+}
+
+async fn listen_once(pool: &PgPool, tx: &watch::Sender<u64>) -> Result<(), sqlx::Error> {
+    let mut l = sqlx::postgres::PgListener::connect_with(pool).await?;
+    l.listen("agentd_events").await?;
+    loop {
+        l.recv().await?;
+        tx.send_modify(|n| *n += 1);
+    }
+}
+
+struct Cursor {
+    pool: PgPool,
+    org: Uuid,
+    after: i64,
+    buf: VecDeque<EventRow>,
+    wake: watch::Receiver<u64>,
+    stop: CancellationToken,
+}
+
+fn sse_event(e: &EventRow) -> Event {
+    Event::default()
+        .id(e.id.to_string())
+        .event(e.kind.as_str())
+        .data(event_json(e).to_string())
+}
+
+/// The org's events as Server-Sent Events, from `Last-Event-ID` (or `after`), else from now.
+#[utoipa::path(get, path = "/v1/events/stream", tag = "events", params(StreamQuery,
+        ("Last-Event-ID" = Option<i64>, Header, description = "Resume after this event id")),
+    responses((status = 200, body = String, content_type = "text/event-stream",
+        description = "`id:` event id, `event:` type, `data:` the event as in GET /v1/events; `:` comments keep alive"),
+        (status = 400)), security(("bearer" = [])))]
+pub async fn stream(
+    State(s): State<ApiState>,
+    caller: Caller,
+    headers: HeaderMap,
+    RawQuery(q): RawQuery,
+) -> Result<Sse<impl futures::Stream<Item = Result<Event, Infallible>>>, Problem> {
+    let q: StreamQuery = parse_query(q.as_deref())?;
+    let pool = s.app.pool.clone();
+    let org = caller.org_id;
+    let (after, field) = match headers.get("last-event-id") {
+        Some(v) => {
+            let id = v.to_str().ok().and_then(|v| v.trim().parse::<i64>().ok());
+            match id {
+                Some(id) if id >= 0 => (id, "Last-Event-ID"),
+                _ => {
+                    return Err(Problem::bad_request(
+                        "Last-Event-ID",
+                        "Last-Event-ID must be an event id (a number ≥ 0)",
+                    ));
+                }
+            }
+        }
+        None => match q.after {
+            Some(a) if a < 0 => {
+                return Err(Problem::bad_request("after", "after must be ≥ 0"));
+            }
+            Some(a) => (a, "after"),
+            None => (events::stream_end(&pool, org).await?, "after"),
+        },
+    };
+    // A bad cursor is refused before the stream starts.
+    let first = events::list_after(&pool, org, after, &[], MAX_LIMIT)
+        .await
+        .map_err(|e| read_error(e, field))?;
+    let cur = Cursor {
+        wake: s.events.subscribe(&pool, &s.shutdown),
+        pool,
+        org,
+        after,
+        buf: first.into(),
+        stop: s.shutdown.clone(),
+    };
+    let stream = futures::stream::unfold(cur, |mut c| async move {
+        loop {
+            if let Some(e) = c.buf.pop_front() {
+                c.after = e.id;
+                return Some((Ok::<Event, Infallible>(sse_event(&e)), c));
+            }
+            tokio::select! {
+                _ = c.stop.cancelled() => return None,
+                r = c.wake.changed() => if r.is_err() {
+                    tokio::time::sleep(POLL).await;
+                },
+                _ = tokio::time::sleep(POLL) => {}
+            }
+            match events::list_after(&c.pool, c.org, c.after, &[], MAX_LIMIT).await {
+                Ok(rows) => c.buf.extend(rows),
+                Err(e) => {
+                    tracing::warn!(error = %e, org_id = %c.org, "event stream read failed; closing it (the client resumes with Last-Event-ID)");
+                    return None;
+                }
+            }
+        }
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+}

@@ -1,0 +1,92 @@
+//! `POST /v1/webhooks`, `GET /v1/webhooks`, `DELETE /v1/webhooks/{id}` (admin): the org's
+//! webhook subscriptions. Deliveries are `webhook_delivery` jobs (see `crate::webhooks`).
+
+use super::ApiState;
+use super::auth::{Caller, Role};
+use super::error::{ApiResult, Problem, json_response, ok};
+use super::extract::{JsonBody, uuid_id};
+use crate::store::webhooks::{self, NewWebhook, WebhookRow};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+/// A subscription to make.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewWebhookRequest {
+    /// Where to POST events: an absolute http(s) URL.
+    pub url: String,
+    /// Event types to deliver, e.g. `["proposal.ready", "approval.created"]`.
+    pub events: Vec<String>,
+    /// 16–256 printable characters; signs every delivery (never shown again).
+    pub secret: String,
+}
+
+/// Subscribe a URL to event types.
+#[utoipa::path(post, path = "/v1/webhooks", tag = "webhooks", request_body = NewWebhookRequest,
+    responses((status = 201, body = WebhookRow), (status = 403), (status = 409), (status = 422)),
+    security(("bearer" = [])))]
+pub async fn create(
+    State(s): State<ApiState>,
+    caller: Caller,
+    JsonBody(r): JsonBody<NewWebhookRequest>,
+) -> ApiResult {
+    caller.require(Role::Admin)?;
+    crate::webhooks::validate_url(&r.url).map_err(|m| Problem::invalid("url", m))?;
+    crate::webhooks::validate_events(&r.events).map_err(|(i, m)| match i {
+        Some(i) => Problem::invalid(format!("events[{i}]"), m),
+        None => Problem::invalid("events", m),
+    })?;
+    crate::webhooks::validate_secret(&r.secret).map_err(|m| Problem::invalid("secret", m))?;
+    let app = &s.app;
+    let spec = app.spec("webhook_delivery");
+    let max = spec.webhook.as_ref().map_or(20, |w| w.max_per_org);
+    if webhooks::count(&app.pool, caller.org_id).await? >= i64::from(max) {
+        return Err(Problem::conflict(format!(
+            "this org has {max} webhooks, the most allowed (webhook.max_per_org); delete one first"
+        )));
+    }
+    let row = webhooks::insert(
+        &app.pool,
+        &NewWebhook {
+            org_id: caller.org_id,
+            url: &r.url,
+            events: &r.events,
+            secret: &r.secret,
+            max_attempts: spec.queue.max_attempts,
+            priority: spec.queue.priority,
+            now: app.clock.now(),
+        },
+    )
+    .await?;
+    Ok(json_response(StatusCode::CREATED, &row))
+}
+
+/// The org's subscriptions (without their secrets).
+#[utoipa::path(get, path = "/v1/webhooks", tag = "webhooks",
+    responses((status = 200, body = Object, description = "`{webhooks: [...]}`"), (status = 403)),
+    security(("bearer" = [])))]
+pub async fn list(State(s): State<ApiState>, caller: Caller) -> ApiResult {
+    caller.require(Role::Admin)?;
+    let rows = webhooks::list(&s.app.pool, caller.org_id).await?;
+    ok(&serde_json::json!({ "webhooks": rows }))
+}
+
+/// Delete a subscription; deliveries already queued for it end without sending.
+#[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks", params(("id" = uuid::Uuid, Path)),
+    responses((status = 204), (status = 403), (status = 404)), security(("bearer" = [])))]
+pub async fn delete(
+    State(s): State<ApiState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult {
+    caller.require(Role::Admin)?;
+    let id = uuid_id(&id)?;
+    if webhooks::delete(&s.app.pool, caller.org_id, id).await? {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(Problem::not_found("webhook", id))
+    }
+}

@@ -1,0 +1,101 @@
+//! SQL for webhook subscriptions (`agentd_webhooks`, migration 0042), org-scoped: another org's
+//! id is "not found". The secret is written here and read only by the delivery job.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgExecutor;
+use uuid::Uuid;
+
+/// A subscription as the API shows it (never the secret).
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow, utoipa::ToSchema)]
+pub struct WebhookRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub url: String,
+    pub events: Vec<String>,
+    pub max_attempts: i32,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A subscription to store.
+pub struct NewWebhook<'a> {
+    pub org_id: Uuid,
+    pub url: &'a str,
+    pub events: &'a [String],
+    pub secret: &'a str,
+    pub max_attempts: i32,
+    pub priority: i16,
+    pub now: DateTime<Utc>,
+}
+
+/// Stores a subscription; returns it.
+pub async fn insert<'e, E: PgExecutor<'e>>(
+    exec: E,
+    w: &NewWebhook<'_>,
+) -> Result<WebhookRow, sqlx::Error> {
+    sqlx::query_as(
+        "INSERT INTO agentd_webhooks (id, org_id, url, events, secret, max_attempts, priority, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         RETURNING id, org_id, url, events, max_attempts, created_at",
+    )
+    .bind(Uuid::now_v7())
+    .bind(w.org_id)
+    .bind(w.url)
+    .bind(w.events)
+    .bind(w.secret)
+    .bind(w.max_attempts)
+    .bind(w.priority)
+    .bind(w.now)
+    .fetch_one(exec)
+    .await
+}
+
+/// The org's subscriptions, oldest first.
+pub async fn list<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+) -> Result<Vec<WebhookRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, org_id, url, events, max_attempts, created_at FROM agentd_webhooks
+          WHERE org_id = $1 ORDER BY created_at, id",
+    )
+    .bind(org_id)
+    .fetch_all(exec)
+    .await
+}
+
+/// How many subscriptions the org has.
+pub async fn count<'e, E: PgExecutor<'e>>(exec: E, org_id: Uuid) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("SELECT count(*) FROM agentd_webhooks WHERE org_id = $1")
+        .bind(org_id)
+        .fetch_one(exec)
+        .await
+}
+
+/// Deletes a subscription of the org; false when the org has none with this id. Deliveries
+/// already queued for it end without sending.
+pub async fn delete<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    id: Uuid,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query("DELETE FROM agentd_webhooks WHERE org_id = $1 AND id = $2")
+        .bind(org_id)
+        .bind(id)
+        .execute(exec)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Where and how to send: `(url, secret)` of the org's subscription `id`.
+pub async fn target<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    id: Uuid,
+) -> Result<Option<(String, String)>, sqlx::Error> {
+    sqlx::query_as("SELECT url, secret FROM agentd_webhooks WHERE org_id = $1 AND id = $2")
+        .bind(org_id)
+        .bind(id)
+        .fetch_optional(exec)
+        .await
+}

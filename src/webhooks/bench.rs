@@ -1,0 +1,246 @@
+//! `agentd bench events`: events written per second (one event per transaction, 8 writers)
+//! without and with a webhook subscription (the dispatcher trigger's cost), and deliveries per
+//! second to a local receiver through `webhook_delivery` jobs, against the same receiver driven
+//! by plain signed POSTs at the same concurrency (the baseline, measured in the same run).
+//! Figures, not a test: nothing here asserts a speed.
+
+use crate::app::{App, WorkerArgs};
+use crate::store::events::{self, EventType, NewEvent};
+use clap::Args;
+use serde_json::json;
+use sqlx::PgPool;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// Options of `agentd bench events`.
+#[derive(Args, Debug, Clone)]
+pub struct EventsBenchCmd {
+    /// Events per phase.
+    #[arg(long, default_value_t = 5000)]
+    pub events: u64,
+    /// Concurrent writers (one event per transaction each).
+    #[arg(long, default_value_t = 8)]
+    pub writers: usize,
+    /// Delivery concurrency (worker `--concurrency` and the baseline's parallel POSTs).
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+    /// The PostgreSQL server; the bench creates and drops `agentd_bench_events` there.
+    #[arg(
+        long,
+        env = "AGENTD_BENCH_SERVER_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
+    )]
+    pub server_url: String,
+}
+
+/// A receiver on 127.0.0.1: counts requests and answers 200.
+async fn receiver(stop: CancellationToken) -> anyhow::Result<(String, Arc<AtomicU64>)> {
+    let n = Arc::new(AtomicU64::new(0));
+    let c = n.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |_body: axum::body::Bytes| {
+            let c = c.clone();
+            async move {
+                c.fetch_add(1, Ordering::Relaxed);
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/hook", listener.local_addr()?);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .await;
+    });
+    Ok((url, n))
+}
+
+/// Writes `n` events with `writers` tasks, one per transaction; returns events/s.
+async fn write(pool: &PgPool, org: Uuid, n: u64, writers: usize) -> anyhow::Result<f64> {
+    let next = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..writers)
+        .map(|_| {
+            let (pool, next) = (pool.clone(), next.clone());
+            tokio::spawn(async move {
+                while next.fetch_add(1, Ordering::Relaxed) < n {
+                    let mut tx = pool.begin().await?;
+                    let payload = json!({"bench": true});
+                    events::emit(
+                        &mut tx,
+                        &NewEvent {
+                            org_id: org,
+                            kind: EventType::RunFailed,
+                            subject_id: Some(Uuid::now_v7()),
+                            occurred_at: chrono::Utc::now(),
+                            payload: &payload,
+                            dedupe_key: None,
+                        },
+                    )
+                    .await?;
+                    tx.commit().await?;
+                }
+                Ok::<(), sqlx::Error>(())
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await??;
+    }
+    Ok(n as f64 / started.elapsed().as_secs_f64())
+}
+
+async fn count(pool: &PgPool, sql: &'static str) -> anyhow::Result<i64> {
+    Ok(sqlx::query_scalar(sql).fetch_one(pool).await?)
+}
+
+/// Runs the bench and prints its figures.
+pub async fn run(app: &App, c: EventsBenchCmd) -> anyhow::Result<()> {
+    if c.events == 0 || c.writers == 0 || c.concurrency == 0 {
+        return Err(crate::cli::bad(
+            "--events, --writers and --concurrency must be ≥ 1",
+        ));
+    }
+    let server = crate::bench::Server::connect(&c.server_url).await?;
+    let db = "agentd_bench_events";
+    let max = (c.writers + c.concurrency + 8) as u32;
+    let pool = server.agentd_db(db, max).await?;
+    let stop = CancellationToken::new();
+    let (url, received) = receiver(stop.clone()).await?;
+    let org = crate::store::orgs::ensure(&pool, "bench").await?.id;
+
+    // 1. Writes with no subscription, then with one (each write also enqueues a delivery).
+    let plain = write(&pool, org, c.events, c.writers).await?;
+    let mut catalog = (*app.catalog).clone();
+    if let Some(s) = catalog.kinds.get_mut("webhook_delivery") {
+        s.queue.backoff_base_ms = 10;
+        s.queue.backoff_max_ms = 1000;
+    }
+    let bapp = App {
+        pool: pool.clone(),
+        clock: crate::clock::system(),
+        catalog: Arc::new(catalog),
+        config: Arc::new({
+            let mut cfg = (*app.config).clone();
+            cfg.http.addr = String::new();
+            cfg.database.max_connections = max;
+            cfg
+        }),
+        ..app.clone()
+    };
+    let spec = bapp.spec("webhook_delivery");
+    crate::store::webhooks::insert(
+        &pool,
+        &crate::store::webhooks::NewWebhook {
+            org_id: org,
+            url: &url,
+            events: &["run.failed".to_string()],
+            secret: "bench-secret-0123456789",
+            max_attempts: spec.queue.max_attempts,
+            priority: spec.queue.priority,
+            now: chrono::Utc::now(),
+        },
+    )
+    .await?;
+    let subscribed = write(&pool, org, c.events, c.writers).await?;
+    let queued = count(
+        &pool,
+        "SELECT count(*) FROM agentd_jobs WHERE kind = 'webhook_delivery'",
+    )
+    .await?;
+
+    // 2. Deliveries through the queue: a worker drains the backlog of delivery jobs.
+    let shutdown = CancellationToken::new();
+    let started = Instant::now();
+    let worker = bapp
+        .start_worker(
+            WorkerArgs {
+                kinds: vec!["webhook_delivery".into()],
+                concurrency: Some(c.concurrency),
+                cron: false,
+            },
+            shutdown.clone(),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let done = count(
+            &pool,
+            "SELECT count(*) FROM agentd_jobs WHERE kind = 'webhook_delivery' AND state IN ('succeeded', 'dead')",
+        )
+        .await?;
+        if done >= queued || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let delivered_secs = started.elapsed().as_secs_f64();
+    shutdown.cancel();
+    worker.join().await;
+    let succeeded = count(
+        &pool,
+        "SELECT count(*) FROM agentd_jobs WHERE kind = 'webhook_delivery' AND state = 'succeeded'",
+    )
+    .await?;
+    let via_queue = succeeded as f64 / delivered_secs;
+
+    // 3. Baseline: the same number of signed POSTs straight to the receiver.
+    let sender = super::delivery::Sender::new(Duration::from_secs(10));
+    let sample = events::list_after(&pool, org, 0, &[], 1).await?;
+    let event = sample
+        .first()
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("no event to send"))?;
+    let next = Arc::new(AtomicU64::new(0));
+    let n = queued as u64;
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..c.concurrency)
+        .map(|_| {
+            let (sender, next, url, event) =
+                (sender.clone(), next.clone(), url.clone(), event.clone());
+            tokio::spawn(async move {
+                while next.fetch_add(1, Ordering::Relaxed) < n {
+                    let now = chrono::Utc::now().timestamp();
+                    let _ = sender
+                        .send(&url, "bench-secret-0123456789", &event, 1, now)
+                        .await;
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await?;
+    }
+    let direct = n as f64 / started.elapsed().as_secs_f64();
+    stop.cancel();
+    pool.close().await;
+    server.drop_db(db).await?;
+
+    println!(
+        "agentd bench events ({} events per phase, {} writers, delivery concurrency {})",
+        c.events, c.writers, c.concurrency
+    );
+    println!("  events written/s, no subscription      {plain:>10.0}");
+    println!(
+        "  events written/s, one subscription     {subscribed:>10.0}   ({:.2}× of no subscription)",
+        subscribed / plain
+    );
+    println!(
+        "  deliveries/s via webhook_delivery jobs {via_queue:>10.0}   ({succeeded} of {queued} succeeded)"
+    );
+    println!(
+        "  signed POSTs/s, direct (baseline)      {direct:>10.0}   (queue delivery = {:.2}× of direct)",
+        via_queue / direct
+    );
+    println!(
+        "  requests the receiver saw              {:>10}",
+        received.load(Ordering::Relaxed)
+    );
+    Ok(())
+}

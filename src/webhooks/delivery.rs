@@ -1,0 +1,80 @@
+//! One delivery: `POST` the event to the subscription's URL, signed. A 2xx answer is delivered;
+//! anything else (another status, a timeout, a refused connection) is an error the queue retries
+//! with backoff until the job's attempts run out (`dead`, with the last error).
+
+use super::{event_json, signature_header};
+use crate::store::events::EventRow;
+use std::time::Duration;
+
+/// An HTTP client for deliveries (one per process: connections are reused).
+#[derive(Clone)]
+pub struct Sender {
+    client: reqwest::Client,
+}
+
+/// Why a delivery did not land.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    #[error("the receiver answered HTTP {0}")]
+    Status(u16),
+    #[error("the request failed: {0}")]
+    Request(String),
+}
+
+impl Sender {
+    /// A sender whose requests give up after `timeout`; redirects are not followed (a
+    /// subscription names the final URL).
+    pub fn new(timeout: Duration) -> Self {
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("agentd-webhooks/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .expect("a reqwest client builds");
+        Self { client }
+    }
+
+    /// Sends `event` to `url`, signed with `secret` at unix time `now` (attempt `attempt`).
+    pub async fn send(
+        &self,
+        url: &str,
+        secret: &str,
+        event: &EventRow,
+        attempt: i32,
+        now: i64,
+    ) -> Result<u16, SendError> {
+        let body = serde_json::to_vec(&event_json(event)).expect("JSON serialises");
+        let res = self
+            .client
+            .post(url)
+            .header("Content-Type", "application/json")
+            .header("Agentd-Signature", signature_header(secret, now, &body))
+            .header("Agentd-Event-Id", event.id.to_string())
+            .header("Agentd-Event-Type", event.kind.as_str())
+            .header("Agentd-Delivery-Attempt", attempt.to_string())
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| SendError::Request(without_url(e)))?;
+        let status = res.status().as_u16();
+        if res.status().is_success() {
+            Ok(status)
+        } else {
+            Err(SendError::Status(status))
+        }
+    }
+}
+
+/// The error's text without the URL (a URL may carry a token in its query), with its causes.
+fn without_url(e: reqwest::Error) -> String {
+    use std::error::Error;
+    let e = e.without_url();
+    let mut msg = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        src = s.source();
+    }
+    msg
+}

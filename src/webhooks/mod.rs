@@ -1,0 +1,216 @@
+//! Webhooks (issue 15): what a subscription may name (`validate_url`, `validate_events`), the
+//! body of a delivery (`event_json`, the same shape as `GET /v1/events`), and its signature.
+//!
+//! A delivery is `POST <url>` with the event as a JSON body and these headers:
+//! - `Agentd-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>`
+//! - `Agentd-Event-Id: <event id>` (at-least-once: the same id can arrive twice; dedupe by it)
+//! - `Agentd-Event-Type: <type>`, `Agentd-Delivery-Attempt: <n>`
+//!
+//! A receiver recomputes the HMAC over the raw body, compares in constant time, and rejects a
+//! timestamp further than [`REPLAY_WINDOW_SECS`] from its clock (see [`verify`]).
+
+pub mod bench;
+pub mod delivery;
+mod hmac;
+
+pub use hmac::hmac_sha256;
+
+use crate::store::events::{EventRow, EventType};
+use serde_json::{Value, json};
+
+/// How far from the receiver's clock a signature's timestamp may be (documented for receivers;
+/// [`verify`] enforces it).
+pub const REPLAY_WINDOW_SECS: i64 = 300;
+
+/// Longest URL a subscription may name.
+pub const MAX_URL_LEN: usize = 2048;
+
+/// Secrets: 16–256 characters.
+pub const SECRET_LEN: (usize, usize) = (16, 256);
+
+/// The wire form of an event (API, SSE, webhook body).
+pub fn event_json(e: &EventRow) -> Value {
+    json!({
+        "id": e.id, "org_id": e.org_id, "type": e.kind, "created_at": e.occurred_at,
+        "subject_id": e.subject_id, "payload": e.payload,
+    })
+}
+
+/// The `Agentd-Signature` header value of `body` sent at unix time `t`.
+pub fn signature_header(secret: &str, t: i64, body: &[u8]) -> String {
+    format!("t={t},v1={}", hex::encode(sign(secret, t, body)))
+}
+
+fn sign(secret: &str, t: i64, body: &[u8]) -> [u8; 32] {
+    let mut msg = Vec::with_capacity(body.len() + 12);
+    msg.extend_from_slice(t.to_string().as_bytes());
+    msg.push(b'.');
+    msg.extend_from_slice(body);
+    hmac_sha256(secret.as_bytes(), &msg)
+}
+
+/// Why a delivery's signature was refused.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    #[error("the Agentd-Signature header is malformed (want t=<unix seconds>,v1=<hex>)")]
+    Malformed,
+    #[error("the signature's timestamp is {0} s from now (more than the replay window)")]
+    OutsideWindow(i64),
+    #[error("no v1 signature matches the body")]
+    Mismatch,
+}
+
+/// What a receiver does: checks `header` against `body` and `secret` at unix time `now`.
+pub fn verify(secret: &str, header: &str, body: &[u8], now: i64) -> Result<(), VerifyError> {
+    let mut t = None;
+    let mut sigs = Vec::new();
+    for part in header.split(',') {
+        match part.trim().split_once('=') {
+            Some(("t", v)) => t = v.parse::<i64>().ok(),
+            Some(("v1", v)) => sigs.push(hex::decode(v).map_err(|_| VerifyError::Malformed)?),
+            _ => {}
+        }
+    }
+    let t = t.ok_or(VerifyError::Malformed)?;
+    if sigs.is_empty() {
+        return Err(VerifyError::Malformed);
+    }
+    let skew = (now - t).abs();
+    if skew > REPLAY_WINDOW_SECS {
+        return Err(VerifyError::OutsideWindow(skew));
+    }
+    let want = sign(secret, t, body);
+    if sigs.iter().any(|s| constant_time_eq(s, &want)) {
+        Ok(())
+    } else {
+        Err(VerifyError::Mismatch)
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A webhook URL: absolute `http` or `https`, with a host, no user info, no fragment.
+pub fn validate_url(url: &str) -> Result<(), String> {
+    if url.len() > MAX_URL_LEN {
+        return Err(format!("url must be at most {MAX_URL_LEN} characters"));
+    }
+    let u = reqwest::Url::parse(url).map_err(|e| format!("url is not an absolute URL: {e}"))?;
+    if !matches!(u.scheme(), "http" | "https") {
+        return Err(format!("url must use http or https (got {:?})", u.scheme()));
+    }
+    if u.host_str().is_none_or(str::is_empty) {
+        return Err("url must name a host".into());
+    }
+    if !u.username().is_empty() || u.password().is_some() {
+        return Err("url must not carry user info (put credentials in the secret)".into());
+    }
+    if u.fragment().is_some() {
+        return Err("url must not have a #fragment".into());
+    }
+    Ok(())
+}
+
+/// Event names of a subscription: 1–20 known types, no duplicates. `Err((index, message))`.
+pub fn validate_events(events: &[String]) -> Result<(), (Option<usize>, String)> {
+    let known = || {
+        EventType::ALL
+            .iter()
+            .map(|t| t.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if events.is_empty() {
+        return Err((
+            None,
+            format!("events must name at least one of: {}", known()),
+        ));
+    }
+    for (i, e) in events.iter().enumerate() {
+        if EventType::parse(e).is_none() {
+            return Err((
+                Some(i),
+                format!("unknown event type {e:?} (known: {})", known()),
+            ));
+        }
+        if events[..i].contains(e) {
+            return Err((Some(i), format!("event type {e:?} is listed twice")));
+        }
+    }
+    Ok(())
+}
+
+/// A secret: 16–256 printable ASCII characters.
+pub fn validate_secret(secret: &str) -> Result<(), String> {
+    let n = secret.chars().count();
+    if n < SECRET_LEN.0 || n > SECRET_LEN.1 {
+        return Err(format!(
+            "secret must be {}–{} characters (got {n})",
+            SECRET_LEN.0, SECRET_LEN.1
+        ));
+    }
+    if !secret.chars().all(|c| c.is_ascii_graphic()) {
+        return Err("secret must be printable ASCII without spaces".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signature_round_trips_and_rejects_changes() {
+        let h = signature_header("0123456789abcdef", 1_700_000_000, b"{\"id\":1}");
+        assert!(h.starts_with("t=1700000000,v1="));
+        assert_eq!(
+            verify("0123456789abcdef", &h, b"{\"id\":1}", 1_700_000_100),
+            Ok(())
+        );
+        assert_eq!(
+            verify("0123456789abcdef", &h, b"{\"id\":2}", 1_700_000_100),
+            Err(VerifyError::Mismatch)
+        );
+        assert_eq!(
+            verify("another-secret-xx", &h, b"{\"id\":1}", 1_700_000_100),
+            Err(VerifyError::Mismatch)
+        );
+        assert_eq!(
+            verify("0123456789abcdef", &h, b"{\"id\":1}", 1_700_000_301),
+            Err(VerifyError::OutsideWindow(301))
+        );
+        assert_eq!(
+            verify("0123456789abcdef", "v1=00", b"", 0),
+            Err(VerifyError::Malformed)
+        );
+    }
+
+    #[test]
+    fn urls_and_events_are_checked() {
+        assert!(validate_url("https://example.com/hook").is_ok());
+        assert!(validate_url("http://127.0.0.1:8080/x?y=1").is_ok());
+        assert!(
+            validate_url("ftp://example.com")
+                .unwrap_err()
+                .contains("http")
+        );
+        assert!(validate_url("/relative").unwrap_err().contains("absolute"));
+        assert!(
+            validate_url("https://u:p@example.com")
+                .unwrap_err()
+                .contains("user info")
+        );
+        assert!(validate_events(&["run.failed".into()]).is_ok());
+        assert_eq!(validate_events(&[]).unwrap_err().0, None);
+        let e = validate_events(&["run.failed".into(), "run.failde".into()]).unwrap_err();
+        assert_eq!(e.0, Some(1));
+        assert!(e.1.contains("run.failde"));
+        assert_eq!(
+            validate_events(&["run.failed".into(), "run.failed".into()])
+                .unwrap_err()
+                .0,
+            Some(1)
+        );
+    }
+}
