@@ -284,6 +284,53 @@ async fn a_stringified_argument_is_repaired_said_so_and_proposed() {
     assert_eq!(stored["json_schema"]["name"], "invoice");
 }
 
+/// What a 0.5B local model sent as its first call (eval, 2026-11-23): a stringified
+/// `response_format` whose `json_schema.schema` is a map of field → type, not a JSON Schema.
+#[tokio::test]
+async fn a_small_models_compact_schema_is_completed_said_so_and_proposed() {
+    let mut e = env().await;
+    let rf = json!({"type": "json_schema", "json_schema": {"name": "schema", "strict": true,
+        "schema": {"invoice_number": "string", "total_due": "number"}}});
+    let mut turns = vec![Turn::tool(
+        "s",
+        "create_schema",
+        json!({"name": "invoice_en.txt", "response_format": rf.to_string()}),
+    )];
+    turns.extend(rest_of_happy_path());
+    let p = Arc::new(ScriptedProvider::new(turns));
+    e.app.provider = p.clone();
+    let (_, status) = e.upload_and_drain(INVOICE).await;
+    assert_eq!(status, "proposed");
+    let reqs = p.requests.lock().unwrap().clone();
+    let result = reqs[1]
+        .messages
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .find_map(|b| match b {
+            Block::ToolResult { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        result.contains("was a JSON string")
+            && result.contains("json_schema.schema was a map of fields")
+            && result.contains("schema_revid"),
+        "{result}"
+    );
+    let stored: Value = sqlx::query_scalar("SELECT response_format FROM schemas")
+        .fetch_one(&e.db.pool)
+        .await
+        .unwrap();
+    let schema = &stored["json_schema"]["schema"];
+    assert_eq!(schema["type"], "object");
+    assert_eq!(schema["additionalProperties"], false);
+    assert_eq!(schema["required"], json!(["invoice_number", "total_due"]));
+    assert_eq!(
+        schema["properties"]["total_due"]["type"],
+        json!(["number", "null"])
+    );
+}
+
 #[tokio::test]
 async fn a_repeated_identical_call_gets_the_repeat_error_then_the_repeat_cap() {
     let e = env().await;

@@ -838,6 +838,68 @@ async fn create_schema_reports_every_problem_at_once() {
     invalid(w.call(&c, "create_schema", json!({"name": "x"})).await);
 }
 
+/// The compact form a small model writes: `fields`, an object of field name → type.
+#[tokio::test]
+async fn create_schema_from_fields_builds_a_strict_schema_and_names_what_is_missing() {
+    let w = world().await;
+    let c = w.ctx(w.a);
+    let r = w
+        .ok(
+            &c,
+            "create_schema",
+            json!({"name": "Receipt", "fields": {"merchant": "string", "total": "number",
+                   "items": [{"description": "string", "price": "number"}]}}),
+        )
+        .await;
+    assert!(
+        r["completed"][0]
+            .as_str()
+            .unwrap()
+            .contains("from `fields`"),
+        "{r}"
+    );
+    let stored: Value = sqlx::query_scalar("SELECT response_format FROM schemas WHERE org_id = $1")
+        .bind(w.a)
+        .fetch_one(&w.db.pool)
+        .await
+        .unwrap();
+    let schema = &stored["json_schema"]["schema"];
+    assert_eq!(stored["json_schema"]["strict"], true);
+    assert_eq!(schema["required"], json!(["items", "merchant", "total"]));
+    assert_eq!(
+        schema["properties"]["items"]["items"]["additionalProperties"],
+        false
+    );
+
+    // Neither fields nor response_format: the error says what to send.
+    let m = invalid(w.call(&c, "create_schema", json!({"name": "x"})).await);
+    assert!(m.contains("no fields: give `fields`"), "{m}");
+    // A bare "json_schema" (what a 0.5B model sent): the error quotes what the argument is.
+    let m = invalid(
+        w.call(
+            &c,
+            "create_schema",
+            json!({"name": "x", "response_format": "json_schema"}),
+        )
+        .await,
+    );
+    assert!(
+        m.contains("is not of type \"object\"")
+            && m.contains("expected — response_format: Instead of fields"),
+        "{m}"
+    );
+    // Fields that are not a field map are explained with the path.
+    let m = invalid(
+        w.call(
+            &c,
+            "create_schema",
+            json!({"name": "x", "fields": {"a": 3}}),
+        )
+        .await,
+    );
+    assert!(m.contains("fields.a"), "{m}");
+}
+
 #[tokio::test]
 async fn validate_schema_checks_without_saving() {
     let w = world().await;

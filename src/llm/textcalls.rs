@@ -48,6 +48,17 @@ pub fn parse(text: &str, offered: &[String]) -> Vec<TextCall> {
             break;
         }
     }
+    if out.is_empty() {
+        // Calls one after another, then anything (a small model runs on into prose or into
+        // echoing its prompt until the output cap): the JSON values from the first `{` or `[`
+        // up to the first text that is not JSON.
+        if let Some(at) = text.find(['{', '[']) {
+            let values = serde_json::Deserializer::from_str(&text[at..]).into_iter::<Value>();
+            for v in values.map_while(Result::ok) {
+                collect(&v, offered, &mut out);
+            }
+        }
+    }
     out
 }
 
@@ -138,6 +149,24 @@ mod tests {
         assert_eq!(parse(fenced, &offered()).len(), 2);
         let prose = "Here it is: {\"name\": \"get_document\", \"arguments\": {}} done";
         assert_eq!(parse(prose, &offered()).len(), 1);
+    }
+
+    #[test]
+    fn calls_followed_by_runaway_text_are_found() {
+        // What a 0.5B model wrote before it hit the output cap (eval, 2026-11-23).
+        let t = "{\n \"name\": \"create_schema\",\n \"arguments\": {\"name\": \"claim\"}\n}\n\
+                 {\"name\": \"get_document\", \"arguments\": {}}\n\n\
+                 [run state] schema: none yet; {\"name\": \"create_schema\", \"argu";
+        assert_eq!(
+            parse(t, &offered()),
+            vec![
+                (
+                    "create_schema".to_string(),
+                    r#"{"name":"claim"}"#.to_string()
+                ),
+                ("get_document".to_string(), "{}".to_string())
+            ]
+        );
     }
 
     #[test]

@@ -51,8 +51,14 @@ pub fn example_response_format() -> Value {
 }
 
 const SCHEMAS_GUIDE: &str = "\
-A schema says which fields an extraction returns. create_schema takes {name, response_format}; \
-response_format is OpenAI's structured-output shape:
+A schema says which fields an extraction returns. The simple way: create_schema {name, fields} \
+with fields an object of field name → type: {\"invoice_number\": \"string\", \"total\": \
+\"number\", \"issued\": \"date\", \"lines\": [{\"description\": \"string\", \"amount\": \
+\"number\"}]} (types: string, number, integer, boolean, date; [{…}] for a list of items; \
+{…} for a nested object). agentd builds the strict schema; every field may be null.
+
+For full control, create_schema {name, response_format} instead, with OpenAI's structured-output \
+shape:
 
 {\"type\": \"json_schema\",
  \"json_schema\": {\"name\": <letters, digits, _ or -; 1 to 64 characters>,

@@ -9,6 +9,7 @@ mod extraction_model;
 pub mod help;
 pub mod prompts;
 pub mod registry;
+pub mod schema_forms;
 pub mod schemas;
 pub mod scope;
 pub mod strict;

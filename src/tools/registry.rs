@@ -106,21 +106,41 @@ impl Registry {
         let schema = tool.parameters();
         let validator = jsonschema::draft7::new(&schema)
             .map_err(|e| ToolError::Invalid(format!("tool schema is invalid: {e}")))?;
+        let mut hints: Vec<String> = Vec::new();
         let errors: Vec<String> = validator
             .iter_errors(args)
             .map(|e| {
                 let path = e.instance_path().to_string();
                 if path.is_empty() {
+                    if let Some(props) = schema["properties"].as_object() {
+                        let names: Vec<&str> = props.keys().map(String::as_str).collect();
+                        push_once(
+                            &mut hints,
+                            format!("the arguments are {}", names.join(", ")),
+                        );
+                    }
                     e.to_string()
                 } else {
+                    // What the argument should be, in the tool's own words (a model that sent
+                    // "json_schema" where an object belongs learns what the object is).
+                    let top = path.trim_start_matches('/').split('/').next().unwrap_or("");
+                    if let Some(d) = schema["properties"][top]["description"].as_str() {
+                        push_once(&mut hints, format!("{top}: {d}"));
+                    }
                     format!("{path}: {e}")
                 }
             })
             .collect();
         if errors.is_empty() {
             Ok(())
-        } else {
+        } else if hints.is_empty() {
             Err(ToolError::Invalid(errors.join("; ")))
+        } else {
+            Err(ToolError::Invalid(format!(
+                "{} (expected — {})",
+                errors.join("; "),
+                hints.join("; ")
+            )))
         }
     }
 
@@ -137,5 +157,11 @@ impl Registry {
         Self::validate(tool.as_ref(), args)?;
         super::scope::check(ctx, tool.as_ref(), args).await?;
         Ok(tool.call(ctx, args.clone()).await?)
+    }
+}
+
+fn push_once(hints: &mut Vec<String>, h: String) {
+    if !hints.contains(&h) {
+        hints.push(h);
     }
 }

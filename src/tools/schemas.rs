@@ -3,6 +3,7 @@
 //! `response_format` goes through ([`validate_response_format`]) and every extraction result
 //! goes through ([`validate_instance`]).
 
+use super::schema_forms;
 use super::{Category, Registry, Tool, ToolCtx, ToolError, parse_revid, req_uuid, revid};
 use crate::store::schemas::{self as store, SchemaRow};
 use serde_json::{Value, json};
@@ -218,6 +219,58 @@ fn check_response_format(v: &Value) -> Result<(), ToolError> {
     })
 }
 
+/// The `response_format` to store: a near-miss or a map of fields completed
+/// ([`schema_forms::complete`]), then checked. The notes say what was completed.
+fn completed_response_format(name: &str, rf: &Value) -> Result<schema_forms::Built, ToolError> {
+    let built = schema_forms::complete(name, rf);
+    check_response_format(&built.response_format).map_err(|e| match e {
+        ToolError::Invalid(m) if !built.notes.is_empty() => ToolError::Invalid(format!(
+            "{m} (after agentd completed it: {})",
+            built.notes.join("; ")
+        )),
+        other => other,
+    })?;
+    Ok(built)
+}
+
+/// create_schema's schema: from `fields` (the compact form), else from `response_format`.
+fn schema_from_args(name: &str, args: &Value) -> Result<schema_forms::Built, ToolError> {
+    let fields = args.get("fields").filter(|f| !f.is_null());
+    let rf = args.get("response_format").filter(|f| !f.is_null());
+    match (fields, rf) {
+        (Some(fields), rf) => {
+            let mut built = schema_forms::from_fields(name, fields).map_err(|e| {
+                ToolError::Invalid(format!(
+                    "{e}. Give fields as {{\"field_name\": \"string\", \"amount\": \"number\", \
+                     \"items\": [{{\"description\": \"string\"}}]}}"
+                ))
+            })?;
+            if rf.is_some() {
+                built
+                    .notes
+                    .push("response_format was ignored: fields were given".into());
+            }
+            check_response_format(&built.response_format)?;
+            Ok(built)
+        }
+        (None, Some(rf)) => completed_response_format(name, rf),
+        (None, None) => Err(ToolError::Invalid(
+            "no fields: give `fields`, an object of field name → type, e.g. \
+             {\"field_name\": \"string\", \"amount\": \"number\"}, with the fields worth \
+             extracting from this document"
+                .into(),
+        )),
+    }
+}
+
+/// `result` with `"completed": notes` when agentd completed the response_format.
+fn with_notes(mut result: Value, notes: Vec<String>) -> Value {
+    if !notes.is_empty() {
+        result["completed"] = json!(notes);
+    }
+    result
+}
+
 /// The inner JSON Schema of a stored `response_format`.
 pub(crate) fn inner_schema(response_format: &Value) -> &Value {
     response_format
@@ -362,20 +415,26 @@ impl Tool for CreateSchema {
         "create_schema"
     }
     fn description(&self) -> &'static str {
-        "Create a schema {name, response_format} (stored as proposed, version 1). \
-         response_format is OpenAI's structured-output shape; see help_schemas. Returns \
+        "Create a schema (stored as proposed, version 1) from its fields: {name, fields: \
+         {\"field_name\": \"string\" | \"number\" | \"integer\" | \"boolean\" | \"date\", \
+         \"list_field\": [{…fields of one item…}]}}. For full control give response_format \
+         (OpenAI's structured-output shape, see help_schemas) instead of fields. Returns \
          schema_revid for create_prompt."
     }
     fn parameters(&self) -> Value {
         params(
             json!({
                 "name": {"type": "string", "minLength": 1, "maxLength": 200,
-                         "description": "A readable name, e.g. \"Invoice\"."},
+                         "description": "A readable name for the kind of document."},
+                "fields": {"type": ["object", "array"],
+                    "description": "The fields worth extracting: an object of field name → \
+                                    type (\"string\", \"number\", \"integer\", \"boolean\", \
+                                    \"date\"; [{…}] for a list of items)."},
                 "response_format": {"type": "object",
-                    "description": "{\"type\": \"json_schema\", \"json_schema\": {\"name\", \
-                                    \"strict\", \"schema\"}}"},
+                    "description": "Instead of fields: {\"type\": \"json_schema\", \
+                                    \"json_schema\": {\"name\", \"strict\", \"schema\"}}"},
             }),
-            &["name", "response_format"],
+            &["name"],
         )
     }
     fn category(&self) -> Category {
@@ -386,13 +445,16 @@ impl Tool for CreateSchema {
         if name.is_empty() {
             return Err(ToolError::Invalid("name must not be empty".into()));
         }
-        let rf = &args["response_format"];
-        check_response_format(rf)?;
+        let built = schema_from_args(name, &args)?;
+        let rf = &built.response_format;
         let s = store::create(ctx.conn, ctx.org_id, name, rf, ctx.run_id, ctx.now).await?;
-        Ok(json!({
-            "schema_revid": revid(s.schema_id, s.version), "schema_id": s.schema_id,
-            "version": s.version, "name": s.name, "status": s.status,
-        }))
+        Ok(with_notes(
+            json!({
+                "schema_revid": revid(s.schema_id, s.version), "schema_id": s.schema_id,
+                "version": s.version, "name": s.name, "status": s.status,
+            }),
+            built.notes,
+        ))
     }
     async fn snapshot(
         &self,
@@ -437,11 +499,11 @@ impl Tool for UpdateSchema {
     }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
         let id = schema_id_arg(&args)?;
-        let rf = &args["response_format"];
-        check_response_format(rf)?;
         let latest = store::latest(ctx.conn, ctx.org_id, id, true)
             .await?
             .ok_or_else(|| not_found(id))?;
+        let built = completed_response_format(&latest.name, &args["response_format"])?;
+        let rf = &built.response_format;
         if latest.response_format == *rf {
             return Ok(json!({
                 "schema_revid": revid(id, latest.version), "schema_id": id,
@@ -451,10 +513,13 @@ impl Tool for UpdateSchema {
         let s = store::create_version(ctx.conn, ctx.org_id, id, rf, ctx.run_id, ctx.now)
             .await?
             .ok_or_else(|| not_found(id))?;
-        Ok(json!({
-            "schema_revid": revid(s.schema_id, s.version), "schema_id": s.schema_id,
-            "version": s.version, "previous_version": latest.version, "status": s.status,
-        }))
+        Ok(with_notes(
+            json!({
+                "schema_revid": revid(s.schema_id, s.version), "schema_id": s.schema_id,
+                "version": s.version, "previous_version": latest.version, "status": s.status,
+            }),
+            built.notes,
+        ))
     }
     async fn snapshot(
         &self,
