@@ -158,7 +158,10 @@ pub async fn run(
                         format!("{} baseline", sys.label()),
                         msg.clone(),
                     ));
-                    apalis_error.get_or_insert(msg);
+                    // graphile-worker is a peer, not the apalis baseline: no fallback for it.
+                    if sys != System::Graphile {
+                        apalis_error.get_or_insert(msg);
+                    }
                 }
                 Err(e) => return Err(e),
             }
