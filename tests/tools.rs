@@ -874,7 +874,7 @@ async fn create_schema_from_fields_builds_a_strict_schema_and_names_what_is_miss
     // Neither fields nor response_format: the error says what to send.
     let m = invalid(w.call(&c, "create_schema", json!({"name": "x"})).await);
     assert!(m.contains("no fields: give `fields`"), "{m}");
-    // A bare "json_schema" (what a 0.5B model sent): the error quotes what the argument is.
+    // A bare "json_schema" (what a 0.5B model sent): the error says what to send instead.
     let m = invalid(
         w.call(
             &c,
@@ -884,10 +884,35 @@ async fn create_schema_from_fields_builds_a_strict_schema_and_names_what_is_miss
         .await,
     );
     assert!(
-        m.contains("is not of type \"object\"")
-            && m.contains("expected — response_format: Instead of fields"),
+        m.contains("response_format must be an object") && m.contains("simpler: give `fields`"),
         "{m}"
     );
+    // With fields, a response_format that is not a schema (the 0.5B model copied the
+    // description into it) is ignored, and the result says so.
+    let r = w
+        .ok(
+            &c,
+            "create_schema",
+            json!({"name": "Y", "fields": {"total": "number"},
+                   "response_format": "OpenAI's structured-output shape"}),
+        )
+        .await;
+    assert!(
+        r["completed"]
+            .to_string()
+            .contains("response_format was ignored"),
+        "{r}"
+    );
+    // Unknown arguments: the error lists the arguments there are.
+    let m = invalid(
+        w.call(
+            &c,
+            "create_schema",
+            json!({"name": "x", "fields": {"a": "string"}, "schema_revid": "1"}),
+        )
+        .await,
+    );
+    assert!(m.contains("the arguments are"), "{m}");
     // Fields that are not a field map are explained with the path.
     let m = invalid(
         w.call(

@@ -43,6 +43,16 @@ pub fn repair(raw: &str, schema: &Value) -> Repaired {
             notes,
         };
     };
+    // A tool that takes no arguments cannot be affected by any: a small model copies a JSON
+    // Schema into the arguments of `help_schemas`; drop them rather than refuse the call.
+    if schema["properties"]
+        .as_object()
+        .is_some_and(|p| p.is_empty())
+        && value.as_object().is_some_and(|o| !o.is_empty())
+    {
+        notes.push("this tool takes no arguments; the ones sent were ignored".to_string());
+        value = Value::Object(Default::default());
+    }
     unstring(&mut value, schema, "", &mut notes);
     if notes.is_empty() {
         return Repaired {
@@ -109,8 +119,10 @@ fn types(schema: &Value) -> Vec<&str> {
 /// Replaces strings holding JSON objects/arrays where the schema wants those (not strings).
 fn unstring(v: &mut Value, schema: &Value, path: &str, notes: &mut Vec<String>) {
     let allowed = types(schema);
+    // Where the schema also allows a string (create_schema's response_format, whose handler
+    // explains a string that is not JSON), a string holding a JSON object or array is still
+    // that object or array: no string argument of ours is JSON text.
     if let Value::String(s) = v
-        && !allowed.contains(&"string")
         && (allowed.contains(&"object") || allowed.contains(&"array"))
         && let Ok(parsed) = serde_json::from_str::<Value>(s.trim())
         && ((parsed.is_object() && allowed.contains(&"object"))
@@ -199,5 +211,16 @@ mod tests {
         );
         let bad = r#"{"name": "#;
         assert_eq!(repair(bad, &schema()).raw, bad);
+    }
+
+    #[test]
+    fn arguments_of_a_tool_without_parameters_are_dropped() {
+        let schema =
+            serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false});
+        let r = repair(r#"{"type": "object", "properties": {"a": 1}}"#, &schema);
+        assert_eq!(r.raw, "{}");
+        assert_eq!(r.notes.len(), 1);
+        let r = repair("{}", &schema);
+        assert!(r.notes.is_empty());
     }
 }

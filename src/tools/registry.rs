@@ -112,7 +112,8 @@ impl Registry {
             .map(|e| {
                 let path = e.instance_path().to_string();
                 if path.is_empty() {
-                    if let Some(props) = schema["properties"].as_object() {
+                    if let Some(props) = schema["properties"].as_object().filter(|p| !p.is_empty())
+                    {
                         let names: Vec<&str> = props.keys().map(String::as_str).collect();
                         push_once(
                             &mut hints,

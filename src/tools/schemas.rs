@@ -253,6 +253,12 @@ fn schema_from_args(name: &str, args: &Value) -> Result<schema_forms::Built, Too
             check_response_format(&built.response_format)?;
             Ok(built)
         }
+        (None, Some(Value::String(s))) => Err(ToolError::Invalid(format!(
+            "response_format must be an object {{\"type\": \"json_schema\", \"json_schema\": \
+             {{…}}}} (got the string {:?}); simpler: give `fields`, an object of field name → \
+             type, e.g. {{\"field_name\": \"string\", \"amount\": \"number\"}}",
+            clip(s.clone(), 60)
+        ))),
         (None, Some(rf)) => completed_response_format(name, rf),
         (None, None) => Err(ToolError::Invalid(
             "no fields: give `fields`, an object of field name → type, e.g. \
@@ -430,8 +436,8 @@ impl Tool for CreateSchema {
                     "description": "The fields worth extracting: an object of field name → \
                                     type (\"string\", \"number\", \"integer\", \"boolean\", \
                                     \"date\"; [{…}] for a list of items)."},
-                "response_format": {"type": "object",
-                    "description": "Instead of fields: {\"type\": \"json_schema\", \
+                "response_format": {"type": ["object", "string"],
+                    "description": "Only without fields: {\"type\": \"json_schema\", \
                                     \"json_schema\": {\"name\", \"strict\", \"schema\"}}"},
             }),
             &["name"],

@@ -461,11 +461,18 @@ pub fn args_from_strict(original: &Value, args: Value, strict: bool) -> Value {
         if v.is_null() && !required.contains(&k.as_str()) {
             continue;
         }
-        let free_object =
-            sub.get("type") == Some(&json!("object")) && sub.get("properties").is_none();
+        // A free-form object (or `["object", …]`, e.g. create_schema's `fields`), which the
+        // strict form offers as a JSON string.
+        let types: Vec<&str> = match sub.get("type") {
+            Some(Value::String(t)) => vec![t.as_str()],
+            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        let free_object = types.contains(&"object") && sub.get("properties").is_none();
         let v = match v {
             Value::String(s) if strict && free_object => match serde_json::from_str::<Value>(&s) {
                 Ok(decoded @ Value::Object(_)) => decoded,
+                Ok(decoded @ Value::Array(_)) if types.contains(&"array") => decoded,
                 _ => Value::String(s),
             },
             Value::Object(_) if sub.get("properties").is_some() => args_from_strict(sub, v, strict),
