@@ -11,7 +11,7 @@ use crate::llm::SharedProvider;
 use crate::queue::backoff::Backoff;
 use crate::queue::cron::{CronEntry, Scheduler};
 use crate::queue::maintenance::{Rescuer, Retention};
-use crate::queue::worker::{KindRuntime, Worker, WorkerOptions, WorkerReport, WorkerStats};
+use crate::queue::worker::{KindRuntime, WorkerOptions, WorkerReport, WorkerStats};
 use crate::tools::Registry;
 use sqlx::PgPool;
 use std::sync::Arc;
@@ -199,6 +199,7 @@ impl App {
                     base: Duration::from_millis(spec.queue.backoff_base_ms),
                     max: Duration::from_millis(spec.queue.backoff_max_ms),
                 },
+                delete_on_success: spec.queue.delete_on_success,
             });
         }
         Ok(out)
@@ -237,43 +238,27 @@ impl App {
                 .collect::<Vec<_>>(),
         )?;
         let opts = WorkerOptions::from_config(&cfg.worker);
-        let (stats, run): (Vec<Arc<WorkerStats>>, RunAll) = if cfg.worker.runtime == "native" {
-            let worker = Worker::new(self.pool.clone(), self.clock.clone(), opts, runtimes);
-            (
-                vec![worker.stats()],
-                Box::new(move |t| Box::pin(worker.run(t))),
-            )
-        } else {
-            // apalis 1.0 as the runtime: one apalis worker per kind over our backend.
-            let workers: Vec<_> = runtimes
-                .into_iter()
-                .map(|k| {
-                    crate::queue::apalis::build_worker(
-                        self.pool.clone(),
-                        self.clock.clone(),
-                        &opts,
-                        k,
-                    )
-                })
-                .collect();
-            let stats = workers.iter().map(|w| w.stats()).collect();
-            (
-                stats,
-                Box::new(move |t: CancellationToken| {
-                    Box::pin(async move {
-                        let runs = workers.into_iter().map(|w| w.run(t.clone()));
-                        let reports = futures::future::join_all(runs).await;
-                        reports
-                            .into_iter()
-                            .fold(WorkerReport::default(), |a, r| WorkerReport {
-                                succeeded: a.succeeded + r.succeeded,
-                                failed: a.failed + r.failed,
-                                released: a.released + r.released,
-                            })
+        // apalis 1.0 is the one runtime: one apalis worker per kind over our backend.
+        let workers: Vec<_> = runtimes
+            .into_iter()
+            .map(|k| {
+                crate::queue::apalis::build_worker(self.pool.clone(), self.clock.clone(), &opts, k)
+            })
+            .collect();
+        let stats: Vec<Arc<WorkerStats>> = workers.iter().map(|w| w.stats()).collect();
+        let run: RunAll = Box::new(move |t: CancellationToken| {
+            Box::pin(async move {
+                let runs = workers.into_iter().map(|w| w.run(t.clone()));
+                let reports = futures::future::join_all(runs).await;
+                reports
+                    .into_iter()
+                    .fold(WorkerReport::default(), |a, r| WorkerReport {
+                        succeeded: a.succeeded + r.succeeded,
+                        failed: a.failed + r.failed,
+                        released: a.released + r.released,
                     })
-                }),
-            )
-        };
+            })
+        });
         let background = CancellationToken::new();
         let running = Arc::new(AtomicBool::new(true));
         let mut http_addr = None;

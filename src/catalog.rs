@@ -73,6 +73,11 @@ pub struct QueuePolicy {
     pub timeout_secs: u64,
     /// Higher is claimed first.
     pub priority: i16,
+    /// Delete a job when it succeeds instead of keeping it `succeeded` until retention (fewer
+    /// writes per job; a succeeded job can then no longer be inspected, and its unique key is
+    /// free at once even with `unique_until_purged`). Failures are kept either way.
+    #[serde(default)]
+    pub delete_on_success: bool,
 }
 
 /// What a cron tick enqueues.

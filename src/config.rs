@@ -102,9 +102,14 @@ fn default_idle_in_transaction_timeout_ms() -> u64 {
 #[serde(deny_unknown_fields)]
 pub struct WorkerConfig {
     pub jobs_dir: String,
-    /// `apalis` (apalis 1.0 worker over our backend) or `native` (agentd's own loop).
-    pub runtime: String,
+    /// Removed (issue 18): apalis is the only runtime. Accepted as `"apalis"` so existing
+    /// configs keep working; anything else is an error.
+    #[serde(default)]
+    pub runtime: Option<String>,
     pub claim_batch: u32,
+    /// Jobs claimed ahead of free slots into a local buffer (0: none).
+    #[serde(default)]
+    pub prefetch: u32,
     pub poll_interval_ms: u64,
     pub lease_secs: u64,
     pub heartbeat_secs: u64,
@@ -373,10 +378,12 @@ impl Config {
                 self.llm.guided
             ));
         }
-        if !["apalis", "native"].contains(&self.worker.runtime.as_str()) {
+        if let Some(rt) = &self.worker.runtime
+            && rt != "apalis"
+        {
             return Err(format!(
-                "worker.runtime must be apalis or native (got {:?})",
-                self.worker.runtime
+                "worker.runtime: {rt:?} is no longer available: apalis is the only runtime \
+                 (the native runtime was removed); remove the key or set it to \"apalis\""
             ));
         }
         if !["auto", "openai", "offline"].contains(&self.llm.provider.as_str()) {

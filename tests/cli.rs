@@ -49,6 +49,16 @@ async fn bad_config_values_exit_2_naming_the_key() {
     );
     let o = agentd(&db, &["status"], &[("AGENTD_WORKER__LEASE_SECS", "thirty")]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o).1);
+    // The native runtime was removed (issue 18): selecting it is a config error.
+    let o = agentd(&db, &["status"], &[("AGENTD_WORKER__RUNTIME", "native")]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("worker.runtime") && err.contains("apalis is the only runtime"),
+        "{err}"
+    );
+    let o = agentd(&db, &["status"], &[("AGENTD_WORKER__RUNTIME", "apalis")]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o).1);
 }
 
 #[tokio::test]

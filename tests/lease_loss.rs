@@ -1,5 +1,5 @@
 //! A worker that lost its lease stops (issue 12, item 5): failing heartbeats past the lease
-//! cancel the in-flight provider call, under both runtimes; a stale attempt's terminal writes
+//! cancel the in-flight provider call; a stale attempt's terminal writes
 //! (fail the run, mark the document failed, record the proposal) change nothing.
 
 mod common;
@@ -77,10 +77,9 @@ END $$;
 CREATE TRIGGER test_block_heartbeat BEFORE UPDATE ON agentd_jobs
     FOR EACH ROW EXECUTE FUNCTION test_block_heartbeat();";
 
-async fn failing_heartbeats_cancel_the_provider_call(runtime: &str) {
+async fn failing_heartbeats_cancel_the_provider_call() {
     let db = TestDb::new().await;
-    let mut config = common::test_config();
-    config.worker.runtime = runtime.into();
+    let config = common::test_config();
     let mut app = common::app_with(&db, Arc::new(SystemClock) as SharedClock, config);
     let hangs = Arc::new(Hangs::default());
     app.provider = hangs.clone();
@@ -149,12 +148,7 @@ async fn failing_heartbeats_cancel_the_provider_call(runtime: &str) {
 
 #[tokio::test]
 async fn failing_heartbeats_cancel_the_provider_call_under_apalis() {
-    failing_heartbeats_cancel_the_provider_call("apalis").await;
-}
-
-#[tokio::test]
-async fn failing_heartbeats_cancel_the_provider_call_under_the_native_runtime() {
-    failing_heartbeats_cancel_the_provider_call("native").await;
+    failing_heartbeats_cancel_the_provider_call().await;
 }
 
 /// Claims the job as the "stale" worker, then lets another worker take it over.

@@ -1,24 +1,21 @@
 //! Queue guarantees against a real PostgreSQL: claims, leases and fencing, retries, dead jobs,
-//! unique keys, transactional enqueue, wake-ups, cron ticks, graceful shutdown, retention.
+//! unique keys, transactional enqueue, cron ticks, retention. The runtime (wake-ups, shutdown,
+//! heartbeats) is covered by tests/runtime_conformance.rs.
 
 mod common;
 
-use agentd::clock::{ManualClock, SharedClock, SystemClock};
-use agentd::queue::backoff::Backoff;
+use agentd::clock::ManualClock;
 use agentd::queue::cron::{CronEntry, Scheduler};
-use agentd::queue::maintenance::{Rescuer, Retention};
+use agentd::queue::maintenance::Retention;
 use agentd::queue::store::{self, FailOutcome};
-use agentd::queue::worker::{JobContext, JobHandler, KindRuntime, Worker, WorkerOptions};
-use agentd::queue::{JobError, NewJob, enqueue, enqueue_many};
+use agentd::queue::{NewJob, enqueue, enqueue_many};
 use chrono::{Duration as CDuration, TimeZone, Utc};
-use common::{TestDb, wait_until};
+use common::TestDb;
 use serde_json::json;
 use std::collections::HashSet;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 fn kinds(k: &str) -> Vec<String> {
     vec![k.to_string()]
@@ -194,6 +191,57 @@ async fn heartbeat_extends_lease_and_reports_lost_ones() {
         .await
         .unwrap();
     assert_eq!(r.requeued, 1);
+}
+
+/// Migration 0050: nothing indexes what a heartbeat changes, so renewals are HOT updates (no
+/// new index entries per renewal).
+#[tokio::test]
+async fn heartbeats_are_hot_updates() {
+    let db = TestDb::new().await;
+    // One connection: the statistics this backend flushes are the heartbeats' own.
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&db.url)
+        .await
+        .unwrap();
+    let id = enqueue(&pool, &NewJob::new("t", json!({})))
+        .await
+        .unwrap()
+        .unwrap();
+    let t0 = Utc::now();
+    let c = store::claim(&pool, &kinds("t"), 1, "w", t0, lease())
+        .await
+        .unwrap();
+    let stats = |pool: sqlx::PgPool| async move {
+        // Flush this backend's pending counters, then read them in a fresh snapshot.
+        sqlx::query("SELECT pg_stat_force_next_flush()")
+            .execute(&pool)
+            .await
+            .unwrap();
+        sqlx::query("SELECT 1").execute(&pool).await.unwrap();
+        let r: (i64, i64) = sqlx::query_as(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'agentd_jobs'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        r
+    };
+    let (upd0, hot0) = stats(pool.clone()).await;
+    for i in 1..=5 {
+        let kept = store::heartbeat(
+            &pool,
+            &[(id, c[0].attempt)],
+            t0 + CDuration::seconds(i),
+            lease(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(kept, vec![id]);
+    }
+    let (upd1, hot1) = stats(pool.clone()).await;
+    assert_eq!(upd1 - upd0, 5, "five renewals");
+    assert_eq!(hot1 - hot0, 5, "every renewal was a HOT update");
 }
 
 #[tokio::test]
@@ -506,403 +554,4 @@ async fn fan_out_enqueues_one_job_per_active_org_once() {
         key.starts_with("proactive_suggestion:") && key.ends_with(":2026-11-22"),
         "{key}"
     );
-}
-
-// ---- the worker runtime ----
-
-struct Recorder {
-    runs: Mutex<Vec<i64>>,
-    mode: &'static str,
-    calls: AtomicUsize,
-}
-
-#[async_trait::async_trait]
-impl JobHandler for Recorder {
-    async fn handle(&self, job: JobContext) -> Result<(), JobError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        match self.mode {
-            "panic" => panic!("handler exploded"),
-            "sleep" => {
-                tokio::time::sleep(Duration::from_secs(30)).await;
-            }
-            "slow_ok" => tokio::time::sleep(Duration::from_millis(300)).await,
-            "fatal" => return Err(JobError::Fatal("payload is malformed".into())),
-            _ => {}
-        }
-        self.runs.lock().unwrap().push(job.job.id);
-        Ok(())
-    }
-}
-
-fn recorder(mode: &'static str) -> Arc<Recorder> {
-    Arc::new(Recorder {
-        runs: Mutex::new(Vec::new()),
-        mode,
-        calls: AtomicUsize::new(0),
-    })
-}
-
-fn worker(
-    db: &TestDb,
-    clock: SharedClock,
-    h: Arc<Recorder>,
-    timeout: Duration,
-    poll: Duration,
-) -> Worker {
-    Worker::new(
-        db.pool.clone(),
-        clock,
-        WorkerOptions {
-            worker_id: "test-worker".into(),
-            claim_batch: 16,
-            poll_interval: poll,
-            lease: Duration::from_secs(4),
-            heartbeat: Duration::from_secs(1),
-            shutdown_grace: Duration::from_millis(500),
-        },
-        vec![KindRuntime {
-            kind: "t".into(),
-            handler: h,
-            concurrency: 8,
-            timeout,
-            backoff: Backoff {
-                base: Duration::from_millis(10),
-                max: Duration::from_millis(20),
-            },
-        }],
-    )
-}
-
-async fn count_state(db: &TestDb, state: &str) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM agentd_jobs WHERE state = $1")
-        .bind(state)
-        .fetch_one(&db.pool)
-        .await
-        .unwrap()
-}
-
-#[tokio::test]
-async fn worker_runs_every_job_exactly_once() {
-    let db = TestDb::new().await;
-    let jobs: Vec<NewJob> = (0..300)
-        .map(|i| NewJob::new("t", json!({ "i": i })))
-        .collect();
-    enqueue_many(&db.pool, &jobs).await.unwrap();
-    let h = recorder("ok");
-    let w = worker(
-        &db,
-        Arc::new(SystemClock),
-        h.clone(),
-        Duration::from_secs(5),
-        Duration::from_millis(200),
-    );
-    let stop = CancellationToken::new();
-    let run = tokio::spawn(w.run(stop.clone()));
-    wait_until(30, "all jobs succeeded", || async {
-        count_state(&db, "succeeded").await == 300
-    })
-    .await;
-    stop.cancel();
-    let report = run.await.unwrap();
-    assert_eq!(report.succeeded, 300);
-    let runs = h.runs.lock().unwrap();
-    assert_eq!(runs.len(), 300);
-    assert_eq!(
-        runs.iter().collect::<HashSet<_>>().len(),
-        300,
-        "no job ran twice"
-    );
-}
-
-#[tokio::test]
-async fn panics_and_timeouts_are_failures_that_retry_then_die() {
-    for mode in ["panic", "sleep"] {
-        let db = TestDb::new().await;
-        let id = enqueue(&db.pool, &NewJob::new("t", json!({})).max_attempts(2))
-            .await
-            .unwrap()
-            .unwrap();
-        let h = recorder(mode);
-        let w = worker(
-            &db,
-            Arc::new(SystemClock),
-            h.clone(),
-            Duration::from_millis(300),
-            Duration::from_millis(50),
-        );
-        let stop = CancellationToken::new();
-        let run = tokio::spawn(w.run(stop.clone()));
-        wait_until(20, "job dead", || async {
-            count_state(&db, "dead").await == 1
-        })
-        .await;
-        stop.cancel();
-        run.await.unwrap();
-        let (_, attempt, _, err) = state_of(&db, id).await;
-        assert_eq!(attempt, 2, "{mode}: retried once, then dead");
-        let err = err.unwrap();
-        let expected = if mode == "panic" {
-            "handler panicked: handler exploded"
-        } else {
-            "timed out"
-        };
-        assert!(err.contains(expected), "{mode}: {err}");
-        assert_eq!(h.calls.load(Ordering::SeqCst), 2);
-    }
-}
-
-#[tokio::test]
-async fn fatal_handler_error_is_dead_without_retry() {
-    let db = TestDb::new().await;
-    let id = enqueue(&db.pool, &NewJob::new("t", json!({})).max_attempts(5))
-        .await
-        .unwrap()
-        .unwrap();
-    let h = recorder("fatal");
-    let w = worker(
-        &db,
-        Arc::new(SystemClock),
-        h.clone(),
-        Duration::from_secs(5),
-        Duration::from_millis(50),
-    );
-    let stop = CancellationToken::new();
-    let run = tokio::spawn(w.run(stop.clone()));
-    wait_until(20, "job dead", || async {
-        count_state(&db, "dead").await == 1
-    })
-    .await;
-    stop.cancel();
-    run.await.unwrap();
-    assert_eq!(h.calls.load(Ordering::SeqCst), 1, "no retry storm");
-    assert_eq!(
-        state_of(&db, id).await.3.as_deref(),
-        Some("payload is malformed")
-    );
-}
-
-#[tokio::test]
-async fn notify_wakes_an_idle_worker_long_before_the_poll() {
-    let db = TestDb::new().await;
-    let h = recorder("ok");
-    // Poll every 60 s: only NOTIFY can explain a pickup within seconds.
-    let w = worker(
-        &db,
-        Arc::new(SystemClock),
-        h.clone(),
-        Duration::from_secs(5),
-        Duration::from_secs(60),
-    );
-    let stop = CancellationToken::new();
-    let run = tokio::spawn(w.run(stop.clone()));
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    for _ in 0..5 {
-        enqueue(&db.pool, &NewJob::new("t", json!({})))
-            .await
-            .unwrap();
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    wait_until(10, "woken by NOTIFY", || async {
-        count_state(&db, "succeeded").await == 5
-    })
-    .await;
-    stop.cancel();
-    run.await.unwrap();
-}
-
-#[tokio::test]
-async fn delayed_job_runs_on_time_not_before() {
-    let db = TestDb::new().await;
-    let h = recorder("ok");
-    let w = worker(
-        &db,
-        Arc::new(SystemClock),
-        h.clone(),
-        Duration::from_secs(5),
-        Duration::from_secs(60),
-    );
-    let stop = CancellationToken::new();
-    let run = tokio::spawn(w.run(stop.clone()));
-    let run_at = Utc::now() + CDuration::milliseconds(700);
-    let id = enqueue(&db.pool, &NewJob::new("t", json!({})).run_at(run_at))
-        .await
-        .unwrap()
-        .unwrap();
-    wait_until(10, "delayed job ran", || async {
-        count_state(&db, "succeeded").await == 1
-    })
-    .await;
-    let row = store::get(&db.pool, id).await.unwrap().unwrap();
-    assert!(row.started_at.unwrap() >= run_at, "not before run_at");
-    stop.cancel();
-    run.await.unwrap();
-}
-
-#[tokio::test]
-async fn graceful_shutdown_finishes_short_jobs_and_releases_long_ones() {
-    let db = TestDb::new().await;
-    // A slow job finishes inside the grace period.
-    let quick = enqueue(&db.pool, &NewJob::new("t", json!({})))
-        .await
-        .unwrap()
-        .unwrap();
-    let h = recorder("slow_ok");
-    let w = worker(
-        &db,
-        Arc::new(SystemClock),
-        h.clone(),
-        Duration::from_secs(30),
-        Duration::from_millis(50),
-    );
-    let stop = CancellationToken::new();
-    let run = tokio::spawn(w.run(stop.clone()));
-    wait_until(10, "job started", || async {
-        count_state(&db, "running").await == 1
-    })
-    .await;
-    stop.cancel();
-    let report = run.await.unwrap();
-    assert_eq!(report.released, 0);
-    assert_eq!(state_of(&db, quick).await.0, "succeeded");
-
-    // A job that would run for 30 s is released at the end of the 500 ms grace.
-    let long = enqueue(&db.pool, &NewJob::new("t", json!({})).max_attempts(1))
-        .await
-        .unwrap()
-        .unwrap();
-    let h = recorder("sleep");
-    let w = worker(
-        &db,
-        Arc::new(SystemClock),
-        h.clone(),
-        Duration::from_secs(60),
-        Duration::from_millis(50),
-    );
-    let stop = CancellationToken::new();
-    let run = tokio::spawn(w.run(stop.clone()));
-    wait_until(10, "long job started", || async {
-        count_state(&db, "running").await == 1
-    })
-    .await;
-    stop.cancel();
-    let report = run.await.unwrap();
-    assert_eq!(report.released, 1);
-    let row = store::get(&db.pool, long).await.unwrap().unwrap();
-    assert_eq!(
-        row.state, "available",
-        "released for another worker at once"
-    );
-    assert!(row.lease_expires_at.is_none() && row.locked_by.is_none());
-    // Released claims do not count: even with max_attempts = 1 the job can be claimed again.
-    let c = store::claim(&db.pool, &kinds("t"), 1, "other", Utc::now(), lease())
-        .await
-        .unwrap();
-    assert_eq!((c[0].id, c[0].counted_attempts), (long, 1));
-}
-
-#[tokio::test]
-async fn a_killed_workers_job_is_rerun_after_its_lease() {
-    let db = TestDb::new().await;
-    let t0 = Utc::now() - CDuration::seconds(60);
-    let id = enqueue(&db.pool, &NewJob::new("t", json!({})).run_at(t0))
-        .await
-        .unwrap()
-        .unwrap();
-    // A worker claims the job and dies without a word (no ack, no heartbeat).
-    store::claim(
-        &db.pool,
-        &kinds("t"),
-        1,
-        "dead-worker",
-        t0,
-        CDuration::seconds(4),
-    )
-    .await
-    .unwrap();
-    let rescuer = Rescuer {
-        pool: db.pool.clone(),
-        clock: Arc::new(SystemClock),
-        interval: Duration::from_secs(1),
-        batch: 100,
-        backoff: Default::default(),
-    };
-    assert_eq!(rescuer.run_once().await.unwrap().requeued, 1);
-    let h = recorder("ok");
-    let w = worker(
-        &db,
-        Arc::new(SystemClock),
-        h.clone(),
-        Duration::from_secs(5),
-        Duration::from_millis(50),
-    );
-    let stop = CancellationToken::new();
-    let run = tokio::spawn(w.run(stop.clone()));
-    wait_until(10, "re-run", || async {
-        count_state(&db, "succeeded").await == 1
-    })
-    .await;
-    stop.cancel();
-    run.await.unwrap();
-    assert_eq!(state_of(&db, id).await.1, 2, "the lost attempt counted");
-}
-
-#[tokio::test]
-async fn heartbeat_keeps_a_long_job_leased() {
-    let db = TestDb::new().await;
-    enqueue(&db.pool, &NewJob::new("t", json!({})))
-        .await
-        .unwrap();
-    struct Long;
-    #[async_trait::async_trait]
-    impl JobHandler for Long {
-        async fn handle(&self, _job: JobContext) -> Result<(), JobError> {
-            tokio::time::sleep(Duration::from_secs(6)).await;
-            Ok(())
-        }
-    }
-    let w = Worker::new(
-        db.pool.clone(),
-        Arc::new(SystemClock),
-        WorkerOptions {
-            worker_id: "w".into(),
-            claim_batch: 4,
-            poll_interval: Duration::from_millis(50),
-            lease: Duration::from_secs(2),
-            heartbeat: Duration::from_millis(500),
-            shutdown_grace: Duration::from_secs(1),
-        },
-        vec![KindRuntime {
-            kind: "t".into(),
-            handler: Arc::new(Long),
-            concurrency: 1,
-            timeout: Duration::from_secs(20),
-            backoff: Backoff {
-                base: Duration::from_millis(10),
-                max: Duration::from_millis(10),
-            },
-        }],
-    );
-    let stop = CancellationToken::new();
-    let run = tokio::spawn(w.run(stop.clone()));
-    let rescuer = Rescuer {
-        pool: db.pool.clone(),
-        clock: Arc::new(SystemClock),
-        interval: Duration::from_secs(1),
-        batch: 100,
-        backoff: Default::default(),
-    };
-    // For 6 s (three lease lengths) the rescuer finds nothing to rescue.
-    let mut rescued = 0;
-    while count_state(&db, "succeeded").await == 0 {
-        rescued += rescuer.run_once().await.unwrap().requeued;
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert_eq!(rescued, 0);
-    let attempt: i32 = sqlx::query_scalar("SELECT attempt FROM agentd_jobs")
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
-    assert_eq!(attempt, 1);
-    stop.cancel();
-    run.await.unwrap();
 }

@@ -2,12 +2,13 @@
 //! `FOR UPDATE SKIP LOCKED` + DELETE loop.
 
 use super::Server;
-use super::drain::{Rep, commits_since, wait_for};
+use super::drain::Rep;
 use apalis::prelude::{WorkerBuilder, WorkerBuilderExt, WorkerContext};
 use apalis_postgres::{Config as ApalisConfig, PostgresStorage};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 pub const DB_APALIS: &str = "agentd_bench_apalis";
@@ -65,6 +66,7 @@ pub(super) async fn apalis_rep(
         secs,
         commits_per_job,
         batches: None,
+        cost: None,
     })
 }
 
@@ -111,5 +113,31 @@ pub(super) async fn plain_rep(
         secs,
         commits_per_job,
         batches: None,
+        cost: None,
     })
+}
+
+/// Polls `count` until it reaches `target` or `cap` seconds pass: (count, seconds).
+pub(super) async fn wait_for(count: impl Fn() -> u64, target: u64, cap: f64) -> (u64, f64) {
+    let t0 = Instant::now();
+    loop {
+        let n = count();
+        let secs = t0.elapsed().as_secs_f64();
+        if n >= target || secs >= cap {
+            return (n, secs);
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Commits per job: closes nothing itself; call after the system's pool is closed.
+pub(super) async fn commits_since(
+    server: &Server,
+    db: &str,
+    before: i64,
+    jobs: u64,
+) -> anyhow::Result<f64> {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = server.xact_commit(db).await?;
+    Ok((after - before) as f64 / jobs.max(1) as f64)
 }

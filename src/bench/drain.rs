@@ -1,6 +1,9 @@
-//! Queue drain: a backlog of no-op jobs, drained by agentd's `Worker` and, against the same
-//! server in the same process, by apalis-postgres 1.0 storage with apalis's worker (its default
-//! config and a tuned one). Optionally a plain `FOR UPDATE SKIP LOCKED` + DELETE loop.
+//! Queue drain: a backlog of no-op jobs, drained by agentd's worker (as configured, and with a
+//! prefetch buffer) and, against the same server in the same run, by graphile-worker (a Node
+//! child process, when Node ≥ 22 and the harness under `benches/peers` are installed) and by
+//! apalis-postgres 1.0 storage with apalis's worker (its default config and a tuned one).
+//! Optionally a plain `FOR UPDATE SKIP LOCKED` + DELETE loop. agentd's rows carry the per-job
+//! cost breakdown (`cost.rs`).
 //!
 //! Each repetition starts from a vacuumed, analysed table holding exactly the backlog. Small
 //! backlogs are re-inserted every repetition; large ones (> 100,000) are inserted once and topped
@@ -10,7 +13,8 @@
 //! of the bench database before and after (the pool is closed first so backends flush stats).
 
 use super::baseline::{self, DB_APALIS, DB_PLAIN};
-pub use super::runtime::{Runtime, spawn_worker};
+use super::cost::{Cost, Probe};
+use super::runtime::{LABEL, spawn_worker};
 use super::{Opts, Report, Row, Server, Target, median};
 use crate::app::App;
 use crate::queue::backoff::Backoff;
@@ -39,7 +43,10 @@ pub struct Context {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum System {
-    Agentd(Runtime),
+    /// agentd with the service's worker config, `prefetch` overridden when `Some`; succeeded
+    /// jobs deleted (`delete_on_success`) when `true`.
+    Agentd(Option<u32>, bool),
+    Graphile,
     ApalisDefault,
     ApalisTuned,
     Plain,
@@ -48,8 +55,11 @@ enum System {
 impl System {
     fn label(self) -> &'static str {
         match self {
-            System::Agentd(Runtime::Apalis) => "agentd/apalis-rt",
-            System::Agentd(Runtime::Native) => "agentd/native-rt",
+            System::Agentd(None, false) => "agentd",
+            System::Agentd(None, true) => "agentd+delete",
+            System::Agentd(Some(_), false) => "agentd+prefetch",
+            System::Agentd(Some(_), true) => "agentd+prefetch+delete",
+            System::Graphile => "graphile-worker",
             System::ApalisDefault => "apalis",
             System::ApalisTuned => "apalis-tuned",
             System::Plain => "plain-skip-locked",
@@ -57,12 +67,15 @@ impl System {
     }
     fn db(self) -> &'static str {
         match self {
-            System::Agentd(_) => DB,
+            System::Agentd(..) => DB,
+            System::Graphile => "agentd_bench_graphile",
             System::ApalisDefault | System::ApalisTuned => DB_APALIS,
             System::Plain => DB_PLAIN,
         }
     }
 }
+
+pub(super) use super::baseline::wait_for;
 
 /// One repetition.
 pub(super) struct Rep {
@@ -71,6 +84,8 @@ pub(super) struct Rep {
     pub commits_per_job: f64,
     /// agentd only: mean jobs per claim statement and per ack statement.
     pub batches: Option<(f64, f64)>,
+    /// agentd only: what one job cost.
+    pub cost: Option<Cost>,
 }
 
 /// Median rate and commits per job of one configuration.
@@ -80,9 +95,10 @@ struct Figure {
     commits: f64,
     drained_all: bool,
     batches: Option<(f64, f64)>,
+    cost: Option<Cost>,
 }
 
-fn human(n: u64) -> String {
+pub(super) fn human(n: u64) -> String {
     match n {
         n if n >= 1_000_000 && n % 1_000_000 == 0 => format!("{}M", n / 1_000_000),
         n if n >= 1_000 && n % 1_000 == 0 => format!("{}k", n / 1_000),
@@ -102,13 +118,26 @@ pub async fn run(
         let cap = opts
             .max_secs
             .unwrap_or(if backlog > 100_000 { 10.0 } else { 20.0 });
-        let first = Runtime::configured(app);
-        let other = if first == Runtime::Apalis {
-            Runtime::Native
+        let mut systems = vec![System::Agentd(None, false)];
+        if opts.prefetch > 0 {
+            systems.push(System::Agentd(Some(opts.prefetch), false));
+            systems.push(System::Agentd(Some(opts.prefetch), true));
         } else {
-            Runtime::Apalis
-        };
-        let mut systems = vec![System::Agentd(first), System::Agentd(other)];
+            systems.push(System::Agentd(None, true));
+        }
+        if !opts.no_peers {
+            match super::peer::locate() {
+                Ok(_) => systems.push(System::Graphile),
+                Err(e) => {
+                    eprintln!("bench: graphile-worker skipped: {e}");
+                    report.push(Row::text(
+                        "drain",
+                        "graphile-worker",
+                        format!("skipped: {e}"),
+                    ));
+                }
+            }
+        }
         if !opts.no_apalis {
             systems.extend([System::ApalisDefault, System::ApalisTuned]);
         }
@@ -121,7 +150,7 @@ pub async fn run(
             let res = drain_system(server, app, opts, sys, backlog, cap, ctx, bi == 0).await;
             match res {
                 Ok(f) => figures.push((sys, f)),
-                Err(e) if !matches!(sys, System::Agentd(_)) => {
+                Err(e) if !matches!(sys, System::Agentd(..)) => {
                     let msg = format!("{} failed: {e:#}", sys.label());
                     eprintln!("bench: {msg}");
                     report.push(Row::text(
@@ -129,7 +158,10 @@ pub async fn run(
                         format!("{} baseline", sys.label()),
                         msg.clone(),
                     ));
-                    apalis_error.get_or_insert(msg);
+                    // graphile-worker is a peer, not the apalis baseline: no fallback for it.
+                    if sys != System::Graphile {
+                        apalis_error.get_or_insert(msg);
+                    }
                 }
                 Err(e) => return Err(e),
             }
@@ -142,16 +174,25 @@ pub async fn run(
         }
         let baselines: Vec<_> = figures
             .iter()
-            .filter(|(s, _)| !matches!(s, System::Agentd(_)))
+            .filter(|(s, _)| !matches!(s, System::Agentd(..)))
             .collect();
         for (sys, agentd) in figures
             .iter()
-            .filter(|(s, _)| matches!(s, System::Agentd(_)))
+            .filter(|(s, _)| matches!(s, System::Agentd(..)))
         {
-            let System::Agentd(rt) = sys else { continue };
+            let System::Agentd(prefetch, delete) = *sys else {
+                continue;
+            };
             for (ci, &c) in opts.concurrency.iter().enumerate() {
                 let Some(a) = agentd[ci] else { continue };
-                let metric = format!("{} backlog, c={c}, {}", human(backlog), rt.label());
+                let mut tuning = match prefetch {
+                    Some(p) => format!(", prefetch {p}, claim_batch {}", p.max(64)),
+                    None => String::new(),
+                };
+                if delete {
+                    tuning.push_str(", delete on success");
+                }
+                let metric = format!("{} backlog, c={c}, {LABEL}{tuning}", human(backlog));
                 let mut row = Row::new("drain", metric, a.rate, "jobs/s");
                 for (sys, fs) in &baselines {
                     if let Some(f) = fs[ci] {
@@ -179,6 +220,13 @@ pub async fn run(
                     note.push_str(&format!("; apalis {:.2} commits/job", f.commits));
                 }
                 report.push(row.note(note));
+                if let Some(cost) = a.cost {
+                    report.push(Row::text(
+                        "drain",
+                        format!("  per job: {} backlog, c={c}{tuning}", human(backlog)),
+                        cost.line(),
+                    ));
+                }
             }
         }
     }
@@ -198,7 +246,8 @@ async fn drain_system(
 ) -> anyhow::Result<Vec<Option<Figure>>> {
     let db = sys.db();
     let pool = match sys {
-        System::Agentd(_) => server.agentd_db(db, 4).await?,
+        System::Agentd(..) => server.agentd_db(db, 4).await?,
+        System::Graphile => return graphile(opts, backlog, cap).await,
         System::ApalisDefault | System::ApalisTuned => {
             server.recreate(db).await?;
             let pool = server.pool(db, 4).await?;
@@ -225,7 +274,8 @@ async fn drain_system(
             prepare(&pool, sys, backlog, fresh || backlog <= 100_000).await?;
             fresh = false;
             let rep = match sys {
-                System::Agentd(rt) => agentd_rep(server, app, rt, c, backlog, cap).await?,
+                System::Agentd(p, d) => agentd_rep(server, app, p, d, c, backlog, cap).await?,
+                System::Graphile => unreachable!("graphile-worker runs in its own harness"),
                 System::ApalisDefault | System::ApalisTuned => {
                     baseline::apalis_rep(server, sys == System::ApalisTuned, c, backlog, cap)
                         .await?
@@ -251,8 +301,12 @@ async fn drain_system(
             commits: median(&commits),
             drained_all: reps.iter().all(|r| r.processed >= backlog),
             batches: reps.iter().filter_map(|r| r.batches).next_back(),
+            cost: {
+                let costs: Vec<Cost> = reps.iter().filter_map(|r| r.cost).collect();
+                (!costs.is_empty()).then(|| Cost::median(&costs))
+            },
         };
-        if sys == System::Agentd(Runtime::configured(app)) && first_backlog {
+        if sys == System::Agentd(None, false) && first_backlog {
             ctx.commits_per_job.push((c, f.commits));
             if c == 32 {
                 let (peak, now) = super::memory_mib();
@@ -268,7 +322,8 @@ async fn drain_system(
 /// Leaves exactly `backlog` ready jobs (re-inserted when `fresh`, else topped up), vacuumed.
 async fn prepare(pool: &PgPool, sys: System, backlog: u64, fresh: bool) -> anyhow::Result<()> {
     let (table, ready) = match sys {
-        System::Agentd(_) => ("agentd_jobs", "state = 'available'"),
+        System::Agentd(..) => ("agentd_jobs", "state = 'available'"),
+        System::Graphile => unreachable!("graphile-worker prepares its own database"),
         System::ApalisDefault | System::ApalisTuned => ("apalis.jobs", "status = 'Pending'"),
         System::Plain => ("bench_plain", "true"),
     };
@@ -309,7 +364,8 @@ async fn fill(pool: &PgPool, sys: System, n: u64) -> anyhow::Result<()> {
     while left > 0 {
         let k = left.min(5_000);
         match sys {
-            System::Agentd(_) => {
+            System::Graphile => unreachable!("graphile-worker fills its own database"),
+            System::Agentd(..) => {
                 let jobs: Vec<NewJob> = (0..k)
                     .map(|i| NewJob::new(KIND, json!({ "n": i })))
                     .collect();
@@ -333,31 +389,6 @@ async fn fill(pool: &PgPool, sys: System, n: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Polls `count` until it reaches `target` or `cap` seconds pass: (count, seconds).
-pub(super) async fn wait_for(count: impl Fn() -> u64, target: u64, cap: f64) -> (u64, f64) {
-    let t0 = Instant::now();
-    loop {
-        let n = count();
-        let secs = t0.elapsed().as_secs_f64();
-        if n >= target || secs >= cap {
-            return (n, secs);
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-}
-
-/// Commits per job: closes nothing itself; call after the system's pool is closed.
-pub(super) async fn commits_since(
-    server: &Server,
-    db: &str,
-    before: i64,
-    jobs: u64,
-) -> anyhow::Result<f64> {
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let after = server.xact_commit(db).await?;
-    Ok((after - before) as f64 / jobs.max(1) as f64)
-}
-
 struct Noop;
 
 #[async_trait::async_trait]
@@ -367,17 +398,21 @@ impl JobHandler for Noop {
     }
 }
 
-/// agentd's worker (runtime `rt`) over `DB` at concurrency `c`, with the service's worker config.
+/// agentd's worker over `DB` at concurrency `c`, with the service's worker config (`prefetch`
+/// overriding its prefetch, with claims of at least that many jobs; `delete`: succeeded jobs
+/// are deleted).
+#[allow(clippy::too_many_arguments)]
 async fn agentd_rep(
     server: &Server,
     app: &App,
-    rt: Runtime,
+    prefetch: Option<u32>,
+    delete: bool,
     c: usize,
     target: u64,
     cap: f64,
 ) -> anyhow::Result<Rep> {
     let pool = server.pool(DB, app.config.database.max_connections).await?;
-    let before = server.xact_commit(DB).await?;
+    let mut probe = Probe::start(server, DB, "agentd_jobs").await?;
     let kind = KindRuntime {
         kind: KIND.into(),
         handler: Arc::new(Noop),
@@ -387,16 +422,24 @@ async fn agentd_rep(
             base: Duration::from_secs(1),
             max: Duration::from_secs(60),
         },
+        delete_on_success: delete,
     };
     let started = chrono::Utc::now();
-    let (stats, stop, handle) = spawn_worker(pool.clone(), app, rt, kind);
+    let (stats, stop, handle) = spawn_worker(pool.clone(), app, kind, |o| {
+        if let Some(p) = prefetch {
+            o.prefetch = p;
+            o.claim_batch = o.claim_batch.max(p);
+        }
+    });
     let (processed, secs) = wait_for(|| stats.succeeded.load(Ordering::Relaxed), target, cap).await;
+    probe.cpu_end(server).await;
     stop.cancel();
     let _ = handle.await;
     let total = stats.succeeded.load(Ordering::Relaxed);
     pool.close().await;
-    let commits_per_job = commits_since(server, DB, before, total).await?;
+    let cost = probe.finish(server, total).await?;
     // Every row of one claim shares its started_at, every row of one ack its finished_at.
+    // (Deleted rows leave nothing to count.)
     let pool = server.pool(DB, 1).await?;
     let (jobs, claims, acks): (i64, i64, i64) = sqlx::query_as(
         "SELECT count(*), count(DISTINCT started_at), count(DISTINCT finished_at)
@@ -410,39 +453,27 @@ async fn agentd_rep(
     Ok(Rep {
         processed,
         secs,
-        commits_per_job,
-        batches: Some((per(claims), per(acks))),
+        commits_per_job: cost.commits,
+        batches: (!delete).then(|| (per(claims), per(acks))),
+        cost: Some(cost),
     })
 }
 
-/// Peak RSS after a drain at concurrency 32 (reuses the drain's figure when it ran).
-pub async fn memory(
-    server: &Server,
-    app: &App,
-    opts: &Opts,
-    report: &mut Report,
-    ctx: &mut Context,
-) -> anyhow::Result<()> {
-    let backlog = opts.backlogs.first().copied().unwrap_or(20_000);
-    let (peak, now, backlog) = match ctx.memory {
-        Some(m) => m,
-        None => {
-            let cap = opts.max_secs.unwrap_or(30.0);
-            let (n, secs, _) = agentd_once(server, app, 32, backlog, cap).await?;
-            eprintln!("bench:   drained {n} jobs in {secs:.2}s at c=32");
-            let (peak, now) = super::memory_mib();
-            (peak, now, backlog)
-        }
-    };
-    let metric = format!(
-        "peak RSS after a {} drain at c=32, {}",
-        human(backlog),
-        Runtime::configured(app).label()
-    );
-    report.push(Row::new("memory", metric, peak, "MiB").note(format!(
-        "VmHWM of the whole bench process (worker + bench); VmRSS now {now:.1} MiB"
-    )));
-    Ok(())
+/// graphile-worker through its harness, one figure per concurrency (median of `opts.reps`).
+async fn graphile(opts: &Opts, backlog: u64, cap: f64) -> anyhow::Result<Vec<Option<Figure>>> {
+    let figures = super::peer::drain(opts, backlog, cap).await?;
+    Ok(figures
+        .into_iter()
+        .map(|(rate, secs)| {
+            Some(Figure {
+                rate,
+                commits: f64::NAN,
+                drained_all: rate * secs + 0.5 >= backlog as f64,
+                batches: None,
+                cost: None,
+            })
+        })
+        .collect())
 }
 
 /// One agentd drain of a fresh `backlog` at concurrency `c`: (jobs, seconds, commits per job).
@@ -454,9 +485,8 @@ pub async fn agentd_once(
     cap: f64,
 ) -> anyhow::Result<(u64, f64, f64)> {
     let pool = server.agentd_db(DB, 4).await?;
-    let rt = Runtime::configured(app);
-    prepare(&pool, System::Agentd(rt), backlog, true).await?;
+    prepare(&pool, System::Agentd(None, false), backlog, true).await?;
     pool.close().await;
-    let rep = agentd_rep(server, app, rt, c, backlog, cap).await?;
+    let rep = agentd_rep(server, app, None, false, c, backlog, cap).await?;
     Ok((rep.processed, rep.secs, rep.commits_per_job))
 }

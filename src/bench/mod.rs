@@ -10,16 +10,19 @@
 pub mod agent;
 pub mod approvals;
 pub mod baseline;
+pub mod cost;
 pub mod drain;
+mod memory;
+pub mod peer;
 pub mod queue;
 pub mod redact;
 pub mod runtime;
+mod server;
+pub use server::Server;
 
 use crate::app::App;
 use serde::Serialize;
 use sqlx::PgPool;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use std::time::Duration;
 
 /// What to run and how big.
 #[derive(Debug, Clone)]
@@ -40,6 +43,10 @@ pub struct Opts {
     pub no_apalis: bool,
     /// Also run the plain `FOR UPDATE SKIP LOCKED` + DELETE reference loop.
     pub plain: bool,
+    /// Skip graphile-worker (run by default when Node ≥ 22 and its harness are installed).
+    pub no_peers: bool,
+    /// agentd's drain also runs with this prefetch (and claims at least this big); 0: not.
+    pub prefetch: u32,
 }
 
 impl Opts {
@@ -298,80 +305,6 @@ pub fn memory_mib() -> (f64, f64) {
     (field("VmHWM:"), field("VmRSS:"))
 }
 
-/// The PostgreSQL server the benchmarks use; each part gets its own database on it.
-#[derive(Clone)]
-pub struct Server {
-    pub opts: PgConnectOptions,
-    admin: PgPool,
-}
-
-impl Server {
-    /// Connects to the administration database of `url`.
-    pub async fn connect(url: &str) -> anyhow::Result<Self> {
-        // agentd's own connection defaults (no TLS over loopback), as the service uses them.
-        let opts = crate::db::connect_options(url)
-            .map_err(|e| anyhow::anyhow!("--server-url {url:?}: {e}"))?;
-        let admin = PgPoolOptions::new()
-            .max_connections(2)
-            .connect_with(opts.clone())
-            .await
-            .map_err(|e| anyhow::anyhow!("--server-url: cannot connect to {url}: {e}"))?;
-        Ok(Self { opts, admin })
-    }
-
-    /// Drops (terminating its sessions) and re-creates database `name`.
-    pub async fn recreate(&self, name: &str) -> anyhow::Result<()> {
-        assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-        )))
-        .execute(&self.admin)
-        .await?;
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&self.admin)
-            .await?;
-        Ok(())
-    }
-
-    /// Drops database `name`.
-    pub async fn drop_db(&self, name: &str) -> anyhow::Result<()> {
-        assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-        )))
-        .execute(&self.admin)
-        .await?;
-        Ok(())
-    }
-
-    /// A pool on database `name`.
-    pub async fn pool(&self, name: &str, max: u32) -> anyhow::Result<PgPool> {
-        Ok(PgPoolOptions::new()
-            .max_connections(max)
-            .acquire_timeout(Duration::from_secs(30))
-            .connect_with(self.opts.clone().database(name))
-            .await?)
-    }
-
-    /// A fresh database `name` with agentd's migrations applied.
-    pub async fn agentd_db(&self, name: &str, max: u32) -> anyhow::Result<PgPool> {
-        self.recreate(name).await?;
-        let pool = self.pool(name, max).await?;
-        crate::db::migrate(&pool).await?;
-        Ok(pool)
-    }
-
-    /// Transactions committed in database `name` so far (`pg_stat_database.xact_commit`).
-    pub async fn xact_commit(&self, name: &str) -> anyhow::Result<i64> {
-        Ok(
-            sqlx::query_scalar("SELECT xact_commit FROM pg_stat_database WHERE datname = $1")
-                .bind(name)
-                .fetch_one(&self.admin)
-                .await?,
-        )
-    }
-}
-
 /// `app` re-pointed at `pool`, with the offline provider and no HTTP server.
 pub fn bench_app(app: &App, pool: PgPool) -> App {
     let mut config = (*app.config).clone();
@@ -410,7 +343,7 @@ pub async fn run(app: &App, opts: &Opts, parts: &[Part]) -> anyhow::Result<Repor
         eprintln!("bench: --- {part:?} ---");
         let res = match part {
             Part::Drain => drain::run(&server, app, opts, &mut report, &mut ctx).await,
-            Part::Memory => drain::memory(&server, app, opts, &mut report, &mut ctx).await,
+            Part::Memory => memory::memory(&server, app, opts, &mut report, &mut ctx).await,
             Part::Enqueue => queue::enqueue(&server, opts, &mut report).await,
             Part::Latency => queue::latency(&server, app, opts, &mut report).await,
             Part::Pgbench => queue::pgbench(&server, app, &mut report, &ctx).await,
@@ -456,7 +389,7 @@ async fn describe(server: &Server) -> Vec<(String, String)> {
         .map(|n| n.get())
         .unwrap_or(0);
     let pg: String = sqlx::query_scalar("SELECT current_setting('server_version') || ', shared_buffers ' || current_setting('shared_buffers') || ', synchronous_commit ' || current_setting('synchronous_commit')")
-        .fetch_one(&server.admin)
+        .fetch_one(server.admin())
         .await
         .unwrap_or_default();
     let build = if cfg!(debug_assertions) {

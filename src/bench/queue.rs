@@ -178,9 +178,9 @@ pub async fn latency(
             base: Duration::from_secs(1),
             max: Duration::from_secs(60),
         },
+        delete_on_success: false,
     };
-    let rt = super::drain::Runtime::configured(app);
-    let (_stats, stop, handle) = super::drain::spawn_worker(pool.clone(), app, rt, kind);
+    let (_stats, stop, handle) = super::runtime::spawn_worker(pool.clone(), app, kind, |_| {});
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let samples = opts.size(500, 300);
@@ -206,7 +206,7 @@ pub async fn latency(
         .target(Target::AtMost(5.0))
         .note(format!(
             "{samples} samples, 5–20 ms idle between; c=8, {}",
-            rt.label()
+            super::runtime::LABEL
         )),
     );
     report.push(

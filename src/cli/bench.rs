@@ -77,6 +77,13 @@ pub struct BenchOpts {
     /// Also drain with a plain `FOR UPDATE SKIP LOCKED` + DELETE loop (reference).
     #[arg(long)]
     pub plain: bool,
+    /// Skip graphile-worker (run by default when Node ≥ 22 and benches/peers are installed).
+    #[arg(long)]
+    pub no_peers: bool,
+    /// agentd's drain also runs with this prefetch buffer (and claims of at least this many
+    /// jobs), like graphile-worker's localQueue; 0: only the configured worker.
+    #[arg(long, default_value_t = 500)]
+    pub prefetch: u32,
 }
 
 /// Runs the benchmarks.
@@ -128,6 +135,8 @@ pub async fn run(app: &App, cmd: BenchCmd) -> anyhow::Result<()> {
         max_secs: o.max_secs,
         no_apalis: o.no_apalis,
         plain: o.plain,
+        no_peers: o.no_peers,
+        prefetch: o.prefetch,
     };
     let report = bench::run(app, &opts, &parts).await?;
     if o.json {

@@ -10,6 +10,7 @@ pub mod enqueue;
 pub mod lease;
 pub mod maintenance;
 pub mod reconcile;
+pub mod rescue;
 pub mod store;
 pub mod worker;
 

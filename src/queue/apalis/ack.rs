@@ -130,19 +130,41 @@ pub(super) async fn ack_loop(sh: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Ac
 
 pub(super) async fn flush(sh: &Shared, batch: Vec<AckRequest>) {
     let now = sh.clock.now();
-    let ok: Vec<(i64, i32)> = batch
+    let deletes = |r: &AckRequest| {
+        sh.policies
+            .get(&r.kind)
+            .is_some_and(|p| p.delete_on_success)
+    };
+    let (mut keep, mut delete): (Vec<(i64, i32)>, Vec<(i64, i32)>) = (Vec::new(), Vec::new());
+    for r in batch
         .iter()
         .filter(|r| matches!(r.outcome, Outcome::Succeeded))
-        .map(|r| (r.id, r.attempt))
-        .collect();
-    let acked: Result<HashSet<i64>, String> = if ok.is_empty() {
-        Ok(HashSet::new())
-    } else {
-        crate::queue::worker::retry_db(|| store::complete_many(&sh.pool, &ok, now))
+    {
+        if deletes(r) {
+            delete.push((r.id, r.attempt));
+        } else {
+            keep.push((r.id, r.attempt));
+        }
+    }
+    let mut acked: Result<HashSet<i64>, String> = Ok(HashSet::new());
+    if !keep.is_empty() {
+        acked = crate::queue::worker::retry_db(|| store::complete_many(&sh.pool, &keep, now))
             .await
             .map(|v| v.into_iter().collect())
-            .map_err(|e| e.to_string())
-    };
+            .map_err(|e| e.to_string());
+    }
+    if !delete.is_empty() {
+        let gone = crate::queue::worker::retry_db(|| store::delete_succeeded(&sh.pool, &delete))
+            .await
+            .map_err(|e| e.to_string());
+        acked = match (acked, gone) {
+            (Ok(mut set), Ok(v)) => {
+                set.extend(v);
+                Ok(set)
+            }
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        };
+    }
     for req in batch {
         if let Some(d) = req.elapsed {
             metrics::histogram!("agentd_job_duration_seconds", "kind" => req.kind.clone())

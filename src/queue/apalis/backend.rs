@@ -213,6 +213,35 @@ impl AgentdBackend {
         }
     }
 
+    /// Takes in the result of a claim: jobs into the buffer; a short claim (no backlog) or an
+    /// error makes the next claim wait (NOTIFY, poll, run_at; or the error backoff).
+    fn claimed(
+        &mut self,
+        res: Result<Result<Vec<ClaimedJob>, QueueError>, tokio::task::JoinError>,
+    ) {
+        let res = res
+            .map_err(|e| QueueError::Invalid(format!("claim task failed: {e}")))
+            .and_then(|r| r);
+        match res {
+            Ok(jobs) => {
+                self.sh.stats.db_ok.store(true, Ordering::Relaxed);
+                self.db_backoff = Duration::from_millis(100);
+                self.last_full = jobs.len() as u32 == self.want;
+                if (jobs.len() as u32) < self.want {
+                    self.idle = Some(self.sh.clone().idle().boxed());
+                }
+                self.buffer.extend(jobs);
+            }
+            Err(e) => {
+                self.sh.stats.db_ok.store(false, Ordering::Relaxed);
+                self.last_full = false;
+                warn!(kinds = ?self.sh.kinds, error = %e, retry_in = ?self.db_backoff, "claim failed");
+                self.idle = Some(tokio::time::sleep(self.db_backoff).boxed());
+                self.db_backoff = (self.db_backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+
     /// The layer counting running handlers (put it inside the concurrency limit).
     pub fn running_layer(&self) -> RunningLayer {
         RunningLayer {
@@ -240,6 +269,31 @@ impl Backend for AgentdBackend {
         _worker: &WorkerContext,
     ) -> Poll<Option<Result<Self::Task, Self::Error>>> {
         loop {
+            if let Some(claim) = self.claim.as_mut() {
+                match claim.poll_unpin(cx) {
+                    Poll::Ready(res) => {
+                        self.claim = None;
+                        self.claimed(res);
+                        continue;
+                    }
+                    // A read-ahead claim is in flight: serve the buffer meanwhile.
+                    Poll::Pending if self.buffer.is_empty() => return Poll::Pending,
+                    Poll::Pending => {}
+                }
+            }
+            let prefetch = self.sh.opts.prefetch;
+            // Read ahead: with a backlog (the last claim was full) and the buffer down to half
+            // the prefetch, claim the next batch while the buffered jobs are handed out.
+            if prefetch > 0
+                && self.claim.is_none()
+                && self.idle.is_none()
+                && self.last_full
+                && !self.buffer.is_empty()
+                && self.buffer.len() <= (prefetch as usize / 2).max(1)
+            {
+                self.want = prefetch.min(self.sh.opts.claim_batch.max(1));
+                self.claim = Some(tokio::spawn(self.sh.clone().claim(self.want)));
+            }
             if let Some(job) = self.buffer.pop_front() {
                 let cancel = {
                     let held = self.sh.held.lock().expect("held");
@@ -251,48 +305,29 @@ impl Backend for AgentdBackend {
                 };
                 return Poll::Ready(Some(Ok(self.sh.task(job, cancel))));
             }
-            if let Some(claim) = self.claim.as_mut() {
-                let res = ready!(claim.poll_unpin(cx));
-                self.claim = None;
-                let res = res
-                    .map_err(|e| QueueError::Invalid(format!("claim task failed: {e}")))
-                    .and_then(|r| r);
-                match res {
-                    Ok(jobs) => {
-                        self.sh.stats.db_ok.store(true, Ordering::Relaxed);
-                        self.db_backoff = Duration::from_millis(100);
-                        self.last_full = jobs.len() as u32 == self.want;
-                        if (jobs.len() as u32) < self.want {
-                            self.idle = Some(self.sh.clone().idle().boxed());
-                        }
-                        self.buffer.extend(jobs);
-                    }
-                    Err(e) => {
-                        self.sh.stats.db_ok.store(false, Ordering::Relaxed);
-                        warn!(kinds = ?self.sh.kinds, error = %e, retry_in = ?self.db_backoff, "claim failed");
-                        self.idle = Some(tokio::time::sleep(self.db_backoff).boxed());
-                        self.db_backoff = (self.db_backoff * 2).min(Duration::from_secs(5));
-                    }
-                }
+            if self.claim.is_some() {
                 continue;
             }
             if let Some(idle) = self.idle.as_mut() {
                 ready!(idle.poll_unpin(cx));
                 self.idle = None;
             }
-            // apalis reserved one slot before calling us; claim what fits the free slots.
+            // apalis reserved one slot before calling us; claim what fits the free slots (and
+            // the prefetch on top).
             let running = self.sh.running.load(Ordering::SeqCst);
             let free = self.sh.concurrency.saturating_sub(running).max(1);
-            // Under a backlog with most slots busy, wait up to 0.5 ms so handlers finishing now
-            // free their slots: one bigger claim instead of several of one or two jobs (fewer
-            // commits per job). Negligible next to real jobs, which take seconds.
-            if self.last_full && free * 2 < self.sh.concurrency && !self.waited {
+            // Without prefetch, under a backlog with most slots busy, wait up to 0.5 ms so
+            // handlers finishing now free their slots: one bigger claim instead of several of
+            // one or two jobs (fewer commits per job). Negligible next to real jobs.
+            if prefetch == 0 && self.last_full && free * 2 < self.sh.concurrency && !self.waited {
                 self.waited = true;
                 self.idle = Some(tokio::time::sleep(Duration::from_micros(500)).boxed());
                 continue;
             }
             self.waited = false;
-            self.want = (free as u32).min(self.sh.opts.claim_batch.max(1));
+            self.want = (free as u32)
+                .saturating_add(prefetch)
+                .min(self.sh.opts.claim_batch.max(1));
             self.claim = Some(tokio::spawn(self.sh.clone().claim(self.want)));
         }
     }

@@ -59,7 +59,7 @@ where
 }
 
 /// Counts running handlers (claims are sized to the free slots) and runs each job in a
-/// `job` span like the native worker. Sits under `parallelize`, so the count drops when the
+/// `job` span. Sits under `parallelize`, so the count drops when the
 /// spawned handler ends or is aborted.
 #[derive(Clone)]
 pub struct RunningLayer {

@@ -37,10 +37,9 @@
 //! 2. **Batched acks.** `Acknowledge::ack` is per task and awaited inside that task's future
 //!    (`src/worker/ext/ack/mod.rs` 97, 176). [`AgentdAck`] hands the outcome to one acker task
 //!    that coalesces whatever is pending into one `complete_many` statement (failures are one
-//!    `fail` each, as in the native worker) and answers each ack when its batch is written, so a
+//!    `fail` each, one statement per failure) and answers each ack when its batch is written, so a
 //!    task ends only after its outcome is durable. The ack sits outside the concurrency limit,
-//!    so a finished handler frees its slot before its ack lands (the native worker does the
-//!    same).
+//!    so a finished handler frees its slot before its ack lands .
 //! 3. **Releasing unfinished tasks at shutdown.** After `stop()`, `CallAll` waits for *every*
 //!    in-flight task future with no deadline before it calls `poll_close`
 //!    (`src/worker/call_all.rs` 162-167), and the `Monitor`'s only deadline
@@ -83,9 +82,9 @@
 use super::backoff::Backoff;
 use super::store::{self, FailOutcome};
 use super::worker::{
-    JobContext, JobHandler, KindRuntime, Worker, WorkerOptions, WorkerReport, WorkerStats,
+    JobContext, JobHandler, KindRuntime, WorkerOptions, WorkerReport, WorkerStats,
 };
-use super::{ClaimedJob, JobError, NewJob, QueueError};
+use super::{ClaimedJob, JobError, QueueError};
 use crate::clock::SharedClock;
 use ::apalis::layers::WorkerBuilderExt;
 use ::apalis::layers::catch_panic::{CatchPanicLayer, PanicError};
@@ -122,12 +121,10 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 
 mod ack;
 mod backend;
-mod bench;
 mod layers;
 
 pub use ack::*;
 pub use backend::*;
-pub use bench::*;
 pub use layers::*;
 
 /// Metadata key of the job id.
@@ -194,6 +191,8 @@ pub struct KindPolicy {
     pub backoff: Backoff,
     /// Only used to word the timeout error.
     pub timeout: Duration,
+    /// Succeeded jobs are deleted ([`store::delete_succeeded`]) instead of kept.
+    pub delete_on_success: bool,
 }
 
 /// An attempt this process holds a lease on (claimed and not yet settled).
@@ -360,6 +359,7 @@ pub fn build_worker(
             kind: kind.kind.clone(),
             backoff: kind.backoff,
             timeout: kind.timeout,
+            delete_on_success: kind.delete_on_success,
         }],
         concurrency,
     );
