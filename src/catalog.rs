@@ -312,7 +312,12 @@ pub fn parse(
         file: file.to_string(),
         message,
     };
-    let has_agent = toml::from_str::<toml::Table>(text).is_ok_and(|t| t.contains_key("agent"));
+    // A generic table cannot hold every value the typed spec accepts (an integer past i64::MAX
+    // that a bound check reports below): then look for the section header itself.
+    let has_agent = match toml::from_str::<toml::Table>(text) {
+        Ok(t) => t.contains_key("agent"),
+        Err(_) => text.lines().any(|l| l.trim_start().starts_with("[agent")),
+    };
     if has_agent && WITHOUT_AGENT.contains(&kind) {
         return Err(err(format!(
             "agent: kind {kind} runs no agent; remove the [agent] section"

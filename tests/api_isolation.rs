@@ -11,7 +11,7 @@ use chrono::Duration;
 use serde_json::{Value, json};
 
 /// Every route of the API: (method, OpenAPI path).
-const ROUTES: [(&str, &str); 22] = [
+const ROUTES: [(&str, &str); 27] = [
     ("post", "/v1/documents"),
     ("get", "/v1/documents"),
     ("get", "/v1/documents/{id}"),
@@ -30,6 +30,11 @@ const ROUTES: [(&str, &str); 22] = [
     ("get", "/v1/queue"),
     ("post", "/v1/jobs/{id}/retry"),
     ("get", "/v1/status"),
+    ("get", "/v1/events"),
+    ("get", "/v1/events/stream"),
+    ("post", "/v1/webhooks"),
+    ("get", "/v1/webhooks"),
+    ("delete", "/v1/webhooks/{id}"),
     ("post", "/v1/jobs"),
     ("get", "/v1/jobs/{id}"),
     ("get", "/v1/settings"),
@@ -355,6 +360,10 @@ async fn the_openapi_document_lists_every_route_and_every_listed_route_exists() 
     assert_eq!(listed, expected);
     assert!(doc.body["components"]["securitySchemes"]["bearer"].is_object());
     for (m, p) in ROUTES {
+        if p == "/v1/events/stream" {
+            // An SSE stream never ends its body; tests/webhooks.rs reads it with resume.
+            continue;
+        }
         let path = p
             .replace("{id}", &uuid::Uuid::now_v7().to_string())
             .replace("/jobs/0", "/jobs/1");
