@@ -202,6 +202,18 @@ fn rest_of_happy_path() -> Vec<Turn> {
     ]
 }
 
+/// The first tool result a request carries back to the model.
+fn first_tool_result(req: &CompletionRequest) -> String {
+    req.messages
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .find_map(|b| match b {
+            Block::ToolResult { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .expect("a tool result")
+}
+
 fn all_text(req: &CompletionRequest) -> String {
     serde_json::to_string(&req.messages).unwrap()
 }
@@ -273,15 +285,7 @@ async fn a_stringified_argument_is_repaired_said_so_and_proposed() {
     let (_, status) = e.upload_and_drain(INVOICE).await;
     assert_eq!(status, "proposed");
     let reqs = p.requests.lock().unwrap().clone();
-    let result = reqs[1]
-        .messages
-        .iter()
-        .flat_map(|m| m.content.iter())
-        .find_map(|b| match b {
-            Block::ToolResult { content, .. } => Some(content.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let result = first_tool_result(&reqs[1]);
     assert!(
         result.starts_with(
             "[repaired: `response_format` was a JSON string; it was parsed as an object]"
@@ -313,15 +317,7 @@ async fn a_small_models_compact_schema_is_completed_said_so_and_proposed() {
     let (_, status) = e.upload_and_drain(INVOICE).await;
     assert_eq!(status, "proposed");
     let reqs = p.requests.lock().unwrap().clone();
-    let result = reqs[1]
-        .messages
-        .iter()
-        .flat_map(|m| m.content.iter())
-        .find_map(|b| match b {
-            Block::ToolResult { content, .. } => Some(content.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let result = first_tool_result(&reqs[1]);
     assert!(
         result.contains("was a JSON string")
             && result.contains("json_schema.schema was a map of fields")
