@@ -65,6 +65,20 @@ impl RunningWorker {
     }
 }
 
+/// Why workers could not start (both are the operator's to fix: exit code 2 in the CLI).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The kinds asked for, or their concurrency against the pool, do not fit.
+    #[error("{0}")]
+    Input(String),
+    /// `http.addr` cannot be bound.
+    #[error("http.addr {addr}: cannot listen: {source}")]
+    Listen {
+        addr: String,
+        source: std::io::Error,
+    },
+}
+
 impl App {
     /// An App over `pool` with the config's provider and the built-in tools.
     pub fn new(pool: PgPool, clock: SharedClock, config: Config, catalog: Catalog) -> Self {
@@ -227,8 +241,8 @@ impl App {
         &self,
         args: WorkerArgs,
         shutdown: CancellationToken,
-    ) -> Result<RunningWorker, String> {
-        let runtimes = self.runtimes(&args)?;
+    ) -> Result<RunningWorker, StartError> {
+        let runtimes = self.runtimes(&args).map_err(StartError::Input)?;
         let cfg = &self.config;
         crate::db::check_worker_fits(
             cfg.database.max_connections,
@@ -236,7 +250,8 @@ impl App {
                 .iter()
                 .map(|k| (k.kind.clone(), k.concurrency))
                 .collect::<Vec<_>>(),
-        )?;
+        )
+        .map_err(StartError::Input)?;
         let opts = WorkerOptions::from_config(&cfg.worker);
         // apalis 1.0 is the one runtime: one apalis worker per kind over our backend.
         let workers: Vec<_> = runtimes
@@ -265,7 +280,10 @@ impl App {
         if !cfg.http.addr.is_empty() {
             let listener = tokio::net::TcpListener::bind(&cfg.http.addr)
                 .await
-                .map_err(|e| format!("http.addr {}: cannot listen: {e}", cfg.http.addr))?;
+                .map_err(|source| StartError::Listen {
+                    addr: cfg.http.addr.clone(),
+                    source,
+                })?;
             http_addr = listener.local_addr().ok();
             let state = crate::http::HealthState {
                 pool: self.pool.clone(),

@@ -2,6 +2,11 @@
 //! `--config`, then `AGENTD_<SECTION>__<KEY>` environment overrides; validated at start. Errors
 //! name the source, the key and the fix.
 
+mod choices;
+mod duration;
+pub use choices::{LogFormat, ProviderChoice};
+pub use duration::{MAX_DURATION_SECS, TimeUnit, duration_at_most};
+
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -40,6 +45,18 @@ pub struct Config {
     /// Redaction of personal data before the provider (`src/pii`).
     #[serde(default)]
     pub pii: PiiConfig,
+    /// Webhook deliveries (`src/webhooks`).
+    #[serde(default)]
+    pub webhooks: WebhooksConfig,
+}
+
+/// Webhook deliveries.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebhooksConfig {
+    /// True: webhook URLs may reach loopback, link-local, private, unspecified and multicast
+    /// addresses (the SSRF guard of `webhooks/guard.rs` is off).
+    pub allow_private_networks: bool,
 }
 
 /// The redaction boundary.
@@ -144,7 +161,7 @@ pub struct HttpConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LlmConfig {
-    pub provider: String,
+    pub provider: ProviderChoice,
     pub base_url: String,
     pub api_key: String,
     /// Prices per model (cents per million tokens) for per-org cost caps.
@@ -184,7 +201,7 @@ pub struct LlmConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogConfig {
-    pub format: String,
+    pub format: LogFormat,
 }
 
 impl Config {
@@ -231,7 +248,7 @@ impl Config {
                 return Err(ConfigError::new(
                     &key,
                     format!(
-                        "unknown section `{section}` (known: database, worker, retention, http, llm, log)"
+                        "unknown section `{section}` (known: database, worker, retention, http, llm, pii, log, webhooks)"
                     ),
                 ));
             };
@@ -386,18 +403,6 @@ impl Config {
                  (the native runtime was removed); remove the key or set it to \"apalis\""
             ));
         }
-        if !["auto", "openai", "offline"].contains(&self.llm.provider.as_str()) {
-            return Err(format!(
-                "llm.provider must be one of auto, openai, offline (got {:?})",
-                self.llm.provider
-            ));
-        }
-        if !["text", "json"].contains(&self.log.format.as_str()) {
-            return Err(format!(
-                "log.format must be text or json (got {:?})",
-                self.log.format
-            ));
-        }
         if !self.http.addr.is_empty() && self.http.addr.parse::<std::net::SocketAddr>().is_err() {
             return Err(format!(
                 "http.addr must be host:port, e.g. 127.0.0.1:9187, or empty to disable (got {:?})",
@@ -457,58 +462,4 @@ fn merge(base: &mut toml::Table, over: toml::Table, source: &str) -> Result<(), 
         }
     }
     Ok(())
-}
-
-/// The longest any duration in the config or a job file may be: 100 years. Anything longer is a
-/// typo, and every instant computed from a setting (`now + approval_ttl_secs`, a run's
-/// deadline, a retention cutoff) must stay representable instead of overflowing.
-pub const MAX_DURATION_SECS: u64 = 100 * 365 * 24 * 3600;
-
-/// The unit a duration setting is written in (the key's suffix).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TimeUnit {
-    Millis,
-    Secs,
-    Hours,
-    Days,
-}
-
-impl TimeUnit {
-    /// `value` of this unit in whole seconds (rounded up), or `None` if that overflows.
-    fn to_secs(self, value: u64) -> Option<u64> {
-        match self {
-            TimeUnit::Millis => Some(value.div_ceil(1000)),
-            TimeUnit::Secs => Some(value),
-            TimeUnit::Hours => value.checked_mul(3600),
-            TimeUnit::Days => value.checked_mul(86_400),
-        }
-    }
-
-    fn max(self) -> u64 {
-        match self {
-            TimeUnit::Millis => MAX_DURATION_SECS * 1000,
-            TimeUnit::Secs => MAX_DURATION_SECS,
-            TimeUnit::Hours => MAX_DURATION_SECS / 3600,
-            TimeUnit::Days => MAX_DURATION_SECS / 86_400,
-        }
-    }
-}
-
-/// Checks a duration setting with checked arithmetic: at most [`MAX_DURATION_SECS`], and
-/// `now + value` representable. The error names the key and the limit in the key's unit.
-pub fn duration_at_most(key: &str, value: u64, unit: TimeUnit) -> Result<(), String> {
-    let fits = unit
-        .to_secs(value)
-        .filter(|s| *s <= MAX_DURATION_SECS)
-        .and_then(|s| chrono::TimeDelta::try_seconds(i64::try_from(s).ok()?))
-        .and_then(|d| chrono::Utc::now().checked_add_signed(d))
-        .is_some();
-    if fits {
-        Ok(())
-    } else {
-        Err(format!(
-            "{key} must be at most {} (100 years; got {value})",
-            unit.max()
-        ))
-    }
 }

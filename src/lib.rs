@@ -16,26 +16,31 @@
 //!   (text tool calls, argument repair, token estimates).
 //! - [`pii`]: the redaction boundary in front of every provider call; audit minimisation;
 //!   retention and erasure.
-//! - [`tools`]: the registry (the one chokepoint) and every tool; a run's subject scope.
+//! - [`tools`]: the registry (the one chokepoint) and every tool, each a typed tool whose
+//!   parameter schema is generated from its argument type; a run's subject scope.
 //! - [`approvals`]: pending actions with snapshot hashes; the expiry sweep.
 //! - [`webhooks`]: event delivery to subscribers (signing, the HTTP send).
 //! - [`store`]: all domain SQL, scoped by org.
+//! - [`api`], [`console`]: the HTTP API (`agentd serve`) and the web console it serves.
+//! - [`documents`]: add a document with its job, its auto-create report, the bundled samples.
+//! - [`org_settings`]: per-org settings and their one validator.
+//! - [`eval`]: auto-create over labelled samples (`agentd eval`).
 //! - [`app`], [`config`], [`catalog`], [`db`], [`clock`]: wiring, settings, job files, pool,
 //!   time.
-//! - [`cli`], [`http`], [`bench`]: the operator's edges (commands, health and metrics,
-//!   benchmarks).
+//! - [`cli`], [`http`]: the operator's edges (commands, health and metrics). The benchmarks
+//!   are a workspace member of their own (`benches/agentd-bench`); `agentd bench` runs it.
 
 pub mod agent;
 pub mod api;
 pub mod app;
 pub mod approvals;
-pub mod bench;
 pub mod catalog;
 pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod console;
 pub mod db;
+pub mod documents;
 pub mod eval;
 pub mod http;
 pub mod jobs;

@@ -15,7 +15,7 @@ async fn upload_with_auto_create_poll_until_proposed_then_accept_and_reject() {
     let (_, key) = api.org("acme", Role::Reviewer).await;
     let k = Some(key.as_str());
     let mut ids = Vec::new();
-    for (name, text) in agentd::cli::documents_api::SAMPLES.iter().take(2) {
+    for (name, text) in agentd::documents::SAMPLES.iter().take(2) {
         let r = api
             .call(
                 "POST",

@@ -495,6 +495,112 @@ fn snapshot_hash_is_stable_across_key_order_and_number_formatting() {
 
 // ---- the sweep ----
 
+/// The sweep re-validates approvals on documents set-based (one statement for the batch's
+/// documents); it must judge exactly as the tools' own snapshots do (`row_by_row`), including a
+/// deleted document.
+#[tokio::test]
+async fn the_set_based_sweep_judges_like_the_tools() {
+    for row_by_row in [false, true] {
+        let f = fixture().await;
+        let gone = f.doc("gone").await;
+        let kept = f.doc("kept").await;
+        let edited = f.doc("edited").await;
+        let on_gone = f
+            .propose(
+                "update_document",
+                json!({"document_id": gone, "metadata": {"x": 1}}),
+                Duration::hours(10),
+                false,
+            )
+            .await;
+        let on_kept = f
+            .propose(
+                "delete_document",
+                json!({"document_id": kept}),
+                Duration::hours(1),
+                false,
+            )
+            .await;
+        let on_edited = f
+            .propose(
+                "delete_document",
+                json!({"document_id": edited}),
+                Duration::hours(10),
+                false,
+            )
+            .await;
+        sqlx::query("DELETE FROM documents WHERE id = $1")
+            .bind(gone)
+            .execute(&f.db.pool)
+            .await
+            .unwrap();
+        f.touch(edited, json!({"edited": true})).await;
+        f.clock.advance(Duration::hours(2));
+        let mut sweeper = f.sweeper(10);
+        sweeper.row_by_row = row_by_row;
+        let r = sweeper.run_once(None).await.unwrap();
+        assert_eq!(
+            (r.checked, r.expired, r.stale),
+            (3, 1, 2),
+            "row_by_row {row_by_row}"
+        );
+        assert_eq!(f.approval(on_kept).await.status, "expired");
+        let a = f.approval(on_gone).await;
+        assert_eq!(a.status, "stale");
+        assert_eq!(
+            a.result.unwrap()["changes"]["exists"],
+            json!({"before": true, "after": false}),
+            "row_by_row {row_by_row}"
+        );
+        let a = f.approval(on_edited).await;
+        assert_eq!(a.status, "stale");
+        assert!(a.result.unwrap()["changes"]["metadata"].is_object());
+    }
+}
+
+/// The sweep reads live approvals without locking them: one decided between that read and the
+/// sweep's update keeps its decision, and gets no second audit row.
+#[tokio::test]
+async fn an_approval_decided_meanwhile_is_not_decided_again_by_the_sweep() {
+    let f = fixture().await;
+    let d = f.doc("raced").await;
+    let a = f
+        .propose(
+            "delete_document",
+            json!({"document_id": d}),
+            Duration::hours(10),
+            false,
+        )
+        .await;
+    let read = f.approval(a).await;
+    sqlx::query(
+        "UPDATE pending_approvals SET status = 'rejected', decided_by = 'user:x' WHERE id = $1",
+    )
+    .bind(a)
+    .execute(&f.db.pool)
+    .await
+    .unwrap();
+    let mut tx = f.db.pool.begin().await.unwrap();
+    let mut rows = vec![(&read, json!({"changes": {}}))];
+    let n = astore::decide_many(
+        &mut tx,
+        &mut rows,
+        "stale",
+        "system:approval_expiry",
+        f.clock.now(),
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!((n, rows.len()), (0, 0));
+    assert_eq!(f.approval(a).await.status, "rejected");
+    assert!(
+        f.decisions(a).await.is_empty(),
+        "{:?}",
+        f.decisions(a).await
+    );
+}
+
 #[tokio::test]
 async fn one_sweep_pass_handles_a_mixed_batch() {
     let f = fixture().await;

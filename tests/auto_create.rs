@@ -4,8 +4,8 @@
 mod common;
 
 use agentd::app::App;
-use agentd::cli::documents_api::add_document;
 use agentd::clock::{SharedClock, SystemClock};
+use agentd::documents::add_document;
 use agentd::llm::scripted::{ScriptedProvider, Turn};
 use agentd::llm::{
     Block, CompletionRequest, CompletionResponse, FinishReason, LlmError, Message, Role, Usage,
@@ -254,7 +254,7 @@ async fn upload_to_proposed_with_the_offline_provider() {
     assert_eq!(app.provider.name(), "offline");
     let org = org(&db, "acme").await;
     let mut docs = Vec::new();
-    for (name, text) in agentd::cli::documents_api::SAMPLES {
+    for (name, text) in agentd::documents::SAMPLES {
         docs.push(add_document(&app, org, name, text, true).await.unwrap().0);
     }
     drain(&app, &docs).await;

@@ -4,8 +4,8 @@
 
 mod common;
 
-use agentd::cli::documents_api::add_document;
 use agentd::clock::{SharedClock, SystemClock};
+use agentd::documents::add_document;
 use agentd::queue::backoff::Backoff;
 use agentd::queue::maintenance::Rescuer;
 use agentd::queue::store::{self, RescueBackoff};

@@ -324,3 +324,49 @@ fn with_nothing_answering_agentd_starts_and_stops_a_private_cluster() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o).1);
     let _ = bin_dir;
 }
+
+/// `agentd bench …` runs the `agentd-bench` binary found beside `agentd` (the benchmarks are a
+/// workspace member of their own) with the arguments unchanged, and names what to build when it
+/// is absent.
+#[test]
+fn bench_runs_agentd_bench_beside_it_or_names_what_to_build() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("agentd");
+    std::fs::copy(env!("CARGO_BIN_EXE_agentd"), &exe).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(&exe)
+            .args(args)
+            .env("PATH", dir.path().join("empty"))
+            .env_remove("AGENTD_CONFIG")
+            .output()
+            .expect("run agentd")
+    };
+    let o = run(&["bench", "drain", "--quick"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("agentd-bench") && err.contains("cargo build -p agentd-bench"),
+        "{err}"
+    );
+
+    // A stand-in that prints its arguments and exits 7: the exit code and arguments pass through.
+    let fake = dir.path().join("agentd-bench");
+    std::fs::write(&fake, "#!/bin/sh\necho \"args: $*\"\nexit 7\n").unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = run(&[
+        "--config",
+        "x.toml",
+        "bench",
+        "drain",
+        "--backlog",
+        "20000",
+        "--help",
+    ]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(7), "{out}{err}");
+    assert_eq!(
+        out.trim(),
+        "args: --config x.toml drain --backlog 20000 --help"
+    );
+}

@@ -215,7 +215,7 @@ async fn the_app_role_cannot_disable_the_audit_trigger_or_rewrite_audit_rows() {
         Catalog::builtin(&agentd::known_tool_names()).unwrap(),
     );
     app.provider = Arc::new(agentd::llm::offline::OfflineProvider::default());
-    let (doc, _) = agentd::cli::documents_api::add_document(
+    let (doc, _) = agentd::documents::add_document(
         &app,
         org,
         "inv.txt",

@@ -6,8 +6,8 @@
 
 mod common;
 
-use agentd::cli::documents_api::add_document;
 use agentd::clock::{SharedClock, SystemClock};
+use agentd::documents::add_document;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::response::Response;

@@ -5,8 +5,8 @@
 mod common;
 
 use agentd::app::App;
-use agentd::cli::documents_api::add_document;
 use agentd::clock::{SharedClock, SystemClock};
+use agentd::documents::add_document;
 use agentd::jobs::auto_create::AutoCreate;
 use agentd::llm::scripted::{ScriptedProvider, Turn};
 use agentd::llm::{CompletionRequest, CompletionResponse, LlmError, LlmProvider};

@@ -94,7 +94,7 @@ async fn readyz_follows_the_database_and_metrics_count_jobs() {
         .await
         .unwrap()
         .id;
-    agentd::cli::documents_api::add_document(
+    agentd::documents::add_document(
         &app,
         org,
         "i.txt",

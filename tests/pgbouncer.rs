@@ -6,8 +6,8 @@
 mod common;
 
 use agentd::app::App;
-use agentd::cli::documents_api::add_document;
 use agentd::clock::{SharedClock, SystemClock};
+use agentd::documents::add_document;
 use agentd::llm::scripted::{ScriptedProvider, Turn};
 use agentd::llm::{
     Block, CompletionRequest, CompletionResponse, FinishReason, LlmError, Message, Role, Usage,
@@ -48,7 +48,7 @@ impl Bouncer {
         let (user, host, pg_port) = parts(&common::server_url());
         std::fs::write(dir.path().join("users.txt"), format!("\"{user}\" \"\"\n")).unwrap();
         let ini = format!(
-            "[databases]\n* = host={host} port={pg_port}\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\nauth_type = trust\nauth_file = {users}\npool_mode = transaction\nmax_client_conn = 500\ndefault_pool_size = {pool_size}\nserver_lifetime = 3600\nlog_connections = 0\nlog_disconnections = 0\n",
+            "[databases]\n* = host={host} port={pg_port}\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\nauth_type = trust\nauth_file = {users}\npool_mode = transaction\nserver_reset_query = DEALLOCATE ALL\nserver_reset_query_always = 1\nmax_client_conn = 500\ndefault_pool_size = {pool_size}\nserver_lifetime = 3600\nlog_connections = 0\nlog_disconnections = 0\n",
             users = dir.path().join("users.txt").display(),
         );
         let ini_path = dir.path().join("pgbouncer.ini");
@@ -197,13 +197,6 @@ fn next_step(req: &CompletionRequest) -> Result<CompletionResponse, LlmError> {
 const INVOICE: &str =
     "Invoice Number: INV-77\nInvoice Date: 2026-11-02\nTotal Due: 1,250.00\nCustomer: Blue Fox\n";
 
-// KNOWN FAILURE (2026-11-23, first run after the merge): 6 of 24 runs fail with duplicate
-// `agent_steps` keys. Likely cause: in transaction-pooling mode a checkout is one server
-// transaction that commits only when the connection goes back to the pool, so the loop's next
-// step (on another connection) can read the run's steps before the previous step's commit has
-// landed. `database.transaction_pooling` is therefore experimental and off by default; run
-// with `cargo test --test pgbouncer -- --ignored`.
-#[ignore = "known failure: transaction_pooling loses read-your-writes between checkouts"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_workers_through_pgbouncer_drain_jobs_and_finish_agent_runs() {
     let Some(bin) = pgbouncer_bin() else {
@@ -249,10 +242,15 @@ async fn three_workers_through_pgbouncer_drain_jobs_and_finish_agent_runs() {
     }
     // Through the bouncer: statements from many clients interleave on few server connections
     // (named statements of one client would collide with or miss another's).
-    let org = agentd::store::orgs::ensure(&apps[0].pool, "acme")
+    // Outside a transaction a pooled statement commits when its connection returns to the
+    // pool, a moment after the call; in one, `commit()` returns once it is visible everywhere
+    // (src/db/pooling.rs): the documents below are added through other connections.
+    let mut tx = apps[0].pool.begin().await.unwrap();
+    let org = agentd::store::orgs::ensure(&mut *tx, "acme")
         .await
         .unwrap()
         .id;
+    tx.commit().await.unwrap();
     let mut docs: Vec<Uuid> = Vec::new();
     for i in 0..DOCS {
         let app = &apps[i % 3];
@@ -340,5 +338,62 @@ async fn three_workers_through_pgbouncer_drain_jobs_and_finish_agent_runs() {
         handled.iter().filter(|n| **n > 0).count() >= 2,
         "jobs spread over the workers: {handled:?}"
     );
+    drop(bouncer);
+}
+
+/// What the loop relies on, alone: a `pool.begin()` transaction through the pooler is visible
+/// to another connection as soon as `commit()` returns (it used to wait for the connection's
+/// return to the pool), a dropped one leaves nothing, and a statement run outside a
+/// transaction just before shutdown is committed by `pooling::close`, not rolled back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pooled_commits_are_visible_on_return_and_survive_close() {
+    let Some(bin) = pgbouncer_bin() else {
+        eprintln!(
+            "SKIPPED pooled_commits_are_visible_on_return_and_survive_close: no `pgbouncer` binary in PATH or /usr/sbin"
+        );
+        return;
+    };
+    let db = TestDb::new().await;
+    let bouncer = Bouncer::start(&bin, 2);
+    let pooled_url = bouncer.url_for(&db.url);
+    let mut config = common::test_config();
+    config.database.transaction_pooling = true;
+    config.database.listen_url = db.url.clone();
+    config.database.max_connections = 4;
+    let pool = agentd::db::pool_for_config(&pooled_url, &config.database, false)
+        .await
+        .unwrap();
+    assert!(agentd::db::pooling::is_pooled(&pool));
+    for i in 0..40 {
+        let name = format!("org-{i}");
+        let mut tx = pool.begin().await.unwrap();
+        agentd::store::orgs::ensure(&mut *tx, &name).await.unwrap();
+        tx.commit().await.unwrap();
+        // Read at once on the direct pool: no waiting, no retry.
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM orgs WHERE name = $1")
+            .bind(&name)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(n, 1, "commit {i} not visible when commit() returned");
+    }
+    {
+        let mut tx = pool.begin().await.unwrap();
+        agentd::store::orgs::ensure(&mut *tx, "dropped")
+            .await
+            .unwrap();
+        drop(tx);
+    }
+    agentd::store::orgs::ensure(&pool, "last-autocommit")
+        .await
+        .unwrap();
+    agentd::db::pooling::close(&pool, std::time::Duration::from_secs(5)).await;
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM orgs WHERE name IN ('dropped', 'last-autocommit') ORDER BY name",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(names, vec!["last-autocommit".to_string()]);
     drop(bouncer);
 }

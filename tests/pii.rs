@@ -6,8 +6,8 @@
 
 mod common;
 
-use agentd::cli::documents_api::add_document;
 use agentd::clock::{SharedClock, SystemClock};
+use agentd::documents::add_document;
 use agentd::llm::openai::{OpenAiProvider, OpenAiSettings};
 use axum::body::Bytes;
 use axum::extract::State;

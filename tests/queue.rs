@@ -8,7 +8,7 @@ use agentd::clock::ManualClock;
 use agentd::queue::cron::{CronEntry, Scheduler};
 use agentd::queue::maintenance::Retention;
 use agentd::queue::store::{self, FailOutcome};
-use agentd::queue::{NewJob, enqueue, enqueue_many};
+use agentd::queue::{NewJob, enqueue, enqueue_committed, enqueue_many};
 use chrono::{Duration as CDuration, TimeZone, Utc};
 use common::TestDb;
 use serde_json::json;
@@ -361,6 +361,12 @@ async fn duplicate_unique_keys_are_skipped_even_inside_a_batch() {
         .await
         .unwrap();
     assert!(dup.is_none(), "a duplicate is skipped, not an error");
+    let dup = enqueue_committed(&db.pool, &NewJob::new("t", json!({})).unique_key("k1"))
+        .await
+        .unwrap();
+    assert!(dup.is_none(), "enqueue_committed skips it too");
+    let bad = enqueue_committed(&db.pool, &NewJob::new("", json!({}))).await;
+    assert!(bad.is_err(), "enqueue_committed validates like enqueue");
     let batch = vec![
         NewJob::new("t", json!({})).unique_key("k1"),
         NewJob::new("t", json!({})).unique_key("k2"),

@@ -8,8 +8,8 @@ mod common;
 
 use agentd::agent::{RunOutcome, RunSpec};
 use agentd::app::App;
-use agentd::cli::documents_api::add_document;
 use agentd::clock::{SharedClock, SystemClock};
+use agentd::documents::add_document;
 use agentd::llm::openai::{OpenAiProvider, OpenAiSettings};
 use agentd::llm::scripted::{ScriptedProvider, Turn};
 use agentd::llm::{

@@ -5,8 +5,8 @@
 mod common;
 
 use agentd::app::App;
-use agentd::cli::documents_api::{SAMPLES, add_document};
 use agentd::clock::SystemClock;
+use agentd::documents::{SAMPLES, add_document};
 use agentd::llm::scripted::{ScriptedProvider, Turn};
 use common::{TestDb, wait_until};
 use nix::sys::signal::{Signal, kill};

@@ -13,7 +13,7 @@ use agentd::queue::backoff::Backoff;
 use agentd::queue::maintenance::Rescuer;
 use agentd::queue::store;
 use agentd::queue::worker::{JobContext, JobHandler, KindRuntime, WorkerOptions};
-use agentd::queue::{JobError, NewJob, enqueue, enqueue_many};
+use agentd::queue::{JobError, NewJob, enqueue, enqueue_committed, enqueue_many};
 use chrono::{Duration as CDuration, Utc};
 use common::{TestDb, wait_until};
 use serde_json::json;
@@ -494,13 +494,23 @@ async fn notify_wakes_an_idle_worker_and_delayed_jobs_run_on_time() {
         count_state(&db, "succeeded").await == 5
     })
     .await;
+    // enqueue_committed sends its NOTIFY after the commit (migration 0060): it wakes them too.
+    for i in 0..5 {
+        let job = NewJob::new("t", json!({})).unique_key(format!("after-commit-{i}"));
+        assert!(enqueue_committed(&db.pool, &job).await.unwrap().is_some());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    wait_until(10, "woken by the NOTIFY after the commit", || async {
+        count_state(&db, "succeeded").await == 10
+    })
+    .await;
     let run_at = Utc::now() + CDuration::milliseconds(700);
     let id = enqueue(&db.pool, &NewJob::new("t", json!({})).run_at(run_at))
         .await
         .unwrap()
         .unwrap();
     wait_until(10, "delayed job ran", || async {
-        count_state(&db, "succeeded").await == 6
+        count_state(&db, "succeeded").await == 11
     })
     .await;
     let row = store::get(&db.pool, id).await.unwrap().unwrap();

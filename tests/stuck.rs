@@ -5,8 +5,8 @@
 mod common;
 
 use agentd::app::App;
-use agentd::cli::documents_api::add_document;
 use agentd::clock::{SharedClock, SystemClock};
+use agentd::documents::add_document;
 use agentd::llm::{CompletionRequest, CompletionResponse, LlmError, LlmProvider};
 use agentd::queue::reconcile::Reconciler;
 use agentd::queue::{NewJob, enqueue, store};

@@ -280,6 +280,43 @@ fn registry_has_every_tool_with_closed_parameters() {
     }
 }
 
+/// A call runs on a savepoint of the step's transaction (sqlx nested transaction): a failure
+/// undoes the call's writes and nothing else; the step's transaction goes on and commits.
+#[tokio::test]
+async fn a_savepoint_undoes_only_the_failed_calls_writes() {
+    let w = world().await;
+    let c = w.ctx(w.a);
+    let r = builtin_registry();
+    let tag = |name: &str| json!({"name": name, "color": "#112233"});
+    let mut tx = w.pool().begin().await.unwrap();
+    let mut ctx = tool_ctx(&c, &mut tx);
+    r.execute(&mut ctx, "create_tag", &tag("outer"))
+        .await
+        .unwrap();
+    let undone = ctx
+        .savepoint(async |c| {
+            r.execute(c, "create_tag", &tag("undone")).await?;
+            Err::<Value, CallError>(CallError::BadJson("fails after writing".into()))
+        })
+        .await
+        .unwrap();
+    assert!(undone.is_err());
+    let kept = ctx
+        .savepoint(async |c| r.execute(c, "create_tag", &tag("kept")).await)
+        .await
+        .unwrap();
+    assert_eq!(kept.unwrap()["name"], "kept");
+    drop(ctx);
+    tx.commit().await.unwrap();
+    let names: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM tags WHERE org_id = $1 ORDER BY name")
+            .bind(w.a)
+            .fetch_all(w.pool())
+            .await
+            .unwrap();
+    assert_eq!(names, ["kept", "outer"]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Documents
 

@@ -5,7 +5,9 @@
 //! without repeating a provider call or re-executing a tool.
 
 pub mod budget;
+mod caps;
 mod context;
+mod decide;
 pub mod goals;
 mod guard;
 mod marks;
@@ -22,82 +24,20 @@ use crate::approvals::ToolEnv;
 use crate::clock::SharedClock;
 use crate::llm::LlmError;
 use crate::store::budget::Reservation;
-use crate::store::runs::{self, NewRun, RunRow};
+use crate::store::runs::{self, NewRun, RunRow, RunStatus};
 use chrono::NaiveDate;
 use serde::Serialize;
 use serde_json::json;
 use sqlx::PgPool;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
 use transcript::Transcript;
 use uuid::Uuid;
 
+use caps::cap_reached;
+pub use caps::{Caps, StopReason};
 pub use policy::Policy;
 pub use settings::LoopSettings;
-
-/// Limits of one run.
-#[derive(Debug, Clone, Copy)]
-pub struct Caps {
-    pub max_rounds: u32,
-    pub max_tool_calls: u32,
-    pub max_tokens: u64,
-    pub deadline: Duration,
-    pub max_refinements: u32,
-}
-
-/// Why a run stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    /// The model answered without tool calls.
-    Completed,
-    MaxRounds,
-    MaxToolCalls,
-    MaxTokens,
-    Deadline,
-    MaxRefinements,
-    /// The org's monthly token budget is used up.
-    Budget,
-    /// The model kept answering in prose before the goal was met, after every nudge.
-    MaxNudges,
-    /// The model kept repeating identical calls.
-    MaxRepeats,
-}
-
-impl StopReason {
-    /// The name stored on the run.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            StopReason::Completed => "completed",
-            StopReason::MaxRounds => "max_rounds",
-            StopReason::MaxToolCalls => "max_tool_calls",
-            StopReason::MaxTokens => "max_tokens",
-            StopReason::Deadline => "deadline",
-            StopReason::MaxRefinements => "max_refinements",
-            StopReason::Budget => "budget",
-            StopReason::MaxNudges => "max_nudges",
-            StopReason::MaxRepeats => "max_repeats",
-        }
-    }
-
-    /// The reason stored as `name`.
-    pub fn parse(name: &str) -> Option<Self> {
-        [
-            StopReason::Completed,
-            StopReason::MaxRounds,
-            StopReason::MaxToolCalls,
-            StopReason::MaxTokens,
-            StopReason::Deadline,
-            StopReason::MaxRefinements,
-            StopReason::Budget,
-            StopReason::MaxNudges,
-            StopReason::MaxRepeats,
-        ]
-        .into_iter()
-        .find(|r| r.as_str() == name)
-    }
-}
 
 /// Everything a run needs to know about its job.
 #[derive(Debug, Clone)]
@@ -128,7 +68,7 @@ pub struct RunSpec {
 pub struct RunOutcome {
     pub run_id: Uuid,
     /// succeeded | capped | failed | cancelled
-    pub status: String,
+    pub status: RunStatus,
     pub stop_reason: Option<String>,
     pub final_text: Option<String>,
     pub error: Option<String>,
@@ -141,7 +81,7 @@ impl RunOutcome {
     fn from_row(r: &RunRow) -> Self {
         Self {
             run_id: r.id,
-            status: r.status.clone(),
+            status: r.status,
             stop_reason: r.stop_reason.clone(),
             final_text: r.final_text.clone(),
             error: r.error.clone(),
@@ -186,31 +126,6 @@ pub struct Engine {
     pub pii: crate::pii::PiiSettings,
 }
 
-/// The first cap `t` has reached, if any.
-fn cap_reached(
-    spec: &RunSpec,
-    t: &Transcript,
-    tokens: u64,
-    past_deadline: bool,
-) -> Option<StopReason> {
-    let c = &spec.caps;
-    if t.refinements > c.max_refinements {
-        Some(StopReason::MaxRefinements)
-    } else if past_deadline {
-        Some(StopReason::Deadline)
-    } else if tokens >= c.max_tokens {
-        Some(StopReason::MaxTokens)
-    } else if t.tool_calls >= c.max_tool_calls {
-        Some(StopReason::MaxToolCalls)
-    } else if spec.settings.max_repeats > 0 && t.repeats >= spec.settings.max_repeats {
-        Some(StopReason::MaxRepeats)
-    } else if t.rounds >= c.max_rounds {
-        Some(StopReason::MaxRounds)
-    } else {
-        None
-    }
-}
-
 impl Engine {
     /// Runs (or resumes) the run of `spec` to its end.
     pub async fn run(
@@ -219,7 +134,7 @@ impl Engine {
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, RunError> {
         let run = self.open_run(spec).await?;
-        if run.status != "running" {
+        if run.status != RunStatus::Running {
             return Ok(RunOutcome::from_row(&run));
         }
         let span = info_span!("agent.run", run_id = %run.id, kind = %spec.kind);
@@ -252,7 +167,7 @@ impl Engine {
         if let Some(job) = spec.job_id
             && let Some(r) = runs::run_for_job(&self.pool, job).await?
         {
-            if r.status != "failed" && r.status != "cancelled" {
+            if !matches!(r.status, RunStatus::Failed | RunStatus::Cancelled) {
                 return Ok(r);
             }
             // A dead job retried by an operator starts a fresh run; the failed one stays.

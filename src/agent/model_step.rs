@@ -104,9 +104,11 @@ pub(super) async fn run(
     let usage = json!({"input_tokens": answer.usage.input_tokens,
                        "output_tokens": answer.usage.output_tokens});
     let mut tx = engine.pool.begin().await?;
-    sqlx::query("SAVEPOINT tool_call").execute(&mut *tx).await?;
     let mut ctx = run_ctx(engine, spec, &mut tx, run_id, engine.clock.now());
-    let applied = tool.apply(&mut ctx, args, &state, &answer).await;
+    // A rejected answer's partial writes are undone; the audit row and checkpoint stay.
+    let applied = ctx
+        .savepoint(async |c| tool.apply(c, args, &state, &answer).await)
+        .await?;
     drop(ctx);
     let decided = match applied {
         Ok(mut v) => {
@@ -121,9 +123,6 @@ pub(super) async fn run(
         }
         Err(ToolError::Db(e)) => return Err(e.into()),
         Err(e) => {
-            sqlx::query("ROLLBACK TO SAVEPOINT tool_call")
-                .execute(&mut *tx)
-                .await?;
             let mut d = Decided::error(cat, "auto_approved", bounded_error(&e.to_string()));
             d.outcome["usage"] = usage;
             d

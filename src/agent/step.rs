@@ -3,17 +3,17 @@
 //! (run_extraction) is split so that no transaction is open while the model answers (see
 //! [`super::model_step`]).
 
+use super::decide::{Plan, plan, refused};
 use super::model_step;
-use super::transcript::{ToolResultStep, Transcript, is_refinement};
+use super::transcript::{ToolResultStep, Transcript};
 use super::{Engine, RunError, RunSpec, budget};
 use crate::approvals::{self, ProposalOrigin};
-use crate::catalog::PolicyDecision;
 use crate::llm::{Block, CompletionResponse};
 use crate::store::budget::Reservation;
 pub use crate::store::documents::bounded_error;
 use crate::store::runs::{self, NewAudit};
 use crate::tools::registry::CallError;
-use crate::tools::{Category, Registry, Tool, ToolCtx, ToolError, scope};
+use crate::tools::{Registry, Tool, ToolCtx, ToolError};
 use serde_json::{Value, json};
 use sqlx::PgConnection;
 use std::time::Instant;
@@ -99,16 +99,6 @@ impl Decided {
     }
 }
 
-/// What the policy, the subject and the caps make of a valid call.
-enum Plan {
-    Done(Decided),
-    /// Store as a pending approval (with the off-subject reason, if that is why).
-    Propose(Option<String>),
-    Auto,
-    /// Auto, through prepare → model call → checkpoint → apply.
-    Model,
-}
-
 /// A tool context for this run, with its subject.
 pub(super) fn run_ctx<'c>(
     engine: &Engine,
@@ -129,94 +119,6 @@ pub(super) fn run_ctx<'c>(
     ctx.max_suggestions = spec.max_suggestions;
     ctx.subject = engine.env.subject_policy.subject(spec.document_id);
     ctx
-}
-
-async fn plan(
-    engine: &Engine,
-    ctx: &mut ToolCtx<'_>,
-    spec: &RunSpec,
-    t: &Transcript,
-    tool: &dyn Tool,
-    args: &Value,
-) -> Result<Plan, RunError> {
-    let name = tool.name();
-    let category = tool.category();
-    let cat = category.as_str();
-    let mut decision = spec.policy.decide(name, category);
-    let mut off = None;
-    match scope::check(ctx, tool, args).await {
-        Ok(()) => {}
-        Err(ToolError::Db(e)) => return Err(e.into()),
-        Err(e) => {
-            off = Some(e.to_string());
-            let propose = engine.env.subject_policy.off_subject != PolicyDecision::Deny;
-            decision = if category == Category::Read || decision == PolicyDecision::Deny || !propose
-            {
-                PolicyDecision::Deny
-            } else {
-                PolicyDecision::Propose
-            };
-        }
-    }
-    match decision {
-        PolicyDecision::Deny => {
-            let mut d = match &off {
-                Some(reason) => Decided::error(
-                    cat,
-                    "denied",
-                    format!("refused: {reason}; do not call it again for that"),
-                ),
-                None => Decided::error(
-                    cat,
-                    "denied",
-                    format!(
-                        "refused: the policy of this job denies `{name}` ({cat} tools); do not call it again"
-                    ),
-                ),
-            };
-            if off.is_some() {
-                d.outcome["off_subject"] = json!(true);
-            }
-            Ok(Plan::Done(d))
-        }
-        PolicyDecision::Propose => Ok(Plan::Propose(off)),
-        PolicyDecision::Auto => {
-            let failed = if tool.calls_model() {
-                let run = ctx.run_id.unwrap_or_default();
-                runs::failed_model_answers(ctx.conn, run, name).await? as u32
-            } else {
-                0
-            };
-            let max_failed = engine.env.max_failed_extractions;
-            if tool.calls_model() && failed >= max_failed {
-                return Ok(Plan::Done(Decided::error(
-                    cat,
-                    "capped",
-                    format!(
-                        "not executed: the extraction model's answer failed {failed} time(s) in \
-                         this run (max_failed_extractions = {max_failed}); finish with what you have"
-                    ),
-                )));
-            }
-            // A paid-for failed answer counts as a refinement like a successful redo.
-            let earlier = t.successes.get(name).copied().unwrap_or(0) + failed;
-            if is_refinement(name, earlier) && t.refinements + failed >= spec.caps.max_refinements {
-                return Ok(Plan::Done(Decided::error(
-                    cat,
-                    "capped",
-                    format!(
-                        "not executed: the refinement limit of this run ({}) is reached; finish with what you have",
-                        spec.caps.max_refinements
-                    ),
-                )));
-            }
-            Ok(if tool.calls_model() {
-                Plan::Model
-            } else {
-                Plan::Auto
-            })
-        }
-    }
 }
 
 /// Executes one pending tool call and checkpoints its result.
@@ -241,61 +143,28 @@ pub(super) async fn execute_call(
         .filter(|_| spec.policy.allows(name))
         .cloned();
     let mut tokens = 0i64;
-    let decided = if over_call_cap {
-        Decided::error(
-            "cap",
-            "capped",
-            format!(
-                "not executed: the tool call limit of this run ({}) is reached",
-                spec.caps.max_tool_calls
-            ),
-        )
-    } else if let Some(tool) = tool {
-        let category = tool.category().as_str();
-        match args
-            .as_ref()
-            .map_err(|e| e.to_string())
-            .and_then(|a| Registry::validate(tool.as_ref(), a).map_err(|e| e.to_string()))
-        {
-            Err(msg) => Decided::error(
-                category,
-                "error",
-                format!("{msg}. Fix the arguments and call `{name}` again."),
-            ),
-            Ok(()) => {
-                let args = args.as_ref().expect("validated");
-                let mut ctx = run_ctx(engine, spec, &mut tx, run_id, now);
-                match plan(engine, &mut ctx, spec, t, tool.as_ref(), args).await? {
-                    Plan::Done(d) => d,
-                    Plan::Propose(off) => {
-                        let why = rationale(t, call_id);
-                        let p = (call_id.as_str(), why.as_deref());
-                        propose_call(&mut ctx, spec, p, tool.as_ref(), args, off).await?
-                    }
-                    Plan::Auto => {
-                        auto_call(&mut ctx, &registry, spec, call_id, tool.as_ref(), args).await?
-                    }
-                    Plan::Model => {
-                        let (d, used, next) =
-                            model_step::run(engine, spec, run_id, call_id, tool.as_ref(), args, tx)
-                                .await?;
-                        tx = next;
-                        tokens = used;
-                        d
-                    }
+    let decided = match refused(spec, name, tool.as_ref(), &args, over_call_cap) {
+        Err(d) => d,
+        Ok((tool, args)) => {
+            let mut ctx = run_ctx(engine, spec, &mut tx, run_id, now);
+            match plan(engine, &mut ctx, spec, t, tool, args).await? {
+                Plan::Done(d) => d,
+                Plan::Propose(off) => {
+                    let why = rationale(t, call_id);
+                    let p = (call_id.as_str(), why.as_deref());
+                    propose_call(&mut ctx, spec, p, tool, args, off).await?
+                }
+                Plan::Auto => auto_call(&mut ctx, &registry, spec, call_id, tool, args).await?,
+                Plan::Model => {
+                    drop(ctx);
+                    let (d, used, next) =
+                        model_step::run(engine, spec, run_id, call_id, tool, args, tx).await?;
+                    tx = next;
+                    tokens = used;
+                    d
                 }
             }
         }
-    } else {
-        let offered = spec.policy.allow.join(", ");
-        Decided::error(
-            "unknown",
-            "error",
-            format!(
-                "unknown tool `{}`; the tools you can call are: {offered}",
-                bounded_error(&name.chars().take(100).collect::<String>())
-            ),
-        )
     };
     let args_value = args.unwrap_or_else(|_| json!({"raw": raw}));
     runs::insert_audit(
@@ -371,9 +240,6 @@ async fn propose_call(
     off: Option<String>,
 ) -> Result<Decided, RunError> {
     let category = tool.category().as_str();
-    sqlx::query("SAVEPOINT tool_call")
-        .execute(&mut *ctx.conn)
-        .await?;
     let origin = ProposalOrigin {
         call_id: Some(call_id),
         suggestion_id: None,
@@ -382,7 +248,10 @@ async fn propose_call(
         chain: spec.chain,
         rationale,
     };
-    match approvals::propose(ctx, tool, args, origin).await {
+    let proposed = ctx
+        .savepoint(async |c| approvals::propose(c, tool, args, origin).await)
+        .await?;
+    match proposed {
         Ok(id) => {
             let mut v = json!({"status": "proposed_for_approval", "approval_id": id,
                 "note": "a person decides; do not call this again"});
@@ -392,12 +261,7 @@ async fn propose_call(
             Ok(Decided::ok(category, "proposed", v))
         }
         Err(ToolError::Db(e)) => Err(e.into()),
-        Err(e) => {
-            sqlx::query("ROLLBACK TO SAVEPOINT tool_call")
-                .execute(&mut *ctx.conn)
-                .await?;
-            Ok(Decided::error(category, "error", e.to_string()))
-        }
+        Err(e) => Ok(Decided::error(category, "error", e.to_string())),
     }
 }
 
@@ -410,38 +274,31 @@ async fn auto_call(
     args: &Value,
 ) -> Result<Decided, RunError> {
     let category = tool.category().as_str();
-    sqlx::query("SAVEPOINT tool_call")
-        .execute(&mut *ctx.conn)
+    // A failed call's partial writes are undone; the audit row and checkpoint stay.
+    let executed = ctx
+        .savepoint(async |c| registry.execute(c, tool.name(), args).await)
         .await?;
-    match registry.execute(ctx, tool.name(), args).await {
-        Ok(mut v) => {
-            if let Some(f) = tool.follow_up(args, &v) {
-                let action_call = format!("{call_id}:action");
-                let origin = ProposalOrigin {
-                    call_id: Some(&action_call),
-                    suggestion_id: None,
-                    ttl: spec.approval_ttl,
-                    repropose: true,
-                    chain: spec.chain,
-                    // A suggestion's action: the suggestion says why.
-                    rationale: args.get("message").and_then(Value::as_str),
-                };
-                match approvals::propose_follow_up(ctx, registry, &spec.policy, &f, origin).await? {
-                    Ok(id) => v["approval_id"] = json!(id),
-                    Err(reason) => v["proposed_action_error"] = json!(bounded_error(&reason)),
-                }
-            }
-            Ok(Decided::ok(category, "auto_approved", v))
-        }
-        Err(CallError::Tool(ToolError::Db(e))) => Err(e.into()),
-        Err(e) => {
-            // Undo the tool's partial writes; keep the audit and checkpoint.
-            sqlx::query("ROLLBACK TO SAVEPOINT tool_call")
-                .execute(&mut *ctx.conn)
-                .await?;
-            Ok(Decided::error(category, "auto_approved", e.to_string()))
+    let mut v = match executed {
+        Ok(v) => v,
+        Err(CallError::Tool(ToolError::Db(e))) => return Err(e.into()),
+        Err(e) => return Ok(Decided::error(category, "auto_approved", e.to_string())),
+    };
+    if let Some(f) = tool.follow_up(args, &v) {
+        let action_call = format!("{call_id}:action");
+        let origin = ProposalOrigin {
+            call_id: Some(&action_call),
+            suggestion_id: None,
+            ttl: spec.approval_ttl,
+            repropose: true,
+            chain: spec.chain,
+            rationale: f.rationale.as_deref(),
+        };
+        match approvals::propose_follow_up(ctx, registry, &spec.policy, &f, origin).await? {
+            Ok(id) => v["approval_id"] = json!(id),
+            Err(reason) => v["proposed_action_error"] = json!(bounded_error(&reason)),
         }
     }
+    Ok(Decided::ok(category, "auto_approved", v))
 }
 
 fn truncate(s: String) -> String {

@@ -73,10 +73,6 @@ pub struct ListQuery {
     pub status: Option<String>,
 }
 
-const STATUSES: [&str; 8] = [
-    "none", "queued", "running", "proposed", "accepted", "rejected", "failed", "skipped",
-];
-
 fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, Problem> {
     let Some(v) = headers.get("idempotency-key") else {
         return Ok(None);
@@ -205,12 +201,14 @@ pub async fn create(
 pub async fn list(State(s): State<ApiState>, caller: Caller, RawQuery(q): RawQuery) -> ApiResult {
     let q: ListQuery = parse_query(q.as_deref())?;
     let page = Page::new(q.limit, q.cursor.as_deref())?;
+    let all = documents::AutoCreateStatus::ALL;
     if let Some(st) = &q.status
-        && !STATUSES.contains(&st.as_str())
+        && !all.iter().any(|a| a.as_str() == st)
     {
+        let names: Vec<&str> = all.iter().map(|a| a.as_str()).collect();
         return Err(Problem::bad_request(
             "status",
-            format!("status must be one of {} (got {st:?})", STATUSES.join(", ")),
+            format!("status must be one of {} (got {st:?})", names.join(", ")),
         ));
     }
     let rows = api_reads::documents_page(
@@ -227,7 +225,7 @@ pub async fn list(State(s): State<ApiState>, caller: Caller, RawQuery(q): RawQue
             id: r.id,
             name: r.name,
             tag_ids: r.tag_ids,
-            auto_create_status: r.auto_create_status,
+            auto_create_status: r.auto_create_status.to_string(),
             created_at: r.created_at,
             updated_at: r.updated_at,
         })
@@ -248,7 +246,7 @@ pub async fn get(State(s): State<ApiState>, caller: Caller, Path(id): Path<Strin
     {
         return Err(Problem::not_found("document", id));
     }
-    let mut report = crate::cli::documents_api::document_report(&s.app, id)
+    let mut report = crate::documents::document_report(&s.app, id)
         .await?
         .filter(|r| r["org_id"] == json!(caller.org_id))
         .ok_or_else(|| Problem::not_found("document", id))?;
@@ -291,7 +289,7 @@ async fn decide(
     let st = auto_create::lock_state(&mut tx, caller.org_id, id)
         .await?
         .ok_or_else(|| Problem::not_found("document", id))?;
-    if st.auto_create_status != "proposed" {
+    if st.auto_create_status != documents::AutoCreateStatus::Proposed {
         return Err(Problem::conflict(format!(
             "document {id} has no proposal to decide (auto_create_status = {})",
             st.auto_create_status

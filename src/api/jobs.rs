@@ -147,7 +147,7 @@ pub async fn create(
     }
     .priority(q.priority)
     .max_attempts(q.max_attempts);
-    match queue::enqueue(&app.pool, &job).await? {
+    match queue::enqueue_committed(&app.pool, &job).await? {
         Some(id) => Ok(json_response(
             StatusCode::CREATED,
             &EnqueuedJob {

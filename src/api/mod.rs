@@ -5,7 +5,6 @@
 
 mod approvals;
 pub mod auth;
-pub mod bench;
 mod console_routes;
 mod documents;
 pub mod error;

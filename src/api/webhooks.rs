@@ -35,6 +35,10 @@ pub async fn create(
 ) -> ApiResult {
     caller.require(Role::Admin)?;
     crate::webhooks::validate_url(&r.url).map_err(|m| Problem::invalid("url", m))?;
+    let allow = s.app.config.webhooks.allow_private_networks;
+    crate::webhooks::guard::check_registration(&r.url, allow)
+        .await
+        .map_err(|m| Problem::invalid("url", m))?;
     crate::webhooks::validate_events(&r.events).map_err(|(i, m)| match i {
         Some(i) => Problem::invalid(format!("events[{i}]"), m),
         None => Problem::invalid("events", m),

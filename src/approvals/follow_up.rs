@@ -59,21 +59,16 @@ async fn proposed(
     f: &FollowUp,
     origin: ProposalOrigin<'_>,
 ) -> Result<Result<Uuid, String>, sqlx::Error> {
-    sqlx::query("SAVEPOINT follow_up")
-        .execute(&mut *ctx.conn)
-        .await?;
     let origin = ProposalOrigin {
         suggestion_id: f.suggestion_id,
         ..origin
     };
-    match propose(ctx, tool, &f.args, origin).await {
+    match ctx
+        .savepoint(async |c| propose(c, tool, &f.args, origin).await)
+        .await?
+    {
         Ok(id) => Ok(Ok(id)),
         Err(ToolError::Db(e)) => Err(e),
-        Err(e) => {
-            sqlx::query("ROLLBACK TO SAVEPOINT follow_up")
-                .execute(&mut *ctx.conn)
-                .await?;
-            Ok(Err(e.to_string()))
-        }
+        Err(e) => Ok(Err(e.to_string())),
     }
 }

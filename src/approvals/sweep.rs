@@ -7,6 +7,7 @@ use super::{ToolEnv, snapshot_hash};
 use crate::clock::SharedClock;
 use crate::queue::{self, NewJob};
 use crate::store::approvals::{self as store, ApprovalRow};
+use crate::store::documents;
 use crate::tools::ToolError;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -34,6 +35,16 @@ pub struct SweepReport {
 /// A suggestion nobody acted on expires after this many days.
 pub const SUGGESTION_TTL_DAYS: i64 = 7;
 
+/// Tools whose snapshot is their document's row ([`documents::DocumentLock::snapshot`]): the
+/// sweep re-validates their approvals set-based.
+const DOCUMENT_SNAPSHOT_TOOLS: [&str; 2] = ["update_document", "delete_document"];
+
+/// `None` if `current` still hashes to the approval's snapshot hash, else what changed.
+fn changes(row: &ApprovalRow, current: &Value) -> Option<Value> {
+    (snapshot_hash(&row.tool, &row.args, current) != row.snapshot_hash)
+        .then(|| super::diff(&row.snapshot, current))
+}
+
 /// A callback given the running totals after each batch.
 pub type Progress = std::sync::Arc<dyn Fn(&SweepReport) + Send + Sync>;
 
@@ -52,6 +63,10 @@ pub struct Sweeper {
     pub repropose_max_attempts: i32,
     /// Called after every batch with the totals so far (`agentd approvals sweep` prints them).
     pub progress: Option<Progress>,
+    /// Re-validate every approval through its tool, one by one (the set-based path's baseline in
+    /// `agentd bench approvals`, and its reference in the tests).
+    #[doc(hidden)]
+    pub row_by_row: bool,
 }
 
 impl Sweeper {
@@ -63,21 +78,28 @@ impl Sweeper {
             let mut after = Uuid::nil();
             loop {
                 let mut tx = self.pool.begin().await?;
-                let rows = store::lock_pending_batch(
+                // Approvals past their TTL all end now: locked. Live ones are only read; the few
+                // found changed are decided if still pending (`decide_many` keeps those).
+                let lock = expired_only;
+                let rows = store::pending_batch(
                     &mut tx,
                     now,
                     expired_only,
                     after,
                     only,
                     i64::from(self.batch),
+                    lock,
                 )
                 .await?;
                 let Some(last) = rows.last() else { break };
                 after = last.id;
                 let mut unchanged = Vec::new();
                 let mut changed = Vec::new();
-                for row in &rows {
-                    match self.recheck(&mut tx, row, now).await? {
+                for (row, change) in rows
+                    .iter()
+                    .zip(self.recheck_all(&mut tx, &rows, now, lock).await?)
+                {
+                    match change {
                         None => unchanged.push((row, json!({"reason": "ttl"}))),
                         Some(changes) => changed.push((row, json!({"changes": changes}))),
                     }
@@ -86,10 +108,10 @@ impl Sweeper {
                 let by = "system:approval_expiry";
                 if expired_only {
                     report.expired +=
-                        store::decide_many(&mut tx, &unchanged, "expired", by, now).await?;
+                        store::decide_many(&mut tx, &mut unchanged, "expired", by, now).await?;
                     super::notify::swept(&mut tx, &unchanged, "expired", by, now).await?;
                 }
-                report.stale += store::decide_many(&mut tx, &changed, "stale", by, now).await?;
+                report.stale += store::decide_many(&mut tx, &mut changed, "stale", by, now).await?;
                 super::notify::swept(&mut tx, &changed, "stale", by, now).await?;
                 tx.commit().await?;
                 if let Some(p) = &self.progress {
@@ -144,6 +166,54 @@ impl Sweeper {
         Ok(report)
     }
 
+    /// [`Self::recheck`] for a whole batch, in order. Approvals on a document (the tools whose
+    /// snapshot is the document row) are re-validated set-based: one statement locks and reads
+    /// every document of the batch; the rest go through their tool one by one.
+    async fn recheck_all(
+        &self,
+        conn: &mut PgConnection,
+        rows: &[ApprovalRow],
+        now: chrono::DateTime<chrono::Utc>,
+        lock: bool,
+    ) -> Result<Vec<Option<Value>>, sqlx::Error> {
+        let on_document = |row: &ApprovalRow| {
+            let id = row.args.get("document_id")?.as_str()?;
+            let batched = !self.row_by_row
+                && DOCUMENT_SNAPSHOT_TOOLS.contains(&row.tool.as_str())
+                && self.env.registry.get(&row.tool).is_some();
+            batched.then(|| Uuid::parse_str(id).ok())?
+        };
+        let targets: Vec<Option<Uuid>> = rows.iter().map(on_document).collect();
+        let mut keys: Vec<(Uuid, Uuid)> = rows
+            .iter()
+            .zip(&targets)
+            .filter_map(|(r, d)| Some((r.org_id, (*d)?)))
+            .collect();
+        keys.sort_unstable_by_key(|k| (k.1, k.0));
+        keys.dedup();
+        let docs: std::collections::HashMap<(Uuid, Uuid), documents::DocumentLock> =
+            documents::snapshot_many(conn, &keys, lock)
+                .await?
+                .into_iter()
+                .map(|(org, d)| ((org, d.id), d))
+                .collect();
+        let mut out = Vec::with_capacity(rows.len());
+        for (row, target) in rows.iter().zip(targets) {
+            let change = match target {
+                Some(doc) => {
+                    let current = docs
+                        .get(&(row.org_id, doc))
+                        .map(documents::DocumentLock::snapshot)
+                        .unwrap_or_else(|| documents::DocumentLock::missing_snapshot(doc));
+                    changes(row, &current)
+                }
+                None => self.recheck(conn, row, now).await?,
+            };
+            out.push(change);
+        }
+        Ok(out)
+    }
+
     /// `None` if the data is unchanged, else what changed.
     async fn recheck(
         &self,
@@ -169,11 +239,7 @@ impl Sweeper {
             Some(Err(e)) => json!({"error": e.to_string()}),
             None => Value::Null,
         };
-        if snapshot_hash(&row.tool, &row.args, &current) == row.snapshot_hash {
-            Ok(None)
-        } else {
-            Ok(Some(super::diff(&row.snapshot, &current)))
-        }
+        Ok(changes(row, &current))
     }
 
     /// Enqueues a re-proposal job (unique per approval) for every stale approval of the last

@@ -1,148 +1,60 @@
-//! `agentd bench …`: throughput and latency figures against baselines measured in the same run
-//! (see `crate::bench`). Not tests: they print figures and ratios.
-//!
-//! `agentd bench all` runs every part and prints one table; each part also runs alone.
+//! `agentd bench …`: the benchmarks live in their own workspace member (`benches/agentd-bench`,
+//! binary `agentd-bench`), so this binary carries no benchmark code. This command runs that
+//! binary — next to this executable, else on `PATH` — with the same arguments and global options.
 
-use super::bad;
-use crate::app::App;
-use crate::bench::{self, Opts, Part};
-use clap::{Args, Subcommand};
+use super::Cli;
+use clap::Args;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
-/// Options of `agentd bench`.
+/// The binary that holds the benchmarks.
+pub const BENCH_BIN: &str = "agentd-bench";
+
+/// Everything after `agentd bench`, passed through unchanged.
 #[derive(Args, Debug)]
-pub struct BenchCmd {
-    #[command(subcommand)]
-    pub part: BenchPart,
+pub struct BenchArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    pub args: Vec<OsString>,
 }
 
-/// Which measurements to run.
-#[derive(Subcommand, Debug)]
-pub enum BenchPart {
-    /// Everything below, one table.
-    All(BenchOpts),
-    /// Queue drain of no-op jobs: agentd's worker vs apalis-postgres 1.0 (default and tuned).
-    Drain(BenchOpts),
-    /// Enqueue throughput: single-row and batched (`enqueue_many`).
-    Enqueue(BenchOpts),
-    /// Idle pickup latency (enqueue → handler start) and delayed-job lateness.
-    Latency(BenchOpts),
-    /// Reference ceiling: `pgbench -N -c 8 -j 2 -T 10`, with agentd's commits per job.
-    Pgbench(BenchOpts),
-    /// Agent loop: per-step overhead; auto-create runs per second with the offline provider.
-    Agent(BenchOpts),
-    /// Approvals expiry sweep and nightly fan-out.
-    Approvals(BenchOpts),
-    /// Peak RSS after a drain at concurrency 32.
-    Memory(BenchOpts),
-    /// HTTP API: POST /v1/documents with 32 concurrent clients, auto-create off and on.
-    Api(crate::api::bench::ApiBenchCmd),
-    /// Redaction of personal data: µs per KB, detector precision and recall.
-    Redact(BenchOpts),
-    /// Events written per second, and delivered per second to a local webhook receiver.
-    Events(crate::webhooks::bench::EventsBenchCmd),
+/// Where `agentd-bench` is: beside `exe`, else the first match in `path` (a `PATH` value).
+pub fn locate(exe: Option<&Path>, path: Option<&OsStr>) -> Option<PathBuf> {
+    let beside = exe
+        .and_then(Path::parent)
+        .map(|dir| dir.join(BENCH_BIN))
+        .filter(|p| p.is_file());
+    beside.or_else(|| {
+        std::env::split_paths(path?)
+            .map(|dir| dir.join(BENCH_BIN))
+            .find(|p| p.is_file())
+    })
 }
 
-/// Options shared by every part.
-#[derive(Args, Debug, Clone)]
-pub struct BenchOpts {
-    /// Smaller sizes: 20k backlog only, fewer samples.
-    #[arg(long)]
-    pub quick: bool,
-    /// Print JSON instead of the table.
-    #[arg(long)]
-    pub json: bool,
-    /// The PostgreSQL server (any database on it); the bench creates and drops its own
-    /// `agentd_bench*` databases there.
-    #[arg(
-        long,
-        env = "AGENTD_BENCH_SERVER_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
-    )]
-    pub server_url: String,
-    /// Drain backlogs, comma-separated (default 20000,1000000; with --quick 20000).
-    #[arg(long, value_delimiter = ',')]
-    pub backlog: Vec<u64>,
-    /// Drain worker concurrencies, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,8,32")]
-    pub concurrency: Vec<usize>,
-    /// Repetitions per drain configuration; the median is reported.
-    #[arg(long, default_value_t = 3)]
-    pub reps: usize,
-    /// Cap on one drain repetition, seconds (default 20; 10 for backlogs over 100,000).
-    #[arg(long)]
-    pub max_secs: Option<f64>,
-    /// Skip the apalis-postgres baseline.
-    #[arg(long)]
-    pub no_apalis: bool,
-    /// Also drain with a plain `FOR UPDATE SKIP LOCKED` + DELETE loop (reference).
-    #[arg(long)]
-    pub plain: bool,
-    /// Skip graphile-worker (run by default when Node ≥ 22 and benches/peers are installed).
-    #[arg(long)]
-    pub no_peers: bool,
-    /// agentd's drain also runs with this prefetch buffer (and claims of at least this many
-    /// jobs), like graphile-worker's localQueue; 0: only the configured worker.
-    #[arg(long, default_value_t = 500)]
-    pub prefetch: u32,
-}
-
-/// Runs the benchmarks.
-pub async fn run(app: &App, cmd: BenchCmd) -> anyhow::Result<()> {
-    use Part::*;
-    let (o, parts): (BenchOpts, Vec<Part>) = match cmd.part {
-        BenchPart::Api(c) => return crate::api::bench::run(app, c).await,
-        BenchPart::Events(c) => return crate::webhooks::bench::run(app, c).await,
-        BenchPart::All(o) => (
-            o,
-            vec![
-                Drain, Memory, Pgbench, Enqueue, Latency, Agent, Approvals, Redact,
-            ],
-        ),
-        BenchPart::Drain(o) => (o, vec![Drain]),
-        BenchPart::Enqueue(o) => (o, vec![Enqueue]),
-        BenchPart::Latency(o) => (o, vec![Latency]),
-        BenchPart::Pgbench(o) => (o, vec![Pgbench]),
-        BenchPart::Agent(o) => (o, vec![Agent]),
-        BenchPart::Redact(o) => (o, vec![Redact]),
-        BenchPart::Approvals(o) => (o, vec![Approvals]),
-        BenchPart::Memory(o) => (o, vec![Memory]),
+/// Replaces this process with `agentd-bench <args>` (exit 2 naming what to build when absent).
+pub fn exec(cli: &Cli, args: &BenchArgs) -> ExitCode {
+    let exe = std::env::current_exe().ok();
+    let Some(bin) = locate(exe.as_deref(), std::env::var_os("PATH").as_deref()) else {
+        eprintln!(
+            "agentd: `agentd bench` runs the `{BENCH_BIN}` binary, which is not installed beside {} \
+             nor on PATH: build it with `cargo build -p {BENCH_BIN}` (add `--release` for figures \
+             worth quoting)",
+            exe.as_deref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "this executable".into())
+        );
+        return ExitCode::from(2);
     };
-    if o.reps == 0 {
-        return Err(bad("--reps must be ≥ 1"));
+    let mut cmd = std::process::Command::new(&bin);
+    if let Some(c) = &cli.config {
+        cmd.arg("--config").arg(c);
     }
-    if o.concurrency.is_empty() || o.concurrency.contains(&0) {
-        return Err(bad("--concurrency must list numbers ≥ 1"));
+    if let Some(f) = &cli.log_format {
+        cmd.arg("--log-format").arg(f);
     }
-    if o.backlog.contains(&0) {
-        return Err(bad("--backlog must list numbers ≥ 1"));
-    }
-    if o.max_secs.is_some_and(|s| s.is_nan() || s <= 0.0) {
-        return Err(bad("--max-secs must be > 0"));
-    }
-    let backlogs = if !o.backlog.is_empty() {
-        o.backlog.clone()
-    } else if o.quick {
-        vec![20_000]
-    } else {
-        vec![20_000, 1_000_000]
-    };
-    let opts = Opts {
-        quick: o.quick,
-        server_url: o.server_url.clone(),
-        backlogs,
-        concurrency: o.concurrency.clone(),
-        reps: o.reps,
-        max_secs: o.max_secs,
-        no_apalis: o.no_apalis,
-        plain: o.plain,
-        no_peers: o.no_peers,
-        prefetch: o.prefetch,
-    };
-    let report = bench::run(app, &opts, &parts).await?;
-    if o.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        report.print();
-    }
-    Ok(())
+    cmd.args(&args.args);
+    use std::os::unix::process::CommandExt;
+    let err = cmd.exec();
+    eprintln!("agentd: cannot run {}: {err}", bin.display());
+    ExitCode::from(1)
 }

@@ -3,6 +3,7 @@
 
 use super::bad;
 use crate::app::App;
+use crate::config::ProviderChoice;
 use crate::eval::{self, EvalOptions, labels};
 use clap::Args;
 use std::io::Write;
@@ -57,9 +58,9 @@ fn eval_app(app: &App, cmd: &EvalCmd) -> anyhow::Result<App> {
                 "--provider must be offline or openai (got {p:?})"
             )));
         }
-        config.llm.provider = p.clone();
+        config.llm.provider = ProviderChoice::try_from(p.clone()).map_err(bad)?;
     } else if cmd.base_url.is_some() {
-        config.llm.provider = "openai".into();
+        config.llm.provider = ProviderChoice::OpenAi;
     }
     if let Some(u) = &cmd.base_url {
         config.llm.base_url = u.clone();

@@ -21,11 +21,30 @@
 //! - **LISTEN and migrations** need a session: they use a direct connection,
 //!   `database.listen_url` (falling back to `database.url`).
 //!
-//! `pool.begin()` inside a checkout becomes a savepoint (sqlx counts the checkout as the outer
-//! transaction): a dropped transaction rolls back to it, a committed one releases it, and the
-//! checkout commits when the connection returns to the pool. A checkout whose transaction
-//! failed is closed instead of reused (the pooler then drops its server connection, and with it
-//! anything it prepared).
+//! The checkout transaction is opened *behind sqlx's back* (a plain `BEGIN` sent as a simple
+//! query; sqlx's transaction depth stays 0), so `pool.begin()` on a checkout is an ordinary,
+//! outermost sqlx transaction: its `BEGIN` is a no-op on the open checkout transaction (the
+//! "already in progress" warning is silenced by `client_min_messages`), and its `commit()` sends
+//! a real `COMMIT` that makes the work durable and visible **before `commit()` returns** — the
+//! read-your-writes a direct connection gives. (An earlier version let sqlx count the checkout
+//! as the outer transaction, so a committed `pool.begin()` was only a released savepoint and the
+//! real commit waited for the connection's return to the pool, after the caller had moved on: a
+//! worker's next step could read the checkpoint before its last step had committed, and write
+//! the same step twice.) A dropped transaction rolls the checkout back; nested transactions are
+//! savepoints, as on a direct connection.
+//!
+//! A statement run on the pool outside any transaction commits when its connection returns to
+//! the pool: before that connection serves anyone else, but a moment after the call returned.
+//! Where a later read depends on such a write, both belong in one `pool.begin()` transaction
+//! (the code does this). After a connection's transaction commits, nothing more may run on that
+//! checkout unpinned: agentd never runs statements on a connection after committing on it
+//! (`pool.begin()` hands the connection back on commit).
+//!
+//! At release, `DEALLOCATE ALL; SET LOCAL client_min_messages = error; COMMIT` (one simple query)
+//! ends the checkout whichever state it is in — still open (commits it), or already committed
+//! by the caller (the three statements then form their own implicit transaction, without a
+//! warning). A checkout whose transaction failed is closed instead of reused (the pooler then
+//! drops its server connection, and with it anything it prepared).
 //!
 //! The price is two extra round trips per checkout and a Parse per statement: measured by the
 //! PgBouncer test, not on the direct path, which is unchanged.
@@ -33,7 +52,7 @@
 use super::{DbError, connect_options, redact, session_options};
 use crate::config::DatabaseConfig;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgTransactionManager};
-use sqlx::{AssertSqlSafe, PgConnection, PgPool, SqlSafeStr};
+use sqlx::{AssertSqlSafe, PgConnection, PgPool};
 use sqlx_core::transaction::TransactionManager;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -52,6 +71,25 @@ pub fn direct_for(pool: &PgPool) -> Option<PgPool> {
         .map(|(_, p)| p.clone())
 }
 
+/// Whether `pool` works through a pooler in transaction mode (opened by [`open`]).
+pub fn is_pooled(pool: &PgPool) -> bool {
+    direct_for(pool).is_some()
+}
+
+/// Closes `pool` after the checkouts being returned have ended. `PgPool::close` closes a
+/// connection that comes back after it was called without `after_release`, which here would
+/// roll back the checkout transaction — and with it a statement that ran outside a
+/// transaction just before the process exits. Waits at most `wait` for them.
+pub async fn close(pool: &PgPool, wait: Duration) {
+    if is_pooled(pool) {
+        let until = tokio::time::Instant::now() + wait;
+        while pool.num_idle() < pool.size() as usize && tokio::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+    pool.close().await;
+}
+
 /// The pool LISTEN should use: the direct one behind a pooler, else `pool` itself.
 pub fn listen_pool(pool: &PgPool) -> PgPool {
     direct_for(pool).unwrap_or_else(|| pool.clone())
@@ -59,7 +97,8 @@ pub fn listen_pool(pool: &PgPool) -> PgPool {
 
 /// The statement that opens every checkout: the session settings, local to the transaction.
 pub fn begin_sql(cfg: &DatabaseConfig) -> String {
-    let mut sql = String::from("BEGIN");
+    // `client_min_messages`: the caller's own `BEGIN` on this open transaction is expected.
+    let mut sql = String::from("BEGIN; SET LOCAL client_min_messages = error");
     for (name, value) in session_options(cfg) {
         // Values are integers with a unit, formatted by us: nothing to quote.
         sql.push_str(&format!("; SET LOCAL {name} = '{value}'"));
@@ -116,23 +155,24 @@ pub async fn open(url: &str, cfg: &DatabaseConfig) -> Result<PgPool, DbError> {
 }
 
 async fn open_checkout(c: &mut PgConnection, begin: &str) -> Result<(), sqlx::Error> {
-    PgTransactionManager::begin(c, Some(AssertSqlSafe(begin.to_string()).into_sql_str())).await
+    sqlx::raw_sql(AssertSqlSafe(begin.to_string()))
+        .execute(c)
+        .await
+        .map(|_| ())
 }
 
-/// Ends a checkout: deallocates what it prepared and commits; a checkout whose transaction
-/// failed (or was ended under us) is closed rather than reused.
+/// Ends a checkout: deallocates what it prepared and commits (the checkout transaction, or an
+/// implicit one when the caller already committed); a checkout whose transaction failed is
+/// closed rather than reused.
 async fn close_checkout(c: &mut PgConnection) -> Result<bool, sqlx::Error> {
-    use sqlx::Connection;
-    if !c.is_in_transaction() {
+    // A dropped sqlx transaction has already lowered the depth (its ROLLBACK is queued and runs
+    // before CLOSE_SQL). Depth left here means a caller's transaction nobody ended: close the
+    // connection rather than let CLOSE_SQL's COMMIT make its work durable.
+    if PgTransactionManager::get_transaction_depth(c) > 0 {
         return Ok(false);
     }
-    if sqlx::raw_sql("DEALLOCATE ALL")
-        .execute(&mut *c)
-        .await
-        .is_err()
-    {
-        return Ok(false);
-    }
-    PgTransactionManager::commit(c).await?;
-    Ok(true)
+    Ok(sqlx::raw_sql(CLOSE_SQL).execute(&mut *c).await.is_ok())
 }
+
+/// Ends a checkout in either state (see the module's notes).
+const CLOSE_SQL: &str = "DEALLOCATE ALL; SET LOCAL client_min_messages = error; COMMIT";

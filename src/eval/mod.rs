@@ -161,8 +161,7 @@ pub async fn run(
             .and_then(|n| n.to_str())
             .unwrap_or(&s.name)
             .to_string();
-        let (id, _) =
-            crate::cli::documents_api::add_document(app, org.id, &name, &s.text, true).await?;
+        let (id, _) = crate::documents::add_document(app, org.id, &name, &s.text, true).await?;
         ids.push(id);
     }
     let stop = CancellationToken::new();
@@ -185,7 +184,7 @@ pub async fn run(
         for id in &ids {
             // A slow or busy database (a local model can starve the machine) is not the end of
             // an hour-long evaluation: a failed read counts as "not done yet".
-            let r = match crate::cli::documents_api::document_report(app, *id).await {
+            let r = match crate::documents::document_report(app, *id).await {
                 Ok(r) => r.unwrap_or(Value::Null),
                 Err(e) => {
                     tracing::warn!(error = %e, "eval: reading a document's state failed; retrying");
@@ -250,7 +249,7 @@ pub async fn run(
             sample: sample.name.clone(),
             document_id: *id,
             status,
-            run_status: last_run.map(|r| r.status.clone()),
+            run_status: last_run.map(|r| r.status.to_string()),
             stop_reason: last_run.and_then(|r| r.stop_reason.clone()),
             runs: doc_runs.len(),
             rounds: doc_runs.iter().map(|r| i64::from(r.rounds)).sum(),

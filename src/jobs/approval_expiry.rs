@@ -57,6 +57,7 @@ impl ApprovalExpiry {
             repropose_priority: spec.queue.priority,
             repropose_max_attempts: spec.queue.max_attempts,
             progress: None,
+            row_by_row: false,
         }
     }
 }
@@ -66,7 +67,6 @@ impl JobHandler for ApprovalExpiry {
     async fn handle(&self, job: JobContext) -> Result<(), JobError> {
         let p: Payload = parse_payload("approval_expiry", &job.job.payload)?;
         let app = &self.app;
-        let db = |e: sqlx::Error| JobError::Retryable(format!("database error: {e}"));
         if let Some(id) = p.repropose_expired {
             let spec = app.spec("approval_expiry");
             let ttl = chrono::Duration::seconds(spec.agent.approval_ttl_secs as i64);
@@ -80,7 +80,7 @@ impl JobHandler for ApprovalExpiry {
             )
             .await
             .map_err(|e| match e {
-                crate::tools::ToolError::Db(e) => db(e),
+                crate::tools::ToolError::Db(e) => e.into(),
                 other => JobError::Fatal(other.to_string()),
             })?;
             info!(approval_id = %id, outcome = ?out, "expired approval re-proposal");
@@ -89,17 +89,13 @@ impl JobHandler for ApprovalExpiry {
         let Some(stale_id) = p.repropose else {
             let report = Self::sweeper(app)
                 .run_once(p.approval_ids.as_deref())
-                .await
-                .map_err(db)?;
+                .await?;
             info!(?report, "approval sweep done");
             return Ok(());
         };
-        let a = approvals::get(&app.pool, stale_id)
-            .await
-            .map_err(db)?
-            .ok_or_else(|| {
-                JobError::Fatal(format!("approval {stale_id} does not exist (purged?)"))
-            })?;
+        let a = approvals::get(&app.pool, stale_id).await?.ok_or_else(|| {
+            JobError::Fatal(format!("approval {stale_id} does not exist (purged?)"))
+        })?;
         if a.status != "stale" {
             return Err(JobError::Fatal(format!(
                 "approval {stale_id} is {}, not stale: nothing to re-propose",
@@ -129,9 +125,7 @@ impl JobHandler for ApprovalExpiry {
             first,
         );
         run_spec.chain = Some((a.chain_id, a.chain_depth + 1));
-        let o = super::run_loop(app, spec, &run_spec, &job)
-            .await
-            .map_err(|(e, _)| e)?;
+        let o = super::run_loop(app, spec, &run_spec, &job).await?;
         info!(run_id = %o.run_id, status = %o.status, "re-proposal run done");
         Ok(())
     }

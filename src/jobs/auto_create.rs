@@ -10,7 +10,8 @@ use crate::app::App;
 use crate::queue::JobError;
 use crate::queue::worker::{JobContext, JobHandler};
 use crate::store::auto_create as store;
-use crate::store::runs;
+use crate::store::documents::AutoCreateStatus;
+use crate::store::runs::{self, RunStatus};
 use serde::Deserialize;
 use tracing::info;
 use uuid::Uuid;
@@ -35,12 +36,10 @@ impl JobHandler for AutoCreate {
     async fn handle(&self, job: JobContext) -> Result<(), JobError> {
         let p: Payload = parse_payload("auto_create", &job.job.payload)?;
         let app = &self.app;
-        let db = |e: sqlx::Error| JobError::Retryable(format!("database error: {e}"));
         let now = app.clock.now();
-        let mut tx = app.pool.begin().await.map_err(db)?;
+        let mut tx = app.pool.begin().await?;
         let state = store::lock_state(&mut tx, p.org_id, p.document_id)
-            .await
-            .map_err(db)?
+            .await?
             .ok_or_else(|| {
                 JobError::Fatal(format!(
                     "document {} not found in org {}",
@@ -48,8 +47,7 @@ impl JobHandler for AutoCreate {
                 ))
             })?;
         let org_on = crate::store::org_settings::get(&mut *tx, p.org_id)
-            .await
-            .map_err(db)?
+            .await?
             .is_none_or(|o| o.auto_create);
         if !org_on && !p.force {
             store::set_status(
@@ -61,9 +59,8 @@ impl JobHandler for AutoCreate {
                 Some("auto-create is off for this organisation (orgs set auto_create=true)"),
                 now,
             )
-            .await
-            .map_err(db)?;
-            tx.commit().await.map_err(db)?;
+            .await?;
+            tx.commit().await?;
             info!(document_id = %p.document_id, "skipped: auto-create is off for the org");
             return Ok(());
         }
@@ -77,18 +74,16 @@ impl JobHandler for AutoCreate {
                 Some("the document has no text to read"),
                 now,
             )
-            .await
-            .map_err(db)?;
-            tx.commit().await.map_err(db)?;
+            .await?;
+            tx.commit().await?;
             info!(document_id = %p.document_id, "skipped: the document has no text");
             return Ok(());
         }
-        let resuming = runs::run_for_job(&mut *tx, job.job.id)
-            .await
-            .map_err(db)?
-            .is_some();
-        if matches!(state.auto_create_status.as_str(), "proposed" | "accepted")
-            && !p.force
+        let resuming = runs::run_for_job(&mut *tx, job.job.id).await?.is_some();
+        if matches!(
+            state.auto_create_status,
+            AutoCreateStatus::Proposed | AutoCreateStatus::Accepted
+        ) && !p.force
             && !resuming
         {
             info!(document_id = %p.document_id, status = %state.auto_create_status, "already has a proposal; nothing to do (enqueue with --force to redo)");
@@ -97,8 +92,7 @@ impl JobHandler for AutoCreate {
         // At most one run per document (a unique index on running runs backs this up).
         if let Some((run, other)) =
             crate::queue::reconcile::other_active_run(&mut *tx, p.org_id, p.document_id, job.job.id)
-                .await
-                .map_err(db)?
+                .await?
         {
             return Err(JobError::Fatal(format!(
                 "refused: document {} already has a run in progress (run {run} of job {other}); enqueue again once it ended",
@@ -114,9 +108,8 @@ impl JobHandler for AutoCreate {
             None,
             now,
         )
-        .await
-        .map_err(db)?;
-        tx.commit().await.map_err(db)?;
+        .await?;
+        tx.commit().await?;
 
         let spec = app.spec("auto_create");
         let first = render(
@@ -133,27 +126,28 @@ impl JobHandler for AutoCreate {
         run_spec.document_id = Some(p.document_id);
         let outcome = match super::run_loop(app, spec, &run_spec, &job).await {
             Ok(o) => o,
-            Err((e, Some((run_id, reason)))) => {
+            Err(super::LoopError {
+                error,
+                failed_run: Some((run_id, reason)),
+            }) => {
                 self.fail(&job, &p, Some(run_id), &reason).await?;
-                return Err(e);
+                return Err(error);
             }
-            Err((e, None)) => {
+            Err(super::LoopError { error: e, .. }) => {
                 if !e.is_retryable() {
                     self.fail(&job, &p, None, &e.to_string()).await?;
                 }
                 return Err(e);
             }
         };
-        let mut tx = app.pool.begin().await.map_err(db)?;
+        let mut tx = app.pool.begin().await?;
         if !fenced(&mut tx, &job).await? {
             return Err(stale(&job));
         }
-        let arts = store::artifacts(&mut *tx, p.org_id, outcome.run_id, p.document_id)
-            .await
-            .map_err(db)?;
+        let arts = store::artifacts(&mut *tx, p.org_id, outcome.run_id, p.document_id).await?;
         let complete =
             arts.schema_id.is_some() && arts.prompt_id.is_some() && arts.extraction_id.is_some();
-        if (outcome.status == "succeeded" || outcome.status == "capped") && complete {
+        if matches!(outcome.status, RunStatus::Succeeded | RunStatus::Capped) && complete {
             store::set_proposed(
                 &mut tx,
                 p.org_id,
@@ -162,9 +156,8 @@ impl JobHandler for AutoCreate {
                 &arts,
                 app.clock.now(),
             )
-            .await
-            .map_err(db)?;
-            tx.commit().await.map_err(db)?;
+            .await?;
+            tx.commit().await?;
             info!(document_id = %p.document_id, run_id = %outcome.run_id, status = %outcome.status, "proposal ready");
             return Ok(());
         }
@@ -199,17 +192,14 @@ impl AutoCreate {
         run_id: Option<Uuid>,
         reason: &str,
     ) -> Result<(), JobError> {
-        let db = |e: sqlx::Error| JobError::Retryable(format!("database error: {e}"));
-        let mut tx = self.app.pool.begin().await.map_err(db)?;
+        let mut tx = self.app.pool.begin().await?;
         if !fenced(&mut tx, job).await? {
             return Err(stale(job));
         }
         if let Some(run) = run_id
             && self.app.spec("auto_create").agent.cleanup_on_failure
         {
-            let n = store::remove_proposed(&mut tx, p.org_id, run)
-                .await
-                .map_err(db)?;
+            let n = store::remove_proposed(&mut tx, p.org_id, run).await?;
             info!(run_id = %run, removed = n, "removed the failed run's proposed artifacts");
         }
         store::set_status(
@@ -221,9 +211,8 @@ impl AutoCreate {
             Some(reason),
             self.app.clock.now(),
         )
-        .await
-        .map_err(db)?;
-        tx.commit().await.map_err(db)
+        .await?;
+        tx.commit().await.map_err(JobError::from)
     }
 }
 

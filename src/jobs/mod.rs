@@ -69,6 +69,30 @@ pub fn render(template: &str, vars: &[(&str, String)]) -> String {
     out
 }
 
+/// Why [`run_loop`] gave up: the job's error and, when the error ends the job, the run it
+/// marked failed with the reason.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct LoopError {
+    pub error: JobError,
+    pub failed_run: Option<(uuid::Uuid, String)>,
+}
+
+impl From<sqlx::Error> for LoopError {
+    fn from(e: sqlx::Error) -> Self {
+        LoopError {
+            error: e.into(),
+            failed_run: None,
+        }
+    }
+}
+
+impl From<LoopError> for JobError {
+    fn from(e: LoopError) -> Self {
+        e.error
+    }
+}
+
 /// Runs the tool loop for a job. On an error that ends the job (not retryable, or the last
 /// attempt) the run is marked failed, and `on_give_up` gets its id and the reason first.
 pub async fn run_loop(
@@ -76,12 +100,11 @@ pub async fn run_loop(
     spec: &crate::catalog::JobSpec,
     run_spec: &crate::agent::RunSpec,
     job: &crate::queue::worker::JobContext,
-) -> Result<crate::agent::RunOutcome, (JobError, Option<(uuid::Uuid, String)>)> {
+) -> Result<crate::agent::RunOutcome, LoopError> {
     let engine = app.engine(spec);
     // The org's model, if it chose one, replaces the job file's.
     let org_model = crate::store::org_settings::get(&app.pool, run_spec.org_id)
-        .await
-        .map_err(|d| (JobError::Retryable(format!("database error: {d}")), None))?
+        .await?
         .and_then(|o| o.model);
     let with_model;
     let run_spec = match org_model {
@@ -99,22 +122,17 @@ pub async fn run_loop(
         Err(e) => {
             let mut failed = None;
             if last_attempt(&e, &job.job) {
-                let run = crate::store::runs::run_for_job(&app.pool, job.job.id)
-                    .await
-                    .map_err(|d| (JobError::Retryable(format!("database error: {d}")), None))?;
+                let run = crate::store::runs::run_for_job(&app.pool, job.job.id).await?;
                 if let Some(r) = run {
-                    let db = |d: sqlx::Error| {
-                        (JobError::Retryable(format!("database error: {d}")), None)
-                    };
-                    if fail_run_fenced(app, &job.job, r.id, &e.to_string())
-                        .await
-                        .map_err(db)?
-                    {
+                    if fail_run_fenced(app, &job.job, r.id, &e.to_string()).await? {
                         failed = Some((r.id, e.to_string()));
                     }
                 }
             }
-            Err((job_error(&e, &job.job), failed))
+            Err(LoopError {
+                error: job_error(&e, &job.job),
+                failed_run: failed,
+            })
         }
     }
 }

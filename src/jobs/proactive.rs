@@ -30,10 +30,8 @@ impl JobHandler for Proactive {
     async fn handle(&self, job: JobContext) -> Result<(), JobError> {
         let p: Payload = parse_payload("proactive_suggestion", &job.job.payload)?;
         let app = &self.app;
-        let db = |e: sqlx::Error| JobError::Retryable(format!("database error: {e}"));
         let org = orgs::find(&app.pool, &p.org_id.to_string())
-            .await
-            .map_err(db)?
+            .await?
             .ok_or_else(|| JobError::Fatal(format!("org {} does not exist", p.org_id)))?;
         if !org.active {
             info!(org_id = %p.org_id, "org is inactive; no suggestions");
@@ -44,9 +42,7 @@ impl JobHandler for Proactive {
         let mut run_spec =
             app.run_spec(spec, p.org_id, p.night.to_string(), Some(job.job.id), first);
         run_spec.night = Some(p.night);
-        let o = super::run_loop(app, spec, &run_spec, &job)
-            .await
-            .map_err(|(e, _)| e)?;
+        let o = super::run_loop(app, spec, &run_spec, &job).await?;
         info!(run_id = %o.run_id, status = %o.status, "nightly review done");
         Ok(())
     }

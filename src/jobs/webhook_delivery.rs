@@ -40,7 +40,10 @@ impl WebhookDelivery {
             .map_or(10, |w| w.request_timeout_secs);
         Self {
             app: app.clone(),
-            sender: Sender::new(Duration::from_secs(secs)),
+            sender: Sender::new(
+                Duration::from_secs(secs),
+                app.config.webhooks.allow_private_networks,
+            ),
         }
     }
 }
@@ -75,6 +78,11 @@ impl JobHandler for WebhookDelivery {
                     info!(webhook_id = %p.webhook_id, event_id = p.event_id, status, "webhook delivered");
                     Ok(())
                 }
+                // A destination of the service's own network: dead now, with the reason.
+                Err(e @ crate::webhooks::delivery::SendError::Blocked(_)) => Err(JobError::Fatal(format!(
+                    "delivery of event {} to webhook {}: {e}",
+                    p.event_id, p.webhook_id
+                ))),
                 Err(e) => Err(JobError::Retryable(format!(
                     "delivery of event {} to webhook {} (attempt {attempt}): {e}",
                     p.event_id, p.webhook_id

@@ -231,10 +231,10 @@ pub fn from_config_with_limits(
     let base = Some(c.base_url.clone())
         .filter(|u| !u.is_empty())
         .or_else(|| env("OPENAI_BASE_URL"));
-    let use_openai = match c.provider.as_str() {
-        "openai" => true,
-        "offline" => false,
-        _ => key.is_some() || base.is_some(),
+    let use_openai = match c.provider {
+        crate::config::ProviderChoice::OpenAi => true,
+        crate::config::ProviderChoice::Offline => false,
+        crate::config::ProviderChoice::Auto => key.is_some() || base.is_some(),
     };
     if use_openai {
         let base_url = base.unwrap_or_else(|| "https://api.openai.com/v1".into());

@@ -11,8 +11,10 @@
 //! - **extraction requests** (a `response_format` is given): answers with JSON holding, for each
 //!   schema property, the value of the text line whose key matches the property name (numbers
 //!   parsed, missing values `null`).
-//! - **proactive_suggestion** (tools include `org_overview`): `org_overview` → one
-//!   `create_suggestion` per signal found (up to 3) → a summary.
+//! - **proactive_suggestion** (tools include `org_overview`): `org_overview` → (`list_tags`
+//!   when documents lack tags) → one `create_suggestion` per signal found (up to 3; an untagged
+//!   document's carries a proposed `update_document` giving it the org's first tag) → a
+//!   summary (`offline/nightly.rs`).
 //! - `tool_choice: none`, or nothing it knows how to do: a one-line summary of the transcript.
 //!
 //! Token usage is estimated as characters / 4. `llm.offline_latency_ms` adds a fixed delay to
@@ -26,6 +28,8 @@ use regex::Regex;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::sync::LazyLock;
+
+mod nightly;
 
 /// The deterministic heuristic model.
 #[derive(Debug, Default, Clone, Copy)]
@@ -335,62 +339,6 @@ fn auto_create(r: &HashMap<String, (Vec<Value>, u32)>, shown: Option<&Value>) ->
     ))
 }
 
-fn proactive(r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
-    let Some(overview) = r.get("org_overview").and_then(|(v, _)| v.last()) else {
-        return Next::Call("org_overview", json!({}));
-    };
-    let done = r
-        .get("create_suggestion")
-        .map(|(v, e)| v.len() as u32 + e)
-        .unwrap_or(0);
-    let mut candidates = Vec::new();
-    collect_signals(overview, "", &mut candidates);
-    if let Some((kind, title, doc)) = candidates
-        .into_iter()
-        .nth(done as usize)
-        .filter(|_| done < 3)
-    {
-        let mut args = json!({"kind": kind, "title": title, "message": format!("{title}. Found by the nightly review (offline model).")});
-        if let Some(d) = doc {
-            args["document_id"] = Value::String(d);
-        }
-        return Next::Call("create_suggestion", args);
-    }
-    Next::Say(format!(
-        "offline model: reviewed the organisation and wrote {done} suggestion(s)."
-    ))
-}
-
-/// Walks the overview: arrays of objects with an id under keys naming a signal.
-fn collect_signals(v: &Value, key: &str, out: &mut Vec<(&'static str, String, Option<String>)>) {
-    match v {
-        Value::Object(m) => m.iter().for_each(|(k, v)| collect_signals(v, k, out)),
-        Value::Array(items) => {
-            let k = key.to_ascii_lowercase();
-            let (kind, what) = if k.contains("fail") {
-                ("retry_failed", "Auto-create failed")
-            } else if k.contains("untag") || k.contains("without_tag") {
-                ("tag_documents", "Document has no tags")
-            } else if k.contains("old") || k.contains("outdated") {
-                (
-                    "rerun_extraction",
-                    "Extraction uses an older schema version",
-                )
-            } else if k.contains("proposed") || k.contains("waiting") || k.contains("stale") {
-                ("review_proposal", "Proposal waiting for review")
-            } else {
-                return;
-            };
-            for item in items {
-                let id = find_str(item, &["document_id", "id"]).map(str::to_string);
-                let name = find_str(item, &["name", "document_name"]).unwrap_or("document");
-                out.push((kind, format!("{what}: {name}"), id));
-            }
-        }
-        _ => {}
-    }
-}
-
 #[async_trait::async_trait]
 impl LlmProvider for OfflineProvider {
     fn name(&self) -> &str {
@@ -425,7 +373,7 @@ impl LlmProvider for OfflineProvider {
                     r.values().map(|(v, e)| v.len() as u32 + e).sum::<u32>()
                 ))
             } else if has("org_overview") {
-                proactive(&r)
+                nightly::proactive(&r)
             } else if has("create_schema") || has("create_prompt") || has("run_extraction") {
                 // Any auto_create stage (guided mode offers one stage's tools at a time).
                 auto_create(&r, document_in_first_message(&req).as_ref())

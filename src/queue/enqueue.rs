@@ -12,30 +12,80 @@
 //! [`NewJob::unique_until_purged`].
 
 use super::{NewJob, QueueError};
-use sqlx::PgExecutor;
+use sqlx::{PgExecutor, PgPool};
 
-/// Inserts one job. `Ok(None)` when a job with the same unique key exists (skipped).
+/// The single-row insert; `$from` names what the row is selected from (`""`: nothing).
+macro_rules! insert_one {
+    ($with:literal, $from:literal) => {
+        concat!(
+            $with,
+            "INSERT INTO agentd_jobs (kind, payload, priority, run_at, max_attempts, unique_key)
+             SELECT $1, $2, $3, COALESCE($4, now()), $5, $6",
+            $from,
+            " WHERE NOT ($7 AND EXISTS (SELECT 1 FROM agentd_jobs WHERE unique_key = $6))
+             ON CONFLICT (unique_key) WHERE state IN ('available', 'running') DO NOTHING
+             RETURNING id"
+        )
+    };
+}
+
+async fn insert_one<'e, E: PgExecutor<'e>>(
+    exec: E,
+    sql: &'static str,
+    job: &NewJob,
+) -> Result<Option<i64>, QueueError> {
+    validate(job)?;
+    let id: Option<i64> = sqlx::query_scalar(sql)
+        .bind(&job.kind)
+        .bind(&job.payload)
+        .bind(job.priority)
+        .bind(job.run_at)
+        .bind(job.max_attempts)
+        .bind(&job.unique_key)
+        .bind(job.unique_until_purged)
+        .fetch_optional(exec)
+        .await?;
+    Ok(id)
+}
+
+/// Inserts one job. `Ok(None)` when a job with the same unique key exists (skipped). The insert
+/// trigger sends the NOTIFY at commit; a producer on a pool should prefer [`enqueue_committed`].
 pub async fn enqueue<'e, E: PgExecutor<'e>>(
     exec: E,
     job: &NewJob,
 ) -> Result<Option<i64>, QueueError> {
-    validate(job)?;
-    let id: Option<i64> = sqlx::query_scalar(
-        "INSERT INTO agentd_jobs (kind, payload, priority, run_at, max_attempts, unique_key)
-         SELECT $1, $2, $3, COALESCE($4, now()), $5, $6
-          WHERE NOT ($7 AND EXISTS (SELECT 1 FROM agentd_jobs WHERE unique_key = $6))
-         ON CONFLICT (unique_key) WHERE state IN ('available', 'running') DO NOTHING
-         RETURNING id",
-    )
-    .bind(&job.kind)
-    .bind(&job.payload)
-    .bind(job.priority)
-    .bind(job.run_at)
-    .bind(job.max_attempts)
-    .bind(&job.unique_key)
-    .bind(job.unique_until_purged)
-    .fetch_optional(exec)
-    .await?;
+    insert_one(exec, insert_one!("", ""), job).await
+}
+
+/// [`enqueue`] in a transaction of its own, with the wake-up NOTIFY sent after the commit
+/// (migration 0060): a NOTIFY inside a writing transaction holds PostgreSQL's cluster-wide
+/// notify lock through the commit's WAL flush, so concurrent single-row producers would commit
+/// one at a time. The job is committed when this returns; if only the NOTIFY failed, idle
+/// workers find it at their next poll.
+pub async fn enqueue_committed(pool: &PgPool, job: &NewJob) -> Result<Option<i64>, QueueError> {
+    if crate::db::pooling::is_pooled(pool) {
+        // Through a pooler a statement outside a transaction commits only when its connection
+        // returns (db/pooling.rs): commit here, and let the trigger notify at that commit.
+        let mut tx = pool.begin().await?;
+        let id = enqueue(&mut *tx, job).await?;
+        tx.commit().await?;
+        return Ok(id);
+    }
+    let mut conn = pool.acquire().await?;
+    let sql = insert_one!(
+        "WITH defer AS (SELECT set_config('agentd.jobs_notify', 'after_commit', true)) ",
+        " FROM defer"
+    );
+    let id = insert_one(&mut *conn, sql, job).await?;
+    if id.is_some() {
+        let notified = sqlx::query("SELECT pg_notify($1, '')")
+            .bind(super::NOTIFY_CHANNEL)
+            .execute(&mut *conn)
+            .await;
+        if let Err(e) = notified {
+            tracing::warn!(error = %e, "job committed; its NOTIFY failed (workers poll for it)");
+        }
+    }
     Ok(id)
 }
 

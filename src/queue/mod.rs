@@ -18,7 +18,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
-pub use enqueue::{enqueue, enqueue_many};
+pub use enqueue::{enqueue, enqueue_committed, enqueue_many};
 
 /// The NOTIFY channel the insert trigger signals on (once per statement).
 pub const NOTIFY_CHANNEL: &str = "agentd_jobs";
@@ -132,6 +132,13 @@ pub enum JobError {
     /// Will never succeed (malformed payload, missing subject): `dead` at once.
     #[error("{0}")]
     Fatal(String),
+}
+
+/// A database error is worth another attempt: `?` on a query in a handler says so.
+impl From<sqlx::Error> for JobError {
+    fn from(e: sqlx::Error) -> Self {
+        JobError::Retryable(format!("database error: {e}"))
+    }
 }
 
 impl JobError {

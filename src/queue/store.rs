@@ -48,14 +48,21 @@ pub async fn claim(
     } else {
         q.bind(kinds)
     };
-    let jobs = q
+    let q = q
         .bind(i64::from(limit))
         .bind(worker_id)
         .bind(now)
-        .bind(lease.num_milliseconds() as f64)
-        .fetch_all(pool)
-        .await?;
-    Ok(jobs)
+        .bind(lease.num_milliseconds() as f64);
+    if crate::db::pooling::is_pooled(pool) {
+        // Through a pooler a statement outside a transaction commits when its connection
+        // returns to the pool, after this call returned; the jobs' first statements (on other
+        // connections) must see the claim, so it commits here (db/pooling.rs).
+        let mut tx = pool.begin().await?;
+        let jobs = q.fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        return Ok(jobs);
+    }
+    Ok(q.fetch_all(pool).await?)
 }
 
 /// Marks attempts succeeded in one statement; returns the ids whose ack counted (stale

@@ -195,39 +195,54 @@ pub async fn set_edited(
     Ok(())
 }
 
-/// Locks a batch of pending approvals: past their TTL (`expired_only`) or not yet, after `after`
-/// in id order. Rows locked by another sweeper are skipped.
-pub async fn lock_pending_batch(
+/// A batch of pending approvals: past their TTL (`expired_only`) or not yet, after `after` in id
+/// order. With `lock` the rows are locked and rows locked by another sweeper are skipped; without
+/// it they are only read (the sweep's pass over live approvals: most stay unchanged, and locking
+/// them would write every row).
+pub async fn pending_batch(
     conn: &mut PgConnection,
     now: DateTime<Utc>,
     expired_only: bool,
     after: Uuid,
     only: Option<&[Uuid]>,
     limit: i64,
+    lock: bool,
 ) -> Result<Vec<ApprovalRow>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT * FROM pending_approvals
-          WHERE status = 'pending'
-            AND (CASE WHEN $2 THEN expires_at <= $1 ELSE expires_at > $1 END)
-            AND id > $3
-            AND ($4::uuid[] IS NULL OR id = ANY($4))
-          ORDER BY id LIMIT $5
-          FOR UPDATE SKIP LOCKED",
-    )
-    .bind(now)
-    .bind(expired_only)
-    .bind(after)
-    .bind(only)
-    .bind(limit)
-    .fetch_all(conn)
-    .await
+    macro_rules! batch {
+        ($lock:literal) => {
+            concat!(
+                "SELECT * FROM pending_approvals
+                  WHERE status = 'pending'
+                    AND (CASE WHEN $2 THEN expires_at <= $1 ELSE expires_at > $1 END)
+                    AND id > $3
+                    AND ($4::uuid[] IS NULL OR id = ANY($4))
+                  ORDER BY id LIMIT $5",
+                $lock
+            )
+        };
+    }
+    let sql = if lock {
+        batch!(" FOR UPDATE SKIP LOCKED")
+    } else {
+        batch!("")
+    };
+    sqlx::query_as(sql)
+        .bind(now)
+        .bind(expired_only)
+        .bind(after)
+        .bind(only)
+        .bind(limit)
+        .fetch_all(conn)
+        .await
 }
 
 /// Sets `status` on many pending approvals in one statement, with per-row results, and writes
-/// their audit rows (decision = status) in a second statement.
+/// their audit rows (decision = status) in a second statement. `rows` keeps only the approvals
+/// this call decided: one decided meanwhile (no longer pending) gets no second decision, audit
+/// row or event.
 pub async fn decide_many(
     conn: &mut PgConnection,
-    rows: &[(&ApprovalRow, Value)],
+    rows: &mut Vec<(&ApprovalRow, Value)>,
     status: &str,
     by: &str,
     now: DateTime<Utc>,
@@ -237,18 +252,25 @@ pub async fn decide_many(
     }
     let ids: Vec<Uuid> = rows.iter().map(|(r, _)| r.id).collect();
     let results: Vec<Value> = rows.iter().map(|(_, v)| v.clone()).collect();
-    let done = sqlx::query(
+    let done: Vec<Uuid> = sqlx::query_scalar(
         "UPDATE pending_approvals p SET status = $2, decided_by = $3, decided_at = $4, result = d.result
            FROM unnest($1::uuid[], $5::jsonb[]) AS d(id, result)
-          WHERE p.id = d.id AND p.status = 'pending'",
+          WHERE p.id = d.id AND p.status = 'pending'
+         RETURNING p.id",
     )
     .bind(&ids)
     .bind(status)
     .bind(by)
     .bind(now)
     .bind(&results)
-    .execute(&mut *conn)
+    .fetch_all(&mut *conn)
     .await?;
+    if done.len() < rows.len() {
+        let done: std::collections::HashSet<Uuid> = done.iter().copied().collect();
+        rows.retain(|(r, _)| done.contains(&r.id));
+    }
+    let ids: Vec<Uuid> = rows.iter().map(|(r, _)| r.id).collect();
+    let results: Vec<Value> = rows.iter().map(|(_, v)| v.clone()).collect();
     let orgs: Vec<Uuid> = rows.iter().map(|(r, _)| r.org_id).collect();
     let runs: Vec<Option<Uuid>> = rows.iter().map(|(r, _)| r.run_id).collect();
     let tools: Vec<&str> = rows.iter().map(|(r, _)| r.tool.as_str()).collect();
@@ -269,7 +291,7 @@ pub async fn decide_many(
     .bind(&results)
     .execute(&mut *conn)
     .await?;
-    Ok(done.rows_affected())
+    Ok(rows.len() as u64)
 }
 
 /// Stale approvals that asked for a re-proposal, below the chain cap, decided since `since`

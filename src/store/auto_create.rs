@@ -13,7 +13,7 @@ pub struct ProposalState {
     pub org_id: Uuid,
     pub name: String,
     pub has_text: bool,
-    pub auto_create_status: String,
+    pub auto_create_status: super::documents::AutoCreateStatus,
     pub proposed_schema_id: Option<Uuid>,
     pub proposed_schema_version: Option<i32>,
     pub proposed_prompt_id: Option<Uuid>,

@@ -3,6 +3,7 @@
 //! [`clean_json`] first. Reads of document text are bounded in SQL (`left(text, n)`), so a
 //! 5 MB document never crosses the wire whole for an excerpt.
 
+pub use super::states::AutoCreateStatus;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
@@ -65,7 +66,7 @@ pub struct DocumentView {
     pub name: String,
     pub metadata: Value,
     pub tag_ids: Vec<Uuid>,
-    pub auto_create_status: String,
+    pub auto_create_status: AutoCreateStatus,
     pub auto_create_error: Option<String>,
     pub proposed_schema_id: Option<Uuid>,
     pub proposed_schema_version: Option<i32>,
@@ -148,7 +149,7 @@ pub struct DocumentSummary {
     pub id: Uuid,
     pub name: String,
     pub tag_ids: Vec<Uuid>,
-    pub auto_create_status: String,
+    pub auto_create_status: AutoCreateStatus,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -161,7 +162,7 @@ pub struct DocumentFilter {
     /// Documents carrying all of these tags.
     pub tag_ids: Option<Vec<Uuid>>,
     /// `auto_create_status`.
-    pub status: Option<String>,
+    pub status: Option<AutoCreateStatus>,
     pub limit: i64,
 }
 
@@ -184,7 +185,7 @@ pub async fn list(
     .bind(org_id)
     .bind(filter.name_search.as_deref().map(clean_text))
     .bind(filter.tag_ids.as_deref())
-    .bind(filter.status.as_deref())
+    .bind(filter.status.map(AutoCreateStatus::as_str))
     .bind(filter.limit)
     .fetch_all(conn)
     .await
@@ -269,10 +270,66 @@ pub struct DocumentLock {
     pub name: String,
     pub tag_ids: Vec<Uuid>,
     pub metadata: Value,
-    pub auto_create_status: String,
+    pub auto_create_status: AutoCreateStatus,
     pub updated_at: DateTime<Utc>,
     /// SHA-256 (hex) of the UTF-8 text: the text itself is too big for a snapshot.
     pub text_sha256: String,
+}
+
+impl DocumentLock {
+    /// The snapshot of an action on this document (what an approval's hash covers).
+    pub fn snapshot(&self) -> Value {
+        serde_json::json!({
+            "exists": true, "document_id": self.id, "name": self.name, "tag_ids": self.tag_ids,
+            "metadata": self.metadata, "auto_create_status": self.auto_create_status,
+            "updated_at": self.updated_at, "text_sha256": self.text_sha256,
+        })
+    }
+
+    /// The snapshot when the document is missing or another org's.
+    pub fn missing_snapshot(id: Uuid) -> Value {
+        serde_json::json!({"exists": false, "document_id": id})
+    }
+}
+
+/// What [`lock`] reads, for many `(org_id, id)` pairs in one statement; with `lock` the rows are
+/// locked too (in id order). The expiry sweep re-validates a batch of document approvals this way.
+pub async fn snapshot_many(
+    conn: &mut PgConnection,
+    keys: &[(Uuid, Uuid)],
+    lock: bool,
+) -> Result<Vec<(Uuid, DocumentLock)>, sqlx::Error> {
+    #[derive(sqlx::FromRow)]
+    struct OrgLock {
+        org_id: Uuid,
+        #[sqlx(flatten)]
+        doc: DocumentLock,
+    }
+    macro_rules! read {
+        ($lock:literal) => {
+            concat!(
+                "SELECT d.org_id, d.id, d.name, d.tag_ids, d.metadata, d.auto_create_status,
+                        d.updated_at,
+                        encode(sha256(convert_to(COALESCE(d.text, ''), 'UTF8')), 'hex') AS text_sha256
+                   FROM documents d
+                  WHERE (d.org_id, d.id) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[]))
+                  ORDER BY d.id",
+                $lock
+            )
+        };
+    }
+    let sql = if lock {
+        read!(" FOR UPDATE OF d")
+    } else {
+        read!("")
+    };
+    let (orgs, ids): (Vec<Uuid>, Vec<Uuid>) = keys.iter().copied().unzip();
+    let rows: Vec<OrgLock> = sqlx::query_as(sql)
+        .bind(&orgs)
+        .bind(&ids)
+        .fetch_all(conn)
+        .await?;
+    Ok(rows.into_iter().map(|r| (r.org_id, r.doc)).collect())
 }
 
 /// Locks a document of this org (`FOR UPDATE`) and returns what actions on it depend on.

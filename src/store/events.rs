@@ -215,6 +215,17 @@ pub async fn get<'e, E: PgExecutor<'e>>(
     .await
 }
 
+/// How many events the org has, readable by a cursor yet or not.
+pub async fn count_written<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("SELECT count(*) FROM agentd_events WHERE org_id = $1")
+        .bind(org_id)
+        .fetch_one(exec)
+        .await
+}
+
 /// The id of the org's last readable event in stream order (0: none): a stream that starts
 /// "from now" starts after it.
 pub async fn stream_end<'e, E: PgExecutor<'e>>(exec: E, org_id: Uuid) -> Result<i64, sqlx::Error> {

@@ -2,6 +2,7 @@
 //! version) over a document. "Latest" is by insertion order (`seq`), not by the Clock.
 
 use super::documents::clean_json;
+pub use super::states::ExtractionStatus;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
@@ -18,7 +19,7 @@ pub struct ExtractionRow {
     pub schema_id: Uuid,
     pub schema_version: i32,
     pub result: Value,
-    pub status: String,
+    pub status: ExtractionStatus,
     pub run_id: Option<Uuid>,
     pub created_at: DateTime<Utc>,
 }

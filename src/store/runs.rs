@@ -1,5 +1,6 @@
 //! SQL for agent runs, their checkpoints (`agent_steps`), audit rows and org token budgets.
 
+pub use super::states::RunStatus;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use serde_json::Value;
@@ -16,7 +17,7 @@ pub struct RunRow {
     pub job_id: Option<i64>,
     pub provider: String,
     pub model: String,
-    pub status: String,
+    pub status: RunStatus,
     pub stop_reason: Option<String>,
     pub rounds: i32,
     pub tool_calls: i32,

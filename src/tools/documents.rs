@@ -2,11 +2,13 @@
 //! `update_document` and `delete_document`. Text is shown as a bounded excerpt
 //! (`ctx.excerpt_chars` characters) with its full length and a `truncated` flag.
 
-use super::schemas::params;
-use super::tags::{checked_tag_ids, tag_ids_param};
-use super::{Category, Registry, Tool, ToolCtx, ToolError, opt_uuid, req_uuid, revid};
-use crate::store::documents::{self as store, DocumentFilter};
-use serde_json::{Value, json};
+use super::tags::checked_tag_ids;
+use super::typed::{Id, TagId, any_object};
+use super::{Category, Registry, Target, ToolCtx, ToolError, TypedTool, revid};
+use crate::store::documents::{self as store, AutoCreateStatus, DocumentFilter};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -19,19 +21,18 @@ pub fn register(r: &mut Registry) {
     r.register(Arc::new(DeleteDocument));
 }
 
-/// Every `auto_create_status` a document can have.
-const STATUSES: [&str; 8] = [
-    "none", "queued", "running", "proposed", "accepted", "rejected", "failed", "skipped",
-];
-
 /// `document_id` from the arguments, else the run's document; an error if neither.
-pub(crate) fn document_id_or_default(ctx: &ToolCtx<'_>, args: &Value) -> Result<Uuid, ToolError> {
-    opt_uuid(args, "document_id")?
+pub(crate) fn document_id_or_default(
+    ctx: &ToolCtx<'_>,
+    document_id: Option<Id>,
+) -> Result<Uuid, ToolError> {
+    document_id
+        .map(|Id(d)| d)
         .or(ctx.document_id)
         .ok_or_else(|| {
             ToolError::Invalid(
                 "document_id is required (this run has no document of its own); \
-                 call list_documents to find one"
+             call list_documents to find one"
                     .into(),
             )
         })
@@ -44,37 +45,32 @@ pub(crate) fn document_not_found(id: Uuid) -> ToolError {
     ))
 }
 
-fn doc_id_param() -> Value {
-    json!({"type": "string",
-           "description": "The document's id; defaults to the document this run is about."})
+/// Arguments of the tools that read one document, by default the run's.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DocumentArgs {
+    /// The document's id; defaults to the document this run is about.
+    pub document_id: Option<Id>,
 }
 
 struct GetDocument;
 
 #[async_trait::async_trait]
-impl Tool for GetDocument {
-    fn name(&self) -> &'static str {
-        "get_document"
+impl TypedTool for GetDocument {
+    const NAME: &'static str = "get_document";
+    const DESCRIPTION: &'static str = "Get a document {document_id?}: name, metadata, tag_ids, \
+         auto_create_status, proposed schema/prompt/extraction, and the start of its text \
+         (text_chars is the full length; truncated says whether more exists: use get_ocr_text \
+         with page to read further).";
+    const CATEGORY: Category = Category::Read;
+    type Args = DocumentArgs;
+    type Output = Value;
+
+    fn targets(&self, args: &DocumentArgs) -> Vec<Target> {
+        vec![Target::ReadDocument(args.document_id.map(|Id(d)| d))]
     }
-    fn description(&self) -> &'static str {
-        "Get a document {document_id?}: name, metadata, tag_ids, auto_create_status, proposed \
-         schema/prompt/extraction, and the start of its text (text_chars is the full length; \
-         truncated says whether more exists: use get_ocr_text with page to read further)."
-    }
-    fn parameters(&self) -> Value {
-        params(json!({"document_id": doc_id_param()}), &[])
-    }
-    fn category(&self) -> Category {
-        Category::Read
-    }
-    fn targets(&self, args: &Value) -> Vec<super::Target> {
-        vec![super::Target::ReadDocument(super::scope::target_id(
-            args,
-            "document_id",
-        ))]
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let id = document_id_or_default(ctx, &args)?;
+    async fn run(&self, ctx: &mut ToolCtx<'_>, args: DocumentArgs) -> Result<Value, ToolError> {
+        let id = document_id_or_default(ctx, args.document_id)?;
         let d = store::get(ctx.conn, ctx.org_id, id, ctx.excerpt_chars)
             .await?
             .ok_or_else(|| document_not_found(id))?;
@@ -109,48 +105,37 @@ impl Tool for GetDocument {
 
 struct GetOcrText;
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct GetOcrTextArgs {
+    /// The document's id; defaults to the document this run is about.
+    document_id: Option<Id>,
+    /// 1-based page number; see page_count.
+    #[schemars(range(min = 1))]
+    page: Option<i32>,
+}
+
 #[async_trait::async_trait]
-impl Tool for GetOcrText {
-    fn name(&self) -> &'static str {
-        "get_ocr_text"
+impl TypedTool for GetOcrText {
+    const NAME: &'static str = "get_ocr_text";
+    const DESCRIPTION: &'static str = "Get a document's OCR text {document_id?, page?}. Pages \
+         are separated by form feeds; page is 1-based (omit it for the whole text). The text is \
+         an excerpt: text_chars is the full length and truncated says whether it was cut.";
+    const CATEGORY: Category = Category::Read;
+    type Args = GetOcrTextArgs;
+    type Output = Value;
+
+    fn targets(&self, args: &GetOcrTextArgs) -> Vec<Target> {
+        vec![Target::ReadDocument(args.document_id.map(|Id(d)| d))]
     }
-    fn description(&self) -> &'static str {
-        "Get a document's OCR text {document_id?, page?}. Pages are separated by form feeds; \
-         page is 1-based (omit it for the whole text). The text is an excerpt: text_chars is \
-         the full length and truncated says whether it was cut."
-    }
-    fn parameters(&self) -> Value {
-        params(
-            json!({
-                "document_id": doc_id_param(),
-                "page": {"type": "integer", "minimum": 1,
-                         "description": "1-based page number; see page_count."},
-            }),
-            &[],
-        )
-    }
-    fn category(&self) -> Category {
-        Category::Read
-    }
-    fn targets(&self, args: &Value) -> Vec<super::Target> {
-        vec![super::Target::ReadDocument(super::scope::target_id(
-            args,
-            "document_id",
-        ))]
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let id = document_id_or_default(ctx, &args)?;
-        let page = match args.get("page") {
-            None | Some(Value::Null) => None,
-            Some(p) => Some(
-                p.as_i64()
-                    .and_then(|n| i32::try_from(n).ok())
-                    .filter(|n| *n >= 1)
-                    .ok_or_else(|| {
-                        ToolError::Invalid(format!("page must be an integer ≥ 1 (got {p})"))
-                    })?,
-            ),
-        };
+    async fn run(&self, ctx: &mut ToolCtx<'_>, args: GetOcrTextArgs) -> Result<Value, ToolError> {
+        let id = document_id_or_default(ctx, args.document_id)?;
+        let page = args.page;
+        if let Some(p) = page.filter(|p| *p < 1) {
+            return Err(ToolError::Invalid(format!(
+                "page must be an integer ≥ 1 (got {p})"
+            )));
+        }
         let p = store::get_page(ctx.conn, ctx.org_id, id, page, ctx.excerpt_chars)
             .await?
             .ok_or_else(|| document_not_found(id))?;
@@ -176,48 +161,38 @@ impl Tool for GetOcrText {
 
 struct ListDocuments;
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ListDocumentsArgs {
+    #[schemars(length(max = 200))]
+    name_search: Option<String>,
+    /// Only documents that carry all of these tags.
+    #[schemars(length(max = 100))]
+    tag_ids: Option<Vec<TagId>>,
+    /// auto_create_status to match.
+    status: Option<AutoCreateStatus>,
+    /// At most this many (default 20, max 100).
+    #[schemars(range(min = 1, max = 100))]
+    limit: Option<i64>,
+}
+
 #[async_trait::async_trait]
-impl Tool for ListDocuments {
-    fn name(&self) -> &'static str {
-        "list_documents"
-    }
-    fn description(&self) -> &'static str {
-        "List the organisation's documents, newest first {name_search?, tag_ids?, status?, \
-         limit?}: name_search is a case-insensitive part of the name, tag_ids keeps documents \
-         carrying all of those tags, status is the auto_create_status. No text: use \
-         get_document."
-    }
-    fn parameters(&self) -> Value {
-        params(
-            json!({
-                "name_search": {"type": "string", "maxLength": 200},
-                "tag_ids": tag_ids_param("Only documents that carry all of these tags."),
-                "status": {"type": "string", "enum": STATUSES,
-                           "description": "auto_create_status to match."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 100,
-                          "description": "At most this many (default 20, max 100)."},
-            }),
-            &[],
-        )
-    }
-    fn category(&self) -> Category {
-        Category::Read
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let tag_ids = match args.get("tag_ids") {
-            None | Some(Value::Null) => None,
-            Some(_) => Some(parse_ids(&args, "tag_ids")?),
-        };
-        let status = args.get("status").and_then(Value::as_str);
-        if let Some(s) = status {
-            if !STATUSES.contains(&s) {
-                return Err(ToolError::Invalid(format!(
-                    "status must be one of {} (got {s:?})",
-                    STATUSES.join(", ")
-                )));
-            }
-        }
-        let limit = args.get("limit").and_then(Value::as_i64).unwrap_or(20);
+impl TypedTool for ListDocuments {
+    const NAME: &'static str = "list_documents";
+    const DESCRIPTION: &'static str = "List the organisation's documents, newest first \
+         {name_search?, tag_ids?, status?, limit?}: name_search is a case-insensitive part of \
+         the name, tag_ids keeps documents carrying all of those tags, status is the \
+         auto_create_status. No text: use get_document.";
+    const CATEGORY: Category = Category::Read;
+    type Args = ListDocumentsArgs;
+    type Output = Value;
+
+    async fn run(
+        &self,
+        ctx: &mut ToolCtx<'_>,
+        args: ListDocumentsArgs,
+    ) -> Result<Value, ToolError> {
+        let limit = args.limit.unwrap_or(20);
         if !(1..=100).contains(&limit) {
             return Err(ToolError::Invalid(format!(
                 "limit must be between 1 and 100 (got {limit})"
@@ -225,13 +200,16 @@ impl Tool for ListDocuments {
         }
         let filter = DocumentFilter {
             name_search: args
-                .get("name_search")
-                .and_then(Value::as_str)
+                .name_search
+                .as_deref()
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
                 .map(str::to_string),
-            tag_ids,
-            status: status.map(str::to_string),
+            // A filter: unknown ids match nothing.
+            tag_ids: args
+                .tag_ids
+                .map(|ids| ids.into_iter().map(|TagId(t)| t).collect()),
+            status: args.status,
             limit,
         };
         let docs = store::list(ctx.conn, ctx.org_id, &filter).await?;
@@ -246,66 +224,44 @@ impl Tool for ListDocuments {
     }
 }
 
-/// A list of UUIDs, without checking what they refer to (a filter: unknown ids match nothing).
-fn parse_ids(args: &Value, field: &str) -> Result<Vec<Uuid>, ToolError> {
-    let items = args[field].as_array().ok_or_else(|| {
-        ToolError::Invalid(format!(
-            "{field} must be an array of ids (got {})",
-            args[field]
-        ))
-    })?;
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            v.as_str()
-                .and_then(|s| Uuid::parse_str(s).ok())
-                .ok_or_else(|| ToolError::Invalid(format!("{field}[{i}] must be a UUID, got {v}")))
-        })
-        .collect()
-}
-
 struct UpdateDocument;
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct UpdateDocumentArgs {
+    /// The document's id; defaults to the document this run is about.
+    document_id: Option<Id>,
+    /// The complete new set of tag ids.
+    #[schemars(length(max = 100))]
+    tag_ids: Option<Vec<TagId>>,
+    /// Keys to set (null removes).
+    #[serde(default)]
+    #[schemars(schema_with = "any_object")]
+    metadata: Option<Map<String, Value>>,
+}
+
 #[async_trait::async_trait]
-impl Tool for UpdateDocument {
-    fn name(&self) -> &'static str {
-        "update_document"
+impl TypedTool for UpdateDocument {
+    const NAME: &'static str = "update_document";
+    const DESCRIPTION: &'static str = "Update a document {document_id?, tag_ids?, metadata?}: \
+         tag_ids replaces the document's tags (ids of this organisation's tags, see list_tags); \
+         metadata is merged into the existing metadata key by key (a null value removes the \
+         key).";
+    const CATEGORY: Category = Category::Write;
+    type Args = UpdateDocumentArgs;
+    type Output = Value;
+
+    fn targets(&self, args: &UpdateDocumentArgs) -> Vec<Target> {
+        vec![Target::Document(args.document_id.map(|Id(d)| d))]
     }
-    fn description(&self) -> &'static str {
-        "Update a document {document_id?, tag_ids?, metadata?}: tag_ids replaces the document's \
-         tags (ids of this organisation's tags, see list_tags); metadata is merged into the \
-         existing metadata key by key (a null value removes the key)."
-    }
-    fn parameters(&self) -> Value {
-        params(
-            json!({
-                "document_id": doc_id_param(),
-                "tag_ids": tag_ids_param("The complete new set of tag ids."),
-                "metadata": {"type": "object", "description": "Keys to set (null removes)."},
-            }),
-            &[],
-        )
-    }
-    fn category(&self) -> Category {
-        Category::Write
-    }
-    fn targets(&self, args: &Value) -> Vec<super::Target> {
-        vec![super::Target::Document(super::scope::target_id(
-            args,
-            "document_id",
-        ))]
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let id = document_id_or_default(ctx, &args)?;
-        let metadata = args.get("metadata").filter(|m| !m.is_null());
-        if metadata.is_some_and(|m| !m.is_object()) {
-            return Err(ToolError::Invalid(
-                "metadata must be an object of keys to set".into(),
-            ));
-        }
-        let has_tags = args.get("tag_ids").is_some_and(|t| !t.is_null());
-        if !has_tags && metadata.is_none() {
+    async fn run(
+        &self,
+        ctx: &mut ToolCtx<'_>,
+        args: UpdateDocumentArgs,
+    ) -> Result<Value, ToolError> {
+        let id = document_id_or_default(ctx, args.document_id)?;
+        let metadata = args.metadata.map(Value::Object);
+        if args.tag_ids.is_none() && metadata.is_none() {
             return Err(ToolError::Invalid(
                 "nothing to update: give tag_ids and/or metadata".into(),
             ));
@@ -315,13 +271,13 @@ impl Tool for UpdateDocument {
         if store::lock(ctx.conn, ctx.org_id, id).await?.is_none() {
             return Err(document_not_found(id));
         }
-        let tag_ids = checked_tag_ids(ctx, &args, "tag_ids").await?;
+        let tag_ids = checked_tag_ids(ctx, args.tag_ids.as_deref(), "tag_ids").await?;
         let d = store::update(
             ctx.conn,
             ctx.org_id,
             id,
             tag_ids.as_deref(),
-            metadata,
+            metadata.as_ref(),
             ctx.now,
         )
         .await?
@@ -334,9 +290,9 @@ impl Tool for UpdateDocument {
     async fn snapshot(
         &self,
         ctx: &mut ToolCtx<'_>,
-        args: &Value,
+        args: &UpdateDocumentArgs,
     ) -> Option<Result<Value, ToolError>> {
-        Some(document_snapshot(ctx, document_id_or_default(ctx, args)).await)
+        Some(document_snapshot(ctx, document_id_or_default(ctx, args.document_id)).await)
     }
 }
 
@@ -348,42 +304,38 @@ async fn document_snapshot(
 ) -> Result<Value, ToolError> {
     let id = id?;
     Ok(match store::lock(ctx.conn, ctx.org_id, id).await? {
-        Some(d) => json!({
-            "exists": true, "document_id": d.id, "name": d.name, "tag_ids": d.tag_ids,
-            "metadata": d.metadata, "auto_create_status": d.auto_create_status,
-            "updated_at": d.updated_at, "text_sha256": d.text_sha256,
-        }),
-        None => json!({"exists": false, "document_id": id}),
+        Some(d) => d.snapshot(),
+        None => store::DocumentLock::missing_snapshot(id),
     })
 }
 
 struct DeleteDocument;
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DeleteDocumentArgs {
+    /// The document's id.
+    document_id: Id,
+}
+
 #[async_trait::async_trait]
-impl Tool for DeleteDocument {
-    fn name(&self) -> &'static str {
-        "delete_document"
+impl TypedTool for DeleteDocument {
+    const NAME: &'static str = "delete_document";
+    const DESCRIPTION: &'static str =
+        "Delete a document {document_id} and its extractions. Cannot be undone.";
+    const CATEGORY: Category = Category::Destructive;
+    type Args = DeleteDocumentArgs;
+    type Output = Value;
+
+    fn targets(&self, args: &DeleteDocumentArgs) -> Vec<Target> {
+        vec![Target::Document(Some(args.document_id.0))]
     }
-    fn description(&self) -> &'static str {
-        "Delete a document {document_id} and its extractions. Cannot be undone."
-    }
-    fn parameters(&self) -> Value {
-        params(
-            json!({"document_id": {"type": "string", "description": "The document's id."}}),
-            &["document_id"],
-        )
-    }
-    fn category(&self) -> Category {
-        Category::Destructive
-    }
-    fn targets(&self, args: &Value) -> Vec<super::Target> {
-        vec![super::Target::Document(super::scope::target_id(
-            args,
-            "document_id",
-        ))]
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let id = req_uuid(&args, "document_id")?;
+    async fn run(
+        &self,
+        ctx: &mut ToolCtx<'_>,
+        args: DeleteDocumentArgs,
+    ) -> Result<Value, ToolError> {
+        let Id(id) = args.document_id;
         if !store::delete(ctx.conn, ctx.org_id, id).await? {
             return Err(document_not_found(id));
         }
@@ -392,8 +344,8 @@ impl Tool for DeleteDocument {
     async fn snapshot(
         &self,
         ctx: &mut ToolCtx<'_>,
-        args: &Value,
+        args: &DeleteDocumentArgs,
     ) -> Option<Result<Value, ToolError>> {
-        Some(document_snapshot(ctx, req_uuid(args, "document_id")).await)
+        Some(document_snapshot(ctx, Ok(args.document_id.0)).await)
     }
 }

@@ -5,13 +5,16 @@
 use super::ModelCall;
 use super::documents::{document_id_or_default, document_not_found};
 use super::prompts::resolve_prompt;
-use super::schemas::{inner_schema, params, validate_instance};
-use super::{Category, Registry, Tool, ToolCtx, ToolError, opt_uuid, revid};
+use super::schemas::{inner_schema, validate_instance};
+use super::typed::Id;
+use super::{Category, Registry, Target, ToolCtx, ToolError, TypedTool, revid};
 use crate::llm::CompletionResponse;
 use crate::store::documents::{self as documents, clean_json};
-use crate::store::extractions::{self as store, ExtractionRow};
+use crate::store::extractions::{self as store, ExtractionRow, ExtractionStatus};
 use crate::store::prompts::{self as prompts, PromptRow};
 use crate::store::schemas;
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -56,33 +59,32 @@ pub(crate) fn parse_json_answer(text: &str) -> Option<Value> {
 
 struct GetExtractionResult;
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct GetExtractionResultArgs {
+    /// Defaults to the document this run is about.
+    document_id: Option<Id>,
+}
+
 #[async_trait::async_trait]
-impl Tool for GetExtractionResult {
-    fn name(&self) -> &'static str {
-        "get_extraction_result"
+impl TypedTool for GetExtractionResult {
+    const NAME: &'static str = "get_extraction_result";
+    const DESCRIPTION: &'static str = "Get the latest extraction of a document {document_id?}: \
+         extraction_id, result, status, prompt_revid and schema_revid (extraction is null if \
+         there is none yet).";
+    const CATEGORY: Category = Category::Read;
+    type Args = GetExtractionResultArgs;
+    type Output = Value;
+
+    fn targets(&self, args: &GetExtractionResultArgs) -> Vec<Target> {
+        vec![Target::ReadDocument(args.document_id.map(|Id(d)| d))]
     }
-    fn description(&self) -> &'static str {
-        "Get the latest extraction of a document {document_id?}: extraction_id, result, \
-         status, prompt_revid and schema_revid (extraction is null if there is none yet)."
-    }
-    fn parameters(&self) -> Value {
-        params(
-            json!({"document_id": {"type": "string",
-                   "description": "Defaults to the document this run is about."}}),
-            &[],
-        )
-    }
-    fn category(&self) -> Category {
-        Category::Read
-    }
-    fn targets(&self, args: &Value) -> Vec<super::Target> {
-        vec![super::Target::ReadDocument(super::scope::target_id(
-            args,
-            "document_id",
-        ))]
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let doc = document_id_or_default(ctx, &args)?;
+    async fn run(
+        &self,
+        ctx: &mut ToolCtx<'_>,
+        args: GetExtractionResultArgs,
+    ) -> Result<Value, ToolError> {
+        let doc = document_id_or_default(ctx, args.document_id)?;
         if !documents::exists(ctx.conn, ctx.org_id, doc).await? {
             return Err(document_not_found(doc));
         }
@@ -93,12 +95,22 @@ impl Tool for GetExtractionResult {
 
 struct RunExtraction;
 
+/// `run_extraction`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RunExtractionArgs {
+    /// "<prompt_id>:<version>" from create_prompt.
+    pub prompt_revid: Option<String>,
+    /// Defaults to the document this run is about.
+    pub document_id: Option<Id>,
+}
+
 /// The prompt `run_extraction` uses: `prompt_revid`, else the latest prompt of this run.
 pub(crate) async fn prompt_for(
     ctx: &mut ToolCtx<'_>,
-    args: &Value,
+    prompt_revid: Option<&str>,
 ) -> Result<PromptRow, ToolError> {
-    if let Some(s) = args.get("prompt_revid").and_then(Value::as_str) {
+    if let Some(s) = prompt_revid {
         return resolve_prompt(ctx, s, "prompt_revid").await;
     }
     let none = || {
@@ -115,50 +127,34 @@ pub(crate) async fn prompt_for(
 }
 
 #[async_trait::async_trait]
-impl Tool for RunExtraction {
-    fn name(&self) -> &'static str {
-        "run_extraction"
+impl TypedTool for RunExtraction {
+    const NAME: &'static str = "run_extraction";
+    const DESCRIPTION: &'static str = "Run an extraction {prompt_revid?, document_id?}: the \
+         prompt (default: the latest prompt this run created) is sent with the document text to \
+         the extraction model, whose JSON answer must follow the prompt's schema. The result is \
+         stored as proposed and returned with its extraction_id; a result that breaks the schema \
+         is an error listing the problems (fix the prompt or the schema, then run again).";
+    const CATEGORY: Category = Category::Write;
+    type Args = RunExtractionArgs;
+    type Output = Value;
+
+    fn targets(&self, args: &RunExtractionArgs) -> Vec<Target> {
+        vec![Target::Document(args.document_id.map(|Id(d)| d))]
     }
-    fn description(&self) -> &'static str {
-        "Run an extraction {prompt_revid?, document_id?}: the prompt (default: the latest \
-         prompt this run created) is sent with the document text to the extraction model, \
-         whose JSON answer must follow the prompt's schema. The result is stored as proposed \
-         and returned with its extraction_id; a result that breaks the schema is an error \
-         listing the problems (fix the prompt or the schema, then run again)."
-    }
-    fn parameters(&self) -> Value {
-        params(
-            json!({
-                "prompt_revid": {"type": "string",
-                                 "description": "\"<prompt_id>:<version>\" from create_prompt."},
-                "document_id": {"type": "string",
-                                "description": "Defaults to the document this run is about."},
-            }),
-            &[],
-        )
-    }
-    fn category(&self) -> Category {
-        Category::Write
-    }
-    fn targets(&self, args: &Value) -> Vec<super::Target> {
-        vec![super::Target::Document(super::scope::target_id(
-            args,
-            "document_id",
-        ))]
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
+    async fn run(
+        &self,
+        ctx: &mut ToolCtx<'_>,
+        args: RunExtractionArgs,
+    ) -> Result<Value, ToolError> {
         // Direct use (tests, tools outside the loop): prepare, call, apply on one connection.
         // The loop and approvals use prepare/apply with no transaction open during the call.
-        let call = self
-            .prepare(ctx, &args)
-            .await
-            .expect("run_extraction prepares")?;
+        let call = super::extraction_model::prepare_extraction(ctx, &args).await?;
         let provider = ctx.provider.clone();
         let resp = provider
             .complete(call.request)
             .await
             .map_err(|e| ToolError::Provider(format!("the extraction model failed: {e}")))?;
-        let mut out = self.apply(ctx, &args, &call.state, &resp).await?;
+        let mut out = super::extraction_model::apply_extraction(ctx, &call.state, &resp).await?;
         out["usage"] = json!({"input_tokens": resp.usage.input_tokens,
                               "output_tokens": resp.usage.output_tokens});
         Ok(out)
@@ -169,14 +165,14 @@ impl Tool for RunExtraction {
     async fn prepare(
         &self,
         ctx: &mut ToolCtx<'_>,
-        args: &Value,
+        args: &RunExtractionArgs,
     ) -> Option<Result<ModelCall, ToolError>> {
         Some(super::extraction_model::prepare_extraction(ctx, args).await)
     }
     async fn apply(
         &self,
         ctx: &mut ToolCtx<'_>,
-        _args: &Value,
+        _args: &RunExtractionArgs,
         state: &Value,
         answer: &CompletionResponse,
     ) -> Result<Value, ToolError> {
@@ -185,17 +181,17 @@ impl Tool for RunExtraction {
     async fn snapshot(
         &self,
         ctx: &mut ToolCtx<'_>,
-        args: &Value,
+        args: &RunExtractionArgs,
     ) -> Option<Result<Value, ToolError>> {
         Some(
             async {
-                let doc_id = document_id_or_default(ctx, args)?;
+                let doc_id = document_id_or_default(ctx, args.document_id)?;
                 let document = match documents::lock(ctx.conn, ctx.org_id, doc_id).await? {
                     Some(d) => json!({"exists": true, "document_id": doc_id,
                                       "text_sha256": d.text_sha256}),
                     None => json!({"exists": false, "document_id": doc_id}),
                 };
-                let prompt = match prompt_for(ctx, args).await {
+                let prompt = match prompt_for(ctx, args.prompt_revid.as_deref()).await {
                     Ok(p) => {
                         // Lock the prompt's versions so it cannot go away before the decision.
                         prompts::lock_all(ctx.conn, ctx.org_id, p.prompt_id).await?;
@@ -203,8 +199,7 @@ impl Tool for RunExtraction {
                                "schema_revid": revid(p.schema_id, p.schema_version)})
                     }
                     Err(ToolError::NotFound(_)) | Err(ToolError::Invalid(_)) => {
-                        json!({"exists": false,
-                               "prompt_revid": args.get("prompt_revid").cloned()})
+                        json!({"exists": false, "prompt_revid": args.prompt_revid})
                     }
                     Err(e) => return Err(e),
                 };
@@ -307,19 +302,19 @@ fn set_path(root: &mut Value, segs: &[String], value: Value) -> Result<(), Strin
 /// extraction of `document_id` (default: the run's document).
 async fn target_extraction(
     ctx: &mut ToolCtx<'_>,
-    args: &Value,
+    args: &UpdateExtractionFieldArgs,
 ) -> Result<Option<ExtractionRow>, ToolError> {
-    if let Some(id) = opt_uuid(args, "extraction_id")? {
+    if let Some(Id(id)) = args.extraction_id {
         return Ok(store::get(ctx.conn, ctx.org_id, id, true).await?);
     }
-    let doc = document_id_or_default(ctx, args)?;
+    let doc = document_id_or_default(ctx, args.document_id)?;
     Ok(store::latest_for_document(ctx.conn, ctx.org_id, doc, true).await?)
 }
 
-fn extraction_not_found(args: &Value) -> ToolError {
-    let what = match (args.get("extraction_id"), args.get("document_id")) {
-        (Some(e), _) => format!("no extraction {e} in this organisation"),
-        (None, Some(d)) => format!("no extraction of document {d} in this organisation"),
+fn extraction_not_found(args: &UpdateExtractionFieldArgs) -> ToolError {
+    let what = match (args.extraction_id, args.document_id) {
+        (Some(Id(e)), _) => format!("no extraction \"{e}\" in this organisation"),
+        (None, Some(Id(d))) => format!("no extraction of document \"{d}\" in this organisation"),
         (None, None) => "no extraction of this run's document yet".into(),
     };
     ToolError::NotFound(format!("{what}; call run_extraction first"))
@@ -327,47 +322,45 @@ fn extraction_not_found(args: &Value) -> ToolError {
 
 struct UpdateExtractionField;
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct UpdateExtractionFieldArgs {
+    #[schemars(length(min = 1))]
+    path: String,
+    /// The new value (any JSON).
+    value: Value,
+    extraction_id: Option<Id>,
+    document_id: Option<Id>,
+}
+
 #[async_trait::async_trait]
-impl Tool for UpdateExtractionField {
-    fn name(&self) -> &'static str {
-        "update_extraction_field"
-    }
-    fn description(&self) -> &'static str {
-        "Correct one field of a proposed extraction {path, value, extraction_id? | \
-         document_id?}: path is a JSON pointer (\"/total\", \"/lines/0/price\") or dotted \
-         (\"total\", \"lines.0.price\"); the edited result must still match the schema. \
-         Defaults to the latest extraction of the run's document."
-    }
-    fn parameters(&self) -> Value {
-        params(
-            json!({
-                "path": {"type": "string", "minLength": 1},
-                "value": {"description": "The new value (any JSON)."},
-                "extraction_id": {"type": "string"},
-                "document_id": {"type": "string"},
-            }),
-            &["path", "value"],
-        )
-    }
-    fn category(&self) -> Category {
-        Category::Write
-    }
-    fn targets(&self, args: &Value) -> Vec<super::Target> {
-        match super::scope::target_id(args, "extraction_id") {
-            Some(id) => vec![super::Target::Extraction(id)],
-            None => vec![super::Target::Document(super::scope::target_id(
-                args,
-                "document_id",
-            ))],
+impl TypedTool for UpdateExtractionField {
+    const NAME: &'static str = "update_extraction_field";
+    const DESCRIPTION: &'static str = "Correct one field of a proposed extraction {path, value, \
+         extraction_id? | document_id?}: path is a JSON pointer (\"/total\", \"/lines/0/price\") \
+         or dotted (\"total\", \"lines.0.price\"); the edited result must still match the \
+         schema. Defaults to the latest extraction of the run's document.";
+    const CATEGORY: Category = Category::Write;
+    type Args = UpdateExtractionFieldArgs;
+    type Output = Value;
+
+    fn targets(&self, args: &UpdateExtractionFieldArgs) -> Vec<Target> {
+        match args.extraction_id {
+            Some(Id(id)) => vec![Target::Extraction(id)],
+            None => vec![Target::Document(args.document_id.map(|Id(d)| d))],
         }
     }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let path = args["path"].as_str().unwrap_or("");
+    async fn run(
+        &self,
+        ctx: &mut ToolCtx<'_>,
+        args: UpdateExtractionFieldArgs,
+    ) -> Result<Value, ToolError> {
+        let path = args.path.as_str();
         let segs = path_segments(path)?;
         let e = target_extraction(ctx, &args)
             .await?
             .ok_or_else(|| extraction_not_found(&args))?;
-        if e.status != "proposed" {
+        if e.status != ExtractionStatus::Proposed {
             return Err(ToolError::Conflict(format!(
                 "extraction {} was {} by a person and cannot be edited; run_extraction to \
                  propose a new one",
@@ -375,7 +368,7 @@ impl Tool for UpdateExtractionField {
             )));
         }
         let mut result = e.result.clone();
-        set_path(&mut result, &segs, clean_json(&args["value"]))
+        set_path(&mut result, &segs, clean_json(&args.value))
             .map_err(|m| ToolError::Invalid(format!("cannot set {path}: {m}")))?;
         let schema = schemas::get(ctx.conn, ctx.org_id, e.schema_id, e.schema_version)
             .await?
@@ -404,7 +397,7 @@ impl Tool for UpdateExtractionField {
     async fn snapshot(
         &self,
         ctx: &mut ToolCtx<'_>,
-        args: &Value,
+        args: &UpdateExtractionFieldArgs,
     ) -> Option<Result<Value, ToolError>> {
         Some(
             async {

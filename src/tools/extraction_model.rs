@@ -3,7 +3,9 @@
 //! [`apply_extraction`] validates the (checkpointed) answer against the schema and stores it.
 
 use super::documents::{document_id_or_default, document_not_found};
-use super::extraction::{EXTRACTION_MAX_TOKENS, extraction_json, parse_json_answer, prompt_for};
+use super::extraction::{
+    EXTRACTION_MAX_TOKENS, RunExtractionArgs, extraction_json, parse_json_answer, prompt_for,
+};
 use super::schemas::{inner_schema, validate_instance};
 use super::{ModelCall, ToolCtx, ToolError, revid};
 use crate::llm::{CompletionRequest, CompletionResponse, FinishReason, Message, Role, ToolChoice};
@@ -17,13 +19,13 @@ use uuid::Uuid;
 /// configured extraction model (`llm.extraction_model`), never one named by the agent.
 pub(crate) async fn prepare_extraction(
     ctx: &mut ToolCtx<'_>,
-    args: &Value,
+    args: &RunExtractionArgs,
 ) -> Result<ModelCall, ToolError> {
-    let doc_id = document_id_or_default(ctx, args)?;
+    let doc_id = document_id_or_default(ctx, args.document_id)?;
     let doc = documents::get(ctx.conn, ctx.org_id, doc_id, ctx.excerpt_chars)
         .await?
         .ok_or_else(|| document_not_found(doc_id))?;
-    let prompt = prompt_for(ctx, args).await?;
+    let prompt = prompt_for(ctx, args.prompt_revid.as_deref()).await?;
     let schema_revid = revid(prompt.schema_id, prompt.schema_version);
     let schema = schemas::get(
         ctx.conn,
@@ -32,12 +34,7 @@ pub(crate) async fn prepare_extraction(
         prompt.schema_version,
     )
     .await?
-    .ok_or_else(|| {
-        ToolError::NotFound(format!(
-            "the prompt's schema {schema_revid} no longer exists; update_prompt to another \
-             schema_revid"
-        ))
-    })?;
+    .ok_or_else(|| schema_gone(&schema_revid))?;
     if doc.text.trim().is_empty() {
         return Err(ToolError::Conflict(format!(
             "document {doc_id} has no text to extract from"
@@ -82,12 +79,7 @@ pub(crate) async fn apply_extraction(
     let schema_revid = revid(schema_id, schema_version);
     let schema = schemas::get(ctx.conn, ctx.org_id, schema_id, schema_version)
         .await?
-        .ok_or_else(|| {
-            ToolError::NotFound(format!(
-                "the prompt's schema {schema_revid} no longer exists; update_prompt to another \
-                 schema_revid"
-            ))
-        })?;
+        .ok_or_else(|| schema_gone(&schema_revid))?;
     let cut = resp.finish == FinishReason::MaxTokens;
     let cut_note = if cut {
         format!(
@@ -130,4 +122,12 @@ pub(crate) async fn apply_extraction(
         out["finish_reason"] = json!("length");
     }
     Ok(out)
+}
+
+/// The prompt's schema version was deleted under it.
+fn schema_gone(schema_revid: &str) -> ToolError {
+    ToolError::NotFound(format!(
+        "the prompt's schema {schema_revid} no longer exists; update_prompt to another \
+         schema_revid"
+    ))
 }

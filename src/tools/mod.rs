@@ -1,7 +1,10 @@
 //! Tools the agent can call, and the registry: the one chokepoint every call goes through.
-//! Each tool declares a name, a description, JSON-schema parameters, a category and a handler;
-//! tools that can be proposed for approval also declare a `snapshot` of the data they depend on.
-//! Every handler filters by `ctx.org_id`: a tool never sees another org's rows.
+//! Each tool is a [`TypedTool`]: a name, a description, a category, typed arguments (their
+//! JSON Schema is the tool's parameters, see [`typed`]) and a handler; tools that can be
+//! proposed for approval also declare a `snapshot` of the data they depend on. The loop,
+//! approvals and the registry see every tool through the object-safe [`Tool`] (JSON in, JSON
+//! out), which the blanket impl in [`typed`] provides. Every handler filters by `ctx.org_id`: a
+//! tool never sees another org's rows.
 
 pub mod documents;
 pub mod extraction;
@@ -9,12 +12,14 @@ mod extraction_model;
 pub mod help;
 pub mod prompts;
 pub mod registry;
+pub mod schema_check;
 pub mod schema_forms;
 pub mod schemas;
 pub mod scope;
 pub mod strict;
 pub mod suggestions;
 pub mod tags;
+pub mod typed;
 
 use crate::llm::{CompletionRequest, CompletionResponse, SharedProvider};
 use chrono::{DateTime, NaiveDate, Utc};
@@ -25,6 +30,7 @@ use uuid::Uuid;
 
 pub use registry::Registry;
 pub use scope::{Subject, Target};
+pub use typed::{Id, TypedTool};
 
 /// Every built-in tool.
 pub fn builtin_registry() -> Registry {
@@ -88,6 +94,39 @@ pub struct ToolCtx<'c> {
     pub subject: Subject,
 }
 
+impl ToolCtx<'_> {
+    /// Runs `f` on a savepoint of this context's transaction (an sqlx nested transaction): what
+    /// `f` wrote is kept when it returns `Ok` and rolled back when it returns `Err`; the
+    /// enclosing transaction (audit row, checkpoint) goes on either way.
+    pub async fn savepoint<T, E>(
+        &mut self,
+        f: impl AsyncFnOnce(&mut ToolCtx<'_>) -> Result<T, E>,
+    ) -> Result<Result<T, E>, sqlx::Error> {
+        let mut sp = sqlx::Acquire::begin(&mut *self.conn).await?;
+        let mut inner = ToolCtx {
+            org_id: self.org_id,
+            run_id: self.run_id,
+            actor: self.actor.clone(),
+            conn: &mut sp,
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            excerpt_chars: self.excerpt_chars,
+            now: self.now,
+            document_id: self.document_id,
+            night: self.night,
+            max_suggestions: self.max_suggestions,
+            subject: self.subject,
+        };
+        let out = f(&mut inner).await;
+        drop(inner);
+        match out {
+            Ok(_) => sp.commit().await?,
+            Err(_) => sp.rollback().await?,
+        }
+        Ok(out)
+    }
+}
+
 /// A model call a tool needs, built from inputs read in a short transaction.
 #[derive(Debug, Clone)]
 pub struct ModelCall {
@@ -108,6 +147,8 @@ pub struct FollowUp {
     pub subject: Subject,
     /// The suggestion it belongs to.
     pub suggestion_id: Option<Uuid>,
+    /// Why, in the model's words (a suggestion's message), shown to the person deciding.
+    pub rationale: Option<String>,
 }
 
 /// A tool failure. All but `Db` go back to the model as text it can act on.
@@ -141,7 +182,8 @@ impl ToolError {
     }
 }
 
-/// A tool.
+/// A tool as the registry, the loop and approvals see it: JSON in, JSON out. Every tool is a
+/// [`TypedTool`]; the blanket impl in [`typed`] provides this (no tool implements it by hand).
 #[async_trait::async_trait]
 pub trait Tool: Send + Sync {
     /// The name the model calls.
@@ -156,86 +198,55 @@ pub trait Tool: Send + Sync {
     /// Runs the tool.
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError>;
     /// What a call with `args` touches (checked against the run's subject before the
-    /// handler runs). Default: nothing beyond the org (reads of shared lists, creations).
-    fn targets(&self, _args: &Value) -> Vec<Target> {
-        Vec::new()
-    }
+    /// handler runs); empty: nothing beyond the org (reads of shared lists, creations).
+    fn targets(&self, args: &Value) -> Vec<Target>;
     /// True for tools that call a model themselves: the loop runs them as prepare → call with
     /// no transaction open → checkpoint the answer → apply.
-    fn calls_model(&self) -> bool {
-        false
-    }
+    fn calls_model(&self) -> bool;
     /// An action a successful call asks to store as a pending approval (a suggestion's
     /// `proposed_action`); the caller checks it against the job's allow-list, policy and the
     /// follow-up's subject before proposing it.
-    fn follow_up(&self, _args: &Value, _result: &Value) -> Option<FollowUp> {
-        None
-    }
+    fn follow_up(&self, args: &Value, result: &Value) -> Option<FollowUp>;
     /// For tools that call a model themselves: reads the inputs (no writes) and builds the
     /// request, so the caller can commit, call the model with no transaction open, checkpoint
     /// the answer and then [`Tool::apply`] it. `None`: an ordinary tool.
     async fn prepare(
         &self,
-        _ctx: &mut ToolCtx<'_>,
-        _args: &Value,
-    ) -> Option<Result<ModelCall, ToolError>> {
-        None
-    }
+        ctx: &mut ToolCtx<'_>,
+        args: &Value,
+    ) -> Option<Result<ModelCall, ToolError>>;
     /// Validates and stores a model answer obtained for [`Tool::prepare`]'s request; `state` is
     /// the prepared state (checkpointed with the answer).
     async fn apply(
         &self,
-        _ctx: &mut ToolCtx<'_>,
-        _args: &Value,
-        _state: &Value,
-        _answer: &CompletionResponse,
-    ) -> Result<Value, ToolError> {
-        Err(ToolError::Conflict(format!(
-            "`{}` does not call a model",
-            self.name()
-        )))
-    }
+        ctx: &mut ToolCtx<'_>,
+        args: &Value,
+        state: &Value,
+        answer: &CompletionResponse,
+    ) -> Result<Value, ToolError>;
     /// The data the action depends on, read with the subject rows locked (`FOR UPDATE`) so a
     /// decision can compare and act atomically. `None`: this tool cannot be proposed.
     async fn snapshot(
         &self,
-        _ctx: &mut ToolCtx<'_>,
-        _args: &Value,
-    ) -> Option<Result<Value, ToolError>> {
-        None
-    }
+        ctx: &mut ToolCtx<'_>,
+        args: &Value,
+    ) -> Option<Result<Value, ToolError>>;
 }
 
-/// Parses an optional UUID argument; a bad one is an `Invalid` error naming the field.
-pub fn opt_uuid(args: &Value, field: &str) -> Result<Option<Uuid>, ToolError> {
-    match args.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Uuid::parse_str(s)
-            .map(Some)
-            .map_err(|_| ToolError::Invalid(format!("{field} must be a UUID (got {s:?})"))),
-        Some(other) => Err(ToolError::Invalid(format!(
-            "{field} must be a UUID string (got {other})"
-        ))),
-    }
+/// What is wrong with a revid that does not parse (after the field name).
+pub(crate) fn revid_problem(s: &str) -> String {
+    format!("must be \"<id>:<version>\", e.g. \"0190…:1\" (got {s:?})")
 }
 
-/// Parses a required UUID argument.
-pub fn req_uuid(args: &Value, field: &str) -> Result<Uuid, ToolError> {
-    opt_uuid(args, field)?.ok_or_else(|| ToolError::Invalid(format!("{field} is required")))
+/// `"<uuid>:<version>"` split, if it is one.
+pub(crate) fn split_revid(s: &str) -> Option<(Uuid, i32)> {
+    let (id, v) = s.split_once(':')?;
+    Some((Uuid::parse_str(id).ok()?, v.parse::<i32>().ok()?))
 }
 
 /// A revid `"<uuid>:<version>"` (schemas and prompts are versioned).
 pub fn parse_revid(s: &str, field: &str) -> Result<(Uuid, i32), ToolError> {
-    let err = || {
-        ToolError::Invalid(format!(
-            "{field} must be \"<id>:<version>\", e.g. \"0190…:1\" (got {s:?})"
-        ))
-    };
-    let (id, v) = s.split_once(':').ok_or_else(err)?;
-    Ok((
-        Uuid::parse_str(id).map_err(|_| err())?,
-        v.parse::<i32>().map_err(|_| err())?,
-    ))
+    split_revid(s).ok_or_else(|| ToolError::Invalid(format!("{field} {}", revid_problem(s))))
 }
 
 /// A reference to a versioned row: `"<id>:<version>"`, or a bare id meaning the latest version.

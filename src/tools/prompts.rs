@@ -2,13 +2,15 @@
 //! `update_prompt` (new version) and `delete_prompt`. A prompt version names the schema
 //! version its extraction answers with (`schema_revid`).
 
-use super::schemas::{params, resolve_schema};
-use super::tags::{checked_tag_ids, tag_ids_param};
-use super::{Category, Registry, Tool, ToolCtx, ToolError, parse_revid, req_uuid, revid};
+use super::schemas::resolve_schema;
+use super::tags::{NoArgs, checked_tag_ids};
+use super::typed::{AnyVersionId, TagId, nullable};
+use super::{Category, Registry, Target, ToolCtx, ToolError, TypedTool, revid};
 use crate::store::prompts::{self as store, PromptFields, PromptRow};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
-use uuid::Uuid;
 
 /// Registers this group's tools.
 pub fn register(r: &mut Registry) {
@@ -58,14 +60,6 @@ pub(crate) async fn resolve_prompt(
     row.ok_or_else(|| not_found(s))
 }
 
-/// `prompt_id`, tolerating a revid (its version is ignored).
-fn prompt_id_arg(args: &Value) -> Result<Uuid, ToolError> {
-    match args.get("prompt_id").and_then(Value::as_str) {
-        Some(s) if s.contains(':') => Ok(parse_revid(s, "prompt_id")?.0),
-        _ => req_uuid(args, "prompt_id"),
-    }
-}
-
 /// Trimmed, non-empty, bounded content.
 fn content_arg(v: &str) -> Result<String, ToolError> {
     let c = v.trim();
@@ -82,41 +76,38 @@ fn content_arg(v: &str) -> Result<String, ToolError> {
     Ok(c.to_string())
 }
 
-/// `model`: absent/null → None; a blank string is an error.
-fn model_arg(args: &Value) -> Result<Option<String>, ToolError> {
-    match args.get("model") {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(m)) if !m.trim().is_empty() => Ok(Some(m.trim().to_string())),
+/// `model`: None stays None; a blank name is an error.
+fn model_arg(model: Option<&str>) -> Result<Option<String>, ToolError> {
+    match model {
+        None => Ok(None),
+        Some(m) if !m.trim().is_empty() => Ok(Some(m.trim().to_string())),
         Some(other) => Err(ToolError::Invalid(format!(
-            "model must be a model name such as \"gpt-4o-mini\", or omitted (got {other})"
+            "model must be a model name such as \"gpt-4o-mini\", or omitted (got {other:?})"
         ))),
     }
 }
 
 struct GetPrompt;
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct GetPromptArgs {
+    /// "<prompt_id>:<version>", as returned by create_prompt.
+    prompt_revid: String,
+}
+
 #[async_trait::async_trait]
-impl Tool for GetPrompt {
-    fn name(&self) -> &'static str {
-        "get_prompt"
-    }
-    fn description(&self) -> &'static str {
-        "Get one prompt version {prompt_revid: \"<prompt_id>:<version>\"} (a bare prompt_id \
-         means its latest version): content, schema_revid, model, tag_ids, status."
-    }
-    fn parameters(&self) -> Value {
-        params(
-            json!({"prompt_revid": {"type": "string",
-                   "description": "\"<prompt_id>:<version>\", as returned by create_prompt."}}),
-            &["prompt_revid"],
-        )
-    }
-    fn category(&self) -> Category {
-        Category::Read
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let s = args["prompt_revid"].as_str().unwrap_or("");
-        let p = resolve_prompt(ctx, s, "prompt_revid").await?;
+impl TypedTool for GetPrompt {
+    const NAME: &'static str = "get_prompt";
+    const DESCRIPTION: &'static str = "Get one prompt version {prompt_revid: \
+         \"<prompt_id>:<version>\"} (a bare prompt_id means its latest version): content, \
+         schema_revid, model, tag_ids, status.";
+    const CATEGORY: Category = Category::Read;
+    type Args = GetPromptArgs;
+    type Output = Value;
+
+    async fn run(&self, ctx: &mut ToolCtx<'_>, args: GetPromptArgs) -> Result<Value, ToolError> {
+        let p = resolve_prompt(ctx, &args.prompt_revid, "prompt_revid").await?;
         Ok(prompt_json(&p))
     }
 }
@@ -124,21 +115,15 @@ impl Tool for GetPrompt {
 struct ListPrompts;
 
 #[async_trait::async_trait]
-impl Tool for ListPrompts {
-    fn name(&self) -> &'static str {
-        "list_prompts"
-    }
-    fn description(&self) -> &'static str {
-        "List the organisation's prompts (latest version of each): prompt_revid, name, \
-         schema_revid, model, status and the start of the content."
-    }
-    fn parameters(&self) -> Value {
-        params(json!({}), &[])
-    }
-    fn category(&self) -> Category {
-        Category::Read
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, _args: Value) -> Result<Value, ToolError> {
+impl TypedTool for ListPrompts {
+    const NAME: &'static str = "list_prompts";
+    const DESCRIPTION: &'static str = "List the organisation's prompts (latest version of \
+         each): prompt_revid, name, schema_revid, model, status and the start of the content.";
+    const CATEGORY: Category = Category::Read;
+    type Args = NoArgs;
+    type Output = Value;
+
+    async fn run(&self, ctx: &mut ToolCtx<'_>, _args: NoArgs) -> Result<Value, ToolError> {
         let rows = store::list_latest(ctx.conn, ctx.org_id).await?;
         let prompts: Vec<Value> = rows
             .iter()
@@ -159,53 +144,50 @@ impl Tool for ListPrompts {
 
 struct CreatePrompt;
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CreatePromptArgs {
+    #[schemars(length(min = 1, max = 200))]
+    name: Option<String>,
+    /// Instructions for the extraction model.
+    #[schemars(length(min = 1))]
+    content: String,
+    /// "<schema_id>:<version>" from create_schema.
+    schema_revid: String,
+    /// A note only: run_extraction always uses the service's configured extraction model.
+    model: Option<String>,
+    /// Tags of documents this prompt is meant for.
+    #[schemars(length(max = 100))]
+    tag_ids: Option<Vec<TagId>>,
+}
+
 #[async_trait::async_trait]
-impl Tool for CreatePrompt {
-    fn name(&self) -> &'static str {
-        "create_prompt"
-    }
-    fn description(&self) -> &'static str {
-        "Create an extraction prompt {name, content, schema_revid, model?, tag_ids?} (proposed, \
-         version 1). content is the system message the extraction model gets with the document \
-         text; schema_revid is the schema its answer must follow. See help_prompts."
-    }
-    fn parameters(&self) -> Value {
-        params(
-            json!({
-                "name": {"type": "string", "minLength": 1, "maxLength": 200},
-                "content": {"type": "string", "minLength": 1,
-                            "description": "Instructions for the extraction model."},
-                "schema_revid": {"type": "string",
-                                 "description": "\"<schema_id>:<version>\" from create_schema."},
-                "model": {"type": "string", "description": "A note only: run_extraction always uses the service's configured extraction model."},
-                "tag_ids": tag_ids_param("Tags of documents this prompt is meant for."),
-            }),
-            &["content", "schema_revid"],
-        )
-    }
-    fn category(&self) -> Category {
-        Category::Write
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
+impl TypedTool for CreatePrompt {
+    const NAME: &'static str = "create_prompt";
+    const DESCRIPTION: &'static str = "Create an extraction prompt {name, content, \
+         schema_revid, model?, tag_ids?} (proposed, version 1). content is the system message \
+         the extraction model gets with the document text; schema_revid is the schema its \
+         answer must follow. See help_prompts.";
+    const CATEGORY: Category = Category::Write;
+    type Args = CreatePromptArgs;
+    type Output = Value;
+
+    async fn run(&self, ctx: &mut ToolCtx<'_>, args: CreatePromptArgs) -> Result<Value, ToolError> {
         // A missing name is only a missing label: named, and said so in the result.
-        let named = args.get("name").is_none_or(Value::is_null);
-        let name = args["name"]
-            .as_str()
+        let named = args.name.is_none();
+        let name = args
+            .name
+            .as_deref()
             .unwrap_or("Extraction prompt")
             .trim()
             .to_string();
         if name.is_empty() {
             return Err(ToolError::Invalid("name must not be empty".into()));
         }
-        let content = content_arg(args["content"].as_str().unwrap_or(""))?;
-        let model = model_arg(&args)?;
-        let schema = resolve_schema(
-            ctx,
-            args["schema_revid"].as_str().unwrap_or(""),
-            "schema_revid",
-        )
-        .await?;
-        let tag_ids = checked_tag_ids(ctx, &args, "tag_ids")
+        let content = content_arg(&args.content)?;
+        let model = model_arg(args.model.as_deref())?;
+        let schema = resolve_schema(ctx, &args.schema_revid, "schema_revid").await?;
+        let tag_ids = checked_tag_ids(ctx, args.tag_ids.as_deref(), "tag_ids")
             .await?
             .unwrap_or_default();
         let f = PromptFields {
@@ -230,18 +212,19 @@ impl Tool for CreatePrompt {
     async fn snapshot(
         &self,
         ctx: &mut ToolCtx<'_>,
-        args: &Value,
+        args: &CreatePromptArgs,
     ) -> Option<Result<Value, ToolError>> {
         // A new prompt depends on its schema version existing.
-        let s = args["schema_revid"].as_str().unwrap_or("").to_string();
         Some(
             async {
-                Ok(match resolve_schema(ctx, &s, "schema_revid").await {
-                    Ok(sc) => json!({"schema_exists": true,
+                Ok(
+                    match resolve_schema(ctx, &args.schema_revid, "schema_revid").await {
+                        Ok(sc) => json!({"schema_exists": true,
                                      "schema_revid": revid(sc.schema_id, sc.version)}),
-                    Err(ToolError::NotFound(_)) => json!({"schema_exists": false}),
-                    Err(e) => return Err(e),
-                })
+                        Err(ToolError::NotFound(_)) => json!({"schema_exists": false}),
+                        Err(e) => return Err(e),
+                    },
+                )
             }
             .await,
         )
@@ -250,41 +233,43 @@ impl Tool for CreatePrompt {
 
 struct UpdatePrompt;
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct UpdatePromptArgs {
+    /// The prompt's id (no version).
+    prompt_id: AnyVersionId,
+    #[schemars(length(min = 1))]
+    content: Option<String>,
+    schema_revid: Option<String>,
+    /// A model name; null clears it (the default model).
+    #[serde(default, deserialize_with = "nullable")]
+    #[schemars(with = "Option<String>", extend("x-nullable" = true))]
+    model: Option<Option<String>>,
+    /// The complete new set of tag ids.
+    #[schemars(length(max = 100))]
+    tag_ids: Option<Vec<TagId>>,
+}
+
 #[async_trait::async_trait]
-impl Tool for UpdatePrompt {
-    fn name(&self) -> &'static str {
-        "update_prompt"
+impl TypedTool for UpdatePrompt {
+    const NAME: &'static str = "update_prompt";
+    const DESCRIPTION: &'static str = "Save a new version of a prompt {prompt_id, content?, \
+         schema_revid?, model?, tag_ids?} (proposed, version + 1); fields left out keep their \
+         current value.";
+    const CATEGORY: Category = Category::Write;
+    type Args = UpdatePromptArgs;
+    type Output = Value;
+
+    fn targets(&self, args: &UpdatePromptArgs) -> Vec<Target> {
+        vec![Target::Prompt(args.prompt_id.0)]
     }
-    fn description(&self) -> &'static str {
-        "Save a new version of a prompt {prompt_id, content?, schema_revid?, model?, tag_ids?} \
-         (proposed, version + 1); fields left out keep their current value."
-    }
-    fn parameters(&self) -> Value {
-        params(
-            json!({
-                "prompt_id": {"type": "string", "description": "The prompt's id (no version)."},
-                "content": {"type": "string", "minLength": 1},
-                "schema_revid": {"type": "string"},
-                "model": {"type": ["string", "null"],
-                          "description": "A model name; null clears it (the default model)."},
-                "tag_ids": tag_ids_param("The complete new set of tag ids."),
-            }),
-            &["prompt_id"],
-        )
-    }
-    fn category(&self) -> Category {
-        Category::Write
-    }
-    fn targets(&self, args: &Value) -> Vec<super::Target> {
-        prompt_id_arg(args)
-            .map(super::Target::Prompt)
-            .into_iter()
-            .collect()
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let id = prompt_id_arg(&args)?;
-        let changes = ["content", "schema_revid", "model", "tag_ids"];
-        if !changes.iter().any(|k| args.get(k).is_some()) {
+    async fn run(&self, ctx: &mut ToolCtx<'_>, args: UpdatePromptArgs) -> Result<Value, ToolError> {
+        let AnyVersionId(id) = args.prompt_id;
+        if args.content.is_none()
+            && args.schema_revid.is_none()
+            && args.model.is_none()
+            && args.tag_ids.is_none()
+        {
             return Err(ToolError::Invalid(
                 "nothing to update: give content, schema_revid, model and/or tag_ids".into(),
             ));
@@ -293,18 +278,18 @@ impl Tool for UpdatePrompt {
             .await?
             .ok_or_else(|| not_found(&id.to_string()))?;
         let mut f = PromptFields::from(&prev);
-        if let Some(c) = args.get("content").and_then(Value::as_str) {
+        if let Some(c) = &args.content {
             f.content = content_arg(c)?;
         }
-        if args.get("model").is_some() {
-            f.model = model_arg(&args)?;
+        if let Some(m) = &args.model {
+            f.model = model_arg(m.as_deref())?;
         }
-        if let Some(s) = args.get("schema_revid").and_then(Value::as_str) {
+        if let Some(s) = &args.schema_revid {
             let schema = resolve_schema(ctx, s, "schema_revid").await?;
             f.schema_id = schema.schema_id;
             f.schema_version = schema.version;
         }
-        if let Some(t) = checked_tag_ids(ctx, &args, "tag_ids").await? {
+        if let Some(t) = checked_tag_ids(ctx, args.tag_ids.as_deref(), "tag_ids").await? {
             f.tag_ids = t;
         }
         let p = store::create_version(ctx.conn, ctx.org_id, &prev, &f, ctx.run_id, ctx.now).await?;
@@ -317,11 +302,11 @@ impl Tool for UpdatePrompt {
     async fn snapshot(
         &self,
         ctx: &mut ToolCtx<'_>,
-        args: &Value,
+        args: &UpdatePromptArgs,
     ) -> Option<Result<Value, ToolError>> {
+        let AnyVersionId(id) = args.prompt_id;
         Some(
             async {
-                let id = prompt_id_arg(args)?;
                 Ok(match store::latest(ctx.conn, ctx.org_id, id, true).await? {
                     Some(p) => json!({"exists": true, "latest": prompt_json(&p)}),
                     None => json!({"exists": false, "prompt_id": id}),
@@ -334,31 +319,27 @@ impl Tool for UpdatePrompt {
 
 struct DeletePrompt;
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DeletePromptArgs {
+    /// The prompt's id.
+    prompt_id: AnyVersionId,
+}
+
 #[async_trait::async_trait]
-impl Tool for DeletePrompt {
-    fn name(&self) -> &'static str {
-        "delete_prompt"
+impl TypedTool for DeletePrompt {
+    const NAME: &'static str = "delete_prompt";
+    const DESCRIPTION: &'static str = "Delete a prompt {prompt_id} with all its versions. \
+         Extractions made with it are kept.";
+    const CATEGORY: Category = Category::Destructive;
+    type Args = DeletePromptArgs;
+    type Output = Value;
+
+    fn targets(&self, args: &DeletePromptArgs) -> Vec<Target> {
+        vec![Target::Prompt(args.prompt_id.0)]
     }
-    fn description(&self) -> &'static str {
-        "Delete a prompt {prompt_id} with all its versions. Extractions made with it are kept."
-    }
-    fn parameters(&self) -> Value {
-        params(
-            json!({"prompt_id": {"type": "string", "description": "The prompt's id."}}),
-            &["prompt_id"],
-        )
-    }
-    fn category(&self) -> Category {
-        Category::Destructive
-    }
-    fn targets(&self, args: &Value) -> Vec<super::Target> {
-        prompt_id_arg(args)
-            .map(super::Target::Prompt)
-            .into_iter()
-            .collect()
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let id = prompt_id_arg(&args)?;
+    async fn run(&self, ctx: &mut ToolCtx<'_>, args: DeletePromptArgs) -> Result<Value, ToolError> {
+        let AnyVersionId(id) = args.prompt_id;
         let n = store::delete(ctx.conn, ctx.org_id, id).await?;
         if n == 0 {
             return Err(not_found(&id.to_string()));
@@ -368,11 +349,11 @@ impl Tool for DeletePrompt {
     async fn snapshot(
         &self,
         ctx: &mut ToolCtx<'_>,
-        args: &Value,
+        args: &DeletePromptArgs,
     ) -> Option<Result<Value, ToolError>> {
+        let AnyVersionId(id) = args.prompt_id;
         Some(
             async {
-                let id = prompt_id_arg(args)?;
                 let versions = store::lock_all(ctx.conn, ctx.org_id, id).await?;
                 Ok(if versions.is_empty() {
                     json!({"exists": false, "prompt_id": id})

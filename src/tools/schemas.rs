@@ -1,11 +1,16 @@
 //! Tools of the `schemas` group: `get_schema`, `list_schemas`, `validate_schema`,
-//! `create_schema`, `update_schema` (new version) and `delete_schema`; and the checks every
-//! `response_format` goes through ([`validate_response_format`]) and every extraction result
-//! goes through ([`validate_instance`]).
+//! `create_schema`, `update_schema` (new version) and `delete_schema`. The checks a
+//! `response_format` and an extraction result go through are in [`super::schema_check`].
 
+use super::schema_check::clip;
+pub use super::schema_check::{validate_instance, validate_response_format};
 use super::schema_forms;
-use super::{Category, Registry, Tool, ToolCtx, ToolError, parse_revid, req_uuid, revid};
+use super::tags::NoArgs;
+use super::typed::{AnyVersionId, any_object};
+use super::{Category, Registry, Target, ToolCtx, ToolError, TypedTool, revid};
 use crate::store::schemas::{self as store, SchemaRow};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use uuid::Uuid;
@@ -18,194 +23,6 @@ pub fn register(r: &mut Registry) {
     r.register(Arc::new(CreateSchema));
     r.register(Arc::new(UpdateSchema));
     r.register(Arc::new(DeleteSchema));
-}
-
-/// A tool's parameters: a closed object (Draft 7) with these properties and required names.
-pub(crate) fn params(properties: Value, required: &[&str]) -> Value {
-    json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false,
-    })
-}
-
-/// At most `max` characters of `s` (validator messages can quote whole values).
-fn clip(s: String, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s,
-    }
-}
-
-/// A JSON pointer inside the inner schema as a readable path: `json_schema.schema.properties.x`.
-fn at(pointer: &str) -> String {
-    pointer
-        .split('/')
-        .skip(1)
-        .fold("json_schema.schema".to_string(), |acc, seg| {
-            format!("{acc}.{}", seg.replace("~1", "/").replace("~0", "~"))
-        })
-}
-
-/// Checks an OpenAI structured-output `response_format`:
-/// `{"type": "json_schema", "json_schema": {"name", "strict"?, "description"?, "schema"}}`, the
-/// inner schema a valid Draft 7 JSON Schema of `type: "object"` with `properties`, and under
-/// `strict: true` OpenAI's rules (see [`super::strict`]: supported keywords, every object closed
-/// with `additionalProperties: false`, every property listed in `required`, depth and size
-/// limits). Returns every problem found, each naming where and how to fix.
-pub fn validate_response_format(v: &Value) -> Result<(), Vec<String>> {
-    let mut errors = Vec::new();
-    let Some(obj) = v.as_object() else {
-        return Err(vec![format!(
-            "response_format must be an object {{\"type\": \"json_schema\", \"json_schema\": \
-             {{...}}}} (got {})",
-            clip(v.to_string(), 80)
-        )]);
-    };
-    if obj.get("type") != Some(&json!("json_schema")) {
-        if obj.contains_key("properties") || obj.get("type") == Some(&json!("object")) {
-            return Err(vec![
-                "response_format looks like a bare JSON Schema: wrap it as {\"type\": \
-                 \"json_schema\", \"json_schema\": {\"name\": \"my_fields\", \"strict\": true, \
-                 \"schema\": <your schema>}}"
-                    .into(),
-            ]);
-        }
-        errors.push(format!(
-            "response_format.type must be \"json_schema\" (got {})",
-            obj.get("type").map_or("nothing".into(), |t| t.to_string())
-        ));
-    }
-    for k in obj.keys().filter(|k| *k != "type" && *k != "json_schema") {
-        errors.push(format!(
-            "response_format.{k}: unknown key; only \"type\" and \"json_schema\" are allowed"
-        ));
-    }
-    let js = match obj.get("json_schema") {
-        Some(Value::Object(js)) => js,
-        Some(_) | None => {
-            errors.push(
-                "response_format.json_schema must be an object {\"name\": ..., \"strict\": true, \
-                 \"schema\": {...}}"
-                    .into(),
-            );
-            return Err(errors);
-        }
-    };
-    for k in js.keys() {
-        if !["name", "description", "schema", "strict"].contains(&k.as_str()) {
-            errors.push(format!(
-                "json_schema.{k}: unknown key; allowed: name, description, strict, schema"
-            ));
-        }
-    }
-    match js.get("name") {
-        Some(Value::String(n))
-            if (1..=64).contains(&n.len())
-                && n.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') => {}
-        Some(Value::String(n)) => errors.push(format!(
-            "json_schema.name must match ^[a-zA-Z0-9_-]{{1,64}}$ (letters, digits, _ and -; \
-             no spaces), e.g. \"invoice_fields\" (got {n:?})"
-        )),
-        Some(other) => errors.push(format!("json_schema.name must be a string (got {other})")),
-        None => errors.push("json_schema.name is required, e.g. \"invoice_fields\"".into()),
-    }
-    if let Some(d) = js.get("description").filter(|d| !d.is_string()) {
-        errors.push(format!(
-            "json_schema.description must be a string (got {d})"
-        ));
-    }
-    let strict = match js.get("strict") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(other) => {
-            errors.push(format!(
-                "json_schema.strict must be true or false (got {other})"
-            ));
-            false
-        }
-    };
-    match js.get("schema") {
-        Some(schema @ Value::Object(_)) => check_inner_schema(schema, strict, &mut errors),
-        Some(other) => errors.push(format!(
-            "json_schema.schema must be a JSON Schema object (got {})",
-            clip(other.to_string(), 80)
-        )),
-        None => errors.push(
-            "json_schema.schema is required: a JSON Schema with \"type\": \"object\" and \
-             \"properties\""
-                .into(),
-        ),
-    }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors)
-    }
-}
-
-/// Draft 7 meta-schema validity, compilability, the root shape and (strict) OpenAI's rules.
-fn check_inner_schema(schema: &Value, strict: bool, errors: &mut Vec<String>) {
-    let meta = jsonschema::draft7::meta::validator();
-    let before = errors.len();
-    for e in meta.iter_errors(schema) {
-        errors.push(format!(
-            "{}: {} (not valid Draft 7 JSON Schema)",
-            at(e.instance_path().as_str()),
-            clip(e.to_string(), 200)
-        ));
-    }
-    if errors.len() == before {
-        if let Err(e) = jsonschema::draft7::new(schema) {
-            errors.push(format!(
-                "json_schema.schema cannot be compiled: {}",
-                clip(e.to_string(), 200)
-            ));
-        }
-    }
-    if schema.get("type") != Some(&json!("object")) {
-        errors.push(format!(
-            "json_schema.schema.type must be \"object\" (got {}): the extraction result is one \
-             JSON object whose properties are the fields",
-            schema
-                .get("type")
-                .map_or("nothing".into(), |t| t.to_string())
-        ));
-    }
-    match schema.get("properties") {
-        Some(Value::Object(p)) if !p.is_empty() => {}
-        _ => errors.push(
-            "json_schema.schema.properties must be a non-empty object: one entry per field, \
-             e.g. {\"total\": {\"type\": \"number\"}}"
-                .into(),
-        ),
-    }
-    errors.extend(super::strict::check_schema(
-        schema,
-        "json_schema.schema",
-        strict,
-    ));
-}
-
-/// Validates `instance` against a Draft 7 `schema`; every error names the instance path.
-pub fn validate_instance(schema: &Value, instance: &Value) -> Result<(), Vec<String>> {
-    let validator = jsonschema::draft7::new(schema)
-        .map_err(|e| vec![format!("the schema cannot be compiled: {e}")])?;
-    let errors: Vec<String> = validator
-        .iter_errors(instance)
-        .map(|e| {
-            let path = e.instance_path().as_str();
-            let path = if path.is_empty() { "(root)" } else { path };
-            clip(format!("{path}: {e}"), 300)
-        })
-        .collect();
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors)
-    }
 }
 
 /// `validate_response_format` as a tool error the model can act on.
@@ -234,9 +51,9 @@ fn completed_response_format(name: &str, rf: &Value) -> Result<schema_forms::Bui
 }
 
 /// create_schema's schema: from `fields` (the compact form), else from `response_format`.
-fn schema_from_args(name: &str, args: &Value) -> Result<schema_forms::Built, ToolError> {
-    let fields = args.get("fields").filter(|f| !f.is_null());
-    let rf = args.get("response_format").filter(|f| !f.is_null());
+fn schema_from_args(name: &str, args: &CreateSchemaArgs) -> Result<schema_forms::Built, ToolError> {
+    let fields = args.fields.as_ref().filter(|f| !f.is_null());
+    let rf = args.response_format.as_ref().filter(|f| !f.is_null());
     match (fields, rf) {
         (Some(fields), rf) => {
             let mut built = schema_forms::from_fields(name, fields).map_err(|e| {
@@ -315,33 +132,27 @@ fn schema_json(s: &SchemaRow) -> Value {
     })
 }
 
-fn str_arg<'a>(args: &'a Value, field: &str) -> &'a str {
-    args.get(field).and_then(Value::as_str).unwrap_or("")
-}
-
 struct GetSchema;
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct GetSchemaArgs {
+    /// "<schema_id>:<version>", as returned by create_schema.
+    schema_revid: String,
+}
+
 #[async_trait::async_trait]
-impl Tool for GetSchema {
-    fn name(&self) -> &'static str {
-        "get_schema"
-    }
-    fn description(&self) -> &'static str {
-        "Get one schema version {schema_revid: \"<schema_id>:<version>\"} (a bare schema_id \
-         means its latest version): name, status and response_format."
-    }
-    fn parameters(&self) -> Value {
-        params(
-            json!({"schema_revid": {"type": "string",
-                   "description": "\"<schema_id>:<version>\", as returned by create_schema."}}),
-            &["schema_revid"],
-        )
-    }
-    fn category(&self) -> Category {
-        Category::Read
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let s = resolve_schema(ctx, str_arg(&args, "schema_revid"), "schema_revid").await?;
+impl TypedTool for GetSchema {
+    const NAME: &'static str = "get_schema";
+    const DESCRIPTION: &'static str = "Get one schema version {schema_revid: \
+         \"<schema_id>:<version>\"} (a bare schema_id means its latest version): name, status \
+         and response_format.";
+    const CATEGORY: Category = Category::Read;
+    type Args = GetSchemaArgs;
+    type Output = Value;
+
+    async fn run(&self, ctx: &mut ToolCtx<'_>, args: GetSchemaArgs) -> Result<Value, ToolError> {
+        let s = resolve_schema(ctx, &args.schema_revid, "schema_revid").await?;
         Ok(schema_json(&s))
     }
 }
@@ -349,21 +160,15 @@ impl Tool for GetSchema {
 struct ListSchemas;
 
 #[async_trait::async_trait]
-impl Tool for ListSchemas {
-    fn name(&self) -> &'static str {
-        "list_schemas"
-    }
-    fn description(&self) -> &'static str {
-        "List the organisation's schemas (latest version of each): schema_revid, name, status \
-         and the top-level field names."
-    }
-    fn parameters(&self) -> Value {
-        params(json!({}), &[])
-    }
-    fn category(&self) -> Category {
-        Category::Read
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, _args: Value) -> Result<Value, ToolError> {
+impl TypedTool for ListSchemas {
+    const NAME: &'static str = "list_schemas";
+    const DESCRIPTION: &'static str = "List the organisation's schemas (latest version of \
+         each): schema_revid, name, status and the top-level field names.";
+    const CATEGORY: Category = Category::Read;
+    type Args = NoArgs;
+    type Output = Value;
+
+    async fn run(&self, ctx: &mut ToolCtx<'_>, _args: NoArgs) -> Result<Value, ToolError> {
         let rows = store::list_latest(ctx.conn, ctx.org_id).await?;
         let schemas: Vec<Value> = rows
             .iter()
@@ -386,27 +191,30 @@ impl Tool for ListSchemas {
 
 struct ValidateSchema;
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ValidateSchemaArgs {
+    /// The response_format to check (see help_schemas).
+    #[schemars(schema_with = "any_object")]
+    schema: Value,
+}
+
 #[async_trait::async_trait]
-impl Tool for ValidateSchema {
-    fn name(&self) -> &'static str {
-        "validate_schema"
-    }
-    fn description(&self) -> &'static str {
-        "Check a response_format {schema: {\"type\": \"json_schema\", \"json_schema\": {...}}} \
-         without saving it; returns valid and every error found."
-    }
-    fn parameters(&self) -> Value {
-        params(
-            json!({"schema": {"type": "object",
-                   "description": "The response_format to check (see help_schemas)."}}),
-            &["schema"],
-        )
-    }
-    fn category(&self) -> Category {
-        Category::Read
-    }
-    async fn call(&self, _ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        Ok(match validate_response_format(&args["schema"]) {
+impl TypedTool for ValidateSchema {
+    const NAME: &'static str = "validate_schema";
+    const DESCRIPTION: &'static str = "Check a response_format {schema: {\"type\": \
+         \"json_schema\", \"json_schema\": {...}}} without saving it; returns valid and every \
+         error found.";
+    const CATEGORY: Category = Category::Read;
+    type Args = ValidateSchemaArgs;
+    type Output = Value;
+
+    async fn run(
+        &self,
+        _ctx: &mut ToolCtx<'_>,
+        args: ValidateSchemaArgs,
+    ) -> Result<Value, ToolError> {
+        Ok(match validate_response_format(&args.schema) {
             Ok(()) => json!({"valid": true, "errors": []}),
             Err(errors) => json!({"valid": false, "errors": errors}),
         })
@@ -415,40 +223,37 @@ impl Tool for ValidateSchema {
 
 struct CreateSchema;
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CreateSchemaArgs {
+    /// A readable name for the kind of document.
+    #[schemars(length(min = 1, max = 200))]
+    name: Option<String>,
+    /// The fields worth extracting: an object of field name → type ("string", "number",
+    /// "integer", "boolean", "date"; [{…}] for a list of items).
+    #[schemars(extend("type" = ["object", "array"]))]
+    fields: Option<Value>,
+    /// Only without fields: {"type": "json_schema", "json_schema": {"name", "strict",
+    /// "schema"}}
+    #[schemars(extend("type" = ["object", "string"]))]
+    response_format: Option<Value>,
+}
+
 #[async_trait::async_trait]
-impl Tool for CreateSchema {
-    fn name(&self) -> &'static str {
-        "create_schema"
-    }
-    fn description(&self) -> &'static str {
-        "Create a schema (stored as proposed, version 1) from its fields: {name, fields: \
-         {\"field_name\": \"string\" | \"number\" | \"integer\" | \"boolean\" | \"date\", \
-         \"list_field\": [{…fields of one item…}]}}. For full control give response_format \
-         (OpenAI's structured-output shape, see help_schemas) instead of fields. Returns \
-         schema_revid for create_prompt."
-    }
-    fn parameters(&self) -> Value {
-        params(
-            json!({
-                "name": {"type": "string", "minLength": 1, "maxLength": 200,
-                         "description": "A readable name for the kind of document."},
-                "fields": {"type": ["object", "array"],
-                    "description": "The fields worth extracting: an object of field name → \
-                                    type (\"string\", \"number\", \"integer\", \"boolean\", \
-                                    \"date\"; [{…}] for a list of items)."},
-                "response_format": {"type": ["object", "string"],
-                    "description": "Only without fields: {\"type\": \"json_schema\", \
-                                    \"json_schema\": {\"name\", \"strict\", \"schema\"}}"},
-            }),
-            &[],
-        )
-    }
-    fn category(&self) -> Category {
-        Category::Write
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
+impl TypedTool for CreateSchema {
+    const NAME: &'static str = "create_schema";
+    const DESCRIPTION: &'static str = "Create a schema (stored as proposed, version 1) from its \
+         fields: {name, fields: {\"field_name\": \"string\" | \"number\" | \"integer\" | \
+         \"boolean\" | \"date\", \"list_field\": [{…fields of one item…}]}}. For full control \
+         give response_format (OpenAI's structured-output shape, see help_schemas) instead of \
+         fields. Returns schema_revid for create_prompt.";
+    const CATEGORY: Category = Category::Write;
+    type Args = CreateSchemaArgs;
+    type Output = Value;
+
+    async fn run(&self, ctx: &mut ToolCtx<'_>, args: CreateSchemaArgs) -> Result<Value, ToolError> {
         // A missing name is only a missing label (small models often send just the fields).
-        let (name, named) = match args.get("name").and_then(Value::as_str) {
+        let (name, named) = match args.name.as_deref() {
             Some(n) => (n.trim(), false),
             None => ("Document fields", true),
         };
@@ -474,7 +279,7 @@ impl Tool for CreateSchema {
     async fn snapshot(
         &self,
         _ctx: &mut ToolCtx<'_>,
-        _args: &Value,
+        _args: &CreateSchemaArgs,
     ) -> Option<Result<Value, ToolError>> {
         // Creating a new schema depends on no existing row.
         Some(Ok(json!({"depends_on": null})))
@@ -483,41 +288,35 @@ impl Tool for CreateSchema {
 
 struct UpdateSchema;
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct UpdateSchemaArgs {
+    /// The schema's id (no version).
+    schema_id: AnyVersionId,
+    /// The complete new response_format (see help_schemas).
+    #[schemars(schema_with = "any_object")]
+    response_format: Value,
+}
+
 #[async_trait::async_trait]
-impl Tool for UpdateSchema {
-    fn name(&self) -> &'static str {
-        "update_schema"
+impl TypedTool for UpdateSchema {
+    const NAME: &'static str = "update_schema";
+    const DESCRIPTION: &'static str = "Save a new version of a schema {schema_id, \
+         response_format} (proposed, version + 1); existing versions and the prompts using them \
+         are unchanged. Returns the new schema_revid.";
+    const CATEGORY: Category = Category::Write;
+    type Args = UpdateSchemaArgs;
+    type Output = Value;
+
+    fn targets(&self, args: &UpdateSchemaArgs) -> Vec<Target> {
+        vec![Target::Schema(args.schema_id.0)]
     }
-    fn description(&self) -> &'static str {
-        "Save a new version of a schema {schema_id, response_format} (proposed, version + 1); \
-         existing versions and the prompts using them are unchanged. Returns the new \
-         schema_revid."
-    }
-    fn parameters(&self) -> Value {
-        params(
-            json!({
-                "schema_id": {"type": "string", "description": "The schema's id (no version)."},
-                "response_format": {"type": "object",
-                    "description": "The complete new response_format (see help_schemas)."},
-            }),
-            &["schema_id", "response_format"],
-        )
-    }
-    fn category(&self) -> Category {
-        Category::Write
-    }
-    fn targets(&self, args: &Value) -> Vec<super::Target> {
-        schema_id_arg(args)
-            .map(super::Target::Schema)
-            .into_iter()
-            .collect()
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let id = schema_id_arg(&args)?;
+    async fn run(&self, ctx: &mut ToolCtx<'_>, args: UpdateSchemaArgs) -> Result<Value, ToolError> {
+        let AnyVersionId(id) = args.schema_id;
         let latest = store::latest(ctx.conn, ctx.org_id, id, true)
             .await?
             .ok_or_else(|| not_found(id))?;
-        let built = completed_response_format(&latest.name, &args["response_format"])?;
+        let built = completed_response_format(&latest.name, &args.response_format)?;
         let rf = &built.response_format;
         if latest.response_format == *rf {
             return Ok(json!({
@@ -539,11 +338,11 @@ impl Tool for UpdateSchema {
     async fn snapshot(
         &self,
         ctx: &mut ToolCtx<'_>,
-        args: &Value,
+        args: &UpdateSchemaArgs,
     ) -> Option<Result<Value, ToolError>> {
+        let AnyVersionId(id) = args.schema_id;
         Some(
             async {
-                let id = schema_id_arg(args)?;
                 Ok(match store::latest(ctx.conn, ctx.org_id, id, true).await? {
                     Some(s) => json!({
                         "exists": true, "schema_id": id, "latest_version": s.version,
@@ -557,14 +356,6 @@ impl Tool for UpdateSchema {
     }
 }
 
-/// `schema_id`, tolerating a revid (its version is ignored).
-fn schema_id_arg(args: &Value) -> Result<Uuid, ToolError> {
-    match args.get("schema_id").and_then(Value::as_str) {
-        Some(s) if s.contains(':') => Ok(parse_revid(s, "schema_id")?.0),
-        _ => req_uuid(args, "schema_id"),
-    }
-}
-
 fn not_found(id: Uuid) -> ToolError {
     ToolError::NotFound(format!(
         "no schema {id} in this organisation; call list_schemas"
@@ -573,32 +364,27 @@ fn not_found(id: Uuid) -> ToolError {
 
 struct DeleteSchema;
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DeleteSchemaArgs {
+    /// The schema's id.
+    schema_id: AnyVersionId,
+}
+
 #[async_trait::async_trait]
-impl Tool for DeleteSchema {
-    fn name(&self) -> &'static str {
-        "delete_schema"
+impl TypedTool for DeleteSchema {
+    const NAME: &'static str = "delete_schema";
+    const DESCRIPTION: &'static str = "Delete a schema {schema_id} with all its versions. \
+         Refused while prompts use it: delete or re-point those prompts first.";
+    const CATEGORY: Category = Category::Destructive;
+    type Args = DeleteSchemaArgs;
+    type Output = Value;
+
+    fn targets(&self, args: &DeleteSchemaArgs) -> Vec<Target> {
+        vec![Target::Schema(args.schema_id.0)]
     }
-    fn description(&self) -> &'static str {
-        "Delete a schema {schema_id} with all its versions. Refused while prompts use it: \
-         delete or re-point those prompts first."
-    }
-    fn parameters(&self) -> Value {
-        params(
-            json!({"schema_id": {"type": "string", "description": "The schema's id."}}),
-            &["schema_id"],
-        )
-    }
-    fn category(&self) -> Category {
-        Category::Destructive
-    }
-    fn targets(&self, args: &Value) -> Vec<super::Target> {
-        schema_id_arg(args)
-            .map(super::Target::Schema)
-            .into_iter()
-            .collect()
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let id = schema_id_arg(&args)?;
+    async fn run(&self, ctx: &mut ToolCtx<'_>, args: DeleteSchemaArgs) -> Result<Value, ToolError> {
+        let AnyVersionId(id) = args.schema_id;
         let lock = store::lock_all(ctx.conn, ctx.org_id, id)
             .await?
             .ok_or_else(|| not_found(id))?;
@@ -615,11 +401,11 @@ impl Tool for DeleteSchema {
     async fn snapshot(
         &self,
         ctx: &mut ToolCtx<'_>,
-        args: &Value,
+        args: &DeleteSchemaArgs,
     ) -> Option<Result<Value, ToolError>> {
+        let AnyVersionId(id) = args.schema_id;
         Some(
             async {
-                let id = schema_id_arg(args)?;
                 Ok(match store::lock_all(ctx.conn, ctx.org_id, id).await? {
                     Some(l) => {
                         let versions: Vec<Value> = l

@@ -167,8 +167,3 @@ async fn exists(ctx: &mut ToolCtx<'_>, d: Option<Uuid>) -> Result<bool, ToolErro
         None => Ok(false),
     }
 }
-
-/// An optional UUID argument for a target; a malformed one is left to the tool's own error.
-pub fn target_id(args: &Value, field: &str) -> Option<Uuid> {
-    super::opt_uuid(args, field).ok().flatten()
-}

@@ -3,11 +3,14 @@
 //! per org per night).
 
 use super::documents::document_not_found;
-use super::schemas::params;
-use super::{Category, Registry, Tool, ToolCtx, ToolError, opt_uuid};
+use super::tags::NoArgs;
+use super::typed::{Id, any_object};
+use super::{Category, FollowUp, Registry, Subject, ToolCtx, ToolError, TypedTool};
 use crate::store::documents;
 use crate::store::suggestions::{self as store, Created, NewSuggestion};
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
 /// Registers this group's tools.
@@ -16,14 +19,31 @@ pub fn register(r: &mut Registry) {
     r.register(Arc::new(CreateSuggestion));
 }
 
-/// The kinds of suggestion the nightly job may write.
-pub const KINDS: [&str; 5] = [
-    "review_proposal",
-    "retry_failed",
-    "tag_documents",
-    "rerun_extraction",
-    "other",
-];
+// The kinds of suggestion the nightly job may write (a `///` comment would become the
+// description of `kind` in create_suggestion's schema).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(inline)]
+pub enum SuggestionKind {
+    ReviewProposal,
+    RetryFailed,
+    TagDocuments,
+    RerunExtraction,
+    Other,
+}
+
+impl SuggestionKind {
+    /// The stored value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReviewProposal => "review_proposal",
+            Self::RetryFailed => "retry_failed",
+            Self::TagDocuments => "tag_documents",
+            Self::RerunExtraction => "rerun_extraction",
+            Self::Other => "other",
+        }
+    }
+}
 
 /// A proposal waiting longer than this many days is a signal.
 const WAITING_AFTER_DAYS: i32 = 3;
@@ -33,24 +53,18 @@ const SIGNAL_LIMIT: i64 = 20;
 struct OrgOverview;
 
 #[async_trait::async_trait]
-impl Tool for OrgOverview {
-    fn name(&self) -> &'static str {
-        "org_overview"
-    }
-    fn description(&self) -> &'static str {
-        "The organisation at a glance: document counts by auto_create_status; signals worth a \
-         suggestion (proposals waiting more than 3 days → review_proposal, failed auto-creates \
-         → retry_failed, untagged documents while tags exist → tag_documents, extractions made \
-         with an older schema version → rerun_extraction); and how many suggestions this night \
-         already has, against the cap."
-    }
-    fn parameters(&self) -> Value {
-        params(json!({}), &[])
-    }
-    fn category(&self) -> Category {
-        Category::Read
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, _args: Value) -> Result<Value, ToolError> {
+impl TypedTool for OrgOverview {
+    const NAME: &'static str = "org_overview";
+    const DESCRIPTION: &'static str = "The organisation at a glance: document counts by \
+         auto_create_status; signals worth a suggestion (proposals waiting more than 3 days → \
+         review_proposal, failed auto-creates → retry_failed, untagged documents while tags \
+         exist → tag_documents, extractions made with an older schema version → \
+         rerun_extraction); and how many suggestions this night already has, against the cap.";
+    const CATEGORY: Category = Category::Read;
+    type Args = NoArgs;
+    type Output = Value;
+
+    async fn run(&self, ctx: &mut ToolCtx<'_>, _args: NoArgs) -> Result<Value, ToolError> {
         let night = ctx.night.unwrap_or_else(|| ctx.now.date_naive());
         let o = store::overview(
             ctx.conn,
@@ -84,93 +98,97 @@ impl Tool for OrgOverview {
 
 struct CreateSuggestion;
 
+// An action a person can approve with the suggestion (a type comment would be its schema's
+// description).
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[schemars(inline)]
+struct ProposedAction {
+    tool: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_object")]
+    args: Option<Map<String, Value>>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CreateSuggestionArgs {
+    kind: SuggestionKind,
+    #[schemars(length(min = 1, max = 200))]
+    title: String,
+    #[schemars(length(min = 1, max = 4000))]
+    message: String,
+    /// The document it is about, if one.
+    document_id: Option<Id>,
+    proposed_action: Option<ProposedAction>,
+}
+
 #[async_trait::async_trait]
-impl Tool for CreateSuggestion {
-    fn name(&self) -> &'static str {
-        "create_suggestion"
-    }
-    fn description(&self) -> &'static str {
-        "Write a suggestion for the organisation's people {kind, title, message, document_id?, \
-         proposed_action?}. kind: review_proposal | retry_failed | tag_documents | \
-         rerun_extraction | other. One per kind and document (or per kind for the whole org) \
-         per night: a repeat returns duplicate: true. proposed_action is an optional \
-         {\"tool\": name, \"args\": {...}} a person can approve."
-    }
-    fn parameters(&self) -> Value {
-        params(
-            json!({
-                "kind": {"type": "string", "enum": KINDS},
-                "title": {"type": "string", "minLength": 1, "maxLength": 200},
-                "message": {"type": "string", "minLength": 1, "maxLength": 4000},
-                "document_id": {"type": "string",
-                                "description": "The document it is about, if one."},
-                "proposed_action": {
-                    "type": "object",
-                    "properties": {"tool": {"type": "string"}, "args": {"type": "object"}},
-                    "required": ["tool"],
-                },
-            }),
-            &["kind", "title", "message"],
-        )
-    }
-    fn category(&self) -> Category {
-        Category::Write
-    }
-    fn follow_up(&self, args: &Value, result: &Value) -> Option<super::FollowUp> {
-        let action = args.get("proposed_action").filter(|a| a.is_object())?;
+impl TypedTool for CreateSuggestion {
+    const NAME: &'static str = "create_suggestion";
+    const DESCRIPTION: &'static str = "Write a suggestion for the organisation's people {kind, \
+         title, message, document_id?, proposed_action?}. kind: review_proposal | retry_failed | \
+         tag_documents | rerun_extraction | other. One per kind and document (or per kind for \
+         the whole org) per night: a repeat returns duplicate: true. proposed_action is an \
+         optional {\"tool\": name, \"args\": {...}} a person can approve.";
+    const CATEGORY: Category = Category::Write;
+    type Args = CreateSuggestionArgs;
+    type Output = Value;
+
+    /// The proposed action becomes a pending approval of its own, on the suggestion's
+    /// document, with the suggestion's message as the rationale (a repeat proposes nothing).
+    fn follow_up(&self, args: &CreateSuggestionArgs, result: &Value) -> Option<FollowUp> {
+        let action = args.proposed_action.as_ref()?;
         if result["duplicate"].as_bool() == Some(true) {
             return None;
         }
-        Some(super::FollowUp {
-            tool: action["tool"].as_str().unwrap_or_default().to_string(),
-            args: action.get("args").cloned().unwrap_or_else(|| json!({})),
-            subject: super::Subject::Suggestion {
-                document_id: super::scope::target_id(args, "document_id"),
+        Some(FollowUp {
+            tool: action.tool.clone(),
+            args: Value::Object(action.args.clone().unwrap_or_default()),
+            subject: Subject::Suggestion {
+                document_id: args.document_id.map(|Id(d)| d),
             },
             suggestion_id: result["suggestion_id"]
                 .as_str()
                 .and_then(|s| uuid::Uuid::parse_str(s).ok()),
+            rationale: Some(args.message.clone()),
         })
     }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let kind = args["kind"].as_str().unwrap_or("");
-        if !KINDS.contains(&kind) {
-            return Err(ToolError::Invalid(format!(
-                "kind must be one of {} (got {kind:?})",
-                KINDS.join(", ")
-            )));
-        }
-        let title = args["title"].as_str().unwrap_or("").trim();
-        let message = args["message"].as_str().unwrap_or("").trim();
+    async fn run(
+        &self,
+        ctx: &mut ToolCtx<'_>,
+        args: CreateSuggestionArgs,
+    ) -> Result<Value, ToolError> {
+        let title = args.title.trim();
+        let message = args.message.trim();
         if title.is_empty() || message.is_empty() {
             return Err(ToolError::Invalid(
                 "title and message must not be empty".into(),
             ));
         }
-        let document_id = opt_uuid(&args, "document_id")?;
+        let document_id = args.document_id.map(|Id(d)| d);
         if let Some(d) = document_id {
             if !documents::exists(ctx.conn, ctx.org_id, d).await? {
                 return Err(document_not_found(d));
             }
         }
-        let proposed_action = args.get("proposed_action").filter(|a| !a.is_null());
-        if let Some(a) = proposed_action {
-            let tool = a.get("tool").and_then(Value::as_str).unwrap_or("");
-            if super::builtin_registry().get(tool).is_none() {
+        if let Some(a) = &args.proposed_action {
+            if super::builtin_registry().get(&a.tool).is_none() {
                 return Err(ToolError::Invalid(format!(
-                    "proposed_action.tool must be the name of a tool (got {tool:?})"
+                    "proposed_action.tool must be the name of a tool (got {:?})",
+                    a.tool
                 )));
             }
         }
+        let proposed_action = args.proposed_action.as_ref().map(|a| json!(a));
         let night = ctx.night.unwrap_or_else(|| ctx.now.date_naive());
         let s = NewSuggestion {
-            kind,
+            kind: args.kind.as_str(),
             subject: document_id.map(|d| d.to_string()).unwrap_or_default(),
             night,
             title,
             message,
             document_id,
-            proposed_action,
+            proposed_action: proposed_action.as_ref(),
         };
         match store::create(
             ctx.conn,

@@ -1,9 +1,11 @@
 //! Tools of the `tags` group: `list_tags`, `create_tag` (idempotent by name), `delete_tag`.
 //! Also the tag-id checks the documents and prompts tools share.
 
-use super::schemas::params;
-use super::{Category, Registry, Tool, ToolCtx, ToolError, req_uuid};
+use super::typed::{Id, TagId};
+use super::{Category, Registry, Target, ToolCtx, ToolError, TypedTool};
 use crate::store::tags as store;
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use uuid::Uuid;
@@ -15,42 +17,20 @@ pub fn register(r: &mut Registry) {
     r.register(Arc::new(DeleteTag));
 }
 
-/// JSON Schema of a list of tag ids.
-pub(crate) fn tag_ids_param(description: &str) -> Value {
-    json!({
-        "type": "array",
-        "items": {"type": "string"},
-        "maxItems": 100,
-        "description": description,
-    })
-}
-
-/// Parses `field` as a list of UUIDs (duplicates dropped, order kept) and checks that every
-/// one is a tag of this org. None: the field is absent.
+/// The tag ids given as `field` (duplicates dropped, order kept), each checked to be a tag of
+/// this org. None: the field is absent.
 pub(crate) async fn checked_tag_ids(
     ctx: &mut ToolCtx<'_>,
-    args: &Value,
+    given: Option<&[TagId]>,
     field: &str,
 ) -> Result<Option<Vec<Uuid>>, ToolError> {
-    let items = match args.get(field) {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Array(a)) => a,
-        Some(other) => {
-            return Err(ToolError::Invalid(format!(
-                "{field} must be an array of tag ids (got {other})"
-            )));
-        }
+    let Some(given) = given else {
+        return Ok(None);
     };
-    let mut ids: Vec<Uuid> = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let id = item
-            .as_str()
-            .and_then(|s| Uuid::parse_str(s).ok())
-            .ok_or_else(|| {
-                ToolError::Invalid(format!("{field}[{i}] must be a tag id (UUID), got {item}"))
-            })?;
-        if !ids.contains(&id) {
-            ids.push(id);
+    let mut ids: Vec<Uuid> = Vec::with_capacity(given.len());
+    for TagId(id) in given {
+        if !ids.contains(id) {
+            ids.push(*id);
         }
     }
     let missing = store::missing(ctx.conn, ctx.org_id, &ids).await?;
@@ -64,23 +44,23 @@ pub(crate) async fn checked_tag_ids(
     Ok(Some(ids))
 }
 
+/// Arguments of a tool that takes none.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
 struct ListTags;
 
 #[async_trait::async_trait]
-impl Tool for ListTags {
-    fn name(&self) -> &'static str {
-        "list_tags"
-    }
-    fn description(&self) -> &'static str {
-        "List the organisation's tags: tag_id, name, color and how many documents carry each."
-    }
-    fn parameters(&self) -> Value {
-        params(json!({}), &[])
-    }
-    fn category(&self) -> Category {
-        Category::Read
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, _args: Value) -> Result<Value, ToolError> {
+impl TypedTool for ListTags {
+    const NAME: &'static str = "list_tags";
+    const DESCRIPTION: &'static str =
+        "List the organisation's tags: tag_id, name, color and how many documents carry each.";
+    const CATEGORY: Category = Category::Read;
+    type Args = NoArgs;
+    type Output = Value;
+
+    async fn run(&self, ctx: &mut ToolCtx<'_>, _args: NoArgs) -> Result<Value, ToolError> {
         let tags = store::list(ctx.conn, ctx.org_id).await?;
         let tags: Vec<Value> = tags
             .into_iter()
@@ -95,61 +75,57 @@ impl Tool for ListTags {
 
 struct CreateTag;
 
-/// Trimmed tag name, or what is wrong with it.
-fn tag_name(args: &Value) -> Result<String, ToolError> {
-    let name = args
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .trim();
-    if name.is_empty() {
-        return Err(ToolError::Invalid(
-            "name must be a non-empty tag name, e.g. \"invoice\"".into(),
-        ));
-    }
-    Ok(name.to_string())
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CreateTagArgs {
+    /// Tag name, e.g. "invoice".
+    #[schemars(length(min = 1, max = 100))]
+    name: String,
+    /// Hex color "#rrggbb", e.g. "#1f77b4".
+    #[schemars(regex(pattern = "^#[0-9a-fA-F]{6}$"))]
+    color: String,
 }
 
-/// `#rrggbb`, lowercased, or what is wrong with it.
-fn tag_color(args: &Value) -> Result<String, ToolError> {
-    let color = args.get("color").and_then(Value::as_str).unwrap_or("");
-    let ok = color.len() == 7
-        && color.starts_with('#')
-        && color[1..].chars().all(|c| c.is_ascii_hexdigit());
-    if !ok {
-        return Err(ToolError::Invalid(format!(
-            "color must be \"#rrggbb\" (six hex digits), e.g. \"#1f77b4\" (got {color:?})"
-        )));
+impl CreateTagArgs {
+    /// Trimmed tag name, or what is wrong with it.
+    fn name(&self) -> Result<String, ToolError> {
+        let name = self.name.trim();
+        if name.is_empty() {
+            return Err(ToolError::Invalid(
+                "name must be a non-empty tag name, e.g. \"invoice\"".into(),
+            ));
+        }
+        Ok(name.to_string())
     }
-    Ok(color.to_ascii_lowercase())
+
+    /// `#rrggbb`, lowercased, or what is wrong with it.
+    fn color(&self) -> Result<String, ToolError> {
+        let color = self.color.as_str();
+        let ok = color.len() == 7
+            && color.starts_with('#')
+            && color[1..].chars().all(|c| c.is_ascii_hexdigit());
+        if !ok {
+            return Err(ToolError::Invalid(format!(
+                "color must be \"#rrggbb\" (six hex digits), e.g. \"#1f77b4\" (got {color:?})"
+            )));
+        }
+        Ok(color.to_ascii_lowercase())
+    }
 }
 
 #[async_trait::async_trait]
-impl Tool for CreateTag {
-    fn name(&self) -> &'static str {
-        "create_tag"
-    }
-    fn description(&self) -> &'static str {
-        "Create a tag {name, color \"#rrggbb\"}. If the organisation already has a tag of that \
-         name (ignoring case), returns it with existing: true and changes nothing."
-    }
-    fn parameters(&self) -> Value {
-        params(
-            json!({
-                "name": {"type": "string", "minLength": 1, "maxLength": 100,
-                         "description": "Tag name, e.g. \"invoice\"."},
-                "color": {"type": "string", "pattern": "^#[0-9a-fA-F]{6}$",
-                          "description": "Hex color \"#rrggbb\", e.g. \"#1f77b4\"."},
-            }),
-            &["name", "color"],
-        )
-    }
-    fn category(&self) -> Category {
-        Category::Write
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let name = tag_name(&args)?;
-        let color = tag_color(&args)?;
+impl TypedTool for CreateTag {
+    const NAME: &'static str = "create_tag";
+    const DESCRIPTION: &'static str = "Create a tag {name, color \"#rrggbb\"}. If the \
+         organisation already has a tag of that name (ignoring case), returns it with existing: \
+         true and changes nothing.";
+    const CATEGORY: Category = Category::Write;
+    type Args = CreateTagArgs;
+    type Output = Value;
+
+    async fn run(&self, ctx: &mut ToolCtx<'_>, args: CreateTagArgs) -> Result<Value, ToolError> {
+        let name = args.name()?;
+        let color = args.color()?;
         let (tag, existing) =
             store::create(ctx.conn, ctx.org_id, &name, &color, ctx.run_id, ctx.now).await?;
         Ok(json!({"tag_id": tag.id, "name": tag.name, "color": tag.color, "existing": existing}))
@@ -157,11 +133,11 @@ impl Tool for CreateTag {
     async fn snapshot(
         &self,
         ctx: &mut ToolCtx<'_>,
-        args: &Value,
+        args: &CreateTagArgs,
     ) -> Option<Result<Value, ToolError>> {
         Some(
             async {
-                let name = tag_name(args)?;
+                let name = args.name()?;
                 let tag = store::lock_by_name(ctx.conn, ctx.org_id, &name).await?;
                 Ok(match tag {
                     Some(t) => json!({"name": name, "exists": true, "tag_id": t.id,
@@ -176,28 +152,27 @@ impl Tool for CreateTag {
 
 struct DeleteTag;
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DeleteTagArgs {
+    /// Id of the tag (see list_tags).
+    tag_id: Id,
+}
+
 #[async_trait::async_trait]
-impl Tool for DeleteTag {
-    fn name(&self) -> &'static str {
-        "delete_tag"
+impl TypedTool for DeleteTag {
+    const NAME: &'static str = "delete_tag";
+    const DESCRIPTION: &'static str = "Delete a tag {tag_id}; it is also removed from every \
+         document and prompt that carries it.";
+    const CATEGORY: Category = Category::Destructive;
+    type Args = DeleteTagArgs;
+    type Output = Value;
+
+    fn targets(&self, _args: &DeleteTagArgs) -> Vec<Target> {
+        vec![Target::Shared("a tag")]
     }
-    fn description(&self) -> &'static str {
-        "Delete a tag {tag_id}; it is also removed from every document and prompt that carries it."
-    }
-    fn parameters(&self) -> Value {
-        params(
-            json!({"tag_id": {"type": "string", "description": "Id of the tag (see list_tags)."}}),
-            &["tag_id"],
-        )
-    }
-    fn category(&self) -> Category {
-        Category::Destructive
-    }
-    fn targets(&self, _args: &Value) -> Vec<super::Target> {
-        vec![super::Target::Shared("a tag")]
-    }
-    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let id = req_uuid(&args, "tag_id")?;
+    async fn run(&self, ctx: &mut ToolCtx<'_>, args: DeleteTagArgs) -> Result<Value, ToolError> {
+        let Id(id) = args.tag_id;
         let done = store::delete(ctx.conn, ctx.org_id, id, ctx.now)
             .await?
             .ok_or_else(|| {
@@ -212,11 +187,11 @@ impl Tool for DeleteTag {
     async fn snapshot(
         &self,
         ctx: &mut ToolCtx<'_>,
-        args: &Value,
+        args: &DeleteTagArgs,
     ) -> Option<Result<Value, ToolError>> {
+        let Id(id) = args.tag_id;
         Some(
             async {
-                let id = req_uuid(args, "tag_id")?;
                 Ok(match store::lock(ctx.conn, ctx.org_id, id).await? {
                     Some(l) => json!({
                         "exists": true, "tag_id": id, "name": l.tag.name, "color": l.tag.color,

@@ -1,6 +1,7 @@
 //! One delivery: `POST` the event to the subscription's URL, signed. A 2xx answer is delivered;
 //! anything else (another status, a timeout, a refused connection) is an error the queue retries
-//! with backoff until the job's attempts run out (`dead`, with the last error).
+//! with backoff until the job's attempts run out (`dead`, with the last error). A destination the
+//! SSRF guard refuses (`guard.rs`) is `SendError::Blocked`, never sent.
 
 use super::{event_json, signature_header};
 use crate::store::events::EventRow;
@@ -10,6 +11,8 @@ use std::time::Duration;
 #[derive(Clone)]
 pub struct Sender {
     client: reqwest::Client,
+    /// The SSRF guard is on (`webhooks.allow_private_networks = false`).
+    guarded: bool,
 }
 
 /// Why a delivery did not land.
@@ -19,19 +22,28 @@ pub enum SendError {
     Status(u16),
     #[error("the request failed: {0}")]
     Request(String),
+    /// The URL is, or resolves to, an address of the service's own network.
+    #[error("not sent: {0}")]
+    Blocked(String),
 }
 
 impl Sender {
     /// A sender whose requests give up after `timeout`; redirects are not followed (a
-    /// subscription names the final URL).
-    pub fn new(timeout: Duration) -> Self {
-        let client = reqwest::Client::builder()
+    /// subscription names the final URL). Unless `allow_private_networks`, every name is
+    /// resolved by the guard's resolver and no proxy is used (a proxy would resolve it instead).
+    pub fn new(timeout: Duration, allow_private_networks: bool) -> Self {
+        let mut b = reqwest::Client::builder()
             .timeout(timeout)
             .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("agentd-webhooks/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .expect("a reqwest client builds");
-        Self { client }
+            .user_agent(concat!("agentd-webhooks/", env!("CARGO_PKG_VERSION")));
+        if !allow_private_networks {
+            b = b.dns_resolver(super::guard::GuardedResolver).no_proxy();
+        }
+        let client = b.build().expect("a reqwest client builds");
+        Self {
+            client,
+            guarded: !allow_private_networks,
+        }
     }
 
     /// Sends `event` to `url`, signed with `secret` at unix time `now` (attempt `attempt`).
@@ -43,6 +55,10 @@ impl Sender {
         attempt: i32,
         now: i64,
     ) -> Result<u16, SendError> {
+        if self.guarded {
+            let u = reqwest::Url::parse(url).map_err(|e| SendError::Request(e.to_string()))?;
+            super::guard::check_ip_literal(&u).map_err(|e| SendError::Blocked(e.to_string()))?;
+        }
         let body = serde_json::to_vec(&event_json(event)).expect("JSON serialises");
         let res = self
             .client
@@ -55,7 +71,10 @@ impl Sender {
             .body(body)
             .send()
             .await
-            .map_err(|e| SendError::Request(without_url(e)))?;
+            .map_err(|e| match super::guard::blocked_in(&e) {
+                Some(b) => SendError::Blocked(b.to_string()),
+                None => SendError::Request(without_url(e)),
+            })?;
         let status = res.status().as_u16();
         if res.status().is_success() {
             Ok(status)

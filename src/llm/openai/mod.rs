@@ -1,7 +1,7 @@
 //! The OpenAI-compatible provider: chat completions through async-openai against any
 //! OpenAI-compatible base URL (OpenAI, vLLM, Ollama, llama.cpp).
 //!
-//! What it survives (DESIGN.md, "The tool loop"): `content: ""` beside `tool_calls`; `id` and
+//! What it survives (ARCHITECTURE.md, "The tool loop"): `content: ""` beside `tool_calls`; `id` and
 //! `function.name` repeated in every stream delta (the first value wins); an SSE `error` event
 //! after a 200; HTTP 500 for model output the server could not parse; servers whose JSON does
 //! not match OpenAI's schema exactly (bodies are read leniently as `serde_json::Value`).
@@ -39,10 +39,12 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+mod failure;
 mod limited;
 mod request;
 mod response;
 
+use failure::Failure;
 use request::*;
 use response::*;
 
@@ -99,15 +101,6 @@ impl std::fmt::Debug for OpenAiProvider {
     }
 }
 
-/// One failed attempt.
-#[derive(Debug)]
-struct Failure {
-    error: LlmError,
-    /// Retry inside this adapter. False when async-openai's transport already retried it (429,
-    /// 5xx, connect errors) or when retrying cannot help.
-    retry_here: bool,
-}
-
 impl OpenAiProvider {
     /// A provider for `settings`. Whitespace around the key (a trailing newline from a file)
     /// is dropped.
@@ -133,19 +126,6 @@ impl OpenAiProvider {
     pub fn with_max_stream_bytes(mut self, bytes: usize) -> Self {
         self.max_stream_bytes = bytes;
         self
-    }
-
-    /// A failure whose message has the API key removed.
-    fn failure(&self, message: impl Into<String>, retryable: bool, retry_here: bool) -> Failure {
-        let mut message = message.into();
-        let key = &self.settings.api_key;
-        if key.len() >= 4 {
-            message = message.replace(key.as_str(), "[redacted]");
-        }
-        Failure {
-            error: LlmError::new(PROVIDER, message, retryable),
-            retry_here: retryable && retry_here,
-        }
     }
 
     /// One attempt, bounded by the timeout.
@@ -308,158 +288,6 @@ impl OpenAiProvider {
             ));
         }
         Ok(acc.into_response(fallback_model))
-    }
-
-    fn no_choices(&self) -> Failure {
-        self.failure(
-            format!("the response from {} had no choices", self.endpoint),
-            true,
-            true,
-        )
-    }
-
-    /// A body async-openai could not type: JSON to read leniently, or an error.
-    fn parse_raw(&self, raw: &str, in_stream: bool) -> Result<Value, Failure> {
-        serde_json::from_str(raw).map_err(|_| {
-            let what = if in_stream {
-                "an unparseable stream event after HTTP 200"
-            } else {
-                "a body that is not JSON"
-            };
-            self.failure(
-                format!("{} sent {what}: {}", self.endpoint, clip(raw, 300)),
-                in_stream,
-                in_stream,
-            )
-        })
-    }
-
-    fn body_failure(&self, err: &BodyError, in_stream: bool, what: &str) -> Failure {
-        let retryable = err.retryable(in_stream);
-        let lower = err.message.to_lowercase();
-        // The model's output could not be parsed: the loop retries once with a corrective hint
-        // (a verbatim retry mostly fails the same way).
-        let unparsed = lower.contains("pars") || lower.contains("format");
-        let message = match err.status {
-            Some(status) if !in_stream => {
-                format!("HTTP {status} from {}: {}", self.endpoint, err.message)
-            }
-            Some(status) => format!(
-                "{what} from {} (code {status}): {}",
-                self.endpoint, err.message
-            ),
-            None => format!("{what} from {}: {}", self.endpoint, err.message),
-        };
-        self.failure(message, retryable, retryable && !unparsed)
-    }
-
-    fn map_error(&self, err: OpenAIError) -> Failure {
-        match err {
-            OpenAIError::ApiError(resp) => {
-                let status = resp.status_code.as_u16();
-                let detail = if resp.status_code.is_server_error() {
-                    // async-openai keeps a 5xx body verbatim: read its message if it is JSON.
-                    serde_json::from_str::<Value>(&resp.api_error.message)
-                        .ok()
-                        .and_then(|v| error_in_body(&v))
-                        .map(|e| e.message)
-                        .unwrap_or_else(|| clip(&resp.api_error.message, 300))
-                } else {
-                    resp.api_error.to_string()
-                };
-                let quota = resp.api_error.r#type.as_deref() == Some("insufficient_quota")
-                    || resp.api_error.code.as_deref() == Some("insufficient_quota");
-                let retryable = (status == 429 && !quota) || status == 408 || status >= 500;
-                let after = if retryable && status != 408 {
-                    " after retries"
-                } else {
-                    ""
-                };
-                let lower = detail.to_lowercase();
-                let hint =
-                    if status >= 500 && (lower.contains("parse") || lower.contains("parsing")) {
-                        " (the server could not parse the model's output, e.g. a malformed tool \
-                     call; another attempt may succeed)"
-                    } else {
-                        ""
-                    };
-                self.failure(
-                    format!(
-                        "HTTP {} from {}{after}: {detail}{hint}",
-                        resp.status_code, self.endpoint
-                    ),
-                    retryable,
-                    status == 408,
-                )
-            }
-            OpenAIError::Reqwest(e) => {
-                let chain = error_chain(&e);
-                if e.is_builder() {
-                    self.failure(
-                        format!(
-                            "invalid request to {} (check llm.base_url): {chain}",
-                            self.endpoint
-                        ),
-                        false,
-                        false,
-                    )
-                } else if e.is_timeout() {
-                    self.failure(
-                        format!("timed out talking to {}: {chain}", self.endpoint),
-                        true,
-                        true,
-                    )
-                } else if chain.contains("invalid peer certificate") {
-                    // rustls refused the server's certificate: retrying cannot fix that.
-                    self.failure(
-                        format!(
-                            "TLS: the certificate of {} is not trusted (the system CA store, or \
-                             SSL_CERT_FILE / SSL_CERT_DIR, must hold its CA): {chain}",
-                            self.endpoint
-                        ),
-                        false,
-                        false,
-                    )
-                } else if e.is_connect() {
-                    self.failure(
-                        format!(
-                            "could not connect to {} after retries: {chain}",
-                            self.endpoint
-                        ),
-                        true,
-                        false,
-                    )
-                } else {
-                    self.failure(
-                        format!("HTTP transport error with {}: {chain}", self.endpoint),
-                        true,
-                        true,
-                    )
-                }
-            }
-            OpenAIError::StreamError(e) => self.failure(
-                format!(
-                    "the stream from {} broke after HTTP 200: {e}",
-                    self.endpoint
-                ),
-                true,
-                true,
-            ),
-            OpenAIError::JSONDeserialize(_, raw) => self.failure(
-                format!(
-                    "{} sent an unexpected body: {}",
-                    self.endpoint,
-                    clip(&raw, 300)
-                ),
-                false,
-                false,
-            ),
-            other => self.failure(
-                format!("request to {} failed: {other}", self.endpoint),
-                false,
-                false,
-            ),
-        }
     }
 
     /// The chat-completions body for `req`.

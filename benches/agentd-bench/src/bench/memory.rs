@@ -3,7 +3,7 @@
 use super::drain::{Context, agentd_once, human};
 use super::runtime::LABEL;
 use super::{Opts, Report, Row, Server};
-use crate::app::App;
+use agentd::app::App;
 
 /// Peak RSS after a drain at concurrency 32 (reuses the drain's figure when it ran).
 pub async fn memory(

@@ -2,9 +2,9 @@
 //! (default 32), auto-create off and on: requests/s and p50/p99 latency. Runs against the
 //! configured database in a throwaway org that is deleted afterwards (with its jobs).
 
-use super::auth::Role;
-use crate::app::App;
-use crate::store::api_keys;
+use agentd::api::Role;
+use agentd::app::App;
+use agentd::store::api_keys;
 use clap::Args;
 use serde::Serialize;
 use serde_json::json;
@@ -41,7 +41,7 @@ pub struct ApiBenchRow {
 /// Runs the benchmark and prints its figures.
 pub async fn run(app: &App, cmd: ApiBenchCmd) -> anyhow::Result<()> {
     if cmd.clients == 0 || cmd.requests == 0 {
-        return Err(crate::cli::BadInput("--clients and --requests must be ≥ 1".into()).into());
+        return Err(agentd::cli::BadInput("--clients and --requests must be ≥ 1".into()).into());
     }
     let name = format!("bench-api-{}", uuid::Uuid::new_v4().simple());
     let org = api_keys::create_org(&app.pool, &name)
@@ -89,12 +89,12 @@ async fn measure(
     org: uuid::Uuid,
     cmd: &ApiBenchCmd,
 ) -> anyhow::Result<Vec<ApiBenchRow>> {
-    let (_, key) = super::create_key(&app.pool, org, Role::Uploader, app.clock.now()).await?;
+    let (_, key) = agentd::api::create_key(&app.pool, org, Role::Uploader, app.clock.now()).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let stop = CancellationToken::new();
-    let server = tokio::spawn(super::serve(listener, app.clone(), stop.clone()));
-    let text = crate::cli::documents_api::SAMPLES[0].1;
+    let server = tokio::spawn(agentd::api::serve(listener, app.clone(), stop.clone()));
+    let text = agentd::documents::SAMPLES[0].1;
     let mut rows = Vec::new();
     for auto_create in [false, true] {
         let client = reqwest::Client::builder()

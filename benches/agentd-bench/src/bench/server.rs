@@ -15,7 +15,7 @@ impl Server {
     /// Connects to the administration database of `url`.
     pub async fn connect(url: &str) -> anyhow::Result<Self> {
         // agentd's own connection defaults (no TLS over loopback), as the service uses them.
-        let opts = crate::db::connect_options(url)
+        let opts = agentd::db::connect_options(url)
             .map_err(|e| anyhow::anyhow!("--server-url {url:?}: {e}"))?;
         let admin = PgPoolOptions::new()
             .max_connections(2)
@@ -63,7 +63,7 @@ impl Server {
     pub async fn agentd_db(&self, name: &str, max: u32) -> anyhow::Result<PgPool> {
         self.recreate(name).await?;
         let pool = self.pool(name, max).await?;
-        crate::db::migrate(&pool).await?;
+        agentd::db::migrate(&pool).await?;
         Ok(pool)
     }
 

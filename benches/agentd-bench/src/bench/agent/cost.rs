@@ -6,10 +6,10 @@
 //! both shapes make the same calls; the figures measure the loop, not a model.
 
 use super::super::{Report, Row, Server, Target, bench_app};
-use crate::agent::Engine;
-use crate::app::App;
-use crate::llm::{CompletionRequest, CompletionResponse, LlmError, LlmProvider, SharedProvider};
-use crate::store::{auto_create, documents, orgs};
+use agentd::agent::Engine;
+use agentd::app::App;
+use agentd::llm::{CompletionRequest, CompletionResponse, LlmError, LlmProvider, SharedProvider};
+use agentd::store::{auto_create, documents, orgs};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
@@ -63,7 +63,7 @@ impl LlmProvider for Metered {
 
     async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
         let bytes = serde_json::to_string(&req).map(|s| s.len()).unwrap_or(0);
-        let tokens = crate::llm::tokens::request(&req);
+        let tokens = agentd::llm::tokens::request(&req);
         let loop_call = req.response_format.is_none();
         if std::env::var("AGENTD_BENCH_DEBUG").is_ok() {
             let tools = serde_json::to_string(&req.tools)
@@ -122,7 +122,7 @@ async fn one(
     } else {
         spec.agent.first_message.as_str()
     };
-    let first = crate::jobs::render(template, &[("document_id", doc.to_string())]);
+    let first = agentd::jobs::render(template, &[("document_id", doc.to_string())]);
     let mut rs = app.run_spec(spec, org, doc.to_string(), None, first);
     rs.document_id = Some(doc);
     if legacy {
@@ -168,7 +168,7 @@ pub async fn run(server: &Server, app: &App, report: &mut Report) -> anyhow::Res
     let pool = server.agentd_db(DB, 8).await?;
     let bapp = bench_app(app, pool.clone());
     let org = orgs::ensure(&pool, "bench-cost").await?.id;
-    let invoice = include_str!("../../../samples/invoice.txt");
+    let invoice = include_str!("../../../../../samples/invoice.txt");
     let (b_ok, b_calls, b_bytes, b_tokens, b_run) =
         one(&bapp, org, "invoice.txt", invoice, true).await?;
     let (a_ok, a_calls, a_bytes, a_tokens, a_run) =

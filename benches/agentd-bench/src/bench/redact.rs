@@ -4,7 +4,7 @@
 //! recall on its labelled corpus (`src/pii/corpus.rs`).
 
 use super::{Report, Row};
-use crate::pii::{Vault, corpus, detect};
+use agentd::pii::{Vault, corpus, detect};
 use std::time::Instant;
 
 const SECTION: &str = "redaction";
@@ -17,9 +17,9 @@ fn document() -> String {
         base.push_str("\n\n");
     }
     for s in [
-        include_str!("../../samples/invoice.txt"),
-        include_str!("../../samples/lab_report.txt"),
-        include_str!("../../samples/receipt.txt"),
+        include_str!("../../../../samples/invoice.txt"),
+        include_str!("../../../../samples/lab_report.txt"),
+        include_str!("../../../../samples/receipt.txt"),
     ] {
         base.push_str(s);
         base.push_str("\n\n");

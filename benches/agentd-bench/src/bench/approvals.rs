@@ -3,10 +3,10 @@
 //! fan-out of `proactive_suggestion` over many orgs.
 
 use super::{Opts, Report, Row, Server, bench_app};
-use crate::app::App;
-use crate::approvals::snapshot_hash;
-use crate::jobs::approval_expiry::ApprovalExpiry;
-use crate::queue::cron::{Scheduler, enqueue_tick};
+use agentd::app::App;
+use agentd::approvals::snapshot_hash;
+use agentd::jobs::approval_expiry::ApprovalExpiry;
+use agentd::queue::cron::{Scheduler, enqueue_tick};
 use serde_json::{Value, json};
 use std::time::Instant;
 use uuid::Uuid;
@@ -21,19 +21,43 @@ pub async fn run(
     opts: &Opts,
     report: &mut Report,
 ) -> anyhow::Result<()> {
-    sweep(server, app, opts, report).await?;
+    let set_based = sweep(server, app, opts, false).await?;
+    let row_by_row = sweep(server, app, opts, true).await?;
+    report.push(
+        Row::new(
+            "approvals",
+            format!(
+                "expiry sweep over {} pending",
+                super::num(opts.size(100_000, 20_000) as f64)
+            ),
+            set_based.0,
+            "approvals/s",
+        )
+        .baseline("row by row", row_by_row.0)
+        .note(format!(
+            "set-based: {}; row by row: {}",
+            set_based.1, row_by_row.1
+        )),
+    );
     fan_out(server, app, report).await
 }
 
 /// `n` pending approvals over 2,000 documents in 10 orgs: 40% valid, 40% past their TTL, 20% on
 /// documents changed after the proposal (half of those also past their TTL).
-async fn sweep(server: &Server, app: &App, opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
+/// Approvals per second and what the sweep did; `row_by_row`: every approval through its tool
+/// (the baseline of the set-based re-validation).
+async fn sweep(
+    server: &Server,
+    app: &App,
+    opts: &Opts,
+    row_by_row: bool,
+) -> anyhow::Result<(f64, String)> {
     let n = opts.size(100_000, 20_000);
     let pool = server.agentd_db(DB_SWEEP, 8).await?;
     let bapp = bench_app(app, pool.clone());
     let mut docs: Vec<(Uuid, Uuid)> = Vec::new();
     for o in 0..10 {
-        let org = crate::store::orgs::ensure(&pool, &format!("bench-org-{o}")).await?;
+        let org = agentd::store::orgs::ensure(&pool, &format!("bench-org-{o}")).await?;
         let ids: Vec<(Uuid, Uuid)> = sqlx::query_as(
             "INSERT INTO documents (id, org_id, name, text, metadata, created_at, updated_at)
              SELECT gen_random_uuid(), $1, 'doc-' || g || '.txt',
@@ -136,7 +160,8 @@ async fn sweep(server: &Server, app: &App, opts: &Opts, report: &mut Report) -> 
         t_insert.elapsed().as_secs_f64()
     );
 
-    let sweeper = ApprovalExpiry::sweeper(&bapp);
+    let mut sweeper = ApprovalExpiry::sweeper(&bapp);
+    sweeper.row_by_row = row_by_row;
     let batch = sweeper.batch;
     let t0 = Instant::now();
     let r = sweeper.run_once(None).await?;
@@ -147,14 +172,13 @@ async fn sweep(server: &Server, app: &App, opts: &Opts, report: &mut Report) -> 
             .await?;
     pool.close().await;
     server.drop_db(DB_SWEEP).await?;
-    report.push(
-        Row::new("approvals", format!("expiry sweep over {} pending", super::num(n as f64)), r.checked as f64 / secs, "approvals/s")
-            .note(format!(
-                "{secs:.1}s; checked {}, expired {}, stale {}, re-proposals enqueued {}, still pending {left}; batch {batch}",
-                r.checked, r.expired, r.stale, r.reproposals_enqueued
-            )),
-    );
-    Ok(())
+    Ok((
+        r.checked as f64 / secs,
+        format!(
+            "{secs:.1}s, checked {}, expired {}, stale {}, re-proposals enqueued {}, still pending {left}, batch {batch}",
+            r.checked, r.expired, r.stale, r.reproposals_enqueued
+        ),
+    ))
 }
 
 async fn fan_out(server: &Server, app: &App, report: &mut Report) -> anyhow::Result<()> {

@@ -6,11 +6,15 @@
 use std::path::PathBuf;
 use std::process::Stdio;
 
-/// Where the harness lives: `$AGENTD_PEERS_DIR`, else `benches/peers` of the source tree.
+/// Where the harness lives: `$AGENTD_PEERS_DIR`, else `benches/peers` of the source tree (this
+/// crate is `benches/agentd-bench`).
 fn peers_dir() -> PathBuf {
     std::env::var_os("AGENTD_PEERS_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/peers"))
+        .unwrap_or_else(|| {
+            let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+            here.parent().unwrap_or(here).join("peers")
+        })
 }
 
 /// The Node 22 binary and the harness script, or why the peer cannot run here.

@@ -8,6 +8,7 @@
 //! nightly fan-out) and peak memory.
 
 pub mod agent;
+pub mod api;
 pub mod approvals;
 pub mod baseline;
 pub mod cost;
@@ -20,7 +21,7 @@ pub mod runtime;
 mod server;
 pub use server::Server;
 
-use crate::app::App;
+use agentd::app::App;
 use serde::Serialize;
 use sqlx::PgPool;
 
@@ -312,7 +313,7 @@ pub fn bench_app(app: &App, pool: PgPool) -> App {
     App {
         pool,
         config: std::sync::Arc::new(config),
-        provider: std::sync::Arc::new(crate::llm::offline::OfflineProvider::default()),
+        provider: std::sync::Arc::new(agentd::llm::offline::OfflineProvider::default()),
         ..app.clone()
     }
 }

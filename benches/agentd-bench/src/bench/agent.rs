@@ -7,14 +7,14 @@
 mod cost;
 
 use super::{Opts, Report, Row, Server, bench_app, median, percentile};
-use crate::agent::{Engine, Policy};
-use crate::app::{App, WorkerArgs};
-use crate::llm::{
+use agentd::agent::{Engine, Policy};
+use agentd::app::{App, WorkerArgs};
+use agentd::llm::{
     Block, CompletionRequest, CompletionResponse, FinishReason, LlmError, LlmProvider, Message,
     Role, Usage,
 };
-use crate::queue::{NewJob, enqueue};
-use crate::store::{auto_create, documents, orgs};
+use agentd::queue::{NewJob, enqueue};
+use agentd::store::{auto_create, documents, orgs};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -25,15 +25,21 @@ const DB_AUTO: &str = "agentd_bench_auto_create";
 
 /// Sample documents for auto-create (the ones `agentd demo` uses).
 const SAMPLES: [(&str, &str); 4] = [
-    ("invoice.txt", include_str!("../../samples/invoice.txt")),
-    ("receipt.txt", include_str!("../../samples/receipt.txt")),
+    (
+        "invoice.txt",
+        include_str!("../../../../samples/invoice.txt"),
+    ),
+    (
+        "receipt.txt",
+        include_str!("../../../../samples/receipt.txt"),
+    ),
     (
         "purchase_order.txt",
-        include_str!("../../samples/purchase_order.txt"),
+        include_str!("../../../../samples/purchase_order.txt"),
     ),
     (
         "lab_report.txt",
-        include_str!("../../samples/lab_report.txt"),
+        include_str!("../../../../samples/lab_report.txt"),
     ),
 ];
 

@@ -2,10 +2,10 @@
 //! ceiling with agentd's commits per job.
 
 use super::{Opts, Report, Row, Server, Target, median, percentile};
-use crate::app::App;
-use crate::queue::backoff::Backoff;
-use crate::queue::worker::{JobContext, JobHandler, KindRuntime};
-use crate::queue::{self as q, JobError, NewJob, enqueue_many};
+use agentd::app::App;
+use agentd::queue::backoff::Backoff;
+use agentd::queue::worker::{JobContext, JobHandler, KindRuntime};
+use agentd::queue::{self as q, JobError, NewJob, enqueue_many};
 use apalis_core::backend::TaskSink;
 use apalis_postgres::PostgresStorage;
 use chrono::{DateTime, Utc};
@@ -25,12 +25,14 @@ fn job(i: u64) -> NewJob {
     NewJob::new("bench_enqueue", json!({ "n": i }))
 }
 
-/// `producers` tasks each inserting `per` jobs, `batch` per statement (1: `enqueue`). Jobs/s.
+/// `producers` tasks each inserting `per` jobs, `batch` per statement (1: `enqueue_committed`,
+/// or `enqueue` with the NOTIFY in the insert's commit when `in_commit`). Jobs/s.
 async fn agentd_enqueue(
     pool: &PgPool,
     producers: usize,
     per: u64,
     batch: u64,
+    in_commit: bool,
 ) -> anyhow::Result<f64> {
     let t0 = Instant::now();
     let mut tasks = Vec::new();
@@ -39,8 +41,11 @@ async fn agentd_enqueue(
         tasks.push(tokio::spawn(async move {
             let mut i = 0;
             while i < per {
-                if batch == 1 {
+                if batch == 1 && in_commit {
                     q::enqueue(&pool, &job(i)).await?;
+                    i += 1;
+                } else if batch == 1 {
+                    q::enqueue_committed(&pool, &job(i)).await?;
                     i += 1;
                 } else {
                     let k = batch.min(per - i);
@@ -49,7 +54,7 @@ async fn agentd_enqueue(
                     i += k;
                 }
             }
-            Ok::<_, crate::queue::QueueError>(())
+            Ok::<_, agentd::queue::QueueError>(())
         }));
     }
     for t in tasks {
@@ -82,10 +87,13 @@ pub async fn enqueue(server: &Server, opts: &Opts, report: &mut Report) -> anyho
     let pool = server.agentd_db(DB_ENQ, 10).await?;
     let single = opts.size(5_000, 2_000);
     let batched = opts.size(200_000, 50_000);
-    let s1 = agentd_enqueue(&pool, 1, single, 1).await?;
-    let s8 = agentd_enqueue(&pool, 8, single / 8, 1).await?;
-    let b1 = agentd_enqueue(&pool, 1, batched, 1_000).await?;
-    let b4 = agentd_enqueue(&pool, 4, batched / 4, 1_000).await?;
+    let s1 = agentd_enqueue(&pool, 1, single, 1, false).await?;
+    let s8 = agentd_enqueue(&pool, 8, single / 8, 1, false).await?;
+    // The NOTIFY inside the insert's commit (plain `enqueue`, as before migration 0060).
+    let c1 = agentd_enqueue(&pool, 1, single, 1, true).await?;
+    let c8 = agentd_enqueue(&pool, 8, single / 8, 1, true).await?;
+    let b1 = agentd_enqueue(&pool, 1, batched, 1_000, false).await?;
+    let b4 = agentd_enqueue(&pool, 4, batched / 4, 1_000, false).await?;
     pool.close().await;
     server.drop_db(DB_ENQ).await?;
     let mut base = None;
@@ -116,11 +124,18 @@ pub async fn enqueue(server: &Server, opts: &Opts, report: &mut Report) -> anyho
     };
     report.push(with(
         Row::new("enqueue", "single-row, 1 producer", s1, "jobs/s")
-            .note(format!("{single} jobs, one commit each")),
+            .note(format!(
+                "{single} jobs, one commit each (enqueue_committed: NOTIFY after the commit)"
+            ))
+            .baseline("NOTIFY in the commit", c1),
         base.map(|b| b.0),
         "apalis push",
     ));
-    report.push(Row::new("enqueue", "single-row, 8 producers", s8, "jobs/s"));
+    report.push(
+        Row::new("enqueue", "single-row, 8 producers", s8, "jobs/s")
+            .baseline("NOTIFY in the commit", c8)
+            .note(format!("×{:.2} the 1-producer rate", s8 / s1)),
+    );
     report.push(with(
         Row::new(
             "enqueue",
@@ -185,16 +200,29 @@ pub async fn latency(
 
     let samples = opts.size(500, 300);
     let mut lat = Vec::with_capacity(samples);
-    for i in 0..samples {
+    // Baseline in the same run: every third sample through `enqueue` (NOTIFY in the commit).
+    let mut lat_in_commit = Vec::new();
+    for i in 0..samples + samples / 2 {
+        let in_commit = i % 3 == 2;
         let idle = rand::rng().random_range(5..20);
         tokio::time::sleep(Duration::from_millis(idle)).await;
         let t0 = Instant::now();
-        q::enqueue(&pool, &NewJob::new("bench_latency", json!({ "i": i }))).await?;
+        let job = NewJob::new("bench_latency", json!({ "i": i }));
+        if in_commit {
+            q::enqueue(&pool, &job).await?;
+        } else {
+            q::enqueue_committed(&pool, &job).await?;
+        }
         let (_, started, _) = tokio::time::timeout(Duration::from_secs(5), rx.recv())
             .await
             .map_err(|_| anyhow::anyhow!("sample {i}: no pickup within 5s"))?
             .ok_or_else(|| anyhow::anyhow!("worker stopped"))?;
-        lat.push(started.duration_since(t0).as_secs_f64() * 1000.0);
+        let ms = started.duration_since(t0).as_secs_f64() * 1000.0;
+        if in_commit {
+            lat_in_commit.push(ms);
+        } else {
+            lat.push(ms);
+        }
     }
     report.push(
         Row::new(
@@ -203,14 +231,16 @@ pub async fn latency(
             median(&lat),
             "ms",
         )
+        .baseline("NOTIFY in the commit", median(&lat_in_commit))
         .target(Target::AtMost(5.0))
         .note(format!(
-            "{samples} samples, 5–20 ms idle between; c=8, {}",
+            "{samples} samples, 5–20 ms idle between; enqueue_committed; c=8, {}",
             super::runtime::LABEL
         )),
     );
     report.push(
         Row::new("latency", "idle pickup p99", percentile(&lat, 99.0), "ms")
+            .baseline("NOTIFY in the commit", percentile(&lat_in_commit, 99.0))
             .target(Target::AtMost(15.0)),
     );
 
@@ -280,7 +310,7 @@ fn pgbench_bin() -> std::path::PathBuf {
         })
         .unwrap_or_default();
     on_path
-        .or_else(|| crate::db::find_pg_bin().map(|d| d.join("pgbench")))
+        .or_else(|| agentd::db::find_pg_bin().map(|d| d.join("pgbench")))
         .unwrap_or_else(|| "pgbench".into())
 }
 

@@ -1,8 +1,8 @@
 //! agentd's worker runtime (apalis 1.0 over our backend), started the same way for every
 //! measurement.
 
-use crate::app::App;
-use crate::queue::worker::{KindRuntime, WorkerOptions, WorkerReport, WorkerStats};
+use agentd::app::App;
+use agentd::queue::worker::{KindRuntime, WorkerOptions, WorkerReport, WorkerStats};
 use sqlx::PgPool;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -24,8 +24,8 @@ pub fn spawn_worker(
     let mut wopts = WorkerOptions::from_config(&app.config.worker);
     wopts.worker_id = format!("bench:{}", uuid::Uuid::new_v4().simple());
     tune(&mut wopts);
-    let clock = crate::clock::system();
+    let clock = agentd::clock::system();
     let stop = CancellationToken::new();
-    let w = crate::queue::apalis::build_worker(pool, clock, &wopts, kind);
+    let w = agentd::queue::apalis::build_worker(pool, clock, &wopts, kind);
     (w.stats(), stop.clone(), tokio::spawn(w.run(stop)))
 }

@@ -1,0 +1,491 @@
+//! `agentd demo`: the whole mission on the embedded samples, printed as a readable report.
+//!
+//! 1. auto-create on the sample documents (workers until they drain);
+//! 2. the nightly `proactive_suggestion` job for the demo org, after a person made a tag:
+//!    suggestions and the pending approvals of their actions, each with its reason;
+//! 3. time passes on the demo's own clock (nothing sleeps): a person changes one approval's
+//!    document and approves another; the `approval_expiry` sweep (the job's code, restricted to
+//!    the demo org's approvals) marks the changed one stale and, past the org's TTL, the
+//!    untouched one expired;
+//! 4. the events written along the way (what `GET /v1/events` and webhooks carry).
+//!
+//! Every run uses a fresh org (`demo`, else `demo-2`, …), so it can be repeated on one database.
+//! The moved clock is used only for the demo org's approvals and documents, never by a worker.
+
+use super::bad;
+use super::report::{document_report, print_report};
+use crate::app::{App, WorkerArgs};
+use crate::approvals::{self, Decision, DecisionExtra};
+use crate::clock::{Clock, ManualClock, SharedClock};
+use crate::documents::{SAMPLES, add_document};
+use crate::jobs::approval_expiry::ApprovalExpiry;
+use crate::org_settings::{self, Patch};
+use crate::queue::{self, NewJob};
+use crate::store::{api_reads, approvals as astore, auto_create, documents, events, orgs, runs};
+use chrono::Duration as Span;
+use clap::Args;
+use serde_json::{Value, json};
+use std::io::Write;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// Options of `agentd demo`.
+#[derive(Args, Debug)]
+pub struct DemoCmd {
+    /// Org name for the sample documents (taken: `NAME-2`, `NAME-3`, …).
+    #[arg(long, default_value = "demo")]
+    pub org: String,
+    /// Give up waiting for a step after this many seconds.
+    #[arg(long, default_value_t = 300)]
+    pub timeout_secs: u64,
+    /// The report as one JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The org's approval TTL in the demo (a per-org setting), and when the clock is read.
+const TTL_SECS: i64 = 7200;
+const EDIT_AT: i64 = 30;
+const FIRST_SWEEP_AT: i64 = 75;
+const SECOND_SWEEP_AT: i64 = 125;
+const PERSON: &str = "user:demo";
+
+/// Runs the demo.
+pub async fn run(app: &App, cmd: DemoCmd) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let org = fresh_org(app, &cmd.org).await?;
+    let provider = app.provider.name().to_string();
+    eprintln!(
+        "agentd demo: org {} ({}), {} documents, provider {}{}",
+        org.name,
+        org.id,
+        SAMPLES.len(),
+        provider,
+        if provider == "offline" {
+            " (deterministic heuristic model, not an LLM; set OPENAI_API_KEY to use one)"
+        } else {
+            ""
+        }
+    );
+    let mut demo_app = app.clone();
+    let mut config = (*app.config).clone();
+    config.http.addr = String::new();
+    demo_app.config = std::sync::Arc::new(config);
+    let stop = CancellationToken::new();
+    let worker = demo_app
+        .start_worker(
+            WorkerArgs {
+                kinds: vec!["auto_create".into(), "proactive_suggestion".into()],
+                concurrency: None,
+                cron: false,
+            },
+            stop.clone(),
+        )
+        .await
+        .map_err(bad)?;
+    let steps = async {
+        let docs = auto_create_step(&demo_app, org.id, &cmd, started).await?;
+        let nightly = nightly_step(&demo_app, org.id, &cmd).await?;
+        let later = later_step(&demo_app, org.id).await?;
+        anyhow::Ok((docs, nightly, later))
+    }
+    .await;
+    stop.cancel();
+    worker.join().await;
+    let (docs, nightly, later) = steps?;
+    let evs = readable_events(app, org.id).await?;
+    let written = events::count_written(&app.pool, org.id).await?;
+    let report = json!({
+        "org": {"id": org.id, "name": org.name}, "provider": provider,
+        "seconds": started.elapsed().as_secs_f64(),
+        "documents": docs, "nightly": nightly, "later": later,
+        "events": evs, "event_counts": counts(&evs), "events_written": written,
+    });
+    if cmd.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_text(&report);
+    }
+    Ok(())
+}
+
+/// `name`, or the first of `name-2`, `name-3`, … that is not an org yet.
+async fn fresh_org(app: &App, name: &str) -> anyhow::Result<orgs::OrgRow> {
+    for n in 1.. {
+        let candidate = if n == 1 {
+            name.to_string()
+        } else {
+            format!("{name}-{n}")
+        };
+        if orgs::find(&app.pool, &candidate).await?.is_none() {
+            return Ok(orgs::ensure(&app.pool, &candidate).await?);
+        }
+    }
+    unreachable!("an unused org name exists")
+}
+
+/// Step 1: the samples uploaded with auto-create; waits until each is done.
+async fn auto_create_step(
+    app: &App,
+    org: Uuid,
+    cmd: &DemoCmd,
+    started: Instant,
+) -> anyhow::Result<Vec<Value>> {
+    let mut ids = Vec::new();
+    for (name, text) in SAMPLES {
+        ids.push(add_document(app, org, name, text, true).await?.0);
+    }
+    let mut last_line = String::new();
+    loop {
+        let mut statuses = Vec::new();
+        for id in &ids {
+            if let Some(s) = auto_create::state(&app.pool, None, *id).await? {
+                statuses.push(s.auto_create_status);
+            }
+        }
+        let count = |want: &[&str]| {
+            statuses
+                .iter()
+                .filter(|s| want.contains(&s.as_str()))
+                .count()
+        };
+        let done = count(&["proposed", "failed", "skipped", "accepted", "rejected"]);
+        let line = format!(
+            "\r  auto-create: {done}/{} done ({} proposed, {} failed), {:.1}s",
+            ids.len(),
+            count(&["proposed"]),
+            count(&["failed"]),
+            started.elapsed().as_secs_f64()
+        );
+        if line != last_line {
+            eprint!("{line}");
+            let _ = std::io::stderr().flush();
+            last_line = line;
+        }
+        if done == ids.len() {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(cmd.timeout_secs) {
+            return Err(anyhow::anyhow!(
+                "demo: documents still not done after {}s; see `agentd status`",
+                cmd.timeout_secs
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!();
+    let mut reports = Vec::new();
+    for id in &ids {
+        if let Some(r) = document_report(app, *id).await? {
+            reports.push(r);
+        }
+    }
+    Ok(reports)
+}
+
+/// Step 2: a person makes a tag and sets the org's approval TTL; the nightly job runs.
+async fn nightly_step(app: &App, org: Uuid, cmd: &DemoCmd) -> anyhow::Result<Value> {
+    let now = app.clock.now();
+    let mut conn = app.pool.acquire().await?;
+    let (tag, _) =
+        crate::store::tags::create(&mut conn, org, "paperwork", "#4a90d9", None, now).await?;
+    drop(conn);
+    let patch = Patch {
+        approval_ttl_secs: Some(Some(TTL_SECS)),
+        ..Patch::default()
+    };
+    let settings = org_settings::apply(&app.pool, &app.config, org, &patch, now)
+        .await
+        .map_err(|e| anyhow::anyhow!("org settings: {e}"))?;
+    let night = now.with_timezone(&org_settings::tz(&settings)).date_naive();
+    let q = &app.spec("proactive_suggestion").queue;
+    let job = NewJob::new(
+        "proactive_suggestion",
+        json!({"org_id": org, "night": night}),
+    )
+    .unique_key(format!("proactive_suggestion:{org}:{night}"))
+    .unique_until_purged()
+    .priority(q.priority)
+    .max_attempts(q.max_attempts);
+    let job_id = queue::enqueue(&app.pool, &job)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the nightly job of {night} already exists"))?;
+    eprint!("  nightly job #{job_id} for {night}…");
+    let deadline = Instant::now() + Duration::from_secs(cmd.timeout_secs);
+    let state = loop {
+        let state = queue::store::get(&app.pool, job_id)
+            .await?
+            .map(|j| j.state)
+            .unwrap_or_else(|| "succeeded".into());
+        if matches!(state.as_str(), "succeeded" | "dead" | "cancelled") {
+            break state;
+        }
+        if Instant::now() > deadline {
+            return Err(anyhow::anyhow!(
+                "demo: the nightly job #{job_id} is still {state} after {}s; see `agentd jobs list`",
+                cmd.timeout_secs
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    eprintln!(" {state}");
+    let run = runs::run_for_job(&app.pool, job_id).await?;
+    let suggestions = api_reads::suggestions_page(&app.pool, org, None, None, 100).await?;
+    let mut approvals = astore::list(&app.pool, Some(org), Some("pending"), 100).await?;
+    approvals.sort_by_key(|a| (a.created_at, a.id));
+    Ok(json!({
+        "tag": {"id": tag.id, "name": tag.name},
+        "settings": {"approval_ttl_secs": settings.approval_ttl_secs, "timezone": settings.timezone},
+        "night": night, "job": {"id": job_id, "state": state},
+        "run": run.map(|r| json!({"id": r.id, "status": r.status, "tool_calls": r.tool_calls,
+            "tokens": r.input_tokens + r.output_tokens, "summary": r.final_text})),
+        "suggestions": suggestions.iter().rev().map(|s| json!({"id": s.id, "kind": s.kind,
+            "title": s.title, "status": s.status, "approval_id": s.approval_id})).collect::<Vec<_>>(),
+        "approvals": approvals.iter().map(|a| json!({"id": a.id, "tool": a.tool,
+            "summary": a.summary, "rationale": a.rationale, "expires_at": a.expires_at}))
+            .collect::<Vec<_>>(),
+    }))
+}
+
+/// Step 3: hours pass on the demo's clock. The first pending approval's document is edited,
+/// the last is approved, the sweep runs twice (before and after the TTL).
+async fn later_step(app: &App, org: Uuid) -> anyhow::Result<Value> {
+    let mut pending = astore::list(&app.pool, Some(org), Some("pending"), 100).await?;
+    pending.sort_by_key(|a| (a.created_at, a.id));
+    if pending.len() < 2 {
+        // A real model may propose fewer actions than the offline one: say so, fail nothing.
+        return Ok(json!({"skipped": format!(
+            "the nightly job left {} pending approval(s); this step needs 2 (one to change, one to expire)",
+            pending.len())}));
+    }
+    let start = app.clock.now();
+    let clock = ManualClock::new(start + Span::minutes(EDIT_AT));
+    let shared: SharedClock = clock.clone();
+    let mut timeline = Vec::new();
+
+    let changed = &pending[0];
+    let doc = changed.args["document_id"]
+        .as_str()
+        .and_then(|s| Uuid::parse_str(s).ok())
+        .ok_or_else(|| anyhow::anyhow!("demo: approval {} names no document", changed.id))?;
+    let mut conn = app.pool.acquire().await?;
+    let d = documents::update(
+        &mut conn,
+        org,
+        doc,
+        None,
+        Some(&json!({"checked_by": "demo"})),
+        clock.now(),
+    )
+    .await?
+    .ok_or_else(|| anyhow::anyhow!("demo: document {doc} is gone"))?;
+    drop(conn);
+    timeline.push(json!({"at_minutes": EDIT_AT, "what": format!(
+        "a person set metadata checked_by=demo on '{}' (the data of approval {})", d.name, changed.id)}));
+
+    let mut approved = None;
+    if pending.len() >= 3 {
+        let a = &pending[pending.len() - 1];
+        let env = app.tool_env(app.spec("proactive_suggestion"));
+        let by = PERSON.to_string();
+        let out = approvals::decide_with(
+            &app.pool,
+            &shared,
+            &env,
+            a.id,
+            Some(org),
+            Decision::Approve { by },
+            DecisionExtra::default(),
+        )
+        .await?;
+        timeline.push(json!({"at_minutes": EDIT_AT, "what": format!(
+            "a person approved {} → {}", a.id, out.status)}));
+        approved = Some(a.id);
+    }
+
+    let ids: Vec<Uuid> = pending.iter().map(|a| a.id).collect();
+    let mut sweeper = ApprovalExpiry::sweeper(app);
+    sweeper.clock = shared.clone();
+    let mut sweeps = Vec::new();
+    for at in [FIRST_SWEEP_AT, SECOND_SWEEP_AT] {
+        clock.set(start + Span::minutes(at));
+        let r = sweeper.run_once(Some(&ids)).await?;
+        timeline.push(json!({"at_minutes": at, "what": format!(
+            "approval_expiry sweep: {} stale, {} expired, {} re-proposal job(s) queued",
+            r.stale, r.expired, r.reproposals_enqueued)}));
+        sweeps.push(json!({"at_minutes": at, "report": r}));
+    }
+    let mut after = Vec::new();
+    for id in &ids {
+        if let Some(a) = astore::get(&app.pool, *id).await? {
+            let changes = a.result.as_ref().and_then(|r| r.get("changes")).cloned();
+            after.push(json!({"id": a.id, "summary": a.summary, "status": a.status,
+                "decided_by": a.decided_by, "changed_keys": changes.as_ref()
+                    .and_then(Value::as_object).map(|m| m.keys().cloned().collect::<Vec<_>>())}));
+        }
+    }
+    let suggestions = api_reads::suggestions_page(&app.pool, org, None, None, 100).await?;
+    Ok(json!({
+        "ttl_secs": TTL_SECS, "changed": changed.id, "approved": approved,
+        "timeline": timeline, "sweeps": sweeps, "approvals": after,
+        "suggestions": suggestions.iter().rev().map(|s| json!({"id": s.id, "title": s.title,
+            "status": s.status})).collect::<Vec<_>>(),
+    }))
+}
+
+/// The org's events as a cursor reads them. A cursor shows an event only once no older
+/// transaction (anywhere on the server) is still open, so the last ones may need a moment:
+/// waits up to 10 s for all of them, then reports what is readable.
+async fn readable_events(app: &App, org: Uuid) -> anyhow::Result<Vec<events::EventRow>> {
+    let written = events::count_written(&app.pool, org).await?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let evs = events::list_after(&app.pool, org, 0, &[], 1000)
+            .await
+            .map_err(|e| anyhow::anyhow!("reading the events: {e}"))?;
+        if evs.len() as i64 >= written.min(1000) || Instant::now() > deadline {
+            return Ok(evs);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Events per type.
+fn counts(evs: &[events::EventRow]) -> Value {
+    let mut by: std::collections::BTreeMap<&str, u64> = Default::default();
+    for e in evs {
+        *by.entry(e.kind.as_str()).or_default() += 1;
+    }
+    json!(by)
+}
+
+fn s(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    }
+}
+
+fn print_text(r: &Value) {
+    println!(
+        "\nagentd demo report — org {} ({}), provider {}, {:.1}s\n",
+        s(&r["org"]["name"]),
+        s(&r["org"]["id"]),
+        s(&r["provider"]),
+        r["seconds"].as_f64().unwrap_or(0.0)
+    );
+    let docs = r["documents"].as_array().cloned().unwrap_or_default();
+    println!("1. Auto-create on {} sample documents", docs.len());
+    for d in &docs {
+        print_report(d);
+    }
+    let n = &r["nightly"];
+    println!(
+        "\n2. The nightly job (proactive_suggestion #{} for {}: {})",
+        s(&n["job"]["id"]),
+        s(&n["night"]),
+        s(&n["job"]["state"])
+    );
+    println!(
+        "  before it: a person created the tag '{}'; org settings approval_ttl_secs={}",
+        s(&n["tag"]["name"]),
+        s(&n["settings"]["approval_ttl_secs"])
+    );
+    if let Some(run) = n["run"].as_object() {
+        println!(
+            "  run {} {}: {} tool calls, {} tokens — {}",
+            s(&run["id"]),
+            s(&run["status"]),
+            s(&run["tool_calls"]),
+            s(&run["tokens"]),
+            s(&run["summary"])
+        );
+    }
+    let list = |v: &Value| v.as_array().cloned().unwrap_or_default();
+    println!("  suggestions ({}):", list(&n["suggestions"]).len());
+    for x in list(&n["suggestions"]) {
+        println!(
+            "    [{}] {} ({})",
+            s(&x["kind"]),
+            s(&x["title"]),
+            s(&x["status"])
+        );
+    }
+    println!(
+        "  pending approvals ({}), each with its reason:",
+        list(&n["approvals"]).len()
+    );
+    for a in list(&n["approvals"]) {
+        println!("    {}  {}", s(&a["id"]), s(&a["summary"]));
+        println!("      why: {}", s(&a["rationale"]));
+        println!("      expires {}", s(&a["expires_at"]));
+    }
+    let l = &r["later"];
+    println!("\n3. Later (the demo's clock moves; nothing sleeps)");
+    if let Some(why) = l["skipped"].as_str() {
+        println!("  skipped: {why}");
+    }
+    for t in list(&l["timeline"]) {
+        let m = t["at_minutes"].as_i64().unwrap_or(0);
+        println!("  +{}:{:02}  {}", m / 60, m % 60, s(&t["what"]));
+    }
+    println!("  approvals now:");
+    for a in list(&l["approvals"]) {
+        let keys = a["changed_keys"].as_array().map(|k| {
+            let k: Vec<String> = k.iter().map(s).collect();
+            format!(" (changed: {})", k.join(", "))
+        });
+        println!(
+            "    {:<9} {}{}",
+            s(&a["status"]),
+            s(&a["summary"]),
+            keys.unwrap_or_default()
+        );
+    }
+    println!("  suggestions now:");
+    for x in list(&l["suggestions"]) {
+        println!("    {:<9} {}", s(&x["status"]), s(&x["title"]));
+    }
+    let evs = list(&r["events"]);
+    println!(
+        "\n4. Events written along the way ({}; GET /v1/events, webhooks)",
+        evs.len()
+    );
+    for e in &evs {
+        println!(
+            "  #{:<6} {:<20} subject {}",
+            s(&e["id"]),
+            s(&e["type"]),
+            s(&e["subject_id"])
+        );
+    }
+    let by_type: Vec<String> = r["event_counts"]
+        .as_object()
+        .map(|m| m.iter().map(|(k, v)| format!("{k} {v}")).collect())
+        .unwrap_or_default();
+    println!("  by type: {}", by_type.join(", "));
+    let written = r["events_written"].as_u64().unwrap_or(0);
+    if written > evs.len() as u64 {
+        println!(
+            "  ({} more written, not yet readable by a cursor: an older transaction is still open)",
+            written - evs.len() as u64
+        );
+    }
+    let first_run = docs
+        .iter()
+        .find_map(|d| d["run"]["id"].as_str())
+        .unwrap_or("RUN_ID");
+    println!("\nWhere to look next:");
+    println!("  agentd runs show {first_run}   # a run's transcript and audit trail");
+    println!(
+        "  agentd approvals list --org {}    # approvals with their reasons",
+        s(&r["org"]["name"])
+    );
+    println!("  agentd status                     # queue, runs, approvals at a glance");
+    println!(
+        "  agentd keys create --org {} --role admin && agentd serve --addr 127.0.0.1:8080   # the HTTP API, GET /v1/events",
+        s(&r["org"]["name"])
+    );
+}

@@ -1,0 +1,148 @@
+//! `agentd enqueue`: one job of a built-in kind, checked like the producer API checks it.
+
+use super::bad;
+use crate::app::App;
+use crate::queue::{self, NewJob};
+use clap::Subcommand;
+use serde_json::json;
+
+#[derive(Subcommand, Debug)]
+pub enum EnqueueCmd {
+    /// Propose schema, prompt and extraction for a document.
+    AutoCreate {
+        #[arg(long)]
+        org: String,
+        #[arg(long)]
+        document: String,
+        /// Run again even if the document already has a proposal.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Nightly suggestions for one org (unique per org and night).
+    Proactive {
+        #[arg(long)]
+        org: String,
+        /// The night, YYYY-MM-DD (default: today, UTC).
+        #[arg(long)]
+        night: Option<chrono::NaiveDate>,
+    },
+    /// Expire and re-validate pending approvals now.
+    ApprovalExpiry {
+        /// Only these approvals (default: all pending).
+        #[arg(long, value_delimiter = ',')]
+        approval_ids: Vec<uuid::Uuid>,
+    },
+    /// Any kind with a raw JSON payload (for producers and tests).
+    Raw {
+        #[arg(long)]
+        kind: String,
+        #[arg(long)]
+        payload: String,
+        #[arg(long)]
+        unique_key: Option<String>,
+        /// RFC 3339 time; default now.
+        #[arg(long)]
+        run_at: Option<chrono::DateTime<chrono::Utc>>,
+        #[arg(long, default_value_t = 0)]
+        priority: i16,
+        #[arg(long)]
+        max_attempts: Option<i32>,
+    },
+}
+
+pub(super) async fn run(app: &App, e: EnqueueCmd) -> anyhow::Result<()> {
+    let spec = |kind: &str| app.catalog.get(kind).expect("builtin kind").queue.clone();
+    let job = match e {
+        EnqueueCmd::AutoCreate {
+            org,
+            document,
+            force,
+        } => {
+            let q = spec("auto_create");
+            let document_id = uuid::Uuid::parse_str(&document).map_err(|_| {
+                bad(format!(
+                    "--document must be a document id (UUID), got {document:?}"
+                ))
+            })?;
+            let org_id = uuid::Uuid::parse_str(&org)
+                .map_err(|_| bad(format!("--org must be an org id (UUID), got {org:?}")))?;
+            let key = if force {
+                format!("auto_create:{document_id}:{}", uuid::Uuid::new_v4())
+            } else {
+                format!("auto_create:{document_id}")
+            };
+            NewJob::new(
+                "auto_create",
+                json!({"org_id": org_id, "document_id": document_id, "force": force}),
+            )
+            .unique_key(key)
+            .priority(q.priority)
+            .max_attempts(q.max_attempts)
+        }
+        EnqueueCmd::Proactive { org, night } => {
+            let q = spec("proactive_suggestion");
+            let org_id = uuid::Uuid::parse_str(&org)
+                .map_err(|_| bad(format!("--org must be an org id (UUID), got {org:?}")))?;
+            let night = night.unwrap_or_else(|| app.clock.now().date_naive());
+            NewJob::new(
+                "proactive_suggestion",
+                json!({"org_id": org_id, "night": night}),
+            )
+            .unique_key(format!("proactive_suggestion:{org_id}:{night}"))
+            .unique_until_purged()
+            .priority(q.priority)
+            .max_attempts(q.max_attempts)
+        }
+        EnqueueCmd::ApprovalExpiry { approval_ids } => {
+            let q = spec("approval_expiry");
+            let payload = if approval_ids.is_empty() {
+                json!({})
+            } else {
+                json!({"approval_ids": approval_ids})
+            };
+            NewJob::new("approval_expiry", payload)
+                .priority(q.priority)
+                .max_attempts(q.max_attempts)
+        }
+        EnqueueCmd::Raw {
+            kind,
+            payload,
+            unique_key,
+            run_at,
+            priority,
+            max_attempts,
+        } => {
+            if app.catalog.get(&kind).is_none() {
+                return Err(bad(format!(
+                    "--kind: unknown job kind `{kind}` (known: {}); no worker of this build would ever run it",
+                    app.catalog
+                        .kinds
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            let payload: serde_json::Value = serde_json::from_str(&payload)
+                .map_err(|e| bad(format!("--payload is not valid JSON: {e}")))?;
+            let mut job = NewJob::new(kind, payload).priority(priority);
+            job.unique_key = unique_key;
+            job.run_at = run_at;
+            if let Some(m) = max_attempts {
+                job = job.max_attempts(m);
+            }
+            job
+        }
+    };
+    match queue::enqueue_committed(&app.pool, &job).await {
+        Ok(Some(id)) => println!("enqueued {} job {id}", job.kind),
+        Ok(None) => println!(
+            "skipped: a {} job with unique key {:?} already exists",
+            job.kind,
+            job.unique_key.unwrap_or_default()
+        ),
+        Err(queue::QueueError::Invalid(m)) => return Err(bad(m)),
+        Err(e) => return Err(e.into()),
+    }
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! `agentd jobs`: list, show, retry and cancel jobs.
+
+use super::bad;
+use crate::app::App;
+use crate::queue::store;
+use clap::Subcommand;
+
+#[derive(Subcommand, Debug)]
+pub enum JobsCmd {
+    /// Jobs, newest first.
+    List {
+        #[arg(long)]
+        kind: Option<String>,
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One job.
+    Show {
+        id: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put a dead or cancelled job back in the queue with a fresh attempt budget.
+    Retry { id: i64 },
+    /// Cancel an available or running job.
+    Cancel { id: i64 },
+}
+
+pub(super) async fn run(app: &App, cmd: JobsCmd) -> anyhow::Result<()> {
+    match cmd {
+        JobsCmd::List {
+            kind,
+            state,
+            limit,
+            json,
+        } => {
+            if let Some(s) = &state
+                && !["available", "running", "succeeded", "dead", "cancelled"].contains(&s.as_str())
+            {
+                return Err(bad(format!(
+                    "--state must be one of available, running, succeeded, dead, cancelled (got {s:?})"
+                )));
+            }
+            let rows = store::list(&app.pool, kind.as_deref(), state.as_deref(), limit).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                println!(
+                    "{:>8}  {:<22} {:<10} {:>7}  {:<25} last_error",
+                    "id", "kind", "state", "attempt", "run_at"
+                );
+                for r in rows {
+                    println!(
+                        "{:>8}  {:<22} {:<10} {:>3}/{:<3}  {:<25} {}",
+                        r.id,
+                        r.kind,
+                        r.state,
+                        r.attempt - r.released,
+                        r.max_attempts,
+                        r.run_at.format("%Y-%m-%d %H:%M:%S%.3f"),
+                        r.last_error
+                            .unwrap_or_default()
+                            .chars()
+                            .take(80)
+                            .collect::<String>()
+                    );
+                }
+            }
+        }
+        JobsCmd::Show { id, json } => {
+            let row = store::get(&app.pool, id)
+                .await?
+                .ok_or_else(|| bad(format!("no job with id {id}")))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&row)?);
+            } else {
+                println!("job {} ({}) — {}", row.id, row.kind, row.state);
+                println!("  payload:      {}", row.payload);
+                println!(
+                    "  attempt:      {} counted of {} (fencing token {}, {} released)",
+                    row.attempt - row.released,
+                    row.max_attempts,
+                    row.attempt,
+                    row.released
+                );
+                println!("  priority:     {}   run_at: {}", row.priority, row.run_at);
+                println!(
+                    "  unique_key:   {}",
+                    row.unique_key.as_deref().unwrap_or("-")
+                );
+                println!(
+                    "  locked_by:    {}   lease until: {}",
+                    row.locked_by.as_deref().unwrap_or("-"),
+                    row.lease_expires_at
+                        .map(|t| t.to_string())
+                        .unwrap_or_else(|| "-".into())
+                );
+                println!(
+                    "  created/started/finished: {} / {} / {}",
+                    row.created_at,
+                    row.started_at
+                        .map(|t| t.to_string())
+                        .unwrap_or_else(|| "-".into()),
+                    row.finished_at
+                        .map(|t| t.to_string())
+                        .unwrap_or_else(|| "-".into())
+                );
+                println!(
+                    "  last_error:   {}",
+                    row.last_error.as_deref().unwrap_or("-")
+                );
+            }
+        }
+        JobsCmd::Retry { id } => match store::retry(&app.pool, id, app.clock.now()).await? {
+            Some(_) => println!("job {id} is available again"),
+            None => {
+                return Err(bad(format!(
+                    "job {id} cannot be retried: it does not exist or is running or succeeded"
+                )));
+            }
+        },
+        JobsCmd::Cancel { id } => {
+            if store::cancel(&app.pool, id, app.clock.now()).await? {
+                println!("job {id} cancelled");
+            } else {
+                return Err(bad(format!(
+                    "job {id} cannot be cancelled: it does not exist or already finished"
+                )));
+            }
+        }
+    }
+    Ok(())
+}

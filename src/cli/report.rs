@@ -1,0 +1,64 @@
+//! A document's auto-create report ([`crate::documents::document_report`]) printed for people.
+
+pub(super) use crate::documents::document_report;
+use serde_json::Value;
+
+pub(super) fn print_report(r: &Value) {
+    println!(
+        "{} ({})",
+        r["name"].as_str().unwrap_or(""),
+        r["document_id"].as_str().unwrap_or("")
+    );
+    println!(
+        "  auto-create: {}",
+        r["auto_create_status"].as_str().unwrap_or("")
+    );
+    if let Some(e) = r["error"].as_str() {
+        println!("  error: {e}");
+    }
+    if let Some(run) = r["run"].as_object() {
+        println!(
+            "  run {} [{}]: {} ({}), {} round(s), {} tool call(s), {} tokens, {}s",
+            run["id"].as_str().unwrap_or(""),
+            run["provider"].as_str().unwrap_or(""),
+            run["status"].as_str().unwrap_or(""),
+            run["stop_reason"].as_str().unwrap_or("-"),
+            run["rounds"],
+            run["tool_calls"],
+            run["tokens"],
+            run["seconds"]
+                .as_f64()
+                .map(|s| format!("{s:.2}"))
+                .unwrap_or_else(|| "-".into())
+        );
+    }
+    if let Some(s) = r["schema"].as_object() {
+        println!(
+            "  schema {} \"{}\" ({})",
+            s["revid"].as_str().unwrap_or(""),
+            s["name"].as_str().unwrap_or(""),
+            s["status"].as_str().unwrap_or("")
+        );
+    }
+    let values = &r["extraction"]["result"];
+    for f in r["fields"].as_array().into_iter().flatten() {
+        let name = f["name"].as_str().unwrap_or("");
+        println!(
+            "    {:<24} {:<18} = {}",
+            name,
+            f["type"].to_string(),
+            values
+                .get(name)
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "-".into())
+        );
+    }
+    if let Some(p) = r["prompt"].as_object() {
+        println!(
+            "  prompt {} \"{}\" ({})",
+            p["revid"].as_str().unwrap_or(""),
+            p["name"].as_str().unwrap_or(""),
+            p["status"].as_str().unwrap_or("")
+        );
+    }
+}

@@ -1,0 +1,126 @@
+//! `agentd status`: queue depth, oldest ready job, running, dead, recent failures.
+
+use crate::app::App;
+use crate::queue::store;
+use anyhow::Context;
+use serde_json::json;
+
+pub(super) async fn run(app: &App, json_out: bool) -> anyhow::Result<()> {
+    use crate::store::status as st;
+    let now = app.clock.now();
+    let counts = store::counts(&app.pool).await?;
+    let ages = store::ready_ages(&app.pool, now).await?;
+    let running = st::running_jobs(&app.pool, now, 20).await?;
+    let dead = store::list(&app.pool, None, Some("dead"), 5).await?;
+    let runs = st::runs_since(&app.pool, now - chrono::Duration::hours(1)).await?;
+    let approvals = st::approvals(&app.pool, now + chrono::Duration::hours(1)).await?;
+    let budgets = st::budgets(&app.pool, now, 10).await?;
+    let unimplemented = crate::jobs::unimplemented_kinds(app);
+    let limits = crate::store::provider_limits::list(&app.pool).await?;
+    if json_out {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "provider": app.provider.name(),
+                "jobs": counts, "ready": ages, "running": running, "recent_dead": dead,
+                "runs_last_hour": runs, "approvals": approvals, "budgets": budgets,
+                "kinds_without_handler": unimplemented, "provider_limits": limits,
+            }))
+            .context("status JSON")?
+        );
+        return Ok(());
+    }
+    println!("provider: {}", app.provider.name());
+    crate::llm::limits::status_lines(&limits)
+        .iter()
+        .for_each(|l| println!("{l}"));
+    println!("jobs by kind and state:");
+    for c in &counts {
+        println!("  {:<22} {:<10} {:>8}", c.kind, c.state, c.count);
+    }
+    if counts.is_empty() {
+        println!("  (no jobs)");
+    }
+    println!("ready now:");
+    if ages.is_empty() {
+        println!("  (nothing waiting)");
+    }
+    for a in &ages {
+        println!(
+            "  {:<22} {:>8} ready, oldest waiting {:.1}s",
+            a.kind,
+            a.ready,
+            a.oldest_ready_secs.unwrap_or(0.0)
+        );
+    }
+    if !running.is_empty() {
+        println!("running:");
+        for r in &running {
+            println!(
+                "  job {:<8} {:<22} attempt {} on {} for {:.1}s, lease {:.1}s left",
+                r.id,
+                r.kind,
+                r.attempt,
+                r.locked_by.as_deref().unwrap_or("?"),
+                r.running_secs,
+                r.lease_left_secs
+            );
+        }
+    }
+    if !dead.is_empty() {
+        println!("recent dead jobs (agentd jobs retry ID):");
+        for f in dead {
+            println!(
+                "  job {} {} attempt {}: {}",
+                f.id,
+                f.kind,
+                f.attempt - f.released,
+                f.last_error.unwrap_or_default()
+            );
+        }
+    }
+    println!("runs in the last hour:");
+    if runs.is_empty() {
+        println!("  (none)");
+    }
+    for r in &runs {
+        println!(
+            "  {:<22} {:<10} {:<16} {:>6}",
+            r.kind,
+            r.status,
+            r.stop_reason.as_deref().unwrap_or("-"),
+            r.count
+        );
+    }
+    println!("approvals:");
+    if approvals.is_empty() {
+        println!("  (none)");
+    }
+    for a in &approvals {
+        let soon = if a.status == "pending" {
+            format!(" ({} expiring within the hour)", a.expiring_soon)
+        } else {
+            String::new()
+        };
+        println!("  {:<10} {:>6}{soon}", a.status, a.count);
+    }
+    if !budgets.is_empty() {
+        println!("token budgets this month:");
+        for b in &budgets {
+            println!(
+                "  {:<24} {:>10} / {:<10} ({:.0}%)",
+                b.org_name,
+                b.tokens_used,
+                b.monthly_limit,
+                100.0 * b.tokens_used as f64 / b.monthly_limit.max(1) as f64
+            );
+        }
+    }
+    if !unimplemented.is_empty() {
+        println!(
+            "NOT IMPLEMENTED (jobs of these kinds wait in the queue): {}",
+            unimplemented.join(", ")
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,43 @@
+//! `agentd worker`: workers, cron, rescuer and retention until SIGINT/SIGTERM.
+
+use super::bad;
+use crate::app::{App, WorkerArgs};
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Args, Debug)]
+pub struct WorkerCmd {
+    /// Comma-separated kinds to serve (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub kinds: Vec<String>,
+    /// Concurrency per kind (default: queue.concurrency of each job file).
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// Do not run the cron scheduler in this process.
+    #[arg(long)]
+    pub no_cron: bool,
+}
+
+pub(super) async fn run(app: &App, w: WorkerCmd) -> anyhow::Result<()> {
+    let shutdown = CancellationToken::new();
+    crate::app::cancel_on_signals(shutdown.clone());
+    let running = app
+        .start_worker(
+            WorkerArgs {
+                kinds: w.kinds,
+                concurrency: w.concurrency,
+                cron: !w.no_cron,
+            },
+            shutdown,
+        )
+        .await
+        .map_err(bad)?;
+    let report = running.join().await;
+    tracing::info!(
+        succeeded = report.succeeded,
+        failed = report.failed,
+        released = report.released,
+        "worker stopped"
+    );
+    Ok(())
+}

@@ -1,0 +1,78 @@
+//! Settings that name one of a few choices, as enums: a typo in a config file or an environment
+//! variable is refused when the config is read, with the key and the choices in the message.
+
+use serde::Deserialize;
+
+/// Declares a choice: its variants with their config spellings, and the message for anything
+/// else.
+macro_rules! choice {
+    ($(#[$doc:meta])* $name:ident, $key:literal, $choices:literal { $($variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+        #[serde(try_from = "String")]
+        pub enum $name {
+            $($variant),+
+        }
+
+        impl $name {
+            /// As written in the config.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = String;
+            fn try_from(s: String) -> Result<Self, String> {
+                match s.as_str() {
+                    $($text => Ok($name::$variant),)+
+                    _ => Err(format!(concat!($key, " must be ", $choices, " (got {:?})"), s)),
+                }
+            }
+        }
+    };
+}
+
+choice!(
+    /// `llm.provider`: `openai`, `offline`, or `auto` (openai when a key or base URL is set).
+    ProviderChoice, "llm.provider", "one of auto, openai, offline" {
+        Auto = "auto",
+        OpenAi = "openai",
+        Offline = "offline",
+    }
+);
+
+choice!(
+    /// `log.format`: text or JSON lines.
+    LogFormat, "log.format", "text or json" {
+        Text = "text",
+        Json = "json",
+    }
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choices_read_their_spelling_and_name_the_key_otherwise() {
+        assert_eq!(
+            ProviderChoice::try_from("openai".to_string()),
+            Ok(ProviderChoice::OpenAi)
+        );
+        assert_eq!(
+            LogFormat::try_from("json".to_string()).map(LogFormat::as_str),
+            Ok("json")
+        );
+        assert_eq!(
+            ProviderChoice::try_from("anthropic".to_string()),
+            Err("llm.provider must be one of auto, openai, offline (got \"anthropic\")".into())
+        );
+        assert_eq!(
+            LogFormat::try_from("yaml".to_string()),
+            Err("log.format must be text or json (got \"yaml\")".into())
+        );
+    }
+}

@@ -1,0 +1,100 @@
+//! Documents as a producer inside this crate sees them: add one (with its `auto_create` job, in
+//! one transaction), the report of its auto-create, and the sample documents bundled with the
+//! binary. The CLI, the HTTP API and `agentd eval` all use these.
+
+use crate::app::App;
+use crate::queue::{self, NewJob};
+use crate::store::{auto_create, documents, extractions, prompts, runs, schemas};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+/// The sample documents shipped in `samples/` (compiled in so the binary runs anywhere).
+pub const SAMPLES: [(&str, &str); 4] = [
+    ("invoice.txt", include_str!("../samples/invoice.txt")),
+    ("receipt.txt", include_str!("../samples/receipt.txt")),
+    (
+        "purchase_order.txt",
+        include_str!("../samples/purchase_order.txt"),
+    ),
+    ("lab_report.txt", include_str!("../samples/lab_report.txt")),
+];
+
+/// Inserts a document and, if asked, its auto-create job, in one transaction.
+pub async fn add_document(
+    app: &App,
+    org_id: Uuid,
+    name: &str,
+    text: &str,
+    auto: bool,
+) -> anyhow::Result<(Uuid, Option<i64>)> {
+    let now = app.clock.now();
+    let mut tx = app.pool.begin().await?;
+    let id = documents::insert(&mut tx, org_id, name, Some(text), &json!({}), now).await?;
+    let mut job = None;
+    if auto {
+        let q = &app.spec("auto_create").queue;
+        job = queue::enqueue(
+            &mut *tx,
+            &NewJob::new("auto_create", json!({"org_id": org_id, "document_id": id}))
+                .unique_key(format!("auto_create:{id}"))
+                .priority(q.priority)
+                .max_attempts(q.max_attempts),
+        )
+        .await?;
+        auto_create::set_status(&mut *tx, org_id, id, "queued", None, None, now).await?;
+    }
+    tx.commit().await?;
+    Ok((id, job))
+}
+
+/// Everything about a document's auto-create, as JSON.
+pub async fn document_report(app: &App, id: Uuid) -> anyhow::Result<Option<Value>> {
+    let mut conn = app.pool.acquire().await?;
+    let Some(st) = auto_create::state(&mut *conn, None, id).await? else {
+        return Ok(None);
+    };
+    let org = st.org_id;
+    let schema = match (st.proposed_schema_id, st.proposed_schema_version) {
+        (Some(s), Some(v)) => schemas::get(&mut conn, org, s, v).await?,
+        _ => None,
+    };
+    let prompt = match (st.proposed_prompt_id, st.proposed_prompt_version) {
+        (Some(p), Some(v)) => prompts::get(&mut conn, org, p, v).await?,
+        _ => None,
+    };
+    let extraction = match st.proposed_extraction_id {
+        Some(e) => extractions::get(&mut conn, org, e, false).await?,
+        None => None,
+    };
+    let run = match st.auto_create_run_id {
+        Some(r) => runs::get_run(&mut *conn, r).await?,
+        None => None,
+    };
+    let fields: Vec<Value> = schema
+        .as_ref()
+        .and_then(|s| {
+            s.response_format["json_schema"]["schema"]["properties"]
+                .as_object()
+                .cloned()
+        })
+        .map(|props| {
+            props
+                .iter()
+                .map(
+                    |(k, v)| json!({"name": k, "type": v["type"], "description": v["description"]}),
+                )
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Some(json!({
+        "document_id": st.id, "org_id": st.org_id, "name": st.name,
+        "auto_create_status": st.auto_create_status, "error": st.auto_create_error,
+        "schema": schema.as_ref().map(|s| json!({"revid": format!("{}:{}", s.schema_id, s.version), "name": s.name, "status": s.status})),
+        "fields": fields,
+        "prompt": prompt.as_ref().map(|p| json!({"revid": format!("{}:{}", p.prompt_id, p.version), "name": p.name, "status": p.status, "content": p.content})),
+        "extraction": extraction.as_ref().map(|e| json!({"id": e.id, "status": e.status, "result": e.result})),
+        "run": run.as_ref().map(|r| json!({"id": r.id, "provider": r.provider, "status": r.status, "stop_reason": r.stop_reason,
+            "rounds": r.rounds, "tool_calls": r.tool_calls, "tokens": r.input_tokens + r.output_tokens,
+            "seconds": r.finished_at.map(|f| (f - r.started_at).num_milliseconds() as f64 / 1000.0)})),
+    })))
+}

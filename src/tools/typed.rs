@@ -1,0 +1,410 @@
+//! Typed tools, after rig's `Tool`: a tool declares its arguments as a Rust type (`Args`,
+//! deriving `Deserialize` and `JsonSchema`) and one blanket impl turns it into a [`Tool`]. The
+//! parameter schema the model is offered is generated from `Args` ([`parameters`]) and the
+//! arguments are parsed into `Args` ([`parse`]) before the tool runs, so the schema and the parser
+//! cannot drift and no tool reads `serde_json::Value` arguments by hand.
+//!
+//! The generated schema is the one agentd always sent: a closed Draft 7 object
+//! (`additionalProperties: false` from `#[serde(deny_unknown_fields)]`) whose optional properties
+//! are plain (not nullable) unless marked `#[schemars(extend("x-nullable" = true))]`; `required`
+//! and `properties` are always present. Argument types with their own error text ([`Id`],
+//! [`TagId`], [`AnyVersionId`]) say what is wrong with a value; [`parse`] prefixes the field path.
+
+use super::{Category, FollowUp, ModelCall, Target, Tool, ToolCtx, ToolError};
+use crate::llm::CompletionResponse;
+use schemars::generate::SchemaSettings;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::de::{DeserializeOwned, Deserializer, Error as _};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::borrow::Cow;
+use uuid::Uuid;
+
+/// A tool with typed arguments and output; every `TypedTool` is a [`Tool`].
+#[async_trait::async_trait]
+pub trait TypedTool: Send + Sync + 'static {
+    /// The name the model calls.
+    const NAME: &'static str;
+    /// What the model reads to decide when to call it.
+    const DESCRIPTION: &'static str;
+    /// Read, write or destructive.
+    const CATEGORY: Category;
+    /// The arguments; their JSON Schema is the tool's parameters.
+    type Args: DeserializeOwned + JsonSchema + Send + Sync;
+    /// The result, serialised for the model.
+    type Output: Serialize + Send;
+
+    /// Runs the tool.
+    async fn run(&self, ctx: &mut ToolCtx<'_>, args: Self::Args)
+    -> Result<Self::Output, ToolError>;
+    /// See [`Tool::targets`].
+    fn targets(&self, _args: &Self::Args) -> Vec<Target> {
+        Vec::new()
+    }
+    /// See [`Tool::follow_up`].
+    fn follow_up(&self, _args: &Self::Args, _result: &Value) -> Option<FollowUp> {
+        None
+    }
+    /// See [`Tool::snapshot`].
+    async fn snapshot(
+        &self,
+        _ctx: &mut ToolCtx<'_>,
+        _args: &Self::Args,
+    ) -> Option<Result<Value, ToolError>> {
+        None
+    }
+    /// See [`Tool::calls_model`].
+    fn calls_model(&self) -> bool {
+        false
+    }
+    /// See [`Tool::prepare`].
+    async fn prepare(
+        &self,
+        _ctx: &mut ToolCtx<'_>,
+        _args: &Self::Args,
+    ) -> Option<Result<ModelCall, ToolError>> {
+        None
+    }
+    /// See [`Tool::apply`].
+    async fn apply(
+        &self,
+        _ctx: &mut ToolCtx<'_>,
+        _args: &Self::Args,
+        _state: &Value,
+        _answer: &CompletionResponse,
+    ) -> Result<Value, ToolError> {
+        Err(ToolError::Conflict(format!(
+            "`{}` does not call a model",
+            Self::NAME
+        )))
+    }
+}
+
+#[async_trait::async_trait]
+impl<T: TypedTool> Tool for T {
+    fn name(&self) -> &'static str {
+        T::NAME
+    }
+    fn description(&self) -> &'static str {
+        T::DESCRIPTION
+    }
+    fn parameters(&self) -> Value {
+        parameters::<T::Args>()
+    }
+    fn category(&self) -> Category {
+        T::CATEGORY
+    }
+    async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
+        let out = self.run(ctx, parse(&args)?).await?;
+        serde_json::to_value(out)
+            .map_err(|e| ToolError::Conflict(format!("the result could not be written: {e}")))
+    }
+    fn targets(&self, args: &Value) -> Vec<Target> {
+        // Arguments that do not parse touch nothing: the call itself fails with the reason.
+        parse(args)
+            .map(|a| TypedTool::targets(self, &a))
+            .unwrap_or_default()
+    }
+    fn calls_model(&self) -> bool {
+        TypedTool::calls_model(self)
+    }
+    fn follow_up(&self, args: &Value, result: &Value) -> Option<FollowUp> {
+        TypedTool::follow_up(self, &parse(args).ok()?, result)
+    }
+    async fn prepare(
+        &self,
+        ctx: &mut ToolCtx<'_>,
+        args: &Value,
+    ) -> Option<Result<ModelCall, ToolError>> {
+        if !TypedTool::calls_model(self) {
+            return None;
+        }
+        match parse(args) {
+            Ok(a) => TypedTool::prepare(self, ctx, &a).await,
+            Err(e) => Some(Err(e)),
+        }
+    }
+    async fn apply(
+        &self,
+        ctx: &mut ToolCtx<'_>,
+        args: &Value,
+        state: &Value,
+        answer: &CompletionResponse,
+    ) -> Result<Value, ToolError> {
+        TypedTool::apply(self, ctx, &parse(args)?, state, answer).await
+    }
+    async fn snapshot(
+        &self,
+        ctx: &mut ToolCtx<'_>,
+        args: &Value,
+    ) -> Option<Result<Value, ToolError>> {
+        match parse(args) {
+            Ok(a) => TypedTool::snapshot(self, ctx, &a).await,
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+/// Reads `args` as `A`; a value that does not fit is an `Invalid` error naming its path
+/// (`document_id must be a UUID (got "doc-1")`, `tag_ids[2] must be a tag id (UUID), …`).
+pub fn parse<A: DeserializeOwned>(args: &Value) -> Result<A, ToolError> {
+    serde_path_to_error::deserialize(args).map_err(|e| {
+        let path = e.path().to_string();
+        let msg = e.inner().to_string();
+        ToolError::Invalid(if path == "." {
+            msg
+        } else if msg.starts_with("must ") {
+            format!("{path} {msg}")
+        } else {
+            format!("{path}: {msg}")
+        })
+    })
+}
+
+/// The parameter schema of arguments `A`: Draft 7, inline, a closed object with `properties`
+/// and `required` always present, optional properties not nullable unless marked `x-nullable`,
+/// no titles and no integer formats (the schema the model reads stays short).
+pub fn parameters<A: JsonSchema>() -> Value {
+    let mut settings = SchemaSettings::draft07();
+    settings.inline_subschemas = true;
+    settings.meta_schema = None;
+    let mut v = settings
+        .into_generator()
+        .into_root_schema_for::<A>()
+        .to_value();
+    if let Some(root) = v.as_object_mut() {
+        root.remove("title");
+        root.remove("description");
+        root.entry("properties")
+            .or_insert_with(|| Value::Object(Map::new()));
+        root.entry("required")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        let required: Vec<Value> = root["required"].as_array().cloned().unwrap_or_default();
+        if let Some(props) = root.get_mut("properties").and_then(Value::as_object_mut) {
+            for (name, p) in props.iter_mut() {
+                let nullable = p
+                    .as_object_mut()
+                    .and_then(|o| o.remove("x-nullable"))
+                    .is_some();
+                if !nullable && !required.contains(&Value::String(name.clone())) {
+                    not_null(p);
+                }
+            }
+        }
+    }
+    tidy(&mut v);
+    v
+}
+
+/// An optional property is left out, not sent as null: `["string", "null"]` → `"string"`,
+/// `anyOf: [X, {"type": "null"}]` → `X`.
+fn not_null(p: &mut Value) {
+    let Some(o) = p.as_object_mut() else { return };
+    if let Some(Value::Array(types)) = o.get_mut("type") {
+        types.retain(|t| t != "null");
+        if types.len() == 1 {
+            let t = types.remove(0);
+            o.insert("type".into(), t);
+        }
+    }
+    if let Some(Value::Array(values)) = o.get_mut("enum") {
+        values.retain(|v| !v.is_null());
+    }
+    let any_of = o.get("anyOf").and_then(Value::as_array).cloned();
+    if let Some(alts) = any_of {
+        let rest: Vec<&Value> = alts.iter().filter(|a| a["type"] != "null").collect();
+        if let [only] = rest.as_slice() {
+            let mut merged = only.as_object().cloned().unwrap_or_default();
+            for (k, v) in o.iter().filter(|(k, _)| *k != "anyOf") {
+                merged.insert(k.clone(), v.clone());
+            }
+            *o = merged;
+        }
+    }
+}
+
+/// Drops titles, `"default": null` and number formats; a doc comment's line breaks become
+/// spaces.
+fn tidy(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            o.remove("title");
+            if o.get("default").is_some_and(Value::is_null) {
+                o.remove("default");
+            }
+            if matches!(o.get("type"), Some(t) if t == "integer" || t == "number") {
+                o.remove("format");
+            }
+            if let Some(Value::String(d)) = o.get_mut("description") {
+                *d = d.replace('\n', " ");
+            }
+            for (k, child) in o.iter_mut() {
+                match (k.as_str(), child) {
+                    // Names of properties (one may be called "title"), each a schema.
+                    ("properties", Value::Object(props)) => props.values_mut().for_each(tidy),
+                    ("enum" | "const" | "required", _) => {}
+                    (_, child) => tidy(child),
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(tidy),
+        _ => {}
+    }
+}
+
+/// For `Option<Option<T>>` fields (with `#[serde(default)]`): absent is `None`, `null` is
+/// `Some(None)` (e.g. "null clears it").
+pub fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// The schema of a free-form JSON object (a property the tool reads as a whole).
+pub fn any_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"type": "object"})
+}
+
+/// A string schema for argument types parsed from a string.
+macro_rules! string_schema {
+    ($t:ty, $name:literal) => {
+        impl JsonSchema for $t {
+            fn inline_schema() -> bool {
+                true
+            }
+            fn schema_name() -> Cow<'static, str> {
+                $name.into()
+            }
+            fn json_schema(_: &mut SchemaGenerator) -> Schema {
+                json_schema!({"type": "string"})
+            }
+        }
+    };
+}
+
+/// A UUID argument. A malformed one: `<field> must be a UUID (got "doc-1")`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Id(pub Uuid);
+string_schema!(Id, "Id");
+
+impl<'de> Deserialize<'de> for Id {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::String(s) => Uuid::parse_str(&s)
+                .map(Id)
+                .map_err(|_| D::Error::custom(format!("must be a UUID (got {s:?})"))),
+            other => Err(D::Error::custom(format!(
+                "must be a UUID string (got {other})"
+            ))),
+        }
+    }
+}
+
+/// A tag id in a list. A malformed one: `tag_ids[2] must be a tag id (UUID), got "x"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TagId(pub Uuid);
+string_schema!(TagId, "TagId");
+
+impl<'de> Deserialize<'de> for TagId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        v.as_str()
+            .and_then(|s| Uuid::parse_str(s).ok())
+            .map(TagId)
+            .ok_or_else(|| D::Error::custom(format!("must be a tag id (UUID), got {v}")))
+    }
+}
+
+/// The id of a versioned row (a schema or a prompt), tolerating a revid `"<id>:<version>"`
+/// whose version is ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnyVersionId(pub Uuid);
+string_schema!(AnyVersionId, "AnyVersionId");
+
+impl<'de> Deserialize<'de> for AnyVersionId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::String(s) if s.contains(':') => super::split_revid(&s)
+                .map(|(id, _)| AnyVersionId(id))
+                .ok_or_else(|| D::Error::custom(super::revid_problem(&s))),
+            other => Id::deserialize(other)
+                .map(|Id(id)| AnyVersionId(id))
+                .map_err(|e| D::Error::custom(e.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[derive(Debug, Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Example {
+        /// The document's id;
+        /// defaults to the run's.
+        document_id: Option<Id>,
+        #[schemars(length(max = 100))]
+        tag_ids: Option<Vec<TagId>>,
+        #[schemars(range(min = 1))]
+        page: Option<i32>,
+        #[serde(default, deserialize_with = "nullable")]
+        #[schemars(with = "Option<String>", extend("x-nullable" = true))]
+        model: Option<Option<String>>,
+        name: String,
+    }
+
+    #[test]
+    fn schema_is_closed_plain_and_short() {
+        assert_eq!(
+            parameters::<Example>(),
+            json!({
+                "type": "object",
+                "properties": {
+                    "document_id": {"type": "string",
+                                    "description": "The document's id; defaults to the run's."},
+                    "tag_ids": {"type": "array", "items": {"type": "string"}, "maxItems": 100},
+                    "page": {"type": "integer", "minimum": 1},
+                    "model": {"type": ["string", "null"]},
+                    "name": {"type": "string"},
+                },
+                "required": ["name"],
+                "additionalProperties": false,
+            })
+        );
+    }
+
+    #[test]
+    fn parse_errors_name_the_path() {
+        let e = parse::<Example>(&json!({"name": "x", "document_id": "doc-1"})).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid arguments: document_id must be a UUID (got \"doc-1\")"
+        );
+        let id = Uuid::new_v4();
+        let e = parse::<Example>(&json!({"name": "x", "tag_ids": [id, "t"]})).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid arguments: tag_ids[1] must be a tag id (UUID), got \"t\""
+        );
+        let ok: Example = parse(&json!({"name": "x", "tag_ids": [id], "model": null})).unwrap();
+        assert_eq!(ok.tag_ids, Some(vec![TagId(id)]));
+        assert_eq!(ok.model, Some(None));
+    }
+
+    #[test]
+    fn any_version_id_takes_a_revid() {
+        let id = Uuid::new_v4();
+        let v: AnyVersionId = serde_json::from_value(json!(format!("{id}:3"))).unwrap();
+        assert_eq!(v.0, id);
+        let e = serde_json::from_value::<AnyVersionId>(json!("abc:x")).unwrap_err();
+        assert!(e.to_string().contains("must be \"<id>:<version>\""), "{e}");
+        let e = serde_json::from_value::<AnyVersionId>(json!("abc")).unwrap_err();
+        assert!(
+            e.to_string().contains("must be a UUID (got \"abc\")"),
+            "{e}"
+        );
+    }
+}

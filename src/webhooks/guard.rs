@@ -1,0 +1,239 @@
+//! The SSRF guard: a webhook URL must not reach the service's own network. Refused by default
+//! (`webhooks.allow_private_networks = false`): loopback, link-local (169.254.0.0/16 with the
+//! cloud metadata address, fe80::/10), private (RFC 1918, RFC 6598's 100.64.0.0/10, fc00::/7),
+//! unspecified (0.0.0.0/8, ::), multicast and broadcast addresses, also written as IPv4-mapped
+//! IPv6. Checked twice:
+//! when a subscription is made (IP literals, `localhost` names, and what the name resolves to
+//! then) and at every delivery, on the addresses the connection will actually use (a resolver
+//! installed in the delivery client, so a name that changes its answer later — DNS rebinding —
+//! is caught). Only `http`/`https` URLs are accepted at all (`validate_url`).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+/// How long registration waits for DNS; unresolved names are accepted (delivery re-checks).
+const REGISTRATION_DNS_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The class of an address webhooks may not reach, or `None` for a public one.
+pub fn forbidden(ip: IpAddr) -> Option<&'static str> {
+    match ip {
+        IpAddr::V4(v4) => v4_class(v4),
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return v4_class(v4);
+            }
+            let first = v6.segments()[0];
+            if v6.is_loopback() {
+                Some("loopback")
+            } else if v6.is_unspecified() {
+                Some("unspecified")
+            } else if v6.is_multicast() {
+                Some("multicast")
+            } else if first & 0xffc0 == 0xfe80 {
+                Some("link-local")
+            } else if first & 0xfe00 == 0xfc00 {
+                Some("private")
+            } else {
+                None
+            }
+        }
+    }
+}
+
+fn v4_class(ip: Ipv4Addr) -> Option<&'static str> {
+    if ip.is_loopback() {
+        Some("loopback")
+    } else if ip.is_link_local() {
+        Some("link-local")
+    } else if ip.is_private() || (ip.octets()[0] == 100 && ip.octets()[1] & 0xc0 == 64) {
+        // RFC 1918, and RFC 6598 shared space (100.64.0.0/10: carrier NAT, some clouds'
+        // internal networks and metadata, e.g. 100.100.100.200).
+        Some("private")
+    } else if ip.octets()[0] == 0 {
+        Some("unspecified")
+    } else if ip.is_multicast() {
+        Some("multicast")
+    } else if ip.is_broadcast() {
+        Some("broadcast")
+    } else {
+        None
+    }
+}
+
+/// Why a URL or a resolved address was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "url {what} a {class} address ({addr}), which webhooks may not reach; an operator can allow it with webhooks.allow_private_networks = true"
+)]
+pub struct Blocked {
+    /// "is" (an IP literal) or "resolves to".
+    pub what: &'static str,
+    pub class: &'static str,
+    pub addr: String,
+}
+
+fn check_addrs(what: &'static str, addrs: &[IpAddr]) -> Result<(), Blocked> {
+    for ip in addrs {
+        if let Some(class) = forbidden(*ip) {
+            return Err(Blocked {
+                what,
+                class,
+                addr: ip.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The host of `url` as an address, when it is an IP literal (`[::1]` without brackets).
+fn literal_ip(url: &reqwest::Url) -> Option<IpAddr> {
+    let h = url.host_str()?;
+    h.trim_start_matches('[').trim_end_matches(']').parse().ok()
+}
+
+/// The delivery's own check: an IP literal host (the resolver never sees those).
+pub fn check_ip_literal(url: &reqwest::Url) -> Result<(), Blocked> {
+    match literal_ip(url) {
+        Some(ip) => check_addrs("is", &[ip]),
+        None => Ok(()),
+    }
+}
+
+/// The check that needs no DNS: an IP literal host, or a `localhost` name.
+pub fn check_literal(url: &reqwest::Url) -> Result<(), Blocked> {
+    check_ip_literal(url)?;
+    let d = url
+        .host_str()
+        .unwrap_or_default()
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+    if d == "localhost" || d.ends_with(".localhost") {
+        return Err(Blocked {
+            what: "names",
+            class: "loopback",
+            addr: d,
+        });
+    }
+    Ok(())
+}
+
+/// The registration check (after `validate_url`): the literal check, then what the name
+/// resolves to now. A name that does not resolve within 2 s is accepted: every delivery checks
+/// again. `allow_private`: the operator turned the guard off.
+pub async fn check_registration(url: &str, allow_private: bool) -> Result<(), String> {
+    if allow_private {
+        return Ok(());
+    }
+    let u = reqwest::Url::parse(url).map_err(|e| format!("url is not an absolute URL: {e}"))?;
+    check_literal(&u).map_err(|e| e.to_string())?;
+    if let (None, Some(d)) = (literal_ip(&u), u.host_str()) {
+        let port = u.port_or_known_default().unwrap_or(443);
+        let lookup = tokio::net::lookup_host((d, port));
+        if let Ok(Ok(addrs)) = tokio::time::timeout(REGISTRATION_DNS_TIMEOUT, lookup).await {
+            let ips: Vec<IpAddr> = addrs.map(|a| a.ip()).collect();
+            check_addrs("resolves to", &ips).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+/// The delivery client's resolver: resolves like the system does, then refuses the name when
+/// any of its addresses is forbidden (the connection could otherwise land on it).
+#[derive(Debug, Clone, Copy)]
+pub struct GuardedResolver;
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
+            check_addrs("resolves to", &ips)
+                .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// The guard's error somewhere in `e`'s chain of causes.
+pub fn blocked_in<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a Blocked> {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(b) = err.downcast_ref::<Blocked>() {
+            return Some(b);
+        }
+        cur = err.source();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_class_of_internal_address_is_named() {
+        let cases = [
+            ("127.0.0.1", Some("loopback")),
+            ("127.255.0.9", Some("loopback")),
+            ("::1", Some("loopback")),
+            ("::ffff:127.0.0.1", Some("loopback")),
+            ("169.254.169.254", Some("link-local")),
+            ("fe80::1", Some("link-local")),
+            ("10.1.2.3", Some("private")),
+            ("172.16.0.1", Some("private")),
+            ("172.31.255.255", Some("private")),
+            ("192.168.1.1", Some("private")),
+            ("::ffff:192.168.1.1", Some("private")),
+            ("100.64.0.1", Some("private")),
+            ("100.100.100.200", Some("private")),
+            ("100.127.255.255", Some("private")),
+            ("100.128.0.1", None),
+            ("100.63.255.255", None),
+            ("fc00::1", Some("private")),
+            ("fd12:3456::1", Some("private")),
+            ("0.0.0.0", Some("unspecified")),
+            ("0.1.2.3", Some("unspecified")),
+            ("::", Some("unspecified")),
+            ("224.0.0.1", Some("multicast")),
+            ("239.255.255.250", Some("multicast")),
+            ("ff02::1", Some("multicast")),
+            ("255.255.255.255", Some("broadcast")),
+            ("93.184.216.34", None),
+            ("172.32.0.1", None),
+            ("2606:4700::1111", None),
+        ];
+        for (ip, want) in cases {
+            assert_eq!(forbidden(ip.parse().unwrap()), want, "{ip}");
+        }
+    }
+
+    #[test]
+    fn literal_hosts_and_localhost_names_are_refused_without_dns() {
+        for url in [
+            "http://127.0.0.1:8080/hook",
+            "http://[::1]/hook",
+            "http://169.254.169.254/latest/meta-data/",
+            "https://10.0.0.5/x",
+            "http://[fd00::5]/x",
+            "http://0.0.0.0/",
+            "http://localhost:9000/hook",
+            "http://LOCALHOST./hook",
+            "http://api.localhost/hook",
+            // Shorthand forms the URL parser normalises to 127.0.0.1.
+            "http://2130706433/hook",
+            "http://0x7f.1/hook",
+        ] {
+            let u = reqwest::Url::parse(url).unwrap();
+            let e = check_literal(&u).unwrap_err();
+            assert!(
+                e.to_string().contains("webhooks.allow_private_networks"),
+                "{url}: {e}"
+            );
+        }
+        for url in ["https://example.com/hook", "http://93.184.216.34/hook"] {
+            assert_eq!(check_literal(&reqwest::Url::parse(url).unwrap()), Ok(()));
+        }
+    }
+}
