@@ -8,9 +8,9 @@
 //! result.
 
 use super::transcript::{CallRecord, ToolResultStep, Transcript};
-use super::{Engine, RunError, RunSpec};
+use super::{Engine, RunError, RunSpec, Written};
 use crate::llm::{Block, Message, Role, repair};
-use crate::store::runs::{self, NewAudit};
+use crate::store::runs::NewAudit;
 use crate::tools::{Category, Registry};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -116,7 +116,7 @@ pub async fn refuse(
     call: &(String, String, String),
     earlier: &CallRecord,
     next_step: &str,
-) -> Result<(), RunError> {
+) -> Result<Written, RunError> {
     let (call_id, name, raw) = call;
     let msg = format!(
         "repeated call: `{name}` already ran with these arguments (call {}: {}); calling it again \
@@ -125,27 +125,25 @@ pub async fn refuse(
         one_line(earlier)
     );
     let now = engine.clock.now();
-    let mut tx = engine.pool.begin().await?;
+    let tx = engine.pool.begin().await?;
     let args = serde_json::from_str::<Value>(raw).unwrap_or_else(|_| json!({"raw": raw}));
-    runs::insert_audit(
-        &mut *tx,
-        &NewAudit {
-            org_id: spec.org_id,
-            run_id: Some(run_id),
-            call_id: Some(call_id),
-            actor: &format!("agent:{}", spec.kind),
-            tool: name,
-            category: "guard",
-            decision: "repeated",
-            args: Some(&args),
-            outcome: Some(&json!({"error": msg, "repeats": earlier.call_id})),
-            is_error: true,
-            duration_ms: 0,
-            tokens: 0,
-            now,
-        },
-    )
-    .await?;
+    let outcome = json!({"error": msg, "repeats": earlier.call_id});
+    let actor = format!("agent:{}", spec.kind);
+    let audit = NewAudit {
+        org_id: spec.org_id,
+        run_id: Some(run_id),
+        call_id: Some(call_id),
+        actor: &actor,
+        tool: name,
+        category: "guard",
+        decision: "repeated",
+        args: Some(&args),
+        outcome: Some(&outcome),
+        is_error: true,
+        duration_ms: 0,
+        tokens: 0,
+        now,
+    };
     let step = ToolResultStep {
         call_id: call_id.clone(),
         tool: name.clone(),
@@ -153,21 +151,10 @@ pub async fn refuse(
         is_error: true,
         decision: "repeated".into(),
     };
-    runs::insert_step(
-        &mut tx,
-        run_id,
-        seq,
-        "tool_result",
-        Some(call_id),
-        &serde_json::to_value(&step).expect("step serializes"),
-        now,
-    )
-    .await?;
-    runs::add_tool_call(&mut tx, run_id).await?;
-    tx.commit().await?;
+    let written = super::step::finish_step(tx, &audit, run_id, seq, &step).await?;
     metrics::counter!("agentd_tool_calls_total", "tool" => name.clone(), "decision" => "repeated")
         .increment(1);
-    Ok(())
+    Ok(written)
 }
 
 /// The call with its arguments repaired against the tool's schema, and the repair notes.

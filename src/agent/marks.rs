@@ -3,7 +3,8 @@
 //! a resumed run makes the same request; and each resume, so the deadline counts active time.
 
 use super::{Engine, RunError, RunSpec, StopReason, goals};
-use crate::store::{agent_loop, runs};
+use crate::store::agent_loop;
+use crate::store::runs::{self, StepRow};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -15,13 +16,13 @@ impl Engine {
         run_id: Uuid,
         seq: i32,
         goal: &goals::GoalState,
-    ) -> Result<(), RunError> {
+    ) -> Result<StepRow, RunError> {
         let text = goal.nudge();
         let missing: Vec<&str> = goal.missing.iter().map(|p| p.noun()).collect();
         let now = self.clock.now();
         let mut tx = self.pool.begin().await?;
         let payload = json!({"text": text, "missing": missing});
-        agent_loop::insert_mark(&mut tx, run_id, seq, "nudge", &payload, now).await?;
+        let row = agent_loop::insert_mark(&mut tx, run_id, seq, "nudge", &payload, now).await?;
         runs::insert_audit(
             &mut *tx,
             &runs::NewAudit {
@@ -43,16 +44,14 @@ impl Engine {
         .await?;
         tx.commit().await?;
         metrics::counter!("agentd_agent_nudges_total", "kind" => spec.kind.clone()).increment(1);
-        Ok(())
+        Ok(row)
     }
 
     /// Marks a resumed run (the time since its last checkpoint does not count as active).
-    pub(super) async fn record_resume(&self, run_id: Uuid, seq: i32) -> Result<(), RunError> {
-        let mut tx = self.pool.begin().await?;
-        agent_loop::insert_mark(&mut tx, run_id, seq, "resume", &json!({}), self.clock.now())
-            .await?;
-        tx.commit().await?;
-        Ok(())
+    pub(super) async fn record_resume(&self, run_id: Uuid, seq: i32) -> Result<StepRow, RunError> {
+        let mut conn = self.pool.acquire().await?;
+        let now = self.clock.now();
+        Ok(agent_loop::insert_mark(&mut conn, run_id, seq, "resume", &json!({}), now).await?)
     }
 
     /// Checkpoints the cap that ends the run (the forced summary follows).
@@ -61,12 +60,11 @@ impl Engine {
         run_id: Uuid,
         seq: i32,
         reason: StopReason,
-    ) -> Result<(), RunError> {
-        let mut tx = self.pool.begin().await?;
+    ) -> Result<StepRow, RunError> {
+        let mut conn = self.pool.acquire().await?;
         let payload = json!({"reason": reason.as_str()});
-        agent_loop::insert_mark(&mut tx, run_id, seq, "cap", &payload, self.clock.now()).await?;
-        tx.commit().await?;
-        Ok(())
+        let now = self.clock.now();
+        Ok(agent_loop::insert_mark(&mut conn, run_id, seq, "cap", &payload, now).await?)
     }
 }
 

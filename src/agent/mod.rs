@@ -117,6 +117,23 @@ impl RunError {
 }
 
 /// The loop, with what it shares across runs.
+/// What one write of the loop added: its checkpoints (in sequence order), kept in memory by the
+/// loop instead of read back, and the run's token total when a counter moved.
+#[derive(Debug, Default)]
+pub(crate) struct Written {
+    pub steps: Vec<crate::store::runs::StepRow>,
+    pub tokens: Option<i64>,
+}
+
+impl Written {
+    fn apply(self, steps: &mut Vec<crate::store::runs::StepRow>, tokens: &mut u64) {
+        steps.extend(self.steps);
+        if let Some(n) = self.tokens {
+            *tokens = n.max(0) as u64;
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct Engine {
     pub pool: PgPool,
@@ -197,11 +214,17 @@ impl Engine {
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, RunError> {
         let deadline = chrono::Duration::from_std(spec.caps.deadline).unwrap_or_default();
-        let earlier = crate::store::agent_loop::steps_and_marks(&self.pool, run.id).await?;
-        if let Some(last) = earlier.last() {
+        // The run's checkpoints are read once; from then on the loop keeps what it writes in
+        // memory (a stale copy cannot write: every checkpoint's `(run_id, seq)` is unique).
+        let mut steps = crate::store::agent_loop::steps_and_marks(&self.pool, run.id).await?;
+        if let Some(last) = steps.last() {
             // A resume: the time since the last checkpoint was not spent on this run.
-            self.record_resume(run.id, last.seq + 1).await?;
+            let mark = self.record_resume(run.id, last.seq + 1).await?;
+            steps.push(mark);
         }
+        let mut tokens = (run.input_tokens + run.output_tokens) as u64;
+        // Recomputed only after a tool step (only tools make a goal's parts).
+        let mut goal = goals::state(&self.pool, spec, run.id).await?;
         let tools = self.env.registry.specs(&spec.policy.allow);
         let first_message = match spec.settings.compact {
             true => match context::document_intro(self, spec).await? {
@@ -214,17 +237,15 @@ impl Engine {
             if cancel.is_cancelled() {
                 return Err(RunError::Cancelled);
             }
-            let steps = crate::store::agent_loop::steps_and_marks(&self.pool, run.id).await?;
+            #[cfg(debug_assertions)]
+            self.check_memory(run.id, &steps).await?;
             let mut t = Transcript::from_steps(&steps)?;
-            let current = runs::get_run(&self.pool, run.id)
-                .await?
-                .ok_or(sqlx::Error::RowNotFound)?;
-            let tokens = (current.input_tokens + current.output_tokens) as u64;
-            let goal = goals::state(&self.pool, spec, run.id).await?;
-
             if let Some(call) = t.pending.first().cloned() {
-                self.run_call(spec, run.id, &t, &call, goal.as_ref())
+                let w = self
+                    .run_call(spec, run.id, &t, &call, goal.as_ref())
                     .await?;
+                w.apply(&mut steps, &mut tokens);
+                goal = goals::state(&self.pool, spec, run.id).await?;
                 continue;
             }
             let recorded = t.cap.as_deref().and_then(StopReason::parse);
@@ -238,7 +259,7 @@ impl Engine {
             {
                 match &goal {
                     Some(g) if !g.met() && t.nudges < spec.settings.max_nudges => {
-                        self.nudge(spec, run.id, t.next_seq, g).await?;
+                        steps.push(self.nudge(spec, run.id, t.next_seq, g).await?);
                         continue;
                     }
                     Some(g) if !g.met() => {
@@ -256,7 +277,8 @@ impl Engine {
             let now = self.clock.now();
             let past_deadline = marks::active_time(run.started_at, &steps, now) >= deadline;
             let capped = recorded.or_else(|| cap_reached(spec, &t, tokens, past_deadline));
-            if let Some(b) = runs::budget(&self.pool, spec.org_id, now).await?
+            let org_budget = runs::budget(&self.pool, spec.org_id, now).await?;
+            if let Some(b) = &org_budget
                 && b.tokens_used >= b.monthly_limit
             {
                 warn!(org_id = %spec.org_id, used = b.tokens_used, limit = b.monthly_limit, "org budget exhausted; provider call refused");
@@ -268,7 +290,7 @@ impl Engine {
                 && recorded.is_none()
             {
                 // Recorded first, so a resumed run makes the same forced summary.
-                self.record_cap(run.id, t.next_seq, reason).await?;
+                steps.push(self.record_cap(run.id, t.next_seq, reason).await?);
                 continue;
             }
             let mut req = round::build(
@@ -287,8 +309,12 @@ impl Engine {
                     false,
                 )));
             }
-            // Reserve the call's estimate against the org budget; settled at the checkpoint.
-            let reservation = budget::reserve(&self.pool, spec.org_id, &req, now).await?;
+            // Reserve the call's estimate against the org budget; settled at the checkpoint. An
+            // org without a budget (just read) has nothing to reserve against.
+            let reservation = match org_budget {
+                None => Reservation::Unlimited,
+                Some(_) => budget::reserve(&self.pool, spec.org_id, &req, now).await?,
+            };
             if matches!(reservation, Reservation::Refused { .. }) {
                 let text = summary::final_text(None, &t, goal.as_ref(), StopReason::Budget);
                 return self
@@ -330,8 +356,38 @@ impl Engine {
                 capped.is_some(),
                 &reservation,
             )
-            .await?;
+            .await?
+            .apply(&mut steps, &mut tokens);
         }
+    }
+
+    /// Debug builds (every test) check that what the loop keeps in memory is what a resume
+    /// would read back.
+    #[cfg(debug_assertions)]
+    async fn check_memory(
+        &self,
+        run_id: Uuid,
+        steps: &[crate::store::runs::StepRow],
+    ) -> Result<(), RunError> {
+        let stored = crate::store::agent_loop::steps_and_marks(&self.pool, run_id).await?;
+        let key = |s: &crate::store::runs::StepRow| {
+            (
+                s.seq,
+                s.kind.clone(),
+                s.call_id.clone(),
+                s.payload.clone(),
+                s.created_at,
+            )
+        };
+        let (mem, db): (Vec<_>, Vec<_>) = (
+            steps.iter().map(key).collect(),
+            stored.iter().map(key).collect(),
+        );
+        assert_eq!(
+            mem, db,
+            "the loop's memory of run {run_id} differs from its checkpoints"
+        );
+        Ok(())
     }
 
     /// Runs (or refuses) one pending call: repaired arguments, the repeat guard, then the
@@ -343,7 +399,7 @@ impl Engine {
         t: &Transcript,
         call: &(String, String, String),
         goal: Option<&goals::GoalState>,
-    ) -> Result<(), RunError> {
+    ) -> Result<Written, RunError> {
         let registry = &self.env.registry;
         let (fixed, _notes) = guard::repaired(registry, call);
         if spec.settings.compact

@@ -9,28 +9,37 @@ use super::step::{Decided, bounded_error, run_ctx};
 use super::{Engine, RunError, RunSpec, budget};
 use crate::llm::CompletionResponse;
 use crate::store::budget::Reservation;
-use crate::store::runs;
+use crate::store::runs::{self, StepRow};
 use crate::tools::{Tool, ToolError};
 use serde_json::{Value, json};
 use sqlx::{Postgres, Transaction};
 use uuid::Uuid;
 
-/// Runs `tool(args)` for `call_id`. Takes the (read-only so far) step transaction and returns
-/// the one the caller must finish with the audit row and the tool_result; also the tokens the
-/// model used (already charged).
+/// What [`run`] hands back: the decision, the tokens the model used (already charged), the
+/// transaction the caller finishes with the audit row and the tool_result, and the `tool_model`
+/// checkpoint if this call wrote one (at `seq`).
+type ModelStep = (
+    Decided,
+    i64,
+    Transaction<'static, Postgres>,
+    Option<StepRow>,
+);
+
+/// Runs `tool(args)` for `call_id`. Takes the (read-only so far) step transaction.
 pub(super) async fn run(
     engine: &Engine,
     spec: &RunSpec,
-    run_id: Uuid,
+    (run_id, seq): (Uuid, i32),
     call_id: &str,
     tool: &dyn Tool,
     args: &Value,
     mut tx: Transaction<'static, Postgres>,
-) -> Result<(Decided, i64, Transaction<'static, Postgres>), RunError> {
+) -> Result<ModelStep, RunError> {
     let cat = tool.category().as_str();
     let model_call_id = format!("{call_id}#model");
     let now = engine.clock.now();
     let checkpointed = runs::step_for_call(&mut tx, run_id, &model_call_id).await?;
+    let mut written = None;
     let (state, answer) = match checkpointed.as_ref().and_then(decode) {
         Some(found) => found,
         None => {
@@ -44,12 +53,17 @@ pub(super) async fn run(
                 Some(Err(ToolError::Db(e))) => return Err(e.into()),
                 Some(Err(e)) => {
                     let tx = engine.pool.begin().await?;
-                    return Ok((Decided::error(cat, "auto_approved", e.to_string()), 0, tx));
+                    return Ok((
+                        Decided::error(cat, "auto_approved", e.to_string()),
+                        0,
+                        tx,
+                        None,
+                    ));
                 }
                 None => {
                     let tx = engine.pool.begin().await?;
                     let msg = format!("`{}` cannot run here", tool.name());
-                    return Ok((Decided::error(cat, "error", msg), 0, tx));
+                    return Ok((Decided::error(cat, "error", msg), 0, tx, None));
                 }
             };
             let reservation =
@@ -59,22 +73,23 @@ pub(super) async fn run(
                 let msg = "not executed: the organisation's monthly token budget cannot hold \
                            this model call; finish with what you have"
                     .to_string();
-                return Ok((Decided::error(cat, "capped", msg), 0, tx));
+                return Ok((Decided::error(cat, "capped", msg), 0, tx, None));
             }
             let input_estimate = crate::llm::tokens::request(&call.request) as i64;
             let result = engine.env.provider.complete(call.request).await;
             match result {
                 Ok(resp) => {
-                    checkpoint(
+                    written = checkpoint(
                         engine,
                         spec,
-                        run_id,
+                        (run_id, seq),
                         &model_call_id,
                         &call.state,
                         &resp,
                         &reservation,
                     )
-                    .await?;
+                    .await
+                    .map(Some)?;
                     (call.state, resp)
                 }
                 Err(e) => {
@@ -95,7 +110,7 @@ pub(super) async fn run(
                     }
                     let tx = engine.pool.begin().await?;
                     let msg = format!("provider error: the extraction model failed: {e}");
-                    return Ok((Decided::error(cat, "auto_approved", msg), spent, tx));
+                    return Ok((Decided::error(cat, "auto_approved", msg), spent, tx, None));
                 }
             }
         }
@@ -128,7 +143,7 @@ pub(super) async fn run(
             d
         }
     };
-    Ok((decided, tokens, tx))
+    Ok((decided, tokens, tx, written))
 }
 
 /// The checkpointed `(state, answer)` of a `tool_model` step.
@@ -142,17 +157,16 @@ fn decode(payload: &Value) -> Option<(Value, CompletionResponse)> {
 async fn checkpoint(
     engine: &Engine,
     spec: &RunSpec,
-    run_id: Uuid,
+    (run_id, seq): (Uuid, i32),
     model_call_id: &str,
     state: &Value,
     resp: &CompletionResponse,
     reservation: &Reservation,
-) -> Result<(), RunError> {
+) -> Result<StepRow, RunError> {
     let now = engine.clock.now();
     let mut tx = engine.pool.begin().await?;
-    let seq = runs::next_seq(&mut tx, run_id).await?;
     let payload = json!({"state": state, "response": resp});
-    runs::insert_step(
+    let row = runs::insert_step(
         &mut tx,
         run_id,
         seq,
@@ -171,5 +185,5 @@ async fn checkpoint(
     tx.commit().await?;
     metrics::counter!("agentd_tokens_total", "org" => spec.org_id.to_string(), "model" => resp.model.clone())
         .increment(resp.usage.total());
-    Ok(())
+    Ok(row)
 }

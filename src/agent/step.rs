@@ -6,16 +6,16 @@
 use super::decide::{Plan, plan, refused};
 use super::model_step;
 use super::transcript::{ToolResultStep, Transcript};
-use super::{Engine, RunError, RunSpec, budget};
+use super::{Engine, RunError, RunSpec, Written, budget};
 use crate::approvals::{self, ProposalOrigin};
 use crate::llm::{Block, CompletionResponse};
 use crate::store::budget::Reservation;
 pub use crate::store::documents::bounded_error;
-use crate::store::runs::{self, NewAudit};
+use crate::store::runs::{self, NewAudit, StepRow};
 use crate::tools::registry::CallError;
 use crate::tools::{Registry, Tool, ToolCtx, ToolError};
 use serde_json::{Value, json};
-use sqlx::PgConnection;
+use sqlx::{PgConnection, Postgres, Transaction};
 use std::time::Instant;
 use uuid::Uuid;
 
@@ -33,7 +33,7 @@ pub(super) async fn checkpoint_response(
     mut resp: CompletionResponse,
     summary: bool,
     reservation: &Reservation,
-) -> Result<(), RunError> {
+) -> Result<Written, RunError> {
     let mut i = 0;
     for b in resp.message.content.iter_mut() {
         if let Block::ToolUse { id, .. } = b {
@@ -44,8 +44,8 @@ pub(super) async fn checkpoint_response(
     let now = engine.clock.now();
     let mut tx = engine.pool.begin().await?;
     let payload = json!({"response": resp, "summary": summary});
-    runs::insert_step(&mut tx, run_id, seq, "llm_response", None, &payload, now).await?;
-    runs::add_round(
+    let row = runs::insert_step(&mut tx, run_id, seq, "llm_response", None, &payload, now).await?;
+    let tokens = runs::add_round(
         &mut tx,
         run_id,
         resp.usage.input_tokens as i64,
@@ -63,7 +63,10 @@ pub(super) async fn checkpoint_response(
     tx.commit().await?;
     metrics::counter!("agentd_tokens_total", "org" => spec.org_id.to_string(), "model" => resp.model.clone())
         .increment(resp.usage.total());
-    Ok(())
+    Ok(Written {
+        steps: vec![row],
+        tokens: Some(tokens),
+    })
 }
 
 /// What happened to a call: recorded on the audit row and the tool_result checkpoint.
@@ -126,11 +129,11 @@ pub(super) async fn execute_call(
     engine: &Engine,
     spec: &RunSpec,
     run_id: Uuid,
-    _seq: i32,
+    seq: i32,
     call: &(String, String, String),
     t: &Transcript,
     over_call_cap: bool,
-) -> Result<(), RunError> {
+) -> Result<Written, RunError> {
     let (call_id, name, raw) = call;
     let started = Instant::now();
     let now = engine.clock.now();
@@ -143,6 +146,7 @@ pub(super) async fn execute_call(
         .filter(|_| spec.policy.allows(name))
         .cloned();
     let mut tokens = 0i64;
+    let mut steps = Vec::new();
     let decided = match refused(spec, name, tool.as_ref(), &args, over_call_cap) {
         Err(d) => d,
         Ok((tool, args)) => {
@@ -157,35 +161,33 @@ pub(super) async fn execute_call(
                 Plan::Auto => auto_call(&mut ctx, &registry, spec, call_id, tool, args).await?,
                 Plan::Model => {
                     drop(ctx);
-                    let (d, used, next) =
-                        model_step::run(engine, spec, run_id, call_id, tool, args, tx).await?;
+                    let (d, used, next, model_row) =
+                        model_step::run(engine, spec, (run_id, seq), call_id, tool, args, tx)
+                            .await?;
                     tx = next;
                     tokens = used;
+                    steps.extend(model_row);
                     d
                 }
             }
         }
     };
     let args_value = args.unwrap_or_else(|_| json!({"raw": raw}));
-    runs::insert_audit(
-        &mut *tx,
-        &NewAudit {
-            org_id: spec.org_id,
-            run_id: Some(run_id),
-            call_id: Some(call_id),
-            actor: &actor,
-            tool: name,
-            category: decided.category,
-            decision: decided.decision,
-            args: Some(&args_value),
-            outcome: Some(&decided.outcome),
-            is_error: decided.is_error,
-            duration_ms: started.elapsed().as_millis().min(i32::MAX as u128) as i32,
-            tokens: tokens.min(i32::MAX as i64) as i32,
-            now,
-        },
-    )
-    .await?;
+    let audit = NewAudit {
+        org_id: spec.org_id,
+        run_id: Some(run_id),
+        call_id: Some(call_id),
+        actor: &actor,
+        tool: name,
+        category: decided.category,
+        decision: decided.decision,
+        args: Some(&args_value),
+        outcome: Some(&decided.outcome),
+        is_error: decided.is_error,
+        duration_ms: started.elapsed().as_millis().min(i32::MAX as u128) as i32,
+        tokens: tokens.min(i32::MAX as i64) as i32,
+        now,
+    };
     let step = ToolResultStep {
         call_id: call_id.clone(),
         tool: name.clone(),
@@ -193,19 +195,11 @@ pub(super) async fn execute_call(
         is_error: decided.is_error,
         decision: decided.decision.to_string(),
     };
-    let seq = runs::next_seq(&mut tx, run_id).await?;
-    runs::insert_step(
-        &mut tx,
-        run_id,
-        seq,
-        "tool_result",
-        Some(call_id),
-        &serde_json::to_value(&step).expect("step serializes"),
-        now,
-    )
-    .await?;
-    runs::add_tool_call(&mut tx, run_id).await?;
-    tx.commit().await?;
+    // After the extraction model's own checkpoint, if it wrote one.
+    let seq = steps.last().map_or(seq, |r: &StepRow| r.seq + 1);
+    let mut written = finish_step(tx, &audit, run_id, seq, &step).await?;
+    steps.append(&mut written.steps);
+    written.steps = steps;
     // Model-invented names share one label, so metric cardinality stays bounded.
     let label = if registry.get(name).is_some() {
         name.clone()
@@ -214,7 +208,36 @@ pub(super) async fn execute_call(
     };
     metrics::counter!("agentd_tool_calls_total", "tool" => label, "decision" => decided.decision)
         .increment(1);
-    Ok(())
+    Ok(written)
+}
+
+/// The end of every tool step (executed, proposed, refused, repeated): its audit row, its
+/// `tool_result` checkpoint at `seq` and the run's call counter, in `tx`, which it commits.
+pub(super) async fn finish_step(
+    mut tx: Transaction<'static, Postgres>,
+    audit: &NewAudit<'_>,
+    run_id: Uuid,
+    seq: i32,
+    step: &ToolResultStep,
+) -> Result<Written, RunError> {
+    runs::insert_audit(&mut *tx, audit).await?;
+    let payload = serde_json::to_value(step).expect("step serializes");
+    let row = runs::insert_step(
+        &mut tx,
+        run_id,
+        seq,
+        "tool_result",
+        Some(&step.call_id),
+        &payload,
+        audit.now,
+    )
+    .await?;
+    let tokens = runs::add_tool_call(&mut tx, run_id).await?;
+    tx.commit().await?;
+    Ok(Written {
+        steps: vec![row],
+        tokens: Some(tokens),
+    })
 }
 
 /// The model's text of the turn that asked for `call_id`: why it proposes the call.

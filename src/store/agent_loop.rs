@@ -16,7 +16,15 @@ pub async fn insert_mark(
     kind: &str,
     payload: &Value,
     now: DateTime<Utc>,
-) -> Result<(), sqlx::Error> {
+) -> Result<StepRow, sqlx::Error> {
+    // As read back: marks carry no version and no call id.
+    let row = StepRow {
+        seq,
+        kind: kind.to_string(),
+        call_id: None,
+        payload: payload.clone(),
+        created_at: chrono::SubsecRound::trunc_subsecs(now, 6),
+    };
     sqlx::query(
         "INSERT INTO agent_loop_marks (run_id, seq, kind, payload, created_at) VALUES ($1, $2, $3, $4, $5)",
     )
@@ -24,10 +32,10 @@ pub async fn insert_mark(
     .bind(seq)
     .bind(kind)
     .bind(payload)
-    .bind(now)
+    .bind(row.created_at)
     .execute(conn)
     .await?;
-    Ok(())
+    Ok(row)
 }
 
 /// The run's checkpoints and loop marks, in step order.

@@ -39,6 +39,34 @@ pub struct StepRow {
     pub created_at: DateTime<Utc>,
 }
 
+impl StepRow {
+    /// The row as stored: text cleaned of what PostgreSQL refuses, the checkpoint format
+    /// version `v` added (checked when a run resumes), the time at the database's precision.
+    /// The loop keeps these in memory instead of reading back what it wrote.
+    pub fn written(
+        seq: i32,
+        kind: &str,
+        call_id: Option<&str>,
+        payload: &Value,
+        now: DateTime<Utc>,
+    ) -> Self {
+        let mut payload = super::documents::clean_json(payload);
+        if let Value::Object(o) = &mut payload {
+            o.insert(
+                "v".into(),
+                Value::from(crate::agent::transcript::CHECKPOINT_VERSION),
+            );
+        }
+        Self {
+            seq,
+            kind: kind.to_string(),
+            call_id: call_id.map(str::to_string),
+            payload,
+            created_at: chrono::SubsecRound::trunc_subsecs(now, 6),
+        }
+    }
+}
+
 /// An audit row.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct AuditRow {
@@ -169,40 +197,40 @@ pub async fn insert_step(
     call_id: Option<&str>,
     payload: &Value,
     now: DateTime<Utc>,
-) -> Result<(), sqlx::Error> {
+) -> Result<StepRow, sqlx::Error> {
+    let row = StepRow::written(seq, kind, call_id, payload, now);
     sqlx::query(
-        // `v`: the checkpoint format version, checked when a run resumes.
         "INSERT INTO agent_steps (run_id, seq, kind, call_id, payload, created_at)
-         VALUES ($1, $2, $3, $4, $5::jsonb || jsonb_build_object('v', $7::int8), $6)",
+         VALUES ($1, $2, $3, $4, $5, $6)",
     )
     .bind(run_id)
     .bind(seq)
     .bind(kind)
     .bind(call_id)
-    .bind(super::documents::clean_json(payload))
-    .bind(now)
-    .bind(crate::agent::transcript::CHECKPOINT_VERSION as i64)
+    .bind(&row.payload)
+    .bind(row.created_at)
     .execute(conn)
     .await?;
-    Ok(())
+    Ok(row)
 }
 
 /// Adds a provider response's counters to the run.
+/// Returns the run's token total.
 pub async fn add_round(
     conn: &mut PgConnection,
     run_id: Uuid,
     input_tokens: i64,
     output_tokens: i64,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "UPDATE agent_runs SET rounds = rounds + 1, input_tokens = input_tokens + $2, output_tokens = output_tokens + $3 WHERE id = $1",
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "UPDATE agent_runs SET rounds = rounds + 1, input_tokens = input_tokens + $2, output_tokens = output_tokens + $3
+          WHERE id = $1 RETURNING input_tokens + output_tokens",
     )
     .bind(run_id)
     .bind(input_tokens)
     .bind(output_tokens)
-    .execute(conn)
-    .await?;
-    Ok(())
+    .fetch_one(conn)
+    .await
 }
 
 /// Adds tokens a tool spent (its own model call) to the run.
@@ -221,13 +249,16 @@ pub async fn add_tokens(
     Ok(())
 }
 
-/// Counts one tool call on the run.
-pub async fn add_tool_call(conn: &mut PgConnection, run_id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE agent_runs SET tool_calls = tool_calls + 1 WHERE id = $1")
-        .bind(run_id)
-        .execute(conn)
-        .await?;
-    Ok(())
+/// Counts one tool call on the run; returns the run's token total (a tool that called a model
+/// has added its tokens in the same transaction).
+pub async fn add_tool_call(conn: &mut PgConnection, run_id: Uuid) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "UPDATE agent_runs SET tool_calls = tool_calls + 1 WHERE id = $1
+         RETURNING input_tokens + output_tokens",
+    )
+    .bind(run_id)
+    .fetch_one(conn)
+    .await
 }
 
 /// Final state of a run (only while it is still running: finishing twice changes nothing).
