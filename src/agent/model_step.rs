@@ -9,7 +9,7 @@ use super::step::{Decided, bounded_error, run_ctx};
 use super::{Engine, RunError, RunSpec, budget};
 use crate::llm::CompletionResponse;
 use crate::store::budget::Reservation;
-use crate::store::runs::{self, StepRow};
+use crate::store::runs::{self, Counters, StepRow};
 use crate::tools::{Tool, ToolError};
 use serde_json::{Value, json};
 use sqlx::{Postgres, Transaction};
@@ -166,21 +166,17 @@ async fn checkpoint(
     let now = engine.clock.now();
     let mut tx = engine.pool.begin().await?;
     let payload = json!({"state": state, "response": resp});
-    let row = runs::insert_step(
-        &mut tx,
-        run_id,
-        seq,
-        "tool_model",
-        Some(model_call_id),
-        &payload,
-        now,
-    )
-    .await?;
+    let row = StepRow::written(seq, "tool_model", Some(model_call_id), &payload, now);
     let (input, output) = (
         resp.usage.input_tokens as i64,
         resp.usage.output_tokens as i64,
     );
-    runs::add_tokens(&mut tx, run_id, input, output).await?;
+    let add = Counters {
+        input_tokens: input,
+        output_tokens: output,
+        ..Counters::default()
+    };
+    runs::checkpoint(&mut tx, run_id, &row, add).await?;
     budget::settle(&mut tx, spec.org_id, reservation, input + output, now).await?;
     tx.commit().await?;
     metrics::counter!("agentd_tokens_total", "org" => spec.org_id.to_string(), "model" => resp.model.clone())

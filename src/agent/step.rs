@@ -11,7 +11,7 @@ use crate::approvals::{self, ProposalOrigin};
 use crate::llm::{Block, CompletionResponse};
 use crate::store::budget::Reservation;
 pub use crate::store::documents::bounded_error;
-use crate::store::runs::{self, NewAudit, StepRow};
+use crate::store::runs::{self, Counters, NewAudit, StepRow};
 use crate::tools::registry::CallError;
 use crate::tools::{Registry, Tool, ToolCtx, ToolError};
 use serde_json::{Value, json};
@@ -44,14 +44,14 @@ pub(super) async fn checkpoint_response(
     let now = engine.clock.now();
     let mut tx = engine.pool.begin().await?;
     let payload = json!({"response": resp, "summary": summary});
-    let row = runs::insert_step(&mut tx, run_id, seq, "llm_response", None, &payload, now).await?;
-    let tokens = runs::add_round(
-        &mut tx,
-        run_id,
-        resp.usage.input_tokens as i64,
-        resp.usage.output_tokens as i64,
-    )
-    .await?;
+    let row = StepRow::written(seq, "llm_response", None, &payload, now);
+    let add = Counters {
+        rounds: 1,
+        input_tokens: resp.usage.input_tokens as i64,
+        output_tokens: resp.usage.output_tokens as i64,
+        ..Counters::default()
+    };
+    let tokens = runs::checkpoint(&mut tx, run_id, &row, add).await?;
     budget::settle(
         &mut tx,
         spec.org_id,
@@ -158,7 +158,19 @@ pub(super) async fn execute_call(
                     let p = (call_id.as_str(), why.as_deref());
                     propose_call(&mut ctx, spec, p, tool, args, off).await?
                 }
-                Plan::Auto => auto_call(&mut ctx, &registry, spec, call_id, tool, args).await?,
+                Plan::Auto => {
+                    match auto_call(&mut ctx, &registry, spec, call_id, tool, args).await? {
+                        Ok(d) => d,
+                        Err(d) => {
+                            // The failed call's partial writes go; the transaction had only read
+                            // before it, so a fresh one takes the audit row and the checkpoint.
+                            drop(ctx);
+                            tx.rollback().await?;
+                            tx = engine.pool.begin().await?;
+                            d
+                        }
+                    }
+                }
                 Plan::Model => {
                     drop(ctx);
                     let (d, used, next, model_row) =
@@ -222,17 +234,12 @@ pub(super) async fn finish_step(
 ) -> Result<Written, RunError> {
     runs::insert_audit(&mut *tx, audit).await?;
     let payload = serde_json::to_value(step).expect("step serializes");
-    let row = runs::insert_step(
-        &mut tx,
-        run_id,
-        seq,
-        "tool_result",
-        Some(&step.call_id),
-        &payload,
-        audit.now,
-    )
-    .await?;
-    let tokens = runs::add_tool_call(&mut tx, run_id).await?;
+    let row = StepRow::written(seq, "tool_result", Some(&step.call_id), &payload, audit.now);
+    let add = Counters {
+        tool_calls: 1,
+        ..Counters::default()
+    };
+    let tokens = runs::checkpoint(&mut tx, run_id, &row, add).await?;
     tx.commit().await?;
     Ok(Written {
         steps: vec![row],
@@ -288,6 +295,8 @@ async fn propose_call(
     }
 }
 
+/// Executes an auto-approved call and proposes its follow-up action. `Err`: the call failed
+/// (an error result for the model) and whatever it wrote must be rolled back.
 async fn auto_call(
     ctx: &mut ToolCtx<'_>,
     registry: &Registry,
@@ -295,16 +304,19 @@ async fn auto_call(
     call_id: &str,
     tool: &dyn Tool,
     args: &Value,
-) -> Result<Decided, RunError> {
+) -> Result<Result<Decided, Decided>, RunError> {
     let category = tool.category().as_str();
-    // A failed call's partial writes are undone; the audit row and checkpoint stay.
-    let executed = ctx
-        .savepoint(async |c| registry.execute(c, tool.name(), args).await)
-        .await?;
-    let mut v = match executed {
+    // No savepoint (two round trips a step): on an error the caller rolls the transaction back.
+    let mut v = match registry.execute(ctx, tool.name(), args).await {
         Ok(v) => v,
         Err(CallError::Tool(ToolError::Db(e))) => return Err(e.into()),
-        Err(e) => return Ok(Decided::error(category, "auto_approved", e.to_string())),
+        Err(e) => {
+            return Ok(Err(Decided::error(
+                category,
+                "auto_approved",
+                e.to_string(),
+            )));
+        }
     };
     if let Some(f) = tool.follow_up(args, &v) {
         let action_call = format!("{call_id}:action");
@@ -321,7 +333,7 @@ async fn auto_call(
             Err(reason) => v["proposed_action_error"] = json!(bounded_error(&reason)),
         }
     }
-    Ok(Decided::ok(category, "auto_approved", v))
+    Ok(Ok(Decided::ok(category, "auto_approved", v)))
 }
 
 fn truncate(s: String) -> String {

@@ -187,48 +187,45 @@ pub async fn steps<'e, E: PgExecutor<'e>>(
         .await
 }
 
-/// Appends a checkpoint. A second result for the same `(run_id, call_id)` is a unique violation
-/// (the tool already ran): the caller's transaction rolls back and nothing runs twice.
-pub async fn insert_step(
-    conn: &mut PgConnection,
-    run_id: Uuid,
-    seq: i32,
-    kind: &str,
-    call_id: Option<&str>,
-    payload: &Value,
-    now: DateTime<Utc>,
-) -> Result<StepRow, sqlx::Error> {
-    let row = StepRow::written(seq, kind, call_id, payload, now);
-    sqlx::query(
-        "INSERT INTO agent_steps (run_id, seq, kind, call_id, payload, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6)",
-    )
-    .bind(run_id)
-    .bind(seq)
-    .bind(kind)
-    .bind(call_id)
-    .bind(&row.payload)
-    .bind(row.created_at)
-    .execute(conn)
-    .await?;
-    Ok(row)
+/// What a checkpoint adds to its run's counters.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Counters {
+    pub rounds: i32,
+    pub tool_calls: i32,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
 }
 
-/// Adds a provider response's counters to the run.
-/// Returns the run's token total.
-pub async fn add_round(
+/// Appends a checkpoint (see [`StepRow::written`]) and adds `add` to the run's counters, in one
+/// statement; returns the run's token total. A second result for the same `(run_id, call_id)`,
+/// or a second row at the same `seq`, is a unique violation (the tool already ran, or another
+/// worker holds the run): the caller's transaction rolls back and nothing runs twice.
+pub async fn checkpoint(
     conn: &mut PgConnection,
     run_id: Uuid,
-    input_tokens: i64,
-    output_tokens: i64,
+    step: &StepRow,
+    add: Counters,
 ) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar(
-        "UPDATE agent_runs SET rounds = rounds + 1, input_tokens = input_tokens + $2, output_tokens = output_tokens + $3
-          WHERE id = $1 RETURNING input_tokens + output_tokens",
+        "WITH step AS (
+            INSERT INTO agent_steps (run_id, seq, kind, call_id, payload, created_at)
+            VALUES ($1, $2, $3, $4, $5, $6))
+         UPDATE agent_runs
+            SET rounds = rounds + $7, tool_calls = tool_calls + $8,
+                input_tokens = input_tokens + $9, output_tokens = output_tokens + $10
+          WHERE id = $1
+      RETURNING input_tokens + output_tokens",
     )
     .bind(run_id)
-    .bind(input_tokens)
-    .bind(output_tokens)
+    .bind(step.seq)
+    .bind(&step.kind)
+    .bind(&step.call_id)
+    .bind(&step.payload)
+    .bind(step.created_at)
+    .bind(add.rounds)
+    .bind(add.tool_calls)
+    .bind(add.input_tokens)
+    .bind(add.output_tokens)
     .fetch_one(conn)
     .await
 }
@@ -247,18 +244,6 @@ pub async fn add_tokens(
         .execute(conn)
         .await?;
     Ok(())
-}
-
-/// Counts one tool call on the run; returns the run's token total (a tool that called a model
-/// has added its tokens in the same transaction).
-pub async fn add_tool_call(conn: &mut PgConnection, run_id: Uuid) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(
-        "UPDATE agent_runs SET tool_calls = tool_calls + 1 WHERE id = $1
-         RETURNING input_tokens + output_tokens",
-    )
-    .bind(run_id)
-    .fetch_one(conn)
-    .await
 }
 
 /// Final state of a run (only while it is still running: finishing twice changes nothing).
