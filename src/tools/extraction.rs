@@ -380,8 +380,24 @@ mod tests {
             v,
             json!({"lines": [{"price": 2}], "total": 1, "vendor": {"name": "A"}})
         );
-        assert!(set_path(&mut v, &path_segments("total.x").unwrap(), json!(1)).is_err());
-        assert!(set_path(&mut v, &path_segments("lines.5").unwrap(), json!(1)).is_err());
+        let err = |v: &mut Value, path: &str| {
+            set_path(v, &path_segments(path).unwrap(), json!(1))
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err(&mut v, "total.x"),
+            "/total is 1, not an object or array: set it as a whole instead"
+        );
+        assert_eq!(
+            err(&mut v, "lines.5"),
+            "/lines is an array of 1: \"5\" is not an index in it"
+        );
+        assert_eq!(
+            err(&mut v, "lines.x.price"),
+            "/lines is an array of 1: \"x\" is not an index in it"
+        );
+        assert_eq!(set_path(&mut v, &[], json!(1)), Err(PathError::Empty));
     }
 
     #[test]
