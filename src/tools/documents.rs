@@ -214,6 +214,7 @@ impl TypedTool for UpdateDocument {
          metadata is merged into the existing metadata key by key (a null value removes the \
          key).";
     const CATEGORY: Category = Category::Write;
+    const PROPOSABLE: bool = true;
 
     fn targets(&self) -> Vec<Target> {
         vec![Target::Document(Id::uuid(self.document_id))]
@@ -241,18 +242,14 @@ impl TypedTool for UpdateDocument {
             "updated_at": d.updated_at, "updated": true,
         }))
     }
-    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Option<Result<Value, ToolError>> {
-        Some(document_snapshot(ctx, document_id_or_default(ctx, self.document_id)).await)
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        document_snapshot(ctx, document_id_or_default(ctx, self.document_id)?).await
     }
 }
 
 /// What an action on a document depends on, with the row locked; `{"exists": false}` when the
 /// document is missing or another org's.
-async fn document_snapshot(
-    ctx: &mut ToolCtx<'_>,
-    id: Result<Uuid, ToolError>,
-) -> Result<Value, ToolError> {
-    let id = id?;
+async fn document_snapshot(ctx: &mut ToolCtx<'_>, id: Uuid) -> Result<Value, ToolError> {
     Ok(match store::lock(ctx.conn, ctx.org_id, id).await? {
         Some(d) => d.snapshot(),
         None => store::DocumentLock::missing_snapshot(id),
@@ -272,6 +269,7 @@ impl TypedTool for DeleteDocument {
     const DESCRIPTION: &'static str =
         "Delete a document {document_id} and its extractions. Cannot be undone.";
     const CATEGORY: Category = Category::Destructive;
+    const PROPOSABLE: bool = true;
 
     fn targets(&self) -> Vec<Target> {
         vec![Target::Document(Some(self.document_id.0))]
@@ -283,7 +281,7 @@ impl TypedTool for DeleteDocument {
         }
         Ok(json!({"deleted": true, "document_id": id}))
     }
-    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Option<Result<Value, ToolError>> {
-        Some(document_snapshot(ctx, Ok(self.document_id.0)).await)
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        document_snapshot(ctx, self.document_id.0).await
     }
 }

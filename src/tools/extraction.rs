@@ -101,31 +101,6 @@ pub(crate) async fn prompt_for(
         .ok_or_else(none)
 }
 
-impl RunExtraction {
-    /// The document's text and the prompt's versions, locked: what the extraction depends on.
-    async fn inputs(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        let doc_id = document_id_or_default(ctx, self.document_id)?;
-        let document = match documents::lock(ctx.conn, ctx.org_id, doc_id).await? {
-            Some(d) => json!({"exists": true, "document_id": doc_id,
-                              "text_sha256": d.text_sha256}),
-            None => json!({"exists": false, "document_id": doc_id}),
-        };
-        let prompt = match prompt_for(ctx, self.prompt_revid.as_deref()).await {
-            Ok(p) => {
-                // Lock the prompt's versions so it cannot go away before the decision.
-                prompts::lock_all(ctx.conn, ctx.org_id, p.prompt_id).await?;
-                json!({"exists": true, "prompt_revid": revid(p.prompt_id, p.version),
-                       "schema_revid": revid(p.schema_id, p.schema_version)})
-            }
-            Err(ToolError::NotFound(_)) | Err(ToolError::Invalid(_)) => {
-                json!({"exists": false, "prompt_revid": self.prompt_revid})
-            }
-            Err(e) => return Err(e),
-        };
-        Ok(json!({"document": document, "prompt": prompt}))
-    }
-}
-
 impl TypedTool for RunExtraction {
     const NAME: &'static str = "run_extraction";
     const DESCRIPTION: &'static str = "Run an extraction {prompt_revid?, document_id?}: the \
@@ -134,6 +109,7 @@ impl TypedTool for RunExtraction {
          stored as proposed and returned with its extraction_id; a result that breaks the schema \
          is an error listing the problems (fix the prompt or the schema, then run again).";
     const CATEGORY: Category = Category::Write;
+    const PROPOSABLE: bool = true;
     const CALLS_MODEL: bool = true;
 
     fn targets(&self) -> Vec<Target> {
@@ -164,8 +140,27 @@ impl TypedTool for RunExtraction {
     ) -> Result<Value, ToolError> {
         apply_extraction(ctx, state, answer).await
     }
-    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Option<Result<Value, ToolError>> {
-        Some(self.inputs(ctx).await)
+    /// The document's text and the prompt's versions, locked: what the extraction depends on.
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let doc_id = document_id_or_default(ctx, self.document_id)?;
+        let document = match documents::lock(ctx.conn, ctx.org_id, doc_id).await? {
+            Some(d) => json!({"exists": true, "document_id": doc_id,
+                              "text_sha256": d.text_sha256}),
+            None => json!({"exists": false, "document_id": doc_id}),
+        };
+        let prompt = match prompt_for(ctx, self.prompt_revid.as_deref()).await {
+            Ok(p) => {
+                // Lock the prompt's versions so it cannot go away before the decision.
+                prompts::lock_all(ctx.conn, ctx.org_id, p.prompt_id).await?;
+                json!({"exists": true, "prompt_revid": revid(p.prompt_id, p.version),
+                       "schema_revid": revid(p.schema_id, p.schema_version)})
+            }
+            Err(ToolError::NotFound(_)) | Err(ToolError::Invalid(_)) => {
+                json!({"exists": false, "prompt_revid": self.prompt_revid})
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(json!({"document": document, "prompt": prompt}))
     }
 }
 
@@ -292,15 +287,6 @@ impl UpdateExtractionField {
         };
         ToolError::NotFound(format!("{what}; call run_extraction first"))
     }
-
-    /// The extraction as it stands, locked: what the edit depends on.
-    async fn current(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        Ok(match self.target(ctx).await? {
-            Some(e) => json!({"exists": true, "extraction_id": e.id,
-                              "status": e.status, "result": e.result}),
-            None => json!({"exists": false}),
-        })
-    }
 }
 
 impl TypedTool for UpdateExtractionField {
@@ -310,6 +296,7 @@ impl TypedTool for UpdateExtractionField {
          or dotted (\"total\", \"lines.0.price\"); the edited result must still match the \
          schema. Defaults to the latest extraction of the run's document.";
     const CATEGORY: Category = Category::Write;
+    const PROPOSABLE: bool = true;
 
     fn targets(&self) -> Vec<Target> {
         match self.extraction_id {
@@ -355,8 +342,13 @@ impl TypedTool for UpdateExtractionField {
         out["path"] = json!(path);
         Ok(out)
     }
-    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Option<Result<Value, ToolError>> {
-        Some(self.current(ctx).await)
+    /// The extraction as it stands, locked: what the edit depends on.
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        Ok(match self.target(ctx).await? {
+            Some(e) => json!({"exists": true, "extraction_id": e.id,
+                              "status": e.status, "result": e.result}),
+            None => json!({"exists": false}),
+        })
     }
 }
 

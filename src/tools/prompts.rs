@@ -143,20 +143,6 @@ pub(crate) struct CreatePrompt {
     tag_ids: Option<Vec<TagId>>,
 }
 
-impl CreatePrompt {
-    /// The schema version, if it exists: what a new prompt depends on.
-    async fn schema(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        Ok(
-            match resolve_schema(ctx, &self.schema_revid, "schema_revid").await {
-                Ok(sc) => json!({"schema_exists": true,
-                                 "schema_revid": revid(sc.schema_id, sc.version)}),
-                Err(ToolError::NotFound(_)) => json!({"schema_exists": false}),
-                Err(e) => return Err(e),
-            },
-        )
-    }
-}
-
 impl TypedTool for CreatePrompt {
     const NAME: &'static str = "create_prompt";
     const DESCRIPTION: &'static str = "Create an extraction prompt {name, content, \
@@ -164,6 +150,7 @@ impl TypedTool for CreatePrompt {
          the extraction model gets with the document text; schema_revid is the schema its \
          answer must follow. See help_prompts.";
     const CATEGORY: Category = Category::Write;
+    const PROPOSABLE: bool = true;
 
     async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         // A missing name is only a missing label: named, and said so in the result.
@@ -192,8 +179,16 @@ impl TypedTool for CreatePrompt {
         }
         Ok(result)
     }
-    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Option<Result<Value, ToolError>> {
-        Some(self.schema(ctx).await)
+    /// The schema version, if it exists: what a new prompt depends on.
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        Ok(
+            match resolve_schema(ctx, &self.schema_revid, "schema_revid").await {
+                Ok(sc) => json!({"schema_exists": true,
+                                 "schema_revid": revid(sc.schema_id, sc.version)}),
+                Err(ToolError::NotFound(_)) => json!({"schema_exists": false}),
+                Err(e) => return Err(e),
+            },
+        )
     }
 }
 
@@ -215,23 +210,13 @@ pub(crate) struct UpdatePrompt {
     tag_ids: Option<Vec<TagId>>,
 }
 
-impl UpdatePrompt {
-    /// The latest version, locked: what a new version depends on.
-    async fn latest(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        let AnyVersionId(id) = self.prompt_id;
-        Ok(match store::latest(ctx.conn, ctx.org_id, id, true).await? {
-            Some(p) => json!({"exists": true, "latest": prompt_json(&p)}),
-            None => missing("prompt_id", id),
-        })
-    }
-}
-
 impl TypedTool for UpdatePrompt {
     const NAME: &'static str = "update_prompt";
     const DESCRIPTION: &'static str = "Save a new version of a prompt {prompt_id, content?, \
          schema_revid?, model?, tag_ids?} (proposed, version + 1); fields left out keep their \
          current value.";
     const CATEGORY: Category = Category::Write;
+    const PROPOSABLE: bool = true;
 
     fn targets(&self) -> Vec<Target> {
         vec![Target::Prompt(self.prompt_id.0)]
@@ -271,8 +256,13 @@ impl TypedTool for UpdatePrompt {
         result["status"] = json!(p.status);
         Ok(result)
     }
-    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Option<Result<Value, ToolError>> {
-        Some(self.latest(ctx).await)
+    /// The latest version, locked: what a new version depends on.
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let AnyVersionId(id) = self.prompt_id;
+        Ok(match store::latest(ctx.conn, ctx.org_id, id, true).await? {
+            Some(p) => json!({"exists": true, "latest": prompt_json(&p)}),
+            None => missing("prompt_id", id),
+        })
     }
 }
 
@@ -284,25 +274,12 @@ pub(crate) struct DeletePrompt {
     prompt_id: AnyVersionId,
 }
 
-impl DeletePrompt {
-    /// Every version, locked: what the deletion depends on.
-    async fn versions(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        let AnyVersionId(id) = self.prompt_id;
-        let versions = store::lock_all(ctx.conn, ctx.org_id, id).await?;
-        Ok(if versions.is_empty() {
-            missing("prompt_id", id)
-        } else {
-            let v: Vec<Value> = versions.iter().map(prompt_json).collect();
-            json!({"exists": true, "prompt_id": id, "versions": v})
-        })
-    }
-}
-
 impl TypedTool for DeletePrompt {
     const NAME: &'static str = "delete_prompt";
     const DESCRIPTION: &'static str = "Delete a prompt {prompt_id} with all its versions. \
          Extractions made with it are kept.";
     const CATEGORY: Category = Category::Destructive;
+    const PROPOSABLE: bool = true;
 
     fn targets(&self) -> Vec<Target> {
         vec![Target::Prompt(self.prompt_id.0)]
@@ -315,7 +292,15 @@ impl TypedTool for DeletePrompt {
         }
         Ok(json!({"deleted": true, "prompt_id": id, "versions_deleted": n}))
     }
-    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Option<Result<Value, ToolError>> {
-        Some(self.versions(ctx).await)
+    /// Every version, locked: what the deletion depends on.
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let AnyVersionId(id) = self.prompt_id;
+        let versions = store::lock_all(ctx.conn, ctx.org_id, id).await?;
+        Ok(if versions.is_empty() {
+            missing("prompt_id", id)
+        } else {
+            let v: Vec<Value> = versions.iter().map(prompt_json).collect();
+            json!({"exists": true, "prompt_id": id, "versions": v})
+        })
     }
 }

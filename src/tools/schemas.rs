@@ -219,6 +219,7 @@ impl TypedTool for CreateSchema {
          give response_format (OpenAI's structured-output shape, see help_schemas) instead of \
          fields. Returns schema_revid for create_prompt.";
     const CATEGORY: Category = Category::Write;
+    const PROPOSABLE: bool = true;
 
     async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         // A missing name is only a missing label (small models often send just the fields).
@@ -243,9 +244,9 @@ impl TypedTool for CreateSchema {
         });
         Ok(with_notes(result, built.notes))
     }
-    async fn snapshot(&self, _ctx: &mut ToolCtx<'_>) -> Option<Result<Value, ToolError>> {
+    async fn snapshot(&self, _ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         // Creating a new schema depends on no existing row.
-        Some(Ok(json!({"depends_on": null})))
+        Ok(json!({"depends_on": null}))
     }
 }
 
@@ -260,26 +261,13 @@ pub(crate) struct UpdateSchema {
     response_format: Value,
 }
 
-impl UpdateSchema {
-    /// The latest version, locked: what a new version depends on.
-    async fn latest(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        let AnyVersionId(id) = self.schema_id;
-        Ok(match latest_locked(ctx, id).await? {
-            Some(s) => json!({
-                "exists": true, "schema_id": id, "latest_version": s.version,
-                "name": s.name, "status": s.status, "response_format": s.response_format,
-            }),
-            None => missing("schema_id", id),
-        })
-    }
-}
-
 impl TypedTool for UpdateSchema {
     const NAME: &'static str = "update_schema";
     const DESCRIPTION: &'static str = "Save a new version of a schema {schema_id, \
          response_format} (proposed, version + 1); existing versions and the prompts using them \
          are unchanged. Returns the new schema_revid.";
     const CATEGORY: Category = Category::Write;
+    const PROPOSABLE: bool = true;
 
     fn targets(&self) -> Vec<Target> {
         vec![Target::Schema(self.schema_id.0)]
@@ -306,8 +294,16 @@ impl TypedTool for UpdateSchema {
         });
         Ok(with_notes(result, built.notes))
     }
-    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Option<Result<Value, ToolError>> {
-        Some(self.latest(ctx).await)
+    /// The latest version, locked: what a new version depends on.
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let AnyVersionId(id) = self.schema_id;
+        Ok(match latest_locked(ctx, id).await? {
+            Some(s) => json!({
+                "exists": true, "schema_id": id, "latest_version": s.version,
+                "name": s.name, "status": s.status, "response_format": s.response_format,
+            }),
+            None => missing("schema_id", id),
+        })
     }
 }
 
@@ -319,33 +315,12 @@ pub(crate) struct DeleteSchema {
     schema_id: AnyVersionId,
 }
 
-impl DeleteSchema {
-    /// Every version and the prompts using them, locked: what the deletion depends on.
-    async fn versions(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        let AnyVersionId(id) = self.schema_id;
-        let Some(l) = store::lock_all(ctx.conn, ctx.org_id, id).await? else {
-            return Ok(missing("schema_id", id));
-        };
-        let versions: Vec<Value> = l
-            .versions
-            .iter()
-            .map(|s| {
-                json!({"version": s.version, "name": s.name, "status": s.status,
-                       "response_format": s.response_format})
-            })
-            .collect();
-        Ok(
-            json!({"exists": true, "schema_id": id, "versions": versions,
-                  "dependent_prompts": l.dependent_prompts}),
-        )
-    }
-}
-
 impl TypedTool for DeleteSchema {
     const NAME: &'static str = "delete_schema";
     const DESCRIPTION: &'static str = "Delete a schema {schema_id} with all its versions. \
          Refused while prompts use it: delete or re-point those prompts first.";
     const CATEGORY: Category = Category::Destructive;
+    const PROPOSABLE: bool = true;
 
     fn targets(&self) -> Vec<Target> {
         vec![Target::Schema(self.schema_id.0)]
@@ -365,7 +340,23 @@ impl TypedTool for DeleteSchema {
         let n = store::delete(ctx.conn, ctx.org_id, id).await?;
         Ok(json!({"deleted": true, "schema_id": id, "versions_deleted": n}))
     }
-    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Option<Result<Value, ToolError>> {
-        Some(self.versions(ctx).await)
+    /// Every version and the prompts using them, locked: what the deletion depends on.
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let AnyVersionId(id) = self.schema_id;
+        let Some(l) = store::lock_all(ctx.conn, ctx.org_id, id).await? else {
+            return Ok(missing("schema_id", id));
+        };
+        let versions: Vec<Value> = l
+            .versions
+            .iter()
+            .map(|s| {
+                json!({"version": s.version, "name": s.name, "status": s.status,
+                       "response_format": s.response_format})
+            })
+            .collect();
+        Ok(
+            json!({"exists": true, "schema_id": id, "versions": versions,
+                  "dependent_prompts": l.dependent_prompts}),
+        )
     }
 }

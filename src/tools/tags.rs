@@ -93,18 +93,6 @@ impl CreateTag {
         }
         Ok(color.to_ascii_lowercase())
     }
-
-    /// The tag of this name, locked: what creating it depends on.
-    async fn existing(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        let name = self.name()?;
-        Ok(
-            match store::lock_by_name(ctx.conn, ctx.org_id, &name).await? {
-                Some(t) => json!({"name": name, "exists": true, "tag_id": t.id,
-                              "tag_name": t.name, "color": t.color}),
-                None => json!({"name": name, "exists": false}),
-            },
-        )
-    }
 }
 
 impl TypedTool for CreateTag {
@@ -113,6 +101,7 @@ impl TypedTool for CreateTag {
          organisation already has a tag of that name (ignoring case), returns it with existing: \
          true and changes nothing.";
     const CATEGORY: Category = Category::Write;
+    const PROPOSABLE: bool = true;
 
     async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         let (name, color) = (self.name()?, self.color()?);
@@ -120,8 +109,15 @@ impl TypedTool for CreateTag {
             store::create(ctx.conn, ctx.org_id, &name, &color, ctx.run_id, ctx.now).await?;
         Ok(json!({"tag_id": tag.id, "name": tag.name, "color": tag.color, "existing": existing}))
     }
-    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Option<Result<Value, ToolError>> {
-        Some(self.existing(ctx).await)
+    /// The tag of this name, locked: what creating it depends on.
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let name = self.name()?;
+        let tag = store::lock_by_name(ctx.conn, ctx.org_id, &name).await?;
+        Ok(match tag {
+            Some(t) => json!({"name": name, "exists": true, "tag_id": t.id,
+                              "tag_name": t.name, "color": t.color}),
+            None => json!({"name": name, "exists": false}),
+        })
     }
 }
 
@@ -133,25 +129,12 @@ pub(crate) struct DeleteTag {
     tag_id: Id,
 }
 
-impl DeleteTag {
-    /// The tag and the documents carrying it, locked.
-    async fn locked(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        let Id(id) = self.tag_id;
-        Ok(match store::lock(ctx.conn, ctx.org_id, id).await? {
-            Some(l) => json!({
-                "exists": true, "tag_id": id, "name": l.tag.name, "color": l.tag.color,
-                "document_ids": l.document_ids,
-            }),
-            None => missing("tag_id", id),
-        })
-    }
-}
-
 impl TypedTool for DeleteTag {
     const NAME: &'static str = "delete_tag";
     const DESCRIPTION: &'static str = "Delete a tag {tag_id}; it is also removed from every \
          document and prompt that carries it.";
     const CATEGORY: Category = Category::Destructive;
+    const PROPOSABLE: bool = true;
 
     fn targets(&self) -> Vec<Target> {
         vec![Target::Shared("a tag")]
@@ -167,7 +150,15 @@ impl TypedTool for DeleteTag {
             "prompts_updated": done.prompts_updated,
         }))
     }
-    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Option<Result<Value, ToolError>> {
-        Some(self.locked(ctx).await)
+    /// The tag and the documents carrying it, locked.
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let Id(id) = self.tag_id;
+        Ok(match store::lock(ctx.conn, ctx.org_id, id).await? {
+            Some(l) => json!({
+                "exists": true, "tag_id": id, "name": l.tag.name, "color": l.tag.color,
+                "document_ids": l.document_ids,
+            }),
+            None => missing("tag_id", id),
+        })
     }
 }

@@ -34,6 +34,9 @@ pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     /// See [`Tool::calls_model`]: such a tool also implements [`Self::prepare`] and
     /// [`Self::apply`].
     const CALLS_MODEL: bool = false;
+    /// Whether a call can be stored as a pending approval: such a tool also implements
+    /// [`Self::snapshot`] (what the action depends on).
+    const PROPOSABLE: bool = false;
 
     /// Runs the tool; the result is the JSON the model reads.
     fn run(self, ctx: &mut ToolCtx<'_>) -> impl Future<Output = Result<Value, ToolError>> + Send;
@@ -45,12 +48,17 @@ pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     fn follow_up(&self, _result: &Value) -> Option<FollowUp> {
         None
     }
-    /// See [`Tool::snapshot`]; `None` (the default): this tool cannot be proposed.
+    /// See [`Tool::snapshot`]; only called when [`Self::PROPOSABLE`].
     fn snapshot(
         &self,
         _ctx: &mut ToolCtx<'_>,
-    ) -> impl Future<Output = Option<Result<Value, ToolError>>> + Send {
-        async { None }
+    ) -> impl Future<Output = Result<Value, ToolError>> + Send {
+        async {
+            Err(ToolError::Conflict(format!(
+                "`{}` declares no snapshot",
+                Self::NAME
+            )))
+        }
     }
     /// See [`Tool::prepare`]; only called when [`Self::CALLS_MODEL`].
     fn prepare(
@@ -63,7 +71,7 @@ pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     fn apply(
         &self,
         _ctx: &mut ToolCtx<'_>,
-        _prepared: &Value,
+        _state: &Value,
         _answer: &CompletionResponse,
     ) -> impl Future<Output = Result<Value, ToolError>> + Send {
         async { Err(no_model::<Self>()) }
@@ -116,13 +124,7 @@ impl<T: TypedTool> Tool for Typed<T> {
         ctx: &mut ToolCtx<'_>,
         args: &Value,
     ) -> Option<Result<ModelCall, ToolError>> {
-        if !T::CALLS_MODEL {
-            return None;
-        }
-        Some(match parse::<T>(args) {
-            Ok(a) => a.prepare(ctx).await,
-            Err(e) => Err(e),
-        })
+        declared(T::CALLS_MODEL, args, async |a: T| a.prepare(ctx).await).await
     }
     async fn apply(
         &self,
@@ -138,11 +140,24 @@ impl<T: TypedTool> Tool for Typed<T> {
         ctx: &mut ToolCtx<'_>,
         args: &Value,
     ) -> Option<Result<Value, ToolError>> {
-        match parse::<T>(args) {
-            Ok(a) => a.snapshot(ctx).await,
-            Err(e) => Some(Err(e)),
-        }
+        declared(T::PROPOSABLE, args, async |a: T| a.snapshot(ctx).await).await
     }
+}
+
+/// `part` run on the parsed arguments when the tool declares it (`declared`); `None` when it
+/// does not (a tool that calls no model, or cannot be proposed).
+async fn declared<T: TypedTool, R>(
+    declared: bool,
+    args: &Value,
+    part: impl AsyncFnOnce(T) -> Result<R, ToolError>,
+) -> Option<Result<R, ToolError>> {
+    if !declared {
+        return None;
+    }
+    Some(match parse::<T>(args) {
+        Ok(a) => part(a).await,
+        Err(e) => Err(e),
+    })
 }
 
 /// Reads `args` as `A`; a value that does not fit is an `Invalid` error naming its path
