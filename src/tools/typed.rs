@@ -285,20 +285,25 @@ trait FromArg: Sized {
     fn from_arg(v: Value) -> Result<Self, String>;
 }
 
-/// A string schema and a `Deserialize` through [`FromArg`] for an argument type.
-macro_rules! string_arg {
-    ($t:ty, $name:literal) => {
+/// A UUID argument type `$t` (a string in the schema) read through its [`FromArg`].
+macro_rules! uuid_arg {
+    ($(#[$doc:meta])* $t:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $t(pub Uuid);
+
         impl JsonSchema for $t {
             fn inline_schema() -> bool {
                 true
             }
             fn schema_name() -> Cow<'static, str> {
-                $name.into()
+                stringify!($t).into()
             }
             fn json_schema(_: &mut SchemaGenerator) -> Schema {
                 json_schema!({"type": "string"})
             }
         }
+
         impl<'de> Deserialize<'de> for $t {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 Self::from_arg(Value::deserialize(d)?).map_err(D::Error::custom)
@@ -307,10 +312,21 @@ macro_rules! string_arg {
     };
 }
 
-/// A UUID argument. A malformed one: `<field> must be a UUID (got "doc-1")`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Id(pub Uuid);
-string_arg!(Id, "Id");
+uuid_arg! {
+    /// A UUID argument. A malformed one: `<field> must be a UUID (got "doc-1")`.
+    Id
+}
+
+uuid_arg! {
+    /// A tag id in a list. A malformed one: `tag_ids[2] must be a tag id (UUID), got "x"`.
+    TagId
+}
+
+uuid_arg! {
+    /// The id of a versioned row (a schema or a prompt), tolerating a revid
+    /// `"<id>:<version>"` whose version is ignored.
+    AnyVersionId
+}
 
 impl FromArg for Id {
     fn from_arg(v: Value) -> Result<Self, String> {
@@ -330,11 +346,6 @@ impl Id {
     }
 }
 
-/// A tag id in a list. A malformed one: `tag_ids[2] must be a tag id (UUID), got "x"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TagId(pub Uuid);
-string_arg!(TagId, "TagId");
-
 impl FromArg for TagId {
     fn from_arg(v: Value) -> Result<Self, String> {
         v.as_str()
@@ -343,12 +354,6 @@ impl FromArg for TagId {
             .ok_or_else(|| format!("must be a tag id (UUID), got {v}"))
     }
 }
-
-/// The id of a versioned row (a schema or a prompt), tolerating a revid `"<id>:<version>"`
-/// whose version is ignored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AnyVersionId(pub Uuid);
-string_arg!(AnyVersionId, "AnyVersionId");
 
 impl FromArg for AnyVersionId {
     fn from_arg(v: Value) -> Result<Self, String> {
