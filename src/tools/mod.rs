@@ -314,3 +314,62 @@ pub(crate) fn unfenced(text: &str) -> &str {
         .map(|s| s.trim_end().trim_end_matches("```").trim())
         .unwrap_or(t)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn rev_refs_and_their_errors() {
+        let id = Uuid::new_v4();
+        assert_eq!(
+            parse_rev_ref(&revid(id, 3), "f", "schema").unwrap(),
+            (id, Some(3))
+        );
+        assert_eq!(
+            parse_rev_ref(&id.to_string(), "f", "schema").unwrap(),
+            (id, None)
+        );
+        let e = parse_rev_ref("abc:x", "schema_revid", "schema").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid arguments: schema_revid must be \"<id>:<version>\", e.g. \"0190…:1\" \
+             (got \"abc:x\")"
+        );
+        let e = parse_rev_ref("abc", "prompt_revid", "prompt").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid arguments: prompt_revid must be \"<prompt_id>:<version>\" as returned by \
+             create_prompt (got \"abc\")"
+        );
+    }
+
+    #[test]
+    fn shared_result_shapes() {
+        let id = Uuid::new_v4();
+        assert_eq!(
+            not_in_org("tag", id).to_string(),
+            format!("not found: no tag {id} in this organisation; call list_tags")
+        );
+        assert_eq!(
+            listing("tags", vec![1, 2], |n| json!({"n": n})),
+            json!({"count": 2, "tags": [{"n": 1}, {"n": 2}]})
+        );
+        assert_eq!(
+            listing("tags", Vec::<i32>::new(), |n| json!(n)),
+            json!({"count": 0, "tags": []})
+        );
+        assert_eq!(
+            missing("prompt_id", id),
+            json!({"exists": false, "prompt_id": id})
+        );
+    }
+
+    #[test]
+    fn fences_are_dropped() {
+        assert_eq!(unfenced(" ```json\n{\"a\": 1}\n``` "), "{\"a\": 1}");
+        assert_eq!(unfenced("```\n{}\n```"), "{}");
+        assert_eq!(unfenced("  {} "), "{}");
+    }
+}
