@@ -2,12 +2,12 @@
 //! with the prompt, the document excerpt and the schema as `response_format`; the answer is
 //! validated against the schema before it is stored `proposed`) and `update_extraction_field`.
 
-use super::ModelCall;
-use super::documents::{document_id_or_default, document_not_found};
+use super::documents::{document_id_or_default, existing_document};
+use super::extraction_model::{apply_extraction, prepare_extraction};
 use super::prompts::resolve_prompt;
 use super::schemas::{inner_schema, validate_instance};
 use super::typed::Id;
-use super::{Category, Registry, Target, ToolCtx, ToolError, TypedTool, revid};
+use super::{Category, ModelCall, Target, ToolCtx, ToolError, TypedTool, revid, unfenced};
 use crate::llm::CompletionResponse;
 use crate::store::documents::{self as documents, clean_json};
 use crate::store::extractions::{self as store, ExtractionRow, ExtractionStatus};
@@ -16,14 +16,6 @@ use crate::store::schemas;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::sync::Arc;
-
-/// Registers this group's tools.
-pub fn register(r: &mut Registry) {
-    r.register(Arc::new(GetExtractionResult));
-    r.register(Arc::new(RunExtraction));
-    r.register(Arc::new(UpdateExtractionField));
-}
 
 /// Output tokens allowed to the extraction call.
 pub(crate) const EXTRACTION_MAX_TOKENS: u32 = 2000;
@@ -42,63 +34,46 @@ pub(crate) fn extraction_json(e: &ExtractionRow) -> Value {
 
 /// The model's answer as JSON: tolerates a ```json fence and prose around one object.
 pub(crate) fn parse_json_answer(text: &str) -> Option<Value> {
-    let t = text.trim();
-    let unfenced = t
-        .strip_prefix("```json")
-        .or_else(|| t.strip_prefix("```"))
-        .map(|s| s.trim_end().trim_end_matches("```").trim())
-        .unwrap_or(t);
-    if let Ok(v) = serde_json::from_str(unfenced) {
+    if let Ok(v) = serde_json::from_str(unfenced(text)) {
         return Some(v);
     }
+    let t = text.trim();
     let (start, end) = (t.find('{')?, t.rfind('}')?);
     (start < end)
         .then(|| serde_json::from_str(&t[start..=end]).ok())
         .flatten()
 }
 
-struct GetExtractionResult;
-
+/// `get_extraction_result`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct GetExtractionResultArgs {
+pub(crate) struct GetExtractionResult {
     /// Defaults to the document this run is about.
     document_id: Option<Id>,
 }
 
-#[async_trait::async_trait]
 impl TypedTool for GetExtractionResult {
     const NAME: &'static str = "get_extraction_result";
     const DESCRIPTION: &'static str = "Get the latest extraction of a document {document_id?}: \
          extraction_id, result, status, prompt_revid and schema_revid (extraction is null if \
          there is none yet).";
     const CATEGORY: Category = Category::Read;
-    type Args = GetExtractionResultArgs;
-    type Output = Value;
 
-    fn targets(&self, args: &GetExtractionResultArgs) -> Vec<Target> {
-        vec![Target::ReadDocument(args.document_id.map(|Id(d)| d))]
+    fn targets(&self) -> Vec<Target> {
+        vec![Target::ReadDocument(Id::uuid(self.document_id))]
     }
-    async fn run(
-        &self,
-        ctx: &mut ToolCtx<'_>,
-        args: GetExtractionResultArgs,
-    ) -> Result<Value, ToolError> {
-        let doc = document_id_or_default(ctx, args.document_id)?;
-        if !documents::exists(ctx.conn, ctx.org_id, doc).await? {
-            return Err(document_not_found(doc));
-        }
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let doc = document_id_or_default(ctx, self.document_id)?;
+        let doc = existing_document(ctx, doc).await?;
         let e = store::latest_for_document(ctx.conn, ctx.org_id, doc, false).await?;
         Ok(json!({"document_id": doc, "extraction": e.as_ref().map(extraction_json)}))
     }
 }
 
-struct RunExtraction;
-
-/// `run_extraction`'s arguments.
+/// `run_extraction`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RunExtractionArgs {
+pub(crate) struct RunExtraction {
     /// "<prompt_id>:<version>" from create_prompt.
     pub prompt_revid: Option<String>,
     /// Defaults to the document this run is about.
@@ -126,7 +101,6 @@ pub(crate) async fn prompt_for(
         .ok_or_else(none)
 }
 
-#[async_trait::async_trait]
 impl TypedTool for RunExtraction {
     const NAME: &'static str = "run_extraction";
     const DESCRIPTION: &'static str = "Run an extraction {prompt_revid?, document_id?}: the \
@@ -135,78 +109,58 @@ impl TypedTool for RunExtraction {
          stored as proposed and returned with its extraction_id; a result that breaks the schema \
          is an error listing the problems (fix the prompt or the schema, then run again).";
     const CATEGORY: Category = Category::Write;
-    type Args = RunExtractionArgs;
-    type Output = Value;
+    const PROPOSABLE: bool = true;
+    const CALLS_MODEL: bool = true;
 
-    fn targets(&self, args: &RunExtractionArgs) -> Vec<Target> {
-        vec![Target::Document(args.document_id.map(|Id(d)| d))]
+    fn targets(&self) -> Vec<Target> {
+        vec![Target::Document(Id::uuid(self.document_id))]
     }
-    async fn run(
-        &self,
-        ctx: &mut ToolCtx<'_>,
-        args: RunExtractionArgs,
-    ) -> Result<Value, ToolError> {
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         // Direct use (tests, tools outside the loop): prepare, call, apply on one connection.
         // The loop and approvals use prepare/apply with no transaction open during the call.
-        let call = super::extraction_model::prepare_extraction(ctx, &args).await?;
+        let call = prepare_extraction(ctx, &self).await?;
         let provider = ctx.provider.clone();
         let resp = provider
             .complete(call.request)
             .await
             .map_err(|e| ToolError::Provider(format!("the extraction model failed: {e}")))?;
-        let mut out = super::extraction_model::apply_extraction(ctx, &call.state, &resp).await?;
+        let mut out = apply_extraction(ctx, &call.state, &resp).await?;
         out["usage"] = json!({"input_tokens": resp.usage.input_tokens,
                               "output_tokens": resp.usage.output_tokens});
         Ok(out)
     }
-    fn calls_model(&self) -> bool {
-        true
-    }
-    async fn prepare(
-        &self,
-        ctx: &mut ToolCtx<'_>,
-        args: &RunExtractionArgs,
-    ) -> Option<Result<ModelCall, ToolError>> {
-        Some(super::extraction_model::prepare_extraction(ctx, args).await)
+    async fn prepare(&self, ctx: &mut ToolCtx<'_>) -> Result<ModelCall, ToolError> {
+        prepare_extraction(ctx, self).await
     }
     async fn apply(
         &self,
         ctx: &mut ToolCtx<'_>,
-        _args: &RunExtractionArgs,
         state: &Value,
         answer: &CompletionResponse,
     ) -> Result<Value, ToolError> {
-        super::extraction_model::apply_extraction(ctx, state, answer).await
+        apply_extraction(ctx, state, answer).await
     }
-    async fn snapshot(
-        &self,
-        ctx: &mut ToolCtx<'_>,
-        args: &RunExtractionArgs,
-    ) -> Option<Result<Value, ToolError>> {
-        Some(
-            async {
-                let doc_id = document_id_or_default(ctx, args.document_id)?;
-                let document = match documents::lock(ctx.conn, ctx.org_id, doc_id).await? {
-                    Some(d) => json!({"exists": true, "document_id": doc_id,
-                                      "text_sha256": d.text_sha256}),
-                    None => json!({"exists": false, "document_id": doc_id}),
-                };
-                let prompt = match prompt_for(ctx, args.prompt_revid.as_deref()).await {
-                    Ok(p) => {
-                        // Lock the prompt's versions so it cannot go away before the decision.
-                        prompts::lock_all(ctx.conn, ctx.org_id, p.prompt_id).await?;
-                        json!({"exists": true, "prompt_revid": revid(p.prompt_id, p.version),
-                               "schema_revid": revid(p.schema_id, p.schema_version)})
-                    }
-                    Err(ToolError::NotFound(_)) | Err(ToolError::Invalid(_)) => {
-                        json!({"exists": false, "prompt_revid": args.prompt_revid})
-                    }
-                    Err(e) => return Err(e),
-                };
-                Ok(json!({"document": document, "prompt": prompt}))
+    /// The document's text and the prompt's versions, locked: what the extraction depends on.
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let doc_id = document_id_or_default(ctx, self.document_id)?;
+        let document = match documents::lock(ctx.conn, ctx.org_id, doc_id).await? {
+            Some(d) => json!({"exists": true, "document_id": doc_id,
+                              "text_sha256": d.text_sha256}),
+            None => json!({"exists": false, "document_id": doc_id}),
+        };
+        let prompt = match prompt_for(ctx, self.prompt_revid.as_deref()).await {
+            Ok(p) => {
+                // Lock the prompt's versions so it cannot go away before the decision.
+                prompts::lock_all(ctx.conn, ctx.org_id, p.prompt_id).await?;
+                json!({"exists": true, "prompt_revid": revid(p.prompt_id, p.version),
+                       "schema_revid": revid(p.schema_id, p.schema_version)})
             }
-            .await,
-        )
+            Err(ToolError::NotFound(_)) | Err(ToolError::Invalid(_)) => {
+                json!({"exists": false, "prompt_revid": self.prompt_revid})
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(json!({"document": document, "prompt": prompt}))
     }
 }
 
@@ -236,13 +190,35 @@ fn path_segments(path: &str) -> Result<Vec<String>, ToolError> {
     Ok(segs)
 }
 
+/// Why a value cannot be set at a path (after "cannot set <path>: ").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum PathError {
+    #[error("empty path")]
+    Empty,
+    /// `at` is an array of `len` and `seg` is not an index in it.
+    #[error("/{at} is an array of {len}: {seg:?} is not an index in it")]
+    NotAnIndex { at: String, len: usize, seg: String },
+    /// `at` holds `found`, which has no fields or items.
+    #[error("/{at} is {found}, not an object or array: set it as a whole instead")]
+    NotAContainer { at: String, found: String },
+}
+
 /// Sets `value` at `segs` inside `root`; missing object keys on the way are created.
-fn set_path(root: &mut Value, segs: &[String], value: Value) -> Result<(), String> {
+fn set_path(root: &mut Value, segs: &[String], value: Value) -> Result<(), PathError> {
     let Some((last, parents)) = segs.split_last() else {
-        return Err("empty path".into());
+        return Err(PathError::Empty);
     };
     let mut cur = root;
     let mut walked = String::new();
+    let not_an_index = |at: &str, len: usize, seg: &str| PathError::NotAnIndex {
+        at: at.to_string(),
+        len,
+        seg: seg.to_string(),
+    };
+    let not_a_container = |at: &str, found: &Value| PathError::NotAContainer {
+        at: at.to_string(),
+        found: found.to_string(),
+    };
     for seg in parents {
         cur = match cur {
             Value::Object(m) => m
@@ -253,15 +229,9 @@ fn set_path(root: &mut Value, segs: &[String], value: Value) -> Result<(), Strin
                 seg.parse::<usize>()
                     .ok()
                     .and_then(|i| a.get_mut(i))
-                    .ok_or_else(|| {
-                        format!("/{walked} is an array of {len}: {seg:?} is not an index in it")
-                    })?
+                    .ok_or_else(|| not_an_index(&walked, len, seg))?
             }
-            other => {
-                return Err(format!(
-                    "/{walked} is {other}, not an object or array: set it as a whole instead"
-                ));
-            }
+            other => return Err(not_a_container(&walked, other)),
         };
         walked = if walked.is_empty() {
             seg.clone()
@@ -272,59 +242,22 @@ fn set_path(root: &mut Value, segs: &[String], value: Value) -> Result<(), Strin
     match cur {
         Value::Object(m) => {
             m.insert(last.clone(), value);
-            Ok(())
         }
         Value::Array(a) => match last.parse::<usize>() {
-            Ok(i) if i < a.len() => {
-                a[i] = value;
-                Ok(())
-            }
-            Ok(i) if i == a.len() => {
-                a.push(value);
-                Ok(())
-            }
-            _ if last == "-" => {
-                a.push(value);
-                Ok(())
-            }
-            _ => Err(format!(
-                "/{walked} is an array of {}: {last:?} is not an index in it",
-                a.len()
-            )),
+            Ok(i) if i < a.len() => a[i] = value,
+            Ok(i) if i == a.len() => a.push(value),
+            _ if last == "-" => a.push(value),
+            _ => return Err(not_an_index(&walked, a.len(), last)),
         },
-        other => Err(format!(
-            "/{walked} is {other}, not an object or array: set it as a whole instead"
-        )),
+        other => return Err(not_a_container(&walked, other)),
     }
+    Ok(())
 }
 
-/// The extraction `update_extraction_field` edits, locked: `extraction_id`, else the latest
-/// extraction of `document_id` (default: the run's document).
-async fn target_extraction(
-    ctx: &mut ToolCtx<'_>,
-    args: &UpdateExtractionFieldArgs,
-) -> Result<Option<ExtractionRow>, ToolError> {
-    if let Some(Id(id)) = args.extraction_id {
-        return Ok(store::get(ctx.conn, ctx.org_id, id, true).await?);
-    }
-    let doc = document_id_or_default(ctx, args.document_id)?;
-    Ok(store::latest_for_document(ctx.conn, ctx.org_id, doc, true).await?)
-}
-
-fn extraction_not_found(args: &UpdateExtractionFieldArgs) -> ToolError {
-    let what = match (args.extraction_id, args.document_id) {
-        (Some(Id(e)), _) => format!("no extraction \"{e}\" in this organisation"),
-        (None, Some(Id(d))) => format!("no extraction of document \"{d}\" in this organisation"),
-        (None, None) => "no extraction of this run's document yet".into(),
-    };
-    ToolError::NotFound(format!("{what}; call run_extraction first"))
-}
-
-struct UpdateExtractionField;
-
+/// `update_extraction_field`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct UpdateExtractionFieldArgs {
+pub(crate) struct UpdateExtractionField {
     #[schemars(length(min = 1))]
     path: String,
     /// The new value (any JSON).
@@ -333,7 +266,29 @@ struct UpdateExtractionFieldArgs {
     document_id: Option<Id>,
 }
 
-#[async_trait::async_trait]
+impl UpdateExtractionField {
+    /// The extraction to edit, locked: `extraction_id`, else the latest extraction of
+    /// `document_id` (default: the run's document).
+    async fn target(&self, ctx: &mut ToolCtx<'_>) -> Result<Option<ExtractionRow>, ToolError> {
+        if let Some(Id(id)) = self.extraction_id {
+            return Ok(store::get(ctx.conn, ctx.org_id, id, true).await?);
+        }
+        let doc = document_id_or_default(ctx, self.document_id)?;
+        Ok(store::latest_for_document(ctx.conn, ctx.org_id, doc, true).await?)
+    }
+
+    fn not_found(&self) -> ToolError {
+        let what = match (self.extraction_id, self.document_id) {
+            (Some(Id(e)), _) => format!("no extraction \"{e}\" in this organisation"),
+            (None, Some(Id(d))) => {
+                format!("no extraction of document \"{d}\" in this organisation")
+            }
+            (None, None) => "no extraction of this run's document yet".into(),
+        };
+        ToolError::NotFound(format!("{what}; call run_extraction first"))
+    }
+}
+
 impl TypedTool for UpdateExtractionField {
     const NAME: &'static str = "update_extraction_field";
     const DESCRIPTION: &'static str = "Correct one field of a proposed extraction {path, value, \
@@ -341,25 +296,18 @@ impl TypedTool for UpdateExtractionField {
          or dotted (\"total\", \"lines.0.price\"); the edited result must still match the \
          schema. Defaults to the latest extraction of the run's document.";
     const CATEGORY: Category = Category::Write;
-    type Args = UpdateExtractionFieldArgs;
-    type Output = Value;
+    const PROPOSABLE: bool = true;
 
-    fn targets(&self, args: &UpdateExtractionFieldArgs) -> Vec<Target> {
-        match args.extraction_id {
+    fn targets(&self) -> Vec<Target> {
+        match self.extraction_id {
             Some(Id(id)) => vec![Target::Extraction(id)],
-            None => vec![Target::Document(args.document_id.map(|Id(d)| d))],
+            None => vec![Target::Document(Id::uuid(self.document_id))],
         }
     }
-    async fn run(
-        &self,
-        ctx: &mut ToolCtx<'_>,
-        args: UpdateExtractionFieldArgs,
-    ) -> Result<Value, ToolError> {
-        let path = args.path.as_str();
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let path = self.path.as_str();
         let segs = path_segments(path)?;
-        let e = target_extraction(ctx, &args)
-            .await?
-            .ok_or_else(|| extraction_not_found(&args))?;
+        let e = self.target(ctx).await?.ok_or_else(|| self.not_found())?;
         if e.status != ExtractionStatus::Proposed {
             return Err(ToolError::Conflict(format!(
                 "extraction {} was {} by a person and cannot be edited; run_extraction to \
@@ -368,47 +316,39 @@ impl TypedTool for UpdateExtractionField {
             )));
         }
         let mut result = e.result.clone();
-        set_path(&mut result, &segs, clean_json(&args.value))
+        set_path(&mut result, &segs, clean_json(&self.value))
             .map_err(|m| ToolError::Invalid(format!("cannot set {path}: {m}")))?;
+        let schema_revid = revid(e.schema_id, e.schema_version);
         let schema = schemas::get(ctx.conn, ctx.org_id, e.schema_id, e.schema_version)
             .await?
             .ok_or_else(|| {
                 ToolError::Conflict(format!(
-                    "the schema {} of extraction {} no longer exists; run_extraction again",
-                    revid(e.schema_id, e.schema_version),
+                    "the schema {schema_revid} of extraction {} no longer exists; \
+                     run_extraction again",
                     e.id
                 ))
             })?;
         if let Err(errors) = validate_instance(inner_schema(&schema.response_format), &result) {
             return Err(ToolError::Invalid(format!(
-                "after setting {path} the result no longer matches schema {}: {}; nothing \
-                 was changed",
-                revid(e.schema_id, e.schema_version),
+                "after setting {path} the result no longer matches schema {schema_revid}: {}; \
+                 nothing was changed",
                 errors.join("; ")
             )));
         }
         let updated = store::update_result(ctx.conn, ctx.org_id, e.id, &result)
             .await?
-            .ok_or_else(|| extraction_not_found(&args))?;
+            .ok_or_else(|| self.not_found())?;
         let mut out = extraction_json(&updated);
         out["path"] = json!(path);
         Ok(out)
     }
-    async fn snapshot(
-        &self,
-        ctx: &mut ToolCtx<'_>,
-        args: &UpdateExtractionFieldArgs,
-    ) -> Option<Result<Value, ToolError>> {
-        Some(
-            async {
-                Ok(match target_extraction(ctx, args).await? {
-                    Some(e) => json!({"exists": true, "extraction_id": e.id,
-                                      "status": e.status, "result": e.result}),
-                    None => json!({"exists": false}),
-                })
-            }
-            .await,
-        )
+    /// The extraction as it stands, locked: what the edit depends on.
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        Ok(match self.target(ctx).await? {
+            Some(e) => json!({"exists": true, "extraction_id": e.id,
+                              "status": e.status, "result": e.result}),
+            None => json!({"exists": false}),
+        })
     }
 }
 
@@ -432,8 +372,24 @@ mod tests {
             v,
             json!({"lines": [{"price": 2}], "total": 1, "vendor": {"name": "A"}})
         );
-        assert!(set_path(&mut v, &path_segments("total.x").unwrap(), json!(1)).is_err());
-        assert!(set_path(&mut v, &path_segments("lines.5").unwrap(), json!(1)).is_err());
+        let err = |v: &mut Value, path: &str| {
+            set_path(v, &path_segments(path).unwrap(), json!(1))
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err(&mut v, "total.x"),
+            "/total is 1, not an object or array: set it as a whole instead"
+        );
+        assert_eq!(
+            err(&mut v, "lines.5"),
+            "/lines is an array of 1: \"5\" is not an index in it"
+        );
+        assert_eq!(
+            err(&mut v, "lines.x.price"),
+            "/lines is an array of 1: \"x\" is not an index in it"
+        );
+        assert_eq!(set_path(&mut v, &[], json!(1)), Err(PathError::Empty));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use super::documents::{document_id_or_default, document_not_found};
 use super::extraction::{
-    EXTRACTION_MAX_TOKENS, RunExtractionArgs, extraction_json, parse_json_answer, prompt_for,
+    EXTRACTION_MAX_TOKENS, RunExtraction, extraction_json, parse_json_answer, prompt_for,
 };
 use super::schemas::{inner_schema, validate_instance};
 use super::{ModelCall, ToolCtx, ToolError, revid};
@@ -19,7 +19,7 @@ use uuid::Uuid;
 /// configured extraction model (`llm.extraction_model`), never one named by the agent.
 pub(crate) async fn prepare_extraction(
     ctx: &mut ToolCtx<'_>,
-    args: &RunExtractionArgs,
+    args: &RunExtraction,
 ) -> Result<ModelCall, ToolError> {
     let doc_id = document_id_or_default(ctx, args.document_id)?;
     let doc = documents::get(ctx.conn, ctx.org_id, doc_id, ctx.excerpt_chars)

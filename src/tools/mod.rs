@@ -1,9 +1,9 @@
 //! Tools the agent can call, and the registry: the one chokepoint every call goes through.
-//! Each tool is a [`TypedTool`]: a name, a description, a category, typed arguments (their
-//! JSON Schema is the tool's parameters, see [`typed`]) and a handler; tools that can be
-//! proposed for approval also declare a `snapshot` of the data they depend on. The loop,
-//! approvals and the registry see every tool through the object-safe [`Tool`] (JSON in, JSON
-//! out), which the blanket impl in [`typed`] provides. Every handler filters by `ctx.org_id`: a
+//! Each tool is a [`TypedTool`]: the type its arguments are parsed into (its JSON Schema is the
+//! tool's parameters, see [`typed`]) with a name, a description, a category and a handler;
+//! tools that can be proposed for approval also declare a `snapshot` of the data they depend
+//! on. The loop, approvals and the registry see every tool through the object-safe [`Tool`]
+//! (JSON in, JSON out), which [`Typed`] provides. Every handler filters by `ctx.org_id`: a
 //! tool never sees another org's rows.
 
 pub mod documents;
@@ -30,18 +30,37 @@ use uuid::Uuid;
 
 pub use registry::Registry;
 pub use scope::{Subject, Target};
-pub use typed::{Id, TypedTool};
+pub use typed::{Id, Typed, TypedTool};
 
 /// Every built-in tool.
 pub fn builtin_registry() -> Registry {
     let mut r = Registry::new();
-    documents::register(&mut r);
-    schemas::register(&mut r);
-    prompts::register(&mut r);
-    tags::register(&mut r);
-    extraction::register(&mut r);
-    suggestions::register(&mut r);
-    help::register(&mut r);
+    r.add::<documents::GetDocument>();
+    r.add::<documents::GetOcrText>();
+    r.add::<documents::ListDocuments>();
+    r.add::<documents::UpdateDocument>();
+    r.add::<documents::DeleteDocument>();
+    r.add::<schemas::GetSchema>();
+    r.add::<schemas::ListSchemas>();
+    r.add::<schemas::ValidateSchema>();
+    r.add::<schemas::CreateSchema>();
+    r.add::<schemas::UpdateSchema>();
+    r.add::<schemas::DeleteSchema>();
+    r.add::<prompts::GetPrompt>();
+    r.add::<prompts::ListPrompts>();
+    r.add::<prompts::CreatePrompt>();
+    r.add::<prompts::UpdatePrompt>();
+    r.add::<prompts::DeletePrompt>();
+    r.add::<tags::ListTags>();
+    r.add::<tags::CreateTag>();
+    r.add::<tags::DeleteTag>();
+    r.add::<extraction::GetExtractionResult>();
+    r.add::<extraction::RunExtraction>();
+    r.add::<extraction::UpdateExtractionField>();
+    r.add::<suggestions::OrgOverview>();
+    r.add::<suggestions::CreateSuggestion>();
+    r.add::<help::HelpSchemas>();
+    r.add::<help::HelpPrompts>();
     r
 }
 
@@ -183,7 +202,7 @@ impl ToolError {
 }
 
 /// A tool as the registry, the loop and approvals see it: JSON in, JSON out. Every tool is a
-/// [`TypedTool`]; the blanket impl in [`typed`] provides this (no tool implements it by hand).
+/// [`TypedTool`]; [`Typed`] provides this (no tool implements it by hand).
 #[async_trait::async_trait]
 pub trait Tool: Send + Sync {
     /// The name the model calls.
@@ -244,24 +263,15 @@ pub(crate) fn split_revid(s: &str) -> Option<(Uuid, i32)> {
     Some((Uuid::parse_str(id).ok()?, v.parse::<i32>().ok()?))
 }
 
-/// A revid `"<uuid>:<version>"` (schemas and prompts are versioned).
-pub fn parse_revid(s: &str, field: &str) -> Result<(Uuid, i32), ToolError> {
-    split_revid(s).ok_or_else(|| ToolError::Invalid(format!("{field} {}", revid_problem(s))))
-}
-
-/// A reference to a versioned row: `"<id>:<version>"`, or a bare id meaning the latest version.
-pub enum RevRef {
-    Version(Uuid, i32),
-    Latest(Uuid),
-}
-
-/// Parses a [`RevRef`]; `what` names the row kind in the error (`schema`, `prompt`).
-pub fn parse_rev_ref(s: &str, field: &str, what: &str) -> Result<RevRef, ToolError> {
+/// A reference to a versioned row (a schema, a prompt): `"<id>:<version>"`, or a bare id
+/// meaning the latest version (`None`); `what` names the row kind in the error.
+pub fn parse_rev_ref(s: &str, field: &str, what: &str) -> Result<(Uuid, Option<i32>), ToolError> {
     if s.contains(':') {
-        let (id, version) = parse_revid(s, field)?;
-        return Ok(RevRef::Version(id, version));
+        return split_revid(s)
+            .map(|(id, version)| (id, Some(version)))
+            .ok_or_else(|| ToolError::Invalid(format!("{field} {}", revid_problem(s))));
     }
-    Uuid::parse_str(s).map(RevRef::Latest).map_err(|_| {
+    Uuid::parse_str(s).map(|id| (id, None)).map_err(|_| {
         ToolError::Invalid(format!(
             "{field} must be \"<{what}_id>:<version>\" as returned by create_{what} (got {s:?})"
         ))
@@ -271,4 +281,95 @@ pub fn parse_rev_ref(s: &str, field: &str, what: &str) -> Result<RevRef, ToolErr
 /// Formats a revid.
 pub fn revid(id: Uuid, version: i32) -> String {
     format!("{id}:{version}")
+}
+
+/// `NotFound` for a `kind` (`document`, `schema`, …) `id` this org does not have (another org's
+/// id reads the same); the model is sent to `list_<kind>s`.
+pub(crate) fn not_in_org(kind: &str, id: impl std::fmt::Display) -> ToolError {
+    ToolError::NotFound(format!(
+        "no {kind} {id} in this organisation; call list_{kind}s"
+    ))
+}
+
+/// A list tool's result: `{"count": n, "<key>": [one object per row]}`.
+pub(crate) fn listing<T>(key: &str, rows: Vec<T>, row: impl FnMut(T) -> Value) -> Value {
+    let items: Vec<Value> = rows.into_iter().map(row).collect();
+    let mut out = serde_json::json!({ "count": items.len() });
+    out[key] = Value::Array(items);
+    out
+}
+
+/// A snapshot of a row that is missing (or another org's): `{"exists": false, "<key>": id}`.
+pub(crate) fn missing(key: &str, id: Uuid) -> Value {
+    let mut out = serde_json::json!({ "exists": false });
+    out[key] = serde_json::json!(id);
+    out
+}
+
+/// Text a model wrote, without a ```json (or ```) code fence around it.
+pub(crate) fn unfenced(text: &str) -> &str {
+    let t = text.trim();
+    t.strip_prefix("```json")
+        .or_else(|| t.strip_prefix("```"))
+        .map(|s| s.trim_end().trim_end_matches("```").trim())
+        .unwrap_or(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn rev_refs_and_their_errors() {
+        let id = Uuid::new_v4();
+        assert_eq!(
+            parse_rev_ref(&revid(id, 3), "f", "schema").unwrap(),
+            (id, Some(3))
+        );
+        assert_eq!(
+            parse_rev_ref(&id.to_string(), "f", "schema").unwrap(),
+            (id, None)
+        );
+        let e = parse_rev_ref("abc:x", "schema_revid", "schema").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid arguments: schema_revid must be \"<id>:<version>\", e.g. \"0190…:1\" \
+             (got \"abc:x\")"
+        );
+        let e = parse_rev_ref("abc", "prompt_revid", "prompt").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid arguments: prompt_revid must be \"<prompt_id>:<version>\" as returned by \
+             create_prompt (got \"abc\")"
+        );
+    }
+
+    #[test]
+    fn shared_result_shapes() {
+        let id = Uuid::new_v4();
+        assert_eq!(
+            not_in_org("tag", id).to_string(),
+            format!("not found: no tag {id} in this organisation; call list_tags")
+        );
+        assert_eq!(
+            listing("tags", vec![1, 2], |n| json!({"n": n})),
+            json!({"count": 2, "tags": [{"n": 1}, {"n": 2}]})
+        );
+        assert_eq!(
+            listing("tags", Vec::<i32>::new(), |n| json!(n)),
+            json!({"count": 0, "tags": []})
+        );
+        assert_eq!(
+            missing("prompt_id", id),
+            json!({"exists": false, "prompt_id": id})
+        );
+    }
+
+    #[test]
+    fn fences_are_dropped() {
+        assert_eq!(unfenced(" ```json\n{\"a\": 1}\n``` "), "{\"a\": 1}");
+        assert_eq!(unfenced("```\n{}\n```"), "{}");
+        assert_eq!(unfenced("  {} "), "{}");
+    }
 }

@@ -3,23 +3,14 @@
 //! version its extraction answers with (`schema_revid`).
 
 use super::schemas::resolve_schema;
-use super::tags::{NoArgs, checked_tag_ids};
+use super::tags::checked_tag_ids;
 use super::typed::{AnyVersionId, TagId, nullable};
-use super::{Category, Registry, Target, ToolCtx, ToolError, TypedTool, revid};
+use super::{Category, Target, ToolCtx, ToolError, TypedTool, listing, missing, not_in_org};
+use super::{parse_rev_ref, revid};
 use crate::store::prompts::{self as store, PromptFields, PromptRow};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::sync::Arc;
-
-/// Registers this group's tools.
-pub fn register(r: &mut Registry) {
-    r.register(Arc::new(GetPrompt));
-    r.register(Arc::new(ListPrompts));
-    r.register(Arc::new(CreatePrompt));
-    r.register(Arc::new(UpdatePrompt));
-    r.register(Arc::new(DeletePrompt));
-}
 
 /// Longest prompt content accepted, in characters.
 const MAX_CONTENT_CHARS: usize = 20_000;
@@ -39,25 +30,25 @@ fn prompt_json(p: &PromptRow) -> Value {
     })
 }
 
-fn not_found(what: &str) -> ToolError {
-    ToolError::NotFound(format!(
-        "no prompt {what} in this organisation; call list_prompts"
-    ))
-}
-
 /// A prompt version of this org from `"<id>:<version>"`, or the latest from a bare id.
 pub(crate) async fn resolve_prompt(
     ctx: &mut ToolCtx<'_>,
     s: &str,
     field: &str,
 ) -> Result<PromptRow, ToolError> {
-    let row = match super::parse_rev_ref(s, field, "prompt")? {
-        super::RevRef::Version(id, version) => {
-            store::get(ctx.conn, ctx.org_id, id, version).await?
-        }
-        super::RevRef::Latest(id) => store::latest(ctx.conn, ctx.org_id, id, false).await?,
+    let row = match parse_rev_ref(s, field, "prompt")? {
+        (id, Some(version)) => store::get(ctx.conn, ctx.org_id, id, version).await?,
+        (id, None) => store::latest(ctx.conn, ctx.org_id, id, false).await?,
     };
-    row.ok_or_else(|| not_found(s))
+    row.ok_or_else(|| not_in_org("prompt", s))
+}
+
+/// A prompt version's ids as the model sees them.
+fn revids(p: &PromptRow) -> Value {
+    json!({
+        "prompt_revid": revid(p.prompt_id, p.version), "prompt_id": p.prompt_id,
+        "version": p.version, "schema_revid": revid(p.schema_id, p.schema_version),
+    })
 }
 
 /// Trimmed, non-empty, bounded content.
@@ -87,66 +78,57 @@ fn model_arg(model: Option<&str>) -> Result<Option<String>, ToolError> {
     }
 }
 
-struct GetPrompt;
-
+/// `get_prompt`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct GetPromptArgs {
+pub(crate) struct GetPrompt {
     /// "<prompt_id>:<version>", as returned by create_prompt.
     prompt_revid: String,
 }
 
-#[async_trait::async_trait]
 impl TypedTool for GetPrompt {
     const NAME: &'static str = "get_prompt";
     const DESCRIPTION: &'static str = "Get one prompt version {prompt_revid: \
          \"<prompt_id>:<version>\"} (a bare prompt_id means its latest version): content, \
          schema_revid, model, tag_ids, status.";
     const CATEGORY: Category = Category::Read;
-    type Args = GetPromptArgs;
-    type Output = Value;
 
-    async fn run(&self, ctx: &mut ToolCtx<'_>, args: GetPromptArgs) -> Result<Value, ToolError> {
-        let p = resolve_prompt(ctx, &args.prompt_revid, "prompt_revid").await?;
-        Ok(prompt_json(&p))
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        Ok(prompt_json(
+            &resolve_prompt(ctx, &self.prompt_revid, "prompt_revid").await?,
+        ))
     }
 }
 
-struct ListPrompts;
+/// `list_prompts` (no arguments).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListPrompts {}
 
-#[async_trait::async_trait]
 impl TypedTool for ListPrompts {
     const NAME: &'static str = "list_prompts";
     const DESCRIPTION: &'static str = "List the organisation's prompts (latest version of \
          each): prompt_revid, name, schema_revid, model, status and the start of the content.";
     const CATEGORY: Category = Category::Read;
-    type Args = NoArgs;
-    type Output = Value;
 
-    async fn run(&self, ctx: &mut ToolCtx<'_>, _args: NoArgs) -> Result<Value, ToolError> {
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         let rows = store::list_latest(ctx.conn, ctx.org_id).await?;
-        let prompts: Vec<Value> = rows
-            .iter()
-            .map(|p| {
-                let preview: String = p.content.chars().take(200).collect();
-                json!({
-                    "prompt_revid": revid(p.prompt_id, p.version), "prompt_id": p.prompt_id,
-                    "name": p.name, "version": p.version,
-                    "schema_revid": revid(p.schema_id, p.schema_version),
-                    "model": p.model, "tag_ids": p.tag_ids, "status": p.status,
-                    "content_preview": preview, "created_at": p.created_at,
-                })
-            })
-            .collect();
-        Ok(json!({"count": prompts.len(), "prompts": prompts}))
+        Ok(listing("prompts", rows, |p| {
+            // The whole prompt but its content, of which the start.
+            let mut row = prompt_json(&p);
+            if let Some(o) = row.as_object_mut() {
+                o.remove("content");
+            }
+            row["content_preview"] = json!(p.content.chars().take(200).collect::<String>());
+            row
+        }))
     }
 }
 
-struct CreatePrompt;
-
+/// `create_prompt`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct CreatePromptArgs {
+pub(crate) struct CreatePrompt {
     #[schemars(length(min = 1, max = 200))]
     name: Option<String>,
     /// Instructions for the extraction model.
@@ -161,7 +143,6 @@ struct CreatePromptArgs {
     tag_ids: Option<Vec<TagId>>,
 }
 
-#[async_trait::async_trait]
 impl TypedTool for CreatePrompt {
     const NAME: &'static str = "create_prompt";
     const DESCRIPTION: &'static str = "Create an extraction prompt {name, content, \
@@ -169,73 +150,52 @@ impl TypedTool for CreatePrompt {
          the extraction model gets with the document text; schema_revid is the schema its \
          answer must follow. See help_prompts.";
     const CATEGORY: Category = Category::Write;
-    type Args = CreatePromptArgs;
-    type Output = Value;
+    const PROPOSABLE: bool = true;
 
-    async fn run(&self, ctx: &mut ToolCtx<'_>, args: CreatePromptArgs) -> Result<Value, ToolError> {
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         // A missing name is only a missing label: named, and said so in the result.
-        let named = args.name.is_none();
-        let name = args
-            .name
-            .as_deref()
-            .unwrap_or("Extraction prompt")
-            .trim()
-            .to_string();
+        let named = self.name.is_none();
+        let name = self.name.as_deref().unwrap_or("Extraction prompt").trim();
         if name.is_empty() {
             return Err(ToolError::Invalid("name must not be empty".into()));
         }
-        let content = content_arg(&args.content)?;
-        let model = model_arg(args.model.as_deref())?;
-        let schema = resolve_schema(ctx, &args.schema_revid, "schema_revid").await?;
-        let tag_ids = checked_tag_ids(ctx, args.tag_ids.as_deref(), "tag_ids")
-            .await?
-            .unwrap_or_default();
+        let content = content_arg(&self.content)?;
+        let model = model_arg(self.model.as_deref())?;
+        let schema = resolve_schema(ctx, &self.schema_revid, "schema_revid").await?;
+        let tag_ids = checked_tag_ids(ctx, self.tag_ids.as_deref(), "tag_ids").await?;
         let f = PromptFields {
-            name,
+            name: name.to_string(),
             content,
             schema_id: schema.schema_id,
             schema_version: schema.version,
             model,
-            tag_ids,
+            tag_ids: tag_ids.unwrap_or_default(),
         };
         let p = store::create(ctx.conn, ctx.org_id, &f, ctx.run_id, ctx.now).await?;
-        let mut result = json!({
-            "prompt_revid": revid(p.prompt_id, p.version), "prompt_id": p.prompt_id,
-            "version": p.version, "schema_revid": revid(p.schema_id, p.schema_version),
-            "status": p.status,
-        });
+        let mut result = revids(&p);
+        result["status"] = json!(p.status);
         if named {
             result["completed"] = json!(["no name was given: named it \"Extraction prompt\""]);
         }
         Ok(result)
     }
-    async fn snapshot(
-        &self,
-        ctx: &mut ToolCtx<'_>,
-        args: &CreatePromptArgs,
-    ) -> Option<Result<Value, ToolError>> {
-        // A new prompt depends on its schema version existing.
-        Some(
-            async {
-                Ok(
-                    match resolve_schema(ctx, &args.schema_revid, "schema_revid").await {
-                        Ok(sc) => json!({"schema_exists": true,
-                                     "schema_revid": revid(sc.schema_id, sc.version)}),
-                        Err(ToolError::NotFound(_)) => json!({"schema_exists": false}),
-                        Err(e) => return Err(e),
-                    },
-                )
-            }
-            .await,
+    /// The schema version, if it exists: what a new prompt depends on.
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        Ok(
+            match resolve_schema(ctx, &self.schema_revid, "schema_revid").await {
+                Ok(sc) => json!({"schema_exists": true,
+                                 "schema_revid": revid(sc.schema_id, sc.version)}),
+                Err(ToolError::NotFound(_)) => json!({"schema_exists": false}),
+                Err(e) => return Err(e),
+            },
         )
     }
 }
 
-struct UpdatePrompt;
-
+/// `update_prompt`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct UpdatePromptArgs {
+pub(crate) struct UpdatePrompt {
     /// The prompt's id (no version).
     prompt_id: AnyVersionId,
     #[schemars(length(min = 1))]
@@ -250,25 +210,23 @@ struct UpdatePromptArgs {
     tag_ids: Option<Vec<TagId>>,
 }
 
-#[async_trait::async_trait]
 impl TypedTool for UpdatePrompt {
     const NAME: &'static str = "update_prompt";
     const DESCRIPTION: &'static str = "Save a new version of a prompt {prompt_id, content?, \
          schema_revid?, model?, tag_ids?} (proposed, version + 1); fields left out keep their \
          current value.";
     const CATEGORY: Category = Category::Write;
-    type Args = UpdatePromptArgs;
-    type Output = Value;
+    const PROPOSABLE: bool = true;
 
-    fn targets(&self, args: &UpdatePromptArgs) -> Vec<Target> {
-        vec![Target::Prompt(args.prompt_id.0)]
+    fn targets(&self) -> Vec<Target> {
+        vec![Target::Prompt(self.prompt_id.0)]
     }
-    async fn run(&self, ctx: &mut ToolCtx<'_>, args: UpdatePromptArgs) -> Result<Value, ToolError> {
-        let AnyVersionId(id) = args.prompt_id;
-        if args.content.is_none()
-            && args.schema_revid.is_none()
-            && args.model.is_none()
-            && args.tag_ids.is_none()
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let AnyVersionId(id) = self.prompt_id;
+        if self.content.is_none()
+            && self.schema_revid.is_none()
+            && self.model.is_none()
+            && self.tag_ids.is_none()
         {
             return Err(ToolError::Invalid(
                 "nothing to update: give content, schema_revid, model and/or tag_ids".into(),
@@ -276,93 +234,73 @@ impl TypedTool for UpdatePrompt {
         }
         let prev = store::latest(ctx.conn, ctx.org_id, id, true)
             .await?
-            .ok_or_else(|| not_found(&id.to_string()))?;
+            .ok_or_else(|| not_in_org("prompt", id))?;
         let mut f = PromptFields::from(&prev);
-        if let Some(c) = &args.content {
+        if let Some(c) = &self.content {
             f.content = content_arg(c)?;
         }
-        if let Some(m) = &args.model {
+        if let Some(m) = &self.model {
             f.model = model_arg(m.as_deref())?;
         }
-        if let Some(s) = &args.schema_revid {
+        if let Some(s) = &self.schema_revid {
             let schema = resolve_schema(ctx, s, "schema_revid").await?;
             f.schema_id = schema.schema_id;
             f.schema_version = schema.version;
         }
-        if let Some(t) = checked_tag_ids(ctx, args.tag_ids.as_deref(), "tag_ids").await? {
+        if let Some(t) = checked_tag_ids(ctx, self.tag_ids.as_deref(), "tag_ids").await? {
             f.tag_ids = t;
         }
         let p = store::create_version(ctx.conn, ctx.org_id, &prev, &f, ctx.run_id, ctx.now).await?;
-        Ok(json!({
-            "prompt_revid": revid(p.prompt_id, p.version), "prompt_id": p.prompt_id,
-            "version": p.version, "previous_version": prev.version,
-            "schema_revid": revid(p.schema_id, p.schema_version), "status": p.status,
-        }))
+        let mut result = revids(&p);
+        result["previous_version"] = json!(prev.version);
+        result["status"] = json!(p.status);
+        Ok(result)
     }
-    async fn snapshot(
-        &self,
-        ctx: &mut ToolCtx<'_>,
-        args: &UpdatePromptArgs,
-    ) -> Option<Result<Value, ToolError>> {
-        let AnyVersionId(id) = args.prompt_id;
-        Some(
-            async {
-                Ok(match store::latest(ctx.conn, ctx.org_id, id, true).await? {
-                    Some(p) => json!({"exists": true, "latest": prompt_json(&p)}),
-                    None => json!({"exists": false, "prompt_id": id}),
-                })
-            }
-            .await,
-        )
+    /// The latest version, locked: what a new version depends on.
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let AnyVersionId(id) = self.prompt_id;
+        Ok(match store::latest(ctx.conn, ctx.org_id, id, true).await? {
+            Some(p) => json!({"exists": true, "latest": prompt_json(&p)}),
+            None => missing("prompt_id", id),
+        })
     }
 }
 
-struct DeletePrompt;
-
+/// `delete_prompt`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct DeletePromptArgs {
+pub(crate) struct DeletePrompt {
     /// The prompt's id.
     prompt_id: AnyVersionId,
 }
 
-#[async_trait::async_trait]
 impl TypedTool for DeletePrompt {
     const NAME: &'static str = "delete_prompt";
     const DESCRIPTION: &'static str = "Delete a prompt {prompt_id} with all its versions. \
          Extractions made with it are kept.";
     const CATEGORY: Category = Category::Destructive;
-    type Args = DeletePromptArgs;
-    type Output = Value;
+    const PROPOSABLE: bool = true;
 
-    fn targets(&self, args: &DeletePromptArgs) -> Vec<Target> {
-        vec![Target::Prompt(args.prompt_id.0)]
+    fn targets(&self) -> Vec<Target> {
+        vec![Target::Prompt(self.prompt_id.0)]
     }
-    async fn run(&self, ctx: &mut ToolCtx<'_>, args: DeletePromptArgs) -> Result<Value, ToolError> {
-        let AnyVersionId(id) = args.prompt_id;
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let AnyVersionId(id) = self.prompt_id;
         let n = store::delete(ctx.conn, ctx.org_id, id).await?;
         if n == 0 {
-            return Err(not_found(&id.to_string()));
+            return Err(not_in_org("prompt", id));
         }
         Ok(json!({"deleted": true, "prompt_id": id, "versions_deleted": n}))
     }
-    async fn snapshot(
-        &self,
-        ctx: &mut ToolCtx<'_>,
-        args: &DeletePromptArgs,
-    ) -> Option<Result<Value, ToolError>> {
-        let AnyVersionId(id) = args.prompt_id;
-        Some(
-            async {
-                let versions = store::lock_all(ctx.conn, ctx.org_id, id).await?;
-                Ok(if versions.is_empty() {
-                    json!({"exists": false, "prompt_id": id})
-                } else {
-                    let v: Vec<Value> = versions.iter().map(prompt_json).collect();
-                    json!({"exists": true, "prompt_id": id, "versions": v})
-                })
-            }
-            .await,
-        )
+    /// Every version, locked: what the deletion depends on.
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let AnyVersionId(id) = self.prompt_id;
+        let versions = store::lock_all(ctx.conn, ctx.org_id, id).await?;
+        Ok(if versions.is_empty() {
+            missing("prompt_id", id)
+        } else {
+            let v: Vec<Value> = versions.iter().map(prompt_json).collect();
+            json!({"exists": true, "prompt_id": id, "versions": v})
+        })
     }
 }

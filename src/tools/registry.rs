@@ -44,6 +44,11 @@ impl Registry {
         self.tools.insert(tool.name(), tool);
     }
 
+    /// Adds the typed tool `T`.
+    pub fn add<T: super::TypedTool>(&mut self) {
+        self.register(Arc::new(super::Typed::<T>::default()));
+    }
+
     /// The tool called `name`.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.tools.get(name)
@@ -74,12 +79,7 @@ impl Registry {
 
     /// Parses raw model arguments: tolerates a ```json code fence and empty text (= `{}`).
     pub fn parse_args(raw: &str) -> Result<Value, CallError> {
-        let t = raw.trim();
-        let t = t
-            .strip_prefix("```json")
-            .or_else(|| t.strip_prefix("```"))
-            .map(|s| s.trim_end().trim_end_matches("```").trim())
-            .unwrap_or(t);
+        let t = super::unfenced(raw);
         if t.is_empty() {
             return Ok(Value::Object(Default::default()));
         }

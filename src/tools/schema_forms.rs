@@ -20,6 +20,28 @@ pub struct Built {
     pub notes: Vec<String>,
 }
 
+/// Why the compact `fields` form could not be read; the message starts with the path of the
+/// offending part (`fields.lines[]: …`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FieldsError {
+    #[error(
+        "{0}: expected a non-empty object of field name → type, e.g. {{\"total\": \"number\"}}"
+    )]
+    Empty(String),
+    #[error("{path}: field {key:?} appears twice")]
+    Twice { path: String, key: String },
+    #[error("{0}: a field needs a \"name\"")]
+    NoName(String),
+    #[error("{0}: a field is a name or {{\"name\", \"type\"}}")]
+    NotAField(String),
+    #[error("{0}: a list needs its item type, e.g. [\"string\"]")]
+    NoItemType(String),
+    #[error(
+        "{0}: a field's type is a string such as \"string\" or \"number\", a list [type], or an object of fields"
+    )]
+    BadType(String),
+}
+
 /// `Invoice Number` → `invoice_number` (at most 64 characters; `document` when nothing is left).
 pub fn schema_name(name: &str) -> String {
     let mut out = String::new();
@@ -38,7 +60,7 @@ pub fn schema_name(name: &str) -> String {
 /// (`"string"`, `"number"`, `"integer"`, `"boolean"`, `"date"`; `[…]` for a list; `{…}` for a
 /// nested object; or a property schema with `"type"`), or a list of `{"name", "type",
 /// "description"}`. Every field may be null (a value the document lacks is null, not invented).
-pub fn from_fields(name: &str, fields: &Value) -> Result<Built, String> {
+pub fn from_fields(name: &str, fields: &Value) -> Result<Built, FieldsError> {
     let mut notes = Vec::new();
     let schema = object_of(fields, "fields", &mut notes)?;
     notes.insert(
@@ -169,7 +191,7 @@ fn close_objects(node: &mut Value, path: &str, notes: &mut Vec<String>) {
 }
 
 /// A strict object schema from a map (or list) of fields.
-fn object_of(fields: &Value, path: &str, notes: &mut Vec<String>) -> Result<Value, String> {
+fn object_of(fields: &Value, path: &str, notes: &mut Vec<String>) -> Result<Value, FieldsError> {
     let pairs: Vec<(String, Value)> = match fields {
         Value::Object(m) if !m.is_empty() => {
             m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
@@ -181,11 +203,7 @@ fn object_of(fields: &Value, path: &str, notes: &mut Vec<String>) -> Result<Valu
             }
             out
         }
-        _ => {
-            return Err(format!(
-                "{path}: expected a non-empty object of field name → type, e.g. {{\"total\": \"number\"}}"
-            ));
-        }
+        _ => return Err(FieldsError::Empty(path.into())),
     };
     let mut props = Map::new();
     for (name, spec) in pairs {
@@ -194,7 +212,10 @@ fn object_of(fields: &Value, path: &str, notes: &mut Vec<String>) -> Result<Valu
             notes.push(format!("{path}: renamed field {name:?} to {key:?}"));
         }
         if props.contains_key(&key) {
-            return Err(format!("{path}: field {key:?} appears twice"));
+            return Err(FieldsError::Twice {
+                path: path.into(),
+                key,
+            });
         }
         let prop = property(&spec, &name, &format!("{path}.{key}"), notes)?;
         props.insert(key, prop);
@@ -207,7 +228,7 @@ fn object_of(fields: &Value, path: &str, notes: &mut Vec<String>) -> Result<Valu
 }
 
 /// `{"name": "total", "type": "number", "description": …}` or a bare name (a string field).
-fn named_field(item: &Value, path: &str) -> Result<(String, Value), String> {
+fn named_field(item: &Value, path: &str) -> Result<(String, Value), FieldsError> {
     match item {
         Value::String(s) if !s.trim().is_empty() => Ok((s.clone(), json!("string"))),
         Value::Object(m) => {
@@ -215,7 +236,7 @@ fn named_field(item: &Value, path: &str) -> Result<(String, Value), String> {
                 .get("name")
                 .and_then(Value::as_str)
                 .filter(|s| !s.trim().is_empty())
-                .ok_or_else(|| format!("{path}: a field needs a \"name\""))?;
+                .ok_or_else(|| FieldsError::NoName(path.into()))?;
             let mut spec = m.clone();
             spec.remove("name");
             if !spec.contains_key("type") {
@@ -223,9 +244,7 @@ fn named_field(item: &Value, path: &str) -> Result<(String, Value), String> {
             }
             Ok((name.to_string(), Value::Object(spec)))
         }
-        _ => Err(format!(
-            "{path}: a field is a name or {{\"name\", \"type\"}}"
-        )),
+        _ => Err(FieldsError::NotAField(path.into())),
     }
 }
 
@@ -235,13 +254,13 @@ fn property(
     field: &str,
     path: &str,
     notes: &mut Vec<String>,
-) -> Result<Value, String> {
+) -> Result<Value, FieldsError> {
     match spec {
         Value::String(t) => Ok(scalar(t, None, field, path, notes)),
         Value::Array(items) => {
             let item = items
                 .first()
-                .ok_or_else(|| format!("{path}: a list needs its item type, e.g. [\"string\"]"))?;
+                .ok_or_else(|| FieldsError::NoItemType(path.into()))?;
             let items = property(item, field, &format!("{path}[]"), notes)?;
             Ok(json!({"type": ["array", "null"], "items": non_null(items)}))
         }
@@ -262,9 +281,7 @@ fn property(
                 Ok(obj)
             }
         },
-        _ => Err(format!(
-            "{path}: a field's type is a string such as \"string\" or \"number\", a list [type], or an object of fields"
-        )),
+        _ => Err(FieldsError::BadType(path.into())),
     }
 }
 
@@ -365,22 +382,53 @@ mod tests {
         assert!(
             from_fields("x", &json!({}))
                 .unwrap_err()
+                .to_string()
                 .contains("non-empty object")
         );
         assert!(
             from_fields("x", &json!({"a": 3}))
                 .unwrap_err()
+                .to_string()
                 .contains("fields.a")
         );
         assert!(
             from_fields("x", &json!([{"type": "string"}]))
                 .unwrap_err()
+                .to_string()
                 .contains("\"name\"")
         );
         assert!(
             from_fields("x", &json!({"a": []}))
                 .unwrap_err()
+                .to_string()
                 .contains("item type")
+        );
+    }
+
+    #[test]
+    fn fields_errors_name_the_path() {
+        let e = |fields: Value| from_fields("x", &fields).unwrap_err().to_string();
+        assert_eq!(
+            e(json!({})),
+            "fields: expected a non-empty object of field name → type, e.g. {\"total\": \"number\"}"
+        );
+        assert_eq!(
+            e(json!([{"name": "a b"}, {"name": "a_b"}])),
+            "fields: field \"a_b\" appears twice"
+        );
+        assert_eq!(e(json!([{}])), "fields[0]: a field needs a \"name\"");
+        assert_eq!(
+            e(json!([3])),
+            "fields[0]: a field is a name or {\"name\", \"type\"}"
+        );
+        assert_eq!(
+            e(json!({"lines": []})),
+            "fields.lines: a list needs its item type, e.g. [\"string\"]"
+        );
+        assert_eq!(
+            e(json!({"a": 3})),
+            "fields.a: a field's type is a string such as \"string\" or \"number\", a list \
+             [type], or an object of fields"
         );
     }
 

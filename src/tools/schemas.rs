@@ -5,25 +5,14 @@
 use super::schema_check::clip;
 pub use super::schema_check::{validate_instance, validate_response_format};
 use super::schema_forms;
-use super::tags::NoArgs;
 use super::typed::{AnyVersionId, any_object};
-use super::{Category, Registry, Target, ToolCtx, ToolError, TypedTool, revid};
+use super::{Category, Target, ToolCtx, ToolError, TypedTool, listing, missing, not_in_org};
+use super::{parse_rev_ref, revid};
 use crate::store::schemas::{self as store, SchemaRow};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::sync::Arc;
 use uuid::Uuid;
-
-/// Registers this group's tools.
-pub fn register(r: &mut Registry) {
-    r.register(Arc::new(GetSchema));
-    r.register(Arc::new(ListSchemas));
-    r.register(Arc::new(ValidateSchema));
-    r.register(Arc::new(CreateSchema));
-    r.register(Arc::new(UpdateSchema));
-    r.register(Arc::new(DeleteSchema));
-}
 
 /// `validate_response_format` as a tool error the model can act on.
 fn check_response_format(v: &Value) -> Result<(), ToolError> {
@@ -51,7 +40,7 @@ fn completed_response_format(name: &str, rf: &Value) -> Result<schema_forms::Bui
 }
 
 /// create_schema's schema: from `fields` (the compact form), else from `response_format`.
-fn schema_from_args(name: &str, args: &CreateSchemaArgs) -> Result<schema_forms::Built, ToolError> {
+fn schema_from_args(name: &str, args: &CreateSchema) -> Result<schema_forms::Built, ToolError> {
     let fields = args.fields.as_ref().filter(|f| !f.is_null());
     let rf = args.response_format.as_ref().filter(|f| !f.is_null());
     match (fields, rf) {
@@ -107,17 +96,16 @@ pub(crate) async fn resolve_schema(
     s: &str,
     field: &str,
 ) -> Result<SchemaRow, ToolError> {
-    let row = match super::parse_rev_ref(s, field, "schema")? {
-        super::RevRef::Version(id, version) => {
-            store::get(ctx.conn, ctx.org_id, id, version).await?
-        }
-        super::RevRef::Latest(id) => store::latest(ctx.conn, ctx.org_id, id, false).await?,
+    let row = match parse_rev_ref(s, field, "schema")? {
+        (id, Some(version)) => store::get(ctx.conn, ctx.org_id, id, version).await?,
+        (id, None) => store::latest(ctx.conn, ctx.org_id, id, false).await?,
     };
-    row.ok_or_else(|| {
-        ToolError::NotFound(format!(
-            "no schema {s} in this organisation; call list_schemas"
-        ))
-    })
+    row.ok_or_else(|| not_in_org("schema", s))
+}
+
+/// The latest version of schema `id` of this org, locked.
+async fn latest_locked(ctx: &mut ToolCtx<'_>, id: Uuid) -> Result<Option<SchemaRow>, ToolError> {
+    Ok(store::latest(ctx.conn, ctx.org_id, id, true).await?)
 }
 
 fn schema_json(s: &SchemaRow) -> Value {
@@ -132,100 +120,84 @@ fn schema_json(s: &SchemaRow) -> Value {
     })
 }
 
-struct GetSchema;
-
+/// `get_schema`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct GetSchemaArgs {
+pub(crate) struct GetSchema {
     /// "<schema_id>:<version>", as returned by create_schema.
     schema_revid: String,
 }
 
-#[async_trait::async_trait]
 impl TypedTool for GetSchema {
     const NAME: &'static str = "get_schema";
     const DESCRIPTION: &'static str = "Get one schema version {schema_revid: \
          \"<schema_id>:<version>\"} (a bare schema_id means its latest version): name, status \
          and response_format.";
     const CATEGORY: Category = Category::Read;
-    type Args = GetSchemaArgs;
-    type Output = Value;
 
-    async fn run(&self, ctx: &mut ToolCtx<'_>, args: GetSchemaArgs) -> Result<Value, ToolError> {
-        let s = resolve_schema(ctx, &args.schema_revid, "schema_revid").await?;
-        Ok(schema_json(&s))
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        Ok(schema_json(
+            &resolve_schema(ctx, &self.schema_revid, "schema_revid").await?,
+        ))
     }
 }
 
-struct ListSchemas;
+/// `list_schemas` (no arguments).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListSchemas {}
 
-#[async_trait::async_trait]
 impl TypedTool for ListSchemas {
     const NAME: &'static str = "list_schemas";
     const DESCRIPTION: &'static str = "List the organisation's schemas (latest version of \
          each): schema_revid, name, status and the top-level field names.";
     const CATEGORY: Category = Category::Read;
-    type Args = NoArgs;
-    type Output = Value;
 
-    async fn run(&self, ctx: &mut ToolCtx<'_>, _args: NoArgs) -> Result<Value, ToolError> {
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         let rows = store::list_latest(ctx.conn, ctx.org_id).await?;
-        let schemas: Vec<Value> = rows
-            .iter()
-            .map(|s| {
-                let fields: Vec<&String> = inner_schema(&s.response_format)
-                    .get("properties")
-                    .and_then(Value::as_object)
-                    .map(|p| p.keys().collect())
-                    .unwrap_or_default();
-                json!({
-                    "schema_revid": revid(s.schema_id, s.version), "schema_id": s.schema_id,
-                    "name": s.name, "version": s.version, "status": s.status,
-                    "fields": fields, "created_at": s.created_at,
-                })
+        Ok(listing("schemas", rows, |s| {
+            let fields: Vec<&String> = inner_schema(&s.response_format)
+                .get("properties")
+                .and_then(Value::as_object)
+                .map(|p| p.keys().collect())
+                .unwrap_or_default();
+            json!({
+                "schema_revid": revid(s.schema_id, s.version), "schema_id": s.schema_id,
+                "name": s.name, "version": s.version, "status": s.status,
+                "fields": fields, "created_at": s.created_at,
             })
-            .collect();
-        Ok(json!({"count": schemas.len(), "schemas": schemas}))
+        }))
     }
 }
 
-struct ValidateSchema;
-
+/// `validate_schema`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ValidateSchemaArgs {
+pub(crate) struct ValidateSchema {
     /// The response_format to check (see help_schemas).
     #[schemars(schema_with = "any_object")]
     schema: Value,
 }
 
-#[async_trait::async_trait]
 impl TypedTool for ValidateSchema {
     const NAME: &'static str = "validate_schema";
     const DESCRIPTION: &'static str = "Check a response_format {schema: {\"type\": \
          \"json_schema\", \"json_schema\": {...}}} without saving it; returns valid and every \
          error found.";
     const CATEGORY: Category = Category::Read;
-    type Args = ValidateSchemaArgs;
-    type Output = Value;
 
-    async fn run(
-        &self,
-        _ctx: &mut ToolCtx<'_>,
-        args: ValidateSchemaArgs,
-    ) -> Result<Value, ToolError> {
-        Ok(match validate_response_format(&args.schema) {
+    async fn run(self, _ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        Ok(match validate_response_format(&self.schema) {
             Ok(()) => json!({"valid": true, "errors": []}),
             Err(errors) => json!({"valid": false, "errors": errors}),
         })
     }
 }
 
-struct CreateSchema;
-
+/// `create_schema`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct CreateSchemaArgs {
+pub(crate) struct CreateSchema {
     /// A readable name for the kind of document.
     #[schemars(length(min = 1, max = 200))]
     name: Option<String>,
@@ -239,7 +211,6 @@ struct CreateSchemaArgs {
     response_format: Option<Value>,
 }
 
-#[async_trait::async_trait]
 impl TypedTool for CreateSchema {
     const NAME: &'static str = "create_schema";
     const DESCRIPTION: &'static str = "Create a schema (stored as proposed, version 1) from its \
@@ -248,19 +219,18 @@ impl TypedTool for CreateSchema {
          give response_format (OpenAI's structured-output shape, see help_schemas) instead of \
          fields. Returns schema_revid for create_prompt.";
     const CATEGORY: Category = Category::Write;
-    type Args = CreateSchemaArgs;
-    type Output = Value;
+    const PROPOSABLE: bool = true;
 
-    async fn run(&self, ctx: &mut ToolCtx<'_>, args: CreateSchemaArgs) -> Result<Value, ToolError> {
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         // A missing name is only a missing label (small models often send just the fields).
-        let (name, named) = match args.name.as_deref() {
+        let (name, named) = match self.name.as_deref() {
             Some(n) => (n.trim(), false),
             None => ("Document fields", true),
         };
         if name.is_empty() {
             return Err(ToolError::Invalid("name must not be empty".into()));
         }
-        let mut built = schema_from_args(name, &args)?;
+        let mut built = schema_from_args(name, &self)?;
         if named {
             built
                 .notes
@@ -268,29 +238,22 @@ impl TypedTool for CreateSchema {
         }
         let rf = &built.response_format;
         let s = store::create(ctx.conn, ctx.org_id, name, rf, ctx.run_id, ctx.now).await?;
-        Ok(with_notes(
-            json!({
-                "schema_revid": revid(s.schema_id, s.version), "schema_id": s.schema_id,
-                "version": s.version, "name": s.name, "status": s.status,
-            }),
-            built.notes,
-        ))
+        let result = json!({
+            "schema_revid": revid(s.schema_id, s.version), "schema_id": s.schema_id,
+            "version": s.version, "name": s.name, "status": s.status,
+        });
+        Ok(with_notes(result, built.notes))
     }
-    async fn snapshot(
-        &self,
-        _ctx: &mut ToolCtx<'_>,
-        _args: &CreateSchemaArgs,
-    ) -> Option<Result<Value, ToolError>> {
+    async fn snapshot(&self, _ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         // Creating a new schema depends on no existing row.
-        Some(Ok(json!({"depends_on": null})))
+        Ok(json!({"depends_on": null}))
     }
 }
 
-struct UpdateSchema;
-
+/// `update_schema`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct UpdateSchemaArgs {
+pub(crate) struct UpdateSchema {
     /// The schema's id (no version).
     schema_id: AnyVersionId,
     /// The complete new response_format (see help_schemas).
@@ -298,25 +261,23 @@ struct UpdateSchemaArgs {
     response_format: Value,
 }
 
-#[async_trait::async_trait]
 impl TypedTool for UpdateSchema {
     const NAME: &'static str = "update_schema";
     const DESCRIPTION: &'static str = "Save a new version of a schema {schema_id, \
          response_format} (proposed, version + 1); existing versions and the prompts using them \
          are unchanged. Returns the new schema_revid.";
     const CATEGORY: Category = Category::Write;
-    type Args = UpdateSchemaArgs;
-    type Output = Value;
+    const PROPOSABLE: bool = true;
 
-    fn targets(&self, args: &UpdateSchemaArgs) -> Vec<Target> {
-        vec![Target::Schema(args.schema_id.0)]
+    fn targets(&self) -> Vec<Target> {
+        vec![Target::Schema(self.schema_id.0)]
     }
-    async fn run(&self, ctx: &mut ToolCtx<'_>, args: UpdateSchemaArgs) -> Result<Value, ToolError> {
-        let AnyVersionId(id) = args.schema_id;
-        let latest = store::latest(ctx.conn, ctx.org_id, id, true)
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let AnyVersionId(id) = self.schema_id;
+        let latest = latest_locked(ctx, id)
             .await?
-            .ok_or_else(|| not_found(id))?;
-        let built = completed_response_format(&latest.name, &args.response_format)?;
+            .ok_or_else(|| not_in_org("schema", id))?;
+        let built = completed_response_format(&latest.name, &self.response_format)?;
         let rf = &built.response_format;
         if latest.response_format == *rf {
             return Ok(json!({
@@ -326,68 +287,49 @@ impl TypedTool for UpdateSchema {
         }
         let s = store::create_version(ctx.conn, ctx.org_id, id, rf, ctx.run_id, ctx.now)
             .await?
-            .ok_or_else(|| not_found(id))?;
-        Ok(with_notes(
-            json!({
-                "schema_revid": revid(s.schema_id, s.version), "schema_id": s.schema_id,
-                "version": s.version, "previous_version": latest.version, "status": s.status,
+            .ok_or_else(|| not_in_org("schema", id))?;
+        let result = json!({
+            "schema_revid": revid(s.schema_id, s.version), "schema_id": s.schema_id,
+            "version": s.version, "previous_version": latest.version, "status": s.status,
+        });
+        Ok(with_notes(result, built.notes))
+    }
+    /// The latest version, locked: what a new version depends on.
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let AnyVersionId(id) = self.schema_id;
+        Ok(match latest_locked(ctx, id).await? {
+            Some(s) => json!({
+                "exists": true, "schema_id": id, "latest_version": s.version,
+                "name": s.name, "status": s.status, "response_format": s.response_format,
             }),
-            built.notes,
-        ))
-    }
-    async fn snapshot(
-        &self,
-        ctx: &mut ToolCtx<'_>,
-        args: &UpdateSchemaArgs,
-    ) -> Option<Result<Value, ToolError>> {
-        let AnyVersionId(id) = args.schema_id;
-        Some(
-            async {
-                Ok(match store::latest(ctx.conn, ctx.org_id, id, true).await? {
-                    Some(s) => json!({
-                        "exists": true, "schema_id": id, "latest_version": s.version,
-                        "name": s.name, "status": s.status, "response_format": s.response_format,
-                    }),
-                    None => json!({"exists": false, "schema_id": id}),
-                })
-            }
-            .await,
-        )
+            None => missing("schema_id", id),
+        })
     }
 }
 
-fn not_found(id: Uuid) -> ToolError {
-    ToolError::NotFound(format!(
-        "no schema {id} in this organisation; call list_schemas"
-    ))
-}
-
-struct DeleteSchema;
-
+/// `delete_schema`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct DeleteSchemaArgs {
+pub(crate) struct DeleteSchema {
     /// The schema's id.
     schema_id: AnyVersionId,
 }
 
-#[async_trait::async_trait]
 impl TypedTool for DeleteSchema {
     const NAME: &'static str = "delete_schema";
     const DESCRIPTION: &'static str = "Delete a schema {schema_id} with all its versions. \
          Refused while prompts use it: delete or re-point those prompts first.";
     const CATEGORY: Category = Category::Destructive;
-    type Args = DeleteSchemaArgs;
-    type Output = Value;
+    const PROPOSABLE: bool = true;
 
-    fn targets(&self, args: &DeleteSchemaArgs) -> Vec<Target> {
-        vec![Target::Schema(args.schema_id.0)]
+    fn targets(&self) -> Vec<Target> {
+        vec![Target::Schema(self.schema_id.0)]
     }
-    async fn run(&self, ctx: &mut ToolCtx<'_>, args: DeleteSchemaArgs) -> Result<Value, ToolError> {
-        let AnyVersionId(id) = args.schema_id;
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let AnyVersionId(id) = self.schema_id;
         let lock = store::lock_all(ctx.conn, ctx.org_id, id)
             .await?
-            .ok_or_else(|| not_found(id))?;
+            .ok_or_else(|| not_in_org("schema", id))?;
         if !lock.dependent_prompts.is_empty() {
             return Err(ToolError::Conflict(format!(
                 "schema {id} is used by prompt version(s) {}; delete_prompt them (or \
@@ -398,31 +340,23 @@ impl TypedTool for DeleteSchema {
         let n = store::delete(ctx.conn, ctx.org_id, id).await?;
         Ok(json!({"deleted": true, "schema_id": id, "versions_deleted": n}))
     }
-    async fn snapshot(
-        &self,
-        ctx: &mut ToolCtx<'_>,
-        args: &DeleteSchemaArgs,
-    ) -> Option<Result<Value, ToolError>> {
-        let AnyVersionId(id) = args.schema_id;
-        Some(
-            async {
-                Ok(match store::lock_all(ctx.conn, ctx.org_id, id).await? {
-                    Some(l) => {
-                        let versions: Vec<Value> = l
-                            .versions
-                            .iter()
-                            .map(|s| {
-                                json!({"version": s.version, "name": s.name, "status": s.status,
-                                       "response_format": s.response_format})
-                            })
-                            .collect();
-                        json!({"exists": true, "schema_id": id, "versions": versions,
-                               "dependent_prompts": l.dependent_prompts})
-                    }
-                    None => json!({"exists": false, "schema_id": id}),
-                })
-            }
-            .await,
+    /// Every version and the prompts using them, locked: what the deletion depends on.
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let AnyVersionId(id) = self.schema_id;
+        let Some(l) = store::lock_all(ctx.conn, ctx.org_id, id).await? else {
+            return Ok(missing("schema_id", id));
+        };
+        let versions: Vec<Value> = l
+            .versions
+            .iter()
+            .map(|s| {
+                json!({"version": s.version, "name": s.name, "status": s.status,
+                       "response_format": s.response_format})
+            })
+            .collect();
+        Ok(
+            json!({"exists": true, "schema_id": id, "versions": versions,
+                  "dependent_prompts": l.dependent_prompts}),
         )
     }
 }

@@ -2,22 +2,13 @@
 //! computed in SQL) and `create_suggestion` (unique per org, kind, subject and night; capped
 //! per org per night).
 
-use super::documents::document_not_found;
-use super::tags::NoArgs;
+use super::documents::existing_document;
 use super::typed::{Id, any_object};
-use super::{Category, FollowUp, Registry, Subject, ToolCtx, ToolError, TypedTool};
-use crate::store::documents;
+use super::{Category, FollowUp, Subject, ToolCtx, ToolError, TypedTool};
 use crate::store::suggestions::{self as store, Created, NewSuggestion};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use std::sync::Arc;
-
-/// Registers this group's tools.
-pub fn register(r: &mut Registry) {
-    r.register(Arc::new(OrgOverview));
-    r.register(Arc::new(CreateSuggestion));
-}
 
 // The kinds of suggestion the nightly job may write (a `///` comment would become the
 // description of `kind` in create_suggestion's schema).
@@ -50,9 +41,11 @@ const WAITING_AFTER_DAYS: i32 = 3;
 /// Longest list per signal.
 const SIGNAL_LIMIT: i64 = 20;
 
-struct OrgOverview;
+/// `org_overview` (no arguments).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OrgOverview {}
 
-#[async_trait::async_trait]
 impl TypedTool for OrgOverview {
     const NAME: &'static str = "org_overview";
     const DESCRIPTION: &'static str = "The organisation at a glance: document counts by \
@@ -61,10 +54,8 @@ impl TypedTool for OrgOverview {
          exist → tag_documents, extractions made with an older schema version → \
          rerun_extraction); and how many suggestions this night already has, against the cap.";
     const CATEGORY: Category = Category::Read;
-    type Args = NoArgs;
-    type Output = Value;
 
-    async fn run(&self, ctx: &mut ToolCtx<'_>, _args: NoArgs) -> Result<Value, ToolError> {
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         let night = ctx.night.unwrap_or_else(|| ctx.now.date_naive());
         let o = store::overview(
             ctx.conn,
@@ -96,8 +87,6 @@ impl TypedTool for OrgOverview {
     }
 }
 
-struct CreateSuggestion;
-
 // An action a person can approve with the suggestion (a type comment would be its schema's
 // description).
 #[derive(Deserialize, Serialize, JsonSchema)]
@@ -109,9 +98,10 @@ struct ProposedAction {
     args: Option<Map<String, Value>>,
 }
 
+/// `create_suggestion`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct CreateSuggestionArgs {
+pub(crate) struct CreateSuggestion {
     kind: SuggestionKind,
     #[schemars(length(min = 1, max = 200))]
     title: String,
@@ -122,7 +112,6 @@ struct CreateSuggestionArgs {
     proposed_action: Option<ProposedAction>,
 }
 
-#[async_trait::async_trait]
 impl TypedTool for CreateSuggestion {
     const NAME: &'static str = "create_suggestion";
     const DESCRIPTION: &'static str = "Write a suggestion for the organisation's people {kind, \
@@ -131,13 +120,11 @@ impl TypedTool for CreateSuggestion {
          the whole org) per night: a repeat returns duplicate: true. proposed_action is an \
          optional {\"tool\": name, \"args\": {...}} a person can approve.";
     const CATEGORY: Category = Category::Write;
-    type Args = CreateSuggestionArgs;
-    type Output = Value;
 
     /// The proposed action becomes a pending approval of its own, on the suggestion's
     /// document, with the suggestion's message as the rationale (a repeat proposes nothing).
-    fn follow_up(&self, args: &CreateSuggestionArgs, result: &Value) -> Option<FollowUp> {
-        let action = args.proposed_action.as_ref()?;
+    fn follow_up(&self, result: &Value) -> Option<FollowUp> {
+        let action = self.proposed_action.as_ref()?;
         if result["duplicate"].as_bool() == Some(true) {
             return None;
         }
@@ -145,33 +132,27 @@ impl TypedTool for CreateSuggestion {
             tool: action.tool.clone(),
             args: Value::Object(action.args.clone().unwrap_or_default()),
             subject: Subject::Suggestion {
-                document_id: args.document_id.map(|Id(d)| d),
+                document_id: Id::uuid(self.document_id),
             },
             suggestion_id: result["suggestion_id"]
                 .as_str()
                 .and_then(|s| uuid::Uuid::parse_str(s).ok()),
-            rationale: Some(args.message.clone()),
+            rationale: Some(self.message.clone()),
         })
     }
-    async fn run(
-        &self,
-        ctx: &mut ToolCtx<'_>,
-        args: CreateSuggestionArgs,
-    ) -> Result<Value, ToolError> {
-        let title = args.title.trim();
-        let message = args.message.trim();
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let title = self.title.trim();
+        let message = self.message.trim();
         if title.is_empty() || message.is_empty() {
             return Err(ToolError::Invalid(
                 "title and message must not be empty".into(),
             ));
         }
-        let document_id = args.document_id.map(|Id(d)| d);
+        let document_id = Id::uuid(self.document_id);
         if let Some(d) = document_id {
-            if !documents::exists(ctx.conn, ctx.org_id, d).await? {
-                return Err(document_not_found(d));
-            }
+            existing_document(ctx, d).await?;
         }
-        if let Some(a) = &args.proposed_action {
+        if let Some(a) = &self.proposed_action {
             if super::builtin_registry().get(&a.tool).is_none() {
                 return Err(ToolError::Invalid(format!(
                     "proposed_action.tool must be the name of a tool (got {:?})",
@@ -179,10 +160,10 @@ impl TypedTool for CreateSuggestion {
                 )));
             }
         }
-        let proposed_action = args.proposed_action.as_ref().map(|a| json!(a));
+        let proposed_action = self.proposed_action.as_ref().map(|a| json!(a));
         let night = ctx.night.unwrap_or_else(|| ctx.now.date_naive());
         let s = NewSuggestion {
-            kind: args.kind.as_str(),
+            kind: self.kind.as_str(),
             subject: document_id.map(|d| d.to_string()).unwrap_or_default(),
             night,
             title,

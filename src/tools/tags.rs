@@ -2,20 +2,12 @@
 //! Also the tag-id checks the documents and prompts tools share.
 
 use super::typed::{Id, TagId};
-use super::{Category, Registry, Target, ToolCtx, ToolError, TypedTool};
+use super::{Category, Target, ToolCtx, ToolError, TypedTool, listing, missing, not_in_org};
 use crate::store::tags as store;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::sync::Arc;
 use uuid::Uuid;
-
-/// Registers this group's tools.
-pub fn register(r: &mut Registry) {
-    r.register(Arc::new(ListTags));
-    r.register(Arc::new(CreateTag));
-    r.register(Arc::new(DeleteTag));
-}
 
 /// The tag ids given as `field` (duplicates dropped, order kept), each checked to be a tag of
 /// this org. None: the field is absent.
@@ -44,40 +36,30 @@ pub(crate) async fn checked_tag_ids(
     Ok(Some(ids))
 }
 
-/// Arguments of a tool that takes none.
+/// `list_tags` (no arguments).
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NoArgs {}
+pub(crate) struct ListTags {}
 
-struct ListTags;
-
-#[async_trait::async_trait]
 impl TypedTool for ListTags {
     const NAME: &'static str = "list_tags";
     const DESCRIPTION: &'static str =
         "List the organisation's tags: tag_id, name, color and how many documents carry each.";
     const CATEGORY: Category = Category::Read;
-    type Args = NoArgs;
-    type Output = Value;
 
-    async fn run(&self, ctx: &mut ToolCtx<'_>, _args: NoArgs) -> Result<Value, ToolError> {
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         let tags = store::list(ctx.conn, ctx.org_id).await?;
-        let tags: Vec<Value> = tags
-            .into_iter()
-            .map(|t| {
-                json!({"tag_id": t.id, "name": t.name, "color": t.color,
-                       "document_count": t.document_count})
-            })
-            .collect();
-        Ok(json!({ "count": tags.len(), "tags": tags }))
+        Ok(listing("tags", tags, |t| {
+            json!({"tag_id": t.id, "name": t.name, "color": t.color,
+                   "document_count": t.document_count})
+        }))
     }
 }
 
-struct CreateTag;
-
+/// `create_tag`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct CreateTagArgs {
+pub(crate) struct CreateTag {
     /// Tag name, e.g. "invoice".
     #[schemars(length(min = 1, max = 100))]
     name: String,
@@ -86,7 +68,7 @@ struct CreateTagArgs {
     color: String,
 }
 
-impl CreateTagArgs {
+impl CreateTag {
     /// Trimmed tag name, or what is wrong with it.
     fn name(&self) -> Result<String, ToolError> {
         let name = self.name.trim();
@@ -113,94 +95,70 @@ impl CreateTagArgs {
     }
 }
 
-#[async_trait::async_trait]
 impl TypedTool for CreateTag {
     const NAME: &'static str = "create_tag";
     const DESCRIPTION: &'static str = "Create a tag {name, color \"#rrggbb\"}. If the \
          organisation already has a tag of that name (ignoring case), returns it with existing: \
          true and changes nothing.";
     const CATEGORY: Category = Category::Write;
-    type Args = CreateTagArgs;
-    type Output = Value;
+    const PROPOSABLE: bool = true;
 
-    async fn run(&self, ctx: &mut ToolCtx<'_>, args: CreateTagArgs) -> Result<Value, ToolError> {
-        let name = args.name()?;
-        let color = args.color()?;
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let (name, color) = (self.name()?, self.color()?);
         let (tag, existing) =
             store::create(ctx.conn, ctx.org_id, &name, &color, ctx.run_id, ctx.now).await?;
         Ok(json!({"tag_id": tag.id, "name": tag.name, "color": tag.color, "existing": existing}))
     }
-    async fn snapshot(
-        &self,
-        ctx: &mut ToolCtx<'_>,
-        args: &CreateTagArgs,
-    ) -> Option<Result<Value, ToolError>> {
-        Some(
-            async {
-                let name = args.name()?;
-                let tag = store::lock_by_name(ctx.conn, ctx.org_id, &name).await?;
-                Ok(match tag {
-                    Some(t) => json!({"name": name, "exists": true, "tag_id": t.id,
-                                      "tag_name": t.name, "color": t.color}),
-                    None => json!({"name": name, "exists": false}),
-                })
-            }
-            .await,
-        )
+    /// The tag of this name, locked: what creating it depends on.
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let name = self.name()?;
+        let tag = store::lock_by_name(ctx.conn, ctx.org_id, &name).await?;
+        Ok(match tag {
+            Some(t) => json!({"name": name, "exists": true, "tag_id": t.id,
+                              "tag_name": t.name, "color": t.color}),
+            None => json!({"name": name, "exists": false}),
+        })
     }
 }
 
-struct DeleteTag;
-
+/// `delete_tag`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct DeleteTagArgs {
+pub(crate) struct DeleteTag {
     /// Id of the tag (see list_tags).
     tag_id: Id,
 }
 
-#[async_trait::async_trait]
 impl TypedTool for DeleteTag {
     const NAME: &'static str = "delete_tag";
     const DESCRIPTION: &'static str = "Delete a tag {tag_id}; it is also removed from every \
          document and prompt that carries it.";
     const CATEGORY: Category = Category::Destructive;
-    type Args = DeleteTagArgs;
-    type Output = Value;
+    const PROPOSABLE: bool = true;
 
-    fn targets(&self, _args: &DeleteTagArgs) -> Vec<Target> {
+    fn targets(&self) -> Vec<Target> {
         vec![Target::Shared("a tag")]
     }
-    async fn run(&self, ctx: &mut ToolCtx<'_>, args: DeleteTagArgs) -> Result<Value, ToolError> {
-        let Id(id) = args.tag_id;
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let Id(id) = self.tag_id;
         let done = store::delete(ctx.conn, ctx.org_id, id, ctx.now)
             .await?
-            .ok_or_else(|| {
-                ToolError::NotFound(format!("no tag {id} in this organisation; call list_tags"))
-            })?;
+            .ok_or_else(|| not_in_org("tag", id))?;
         Ok(json!({
             "deleted": true, "tag_id": id,
             "documents_updated": done.documents_updated,
             "prompts_updated": done.prompts_updated,
         }))
     }
-    async fn snapshot(
-        &self,
-        ctx: &mut ToolCtx<'_>,
-        args: &DeleteTagArgs,
-    ) -> Option<Result<Value, ToolError>> {
-        let Id(id) = args.tag_id;
-        Some(
-            async {
-                Ok(match store::lock(ctx.conn, ctx.org_id, id).await? {
-                    Some(l) => json!({
-                        "exists": true, "tag_id": id, "name": l.tag.name, "color": l.tag.color,
-                        "document_ids": l.document_ids,
-                    }),
-                    None => json!({"exists": false, "tag_id": id}),
-                })
-            }
-            .await,
-        )
+    /// The tag and the documents carrying it, locked.
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+        let Id(id) = self.tag_id;
+        Ok(match store::lock(ctx.conn, ctx.org_id, id).await? {
+            Some(l) => json!({
+                "exists": true, "tag_id": id, "name": l.tag.name, "color": l.tag.color,
+                "document_ids": l.document_ids,
+            }),
+            None => missing("tag_id", id),
+        })
     }
 }

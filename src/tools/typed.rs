@@ -1,8 +1,9 @@
-//! Typed tools, after rig's `Tool`: a tool declares its arguments as a Rust type (`Args`,
-//! deriving `Deserialize` and `JsonSchema`) and one blanket impl turns it into a [`Tool`]. The
-//! parameter schema the model is offered is generated from `Args` ([`parameters`]) and the
-//! arguments are parsed into `Args` ([`parse`]) before the tool runs, so the schema and the parser
-//! cannot drift and no tool reads `serde_json::Value` arguments by hand.
+//! Typed tools, after rig's `Tool`: a tool is the Rust type its arguments are parsed into
+//! (deriving `Deserialize` and `JsonSchema`) with a name, a description, a category and a
+//! handler that takes the parsed arguments as `self`; [`Typed`] turns it into the object-safe
+//! [`Tool`]. The parameter schema the model is offered is generated from that type
+//! ([`parameters`]) and the arguments are parsed into it ([`parse`]) before the tool runs, so the
+//! schema and the parser cannot drift and no tool reads `serde_json::Value` arguments by hand.
 //!
 //! The generated schema is the one agentd always sent: a closed Draft 7 object
 //! (`additionalProperties: false` from `#[serde(deny_unknown_fields)]`) whose optional properties
@@ -14,74 +15,85 @@ use super::{Category, FollowUp, ModelCall, Target, Tool, ToolCtx, ToolError};
 use crate::llm::CompletionResponse;
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::Deserialize;
 use serde::de::{DeserializeOwned, Deserializer, Error as _};
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
+use std::marker::PhantomData;
 use uuid::Uuid;
 
-/// A tool with typed arguments and output; every `TypedTool` is a [`Tool`].
-#[async_trait::async_trait]
-pub trait TypedTool: Send + Sync + 'static {
+/// A tool, as its arguments: `self` is one call's parsed arguments. [`Typed`] makes it a
+/// [`Tool`]; handlers are plain `async fn`s.
+pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     /// The name the model calls.
     const NAME: &'static str;
     /// What the model reads to decide when to call it.
     const DESCRIPTION: &'static str;
     /// Read, write or destructive.
     const CATEGORY: Category;
-    /// The arguments; their JSON Schema is the tool's parameters.
-    type Args: DeserializeOwned + JsonSchema + Send + Sync;
-    /// The result, serialised for the model.
-    type Output: Serialize + Send;
+    /// See [`Tool::calls_model`]: such a tool also implements [`Self::prepare`] and
+    /// [`Self::apply`].
+    const CALLS_MODEL: bool = false;
+    /// Whether a call can be stored as a pending approval: such a tool also implements
+    /// [`Self::snapshot`] (what the action depends on).
+    const PROPOSABLE: bool = false;
 
-    /// Runs the tool.
-    async fn run(&self, ctx: &mut ToolCtx<'_>, args: Self::Args)
-    -> Result<Self::Output, ToolError>;
+    /// Runs the tool; the result is the JSON the model reads.
+    fn run(self, ctx: &mut ToolCtx<'_>) -> impl Future<Output = Result<Value, ToolError>> + Send;
     /// See [`Tool::targets`].
-    fn targets(&self, _args: &Self::Args) -> Vec<Target> {
+    fn targets(&self) -> Vec<Target> {
         Vec::new()
     }
     /// See [`Tool::follow_up`].
-    fn follow_up(&self, _args: &Self::Args, _result: &Value) -> Option<FollowUp> {
+    fn follow_up(&self, _result: &Value) -> Option<FollowUp> {
         None
     }
-    /// See [`Tool::snapshot`].
-    async fn snapshot(
+    /// See [`Tool::snapshot`]; only called when [`Self::PROPOSABLE`].
+    fn snapshot(
         &self,
         _ctx: &mut ToolCtx<'_>,
-        _args: &Self::Args,
-    ) -> Option<Result<Value, ToolError>> {
-        None
+    ) -> impl Future<Output = Result<Value, ToolError>> + Send {
+        async {
+            Err(ToolError::Conflict(format!(
+                "`{}` declares no snapshot",
+                Self::NAME
+            )))
+        }
     }
-    /// See [`Tool::calls_model`].
-    fn calls_model(&self) -> bool {
-        false
-    }
-    /// See [`Tool::prepare`].
-    async fn prepare(
+    /// See [`Tool::prepare`]; only called when [`Self::CALLS_MODEL`].
+    fn prepare(
         &self,
         _ctx: &mut ToolCtx<'_>,
-        _args: &Self::Args,
-    ) -> Option<Result<ModelCall, ToolError>> {
-        None
+    ) -> impl Future<Output = Result<ModelCall, ToolError>> + Send {
+        async { Err(no_model::<Self>()) }
     }
     /// See [`Tool::apply`].
-    async fn apply(
+    fn apply(
         &self,
         _ctx: &mut ToolCtx<'_>,
-        _args: &Self::Args,
         _state: &Value,
         _answer: &CompletionResponse,
-    ) -> Result<Value, ToolError> {
-        Err(ToolError::Conflict(format!(
-            "`{}` does not call a model",
-            Self::NAME
-        )))
+    ) -> impl Future<Output = Result<Value, ToolError>> + Send {
+        async { Err(no_model::<Self>()) }
+    }
+}
+
+/// What a model phase of a tool that calls no model answers.
+fn no_model<T: TypedTool>() -> ToolError {
+    ToolError::Conflict(format!("`{}` does not call a model", T::NAME))
+}
+
+/// The [`Tool`] of a [`TypedTool`] `T`: parses the JSON arguments into `T` and runs it.
+pub struct Typed<T>(PhantomData<fn() -> T>);
+
+impl<T> Default for Typed<T> {
+    fn default() -> Self {
+        Self(PhantomData)
     }
 }
 
 #[async_trait::async_trait]
-impl<T: TypedTool> Tool for T {
+impl<T: TypedTool> Tool for Typed<T> {
     fn name(&self) -> &'static str {
         T::NAME
     }
@@ -89,40 +101,30 @@ impl<T: TypedTool> Tool for T {
         T::DESCRIPTION
     }
     fn parameters(&self) -> Value {
-        parameters::<T::Args>()
+        parameters::<T>()
     }
     fn category(&self) -> Category {
         T::CATEGORY
     }
     async fn call(&self, ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
-        let out = self.run(ctx, parse(&args)?).await?;
-        serde_json::to_value(out)
-            .map_err(|e| ToolError::Conflict(format!("the result could not be written: {e}")))
+        parse::<T>(&args)?.run(ctx).await
     }
     fn targets(&self, args: &Value) -> Vec<Target> {
         // Arguments that do not parse touch nothing: the call itself fails with the reason.
-        parse(args)
-            .map(|a| TypedTool::targets(self, &a))
-            .unwrap_or_default()
+        parse::<T>(args).map(|a| a.targets()).unwrap_or_default()
     }
     fn calls_model(&self) -> bool {
-        TypedTool::calls_model(self)
+        T::CALLS_MODEL
     }
     fn follow_up(&self, args: &Value, result: &Value) -> Option<FollowUp> {
-        TypedTool::follow_up(self, &parse(args).ok()?, result)
+        parse::<T>(args).ok()?.follow_up(result)
     }
     async fn prepare(
         &self,
         ctx: &mut ToolCtx<'_>,
         args: &Value,
     ) -> Option<Result<ModelCall, ToolError>> {
-        if !TypedTool::calls_model(self) {
-            return None;
-        }
-        match parse(args) {
-            Ok(a) => TypedTool::prepare(self, ctx, &a).await,
-            Err(e) => Some(Err(e)),
-        }
+        declared(T::CALLS_MODEL, args, async |a: T| a.prepare(ctx).await).await
     }
     async fn apply(
         &self,
@@ -131,18 +133,31 @@ impl<T: TypedTool> Tool for T {
         state: &Value,
         answer: &CompletionResponse,
     ) -> Result<Value, ToolError> {
-        TypedTool::apply(self, ctx, &parse(args)?, state, answer).await
+        parse::<T>(args)?.apply(ctx, state, answer).await
     }
     async fn snapshot(
         &self,
         ctx: &mut ToolCtx<'_>,
         args: &Value,
     ) -> Option<Result<Value, ToolError>> {
-        match parse(args) {
-            Ok(a) => TypedTool::snapshot(self, ctx, &a).await,
-            Err(e) => Some(Err(e)),
-        }
+        declared(T::PROPOSABLE, args, async |a: T| a.snapshot(ctx).await).await
     }
+}
+
+/// `part` run on the parsed arguments when the tool declares it (`declared`); `None` when it
+/// does not (a tool that calls no model, or cannot be proposed).
+async fn declared<T: TypedTool, R>(
+    declared: bool,
+    args: &Value,
+    part: impl AsyncFnOnce(T) -> Result<R, ToolError>,
+) -> Option<Result<R, ToolError>> {
+    if !declared {
+        return None;
+    }
+    Some(match parse::<T>(args) {
+        Ok(a) => part(a).await,
+        Err(e) => Err(e),
+    })
 }
 
 /// Reads `args` as `A`; a value that does not fit is an `Invalid` error naming its path
@@ -265,71 +280,88 @@ pub fn any_object(_: &mut SchemaGenerator) -> Schema {
     json_schema!({"type": "object"})
 }
 
-/// A string schema for argument types parsed from a string.
-macro_rules! string_schema {
-    ($t:ty, $name:literal) => {
+/// An argument type read from one JSON value, with its own error text (after the field path).
+trait FromArg: Sized {
+    fn from_arg(v: Value) -> Result<Self, String>;
+}
+
+/// A UUID argument type `$t` (a string in the schema) read through its [`FromArg`].
+macro_rules! uuid_arg {
+    ($(#[$doc:meta])* $t:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $t(pub Uuid);
+
         impl JsonSchema for $t {
             fn inline_schema() -> bool {
                 true
             }
             fn schema_name() -> Cow<'static, str> {
-                $name.into()
+                stringify!($t).into()
             }
             fn json_schema(_: &mut SchemaGenerator) -> Schema {
                 json_schema!({"type": "string"})
             }
         }
+
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                Self::from_arg(Value::deserialize(d)?).map_err(D::Error::custom)
+            }
+        }
     };
 }
 
-/// A UUID argument. A malformed one: `<field> must be a UUID (got "doc-1")`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Id(pub Uuid);
-string_schema!(Id, "Id");
+uuid_arg! {
+    /// A UUID argument. A malformed one: `<field> must be a UUID (got "doc-1")`.
+    Id
+}
 
-impl<'de> Deserialize<'de> for Id {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match Value::deserialize(d)? {
+uuid_arg! {
+    /// A tag id in a list. A malformed one: `tag_ids[2] must be a tag id (UUID), got "x"`.
+    TagId
+}
+
+uuid_arg! {
+    /// The id of a versioned row (a schema or a prompt), tolerating a revid
+    /// `"<id>:<version>"` whose version is ignored.
+    AnyVersionId
+}
+
+impl FromArg for Id {
+    fn from_arg(v: Value) -> Result<Self, String> {
+        match v {
             Value::String(s) => Uuid::parse_str(&s)
                 .map(Id)
-                .map_err(|_| D::Error::custom(format!("must be a UUID (got {s:?})"))),
-            other => Err(D::Error::custom(format!(
-                "must be a UUID string (got {other})"
-            ))),
+                .map_err(|_| format!("must be a UUID (got {s:?})")),
+            other => Err(format!("must be a UUID string (got {other})")),
         }
     }
 }
 
-/// A tag id in a list. A malformed one: `tag_ids[2] must be a tag id (UUID), got "x"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TagId(pub Uuid);
-string_schema!(TagId, "TagId");
-
-impl<'de> Deserialize<'de> for TagId {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = Value::deserialize(d)?;
-        v.as_str()
-            .and_then(|s| Uuid::parse_str(s).ok())
-            .map(TagId)
-            .ok_or_else(|| D::Error::custom(format!("must be a tag id (UUID), got {v}")))
+impl Id {
+    /// The UUID of an optional id.
+    pub fn uuid(id: Option<Id>) -> Option<Uuid> {
+        id.map(|Id(u)| u)
     }
 }
 
-/// The id of a versioned row (a schema or a prompt), tolerating a revid `"<id>:<version>"`
-/// whose version is ignored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AnyVersionId(pub Uuid);
-string_schema!(AnyVersionId, "AnyVersionId");
+impl FromArg for TagId {
+    fn from_arg(v: Value) -> Result<Self, String> {
+        v.as_str()
+            .and_then(|s| Uuid::parse_str(s).ok())
+            .map(TagId)
+            .ok_or_else(|| format!("must be a tag id (UUID), got {v}"))
+    }
+}
 
-impl<'de> Deserialize<'de> for AnyVersionId {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match Value::deserialize(d)? {
+impl FromArg for AnyVersionId {
+    fn from_arg(v: Value) -> Result<Self, String> {
+        match v {
             Value::String(s) if s.contains(':') => super::split_revid(&s)
                 .map(|(id, _)| AnyVersionId(id))
-                .ok_or_else(|| D::Error::custom(super::revid_problem(&s))),
-            other => Id::deserialize(other)
-                .map(|Id(id)| AnyVersionId(id))
-                .map_err(|e| D::Error::custom(e.to_string())),
+                .ok_or_else(|| super::revid_problem(&s)),
+            other => Id::from_arg(other).map(|Id(id)| AnyVersionId(id)),
         }
     }
 }
