@@ -130,3 +130,35 @@ async fn a_worker_that_cannot_fit_the_pool_refuses_to_start() {
     stop.cancel();
     w.join().await;
 }
+
+#[tokio::test]
+async fn an_unflushed_transaction_skips_the_wal_wait_for_itself_only() {
+    let db = TestDb::new().await;
+    let pool = agentd::db::pool_for_config(&db.url, &config(1500, 90_000), false)
+        .await
+        .unwrap();
+    sqlx::query("CREATE TABLE t (v int)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut tx = agentd::store::runs::begin_unflushed(&pool).await.unwrap();
+    let inside: String = sqlx::query_scalar("SHOW synchronous_commit")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO t VALUES (1)")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    // The same connection (the pool holds one idle) is back to durable commits.
+    let after: String = sqlx::query_scalar("SHOW synchronous_commit")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM t")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!((inside.as_str(), after.as_str(), rows), ("off", "on", 1));
+}

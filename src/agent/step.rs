@@ -42,11 +42,10 @@ pub(super) async fn checkpoint_response(
         }
     }
     let now = engine.clock.now();
-    let mut tx = engine.pool.begin().await?;
     // The step that follows (a tool result, a nudge, the run's end) commits durably within
     // milliseconds and flushes this one with it; only a crash of the database server in between
     // loses the answer, and the call is made again (ARCHITECTURE.md, "Loop").
-    runs::commit_without_flush(&mut tx).await?;
+    let mut tx = runs::begin_unflushed(&engine.pool).await?;
     let payload = json!({"response": resp, "summary": summary});
     let row = StepRow::written(seq, "llm_response", None, &payload, now);
     let add = Counters {

@@ -31,9 +31,8 @@ pub async fn reserve(
     ttl: chrono::Duration,
 ) -> Result<Reservation, sqlx::Error> {
     let period = super::runs::period_of(now);
-    let mut tx = pool.begin().await?;
     // A reservation lost with the database server is harmless (it only holds room): no flush.
-    super::runs::commit_without_flush(&mut tx).await?;
+    let mut tx = super::runs::begin_unflushed(pool).await?;
     let row: Option<(i64, i64)> = sqlx::query_as(
         "UPDATE org_budgets
             SET tokens_used = CASE WHEN period_start = $2 THEN tokens_used ELSE 0 END,
