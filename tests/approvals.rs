@@ -558,6 +558,323 @@ async fn the_set_based_sweep_judges_like_the_tools() {
     }
 }
 
+/// The SQL form of a document's snapshot (what the set-based sweep compares stored snapshots
+/// with) is the tools' own `DocumentLock::snapshot`, for `updated_at` on a whole second, a whole
+/// millisecond and a microsecond, metadata with a decimal written `1.50`, tags, and no text.
+#[tokio::test]
+async fn the_sql_document_snapshot_is_the_tools() {
+    let f = fixture().await;
+    f.clock.set(f.clock.now().trunc_subsecs(0));
+    let mut docs = vec![f.doc("second.txt").await];
+    f.clock.advance(Duration::milliseconds(1));
+    docs.push(f.doc("milli.txt").await);
+    f.clock.advance(Duration::microseconds(1));
+    docs.push(f.doc("micro.txt").await);
+    let tag = f.tag("paid").await;
+    let mut conn = f.db.pool.acquire().await.unwrap();
+    let odd = documents::insert(
+        &mut conn,
+        f.org,
+        "odd \"name\" ü.txt",
+        None,
+        &json!({}),
+        f.clock.now(),
+    )
+    .await
+    .unwrap();
+    sqlx::query(
+        "UPDATE documents SET metadata = '{\"amount\": 1.50, \"n\": [1, 2.0e3], \"s\": \"x\"}',
+                tag_ids = ARRAY[$2]::uuid[], auto_create_status = 'proposed'
+          WHERE id = $1",
+    )
+    .bind(odd)
+    .bind(tag)
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    docs.push(odd);
+    docs.sort();
+    let in_sql = documents::snapshots_in_sql(&mut conn, f.org, &docs)
+        .await
+        .unwrap();
+    assert_eq!(in_sql.len(), docs.len());
+    for (id, sql) in in_sql {
+        let tool = documents::lock(&mut conn, f.org, id)
+            .await
+            .unwrap()
+            .unwrap()
+            .snapshot();
+        assert_eq!(sql, tool, "document {id}");
+    }
+}
+
+/// One sweep over a mixed population, set-based and row by row on two databases built the same
+/// way on the same clock: the same report, approval states and results, audit rows, events and
+/// re-proposal jobs (ids replaced by labels). The labels' expected states are checked too. The
+/// population: valid, expired, changed before or after the TTL, deleted documents, a document
+/// that never existed, one changed and changed back, two approvals on one document, another
+/// tool's approvals, a document row rewritten without a snapshot change, an approval without a
+/// recorded document version, and one already rejected.
+#[tokio::test]
+async fn set_based_and_row_by_row_sweeps_end_the_same() {
+    let t0 = Utc::now().trunc_subsecs(0);
+    let mut outcomes = Vec::new();
+    for row_by_row in [false, true] {
+        let f = fixture().await;
+        f.clock.set(t0);
+        let (labels, report) = sweep_population(&f, row_by_row).await;
+        assert_eq!(
+            report,
+            SweepReport {
+                checked: 16,
+                expired: 7,
+                stale: 6,
+                reproposals_enqueued: 2,
+                ..Default::default()
+            },
+            "row_by_row {row_by_row}"
+        );
+        let status = |label: &str| {
+            let id = labels.iter().find(|(_, l)| l == label).unwrap().0;
+            let pool = f.db.pool.clone();
+            async move {
+                sqlx::query_scalar::<_, String>(
+                    "SELECT status FROM pending_approvals WHERE id = $1",
+                )
+                .bind(id)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+            }
+        };
+        for (label, want) in [
+            ("valid", "pending"),
+            ("expired", "expired"),
+            ("expired_no_text", "expired"),
+            ("late", "stale"),
+            ("early", "stale"),
+            ("gone", "stale"),
+            ("gone_late", "stale"),
+            ("back", "stale"),
+            ("same_doc_expired", "expired"),
+            ("same_doc_live", "pending"),
+            ("missing", "expired"),
+            ("tag_new", "stale"),
+            ("tag_same", "expired"),
+            ("aside_live", "pending"),
+            ("aside_expired", "expired"),
+            ("legacy", "expired"),
+            ("rejected", "rejected"),
+        ] {
+            assert_eq!(
+                status(label).await,
+                want,
+                "{label}, row_by_row {row_by_row}"
+            );
+        }
+        // Proposals on a document recorded the row version they read (the set-based sweep's
+        // shortcut); those on untouched documents still match it.
+        let matching = f
+            .count(
+                "SELECT count(*) FROM pending_approvals p
+                   JOIN documents d ON d.id = (p.args->>'document_id')::uuid
+                  WHERE p.document_version = d.version",
+            )
+            .await;
+        assert_eq!(matching, 6, "row_by_row {row_by_row}");
+        outcomes.push(sweep_outcome(&f, &labels).await);
+    }
+    let kinds = ["approvals", "audit rows", "events", "jobs"];
+    for (k, kind) in kinds.iter().enumerate() {
+        let (set, rows) = (&outcomes[0][k], &outcomes[1][k]);
+        let only_set: Vec<_> = set.iter().filter(|r| !rows.contains(r)).collect();
+        let only_rows: Vec<_> = rows.iter().filter(|r| !set.contains(r)).collect();
+        assert!(
+            only_set.is_empty() && only_rows.is_empty() && set.len() == rows.len(),
+            "{kind} differ\nset-based only: {only_set:#?}\nrow by row only: {only_rows:#?}"
+        );
+    }
+}
+
+/// Builds the population (clock at a whole second), moves the clock 2 h on, changes data behind
+/// some approvals' backs and sweeps once (batches of 3). Returns every id's label and the report.
+async fn sweep_population(f: &Fixture, row_by_row: bool) -> (Vec<(Uuid, String)>, SweepReport) {
+    let (long, short) = (Duration::hours(10), Duration::hours(1));
+    let mut labels: Vec<(Uuid, String)> = vec![(f.org, "org".into())];
+    let mut conn = f.db.pool.acquire().await.unwrap();
+    let doc = async |name: &str, labels: &mut Vec<(Uuid, String)>| {
+        let d = f.doc(name).await;
+        labels.push((d, format!("doc:{name}")));
+        f.clock.advance(Duration::microseconds(1));
+        d
+    };
+    let d_valid = doc("valid", &mut labels).await;
+    sqlx::query("UPDATE documents SET metadata = '{\"amount\": 1.50}' WHERE id = $1")
+        .bind(d_valid)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    f.clock
+        .advance(Duration::milliseconds(1) - Duration::microseconds(1));
+    let d_expired = doc("expired", &mut labels).await;
+    let d_no_text = documents::insert(&mut conn, f.org, "no_text", None, &json!({}), f.clock.now())
+        .await
+        .unwrap();
+    labels.push((d_no_text, "doc:no_text".into()));
+    let d_late = doc("late", &mut labels).await;
+    let d_early = doc("early", &mut labels).await;
+    let d_gone = doc("gone", &mut labels).await;
+    let d_gone_late = doc("gone_late", &mut labels).await;
+    let d_back = doc("back", &mut labels).await;
+    let d_same = doc("same", &mut labels).await;
+    let d_rejected = doc("rejected", &mut labels).await;
+    let d_aside = doc("aside", &mut labels).await;
+    let d_legacy = doc("legacy", &mut labels).await;
+    let missing = Uuid::now_v7();
+    labels.push((missing, "doc:missing".into()));
+    let update = |d: Uuid| json!({"document_id": d, "metadata": {"reviewed": true}});
+    let delete = |d: Uuid| json!({"document_id": d});
+    let tag = |name: &str| json!({"name": name, "color": "#112233"});
+    for (label, tool, args, ttl, repropose) in [
+        ("valid", "update_document", update(d_valid), long, false),
+        (
+            "expired",
+            "update_document",
+            update(d_expired),
+            short,
+            false,
+        ),
+        (
+            "expired_no_text",
+            "delete_document",
+            delete(d_no_text),
+            short,
+            true,
+        ),
+        ("late", "update_document", update(d_late), short, true),
+        ("early", "delete_document", delete(d_early), long, true),
+        ("gone", "update_document", update(d_gone), long, false),
+        (
+            "gone_late",
+            "delete_document",
+            delete(d_gone_late),
+            short,
+            false,
+        ),
+        ("back", "update_document", update(d_back), long, false),
+        (
+            "same_doc_expired",
+            "update_document",
+            update(d_same),
+            short,
+            false,
+        ),
+        (
+            "same_doc_live",
+            "delete_document",
+            delete(d_same),
+            long,
+            false,
+        ),
+        ("missing", "delete_document", delete(missing), short, false),
+        ("tag_new", "create_tag", tag("urgent"), long, false),
+        ("tag_same", "create_tag", tag("calm"), short, false),
+        (
+            "aside_live",
+            "update_document",
+            update(d_aside),
+            long,
+            false,
+        ),
+        (
+            "aside_expired",
+            "delete_document",
+            delete(d_aside),
+            short,
+            false,
+        ),
+        ("legacy", "update_document", update(d_legacy), short, false),
+        (
+            "rejected",
+            "update_document",
+            update(d_rejected),
+            short,
+            false,
+        ),
+    ] {
+        let id = f.propose(tool, args, ttl, repropose).await;
+        labels.push((id, label.into()));
+    }
+    let rejected = labels.last().unwrap().0;
+    // Proposed before document versions were recorded: judged by its snapshot alone.
+    let legacy = labels.iter().find(|(_, l)| l == "legacy").unwrap().0;
+    sqlx::query("UPDATE pending_approvals SET document_version = NULL WHERE id = $1")
+        .bind(legacy)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    f.decide(rejected, Decision::Reject { by: "alice".into() })
+        .await;
+    f.clock.advance(Duration::hours(2));
+    f.touch(d_late, json!({"edited": true})).await;
+    f.touch(d_early, json!({"edited": true})).await;
+    // Changed and changed back: the same metadata, a later updated_at.
+    f.touch(d_back, json!({"edited": true})).await;
+    sqlx::query("UPDATE documents SET metadata = metadata - 'edited' WHERE id = $1")
+        .bind(d_back)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM documents WHERE id = ANY($1)")
+        .bind([d_gone, d_gone_late])
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    // A new row version with the same snapshot (a column the snapshot does not cover).
+    sqlx::query("UPDATE documents SET auto_create_error = 'unrelated' WHERE id = $1")
+        .bind(d_aside)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let t = f.tag("urgent").await;
+    labels.push((t, "tag:urgent".into()));
+    let mut sweeper = f.sweeper(3);
+    sweeper.row_by_row = row_by_row;
+    let report = sweeper.run_once(None).await.unwrap();
+    (labels, report)
+}
+
+/// What a sweep left: approvals, audit rows, events and jobs, ids replaced by their labels,
+/// each kind sorted.
+async fn sweep_outcome(f: &Fixture, labels: &[(Uuid, String)]) -> Vec<Vec<String>> {
+    let queries = [
+        "SELECT to_jsonb(a) FROM (SELECT id, org_id, tool, args, snapshot,
+                status, decided_by, decided_at, result, repropose, chain_id, chain_depth
+           FROM pending_approvals) a",
+        "SELECT to_jsonb(a) - 'id' FROM audit_events a",
+        "SELECT to_jsonb(e) - 'id' - 'tx' FROM agentd_events e",
+        "SELECT to_jsonb(j) FROM (SELECT kind, payload, priority, max_attempts, unique_key, state
+           FROM agentd_jobs WHERE kind = 'approval_expiry') j",
+    ];
+    let mut out = Vec::new();
+    for q in queries {
+        let rows: Vec<Value> = sqlx::query_scalar(q).fetch_all(&f.db.pool).await.unwrap();
+        let mut rows: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                let mut s = r.to_string();
+                for (id, label) in labels {
+                    s = s.replace(&id.to_string(), label);
+                }
+                s
+            })
+            .collect();
+        rows.sort();
+        out.push(rows);
+    }
+    out
+}
+
 /// The sweep reads live approvals without locking them: one decided between that read and the
 /// sweep's update keeps its decision, and gets no second audit row.
 #[tokio::test]

@@ -77,6 +77,19 @@ pub fn snapshot_hash(tool: &str, args: &Value, data: &Value) -> String {
     hex::encode(Sha256::digest(canonical))
 }
 
+/// Tools whose snapshot is their document's row ([`crate::store::documents::DocumentLock::snapshot`]
+/// of `args.document_id`): their approvals record the row's version, and the sweep re-validates
+/// them set-based.
+pub(crate) const DOCUMENT_SNAPSHOT_TOOLS: [&str; 2] = ["update_document", "delete_document"];
+
+/// The document an approval of `tool(args)` depends on, if its snapshot is that document's row.
+pub(crate) fn document_target(tool: &str, args: &Value) -> Option<Uuid> {
+    if !DOCUMENT_SNAPSHOT_TOOLS.contains(&tool) {
+        return None;
+    }
+    Uuid::parse_str(args.get("document_id")?.as_str()?).ok()
+}
+
 /// Where a proposal comes from.
 #[derive(Debug, Clone, Copy)]
 pub struct ProposalOrigin<'a> {
@@ -107,6 +120,12 @@ pub async fn propose(
         ))
     })??;
     let hash = snapshot_hash(tool.name(), args, &data);
+    // The document row the snapshot was read from (the tool locked it): the sweep compares its
+    // version instead of the snapshot while the row stays that version.
+    let document_version = match document_target(tool.name(), args) {
+        Some(doc) => crate::store::documents::version(&mut *ctx.conn, ctx.org_id, doc).await?,
+        None => None,
+    };
     let id = Uuid::now_v7();
     // The org's TTL, if it set one, replaces the job file's.
     let ttl = crate::store::org_settings::get(&mut *ctx.conn, ctx.org_id)
@@ -140,6 +159,7 @@ pub async fn propose(
             chain_depth: depth,
             rationale: rationale.as_deref(),
             summary: Some(&line),
+            document_version,
         },
     )
     .await?;

@@ -2,12 +2,20 @@
 //! `expired` (or `stale` if their data changed meanwhile); pending ones whose data changed become
 //! `stale` early; stale ones that asked for it get a capped re-proposal job; decided approvals
 //! older than the retention are purged (their audit rows stay). "Now" comes from the Clock.
+//!
+//! Set-based, each batch is one statement (`store::approvals::sweep_batch`) that judges the
+//! approvals on documents in the database — the row is still the version the snapshot was read
+//! from, or else the stored snapshot equals the row's — and ends the unchanged expired ones with
+//! their audit rows and events; only the rest (changed data, other tools) are read here, re-hashed
+//! and ended in one more statement. Row by row (`Sweeper::row_by_row`, the reference) reads every
+//! approval and re-validates it through its tool.
 
-use super::{ToolEnv, snapshot_hash};
+use super::{DOCUMENT_SNAPSHOT_TOOLS, ToolEnv, snapshot_hash};
 use crate::clock::SharedClock;
 use crate::queue::{self, NewJob};
 use crate::store::approvals::{self as store, ApprovalRow};
 use crate::store::documents;
+use crate::store::events::EventType;
 use crate::tools::ToolError;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -35,9 +43,8 @@ pub struct SweepReport {
 /// A suggestion nobody acted on expires after this many days.
 pub const SUGGESTION_TTL_DAYS: i64 = 7;
 
-/// Tools whose snapshot is their document's row ([`documents::DocumentLock::snapshot`]): the
-/// sweep re-validates their approvals set-based.
-const DOCUMENT_SNAPSHOT_TOOLS: [&str; 2] = ["update_document", "delete_document"];
+/// Who the sweep's decisions are by.
+const BY: &str = "system:approval_expiry";
 
 /// `None` if `current` still hashes to the approval's snapshot hash, else what changed.
 fn changes(row: &ApprovalRow, current: &Value) -> Option<Value> {
@@ -63,8 +70,9 @@ pub struct Sweeper {
     pub repropose_max_attempts: i32,
     /// Called after every batch with the totals so far (`agentd approvals sweep` prints them).
     pub progress: Option<Progress>,
-    /// Re-validate every approval through its tool, one by one (the set-based path's baseline in
-    /// `agentd bench approvals`, and its reference in the tests).
+    /// Read every approval, re-validate it through its tool one by one and write the decisions
+    /// from here (the set-based path's baseline in `agentd bench approvals`, and its reference in
+    /// the tests).
     #[doc(hidden)]
     pub row_by_row: bool,
 }
@@ -74,6 +82,7 @@ impl Sweeper {
     pub async fn run_once(&self, only: Option<&[Uuid]>) -> Result<SweepReport, sqlx::Error> {
         let now = self.clock.now();
         let mut report = SweepReport::default();
+        let ttl = json!({"reason": "ttl"});
         for expired_only in [true, false] {
             let mut after = Uuid::nil();
             loop {
@@ -81,18 +90,11 @@ impl Sweeper {
                 // Approvals past their TTL all end now: locked. Live ones are only read; the few
                 // found changed are decided if still pending (`decide_many` keeps those).
                 let lock = expired_only;
-                let rows = store::pending_batch(
-                    &mut tx,
-                    now,
-                    expired_only,
-                    after,
-                    only,
-                    i64::from(self.batch),
-                    lock,
-                )
-                .await?;
-                let Some(last) = rows.last() else { break };
-                after = last.id;
+                let (seen, last, rows) = self
+                    .batch(&mut tx, now, expired_only, after, only, &mut report)
+                    .await?;
+                let Some(last) = last else { break };
+                after = last;
                 let mut unchanged = Vec::new();
                 let mut changed = Vec::new();
                 for (row, change) in rows
@@ -100,24 +102,20 @@ impl Sweeper {
                     .zip(self.recheck_all(&mut tx, &rows, now, lock).await?)
                 {
                     match change {
-                        None => unchanged.push((row, json!({"reason": "ttl"}))),
+                        None => unchanged.push((row, ttl.clone())),
                         Some(changes) => changed.push((row, json!({"changes": changes}))),
                     }
                 }
-                report.checked += rows.len() as u64;
-                let by = "system:approval_expiry";
+                report.checked += seen;
                 if expired_only {
-                    report.expired +=
-                        store::decide_many(&mut tx, &mut unchanged, "expired", by, now).await?;
-                    super::notify::swept(&mut tx, &unchanged, "expired", by, now).await?;
+                    report.expired += self.end(&mut tx, unchanged, "expired", now).await?;
                 }
-                report.stale += store::decide_many(&mut tx, &mut changed, "stale", by, now).await?;
-                super::notify::swept(&mut tx, &changed, "stale", by, now).await?;
+                report.stale += self.end(&mut tx, changed, "stale", now).await?;
                 tx.commit().await?;
                 if let Some(p) = &self.progress {
                     p(&report);
                 }
-                if rows.len() < self.batch as usize {
+                if seen < u64::from(self.batch) {
                     break;
                 }
             }
@@ -166,9 +164,77 @@ impl Sweeper {
         Ok(report)
     }
 
-    /// [`Self::recheck`] for a whole batch, in order. Approvals on a document (the tools whose
-    /// snapshot is the document row) are re-validated set-based: one statement locks and reads
-    /// every document of the batch; the rest go through their tool one by one.
+    /// The batch of pending approvals after `after` (past their TTL or live): how many it held,
+    /// its last id, and the ones to re-check here in order. Row by row that is every one;
+    /// set-based one statement first ends the unchanged expired ones (counted in `report`) and
+    /// names the rest.
+    async fn batch(
+        &self,
+        tx: &mut PgConnection,
+        now: chrono::DateTime<chrono::Utc>,
+        expired_only: bool,
+        after: Uuid,
+        only: Option<&[Uuid]>,
+        report: &mut SweepReport,
+    ) -> Result<(u64, Option<Uuid>, Vec<ApprovalRow>), sqlx::Error> {
+        let batch = store::Batch {
+            now,
+            expired_only,
+            after,
+            only,
+            limit: i64::from(self.batch),
+        };
+        if self.row_by_row {
+            let rows = store::pending_batch(tx, &batch, expired_only).await?;
+            return Ok((rows.len() as u64, rows.last().map(|r| r.id), rows));
+        }
+        let b = store::sweep_batch(
+            tx,
+            &batch,
+            &self.document_tools(),
+            BY,
+            &json!({"reason": "ttl"}),
+            EventType::ApprovalExpired.as_str(),
+        )
+        .await?;
+        report.expired += b.expired;
+        let rows = if b.recheck.is_empty() {
+            Vec::new()
+        } else {
+            store::pending_by_ids(tx, &b.recheck).await?
+        };
+        Ok((b.seen, b.last, rows))
+    }
+
+    /// Ends `rows` (with their results) as `status`, with audit rows and events; returns how many
+    /// were still pending.
+    async fn end(
+        &self,
+        tx: &mut PgConnection,
+        mut rows: Vec<(&ApprovalRow, Value)>,
+        status: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<u64, sqlx::Error> {
+        if !self.row_by_row {
+            let event = super::notify::type_for(status).as_str();
+            return store::decide_swept(tx, &rows, status, BY, now, event).await;
+        }
+        let n = store::decide_many(tx, &mut rows, status, BY, now).await?;
+        super::notify::swept(tx, &rows, status, BY, now).await?;
+        Ok(n)
+    }
+
+    /// [`DOCUMENT_SNAPSHOT_TOOLS`] this registry has.
+    fn document_tools(&self) -> Vec<&'static str> {
+        DOCUMENT_SNAPSHOT_TOOLS
+            .into_iter()
+            .filter(|t| self.env.registry.get(t).is_some())
+            .collect()
+    }
+
+    /// [`Self::recheck`] for a whole batch, in order. Set-based, approvals on a document (the tools
+    /// whose snapshot is the document row) are re-validated together: one statement reads (and,
+    /// with `lock`, locks) every document of the batch; the rest go through their tool one by one.
     async fn recheck_all(
         &self,
         conn: &mut PgConnection,
@@ -177,11 +243,8 @@ impl Sweeper {
         lock: bool,
     ) -> Result<Vec<Option<Value>>, sqlx::Error> {
         let on_document = |row: &ApprovalRow| {
-            let id = row.args.get("document_id")?.as_str()?;
-            let batched = !self.row_by_row
-                && DOCUMENT_SNAPSHOT_TOOLS.contains(&row.tool.as_str())
-                && self.env.registry.get(&row.tool).is_some();
-            batched.then(|| Uuid::parse_str(id).ok())?
+            let batched = !self.row_by_row && self.env.registry.get(&row.tool).is_some();
+            batched.then(|| super::document_target(&row.tool, &row.args))?
         };
         let targets: Vec<Option<Uuid>> = rows.iter().map(on_document).collect();
         let mut keys: Vec<(Uuid, Uuid)> = rows
@@ -253,6 +316,17 @@ impl Sweeper {
             return Ok(0);
         }
         let since = now - chrono::Duration::days(1);
+        if !self.row_by_row {
+            return store::enqueue_stale_reproposals(
+                &self.pool,
+                since,
+                only,
+                self.max_reproposals as i32,
+                self.repropose_priority,
+                self.repropose_max_attempts,
+            )
+            .await;
+        }
         let rows =
             store::stale_to_repropose(&self.pool, since, only, self.max_reproposals as i32).await?;
         let jobs: Vec<NewJob> = rows

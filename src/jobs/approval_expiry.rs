@@ -39,7 +39,7 @@ impl ApprovalExpiry {
     pub fn sweeper(app: &App) -> Sweeper {
         let spec = app.spec("approval_expiry");
         let sweep = spec.sweep.clone().unwrap_or(crate::catalog::SweepSpec {
-            batch: 1000,
+            batch: 5000,
             retention_days: 30,
             max_reproposals: 2,
             expiring_notice_secs: 3600,

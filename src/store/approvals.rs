@@ -58,14 +58,17 @@ pub struct NewApproval<'a> {
     pub chain_depth: i32,
     pub rationale: Option<&'a str>,
     pub summary: Option<&'a str>,
+    /// `documents.version` the snapshot was read from (tools whose snapshot is a document row).
+    pub document_version: Option<i64>,
 }
 
 /// Inserts a pending approval; the same `(run_id, call_id)` twice returns the first one's id.
 pub async fn insert(conn: &mut PgConnection, a: &NewApproval<'_>) -> Result<Uuid, sqlx::Error> {
     let id: Option<Uuid> = sqlx::query_scalar(
         "INSERT INTO pending_approvals (id, org_id, run_id, suggestion_id, call_id, tool, args, snapshot,
-            snapshot_hash, created_at, expires_at, repropose, chain_id, chain_depth, rationale, summary)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+            snapshot_hash, created_at, expires_at, repropose, chain_id, chain_depth, rationale, summary,
+            document_version)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
          ON CONFLICT (run_id, call_id) DO NOTHING RETURNING id",
     )
     .bind(a.id)
@@ -84,6 +87,7 @@ pub async fn insert(conn: &mut PgConnection, a: &NewApproval<'_>) -> Result<Uuid
     .bind(a.chain_depth)
     .bind(a.rationale.map(super::documents::clean_text))
     .bind(a.summary.map(super::documents::clean_text))
+    .bind(a.document_version)
     .fetch_optional(&mut *conn)
     .await?;
     match id {
@@ -171,7 +175,8 @@ pub async fn set_decision(
     Ok(())
 }
 
-/// Replaces a locked, pending approval's action with edited arguments and their snapshot.
+/// Replaces a locked, pending approval's action with edited arguments and their snapshot (its
+/// document version is forgotten: the sweep compares the snapshot instead).
 pub async fn set_edited(
     conn: &mut PgConnection,
     id: Uuid,
@@ -182,7 +187,7 @@ pub async fn set_edited(
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
         "UPDATE pending_approvals SET args = $2, snapshot = $3, snapshot_hash = $4, summary = $5,
-                edited = true
+                edited = true, document_version = NULL
           WHERE id = $1 AND status = 'pending'",
     )
     .bind(id)
@@ -195,45 +200,230 @@ pub async fn set_edited(
     Ok(())
 }
 
-/// A batch of pending approvals: past their TTL (`expired_only`) or not yet, after `after` in id
-/// order. With `lock` the rows are locked and rows locked by another sweeper are skipped; without
-/// it they are only read (the sweep's pass over live approvals: most stay unchanged, and locking
-/// them would write every row).
+/// Which batch of pending approvals the sweep takes: past their TTL at `now` (`expired_only`) or
+/// not yet, after `after` in id order, at most `limit`, optionally only `only`.
+#[derive(Debug, Clone, Copy)]
+pub struct Batch<'a> {
+    pub now: DateTime<Utc>,
+    pub expired_only: bool,
+    pub after: Uuid,
+    pub only: Option<&'a [Uuid]>,
+    pub limit: i64,
+}
+
+/// The condition and order of a [`Batch`] over `pending_approvals p`, parameters `$1`–`$5`.
+macro_rules! batch_where {
+    () => {
+        "p.status = 'pending'
+           AND (CASE WHEN $2 THEN p.expires_at <= $1 ELSE p.expires_at > $1 END)
+           AND p.id > $3
+           AND ($4::uuid[] IS NULL OR p.id = ANY($4))
+         ORDER BY p.id LIMIT $5"
+    };
+}
+
+impl<'a> Batch<'a> {
+    /// Binds `$1`–`$5`.
+    fn bind<O>(
+        &self,
+        q: sqlx::query::QueryAs<'a, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
+    ) -> sqlx::query::QueryAs<'a, sqlx::Postgres, O, sqlx::postgres::PgArguments> {
+        q.bind(self.now)
+            .bind(self.expired_only)
+            .bind(self.after)
+            .bind(self.only)
+            .bind(self.limit)
+    }
+}
+
+/// A batch of pending approvals. With `lock` the rows are locked and rows locked by another
+/// sweeper are skipped; without it they are only read (the sweep's pass over live approvals: most
+/// stay unchanged, and locking them would write every row).
 pub async fn pending_batch(
     conn: &mut PgConnection,
-    now: DateTime<Utc>,
-    expired_only: bool,
-    after: Uuid,
-    only: Option<&[Uuid]>,
-    limit: i64,
+    batch: &Batch<'_>,
     lock: bool,
 ) -> Result<Vec<ApprovalRow>, sqlx::Error> {
-    macro_rules! batch {
+    macro_rules! select {
         ($lock:literal) => {
             concat!(
-                "SELECT * FROM pending_approvals
-                  WHERE status = 'pending'
-                    AND (CASE WHEN $2 THEN expires_at <= $1 ELSE expires_at > $1 END)
-                    AND id > $3
-                    AND ($4::uuid[] IS NULL OR id = ANY($4))
-                  ORDER BY id LIMIT $5",
+                "SELECT * FROM pending_approvals p WHERE ",
+                batch_where!(),
                 $lock
             )
         };
     }
     let sql = if lock {
-        batch!(" FOR UPDATE SKIP LOCKED")
+        select!(" FOR UPDATE SKIP LOCKED")
     } else {
-        batch!("")
+        select!("")
     };
-    sqlx::query_as(sql)
-        .bind(now)
-        .bind(expired_only)
-        .bind(after)
-        .bind(only)
-        .bind(limit)
-        .fetch_all(conn)
-        .await
+    batch.bind(sqlx::query_as(sql)).fetch_all(conn).await
+}
+
+/// The audit rows and events of the approvals a sweep statement just decided: its CTE `up`
+/// returns them (`id, org_id, run_id, suggestion_id, tool, args, status, result`); `$by`, `$now`
+/// and `$event` name the statement's parameters. The same rows as [`decide_many`] and
+/// `approvals::notify::swept` write, in id order.
+macro_rules! swept_tail {
+    ($by:literal, $now:literal, $event:literal) => {
+        concat!(
+            ", audit AS (
+               INSERT INTO audit_events (org_id, run_id, call_id, actor, tool, category, decision,
+                                         args, outcome, created_at)
+               SELECT org_id, run_id, 'approval:' || id, ", $by, ", tool, 'approval', status, args,
+                      result, ", $now, "
+                 FROM up ORDER BY id),
+             events AS (
+               INSERT INTO agentd_events (org_id, type, subject_id, occurred_at, payload, dedupe_key)
+               SELECT org_id, ", $event, ", id, ", $now, ",
+                      jsonb_build_object('approval_id', id, 'tool', tool, 'status', status,
+                                         'decided_by', ", $by, ", 'run_id', run_id,
+                                         'suggestion_id', suggestion_id),
+                      ", $event, " || ':' || id
+                 FROM up ORDER BY id
+               ON CONFLICT (dedupe_key) DO NOTHING)"
+        )
+    };
+}
+
+/// What [`sweep_batch`] did with one batch of pending approvals.
+#[derive(Debug, Default)]
+pub struct SweptBatch {
+    /// Approvals in the batch.
+    pub seen: u64,
+    /// The batch's last id (the next batch starts after it).
+    pub last: Option<Uuid>,
+    /// Ended `expired` by the statement itself (past their TTL, snapshot unchanged).
+    pub expired: u64,
+    /// The rest, in id order: their snapshot is not a document's row equal to the stored one
+    /// (another tool, changed data, or a value written differently); the caller re-checks them.
+    pub recheck: Vec<Uuid>,
+}
+
+/// The set-based expiry sweep's statement for one [`Batch`] (the same batches as
+/// [`pending_batch`]). Approvals of `doc_tools` (whose snapshot is their document's row)
+/// are unchanged when the row is still the version their snapshot was read from, or else when
+/// their stored snapshot equals [`super::documents::snapshot_sql!`] of the row now. With `expired_only` the batch is locked (rows locked elsewhere are skipped) and its
+/// unchanged approvals end `expired` with `result`, audit row and `event` in the same statement;
+/// without it nothing is written or locked. Only ids and verdicts leave the database. The stored
+/// snapshot is the one its hash was computed from (every writer stores both together, and the
+/// version with them or none), so an unchanged snapshot means an unchanged hash.
+pub async fn sweep_batch(
+    conn: &mut PgConnection,
+    batch: &Batch<'_>,
+    doc_tools: &[&str],
+    by: &str,
+    result: &Value,
+    event: &str,
+) -> Result<SweptBatch, sqlx::Error> {
+    macro_rules! sweep {
+        ($lock:literal, $tail:expr) => {
+            concat!(
+                "WITH b AS MATERIALIZED (
+                   SELECT p.id, p.org_id, p.snapshot, p.document_version,
+                          CASE WHEN p.tool = ANY($6)
+                                AND p.args->>'document_id'
+                                    ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                               THEN (p.args->>'document_id')::uuid END AS doc
+                     FROM pending_approvals p
+                    WHERE ",
+                batch_where!(),
+                $lock,
+                "),
+                 c AS MATERIALIZED (
+                   SELECT b.id,
+                          COALESCE(CASE WHEN b.doc IS NULL THEN false
+                                        WHEN d.id IS NULL
+                                          THEN b.snapshot = jsonb_build_object('exists', false, 'document_id', b.doc)
+                                        WHEN b.document_version = d.version THEN true
+                                        ELSE b.snapshot = ",
+                super::documents::snapshot_sql!(),
+                " END, false) AS same
+                     FROM b LEFT JOIN documents d ON d.org_id = b.org_id AND d.id = b.doc)",
+                $tail
+            )
+        };
+    }
+    let sql = if batch.expired_only {
+        sweep!(
+            " FOR UPDATE OF p SKIP LOCKED",
+            concat!(
+                ", up AS (
+                   UPDATE pending_approvals p
+                      SET status = 'expired', decided_by = $7, decided_at = $1, result = $8
+                     FROM c WHERE p.id = c.id AND c.same AND p.status = 'pending'
+                   RETURNING p.id, p.org_id, p.run_id, p.suggestion_id, p.tool, p.args, p.status,
+                             p.result)",
+                swept_tail!("$7", "$1", "$9"),
+                " SELECT c.id, c.same, (SELECT count(*) FROM up) FROM c ORDER BY c.id"
+            )
+        )
+    } else {
+        sweep!("", " SELECT c.id, c.same, 0::bigint FROM c ORDER BY c.id")
+    };
+    let mut q = batch.bind(sqlx::query_as(sql)).bind(doc_tools);
+    if batch.expired_only {
+        q = q.bind(by).bind(result).bind(event);
+    }
+    let rows: Vec<(Uuid, bool, i64)> = q.fetch_all(conn).await?;
+    Ok(SweptBatch {
+        seen: rows.len() as u64,
+        last: rows.last().map(|r| r.0),
+        expired: rows.first().map_or(0, |r| r.2 as u64),
+        recheck: rows.iter().filter(|r| !r.1).map(|r| r.0).collect(),
+    })
+}
+
+/// Pending approvals among `ids`, in id order (the sweep's rows to re-check in Rust; the caller
+/// holds their locks, if any).
+pub async fn pending_by_ids(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+) -> Result<Vec<ApprovalRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT * FROM pending_approvals WHERE id = ANY($1) AND status = 'pending' ORDER BY id",
+    )
+    .bind(ids)
+    .fetch_all(conn)
+    .await
+}
+
+/// [`decide_many`] with the events (`event`, as `approvals::notify::swept` writes them) in the
+/// same single statement; only ids and results are sent. Returns how many were decided (the
+/// others were no longer pending).
+pub async fn decide_swept(
+    conn: &mut PgConnection,
+    rows: &[(&ApprovalRow, Value)],
+    status: &str,
+    by: &str,
+    now: DateTime<Utc>,
+    event: &str,
+) -> Result<u64, sqlx::Error> {
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<Uuid> = rows.iter().map(|(r, _)| r.id).collect();
+    let results: Vec<&Value> = rows.iter().map(|(_, v)| v).collect();
+    let n: i64 = sqlx::query_scalar(concat!(
+        "WITH up AS (
+           UPDATE pending_approvals p
+              SET status = $4, decided_by = $5, decided_at = $1, result = d.result
+             FROM unnest($2::uuid[], $3::jsonb[]) AS d(id, result)
+            WHERE p.id = d.id AND p.status = 'pending'
+           RETURNING p.id, p.org_id, p.run_id, p.suggestion_id, p.tool, p.args, p.status, p.result)",
+        swept_tail!("$5", "$1", "$6"),
+        " SELECT count(*) FROM up"
+    ))
+    .bind(now)
+    .bind(&ids)
+    .bind(&results)
+    .bind(status)
+    .bind(by)
+    .bind(event)
+    .fetch_one(conn)
+    .await?;
+    Ok(n as u64)
 }
 
 /// Sets `status` on many pending approvals in one statement, with per-row results, and writes
@@ -312,6 +502,38 @@ pub async fn stale_to_repropose<'e, E: PgExecutor<'e>>(
     .bind(max_depth)
     .fetch_all(exec)
     .await
+}
+
+/// [`stale_to_repropose`] and their re-proposal jobs in one statement: one `approval_expiry`
+/// job `{"repropose": id}` per approval, unique key `repropose:<id>` held until purged (the
+/// same rows `queue::enqueue_many` writes for them). Returns how many were inserted.
+pub async fn enqueue_stale_reproposals<'e, E: PgExecutor<'e>>(
+    exec: E,
+    since: DateTime<Utc>,
+    ids: Option<&[Uuid]>,
+    max_depth: i32,
+    priority: i16,
+    max_attempts: i32,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(
+        "INSERT INTO agentd_jobs (kind, payload, priority, run_at, max_attempts, unique_key)
+         SELECT 'approval_expiry', jsonb_build_object('repropose', p.id), $4, now(), $5,
+                'repropose:' || p.id
+           FROM pending_approvals p
+          WHERE p.status = 'stale' AND p.repropose AND p.chain_depth < $3 AND p.decided_at >= $1
+            AND ($2::uuid[] IS NULL OR p.id = ANY($2))
+            AND NOT EXISTS (SELECT 1 FROM agentd_jobs j WHERE j.unique_key = 'repropose:' || p.id)
+          ORDER BY p.id
+         ON CONFLICT (unique_key) WHERE state IN ('available', 'running') DO NOTHING",
+    )
+    .bind(since)
+    .bind(ids)
+    .bind(max_depth)
+    .bind(priority)
+    .bind(max_attempts)
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected())
 }
 
 /// Deletes up to `limit` decided approvals decided before `cutoff` (audit rows stay).

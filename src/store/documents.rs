@@ -292,6 +292,45 @@ impl DocumentLock {
     }
 }
 
+/// [`DocumentLock::snapshot`] as a SQL `jsonb` expression over the `documents` row `d`: equal to
+/// it for every document (`updated_at` written as chrono writes it: `Z`, and 0, 3 or 6 fraction
+/// digits). The set-based expiry sweep compares it with the stored snapshots; an approval whose
+/// snapshot differs from it (or a value this expression would write differently) is re-checked in
+/// Rust, so a mismatch here costs time, never a wrong verdict.
+macro_rules! snapshot_sql {
+    () => {
+        "jsonb_build_object('exists', true, 'document_id', d.id, 'name', d.name,
+            'tag_ids', to_jsonb(d.tag_ids), 'metadata', d.metadata,
+            'auto_create_status', d.auto_create_status,
+            'updated_at', to_char(d.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS')
+                || CASE WHEN date_part('microseconds', d.updated_at AT TIME ZONE 'UTC')::bigint % 1000000 = 0 THEN ''
+                        WHEN date_part('microseconds', d.updated_at AT TIME ZONE 'UTC')::bigint % 1000 = 0
+                          THEN to_char(d.updated_at AT TIME ZONE 'UTC', '.MS')
+                        ELSE to_char(d.updated_at AT TIME ZONE 'UTC', '.US') END || 'Z',
+            'text_sha256', encode(sha256(convert_to(COALESCE(d.text, ''), 'UTF8')), 'hex'))"
+    };
+}
+pub(crate) use snapshot_sql;
+
+/// [`snapshot_sql!`] evaluated for documents of `org_id` (the tests hold it to
+/// [`DocumentLock::snapshot`]).
+#[doc(hidden)]
+pub async fn snapshots_in_sql(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<(Uuid, Value)>, sqlx::Error> {
+    sqlx::query_as(concat!(
+        "SELECT d.id, ",
+        snapshot_sql!(),
+        " FROM documents d WHERE d.org_id = $1 AND d.id = ANY($2) ORDER BY d.id"
+    ))
+    .bind(org_id)
+    .bind(ids)
+    .fetch_all(conn)
+    .await
+}
+
 /// What [`lock`] reads, for many `(org_id, id)` pairs in one statement; with `lock` the rows are
 /// locked too (in id order). The expiry sweep re-validates a batch of document approvals this way.
 pub async fn snapshot_many(
@@ -348,6 +387,19 @@ pub async fn lock(
     .bind(id)
     .fetch_optional(conn)
     .await
+}
+
+/// The document's version (migration 0061: a new number for every row version), if it exists.
+pub async fn version(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    id: Uuid,
+) -> Result<Option<i64>, sqlx::Error> {
+    sqlx::query_scalar("SELECT version FROM documents WHERE org_id = $1 AND id = $2")
+        .bind(org_id)
+        .bind(id)
+        .fetch_optional(conn)
+        .await
 }
 
 /// True if this org has a document with this id.

@@ -70,7 +70,8 @@ async fn sweep(
         .await?;
         docs.extend(ids);
     }
-    // Snapshots as a proposal would take them: through the tool, with the document locked.
+    // Snapshots as a proposal takes them: through the tool, with the document locked, and the
+    // version of the row they were read from.
     let tool = bapp
         .registry
         .get("update_document")
@@ -78,7 +79,7 @@ async fn sweep(
         .ok_or_else(|| anyhow::anyhow!("no update_document tool"))?;
     let env = bapp.tool_env(bapp.spec("proactive_suggestion"));
     let now = bapp.clock.now();
-    let mut snaps: Vec<(Value, Value, String)> = Vec::new();
+    let mut snaps: Vec<(Value, Value, String, Option<i64>)> = Vec::new();
     let mut tx = pool.begin().await?;
     for (doc, org) in &docs {
         let args = json!({"document_id": doc, "metadata": {"reviewed": true}});
@@ -89,7 +90,8 @@ async fn sweep(
             .ok_or_else(|| anyhow::anyhow!("update_document declares no snapshot"))?
             .map_err(|e| anyhow::anyhow!("snapshot: {e}"))?;
         let hash = snapshot_hash("update_document", &args, &snap);
-        snaps.push((args, snap, hash));
+        let version = agentd::store::documents::version(&mut tx, *org, *doc).await?;
+        snaps.push((args, snap, hash, version));
     }
     tx.commit().await?;
     let changed_from = docs.len() * 4 / 5;
@@ -105,6 +107,7 @@ async fn sweep(
             Vec::new(),
             Vec::new(),
         );
+        let mut versions = Vec::new();
         for j in i..i + k {
             let class = j % 10;
             let d = if class >= 8 {
@@ -118,6 +121,7 @@ async fn sweep(
             args.push(&snaps[d].0);
             snapshots.push(&snaps[d].1);
             hashes.push(snaps[d].2.as_str());
+            versions.push(snaps[d].3);
             expires.push(if past {
                 now - chrono::Duration::hours(1)
             } else {
@@ -126,10 +130,11 @@ async fn sweep(
         }
         sqlx::query(
             "INSERT INTO pending_approvals (id, org_id, tool, args, snapshot, snapshot_hash, created_at,
-                 expires_at, repropose, chain_id)
-             SELECT i, o, 'update_document', a, s, h, $7, e, true, i
-               FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[], $4::jsonb[], $5::text[], $6::timestamptz[])
-                    AS t(i, o, a, s, h, e)",
+                 expires_at, repropose, chain_id, document_version)
+             SELECT i, o, 'update_document', a, s, h, $7, e, true, i, v
+               FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[], $4::jsonb[], $5::text[], $6::timestamptz[],
+                           $8::int8[])
+                    AS t(i, o, a, s, h, e, v)",
         )
         .bind(&ids)
         .bind(&orgs)
@@ -138,6 +143,7 @@ async fn sweep(
         .bind(&hashes)
         .bind(&expires)
         .bind(now - chrono::Duration::hours(5))
+        .bind(&versions)
         .execute(&pool)
         .await?;
         i += k;
