@@ -14,7 +14,7 @@ pub mod sweep;
 
 use crate::clock::SharedClock;
 use crate::llm::SharedProvider;
-use crate::store::approvals::{self as store, ApprovalRow, NewApproval};
+use crate::store::approvals::{self as store, ApprovalRow, ApprovalStatus, NewApproval};
 use crate::store::runs::{self, NewAudit};
 use crate::tools::{Registry, Tool, ToolCtx, ToolError};
 use serde::Serialize;
@@ -193,7 +193,7 @@ pub struct DecisionExtra {
 pub struct DecideOutcome {
     pub approval_id: Uuid,
     /// The approval's state after the call.
-    pub status: String,
+    pub status: ApprovalStatus,
     /// True when this call changed the state (false: it was already decided).
     pub changed: bool,
     /// For `stale`: what changed, key by key (`before`/`after`).
@@ -262,7 +262,7 @@ pub async fn decide_with(
     let mut row = store::lock(&mut tx, id, org_id)
         .await?
         .ok_or(DecideError::NotFound(id))?;
-    if row.status != "pending" {
+    if !row.status.is_pending() {
         return Ok(unchanged(&row));
     }
     let (by, approve) = match &decision {
@@ -272,15 +272,15 @@ pub async fn decide_with(
     let actor = format!("human:{by}");
     let mut outcome = DecideOutcome {
         approval_id: id,
-        status: String::new(),
+        status: ApprovalStatus::Pending,
         changed: true,
         changes: None,
         result: None,
     };
     let (status, decision_name, result) = if !approve {
-        ("rejected", "human_rejected", None)
+        (ApprovalStatus::Rejected, "human_rejected", None)
     } else if now >= row.expires_at {
-        ("expired", "expired", None)
+        (ApprovalStatus::Expired, "expired", None)
     } else {
         let tool = env
             .registry
@@ -295,7 +295,11 @@ pub async fn decide_with(
         }
         if let Some(changes) = changed {
             outcome.changes = Some(changes.clone());
-            ("stale", "stale", Some(json!({"changes": changes})))
+            (
+                ApprovalStatus::Stale,
+                "stale",
+                Some(json!({"changes": changes})),
+            )
         } else if tool.calls_model() {
             return model_decide::approve(pool, clock, env, tx, row, tool.as_ref(), &actor).await;
         } else {
@@ -304,7 +308,7 @@ pub async fn decide_with(
                 .await?;
             let mut ctx = env.ctx(&mut tx, row.org_id, row.run_id, actor.clone(), now);
             match env.registry.execute(&mut ctx, &row.tool, &row.args).await {
-                Ok(v) => ("executed", "human_approved", Some(v)),
+                Ok(v) => (ApprovalStatus::Executed, "human_approved", Some(v)),
                 Err(crate::tools::registry::CallError::Tool(ToolError::Db(e))) => {
                     return Err(e.into());
                 }
@@ -312,7 +316,11 @@ pub async fn decide_with(
                     sqlx::query("ROLLBACK TO SAVEPOINT approval_exec")
                         .execute(&mut *tx)
                         .await?;
-                    ("failed", "error", Some(json!({"error": e.to_string()})))
+                    (
+                        ApprovalStatus::Failed,
+                        "error",
+                        Some(json!({"error": e.to_string()})),
+                    )
                 }
             }
         }
@@ -336,8 +344,8 @@ pub async fn decide_with(
     )
     .await?;
     tx.commit().await?;
-    metrics::counter!("agentd_approvals_decided_total", "status" => status).increment(1);
-    outcome.status = status.to_string();
+    metrics::counter!("agentd_approvals_decided_total", "status" => status.as_str()).increment(1);
+    outcome.status = status;
     outcome.result = result;
     Ok(outcome)
 }
@@ -346,7 +354,7 @@ pub async fn decide_with(
 fn unchanged(row: &ApprovalRow) -> DecideOutcome {
     DecideOutcome {
         approval_id: row.id,
-        status: row.status.clone(),
+        status: row.status,
         changed: false,
         changes: None,
         result: row.result.clone(),
@@ -382,7 +390,7 @@ async fn changed_snapshot(
 
 /// What a decision records.
 struct Recorded<'a> {
-    status: &'a str,
+    status: ApprovalStatus,
     decision: &'a str,
     actor: &'a str,
     result: Option<&'a Value>,
@@ -401,7 +409,7 @@ async fn record(
 ) -> Result<(), sqlx::Error> {
     store::set_decision(conn, row.id, r.status, r.actor, r.now, r.result, r.reason).await?;
     notify::decided(conn, row, r.status, r.actor, r.now).await?;
-    if r.status == "executed"
+    if r.status == ApprovalStatus::Executed
         && let Some(s) = row.suggestion_id
     {
         crate::store::suggestions::mark_acted(conn, row.org_id, s, r.actor, r.now).await?;
@@ -422,7 +430,7 @@ async fn record(
             decision: r.decision,
             args: Some(&row.args),
             outcome: outcome.as_ref(),
-            is_error: r.status == "failed",
+            is_error: r.status == ApprovalStatus::Failed,
             duration_ms: 0,
             tokens: r.tokens.min(i32::MAX as i64) as i32,
             now: r.now,

@@ -5,16 +5,11 @@
 use super::bad;
 use crate::app::App;
 use crate::approvals::{self, DecideError, DecideOutcome, Decision};
-use crate::store::approvals::{self as store, ApprovalRow};
+use crate::store::approvals::{self as store, ApprovalRow, ApprovalStatus};
 use crate::store::{orgs, runs};
 use clap::Subcommand;
 use serde_json::{Value, json};
 use uuid::Uuid;
-
-/// Every state an approval can be in.
-const STATUSES: [&str; 6] = [
-    "pending", "executed", "rejected", "expired", "stale", "failed",
-];
 
 /// Approval commands.
 #[derive(Subcommand, Debug)]
@@ -176,14 +171,10 @@ async fn list(
     limit: i64,
     as_json: bool,
 ) -> anyhow::Result<()> {
-    if let Some(s) = &status
-        && !STATUSES.contains(&s.as_str())
-    {
-        return Err(bad(format!(
-            "--status must be one of {} (got {s:?})",
-            STATUSES.join(", ")
-        )));
-    }
+    let status: Option<ApprovalStatus> = status
+        .map(|s| s.parse())
+        .transpose()
+        .map_err(|e| bad(format!("--status {e}")))?;
     if !(1..=1000).contains(&limit) {
         return Err(bad(format!(
             "--limit must be between 1 and 1000 (got {limit})"
@@ -198,7 +189,7 @@ async fn list(
         ),
         None => None,
     };
-    let rows = store::list(&app.pool, org_id, status.as_deref(), limit).await?;
+    let rows = store::list(&app.pool, org_id, status, limit).await?;
     if as_json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
@@ -362,22 +353,22 @@ fn print_outcome(row: &ApprovalRow, out: &DecideOutcome) {
         );
         return;
     }
-    match out.status.as_str() {
-        "executed" => {
+    match out.status {
+        ApprovalStatus::Executed => {
             println!("approval {id}: executed {}({}) as {by}", row.tool, row.args);
             if let Some(r) = &out.result {
                 println!("  result: {r}");
             }
         }
-        "rejected" => println!(
+        ApprovalStatus::Rejected => println!(
             "approval {id}: rejected by {by} ({}); nothing executed",
             row.decision_reason.as_deref().unwrap_or("no reason")
         ),
-        "expired" => println!(
+        ApprovalStatus::Expired => println!(
             "approval {id}: expired (its TTL ended at {}); nothing executed",
             row.expires_at.to_rfc3339()
         ),
-        "stale" => {
+        ApprovalStatus::Stale => {
             println!(
                 "approval {id}: stale — the data changed since it was proposed; nothing executed"
             );
@@ -393,13 +384,13 @@ fn print_outcome(row: &ApprovalRow, out: &DecideOutcome) {
                 None => {}
             }
         }
-        "failed" => println!(
+        ApprovalStatus::Failed => println!(
             "approval {id}: failed — {}; nothing was changed",
             out.result
                 .as_ref()
                 .and_then(|r| r["error"].as_str())
                 .unwrap_or("the tool returned an error")
         ),
-        other => println!("approval {id}: {other}"),
+        ApprovalStatus::Pending => println!("approval {id}: pending"),
     }
 }

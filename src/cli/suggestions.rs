@@ -3,7 +3,8 @@
 
 use super::bad;
 use crate::app::App;
-use crate::store::suggestions::{self as store, Transition};
+use crate::store::api_reads::{self, SuggestionItem};
+use crate::store::suggestions::{self as store, SuggestionStatus, Transition};
 use clap::Subcommand;
 use serde_json::json;
 use uuid::Uuid;
@@ -49,25 +50,16 @@ pub async fn run(app: &App, cmd: SuggestionsCmd) -> anyhow::Result<()> {
             limit,
             json: as_json,
         } => {
-            if let Some(s) = &status
-                && !["pending", "shown", "acted", "dismissed", "expired"].contains(&s.as_str())
-            {
-                return Err(bad(format!(
-                    "--status must be pending, shown, acted, dismissed or expired (got {s:?})"
-                )));
-            }
+            let status: Option<SuggestionStatus> = status
+                .map(|s| s.parse())
+                .transpose()
+                .map_err(|e| bad(format!("--status {e}")))?;
             if !(1..=1000).contains(&limit) {
                 return Err(bad("--limit must be 1–1000"));
             }
             let o = org_of(app, org).await?;
-            let rows = crate::store::api_reads::suggestions_page(
-                &app.pool,
-                o.id,
-                status.as_deref(),
-                None,
-                limit,
-            )
-            .await?;
+            let rows: Vec<SuggestionItem> =
+                api_reads::page(&app.pool, o.id, status, None, None, limit).await?;
             if as_json {
                 println!("{}", serde_json::to_string_pretty(&rows)?);
                 return Ok(());
@@ -95,11 +87,11 @@ pub async fn run(app: &App, cmd: SuggestionsCmd) -> anyhow::Result<()> {
                 return Err(bad("--reason must say why (1–500 characters)"));
             }
             let o = org_of(app, org).await?;
-            change(app, o.id, id, "dismissed", Some(&reason)).await
+            change(app, o.id, id, SuggestionStatus::Dismissed, Some(&reason)).await
         }
         SuggestionsCmd::Shown { id, org } => {
             let o = org_of(app, org).await?;
-            change(app, o.id, id, "shown", None).await
+            change(app, o.id, id, SuggestionStatus::Shown, None).await
         }
     }
 }
@@ -108,7 +100,7 @@ async fn change(
     app: &App,
     org_id: Uuid,
     id: Uuid,
-    to: &str,
+    to: SuggestionStatus,
     reason: Option<&str>,
 ) -> anyhow::Result<()> {
     let mut tx = app.pool.begin().await?;

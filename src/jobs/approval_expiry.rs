@@ -6,7 +6,7 @@ use crate::app::App;
 use crate::approvals::Sweeper;
 use crate::queue::JobError;
 use crate::queue::worker::{JobContext, JobHandler};
-use crate::store::approvals;
+use crate::store::approvals::{self, ApprovalStatus};
 use serde::Deserialize;
 use tracing::info;
 use uuid::Uuid;
@@ -96,7 +96,7 @@ impl JobHandler for ApprovalExpiry {
         let a = approvals::get(&app.pool, stale_id).await?.ok_or_else(|| {
             JobError::Fatal(format!("approval {stale_id} does not exist (purged?)"))
         })?;
-        if a.status != "stale" {
+        if a.status != ApprovalStatus::Stale {
             return Err(JobError::Fatal(format!(
                 "approval {stale_id} is {}, not stale: nothing to re-propose",
                 a.status

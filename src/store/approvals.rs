@@ -1,5 +1,6 @@
 //! SQL for pending approvals. "Now" is always a parameter.
 
+pub use super::states::ApprovalStatus;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
@@ -20,7 +21,7 @@ pub struct ApprovalRow {
     pub snapshot_hash: String,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
-    pub status: String,
+    pub status: ApprovalStatus,
     pub decided_by: Option<String>,
     pub decided_at: Option<DateTime<Utc>>,
     pub result: Option<Value>,
@@ -130,7 +131,7 @@ pub async fn get<'e, E: PgExecutor<'e>>(
 pub async fn list<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Option<Uuid>,
-    status: Option<&str>,
+    status: Option<ApprovalStatus>,
     limit: i64,
 ) -> Result<Vec<ApprovalRow>, sqlx::Error> {
     sqlx::query_as(
@@ -149,7 +150,7 @@ pub async fn list<'e, E: PgExecutor<'e>>(
 pub async fn set_decision(
     conn: &mut PgConnection,
     id: Uuid,
-    status: &str,
+    status: ApprovalStatus,
     by: &str,
     now: DateTime<Utc>,
     result: Option<&Value>,

@@ -143,12 +143,14 @@ pub async fn get_page(
     .await
 }
 
-/// A row of `list`: no text.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+/// A row of `list` (and of `GET /v1/documents`, as `DocumentItem`): no text.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
+#[schema(as = DocumentItem)]
 pub struct DocumentSummary {
     pub id: Uuid,
     pub name: String,
     pub tag_ids: Vec<Uuid>,
+    #[schema(value_type = String)]
     pub auto_create_status: AutoCreateStatus,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,

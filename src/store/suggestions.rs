@@ -4,6 +4,7 @@
 //! concurrent runs cannot overshoot the cap.
 
 use super::documents::{clean_json, clean_text};
+pub use super::states::SuggestionStatus;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use serde_json::Value;
@@ -166,7 +167,7 @@ pub struct SuggestionRow {
     pub message: String,
     pub document_id: Option<Uuid>,
     pub proposed_action: Option<Value>,
-    pub status: String,
+    pub status: SuggestionStatus,
     pub run_id: Option<Uuid>,
     pub status_reason: Option<String>,
 }
@@ -362,9 +363,9 @@ pub async fn mark_acted(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transition {
     /// The suggestion moved (its state now).
-    Done(String),
+    Done(SuggestionStatus),
     /// It is already in a state the transition cannot leave (that state).
-    Refused(String),
+    Refused(SuggestionStatus),
     NotFound,
 }
 
@@ -373,12 +374,12 @@ pub async fn transition(
     conn: &mut PgConnection,
     org_id: Uuid,
     id: Uuid,
-    to: &str,
+    to: SuggestionStatus,
     reason: Option<&str>,
     by: &str,
     now: DateTime<Utc>,
 ) -> Result<Transition, sqlx::Error> {
-    let current: Option<String> = sqlx::query_scalar(
+    let current: Option<SuggestionStatus> = sqlx::query_scalar(
         "SELECT status FROM suggestions WHERE org_id = $1 AND id = $2 FOR UPDATE",
     )
     .bind(org_id)
@@ -388,14 +389,11 @@ pub async fn transition(
     let Some(current) = current else {
         return Ok(Transition::NotFound);
     };
-    let from: &[&str] = match to {
-        "shown" if current == "shown" => return Ok(Transition::Done(current)),
-        "shown" => &["pending"],
-        "dismissed" if current == "dismissed" => return Ok(Transition::Done(current)),
-        "dismissed" => &["pending", "shown"],
-        _ => &[],
-    };
-    if !from.contains(&current.as_str()) {
+    let from = to.reachable_from();
+    if current == to && !from.is_empty() {
+        return Ok(Transition::Done(current));
+    }
+    if !from.contains(&current) {
         return Ok(Transition::Refused(current));
     }
     sqlx::query(
@@ -411,7 +409,7 @@ pub async fn transition(
     .bind(by)
     .execute(conn)
     .await?;
-    Ok(Transition::Done(to.to_string()))
+    Ok(Transition::Done(to))
 }
 
 /// Suggestions still `pending` or `shown` whose approval expired, or (without an approval)
