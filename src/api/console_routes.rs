@@ -7,7 +7,7 @@ use super::auth::{Caller, Role};
 use super::error::{ApiResult, Problem, ok};
 use super::extract::{Page, Paged, parse_query, state};
 use crate::store::console_reads::{self, Retry};
-use crate::store::{api_reads, runs::RunRow};
+use crate::store::{runs::RunRow, status};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
@@ -36,14 +36,14 @@ pub async fn queue(State(s): State<ApiState>, caller: Caller) -> ApiResult {
     caller.require(Role::Admin)?;
     let (pool, org) = (&s.app.pool, caller.org_id);
     let now = s.app.clock.now();
-    let depth = api_reads::job_counts(pool, org).await?;
-    let ready = api_reads::ready_ages(pool, org, now).await?;
+    let depth = status::job_counts(pool, Some(org)).await?;
+    let ready = status::ready_ages(pool, Some(org), now).await?;
     let oldest = ready
         .iter()
         .filter_map(|r| r.oldest_ready_secs)
         .fold(None, |m: Option<f64>, a| Some(m.map_or(a, |m| m.max(a))));
     let buckets = console_reads::throughput(pool, org, now).await?;
-    let dead = api_reads::dead_jobs(pool, org, DEAD_SHOWN).await?;
+    let dead = status::dead_jobs(pool, Some(org), DEAD_SHOWN).await?;
     let dead: Vec<_> = dead
         .iter()
         .map(|j| {

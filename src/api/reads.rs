@@ -5,8 +5,8 @@ use super::ApiState;
 use super::auth::Caller;
 use super::error::{ApiResult, Problem, ok};
 use super::extract::{ListQuery, Paged, parse_query, uuid_id};
-use crate::store::api_reads::{self, SuggestionItem};
-use crate::store::runs;
+use crate::store::api_reads::SuggestionItem;
+use crate::store::{runs, status};
 use axum::extract::{Path, RawQuery, State};
 use serde_json::json;
 
@@ -45,21 +45,15 @@ pub async fn status(State(s): State<ApiState>, caller: Caller) -> ApiResult {
     let app = &s.app;
     let (pool, org) = (&app.pool, caller.org_id);
     let now = app.clock.now();
-    let counts = api_reads::job_counts(pool, org).await?;
-    let ages = api_reads::ready_ages(pool, org, now).await?;
-    let running = api_reads::running_jobs(pool, org, now, 20).await?;
-    let dead = api_reads::dead_jobs(pool, org, 5).await?;
-    let runs = api_reads::runs_since(pool, org, now - chrono::Duration::hours(1)).await?;
-    let approvals = api_reads::approval_counts(pool, org, now + chrono::Duration::hours(1)).await?;
+    let mut v = serde_json::to_value(status::glance(pool, Some(org), now).await?)
+        .map_err(Problem::internal)?;
     let budget = runs::budget(pool, org, now).await?;
     let budgets: Vec<_> = budget
         .map(|b| json!({"org_id": org, "monthly_limit": b.monthly_limit, "tokens_used": b.tokens_used}))
         .into_iter()
         .collect();
-    ok(&json!({
-        "provider": app.provider.name(),
-        "jobs": counts, "ready": ages, "running": running, "recent_dead": dead,
-        "runs_last_hour": runs, "approvals": approvals, "budgets": budgets,
-        "kinds_without_handler": crate::jobs::unimplemented_kinds(app),
-    }))
+    v["provider"] = json!(app.provider.name());
+    v["budgets"] = json!(budgets);
+    v["kinds_without_handler"] = json!(crate::jobs::unimplemented_kinds(app));
+    ok(&v)
 }

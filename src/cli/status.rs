@@ -1,35 +1,36 @@
 //! `agentd status`: queue depth, oldest ready job, running, dead, recent failures.
 
 use crate::app::App;
-use crate::queue::store;
+use crate::store::status::{self as st, ApprovalStatus};
 use anyhow::Context;
 use serde_json::json;
 
 pub(super) async fn run(app: &App, json_out: bool) -> anyhow::Result<()> {
-    use crate::store::status as st;
     let now = app.clock.now();
-    let counts = store::counts(&app.pool).await?;
-    let ages = store::ready_ages(&app.pool, now).await?;
-    let running = st::running_jobs(&app.pool, now, 20).await?;
-    let dead = store::list(&app.pool, None, Some("dead"), 5).await?;
-    let runs = st::runs_since(&app.pool, now - chrono::Duration::hours(1)).await?;
-    let approvals = st::approvals(&app.pool, now + chrono::Duration::hours(1)).await?;
+    let glance = st::glance(&app.pool, None, now).await?;
     let budgets = st::budgets(&app.pool, now, 10).await?;
     let unimplemented = crate::jobs::unimplemented_kinds(app);
     let limits = crate::store::provider_limits::list(&app.pool).await?;
     if json_out {
+        let mut v = serde_json::to_value(&glance)?;
+        v["provider"] = json!(app.provider.name());
+        v["budgets"] = json!(budgets);
+        v["kinds_without_handler"] = json!(unimplemented);
+        v["provider_limits"] = json!(limits);
         println!(
             "{}",
-            serde_json::to_string_pretty(&json!({
-                "provider": app.provider.name(),
-                "jobs": counts, "ready": ages, "running": running, "recent_dead": dead,
-                "runs_last_hour": runs, "approvals": approvals, "budgets": budgets,
-                "kinds_without_handler": unimplemented, "provider_limits": limits,
-            }))
-            .context("status JSON")?
+            serde_json::to_string_pretty(&v).context("status JSON")?
         );
         return Ok(());
     }
+    let st::Glance {
+        jobs: counts,
+        ready: ages,
+        running,
+        recent_dead: dead,
+        runs_last_hour: runs,
+        approvals,
+    } = glance;
     println!("provider: {}", app.provider.name());
     crate::llm::limits::status_lines(&limits)
         .iter()
@@ -97,7 +98,7 @@ pub(super) async fn run(app: &App, json_out: bool) -> anyhow::Result<()> {
         println!("  (none)");
     }
     for a in &approvals {
-        let soon = if a.status == "pending" {
+        let soon = if a.status == ApprovalStatus::Pending {
             format!(" ({} expiring within the hour)", a.expiring_soon)
         } else {
             String::new()

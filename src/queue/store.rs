@@ -324,44 +324,6 @@ pub async fn list(
     .await?)
 }
 
-/// Jobs per kind and state.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-pub struct StateCount {
-    pub kind: String,
-    pub state: String,
-    pub count: i64,
-}
-
-/// Counts by kind and state.
-pub async fn counts(pool: &PgPool) -> Result<Vec<StateCount>, QueueError> {
-    Ok(sqlx::query_as::<_, StateCount>(
-        "SELECT kind, state, count(*) AS count FROM agentd_jobs GROUP BY kind, state ORDER BY kind, state",
-    )
-    .fetch_all(pool)
-    .await?)
-}
-
-/// Per kind: ready jobs and the age of the oldest one, in seconds.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-pub struct ReadyAge {
-    pub kind: String,
-    pub ready: i64,
-    pub oldest_ready_secs: Option<f64>,
-}
-
-/// Ready depth and oldest ready age per kind, as of `now`.
-pub async fn ready_ages(pool: &PgPool, now: DateTime<Utc>) -> Result<Vec<ReadyAge>, QueueError> {
-    Ok(sqlx::query_as::<_, ReadyAge>(
-        "SELECT kind, count(*) AS ready,
-                EXTRACT(EPOCH FROM ($1 - min(run_at)))::float8 AS oldest_ready_secs
-           FROM agentd_jobs WHERE state = 'available' AND run_at <= $1
-          GROUP BY kind ORDER BY kind",
-    )
-    .bind(now)
-    .fetch_all(pool)
-    .await?)
-}
-
 /// The earliest future `run_at` among available jobs of `kinds` (when to wake for delayed jobs).
 pub async fn next_run_at(
     pool: &PgPool,

@@ -1,14 +1,12 @@
 //! Org-scoped reads for the HTTP API: keyset pages of any [`Listed`] row type (newest first,
-//! `(created_at, id)` as the cursor), the queue at a glance for one org, and which jobs an org may see. Every query
+//! `(created_at, id)` as the cursor) and which jobs an org may see. Every query
 //! takes the org; "now" is a parameter.
 
 use crate::queue::JobRow;
-use crate::queue::store::{ReadyAge, StateCount};
 use crate::store::approvals::ApprovalRow;
 use crate::store::documents::DocumentSummary;
 use crate::store::runs::RunRow;
 use crate::store::states::{ApprovalStatus, AutoCreateStatus, RunStatus, State, SuggestionStatus};
-use crate::store::status::{ApprovalCount, RunCount, RunningJob};
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use serde_json::Value;
@@ -191,107 +189,4 @@ pub async fn approvals_of_org<'e, E: PgExecutor<'e>>(
         .bind(ids)
         .fetch_all(exec)
         .await
-}
-
-/// The org's jobs per kind and state.
-pub async fn job_counts<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-) -> Result<Vec<StateCount>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT j.kind, j.state, count(*) AS count FROM agentd_jobs j WHERE {JOB_OF_ORG}
-          GROUP BY j.kind, j.state ORDER BY j.kind, j.state"
-    )))
-    .bind(org_id)
-    .fetch_all(exec)
-    .await
-}
-
-/// The org's ready jobs per kind and the oldest one's age.
-pub async fn ready_ages<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-    now: DateTime<Utc>,
-) -> Result<Vec<ReadyAge>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT j.kind, count(*) AS ready,
-                EXTRACT(EPOCH FROM ($2 - min(j.run_at)))::float8 AS oldest_ready_secs
-           FROM agentd_jobs j WHERE j.state = 'available' AND j.run_at <= $2 AND {JOB_OF_ORG}
-          GROUP BY j.kind ORDER BY j.kind"
-    )))
-    .bind(org_id)
-    .bind(now)
-    .fetch_all(exec)
-    .await
-}
-
-/// The org's running jobs, oldest first.
-pub async fn running_jobs<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-    now: DateTime<Utc>,
-    limit: i64,
-) -> Result<Vec<RunningJob>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT j.id, j.kind, j.attempt, j.locked_by,
-                EXTRACT(EPOCH FROM ($2 - j.started_at))::float8 AS running_secs,
-                EXTRACT(EPOCH FROM (j.lease_expires_at - $2))::float8 AS lease_left_secs
-           FROM agentd_jobs j WHERE j.state = 'running' AND {JOB_OF_ORG}
-          ORDER BY j.started_at LIMIT $3"
-    )))
-    .bind(org_id)
-    .bind(now)
-    .bind(limit)
-    .fetch_all(exec)
-    .await
-}
-
-/// The org's most recent dead jobs.
-pub async fn dead_jobs<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-    limit: i64,
-) -> Result<Vec<JobRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT j.* FROM agentd_jobs j WHERE j.state = 'dead' AND {JOB_OF_ORG}
-          ORDER BY j.id DESC LIMIT $2"
-    )))
-    .bind(org_id)
-    .bind(limit)
-    .fetch_all(exec)
-    .await
-}
-
-/// The org's runs started since `since`, grouped.
-pub async fn runs_since<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-    since: DateTime<Utc>,
-) -> Result<Vec<RunCount>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT kind, status, stop_reason, count(*) AS count FROM agent_runs
-          WHERE org_id = $1 AND started_at >= $2
-          GROUP BY kind, status, stop_reason ORDER BY kind, status",
-    )
-    .bind(org_id)
-    .bind(since)
-    .fetch_all(exec)
-    .await
-}
-
-/// The org's approvals by status, and pending ones expiring before `soon`.
-pub async fn approval_counts<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-    soon: DateTime<Utc>,
-) -> Result<Vec<ApprovalCount>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT status, count(*) AS count,
-                count(*) FILTER (WHERE status = 'pending' AND expires_at < $2) AS expiring_soon
-           FROM pending_approvals WHERE org_id = $1 GROUP BY status ORDER BY status",
-    )
-    .bind(org_id)
-    .bind(soon)
-    .fetch_all(exec)
-    .await
 }

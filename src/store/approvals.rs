@@ -107,13 +107,13 @@ pub async fn lock(
     id: Uuid,
     org_id: Option<Uuid>,
 ) -> Result<Option<ApprovalRow>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT * FROM pending_approvals WHERE id = $1 AND ($2::uuid IS NULL OR org_id = $2) FOR UPDATE",
-    )
-    .bind(id)
-    .bind(org_id)
-    .fetch_optional(conn)
-    .await
+    let lock = "SELECT * FROM pending_approvals
+                 WHERE id = $1 AND ($2::uuid IS NULL OR org_id = $2) FOR UPDATE";
+    sqlx::query_as(lock)
+        .bind(id)
+        .bind(org_id)
+        .fetch_optional(conn)
+        .await
 }
 
 /// One approval.
@@ -121,10 +121,8 @@ pub async fn get<'e, E: PgExecutor<'e>>(
     exec: E,
     id: Uuid,
 ) -> Result<Option<ApprovalRow>, sqlx::Error> {
-    sqlx::query_as("SELECT * FROM pending_approvals WHERE id = $1")
-        .bind(id)
-        .fetch_optional(exec)
-        .await
+    let get = "SELECT * FROM pending_approvals WHERE id = $1";
+    sqlx::query_as(get).bind(id).fetch_optional(exec).await
 }
 
 /// Approvals, newest first.

@@ -18,6 +18,7 @@ pub mod prompts;
 pub mod provider_limits;
 pub mod runs;
 pub mod schemas;
+pub mod sql;
 pub mod states;
 pub mod status;
 pub mod subject;

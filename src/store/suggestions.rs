@@ -4,6 +4,7 @@
 //! concurrent runs cannot overshoot the cap.
 
 use super::documents::{clean_json, clean_text};
+use super::sql::{self, Table};
 pub use super::states::SuggestionStatus;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
@@ -149,11 +150,8 @@ pub async fn count_for_night(
     org_id: Uuid,
     night: NaiveDate,
 ) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("SELECT count(*) FROM suggestions WHERE org_id = $1 AND night = $2")
-        .bind(org_id)
-        .bind(night)
-        .fetch_one(conn)
-        .await
+    let count = "SELECT count(*) FROM suggestions WHERE org_id = $1 AND night = $2";
+    sql::scalar(count, org_id, night).fetch_one(conn).await
 }
 
 /// A suggestion as stored.
@@ -172,21 +170,22 @@ pub struct SuggestionRow {
     pub status_reason: Option<String>,
 }
 
+impl Table for SuggestionRow {
+    const SELECT: &'static str =
+        "SELECT id, kind, subject, night, title, message, document_id, proposed_action, status,
+                run_id, status_reason
+           FROM suggestions";
+}
+
 /// A suggestion of this org by id.
 pub async fn get(
     conn: &mut PgConnection,
     org_id: Uuid,
     id: Uuid,
 ) -> Result<Option<SuggestionRow>, sqlx::Error> {
-    sqlx::query_as::<_, SuggestionRow>(
-        "SELECT id, kind, subject, night, title, message, document_id, proposed_action, status,
-                run_id, status_reason
-           FROM suggestions WHERE org_id = $1 AND id = $2",
-    )
-    .bind(org_id)
-    .bind(id)
-    .fetch_optional(conn)
-    .await
+    sql::rows(org_id, "id = $2", id, false)
+        .fetch_optional(conn)
+        .await
 }
 
 /// A document waiting on a human: proposed for longer than the threshold.
@@ -379,14 +378,9 @@ pub async fn transition(
     by: &str,
     now: DateTime<Utc>,
 ) -> Result<Transition, sqlx::Error> {
-    let current: Option<SuggestionStatus> = sqlx::query_scalar(
-        "SELECT status FROM suggestions WHERE org_id = $1 AND id = $2 FOR UPDATE",
-    )
-    .bind(org_id)
-    .bind(id)
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some(current) = current else {
+    let current = "SELECT status FROM suggestions WHERE org_id = $1 AND id = $2 FOR UPDATE";
+    let current = sql::scalar(current, org_id, id);
+    let Some(current): Option<SuggestionStatus> = current.fetch_optional(&mut *conn).await? else {
         return Ok(Transition::NotFound);
     };
     let from = to.reachable_from();
