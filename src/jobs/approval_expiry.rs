@@ -81,7 +81,7 @@ impl JobHandler for ApprovalExpiry {
             .await
             .map_err(|e| match e {
                 crate::tools::ToolError::Db(e) => e.into(),
-                other => JobError::Fatal(other.to_string()),
+                other => JobError::fatal(other),
             })?;
             info!(approval_id = %id, outcome = ?out, "expired approval re-proposal");
             return Ok(());
@@ -94,10 +94,10 @@ impl JobHandler for ApprovalExpiry {
             return Ok(());
         };
         let a = approvals::get(&app.pool, stale_id).await?.ok_or_else(|| {
-            JobError::Fatal(format!("approval {stale_id} does not exist (purged?)"))
+            JobError::fatal(format_args!("approval {stale_id} does not exist (purged?)"))
         })?;
         if a.status != ApprovalStatus::Stale {
-            return Err(JobError::Fatal(format!(
+            return Err(JobError::fatal(format_args!(
                 "approval {stale_id} is {}, not stale: nothing to re-propose",
                 a.status
             )));
