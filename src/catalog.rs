@@ -28,35 +28,8 @@ pub const BUILTIN: [(&str, &str); 4] = [
 /// Kinds whose jobs do not run the agent: their files have no `[agent]` section.
 pub const WITHOUT_AGENT: [&str; 1] = ["webhook_delivery"];
 
-/// A job file that cannot be used.
-#[derive(Debug, thiserror::Error)]
-#[error("{file}: {message}")]
-pub struct CatalogError {
-    /// The job file, e.g. `jobs/auto_create.toml`.
-    pub file: String,
-    /// The key with the bad value, when one is to blame (not for unreadable files or TOML).
-    pub key: Option<String>,
-    /// The key and what is wrong with it.
-    pub message: String,
-}
-
-impl CatalogError {
-    fn new(file: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            file: file.into(),
-            key: None,
-            message: message.into(),
-        }
-    }
-
-    fn invalid(file: impl Into<String>, e: Invalid) -> Self {
-        Self {
-            file: file.into(),
-            key: Some(e.key),
-            message: e.message,
-        }
-    }
-}
+/// A job file that cannot be used (`file` is the job file, e.g. `jobs/auto_create.toml`).
+pub type CatalogError = crate::config::ConfigError;
 
 /// What the policy does with a tool call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]

@@ -15,12 +15,13 @@ use std::path::{Path, PathBuf};
 /// The defaults shipped in the repository, also compiled in so the binary runs anywhere.
 pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
 
-/// A configuration error a person can act on.
+/// A configuration error a person can act on (the service's settings or a job file,
+/// [`crate::catalog::CatalogError`]): where, which key, what is wrong.
 #[derive(Debug, thiserror::Error)]
-#[error("{source_name}: {message}")]
+#[error("{file}: {message}")]
 pub struct ConfigError {
-    /// The file or variable the bad value came from.
-    pub source_name: String,
+    /// The file (or environment variable) the bad value came from.
+    pub file: String,
     /// The key with the bad value, when one is to blame (not for unreadable files).
     pub key: Option<String>,
     /// What is wrong and, where possible, how to fix it.
@@ -28,17 +29,17 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn new(source_name: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(file: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
-            source_name: source_name.into(),
+            file: file.into(),
             key: None,
             message: message.into(),
         }
     }
 
-    fn invalid(source_name: impl Into<String>, e: Invalid) -> Self {
+    pub(crate) fn invalid(file: impl Into<String>, e: Invalid) -> Self {
         Self {
-            source_name: source_name.into(),
+            file: file.into(),
             key: Some(e.key),
             message: e.message,
         }

@@ -38,21 +38,7 @@ pub struct RejectBody {
     pub reason: Option<String>,
 }
 
-/// The approval as the API shows it.
-fn view(r: &ApprovalRow) -> Value {
-    json!({
-        "id": r.id, "run_id": r.run_id, "call_id": r.call_id, "suggestion_id": r.suggestion_id,
-        "action": {"tool": r.tool, "args": r.args},
-        "snapshot": r.snapshot, "snapshot_hash": r.snapshot_hash,
-        "created_at": r.created_at, "expires_at": r.expires_at,
-        "status": r.status,
-        "decision": r.decided_by.as_ref().map(|by| json!({"by": by, "at": r.decided_at})),
-        "result": r.result,
-        "rationale": r.rationale, "summary": r.summary,
-        "decision_reason": r.decision_reason, "edited": r.edited,
-        "reproposed_as": r.reproposed_as,
-    })
-}
+use crate::approvals::view;
 
 fn etag(hash: &str) -> HeaderValue {
     HeaderValue::from_str(&format!("\"{hash}\"")).unwrap_or(HeaderValue::from_static("\"\""))

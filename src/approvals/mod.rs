@@ -172,6 +172,23 @@ fn with_run_defaults(ctx: &ToolCtx<'_>, tool: &dyn Tool, args: &Value) -> Value 
     args
 }
 
+/// An approval as people see it (`GET /v1/approvals/{id}`; `agentd approvals show --json`
+/// adds the org and the re-proposal chain).
+pub fn view(r: &ApprovalRow) -> Value {
+    json!({
+        "id": r.id, "run_id": r.run_id, "call_id": r.call_id, "suggestion_id": r.suggestion_id,
+        "action": {"tool": r.tool, "args": r.args},
+        "snapshot": r.snapshot, "snapshot_hash": r.snapshot_hash,
+        "created_at": r.created_at, "expires_at": r.expires_at,
+        "status": r.status,
+        "decision": r.decided_by.as_ref().map(|by| json!({"by": by, "at": r.decided_at})),
+        "result": r.result,
+        "rationale": r.rationale, "summary": r.summary,
+        "decision_reason": r.decision_reason, "edited": r.edited,
+        "reproposed_as": r.reproposed_as,
+    })
+}
+
 /// Approve or reject.
 #[derive(Debug, Clone)]
 pub enum Decision {
@@ -418,26 +435,41 @@ async fn record(
         (Some(reason), None) => Some(json!({"reason": reason})),
         (_, res) => res.cloned(),
     };
-    runs::insert_audit(
-        &mut *conn,
-        &NewAudit {
-            org_id: row.org_id,
-            run_id: row.run_id,
-            call_id: Some(&format!("approval:{}", row.id)),
-            actor: r.actor,
-            tool: &row.tool,
-            category: "approval",
-            decision: r.decision,
-            args: Some(&row.args),
-            outcome: outcome.as_ref(),
-            is_error: r.status == ApprovalStatus::Failed,
-            duration_ms: 0,
-            tokens: r.tokens.min(i32::MAX as i64) as i32,
-            now: r.now,
-        },
-    )
-    .await?;
+    let call_id = format!("approval:{}", row.id);
+    let audit = NewAudit {
+        outcome: outcome.as_ref(),
+        is_error: r.status == ApprovalStatus::Failed,
+        tokens: r.tokens.min(i32::MAX as i64) as i32,
+        ..decision_audit(row, &call_id, r.actor, r.decision, r.now)
+    };
+    runs::insert_audit(&mut *conn, &audit).await?;
     Ok(())
+}
+
+/// The audit row of a person's (or the sweep's) step on `row`: `call_id` is
+/// `approval:<id>`, the category `approval`, the arguments the approval's.
+fn decision_audit<'a>(
+    row: &'a ApprovalRow,
+    call_id: &'a str,
+    actor: &'a str,
+    decision: &'a str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> NewAudit<'a> {
+    NewAudit {
+        org_id: row.org_id,
+        run_id: row.run_id,
+        call_id: Some(call_id),
+        actor,
+        tool: &row.tool,
+        category: "approval",
+        decision,
+        args: Some(&row.args),
+        outcome: None,
+        is_error: false,
+        duration_ms: 0,
+        tokens: 0,
+        now,
+    }
 }
 
 /// Top-level keys whose values differ: `{key: {before, after}}` (whole values when not objects).

@@ -13,6 +13,7 @@
 //! The moved clock is used only for the demo org's approvals and documents, never by a worker.
 
 use super::bad;
+use super::output::print_json;
 use super::report::{document_report, print_report};
 use crate::app::{App, WorkerArgs};
 use crate::approvals::{self, Decision, DecisionExtra};
@@ -105,7 +106,7 @@ pub async fn run(app: &App, cmd: DemoCmd) -> anyhow::Result<()> {
         "events": evs, "event_counts": counts(&evs), "events_written": written,
     });
     if cmd.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        print_json(&report)?;
     } else {
         print_text(&report);
     }

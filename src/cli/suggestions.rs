@@ -2,6 +2,7 @@
 //! (`pending → shown → acted | dismissed | expired`).
 
 use super::bad;
+use super::output::{ListOpts, print_list};
 use crate::app::App;
 use crate::store::api_reads::{self, SuggestionItem};
 use crate::store::suggestions::{self as store, SuggestionStatus, Transition};
@@ -12,17 +13,12 @@ use uuid::Uuid;
 /// Suggestion commands.
 #[derive(Subcommand, Debug)]
 pub enum SuggestionsCmd {
-    /// An org's suggestions, newest first.
+    /// An org's suggestions, newest first (states: pending, shown, acted, dismissed, expired).
     List {
         #[arg(long)]
         org: String,
-        /// pending, shown, acted, dismissed or expired.
-        #[arg(long)]
-        status: Option<String>,
-        #[arg(long, default_value_t = 50)]
-        limit: i64,
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        opts: ListOpts,
     },
     /// Dismiss a suggestion; the nightly run skips the same kind for the same subject for 14 days.
     Dismiss {
@@ -44,42 +40,19 @@ pub enum SuggestionsCmd {
 /// Runs a suggestions command.
 pub async fn run(app: &App, cmd: SuggestionsCmd) -> anyhow::Result<()> {
     match cmd {
-        SuggestionsCmd::List {
-            org,
-            status,
-            limit,
-            json: as_json,
-        } => {
-            let status: Option<SuggestionStatus> = status
-                .map(|s| s.parse())
-                .transpose()
-                .map_err(|e| bad(format!("--status {e}")))?;
-            if !(1..=1000).contains(&limit) {
-                return Err(bad("--limit must be 1–1000"));
-            }
+        SuggestionsCmd::List { org, opts } => {
+            let (status, limit) = opts.checked::<SuggestionStatus>()?;
             let o = org_of(app, org).await?;
             let rows: Vec<SuggestionItem> =
                 api_reads::page(&app.pool, o.id, status, None, None, limit).await?;
-            if as_json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
-                return Ok(());
-            }
-            if rows.is_empty() {
-                println!("(no suggestions)");
-            }
-            for r in rows {
-                println!(
-                    "{}  {:<9} {:<16} {}{}",
-                    r.id,
-                    r.state,
-                    r.kind,
-                    r.title,
-                    r.status_reason
-                        .map(|x| format!("  [{x}]"))
-                        .unwrap_or_default()
-                );
-            }
-            Ok(())
+            print_list(&rows, opts.json, Some("(no suggestions)"), None, |r| {
+                let reason = r.status_reason.as_ref().map(|x| format!("  [{x}]"));
+                let reason = reason.unwrap_or_default();
+                format!(
+                    "{}  {:<9} {:<16} {}{reason}",
+                    r.id, r.state, r.kind, r.title
+                )
+            })
         }
         SuggestionsCmd::Dismiss { id, org, reason } => {
             let reason = reason.trim().to_string();

@@ -79,13 +79,8 @@ impl Reconciler {
                 break;
             }
         }
-        loop {
-            let n = end_documents(&self.pool, now, self.batch).await?;
-            report.documents_failed += n;
-            if n < u64::from(self.batch) {
-                break;
-            }
-        }
+        let end = || end_documents(&self.pool, now, self.batch);
+        report.documents_failed = super::maintenance::drain(self.batch, end).await?;
         if report != ReconcileReport::default() {
             warn!(
                 runs_failed = report.runs_failed,
@@ -102,15 +97,8 @@ impl Reconciler {
 
     /// Runs until `stop`.
     pub async fn run(self, stop: CancellationToken) {
-        loop {
-            if let Err(e) = self.run_once().await {
-                warn!(error = %e, "reconcile pass failed");
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(self.interval) => {},
-                _ = stop.cancelled() => return,
-            }
-        }
+        let interval = self.interval;
+        super::maintenance::every(interval, stop, "reconcile", || self.run_once()).await
     }
 }
 
