@@ -24,4 +24,5 @@ pub mod status;
 pub mod subject;
 pub mod suggestions;
 pub mod tags;
+pub mod versions;
 pub mod webhooks;

@@ -3,6 +3,7 @@
 
 use super::documents::clean_text;
 use super::sql::{self, Table};
+use super::versions::{self, Versioned};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgConnection;
@@ -36,6 +37,11 @@ impl Table for PromptRow {
     const SELECT: &'static str = concat!("SELECT ", columns!(), " FROM prompts");
 }
 
+impl Versioned for PromptRow {
+    const TABLE: &'static str = "prompts";
+    const ID: &'static str = "prompt_id";
+}
+
 /// The fields of a new prompt version.
 #[derive(Debug, Clone)]
 pub struct PromptFields {
@@ -67,11 +73,7 @@ pub async fn get(
     prompt_id: Uuid,
     version: i32,
 ) -> Result<Option<PromptRow>, sqlx::Error> {
-    let cond = "prompt_id = $2 AND version = $3";
-    sql::rows(org_id, cond, prompt_id, false)
-        .bind(version)
-        .fetch_optional(conn)
-        .await
+    versions::get(conn, org_id, prompt_id, version).await
 }
 
 /// The latest version of a prompt of this org; `lock` takes `FOR UPDATE` on it.
@@ -81,10 +83,7 @@ pub async fn latest(
     prompt_id: Uuid,
     lock: bool,
 ) -> Result<Option<PromptRow>, sqlx::Error> {
-    let cond = "prompt_id = $2 ORDER BY version DESC LIMIT 1";
-    sql::rows(org_id, cond, prompt_id, lock)
-        .fetch_optional(conn)
-        .await
+    versions::latest(conn, org_id, prompt_id, lock).await
 }
 
 /// The prompt version this run wrote last (run_extraction's default prompt).
@@ -104,15 +103,7 @@ pub async fn list_latest(
     conn: &mut PgConnection,
     org_id: Uuid,
 ) -> Result<Vec<PromptRow>, sqlx::Error> {
-    sqlx::query_as(concat!(
-        "SELECT * FROM (SELECT DISTINCT ON (prompt_id) ",
-        columns!(),
-        " FROM prompts WHERE org_id = $1 ORDER BY prompt_id, version DESC) p
-          ORDER BY created_at DESC, prompt_id"
-    ))
-    .bind(org_id)
-    .fetch_all(conn)
-    .await
+    versions::list_latest(conn, org_id).await
 }
 
 /// Inserts a prompt version, status `proposed`.
@@ -187,10 +178,7 @@ pub async fn lock_all(
     org_id: Uuid,
     prompt_id: Uuid,
 ) -> Result<Vec<PromptRow>, sqlx::Error> {
-    let cond = "prompt_id = $2 ORDER BY version";
-    sql::rows(org_id, cond, prompt_id, true)
-        .fetch_all(conn)
-        .await
+    versions::lock_all(conn, org_id, prompt_id).await
 }
 
 /// Deletes every version of a prompt of this org; returns how many versions went.
@@ -199,6 +187,5 @@ pub async fn delete(
     org_id: Uuid,
     prompt_id: Uuid,
 ) -> Result<u64, sqlx::Error> {
-    let delete = "DELETE FROM prompts WHERE org_id = $1 AND prompt_id = $2";
-    sql::affected(conn, delete, org_id, prompt_id).await
+    versions::delete::<PromptRow>(conn, org_id, prompt_id).await
 }

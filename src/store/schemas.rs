@@ -3,6 +3,7 @@
 
 use super::documents::{clean_json, clean_text};
 use super::sql::{self, Table};
+use super::versions::{self, Versioned};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
@@ -33,6 +34,11 @@ impl Table for SchemaRow {
     const SELECT: &'static str = concat!("SELECT ", columns!(), " FROM schemas");
 }
 
+impl Versioned for SchemaRow {
+    const TABLE: &'static str = "schemas";
+    const ID: &'static str = "schema_id";
+}
+
 /// Version `version` of a schema of this org.
 pub async fn get(
     conn: &mut PgConnection,
@@ -40,11 +46,7 @@ pub async fn get(
     schema_id: Uuid,
     version: i32,
 ) -> Result<Option<SchemaRow>, sqlx::Error> {
-    let cond = "schema_id = $2 AND version = $3";
-    sql::rows(org_id, cond, schema_id, false)
-        .bind(version)
-        .fetch_optional(conn)
-        .await
+    versions::get(conn, org_id, schema_id, version).await
 }
 
 /// The latest version of a schema of this org; `lock` takes `FOR UPDATE` on it.
@@ -54,10 +56,7 @@ pub async fn latest(
     schema_id: Uuid,
     lock: bool,
 ) -> Result<Option<SchemaRow>, sqlx::Error> {
-    let cond = "schema_id = $2 ORDER BY version DESC LIMIT 1";
-    sql::rows(org_id, cond, schema_id, lock)
-        .fetch_optional(conn)
-        .await
+    versions::latest(conn, org_id, schema_id, lock).await
 }
 
 /// The latest version of each of this org's schemas, newest first.
@@ -65,15 +64,7 @@ pub async fn list_latest(
     conn: &mut PgConnection,
     org_id: Uuid,
 ) -> Result<Vec<SchemaRow>, sqlx::Error> {
-    sqlx::query_as(concat!(
-        "SELECT * FROM (SELECT DISTINCT ON (schema_id) ",
-        columns!(),
-        " FROM schemas WHERE org_id = $1 ORDER BY schema_id, version DESC) s
-          ORDER BY created_at DESC, schema_id"
-    ))
-    .bind(org_id)
-    .fetch_all(conn)
-    .await
+    versions::list_latest(conn, org_id).await
 }
 
 /// Inserts version 1 of a new schema, status `proposed`.
@@ -170,10 +161,7 @@ pub async fn lock_all(
     org_id: Uuid,
     schema_id: Uuid,
 ) -> Result<Option<SchemaLock>, sqlx::Error> {
-    let cond = "schema_id = $2 ORDER BY version";
-    let versions: Vec<SchemaRow> = sql::rows(org_id, cond, schema_id, true)
-        .fetch_all(&mut *conn)
-        .await?;
+    let versions: Vec<SchemaRow> = versions::lock_all(&mut *conn, org_id, schema_id).await?;
     if versions.is_empty() {
         return Ok(None);
     }
@@ -199,6 +187,5 @@ pub async fn delete(
     org_id: Uuid,
     schema_id: Uuid,
 ) -> Result<u64, sqlx::Error> {
-    let delete = "DELETE FROM schemas WHERE org_id = $1 AND schema_id = $2";
-    sql::affected(conn, delete, org_id, schema_id).await
+    versions::delete::<SchemaRow>(conn, org_id, schema_id).await
 }

@@ -1,7 +1,9 @@
 //! SQL behind the subject check: who created a schema or prompt, which document an extraction
 //! belongs to. Every query filters by org, so another org's id reads as missing.
 
-use super::sql;
+use super::prompts::PromptRow;
+use super::schemas::SchemaRow;
+use super::{sql, versions};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -12,11 +14,7 @@ pub async fn schema_creator(
     org_id: Uuid,
     schema_id: Uuid,
 ) -> Result<Option<Option<Uuid>>, sqlx::Error> {
-    let first = "SELECT run_id FROM schemas WHERE org_id = $1 AND schema_id = $2
-                  ORDER BY version LIMIT 1";
-    sql::scalar(first, org_id, schema_id)
-        .fetch_optional(conn)
-        .await
+    versions::creator::<SchemaRow>(conn, org_id, schema_id).await
 }
 
 /// The run that created `prompt_id` (its first version); as [`schema_creator`].
@@ -25,11 +23,7 @@ pub async fn prompt_creator(
     org_id: Uuid,
     prompt_id: Uuid,
 ) -> Result<Option<Option<Uuid>>, sqlx::Error> {
-    let first = "SELECT run_id FROM prompts WHERE org_id = $1 AND prompt_id = $2
-                  ORDER BY version LIMIT 1";
-    sql::scalar(first, org_id, prompt_id)
-        .fetch_optional(conn)
-        .await
+    versions::creator::<PromptRow>(conn, org_id, prompt_id).await
 }
 
 /// The document an extraction of `org_id` belongs to (`None`: no such extraction).
