@@ -13,6 +13,7 @@
 
 use super::QueueError;
 use crate::clock::SharedClock;
+use crate::store::states::RunStatus;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgPool;
@@ -52,7 +53,7 @@ struct EndedRun {
     id: Uuid,
     org_id: Uuid,
     kind: String,
-    status: String,
+    status: RunStatus,
 }
 
 impl Reconciler {
@@ -63,7 +64,7 @@ impl Reconciler {
         loop {
             let ended = end_runs(&self.pool, now, self.batch).await?;
             for r in &ended {
-                if r.status == "cancelled" {
+                if r.status == RunStatus::Cancelled {
                     report.runs_cancelled += 1;
                 } else {
                     report.runs_failed += 1;

@@ -144,7 +144,7 @@ pub async fn get_page(
     .await
 }
 
-/// A row of `list` (and of `GET /v1/documents`, as `DocumentItem`): no text.
+/// A row of the document list (`list`, and `GET /v1/documents` as `DocumentItem`): no text.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 #[schema(as = DocumentItem)]
 pub struct DocumentSummary {
