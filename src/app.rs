@@ -251,7 +251,7 @@ impl App {
                 .map(|k| (k.kind.clone(), k.concurrency))
                 .collect::<Vec<_>>(),
         )
-        .map_err(StartError::Input)?;
+        .map_err(|e| StartError::Input(e.to_string()))?;
         let opts = WorkerOptions::from_config(&cfg.worker);
         // apalis 1.0 is the one runtime: one apalis worker per kind over our backend.
         let workers: Vec<_> = runtimes

@@ -2,6 +2,7 @@
 //! tool policy, prompts), loaded and validated at start. A bad file is a startup error that
 //! names the file, the key and what is wrong.
 
+use crate::config::{Invalid, TimeUnit, at_least, duration_at_most};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -27,15 +28,8 @@ pub const BUILTIN: [(&str, &str); 4] = [
 /// Kinds whose jobs do not run the agent: their files have no `[agent]` section.
 pub const WITHOUT_AGENT: [&str; 1] = ["webhook_delivery"];
 
-/// A job file that cannot be used.
-#[derive(Debug, thiserror::Error)]
-#[error("{file}: {message}")]
-pub struct CatalogError {
-    /// The job file, e.g. `jobs/auto_create.toml`.
-    pub file: String,
-    /// The key and what is wrong with it.
-    pub message: String,
-}
+/// A job file that cannot be used (`file` is the job file, e.g. `jobs/auto_create.toml`).
+pub type CatalogError = crate::config::ConfigError;
 
 /// What the policy does with a tool call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -262,9 +256,11 @@ impl Catalog {
 
     /// Reads `<dir>/<kind>.toml` for every kind; a missing, unknown or invalid file is an error.
     pub fn load_dir(dir: &Path, known_tools: &[&str]) -> Result<Self, CatalogError> {
-        let entries = std::fs::read_dir(dir).map_err(|e| CatalogError {
-            file: dir.display().to_string(),
-            message: format!("cannot read the job directory: {e}"),
+        let entries = std::fs::read_dir(dir).map_err(|e| {
+            CatalogError::new(
+                dir.display().to_string(),
+                format!("cannot read the job directory: {e}"),
+            )
         })?;
         for entry in entries.flatten() {
             let path = entry.path();
@@ -273,23 +269,21 @@ impl Catalog {
             }
             let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
             if !BUILTIN.iter().any(|(k, _)| *k == stem) {
-                return Err(CatalogError {
-                    file: path.display().to_string(),
-                    message: format!(
+                return Err(CatalogError::new(
+                    path.display().to_string(),
+                    format!(
                         "unknown job kind `{stem}` (known: {})",
                         BUILTIN.map(|(k, _)| k).join(", ")
                     ),
-                });
+                ));
             }
         }
         let mut kinds = BTreeMap::new();
         for (kind, _) in BUILTIN {
             let path = dir.join(format!("{kind}.toml"));
             let file = path.display().to_string();
-            let text = std::fs::read_to_string(&path).map_err(|e| CatalogError {
-                file: file.clone(),
-                message: format!("cannot read: {e}"),
-            })?;
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| CatalogError::new(&file, format!("cannot read: {e}")))?;
             kinds.insert(kind.to_string(), parse(&file, kind, &text, known_tools)?);
         }
         Ok(Self { kinds })
@@ -308,10 +302,7 @@ pub fn parse(
     text: &str,
     known_tools: &[&str],
 ) -> Result<JobSpec, CatalogError> {
-    let err = |message: String| CatalogError {
-        file: file.to_string(),
-        message,
-    };
+    let err = |e: Invalid| CatalogError::invalid(file, e);
     // A generic table cannot hold every value the typed spec accepts (an integer past i64::MAX
     // that a bound check reports below): then look for the section header itself.
     let has_agent = match toml::from_str::<toml::Table>(text) {
@@ -319,8 +310,9 @@ pub fn parse(
         Err(_) => text.lines().any(|l| l.trim_start().starts_with("[agent")),
     };
     if has_agent && WITHOUT_AGENT.contains(&kind) {
-        return Err(err(format!(
-            "agent: kind {kind} runs no agent; remove the [agent] section"
+        return Err(err(Invalid::new(
+            "agent",
+            format!("agent: kind {kind} runs no agent; remove the [agent] section"),
         )));
     }
     let spec: JobSpec = toml::from_str(text).map_err(|e| {
@@ -328,88 +320,92 @@ pub fn parse(
             .span()
             .map(|s| format!(" (line {})", text[..s.start].lines().count().max(1)))
             .unwrap_or_default();
-        err(format!("{}{line}", e.message().trim()))
+        CatalogError::new(file, format!("{}{line}", e.message().trim()))
     })?;
     if spec.kind != kind {
-        return Err(err(format!(
-            "kind must be {kind:?} to match the file name (got {:?})",
-            spec.kind
+        return Err(err(Invalid::new(
+            "kind",
+            format!(
+                "kind must be {kind:?} to match the file name (got {:?})",
+                spec.kind
+            ),
         )));
     }
     if WITHOUT_AGENT.contains(&kind) {
         validate_queue(&spec).map_err(err)?;
         if kind == "webhook_delivery" {
-            let w = spec
-                .webhook
-                .as_ref()
-                .ok_or_else(|| err("webhook: missing section [webhook]".into()))?;
+            let w = spec.webhook.as_ref().ok_or_else(|| {
+                err(Invalid::new(
+                    "webhook",
+                    "webhook: missing section [webhook]",
+                ))
+            })?;
             if w.request_timeout_secs == 0 || w.request_timeout_secs >= spec.queue.timeout_secs {
-                return Err(err(format!(
-                    "webhook.request_timeout_secs must be ≥ 1 and below queue.timeout_secs ({}) (got {})",
-                    spec.queue.timeout_secs, w.request_timeout_secs
+                return Err(err(Invalid::new(
+                    "webhook.request_timeout_secs",
+                    format!(
+                        "webhook.request_timeout_secs must be ≥ 1 and below queue.timeout_secs ({}) (got {})",
+                        spec.queue.timeout_secs, w.request_timeout_secs
+                    ),
                 )));
             }
-            if w.max_per_org == 0 {
-                return Err(err("webhook.max_per_org must be ≥ 1 (got 0)".into()));
-            }
+            at_least("webhook.max_per_org", w.max_per_org.into(), 1).map_err(err)?;
         }
         return Ok(spec);
     }
     if !has_agent {
-        return Err(err("agent: missing section [agent]".into()));
+        return Err(err(Invalid::new("agent", "agent: missing section [agent]")));
     }
     if spec.webhook.is_some() {
-        return Err(err(format!(
-            "webhook: only webhook_delivery takes a [webhook] section (this is {kind})"
+        return Err(err(Invalid::new(
+            "webhook",
+            format!("webhook: only webhook_delivery takes a [webhook] section (this is {kind})"),
         )));
     }
     validate(&spec, known_tools).map_err(err)?;
     Ok(spec)
 }
 
-fn at_least(key: &str, v: u64, min: u64) -> Result<(), String> {
-    if v < min {
-        return Err(format!("{key} must be ≥ {min} (got {v})"));
-    }
-    Ok(())
-}
-
 /// The `[queue]` and `[schedule]` sections.
-fn validate_queue(spec: &JobSpec) -> Result<(), String> {
+fn validate_queue(spec: &JobSpec) -> Result<(), Invalid> {
     let q = &spec.queue;
     at_least("queue.concurrency", q.concurrency.into(), 1)?;
     at_least("queue.max_attempts", q.max_attempts.max(0) as u64, 1)?;
     at_least("queue.backoff_base_ms", q.backoff_base_ms, 1)?;
     at_least("queue.timeout_secs", q.timeout_secs, 1)?;
     if q.backoff_max_ms < q.backoff_base_ms {
-        return Err(format!(
-            "queue.backoff_max_ms must be ≥ queue.backoff_base_ms ({} < {})",
-            q.backoff_max_ms, q.backoff_base_ms
+        return Err(Invalid::new(
+            "queue.backoff_max_ms",
+            format!(
+                "queue.backoff_max_ms must be ≥ queue.backoff_base_ms ({} < {})",
+                q.backoff_max_ms, q.backoff_base_ms
+            ),
         ));
     }
     if let Some(s) = &spec.schedule
         && let Err(e) = cron::Schedule::from_str(&s.cron)
     {
-        return Err(format!(
-            "schedule.cron is not a valid cron expression ({:?}: {e}); use six fields, seconds first, e.g. \"0 */5 * * * *\"",
-            s.cron
+        return Err(Invalid::new(
+            "schedule.cron",
+            format!(
+                "schedule.cron is not a valid cron expression ({:?}: {e}); use six fields, seconds first, e.g. \"0 */5 * * * *\"",
+                s.cron
+            ),
         ));
     }
-    use crate::config::{TimeUnit, duration_at_most};
     duration_at_most("queue.backoff_base_ms", q.backoff_base_ms, TimeUnit::Millis)?;
     duration_at_most("queue.backoff_max_ms", q.backoff_max_ms, TimeUnit::Millis)?;
     duration_at_most("queue.timeout_secs", q.timeout_secs, TimeUnit::Secs)?;
     Ok(())
 }
 
-fn validate(spec: &JobSpec, known_tools: &[&str]) -> Result<(), String> {
+fn validate(spec: &JobSpec, known_tools: &[&str]) -> Result<(), Invalid> {
     validate_queue(spec)?;
     if let Some(s) = &spec.sweep {
         at_least("sweep.batch", s.batch.into(), 1)?;
     }
     let a = &spec.agent;
     {
-        use crate::config::{TimeUnit, duration_at_most};
         duration_at_most("agent.deadline_secs", a.deadline_secs, TimeUnit::Secs)?;
         duration_at_most(
             "agent.approval_ttl_secs",
@@ -431,13 +427,19 @@ fn validate(spec: &JobSpec, known_tools: &[&str]) -> Result<(), String> {
     at_least("agent.excerpt_chars", a.excerpt_chars as u64, 100)?;
     at_least("agent.approval_ttl_secs", a.approval_ttl_secs, 1)?;
     if a.first_message.trim().is_empty() {
-        return Err("agent.first_message must not be empty".into());
+        return Err(Invalid::new(
+            "agent.first_message",
+            "agent.first_message must not be empty",
+        ));
     }
     for t in a.tools.iter().chain(a.policy.tools.keys()) {
         if !known_tools.is_empty() && !known_tools.contains(&t.as_str()) {
-            return Err(format!(
-                "agent.tools: unknown tool `{t}` (known: {})",
-                known_tools.join(", ")
+            return Err(Invalid::new(
+                "agent.tools",
+                format!(
+                    "agent.tools: unknown tool `{t}` (known: {})",
+                    known_tools.join(", ")
+                ),
             ));
         }
     }

@@ -4,8 +4,10 @@
 
 mod choices;
 mod duration;
+mod invalid;
 pub use choices::{LogFormat, ProviderChoice};
 pub use duration::{MAX_DURATION_SECS, TimeUnit, duration_at_most};
+pub use invalid::{Invalid, at_least};
 
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -13,21 +15,33 @@ use std::path::{Path, PathBuf};
 /// The defaults shipped in the repository, also compiled in so the binary runs anywhere.
 pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
 
-/// A configuration error a person can act on.
+/// A configuration error a person can act on (the service's settings or a job file,
+/// [`crate::catalog::CatalogError`]): where, which key, what is wrong.
 #[derive(Debug, thiserror::Error)]
-#[error("{source_name}: {message}")]
+#[error("{file}: {message}")]
 pub struct ConfigError {
-    /// The file or variable the bad value came from.
-    pub source_name: String,
+    /// The file (or environment variable) the bad value came from.
+    pub file: String,
+    /// The key with the bad value, when one is to blame (not for unreadable files).
+    pub key: Option<String>,
     /// What is wrong and, where possible, how to fix it.
     pub message: String,
 }
 
 impl ConfigError {
-    fn new(source_name: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(file: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
-            source_name: source_name.into(),
+            file: file.into(),
+            key: None,
             message: message.into(),
+        }
+    }
+
+    pub(crate) fn invalid(file: impl Into<String>, e: Invalid) -> Self {
+        Self {
+            file: file.into(),
+            key: Some(e.key),
+            message: e.message,
         }
     }
 }
@@ -273,18 +287,14 @@ impl Config {
         let config: Config = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| ConfigError::new(&source, e.message().to_string()))?;
-        config.validate().map_err(|m| ConfigError::new(source, m))?;
+        config
+            .validate()
+            .map_err(|e| ConfigError::invalid(source, e))?;
         Ok(config)
     }
 
     /// Checks ranges and enumerations; the message names the key and the fix.
-    pub fn validate(&self) -> Result<(), String> {
-        fn at_least(key: &str, v: u64, min: u64) -> Result<(), String> {
-            if v < min {
-                return Err(format!("{key} must be ≥ {min} (got {v})"));
-            }
-            Ok(())
-        }
+    pub fn validate(&self) -> Result<(), Invalid> {
         at_least(
             "database.max_connections",
             self.database.max_connections.into(),
@@ -303,9 +313,12 @@ impl Config {
         ] {
             // PostgreSQL takes these in milliseconds as a 32-bit integer.
             if value > i32::MAX as u64 {
-                return Err(format!(
-                    "{key} must be at most {} (about 24 days; 0 disables it; got {value})",
-                    i32::MAX
+                return Err(Invalid::new(
+                    key,
+                    format!(
+                        "{key} must be at most {} (about 24 days; 0 disables it; got {value})",
+                        i32::MAX
+                    ),
                 ));
             }
         }
@@ -355,9 +368,12 @@ impl Config {
             duration_at_most(key, value, unit)?;
         }
         if self.worker.heartbeat_secs.saturating_mul(2) > self.worker.lease_secs {
-            return Err(format!(
-                "worker.heartbeat_secs ({}) must be at most half of worker.lease_secs ({}) so a lease is renewed before it expires",
-                self.worker.heartbeat_secs, self.worker.lease_secs
+            return Err(Invalid::new(
+                "worker.heartbeat_secs",
+                format!(
+                    "worker.heartbeat_secs ({}) must be at most half of worker.lease_secs ({}) so a lease is renewed before it expires",
+                    self.worker.heartbeat_secs, self.worker.lease_secs
+                ),
             ));
         }
         at_least(
@@ -367,9 +383,12 @@ impl Config {
         )?;
         at_least("retention.batch", self.retention.batch.into(), 1)?;
         if self.retention.transcripts_after_days > 36_500 {
-            return Err(format!(
-                "retention.transcripts_after_days must be at most 36500 (got {})",
-                self.retention.transcripts_after_days
+            return Err(Invalid::new(
+                "retention.transcripts_after_days",
+                format!(
+                    "retention.transcripts_after_days must be at most 36500 (got {})",
+                    self.retention.transcripts_after_days
+                ),
             ));
         }
         at_least("retention.interval_secs", self.retention.interval_secs, 1)?;
@@ -390,30 +409,39 @@ impl Config {
             1024,
         )?;
         if !["job", "on", "off"].contains(&self.llm.guided.as_str()) {
-            return Err(format!(
-                "llm.guided must be job, on or off (got {:?})",
-                self.llm.guided
+            return Err(Invalid::new(
+                "llm.guided",
+                format!(
+                    "llm.guided must be job, on or off (got {:?})",
+                    self.llm.guided
+                ),
             ));
         }
         if let Some(rt) = &self.worker.runtime
             && rt != "apalis"
         {
-            return Err(format!(
-                "worker.runtime: {rt:?} is no longer available: apalis is the only runtime \
-                 (the native runtime was removed); remove the key or set it to \"apalis\""
+            return Err(Invalid::new(
+                "worker.runtime",
+                format!(
+                    "worker.runtime: {rt:?} is no longer available: apalis is the only runtime \
+                     (the native runtime was removed); remove the key or set it to \"apalis\""
+                ),
             ));
         }
         if !self.http.addr.is_empty() && self.http.addr.parse::<std::net::SocketAddr>().is_err() {
-            return Err(format!(
-                "http.addr must be host:port, e.g. 127.0.0.1:9187, or empty to disable (got {:?})",
-                self.http.addr
+            return Err(Invalid::new(
+                "http.addr",
+                format!(
+                    "http.addr must be host:port, e.g. 127.0.0.1:9187, or empty to disable (got {:?})",
+                    self.http.addr
+                ),
             ));
         }
         for (i, p) in self.pii.national_id_patterns.iter().enumerate() {
             if let Err(e) = regex::Regex::new(p) {
-                return Err(format!(
-                    "pii.national_id_patterns[{i}] is not a valid regular expression ({p:?}): {e}"
-                ));
+                let key = format!("pii.national_id_patterns[{i}]");
+                let message = format!("{key} is not a valid regular expression ({p:?}): {e}");
+                return Err(Invalid::new(key, message));
             }
         }
         Ok(())

@@ -461,11 +461,14 @@ pub fn worker_connections(concurrency: &[(String, usize)]) -> (u64, String) {
 pub fn check_worker_fits(
     max_connections: u32,
     concurrency: &[(String, usize)],
-) -> Result<(), String> {
+) -> Result<(), crate::config::Invalid> {
     let (need, how) = worker_connections(concurrency);
     if need > u64::from(max_connections) {
-        return Err(format!(
-            "database.max_connections ({max_connections}) cannot fit this worker: it needs {how}; raise database.max_connections to at least {need} or lower queue.concurrency in the job files (or --concurrency)"
+        return Err(crate::config::Invalid::new(
+            "database.max_connections",
+            format!(
+                "database.max_connections ({max_connections}) cannot fit this worker: it needs {how}; raise database.max_connections to at least {need} or lower queue.concurrency in the job files (or --concurrency)"
+            ),
         ));
     }
     Ok(())

@@ -83,7 +83,7 @@ async fn readyz(State(s): State<HealthState>) -> (StatusCode, String) {
 }
 
 async fn metrics_text(State(s): State<HealthState>) -> String {
-    crate::queue::store::ready_ages(&s.pool, chrono::Utc::now())
+    crate::store::status::ready_ages(&s.pool, None, chrono::Utc::now())
         .await
         .map(|ages| {
             for k in &s.kinds {

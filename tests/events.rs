@@ -11,6 +11,7 @@ use agentd::approvals::{self, Decision, ProposalOrigin};
 use agentd::clock::{Clock, ManualClock, SharedClock};
 use agentd::jobs::approval_expiry::ApprovalExpiry;
 use agentd::store::events::{self, EventRow, EventType, NewEvent, ReadError};
+use agentd::store::states::ApprovalStatus;
 use agentd::store::{documents, orgs};
 use chrono::{Duration, SubsecRound, Utc};
 use common::TestDb;
@@ -84,7 +85,7 @@ impl Fixture {
         id
     }
 
-    async fn decide(&self, id: Uuid, d: Decision) -> String {
+    async fn decide(&self, id: Uuid, d: Decision) -> ApprovalStatus {
         let env = self.app.tool_env(self.app.spec("proactive_suggestion"));
         approvals::decide(&self.db.pool, &self.app.clock, &env, id, None, d)
             .await

@@ -608,21 +608,37 @@ async fn suggestions_are_shown_acted_dismissed_and_expired_and_dismissed_subject
         f.approval(aid).await.rationale.as_deref(),
         Some("The vendor is missing.")
     );
-    use agentd::store::suggestions::{Transition, transition};
+    use agentd::store::suggestions::{SuggestionStatus, Transition, transition};
     let mut conn = f.db.pool.acquire().await.unwrap();
     let now = f.clock.now();
     assert_eq!(
-        transition(&mut conn, f.org, sid, "shown", None, "t", now)
-            .await
-            .unwrap(),
-        Transition::Done("shown".into())
+        transition(
+            &mut conn,
+            f.org,
+            sid,
+            SuggestionStatus::Shown,
+            None,
+            "t",
+            now
+        )
+        .await
+        .unwrap(),
+        Transition::Done(SuggestionStatus::Shown)
     );
     // Another org cannot touch it.
     let other = orgs::ensure(&f.db.pool, "other").await.unwrap().id;
     assert_eq!(
-        transition(&mut conn, other, sid, "dismissed", Some("x"), "t", now)
-            .await
-            .unwrap(),
+        transition(
+            &mut conn,
+            other,
+            sid,
+            SuggestionStatus::Dismissed,
+            Some("x"),
+            "t",
+            now
+        )
+        .await
+        .unwrap(),
         Transition::NotFound
     );
     drop(conn);
@@ -639,10 +655,18 @@ async fn suggestions_are_shown_acted_dismissed_and_expired_and_dismissed_subject
     assert_eq!(state(&f, sid).await, "acted");
     let mut conn = f.db.pool.acquire().await.unwrap();
     assert_eq!(
-        transition(&mut conn, f.org, sid, "dismissed", Some("x"), "t", now)
-            .await
-            .unwrap(),
-        Transition::Refused("acted".into()),
+        transition(
+            &mut conn,
+            f.org,
+            sid,
+            SuggestionStatus::Dismissed,
+            Some("x"),
+            "t",
+            now
+        )
+        .await
+        .unwrap(),
+        Transition::Refused(SuggestionStatus::Acted),
         "an acted suggestion cannot be dismissed"
     );
 
@@ -669,14 +693,14 @@ async fn suggestions_are_shown_acted_dismissed_and_expired_and_dismissed_subject
             &mut conn,
             f.org,
             s2id,
-            "dismissed",
+            SuggestionStatus::Dismissed,
             Some("we do not tag these"),
             "t",
             now
         )
         .await
         .unwrap(),
-        Transition::Done("dismissed".into())
+        Transition::Done(SuggestionStatus::Dismissed)
     );
     let s3 = agentd::store::suggestions::NewSuggestion {
         night: n2.succ_opt().unwrap(),

@@ -5,32 +5,16 @@
 use super::ApiState;
 use super::auth::{Caller, Role};
 use super::error::{ApiResult, Problem, ok};
-use super::extract::{OptionalJsonBody, Page, Paged, parse_query, uuid_id};
+use super::extract::{ListQuery, OptionalJsonBody, Paged, parse_query, uuid_id};
 use crate::approvals::{self, DecideError, Decision};
-use crate::store::approvals::{self as store, ApprovalRow};
-use crate::store::{api_reads, runs};
+use crate::store::approvals::{self as store, ApprovalRow, ApprovalStatus};
+use crate::store::runs;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::IntoResponse;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use utoipa::{IntoParams, ToSchema};
-
-const STATUSES: [&str; 6] = [
-    "pending", "executed", "rejected", "expired", "stale", "failed",
-];
-
-/// Query of `GET /v1/approvals`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-pub struct ListQuery {
-    /// 1–200 (default 50).
-    pub limit: Option<i64>,
-    /// `next_cursor` of the previous page.
-    pub cursor: Option<String>,
-    /// pending, executed, rejected, expired, stale or failed.
-    pub status: Option<String>,
-}
+use utoipa::ToSchema;
 
 /// Optional body of approve.
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -54,53 +38,21 @@ pub struct RejectBody {
     pub reason: Option<String>,
 }
 
-/// The approval as the API shows it.
-fn view(r: &ApprovalRow) -> Value {
-    json!({
-        "id": r.id, "run_id": r.run_id, "call_id": r.call_id, "suggestion_id": r.suggestion_id,
-        "action": {"tool": r.tool, "args": r.args},
-        "snapshot": r.snapshot, "snapshot_hash": r.snapshot_hash,
-        "created_at": r.created_at, "expires_at": r.expires_at,
-        "status": r.status,
-        "decision": r.decided_by.as_ref().map(|by| json!({"by": by, "at": r.decided_at})),
-        "result": r.result,
-        "rationale": r.rationale, "summary": r.summary,
-        "decision_reason": r.decision_reason, "edited": r.edited,
-        "reproposed_as": r.reproposed_as,
-    })
-}
+use crate::approvals::view;
 
 fn etag(hash: &str) -> HeaderValue {
     HeaderValue::from_str(&format!("\"{hash}\"")).unwrap_or(HeaderValue::from_static("\"\""))
 }
 
-/// The org's approvals, newest first.
+/// The org's approvals, newest first (`status`: pending, executed, rejected, expired, stale or
+/// failed).
 #[utoipa::path(get, path = "/v1/approvals", tag = "approvals", params(ListQuery),
     responses((status = 200, body = Object)), security(("bearer" = [])))]
 pub async fn list(State(s): State<ApiState>, caller: Caller, RawQuery(q): RawQuery) -> ApiResult {
     let q: ListQuery = parse_query(q.as_deref())?;
-    let page = Page::new(q.limit, q.cursor.as_deref())?;
-    if let Some(st) = &q.status
-        && !STATUSES.contains(&st.as_str())
-    {
-        return Err(Problem::bad_request(
-            "status",
-            format!("status must be one of {} (got {st:?})", STATUSES.join(", ")),
-        ));
-    }
-    let rows = api_reads::approvals_page(
-        &s.app.pool,
-        caller.org_id,
-        q.status.as_deref(),
-        page.after,
-        page.limit + 1,
-    )
-    .await?;
-    let paged = Paged::from_rows(rows, &page, |r| (r.created_at, r.id));
-    ok(&json!({
-        "items": paged.items.iter().map(view).collect::<Vec<_>>(),
-        "next_cursor": paged.next_cursor,
-    }))
+    let (page, status) = q.checked()?;
+    let paged = Paged::<ApprovalRow>::fetch(&s.app.pool, caller.org_id, &page, status, None);
+    ok(&paged.await?.map(|r| view(&r)))
 }
 
 async fn find(s: &ApiState, caller: &Caller, id: &str) -> Result<ApprovalRow, Problem> {
@@ -238,7 +190,7 @@ async fn decide_with(
         Some(r) => Some(check_reason(r.as_deref())?),
         None => None,
     };
-    if row.status != "pending" {
+    if !row.status.is_pending() {
         return already(&row);
     }
     if approve && !if_match_ok(&headers, &row.snapshot_hash)? {
@@ -295,8 +247,8 @@ async fn decide_with(
 /// The answer for an approval in its current state: expired → 410, stale → 409 with what
 /// changed, otherwise 200 with the decision (`changed`: whether this call made it).
 fn outcome(row: &ApprovalRow, changes: Option<Value>, changed: bool) -> ApiResult {
-    match row.status.as_str() {
-        "expired" => Err(Problem::new(
+    match row.status {
+        ApprovalStatus::Expired => Err(Problem::new(
             StatusCode::GONE,
             "expired",
             format!(
@@ -306,7 +258,7 @@ fn outcome(row: &ApprovalRow, changes: Option<Value>, changed: bool) -> ApiResul
             ),
         )
         .extra(json!({"approval": view(row)}))),
-        "stale" => Err(Problem::new(
+        ApprovalStatus::Stale => Err(Problem::new(
             StatusCode::CONFLICT,
             "stale",
             "the data changed since the action was proposed; nothing was executed",

@@ -152,27 +152,16 @@ pub async fn authenticate(State(s): State<ApiState>, mut req: Request, next: Nex
                 scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
             })
             .filter(|t| !t.is_empty());
-        let Some(token) = token else {
-            return log(
-                &method,
-                &path,
-                None,
-                started,
-                unauthorized().into_response(),
-            );
+        let owner = match token {
+            Some(token) => match api_keys::find_live(&s.app.pool, &hash_key(token)).await {
+                Ok(owner) => owner,
+                Err(e) => return Problem::internal(e).into_response(),
+            },
+            None => None,
         };
-        let owner = match api_keys::find_live(&s.app.pool, &hash_key(token)).await {
-            Ok(Some(o)) => o,
-            Ok(None) => {
-                return log(
-                    &method,
-                    &path,
-                    None,
-                    started,
-                    unauthorized().into_response(),
-                );
-            }
-            Err(e) => return Problem::internal(e).into_response(),
+        let Some(owner) = owner else {
+            let refused = unauthorized().into_response();
+            return log(&method, &path, None, started, refused);
         };
         let c = Caller {
             key_id: owner.key_id,

@@ -5,9 +5,9 @@
 use super::ApiState;
 use super::auth::{Caller, Role};
 use super::error::{ApiResult, Problem, ok};
-use super::extract::{Page, Paged, parse_query};
+use super::extract::{Page, Paged, parse_query, state};
 use crate::store::console_reads::{self, Retry};
-use crate::store::{api_reads, runs::RunRow};
+use crate::store::{runs::RunRow, status};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
@@ -16,7 +16,6 @@ use utoipa::IntoParams;
 
 /// Dead jobs the queue view lists.
 const DEAD_SHOWN: i64 = 50;
-const RUN_STATUSES: [&str; 5] = ["running", "succeeded", "capped", "failed", "cancelled"];
 
 /// The caller's key: org, key id and role (what the console may offer).
 #[utoipa::path(get, path = "/v1/me", tag = "console",
@@ -37,14 +36,14 @@ pub async fn queue(State(s): State<ApiState>, caller: Caller) -> ApiResult {
     caller.require(Role::Admin)?;
     let (pool, org) = (&s.app.pool, caller.org_id);
     let now = s.app.clock.now();
-    let depth = api_reads::job_counts(pool, org).await?;
-    let ready = api_reads::ready_ages(pool, org, now).await?;
+    let depth = status::job_counts(pool, Some(org)).await?;
+    let ready = status::ready_ages(pool, Some(org), now).await?;
     let oldest = ready
         .iter()
         .filter_map(|r| r.oldest_ready_secs)
         .fold(None, |m: Option<f64>, a| Some(m.map_or(a, |m| m.max(a))));
     let buckets = console_reads::throughput(pool, org, now).await?;
-    let dead = api_reads::dead_jobs(pool, org, DEAD_SHOWN).await?;
+    let dead = status::dead_jobs(pool, Some(org), DEAD_SHOWN).await?;
     let dead: Vec<_> = dead
         .iter()
         .map(|j| {
@@ -110,17 +109,7 @@ pub struct RunsQuery {
 pub async fn runs(State(s): State<ApiState>, caller: Caller, RawQuery(q): RawQuery) -> ApiResult {
     let q: RunsQuery = parse_query(q.as_deref())?;
     let page = Page::new(q.limit, q.cursor.as_deref())?;
-    if let Some(st) = &q.status
-        && !RUN_STATUSES.contains(&st.as_str())
-    {
-        return Err(Problem::bad_request(
-            "status",
-            format!(
-                "status must be one of {} (got {st:?})",
-                RUN_STATUSES.join(", ")
-            ),
-        ));
-    }
+    let status = state(q.status.as_deref())?;
     if let Some(k) = &q.kind
         && s.app.catalog.get(k).is_none()
     {
@@ -131,15 +120,6 @@ pub async fn runs(State(s): State<ApiState>, caller: Caller, RawQuery(q): RawQue
             format!("kind must be one of {} (got {k:?})", known.join(", ")),
         ));
     }
-    let rows = console_reads::runs_page(
-        &s.app.pool,
-        caller.org_id,
-        q.status.as_deref(),
-        q.kind.as_deref(),
-        page.after,
-        page.limit + 1,
-    )
-    .await?;
-    let paged = Paged::from_rows(rows, &page, |r: &RunRow| (r.started_at, r.id));
-    ok(&paged)
+    let (pool, kind) = (&s.app.pool, q.kind.as_deref());
+    ok(&Paged::<RunRow>::fetch(pool, caller.org_id, &page, status, kind).await?)
 }

@@ -5,15 +5,16 @@
 use super::ApiState;
 use super::auth::{Caller, Role};
 use super::error::{ApiResult, Problem, json_response, ok};
-use super::extract::{JsonBody, Page, Paged, parse_query, uuid_id};
+use super::extract::{JsonBody, ListQuery, Paged, parse_query, uuid_id};
 use crate::queue::{self, NewJob};
-use crate::store::{api_keys, api_reads, auto_create, documents};
+use crate::store::documents::{self, DocumentSummary};
+use crate::store::{api_keys, auto_create};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 /// Largest document text, in bytes of UTF-8 (the body limit of the route is a little more).
@@ -48,29 +49,6 @@ pub struct CreatedDocument {
     pub auto_create_status: String,
     /// The auto_create job, if one was enqueued.
     pub job_id: Option<i64>,
-}
-
-/// A row of the document list.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct DocumentItem {
-    pub id: Uuid,
-    pub name: String,
-    pub tag_ids: Vec<Uuid>,
-    pub auto_create_status: String,
-    pub created_at: chrono::DateTime<chrono::Utc>,
-    pub updated_at: chrono::DateTime<chrono::Utc>,
-}
-
-/// Query of `GET /v1/documents`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-pub struct ListQuery {
-    /// 1–200 (default 50).
-    pub limit: Option<i64>,
-    /// `next_cursor` of the previous page.
-    pub cursor: Option<String>,
-    /// Only documents with this auto-create status.
-    pub status: Option<String>,
 }
 
 fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, Problem> {
@@ -195,42 +173,14 @@ pub async fn create(
     Ok(json_response(StatusCode::CREATED, &body))
 }
 
-/// The org's documents, newest first.
+/// The org's documents, newest first (`status`: an auto-create status).
 #[utoipa::path(get, path = "/v1/documents", tag = "documents", params(ListQuery),
-    responses((status = 200, body = Paged<DocumentItem>)), security(("bearer" = [])))]
+    responses((status = 200, body = Paged<DocumentSummary>)), security(("bearer" = [])))]
 pub async fn list(State(s): State<ApiState>, caller: Caller, RawQuery(q): RawQuery) -> ApiResult {
     let q: ListQuery = parse_query(q.as_deref())?;
-    let page = Page::new(q.limit, q.cursor.as_deref())?;
-    let all = documents::AutoCreateStatus::ALL;
-    if let Some(st) = &q.status
-        && !all.iter().any(|a| a.as_str() == st)
-    {
-        let names: Vec<&str> = all.iter().map(|a| a.as_str()).collect();
-        return Err(Problem::bad_request(
-            "status",
-            format!("status must be one of {} (got {st:?})", names.join(", ")),
-        ));
-    }
-    let rows = api_reads::documents_page(
-        &s.app.pool,
-        caller.org_id,
-        q.status.as_deref(),
-        page.after,
-        page.limit + 1,
-    )
-    .await?;
-    let items: Vec<DocumentItem> = rows
-        .into_iter()
-        .map(|r| DocumentItem {
-            id: r.id,
-            name: r.name,
-            tag_ids: r.tag_ids,
-            auto_create_status: r.auto_create_status.to_string(),
-            created_at: r.created_at,
-            updated_at: r.updated_at,
-        })
-        .collect();
-    ok(&Paged::from_rows(items, &page, |d| (d.created_at, d.id)))
+    let (page, status) = q.checked()?;
+    let paged = Paged::<DocumentSummary>::fetch(&s.app.pool, caller.org_id, &page, status, None);
+    ok(&paged.await?)
 }
 
 /// A document: auto-create status and the proposal (schema fields, prompt, extracted values,

@@ -1,8 +1,10 @@
 //! Request extractors that answer every rejection with a problem detail: JSON bodies
 //! (content type, size, UTF-8, syntax, types, unknown fields — the `field` is the JSON path),
-//! query strings, path ids, and the keyset cursor of list routes.
+//! query strings, path ids, and the query, cursor and pages of list routes.
 
 use super::error::Problem;
+use crate::store::api_reads::{self, Listed};
+use crate::store::states::State;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{StatusCode, header};
@@ -168,6 +170,35 @@ pub fn uuid_id(raw: &str) -> Result<Uuid, Problem> {
         .map_err(|_| Problem::bad_request("id", format!("id must be a UUID (got {raw:?})")))
 }
 
+/// Query of the list routes that filter by state (`GET /v1/documents`, `/v1/approvals`,
+/// `/v1/suggestions`).
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// 1–200 (default 50).
+    pub limit: Option<i64>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// Only items in this state (the route's description names the states).
+    pub status: Option<String>,
+}
+
+impl ListQuery {
+    /// The page and the state filter, checked in that order (400 naming the bad parameter).
+    pub fn checked<S: State>(&self) -> Result<(Page, Option<S>), Problem> {
+        let page = Page::new(self.limit, self.cursor.as_deref())?;
+        Ok((page, state(self.status.as_deref())?))
+    }
+}
+
+/// A `status` parameter as a state of type `S` (400 naming the states otherwise).
+pub fn state<S: State>(status: Option<&str>) -> Result<Option<S>, Problem> {
+    status
+        .map(str::parse)
+        .transpose()
+        .map_err(|e| Problem::bad_request("status", format!("status {e}")))
+}
+
 /// The `limit` and `cursor` of list routes.
 #[derive(Debug, Clone, Copy)]
 pub struct Page {
@@ -222,26 +253,38 @@ pub struct Paged<T> {
     pub next_cursor: Option<String>,
 }
 
-impl<T> Paged<T> {
-    /// `rows` (at most `limit + 1` fetched) as a page: the extra row only says there is more.
-    pub fn from_rows(
-        mut rows: Vec<T>,
+impl<T: Listed> Paged<T> {
+    /// The page of the org's `T` (only `state`, and `kind` where `T` has kinds): one row more
+    /// than the page is read, which only says there is a next page.
+    pub async fn fetch(
+        pool: &sqlx::PgPool,
+        org_id: Uuid,
         page: &Page,
-        key: impl Fn(&T) -> (DateTime<Utc>, Uuid),
-    ) -> Self {
+        state: Option<T::State>,
+        kind: Option<&str>,
+    ) -> Result<Self, Problem> {
+        let after = page.after;
+        let mut rows: Vec<T> =
+            api_reads::page(pool, org_id, state, kind, after, page.limit + 1).await?;
         let more = rows.len() as i64 > page.limit;
         rows.truncate(page.limit as usize);
-        let next_cursor = if more {
-            rows.last().map(|r| {
-                let (at, id) = key(r);
-                encode_cursor(at, id)
-            })
-        } else {
-            None
-        };
-        Self {
+        let next_cursor = rows.last().filter(|_| more).map(|r| {
+            let (at, id) = r.key();
+            encode_cursor(at, id)
+        });
+        Ok(Self {
             items: rows,
             next_cursor,
+        })
+    }
+}
+
+impl<T> Paged<T> {
+    /// The same page with each item turned into what the route shows.
+    pub fn map<U>(self, f: impl FnMut(T) -> U) -> Paged<U> {
+        Paged {
+            items: self.items.into_iter().map(f).collect(),
+            next_cursor: self.next_cursor,
         }
     }
 }

@@ -58,7 +58,7 @@ pub const MAX_BODY: usize = 64 * 1024;
         webhooks::create, webhooks::list, webhooks::delete,
     ),
     components(schemas(
-        documents::NewDocument, documents::CreatedDocument, documents::DocumentItem,
+        documents::NewDocument, documents::CreatedDocument, crate::store::documents::DocumentSummary,
         approvals::DecisionBody, approvals::RejectBody, suggestions::DismissBody, jobs::NewJobRequest, jobs::EnqueuedJob,
         settings::Settings, crate::org_settings::Patch,
         webhooks::NewWebhookRequest, crate::store::webhooks::WebhookRow,

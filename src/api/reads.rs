@@ -4,57 +4,24 @@
 use super::ApiState;
 use super::auth::Caller;
 use super::error::{ApiResult, Problem, ok};
-use super::extract::{Page, Paged, parse_query, uuid_id};
-use crate::store::{api_reads, runs};
+use super::extract::{ListQuery, Paged, parse_query, uuid_id};
+use crate::store::api_reads::SuggestionItem;
+use crate::store::{runs, status};
 use axum::extract::{Path, RawQuery, State};
-use serde::Deserialize;
 use serde_json::json;
-use utoipa::IntoParams;
 
-const SUGGESTION_STATUSES: [&str; 5] = ["pending", "shown", "acted", "dismissed", "expired"];
-
-/// Query of `GET /v1/suggestions`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-pub struct SuggestionsQuery {
-    /// 1–200 (default 50).
-    pub limit: Option<i64>,
-    /// `next_cursor` of the previous page.
-    pub cursor: Option<String>,
-    /// pending, shown, acted, dismissed or expired.
-    pub status: Option<String>,
-}
-
-/// The org's suggestions, newest first.
-#[utoipa::path(get, path = "/v1/suggestions", tag = "suggestions", params(SuggestionsQuery),
+/// The org's suggestions, newest first (`status`: pending, shown, acted, dismissed or expired).
+#[utoipa::path(get, path = "/v1/suggestions", tag = "suggestions", params(ListQuery),
     responses((status = 200, body = Object)), security(("bearer" = [])))]
 pub async fn suggestions(
     State(s): State<ApiState>,
     caller: Caller,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
-    let q: SuggestionsQuery = parse_query(q.as_deref())?;
-    let page = Page::new(q.limit, q.cursor.as_deref())?;
-    if let Some(st) = &q.status
-        && !SUGGESTION_STATUSES.contains(&st.as_str())
-    {
-        return Err(Problem::bad_request(
-            "status",
-            format!(
-                "status must be one of {} (got {st:?})",
-                SUGGESTION_STATUSES.join(", ")
-            ),
-        ));
-    }
-    let rows = api_reads::suggestions_page(
-        &s.app.pool,
-        caller.org_id,
-        q.status.as_deref(),
-        page.after,
-        page.limit + 1,
-    )
-    .await?;
-    ok(&Paged::from_rows(rows, &page, |r| (r.created_at, r.id)))
+    let q: ListQuery = parse_query(q.as_deref())?;
+    let (page, status) = q.checked()?;
+    let paged = Paged::<SuggestionItem>::fetch(&s.app.pool, caller.org_id, &page, status, None);
+    ok(&paged.await?)
 }
 
 /// A run: its row, transcript (checkpoints) and audit trail.
@@ -78,21 +45,15 @@ pub async fn status(State(s): State<ApiState>, caller: Caller) -> ApiResult {
     let app = &s.app;
     let (pool, org) = (&app.pool, caller.org_id);
     let now = app.clock.now();
-    let counts = api_reads::job_counts(pool, org).await?;
-    let ages = api_reads::ready_ages(pool, org, now).await?;
-    let running = api_reads::running_jobs(pool, org, now, 20).await?;
-    let dead = api_reads::dead_jobs(pool, org, 5).await?;
-    let runs = api_reads::runs_since(pool, org, now - chrono::Duration::hours(1)).await?;
-    let approvals = api_reads::approval_counts(pool, org, now + chrono::Duration::hours(1)).await?;
+    let mut v = serde_json::to_value(status::glance(pool, Some(org), now).await?)
+        .map_err(Problem::internal)?;
     let budget = runs::budget(pool, org, now).await?;
     let budgets: Vec<_> = budget
         .map(|b| json!({"org_id": org, "monthly_limit": b.monthly_limit, "tokens_used": b.tokens_used}))
         .into_iter()
         .collect();
-    ok(&json!({
-        "provider": app.provider.name(),
-        "jobs": counts, "ready": ages, "running": running, "recent_dead": dead,
-        "runs_last_hour": runs, "approvals": approvals, "budgets": budgets,
-        "kinds_without_handler": crate::jobs::unimplemented_kinds(app),
-    }))
+    v["provider"] = json!(app.provider.name());
+    v["budgets"] = json!(budgets);
+    v["kinds_without_handler"] = json!(crate::jobs::unimplemented_kinds(app));
+    ok(&v)
 }

@@ -8,7 +8,7 @@ use super::approvals::check_reason;
 use super::auth::{Caller, Role};
 use super::error::{ApiResult, Problem, ok};
 use super::extract::{OptionalJsonBody, uuid_id};
-use crate::store::suggestions::{self as store, Transition};
+use crate::store::suggestions::{self as store, SuggestionStatus, Transition};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
@@ -27,7 +27,7 @@ async fn transition(
     s: &ApiState,
     caller: &Caller,
     id: &str,
-    to: &str,
+    to: SuggestionStatus,
     reason: Option<Option<String>>,
 ) -> ApiResult {
     caller.require(Role::Reviewer)?;
@@ -85,7 +85,14 @@ pub async fn dismiss(
     Path(id): Path<String>,
     OptionalJsonBody(body): OptionalJsonBody<DismissBody>,
 ) -> ApiResult {
-    transition(&s, &caller, &id, "dismissed", Some(body.reason)).await
+    transition(
+        &s,
+        &caller,
+        &id,
+        SuggestionStatus::Dismissed,
+        Some(body.reason),
+    )
+    .await
 }
 
 /// Mark a suggestion shown to a person.
@@ -94,5 +101,5 @@ pub async fn dismiss(
     responses((status = 200, body = Object), (status = 404), (status = 409)),
     security(("bearer" = [])))]
 pub async fn shown(State(s): State<ApiState>, caller: Caller, Path(id): Path<String>) -> ApiResult {
-    transition(&s, &caller, &id, "shown", None).await
+    transition(&s, &caller, &id, SuggestionStatus::Shown, None).await
 }

@@ -5,6 +5,7 @@ use super::ApiState;
 use super::auth::{Caller, Role};
 use super::error::{ApiResult, Problem, json_response, ok};
 use super::extract::{JsonBody, uuid_id};
+use crate::config::Invalid;
 use crate::store::webhooks::{self, NewWebhook, WebhookRow};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -34,16 +35,14 @@ pub async fn create(
     JsonBody(r): JsonBody<NewWebhookRequest>,
 ) -> ApiResult {
     caller.require(Role::Admin)?;
-    crate::webhooks::validate_url(&r.url).map_err(|m| Problem::invalid("url", m))?;
+    let invalid = |e: Invalid| Problem::invalid(e.key, e.message);
+    crate::webhooks::validate_url(&r.url).map_err(invalid)?;
     let allow = s.app.config.webhooks.allow_private_networks;
     crate::webhooks::guard::check_registration(&r.url, allow)
         .await
-        .map_err(|m| Problem::invalid("url", m))?;
-    crate::webhooks::validate_events(&r.events).map_err(|(i, m)| match i {
-        Some(i) => Problem::invalid(format!("events[{i}]"), m),
-        None => Problem::invalid("events", m),
-    })?;
-    crate::webhooks::validate_secret(&r.secret).map_err(|m| Problem::invalid("secret", m))?;
+        .map_err(invalid)?;
+    crate::webhooks::validate_events(&r.events).map_err(invalid)?;
+    crate::webhooks::validate_secret(&r.secret).map_err(invalid)?;
     let app = &s.app;
     let spec = app.spec("webhook_delivery");
     let max = spec.webhook.as_ref().map_or(20, |w| w.max_per_org);

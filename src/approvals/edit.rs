@@ -59,25 +59,13 @@ pub(super) async fn apply(
     let line = summary::summarize(conn, row.org_id, &row.tool, &args).await?;
     store::set_edited(conn, row.id, &args, &data, &hash, &line).await?;
     let outcome = json!({"before": row.args, "before_hash": row.snapshot_hash, "after_hash": hash});
-    runs::insert_audit(
-        &mut *conn,
-        &NewAudit {
-            org_id: row.org_id,
-            run_id: row.run_id,
-            call_id: Some(&format!("approval:{}", row.id)),
-            actor,
-            tool: &row.tool,
-            category: "approval",
-            decision: "edited",
-            args: Some(&args),
-            outcome: Some(&outcome),
-            is_error: false,
-            duration_ms: 0,
-            tokens: 0,
-            now,
-        },
-    )
-    .await?;
+    let call_id = format!("approval:{}", row.id);
+    let audit = NewAudit {
+        args: Some(&args),
+        outcome: Some(&outcome),
+        ..super::decision_audit(&row, &call_id, actor, "edited", now)
+    };
+    runs::insert_audit(&mut *conn, &audit).await?;
     row.args = args;
     row.snapshot = data;
     row.snapshot_hash = hash;

@@ -8,7 +8,49 @@ use crate::catalog::PolicyDecision;
 use crate::tools::{FollowUp, Registry, ToolCtx, ToolError, scope};
 use uuid::Uuid;
 
-/// Proposes `f` for a person: `Ok(Ok(approval_id))`, or `Ok(Err(reason))` when the action is
+/// Why a follow-up action was not proposed (nothing is stored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The registry has no such tool.
+    UnknownTool,
+    /// The job's allow-list does not name it.
+    NotAllowed,
+    /// The job's policy denies it.
+    Denied,
+    /// Its arguments fail the tool's schema.
+    InvalidArgs,
+    /// Its arguments leave the follow-up's subject.
+    OutOfScope,
+    /// The tool refused to be proposed (e.g. it has no snapshot).
+    NotProposable,
+}
+
+/// A refused follow-up: why, and the reason in words, which goes back to the model (the error
+/// reads as that text, as `&str`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct NotProposed {
+    pub why: Refusal,
+    reason: String,
+}
+
+impl NotProposed {
+    fn new(why: Refusal, reason: impl std::fmt::Display) -> Self {
+        Self {
+            why,
+            reason: format!("{reason}: the action was not proposed"),
+        }
+    }
+}
+
+impl std::ops::Deref for NotProposed {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.reason
+    }
+}
+
+/// Proposes `f` for a person: `Ok(Ok(approval_id))`, or `Ok(Err(why))` when the action is
 /// refused (the reason goes back to the model; nothing is stored). Database errors are `Err`.
 pub async fn propose_follow_up(
     ctx: &mut ToolCtx<'_>,
@@ -16,26 +58,23 @@ pub async fn propose_follow_up(
     policy: &Policy,
     f: &FollowUp,
     origin: ProposalOrigin<'_>,
-) -> Result<Result<Uuid, String>, sqlx::Error> {
+) -> Result<Result<Uuid, NotProposed>, sqlx::Error> {
     let name = f.tool.as_str();
     let Some(tool) = registry.get(name).cloned() else {
-        return Ok(Err(format!(
-            "unknown tool `{name}`: the action was not proposed"
-        )));
+        let unknown = format!("unknown tool `{name}`");
+        return Ok(Err(NotProposed::new(Refusal::UnknownTool, unknown)));
     };
     if !policy.allows(name) {
-        return Ok(Err(format!(
-            "`{name}` is not one of the tools this job may use ({}): the action was not proposed",
-            policy.allow.join(", ")
-        )));
+        let allowed = policy.allow.join(", ");
+        let not_allowed = format!("`{name}` is not one of the tools this job may use ({allowed})");
+        return Ok(Err(NotProposed::new(Refusal::NotAllowed, not_allowed)));
     }
     if policy.decide(name, tool.category()) == PolicyDecision::Deny {
-        return Ok(Err(format!(
-            "the policy of this job denies `{name}`: the action was not proposed"
-        )));
+        let denied = format!("the policy of this job denies `{name}`");
+        return Ok(Err(NotProposed::new(Refusal::Denied, denied)));
     }
     if let Err(e) = Registry::validate(tool.as_ref(), &f.args) {
-        return Ok(Err(format!("{e}: the action was not proposed")));
+        return Ok(Err(NotProposed::new(Refusal::InvalidArgs, e)));
     }
     // The action is checked (and its document_id defaulted) against the suggestion's subject.
     let saved = (ctx.subject, ctx.document_id);
@@ -46,7 +85,7 @@ pub async fn propose_follow_up(
     let checked = scope::check(ctx, tool.as_ref(), &f.args).await;
     let outcome = match checked {
         Err(ToolError::Db(e)) => Err(e),
-        Err(e) => Ok(Err(format!("{e}: the action was not proposed"))),
+        Err(e) => Ok(Err(NotProposed::new(Refusal::OutOfScope, e))),
         Ok(()) => proposed(ctx, tool.as_ref(), f, origin).await,
     };
     (ctx.subject, ctx.document_id) = saved;
@@ -58,7 +97,7 @@ async fn proposed(
     tool: &dyn crate::tools::Tool,
     f: &FollowUp,
     origin: ProposalOrigin<'_>,
-) -> Result<Result<Uuid, String>, sqlx::Error> {
+) -> Result<Result<Uuid, NotProposed>, sqlx::Error> {
     let origin = ProposalOrigin {
         suggestion_id: f.suggestion_id,
         ..origin
@@ -69,6 +108,9 @@ async fn proposed(
     {
         Ok(id) => Ok(Ok(id)),
         Err(ToolError::Db(e)) => Err(e),
-        Err(e) => Ok(Err(e.to_string())),
+        Err(e) => Ok(Err(NotProposed {
+            why: Refusal::NotProposable,
+            reason: e.to_string(),
+        })),
     }
 }

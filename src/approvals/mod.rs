@@ -14,7 +14,7 @@ pub mod sweep;
 
 use crate::clock::SharedClock;
 use crate::llm::SharedProvider;
-use crate::store::approvals::{self as store, ApprovalRow, NewApproval};
+use crate::store::approvals::{self as store, ApprovalRow, ApprovalStatus, NewApproval};
 use crate::store::runs::{self, NewAudit};
 use crate::tools::{Registry, Tool, ToolCtx, ToolError};
 use serde::Serialize;
@@ -192,6 +192,23 @@ fn with_run_defaults(ctx: &ToolCtx<'_>, tool: &dyn Tool, args: &Value) -> Value 
     args
 }
 
+/// An approval as people see it (`GET /v1/approvals/{id}`; `agentd approvals show --json`
+/// adds the org and the re-proposal chain).
+pub fn view(r: &ApprovalRow) -> Value {
+    json!({
+        "id": r.id, "run_id": r.run_id, "call_id": r.call_id, "suggestion_id": r.suggestion_id,
+        "action": {"tool": r.tool, "args": r.args},
+        "snapshot": r.snapshot, "snapshot_hash": r.snapshot_hash,
+        "created_at": r.created_at, "expires_at": r.expires_at,
+        "status": r.status,
+        "decision": r.decided_by.as_ref().map(|by| json!({"by": by, "at": r.decided_at})),
+        "result": r.result,
+        "rationale": r.rationale, "summary": r.summary,
+        "decision_reason": r.decision_reason, "edited": r.edited,
+        "reproposed_as": r.reproposed_as,
+    })
+}
+
 /// Approve or reject.
 #[derive(Debug, Clone)]
 pub enum Decision {
@@ -213,7 +230,7 @@ pub struct DecisionExtra {
 pub struct DecideOutcome {
     pub approval_id: Uuid,
     /// The approval's state after the call.
-    pub status: String,
+    pub status: ApprovalStatus,
     /// True when this call changed the state (false: it was already decided).
     pub changed: bool,
     /// For `stale`: what changed, key by key (`before`/`after`).
@@ -282,7 +299,7 @@ pub async fn decide_with(
     let mut row = store::lock(&mut tx, id, org_id)
         .await?
         .ok_or(DecideError::NotFound(id))?;
-    if row.status != "pending" {
+    if !row.status.is_pending() {
         return Ok(unchanged(&row));
     }
     let (by, approve) = match &decision {
@@ -292,15 +309,15 @@ pub async fn decide_with(
     let actor = format!("human:{by}");
     let mut outcome = DecideOutcome {
         approval_id: id,
-        status: String::new(),
+        status: ApprovalStatus::Pending,
         changed: true,
         changes: None,
         result: None,
     };
     let (status, decision_name, result) = if !approve {
-        ("rejected", "human_rejected", None)
+        (ApprovalStatus::Rejected, "human_rejected", None)
     } else if now >= row.expires_at {
-        ("expired", "expired", None)
+        (ApprovalStatus::Expired, "expired", None)
     } else {
         let tool = env
             .registry
@@ -315,7 +332,11 @@ pub async fn decide_with(
         }
         if let Some(changes) = changed {
             outcome.changes = Some(changes.clone());
-            ("stale", "stale", Some(json!({"changes": changes})))
+            (
+                ApprovalStatus::Stale,
+                "stale",
+                Some(json!({"changes": changes})),
+            )
         } else if tool.calls_model() {
             return model_decide::approve(pool, clock, env, tx, row, tool.as_ref(), &actor).await;
         } else {
@@ -324,7 +345,7 @@ pub async fn decide_with(
                 .await?;
             let mut ctx = env.ctx(&mut tx, row.org_id, row.run_id, actor.clone(), now);
             match env.registry.execute(&mut ctx, &row.tool, &row.args).await {
-                Ok(v) => ("executed", "human_approved", Some(v)),
+                Ok(v) => (ApprovalStatus::Executed, "human_approved", Some(v)),
                 Err(crate::tools::registry::CallError::Tool(ToolError::Db(e))) => {
                     return Err(e.into());
                 }
@@ -332,7 +353,11 @@ pub async fn decide_with(
                     sqlx::query("ROLLBACK TO SAVEPOINT approval_exec")
                         .execute(&mut *tx)
                         .await?;
-                    ("failed", "error", Some(json!({"error": e.to_string()})))
+                    (
+                        ApprovalStatus::Failed,
+                        "error",
+                        Some(json!({"error": e.to_string()})),
+                    )
                 }
             }
         }
@@ -356,8 +381,8 @@ pub async fn decide_with(
     )
     .await?;
     tx.commit().await?;
-    metrics::counter!("agentd_approvals_decided_total", "status" => status).increment(1);
-    outcome.status = status.to_string();
+    metrics::counter!("agentd_approvals_decided_total", "status" => status.as_str()).increment(1);
+    outcome.status = status;
     outcome.result = result;
     Ok(outcome)
 }
@@ -366,7 +391,7 @@ pub async fn decide_with(
 fn unchanged(row: &ApprovalRow) -> DecideOutcome {
     DecideOutcome {
         approval_id: row.id,
-        status: row.status.clone(),
+        status: row.status,
         changed: false,
         changes: None,
         result: row.result.clone(),
@@ -402,7 +427,7 @@ async fn changed_snapshot(
 
 /// What a decision records.
 struct Recorded<'a> {
-    status: &'a str,
+    status: ApprovalStatus,
     decision: &'a str,
     actor: &'a str,
     result: Option<&'a Value>,
@@ -421,7 +446,7 @@ async fn record(
 ) -> Result<(), sqlx::Error> {
     store::set_decision(conn, row.id, r.status, r.actor, r.now, r.result, r.reason).await?;
     notify::decided(conn, row, r.status, r.actor, r.now).await?;
-    if r.status == "executed"
+    if r.status == ApprovalStatus::Executed
         && let Some(s) = row.suggestion_id
     {
         crate::store::suggestions::mark_acted(conn, row.org_id, s, r.actor, r.now).await?;
@@ -430,26 +455,41 @@ async fn record(
         (Some(reason), None) => Some(json!({"reason": reason})),
         (_, res) => res.cloned(),
     };
-    runs::insert_audit(
-        &mut *conn,
-        &NewAudit {
-            org_id: row.org_id,
-            run_id: row.run_id,
-            call_id: Some(&format!("approval:{}", row.id)),
-            actor: r.actor,
-            tool: &row.tool,
-            category: "approval",
-            decision: r.decision,
-            args: Some(&row.args),
-            outcome: outcome.as_ref(),
-            is_error: r.status == "failed",
-            duration_ms: 0,
-            tokens: r.tokens.min(i32::MAX as i64) as i32,
-            now: r.now,
-        },
-    )
-    .await?;
+    let call_id = format!("approval:{}", row.id);
+    let audit = NewAudit {
+        outcome: outcome.as_ref(),
+        is_error: r.status == ApprovalStatus::Failed,
+        tokens: r.tokens.min(i32::MAX as i64) as i32,
+        ..decision_audit(row, &call_id, r.actor, r.decision, r.now)
+    };
+    runs::insert_audit(&mut *conn, &audit).await?;
     Ok(())
+}
+
+/// The audit row of a person's (or the sweep's) step on `row`: `call_id` is
+/// `approval:<id>`, the category `approval`, the arguments the approval's.
+fn decision_audit<'a>(
+    row: &'a ApprovalRow,
+    call_id: &'a str,
+    actor: &'a str,
+    decision: &'a str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> NewAudit<'a> {
+    NewAudit {
+        org_id: row.org_id,
+        run_id: row.run_id,
+        call_id: Some(call_id),
+        actor,
+        tool: &row.tool,
+        category: "approval",
+        decision,
+        args: Some(&row.args),
+        outcome: None,
+        is_error: false,
+        duration_ms: 0,
+        tokens: 0,
+        now,
+    }
 }
 
 /// Top-level keys whose values differ: `{key: {before, after}}` (whole values when not objects).

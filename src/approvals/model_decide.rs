@@ -8,7 +8,7 @@
 use super::{DecideError, DecideOutcome, Recorded, ToolEnv, changed_snapshot, record, unchanged};
 use crate::agent::budget;
 use crate::clock::SharedClock;
-use crate::store::approvals::{self as store, ApprovalRow};
+use crate::store::approvals::{self as store, ApprovalRow, ApprovalStatus};
 use crate::store::budget::Reservation;
 use crate::store::runs;
 use crate::tools::{Tool, ToolError};
@@ -33,12 +33,11 @@ pub(super) async fn approve(
         Some(Ok(c)) => c,
         Some(Err(ToolError::Db(e))) => return Err(e.into()),
         Some(Err(e)) => {
-            let result = json!({"error": e.to_string()});
-            return finish(tx, &row, "failed", "error", actor, Some(result), 0, now).await;
+            return failed(tx, &row, actor, json!({"error": e.to_string()}), 0, now).await;
         }
         None => {
             let result = json!({"error": format!("`{}` prepares no model call", row.tool)});
-            return finish(tx, &row, "failed", "error", actor, Some(result), 0, now).await;
+            return failed(tx, &row, actor, result, 0, now).await;
         }
     };
     // Nothing written yet: release the approval's locks before the model is asked.
@@ -84,13 +83,14 @@ pub(super) async fn approve(
     let row = store::lock(&mut tx, row.id, Some(row.org_id))
         .await?
         .ok_or(DecideError::NotFound(row.id))?;
-    if row.status != "pending" {
+    if !row.status.is_pending() {
         // Decided by someone else while the model answered (its tokens are charged anyway).
         return Ok(unchanged(&row));
     }
     if let Some(changes) = changed_snapshot(&mut tx, env, &row, actor, now).await? {
         let result = json!({"changes": changes});
-        let mut out = finish(tx, &row, "stale", "stale", actor, Some(result), tokens, now).await?;
+        let stale = ApprovalStatus::Stale;
+        let mut out = finish(tx, &row, stale, "stale", actor, Some(result), tokens, now).await?;
         out.changes = Some(changes);
         return Ok(out);
     }
@@ -99,17 +99,7 @@ pub(super) async fn approve(
         Err(e) => {
             let result =
                 json!({"error": format!("provider error: the extraction model failed: {e}")});
-            return finish(
-                tx,
-                &row,
-                "failed",
-                "error",
-                actor,
-                Some(result),
-                tokens,
-                now,
-            )
-            .await;
+            return failed(tx, &row, actor, result, tokens, now).await;
         }
     };
     sqlx::query("SAVEPOINT approval_exec")
@@ -123,10 +113,11 @@ pub(super) async fn approve(
     match applied {
         Ok(mut v) => {
             v["usage"] = usage;
+            let executed = ApprovalStatus::Executed;
             finish(
                 tx,
                 &row,
-                "executed",
+                executed,
                 "human_approved",
                 actor,
                 Some(v),
@@ -141,26 +132,29 @@ pub(super) async fn approve(
                 .execute(&mut *tx)
                 .await?;
             let result = json!({"error": e.to_string(), "usage": usage});
-            finish(
-                tx,
-                &row,
-                "failed",
-                "error",
-                actor,
-                Some(result),
-                tokens,
-                now,
-            )
-            .await
+            failed(tx, &row, actor, result, tokens, now).await
         }
     }
+}
+
+/// Ends the approval `failed` with `result` (the error).
+async fn failed(
+    tx: Transaction<'static, Postgres>,
+    row: &ApprovalRow,
+    actor: &str,
+    result: Value,
+    tokens: i64,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<DecideOutcome, DecideError> {
+    let status = ApprovalStatus::Failed;
+    finish(tx, row, status, "error", actor, Some(result), tokens, now).await
 }
 
 #[allow(clippy::too_many_arguments)]
 async fn finish(
     mut tx: Transaction<'static, Postgres>,
     row: &ApprovalRow,
-    status: &'static str,
+    status: ApprovalStatus,
     decision: &str,
     actor: &str,
     result: Option<Value>,
@@ -178,10 +172,10 @@ async fn finish(
     };
     record(&mut tx, row, r).await?;
     tx.commit().await?;
-    metrics::counter!("agentd_approvals_decided_total", "status" => status).increment(1);
+    metrics::counter!("agentd_approvals_decided_total", "status" => status.as_str()).increment(1);
     Ok(DecideOutcome {
         approval_id: row.id,
-        status: status.to_string(),
+        status,
         changed: true,
         changes: None,
         result,

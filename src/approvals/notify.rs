@@ -4,7 +4,7 @@
 //! `approval.decided` for `executed`, `rejected` and `failed`. Payloads carry ids and states, never
 //! the tool's arguments (they may hold personal data; readers fetch the approval by id).
 
-use crate::store::approvals::ApprovalRow;
+use crate::store::approvals::{ApprovalRow, ApprovalStatus};
 use crate::store::events::{self, EventType, NewEvent};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -48,10 +48,10 @@ pub async fn created(
 }
 
 /// The event type for an approval that reached `status`.
-pub fn type_for(status: &str) -> EventType {
+pub fn type_for(status: ApprovalStatus) -> EventType {
     match status {
-        "expired" => EventType::ApprovalExpired,
-        "stale" => EventType::ApprovalStale,
+        ApprovalStatus::Expired => EventType::ApprovalExpired,
+        ApprovalStatus::Stale => EventType::ApprovalStale,
         _ => EventType::ApprovalDecided,
     }
 }
@@ -65,16 +65,17 @@ fn payload(row: &ApprovalRow, status: &str, by: &str) -> Value {
 pub async fn decided(
     conn: &mut PgConnection,
     row: &ApprovalRow,
-    status: &str,
+    status: ApprovalStatus,
     by: &str,
     now: DateTime<Utc>,
 ) -> Result<(), sqlx::Error> {
-    let rows = [(row.org_id, row.id, payload(row, status, by))];
+    let rows = [(row.org_id, row.id, payload(row, status.as_str(), by))];
     events::emit_many(conn, type_for(status), &rows, now).await?;
     Ok(())
 }
 
-/// The events of a sweep batch that moved `rows` to `status`.
+/// The events of a sweep batch that moved `rows` to `status` (the sweep names it as text; an
+/// unknown name is a decision, as before the states were types).
 pub async fn swept(
     conn: &mut PgConnection,
     rows: &[(&ApprovalRow, Value)],
@@ -86,6 +87,7 @@ pub async fn swept(
         .iter()
         .map(|(r, _)| (r.org_id, r.id, payload(r, status, by)))
         .collect();
-    events::emit_many(conn, type_for(status), &rows, now).await?;
+    let kind = status.parse().map_or(EventType::ApprovalDecided, type_for);
+    events::emit_many(conn, kind, &rows, now).await?;
     Ok(())
 }

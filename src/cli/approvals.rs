@@ -3,35 +3,25 @@
 //! re-check, execute as `human:<who>`), so a second decision never runs the action twice.
 
 use super::bad;
+use super::output::{ListOpts, print_json, print_list};
 use crate::app::App;
 use crate::approvals::{self, DecideError, DecideOutcome, Decision};
-use crate::store::approvals::{self as store, ApprovalRow};
-use crate::store::{orgs, runs};
+use crate::store::approvals::{self as store, ApprovalRow, ApprovalStatus};
+use crate::store::runs;
 use clap::Subcommand;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-/// Every state an approval can be in.
-const STATUSES: [&str; 6] = [
-    "pending", "executed", "rejected", "expired", "stale", "failed",
-];
-
 /// Approval commands.
 #[derive(Subcommand, Debug)]
 pub enum ApprovalsCmd {
-    /// Approvals, newest first.
+    /// Approvals, newest first (states: pending, executed, rejected, expired, stale, failed).
     List {
         /// Only this org (id or name).
         #[arg(long)]
         org: Option<String>,
-        /// Only this state: pending, executed, rejected, expired, stale or failed.
-        #[arg(long)]
-        status: Option<String>,
-        /// At most this many (1–1000).
-        #[arg(long, default_value_t = 50)]
-        limit: i64,
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        opts: ListOpts,
     },
     /// One approval: action, snapshot and hash, times, state, decision, result and history.
     Show {
@@ -92,7 +82,7 @@ pub async fn run(app: &App, cmd: ApprovalsCmd) -> anyhow::Result<()> {
             let only = (!ids.is_empty()).then_some(ids.as_slice());
             let report = sweeper.run_once(only).await?;
             if as_json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                print_json(&report)?;
             } else {
                 eprintln!();
                 println!(
@@ -106,12 +96,7 @@ pub async fn run(app: &App, cmd: ApprovalsCmd) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        ApprovalsCmd::List {
-            org,
-            status,
-            limit,
-            json: as_json,
-        } => list(app, org, status, limit, as_json).await,
+        ApprovalsCmd::List { org, opts } => list(app, org, opts).await,
         ApprovalsCmd::Show { id, json: as_json } => show(app, id, as_json).await,
         ApprovalsCmd::Approve {
             id,
@@ -169,60 +154,31 @@ fn checked_by(by: &str) -> anyhow::Result<String> {
     Ok(by.to_string())
 }
 
-async fn list(
-    app: &App,
-    org: Option<String>,
-    status: Option<String>,
-    limit: i64,
-    as_json: bool,
-) -> anyhow::Result<()> {
-    if let Some(s) = &status
-        && !STATUSES.contains(&s.as_str())
-    {
-        return Err(bad(format!(
-            "--status must be one of {} (got {s:?})",
-            STATUSES.join(", ")
-        )));
-    }
-    if !(1..=1000).contains(&limit) {
-        return Err(bad(format!(
-            "--limit must be between 1 and 1000 (got {limit})"
-        )));
-    }
-    let org_id = match &org {
-        Some(o) => Some(
-            orgs::find(&app.pool, o)
-                .await?
-                .ok_or_else(|| bad(format!("--org: no org with id or name {o:?}")))?
-                .id,
-        ),
-        None => None,
-    };
-    let rows = store::list(&app.pool, org_id, status.as_deref(), limit).await?;
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-        return Ok(());
-    }
-    if rows.is_empty() {
-        println!("(no approvals)");
-        return Ok(());
-    }
-    println!(
+async fn list(app: &App, org: Option<String>, opts: ListOpts) -> anyhow::Result<()> {
+    let (status, limit) = opts.checked::<ApprovalStatus>()?;
+    let org_id = super::output::org_id(app, org.as_deref()).await?;
+    let rows = store::list(&app.pool, org_id, status, limit).await?;
+    let header = format!(
         "{:<36}  {:<8}  {:<18} {:<19}  {:<19}  decided_by",
         "id", "status", "tool", "created", "expires"
     );
-    for r in rows {
-        println!(
-            "{}  {:<8}  {:<18} {}  {}  {}",
-            r.id,
-            r.status,
-            r.tool,
-            r.created_at.format("%Y-%m-%d %H:%M:%S"),
-            r.expires_at.format("%Y-%m-%d %H:%M:%S"),
-            r.decided_by.as_deref().unwrap_or("-")
-        );
-    }
-    Ok(())
+    print_list(
+        &rows,
+        opts.json,
+        Some("(no approvals)"),
+        Some(header),
+        |r| {
+            format!(
+                "{}  {:<8}  {:<18} {}  {}  {}",
+                r.id,
+                r.status,
+                r.tool,
+                r.created_at.format("%Y-%m-%d %H:%M:%S"),
+                r.expires_at.format("%Y-%m-%d %H:%M:%S"),
+                r.decided_by.as_deref().unwrap_or("-")
+            )
+        },
+    )
 }
 
 async fn show(app: &App, id: Uuid, as_json: bool) -> anyhow::Result<()> {
@@ -235,7 +191,7 @@ async fn show(app: &App, id: Uuid, as_json: bool) -> anyhow::Result<()> {
         let mut v = report(&row);
         v["run_kind"] = json!(kind);
         v["history"] = serde_json::to_value(&history)?;
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        print_json(&v)?;
         return Ok(());
     }
     println!("approval {} — {} (org {})", row.id, row.status, row.org_id);
@@ -293,19 +249,12 @@ async fn show(app: &App, id: Uuid, as_json: bool) -> anyhow::Result<()> {
 
 /// The approval as data (what `show --json` prints, before the history).
 fn report(r: &ApprovalRow) -> Value {
-    json!({
-        "id": r.id, "org_id": r.org_id, "run_id": r.run_id, "call_id": r.call_id,
-        "suggestion_id": r.suggestion_id,
-        "action": {"tool": r.tool, "args": r.args},
-        "snapshot": r.snapshot, "snapshot_hash": r.snapshot_hash,
-        "created_at": r.created_at, "expires_at": r.expires_at,
-        "status": r.status,
-        "decision": r.decided_by.as_ref().map(|by| json!({"by": by, "at": r.decided_at})),
-        "result": r.result,
-        "repropose": r.repropose, "chain_id": r.chain_id, "chain_depth": r.chain_depth,
-        "rationale": r.rationale, "summary": r.summary, "decision_reason": r.decision_reason,
-        "edited": r.edited, "reproposed_as": r.reproposed_as,
-    })
+    let mut v = approvals::view(r);
+    v["org_id"] = json!(r.org_id);
+    v["repropose"] = json!(r.repropose);
+    v["chain_id"] = json!(r.chain_id);
+    v["chain_depth"] = json!(r.chain_depth);
+    v
 }
 
 /// The kind of the run that proposed the approval, if it still exists.
@@ -343,7 +292,7 @@ async fn decide(
         Err(e) => return Err(e.into()),
     };
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        print_json(&out)?;
         return Ok(());
     }
     let after = store::get(&app.pool, id).await?.unwrap_or(row);
@@ -362,22 +311,22 @@ fn print_outcome(row: &ApprovalRow, out: &DecideOutcome) {
         );
         return;
     }
-    match out.status.as_str() {
-        "executed" => {
+    match out.status {
+        ApprovalStatus::Executed => {
             println!("approval {id}: executed {}({}) as {by}", row.tool, row.args);
             if let Some(r) = &out.result {
                 println!("  result: {r}");
             }
         }
-        "rejected" => println!(
+        ApprovalStatus::Rejected => println!(
             "approval {id}: rejected by {by} ({}); nothing executed",
             row.decision_reason.as_deref().unwrap_or("no reason")
         ),
-        "expired" => println!(
+        ApprovalStatus::Expired => println!(
             "approval {id}: expired (its TTL ended at {}); nothing executed",
             row.expires_at.to_rfc3339()
         ),
-        "stale" => {
+        ApprovalStatus::Stale => {
             println!(
                 "approval {id}: stale — the data changed since it was proposed; nothing executed"
             );
@@ -393,13 +342,13 @@ fn print_outcome(row: &ApprovalRow, out: &DecideOutcome) {
                 None => {}
             }
         }
-        "failed" => println!(
+        ApprovalStatus::Failed => println!(
             "approval {id}: failed — {}; nothing was changed",
             out.result
                 .as_ref()
                 .and_then(|r| r["error"].as_str())
                 .unwrap_or("the tool returned an error")
         ),
-        other => println!("approval {id}: {other}"),
+        ApprovalStatus::Pending => println!("approval {id}: pending"),
     }
 }

@@ -13,6 +13,7 @@
 //! The moved clock is used only for the demo org's approvals and documents, never by a worker.
 
 use super::bad;
+use super::output::print_json;
 use super::report::{document_report, print_report};
 use crate::app::{App, WorkerArgs};
 use crate::approvals::{self, Decision, DecisionExtra};
@@ -21,6 +22,8 @@ use crate::documents::{SAMPLES, add_document};
 use crate::jobs::approval_expiry::ApprovalExpiry;
 use crate::org_settings::{self, Patch};
 use crate::queue::{self, NewJob};
+use crate::store::api_reads::SuggestionItem;
+use crate::store::states::{ApprovalStatus, AutoCreateStatus};
 use crate::store::{api_reads, approvals as astore, auto_create, documents, events, orgs, runs};
 use chrono::Duration as Span;
 use clap::Args;
@@ -103,7 +106,7 @@ pub async fn run(app: &App, cmd: DemoCmd) -> anyhow::Result<()> {
         "events": evs, "event_counts": counts(&evs), "events_written": written,
     });
     if cmd.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        print_json(&report)?;
     } else {
         print_text(&report);
     }
@@ -144,18 +147,14 @@ async fn auto_create_step(
                 statuses.push(s.auto_create_status);
             }
         }
-        let count = |want: &[&str]| {
-            statuses
-                .iter()
-                .filter(|s| want.contains(&s.as_str()))
-                .count()
-        };
-        let done = count(&["proposed", "failed", "skipped", "accepted", "rejected"]);
+        let count =
+            |want: &[AutoCreateStatus]| statuses.iter().filter(|s| want.contains(s)).count();
+        let done = count(&AutoCreateStatus::DONE);
         let line = format!(
             "\r  auto-create: {done}/{} done ({} proposed, {} failed), {:.1}s",
             ids.len(),
-            count(&["proposed"]),
-            count(&["failed"]),
+            count(&[AutoCreateStatus::Proposed]),
+            count(&[AutoCreateStatus::Failed]),
             started.elapsed().as_secs_f64()
         );
         if line != last_line {
@@ -231,8 +230,10 @@ async fn nightly_step(app: &App, org: Uuid, cmd: &DemoCmd) -> anyhow::Result<Val
     };
     eprintln!(" {state}");
     let run = runs::run_for_job(&app.pool, job_id).await?;
-    let suggestions = api_reads::suggestions_page(&app.pool, org, None, None, 100).await?;
-    let mut approvals = astore::list(&app.pool, Some(org), Some("pending"), 100).await?;
+    let suggestions: Vec<SuggestionItem> =
+        api_reads::page(&app.pool, org, None, None, None, 100).await?;
+    let mut approvals =
+        astore::list(&app.pool, Some(org), Some(ApprovalStatus::Pending), 100).await?;
     approvals.sort_by_key(|a| (a.created_at, a.id));
     Ok(json!({
         "tag": {"id": tag.id, "name": tag.name},
@@ -251,7 +252,8 @@ async fn nightly_step(app: &App, org: Uuid, cmd: &DemoCmd) -> anyhow::Result<Val
 /// Step 3: hours pass on the demo's clock. The first pending approval's document is edited,
 /// the last is approved, the sweep runs twice (before and after the TTL).
 async fn later_step(app: &App, org: Uuid) -> anyhow::Result<Value> {
-    let mut pending = astore::list(&app.pool, Some(org), Some("pending"), 100).await?;
+    let mut pending =
+        astore::list(&app.pool, Some(org), Some(ApprovalStatus::Pending), 100).await?;
     pending.sort_by_key(|a| (a.created_at, a.id));
     if pending.len() < 2 {
         // A real model may propose fewer actions than the offline one: say so, fail nothing.
@@ -325,7 +327,8 @@ async fn later_step(app: &App, org: Uuid) -> anyhow::Result<Value> {
                     .and_then(Value::as_object).map(|m| m.keys().cloned().collect::<Vec<_>>())}));
         }
     }
-    let suggestions = api_reads::suggestions_page(&app.pool, org, None, None, 100).await?;
+    let suggestions: Vec<SuggestionItem> =
+        api_reads::page(&app.pool, org, None, None, None, 100).await?;
     Ok(json!({
         "ttl_secs": TTL_SECS, "changed": changed.id, "approved": approved,
         "timeline": timeline, "sweeps": sweeps, "approvals": after,

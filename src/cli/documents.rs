@@ -1,6 +1,7 @@
 //! `agentd documents add|list|show|accept|reject`.
 
 use super::bad;
+use super::output::{print_json, print_list};
 use super::report::{document_report, print_report};
 use crate::app::App;
 use crate::documents::add_document;
@@ -102,18 +103,11 @@ pub async fn run(app: &App, cmd: DocumentsCmd) -> anyhow::Result<()> {
                 .await?
                 .ok_or_else(|| bad(format!("--org: no org {org:?}")))?;
             let rows = doc_rows(app, org.id, limit).await?;
-            if as_json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
-            } else {
-                for r in rows {
-                    println!(
-                        "{}  {:<10} {}",
-                        r["id"].as_str().unwrap_or(""),
-                        r["auto_create_status"].as_str().unwrap_or(""),
-                        r["name"].as_str().unwrap_or("")
-                    );
-                }
-            }
+            print_list(&rows, as_json, None, None, |r| {
+                let field = |k: &str| r[k].as_str().unwrap_or("").to_string();
+                let (id, status) = (field("id"), field("auto_create_status"));
+                format!("{id}  {status:<10} {}", field("name"))
+            })?;
         }
         DocumentsCmd::Show {
             id,
@@ -129,7 +123,7 @@ pub async fn run(app: &App, cmd: DocumentsCmd) -> anyhow::Result<()> {
                 .await?
                 .ok_or_else(|| bad(format!("no document with id {id}")))?;
             if as_json {
-                println!("{}", serde_json::to_string_pretty(&k)?);
+                print_json(&k)?;
             } else {
                 println!("document {id}: what agentd keeps");
                 println!("  text                {} characters", k.text_chars);
@@ -155,7 +149,7 @@ pub async fn run(app: &App, cmd: DocumentsCmd) -> anyhow::Result<()> {
                 .await?
                 .ok_or_else(|| bad(format!("no document with id {id}")))?;
             if as_json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                print_json(&report)?;
             } else {
                 print_report(&report);
             }

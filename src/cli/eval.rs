@@ -2,6 +2,7 @@
 //! (see `crate::eval`). Prints figures; asserts nothing.
 
 use super::bad;
+use super::output::print_json;
 use crate::app::App;
 use crate::config::ProviderChoice;
 use crate::eval::{self, EvalOptions, labels};
@@ -119,7 +120,7 @@ pub async fn run(app: &App, cmd: EvalCmd) -> anyhow::Result<()> {
     .await?;
     eprintln!();
     if cmd.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        print_json(&report)?;
     } else {
         print!("{}", eval::render_table(&report));
     }

@@ -1,6 +1,7 @@
 //! `agentd jobs`: list, show, retry and cancel jobs.
 
 use super::bad;
+use super::output::{print_json, print_list};
 use crate::app::App;
 use crate::queue::store;
 use clap::Subcommand;
@@ -46,37 +47,34 @@ pub(super) async fn run(app: &App, cmd: JobsCmd) -> anyhow::Result<()> {
                 )));
             }
             let rows = store::list(&app.pool, kind.as_deref(), state.as_deref(), limit).await?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
-            } else {
-                println!(
-                    "{:>8}  {:<22} {:<10} {:>7}  {:<25} last_error",
-                    "id", "kind", "state", "attempt", "run_at"
-                );
-                for r in rows {
-                    println!(
-                        "{:>8}  {:<22} {:<10} {:>3}/{:<3}  {:<25} {}",
-                        r.id,
-                        r.kind,
-                        r.state,
-                        r.attempt - r.released,
-                        r.max_attempts,
-                        r.run_at.format("%Y-%m-%d %H:%M:%S%.3f"),
-                        r.last_error
-                            .unwrap_or_default()
-                            .chars()
-                            .take(80)
-                            .collect::<String>()
-                    );
-                }
-            }
+            let header = format!(
+                "{:>8}  {:<22} {:<10} {:>7}  {:<25} last_error",
+                "id", "kind", "state", "attempt", "run_at"
+            );
+            print_list(&rows, json, None, Some(header), |r| {
+                let error: String = r
+                    .last_error
+                    .iter()
+                    .flat_map(|e| e.chars())
+                    .take(80)
+                    .collect();
+                format!(
+                    "{:>8}  {:<22} {:<10} {:>3}/{:<3}  {:<25} {error}",
+                    r.id,
+                    r.kind,
+                    r.state,
+                    r.attempt - r.released,
+                    r.max_attempts,
+                    r.run_at.format("%Y-%m-%d %H:%M:%S%.3f"),
+                )
+            })?;
         }
         JobsCmd::Show { id, json } => {
             let row = store::get(&app.pool, id)
                 .await?
                 .ok_or_else(|| bad(format!("no job with id {id}")))?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&row)?);
+                print_json(&row)?;
             } else {
                 println!("job {} ({}) — {}", row.id, row.kind, row.state);
                 println!("  payload:      {}", row.payload);

@@ -2,6 +2,7 @@
 //! shows the key once.
 
 use super::bad;
+use super::output::print_list;
 use crate::api::{Role, create_key};
 use crate::app::App;
 use crate::store::{api_keys, orgs};
@@ -67,25 +68,10 @@ pub async fn run(app: &App, cmd: KeysCmd) -> anyhow::Result<()> {
             }
         }
         KeysCmd::List { org, json: as_json } => {
-            let org_id = match &org {
-                Some(o) => Some(
-                    orgs::find(&app.pool, o)
-                        .await?
-                        .ok_or_else(|| bad(format!("--org: no org with id or name {o:?}")))?
-                        .id,
-                ),
-                None => None,
-            };
+            let org_id = super::output::org_id(app, org.as_deref()).await?;
             let rows = api_keys::list_keys(&app.pool, org_id).await?;
-            if as_json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
-                return Ok(());
-            }
-            if rows.is_empty() {
-                println!("(no keys)");
-            }
-            for k in rows {
-                println!(
+            print_list(&rows, as_json, Some("(no keys)"), None, |k| {
+                format!(
                     "{}  {:<8} {:<20} {}…  created {}{}",
                     k.id,
                     k.role,
@@ -95,8 +81,8 @@ pub async fn run(app: &App, cmd: KeysCmd) -> anyhow::Result<()> {
                     k.revoked_at
                         .map(|t| format!("  REVOKED {}", t.format("%Y-%m-%d %H:%M:%S")))
                         .unwrap_or_default()
-                );
-            }
+                )
+            })?;
         }
         KeysCmd::Revoke { id } => {
             if api_keys::revoke_key(&app.pool, id, app.clock.now()).await? {

@@ -10,6 +10,7 @@ mod eval;
 mod jobs;
 mod keys;
 mod orgs;
+mod output;
 mod report;
 mod runs;
 mod serve;
@@ -131,9 +132,9 @@ pub fn block_on_exit(
     match rt.block_on(work) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // A bad job file is a ConfigError too (`catalog::CatalogError`).
             let input = e.downcast_ref::<BadInput>().is_some()
-                || e.downcast_ref::<crate::config::ConfigError>().is_some()
-                || e.downcast_ref::<crate::catalog::CatalogError>().is_some();
+                || e.downcast_ref::<crate::config::ConfigError>().is_some();
             eprintln!("{name}: {e:#}");
             ExitCode::from(if input { 2 } else { 1 })
         }

@@ -1,6 +1,7 @@
 //! `agentd runs list|show`: runs, their transcript and their audit trail.
 
 use super::bad;
+use super::output::{print_json, print_list};
 use crate::app::App;
 use crate::store::runs;
 use clap::Subcommand;
@@ -40,24 +41,20 @@ pub async fn run(app: &App, cmd: RunsCmd) -> anyhow::Result<()> {
             json: as_json,
         } => {
             let rows = runs::list_runs(&app.pool, org, kind.as_deref(), limit).await?;
-            if as_json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
-                return Ok(());
-            }
-            for r in rows {
-                println!(
+            print_list(&rows, as_json, None, None, |r| {
+                format!(
                     "{}  {:<20} {:<9} {:<15} rounds {:>2} calls {:>2} tokens {:>6}  [{}] {}",
                     r.id,
                     r.kind,
                     r.status,
-                    r.stop_reason.unwrap_or_default(),
+                    r.stop_reason.as_deref().unwrap_or_default(),
                     r.rounds,
                     r.tool_calls,
                     r.input_tokens + r.output_tokens,
                     r.provider,
                     r.started_at.format("%Y-%m-%d %H:%M:%S")
-                );
-            }
+                )
+            })?;
         }
         RunsCmd::Show { run, json: as_json } => {
             let r = runs::get_run(&app.pool, run)
@@ -66,13 +63,7 @@ pub async fn run(app: &App, cmd: RunsCmd) -> anyhow::Result<()> {
             let steps = runs::steps(&app.pool, run).await?;
             let audit = runs::audit_for_run(&app.pool, run).await?;
             if as_json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(
-                        &json!({"run": r, "steps": steps, "audit": audit})
-                    )?
-                );
-                return Ok(());
+                return print_json(&json!({"run": r, "steps": steps, "audit": audit}));
             }
             println!(
                 "run {} — {} for {} (org {})",

@@ -1,58 +1,49 @@
 //! `agentd status`: queue depth, oldest ready job, running, dead, recent failures.
 
+use super::output::{print_json, print_list};
 use crate::app::App;
-use crate::queue::store;
+use crate::store::status::{self as st, ApprovalStatus};
 use anyhow::Context;
 use serde_json::json;
 
 pub(super) async fn run(app: &App, json_out: bool) -> anyhow::Result<()> {
-    use crate::store::status as st;
     let now = app.clock.now();
-    let counts = store::counts(&app.pool).await?;
-    let ages = store::ready_ages(&app.pool, now).await?;
-    let running = st::running_jobs(&app.pool, now, 20).await?;
-    let dead = store::list(&app.pool, None, Some("dead"), 5).await?;
-    let runs = st::runs_since(&app.pool, now - chrono::Duration::hours(1)).await?;
-    let approvals = st::approvals(&app.pool, now + chrono::Duration::hours(1)).await?;
+    let glance = st::glance(&app.pool, None, now).await?;
     let budgets = st::budgets(&app.pool, now, 10).await?;
     let unimplemented = crate::jobs::unimplemented_kinds(app);
     let limits = crate::store::provider_limits::list(&app.pool).await?;
     if json_out {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "provider": app.provider.name(),
-                "jobs": counts, "ready": ages, "running": running, "recent_dead": dead,
-                "runs_last_hour": runs, "approvals": approvals, "budgets": budgets,
-                "kinds_without_handler": unimplemented, "provider_limits": limits,
-            }))
-            .context("status JSON")?
-        );
-        return Ok(());
+        let mut v = serde_json::to_value(&glance)?;
+        v["provider"] = json!(app.provider.name());
+        v["budgets"] = json!(budgets);
+        v["kinds_without_handler"] = json!(unimplemented);
+        v["provider_limits"] = json!(limits);
+        return print_json(&v).context("status JSON");
     }
+    let st::Glance {
+        jobs: counts,
+        ready: ages,
+        running,
+        recent_dead: dead,
+        runs_last_hour: runs,
+        approvals,
+    } = glance;
     println!("provider: {}", app.provider.name());
     crate::llm::limits::status_lines(&limits)
         .iter()
         .for_each(|l| println!("{l}"));
     println!("jobs by kind and state:");
-    for c in &counts {
-        println!("  {:<22} {:<10} {:>8}", c.kind, c.state, c.count);
-    }
-    if counts.is_empty() {
-        println!("  (no jobs)");
-    }
+    print_list(&counts, false, Some("  (no jobs)"), None, |c| {
+        format!("  {:<22} {:<10} {:>8}", c.kind, c.state, c.count)
+    })?;
     println!("ready now:");
-    if ages.is_empty() {
-        println!("  (nothing waiting)");
-    }
-    for a in &ages {
-        println!(
-            "  {:<22} {:>8} ready, oldest waiting {:.1}s",
-            a.kind,
-            a.ready,
-            a.oldest_ready_secs.unwrap_or(0.0)
-        );
-    }
+    print_list(&ages, false, Some("  (nothing waiting)"), None, |a| {
+        let oldest = a.oldest_ready_secs.unwrap_or(0.0);
+        format!(
+            "  {:<22} {:>8} ready, oldest waiting {oldest:.1}s",
+            a.kind, a.ready
+        )
+    })?;
     if !running.is_empty() {
         println!("running:");
         for r in &running {
@@ -80,30 +71,22 @@ pub(super) async fn run(app: &App, json_out: bool) -> anyhow::Result<()> {
         }
     }
     println!("runs in the last hour:");
-    if runs.is_empty() {
-        println!("  (none)");
-    }
-    for r in &runs {
-        println!(
-            "  {:<22} {:<10} {:<16} {:>6}",
-            r.kind,
-            r.status,
-            r.stop_reason.as_deref().unwrap_or("-"),
-            r.count
-        );
-    }
+    print_list(&runs, false, Some("  (none)"), None, |r| {
+        let stop = r.stop_reason.as_deref().unwrap_or("-");
+        format!(
+            "  {:<22} {:<10} {stop:<16} {:>6}",
+            r.kind, r.status, r.count
+        )
+    })?;
     println!("approvals:");
-    if approvals.is_empty() {
-        println!("  (none)");
-    }
-    for a in &approvals {
-        let soon = if a.status == "pending" {
+    print_list(&approvals, false, Some("  (none)"), None, |a| {
+        let soon = if a.status == ApprovalStatus::Pending {
             format!(" ({} expiring within the hour)", a.expiring_soon)
         } else {
             String::new()
         };
-        println!("  {:<10} {:>6}{soon}", a.status, a.count);
-    }
+        format!("  {:<10} {:>6}{soon}", a.status, a.count)
+    })?;
     if !budgets.is_empty() {
         println!("token budgets this month:");
         for b in &budgets {

@@ -2,8 +2,10 @@
 //! (`pending → shown → acted | dismissed | expired`).
 
 use super::bad;
+use super::output::{ListOpts, print_list};
 use crate::app::App;
-use crate::store::suggestions::{self as store, Transition};
+use crate::store::api_reads::{self, SuggestionItem};
+use crate::store::suggestions::{self as store, SuggestionStatus, Transition};
 use clap::Subcommand;
 use serde_json::json;
 use uuid::Uuid;
@@ -11,17 +13,12 @@ use uuid::Uuid;
 /// Suggestion commands.
 #[derive(Subcommand, Debug)]
 pub enum SuggestionsCmd {
-    /// An org's suggestions, newest first.
+    /// An org's suggestions, newest first (states: pending, shown, acted, dismissed, expired).
     List {
         #[arg(long)]
         org: String,
-        /// pending, shown, acted, dismissed or expired.
-        #[arg(long)]
-        status: Option<String>,
-        #[arg(long, default_value_t = 50)]
-        limit: i64,
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        opts: ListOpts,
     },
     /// Dismiss a suggestion; the nightly run skips the same kind for the same subject for 14 days.
     Dismiss {
@@ -43,51 +40,19 @@ pub enum SuggestionsCmd {
 /// Runs a suggestions command.
 pub async fn run(app: &App, cmd: SuggestionsCmd) -> anyhow::Result<()> {
     match cmd {
-        SuggestionsCmd::List {
-            org,
-            status,
-            limit,
-            json: as_json,
-        } => {
-            if let Some(s) = &status
-                && !["pending", "shown", "acted", "dismissed", "expired"].contains(&s.as_str())
-            {
-                return Err(bad(format!(
-                    "--status must be pending, shown, acted, dismissed or expired (got {s:?})"
-                )));
-            }
-            if !(1..=1000).contains(&limit) {
-                return Err(bad("--limit must be 1–1000"));
-            }
+        SuggestionsCmd::List { org, opts } => {
+            let (status, limit) = opts.checked::<SuggestionStatus>()?;
             let o = org_of(app, org).await?;
-            let rows = crate::store::api_reads::suggestions_page(
-                &app.pool,
-                o.id,
-                status.as_deref(),
-                None,
-                limit,
-            )
-            .await?;
-            if as_json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
-                return Ok(());
-            }
-            if rows.is_empty() {
-                println!("(no suggestions)");
-            }
-            for r in rows {
-                println!(
-                    "{}  {:<9} {:<16} {}{}",
-                    r.id,
-                    r.state,
-                    r.kind,
-                    r.title,
-                    r.status_reason
-                        .map(|x| format!("  [{x}]"))
-                        .unwrap_or_default()
-                );
-            }
-            Ok(())
+            let rows: Vec<SuggestionItem> =
+                api_reads::page(&app.pool, o.id, status, None, None, limit).await?;
+            print_list(&rows, opts.json, Some("(no suggestions)"), None, |r| {
+                let reason = r.status_reason.as_ref().map(|x| format!("  [{x}]"));
+                let reason = reason.unwrap_or_default();
+                format!(
+                    "{}  {:<9} {:<16} {}{reason}",
+                    r.id, r.state, r.kind, r.title
+                )
+            })
         }
         SuggestionsCmd::Dismiss { id, org, reason } => {
             let reason = reason.trim().to_string();
@@ -95,11 +60,11 @@ pub async fn run(app: &App, cmd: SuggestionsCmd) -> anyhow::Result<()> {
                 return Err(bad("--reason must say why (1–500 characters)"));
             }
             let o = org_of(app, org).await?;
-            change(app, o.id, id, "dismissed", Some(&reason)).await
+            change(app, o.id, id, SuggestionStatus::Dismissed, Some(&reason)).await
         }
         SuggestionsCmd::Shown { id, org } => {
             let o = org_of(app, org).await?;
-            change(app, o.id, id, "shown", None).await
+            change(app, o.id, id, SuggestionStatus::Shown, None).await
         }
     }
 }
@@ -108,7 +73,7 @@ async fn change(
     app: &App,
     org_id: Uuid,
     id: Uuid,
-    to: &str,
+    to: SuggestionStatus,
     reason: Option<&str>,
 ) -> anyhow::Result<()> {
     let mut tx = app.pool.begin().await?;

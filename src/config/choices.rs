@@ -24,11 +24,14 @@ macro_rules! choice {
         }
 
         impl TryFrom<String> for $name {
-            type Error = String;
-            fn try_from(s: String) -> Result<Self, String> {
+            type Error = super::Invalid;
+            fn try_from(s: String) -> Result<Self, super::Invalid> {
                 match s.as_str() {
                     $($text => Ok($name::$variant),)+
-                    _ => Err(format!(concat!($key, " must be ", $choices, " (got {:?})"), s)),
+                    _ => Err(super::Invalid::new(
+                        $key,
+                        format!(concat!($key, " must be ", $choices, " (got {:?})"), s),
+                    )),
                 }
             }
         }
@@ -67,12 +70,16 @@ mod tests {
             Ok("json")
         );
         assert_eq!(
-            ProviderChoice::try_from("anthropic".to_string()),
+            ProviderChoice::try_from("anthropic".to_string()).map_err(|e| e.to_string()),
             Err("llm.provider must be one of auto, openai, offline (got \"anthropic\")".into())
         );
+        let yaml = LogFormat::try_from("yaml".to_string()).unwrap_err();
         assert_eq!(
-            LogFormat::try_from("yaml".to_string()),
-            Err("log.format must be text or json (got \"yaml\")".into())
+            (yaml.key.as_str(), yaml.to_string()),
+            (
+                "log.format",
+                "log.format must be text or json (got \"yaml\")".into()
+            )
         );
     }
 }

@@ -38,7 +38,7 @@ impl TimeUnit {
 
 /// Checks a duration setting with checked arithmetic: at most [`MAX_DURATION_SECS`], and
 /// `now + value` representable. The error names the key and the limit in the key's unit.
-pub fn duration_at_most(key: &str, value: u64, unit: TimeUnit) -> Result<(), String> {
+pub fn duration_at_most(key: &str, value: u64, unit: TimeUnit) -> Result<(), super::Invalid> {
     let fits = unit
         .to_secs(value)
         .filter(|s| *s <= MAX_DURATION_SECS)
@@ -48,9 +48,8 @@ pub fn duration_at_most(key: &str, value: u64, unit: TimeUnit) -> Result<(), Str
     if fits {
         Ok(())
     } else {
-        Err(format!(
-            "{key} must be at most {} (100 years; got {value})",
-            unit.max()
-        ))
+        let max = unit.max();
+        let message = format!("{key} must be at most {max} (100 years; got {value})");
+        Err(super::Invalid::new(key, message))
     }
 }

@@ -8,6 +8,7 @@ pub mod labels;
 pub mod score;
 
 use crate::app::{App, WorkerArgs};
+use crate::store::states::AutoCreateStatus;
 use crate::store::{orgs, runs};
 use labels::Sample;
 use serde::Serialize;
@@ -141,7 +142,11 @@ pub fn score_report(sample: &Sample, report: &Value) -> (Vec<String>, score::Sco
     (proposed, s)
 }
 
-const DONE: [&str; 5] = ["proposed", "failed", "skipped", "accepted", "rejected"];
+/// The auto-create status of a document report, when it is one a run ends in.
+fn done(report: &Value) -> Option<AutoCreateStatus> {
+    let status = report["auto_create_status"].as_str()?.parse().ok()?;
+    AutoCreateStatus::DONE.contains(&status).then_some(status)
+}
 
 /// Runs the eval: inserts the samples with their auto-create jobs into a new org, runs an
 /// auto_create worker on `app` until every document is done (or the timeout), and scores them.
@@ -193,10 +198,7 @@ pub async fn run(
             };
             reports.push(r);
         }
-        let done = reports
-            .iter()
-            .filter(|r| DONE.contains(&r["auto_create_status"].as_str().unwrap_or("")))
-            .count();
+        let done = reports.iter().filter(|r| done(r).is_some()).count();
         if done != last {
             progress(done, ids.len());
             last = done;
@@ -219,7 +221,6 @@ pub async fn run(
         let mut doc_runs = by_doc.remove(&id.to_string()).unwrap_or_default();
         doc_runs.sort_by_key(|r| r.started_at);
         let last_run = doc_runs.last();
-        let status = report["auto_create_status"].as_str().unwrap_or("");
         // Another worker on this database (another provider) may have taken the job: its
         // figures are not this eval's.
         let foreign: Vec<&str> = doc_runs
@@ -227,12 +228,10 @@ pub async fn run(
             .filter(|r| r.provider != app.provider.name())
             .map(|r| r.provider.as_str())
             .collect();
-        let status = if !foreign.is_empty() {
-            "foreign".to_string()
-        } else if DONE.contains(&status) {
-            status.to_string()
-        } else {
-            "timeout".to_string()
+        let status = match done(report) {
+            _ if !foreign.is_empty() => "foreign".to_string(),
+            Some(status) => status.to_string(),
+            None => "timeout".to_string(),
         };
         let error = if foreign.is_empty() {
             report["error"].as_str().map(str::to_string)

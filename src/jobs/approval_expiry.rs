@@ -6,7 +6,7 @@ use crate::app::App;
 use crate::approvals::Sweeper;
 use crate::queue::JobError;
 use crate::queue::worker::{JobContext, JobHandler};
-use crate::store::approvals;
+use crate::store::approvals::{self, ApprovalStatus};
 use serde::Deserialize;
 use tracing::info;
 use uuid::Uuid;
@@ -81,7 +81,7 @@ impl JobHandler for ApprovalExpiry {
             .await
             .map_err(|e| match e {
                 crate::tools::ToolError::Db(e) => e.into(),
-                other => JobError::Fatal(other.to_string()),
+                other => JobError::fatal(other),
             })?;
             info!(approval_id = %id, outcome = ?out, "expired approval re-proposal");
             return Ok(());
@@ -94,10 +94,10 @@ impl JobHandler for ApprovalExpiry {
             return Ok(());
         };
         let a = approvals::get(&app.pool, stale_id).await?.ok_or_else(|| {
-            JobError::Fatal(format!("approval {stale_id} does not exist (purged?)"))
+            JobError::fatal(format_args!("approval {stale_id} does not exist (purged?)"))
         })?;
-        if a.status != "stale" {
-            return Err(JobError::Fatal(format!(
+        if a.status != ApprovalStatus::Stale {
+            return Err(JobError::fatal(format_args!(
                 "approval {stale_id} is {}, not stale: nothing to re-propose",
                 a.status
             )));

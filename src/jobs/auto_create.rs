@@ -41,7 +41,7 @@ impl JobHandler for AutoCreate {
         let state = store::lock_state(&mut tx, p.org_id, p.document_id)
             .await?
             .ok_or_else(|| {
-                JobError::Fatal(format!(
+                JobError::fatal(format_args!(
                     "document {} not found in org {}",
                     p.document_id, p.org_id
                 ))
@@ -49,34 +49,24 @@ impl JobHandler for AutoCreate {
         let org_on = crate::store::org_settings::get(&mut *tx, p.org_id)
             .await?
             .is_none_or(|o| o.auto_create);
-        if !org_on && !p.force {
-            store::set_status(
-                &mut *tx,
-                p.org_id,
-                p.document_id,
-                "skipped",
-                None,
-                Some("auto-create is off for this organisation (orgs set auto_create=true)"),
-                now,
-            )
-            .await?;
+        let skip = if !org_on && !p.force {
+            Some((
+                "auto-create is off for this organisation (orgs set auto_create=true)",
+                "auto-create is off for the org",
+            ))
+        } else if !state.has_text {
+            Some((
+                "the document has no text to read",
+                "the document has no text",
+            ))
+        } else {
+            None
+        };
+        if let Some((reason, why)) = skip {
+            let (org, doc) = (p.org_id, p.document_id);
+            store::set_status(&mut *tx, org, doc, "skipped", None, Some(reason), now).await?;
             tx.commit().await?;
-            info!(document_id = %p.document_id, "skipped: auto-create is off for the org");
-            return Ok(());
-        }
-        if !state.has_text {
-            store::set_status(
-                &mut *tx,
-                p.org_id,
-                p.document_id,
-                "skipped",
-                None,
-                Some("the document has no text to read"),
-                now,
-            )
-            .await?;
-            tx.commit().await?;
-            info!(document_id = %p.document_id, "skipped: the document has no text");
+            info!(document_id = %doc, "skipped: {why}");
             return Ok(());
         }
         let resuming = runs::run_for_job(&mut *tx, job.job.id).await?.is_some();
@@ -94,7 +84,7 @@ impl JobHandler for AutoCreate {
             crate::queue::reconcile::other_active_run(&mut *tx, p.org_id, p.document_id, job.job.id)
                 .await?
         {
-            return Err(JobError::Fatal(format!(
+            return Err(JobError::fatal(format_args!(
                 "refused: document {} already has a run in progress (run {run} of job {other}); enqueue again once it ended",
                 p.document_id
             )));
@@ -178,7 +168,7 @@ impl JobHandler for AutoCreate {
             missing.join(", ")
         );
         self.fail(&job, &p, Some(outcome.run_id), &reason).await?;
-        Err(JobError::Fatal(reason))
+        Err(JobError::fatal(reason))
     }
 }
 
@@ -218,9 +208,7 @@ impl AutoCreate {
 
 /// True if this attempt still owns the job (locks the job row until `tx` ends).
 async fn fenced(tx: &mut sqlx::PgConnection, job: &JobContext) -> Result<bool, JobError> {
-    crate::queue::store::holds_attempt(tx, job.job.id, job.job.attempt)
-        .await
-        .map_err(|e| JobError::Retryable(format!("database error: {e}")))
+    Ok(crate::queue::store::holds_attempt(tx, job.job.id, job.job.attempt).await?)
 }
 
 /// The error of an attempt fenced out of its terminal writes (its outcome is dropped anyway).
@@ -230,7 +218,7 @@ fn stale(job: &JobContext) -> JobError {
         attempt = job.job.attempt,
         "stale attempt: another worker owns the job; terminal writes skipped"
     );
-    JobError::Retryable(format!(
+    JobError::retryable(format_args!(
         "attempt {} of job {} no longer owns the job (lease lost); nothing recorded",
         job.job.attempt, job.job.id
     ))

@@ -57,7 +57,7 @@ pub fn parse_payload<T: DeserializeOwned>(
     payload: &serde_json::Value,
 ) -> Result<T, JobError> {
     serde_json::from_value(payload.clone())
-        .map_err(|e| JobError::Fatal(format!("malformed {kind} payload {payload}: {e}")))
+        .map_err(|e| JobError::fatal(format_args!("malformed {kind} payload {payload}: {e}")))
 }
 
 /// Fills `{name}` placeholders of a job file's message.
@@ -167,9 +167,9 @@ pub async fn fail_run_fenced(
 /// Maps a run error to the job's outcome: retryable while attempts remain, else fatal.
 pub fn job_error(e: &RunError, job: &crate::queue::ClaimedJob) -> JobError {
     if e.is_retryable() && job.counted_attempts < job.max_attempts {
-        JobError::Retryable(e.to_string())
+        JobError::retryable(e)
     } else {
-        JobError::Fatal(e.to_string())
+        JobError::fatal(e)
     }
 }
 

@@ -32,7 +32,7 @@ impl JobHandler for Proactive {
         let app = &self.app;
         let org = orgs::find(&app.pool, &p.org_id.to_string())
             .await?
-            .ok_or_else(|| JobError::Fatal(format!("org {} does not exist", p.org_id)))?;
+            .ok_or_else(|| JobError::fatal(format_args!("org {} does not exist", p.org_id)))?;
         if !org.active {
             info!(org_id = %p.org_id, "org is inactive; no suggestions");
             return Ok(());

@@ -53,19 +53,14 @@ impl JobHandler for WebhookDelivery {
     async fn handle(&self, job: JobContext) -> Result<(), JobError> {
         let p: Payload = parse_payload("webhook_delivery", &job.job.payload)?;
         let pool = &self.app.pool;
-        let db = |e: sqlx::Error| JobError::Retryable(format!("database error: {e}"));
-        let Some((url, secret)) = webhooks::target(pool, p.org_id, p.webhook_id)
-            .await
-            .map_err(db)?
-        else {
+        let Some((url, secret)) = webhooks::target(pool, p.org_id, p.webhook_id).await? else {
             info!(webhook_id = %p.webhook_id, event_id = p.event_id, "the subscription was deleted; delivery dropped");
             return Ok(());
         };
         let event = events::get(pool, p.org_id, p.event_id)
-            .await
-            .map_err(db)?
+            .await?
             .ok_or_else(|| {
-                JobError::Fatal(format!(
+                JobError::fatal(format_args!(
                     "event {} of org {} does not exist (purged?)",
                     p.event_id, p.org_id
                 ))
@@ -79,17 +74,17 @@ impl JobHandler for WebhookDelivery {
                     Ok(())
                 }
                 // A destination of the service's own network: dead now, with the reason.
-                Err(e @ crate::webhooks::delivery::SendError::Blocked(_)) => Err(JobError::Fatal(format!(
+                Err(e @ crate::webhooks::delivery::SendError::Blocked(_)) => Err(JobError::fatal(format_args!(
                     "delivery of event {} to webhook {}: {e}",
                     p.event_id, p.webhook_id
                 ))),
-                Err(e) => Err(JobError::Retryable(format!(
+                Err(e) => Err(JobError::retryable(format_args!(
                     "delivery of event {} to webhook {} (attempt {attempt}): {e}",
                     p.event_id, p.webhook_id
                 ))),
             },
-            _ = job.cancel.cancelled() => Err(JobError::Retryable(
-                "the lease was lost or the worker stopped during the delivery".into(),
+            _ = job.cancel.cancelled() => Err(JobError::retryable(
+                "the lease was lost or the worker stopped during the delivery",
             )),
         }
     }

@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use sqlx::{PgConnection, PgPool};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::info;
 use uuid::Uuid;
 
 /// Keys whose string values are message text, tool arguments or tool results.
@@ -134,8 +134,7 @@ impl TranscriptRetention {
     /// One pass; returns the runs compacted.
     pub async fn run_once(&self) -> Result<u64, sqlx::Error> {
         let cutoff = self.clock.now() - self.keep;
-        let mut total = 0;
-        loop {
+        let total = crate::queue::maintenance::drain(self.batch, || async {
             let mut tx = self.pool.begin().await?;
             let runs: Vec<Uuid> = sqlx::query_scalar(
                 "SELECT id FROM agent_runs
@@ -150,11 +149,9 @@ impl TranscriptRetention {
                 compact_run(&mut tx, *run).await?;
             }
             tx.commit().await?;
-            total += runs.len() as u64;
-            if runs.len() < self.batch as usize {
-                break;
-            }
-        }
+            Ok::<_, sqlx::Error>(runs.len() as u64)
+        })
+        .await?;
         if total > 0 {
             info!(runs = total, "retention compacted finished transcripts");
         }
@@ -163,15 +160,9 @@ impl TranscriptRetention {
 
     /// Runs until `stop`.
     pub async fn run(self, stop: CancellationToken) {
-        loop {
-            if let Err(e) = self.run_once().await {
-                warn!(error = %e, "transcript retention pass failed");
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(self.interval) => {},
-                _ = stop.cancelled() => return,
-            }
-        }
+        let interval = self.interval;
+        let pass = || self.run_once();
+        crate::queue::maintenance::every(interval, stop, "transcript retention", pass).await
     }
 }
 

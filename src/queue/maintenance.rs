@@ -1,5 +1,7 @@
-//! Maintenance services, each a small unit with a `run_once` that tests call directly:
-//! the rescuer (re-queues jobs whose lease expired) and retention (deletes old finished jobs).
+//! Maintenance services, each a small unit with a `run_once` that tests call directly and a
+//! `run` that repeats it ([`every`]): the rescuer (re-queues jobs whose lease expired) and
+//! retention (deletes old finished jobs); the reconciler (`reconcile.rs`) and transcript
+//! retention (`pii::retention`) run the same way.
 
 use super::QueueError;
 use super::store::{self, RescueReport};
@@ -8,6 +10,44 @@ use sqlx::PgPool;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
+
+/// Runs `pass` now and then every `interval` until `stop`: a failed pass is logged as
+/// "`what` pass failed" and the next one comes anyway.
+pub async fn every<T, E, Fut>(
+    interval: Duration,
+    stop: CancellationToken,
+    what: &str,
+    mut pass: impl FnMut() -> Fut,
+) where
+    E: std::fmt::Display,
+    Fut: Future<Output = Result<T, E>>,
+{
+    loop {
+        if let Err(e) = pass().await {
+            warn!(error = %e, "{what} pass failed");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {},
+            _ = stop.cancelled() => return,
+        }
+    }
+}
+
+/// Runs `batch_pass` until it handles fewer than `batch` rows (so a pass never holds a long
+/// lock); returns the rows handled.
+pub async fn drain<E, Fut>(batch: u32, mut batch_pass: impl FnMut() -> Fut) -> Result<u64, E>
+where
+    Fut: Future<Output = Result<u64, E>>,
+{
+    let mut total = 0;
+    loop {
+        let n = batch_pass().await?;
+        total += n;
+        if n < u64::from(batch) {
+            return Ok(total);
+        }
+    }
+}
 
 /// Re-queues running jobs whose lease expired (crashed or hung worker).
 pub struct Rescuer {
@@ -46,15 +86,7 @@ impl Rescuer {
 
     /// Runs until `stop`.
     pub async fn run(self, stop: CancellationToken) {
-        loop {
-            if let Err(e) = self.run_once().await {
-                warn!(error = %e, "rescue pass failed");
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(self.interval) => {},
-                _ = stop.cancelled() => return,
-            }
-        }
+        every(self.interval, stop, "rescue", || self.run_once()).await
     }
 }
 
@@ -71,14 +103,8 @@ impl Retention {
     /// One pass; returns the number of jobs deleted.
     pub async fn run_once(&self) -> Result<u64, QueueError> {
         let cutoff = self.clock.now() - self.keep;
-        let mut total = 0;
-        loop {
-            let n = store::purge_finished(&self.pool, cutoff, self.batch).await?;
-            total += n;
-            if n < u64::from(self.batch) {
-                break;
-            }
-        }
+        let purge = || store::purge_finished(&self.pool, cutoff, self.batch);
+        let total = drain(self.batch, purge).await?;
         if total > 0 {
             info!(deleted = total, "retention deleted finished jobs");
         }
@@ -87,14 +113,6 @@ impl Retention {
 
     /// Runs until `stop`.
     pub async fn run(self, stop: CancellationToken) {
-        loop {
-            if let Err(e) = self.run_once().await {
-                warn!(error = %e, "retention pass failed");
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(self.interval) => {},
-                _ = stop.cancelled() => return,
-            }
-        }
+        every(self.interval, stop, "retention", || self.run_once()).await
     }
 }

@@ -142,6 +142,16 @@ impl From<sqlx::Error> for JobError {
 }
 
 impl JobError {
+    /// Worth another attempt: `.map_err(JobError::retryable)`.
+    pub fn retryable(e: impl std::fmt::Display) -> Self {
+        JobError::Retryable(e.to_string())
+    }
+
+    /// Will never succeed (`dead` at once): `.map_err(JobError::fatal)`.
+    pub fn fatal(e: impl std::fmt::Display) -> Self {
+        JobError::Fatal(e.to_string())
+    }
+
     /// True if the job should be retried (while attempts remain).
     pub fn is_retryable(&self) -> bool {
         matches!(self, JobError::Retryable(_))

@@ -13,6 +13,7 @@
 
 use super::QueueError;
 use crate::clock::SharedClock;
+use crate::store::states::RunStatus;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgPool;
@@ -52,7 +53,7 @@ struct EndedRun {
     id: Uuid,
     org_id: Uuid,
     kind: String,
-    status: String,
+    status: RunStatus,
 }
 
 impl Reconciler {
@@ -63,7 +64,7 @@ impl Reconciler {
         loop {
             let ended = end_runs(&self.pool, now, self.batch).await?;
             for r in &ended {
-                if r.status == "cancelled" {
+                if r.status == RunStatus::Cancelled {
                     report.runs_cancelled += 1;
                 } else {
                     report.runs_failed += 1;
@@ -79,13 +80,8 @@ impl Reconciler {
                 break;
             }
         }
-        loop {
-            let n = end_documents(&self.pool, now, self.batch).await?;
-            report.documents_failed += n;
-            if n < u64::from(self.batch) {
-                break;
-            }
-        }
+        let end = || end_documents(&self.pool, now, self.batch);
+        report.documents_failed = super::maintenance::drain(self.batch, end).await?;
         if report != ReconcileReport::default() {
             warn!(
                 runs_failed = report.runs_failed,
@@ -102,15 +98,8 @@ impl Reconciler {
 
     /// Runs until `stop`.
     pub async fn run(self, stop: CancellationToken) {
-        loop {
-            if let Err(e) = self.run_once().await {
-                warn!(error = %e, "reconcile pass failed");
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(self.interval) => {},
-                _ = stop.cancelled() => return,
-            }
-        }
+        let interval = self.interval;
+        super::maintenance::every(interval, stop, "reconcile", || self.run_once()).await
     }
 }
 

@@ -65,6 +65,21 @@ pub async fn claim(
     Ok(q.fetch_all(pool).await?)
 }
 
+/// `$head` on the jobs `j` whose attempt in `done` still runs them (ids `$1`, attempts `$2`),
+/// returning the ids it touched. Primary-key lookups with the attempt picked from the parallel
+/// array: the join form (`FROM unnest(...)`) got a nested loop over every running row when
+/// statistics said "one running row" (0.4–1.2 s per ack under load, measured by `agentd bench`).
+macro_rules! on_held_attempts {
+    ($head:literal) => {
+        concat!(
+            $head,
+            " WHERE j.id = ANY($1::int8[]) AND j.state = 'running'
+                AND j.attempt = ($2::int4[])[array_position($1::int8[], j.id)]
+          RETURNING j.id"
+        )
+    };
+}
+
 /// Marks attempts succeeded in one statement; returns the ids whose ack counted (stale
 /// attempts are left out).
 pub async fn complete_many(
@@ -72,47 +87,34 @@ pub async fn complete_many(
     done: &[(i64, i32)],
     now: DateTime<Utc>,
 ) -> Result<Vec<i64>, QueueError> {
-    if done.is_empty() {
-        return Ok(Vec::new());
-    }
-    let (ids, attempts): (Vec<i64>, Vec<i32>) = done.iter().copied().unzip();
-    let acked = sqlx::query_scalar(
-        // Primary-key lookups with the attempt picked from the parallel array: the join form
-        // (`FROM unnest(...)`) got a nested loop over every running row when statistics said
-        // "one running row" (0.4–1.2 s per ack under load, measured by `agentd bench`).
+    let complete = on_held_attempts!(
         "UPDATE agentd_jobs j
             SET state = 'succeeded', finished_at = $3, lease_expires_at = NULL, locked_by = NULL,
-                last_error = NULL
-          WHERE j.id = ANY($1::int8[]) AND j.state = 'running'
-            AND j.attempt = ($2::int4[])[array_position($1::int8[], j.id)]
-      RETURNING j.id",
-    )
-    .bind(&ids)
-    .bind(&attempts)
-    .bind(now)
-    .fetch_all(pool)
-    .await?;
-    Ok(acked)
+                last_error = NULL"
+    );
+    let (ids, attempts): (Vec<i64>, Vec<i32>) = done.iter().copied().unzip();
+    let q = sqlx::query_scalar(complete)
+        .bind(ids)
+        .bind(attempts)
+        .bind(now);
+    Ok(if done.is_empty() {
+        Vec::new()
+    } else {
+        q.fetch_all(pool).await?
+    })
 }
 
 /// Deletes succeeded attempts in one statement (kinds with `delete_on_success`); returns the
 /// ids whose ack counted (stale attempts are left out and keep their row).
 pub async fn delete_succeeded(pool: &PgPool, done: &[(i64, i32)]) -> Result<Vec<i64>, QueueError> {
-    if done.is_empty() {
-        return Ok(Vec::new());
-    }
+    let delete = on_held_attempts!("DELETE FROM agentd_jobs j");
     let (ids, attempts): (Vec<i64>, Vec<i32>) = done.iter().copied().unzip();
-    let acked = sqlx::query_scalar(
-        "DELETE FROM agentd_jobs j
-          WHERE j.id = ANY($1::int8[]) AND j.state = 'running'
-            AND j.attempt = ($2::int4[])[array_position($1::int8[], j.id)]
-      RETURNING j.id",
-    )
-    .bind(&ids)
-    .bind(&attempts)
-    .fetch_all(pool)
-    .await?;
-    Ok(acked)
+    let q = sqlx::query_scalar(delete).bind(ids).bind(attempts);
+    Ok(if done.is_empty() {
+        Vec::new()
+    } else {
+        q.fetch_all(pool).await?
+    })
 }
 
 /// What happened to a failed attempt.
@@ -320,44 +322,6 @@ pub async fn list(
     .bind(kind)
     .bind(state)
     .bind(limit)
-    .fetch_all(pool)
-    .await?)
-}
-
-/// Jobs per kind and state.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-pub struct StateCount {
-    pub kind: String,
-    pub state: String,
-    pub count: i64,
-}
-
-/// Counts by kind and state.
-pub async fn counts(pool: &PgPool) -> Result<Vec<StateCount>, QueueError> {
-    Ok(sqlx::query_as::<_, StateCount>(
-        "SELECT kind, state, count(*) AS count FROM agentd_jobs GROUP BY kind, state ORDER BY kind, state",
-    )
-    .fetch_all(pool)
-    .await?)
-}
-
-/// Per kind: ready jobs and the age of the oldest one, in seconds.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-pub struct ReadyAge {
-    pub kind: String,
-    pub ready: i64,
-    pub oldest_ready_secs: Option<f64>,
-}
-
-/// Ready depth and oldest ready age per kind, as of `now`.
-pub async fn ready_ages(pool: &PgPool, now: DateTime<Utc>) -> Result<Vec<ReadyAge>, QueueError> {
-    Ok(sqlx::query_as::<_, ReadyAge>(
-        "SELECT kind, count(*) AS ready,
-                EXTRACT(EPOCH FROM ($1 - min(run_at)))::float8 AS oldest_ready_secs
-           FROM agentd_jobs WHERE state = 'available' AND run_at <= $1
-          GROUP BY kind ORDER BY kind",
-    )
-    .bind(now)
     .fetch_all(pool)
     .await?)
 }

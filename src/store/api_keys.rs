@@ -146,14 +146,11 @@ pub async fn claim_idempotent(
     if claimed.is_some() {
         return Ok(None);
     }
-    sqlx::query_as(
-        "SELECT request_hash, route, status, response FROM api_idempotency
-          WHERE org_id = $1 AND key = $2",
-    )
-    .bind(org_id)
-    .bind(key)
-    .fetch_optional(conn)
-    .await
+    let earlier = "SELECT request_hash, route, status, response FROM api_idempotency
+                    WHERE org_id = $1 AND key = $2";
+    super::sql::bound(earlier, org_id, key)
+        .fetch_optional(conn)
+        .await
 }
 
 /// Records the answer of a claimed key (same transaction as the work).

@@ -1,65 +1,92 @@
-//! Org-scoped reads for the HTTP API: keyset pages (newest first, `(created_at, id)` as the
-//! cursor), the queue at a glance for one org, and which jobs an org may see. Every query
+//! Org-scoped reads for the HTTP API: keyset pages of any [`Listed`] row type (newest first,
+//! `(created_at, id)` as the cursor) and which jobs an org may see. Every query
 //! takes the org; "now" is a parameter.
 
 use crate::queue::JobRow;
-use crate::queue::store::{ReadyAge, StateCount};
 use crate::store::approvals::ApprovalRow;
 use crate::store::documents::DocumentSummary;
-use crate::store::status::{ApprovalCount, RunCount, RunningJob};
+use crate::store::runs::RunRow;
+use crate::store::states::{ApprovalStatus, AutoCreateStatus, RunStatus, State, SuggestionStatus};
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use serde_json::Value;
 use sqlx::PgExecutor;
+use sqlx::postgres::PgRow;
 use uuid::Uuid;
 
 /// Where a page starts: strictly after this `(created_at, id)` in newest-first order.
 pub type After = Option<(DateTime<Utc>, Uuid)>;
 
-/// A page of the org's documents, newest first.
-pub async fn documents_page<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-    status: Option<&str>,
-    after: After,
-    limit: i64,
-) -> Result<Vec<DocumentSummary>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, name, tag_ids, auto_create_status, created_at, updated_at FROM documents
-          WHERE org_id = $1 AND ($2::text IS NULL OR auto_create_status = $2)
-            AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4))
-          ORDER BY created_at DESC, id DESC LIMIT $5",
-    )
-    .bind(org_id)
-    .bind(status)
-    .bind(after.map(|a| a.0))
-    .bind(after.map(|a| a.1))
-    .bind(limit)
-    .fetch_all(exec)
-    .await
+/// A row type the API lists in keyset pages: newest first by `(ORDER, id)`, optionally only
+/// one state (and one kind).
+pub trait Listed: for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin {
+    /// `SELECT … FROM <table>`, whose rows have `org_id` and `id`.
+    const SELECT: &'static str;
+    /// The column of the state filter, and its type.
+    const STATE: &'static str = "status";
+    type State: State;
+    /// The column of the kind filter (rows that have kinds).
+    const KIND: Option<&'static str> = None;
+    /// The time column of the order.
+    const ORDER: &'static str = "created_at";
+    /// Where the page after this row starts.
+    fn key(&self) -> (DateTime<Utc>, Uuid);
 }
 
-/// A page of the org's approvals, newest first.
-pub async fn approvals_page<'e, E: PgExecutor<'e>>(
-    exec: E,
+/// A page of the org's `T`, newest first: `limit` rows after `after`, only `state` and `kind`
+/// when given (`kind` only where `T` has a kind column).
+pub async fn page<'e, T: Listed>(
+    exec: impl PgExecutor<'e>,
     org_id: Uuid,
-    status: Option<&str>,
+    state: Option<T::State>,
+    kind: Option<&str>,
     after: After,
     limit: i64,
-) -> Result<Vec<ApprovalRow>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT * FROM pending_approvals
-          WHERE org_id = $1 AND ($2::text IS NULL OR status = $2)
-            AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4))
-          ORDER BY created_at DESC, id DESC LIMIT $5",
-    )
-    .bind(org_id)
-    .bind(status)
-    .bind(after.map(|a| a.0))
-    .bind(after.map(|a| a.1))
-    .bind(limit)
-    .fetch_all(exec)
-    .await
+) -> Result<Vec<T>, sqlx::Error> {
+    let mut q = sqlx::QueryBuilder::new(T::SELECT);
+    q.push(" WHERE org_id = ").push_bind(org_id);
+    if let Some(state) = state {
+        q.push(format_args!(" AND {} = ", T::STATE));
+        q.push_bind(state.as_str());
+    }
+    if let (Some(kind), Some(column)) = (kind, T::KIND) {
+        q.push(format_args!(" AND {column} = ")).push_bind(kind);
+    }
+    if let Some((at, id)) = after {
+        q.push(format_args!(" AND ({}, id) < (", T::ORDER));
+        q.push_bind(at).push(", ").push_bind(id).push(")");
+    }
+    q.push(format_args!(" ORDER BY {} DESC, id DESC LIMIT ", T::ORDER));
+    q.push_bind(limit);
+    q.build_query_as().fetch_all(exec).await
+}
+
+impl Listed for DocumentSummary {
+    const SELECT: &'static str =
+        "SELECT id, name, tag_ids, auto_create_status, created_at, updated_at FROM documents";
+    const STATE: &'static str = "auto_create_status";
+    type State = AutoCreateStatus;
+    fn key(&self) -> (DateTime<Utc>, Uuid) {
+        (self.created_at, self.id)
+    }
+}
+
+impl Listed for ApprovalRow {
+    const SELECT: &'static str = "SELECT * FROM pending_approvals";
+    type State = ApprovalStatus;
+    fn key(&self) -> (DateTime<Utc>, Uuid) {
+        (self.created_at, self.id)
+    }
+}
+
+impl Listed for RunRow {
+    const SELECT: &'static str = "SELECT * FROM agent_runs";
+    type State = RunStatus;
+    const KIND: Option<&'static str> = Some("kind");
+    const ORDER: &'static str = "started_at";
+    fn key(&self) -> (DateTime<Utc>, Uuid) {
+        (self.started_at, self.id)
+    }
 }
 
 /// A suggestion as the API lists it.
@@ -73,9 +100,9 @@ pub struct SuggestionItem {
     pub message: String,
     pub document_id: Option<Uuid>,
     pub proposed_action: Option<Value>,
-    pub status: String,
+    pub status: SuggestionStatus,
     /// The same as `status` (the name of the shared API contract).
-    pub state: String,
+    pub state: SuggestionStatus,
     /// A dismissal's reason.
     pub status_reason: Option<String>,
     pub status_changed_at: Option<DateTime<Utc>>,
@@ -85,33 +112,19 @@ pub struct SuggestionItem {
     pub created_at: DateTime<Utc>,
 }
 
-/// A page of the org's suggestions, newest first.
-pub async fn suggestions_page<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-    status: Option<&str>,
-    after: After,
-    limit: i64,
-) -> Result<Vec<SuggestionItem>, sqlx::Error> {
-    sqlx::query_as(
+impl Listed for SuggestionItem {
+    const SELECT: &'static str =
         "SELECT id, kind, subject, night, title, message, document_id, proposed_action, status,
                 status AS state, status_reason, status_changed_at,
                 (SELECT p.id FROM pending_approvals p
                   WHERE p.org_id = suggestions.org_id AND p.suggestion_id = suggestions.id
                   ORDER BY p.created_at DESC LIMIT 1) AS approval_id,
                 run_id, created_at
-           FROM suggestions
-          WHERE org_id = $1 AND ($2::text IS NULL OR status = $2)
-            AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4))
-          ORDER BY created_at DESC, id DESC LIMIT $5",
-    )
-    .bind(org_id)
-    .bind(status)
-    .bind(after.map(|a| a.0))
-    .bind(after.map(|a| a.1))
-    .bind(limit)
-    .fetch_all(exec)
-    .await
+           FROM suggestions";
+    type State = SuggestionStatus;
+    fn key(&self) -> (DateTime<Utc>, Uuid) {
+        (self.created_at, self.id)
+    }
 }
 
 /// The SQL condition "job `j` belongs to org `$1`": its payload names the org, or it is an
@@ -176,107 +189,4 @@ pub async fn approvals_of_org<'e, E: PgExecutor<'e>>(
         .bind(ids)
         .fetch_all(exec)
         .await
-}
-
-/// The org's jobs per kind and state.
-pub async fn job_counts<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-) -> Result<Vec<StateCount>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT j.kind, j.state, count(*) AS count FROM agentd_jobs j WHERE {JOB_OF_ORG}
-          GROUP BY j.kind, j.state ORDER BY j.kind, j.state"
-    )))
-    .bind(org_id)
-    .fetch_all(exec)
-    .await
-}
-
-/// The org's ready jobs per kind and the oldest one's age.
-pub async fn ready_ages<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-    now: DateTime<Utc>,
-) -> Result<Vec<ReadyAge>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT j.kind, count(*) AS ready,
-                EXTRACT(EPOCH FROM ($2 - min(j.run_at)))::float8 AS oldest_ready_secs
-           FROM agentd_jobs j WHERE j.state = 'available' AND j.run_at <= $2 AND {JOB_OF_ORG}
-          GROUP BY j.kind ORDER BY j.kind"
-    )))
-    .bind(org_id)
-    .bind(now)
-    .fetch_all(exec)
-    .await
-}
-
-/// The org's running jobs, oldest first.
-pub async fn running_jobs<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-    now: DateTime<Utc>,
-    limit: i64,
-) -> Result<Vec<RunningJob>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT j.id, j.kind, j.attempt, j.locked_by,
-                EXTRACT(EPOCH FROM ($2 - j.started_at))::float8 AS running_secs,
-                EXTRACT(EPOCH FROM (j.lease_expires_at - $2))::float8 AS lease_left_secs
-           FROM agentd_jobs j WHERE j.state = 'running' AND {JOB_OF_ORG}
-          ORDER BY j.started_at LIMIT $3"
-    )))
-    .bind(org_id)
-    .bind(now)
-    .bind(limit)
-    .fetch_all(exec)
-    .await
-}
-
-/// The org's most recent dead jobs.
-pub async fn dead_jobs<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-    limit: i64,
-) -> Result<Vec<JobRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT j.* FROM agentd_jobs j WHERE j.state = 'dead' AND {JOB_OF_ORG}
-          ORDER BY j.id DESC LIMIT $2"
-    )))
-    .bind(org_id)
-    .bind(limit)
-    .fetch_all(exec)
-    .await
-}
-
-/// The org's runs started since `since`, grouped.
-pub async fn runs_since<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-    since: DateTime<Utc>,
-) -> Result<Vec<RunCount>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT kind, status, stop_reason, count(*) AS count FROM agent_runs
-          WHERE org_id = $1 AND started_at >= $2
-          GROUP BY kind, status, stop_reason ORDER BY kind, status",
-    )
-    .bind(org_id)
-    .bind(since)
-    .fetch_all(exec)
-    .await
-}
-
-/// The org's approvals by status, and pending ones expiring before `soon`.
-pub async fn approval_counts<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-    soon: DateTime<Utc>,
-) -> Result<Vec<ApprovalCount>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT status, count(*) AS count,
-                count(*) FILTER (WHERE status = 'pending' AND expires_at < $2) AS expiring_soon
-           FROM pending_approvals WHERE org_id = $1 GROUP BY status ORDER BY status",
-    )
-    .bind(org_id)
-    .bind(soon)
-    .fetch_all(exec)
-    .await
 }

@@ -1,5 +1,6 @@
 //! SQL for pending approvals. "Now" is always a parameter.
 
+pub use super::states::ApprovalStatus;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
@@ -20,7 +21,7 @@ pub struct ApprovalRow {
     pub snapshot_hash: String,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
-    pub status: String,
+    pub status: ApprovalStatus,
     pub decided_by: Option<String>,
     pub decided_at: Option<DateTime<Utc>>,
     pub result: Option<Value>,
@@ -110,13 +111,13 @@ pub async fn lock(
     id: Uuid,
     org_id: Option<Uuid>,
 ) -> Result<Option<ApprovalRow>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT * FROM pending_approvals WHERE id = $1 AND ($2::uuid IS NULL OR org_id = $2) FOR UPDATE",
-    )
-    .bind(id)
-    .bind(org_id)
-    .fetch_optional(conn)
-    .await
+    let lock = "SELECT * FROM pending_approvals
+                 WHERE id = $1 AND ($2::uuid IS NULL OR org_id = $2) FOR UPDATE";
+    sqlx::query_as(lock)
+        .bind(id)
+        .bind(org_id)
+        .fetch_optional(conn)
+        .await
 }
 
 /// One approval.
@@ -124,17 +125,15 @@ pub async fn get<'e, E: PgExecutor<'e>>(
     exec: E,
     id: Uuid,
 ) -> Result<Option<ApprovalRow>, sqlx::Error> {
-    sqlx::query_as("SELECT * FROM pending_approvals WHERE id = $1")
-        .bind(id)
-        .fetch_optional(exec)
-        .await
+    let get = "SELECT * FROM pending_approvals WHERE id = $1";
+    sqlx::query_as(get).bind(id).fetch_optional(exec).await
 }
 
 /// Approvals, newest first.
 pub async fn list<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Option<Uuid>,
-    status: Option<&str>,
+    status: Option<ApprovalStatus>,
     limit: i64,
 ) -> Result<Vec<ApprovalRow>, sqlx::Error> {
     sqlx::query_as(
@@ -153,7 +152,7 @@ pub async fn list<'e, E: PgExecutor<'e>>(
 pub async fn set_decision(
     conn: &mut PgConnection,
     id: Uuid,
-    status: &str,
+    status: ApprovalStatus,
     by: &str,
     now: DateTime<Utc>,
     result: Option<&Value>,

@@ -29,30 +29,30 @@ pub async fn lock_state(
     org_id: Uuid,
     document_id: Uuid,
 ) -> Result<Option<ProposalState>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, org_id, name, COALESCE(length(btrim(text, E' \\t\\r\\n\\f')), 0) > 0 AS has_text, auto_create_status,
-                proposed_schema_id, proposed_schema_version, proposed_prompt_id, proposed_prompt_version,
-                proposed_extraction_id, auto_create_run_id, auto_create_error
-           FROM documents WHERE org_id = $1 AND id = $2 FOR UPDATE",
-    )
-    .bind(org_id)
-    .bind(document_id)
-    .fetch_optional(conn)
-    .await
+    read_state(conn, Some(org_id), document_id, " FOR UPDATE").await
 }
 
-/// The state without a lock.
+/// The state without a lock (`org_id` None: whichever org has the document).
 pub async fn state<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Option<Uuid>,
     document_id: Uuid,
 ) -> Result<Option<ProposalState>, sqlx::Error> {
-    sqlx::query_as(
+    read_state(exec, org_id, document_id, "").await
+}
+
+async fn read_state<'e>(
+    exec: impl PgExecutor<'e>,
+    org_id: Option<Uuid>,
+    document_id: Uuid,
+    lock: &str,
+) -> Result<Option<ProposalState>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT id, org_id, name, COALESCE(length(btrim(text, E' \\t\\r\\n\\f')), 0) > 0 AS has_text, auto_create_status,
                 proposed_schema_id, proposed_schema_version, proposed_prompt_id, proposed_prompt_version,
                 proposed_extraction_id, auto_create_run_id, auto_create_error
-           FROM documents WHERE id = $2 AND ($1::uuid IS NULL OR org_id = $1)",
-    )
+           FROM documents WHERE id = $2 AND ($1::uuid IS NULL OR org_id = $1){lock}"
+    )))
     .bind(org_id)
     .bind(document_id)
     .fetch_optional(exec)

@@ -1,9 +1,9 @@
 //! Org-scoped reads behind the console's API routes: the queue view (throughput and failures
-//! per 5-minute bucket over the last hour) and the run list. Every query takes the org and
+//! per 5-minute bucket over the last hour) and retrying a dead job (the run list is an
+//! [`super::api_reads::page`] of runs). Every query takes the org and
 //! "now"; which jobs belong to an org is [`super::api_reads::JOB_OF_ORG`].
 
-use super::api_reads::{After, JOB_OF_ORG};
-use crate::store::runs::RunRow;
+use super::api_reads::JOB_OF_ORG;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgExecutor;
@@ -69,32 +69,6 @@ pub async fn throughput<'e, E: PgExecutor<'e>>(
             }
         })
         .collect())
-}
-
-/// A page of the org's runs, newest first (by `started_at`, then id).
-pub async fn runs_page<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-    status: Option<&str>,
-    kind: Option<&str>,
-    after: After,
-    limit: i64,
-) -> Result<Vec<RunRow>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT * FROM agent_runs
-          WHERE org_id = $1 AND ($2::text IS NULL OR status = $2)
-            AND ($3::text IS NULL OR kind = $3)
-            AND ($4::timestamptz IS NULL OR (started_at, id) < ($4, $5))
-          ORDER BY started_at DESC, id DESC LIMIT $6",
-    )
-    .bind(org_id)
-    .bind(status)
-    .bind(kind)
-    .bind(after.map(|a| a.0))
-    .bind(after.map(|a| a.1))
-    .bind(limit)
-    .fetch_all(exec)
-    .await
 }
 
 /// Outcome of [`retry_dead`].

@@ -3,6 +3,7 @@
 //! [`clean_json`] first. Reads of document text are bounded in SQL (`left(text, n)`), so a
 //! 5 MB document never crosses the wire whole for an excerpt.
 
+use super::sql::{self, Table};
 pub use super::states::AutoCreateStatus;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -143,12 +144,14 @@ pub async fn get_page(
     .await
 }
 
-/// A row of `list`: no text.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+/// A row of the document list (`list`, and `GET /v1/documents` as `DocumentItem`): no text.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
+#[schema(as = DocumentItem)]
 pub struct DocumentSummary {
     pub id: Uuid,
     pub name: String,
     pub tag_ids: Vec<Uuid>,
+    #[schema(value_type = String)]
     pub auto_create_status: AutoCreateStatus,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -255,12 +258,8 @@ pub async fn delete(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<b
         return Ok(false);
     }
     crate::pii::retention::erase_document(&mut *conn, org_id, id).await?;
-    let r = sqlx::query("DELETE FROM documents WHERE org_id = $1 AND id = $2")
-        .bind(org_id)
-        .bind(id)
-        .execute(conn)
-        .await?;
-    Ok(r.rows_affected() > 0)
+    let delete = "DELETE FROM documents WHERE org_id = $1 AND id = $2";
+    Ok(sql::affected(conn, delete, org_id, id).await? > 0)
 }
 
 /// What an action on a document depends on, read with the row locked.
@@ -274,6 +273,13 @@ pub struct DocumentLock {
     pub updated_at: DateTime<Utc>,
     /// SHA-256 (hex) of the UTF-8 text: the text itself is too big for a snapshot.
     pub text_sha256: String,
+}
+
+impl Table for DocumentLock {
+    const SELECT: &'static str =
+        "SELECT id, name, tag_ids, metadata, auto_create_status, updated_at,
+                encode(sha256(convert_to(COALESCE(text, ''), 'UTF8')), 'hex') AS text_sha256
+           FROM documents";
 }
 
 impl DocumentLock {
@@ -377,16 +383,9 @@ pub async fn lock(
     org_id: Uuid,
     id: Uuid,
 ) -> Result<Option<DocumentLock>, sqlx::Error> {
-    sqlx::query_as::<_, DocumentLock>(
-        "SELECT id, name, tag_ids, metadata, auto_create_status, updated_at,
-                encode(sha256(convert_to(COALESCE(text, ''), 'UTF8')), 'hex') AS text_sha256
-           FROM documents WHERE org_id = $1 AND id = $2
-            FOR UPDATE",
-    )
-    .bind(org_id)
-    .bind(id)
-    .fetch_optional(conn)
-    .await
+    sql::rows(org_id, "id = $2", id, true)
+        .fetch_optional(conn)
+        .await
 }
 
 /// The document's version (migration 0061: a new number for every row version), if it exists.
@@ -404,9 +403,6 @@ pub async fn version(
 
 /// True if this org has a document with this id.
 pub async fn exists(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM documents WHERE org_id = $1 AND id = $2)")
-        .bind(org_id)
-        .bind(id)
-        .fetch_one(conn)
-        .await
+    let exists = "SELECT EXISTS (SELECT 1 FROM documents WHERE org_id = $1 AND id = $2)";
+    sql::scalar(exists, org_id, id).fetch_one(conn).await
 }

@@ -2,6 +2,7 @@
 //! version) over a document. "Latest" is by insertion order (`seq`), not by the Clock.
 
 use super::documents::clean_json;
+use super::sql::{self, Table};
 pub use super::states::ExtractionStatus;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -24,6 +25,18 @@ pub struct ExtractionRow {
     pub created_at: DateTime<Utc>,
 }
 
+/// The columns of [`ExtractionRow`].
+macro_rules! columns {
+    () => {
+        "id, document_id, prompt_id, prompt_version, schema_id, schema_version, result, status,
+         run_id, created_at"
+    };
+}
+
+impl Table for ExtractionRow {
+    const SELECT: &'static str = concat!("SELECT ", columns!(), " FROM extractions");
+}
+
 /// What a new extraction was made from.
 #[derive(Debug, Clone, Copy)]
 pub struct ExtractionSource {
@@ -43,13 +56,13 @@ pub async fn insert(
     run_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<ExtractionRow, sqlx::Error> {
-    sqlx::query_as::<_, ExtractionRow>(
+    sqlx::query_as(concat!(
         "INSERT INTO extractions (id, org_id, document_id, prompt_id, prompt_version, schema_id,
                                   schema_version, result, status, run_id, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'proposed', $9, $10)
-      RETURNING id, document_id, prompt_id, prompt_version, schema_id, schema_version, result,
-                status, run_id, created_at",
-    )
+      RETURNING ",
+        columns!()
+    ))
     .bind(Uuid::now_v7())
     .bind(org_id)
     .bind(src.document_id)
@@ -71,18 +84,7 @@ pub async fn get(
     id: Uuid,
     lock: bool,
 ) -> Result<Option<ExtractionRow>, sqlx::Error> {
-    let sql = if lock {
-        "SELECT id, document_id, prompt_id, prompt_version, schema_id, schema_version, result,
-                status, run_id, created_at
-           FROM extractions WHERE org_id = $1 AND id = $2 FOR UPDATE"
-    } else {
-        "SELECT id, document_id, prompt_id, prompt_version, schema_id, schema_version, result,
-                status, run_id, created_at
-           FROM extractions WHERE org_id = $1 AND id = $2"
-    };
-    sqlx::query_as::<_, ExtractionRow>(sql)
-        .bind(org_id)
-        .bind(id)
+    sql::rows(org_id, "id = $2", id, lock)
         .fetch_optional(conn)
         .await
 }
@@ -94,20 +96,8 @@ pub async fn latest_for_document(
     document_id: Uuid,
     lock: bool,
 ) -> Result<Option<ExtractionRow>, sqlx::Error> {
-    let sql = if lock {
-        "SELECT id, document_id, prompt_id, prompt_version, schema_id, schema_version, result,
-                status, run_id, created_at
-           FROM extractions WHERE org_id = $1 AND document_id = $2
-          ORDER BY seq DESC LIMIT 1 FOR UPDATE"
-    } else {
-        "SELECT id, document_id, prompt_id, prompt_version, schema_id, schema_version, result,
-                status, run_id, created_at
-           FROM extractions WHERE org_id = $1 AND document_id = $2
-          ORDER BY seq DESC LIMIT 1"
-    };
-    sqlx::query_as::<_, ExtractionRow>(sql)
-        .bind(org_id)
-        .bind(document_id)
+    let cond = "document_id = $2 ORDER BY seq DESC LIMIT 1";
+    sql::rows(org_id, cond, document_id, lock)
         .fetch_optional(conn)
         .await
 }
@@ -120,12 +110,12 @@ pub async fn update_result(
     id: Uuid,
     result: &Value,
 ) -> Result<Option<ExtractionRow>, sqlx::Error> {
-    sqlx::query_as::<_, ExtractionRow>(
+    sqlx::query_as(concat!(
         "UPDATE extractions SET result = $3
           WHERE org_id = $1 AND id = $2 AND status = 'proposed'
-      RETURNING id, document_id, prompt_id, prompt_version, schema_id, schema_version, result,
-                status, run_id, created_at",
-    )
+      RETURNING ",
+        columns!()
+    ))
     .bind(org_id)
     .bind(id)
     .bind(clean_json(result))

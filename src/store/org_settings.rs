@@ -51,7 +51,8 @@ pub async fn lock(
     conn: &mut PgConnection,
     org_id: Uuid,
 ) -> Result<Option<OrgSettings>, sqlx::Error> {
-    sqlx::query_as(concat!(columns!(), " FOR UPDATE"))
+    let locked = concat!(columns!(), " FOR UPDATE");
+    sqlx::query_as(locked)
         .bind(org_id)
         .fetch_optional(conn)
         .await

@@ -2,6 +2,8 @@
 //! revision, an update inserts version + 1, and each version points at one schema version.
 
 use super::documents::clean_text;
+use super::sql::{self, Table};
+use super::versions::{self, Versioned};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgConnection;
@@ -21,6 +23,23 @@ pub struct PromptRow {
     pub status: String,
     pub run_id: Option<Uuid>,
     pub created_at: DateTime<Utc>,
+}
+
+/// The columns of [`PromptRow`].
+macro_rules! columns {
+    () => {
+        "prompt_id, version, name, content, schema_id, schema_version, model, tag_ids, status,
+         run_id, created_at"
+    };
+}
+
+impl Table for PromptRow {
+    const SELECT: &'static str = concat!("SELECT ", columns!(), " FROM prompts");
+}
+
+impl Versioned for PromptRow {
+    const TABLE: &'static str = "prompts";
+    const ID: &'static str = "prompt_id";
 }
 
 /// The fields of a new prompt version.
@@ -54,16 +73,7 @@ pub async fn get(
     prompt_id: Uuid,
     version: i32,
 ) -> Result<Option<PromptRow>, sqlx::Error> {
-    sqlx::query_as::<_, PromptRow>(
-        "SELECT prompt_id, version, name, content, schema_id, schema_version, model, tag_ids,
-                status, run_id, created_at
-           FROM prompts WHERE org_id = $1 AND prompt_id = $2 AND version = $3",
-    )
-    .bind(org_id)
-    .bind(prompt_id)
-    .bind(version)
-    .fetch_optional(conn)
-    .await
+    versions::get(conn, org_id, prompt_id, version).await
 }
 
 /// The latest version of a prompt of this org; `lock` takes `FOR UPDATE` on it.
@@ -73,22 +83,7 @@ pub async fn latest(
     prompt_id: Uuid,
     lock: bool,
 ) -> Result<Option<PromptRow>, sqlx::Error> {
-    let sql = if lock {
-        "SELECT prompt_id, version, name, content, schema_id, schema_version, model, tag_ids,
-                status, run_id, created_at
-           FROM prompts WHERE org_id = $1 AND prompt_id = $2
-          ORDER BY version DESC LIMIT 1 FOR UPDATE"
-    } else {
-        "SELECT prompt_id, version, name, content, schema_id, schema_version, model, tag_ids,
-                status, run_id, created_at
-           FROM prompts WHERE org_id = $1 AND prompt_id = $2
-          ORDER BY version DESC LIMIT 1"
-    };
-    sqlx::query_as::<_, PromptRow>(sql)
-        .bind(org_id)
-        .bind(prompt_id)
-        .fetch_optional(conn)
-        .await
+    versions::latest(conn, org_id, prompt_id, lock).await
 }
 
 /// The prompt version this run wrote last (run_extraction's default prompt).
@@ -97,16 +92,10 @@ pub async fn latest_in_run(
     org_id: Uuid,
     run_id: Uuid,
 ) -> Result<Option<PromptRow>, sqlx::Error> {
-    sqlx::query_as::<_, PromptRow>(
-        "SELECT prompt_id, version, name, content, schema_id, schema_version, model, tag_ids,
-                status, run_id, created_at
-           FROM prompts WHERE org_id = $1 AND run_id = $2
-          ORDER BY seq DESC LIMIT 1",
-    )
-    .bind(org_id)
-    .bind(run_id)
-    .fetch_optional(conn)
-    .await
+    let cond = "run_id = $2 ORDER BY seq DESC LIMIT 1";
+    sql::rows(org_id, cond, run_id, false)
+        .fetch_optional(conn)
+        .await
 }
 
 /// The latest version of each of this org's prompts, newest first.
@@ -114,18 +103,7 @@ pub async fn list_latest(
     conn: &mut PgConnection,
     org_id: Uuid,
 ) -> Result<Vec<PromptRow>, sqlx::Error> {
-    sqlx::query_as::<_, PromptRow>(
-        "SELECT * FROM (
-             SELECT DISTINCT ON (prompt_id)
-                    prompt_id, version, name, content, schema_id, schema_version, model, tag_ids,
-                    status, run_id, created_at
-               FROM prompts WHERE org_id = $1
-              ORDER BY prompt_id, version DESC) p
-          ORDER BY created_at DESC, prompt_id",
-    )
-    .bind(org_id)
-    .fetch_all(conn)
-    .await
+    versions::list_latest(conn, org_id).await
 }
 
 /// Inserts a prompt version, status `proposed`.
@@ -139,13 +117,13 @@ async fn insert(
     run_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<PromptRow, sqlx::Error> {
-    sqlx::query_as::<_, PromptRow>(
+    sqlx::query_as(concat!(
         "INSERT INTO prompts (prompt_id, version, org_id, name, content, schema_id,
                               schema_version, model, tag_ids, status, run_id, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'proposed', $10, $11)
-      RETURNING prompt_id, version, name, content, schema_id, schema_version, model, tag_ids,
-                status, run_id, created_at",
-    )
+      RETURNING ",
+        columns!()
+    ))
     .bind(prompt_id)
     .bind(version)
     .bind(org_id)
@@ -200,16 +178,7 @@ pub async fn lock_all(
     org_id: Uuid,
     prompt_id: Uuid,
 ) -> Result<Vec<PromptRow>, sqlx::Error> {
-    sqlx::query_as::<_, PromptRow>(
-        "SELECT prompt_id, version, name, content, schema_id, schema_version, model, tag_ids,
-                status, run_id, created_at
-           FROM prompts WHERE org_id = $1 AND prompt_id = $2
-          ORDER BY version FOR UPDATE",
-    )
-    .bind(org_id)
-    .bind(prompt_id)
-    .fetch_all(conn)
-    .await
+    versions::lock_all(conn, org_id, prompt_id).await
 }
 
 /// Deletes every version of a prompt of this org; returns how many versions went.
@@ -218,10 +187,5 @@ pub async fn delete(
     org_id: Uuid,
     prompt_id: Uuid,
 ) -> Result<u64, sqlx::Error> {
-    let r = sqlx::query("DELETE FROM prompts WHERE org_id = $1 AND prompt_id = $2")
-        .bind(org_id)
-        .bind(prompt_id)
-        .execute(conn)
-        .await?;
-    Ok(r.rows_affected())
+    versions::delete::<PromptRow>(conn, org_id, prompt_id).await
 }

@@ -2,6 +2,8 @@
 //! update inserts version + 1. Versions are immutable once written.
 
 use super::documents::{clean_json, clean_text};
+use super::sql::{self, Table};
+use super::versions::{self, Versioned};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
@@ -21,7 +23,21 @@ pub struct SchemaRow {
     pub created_at: DateTime<Utc>,
 }
 
-const COLUMNS: &str = "schema_id, version, name, response_format, status, run_id, created_at";
+/// The columns of [`SchemaRow`].
+macro_rules! columns {
+    () => {
+        "schema_id, version, name, response_format, status, run_id, created_at"
+    };
+}
+
+impl Table for SchemaRow {
+    const SELECT: &'static str = concat!("SELECT ", columns!(), " FROM schemas");
+}
+
+impl Versioned for SchemaRow {
+    const TABLE: &'static str = "schemas";
+    const ID: &'static str = "schema_id";
+}
 
 /// Version `version` of a schema of this org.
 pub async fn get(
@@ -30,15 +46,7 @@ pub async fn get(
     schema_id: Uuid,
     version: i32,
 ) -> Result<Option<SchemaRow>, sqlx::Error> {
-    sqlx::query_as::<_, SchemaRow>(
-        "SELECT schema_id, version, name, response_format, status, run_id, created_at
-           FROM schemas WHERE org_id = $1 AND schema_id = $2 AND version = $3",
-    )
-    .bind(org_id)
-    .bind(schema_id)
-    .bind(version)
-    .fetch_optional(conn)
-    .await
+    versions::get(conn, org_id, schema_id, version).await
 }
 
 /// The latest version of a schema of this org; `lock` takes `FOR UPDATE` on it.
@@ -48,20 +56,7 @@ pub async fn latest(
     schema_id: Uuid,
     lock: bool,
 ) -> Result<Option<SchemaRow>, sqlx::Error> {
-    let sql = if lock {
-        "SELECT schema_id, version, name, response_format, status, run_id, created_at
-           FROM schemas WHERE org_id = $1 AND schema_id = $2
-          ORDER BY version DESC LIMIT 1 FOR UPDATE"
-    } else {
-        "SELECT schema_id, version, name, response_format, status, run_id, created_at
-           FROM schemas WHERE org_id = $1 AND schema_id = $2
-          ORDER BY version DESC LIMIT 1"
-    };
-    sqlx::query_as::<_, SchemaRow>(sql)
-        .bind(org_id)
-        .bind(schema_id)
-        .fetch_optional(conn)
-        .await
+    versions::latest(conn, org_id, schema_id, lock).await
 }
 
 /// The latest version of each of this org's schemas, newest first.
@@ -69,17 +64,7 @@ pub async fn list_latest(
     conn: &mut PgConnection,
     org_id: Uuid,
 ) -> Result<Vec<SchemaRow>, sqlx::Error> {
-    sqlx::query_as::<_, SchemaRow>(
-        "SELECT * FROM (
-             SELECT DISTINCT ON (schema_id)
-                    schema_id, version, name, response_format, status, run_id, created_at
-               FROM schemas WHERE org_id = $1
-              ORDER BY schema_id, version DESC) s
-          ORDER BY created_at DESC, schema_id",
-    )
-    .bind(org_id)
-    .fetch_all(conn)
-    .await
+    versions::list_latest(conn, org_id).await
 }
 
 /// Inserts version 1 of a new schema, status `proposed`.
@@ -91,19 +76,16 @@ pub async fn create(
     run_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<SchemaRow, sqlx::Error> {
-    sqlx::query_as::<_, SchemaRow>(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO schemas (schema_id, version, org_id, name, response_format, status, run_id,
-                              created_at)
-         VALUES ($1, 1, $2, $3, $4, 'proposed', $5, $6)
-      RETURNING {COLUMNS}"
-    )))
-    .bind(Uuid::now_v7())
-    .bind(org_id)
-    .bind(clean_text(name))
-    .bind(clean_json(response_format))
-    .bind(run_id)
-    .bind(now)
-    .fetch_one(conn)
+    insert(
+        conn,
+        org_id,
+        Uuid::now_v7(),
+        1,
+        name,
+        response_format,
+        run_id,
+        now,
+    )
     .await
 }
 
@@ -120,22 +102,48 @@ pub async fn create_version(
     let Some(prev) = latest(conn, org_id, schema_id, true).await? else {
         return Ok(None);
     };
-    sqlx::query_as::<_, SchemaRow>(sqlx::AssertSqlSafe(format!(
+    let version = prev.version + 1;
+    let new = insert(
+        conn,
+        org_id,
+        schema_id,
+        version,
+        &prev.name,
+        response_format,
+        run_id,
+        now,
+    );
+    new.await.map(Some)
+}
+
+/// Inserts a schema version, status `proposed`.
+#[allow(clippy::too_many_arguments)]
+async fn insert(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    schema_id: Uuid,
+    version: i32,
+    name: &str,
+    response_format: &Value,
+    run_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<SchemaRow, sqlx::Error> {
+    sqlx::query_as(concat!(
         "INSERT INTO schemas (schema_id, version, org_id, name, response_format, status, run_id,
                               created_at)
          VALUES ($1, $2, $3, $4, $5, 'proposed', $6, $7)
-      RETURNING {COLUMNS}"
-    )))
+      RETURNING ",
+        columns!()
+    ))
     .bind(schema_id)
-    .bind(prev.version + 1)
+    .bind(version)
     .bind(org_id)
-    .bind(&prev.name)
+    .bind(clean_text(name))
     .bind(clean_json(response_format))
     .bind(run_id)
     .bind(now)
     .fetch_one(conn)
     .await
-    .map(Some)
 }
 
 /// A schema locked for a decision: every version and the prompts that use any of them.
@@ -153,25 +161,17 @@ pub async fn lock_all(
     org_id: Uuid,
     schema_id: Uuid,
 ) -> Result<Option<SchemaLock>, sqlx::Error> {
-    let versions = sqlx::query_as::<_, SchemaRow>(
-        "SELECT schema_id, version, name, response_format, status, run_id, created_at
-           FROM schemas WHERE org_id = $1 AND schema_id = $2
-          ORDER BY version FOR UPDATE",
-    )
-    .bind(org_id)
-    .bind(schema_id)
-    .fetch_all(&mut *conn)
-    .await?;
+    let versions: Vec<SchemaRow> = versions::lock_all(&mut *conn, org_id, schema_id).await?;
     if versions.is_empty() {
         return Ok(None);
     }
-    let dependent_prompts = sqlx::query_scalar(
+    let dependent_prompts = sql::scalar(
         "SELECT prompt_id::text || ':' || version FROM prompts
           WHERE org_id = $1 AND schema_id = $2
           ORDER BY prompt_id, version",
+        org_id,
+        schema_id,
     )
-    .bind(org_id)
-    .bind(schema_id)
     .fetch_all(conn)
     .await?;
     Ok(Some(SchemaLock {
@@ -187,10 +187,5 @@ pub async fn delete(
     org_id: Uuid,
     schema_id: Uuid,
 ) -> Result<u64, sqlx::Error> {
-    let r = sqlx::query("DELETE FROM schemas WHERE org_id = $1 AND schema_id = $2")
-        .bind(org_id)
-        .bind(schema_id)
-        .execute(conn)
-        .await?;
-    Ok(r.rows_affected())
+    versions::delete::<SchemaRow>(conn, org_id, schema_id).await
 }

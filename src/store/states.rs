@@ -1,123 +1,211 @@
 //! The states rows move through, as enums: each derives `sqlx::Type` (stored as the same text
 //! the columns' CHECK constraints list) and serde (the same strings on the wire), so a typo in a
-//! state is a compile error.
+//! state is a compile error. One macro writes what every state type has beside its derives:
+//! `ALL`, `as_str`, `Display`, `FromStr` and comparison with the stored string.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// A document's `auto_create_status` (the column's values, lowercase on the wire).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    serde::Deserialize,
-    schemars::JsonSchema,
-    sqlx::Type,
-)]
-#[serde(rename_all = "lowercase")]
-#[sqlx(type_name = "text", rename_all = "lowercase")]
-#[schemars(inline)]
-pub enum AutoCreateStatus {
-    None,
-    Queued,
-    Running,
-    Proposed,
-    Accepted,
-    Rejected,
-    Failed,
-    Skipped,
+/// A state name that is not one of its type's values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("must be one of {allowed} (got {got:?})")]
+pub struct UnknownState {
+    /// The values allowed, comma-separated, in the order of the type's `ALL`.
+    pub allowed: String,
+    pub got: String,
 }
 
-impl std::fmt::Display for AutoCreateStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+/// What every state type has (the `states!` macro writes it): its values and their text.
+pub trait State: Copy + Eq + std::str::FromStr<Err = UnknownState> + 'static {
+    /// Every state, in the order of the life of a row.
+    const ALL: &'static [Self];
+    /// The stored (and wire) value.
+    fn as_str(self) -> &'static str;
+}
+
+/// The state whose text is `s`.
+fn parse<S: State>(s: &str) -> Result<S, UnknownState> {
+    S::ALL
+        .iter()
+        .copied()
+        .find(|v| v.as_str() == s)
+        .ok_or_else(|| UnknownState {
+            allowed: S::ALL
+                .iter()
+                .map(|v| v.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            got: s.to_string(),
+        })
+}
+
+macro_rules! states {
+    ($(#[$meta:meta])* pub enum $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal,)+ }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+        #[serde(rename_all = "lowercase")]
+        #[sqlx(type_name = "text", rename_all = "lowercase")]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)+
+        }
+
+        impl $name {
+            /// Every state, in the order of the life of a row.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+
+            /// The stored (and wire) value.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+        }
+
+        impl State for $name {
+            const ALL: &'static [$name] = $name::ALL;
+
+            fn as_str(self) -> &'static str {
+                $name::as_str(self)
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                // `pad`: widths and alignment (`{:<8}`) apply as to the text.
+                f.pad(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = UnknownState;
+
+            fn from_str(s: &str) -> Result<Self, UnknownState> {
+                parse(s)
+            }
+        }
+
+        /// Comparing with the stored string (code that still reads states as text, e.g. the
+        /// benchmarks and the tests).
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+    };
+}
+
+states! {
+    /// A document's `auto_create_status` (the column's values, lowercase on the wire).
+    #[derive(schemars::JsonSchema)]
+    #[schemars(inline)]
+    pub enum AutoCreateStatus {
+        None = "none",
+        Queued = "queued",
+        Running = "running",
+        Proposed = "proposed",
+        Accepted = "accepted",
+        Rejected = "rejected",
+        Failed = "failed",
+        Skipped = "skipped",
     }
 }
 
 impl AutoCreateStatus {
-    /// Every status, in the order of the life of a document.
-    pub const ALL: [AutoCreateStatus; 8] = [
-        Self::None,
-        Self::Queued,
-        Self::Running,
-        Self::Proposed,
-        Self::Accepted,
-        Self::Rejected,
-        Self::Failed,
-        Self::Skipped,
+    /// The states an auto-create ends in (a run's outcome, or a person's decision on it).
+    pub const DONE: [AutoCreateStatus; 5] = [
+        AutoCreateStatus::Proposed,
+        AutoCreateStatus::Failed,
+        AutoCreateStatus::Skipped,
+        AutoCreateStatus::Accepted,
+        AutoCreateStatus::Rejected,
     ];
+}
 
-    /// The stored value.
-    pub fn as_str(self) -> &'static str {
+states! {
+    /// Where a run is: `running` until it ends `succeeded`, `capped`, `failed` or `cancelled`.
+    pub enum RunStatus {
+        Running = "running",
+        Succeeded = "succeeded",
+        Capped = "capped",
+        Failed = "failed",
+        Cancelled = "cancelled",
+    }
+}
+
+states! {
+    /// An extraction is `proposed` (the agent's, editable) until a person accepts it.
+    pub enum ExtractionStatus {
+        Proposed = "proposed",
+        Accepted = "accepted",
+    }
+}
+
+states! {
+    /// An approval is `pending` until it ends `executed`, `rejected`, `expired`, `stale` (its
+    /// data changed) or `failed` (the approved action errored).
+    pub enum ApprovalStatus {
+        Pending = "pending",
+        Executed = "executed",
+        Rejected = "rejected",
+        Expired = "expired",
+        Stale = "stale",
+        Failed = "failed",
+    }
+}
+
+impl ApprovalStatus {
+    /// Still waiting for a decision.
+    pub fn is_pending(self) -> bool {
+        self == ApprovalStatus::Pending
+    }
+}
+
+states! {
+    /// A suggestion is `pending` until a person sees it (`shown`), its approval executes
+    /// (`acted`), a person dismisses it, or it `expired`.
+    pub enum SuggestionStatus {
+        Pending = "pending",
+        Shown = "shown",
+        Acted = "acted",
+        Dismissed = "dismissed",
+        Expired = "expired",
+    }
+}
+
+impl SuggestionStatus {
+    /// The states a person's transition to `self` may start from (`shown` from `pending`,
+    /// `dismissed` from `pending` or `shown`); none for the states only the system sets.
+    pub fn reachable_from(self) -> &'static [SuggestionStatus] {
         match self {
-            Self::None => "none",
-            Self::Queued => "queued",
-            Self::Running => "running",
-            Self::Proposed => "proposed",
-            Self::Accepted => "accepted",
-            Self::Rejected => "rejected",
-            Self::Failed => "failed",
-            Self::Skipped => "skipped",
+            SuggestionStatus::Shown => &[SuggestionStatus::Pending],
+            SuggestionStatus::Dismissed => &[SuggestionStatus::Pending, SuggestionStatus::Shown],
+            _ => &[],
         }
     }
 }
 
-/// Where a run is: `running` until it ends `succeeded`, `capped`, `failed` or `cancelled` (the
-/// stored and wire strings).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, sqlx::Type)]
-#[serde(rename_all = "lowercase")]
-#[sqlx(type_name = "text", rename_all = "lowercase")]
-pub enum RunStatus {
-    Running,
-    Succeeded,
-    Capped,
-    Failed,
-    Cancelled,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl RunStatus {
-    /// The stored value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Running => "running",
-            RunStatus::Succeeded => "succeeded",
-            RunStatus::Capped => "capped",
-            RunStatus::Failed => "failed",
-            RunStatus::Cancelled => "cancelled",
+    #[test]
+    fn states_round_trip_through_their_text() {
+        for s in ApprovalStatus::ALL {
+            assert_eq!(s.as_str().parse::<ApprovalStatus>(), Ok(*s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
         }
+        for s in SuggestionStatus::ALL {
+            assert_eq!(s.as_str().parse::<SuggestionStatus>(), Ok(*s));
+        }
+        assert_eq!(AutoCreateStatus::ALL.len(), 8);
+        assert_eq!(RunStatus::Capped, "capped");
     }
-}
 
-/// Comparing with the stored string (code outside the crate's core that still reads statuses
-/// as text, e.g. the benchmarks).
-impl PartialEq<&str> for RunStatus {
-    fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
-    }
-}
-
-impl std::fmt::Display for RunStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// An extraction is `proposed` (the agent's, editable) until a person accepts it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, sqlx::Type)]
-#[serde(rename_all = "lowercase")]
-#[sqlx(type_name = "text", rename_all = "lowercase")]
-pub enum ExtractionStatus {
-    Proposed,
-    Accepted,
-}
-
-impl std::fmt::Display for ExtractionStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ExtractionStatus::Proposed => "proposed",
-            ExtractionStatus::Accepted => "accepted",
-        })
+    #[test]
+    fn an_unknown_state_names_the_allowed_ones() {
+        let e = "done".parse::<SuggestionStatus>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "must be one of pending, shown, acted, dismissed, expired (got \"done\")"
+        );
     }
 }

@@ -1,9 +1,70 @@
-//! Read-only summaries for `agentd status` and `/metrics`.
+//! Read-only summaries of the queue, runs, approvals and budgets: of one org (`GET /v1/status`,
+//! the console's queue view) or of every org (`agentd status`, `/metrics`). Each query takes
+//! `org: Option<Uuid>` as `$1`; an org's jobs are those [`JOB_OF_ORG`] names. "Now" is a
+//! parameter.
 
+use super::api_reads::JOB_OF_ORG;
+pub use super::states::{ApprovalStatus, RunStatus};
+use crate::queue::JobRow;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::PgPool;
+use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
+
+/// `SELECT {columns}` of the jobs `j` of the org `$1` (of every org when `$1` is null), then
+/// `rest` (more conditions, grouping, order).
+fn jobs(columns: &str, rest: &str) -> sqlx::AssertSqlSafe<String> {
+    sqlx::AssertSqlSafe(format!(
+        "SELECT {columns} FROM agentd_jobs j WHERE ($1::uuid IS NULL OR {JOB_OF_ORG}) {rest}"
+    ))
+}
+
+/// Jobs per kind and state.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct StateCount {
+    pub kind: String,
+    pub state: String,
+    pub count: i64,
+}
+
+/// The jobs per kind and state.
+pub async fn job_counts<'e>(
+    exec: impl PgExecutor<'e>,
+    org: Option<Uuid>,
+) -> Result<Vec<StateCount>, sqlx::Error> {
+    let columns = "j.kind, j.state, count(*) AS count";
+    sqlx::query_as(jobs(
+        columns,
+        "GROUP BY j.kind, j.state ORDER BY j.kind, j.state",
+    ))
+    .bind(org)
+    .fetch_all(exec)
+    .await
+}
+
+/// Per kind: ready jobs and the age of the oldest one, in seconds.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct ReadyAge {
+    pub kind: String,
+    pub ready: i64,
+    pub oldest_ready_secs: Option<f64>,
+}
+
+/// The ready jobs per kind and the oldest one's age.
+pub async fn ready_ages<'e>(
+    exec: impl PgExecutor<'e>,
+    org: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<Vec<ReadyAge>, sqlx::Error> {
+    let columns = "j.kind, count(*) AS ready,
+                   EXTRACT(EPOCH FROM ($2 - min(j.run_at)))::float8 AS oldest_ready_secs";
+    let rest = "AND j.state = 'available' AND j.run_at <= $2 GROUP BY j.kind ORDER BY j.kind";
+    sqlx::query_as(jobs(columns, rest))
+        .bind(org)
+        .bind(now)
+        .fetch_all(exec)
+        .await
+}
 
 /// A running job and how old its lease is.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
@@ -16,21 +77,40 @@ pub struct RunningJob {
     pub lease_left_secs: f64,
 }
 
-/// Running jobs, oldest first.
-pub async fn running_jobs(
-    pool: &PgPool,
+/// The running jobs, oldest first.
+pub async fn running_jobs<'e>(
+    exec: impl PgExecutor<'e>,
+    org: Option<Uuid>,
     now: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<RunningJob>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, kind, attempt, locked_by,
-                EXTRACT(EPOCH FROM ($1 - started_at))::float8 AS running_secs,
-                EXTRACT(EPOCH FROM (lease_expires_at - $1))::float8 AS lease_left_secs
-           FROM agentd_jobs WHERE state = 'running' ORDER BY started_at LIMIT $2",
-    )
+    let columns = "j.id, j.kind, j.attempt, j.locked_by,
+                   EXTRACT(EPOCH FROM ($2 - j.started_at))::float8 AS running_secs,
+                   EXTRACT(EPOCH FROM (j.lease_expires_at - $2))::float8 AS lease_left_secs";
+    sqlx::query_as(jobs(
+        columns,
+        "AND j.state = 'running' ORDER BY j.started_at LIMIT $3",
+    ))
+    .bind(org)
     .bind(now)
     .bind(limit)
-    .fetch_all(pool)
+    .fetch_all(exec)
+    .await
+}
+
+/// The most recent dead jobs.
+pub async fn dead_jobs<'e>(
+    exec: impl PgExecutor<'e>,
+    org: Option<Uuid>,
+    limit: i64,
+) -> Result<Vec<JobRow>, sqlx::Error> {
+    sqlx::query_as(jobs(
+        "j.*",
+        "AND j.state = 'dead' ORDER BY j.id DESC LIMIT $2",
+    ))
+    .bind(org)
+    .bind(limit)
+    .fetch_all(exec)
     .await
 }
 
@@ -38,43 +118,84 @@ pub async fn running_jobs(
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct RunCount {
     pub kind: String,
-    pub status: String,
+    pub status: RunStatus,
     pub stop_reason: Option<String>,
     pub count: i64,
 }
 
-/// Runs started since `since`, grouped.
-pub async fn runs_since(pool: &PgPool, since: DateTime<Utc>) -> Result<Vec<RunCount>, sqlx::Error> {
+/// The runs started since `since`, grouped.
+pub async fn runs_since<'e>(
+    exec: impl PgExecutor<'e>,
+    org: Option<Uuid>,
+    since: DateTime<Utc>,
+) -> Result<Vec<RunCount>, sqlx::Error> {
     sqlx::query_as(
         "SELECT kind, status, stop_reason, count(*) AS count FROM agent_runs
-          WHERE started_at >= $1 GROUP BY kind, status, stop_reason ORDER BY kind, status",
+          WHERE ($1::uuid IS NULL OR org_id = $1) AND started_at >= $2
+          GROUP BY kind, status, stop_reason ORDER BY kind, status",
     )
+    .bind(org)
     .bind(since)
-    .fetch_all(pool)
+    .fetch_all(exec)
     .await
 }
 
 /// Approvals by status, and pending ones expiring before `soon`.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct ApprovalCount {
-    pub status: String,
+    pub status: ApprovalStatus,
     pub count: i64,
     pub expiring_soon: i64,
 }
 
-/// Approval counts.
-pub async fn approvals(
-    pool: &PgPool,
+/// The approvals by status, and pending ones expiring before `soon`.
+pub async fn approval_counts<'e>(
+    exec: impl PgExecutor<'e>,
+    org: Option<Uuid>,
     soon: DateTime<Utc>,
 ) -> Result<Vec<ApprovalCount>, sqlx::Error> {
     sqlx::query_as(
         "SELECT status, count(*) AS count,
-                count(*) FILTER (WHERE status = 'pending' AND expires_at < $1) AS expiring_soon
-           FROM pending_approvals GROUP BY status ORDER BY status",
+                count(*) FILTER (WHERE status = 'pending' AND expires_at < $2) AS expiring_soon
+           FROM pending_approvals WHERE $1::uuid IS NULL OR org_id = $1
+          GROUP BY status ORDER BY status",
     )
+    .bind(org)
     .bind(soon)
-    .fetch_all(pool)
+    .fetch_all(exec)
     .await
+}
+
+/// The queue, the last hour's runs and the approvals at a glance (`agentd status --json` and
+/// `GET /v1/status` add the provider, budgets and kinds without a handler).
+#[derive(Debug, Clone, Serialize)]
+pub struct Glance {
+    pub jobs: Vec<StateCount>,
+    pub ready: Vec<ReadyAge>,
+    /// The 20 oldest running jobs.
+    pub running: Vec<RunningJob>,
+    /// The 5 latest dead jobs.
+    pub recent_dead: Vec<JobRow>,
+    pub runs_last_hour: Vec<RunCount>,
+    /// With pending ones expiring within the hour.
+    pub approvals: Vec<ApprovalCount>,
+}
+
+/// The glance of one org, or of every org.
+pub async fn glance(
+    pool: &PgPool,
+    org: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<Glance, sqlx::Error> {
+    let hour = chrono::Duration::hours(1);
+    Ok(Glance {
+        jobs: job_counts(pool, org).await?,
+        ready: ready_ages(pool, org, now).await?,
+        running: running_jobs(pool, org, now, 20).await?,
+        recent_dead: dead_jobs(pool, org, 5).await?,
+        runs_last_hour: runs_since(pool, org, now - hour).await?,
+        approvals: approval_counts(pool, org, now + hour).await?,
+    })
 }
 
 /// Budget use of one org this period.

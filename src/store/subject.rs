@@ -1,6 +1,9 @@
 //! SQL behind the subject check: who created a schema or prompt, which document an extraction
 //! belongs to. Every query filters by org, so another org's id reads as missing.
 
+use super::prompts::PromptRow;
+use super::schemas::SchemaRow;
+use super::{sql, versions};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -11,13 +14,7 @@ pub async fn schema_creator(
     org_id: Uuid,
     schema_id: Uuid,
 ) -> Result<Option<Option<Uuid>>, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT run_id FROM schemas WHERE org_id = $1 AND schema_id = $2 ORDER BY version LIMIT 1",
-    )
-    .bind(org_id)
-    .bind(schema_id)
-    .fetch_optional(conn)
-    .await
+    versions::creator::<SchemaRow>(conn, org_id, schema_id).await
 }
 
 /// The run that created `prompt_id` (its first version); as [`schema_creator`].
@@ -26,13 +23,7 @@ pub async fn prompt_creator(
     org_id: Uuid,
     prompt_id: Uuid,
 ) -> Result<Option<Option<Uuid>>, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT run_id FROM prompts WHERE org_id = $1 AND prompt_id = $2 ORDER BY version LIMIT 1",
-    )
-    .bind(org_id)
-    .bind(prompt_id)
-    .fetch_optional(conn)
-    .await
+    versions::creator::<PromptRow>(conn, org_id, prompt_id).await
 }
 
 /// The document an extraction of `org_id` belongs to (`None`: no such extraction).
@@ -41,9 +32,8 @@ pub async fn extraction_document(
     org_id: Uuid,
     extraction_id: Uuid,
 ) -> Result<Option<Uuid>, sqlx::Error> {
-    sqlx::query_scalar("SELECT document_id FROM extractions WHERE org_id = $1 AND id = $2")
-        .bind(org_id)
-        .bind(extraction_id)
+    let document = "SELECT document_id FROM extractions WHERE org_id = $1 AND id = $2";
+    sql::scalar(document, org_id, extraction_id)
         .fetch_optional(conn)
         .await
 }

@@ -4,6 +4,8 @@
 //! concurrent runs cannot overshoot the cap.
 
 use super::documents::{clean_json, clean_text};
+use super::sql::{self, Table};
+pub use super::states::SuggestionStatus;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use serde_json::Value;
@@ -148,11 +150,8 @@ pub async fn count_for_night(
     org_id: Uuid,
     night: NaiveDate,
 ) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("SELECT count(*) FROM suggestions WHERE org_id = $1 AND night = $2")
-        .bind(org_id)
-        .bind(night)
-        .fetch_one(conn)
-        .await
+    let count = "SELECT count(*) FROM suggestions WHERE org_id = $1 AND night = $2";
+    sql::scalar(count, org_id, night).fetch_one(conn).await
 }
 
 /// A suggestion as stored.
@@ -166,9 +165,16 @@ pub struct SuggestionRow {
     pub message: String,
     pub document_id: Option<Uuid>,
     pub proposed_action: Option<Value>,
-    pub status: String,
+    pub status: SuggestionStatus,
     pub run_id: Option<Uuid>,
     pub status_reason: Option<String>,
+}
+
+impl Table for SuggestionRow {
+    const SELECT: &'static str =
+        "SELECT id, kind, subject, night, title, message, document_id, proposed_action, status,
+                run_id, status_reason
+           FROM suggestions";
 }
 
 /// A suggestion of this org by id.
@@ -177,15 +183,9 @@ pub async fn get(
     org_id: Uuid,
     id: Uuid,
 ) -> Result<Option<SuggestionRow>, sqlx::Error> {
-    sqlx::query_as::<_, SuggestionRow>(
-        "SELECT id, kind, subject, night, title, message, document_id, proposed_action, status,
-                run_id, status_reason
-           FROM suggestions WHERE org_id = $1 AND id = $2",
-    )
-    .bind(org_id)
-    .bind(id)
-    .fetch_optional(conn)
-    .await
+    sql::rows(org_id, "id = $2", id, false)
+        .fetch_optional(conn)
+        .await
 }
 
 /// A document waiting on a human: proposed for longer than the threshold.
@@ -362,9 +362,9 @@ pub async fn mark_acted(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transition {
     /// The suggestion moved (its state now).
-    Done(String),
+    Done(SuggestionStatus),
     /// It is already in a state the transition cannot leave (that state).
-    Refused(String),
+    Refused(SuggestionStatus),
     NotFound,
 }
 
@@ -373,29 +373,21 @@ pub async fn transition(
     conn: &mut PgConnection,
     org_id: Uuid,
     id: Uuid,
-    to: &str,
+    to: SuggestionStatus,
     reason: Option<&str>,
     by: &str,
     now: DateTime<Utc>,
 ) -> Result<Transition, sqlx::Error> {
-    let current: Option<String> = sqlx::query_scalar(
-        "SELECT status FROM suggestions WHERE org_id = $1 AND id = $2 FOR UPDATE",
-    )
-    .bind(org_id)
-    .bind(id)
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some(current) = current else {
+    let current = "SELECT status FROM suggestions WHERE org_id = $1 AND id = $2 FOR UPDATE";
+    let current = sql::scalar(current, org_id, id);
+    let Some(current): Option<SuggestionStatus> = current.fetch_optional(&mut *conn).await? else {
         return Ok(Transition::NotFound);
     };
-    let from: &[&str] = match to {
-        "shown" if current == "shown" => return Ok(Transition::Done(current)),
-        "shown" => &["pending"],
-        "dismissed" if current == "dismissed" => return Ok(Transition::Done(current)),
-        "dismissed" => &["pending", "shown"],
-        _ => &[],
-    };
-    if !from.contains(&current.as_str()) {
+    let from = to.reachable_from();
+    if current == to && !from.is_empty() {
+        return Ok(Transition::Done(current));
+    }
+    if !from.contains(&current) {
         return Ok(Transition::Refused(current));
     }
     sqlx::query(
@@ -411,7 +403,7 @@ pub async fn transition(
     .bind(by)
     .execute(conn)
     .await?;
-    Ok(Transition::Done(to.to_string()))
+    Ok(Transition::Done(to))
 }
 
 /// Suggestions still `pending` or `shown` whose approval expired, or (without an approval)

@@ -2,6 +2,7 @@
 //! is the existing one. Deleting a tag also removes it from this org's documents and prompts.
 
 use super::documents::clean_text;
+use super::sql::{self, Table};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgConnection;
@@ -15,6 +16,10 @@ pub struct TagRow {
     pub color: String,
     pub run_id: Option<Uuid>,
     pub created_at: DateTime<Utc>,
+}
+
+impl Table for TagRow {
+    const SELECT: &'static str = "SELECT id, name, color, run_id, created_at FROM tags";
 }
 
 /// A tag with how many of the org's documents carry it.
@@ -41,22 +46,19 @@ pub async fn list(conn: &mut PgConnection, org_id: Uuid) -> Result<Vec<TagWithCo
     .await
 }
 
-/// The tag of this org called `name`, ignoring case.
-pub async fn find_by_name(
+/// The tag of this org called `name`, ignoring case (the exact spelling first); `lock` takes
+/// `FOR UPDATE` on it.
+async fn by_name(
     conn: &mut PgConnection,
     org_id: Uuid,
     name: &str,
+    lock: bool,
 ) -> Result<Option<TagRow>, sqlx::Error> {
-    sqlx::query_as::<_, TagRow>(
-        "SELECT id, name, color, run_id, created_at FROM tags
-          WHERE org_id = $1 AND lower(name) = lower($2)
-          ORDER BY name = $2 DESC, created_at
-          LIMIT 1",
-    )
-    .bind(org_id)
-    .bind(clean_text(name))
-    .fetch_optional(conn)
-    .await
+    let cond = "lower(name) = lower($2) ORDER BY name = $2 DESC, created_at LIMIT 1";
+    let name = clean_text(name);
+    sql::rows(org_id, cond, name, lock)
+        .fetch_optional(conn)
+        .await
 }
 
 /// Creates a tag, or returns the existing one of that name (`true` = existing). Idempotent.
@@ -68,7 +70,7 @@ pub async fn create(
     run_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<(TagRow, bool), sqlx::Error> {
-    if let Some(t) = find_by_name(conn, org_id, name).await? {
+    if let Some(t) = by_name(conn, org_id, name, false).await? {
         return Ok((t, true));
     }
     let inserted = sqlx::query_as::<_, TagRow>(
@@ -88,7 +90,7 @@ pub async fn create(
     match inserted {
         Some(t) => Ok((t, false)),
         // A concurrent transaction created it between the lookup and the insert.
-        None => find_by_name(conn, org_id, name)
+        None => by_name(conn, org_id, name, false)
             .await?
             .map(|t| (t, true))
             .ok_or(sqlx::Error::RowNotFound),
@@ -104,14 +106,9 @@ pub async fn missing(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    sqlx::query_scalar(
-        "SELECT x FROM unnest($2::uuid[]) AS x
-          WHERE NOT EXISTS (SELECT 1 FROM tags WHERE org_id = $1 AND id = x)",
-    )
-    .bind(org_id)
-    .bind(ids)
-    .fetch_all(conn)
-    .await
+    let absent = "SELECT x FROM unnest($2::uuid[]) AS x
+                   WHERE NOT EXISTS (SELECT 1 FROM tags WHERE org_id = $1 AND id = x)";
+    sql::scalar(absent, org_id, ids).fetch_all(conn).await
 }
 
 /// What deleting a tag did.
@@ -129,12 +126,8 @@ pub async fn delete(
     id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<Option<TagDeleted>, sqlx::Error> {
-    let r = sqlx::query("DELETE FROM tags WHERE org_id = $1 AND id = $2")
-        .bind(org_id)
-        .bind(id)
-        .execute(&mut *conn)
-        .await?;
-    if r.rows_affected() == 0 {
+    let delete = "DELETE FROM tags WHERE org_id = $1 AND id = $2";
+    if sql::affected(&mut *conn, delete, org_id, id).await? == 0 {
         return Ok(None);
     }
     let docs = sqlx::query(
@@ -148,17 +141,12 @@ pub async fn delete(
     .bind(now)
     .execute(&mut *conn)
     .await?;
-    let prompts = sqlx::query(
-        "UPDATE prompts SET tag_ids = array_remove(tag_ids, $2)
-          WHERE org_id = $1 AND $2 = ANY(tag_ids)",
-    )
-    .bind(org_id)
-    .bind(id)
-    .execute(conn)
-    .await?;
+    let untag = "UPDATE prompts SET tag_ids = array_remove(tag_ids, $2)
+                  WHERE org_id = $1 AND $2 = ANY(tag_ids)";
+    let prompts_updated = sql::affected(conn, untag, org_id, id).await?;
     Ok(Some(TagDeleted {
         documents_updated: docs.rows_affected(),
-        prompts_updated: prompts.rows_affected(),
+        prompts_updated,
     }))
 }
 
@@ -175,23 +163,13 @@ pub async fn lock(
     org_id: Uuid,
     id: Uuid,
 ) -> Result<Option<TagLock>, sqlx::Error> {
-    let tag = sqlx::query_as::<_, TagRow>(
-        "SELECT id, name, color, run_id, created_at FROM tags
-          WHERE org_id = $1 AND id = $2 FOR UPDATE",
-    )
-    .bind(org_id)
-    .bind(id)
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some(tag) = tag else { return Ok(None) };
-    let document_ids = sqlx::query_scalar(
-        "SELECT id FROM documents WHERE org_id = $1 AND $2 = ANY(tag_ids)
-          ORDER BY id FOR UPDATE",
-    )
-    .bind(org_id)
-    .bind(id)
-    .fetch_all(conn)
-    .await?;
+    let tag = sql::rows(org_id, "id = $2", id, true);
+    let Some(tag) = tag.fetch_optional(&mut *conn).await? else {
+        return Ok(None);
+    };
+    let carrying = "SELECT id FROM documents WHERE org_id = $1 AND $2 = ANY(tag_ids)
+                     ORDER BY id FOR UPDATE";
+    let document_ids = sql::scalar(carrying, org_id, id).fetch_all(conn).await?;
     Ok(Some(TagLock { tag, document_ids }))
 }
 
@@ -201,14 +179,5 @@ pub async fn lock_by_name(
     org_id: Uuid,
     name: &str,
 ) -> Result<Option<TagRow>, sqlx::Error> {
-    sqlx::query_as::<_, TagRow>(
-        "SELECT id, name, color, run_id, created_at FROM tags
-          WHERE org_id = $1 AND lower(name) = lower($2)
-          ORDER BY name = $2 DESC, created_at
-          LIMIT 1 FOR UPDATE",
-    )
-    .bind(org_id)
-    .bind(clean_text(name))
-    .fetch_optional(conn)
-    .await
+    by_name(conn, org_id, name, true).await
 }

@@ -1,6 +1,7 @@
 //! SQL for webhook subscriptions (`agentd_webhooks`, migration 0042), org-scoped: another org's
 //! id is "not found". The secret is written here and read only by the delivery job.
 
+use super::sql;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgExecutor;
@@ -66,10 +67,8 @@ pub async fn list<'e, E: PgExecutor<'e>>(
 
 /// How many subscriptions the org has.
 pub async fn count<'e, E: PgExecutor<'e>>(exec: E, org_id: Uuid) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("SELECT count(*) FROM agentd_webhooks WHERE org_id = $1")
-        .bind(org_id)
-        .fetch_one(exec)
-        .await
+    let count = "SELECT count(*) FROM agentd_webhooks WHERE org_id = $1";
+    sqlx::query_scalar(count).bind(org_id).fetch_one(exec).await
 }
 
 /// Deletes a subscription of the org; false when the org has none with this id. Deliveries
@@ -79,12 +78,8 @@ pub async fn delete<'e, E: PgExecutor<'e>>(
     org_id: Uuid,
     id: Uuid,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM agentd_webhooks WHERE org_id = $1 AND id = $2")
-        .bind(org_id)
-        .bind(id)
-        .execute(exec)
-        .await?;
-    Ok(done.rows_affected() == 1)
+    let delete = "DELETE FROM agentd_webhooks WHERE org_id = $1 AND id = $2";
+    Ok(sql::affected(exec, delete, org_id, id).await? == 1)
 }
 
 /// Where and how to send: `(url, secret)` of the org's subscription `id`.
@@ -93,9 +88,6 @@ pub async fn target<'e, E: PgExecutor<'e>>(
     org_id: Uuid,
     id: Uuid,
 ) -> Result<Option<(String, String)>, sqlx::Error> {
-    sqlx::query_as("SELECT url, secret FROM agentd_webhooks WHERE org_id = $1 AND id = $2")
-        .bind(org_id)
-        .bind(id)
-        .fetch_optional(exec)
-        .await
+    let target = "SELECT url, secret FROM agentd_webhooks WHERE org_id = $1 AND id = $2";
+    sql::bound(target, org_id, id).fetch_optional(exec).await
 }

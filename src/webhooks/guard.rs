@@ -8,6 +8,7 @@
 //! installed in the delivery client, so a name that changes its answer later — DNS rebinding —
 //! is caught). Only `http`/`https` URLs are accepted at all (`validate_url`).
 
+use crate::config::Invalid;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
@@ -120,18 +121,19 @@ pub fn check_literal(url: &reqwest::Url) -> Result<(), Blocked> {
 /// The registration check (after `validate_url`): the literal check, then what the name
 /// resolves to now. A name that does not resolve within 2 s is accepted: every delivery checks
 /// again. `allow_private`: the operator turned the guard off.
-pub async fn check_registration(url: &str, allow_private: bool) -> Result<(), String> {
+pub async fn check_registration(url: &str, allow_private: bool) -> Result<(), Invalid> {
     if allow_private {
         return Ok(());
     }
-    let u = reqwest::Url::parse(url).map_err(|e| format!("url is not an absolute URL: {e}"))?;
-    check_literal(&u).map_err(|e| e.to_string())?;
+    let u = super::parse_url(url)?;
+    let blocked = |e: Blocked| Invalid::new("url", e.to_string());
+    check_literal(&u).map_err(blocked)?;
     if let (None, Some(d)) = (literal_ip(&u), u.host_str()) {
         let port = u.port_or_known_default().unwrap_or(443);
         let lookup = tokio::net::lookup_host((d, port));
         if let Ok(Ok(addrs)) = tokio::time::timeout(REGISTRATION_DNS_TIMEOUT, lookup).await {
             let ips: Vec<IpAddr> = addrs.map(|a| a.ip()).collect();
-            check_addrs("resolves to", &ips).map_err(|e| e.to_string())?;
+            check_addrs("resolves to", &ips).map_err(blocked)?;
         }
     }
     Ok(())

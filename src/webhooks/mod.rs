@@ -17,6 +17,7 @@ mod hmac;
 
 pub use hmac::hmac_sha256;
 
+use crate::config::Invalid;
 use crate::store::events::{EventRow, EventType};
 use serde_json::{Value, json};
 
@@ -93,29 +94,37 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The subscription's `url` as a URL (`Invalid` naming `url` otherwise).
+pub(crate) fn parse_url(url: &str) -> Result<reqwest::Url, Invalid> {
+    reqwest::Url::parse(url)
+        .map_err(|e| Invalid::new("url", format!("url is not an absolute URL: {e}")))
+}
+
 /// A webhook URL: absolute `http` or `https`, with a host, no user info, no fragment.
-pub fn validate_url(url: &str) -> Result<(), String> {
+pub fn validate_url(url: &str) -> Result<(), Invalid> {
+    let bad = |message: String| Err(Invalid::new("url", message));
     if url.len() > MAX_URL_LEN {
-        return Err(format!("url must be at most {MAX_URL_LEN} characters"));
+        return bad(format!("url must be at most {MAX_URL_LEN} characters"));
     }
-    let u = reqwest::Url::parse(url).map_err(|e| format!("url is not an absolute URL: {e}"))?;
+    let u = parse_url(url)?;
     if !matches!(u.scheme(), "http" | "https") {
-        return Err(format!("url must use http or https (got {:?})", u.scheme()));
+        return bad(format!("url must use http or https (got {:?})", u.scheme()));
     }
     if u.host_str().is_none_or(str::is_empty) {
-        return Err("url must name a host".into());
+        return bad("url must name a host".into());
     }
     if !u.username().is_empty() || u.password().is_some() {
-        return Err("url must not carry user info (put credentials in the secret)".into());
+        return bad("url must not carry user info (put credentials in the secret)".into());
     }
     if u.fragment().is_some() {
-        return Err("url must not have a #fragment".into());
+        return bad("url must not have a #fragment".into());
     }
     Ok(())
 }
 
-/// Event names of a subscription: 1–20 known types, no duplicates. `Err((index, message))`.
-pub fn validate_events(events: &[String]) -> Result<(), (Option<usize>, String)> {
+/// Event names of a subscription: 1–20 known types, no duplicates. The error's key is `events`,
+/// or `events[i]` for the bad entry.
+pub fn validate_events(events: &[String]) -> Result<(), Invalid> {
     let known = || {
         EventType::ALL
             .iter()
@@ -124,36 +133,32 @@ pub fn validate_events(events: &[String]) -> Result<(), (Option<usize>, String)>
             .join(", ")
     };
     if events.is_empty() {
-        return Err((
-            None,
-            format!("events must name at least one of: {}", known()),
-        ));
+        let message = format!("events must name at least one of: {}", known());
+        return Err(Invalid::new("events", message));
     }
     for (i, e) in events.iter().enumerate() {
+        let bad = |message: String| Err(Invalid::new(format!("events[{i}]"), message));
         if EventType::parse(e).is_none() {
-            return Err((
-                Some(i),
-                format!("unknown event type {e:?} (known: {})", known()),
-            ));
+            return bad(format!("unknown event type {e:?} (known: {})", known()));
         }
         if events[..i].contains(e) {
-            return Err((Some(i), format!("event type {e:?} is listed twice")));
+            return bad(format!("event type {e:?} is listed twice"));
         }
     }
     Ok(())
 }
 
 /// A secret: 16–256 printable ASCII characters.
-pub fn validate_secret(secret: &str) -> Result<(), String> {
+pub fn validate_secret(secret: &str) -> Result<(), Invalid> {
     let n = secret.chars().count();
-    if n < SECRET_LEN.0 || n > SECRET_LEN.1 {
-        return Err(format!(
-            "secret must be {}–{} characters (got {n})",
-            SECRET_LEN.0, SECRET_LEN.1
-        ));
+    let (min, max) = SECRET_LEN;
+    if n < min || n > max {
+        let message = format!("secret must be {min}–{max} characters (got {n})");
+        return Err(Invalid::new("secret", message));
     }
     if !secret.chars().all(|c| c.is_ascii_graphic()) {
-        return Err("secret must be printable ASCII without spaces".into());
+        let message = "secret must be printable ASCII without spaces";
+        return Err(Invalid::new("secret", message));
     }
     Ok(())
 }
@@ -192,27 +197,25 @@ mod tests {
     fn urls_and_events_are_checked() {
         assert!(validate_url("https://example.com/hook").is_ok());
         assert!(validate_url("http://127.0.0.1:8080/x?y=1").is_ok());
+        let refused = |url: &str| validate_url(url).unwrap_err();
+        assert!(refused("ftp://example.com").message.contains("http"));
+        assert!(refused("/relative").message.contains("absolute"));
         assert!(
-            validate_url("ftp://example.com")
-                .unwrap_err()
-                .contains("http")
-        );
-        assert!(validate_url("/relative").unwrap_err().contains("absolute"));
-        assert!(
-            validate_url("https://u:p@example.com")
-                .unwrap_err()
+            refused("https://u:p@example.com")
+                .message
                 .contains("user info")
         );
+        assert_eq!(refused("ftp://example.com").key, "url");
         assert!(validate_events(&["run.failed".into()]).is_ok());
-        assert_eq!(validate_events(&[]).unwrap_err().0, None);
+        assert_eq!(validate_events(&[]).unwrap_err().key, "events");
         let e = validate_events(&["run.failed".into(), "run.failde".into()]).unwrap_err();
-        assert_eq!(e.0, Some(1));
-        assert!(e.1.contains("run.failde"));
+        assert_eq!(e.key, "events[1]");
+        assert!(e.message.contains("run.failde"));
         assert_eq!(
             validate_events(&["run.failed".into(), "run.failed".into()])
                 .unwrap_err()
-                .0,
-            Some(1)
+                .key,
+            "events[1]"
         );
     }
 }

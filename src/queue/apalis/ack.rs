@@ -76,7 +76,7 @@ impl Acknowledge<()> for AgentdAck {
             match rx.await {
                 Ok(Ok(AckOutcome::Stale)) => Err(AckError::Stale { id, attempt }),
                 Ok(Ok(_)) => Ok(()),
-                Ok(Err(message)) => Err(AckError::Db { id, message }),
+                Ok(Err(source)) => Err(AckError::Db { id, source }),
                 Err(_) => Err(AckError::Closed),
             }
         }
@@ -146,17 +146,17 @@ pub(super) async fn flush(sh: &Shared, batch: Vec<AckRequest>) {
             keep.push((r.id, r.attempt));
         }
     }
-    let mut acked: Result<HashSet<i64>, String> = Ok(HashSet::new());
+    let mut acked: Result<HashSet<i64>, Arc<QueueError>> = Ok(HashSet::new());
     if !keep.is_empty() {
         acked = crate::queue::worker::retry_db(|| store::complete_many(&sh.pool, &keep, now))
             .await
             .map(|v| v.into_iter().collect())
-            .map_err(|e| e.to_string());
+            .map_err(Arc::new);
     }
     if !delete.is_empty() {
         let gone = crate::queue::worker::retry_db(|| store::delete_succeeded(&sh.pool, &delete))
             .await
-            .map_err(|e| e.to_string());
+            .map_err(Arc::new);
         acked = match (acked, gone) {
             (Ok(mut set), Ok(v)) => {
                 set.extend(v);
@@ -230,7 +230,7 @@ pub(super) async fn flush(sh: &Shared, batch: Vec<AckRequest>) {
                     }
                     Err(e) => {
                         error!(job.id = req.id, error = %e, "could not record the failure; the lease will expire and the job is retried");
-                        Err(e.to_string())
+                        Err(Arc::new(e))
                     }
                 }
             }

@@ -241,7 +241,8 @@ struct AckRequest {
     kind: String,
     outcome: Outcome,
     elapsed: Option<Duration>,
-    reply: oneshot::Sender<Result<AckOutcome, String>>,
+    /// The batch's write error is shared by every ack in the batch.
+    reply: oneshot::Sender<Result<AckOutcome, Arc<QueueError>>>,
 }
 
 /// Why an ack did not count.
@@ -258,8 +259,8 @@ pub enum AckError {
     #[error("job {id} attempt {attempt}: stale attempt, the ack changed nothing")]
     Stale { id: i64, attempt: i32 },
     /// The write failed after retries; the lease will expire and the job is retried.
-    #[error("job {id}: could not record the outcome ({message}); the lease will expire")]
-    Db { id: i64, message: String },
+    #[error("job {id}: could not record the outcome ({source}); the lease will expire")]
+    Db { id: i64, source: Arc<QueueError> },
     #[error("the acker has stopped")]
     Closed,
 }

@@ -1,0 +1,100 @@
+//! What prompts and schemas share: both are versioned (`(<id>, version)` is a revision, an
+//! update inserts version + 1, versions are immutable), so reading one version, the latest,
+//! the latest of each, locking or deleting every version and finding the run that made the
+//! first are written once here, for any [`Versioned`] row type.
+
+use super::sql::{self, Table};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// A versioned row type: its table and id column (the table has `org_id`, `version`,
+/// `run_id` and `created_at`).
+pub trait Versioned: Table {
+    const TABLE: &'static str;
+    /// `prompt_id`, `schema_id`.
+    const ID: &'static str;
+}
+
+/// Version `version` of the org's `id`.
+pub async fn get<T: Versioned>(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    id: Uuid,
+    version: i32,
+) -> Result<Option<T>, sqlx::Error> {
+    let cond = format!("{} = $2 AND version = $3", T::ID);
+    sql::rows(org_id, &cond, id, false)
+        .bind(version)
+        .fetch_optional(conn)
+        .await
+}
+
+/// The latest version of the org's `id`; `lock` takes `FOR UPDATE` on it.
+pub async fn latest<T: Versioned>(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    id: Uuid,
+    lock: bool,
+) -> Result<Option<T>, sqlx::Error> {
+    let cond = format!("{} = $2 ORDER BY version DESC LIMIT 1", T::ID);
+    sql::rows(org_id, &cond, id, lock)
+        .fetch_optional(conn)
+        .await
+}
+
+/// The latest version of each of the org's ids, newest first.
+pub async fn list_latest<T: Versioned>(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+) -> Result<Vec<T>, sqlx::Error> {
+    let (select, id) = (T::SELECT, T::ID);
+    let each = select.replacen("SELECT ", &format!("SELECT DISTINCT ON ({id}) "), 1);
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT * FROM ({each} WHERE org_id = $1 ORDER BY {id}, version DESC) v
+          ORDER BY created_at DESC, {id}"
+    )))
+    .bind(org_id)
+    .fetch_all(conn)
+    .await
+}
+
+/// Every version of the org's `id`, oldest first, locked (`FOR UPDATE`).
+pub async fn lock_all<T: Versioned>(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    id: Uuid,
+) -> Result<Vec<T>, sqlx::Error> {
+    let cond = format!("{} = $2 ORDER BY version", T::ID);
+    sql::rows(org_id, &cond, id, true).fetch_all(conn).await
+}
+
+/// Deletes every version of the org's `id`; returns how many went.
+pub async fn delete<T: Versioned>(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    id: Uuid,
+) -> Result<u64, sqlx::Error> {
+    let delete = format!(
+        "DELETE FROM {} WHERE org_id = $1 AND {} = $2",
+        T::TABLE,
+        T::ID
+    );
+    sql::affected(conn, sqlx::AssertSqlSafe(delete), org_id, id).await
+}
+
+/// The run that created the org's `id` (its first version): `None` when there is no such id
+/// in the org, `Some(None)` when a person (no run) created it.
+pub async fn creator<T: Versioned>(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    id: Uuid,
+) -> Result<Option<Option<Uuid>>, sqlx::Error> {
+    let first = format!(
+        "SELECT run_id FROM {} WHERE org_id = $1 AND {} = $2 ORDER BY version LIMIT 1",
+        T::TABLE,
+        T::ID
+    );
+    sql::scalar(sqlx::AssertSqlSafe(first), org_id, id)
+        .fetch_optional(conn)
+        .await
+}
