@@ -16,6 +16,7 @@ use crate::queue::{self, NewJob};
 use crate::store::approvals::{self as store, ApprovalRow};
 use crate::store::documents;
 use crate::store::events::EventType;
+use crate::store::states::ApprovalStatus;
 use crate::tools::ToolError;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -108,9 +109,13 @@ impl Sweeper {
                 }
                 report.checked += seen;
                 if expired_only {
-                    report.expired += self.end(&mut tx, unchanged, "expired", now).await?;
+                    report.expired += self
+                        .end(&mut tx, unchanged, ApprovalStatus::Expired, now)
+                        .await?;
                 }
-                report.stale += self.end(&mut tx, changed, "stale", now).await?;
+                report.stale += self
+                    .end(&mut tx, changed, ApprovalStatus::Stale, now)
+                    .await?;
                 tx.commit().await?;
                 if let Some(p) = &self.progress {
                     p(&report);
@@ -212,11 +217,12 @@ impl Sweeper {
         &self,
         tx: &mut PgConnection,
         mut rows: Vec<(&ApprovalRow, Value)>,
-        status: &str,
+        status: ApprovalStatus,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<u64, sqlx::Error> {
+        let event = super::notify::type_for(status).as_str();
+        let status = status.as_str();
         if !self.row_by_row {
-            let event = super::notify::type_for(status).as_str();
             return store::decide_swept(tx, &rows, status, BY, now, event).await;
         }
         let n = store::decide_many(tx, &mut rows, status, BY, now).await?;
