@@ -333,7 +333,7 @@ async fn auto_call(
         };
         match approvals::propose_follow_up(ctx, registry, &spec.policy, &f, origin).await? {
             Ok(id) => v["approval_id"] = json!(id),
-            Err(reason) => v["proposed_action_error"] = json!(bounded_error(&reason)),
+            Err(refused) => v["proposed_action_error"] = json!(bounded_error(&refused.to_string())),
         }
     }
     Ok(Ok(Decided::ok(category, "auto_approved", v)))

@@ -25,8 +25,8 @@ pub enum Refusal {
     NotProposable,
 }
 
-/// A refused follow-up: why, and the reason in words, which goes back to the model (the error
-/// reads as that text, as `&str`).
+/// A refused follow-up: why, and the reason in words, which goes back to the model (its
+/// `Display`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{reason}")]
 pub struct NotProposed {
@@ -40,13 +40,6 @@ impl NotProposed {
             why,
             reason: format!("{reason}: the action was not proposed"),
         }
-    }
-}
-
-impl std::ops::Deref for NotProposed {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.reason
     }
 }
 
