@@ -141,7 +141,9 @@ async fn an_unflushed_transaction_skips_the_wal_wait_for_itself_only() {
         .execute(&pool)
         .await
         .unwrap();
-    let mut tx = agentd::store::runs::begin_unflushed(&pool).await.unwrap();
+    let mut tx = agentd::store::agent_loop::begin_unflushed(&pool)
+        .await
+        .unwrap();
     let inside: String = sqlx::query_scalar("SHOW synchronous_commit")
         .fetch_one(&mut *tx)
         .await

@@ -8,8 +8,9 @@
 use super::step::{Decided, bounded_error, run_ctx};
 use super::{Engine, RunError, RunSpec, budget};
 use crate::llm::CompletionResponse;
+use crate::store::agent_loop::{self, Counters};
 use crate::store::budget::Reservation;
-use crate::store::runs::{self, Counters, StepRow};
+use crate::store::runs::{self, StepRow};
 use crate::tools::{Tool, ToolError};
 use serde_json::{Value, json};
 use sqlx::{Postgres, Transaction};
@@ -176,7 +177,7 @@ async fn checkpoint(
         output_tokens: output,
         ..Counters::default()
     };
-    runs::checkpoint(&mut tx, run_id, &row, add).await?;
+    agent_loop::checkpoint(&mut tx, run_id, &row, add).await?;
     budget::settle(&mut tx, spec.org_id, reservation, input + output, now).await?;
     tx.commit().await?;
     metrics::counter!("agentd_tokens_total", "org" => spec.org_id.to_string(), "model" => resp.model.clone())

@@ -9,9 +9,10 @@ use super::transcript::{ToolResultStep, Transcript};
 use super::{Engine, RunError, RunSpec, Written, budget};
 use crate::approvals::{self, ProposalOrigin};
 use crate::llm::{Block, CompletionResponse};
+use crate::store::agent_loop::{self, Counters};
 use crate::store::budget::Reservation;
 pub use crate::store::documents::bounded_error;
-use crate::store::runs::{self, Counters, NewAudit, StepRow};
+use crate::store::runs::{self, NewAudit, StepRow};
 use crate::tools::registry::CallError;
 use crate::tools::{Registry, Tool, ToolCtx, ToolError};
 use serde_json::{Value, json};
@@ -45,7 +46,7 @@ pub(super) async fn checkpoint_response(
     // The step that follows (a tool result, a nudge, the run's end) commits durably within
     // milliseconds and flushes this one with it; only a crash of the database server in between
     // loses the answer, and the call is made again (ARCHITECTURE.md, "Loop").
-    let mut tx = runs::begin_unflushed(&engine.pool).await?;
+    let mut tx = agent_loop::begin_unflushed(&engine.pool).await?;
     let payload = json!({"response": resp, "summary": summary});
     let row = StepRow::written(seq, "llm_response", None, &payload, now);
     let add = Counters {
@@ -54,7 +55,7 @@ pub(super) async fn checkpoint_response(
         output_tokens: resp.usage.output_tokens as i64,
         ..Counters::default()
     };
-    let tokens = runs::checkpoint(&mut tx, run_id, &row, add).await?;
+    let tokens = agent_loop::checkpoint(&mut tx, run_id, &row, add).await?;
     budget::settle(
         &mut tx,
         spec.org_id,
@@ -242,7 +243,7 @@ pub(super) async fn finish_step(
         tool_calls: 1,
         ..Counters::default()
     };
-    let tokens = runs::checkpoint(&mut tx, run_id, &row, add).await?;
+    let tokens = agent_loop::checkpoint(&mut tx, run_id, &row, add).await?;
     tx.commit().await?;
     Ok(Written {
         steps: vec![row],

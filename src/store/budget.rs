@@ -32,7 +32,7 @@ pub async fn reserve(
 ) -> Result<Reservation, sqlx::Error> {
     let period = super::runs::period_of(now);
     // A reservation lost with the database server is harmless (it only holds room): no flush.
-    let mut tx = super::runs::begin_unflushed(pool).await?;
+    let mut tx = super::agent_loop::begin_unflushed(pool).await?;
     let row: Option<(i64, i64)> = sqlx::query_as(
         "UPDATE org_budgets
             SET tokens_used = CASE WHEN period_start = $2 THEN tokens_used ELSE 0 END,

@@ -187,61 +187,6 @@ pub async fn steps<'e, E: PgExecutor<'e>>(
         .await
 }
 
-/// Begins a transaction that commits without waiting for its WAL to reach the disk
-/// (PostgreSQL's `synchronous_commit = off`, for this transaction only; one round trip with its
-/// BEGIN). For records whose loss in a crash of the database server (never of agentd: the commit
-/// is visible at once) costs nothing, or repeats work: the next durable commit on the server
-/// flushes the WAL before it, this record included (the WAL writer does within 0.6 s anyway).
-pub async fn begin_unflushed(
-    pool: &sqlx::PgPool,
-) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
-    pool.begin_with("BEGIN; SET LOCAL synchronous_commit = off")
-        .await
-}
-
-/// What a checkpoint adds to its run's counters.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Counters {
-    pub rounds: i32,
-    pub tool_calls: i32,
-    pub input_tokens: i64,
-    pub output_tokens: i64,
-}
-
-/// Appends a checkpoint (see [`StepRow::written`]) and adds `add` to the run's counters, in one
-/// statement; returns the run's token total. A second result for the same `(run_id, call_id)`,
-/// or a second row at the same `seq`, is a unique violation (the tool already ran, or another
-/// worker holds the run): the caller's transaction rolls back and nothing runs twice.
-pub async fn checkpoint(
-    conn: &mut PgConnection,
-    run_id: Uuid,
-    step: &StepRow,
-    add: Counters,
-) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(
-        "WITH step AS (
-            INSERT INTO agent_steps (run_id, seq, kind, call_id, payload, created_at)
-            VALUES ($1, $2, $3, $4, $5, $6))
-         UPDATE agent_runs
-            SET rounds = rounds + $7, tool_calls = tool_calls + $8,
-                input_tokens = input_tokens + $9, output_tokens = output_tokens + $10
-          WHERE id = $1
-      RETURNING input_tokens + output_tokens",
-    )
-    .bind(run_id)
-    .bind(step.seq)
-    .bind(&step.kind)
-    .bind(&step.call_id)
-    .bind(&step.payload)
-    .bind(step.created_at)
-    .bind(add.rounds)
-    .bind(add.tool_calls)
-    .bind(add.input_tokens)
-    .bind(add.output_tokens)
-    .fetch_one(conn)
-    .await
-}
-
 /// Adds tokens a tool spent (its own model call) to the run.
 pub async fn add_tokens(
     conn: &mut PgConnection,
