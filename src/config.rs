@@ -202,6 +202,11 @@ pub struct LlmConfig {
     pub guided: String,
     /// Offer tool schemas in OpenAI's strict form, with `"strict": true` (see `tools::strict`).
     pub strict_tools: bool,
+    /// In rounds that require a tool call, also send a `response_format` JSON Schema that only
+    /// a call of an offered tool satisfies (`agent::constrain`): servers that constrain
+    /// decoding to a schema (llama.cpp, vLLM, Ollama) then cannot produce anything else.
+    #[serde(default)]
+    pub constrained_calls: bool,
     /// Requests per minute toward the provider endpoint across every worker process (0: no
     /// limit); kept in the database (`llm::limits`).
     #[serde(default)]

@@ -21,6 +21,15 @@ const LONG_ARGS: usize = 400;
 /// Replaces a read tool's copy of the document text already shown in the first message.
 const SHOWN: &str = "(the document text is in the first message)";
 
+/// Said in the first message when the document text shown is an excerpt.
+const EXCERPT: &str = "read further pages with `get_ocr_text`";
+
+/// True when `first_message` shows only an excerpt of the document text (so guided rounds
+/// offer the read tools); false when it shows all of it or none.
+pub fn shows_excerpt(first_message: &str) -> bool {
+    !first_message.contains("<document>") || first_message.contains(EXCERPT)
+}
+
 /// The document part of the first message, for runs about a document.
 pub async fn document_intro(
     engine: &Engine,
@@ -37,7 +46,7 @@ pub async fn document_intro(
     let shown = d.text.chars().count() as i64;
     let more = if shown < d.text_chars {
         format!(
-            "; the first {shown} are shown, read further pages with `get_ocr_text` (page 1 to {})",
+            "; the first {shown} are shown, {EXCERPT} (page 1 to {})",
             d.page_count
         )
     } else {
@@ -113,12 +122,15 @@ pub fn compact(
 }
 
 /// The tools offered this round: the allow-list minus what the policy denies; in guided mode
-/// with the goal unmet, only the tools of the next missing part plus the read tools.
+/// with the goal unmet, only the tools of the next missing part, plus the read tools when
+/// `read` (the first message shows only an excerpt of the document: a small model given the
+/// whole text still re-reads it page by page instead of making the next part).
 pub fn offered(
     all: &[ToolSpec],
     spec: &RunSpec,
     goal: Option<&GoalState>,
     registry: &crate::tools::Registry,
+    read: bool,
 ) -> Vec<ToolSpec> {
     if !spec.settings.compact {
         return all.to_vec();
@@ -135,7 +147,7 @@ pub fn offered(
             match (spec.settings.guided && goal.is_some(), next) {
                 (true, Some(part)) => {
                     part.tools().contains(&t.name.as_str())
-                        || GUIDED_READ_TOOLS.contains(&t.name.as_str())
+                        || (read && GUIDED_READ_TOOLS.contains(&t.name.as_str()))
                 }
                 (true, None) => GUIDED_DONE_TOOLS.contains(&t.name.as_str()),
                 _ => true,

@@ -6,6 +6,7 @@
 
 pub mod budget;
 mod caps;
+mod constrain;
 mod context;
 mod decide;
 pub mod goals;

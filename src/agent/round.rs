@@ -5,7 +5,7 @@
 
 use super::goals::GoalState;
 use super::transcript::Transcript;
-use super::{Engine, RunError, RunSpec, StopReason, context, guard, summary};
+use super::{Engine, RunError, RunSpec, StopReason, constrain, context, guard, summary};
 use crate::llm::{
     Block, CompletionRequest, CompletionResponse, LlmError, Message, Role, ToolChoice, ToolSpec,
     textcalls, tokens,
@@ -54,7 +54,8 @@ pub fn build(
     if let Some(reason) = cap {
         messages.push(Message::text(Role::User, summary::instruction(reason)));
     }
-    let tools = context::offered(all_tools, spec, goal, &engine.env.registry);
+    let read = context::shows_excerpt(first_message);
+    let tools = context::offered(all_tools, spec, goal, &engine.env.registry, read);
     let unmet = goal.is_some_and(|g| !g.met());
     let tool_choice = if cap.is_some() {
         ToolChoice::None
@@ -63,13 +64,18 @@ pub fn build(
     } else {
         ToolChoice::Auto
     };
+    let response_format = if s.constrained_calls && tool_choice == ToolChoice::Required {
+        constrain::call_format(&tools, &engine.env.registry, goal, spec.document_id)
+    } else {
+        None
+    };
     CompletionRequest {
         model: spec.model.clone(),
         messages,
         tools,
         tool_choice,
         max_tokens: Some(s.max_output_tokens),
-        response_format: None,
+        response_format,
     }
 }
 

@@ -16,6 +16,9 @@ pub struct LoopSettings {
     pub guided: bool,
     /// Send `tool_choice: "required"` before the goal is met (`llm.tool_choice_required`).
     pub tool_choice_required: bool,
+    /// Send a `response_format` only a call satisfies where a call is required
+    /// (`llm.constrained_calls`, see `agent::constrain`).
+    pub constrained_calls: bool,
     /// `max_completion_tokens` of each call (`llm.max_output_tokens`).
     pub max_output_tokens: u32,
     /// The model's context window (`llm.context_window_tokens`).
@@ -36,6 +39,7 @@ impl Default for LoopSettings {
             max_repeats: 3,
             guided: false,
             tool_choice_required: true,
+            constrained_calls: false,
             max_output_tokens: 4096,
             context_window_tokens: 128_000,
             compact: true,
@@ -56,6 +60,7 @@ impl LoopSettings {
                 _ => agent.guided,
             },
             tool_choice_required: llm.tool_choice_required,
+            constrained_calls: llm.constrained_calls,
             max_output_tokens: llm.max_output_tokens,
             context_window_tokens: llm.context_window_tokens,
             compact: true,

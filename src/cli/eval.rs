@@ -34,6 +34,10 @@ pub struct EvalCmd {
     /// Guided mode: each round offers only the tools of the next unmet goal (`llm.guided = on`).
     #[arg(long)]
     pub guided: bool,
+    /// Constrained calls: rounds that require a call also send a response_format only a call
+    /// satisfies (`llm.constrained_calls = true`; for llama.cpp, vLLM, Ollama).
+    #[arg(long)]
+    pub constrained: bool,
     /// auto_create worker concurrency (default: the job file's).
     #[arg(long)]
     pub concurrency: Option<usize>,
@@ -80,6 +84,9 @@ fn eval_app(app: &App, cmd: &EvalCmd) -> anyhow::Result<App> {
         // Every kind offers only the tools of its next unmet goal (see `agent::settings`).
         config.llm.guided = "on".into();
     }
+    if cmd.constrained {
+        config.llm.constrained_calls = true;
+    }
     Ok(App {
         provider: crate::llm::from_config(&config.llm),
         config: Arc::new(config),
@@ -105,6 +112,7 @@ pub async fn run(app: &App, cmd: EvalCmd) -> anyhow::Result<()> {
         // `job`: the job file decides (auto_create is guided by default).
         guided: eapp.config.llm.guided == "on"
             || (eapp.config.llm.guided == "job" && eapp.spec("auto_create").agent.guided),
+        constrained: eapp.config.llm.constrained_calls,
     };
     eprintln!(
         "agentd eval: {} samples from {}, provider {}, org {}",

@@ -29,6 +29,8 @@ pub struct EvalOptions {
     pub timeout: Duration,
     /// Guided mode was asked for (recorded in the report).
     pub guided: bool,
+    /// Constrained calls were on (`llm.constrained_calls`; recorded in the report).
+    pub constrained: bool,
 }
 
 /// One document's outcome.
@@ -84,6 +86,7 @@ pub struct EvalReport {
     pub provider: String,
     pub model: String,
     pub guided: bool,
+    pub constrained: bool,
     pub org_id: Uuid,
     pub wall_seconds: f64,
     pub documents: Vec<DocResult>,
@@ -274,6 +277,7 @@ pub async fn run(
         provider: app.provider.name().to_string(),
         model: app.model_for(app.spec("auto_create")),
         guided: opts.guided,
+        constrained: opts.constrained,
         org_id: org.id,
         wall_seconds,
         documents,
@@ -287,10 +291,15 @@ pub fn render_table(r: &EvalReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "agentd eval — provider {}, model {}, {} mode, {} documents, {:.1}s wall",
+        "agentd eval — provider {}, model {}, {} mode{}, {} documents, {:.1}s wall",
         r.provider,
         r.model,
         if r.guided { "guided" } else { "free" },
+        if r.constrained {
+            ", constrained calls"
+        } else {
+            ""
+        },
         r.documents.len(),
         r.wall_seconds
     );

@@ -349,7 +349,13 @@ impl LlmProvider for OfflineProvider {
         if !self.latency.is_zero() {
             tokio::time::sleep(self.latency).await;
         }
-        let (content, finish) = if let Some(rf) = &req.response_format {
+        // An extraction request carries a response_format and no tools (an agent round under
+        // `llm.constrained_calls` carries both).
+        let extraction = req
+            .response_format
+            .as_ref()
+            .filter(|_| req.tools.is_empty());
+        let (content, finish) = if let Some(rf) = extraction {
             let text = req
                 .messages
                 .iter()

@@ -33,6 +33,17 @@ pub fn repair(raw: &str, schema: &Value) -> Repaired {
             text = cleaned;
         }
     }
+    if value.is_none()
+        && let Some(closed) = close_cut(&text)
+    {
+        notes.push(
+            "the arguments were cut off (the answer reached the output limit): they were closed \
+             after the last complete value and what followed was dropped; check the result and \
+             correct it if something is missing"
+                .to_string(),
+        );
+        value = Some(closed);
+    }
     let Some(mut value) = value else {
         return Repaired {
             raw: if notes.is_empty() {
@@ -99,6 +110,53 @@ fn strip_fence(t: &str) -> Option<String> {
         .unwrap_or(rest);
     let body = rest.trim_end().strip_suffix("```")?;
     Some(body.trim().to_string())
+}
+
+/// A JSON object cut off mid-way (a model at its output cap), closed after its last complete
+/// member or element: `{"fields": {"a": "string", "b": "str` → `{"fields": {"a": "string"}}`.
+/// `None` when `t` is not the start of an object or no cut point gives valid JSON.
+fn close_cut(t: &str) -> Option<Value> {
+    if !t.starts_with('{') {
+        return None;
+    }
+    // Cut points: before a `,` or after a `}`/`]` outside strings, with the open brackets there.
+    let mut cuts: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut stack: Vec<u8> = Vec::new();
+    let (mut in_str, mut escaped) = (false, false);
+    for (i, b) in t.bytes().enumerate() {
+        if in_str {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'{' | b'[' => stack.push(b),
+            b'}' | b']' => {
+                stack.pop();
+                if stack.is_empty() {
+                    return None; // complete: not cut (or not JSON at all)
+                }
+                cuts.push((i + 1, stack.clone()));
+            }
+            b',' => cuts.push((i, stack.clone())),
+            _ => {}
+        }
+    }
+    for (at, open) in cuts.iter().rev().take(8) {
+        let mut s = t[..*at].trim_end().to_string();
+        for b in open.iter().rev() {
+            s.push(if *b == b'{' { '}' } else { ']' });
+        }
+        if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(&s) {
+            return Some(v);
+        }
+    }
+    None
 }
 
 /// `t` without commas that directly precede `}` or `]` (outside strings).
@@ -192,6 +250,35 @@ fn unstring(v: &mut Value, schema: &Value, path: &str, notes: &mut Vec<String>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arguments_cut_at_the_output_cap_are_closed_and_said_so() {
+        // Qwen2.5-0.5B on llama.cpp (eval, 2026-11-23): a good field map that ran into
+        // repeating one key until the output cap.
+        let cut = r#"{"fields": {"employee_name": "string", "net_pay": "number", "order_date": "string", "order_date": "string", "order_da"#;
+        let r = repair(cut, &json!({"type": "object"}));
+        let v: Value = serde_json::from_str(&r.raw).expect("closed");
+        assert_eq!(
+            v,
+            json!({"fields": {"employee_name": "string", "net_pay": "number", "order_date": "string"}})
+        );
+        assert!(r.notes[0].contains("cut off"), "{:?}", r.notes);
+        // A cut inside a nested list keeps the complete items.
+        let r = repair(
+            r#"{"fields": {"lines": [{"sku": "string"}, {"sku": "str"#,
+            &json!({"type": "object"}),
+        );
+        assert_eq!(
+            serde_json::from_str::<Value>(&r.raw).expect("closed"),
+            json!({"fields": {"lines": [{"sku": "string"}]}})
+        );
+        // Not an object, or nothing complete: left as it was (validation refuses it).
+        for bad in [r#"{"fields": {"a": "str"#, "[1, 2", "not json"] {
+            let r = repair(bad, &json!({"type": "object"}));
+            assert_eq!(r.raw, bad);
+            assert!(r.notes.is_empty());
+        }
+    }
     use serde_json::json;
 
     fn schema() -> Value {

@@ -17,7 +17,14 @@ pub fn recover(resp: &mut CompletionResponse, offered: &[String]) -> usize {
         return 0;
     }
     let text = resp.message.joined_text();
-    let calls = parse(&text, offered);
+    let mut calls = parse(&text, offered);
+    if calls.is_empty()
+        && resp.finish == FinishReason::MaxTokens
+        && let Some(call) = cut_call(&text, offered)
+    {
+        // The arguments are unfinished: `repair` closes them and tells the model.
+        calls.push(call);
+    }
     if calls.is_empty() {
         return 0;
     }
@@ -60,6 +67,22 @@ pub fn parse(text: &str, offered: &[String]) -> Vec<TextCall> {
         }
     }
     out
+}
+
+/// The first call in `text` that the output cap cut off: `{"name": "<offered>", "arguments":
+/// {…` with the arguments unfinished, returned as written.
+pub fn cut_call(text: &str, offered: &[String]) -> Option<TextCall> {
+    static START: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r#"\{\s*"name"\s*:\s*"([A-Za-z_][A-Za-z0-9_]*)"\s*,\s*"(?:arguments|parameters)"\s*:\s*\{"#,
+        )
+        .expect("valid regex")
+    });
+    let c = START
+        .captures_iter(text)
+        .find(|c| offered.iter().any(|t| t == &c[1]))?;
+    let args_at = c.get(0).expect("match").end() - 1;
+    Some((c[1].to_string(), text[args_at..].to_string()))
 }
 
 /// Pieces of `text` that may be JSON calls, most specific form first; `true` when every piece
@@ -167,6 +190,30 @@ mod tests {
                 ("get_document".to_string(), "{}".to_string())
             ]
         );
+    }
+
+    #[test]
+    fn a_call_cut_by_the_output_cap_is_recovered_unfinished() {
+        let t = "```json\n{\"name\": \"create_schema\", \"arguments\": {\"fields\": {\"a\": \"string\", \"b\": \"str";
+        assert_eq!(
+            cut_call(t, &offered()),
+            Some((
+                "create_schema".to_string(),
+                r#"{"fields": {"a": "string", "b": "str"#.to_string()
+            ))
+        );
+        assert_eq!(cut_call(t, &["get_document".to_string()]), None);
+        // Only an answer that hit the cap is read this way.
+        let mut resp = CompletionResponse {
+            message: super::super::Message::text(super::super::Role::Assistant, t),
+            usage: Default::default(),
+            finish: FinishReason::EndTurn,
+            model: String::new(),
+        };
+        assert_eq!(recover(&mut resp, &offered()), 0);
+        resp.finish = FinishReason::MaxTokens;
+        assert_eq!(recover(&mut resp, &offered()), 1);
+        assert_eq!(resp.message.tool_calls().len(), 1);
     }
 
     #[test]

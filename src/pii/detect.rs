@@ -156,10 +156,46 @@ pub fn detect(text: &str, extra_ids: &[Regex]) -> Vec<Finding> {
     }
     for c in PERSON_KEYS.captures_iter(text) {
         let g = c.get(1).expect("group");
+        if placeholder(g.as_str()) {
+            continue;
+        }
         let kind = kind_of_key(c.get(0).expect("match").as_str());
         push(g.start(), g.end(), kind);
     }
     resolve_overlaps(out)
+}
+
+/// A value under a personal key that carries nothing personal: a type name or a placeholder,
+/// as a model writes in a schema's field map (`{"patient_id": "string"}`). Made a token, such
+/// a value would be replaced wherever it stands — every `"string"` of every schema.
+pub fn placeholder(value: &str) -> bool {
+    const WORDS: [&str; 20] = [
+        "string",
+        "str",
+        "text",
+        "number",
+        "numeric",
+        "integer",
+        "int",
+        "float",
+        "decimal",
+        "boolean",
+        "bool",
+        "date",
+        "datetime",
+        "date-time",
+        "time",
+        "null",
+        "none",
+        "object",
+        "array",
+        "unknown",
+    ];
+    let v = value.trim().trim_start_matches('<').trim_end_matches('>');
+    let v = v.strip_suffix('?').unwrap_or(v);
+    WORDS.iter().any(|w| v.eq_ignore_ascii_case(w))
+        || v.eq_ignore_ascii_case("n/a")
+        || (value.trim().starts_with('<') && value.trim().ends_with('>'))
 }
 
 /// The kind of a JSON key that holds personal data (`customer_name`, `email`, …).
@@ -325,6 +361,16 @@ mod tests {
         );
         assert_eq!(f[0].1, "Jane Doe");
         assert_eq!(f[2].1, "+49 30 1234567");
+    }
+
+    #[test]
+    fn a_type_name_under_a_personal_key_is_not_personal() {
+        let f = found(
+            r#"{"fields": {"patient_id": "string", "email": "string", "dob": "date", "phone": "<phone>"}}"#,
+        );
+        assert!(f.is_empty(), "{f:?}");
+        let f = found(r#"{"patient_id": "P-55102", "email": "string"}"#);
+        assert_eq!(f, [(Kind::Id, "P-55102".to_string())]);
     }
 
     #[test]

@@ -122,7 +122,9 @@ impl Vault {
                         let kind = super::detect::personal_key(k);
                         let redacted = match (kind, x) {
                             (Some(kind), Value::String(s))
-                                if s.chars().count() >= 2 && !is_token(s) =>
+                                if s.chars().count() >= 2
+                                    && !is_token(s)
+                                    && !super::detect::placeholder(s) =>
                             {
                                 let mut t = self.table.lock().expect("vault lock");
                                 Value::String(t.token_for(s, kind))
@@ -259,6 +261,19 @@ mod tests {
         assert_eq!(out["customer_name"], "PERSON_1");
         assert_eq!(out["total"], "12");
         assert_eq!(v.rehydrate("PERSON_1"), "Blue Fox");
+    }
+
+    #[test]
+    fn a_schema_field_map_keeps_its_type_names() {
+        // A model's `create_schema` fields: `"string"` under a personal key is a type name;
+        // made a token, every "string" of every later request would become that token.
+        let v = Vault::in_memory(Vec::new());
+        let fields =
+            serde_json::json!({"patient_id": "string", "email": "string", "total": "number"});
+        assert_eq!(v.redact_json(&fields), fields);
+        let text = r#"{"name":"create_schema","arguments":{"fields":{"patient_id":"string","sample_id":"string"}}}"#;
+        assert_eq!(v.redact(text), text);
+        assert!(v.is_empty());
     }
 
     #[test]

@@ -110,6 +110,11 @@ impl TypedTool for RunExtraction {
          is an error listing the problems (fix the prompt or the schema, then run again).";
     const CATEGORY: Category = Category::Write;
     const PROPOSABLE: bool = true;
+
+    fn guided_parameters() -> Option<Value> {
+        // The document defaults to the run's; the constraint pins the run's prompt.
+        Some(super::typed::guided::<Self>(&["prompt_revid"]))
+    }
     const CALLS_MODEL: bool = true;
 
     fn targets(&self) -> Vec<Target> {

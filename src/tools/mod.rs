@@ -212,6 +212,11 @@ pub trait Tool: Send + Sync {
     /// JSON Schema (Draft 7) of the arguments object; arguments are validated against it
     /// before the handler runs.
     fn parameters(&self) -> Value;
+    /// The arguments a constrained call fills (`agent::constrain`, `llm.constrained_calls`):
+    /// the parameters, or a narrower schema a tool declares for small models.
+    fn guided_parameters(&self) -> Value {
+        self.parameters()
+    }
     /// Read, write or destructive.
     fn category(&self) -> Category;
     /// Runs the tool.

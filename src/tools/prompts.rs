@@ -152,6 +152,13 @@ impl TypedTool for CreatePrompt {
     const CATEGORY: Category = Category::Write;
     const PROPOSABLE: bool = true;
 
+    fn guided_parameters() -> Option<Value> {
+        Some(super::typed::guided::<Self>(&[
+            "name",
+            "schema_revid",
+            "content",
+        ]))
+    }
     async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         // A missing name is only a missing label: named, and said so in the result.
         let named = self.name.is_none();

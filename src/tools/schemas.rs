@@ -221,6 +221,22 @@ impl TypedTool for CreateSchema {
     const CATEGORY: Category = Category::Write;
     const PROPOSABLE: bool = true;
 
+    /// A name and a field map of type words (a list field: one item's map), nothing else: the
+    /// form a small model gets right, without the `response_format` it fills with prose.
+    fn guided_parameters() -> Option<Value> {
+        let mut v = super::typed::guided::<Self>(&["name", "fields"]);
+        let words = json!({"enum": ["string", "number", "integer", "boolean", "date"]});
+        v["properties"]["fields"] = json!({
+            "description": v["properties"]["fields"]["description"],
+            "type": "object",
+            "additionalProperties": {"anyOf": [
+                words,
+                {"type": "array", "minItems": 1, "maxItems": 1, "items": {
+                    "type": "object", "additionalProperties": words}},
+            ]},
+        });
+        Some(v)
+    }
     async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         // A missing name is only a missing label (small models often send just the fields).
         let (name, named) = match self.name.as_deref() {

@@ -38,6 +38,11 @@ pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     /// [`Self::snapshot`] (what the action depends on).
     const PROPOSABLE: bool = false;
 
+    /// The arguments a constrained call of this tool fills (see [`Tool::guided_parameters`]);
+    /// `None`: all of them. [`guided`] builds the usual narrowing.
+    fn guided_parameters() -> Option<Value> {
+        None
+    }
     /// Runs the tool; the result is the JSON the model reads.
     fn run(self, ctx: &mut ToolCtx<'_>) -> impl Future<Output = Result<Value, ToolError>> + Send;
     /// See [`Tool::targets`].
@@ -102,6 +107,9 @@ impl<T: TypedTool> Tool for Typed<T> {
     }
     fn parameters(&self) -> Value {
         parameters::<T>()
+    }
+    fn guided_parameters(&self) -> Value {
+        T::guided_parameters().unwrap_or_else(parameters::<T>)
     }
     fn category(&self) -> Category {
         T::CATEGORY
@@ -208,6 +216,18 @@ pub fn parameters<A: JsonSchema>() -> Value {
         }
     }
     tidy(&mut v);
+    v
+}
+
+/// `A`'s parameters with only the properties `keep`, all of them required: the arguments a
+/// constrained call of a small model fills, without the optional ones it fills with noise (an
+/// invented `model` or `tag_ids`).
+pub fn guided<A: JsonSchema>(keep: &[&str]) -> Value {
+    let mut v = parameters::<A>();
+    if let Some(props) = v.get_mut("properties").and_then(Value::as_object_mut) {
+        props.retain(|k, _| keep.contains(&k.as_str()));
+    }
+    v["required"] = Value::Array(keep.iter().map(|k| Value::String(k.to_string())).collect());
     v
 }
 

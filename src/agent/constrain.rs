@@ -1,0 +1,194 @@
+//! Constrained calls (`llm.constrained_calls`): in a round that requires a tool call, the
+//! request also carries a `response_format` JSON Schema that only a call of an offered tool
+//! satisfies — `{"name": <one of the offered tools>, "arguments": <that tool's parameters>}` —
+//! with the ids the run already has pinned (the run's schema for `create_prompt`, its prompt
+//! for `run_extraction`, its document). Servers that constrain decoding to a schema
+//! (llama.cpp, vLLM, Ollama) then cannot answer with prose, an echo of the last tool result or
+//! an invented id; `textcalls` turns the JSON text into the call. `tool_choice: "required"`
+//! alone does not bind a small local model: measured against Qwen2.5-0.5B on llama.cpp, it
+//! echoed the previous tool result instead of calling `create_prompt`.
+//!
+//! The tools stay in the request (the chat template shows them to the model); the schema only
+//! narrows what may be generated. A server that ignores `response_format` is no worse off.
+
+use super::goals::GoalState;
+use crate::llm::ToolSpec;
+use crate::tools::Registry;
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+/// The `response_format` of a round whose answer must be one call of `tools`, or `None`
+/// when no tool is offered. Each tool's arguments are its guided parameters
+/// ([`crate::tools::Tool::guided_parameters`]) where `registry` has it.
+pub fn call_format(
+    tools: &[ToolSpec],
+    registry: &Registry,
+    goal: Option<&GoalState>,
+    document_id: Option<Uuid>,
+) -> Option<Value> {
+    let pins = pins(goal, document_id);
+    let calls: Vec<Value> = tools
+        .iter()
+        .map(|t| {
+            let args = registry
+                .get(&t.name)
+                .map(|x| x.guided_parameters())
+                .unwrap_or_else(|| t.parameters.clone());
+            call_schema(&t.name, args, &pins)
+        })
+        .collect();
+    let schema = match calls.len() {
+        0 => return None,
+        1 => calls.into_iter().next().expect("one call"),
+        _ => json!({ "anyOf": calls }),
+    };
+    Some(json!({
+        "type": "json_schema",
+        "json_schema": {
+            "name": "tool_call",
+            "description": "One call of an offered tool.",
+            "schema": schema,
+        }
+    }))
+}
+
+/// Arguments whose only right value this run already knows.
+fn pins(goal: Option<&GoalState>, document_id: Option<Uuid>) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    if let Some(g) = goal {
+        if let Some(s) = &g.schema {
+            out.push(("schema_revid", s.clone()));
+        }
+        if let Some(p) = &g.prompt {
+            out.push(("prompt_revid", p.clone()));
+        }
+    }
+    if let Some(d) = document_id {
+        out.push(("document_id", d.to_string()));
+    }
+    out
+}
+
+/// `{"name": const, "arguments": args}` for one tool, with known ids pinned.
+fn call_schema(name: &str, mut args: Value, pins: &[(&'static str, String)]) -> Value {
+    if let Some(props) = args.get_mut("properties").and_then(Value::as_object_mut) {
+        for (name, value) in pins {
+            if let Some(p) = props.get_mut(*name) {
+                let mut pinned = Map::new();
+                if let Some(d) = p.get("description") {
+                    pinned.insert("description".into(), d.clone());
+                }
+                pinned.insert("type".into(), json!("string"));
+                pinned.insert("enum".into(), json!([value]));
+                *p = Value::Object(pinned);
+            }
+        }
+    }
+    json!({
+        "type": "object",
+        "properties": {
+            "name": { "type": "string", "const": name },
+            "arguments": args,
+        },
+        "required": ["name", "arguments"],
+        "additionalProperties": false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::goals::Part;
+
+    fn tool(name: &str, props: Value) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: String::new(),
+            parameters: json!({"type": "object", "properties": props, "additionalProperties": false}),
+            strict: false,
+        }
+    }
+
+    #[test]
+    fn one_tool_is_its_call_and_known_ids_are_pinned() {
+        let goal = GoalState {
+            missing: vec![Part::Prompt, Part::Extraction],
+            schema: Some("s:1".into()),
+            ..GoalState::default()
+        };
+        let t = tool(
+            "create_prompt",
+            json!({"schema_revid": {"type": "string", "description": "from create_schema"},
+                   "content": {"type": "string"}}),
+        );
+        let f = call_format(&[t], &Registry::default(), Some(&goal), None).expect("a format");
+        assert_eq!(f["type"], "json_schema");
+        let s = &f["json_schema"]["schema"];
+        assert_eq!(s["properties"]["name"]["const"], "create_prompt");
+        let args = &s["properties"]["arguments"];
+        assert_eq!(args["properties"]["schema_revid"]["enum"], json!(["s:1"]));
+        assert_eq!(
+            args["properties"]["schema_revid"]["description"],
+            "from create_schema"
+        );
+        assert_eq!(args["properties"]["content"], json!({"type": "string"}));
+        assert_eq!(s["required"], json!(["name", "arguments"]));
+    }
+
+    #[test]
+    fn built_in_tools_offer_their_guided_arguments() {
+        let registry = crate::tools::builtin_registry();
+        let goal = GoalState {
+            missing: vec![Part::Extraction],
+            schema: Some("s:1".into()),
+            prompt: Some("p:2".into()),
+            ..GoalState::default()
+        };
+        let specs = registry.specs(&["create_schema".into(), "run_extraction".into()]);
+        let f = call_format(&specs, &registry, Some(&goal), None).expect("a format");
+        let any = &f["json_schema"]["schema"]["anyOf"];
+        let args = |i: usize| any[i]["properties"]["arguments"].clone();
+        let (schema, extraction) = if any[0]["properties"]["name"]["const"] == "create_schema" {
+            (args(0), args(1))
+        } else {
+            (args(1), args(0))
+        };
+        // create_schema: a name and a map of type words; no response_format.
+        assert_eq!(schema["required"], json!(["name", "fields"]));
+        assert!(schema["properties"].get("response_format").is_none());
+        assert_eq!(
+            schema["properties"]["fields"]["additionalProperties"]["anyOf"][0]["enum"][0],
+            "string"
+        );
+        // run_extraction: the run's prompt, pinned.
+        assert_eq!(extraction["required"], json!(["prompt_revid"]));
+        assert_eq!(
+            extraction["properties"]["prompt_revid"]["enum"],
+            json!(["p:2"])
+        );
+    }
+
+    #[test]
+    fn several_tools_are_alternatives_and_unknown_ids_stay_free() {
+        let tools = [
+            tool("create_schema", json!({"fields": {"type": "object"}})),
+            tool("create_prompt", json!({"schema_revid": {"type": "string"}})),
+        ];
+        let f = call_format(
+            &tools,
+            &Registry::default(),
+            Some(&GoalState::default()),
+            None,
+        )
+        .expect("a format");
+        let any = f["json_schema"]["schema"]["anyOf"]
+            .as_array()
+            .expect("anyOf");
+        assert_eq!(any.len(), 2);
+        assert_eq!(
+            any[1]["properties"]["arguments"]["properties"]["schema_revid"],
+            json!({"type": "string"})
+        );
+        assert!(call_format(&[], &Registry::default(), None, None).is_none());
+    }
+}
