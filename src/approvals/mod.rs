@@ -455,19 +455,11 @@ fn decision_audit<'a>(
     now: chrono::DateTime<chrono::Utc>,
 ) -> NewAudit<'a> {
     NewAudit {
-        org_id: row.org_id,
-        run_id: row.run_id,
         call_id: Some(call_id),
-        actor,
-        tool: &row.tool,
-        category: "approval",
-        decision,
         args: Some(&row.args),
-        outcome: None,
-        is_error: false,
-        duration_ms: 0,
-        tokens: 0,
-        now,
+        ..NewAudit::new(
+            row.org_id, row.run_id, actor, &row.tool, "approval", decision, now,
+        )
     }
 }
 
