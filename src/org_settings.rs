@@ -162,25 +162,21 @@ pub fn model_of(config: &Config, s: &OrgSettings) -> String {
     s.model.clone().unwrap_or_else(|| config.llm.model.clone())
 }
 
+/// `v` for `key`, if it is ≥ 0 or null.
+fn not_negative(key: &str, v: Option<i64>) -> Result<Option<i64>, SettingError> {
+    match v {
+        Some(n) if n < 0 => Err(err(key, format!("must be ≥ 0 or null (got {n})"))),
+        v => Ok(v),
+    }
+}
+
 /// `p` applied to `s`, each key validated.
 pub fn merge(mut s: OrgSettings, p: &Patch) -> Result<OrgSettings, SettingError> {
     if let Some(v) = p.monthly_token_budget {
-        if let Some(n) = v.filter(|n| *n < 0) {
-            return Err(err(
-                "monthly_token_budget",
-                format!("must be ≥ 0 or null (got {n})"),
-            ));
-        }
-        s.token_budget = v;
+        s.token_budget = not_negative("monthly_token_budget", v)?;
     }
     if let Some(v) = p.cost_cap_cents {
-        if let Some(n) = v.filter(|n| *n < 0) {
-            return Err(err(
-                "cost_cap_cents",
-                format!("must be ≥ 0 or null (got {n})"),
-            ));
-        }
-        s.cost_cap_cents = v;
+        s.cost_cap_cents = not_negative("cost_cap_cents", v)?;
     }
     if let Some(m) = &p.model {
         if let Some(m) = m {

@@ -6,7 +6,9 @@
 mod common;
 
 use agentd::app::App;
-use agentd::approvals::{self, DecideOutcome, Decision, ProposalOrigin, SweepReport, Sweeper};
+use agentd::approvals::{
+    self, DecideOutcome, Decision, DecisionExtra, ProposalOrigin, SweepReport, Sweeper,
+};
 use agentd::catalog::PolicyDecision;
 use agentd::clock::{Clock, ManualClock, SharedClock};
 use agentd::jobs::approval_expiry::ApprovalExpiry;
@@ -105,7 +107,8 @@ impl Fixture {
 
     async fn decide(&self, id: Uuid, d: Decision) -> DecideOutcome {
         let env = self.app.tool_env(self.app.spec("proactive_suggestion"));
-        approvals::decide(&self.db.pool, &self.app.clock, &env, id, None, d)
+        let extra = DecisionExtra::default();
+        approvals::decide(&self.db.pool, &self.app.clock, &env, id, None, d, extra)
             .await
             .unwrap()
     }
@@ -899,7 +902,7 @@ async fn an_approval_decided_meanwhile_is_not_decided_again_by_the_sweep() {
     .unwrap();
     let mut tx = f.db.pool.begin().await.unwrap();
     let mut rows = vec![(&read, json!({"changes": {}}))];
-    let n = astore::decide_many(
+    let n = agentd::store::approvals_sweep::decide_many(
         &mut tx,
         &mut rows,
         "stale",

@@ -87,10 +87,18 @@ impl Fixture {
 
     async fn decide(&self, id: Uuid, d: Decision) -> ApprovalStatus {
         let env = self.app.tool_env(self.app.spec("proactive_suggestion"));
-        approvals::decide(&self.db.pool, &self.app.clock, &env, id, None, d)
-            .await
-            .unwrap()
-            .status
+        approvals::decide(
+            &self.db.pool,
+            &self.app.clock,
+            &env,
+            id,
+            None,
+            d,
+            Default::default(),
+        )
+        .await
+        .unwrap()
+        .status
     }
 
     async fn touch(&self, doc: Uuid) {

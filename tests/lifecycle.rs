@@ -107,7 +107,7 @@ impl F {
         extra: DecisionExtra,
     ) -> Result<approvals::DecideOutcome, approvals::DecideError> {
         let env = self.app.tool_env(self.app.spec("proactive_suggestion"));
-        approvals::decide_with(&self.db.pool, &self.app.clock, &env, id, None, d, extra).await
+        approvals::decide(&self.db.pool, &self.app.clock, &env, id, None, d, extra).await
     }
 
     async fn approval(&self, id: Uuid) -> astore::ApprovalRow {

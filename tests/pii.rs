@@ -504,6 +504,7 @@ async fn approving_a_proposed_extraction_calls_the_model_behind_the_boundary() {
         id,
         Some(org),
         agentd::approvals::Decision::Approve { by: "ann".into() },
+        Default::default(),
     )
     .await
     .unwrap();

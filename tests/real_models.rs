@@ -819,3 +819,160 @@ async fn a_request_larger_than_the_context_window_is_refused_before_sending() {
     );
     assert_eq!(p.calls(), 0, "nothing was sent");
 }
+
+/// A small model behind llama.cpp, as measured with Qwen2.5-0.5B: told to call a tool
+/// (`tool_choice: "required"`) without a schema to follow, it echoes the last message back; given
+/// a `response_format`, its output follows it (the server constrains decoding), and its first
+/// field map runs on until the output cap.
+fn small_model(body: &Value, n: usize) -> (u16, Value) {
+    if body["tools"].as_array().is_none_or(|t| t.is_empty()) {
+        // run_extraction's own request.
+        let v = json!({"invoice_number": "INV-77", "total_due": 1250.0});
+        return (200, completion(text_message(&v.to_string()), None));
+    };
+    let last = body["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let Some(schema) = body["response_format"]["json_schema"]["schema"].as_object() else {
+        if body["tool_choice"] == "required" {
+            return (200, completion(text_message(&last), None));
+        }
+        return (
+            200,
+            completion(
+                text_message("Proposed a schema, a prompt and an extraction."),
+                None,
+            ),
+        );
+    };
+    let alternatives: Vec<Value> = match schema.get("anyOf") {
+        Some(a) => a.as_array().unwrap().clone(),
+        None => vec![Value::Object(schema.clone())],
+    };
+    let offers = |name: &str| {
+        alternatives
+            .iter()
+            .find(|a| a["properties"]["name"]["const"] == name)
+            .map(|a| a["properties"]["arguments"].clone())
+    };
+    let pinned = |args: &Value, key: &str| {
+        args["properties"][key]["enum"][0]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (content, finish) = if let Some(args) = offers("run_extraction") {
+        let call = json!({"name": "run_extraction", "arguments": {"prompt_revid": pinned(&args, "prompt_revid")}});
+        (call.to_string(), "stop")
+    } else if let Some(args) = offers("create_prompt").filter(|_| offers("create_schema").is_none())
+    {
+        let call = json!({"name": "create_prompt", "arguments": {"name": "Invoice fields",
+            "content": "Extract the invoice fields.", "schema_revid": pinned(&args, "schema_revid")}});
+        (call.to_string(), "stop")
+    } else if n == 0 {
+        // The first field map runs on, repeating one key, until the output cap.
+        (r#"{"name": "create_schema", "arguments": {"name": "Invoice", "fields": {"invoice_number": "string", "total_due": "number", "total_due": "number", "total_du"#.to_string(), "length")
+    } else {
+        let call = json!({"name": "create_schema", "arguments": {"name": "Invoice", "fields": {"invoice_number": "string", "total_due": "number"}}});
+        (call.to_string(), "stop")
+    };
+    let mut v = completion(text_message(&content), None);
+    v["choices"][0]["finish_reason"] = json!(finish);
+    (200, v)
+}
+
+#[tokio::test]
+async fn constrained_calls_carry_a_call_schema_and_a_small_model_proposes() {
+    // Without constrained calls, the small model echoes instead of calling: nothing is made.
+    let fake = Fake::start(Arc::new(small_model)).await;
+    let mut e = env().await;
+    e.app.provider = fake.provider.clone();
+    let (_, status) = e.upload_and_drain(INVOICE).await;
+    assert_eq!(
+        status, "failed",
+        "tool_choice required alone does not bind it"
+    );
+    assert!(
+        fake.seen()
+            .iter()
+            .all(|b| b.get("response_format").is_none()
+                || b["tools"].as_array().is_none_or(|t| t.is_empty()))
+    );
+
+    // With them, each required round carries a schema only a call satisfies.
+    let fake = Fake::start(Arc::new(small_model)).await;
+    let mut e = env().await;
+    e.app.provider = fake.provider.clone();
+    let mut config = (*e.app.config).clone();
+    config.llm.constrained_calls = true;
+    e.app.config = Arc::new(config);
+    let (_, status) = e.upload_and_drain(INVOICE).await;
+    assert_eq!(status, "proposed");
+    let run: Uuid = sqlx::query_scalar("SELECT id FROM agent_runs")
+        .fetch_one(&e.db.pool)
+        .await
+        .unwrap();
+    let d: Vec<String> = e.decisions(run).await.into_iter().map(|d| d.0).collect();
+    assert_eq!(d, ["create_schema", "create_prompt", "run_extraction"]);
+
+    let bodies = fake.seen();
+    let rounds: Vec<&Value> = bodies
+        .iter()
+        .filter(|b| b["tools"].as_array().is_some_and(|t| !t.is_empty()))
+        .collect();
+    for b in &rounds {
+        assert_eq!(
+            b.get("response_format").is_some(),
+            b["tool_choice"] == "required",
+            "a call schema exactly where a call is required: {b}"
+        );
+    }
+    // Round 1: the field map was cut at the output cap; closed, and the model is told.
+    let first = rounds[1]["messages"].to_string();
+    assert!(first.contains("cut off"), "the repair is said: {first}");
+    let schemas: Vec<String> = sqlx::query_scalar(
+        "SELECT jsonb_object_keys(response_format->'json_schema'->'schema'->'properties') FROM schemas",
+    )
+    .fetch_all(&e.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        schemas.len(),
+        2,
+        "the complete fields were kept: {schemas:?}"
+    );
+    // create_prompt's round pins the run's schema; create_schema offers no response_format.
+    let prompt_round = rounds
+        .iter()
+        .find(|b| {
+            b["response_format"]
+                .to_string()
+                .contains("\"create_prompt\"")
+                && !b["response_format"]
+                    .to_string()
+                    .contains("\"create_schema\"")
+        })
+        .expect("a create_prompt round");
+    let rf = &prompt_round["response_format"]["json_schema"]["schema"];
+    let create_prompt = rf["anyOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["properties"]["name"]["const"] == "create_prompt")
+        .unwrap();
+    let pinned = create_prompt["properties"]["arguments"]["properties"]["schema_revid"]["enum"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (sid, sv): (Uuid, i32) = sqlx::query_as("SELECT schema_id, version FROM schemas")
+        .fetch_one(&e.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(pinned, format!("{sid}:{sv}"));
+    assert!(
+        !rounds[0]["response_format"]
+            .to_string()
+            .contains("\"response_format\"")
+    );
+}

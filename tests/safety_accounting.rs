@@ -491,6 +491,7 @@ async fn approving_a_proposed_extraction_is_charged_to_org_and_run() {
         id,
         Some(w.org),
         Decision::Approve { by: "ann".into() },
+        Default::default(),
     )
     .await
     .unwrap();

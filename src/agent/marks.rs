@@ -23,22 +23,20 @@ impl Engine {
         let mut tx = self.pool.begin().await?;
         let payload = json!({"text": text, "missing": missing});
         let row = agent_loop::insert_mark(&mut tx, run_id, seq, "nudge", &payload, now).await?;
+        let actor = format!("agent:{}", spec.kind);
         runs::insert_audit(
             &mut *tx,
             &runs::NewAudit {
-                org_id: spec.org_id,
-                run_id: Some(run_id),
-                call_id: None,
-                actor: &format!("agent:{}", spec.kind),
-                tool: "nudge",
-                category: "loop",
-                decision: "nudged",
-                args: None,
                 outcome: Some(&payload),
-                is_error: false,
-                duration_ms: 0,
-                tokens: 0,
-                now,
+                ..runs::NewAudit::new(
+                    spec.org_id,
+                    Some(run_id),
+                    &actor,
+                    "nudge",
+                    "loop",
+                    "nudged",
+                    now,
+                )
             },
         )
         .await?;

@@ -168,16 +168,7 @@ impl Engine {
 
     /// Marks a run failed (the job gave up), keeping what it did.
     pub async fn fail_run(&self, run_id: Uuid, error: &str) -> Result<(), sqlx::Error> {
-        runs::finish_run(
-            &self.pool,
-            run_id,
-            "failed",
-            Some("error"),
-            None,
-            Some(error),
-            self.clock.now(),
-        )
-        .await?;
+        runs::fail_run(&self.pool, run_id, error, self.clock.now()).await?;
         Ok(())
     }
 
@@ -440,22 +431,12 @@ impl Engine {
             .await?
             .ok_or(sqlx::Error::RowNotFound)?;
         if changed && status == "capped" {
+            let actor = format!("agent:{}", run.kind);
             runs::insert_audit(
                 &mut *tx,
                 &runs::NewAudit {
-                    org_id: run.org_id,
-                    run_id: Some(run_id),
-                    call_id: None,
-                    actor: &format!("agent:{}", run.kind),
-                    tool: reason.as_str(),
-                    category: "cap",
-                    decision: "capped",
-                    args: None,
                     outcome: Some(&json!({"rounds": run.rounds, "tool_calls": run.tool_calls, "tokens": run.input_tokens + run.output_tokens})),
-                    is_error: false,
-                    duration_ms: 0,
-                    tokens: 0,
-                    now,
+                    ..runs::NewAudit::new(run.org_id, Some(run_id), &actor, reason.as_str(), "cap", "capped", now)
                 },
             )
             .await?;

@@ -221,7 +221,7 @@ async fn decide_with(
         reason: reject_reason,
         edited_args: body.arguments,
     };
-    let out = match approvals::decide_with(
+    let out = match approvals::decide(
         &app.pool,
         &app.clock,
         &env,

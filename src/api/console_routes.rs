@@ -9,7 +9,6 @@ use super::extract::{Page, Paged, parse_query, state};
 use crate::store::console_reads::{self, Retry};
 use crate::store::{runs::RunRow, status};
 use axum::extract::{Path, RawQuery, State};
-use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::json;
 use utoipa::IntoParams;
@@ -76,11 +75,9 @@ pub async fn retry(State(s): State<ApiState>, caller: Caller, Path(id): Path<Str
     match console_reads::retry_dead(&mut conn, caller.org_id, id, s.app.clock.now()).await? {
         Retry::Done => ok(&json!({"id": id, "state": "available"})),
         Retry::NotFound => Err(Problem::not_found("job", id)),
-        Retry::NotDead(state) => Err(Problem::new(
-            StatusCode::CONFLICT,
-            "conflict",
-            format!("job {id} is {state}; only dead jobs can be retried"),
-        )
+        Retry::NotDead(state) => Err(Problem::conflict(format!(
+            "job {id} is {state}; only dead jobs can be retried"
+        ))
         .extra(json!({"state": state}))),
         Retry::UniqueKeyBusy => Err(Problem::conflict(format!(
             "job {id} cannot be retried: another job with its unique key is waiting or running"

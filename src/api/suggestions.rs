@@ -10,7 +10,6 @@ use super::error::{ApiResult, Problem, ok};
 use super::extract::{OptionalJsonBody, uuid_id};
 use crate::store::suggestions::{self as store, SuggestionStatus, Transition};
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::json;
 use utoipa::ToSchema;
@@ -56,11 +55,9 @@ async fn transition(
     tx.commit().await?;
     match out {
         Transition::NotFound => Err(Problem::not_found("suggestion", id)),
-        Transition::Refused(state) => Err(Problem::new(
-            StatusCode::CONFLICT,
-            "conflict",
-            format!("suggestion {id} is {state}; it cannot become {to}"),
-        )
+        Transition::Refused(state) => Err(Problem::conflict(format!(
+            "suggestion {id} is {state}; it cannot become {to}"
+        ))
         .extra(json!({"state": state}))),
         Transition::Done(_) => {
             let row = store::get(&mut conn, caller.org_id, id)

@@ -263,29 +263,8 @@ pub enum DecideError {
 /// `expires_at` → `expired`; snapshot changed → `stale` (what changed is reported); else
 /// execute through the registry as the approver → `executed` (or `failed`). All in one
 /// transaction, except for a tool that calls a model (run_extraction): see [`model_decide`],
-/// which holds no transaction while the model answers.
+/// which holds no transaction while the model answers. `extra`: a reason or edited arguments.
 pub async fn decide(
-    pool: &PgPool,
-    clock: &SharedClock,
-    env: &ToolEnv,
-    id: Uuid,
-    org_id: Option<Uuid>,
-    decision: Decision,
-) -> Result<DecideOutcome, DecideError> {
-    decide_with(
-        pool,
-        clock,
-        env,
-        id,
-        org_id,
-        decision,
-        DecisionExtra::default(),
-    )
-    .await
-}
-
-/// [`decide`] with a reason or edited arguments.
-pub async fn decide_with(
     pool: &PgPool,
     clock: &SharedClock,
     env: &ToolEnv,
@@ -476,19 +455,11 @@ fn decision_audit<'a>(
     now: chrono::DateTime<chrono::Utc>,
 ) -> NewAudit<'a> {
     NewAudit {
-        org_id: row.org_id,
-        run_id: row.run_id,
         call_id: Some(call_id),
-        actor,
-        tool: &row.tool,
-        category: "approval",
-        decision,
         args: Some(&row.args),
-        outcome: None,
-        is_error: false,
-        duration_ms: 0,
-        tokens: 0,
-        now,
+        ..NewAudit::new(
+            row.org_id, row.run_id, actor, &row.tool, "approval", decision, now,
+        )
     }
 }
 

@@ -3,7 +3,7 @@
 //! `stale` early; stale ones that asked for it get a capped re-proposal job; decided approvals
 //! older than the retention are purged (their audit rows stay). "Now" comes from the Clock.
 //!
-//! Set-based, each batch is one statement (`store::approvals::sweep_batch`) that judges the
+//! Set-based, each batch is one statement (`store::approvals_sweep::sweep_batch`) that judges the
 //! approvals on documents in the database — the row is still the version the snapshot was read
 //! from, or else the stored snapshot equals the row's — and ends the unchanged expired ones with
 //! their audit rows and events; only the rest (changed data, other tools) are read here, re-hashed
@@ -13,7 +13,8 @@
 use super::{DOCUMENT_SNAPSHOT_TOOLS, ToolEnv, snapshot_hash};
 use crate::clock::SharedClock;
 use crate::queue::{self, NewJob};
-use crate::store::approvals::{self as store, ApprovalRow};
+use crate::store::approvals::ApprovalRow;
+use crate::store::approvals_sweep as store;
 use crate::store::documents;
 use crate::store::events::EventType;
 use crate::store::states::ApprovalStatus;

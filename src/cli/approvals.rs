@@ -282,8 +282,7 @@ async fn decide(
         .and_then(|k| app.catalog.get(k))
         .unwrap_or_else(|| app.spec("proactive_suggestion"));
     let env = app.tool_env(spec);
-    let out = match approvals::decide_with(&app.pool, &app.clock, &env, id, None, decision, extra)
-        .await
+    let out = match approvals::decide(&app.pool, &app.clock, &env, id, None, decision, extra).await
     {
         Ok(o) => o,
         Err(DecideError::InvalidEdit(m)) => return Err(bad(format!("--args: {m}"))),

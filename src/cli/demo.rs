@@ -291,7 +291,7 @@ async fn later_step(app: &App, org: Uuid) -> anyhow::Result<Value> {
         let a = &pending[pending.len() - 1];
         let env = app.tool_env(app.spec("proactive_suggestion"));
         let by = PERSON.to_string();
-        let out = approvals::decide_with(
+        let out = approvals::decide(
             &app.pool,
             &shared,
             &env,

@@ -32,14 +32,7 @@ pub(super) fn print_report(r: &Value) {
                 .unwrap_or_else(|| "-".into())
         );
     }
-    if let Some(s) = r["schema"].as_object() {
-        println!(
-            "  schema {} \"{}\" ({})",
-            s["revid"].as_str().unwrap_or(""),
-            s["name"].as_str().unwrap_or(""),
-            s["status"].as_str().unwrap_or("")
-        );
-    }
+    print_revision(r, "schema");
     let values = &r["extraction"]["result"];
     for f in r["fields"].as_array().into_iter().flatten() {
         let name = f["name"].as_str().unwrap_or("");
@@ -53,12 +46,18 @@ pub(super) fn print_report(r: &Value) {
                 .unwrap_or_else(|| "-".into())
         );
     }
-    if let Some(p) = r["prompt"].as_object() {
+    print_revision(r, "prompt");
+}
+
+/// The report's schema or prompt (`kind`) line, if it has one: revid, name and status.
+fn print_revision(r: &Value, kind: &str) {
+    if let Some(x) = r[kind].as_object() {
+        let field = |k: &str| x[k].as_str().unwrap_or("");
         println!(
-            "  prompt {} \"{}\" ({})",
-            p["revid"].as_str().unwrap_or(""),
-            p["name"].as_str().unwrap_or(""),
-            p["status"].as_str().unwrap_or("")
+            "  {kind} {} \"{}\" ({})",
+            field("revid"),
+            field("name"),
+            field("status")
         );
     }
 }

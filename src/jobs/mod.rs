@@ -150,16 +150,7 @@ pub async fn fail_run_fenced(
         tracing::warn!(job.id = job.id, attempt = job.attempt, %run_id, "stale attempt: the run is not failed by this worker");
         return Ok(false);
     }
-    crate::store::runs::finish_run(
-        &mut *tx,
-        run_id,
-        "failed",
-        Some("error"),
-        None,
-        Some(error),
-        app.clock.now(),
-    )
-    .await?;
+    crate::store::runs::fail_run(&mut *tx, run_id, error, app.clock.now()).await?;
     tx.commit().await?;
     Ok(true)
 }

@@ -62,15 +62,7 @@ pub struct Field {
 
 /// `Invoice Number` → `invoice_number`.
 pub fn snake(key: &str) -> String {
-    let mut out = String::new();
-    for c in key.chars() {
-        if c.is_ascii_alphanumeric() {
-            out.push(c.to_ascii_lowercase());
-        } else if !out.ends_with('_') {
-            out.push('_');
-        }
-    }
-    out.trim_matches('_').chars().take(48).collect()
+    crate::tools::schema_forms::snake(key, 48)
 }
 
 /// Fields from `Key: value` lines (at most 20, first occurrence wins).

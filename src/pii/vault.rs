@@ -113,30 +113,19 @@ impl Vault {
     /// Redacts every string of a JSON value (keys stay); the string value of a personal key
     /// (`customer_name`, `email`, …) is a token whatever the rules say.
     pub fn redact_json(&self, v: &Value) -> Value {
-        match v {
-            Value::String(s) => Value::String(self.redact(s)),
-            Value::Array(a) => Value::Array(a.iter().map(|x| self.redact_json(x)).collect()),
-            Value::Object(o) => Value::Object(
-                o.iter()
-                    .map(|(k, x)| {
-                        let kind = super::detect::personal_key(k);
-                        let redacted = match (kind, x) {
-                            (Some(kind), Value::String(s))
-                                if s.chars().count() >= 2
-                                    && !is_token(s)
-                                    && !super::detect::placeholder(s) =>
-                            {
-                                let mut t = self.table.lock().expect("vault lock");
-                                Value::String(t.token_for(s, kind))
-                            }
-                            _ => self.redact_json(x),
-                        };
-                        (k.clone(), redacted)
-                    })
-                    .collect(),
-            ),
-            other => other.clone(),
-        }
+        map_strings(
+            v,
+            None,
+            &|key, s| match key.and_then(super::detect::personal_key) {
+                Some(kind)
+                    if s.chars().count() >= 2 && !is_token(s) && !super::detect::placeholder(s) =>
+                {
+                    let mut t = self.table.lock().expect("vault lock");
+                    t.token_for(s, kind)
+                }
+                _ => self.redact(s),
+            },
+        )
     }
 
     /// Puts the real values back for every known token in `text`.
@@ -163,16 +152,7 @@ impl Vault {
 
     /// Rehydrates every string of a JSON value.
     pub fn rehydrate_json(&self, v: &Value) -> Value {
-        match v {
-            Value::String(s) => Value::String(self.rehydrate(s)),
-            Value::Array(a) => Value::Array(a.iter().map(|x| self.rehydrate_json(x)).collect()),
-            Value::Object(o) => Value::Object(
-                o.iter()
-                    .map(|(k, x)| (k.clone(), self.rehydrate_json(x)))
-                    .collect(),
-            ),
-            other => other.clone(),
-        }
+        map_strings(v, None, &|_, s| self.rehydrate(s))
     }
 
     /// Tokens known so far.
@@ -183,6 +163,21 @@ impl Vault {
     /// No token yet.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// `v` with every string `s` replaced by `f(key, s)`, `key` being the object key `s` is the value
+/// of (`None` in an array or at the top); keys stay.
+fn map_strings(v: &Value, key: Option<&str>, f: &impl Fn(Option<&str>, &str) -> String) -> Value {
+    match v {
+        Value::String(s) => Value::String(f(key, s)),
+        Value::Array(a) => Value::Array(a.iter().map(|x| map_strings(x, None, f)).collect()),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, x)| (k.clone(), map_strings(x, Some(k), f)))
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 

@@ -137,6 +137,17 @@ where
         .await
 }
 
+/// Waits `delay` before the next LISTEN attempt and doubles it (at most 5 s); false if `stop`
+/// came first.
+async fn back_off(delay: &mut Duration, stop: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(*delay) => {},
+        _ = stop.cancelled() => return false,
+    }
+    *delay = (*delay * 2).min(Duration::from_secs(5));
+    true
+}
+
 /// Listens on the NOTIFY channel and wakes every waker on each notification (and after every
 /// reconnect, since notifications may have been missed); reconnects with backoff until `stop`.
 pub(crate) async fn listen(pool: PgPool, wakers: Vec<Arc<Notify>>, stop: CancellationToken) {
@@ -147,21 +158,17 @@ pub(crate) async fn listen(pool: PgPool, wakers: Vec<Arc<Notify>>, stop: Cancell
             Ok(l) => l,
             Err(e) => {
                 warn!(error = %e, "LISTEN connection failed; polling meanwhile");
-                tokio::select! {
-                    _ = tokio::time::sleep(delay) => {},
-                    _ = stop.cancelled() => return,
+                if !back_off(&mut delay, &stop).await {
+                    return;
                 }
-                delay = (delay * 2).min(Duration::from_secs(5));
                 continue;
             }
         };
         if let Err(e) = listener.listen(NOTIFY_CHANNEL).await {
             warn!(error = %e, "LISTEN failed; polling meanwhile");
-            tokio::select! {
-                _ = tokio::time::sleep(delay) => {},
-                _ = stop.cancelled() => return,
+            if !back_off(&mut delay, &stop).await {
+                return;
             }
-            delay = (delay * 2).min(Duration::from_secs(5));
             continue;
         }
         delay = Duration::from_millis(100);

@@ -184,9 +184,8 @@ pub async fn approvals_of_org<'e, E: PgExecutor<'e>>(
     org_id: Uuid,
     ids: &[Uuid],
 ) -> Result<Vec<Uuid>, sqlx::Error> {
-    sqlx::query_scalar("SELECT id FROM pending_approvals WHERE org_id = $1 AND id = ANY($2)")
-        .bind(org_id)
-        .bind(ids)
+    let of_org = "SELECT id FROM pending_approvals WHERE org_id = $1 AND id = ANY($2)";
+    super::sql::scalar(of_org, org_id, ids)
         .fetch_all(exec)
         .await
 }

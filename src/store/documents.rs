@@ -394,11 +394,8 @@ pub async fn version(
     org_id: Uuid,
     id: Uuid,
 ) -> Result<Option<i64>, sqlx::Error> {
-    sqlx::query_scalar("SELECT version FROM documents WHERE org_id = $1 AND id = $2")
-        .bind(org_id)
-        .bind(id)
-        .fetch_optional(conn)
-        .await
+    let version = "SELECT version FROM documents WHERE org_id = $1 AND id = $2";
+    sql::scalar(version, org_id, id).fetch_optional(conn).await
 }
 
 /// True if this org has a document with this id.

@@ -2,7 +2,7 @@
 //! version) over a document. "Latest" is by insertion order (`seq`), not by the Clock.
 
 use super::documents::clean_json;
-use super::sql::{self, Table};
+use super::sql::{self, row};
 pub use super::states::ExtractionStatus;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -10,31 +10,21 @@ use serde_json::Value;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-/// An extraction.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-pub struct ExtractionRow {
-    pub id: Uuid,
-    pub document_id: Uuid,
-    pub prompt_id: Uuid,
-    pub prompt_version: i32,
-    pub schema_id: Uuid,
-    pub schema_version: i32,
-    pub result: Value,
-    pub status: ExtractionStatus,
-    pub run_id: Option<Uuid>,
-    pub created_at: DateTime<Utc>,
-}
-
-/// The columns of [`ExtractionRow`].
-macro_rules! columns {
-    () => {
-        "id, document_id, prompt_id, prompt_version, schema_id, schema_version, result, status,
-         run_id, created_at"
-    };
-}
-
-impl Table for ExtractionRow {
-    const SELECT: &'static str = concat!("SELECT ", columns!(), " FROM extractions");
+row! {
+    /// An extraction.
+    #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+    pub struct ExtractionRow in "extractions" {
+        pub id: Uuid,
+        pub document_id: Uuid,
+        pub prompt_id: Uuid,
+        pub prompt_version: i32,
+        pub schema_id: Uuid,
+        pub schema_version: i32,
+        pub result: Value,
+        pub status: ExtractionStatus,
+        pub run_id: Option<Uuid>,
+        pub created_at: DateTime<Utc>,
+    }
 }
 
 /// What a new extraction was made from.

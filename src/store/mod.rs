@@ -5,6 +5,8 @@ pub mod api_keys;
 pub mod api_reads;
 pub mod approval_life;
 pub mod approvals;
+pub mod approvals_sweep;
+pub mod audit;
 pub mod auto_create;
 pub mod budget;
 pub mod console_reads;

@@ -2,45 +2,37 @@
 //! revision, an update inserts version + 1, and each version points at one schema version.
 
 use super::documents::clean_text;
-use super::sql::{self, Table};
+use super::sql::{self, row};
 use super::versions::{self, Versioned};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-/// One version of a prompt.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-pub struct PromptRow {
-    pub prompt_id: Uuid,
-    pub version: i32,
-    pub name: String,
-    pub content: String,
-    pub schema_id: Uuid,
-    pub schema_version: i32,
-    pub model: Option<String>,
-    pub tag_ids: Vec<Uuid>,
-    pub status: String,
-    pub run_id: Option<Uuid>,
-    pub created_at: DateTime<Utc>,
-}
-
-/// The columns of [`PromptRow`].
-macro_rules! columns {
-    () => {
-        "prompt_id, version, name, content, schema_id, schema_version, model, tag_ids, status,
-         run_id, created_at"
-    };
-}
-
-impl Table for PromptRow {
-    const SELECT: &'static str = concat!("SELECT ", columns!(), " FROM prompts");
+row! {
+    /// One version of a prompt.
+    #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+    pub struct PromptRow in "prompts" {
+        pub prompt_id: Uuid,
+        pub version: i32,
+        pub name: String,
+        pub content: String,
+        pub schema_id: Uuid,
+        pub schema_version: i32,
+        pub model: Option<String>,
+        pub tag_ids: Vec<Uuid>,
+        pub status: String,
+        pub run_id: Option<Uuid>,
+        pub created_at: DateTime<Utc>,
+    }
 }
 
 impl Versioned for PromptRow {
     const TABLE: &'static str = "prompts";
     const ID: &'static str = "prompt_id";
 }
+
+versions::functions!(PromptRow, "prompt");
 
 /// The fields of a new prompt version.
 #[derive(Debug, Clone)]
@@ -66,26 +58,6 @@ impl From<&PromptRow> for PromptFields {
     }
 }
 
-/// Version `version` of a prompt of this org.
-pub async fn get(
-    conn: &mut PgConnection,
-    org_id: Uuid,
-    prompt_id: Uuid,
-    version: i32,
-) -> Result<Option<PromptRow>, sqlx::Error> {
-    versions::get(conn, org_id, prompt_id, version).await
-}
-
-/// The latest version of a prompt of this org; `lock` takes `FOR UPDATE` on it.
-pub async fn latest(
-    conn: &mut PgConnection,
-    org_id: Uuid,
-    prompt_id: Uuid,
-    lock: bool,
-) -> Result<Option<PromptRow>, sqlx::Error> {
-    versions::latest(conn, org_id, prompt_id, lock).await
-}
-
 /// The prompt version this run wrote last (run_extraction's default prompt).
 pub async fn latest_in_run(
     conn: &mut PgConnection,
@@ -96,14 +68,6 @@ pub async fn latest_in_run(
     sql::rows(org_id, cond, run_id, false)
         .fetch_optional(conn)
         .await
-}
-
-/// The latest version of each of this org's prompts, newest first.
-pub async fn list_latest(
-    conn: &mut PgConnection,
-    org_id: Uuid,
-) -> Result<Vec<PromptRow>, sqlx::Error> {
-    versions::list_latest(conn, org_id).await
 }
 
 /// Inserts a prompt version, status `proposed`.
@@ -179,13 +143,4 @@ pub async fn lock_all(
     prompt_id: Uuid,
 ) -> Result<Vec<PromptRow>, sqlx::Error> {
     versions::lock_all(conn, org_id, prompt_id).await
-}
-
-/// Deletes every version of a prompt of this org; returns how many versions went.
-pub async fn delete(
-    conn: &mut PgConnection,
-    org_id: Uuid,
-    prompt_id: Uuid,
-) -> Result<u64, sqlx::Error> {
-    versions::delete::<PromptRow>(conn, org_id, prompt_id).await
 }

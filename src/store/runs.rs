@@ -1,4 +1,7 @@
-//! SQL for agent runs, their checkpoints (`agent_steps`), audit rows and org token budgets.
+//! SQL for agent runs, their checkpoints (`agent_steps`) and org token budgets. Audit rows are
+//! [`super::audit`]'s (re-exported here, where their callers look for them).
+
+pub use super::audit::{AuditRow, NewAudit, audit_for_run, insert_audit};
 
 pub use super::states::RunStatus;
 use chrono::{DateTime, NaiveDate, Utc};
@@ -65,25 +68,6 @@ impl StepRow {
             created_at: chrono::SubsecRound::trunc_subsecs(now, 6),
         }
     }
-}
-
-/// An audit row.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-pub struct AuditRow {
-    pub id: i64,
-    pub org_id: Uuid,
-    pub run_id: Option<Uuid>,
-    pub call_id: Option<String>,
-    pub actor: String,
-    pub tool: String,
-    pub category: String,
-    pub decision: String,
-    pub args: Option<Value>,
-    pub outcome: Option<Value>,
-    pub is_error: bool,
-    pub duration_ms: i32,
-    pub tokens: i32,
-    pub created_at: DateTime<Utc>,
 }
 
 /// The run driven by a job, if one exists.
@@ -228,61 +212,23 @@ pub async fn finish_run<'e, E: PgExecutor<'e>>(
     Ok(done.rows_affected() == 1)
 }
 
-/// An audit row to append.
-#[derive(Debug, Clone)]
-pub struct NewAudit<'a> {
-    pub org_id: Uuid,
-    pub run_id: Option<Uuid>,
-    pub call_id: Option<&'a str>,
-    pub actor: &'a str,
-    pub tool: &'a str,
-    pub category: &'a str,
-    pub decision: &'a str,
-    pub args: Option<&'a Value>,
-    pub outcome: Option<&'a Value>,
-    pub is_error: bool,
-    pub duration_ms: i32,
-    pub tokens: i32,
-    pub now: DateTime<Utc>,
-}
-
-/// Appends an audit row.
-pub async fn insert_audit<'e, E: PgExecutor<'e>>(
-    exec: E,
-    a: &NewAudit<'_>,
-) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(
-        "INSERT INTO audit_events (org_id, run_id, call_id, actor, tool, category, decision, args, outcome, is_error, duration_ms, tokens, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
-    )
-    .bind(a.org_id)
-    .bind(a.run_id)
-    .bind(a.call_id)
-    .bind(a.actor)
-    .bind(a.tool)
-    .bind(a.category)
-    .bind(a.decision)
-    // Model output may hold NUL characters, which PostgreSQL text and jsonb cannot store.
-    // The trail proves without copying: redacted arguments, a summary + SHA-256 of the result.
-    .bind(a.args.map(|v| super::documents::clean_json(&crate::pii::audit::redact_args(v))))
-    .bind(a.outcome.map(|v| super::documents::clean_json(&crate::pii::audit::summarise(v))))
-    .bind(a.is_error)
-    .bind(a.duration_ms)
-    .bind(a.tokens)
-    .bind(a.now)
-    .fetch_one(exec)
-    .await
-}
-
-/// The audit trail of a run.
-pub async fn audit_for_run<'e, E: PgExecutor<'e>>(
-    exec: E,
+/// Marks a running run `failed` (stop reason `error`, the job gave up), keeping what it did.
+pub async fn fail_run<'e>(
+    exec: impl PgExecutor<'e>,
     run_id: Uuid,
-) -> Result<Vec<AuditRow>, sqlx::Error> {
-    sqlx::query_as("SELECT * FROM audit_events WHERE run_id = $1 ORDER BY id")
-        .bind(run_id)
-        .fetch_all(exec)
-        .await
+    error: &str,
+    now: DateTime<Utc>,
+) -> Result<bool, sqlx::Error> {
+    finish_run(
+        exec,
+        run_id,
+        "failed",
+        Some("error"),
+        None,
+        Some(error),
+        now,
+    )
+    .await
 }
 
 /// An org's budget state for the current period.

@@ -2,7 +2,7 @@
 //! update inserts version + 1. Versions are immutable once written.
 
 use super::documents::{clean_json, clean_text};
-use super::sql::{self, Table};
+use super::sql::{self, row};
 use super::versions::{self, Versioned};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -10,28 +10,19 @@ use serde_json::Value;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-/// One version of a schema.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-pub struct SchemaRow {
-    pub schema_id: Uuid,
-    pub version: i32,
-    pub name: String,
-    /// OpenAI structured-output `response_format`.
-    pub response_format: Value,
-    pub status: String,
-    pub run_id: Option<Uuid>,
-    pub created_at: DateTime<Utc>,
-}
-
-/// The columns of [`SchemaRow`].
-macro_rules! columns {
-    () => {
-        "schema_id, version, name, response_format, status, run_id, created_at"
-    };
-}
-
-impl Table for SchemaRow {
-    const SELECT: &'static str = concat!("SELECT ", columns!(), " FROM schemas");
+row! {
+    /// One version of a schema.
+    #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+    pub struct SchemaRow in "schemas" {
+        pub schema_id: Uuid,
+        pub version: i32,
+        pub name: String,
+        /// OpenAI structured-output `response_format`.
+        pub response_format: Value,
+        pub status: String,
+        pub run_id: Option<Uuid>,
+        pub created_at: DateTime<Utc>,
+    }
 }
 
 impl Versioned for SchemaRow {
@@ -39,33 +30,9 @@ impl Versioned for SchemaRow {
     const ID: &'static str = "schema_id";
 }
 
-/// Version `version` of a schema of this org.
-pub async fn get(
-    conn: &mut PgConnection,
-    org_id: Uuid,
-    schema_id: Uuid,
-    version: i32,
-) -> Result<Option<SchemaRow>, sqlx::Error> {
-    versions::get(conn, org_id, schema_id, version).await
-}
-
-/// The latest version of a schema of this org; `lock` takes `FOR UPDATE` on it.
-pub async fn latest(
-    conn: &mut PgConnection,
-    org_id: Uuid,
-    schema_id: Uuid,
-    lock: bool,
-) -> Result<Option<SchemaRow>, sqlx::Error> {
-    versions::latest(conn, org_id, schema_id, lock).await
-}
-
-/// The latest version of each of this org's schemas, newest first.
-pub async fn list_latest(
-    conn: &mut PgConnection,
-    org_id: Uuid,
-) -> Result<Vec<SchemaRow>, sqlx::Error> {
-    versions::list_latest(conn, org_id).await
-}
+// `delete`: the caller checks for dependent prompts first (the foreign key would cascade to
+// them).
+versions::functions!(SchemaRow, "schema");
 
 /// Inserts version 1 of a new schema, status `proposed`.
 pub async fn create(
@@ -178,14 +145,4 @@ pub async fn lock_all(
         versions,
         dependent_prompts,
     }))
-}
-
-/// Deletes every version of a schema of this org; returns how many versions went.
-/// The caller checks for dependent prompts first (the foreign key would cascade to them).
-pub async fn delete(
-    conn: &mut PgConnection,
-    org_id: Uuid,
-    schema_id: Uuid,
-) -> Result<u64, sqlx::Error> {
-    versions::delete::<SchemaRow>(conn, org_id, schema_id).await
 }

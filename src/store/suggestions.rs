@@ -4,7 +4,7 @@
 //! concurrent runs cannot overshoot the cap.
 
 use super::documents::{clean_json, clean_text};
-use super::sql::{self, Table};
+use super::sql::{self, row};
 pub use super::states::SuggestionStatus;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
@@ -154,27 +154,22 @@ pub async fn count_for_night(
     sql::scalar(count, org_id, night).fetch_one(conn).await
 }
 
-/// A suggestion as stored.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-pub struct SuggestionRow {
-    pub id: Uuid,
-    pub kind: String,
-    pub subject: String,
-    pub night: NaiveDate,
-    pub title: String,
-    pub message: String,
-    pub document_id: Option<Uuid>,
-    pub proposed_action: Option<Value>,
-    pub status: SuggestionStatus,
-    pub run_id: Option<Uuid>,
-    pub status_reason: Option<String>,
-}
-
-impl Table for SuggestionRow {
-    const SELECT: &'static str =
-        "SELECT id, kind, subject, night, title, message, document_id, proposed_action, status,
-                run_id, status_reason
-           FROM suggestions";
+row! {
+    /// A suggestion as stored.
+    #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+    pub struct SuggestionRow in "suggestions" {
+        pub id: Uuid,
+        pub kind: String,
+        pub subject: String,
+        pub night: NaiveDate,
+        pub title: String,
+        pub message: String,
+        pub document_id: Option<Uuid>,
+        pub proposed_action: Option<Value>,
+        pub status: SuggestionStatus,
+        pub run_id: Option<Uuid>,
+        pub status_reason: Option<String>,
+    }
 }
 
 /// A suggestion of this org by id.

@@ -2,24 +2,22 @@
 //! is the existing one. Deleting a tag also removes it from this org's documents and prompts.
 
 use super::documents::clean_text;
-use super::sql::{self, Table};
+use super::sql::{self, row};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-/// A tag.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-pub struct TagRow {
-    pub id: Uuid,
-    pub name: String,
-    pub color: String,
-    pub run_id: Option<Uuid>,
-    pub created_at: DateTime<Utc>,
-}
-
-impl Table for TagRow {
-    const SELECT: &'static str = "SELECT id, name, color, run_id, created_at FROM tags";
+row! {
+    /// A tag.
+    #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+    pub struct TagRow in "tags" {
+        pub id: Uuid,
+        pub name: String,
+        pub color: String,
+        pub run_id: Option<Uuid>,
+        pub created_at: DateTime<Utc>,
+    }
 }
 
 /// A tag with how many of the org's documents carry it.

@@ -98,3 +98,57 @@ pub async fn creator<T: Versioned>(
         .fetch_optional(conn)
         .await
 }
+
+/// The functions a versioned row type's store module offers, written once for `$row` (`$what`
+/// names it in their docs): `get`, `latest`, `list_latest`, `delete` and `creator`, the
+/// generic functions above for that type.
+macro_rules! functions {
+    ($row:ident, $what:literal) => {
+        #[doc = concat!("Version `version` of a ", $what, " of this org.")]
+        pub async fn get(
+            conn: &mut sqlx::PgConnection,
+            org_id: uuid::Uuid,
+            id: uuid::Uuid,
+            version: i32,
+        ) -> Result<Option<$row>, sqlx::Error> {
+            $crate::store::versions::get(conn, org_id, id, version).await
+        }
+
+        #[doc = concat!("The latest version of a ", $what, " of this org; `lock` takes `FOR UPDATE` on it.")]
+        pub async fn latest(
+            conn: &mut sqlx::PgConnection,
+            org_id: uuid::Uuid,
+            id: uuid::Uuid,
+            lock: bool,
+        ) -> Result<Option<$row>, sqlx::Error> {
+            $crate::store::versions::latest(conn, org_id, id, lock).await
+        }
+
+        #[doc = concat!("The latest version of each of this org's ", $what, "s, newest first.")]
+        pub async fn list_latest(
+            conn: &mut sqlx::PgConnection,
+            org_id: uuid::Uuid,
+        ) -> Result<Vec<$row>, sqlx::Error> {
+            $crate::store::versions::list_latest(conn, org_id).await
+        }
+
+        #[doc = concat!("Deletes every version of a ", $what, " of this org; returns how many versions went.")]
+        pub async fn delete(
+            conn: &mut sqlx::PgConnection,
+            org_id: uuid::Uuid,
+            id: uuid::Uuid,
+        ) -> Result<u64, sqlx::Error> {
+            $crate::store::versions::delete::<$row>(conn, org_id, id).await
+        }
+
+        #[doc = concat!("The run that created a ", $what, " of this org (its first version): `None` when there is no such ", $what, ", `Some(None)` when a person (no run) created it.")]
+        pub async fn creator(
+            conn: &mut sqlx::PgConnection,
+            org_id: uuid::Uuid,
+            id: uuid::Uuid,
+        ) -> Result<Option<Option<uuid::Uuid>>, sqlx::Error> {
+            $crate::store::versions::creator::<$row>(conn, org_id, id).await
+        }
+    };
+}
+pub(crate) use functions;

@@ -44,6 +44,13 @@ pub enum FieldsError {
 
 /// `Invoice Number` → `invoice_number` (at most 64 characters; `document` when nothing is left).
 pub fn schema_name(name: &str) -> String {
+    let s = snake(name, 64);
+    if s.is_empty() { "document".into() } else { s }
+}
+
+/// `Invoice Number` → `invoice_number`: lowercase ASCII letters and digits, each run of other
+/// characters one `_`, none at either end; at most `max` characters.
+pub fn snake(name: &str, max: usize) -> String {
     let mut out = String::new();
     for c in name.chars() {
         if c.is_ascii_alphanumeric() {
@@ -52,8 +59,7 @@ pub fn schema_name(name: &str) -> String {
             out.push('_');
         }
     }
-    let s: String = out.trim_matches('_').chars().take(64).collect();
-    if s.is_empty() { "document".into() } else { s }
+    out.trim_matches('_').chars().take(max).collect()
 }
 
 /// A strict `response_format` from the compact `fields` form: an object of field name → type

@@ -136,7 +136,7 @@ pub async fn check(ctx: &mut ToolCtx<'_>, tool: &dyn Tool, args: &Value) -> Resu
                 }
             }
             Target::Schema(s) => {
-                let creator = store::schema_creator(ctx.conn, ctx.org_id, s).await?;
+                let creator = crate::store::schemas::creator(ctx.conn, ctx.org_id, s).await?;
                 if let Some(run) = creator
                     && (suggestion || run.is_none() || run != ctx.run_id)
                 {
@@ -144,7 +144,7 @@ pub async fn check(ctx: &mut ToolCtx<'_>, tool: &dyn Tool, args: &Value) -> Resu
                 }
             }
             Target::Prompt(p) => {
-                let creator = store::prompt_creator(ctx.conn, ctx.org_id, p).await?;
+                let creator = crate::store::prompts::creator(ctx.conn, ctx.org_id, p).await?;
                 if let Some(run) = creator
                     && (suggestion || run.is_none() || run != ctx.run_id)
                 {

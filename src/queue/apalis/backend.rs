@@ -244,9 +244,9 @@ impl AgentdBackend {
 
     /// The layer counting running handlers (put it inside the concurrency limit).
     pub fn running_layer(&self) -> RunningLayer {
-        RunningLayer {
+        AroundLayer(Running {
             sh: self.sh.clone(),
-        }
+        })
     }
 }
 
@@ -380,9 +380,9 @@ impl BackendConfig for AgentdBackend {
     }
 
     fn middleware(&mut self, _worker: &mut WorkerContext) -> Self::Layer {
-        GraceLayer {
+        AroundLayer(Grace {
             grace_over: self.sh.grace_over.clone(),
-        }
+        })
     }
 }
 

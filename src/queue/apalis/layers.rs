@@ -4,53 +4,86 @@
 #[allow(unused_imports)]
 use super::*;
 
-/// The backend's middleware (outermost): when the shutdown grace period is over, every
-/// unfinished task future ends with [`Released`], dropping (and so aborting) its handler.
+/// A layer of ours: what it does around a task (an [`Around`]); [`AroundService`] is the
+/// tower service it makes, written once for every such layer.
 #[derive(Debug, Clone)]
-pub struct GraceLayer {
-    pub(super) grace_over: CancellationToken,
-}
+pub struct AroundLayer<A>(pub(super) A);
 
-impl<S> Layer<S> for GraceLayer {
-    type Service = GraceService<S>;
+impl<S, A: Clone> Layer<S> for AroundLayer<A> {
+    type Service = AroundService<S, A>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        GraceService {
+        AroundService {
             inner,
-            grace_over: self.grace_over.clone(),
+            around: self.0.clone(),
         }
     }
 }
 
-/// See [`GraceLayer`].
-#[derive(Debug, Clone)]
-pub struct GraceService<S> {
-    pub(super) inner: S,
-    pub(super) grace_over: CancellationToken,
+/// What a layer does around a task: [`Around::before`] runs before the inner service takes
+/// it, and [`Around::wrap`] turns the inner service's future into the one the task runs as.
+pub trait Around<Args>: Clone {
+    /// What `before` hands to `wrap`.
+    type Before: Send + 'static;
+    fn before(&self, task: &Task<Args>) -> Self::Before;
+    fn wrap<R: Send + 'static>(before: Self::Before, fut: TaskFuture<R>) -> TaskFuture<R>;
 }
 
-impl<S, Args> Service<Task<Args>> for GraceService<S>
+/// A task's future inside our layers.
+pub type TaskFuture<R> = BoxFuture<'static, Result<R, BoxDynError>>;
+
+/// See [`AroundLayer`].
+#[derive(Debug, Clone)]
+pub struct AroundService<S, A> {
+    pub(super) inner: S,
+    pub(super) around: A,
+}
+
+impl<S, Args, A> Service<Task<Args>> for AroundService<S, A>
 where
     S: Service<Task<Args>>,
     S::Future: Send + 'static,
     S::Error: Into<BoxDynError>,
     S::Response: Send + 'static,
+    A: Around<Args>,
 {
     type Response = S::Response;
     type Error = BoxDynError;
-    type Future = BoxFuture<'static, Result<S::Response, BoxDynError>>;
+    type Future = TaskFuture<S::Response>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
     fn call(&mut self, task: Task<Args>) -> Self::Future {
-        let grace_over = self.grace_over.clone();
+        let before = self.around.before(&task);
         let fut = self.inner.call(task);
+        A::wrap(before, async move { fut.await.map_err(Into::into) }.boxed())
+    }
+}
+
+/// The backend's middleware (outermost): when the shutdown grace period is over, every
+/// unfinished task future ends with [`Released`], dropping (and so aborting) its handler.
+pub type GraceLayer = AroundLayer<Grace>;
+
+/// See [`GraceLayer`].
+#[derive(Debug, Clone)]
+pub struct Grace {
+    pub(super) grace_over: CancellationToken,
+}
+
+impl<Args> Around<Args> for Grace {
+    type Before = CancellationToken;
+
+    fn before(&self, _task: &Task<Args>) -> CancellationToken {
+        self.grace_over.clone()
+    }
+
+    fn wrap<R: Send + 'static>(grace_over: CancellationToken, fut: TaskFuture<R>) -> TaskFuture<R> {
         async move {
             tokio::select! {
                 biased;
-                r = fut => r.map_err(Into::into),
+                r = fut => r,
                 _ = grace_over.cancelled() => Err(Box::new(Released) as BoxDynError),
             }
         }
@@ -61,30 +94,15 @@ where
 /// Counts running handlers (claims are sized to the free slots) and runs each job in a
 /// `job` span. Sits under `parallelize`, so the count drops when the
 /// spawned handler ends or is aborted.
-#[derive(Clone)]
-pub struct RunningLayer {
-    pub(super) sh: Arc<Shared>,
-}
-
-impl<S> Layer<S> for RunningLayer {
-    type Service = RunningService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        RunningService {
-            inner,
-            sh: self.sh.clone(),
-        }
-    }
-}
+pub type RunningLayer = AroundLayer<Running>;
 
 /// See [`RunningLayer`].
 #[derive(Clone)]
-pub struct RunningService<S> {
-    pub(super) inner: S,
+pub struct Running {
     pub(super) sh: Arc<Shared>,
 }
 
-pub(super) struct RunningGuard(Arc<Shared>);
+pub struct RunningGuard(Arc<Shared>);
 
 impl Drop for RunningGuard {
     fn drop(&mut self) {
@@ -92,29 +110,19 @@ impl Drop for RunningGuard {
     }
 }
 
-impl<S> Service<Task<ClaimedJob>> for RunningService<S>
-where
-    S: Service<Task<ClaimedJob>>,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxDynError>,
-    S::Response: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = BoxDynError;
-    type Future = BoxFuture<'static, Result<S::Response, BoxDynError>>;
+impl Around<ClaimedJob> for Running {
+    type Before = (tracing::Span, RunningGuard);
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
-    }
-
-    fn call(&mut self, task: Task<ClaimedJob>) -> Self::Future {
+    fn before(&self, task: &Task<ClaimedJob>) -> Self::Before {
         let span = info_span!("job", id = task.args.id, kind = %task.args.kind, attempt = task.args.attempt);
         self.sh.running.fetch_add(1, Ordering::SeqCst);
-        let guard = RunningGuard(self.sh.clone());
-        let fut = self.inner.call(task);
+        (span, RunningGuard(self.sh.clone()))
+    }
+
+    fn wrap<R: Send + 'static>((span, guard): Self::Before, fut: TaskFuture<R>) -> TaskFuture<R> {
         async move {
             let _guard = guard;
-            fut.await.map_err(Into::into)
+            fut.await
         }
         .instrument(span)
         .boxed()

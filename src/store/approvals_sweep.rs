@@ -1,0 +1,363 @@
+//! SQL for the expiry sweep of pending approvals (`approvals::sweep`): its batches, the
+//! set-based statement that judges and ends a batch, the decisions of the rows it leaves to
+//! Rust, the re-proposals of stale approvals and the purge of decided ones. "Now" is always a
+//! parameter.
+
+use super::approvals::ApprovalRow;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::{PgConnection, PgExecutor};
+use uuid::Uuid;
+
+/// Which batch of pending approvals the sweep takes: past their TTL at `now` (`expired_only`) or
+/// not yet, after `after` in id order, at most `limit`, optionally only `only`.
+#[derive(Debug, Clone, Copy)]
+pub struct Batch<'a> {
+    pub now: DateTime<Utc>,
+    pub expired_only: bool,
+    pub after: Uuid,
+    pub only: Option<&'a [Uuid]>,
+    pub limit: i64,
+}
+
+/// The condition and order of a [`Batch`] over `pending_approvals p`, parameters `$1`–`$5`.
+macro_rules! batch_where {
+    () => {
+        "p.status = 'pending'
+           AND (CASE WHEN $2 THEN p.expires_at <= $1 ELSE p.expires_at > $1 END)
+           AND p.id > $3
+           AND ($4::uuid[] IS NULL OR p.id = ANY($4))
+         ORDER BY p.id LIMIT $5"
+    };
+}
+
+impl<'a> Batch<'a> {
+    /// Binds `$1`–`$5`.
+    fn bind<O>(
+        &self,
+        q: sqlx::query::QueryAs<'a, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
+    ) -> sqlx::query::QueryAs<'a, sqlx::Postgres, O, sqlx::postgres::PgArguments> {
+        q.bind(self.now)
+            .bind(self.expired_only)
+            .bind(self.after)
+            .bind(self.only)
+            .bind(self.limit)
+    }
+}
+
+/// A batch of pending approvals. With `lock` the rows are locked and rows locked by another
+/// sweeper are skipped; without it they are only read (the sweep's pass over live approvals: most
+/// stay unchanged, and locking them would write every row).
+pub async fn pending_batch(
+    conn: &mut PgConnection,
+    batch: &Batch<'_>,
+    lock: bool,
+) -> Result<Vec<ApprovalRow>, sqlx::Error> {
+    macro_rules! select {
+        ($lock:literal) => {
+            concat!(
+                "SELECT * FROM pending_approvals p WHERE ",
+                batch_where!(),
+                $lock
+            )
+        };
+    }
+    let sql = if lock {
+        select!(" FOR UPDATE SKIP LOCKED")
+    } else {
+        select!("")
+    };
+    batch.bind(sqlx::query_as(sql)).fetch_all(conn).await
+}
+
+/// The audit rows and events of the approvals a sweep statement just decided: its CTE `up`
+/// returns them (`id, org_id, run_id, suggestion_id, tool, args, status, result`); `$by`, `$now`
+/// and `$event` name the statement's parameters. The same rows as [`decide_many`] and
+/// `approvals::notify::swept` write, in id order.
+macro_rules! swept_tail {
+    ($by:literal, $now:literal, $event:literal) => {
+        concat!(
+            ", audit AS (
+               INSERT INTO audit_events (org_id, run_id, call_id, actor, tool, category, decision,
+                                         args, outcome, created_at)
+               SELECT org_id, run_id, 'approval:' || id, ", $by, ", tool, 'approval', status, args,
+                      result, ", $now, "
+                 FROM up ORDER BY id),
+             events AS (
+               INSERT INTO agentd_events (org_id, type, subject_id, occurred_at, payload, dedupe_key)
+               SELECT org_id, ", $event, ", id, ", $now, ",
+                      jsonb_build_object('approval_id', id, 'tool', tool, 'status', status,
+                                         'decided_by', ", $by, ", 'run_id', run_id,
+                                         'suggestion_id', suggestion_id),
+                      ", $event, " || ':' || id
+                 FROM up ORDER BY id
+               ON CONFLICT (dedupe_key) DO NOTHING)"
+        )
+    };
+}
+
+/// What [`sweep_batch`] did with one batch of pending approvals.
+#[derive(Debug, Default)]
+pub struct SweptBatch {
+    /// Approvals in the batch.
+    pub seen: u64,
+    /// The batch's last id (the next batch starts after it).
+    pub last: Option<Uuid>,
+    /// Ended `expired` by the statement itself (past their TTL, snapshot unchanged).
+    pub expired: u64,
+    /// The rest, in id order: their snapshot is not a document's row equal to the stored one
+    /// (another tool, changed data, or a value written differently); the caller re-checks them.
+    pub recheck: Vec<Uuid>,
+}
+
+/// The set-based expiry sweep's statement for one [`Batch`] (the same batches as
+/// [`pending_batch`]). Approvals of `doc_tools` (whose snapshot is their document's row)
+/// are unchanged when the row is still the version their snapshot was read from, or else when
+/// their stored snapshot equals [`super::documents::snapshot_sql!`] of the row now. With `expired_only` the batch is locked (rows locked elsewhere are skipped) and its
+/// unchanged approvals end `expired` with `result`, audit row and `event` in the same statement;
+/// without it nothing is written or locked. Only ids and verdicts leave the database. The stored
+/// snapshot is the one its hash was computed from (every writer stores both together, and the
+/// version with them or none), so an unchanged snapshot means an unchanged hash.
+pub async fn sweep_batch(
+    conn: &mut PgConnection,
+    batch: &Batch<'_>,
+    doc_tools: &[&str],
+    by: &str,
+    result: &Value,
+    event: &str,
+) -> Result<SweptBatch, sqlx::Error> {
+    macro_rules! sweep {
+        ($lock:literal, $tail:expr) => {
+            concat!(
+                "WITH b AS MATERIALIZED (
+                   SELECT p.id, p.org_id, p.snapshot, p.document_version,
+                          CASE WHEN p.tool = ANY($6)
+                                AND p.args->>'document_id'
+                                    ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                               THEN (p.args->>'document_id')::uuid END AS doc
+                     FROM pending_approvals p
+                    WHERE ",
+                batch_where!(),
+                $lock,
+                "),
+                 c AS MATERIALIZED (
+                   SELECT b.id,
+                          COALESCE(CASE WHEN b.doc IS NULL THEN false
+                                        WHEN d.id IS NULL
+                                          THEN b.snapshot = jsonb_build_object('exists', false, 'document_id', b.doc)
+                                        WHEN b.document_version = d.version THEN true
+                                        ELSE b.snapshot = ",
+                super::documents::snapshot_sql!(),
+                " END, false) AS same
+                     FROM b LEFT JOIN documents d ON d.org_id = b.org_id AND d.id = b.doc)",
+                $tail
+            )
+        };
+    }
+    let sql = if batch.expired_only {
+        sweep!(
+            " FOR UPDATE OF p SKIP LOCKED",
+            concat!(
+                ", up AS (
+                   UPDATE pending_approvals p
+                      SET status = 'expired', decided_by = $7, decided_at = $1, result = $8
+                     FROM c WHERE p.id = c.id AND c.same AND p.status = 'pending'
+                   RETURNING p.id, p.org_id, p.run_id, p.suggestion_id, p.tool, p.args, p.status,
+                             p.result)",
+                swept_tail!("$7", "$1", "$9"),
+                " SELECT c.id, c.same, (SELECT count(*) FROM up) FROM c ORDER BY c.id"
+            )
+        )
+    } else {
+        sweep!("", " SELECT c.id, c.same, 0::bigint FROM c ORDER BY c.id")
+    };
+    let mut q = batch.bind(sqlx::query_as(sql)).bind(doc_tools);
+    if batch.expired_only {
+        q = q.bind(by).bind(result).bind(event);
+    }
+    let rows: Vec<(Uuid, bool, i64)> = q.fetch_all(conn).await?;
+    Ok(SweptBatch {
+        seen: rows.len() as u64,
+        last: rows.last().map(|r| r.0),
+        expired: rows.first().map_or(0, |r| r.2 as u64),
+        recheck: rows.iter().filter(|r| !r.1).map(|r| r.0).collect(),
+    })
+}
+
+/// Pending approvals among `ids`, in id order (the sweep's rows to re-check in Rust; the caller
+/// holds their locks, if any).
+pub async fn pending_by_ids(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+) -> Result<Vec<ApprovalRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT * FROM pending_approvals WHERE id = ANY($1) AND status = 'pending' ORDER BY id",
+    )
+    .bind(ids)
+    .fetch_all(conn)
+    .await
+}
+
+/// [`decide_many`] with the events (`event`, as `approvals::notify::swept` writes them) in the
+/// same single statement; only ids and results are sent. Returns how many were decided (the
+/// others were no longer pending).
+pub async fn decide_swept(
+    conn: &mut PgConnection,
+    rows: &[(&ApprovalRow, Value)],
+    status: &str,
+    by: &str,
+    now: DateTime<Utc>,
+    event: &str,
+) -> Result<u64, sqlx::Error> {
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<Uuid> = rows.iter().map(|(r, _)| r.id).collect();
+    let results: Vec<&Value> = rows.iter().map(|(_, v)| v).collect();
+    let n: i64 = sqlx::query_scalar(concat!(
+        "WITH up AS (
+           UPDATE pending_approvals p
+              SET status = $4, decided_by = $5, decided_at = $1, result = d.result
+             FROM unnest($2::uuid[], $3::jsonb[]) AS d(id, result)
+            WHERE p.id = d.id AND p.status = 'pending'
+           RETURNING p.id, p.org_id, p.run_id, p.suggestion_id, p.tool, p.args, p.status, p.result)",
+        swept_tail!("$5", "$1", "$6"),
+        " SELECT count(*) FROM up"
+    ))
+    .bind(now)
+    .bind(&ids)
+    .bind(&results)
+    .bind(status)
+    .bind(by)
+    .bind(event)
+    .fetch_one(conn)
+    .await?;
+    Ok(n as u64)
+}
+
+/// Sets `status` on many pending approvals in one statement, with per-row results, and writes
+/// their audit rows (decision = status) in a second statement. `rows` keeps only the approvals
+/// this call decided: one decided meanwhile (no longer pending) gets no second decision, audit
+/// row or event.
+pub async fn decide_many(
+    conn: &mut PgConnection,
+    rows: &mut Vec<(&ApprovalRow, Value)>,
+    status: &str,
+    by: &str,
+    now: DateTime<Utc>,
+) -> Result<u64, sqlx::Error> {
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<Uuid> = rows.iter().map(|(r, _)| r.id).collect();
+    let results: Vec<Value> = rows.iter().map(|(_, v)| v.clone()).collect();
+    let done: Vec<Uuid> = sqlx::query_scalar(
+        "UPDATE pending_approvals p SET status = $2, decided_by = $3, decided_at = $4, result = d.result
+           FROM unnest($1::uuid[], $5::jsonb[]) AS d(id, result)
+          WHERE p.id = d.id AND p.status = 'pending'
+         RETURNING p.id",
+    )
+    .bind(&ids)
+    .bind(status)
+    .bind(by)
+    .bind(now)
+    .bind(&results)
+    .fetch_all(&mut *conn)
+    .await?;
+    if done.len() < rows.len() {
+        let done: std::collections::HashSet<Uuid> = done.iter().copied().collect();
+        rows.retain(|(r, _)| done.contains(&r.id));
+    }
+    let ids: Vec<Uuid> = rows.iter().map(|(r, _)| r.id).collect();
+    let results: Vec<Value> = rows.iter().map(|(_, v)| v.clone()).collect();
+    let orgs: Vec<Uuid> = rows.iter().map(|(r, _)| r.org_id).collect();
+    let runs: Vec<Option<Uuid>> = rows.iter().map(|(r, _)| r.run_id).collect();
+    let tools: Vec<&str> = rows.iter().map(|(r, _)| r.tool.as_str()).collect();
+    let args: Vec<&Value> = rows.iter().map(|(r, _)| &r.args).collect();
+    sqlx::query(
+        "INSERT INTO audit_events (org_id, run_id, call_id, actor, tool, category, decision, args, outcome, created_at)
+         SELECT o, r, 'approval:' || i, $6, t, 'approval', $7, a, res, $8
+           FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::jsonb[], $9::jsonb[]) AS x(o, r, i, t, a, res)",
+    )
+    .bind(&orgs)
+    .bind(&runs)
+    .bind(&ids)
+    .bind(&tools)
+    .bind(&args)
+    .bind(by)
+    .bind(status)
+    .bind(now)
+    .bind(&results)
+    .execute(&mut *conn)
+    .await?;
+    Ok(rows.len() as u64)
+}
+
+/// Stale approvals that asked for a re-proposal, below the chain cap, decided since `since`
+/// (by the sweep or by a person), optionally only `ids`.
+pub async fn stale_to_repropose<'e, E: PgExecutor<'e>>(
+    exec: E,
+    since: DateTime<Utc>,
+    ids: Option<&[Uuid]>,
+    max_depth: i32,
+) -> Result<Vec<ApprovalRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT * FROM pending_approvals
+          WHERE status = 'stale' AND repropose AND chain_depth < $3 AND decided_at >= $1
+            AND ($2::uuid[] IS NULL OR id = ANY($2))",
+    )
+    .bind(since)
+    .bind(ids)
+    .bind(max_depth)
+    .fetch_all(exec)
+    .await
+}
+
+/// [`stale_to_repropose`] and their re-proposal jobs in one statement: one `approval_expiry`
+/// job `{"repropose": id}` per approval, unique key `repropose:<id>` held until purged (the
+/// same rows `queue::enqueue_many` writes for them). Returns how many were inserted.
+pub async fn enqueue_stale_reproposals<'e, E: PgExecutor<'e>>(
+    exec: E,
+    since: DateTime<Utc>,
+    ids: Option<&[Uuid]>,
+    max_depth: i32,
+    priority: i16,
+    max_attempts: i32,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(
+        "INSERT INTO agentd_jobs (kind, payload, priority, run_at, max_attempts, unique_key)
+         SELECT 'approval_expiry', jsonb_build_object('repropose', p.id), $4, now(), $5,
+                'repropose:' || p.id
+           FROM pending_approvals p
+          WHERE p.status = 'stale' AND p.repropose AND p.chain_depth < $3 AND p.decided_at >= $1
+            AND ($2::uuid[] IS NULL OR p.id = ANY($2))
+            AND NOT EXISTS (SELECT 1 FROM agentd_jobs j WHERE j.unique_key = 'repropose:' || p.id)
+          ORDER BY p.id
+         ON CONFLICT (unique_key) WHERE state IN ('available', 'running') DO NOTHING",
+    )
+    .bind(since)
+    .bind(ids)
+    .bind(max_depth)
+    .bind(priority)
+    .bind(max_attempts)
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Deletes up to `limit` decided approvals decided before `cutoff` (audit rows stay).
+pub async fn purge_decided<'e, E: PgExecutor<'e>>(
+    exec: E,
+    cutoff: DateTime<Utc>,
+    limit: i64,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(
+        "DELETE FROM pending_approvals WHERE id = ANY(ARRAY(
+            SELECT id FROM pending_approvals WHERE status <> 'pending' AND decided_at < $1 LIMIT $2))",
+    )
+    .bind(cutoff)
+    .bind(limit)
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected())
+}

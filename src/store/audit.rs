@@ -1,0 +1,115 @@
+//! SQL for the audit trail (`audit_events`): a row for every tool call, decision and loop
+//! event, with redacted arguments and a summary of the outcome.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::PgExecutor;
+use uuid::Uuid;
+
+/// An audit row.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct AuditRow {
+    pub id: i64,
+    pub org_id: Uuid,
+    pub run_id: Option<Uuid>,
+    pub call_id: Option<String>,
+    pub actor: String,
+    pub tool: String,
+    pub category: String,
+    pub decision: String,
+    pub args: Option<Value>,
+    pub outcome: Option<Value>,
+    pub is_error: bool,
+    pub duration_ms: i32,
+    pub tokens: i32,
+    pub created_at: DateTime<Utc>,
+}
+
+/// An audit row to append.
+#[derive(Debug, Clone)]
+pub struct NewAudit<'a> {
+    pub org_id: Uuid,
+    pub run_id: Option<Uuid>,
+    pub call_id: Option<&'a str>,
+    pub actor: &'a str,
+    pub tool: &'a str,
+    pub category: &'a str,
+    pub decision: &'a str,
+    pub args: Option<&'a Value>,
+    pub outcome: Option<&'a Value>,
+    pub is_error: bool,
+    pub duration_ms: i32,
+    pub tokens: i32,
+    pub now: DateTime<Utc>,
+}
+
+impl<'a> NewAudit<'a> {
+    /// An audit row of `org_id` (and `run_id`, if a run's): `actor`'s `decision` on `tool`, of
+    /// `category`; no call id, arguments or outcome, not an error, no time or tokens (the
+    /// caller sets those it has).
+    pub fn new(
+        org_id: Uuid,
+        run_id: Option<Uuid>,
+        actor: &'a str,
+        tool: &'a str,
+        category: &'a str,
+        decision: &'a str,
+        now: DateTime<Utc>,
+    ) -> Self {
+        NewAudit {
+            org_id,
+            run_id,
+            call_id: None,
+            actor,
+            tool,
+            category,
+            decision,
+            args: None,
+            outcome: None,
+            is_error: false,
+            duration_ms: 0,
+            tokens: 0,
+            now,
+        }
+    }
+}
+
+/// Appends an audit row.
+pub async fn insert_audit<'e, E: PgExecutor<'e>>(
+    exec: E,
+    a: &NewAudit<'_>,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "INSERT INTO audit_events (org_id, run_id, call_id, actor, tool, category, decision, args, outcome, is_error, duration_ms, tokens, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
+    )
+    .bind(a.org_id)
+    .bind(a.run_id)
+    .bind(a.call_id)
+    .bind(a.actor)
+    .bind(a.tool)
+    .bind(a.category)
+    .bind(a.decision)
+    // Model output may hold NUL characters, which PostgreSQL text and jsonb cannot store.
+    // The trail proves without copying: redacted arguments, a summary + SHA-256 of the result.
+    .bind(a.args.map(|v| super::documents::clean_json(&crate::pii::audit::redact_args(v))))
+    .bind(a.outcome.map(|v| super::documents::clean_json(&crate::pii::audit::summarise(v))))
+    .bind(a.is_error)
+    .bind(a.duration_ms)
+    .bind(a.tokens)
+    .bind(a.now)
+    .fetch_one(exec)
+    .await
+}
+
+/// The audit trail of a run.
+pub async fn audit_for_run<'e, E: PgExecutor<'e>>(
+    exec: E,
+    run_id: Uuid,
+) -> Result<Vec<AuditRow>, sqlx::Error> {
+    sqlx::query_as("SELECT * FROM audit_events WHERE run_id = $1 ORDER BY id")
+        .bind(run_id)
+        .fetch_all(exec)
+        .await
+}
