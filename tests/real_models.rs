@@ -872,9 +872,10 @@ fn small_model(body: &Value, n: usize) -> (u16, Value) {
         (call.to_string(), "stop")
     } else if n == 0 {
         // The first field map runs on, repeating one key, until the output cap.
-        (r#"{"name": "create_schema", "arguments": {"name": "Invoice", "fields": {"invoice_number": "string", "total_due": "number", "total_due": "number", "total_du"#.to_string(), "length")
+        (r#"{"name": "create_schema", "arguments": {"fields": [{"name": "invoice_number", "type": "string"}, {"name": "total_due", "type": "number"}, {"name": "total_du"#.to_string(), "length")
     } else {
-        let call = json!({"name": "create_schema", "arguments": {"name": "Invoice", "fields": {"invoice_number": "string", "total_due": "number"}}});
+        let call = json!({"name": "create_schema", "arguments": {"fields": [
+            {"name": "invoice_number", "type": "string"}, {"name": "total_due", "type": "number"}]}});
         (call.to_string(), "stop")
     };
     let mut v = completion(text_message(&content), None);
@@ -970,9 +971,8 @@ async fn constrained_calls_carry_a_call_schema_and_a_small_model_proposes() {
         .await
         .unwrap();
     assert_eq!(pinned, format!("{sid}:{sv}"));
-    assert!(
-        !rounds[0]["response_format"]
-            .to_string()
-            .contains("\"response_format\"")
-    );
+    // create_schema's round offers the list form only: no response_format argument.
+    let first_rf = rounds[0]["response_format"].to_string();
+    assert!(first_rf.contains("\"minItems\""), "{first_rf}");
+    assert!(!first_rf.contains("\"response_format\""), "{first_rf}");
 }

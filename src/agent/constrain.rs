@@ -153,13 +153,12 @@ mod tests {
         } else {
             (args(1), args(0))
         };
-        // create_schema: a name and a map of type words; no response_format.
-        assert_eq!(schema["required"], json!(["name", "fields"]));
+        // create_schema: a list of named, typed fields; no response_format.
+        assert_eq!(schema["required"], json!(["fields"]));
         assert!(schema["properties"].get("response_format").is_none());
-        assert_eq!(
-            schema["properties"]["fields"]["additionalProperties"]["anyOf"][0]["enum"][0],
-            "string"
-        );
+        let item = &schema["properties"]["fields"]["items"];
+        assert_eq!(item["required"], json!(["name", "type"]));
+        assert_eq!(item["properties"]["type"]["enum"][0], "string");
         // run_extraction: the run's prompt, pinned.
         assert_eq!(extraction["required"], json!(["prompt_revid"]));
         assert_eq!(

@@ -221,19 +221,27 @@ impl TypedTool for CreateSchema {
     const CATEGORY: Category = Category::Write;
     const PROPOSABLE: bool = true;
 
-    /// A name and a field map of type words (a list field: one item's map), nothing else: the
-    /// form a small model gets right, without the `response_format` it fills with prose.
+    /// A list of `{"name", "type"}` fields with scalar types, nothing else: the form a small
+    /// model fills right. Given a map, a 0.5B model wrote JSON Schema words as field names
+    /// (`{"type": "string", "description": "string"}`) or the document's name as one field; the
+    /// `response_format` it filled with prose and the schema's own name (defaulted) are left out.
     fn guided_parameters() -> Option<Value> {
-        let mut v = super::typed::guided::<Self>(&["name", "fields"]);
-        let words = json!({"enum": ["string", "number", "integer", "boolean", "date"]});
+        let mut v = super::typed::guided::<Self>(&["fields"]);
         v["properties"]["fields"] = json!({
-            "description": v["properties"]["fields"]["description"],
-            "type": "object",
-            "additionalProperties": {"anyOf": [
-                words,
-                {"type": "array", "minItems": 1, "maxItems": 1, "items": {
-                    "type": "object", "additionalProperties": words}},
-            ]},
+            "description": "One entry per value worth extracting from this document, named in \
+                snake_case after what the value is (invoice_number, total_due, issue_date).",
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 40,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "minLength": 1, "maxLength": 64},
+                    "type": {"enum": ["string", "number", "integer", "boolean", "date"]},
+                },
+                "required": ["name", "type"],
+                "additionalProperties": false,
+            },
         });
         Some(v)
     }
