@@ -9,6 +9,7 @@
 pub mod documents;
 pub mod extraction;
 mod extraction_model;
+mod field_names;
 pub mod help;
 pub mod prompts;
 pub mod registry;

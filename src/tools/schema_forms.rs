@@ -42,25 +42,7 @@ pub enum FieldsError {
     BadType(String),
 }
 
-/// `Invoice Number` → `invoice_number` (at most 64 characters; `document` when nothing is left).
-pub fn schema_name(name: &str) -> String {
-    let s = snake(name, 64);
-    if s.is_empty() { "document".into() } else { s }
-}
-
-/// `Invoice Number` → `invoice_number`: lowercase ASCII letters and digits, each run of other
-/// characters one `_`, none at either end; at most `max` characters.
-pub fn snake(name: &str, max: usize) -> String {
-    let mut out = String::new();
-    for c in name.chars() {
-        if c.is_ascii_alphanumeric() {
-            out.push(c.to_ascii_lowercase());
-        } else if !out.ends_with('_') {
-            out.push('_');
-        }
-    }
-    out.trim_matches('_').chars().take(max).collect()
-}
+pub use super::field_names::{schema_name, snake};
 
 /// A strict `response_format` from the compact `fields` form: an object of field name → type
 /// (`"string"`, `"number"`, `"integer"`, `"boolean"`, `"date"`; `[…]` for a list; `{…}` for a
