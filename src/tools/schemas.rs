@@ -213,11 +213,13 @@ pub(crate) struct CreateSchema {
 
 impl TypedTool for CreateSchema {
     const NAME: &'static str = "create_schema";
-    const DESCRIPTION: &'static str = "Create a schema (stored as proposed, version 1) from its \
-         fields: {name, fields: {\"field_name\": \"string\" | \"number\" | \"integer\" | \
-         \"boolean\" | \"date\", \"list_field\": [{…fields of one item…}]}}. For full control \
-         give response_format (OpenAI's structured-output shape, see help_schemas) instead of \
-         fields. Returns schema_revid for create_prompt.";
+    // No placeholder names here a small model copies as fields (it made `list_field` one).
+    const DESCRIPTION: &'static str = "Create a schema (stored as proposed, version 1) from the \
+         fields worth extracting from the document: `fields` maps each field's name (snake_case, \
+         after what the value is) to its type, \"string\", \"number\", \"integer\", \"boolean\" \
+         or \"date\", or to a list [{…one item's fields…}]; a list of {name, type} works too. \
+         For full control give response_format (OpenAI's structured-output shape, see \
+         help_schemas) instead of fields. Returns schema_revid for create_prompt.";
     const CATEGORY: Category = Category::Write;
     const PROPOSABLE: bool = true;
 
