@@ -34,7 +34,8 @@ pub fn repair(raw: &str, schema: &Value) -> Repaired {
         }
     }
     if value.is_none()
-        && let Some(closed) = close_cut(&text)
+        && let Some(cut) = text.trim_end().strip_suffix(super::textcalls::CUT_MARK)
+        && let Some(closed) = close_cut(cut.trim_end())
     {
         notes.push(
             "the arguments were cut off (the answer reached the output limit): they were closed \
@@ -255,7 +256,11 @@ mod tests {
     fn arguments_cut_at_the_output_cap_are_closed_and_said_so() {
         // Qwen2.5-0.5B on llama.cpp (eval, 2026-11-23): a good field map that ran into
         // repeating one key until the output cap.
-        let cut = r#"{"fields": {"employee_name": "string", "net_pay": "number", "order_date": "string", "order_date": "string", "order_da"#;
+        let cut = format!(
+            r#"{{"fields": {{"employee_name": "string", "net_pay": "number", "order_date": "string", "order_date": "string", "order_da{}"#,
+            super::super::textcalls::CUT_MARK
+        );
+        let cut = cut.as_str();
         let r = repair(cut, &json!({"type": "object"}));
         let v: Value = serde_json::from_str(&r.raw).expect("closed");
         assert_eq!(
@@ -265,15 +270,26 @@ mod tests {
         assert!(r.notes[0].contains("cut off"), "{:?}", r.notes);
         // A cut inside a nested list keeps the complete items.
         let r = repair(
-            r#"{"fields": {"lines": [{"sku": "string"}, {"sku": "str"#,
+            &format!(
+                r#"{{"fields": {{"lines": [{{"sku": "string"}}, {{"sku": "str{}"#,
+                super::super::textcalls::CUT_MARK
+            ),
             &json!({"type": "object"}),
         );
         assert_eq!(
             serde_json::from_str::<Value>(&r.raw).expect("closed"),
             json!({"fields": {"lines": [{"sku": "string"}]}})
         );
-        // Not an object, or nothing complete: left as it was (validation refuses it).
-        for bad in [r#"{"fields": {"a": "str"#, "[1, 2", "not json"] {
+        // Not cut at the output limit (no mark), not an object, or nothing complete: left as
+        // it was (validation refuses it).
+        let marked = |t: &str| format!("{t}{}", super::super::textcalls::CUT_MARK);
+        for bad in [
+            r#"{"name": "x", "#.to_string(),
+            marked(r#"{"fields": {"a": "str"#),
+            marked("[1, 2"),
+            "not json".to_string(),
+        ] {
+            let bad = bad.as_str();
             let r = repair(bad, &json!({"type": "object"}));
             assert_eq!(r.raw, bad);
             assert!(r.notes.is_empty());

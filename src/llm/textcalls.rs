@@ -69,8 +69,13 @@ pub fn parse(text: &str, offered: &[String]) -> Vec<TextCall> {
     out
 }
 
+/// Ends the arguments of a call [`cut_call`] recovered: `repair` closes such arguments (and
+/// only such: a malformed call that did not hit the output cap stays an error the model
+/// corrects). Stored with the call, so a resumed run repairs it the same way.
+pub const CUT_MARK: &str = "\u{2026}[cut at the output limit]";
+
 /// The first call in `text` that the output cap cut off: `{"name": "<offered>", "arguments":
-/// {…` with the arguments unfinished, returned as written.
+/// {…` with the arguments unfinished, returned as written followed by [`CUT_MARK`].
 pub fn cut_call(text: &str, offered: &[String]) -> Option<TextCall> {
     static START: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
         regex::Regex::new(
@@ -82,7 +87,7 @@ pub fn cut_call(text: &str, offered: &[String]) -> Option<TextCall> {
         .captures_iter(text)
         .find(|c| offered.iter().any(|t| t == &c[1]))?;
     let args_at = c.get(0).expect("match").end() - 1;
-    Some((c[1].to_string(), text[args_at..].to_string()))
+    Some((c[1].to_string(), format!("{}{CUT_MARK}", &text[args_at..])))
 }
 
 /// Pieces of `text` that may be JSON calls, most specific form first; `true` when every piece
@@ -199,7 +204,7 @@ mod tests {
             cut_call(t, &offered()),
             Some((
                 "create_schema".to_string(),
-                r#"{"fields": {"a": "string", "b": "str"#.to_string()
+                format!(r#"{{"fields": {{"a": "string", "b": "str{CUT_MARK}"#)
             ))
         );
         assert_eq!(cut_call(t, &["get_document".to_string()]), None);
