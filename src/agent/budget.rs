@@ -4,8 +4,9 @@
 //! limit by more than the amount by which real calls exceed their estimates.
 
 use crate::llm::{Block, CompletionRequest};
+use crate::store::agent_loop::{self, Counters, Settle, Settled};
 use crate::store::budget::{self as store, Reservation};
-use crate::store::runs;
+use crate::store::runs::{self, StepRow};
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
 use tracing::warn;
@@ -82,6 +83,42 @@ pub async fn settle(
         warn!(%org_id, used, limit, "org token budget is 80% used this month");
     }
     Ok(())
+}
+
+/// Checkpoints `row` of run `run_id` (adding `add` to its counters) and replaces the reservation
+/// with the real usage (`tokens` charged to `org_id`), in one statement of the caller's
+/// transaction (the one that checkpoints the answer); above 80 % of the budget the month's
+/// threshold flags and events follow in the same transaction. Returns the run's token total and
+/// the org's budget after the charge.
+#[allow(clippy::too_many_arguments)]
+pub async fn checkpoint_settled(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    run_id: Uuid,
+    row: &StepRow,
+    add: Counters,
+    r: &Reservation,
+    tokens: i64,
+    now: DateTime<Utc>,
+) -> Result<Settled, sqlx::Error> {
+    let reservation = match r {
+        Reservation::Held { id, .. } => Some(*id),
+        _ => None,
+    };
+    let settle = Settle {
+        org_id,
+        reservation,
+        tokens,
+        now,
+    };
+    let settled = agent_loop::checkpoint_settled(&mut *conn, run_id, row, add, settle).await?;
+    if let Some(b) = settled.budget
+        && let Some((used, limit)) =
+            runs::after_charge(conn, org_id, b.tokens_used, b.monthly_limit, now).await?
+    {
+        warn!(%org_id, used, limit, "org token budget is 80% used this month");
+    }
+    Ok(settled)
 }
 
 /// Drops a reservation whose call failed with nothing to charge (best effort: an undropped

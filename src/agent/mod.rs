@@ -124,6 +124,39 @@ impl RunError {
 pub(crate) struct Written {
     pub steps: Vec<crate::store::runs::StepRow>,
     pub tokens: Option<i64>,
+    /// This write charged the org's budget (a budget seen before it is stale) ...
+    pub charged: bool,
+    /// ... and left it so, when the charge returned it.
+    pub budget: Option<BudgetSeen>,
+}
+
+/// The org's budget as the last charge of this run returned it (`RETURNING` of the settle): the
+/// next round's pre-check reads it instead of the database. Other runs' charges since then are
+/// not in it — as if they had committed just after a read — and the reservation, which locks
+/// the budget row, still checks against them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BudgetSeen {
+    budget: Option<runs::Budget>,
+    period: NaiveDate,
+}
+
+impl BudgetSeen {
+    /// What a charge at `now` returned (`None`: the org has no budget).
+    pub fn after(budget: Option<runs::Budget>, now: chrono::DateTime<chrono::Utc>) -> Self {
+        Self {
+            budget,
+            period: runs::period_of(now),
+        }
+    }
+
+    /// The budget at `now`, as [`runs::budget`] reads it: a new month starts at zero.
+    fn at(&self, now: chrono::DateTime<chrono::Utc>) -> Option<runs::Budget> {
+        let fresh = runs::period_of(now) == self.period;
+        self.budget.map(|b| runs::Budget {
+            tokens_used: if fresh { b.tokens_used } else { 0 },
+            ..b
+        })
+    }
 }
 
 impl Written {
@@ -215,6 +248,8 @@ impl Engine {
             steps.push(mark);
         }
         let mut tokens = (run.input_tokens + run.output_tokens) as u64;
+        // The org's budget as this run's last charge left it, if nothing charged it since.
+        let mut seen: Option<BudgetSeen> = None;
         // Recomputed only after a tool step (only tools make a goal's parts).
         let mut goal = goals::state(&self.pool, spec, run.id).await?;
         let tools = self.env.registry.specs(&spec.policy.allow);
@@ -236,6 +271,9 @@ impl Engine {
                 let w = self
                     .run_call(spec, run.id, &t, &call, goal.as_ref())
                     .await?;
+                if w.charged {
+                    seen = w.budget;
+                }
                 w.apply(&mut steps, &mut tokens);
                 goal = goals::state(&self.pool, spec, run.id).await?;
                 continue;
@@ -269,7 +307,10 @@ impl Engine {
             let now = self.clock.now();
             let past_deadline = marks::active_time(run.started_at, &steps, now) >= deadline;
             let capped = recorded.or_else(|| cap_reached(spec, &t, tokens, past_deadline));
-            let org_budget = runs::budget(&self.pool, spec.org_id, now).await?;
+            let org_budget = match seen.take() {
+                Some(s) => s.at(now),
+                None => runs::budget(&self.pool, spec.org_id, now).await?,
+            };
             if let Some(b) = &org_budget
                 && b.tokens_used >= b.monthly_limit
             {
@@ -339,7 +380,7 @@ impl Engine {
             if capped.is_some() {
                 round::text_only(&mut resp);
             }
-            step::checkpoint_response(
+            let w = step::checkpoint_response(
                 self,
                 spec,
                 run.id,
@@ -348,8 +389,9 @@ impl Engine {
                 capped.is_some(),
                 &reservation,
             )
-            .await?
-            .apply(&mut steps, &mut tokens);
+            .await?;
+            seen = w.budget;
+            w.apply(&mut steps, &mut tokens);
         }
     }
 

@@ -8,7 +8,7 @@
 use super::step::{Decided, bounded_error, run_ctx};
 use super::{Engine, RunError, RunSpec, budget};
 use crate::llm::CompletionResponse;
-use crate::store::agent_loop::{self, Counters};
+use crate::store::agent_loop::Counters;
 use crate::store::budget::Reservation;
 use crate::store::runs::{self, StepRow};
 use crate::tools::{Tool, ToolError};
@@ -177,8 +177,17 @@ async fn checkpoint(
         output_tokens: output,
         ..Counters::default()
     };
-    agent_loop::checkpoint(&mut tx, run_id, &row, add).await?;
-    budget::settle(&mut tx, spec.org_id, reservation, input + output, now).await?;
+    budget::checkpoint_settled(
+        &mut tx,
+        spec.org_id,
+        run_id,
+        &row,
+        add,
+        reservation,
+        input + output,
+        now,
+    )
+    .await?;
     tx.commit().await?;
     metrics::counter!("agentd_tokens_total", "org" => spec.org_id.to_string(), "model" => resp.model.clone())
         .increment(resp.usage.total());

@@ -6,13 +6,13 @@
 use super::decide::{Plan, plan, refused};
 use super::model_step;
 use super::transcript::{ToolResultStep, Transcript};
-use super::{Engine, RunError, RunSpec, Written, budget};
+use super::{BudgetSeen, Engine, RunError, RunSpec, Written, budget};
 use crate::approvals::{self, ProposalOrigin};
 use crate::llm::{Block, CompletionResponse};
 use crate::store::agent_loop::{self, Counters};
 use crate::store::budget::Reservation;
 pub use crate::store::documents::bounded_error;
-use crate::store::runs::{self, NewAudit, StepRow};
+use crate::store::runs::{NewAudit, StepRow};
 use crate::tools::registry::CallError;
 use crate::tools::{Registry, Tool, ToolCtx, ToolError};
 use serde_json::{Value, json};
@@ -55,10 +55,12 @@ pub(super) async fn checkpoint_response(
         output_tokens: resp.usage.output_tokens as i64,
         ..Counters::default()
     };
-    let tokens = agent_loop::checkpoint(&mut tx, run_id, &row, add).await?;
-    budget::settle(
+    let settled = budget::checkpoint_settled(
         &mut tx,
         spec.org_id,
+        run_id,
+        &row,
+        add,
         reservation,
         resp.usage.total() as i64,
         now,
@@ -69,7 +71,9 @@ pub(super) async fn checkpoint_response(
         .increment(resp.usage.total());
     Ok(Written {
         steps: vec![row],
-        tokens: Some(tokens),
+        tokens: Some(settled.run_tokens),
+        budget: Some(BudgetSeen::after(settled.budget, now)),
+        charged: true,
     })
 }
 
@@ -216,6 +220,8 @@ pub(super) async fn execute_call(
     let mut written = finish_step(tx, &audit, run_id, seq, &step).await?;
     steps.append(&mut written.steps);
     written.steps = steps;
+    // A model the tool asked was charged to the org: the next round reads its budget afresh.
+    written.charged = tokens != 0;
     // Model-invented names share one label, so metric cardinality stays bounded.
     let label = if registry.get(name).is_some() {
         name.clone()
@@ -236,18 +242,18 @@ pub(super) async fn finish_step(
     seq: i32,
     step: &ToolResultStep,
 ) -> Result<Written, RunError> {
-    runs::insert_audit(&mut *tx, audit).await?;
     let payload = serde_json::to_value(step).expect("step serializes");
     let row = StepRow::written(seq, "tool_result", Some(&step.call_id), &payload, audit.now);
     let add = Counters {
         tool_calls: 1,
         ..Counters::default()
     };
-    let tokens = agent_loop::checkpoint(&mut tx, run_id, &row, add).await?;
+    let tokens = agent_loop::checkpoint_audited(&mut tx, run_id, &row, add, audit).await?;
     tx.commit().await?;
     Ok(Written {
         steps: vec![row],
         tokens: Some(tokens),
+        ..Written::default()
     })
 }
 

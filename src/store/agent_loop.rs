@@ -118,25 +118,109 @@ pub struct Counters {
     pub output_tokens: i64,
 }
 
-/// Appends a checkpoint (see [`StepRow::written`]) and adds `add` to the run's counters, in one
-/// statement; returns the run's token total. A second result for the same `(run_id, call_id)`,
-/// or a second row at the same `seq`, is a unique violation (the tool already ran, or another
-/// worker holds the run): the caller's transaction rolls back and nothing runs twice.
-pub async fn checkpoint(
+/// A charge settled with a checkpoint: the reservation `reservation` (if one was held) dropped
+/// and `tokens` added to the org's use in `now`'s period (rolled over when a month starts).
+#[derive(Debug, Clone, Copy)]
+pub struct Settle {
+    pub org_id: Uuid,
+    pub reservation: Option<Uuid>,
+    pub tokens: i64,
+    pub now: DateTime<Utc>,
+}
+
+/// What a settled checkpoint returns: the run's token total, and the org's budget after the
+/// charge (`None`: the org has no budget).
+#[derive(Debug, Clone, Copy)]
+pub struct Settled {
+    pub run_tokens: i64,
+    pub budget: Option<super::runs::Budget>,
+}
+
+/// Appends a checkpoint (see [`StepRow::written`]), adds `add` to the run's counters and settles
+/// `settle` on the org's budget, in one statement (the charge's 80 %/100 % flags and events are
+/// the caller's: `runs::after_charge`). A second row at the same `seq` or for the same
+/// `(run_id, call_id)` is a unique violation: nothing of the statement is written.
+pub async fn checkpoint_settled(
     conn: &mut PgConnection,
     run_id: Uuid,
     step: &StepRow,
     add: Counters,
-) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(
+    settle: Settle,
+) -> Result<Settled, sqlx::Error> {
+    let (run_tokens, used, limit): (i64, Option<i64>, Option<i64>) = sqlx::query_as(
         "WITH step AS (
             INSERT INTO agent_steps (run_id, seq, kind, call_id, payload, created_at)
-            VALUES ($1, $2, $3, $4, $5, $6))
-         UPDATE agent_runs
-            SET rounds = rounds + $7, tool_calls = tool_calls + $8,
-                input_tokens = input_tokens + $9, output_tokens = output_tokens + $10
-          WHERE id = $1
-      RETURNING input_tokens + output_tokens",
+            VALUES ($1, $2, $3, $4, $5, $6)),
+         released AS (DELETE FROM budget_reservations WHERE id = $11),
+         charged AS (
+            UPDATE org_budgets
+               SET tokens_used = CASE WHEN period_start = $14 THEN tokens_used + $13 ELSE $13 END,
+                   period_start = $14
+             WHERE org_id = $12
+         RETURNING tokens_used, monthly_limit),
+         run AS (
+            UPDATE agent_runs
+               SET rounds = rounds + $7, tool_calls = tool_calls + $8,
+                   input_tokens = input_tokens + $9, output_tokens = output_tokens + $10
+             WHERE id = $1
+         RETURNING input_tokens + output_tokens AS tokens)
+         SELECT run.tokens, charged.tokens_used, charged.monthly_limit
+           FROM run LEFT JOIN charged ON true",
+    )
+    .bind(run_id)
+    .bind(step.seq)
+    .bind(&step.kind)
+    .bind(&step.call_id)
+    .bind(&step.payload)
+    .bind(step.created_at)
+    .bind(add.rounds)
+    .bind(add.tool_calls)
+    .bind(add.input_tokens)
+    .bind(add.output_tokens)
+    .bind(settle.reservation)
+    .bind(settle.org_id)
+    .bind(settle.tokens)
+    .bind(super::runs::period_of(settle.now))
+    .fetch_one(conn)
+    .await?;
+    let budget = match (used, limit) {
+        (Some(tokens_used), Some(monthly_limit)) => Some(super::runs::Budget {
+            monthly_limit,
+            tokens_used,
+        }),
+        _ => None,
+    };
+    Ok(Settled { run_tokens, budget })
+}
+
+/// Appends the audit row `audit` and a checkpoint (see [`StepRow::written`]) and adds `add` to
+/// the run's counters, in one statement; returns the run's token total. A second result for the
+/// same `(run_id, call_id)`, or a second row at the same `seq`, is a unique violation (the tool
+/// already ran, or another worker holds the run): the caller's transaction rolls back and
+/// nothing runs twice.
+pub async fn checkpoint_audited(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+    step: &StepRow,
+    add: Counters,
+    audit: &super::audit::NewAudit<'_>,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar_with(
+        concat!(
+            "WITH audit AS (
+                INSERT INTO audit_events (",
+            super::audit::audit_columns!(),
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)),
+             step AS (
+                INSERT INTO agent_steps (run_id, seq, kind, call_id, payload, created_at)
+                VALUES ($14, $15, $16, $17, $18, $19))
+             UPDATE agent_runs
+                SET rounds = rounds + $20, tool_calls = tool_calls + $21,
+                    input_tokens = input_tokens + $22, output_tokens = output_tokens + $23
+              WHERE id = $14
+          RETURNING input_tokens + output_tokens"
+        ),
+        super::audit::audit_arguments(audit)?,
     )
     .bind(run_id)
     .bind(step.seq)

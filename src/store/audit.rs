@@ -4,7 +4,9 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::PgExecutor;
+use sqlx::error::BoxDynError;
+use sqlx::postgres::PgArguments;
+use sqlx::{Arguments, PgExecutor};
 use uuid::Uuid;
 
 /// An audit row.
@@ -75,30 +77,60 @@ impl<'a> NewAudit<'a> {
     }
 }
 
+/// The columns of an appended audit row, in the order [`audit_arguments`] binds them (a macro,
+/// so statements can `concat!` it).
+macro_rules! audit_columns {
+    () => {
+        "org_id, run_id, call_id, actor, tool, category, decision, args, outcome, is_error, duration_ms, tokens, created_at"
+    };
+}
+pub(crate) use audit_columns;
+
+/// The values of `a` for [`audit_columns`], as the first 13 parameters (`$1`..`$13`) of a
+/// statement; more can be bound after them.
+pub(crate) fn audit_arguments(a: &NewAudit<'_>) -> Result<PgArguments, sqlx::Error> {
+    let mut args = PgArguments::default();
+    audit_values(&mut args, a).map_err(sqlx::Error::Encode)?;
+    Ok(args)
+}
+
+fn audit_values(args: &mut PgArguments, a: &NewAudit<'_>) -> Result<(), BoxDynError> {
+    args.add(a.org_id)?;
+    args.add(a.run_id)?;
+    args.add(a.call_id)?;
+    args.add(a.actor)?;
+    args.add(a.tool)?;
+    args.add(a.category)?;
+    args.add(a.decision)?;
+    // Model output may hold NUL characters, which PostgreSQL text and jsonb cannot store.
+    // The trail proves without copying: redacted arguments, a summary + SHA-256 of the result.
+    args.add(
+        a.args
+            .map(|v| super::documents::clean_json(&crate::pii::audit::redact_args(v))),
+    )?;
+    args.add(
+        a.outcome
+            .map(|v| super::documents::clean_json(&crate::pii::audit::summarise(v))),
+    )?;
+    args.add(a.is_error)?;
+    args.add(a.duration_ms)?;
+    args.add(a.tokens)?;
+    args.add(a.now)
+}
+
 /// Appends an audit row.
 pub async fn insert_audit<'e, E: PgExecutor<'e>>(
     exec: E,
     a: &NewAudit<'_>,
 ) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(
-        "INSERT INTO audit_events (org_id, run_id, call_id, actor, tool, category, decision, args, outcome, is_error, duration_ms, tokens, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
+    sqlx::query_scalar_with(
+        concat!(
+            "INSERT INTO audit_events (",
+            audit_columns!(),
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id"
+        ),
+        audit_arguments(a)?,
     )
-    .bind(a.org_id)
-    .bind(a.run_id)
-    .bind(a.call_id)
-    .bind(a.actor)
-    .bind(a.tool)
-    .bind(a.category)
-    .bind(a.decision)
-    // Model output may hold NUL characters, which PostgreSQL text and jsonb cannot store.
-    // The trail proves without copying: redacted arguments, a summary + SHA-256 of the result.
-    .bind(a.args.map(|v| super::documents::clean_json(&crate::pii::audit::redact_args(v))))
-    .bind(a.outcome.map(|v| super::documents::clean_json(&crate::pii::audit::summarise(v))))
-    .bind(a.is_error)
-    .bind(a.duration_ms)
-    .bind(a.tokens)
-    .bind(a.now)
     .fetch_one(exec)
     .await
 }

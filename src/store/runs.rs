@@ -305,10 +305,25 @@ pub async fn charge_budget(
     let Some((used, limit)) = row else {
         return Ok(None);
     };
+    after_charge(conn, org_id, used, limit, now).await
+}
+
+/// The rest of a charge that left the org's use at `used` of `limit` in `now`'s period (the
+/// budget row locked by it): flips the month's 80 % and 100 % flags and writes their
+/// `budget.threshold` events on `conn`. Returns `Some((used, limit))` exactly once per period,
+/// when use first crosses 80% of the limit. Nothing to do (and no round trip) below 80 %.
+pub async fn after_charge(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    used: i64,
+    limit: i64,
+    now: DateTime<Utc>,
+) -> Result<Option<(i64, i64)>, sqlx::Error> {
     if used * 5 < limit * 4 {
         return Ok(None);
     }
-    // The row is locked by the update above until commit: only one run flips each flag.
+    let period = period_of(now);
+    // The row is locked by the charge until commit: only one run flips each flag.
     let flipped: Option<(bool, bool)> = sqlx::query_as(
         "WITH old AS (SELECT warned_period, warned_full_period FROM org_budgets WHERE org_id = $1)
          UPDATE org_budgets b SET warned_period = $2,

@@ -163,7 +163,7 @@ async fn steps(server: &Server, app: &App, opts: &Opts, report: &mut Report) -> 
     pool.close().await;
     server.drop_db(DB_STEPS).await?;
     let note = format!(
-        "{} steps ({runs} runs × {rounds}); step = budget check + response checkpoint + list_tags + audit + checkpoint (the transcript is kept in memory)",
+        "{} steps ({runs} runs × {rounds}); step = response checkpoint with its charge + list_tags + audit row with checkpoint (the transcript and the budget the charge returned are kept in memory)",
         step_ms.len()
     );
     report.push(Row::new("agent", "per-step overhead p50", median(&step_ms), "ms").note(note));
