@@ -191,11 +191,12 @@ pub fn placeholder(value: &str) -> bool {
         "array",
         "unknown",
     ];
-    let v = value.trim().trim_start_matches('<').trim_end_matches('>');
+    let v = value.trim();
+    if v.starts_with('<') && v.ends_with('>') {
+        return true;
+    }
     let v = v.strip_suffix('?').unwrap_or(v);
-    WORDS.iter().any(|w| v.eq_ignore_ascii_case(w))
-        || v.eq_ignore_ascii_case("n/a")
-        || (value.trim().starts_with('<') && value.trim().ends_with('>'))
+    v.eq_ignore_ascii_case("n/a") || WORDS.iter().any(|w| v.eq_ignore_ascii_case(w))
 }
 
 /// The kind of a JSON key that holds personal data (`customer_name`, `email`, …).

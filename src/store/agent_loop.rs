@@ -5,7 +5,8 @@
 use super::runs::StepRow;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::{PgConnection, PgExecutor};
+use sqlx::postgres::PgArguments;
+use sqlx::{Arguments, PgConnection, PgExecutor};
 // Checkpoints of the loop live here; `runs` keeps the run rows.
 use uuid::Uuid;
 
@@ -147,7 +148,7 @@ pub async fn checkpoint_settled(
     add: Counters,
     settle: Settle,
 ) -> Result<Settled, sqlx::Error> {
-    let (run_tokens, used, limit): (i64, Option<i64>, Option<i64>) = sqlx::query_as(
+    let (run_tokens, used, limit): (i64, Option<i64>, Option<i64>) = sqlx::query_as_with(
         "WITH step AS (
             INSERT INTO agent_steps (run_id, seq, kind, call_id, payload, created_at)
             VALUES ($1, $2, $3, $4, $5, $6)),
@@ -166,17 +167,8 @@ pub async fn checkpoint_settled(
          RETURNING input_tokens + output_tokens AS tokens)
          SELECT run.tokens, charged.tokens_used, charged.monthly_limit
            FROM run LEFT JOIN charged ON true",
+        step_arguments(PgArguments::default(), run_id, step, add)?,
     )
-    .bind(run_id)
-    .bind(step.seq)
-    .bind(&step.kind)
-    .bind(&step.call_id)
-    .bind(&step.payload)
-    .bind(step.created_at)
-    .bind(add.rounds)
-    .bind(add.tool_calls)
-    .bind(add.input_tokens)
-    .bind(add.output_tokens)
     .bind(settle.reservation)
     .bind(settle.org_id)
     .bind(settle.tokens)
@@ -191,6 +183,31 @@ pub async fn checkpoint_settled(
         _ => None,
     };
     Ok(Settled { run_tokens, budget })
+}
+
+/// `args` followed by a checkpoint's and its counters' values, in the order both combined
+/// statements number them: run_id, seq, kind, call_id, payload, created_at, rounds, tool_calls,
+/// input_tokens, output_tokens.
+fn step_arguments(
+    mut args: PgArguments,
+    run_id: Uuid,
+    step: &StepRow,
+    add: Counters,
+) -> Result<PgArguments, sqlx::Error> {
+    let mut values = || -> Result<(), sqlx::error::BoxDynError> {
+        args.add(run_id)?;
+        args.add(step.seq)?;
+        args.add(&step.kind)?;
+        args.add(&step.call_id)?;
+        args.add(&step.payload)?;
+        args.add(step.created_at)?;
+        args.add(add.rounds)?;
+        args.add(add.tool_calls)?;
+        args.add(add.input_tokens)?;
+        args.add(add.output_tokens)
+    };
+    values().map_err(sqlx::Error::Encode)?;
+    Ok(args)
 }
 
 /// Appends the audit row `audit` and a checkpoint (see [`StepRow::written`]) and adds `add` to
@@ -220,18 +237,8 @@ pub async fn checkpoint_audited(
               WHERE id = $14
           RETURNING input_tokens + output_tokens"
         ),
-        super::audit::audit_arguments(audit)?,
+        step_arguments(super::audit::audit_arguments(audit)?, run_id, step, add)?,
     )
-    .bind(run_id)
-    .bind(step.seq)
-    .bind(&step.kind)
-    .bind(&step.call_id)
-    .bind(&step.payload)
-    .bind(step.created_at)
-    .bind(add.rounds)
-    .bind(add.tool_calls)
-    .bind(add.input_tokens)
-    .bind(add.output_tokens)
     .fetch_one(conn)
     .await
 }
