@@ -64,7 +64,7 @@ pub struct BenchOpts {
         default_value = "postgres://postgres@127.0.0.1:5432/postgres"
     )]
     pub server_url: String,
-    /// Drain backlogs, comma-separated (default 20000,1000000; with --quick 20000).
+    /// Drain backlogs, comma-separated (default 20000,200000; with --quick 20000).
     #[arg(long, value_delimiter = ',')]
     pub backlog: Vec<u64>,
     /// Drain worker concurrencies, comma-separated.
@@ -129,7 +129,7 @@ pub async fn run(app: &App, cmd: BenchCmd) -> anyhow::Result<()> {
     } else if o.quick {
         vec![20_000]
     } else {
-        vec![20_000, 1_000_000]
+        vec![20_000, 200_000]
     };
     let opts = Opts {
         quick: o.quick,

@@ -187,7 +187,10 @@ pub async fn run(
                 let Some(a) = agentd[ci] else { continue };
                 let mut tuning = match prefetch {
                     Some(p) => format!(", prefetch {p}, claim_batch {}", p.max(64)),
-                    None => String::new(),
+                    None => format!(
+                        ", prefetch {:?} as configured",
+                        app.config.worker.prefetch()
+                    ),
                 };
                 if delete {
                     tuning.push_str(", delete on success");
@@ -199,11 +202,17 @@ pub async fn run(
                         row = row.baseline(sys.label(), f.rate);
                     }
                 }
+                // Issue 18: ahead of graphile-worker in the same run at c=32 (without it in
+                // this run, the earlier fixed targets).
                 if c >= 32 {
-                    let t = if backlog <= 20_000 {
-                        15_000.0
-                    } else {
-                        10_000.0
+                    let peer = baselines
+                        .iter()
+                        .find(|(s, _)| *s == System::Graphile)
+                        .and_then(|(_, fs)| fs[ci]);
+                    let t = match peer {
+                        Some(g) => g.rate,
+                        None if backlog <= 20_000 => 15_000.0,
+                        None => 10_000.0,
                     };
                     row = row.target(Target::AtLeast(t));
                 }
@@ -427,7 +436,7 @@ async fn agentd_rep(
     let started = chrono::Utc::now();
     let (stats, stop, handle) = spawn_worker(pool.clone(), app, kind, |o| {
         if let Some(p) = prefetch {
-            o.prefetch = p;
+            o.prefetch = agentd::queue::worker::Prefetch::Fixed(p);
             o.claim_batch = o.claim_batch.max(p);
         }
     });
