@@ -85,9 +85,10 @@ pub struct BenchOpts {
     /// Skip graphile-worker (run by default when Node ≥ 22 and benches/peers are installed).
     #[arg(long)]
     pub no_peers: bool,
-    /// agentd's drain also runs with this prefetch buffer (and claims of at least this many
-    /// jobs), like graphile-worker's localQueue; 0: only the configured worker.
-    #[arg(long, default_value_t = 500)]
+    /// agentd's drain also runs with this fixed prefetch buffer (and claims of at least this
+    /// many jobs); 0: not (it always runs as configured, with prefetch 0, and with delete on
+    /// success).
+    #[arg(long, default_value_t = 0)]
     pub prefetch: u32,
 }
 
