@@ -4,7 +4,7 @@
 //! limit by more than the amount by which real calls exceed their estimates.
 
 use crate::llm::{Block, CompletionRequest};
-use crate::store::agent_loop::{self, Counters, Settle, Settled};
+use crate::store::agent_loop::{self, Counters, Flush, Settle, Settled};
 use crate::store::budget::{self as store, Reservation};
 use crate::store::runs::{self, StepRow};
 use chrono::{DateTime, Utc};
@@ -86,13 +86,14 @@ pub async fn settle(
 }
 
 /// Checkpoints `row` of run `run_id` (adding `add` to its counters) and replaces the reservation
-/// with the real usage (`tokens` charged to `org_id`), in one statement of the caller's
-/// transaction (the one that checkpoints the answer); above 80 % of the budget the month's
-/// threshold flags and events follow in the same transaction. Returns the run's token total and
-/// the org's budget after the charge.
+/// with the real usage (`tokens` charged to `org_id`): one statement, its own transaction (one
+/// round trip), committed with `flush`. Above 80 % of the budget the month's threshold flags and
+/// events follow in a short transaction of their own (a crash between the two leaves them to
+/// the org's next charge: the flags say whether they were sent). Returns the run's token total
+/// and the org's budget after the charge.
 #[allow(clippy::too_many_arguments)]
 pub async fn checkpoint_settled(
-    conn: &mut PgConnection,
+    pool: &PgPool,
     org_id: Uuid,
     run_id: Uuid,
     row: &StepRow,
@@ -100,6 +101,7 @@ pub async fn checkpoint_settled(
     r: &Reservation,
     tokens: i64,
     now: DateTime<Utc>,
+    flush: Flush,
 ) -> Result<Settled, sqlx::Error> {
     let reservation = match r {
         Reservation::Held { id, .. } => Some(*id),
@@ -111,12 +113,19 @@ pub async fn checkpoint_settled(
         tokens,
         now,
     };
-    let settled = agent_loop::checkpoint_settled(&mut *conn, run_id, row, add, settle).await?;
+    let mut conn = pool.acquire().await?;
+    let settled =
+        agent_loop::checkpoint_settled(&mut conn, run_id, row, add, settle, flush).await?;
     if let Some(b) = settled.budget
-        && let Some((used, limit)) =
-            runs::after_charge(conn, org_id, b.tokens_used, b.monthly_limit, now).await?
+        && b.tokens_used * 5 >= b.monthly_limit * 4
     {
-        warn!(%org_id, used, limit, "org token budget is 80% used this month");
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        let warned =
+            runs::after_charge(&mut tx, org_id, b.tokens_used, b.monthly_limit, now).await?;
+        tx.commit().await?;
+        if let Some((used, limit)) = warned {
+            warn!(%org_id, used, limit, "org token budget is 80% used this month");
+        }
     }
     Ok(settled)
 }

@@ -8,7 +8,7 @@
 use super::step::{Decided, bounded_error, run_ctx};
 use super::{Engine, RunError, RunSpec, budget};
 use crate::llm::CompletionResponse;
-use crate::store::agent_loop::Counters;
+use crate::store::agent_loop::{Counters, Flush};
 use crate::store::budget::Reservation;
 use crate::store::runs::{self, StepRow};
 use crate::tools::{Tool, ToolError};
@@ -165,7 +165,6 @@ async fn checkpoint(
     reservation: &Reservation,
 ) -> Result<StepRow, RunError> {
     let now = engine.clock.now();
-    let mut tx = engine.pool.begin().await?;
     let payload = json!({"state": state, "response": resp});
     let row = StepRow::written(seq, "tool_model", Some(model_call_id), &payload, now);
     let (input, output) = (
@@ -178,7 +177,7 @@ async fn checkpoint(
         ..Counters::default()
     };
     budget::checkpoint_settled(
-        &mut tx,
+        &engine.pool,
         spec.org_id,
         run_id,
         &row,
@@ -186,9 +185,9 @@ async fn checkpoint(
         reservation,
         input + output,
         now,
+        Flush::Durable,
     )
     .await?;
-    tx.commit().await?;
     metrics::counter!("agentd_tokens_total", "org" => spec.org_id.to_string(), "model" => resp.model.clone())
         .increment(resp.usage.total());
     Ok(row)

@@ -9,7 +9,7 @@ use super::transcript::{ToolResultStep, Transcript};
 use super::{BudgetSeen, Engine, RunError, RunSpec, Written, budget};
 use crate::approvals::{self, ProposalOrigin};
 use crate::llm::{Block, CompletionResponse};
-use crate::store::agent_loop::{self, Counters};
+use crate::store::agent_loop::{self, Counters, Flush};
 use crate::store::budget::Reservation;
 pub use crate::store::documents::bounded_error;
 use crate::store::runs::{NewAudit, StepRow};
@@ -46,7 +46,6 @@ pub(super) async fn checkpoint_response(
     // The step that follows (a tool result, a nudge, the run's end) commits durably within
     // milliseconds and flushes this one with it; only a crash of the database server in between
     // loses the answer, and the call is made again (ARCHITECTURE.md, "Loop").
-    let mut tx = agent_loop::begin_unflushed(&engine.pool).await?;
     let payload = json!({"response": resp, "summary": summary});
     let row = StepRow::written(seq, "llm_response", None, &payload, now);
     let add = Counters {
@@ -56,7 +55,7 @@ pub(super) async fn checkpoint_response(
         ..Counters::default()
     };
     let settled = budget::checkpoint_settled(
-        &mut tx,
+        &engine.pool,
         spec.org_id,
         run_id,
         &row,
@@ -64,9 +63,9 @@ pub(super) async fn checkpoint_response(
         reservation,
         resp.usage.total() as i64,
         now,
+        Flush::Unflushed,
     )
     .await?;
-    tx.commit().await?;
     metrics::counter!("agentd_tokens_total", "org" => spec.org_id.to_string(), "model" => resp.model.clone())
         .increment(resp.usage.total());
     Ok(Written {
