@@ -125,7 +125,8 @@ pub async fn refuse(
         one_line(earlier)
     );
     let now = engine.clock.now();
-    let tx = engine.pool.begin().await?;
+    // Only the audit row and the checkpoint: one statement, no transaction around it.
+    let tx = super::step_conn::StepConn::open(&engine.pool, false).await?;
     let args = serde_json::from_str::<Value>(raw).unwrap_or_else(|_| json!({"raw": raw}));
     let outcome = json!({"error": msg, "repeats": earlier.call_id});
     let actor = format!("agent:{}", spec.kind);

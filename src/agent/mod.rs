@@ -18,6 +18,7 @@ pub mod policy;
 mod round;
 pub mod settings;
 mod step;
+mod step_conn;
 mod summary;
 pub mod transcript;
 

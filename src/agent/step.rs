@@ -5,18 +5,21 @@
 
 use super::decide::{Plan, plan, refused};
 use super::model_step;
+use super::step_conn::StepConn;
 use super::transcript::{ToolResultStep, Transcript};
 use super::{BudgetSeen, Engine, RunError, RunSpec, Written, budget};
 use crate::approvals::{self, ProposalOrigin};
+use crate::catalog::PolicyDecision;
 use crate::llm::{Block, CompletionResponse};
 use crate::store::agent_loop::{self, Counters, Flush};
 use crate::store::budget::Reservation;
 pub use crate::store::documents::bounded_error;
 use crate::store::runs::{NewAudit, StepRow};
+use crate::tools::Category;
 use crate::tools::registry::CallError;
 use crate::tools::{Registry, Tool, ToolCtx, ToolError};
 use serde_json::{Value, json};
-use sqlx::{PgConnection, Postgres, Transaction};
+use sqlx::PgConnection;
 use std::time::Instant;
 use uuid::Uuid;
 
@@ -145,7 +148,6 @@ pub(super) async fn execute_call(
     let started = Instant::now();
     let now = engine.clock.now();
     let actor = format!("agent:{}", spec.kind);
-    let mut tx = engine.pool.begin().await?;
     let registry = engine.env.registry.clone();
     let args = registry.prepare_args(name, raw);
     let tool = registry
@@ -154,13 +156,27 @@ pub(super) async fn execute_call(
         .cloned();
     let mut tokens = 0i64;
     let mut steps = Vec::new();
-    let decided = match refused(spec, name, tool.as_ref(), &args, over_call_cap) {
+    let refusal = refused(spec, name, tool.as_ref(), &args, over_call_cap);
+    // A read tool the policy runs unasked writes nothing (plan() denies, never proposes, a read
+    // off the run's subject), nor does a refused call: only the audit row and checkpoint.
+    let writes = match &refusal {
+        Err(_) => false,
+        Ok((tool, _)) => {
+            let category = tool.category();
+            category != Category::Read
+                || tool.calls_model()
+                || spec.policy.decide(name, category) != PolicyDecision::Auto
+        }
+    };
+    let mut tx = StepConn::open(&engine.pool, writes).await?;
+    let decided = match refusal {
         Err(d) => d,
         Ok((tool, args)) => {
             let mut ctx = run_ctx(engine, spec, &mut tx, run_id, now);
             match plan(engine, &mut ctx, spec, t, tool, args).await? {
                 Plan::Done(d) => d,
                 Plan::Propose(off) => {
+                    debug_assert!(writes, "a proposal is written in a transaction");
                     let why = rationale(t, call_id);
                     let p = (call_id.as_str(), why.as_deref());
                     propose_call(&mut ctx, spec, p, tool, args, off).await?
@@ -172,18 +188,18 @@ pub(super) async fn execute_call(
                             // The failed call's partial writes go; the transaction had only read
                             // before it, so a fresh one takes the audit row and the checkpoint.
                             drop(ctx);
-                            tx.rollback().await?;
-                            tx = engine.pool.begin().await?;
+                            tx = tx.undo(&engine.pool).await?;
                             d
                         }
                     }
                 }
                 Plan::Model => {
                     drop(ctx);
+                    let tx0 = tx.into_tx(&engine.pool).await?;
                     let (d, used, next, model_row) =
-                        model_step::run(engine, spec, (run_id, seq), call_id, tool, args, tx)
+                        model_step::run(engine, spec, (run_id, seq), call_id, tool, args, tx0)
                             .await?;
-                    tx = next;
+                    tx = next.into();
                     tokens = used;
                     steps.extend(model_row);
                     d
@@ -235,7 +251,7 @@ pub(super) async fn execute_call(
 /// The end of every tool step (executed, proposed, refused, repeated): its audit row, its
 /// `tool_result` checkpoint at `seq` and the run's call counter, in `tx`, which it commits.
 pub(super) async fn finish_step(
-    mut tx: Transaction<'static, Postgres>,
+    mut tx: StepConn,
     audit: &NewAudit<'_>,
     run_id: Uuid,
     seq: i32,
