@@ -219,6 +219,14 @@ async fn three_nodes_run_5000_mixed_jobs_exactly_once_even_when_one_dies() {
         .await
         .unwrap()
         .id;
+    // The nodes run on the real clock, and the nightly fan-out enqueues an org's job once its
+    // local hour reaches `nightly_hour` (02:00 by default: none before then). Hour 0 makes
+    // tonight's job due whatever the time of day the test runs.
+    sqlx::query("UPDATE orgs SET nightly_hour = 0 WHERE id = $1")
+        .bind(org)
+        .execute(&db.pool)
+        .await
+        .unwrap();
     // 300 auto-creates through the agent loop.
     let mut docs = Vec::new();
     for i in 0..300 {
