@@ -113,8 +113,11 @@ pub struct SweptBatch {
 /// The set-based expiry sweep's statement for one [`Batch`] (the same batches as
 /// [`pending_batch`]). Approvals of `doc_tools` (whose snapshot is their document's row)
 /// are unchanged when the row is still the version their snapshot was read from, or else when
-/// their stored snapshot equals [`super::documents::snapshot_sql!`] of the row now. With `expired_only` the batch is locked (rows locked elsewhere are skipped) and its
-/// unchanged approvals end `expired` with `result`, audit row and `event` in the same statement;
+/// their stored snapshot equals [`super::documents::snapshot_sql!`] of the row now. With
+/// `expired_only` the batch is locked (rows locked elsewhere are skipped) and its unchanged
+/// approvals end `expired` with `result`, audit row and `event` in the same statement (found by
+/// their ids through the primary key: a join with `c` made the planner, which expects few rows
+/// from a CTE, hash the whole table for every batch; with migration 0062 the update is HOT);
 /// without it nothing is written or locked. Only ids and verdicts leave the database. The stored
 /// snapshot is the one its hash was computed from (every writer stores both together, and the
 /// version with them or none), so an unchanged snapshot means an unchanged hash.
@@ -161,7 +164,7 @@ pub async fn sweep_batch(
                 ", up AS (
                    UPDATE pending_approvals p
                       SET status = 'expired', decided_by = $7, decided_at = $1, result = $8
-                     FROM c WHERE p.id = c.id AND c.same AND p.status = 'pending'
+                    WHERE p.id = ANY(ARRAY(SELECT c.id FROM c WHERE c.same)) AND p.status = 'pending'
                    RETURNING p.id, p.org_id, p.run_id, p.suggestion_id, p.tool, p.args, p.status,
                              p.result)",
                 swept_tail!("$7", "$1", "$9"),
@@ -345,7 +348,11 @@ pub async fn enqueue_stale_reproposals<'e, E: PgExecutor<'e>>(
     Ok(done.rows_affected())
 }
 
-/// Deletes up to `limit` decided approvals decided before `cutoff` (audit rows stay).
+/// Deletes up to `limit` decided approvals decided before `cutoff` (audit rows stay). Since
+/// migration 0062 no index has `decided_at` (so deciding is a HOT update); an approval is decided
+/// after it was made, so the candidates are read through `created_at` (an approval decided before
+/// `cutoff` but made after it, which only a clock set back could write, waits until it is
+/// older).
 pub async fn purge_decided<'e, E: PgExecutor<'e>>(
     exec: E,
     cutoff: DateTime<Utc>,
@@ -353,7 +360,8 @@ pub async fn purge_decided<'e, E: PgExecutor<'e>>(
 ) -> Result<u64, sqlx::Error> {
     let done = sqlx::query(
         "DELETE FROM pending_approvals WHERE id = ANY(ARRAY(
-            SELECT id FROM pending_approvals WHERE status <> 'pending' AND decided_at < $1 LIMIT $2))",
+            SELECT id FROM pending_approvals
+             WHERE created_at < $1 AND status <> 'pending' AND decided_at < $1 LIMIT $2))",
     )
     .bind(cutoff)
     .bind(limit)
