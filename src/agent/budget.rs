@@ -3,12 +3,12 @@
 //! real usage when the answer is checkpointed. Concurrent runs therefore cannot overshoot the
 //! limit by more than the amount by which real calls exceed their estimates.
 
-use crate::llm::{Block, CompletionRequest};
+use crate::llm::{Block, CompletionRequest, CompletionResponse};
 use crate::store::agent_loop::{self, Counters, Settle, Settled};
 use crate::store::budget::{self as store, Reservation};
 use crate::store::runs::{self, StepRow};
 use chrono::{DateTime, Utc};
-use sqlx::{PgConnection, PgPool};
+use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 use tracing::warn;
 use uuid::Uuid;
 
@@ -85,22 +85,28 @@ pub async fn settle(
     Ok(())
 }
 
-/// Checkpoints `row` of run `run_id` (adding `add` to its counters) and replaces the reservation
-/// with the real usage (`tokens` charged to `org_id`), in one statement of the caller's
-/// transaction (the one that checkpoints the answer); above 80 % of the budget the month's
-/// threshold flags and events follow in the same transaction. Returns the run's token total and
-/// the org's budget after the charge.
-#[allow(clippy::too_many_arguments)]
-pub async fn checkpoint_settled(
-    conn: &mut PgConnection,
+/// Checkpoints a model's answer `resp` as `row` of run `run_id` and commits `tx`: its tokens
+/// (and `rounds` more rounds) added to the run's counters and the reservation replaced with
+/// them on `org_id`'s budget, in one statement (`agent_loop::checkpoint_settled`); above 80 %
+/// of the budget the month's threshold flags and events follow in the same transaction. The
+/// tokens are counted by model. Returns the run's token total and the org's budget after the
+/// charge.
+pub async fn commit_answer(
+    mut tx: Transaction<'static, Postgres>,
     org_id: Uuid,
-    run_id: Uuid,
-    row: &StepRow,
-    add: Counters,
+    (run_id, row): (Uuid, &StepRow),
+    resp: &CompletionResponse,
+    rounds: i32,
     r: &Reservation,
-    tokens: i64,
     now: DateTime<Utc>,
 ) -> Result<Settled, sqlx::Error> {
+    let add = Counters {
+        rounds,
+        input_tokens: resp.usage.input_tokens as i64,
+        output_tokens: resp.usage.output_tokens as i64,
+        ..Counters::default()
+    };
+    let tokens = resp.usage.total() as i64;
     let reservation = match r {
         Reservation::Held { id, .. } => Some(*id),
         _ => None,
@@ -111,13 +117,16 @@ pub async fn checkpoint_settled(
         tokens,
         now,
     };
-    let settled = agent_loop::checkpoint_settled(&mut *conn, run_id, row, add, settle).await?;
+    let settled = agent_loop::checkpoint_settled(&mut *tx, run_id, row, add, settle).await?;
     if let Some(b) = settled.budget
         && let Some((used, limit)) =
-            runs::after_charge(conn, org_id, b.tokens_used, b.monthly_limit, now).await?
+            runs::after_charge(&mut tx, org_id, b.tokens_used, b.monthly_limit, now).await?
     {
         warn!(%org_id, used, limit, "org token budget is 80% used this month");
     }
+    tx.commit().await?;
+    metrics::counter!("agentd_tokens_total", "org" => org_id.to_string(), "model" => resp.model.clone())
+        .increment(resp.usage.total());
     Ok(settled)
 }
 
