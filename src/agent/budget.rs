@@ -117,7 +117,7 @@ pub async fn commit_answer(
         tokens,
         now,
     };
-    let settled = agent_loop::checkpoint_settled(&mut *tx, run_id, row, add, settle).await?;
+    let settled = agent_loop::checkpoint_settled(&mut tx, run_id, row, add, settle).await?;
     if let Some(b) = settled.budget
         && let Some((used, limit)) =
             runs::after_charge(&mut tx, org_id, b.tokens_used, b.monthly_limit, now).await?
