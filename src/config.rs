@@ -124,8 +124,39 @@ fn default_lock_timeout_ms() -> u64 {
     5_000
 }
 
+impl WorkerConfig {
+    /// `prefetch`, checked by [`Config::validate`] (an invalid word reads as `"auto"` here).
+    pub fn prefetch(&self) -> crate::queue::worker::Prefetch {
+        self.prefetch
+            .parse()
+            .unwrap_or(crate::queue::worker::Prefetch::Auto)
+    }
+}
+
 fn default_idle_in_transaction_timeout_ms() -> u64 {
     60_000
+}
+
+/// `worker.prefetch` as written: `"auto"` or a count (an environment override arrives as text).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum PrefetchSetting {
+    Count(u32),
+    Word(String),
+}
+
+impl PrefetchSetting {
+    /// The setting, or what is wrong with it.
+    pub fn parse(&self) -> Result<crate::queue::worker::Prefetch, String> {
+        use crate::queue::worker::Prefetch;
+        match self {
+            PrefetchSetting::Count(n) => Ok(Prefetch::Fixed(*n)),
+            PrefetchSetting::Word(w) if w.trim().eq_ignore_ascii_case("auto") => Ok(Prefetch::Auto),
+            PrefetchSetting::Word(w) => w.trim().parse().map(Prefetch::Fixed).map_err(|_| {
+                format!("worker.prefetch must be \"auto\" or a number of jobs (0: none), got {w:?}")
+            }),
+        }
+    }
 }
 
 /// Queue worker tuning.
@@ -138,9 +169,9 @@ pub struct WorkerConfig {
     #[serde(default)]
     pub runtime: Option<String>,
     pub claim_batch: u32,
-    /// Jobs claimed ahead of free slots into a local buffer (0: none).
-    #[serde(default)]
-    pub prefetch: u32,
+    /// Jobs claimed ahead of free slots into a local buffer: `"auto"` (sized by the measured
+    /// job duration) or a count (0: none). See [`crate::queue::Prefetch`].
+    pub prefetch: PrefetchSetting,
     pub poll_interval_ms: u64,
     pub lease_secs: u64,
     pub heartbeat_secs: u64,
@@ -306,6 +337,10 @@ impl Config {
             1,
         )?;
         at_least("worker.claim_batch", self.worker.claim_batch.into(), 1)?;
+        self.worker
+            .prefetch
+            .parse()
+            .map_err(|m| Invalid::new("worker.prefetch", m))?;
         at_least("worker.poll_interval_ms", self.worker.poll_interval_ms, 10)?;
         at_least("worker.lease_secs", self.worker.lease_secs, 2)?;
         at_least("worker.heartbeat_secs", self.worker.heartbeat_secs, 1)?;

@@ -190,6 +190,9 @@ pub fn session_options(cfg: &DatabaseConfig) -> [(&'static str, String); 2] {
     ]
 }
 
+/// A pooled connection idle at least this long is pinged before it is handed out.
+pub const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
+
 async fn open_pool(
     opts: PgConnectOptions,
     url: &str,
@@ -200,6 +203,19 @@ async fn open_pool(
         PgPoolOptions::new()
             .max_connections(max)
             .acquire_timeout(Duration::from_secs(10))
+            // sqlx pings every checkout by default: one round trip more on every statement a
+            // hot path runs (an agent step checks out twice). A connection returned moments ago
+            // is as alive as one just pinged; only one idle for a while (a server restart, a
+            // dropped network path) is tested, and a dead one is replaced as before.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= PING_WHEN_IDLE_FOR {
+                        sqlx::Connection::ping(conn).await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_with(o)
     };
     match build(opts.clone()).await {

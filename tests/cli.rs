@@ -59,6 +59,18 @@ async fn bad_config_values_exit_2_naming_the_key() {
     );
     let o = agentd(&db, &["status"], &[("AGENTD_WORKER__RUNTIME", "apalis")]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o).1);
+    // worker.prefetch: "auto" or a count, from the environment too.
+    let o = agentd(&db, &["status"], &[("AGENTD_WORKER__PREFETCH", "lots")]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("worker.prefetch") && err.contains("\"auto\" or a number"),
+        "{err}"
+    );
+    for ok in ["500", "0", "auto"] {
+        let o = agentd(&db, &["status"], &[("AGENTD_WORKER__PREFETCH", ok)]);
+        assert_eq!(o.status.code(), Some(0), "{ok}: {}", text(&o).1);
+    }
 }
 
 #[tokio::test]

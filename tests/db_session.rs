@@ -164,3 +164,42 @@ async fn an_unflushed_transaction_skips_the_wal_wait_for_itself_only() {
         .unwrap();
     assert_eq!((inside.as_str(), after.as_str(), rows), ("off", "on", 1));
 }
+
+/// A checkout is not pinged when its connection was just used (one round trip less on every
+/// statement of a hot path), but one idle for `PING_WHEN_IDLE_FOR` is: a connection the server
+/// dropped meanwhile is replaced before anyone sees it.
+#[tokio::test]
+async fn a_connection_dropped_while_idle_is_replaced_before_use() {
+    let db = TestDb::new().await;
+    let pool = agentd::db::pool_for_config(&db.url, &config(5000, 60_000), false)
+        .await
+        .unwrap();
+    let first: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    tokio::time::sleep(agentd::db::PING_WHEN_IDLE_FOR + std::time::Duration::from_millis(300))
+        .await;
+    let mut admin = PgConnection::connect(&common::server_url()).await.unwrap();
+    let killed: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        .bind(first)
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+    assert!(killed);
+    wait_until(5, "the backend is gone", || async {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = $1")
+            .bind(first)
+            .fetch_one(&mut PgConnection::connect(&common::server_url()).await.unwrap())
+            .await
+            .unwrap();
+        n == 0
+    })
+    .await;
+    // The idle connection is pinged, found dead and replaced: the statement succeeds.
+    let now: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&pool)
+        .await
+        .expect("a dead idle connection is replaced, not handed out");
+    assert_ne!(now, first);
+}

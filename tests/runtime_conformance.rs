@@ -12,7 +12,7 @@ use agentd::queue::apalis::build_worker;
 use agentd::queue::backoff::Backoff;
 use agentd::queue::maintenance::Rescuer;
 use agentd::queue::store;
-use agentd::queue::worker::{JobContext, JobHandler, KindRuntime, WorkerOptions};
+use agentd::queue::worker::{JobContext, JobHandler, KindRuntime, Prefetch, WorkerOptions};
 use agentd::queue::{JobError, NewJob, enqueue, enqueue_committed, enqueue_many};
 use chrono::{Duration as CDuration, Utc};
 use common::{TestDb, wait_until};
@@ -107,7 +107,7 @@ fn opts(poll: Duration) -> WorkerOptions {
     WorkerOptions {
         worker_id: "apalis-test".into(),
         claim_batch: 16,
-        prefetch: 0,
+        prefetch: Prefetch::Fixed(0),
         poll_interval: poll,
         lease: Duration::from_secs(4),
         heartbeat: Duration::from_secs(1),
@@ -636,7 +636,7 @@ async fn a_killed_workers_job_is_rerun_after_its_lease() {
 
 fn prefetch_opts(prefetch: u32) -> WorkerOptions {
     let mut o = opts(Duration::from_millis(50));
-    o.prefetch = prefetch;
+    o.prefetch = Prefetch::Fixed(prefetch);
     o
 }
 
@@ -708,6 +708,89 @@ async fn prefetch_claims_ahead_then_releases_the_buffer_at_shutdown_and_runs_eac
         50,
         "no job ran twice"
     );
+}
+
+#[tokio::test]
+async fn auto_prefetch_claims_hundreds_of_short_jobs_and_never_buffers_long_ones() {
+    let db = TestDb::new().await;
+    let mut auto = opts(Duration::from_millis(50));
+    auto.prefetch = Prefetch::Auto;
+    auto.claim_batch = 200;
+
+    // A backlog of jobs that take microseconds: once the first ones end, claims grow past the
+    // two free slots to the claim limit, and every job still runs exactly once.
+    let jobs: Vec<NewJob> = (0..1_000)
+        .map(|i| NewJob::new("t", json!({ "i": i })))
+        .collect();
+    enqueue_many(&db.pool, &jobs).await.unwrap();
+    let h = recorder(Mode::Ok);
+    let w = build_worker(
+        db.pool.clone(),
+        Arc::new(SystemClock),
+        &auto,
+        kind(h.clone(), Duration::from_secs(5), 2, fast_backoff()),
+    );
+    let stats = w.stats();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(w.run(stop.clone()));
+    wait_until(30, "all short jobs succeeded", || async {
+        count_state(&db, "succeeded").await == 1_000
+    })
+    .await;
+    stop.cancel();
+    run.await.unwrap();
+    let largest = stats.largest_claim.load(Ordering::Relaxed);
+    assert!(
+        largest > 100,
+        "claims of short jobs grow past the free slots (largest {largest})"
+    );
+    let runs = h.runs.lock().unwrap().clone();
+    assert_eq!(runs.len(), 1_000);
+    assert_eq!(
+        runs.iter().collect::<HashSet<_>>().len(),
+        1_000,
+        "no job ran twice"
+    );
+
+    // Jobs of 300 ms: 20 ms of work is less than one job, so nothing is claimed beyond the
+    // free slots — the rest of the backlog stays available to other workers.
+    sqlx::query("DELETE FROM agentd_jobs")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let jobs: Vec<NewJob> = (0..12)
+        .map(|i| NewJob::new("t", json!({ "slow": i })))
+        .collect();
+    enqueue_many(&db.pool, &jobs).await.unwrap();
+    let h = recorder(Mode::SlowOk);
+    let w = build_worker(
+        db.pool.clone(),
+        Arc::new(SystemClock),
+        &auto,
+        kind(h.clone(), Duration::from_secs(5), 2, fast_backoff()),
+    );
+    let stats = w.stats();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(w.run(stop.clone()));
+    let mut most_held = 0;
+    let t0 = Instant::now();
+    while count_state(&db, "succeeded").await < 12 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "slow jobs did not finish"
+        );
+        most_held = most_held.max(count_state(&db, "running").await);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.cancel();
+    run.await.unwrap();
+    assert!(most_held >= 1, "the sampling saw jobs running");
+    assert!(
+        most_held <= 2,
+        "long jobs are claimed only into free slots (held {most_held} at once)"
+    );
+    assert!(stats.largest_claim.load(Ordering::Relaxed) <= 2);
+    assert_eq!(h.runs.lock().unwrap().len(), 12);
 }
 
 #[tokio::test]

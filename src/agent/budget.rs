@@ -4,11 +4,11 @@
 //! limit by more than the amount by which real calls exceed their estimates.
 
 use crate::llm::{Block, CompletionRequest, CompletionResponse};
-use crate::store::agent_loop::{self, Counters, Settle, Settled};
+use crate::store::agent_loop::{self, Counters, Flush, Settle, Settled};
 use crate::store::budget::{self as store, Reservation};
 use crate::store::runs::{self, StepRow};
 use chrono::{DateTime, Utc};
-use sqlx::{PgConnection, PgPool, Postgres, Transaction};
+use sqlx::{PgConnection, PgPool};
 use tracing::warn;
 use uuid::Uuid;
 
@@ -85,20 +85,21 @@ pub async fn settle(
     Ok(())
 }
 
-/// Checkpoints a model's answer `resp` as `row` of run `run_id` and commits `tx`: its tokens
-/// (and `rounds` more rounds) added to the run's counters and the reservation replaced with
-/// them on `org_id`'s budget, in one statement (`agent_loop::checkpoint_settled`); above 80 %
-/// of the budget the month's threshold flags and events follow in the same transaction. The
-/// tokens are counted by model. Returns the run's token total and the org's budget after the
-/// charge.
-pub async fn commit_answer(
-    mut tx: Transaction<'static, Postgres>,
+/// Checkpoints a model's answer `resp` as `row` of run `run_id`: its tokens (and `rounds` more
+/// rounds) added to the run's counters and the reservation replaced with them on `org_id`'s
+/// budget, in one statement, its own transaction (one round trip), committed with `flush`
+/// (`agent_loop::checkpoint_settled`). Above 80 % of the budget the month's threshold flags and
+/// events follow in a short transaction of their own (a crash between the two leaves them to
+/// the org's next charge: the flags say whether they were sent). The tokens are counted by
+/// model. Returns the run's token total and the org's budget after the charge.
+pub async fn checkpoint_answer(
+    pool: &PgPool,
     org_id: Uuid,
     (run_id, row): (Uuid, &StepRow),
-    resp: &CompletionResponse,
-    rounds: i32,
+    (resp, rounds): (&CompletionResponse, i32),
     r: &Reservation,
     now: DateTime<Utc>,
+    flush: Flush,
 ) -> Result<Settled, sqlx::Error> {
     let add = Counters {
         rounds,
@@ -106,7 +107,6 @@ pub async fn commit_answer(
         output_tokens: resp.usage.output_tokens as i64,
         ..Counters::default()
     };
-    let tokens = resp.usage.total() as i64;
     let reservation = match r {
         Reservation::Held { id, .. } => Some(*id),
         _ => None,
@@ -114,17 +114,23 @@ pub async fn commit_answer(
     let settle = Settle {
         org_id,
         reservation,
-        tokens,
+        tokens: resp.usage.total() as i64,
         now,
     };
-    let settled = agent_loop::checkpoint_settled(&mut tx, run_id, row, add, settle).await?;
+    let mut conn = pool.acquire().await?;
+    let settled =
+        agent_loop::checkpoint_settled(&mut conn, run_id, row, add, settle, flush).await?;
     if let Some(b) = settled.budget
-        && let Some((used, limit)) =
-            runs::after_charge(&mut tx, org_id, b.tokens_used, b.monthly_limit, now).await?
+        && b.tokens_used * 5 >= b.monthly_limit * 4
     {
-        warn!(%org_id, used, limit, "org token budget is 80% used this month");
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        let warned =
+            runs::after_charge(&mut tx, org_id, b.tokens_used, b.monthly_limit, now).await?;
+        tx.commit().await?;
+        if let Some((used, limit)) = warned {
+            warn!(%org_id, used, limit, "org token budget is 80% used this month");
+        }
     }
-    tx.commit().await?;
     metrics::counter!("agentd_tokens_total", "org" => org_id.to_string(), "model" => resp.model.clone())
         .increment(resp.usage.total());
     Ok(settled)

@@ -8,6 +8,7 @@
 use super::step::{Decided, bounded_error, run_ctx};
 use super::{Engine, RunError, RunSpec, budget};
 use crate::llm::CompletionResponse;
+use crate::store::agent_loop::Flush;
 use crate::store::budget::Reservation;
 use crate::store::runs::{self, StepRow};
 use crate::tools::{Tool, ToolError};
@@ -164,10 +165,17 @@ async fn checkpoint(
     reservation: &Reservation,
 ) -> Result<StepRow, RunError> {
     let now = engine.clock.now();
-    let tx = engine.pool.begin().await?;
     let payload = json!({"state": state, "response": resp});
     let row = StepRow::written(seq, "tool_model", Some(model_call_id), &payload, now);
-    let org = spec.org_id;
-    budget::commit_answer(tx, org, (run_id, &row), resp, 0, reservation, now).await?;
+    budget::checkpoint_answer(
+        &engine.pool,
+        spec.org_id,
+        (run_id, &row),
+        (resp, 0),
+        reservation,
+        now,
+        Flush::Durable,
+    )
+    .await?;
     Ok(row)
 }

@@ -9,7 +9,7 @@ use super::transcript::{ToolResultStep, Transcript};
 use super::{BudgetSeen, Engine, RunError, RunSpec, Written, budget};
 use crate::approvals::{self, ProposalOrigin};
 use crate::llm::{Block, CompletionResponse};
-use crate::store::agent_loop::{self, Counters};
+use crate::store::agent_loop::{self, Counters, Flush};
 use crate::store::budget::Reservation;
 pub use crate::store::documents::bounded_error;
 use crate::store::runs::{NewAudit, StepRow};
@@ -47,12 +47,18 @@ pub(super) async fn checkpoint_response(
     // The step that follows (a tool result, a nudge, the run's end) commits durably within
     // milliseconds and flushes this one with it; only a crash of the database server in between
     // loses the answer, and the call is made again (ARCHITECTURE.md, "Loop").
-    let tx = agent_loop::begin_unflushed(&engine.pool).await?;
     let payload = json!({"response": resp, "summary": summary});
     let row = StepRow::written(seq, "llm_response", None, &payload, now);
-    let org = spec.org_id;
-    let settled =
-        budget::commit_answer(tx, org, (run_id, &row), &resp, 1, reservation, now).await?;
+    let settled = budget::checkpoint_answer(
+        &engine.pool,
+        spec.org_id,
+        (run_id, &row),
+        (&resp, 1),
+        reservation,
+        now,
+        Flush::Unflushed,
+    )
+    .await?;
     Ok(Written {
         steps: vec![row],
         tokens: Some(settled.run_tokens),

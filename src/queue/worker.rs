@@ -46,6 +46,40 @@ pub struct KindRuntime {
     pub delete_on_success: bool,
 }
 
+/// How many jobs a worker claims beyond its free slots into a local buffer (graphile-worker's
+/// local queue): the claims of a backlog of short jobs grow from one slot's worth to hundreds,
+/// one commit for all of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prefetch {
+    /// Always this many (0: claim only what fits the free slots).
+    Fixed(u32),
+    /// As many as the worker finishes in [`AUTO_PREFETCH_WINDOW`] at the job duration it
+    /// measured (recent jobs, weighted toward the latest): hundreds for jobs of microseconds,
+    /// none for agent runs of seconds — so a busy worker never sits on more than a few
+    /// milliseconds of work another worker could start. Nothing before the first job ends.
+    Auto,
+}
+
+/// How much work, in time, an automatic prefetch buffer holds at most.
+pub const AUTO_PREFETCH_WINDOW: Duration = Duration::from_millis(20);
+
+impl Prefetch {
+    /// The buffer's size for a worker of `concurrency` slots whose jobs take `job_micros` on
+    /// average (`None`: no job finished yet).
+    pub fn size(self, concurrency: usize, job_micros: Option<f64>) -> u32 {
+        match self {
+            Prefetch::Fixed(n) => n,
+            Prefetch::Auto => match job_micros {
+                Some(d) if d > 0.0 => {
+                    let window = AUTO_PREFETCH_WINDOW.as_micros() as f64;
+                    (concurrency as f64 * window / d).min(u32::MAX as f64) as u32
+                }
+                _ => 0,
+            },
+        }
+    }
+}
+
 /// Worker tuning (from `[worker]` in the config).
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
@@ -53,9 +87,8 @@ pub struct WorkerOptions {
     pub worker_id: String,
     pub claim_batch: u32,
     /// Jobs claimed beyond the free slots into a local buffer (their leases are renewed by the
-    /// heartbeat like running ones; released at shutdown). 0: claim only what fits the free
-    /// slots. Claims stay at most `claim_batch`.
-    pub prefetch: u32,
+    /// heartbeat like running ones; released at shutdown). Claims stay at most `claim_batch`.
+    pub prefetch: Prefetch,
     pub poll_interval: Duration,
     pub lease: Duration,
     pub heartbeat: Duration,
@@ -73,7 +106,7 @@ impl WorkerOptions {
                 &uuid::Uuid::new_v4().simple().to_string()[..8]
             ),
             claim_batch: c.claim_batch,
-            prefetch: c.prefetch,
+            prefetch: c.prefetch(),
             poll_interval: Duration::from_millis(c.poll_interval_ms),
             lease: Duration::from_secs(c.lease_secs),
             heartbeat: Duration::from_secs(c.heartbeat_secs),
@@ -98,6 +131,8 @@ pub struct WorkerStats {
     /// Acks or failures that arrived after the attempt lost its lease (fenced out).
     pub stale: AtomicU64,
     pub released: AtomicU64,
+    /// The most jobs one claim took.
+    pub largest_claim: AtomicU64,
     /// False while the database is unreachable.
     pub db_ok: AtomicBool,
 }
@@ -185,5 +220,23 @@ pub(crate) async fn listen(pool: PgPool, wakers: Vec<Arc<Notify>>, stop: Cancell
                 _ = stop.cancelled() => return,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_prefetch_holds_twenty_milliseconds_of_work() {
+        // 32 slots, jobs of 10 µs: 20 ms of work is 64,000 jobs (the claim limit cuts it).
+        assert_eq!(Prefetch::Auto.size(32, Some(10.0)), 64_000);
+        // 8 slots, jobs of 1 ms: 160 jobs.
+        assert_eq!(Prefetch::Auto.size(8, Some(1_000.0)), 160);
+        // Agent runs of seconds: none.
+        assert_eq!(Prefetch::Auto.size(32, Some(5_000_000.0)), 0);
+        // Before any job ended: none.
+        assert_eq!(Prefetch::Auto.size(32, None), 0);
+        assert_eq!(Prefetch::Fixed(7).size(32, Some(5_000_000.0)), 7);
     }
 }

@@ -137,19 +137,34 @@ pub struct Settled {
     pub budget: Option<super::runs::Budget>,
 }
 
+/// Whether a commit waits for its WAL to reach the disk (see [`begin_unflushed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flush {
+    Durable,
+    Unflushed,
+}
+
 /// Appends a checkpoint (see [`StepRow::written`]), adds `add` to the run's counters and settles
 /// `settle` on the org's budget, in one statement (the charge's 80 %/100 % flags and events are
 /// the caller's: `runs::after_charge`). A second row at the same `seq` or for the same
 /// `(run_id, call_id)` is a unique violation: nothing of the statement is written.
+///
+/// Run outside a transaction it is its own: one round trip for the whole checkpoint, with
+/// `flush` deciding whether that commit waits for the disk (`set_config(…, true)` lasts until
+/// the statement's implicit transaction ends, its commit included). Inside a caller's
+/// transaction `Flush::Unflushed` applies to that transaction's commit.
 pub async fn checkpoint_settled(
     conn: &mut PgConnection,
     run_id: Uuid,
     step: &StepRow,
     add: Counters,
     settle: Settle,
+    flush: Flush,
 ) -> Result<Settled, sqlx::Error> {
     let (run_tokens, used, limit): (i64, Option<i64>, Option<i64>) = sqlx::query_as_with(
-        "WITH step AS (
+        "WITH unflushed AS (
+            SELECT set_config('synchronous_commit', 'off', true) WHERE $15),
+         step AS (
             INSERT INTO agent_steps (run_id, seq, kind, call_id, payload, created_at)
             VALUES ($1, $2, $3, $4, $5, $6)),
          released AS (DELETE FROM budget_reservations WHERE id = $11),
@@ -166,13 +181,14 @@ pub async fn checkpoint_settled(
              WHERE id = $1
          RETURNING input_tokens + output_tokens AS tokens)
          SELECT run.tokens, charged.tokens_used, charged.monthly_limit
-           FROM run LEFT JOIN charged ON true",
+           FROM run LEFT JOIN charged ON true LEFT JOIN unflushed ON true",
         step_arguments(PgArguments::default(), run_id, step, add)?,
     )
     .bind(settle.reservation)
     .bind(settle.org_id)
     .bind(settle.tokens)
     .bind(super::runs::period_of(settle.now))
+    .bind(flush == Flush::Unflushed)
     .fetch_one(conn)
     .await?;
     let budget = match (used, limit) {

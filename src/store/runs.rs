@@ -323,7 +323,12 @@ pub async fn after_charge(
         return Ok(None);
     }
     let period = period_of(now);
-    // The row is locked by the charge until commit: only one run flips each flag.
+    // Lock the row (held already when the charge is in this transaction) so that the flags
+    // below are read after any other run's flip committed: only one run flips each flag.
+    sqlx::query("SELECT 1 FROM org_budgets WHERE org_id = $1 FOR UPDATE")
+        .bind(org_id)
+        .execute(&mut *conn)
+        .await?;
     let flipped: Option<(bool, bool)> = sqlx::query_as(
         "WITH old AS (SELECT warned_period, warned_full_period FROM org_budgets WHERE org_id = $1)
          UPDATE org_budgets b SET warned_period = $2,

@@ -64,7 +64,7 @@ pub struct BenchOpts {
         default_value = "postgres://postgres@127.0.0.1:5432/postgres"
     )]
     pub server_url: String,
-    /// Drain backlogs, comma-separated (default 20000,1000000; with --quick 20000).
+    /// Drain backlogs, comma-separated (default 20000,200000; with --quick 20000).
     #[arg(long, value_delimiter = ',')]
     pub backlog: Vec<u64>,
     /// Drain worker concurrencies, comma-separated.
@@ -85,9 +85,10 @@ pub struct BenchOpts {
     /// Skip graphile-worker (run by default when Node ≥ 22 and benches/peers are installed).
     #[arg(long)]
     pub no_peers: bool,
-    /// agentd's drain also runs with this prefetch buffer (and claims of at least this many
-    /// jobs), like graphile-worker's localQueue; 0: only the configured worker.
-    #[arg(long, default_value_t = 500)]
+    /// agentd's drain also runs with this fixed prefetch buffer (and claims of at least this
+    /// many jobs); 0: not (it always runs as configured, with prefetch 0, and with delete on
+    /// success).
+    #[arg(long, default_value_t = 0)]
     pub prefetch: u32,
 }
 
@@ -129,7 +130,7 @@ pub async fn run(app: &App, cmd: BenchCmd) -> anyhow::Result<()> {
     } else if o.quick {
         vec![20_000]
     } else {
-        vec![20_000, 1_000_000]
+        vec![20_000, 200_000]
     };
     let opts = Opts {
         quick: o.quick,

@@ -15,6 +15,9 @@ pub(super) struct Shared {
     pub(super) held: Mutex<HashMap<i64, Held>>,
     /// Handlers running now (see [`RunningLayer`]).
     pub(super) running: AtomicUsize,
+    /// How long a handler takes, in µs, weighted toward the latest (`f64` bits; 0: no job
+    /// finished yet). Sizes an automatic prefetch.
+    pub(super) job_micros: AtomicU64,
     pub(super) wake: Arc<Notify>,
     /// Fired by [`ApalisWorker::run`] when the shutdown grace period is over.
     pub(super) grace_over: CancellationToken,
@@ -27,6 +30,28 @@ pub(super) struct Shared {
 }
 
 impl Shared {
+    /// Takes in how long one handler ran (a moving average: each job weighs 1/16).
+    pub(super) fn record_duration(&self, took: Duration) {
+        let us = took.as_secs_f64() * 1e6;
+        let old = f64::from_bits(self.job_micros.load(Ordering::Relaxed));
+        let new = if old > 0.0 {
+            old + (us - old) / 16.0
+        } else {
+            us.max(0.001)
+        };
+        // Concurrent finishes may overwrite each other's update: an average, not a count.
+        self.job_micros.store(new.to_bits(), Ordering::Relaxed);
+    }
+
+    /// The prefetch buffer's size now (see [`crate::queue::worker::Prefetch`]), at most a claim.
+    pub(super) fn prefetch(&self) -> u32 {
+        let d = f64::from_bits(self.job_micros.load(Ordering::Relaxed));
+        self.opts
+            .prefetch
+            .size(self.concurrency, (d > 0.0).then_some(d))
+            .min(self.opts.claim_batch.max(1))
+    }
+
     pub(super) fn lease(&self) -> chrono::Duration {
         chrono::Duration::from_std(self.opts.lease).expect("lease fits")
     }
@@ -74,6 +99,9 @@ impl Shared {
         self.stats
             .claimed
             .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        self.stats
+            .largest_claim
+            .fetch_max(jobs.len() as u64, Ordering::Relaxed);
         Ok(jobs)
     }
 
@@ -180,6 +208,7 @@ impl AgentdBackend {
             stats,
             held: Mutex::new(HashMap::new()),
             running: AtomicUsize::new(0),
+            job_micros: AtomicU64::new(0),
             wake: Arc::new(Notify::new()),
             grace_over: CancellationToken::new(),
             closing: CancellationToken::new(),
@@ -281,7 +310,7 @@ impl Backend for AgentdBackend {
                     Poll::Pending => {}
                 }
             }
-            let prefetch = self.sh.opts.prefetch;
+            let prefetch = self.sh.prefetch();
             // Read ahead: with a backlog (the last claim was full) and the buffer down to half
             // the prefetch, claim the next batch while the buffered jobs are handed out.
             if prefetch > 0

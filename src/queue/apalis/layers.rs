@@ -102,11 +102,12 @@ pub struct Running {
     pub(super) sh: Arc<Shared>,
 }
 
-pub struct RunningGuard(Arc<Shared>);
+pub struct RunningGuard(Arc<Shared>, Instant);
 
 impl Drop for RunningGuard {
     fn drop(&mut self) {
         self.0.running.fetch_sub(1, Ordering::SeqCst);
+        self.0.record_duration(self.1.elapsed());
     }
 }
 
@@ -116,7 +117,7 @@ impl Around<ClaimedJob> for Running {
     fn before(&self, task: &Task<ClaimedJob>) -> Self::Before {
         let span = info_span!("job", id = task.args.id, kind = %task.args.kind, attempt = task.args.attempt);
         self.sh.running.fetch_add(1, Ordering::SeqCst);
-        (span, RunningGuard(self.sh.clone()))
+        (span, RunningGuard(self.sh.clone(), Instant::now()))
     }
 
     fn wrap<R: Send + 'static>((span, guard): Self::Before, fut: TaskFuture<R>) -> TaskFuture<R> {

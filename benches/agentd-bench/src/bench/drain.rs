@@ -57,6 +57,7 @@ impl System {
         match self {
             System::Agentd(None, false) => "agentd",
             System::Agentd(None, true) => "agentd+delete",
+            System::Agentd(Some(0), false) => "agentd-prefetch-0",
             System::Agentd(Some(_), false) => "agentd+prefetch",
             System::Agentd(Some(_), true) => "agentd+prefetch+delete",
             System::Graphile => "graphile-worker",
@@ -118,12 +119,16 @@ pub async fn run(
         let cap = opts
             .max_secs
             .unwrap_or(if backlog > 100_000 { 10.0 } else { 20.0 });
-        let mut systems = vec![System::Agentd(None, false)];
+        // As configured (`prefetch = "auto"`), then the same with prefetch 0 (the default
+        // before: claims bounded by free slots) for the before/after of the per-job cost, then
+        // with delete on success; `--prefetch N` adds a fixed buffer.
+        let mut systems = vec![
+            System::Agentd(None, false),
+            System::Agentd(Some(0), false),
+            System::Agentd(None, true),
+        ];
         if opts.prefetch > 0 {
             systems.push(System::Agentd(Some(opts.prefetch), false));
-            systems.push(System::Agentd(Some(opts.prefetch), true));
-        } else {
-            systems.push(System::Agentd(None, true));
         }
         if !opts.no_peers {
             match super::peer::locate() {
@@ -186,8 +191,12 @@ pub async fn run(
             for (ci, &c) in opts.concurrency.iter().enumerate() {
                 let Some(a) = agentd[ci] else { continue };
                 let mut tuning = match prefetch {
+                    Some(0) => ", prefetch 0 (the default before)".to_string(),
                     Some(p) => format!(", prefetch {p}, claim_batch {}", p.max(64)),
-                    None => String::new(),
+                    None => format!(
+                        ", prefetch {:?} as configured",
+                        app.config.worker.prefetch()
+                    ),
                 };
                 if delete {
                     tuning.push_str(", delete on success");
@@ -199,11 +208,17 @@ pub async fn run(
                         row = row.baseline(sys.label(), f.rate);
                     }
                 }
-                if c >= 32 {
-                    let t = if backlog <= 20_000 {
-                        15_000.0
-                    } else {
-                        10_000.0
+                // Issue 18: as configured, ahead of graphile-worker in the same run at c=32
+                // (without it in this run, the earlier fixed targets).
+                if c >= 32 && prefetch.is_none() {
+                    let peer = baselines
+                        .iter()
+                        .find(|(s, _)| *s == System::Graphile)
+                        .and_then(|(_, fs)| fs[ci]);
+                    let t = match peer {
+                        Some(g) => g.rate,
+                        None if backlog <= 20_000 => 15_000.0,
+                        None => 10_000.0,
                     };
                     row = row.target(Target::AtLeast(t));
                 }
@@ -427,7 +442,7 @@ async fn agentd_rep(
     let started = chrono::Utc::now();
     let (stats, stop, handle) = spawn_worker(pool.clone(), app, kind, |o| {
         if let Some(p) = prefetch {
-            o.prefetch = p;
+            o.prefetch = agentd::queue::worker::Prefetch::Fixed(p);
             o.claim_batch = o.claim_batch.max(p);
         }
     });
