@@ -5,10 +5,12 @@
 mod choices;
 mod duration;
 mod invalid;
-pub use choices::{LogFormat, ProviderChoice};
+mod layering;
+pub use choices::{LogFormat, PrefetchSetting, ProviderChoice};
 pub use duration::{MAX_DURATION_SECS, TimeUnit, duration_at_most};
 pub use invalid::{Invalid, at_least};
 
+use layering::{merge, parse_env_value};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -135,28 +137,6 @@ impl WorkerConfig {
 
 fn default_idle_in_transaction_timeout_ms() -> u64 {
     60_000
-}
-
-/// `worker.prefetch` as written: `"auto"` or a count (an environment override arrives as text).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
-pub enum PrefetchSetting {
-    Count(u32),
-    Word(String),
-}
-
-impl PrefetchSetting {
-    /// The setting, or what is wrong with it.
-    pub fn parse(&self) -> Result<crate::queue::worker::Prefetch, String> {
-        use crate::queue::worker::Prefetch;
-        match self {
-            PrefetchSetting::Count(n) => Ok(Prefetch::Fixed(*n)),
-            PrefetchSetting::Word(w) if w.trim().eq_ignore_ascii_case("auto") => Ok(Prefetch::Auto),
-            PrefetchSetting::Word(w) => w.trim().parse().map(Prefetch::Fixed).map_err(|_| {
-                format!("worker.prefetch must be \"auto\" or a number of jobs (0: none), got {w:?}")
-            }),
-        }
-    }
 }
 
 /// Queue worker tuning.
@@ -495,39 +475,4 @@ impl Config {
         let local = PathBuf::from("jobs");
         local.is_dir().then_some(local)
     }
-}
-
-fn parse_env_value(raw: &str) -> toml::Value {
-    format!("v = {raw}")
-        .parse::<toml::Table>()
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(raw.to_string()))
-}
-
-fn merge(base: &mut toml::Table, over: toml::Table, source: &str) -> Result<(), ConfigError> {
-    for (section, value) in over {
-        let toml::Value::Table(fields) = value else {
-            return Err(ConfigError::new(
-                source,
-                format!("`{section}` must be a [section]"),
-            ));
-        };
-        let Some(toml::Value::Table(base_sec)) = base.get_mut(&section) else {
-            return Err(ConfigError::new(
-                source,
-                format!("unknown section [{section}]"),
-            ));
-        };
-        for (k, v) in fields {
-            if !base_sec.contains_key(&k) {
-                return Err(ConfigError::new(
-                    source,
-                    format!("unknown key `{section}.{k}`"),
-                ));
-            }
-            base_sec.insert(k, v);
-        }
-    }
-    Ok(())
 }

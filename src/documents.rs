@@ -54,15 +54,15 @@ pub async fn document_report(app: &App, id: Uuid) -> anyhow::Result<Option<Value
         return Ok(None);
     };
     let org = st.org_id;
-    let schema = match (st.proposed_schema_id, st.proposed_schema_version) {
-        (Some(s), Some(v)) => schemas::get(&mut conn, org, s, v).await?,
-        _ => None,
+    let schema = match st.proposed.schema() {
+        Some((s, v)) => schemas::get(&mut conn, org, s, v).await?,
+        None => None,
     };
-    let prompt = match (st.proposed_prompt_id, st.proposed_prompt_version) {
-        (Some(p), Some(v)) => prompts::get(&mut conn, org, p, v).await?,
-        _ => None,
+    let prompt = match st.proposed.prompt() {
+        Some((p, v)) => prompts::get(&mut conn, org, p, v).await?,
+        None => None,
     };
-    let extraction = match st.proposed_extraction_id {
+    let extraction = match st.proposed.proposed_extraction_id {
         Some(e) => extractions::get(&mut conn, org, e, false).await?,
         None => None,
     };

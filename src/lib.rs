@@ -56,3 +56,15 @@ pub mod webhooks;
 pub fn known_tool_names() -> Vec<&'static str> {
     tools::builtin_registry().names()
 }
+
+/// `e` and its sources, joined with ": ".
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}

@@ -3,7 +3,7 @@
 //! real usage when the answer is checkpointed. Concurrent runs therefore cannot overshoot the
 //! limit by more than the amount by which real calls exceed their estimates.
 
-use crate::llm::{Block, CompletionRequest};
+use crate::llm::{Block, CompletionRequest, CompletionResponse};
 use crate::store::agent_loop::{self, Counters, Flush, Settle, Settled};
 use crate::store::budget::{self as store, Reservation};
 use crate::store::runs::{self, StepRow};
@@ -85,24 +85,28 @@ pub async fn settle(
     Ok(())
 }
 
-/// Checkpoints `row` of run `run_id` (adding `add` to its counters) and replaces the reservation
-/// with the real usage (`tokens` charged to `org_id`): one statement, its own transaction (one
-/// round trip), committed with `flush`. Above 80 % of the budget the month's threshold flags and
+/// Checkpoints a model's answer `resp` as `row` of run `run_id`: its tokens (and `rounds` more
+/// rounds) added to the run's counters and the reservation replaced with them on `org_id`'s
+/// budget, in one statement, its own transaction (one round trip), committed with `flush`
+/// (`agent_loop::checkpoint_settled`). Above 80 % of the budget the month's threshold flags and
 /// events follow in a short transaction of their own (a crash between the two leaves them to
-/// the org's next charge: the flags say whether they were sent). Returns the run's token total
-/// and the org's budget after the charge.
-#[allow(clippy::too_many_arguments)]
-pub async fn checkpoint_settled(
+/// the org's next charge: the flags say whether they were sent). The tokens are counted by
+/// model. Returns the run's token total and the org's budget after the charge.
+pub async fn checkpoint_answer(
     pool: &PgPool,
     org_id: Uuid,
-    run_id: Uuid,
-    row: &StepRow,
-    add: Counters,
+    (run_id, row): (Uuid, &StepRow),
+    (resp, rounds): (&CompletionResponse, i32),
     r: &Reservation,
-    tokens: i64,
     now: DateTime<Utc>,
     flush: Flush,
 ) -> Result<Settled, sqlx::Error> {
+    let add = Counters {
+        rounds,
+        input_tokens: resp.usage.input_tokens as i64,
+        output_tokens: resp.usage.output_tokens as i64,
+        ..Counters::default()
+    };
     let reservation = match r {
         Reservation::Held { id, .. } => Some(*id),
         _ => None,
@@ -110,7 +114,7 @@ pub async fn checkpoint_settled(
     let settle = Settle {
         org_id,
         reservation,
-        tokens,
+        tokens: resp.usage.total() as i64,
         now,
     };
     let mut conn = pool.acquire().await?;
@@ -127,6 +131,8 @@ pub async fn checkpoint_settled(
             warn!(%org_id, used, limit, "org token budget is 80% used this month");
         }
     }
+    metrics::counter!("agentd_tokens_total", "org" => org_id.to_string(), "model" => resp.model.clone())
+        .increment(resp.usage.total());
     Ok(settled)
 }
 

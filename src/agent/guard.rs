@@ -7,10 +7,10 @@
 //! (`llm::repair`); the repaired call is what runs, and the repair notes are shown with its
 //! result.
 
-use super::transcript::{CallRecord, ToolResultStep, Transcript};
+use super::step::{Decided, finish_step};
+use super::transcript::{CallRecord, Transcript};
 use super::{Engine, RunError, RunSpec, Written};
 use crate::llm::{Block, Message, Role, repair};
-use crate::store::runs::NewAudit;
 use crate::tools::{Category, Registry};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -129,30 +129,15 @@ pub async fn refuse(
     let tx = super::step_conn::StepConn::open(&engine.pool, false).await?;
     let args = serde_json::from_str::<Value>(raw).unwrap_or_else(|_| json!({"raw": raw}));
     let outcome = json!({"error": msg, "repeats": earlier.call_id});
-    let actor = format!("agent:{}", spec.kind);
-    let audit = NewAudit {
-        org_id: spec.org_id,
-        run_id: Some(run_id),
-        call_id: Some(call_id),
-        actor: &actor,
-        tool: name,
+    let decided = Decided {
         category: "guard",
         decision: "repeated",
-        args: Some(&args),
-        outcome: Some(&outcome),
-        is_error: true,
-        duration_ms: 0,
-        tokens: 0,
-        now,
-    };
-    let step = ToolResultStep {
-        call_id: call_id.clone(),
-        tool: name.clone(),
         content: msg,
         is_error: true,
-        decision: "repeated".into(),
+        outcome,
     };
-    let written = super::step::finish_step(tx, &audit, run_id, seq, &step).await?;
+    let call = (call_id.as_str(), name.as_str(), &args);
+    let written = finish_step(tx, spec, (run_id, seq), call, decided, (0, 0), now).await?;
     metrics::counter!("agentd_tool_calls_total", "tool" => name.clone(), "decision" => "repeated")
         .increment(1);
     Ok(written)

@@ -8,7 +8,7 @@
 use super::step::{Decided, bounded_error, run_ctx};
 use super::{Engine, RunError, RunSpec, budget};
 use crate::llm::CompletionResponse;
-use crate::store::agent_loop::{Counters, Flush};
+use crate::store::agent_loop::Flush;
 use crate::store::budget::Reservation;
 use crate::store::runs::{self, StepRow};
 use crate::tools::{Tool, ToolError};
@@ -123,7 +123,7 @@ pub(super) async fn run(
     let mut ctx = run_ctx(engine, spec, &mut tx, run_id, engine.clock.now());
     // A rejected answer's partial writes are undone; the audit row and checkpoint stay.
     let applied = ctx
-        .savepoint(async |c| tool.apply(c, args, &state, &answer).await)
+        .savepoint(async |c| tool.apply(c, args, (&state, &answer)).await)
         .await?;
     drop(ctx);
     let decided = match applied {
@@ -167,28 +167,15 @@ async fn checkpoint(
     let now = engine.clock.now();
     let payload = json!({"state": state, "response": resp});
     let row = StepRow::written(seq, "tool_model", Some(model_call_id), &payload, now);
-    let (input, output) = (
-        resp.usage.input_tokens as i64,
-        resp.usage.output_tokens as i64,
-    );
-    let add = Counters {
-        input_tokens: input,
-        output_tokens: output,
-        ..Counters::default()
-    };
-    budget::checkpoint_settled(
+    budget::checkpoint_answer(
         &engine.pool,
         spec.org_id,
-        run_id,
-        &row,
-        add,
+        (run_id, &row),
+        (resp, 0),
         reservation,
-        input + output,
         now,
         Flush::Durable,
     )
     .await?;
-    metrics::counter!("agentd_tokens_total", "org" => spec.org_id.to_string(), "model" => resp.model.clone())
-        .increment(resp.usage.total());
     Ok(row)
 }

@@ -18,6 +18,7 @@ use crate::store::runs::{NewAudit, StepRow};
 use crate::tools::Category;
 use crate::tools::registry::CallError;
 use crate::tools::{Registry, Tool, ToolCtx, ToolError};
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use sqlx::PgConnection;
 use std::time::Instant;
@@ -51,26 +52,16 @@ pub(super) async fn checkpoint_response(
     // loses the answer, and the call is made again (ARCHITECTURE.md, "Loop").
     let payload = json!({"response": resp, "summary": summary});
     let row = StepRow::written(seq, "llm_response", None, &payload, now);
-    let add = Counters {
-        rounds: 1,
-        input_tokens: resp.usage.input_tokens as i64,
-        output_tokens: resp.usage.output_tokens as i64,
-        ..Counters::default()
-    };
-    let settled = budget::checkpoint_settled(
+    let settled = budget::checkpoint_answer(
         &engine.pool,
         spec.org_id,
-        run_id,
-        &row,
-        add,
+        (run_id, &row),
+        (&resp, 1),
         reservation,
-        resp.usage.total() as i64,
         now,
         Flush::Unflushed,
     )
     .await?;
-    metrics::counter!("agentd_tokens_total", "org" => spec.org_id.to_string(), "model" => resp.model.clone())
-        .increment(resp.usage.total());
     Ok(Written {
         steps: vec![row],
         tokens: Some(settled.run_tokens),
@@ -147,7 +138,6 @@ pub(super) async fn execute_call(
     let (call_id, name, raw) = call;
     let started = Instant::now();
     let now = engine.clock.now();
-    let actor = format!("agent:{}", spec.kind);
     let registry = engine.env.registry.clone();
     let args = registry.prepare_args(name, raw);
     let tool = registry
@@ -208,31 +198,15 @@ pub(super) async fn execute_call(
         }
     };
     let args_value = args.unwrap_or_else(|_| json!({"raw": raw}));
-    let audit = NewAudit {
-        org_id: spec.org_id,
-        run_id: Some(run_id),
-        call_id: Some(call_id),
-        actor: &actor,
-        tool: name,
-        category: decided.category,
-        decision: decided.decision,
-        args: Some(&args_value),
-        outcome: Some(&decided.outcome),
-        is_error: decided.is_error,
-        duration_ms: started.elapsed().as_millis().min(i32::MAX as u128) as i32,
-        tokens: tokens.min(i32::MAX as i64) as i32,
-        now,
-    };
-    let step = ToolResultStep {
-        call_id: call_id.clone(),
-        tool: name.clone(),
-        content: decided.content,
-        is_error: decided.is_error,
-        decision: decided.decision.to_string(),
-    };
+    let decision = decided.decision;
+    let spent = (
+        started.elapsed().as_millis().min(i32::MAX as u128) as i32,
+        tokens.min(i32::MAX as i64) as i32,
+    );
     // After the extraction model's own checkpoint, if it wrote one.
     let seq = steps.last().map_or(seq, |r: &StepRow| r.seq + 1);
-    let mut written = finish_step(tx, &audit, run_id, seq, &step).await?;
+    let call = (call_id.as_str(), name.as_str(), &args_value);
+    let mut written = finish_step(tx, spec, (run_id, seq), call, decided, spent, now).await?;
     steps.append(&mut written.steps);
     written.steps = steps;
     // A model the tool asked was charged to the org: the next round reads its budget afresh.
@@ -243,27 +217,54 @@ pub(super) async fn execute_call(
     } else {
         "unknown".to_string()
     };
-    metrics::counter!("agentd_tool_calls_total", "tool" => label, "decision" => decided.decision)
+    metrics::counter!("agentd_tool_calls_total", "tool" => label, "decision" => decision)
         .increment(1);
     Ok(written)
 }
 
-/// The end of every tool step (executed, proposed, refused, repeated): its audit row, its
-/// `tool_result` checkpoint at `seq` and the run's call counter, in `tx`, which it commits.
+/// The end of every tool step (executed, proposed, refused, repeated): the call's audit row,
+/// its `tool_result` checkpoint at `seq` and the run's call counter, in `tx`, which it commits.
+/// `call` is the call's id, tool name and arguments; `spent` the step's milliseconds and the
+/// tokens of a model it asked.
 pub(super) async fn finish_step(
     mut tx: StepConn,
-    audit: &NewAudit<'_>,
-    run_id: Uuid,
-    seq: i32,
-    step: &ToolResultStep,
+    spec: &RunSpec,
+    (run_id, seq): (Uuid, i32),
+    (call_id, name, args): (&str, &str, &Value),
+    decided: Decided,
+    (duration_ms, tokens): (i32, i32),
+    now: DateTime<Utc>,
 ) -> Result<Written, RunError> {
-    let payload = serde_json::to_value(step).expect("step serializes");
-    let row = StepRow::written(seq, "tool_result", Some(&step.call_id), &payload, audit.now);
+    let actor = format!("agent:{}", spec.kind);
+    let audit = NewAudit {
+        org_id: spec.org_id,
+        run_id: Some(run_id),
+        call_id: Some(call_id),
+        actor: &actor,
+        tool: name,
+        category: decided.category,
+        decision: decided.decision,
+        args: Some(args),
+        outcome: Some(&decided.outcome),
+        is_error: decided.is_error,
+        duration_ms,
+        tokens,
+        now,
+    };
+    let step = ToolResultStep {
+        call_id: call_id.to_string(),
+        tool: name.to_string(),
+        content: decided.content,
+        is_error: decided.is_error,
+        decision: decided.decision.to_string(),
+    };
+    let payload = serde_json::to_value(&step).expect("step serializes");
+    let row = StepRow::written(seq, "tool_result", Some(call_id), &payload, now);
     let add = Counters {
         tool_calls: 1,
         ..Counters::default()
     };
-    let tokens = agent_loop::checkpoint_audited(&mut tx, run_id, &row, add, audit).await?;
+    let tokens = agent_loop::checkpoint_audited(&mut tx, run_id, &row, add, &audit).await?;
     tx.commit().await?;
     Ok(Written {
         steps: vec![row],

@@ -106,7 +106,7 @@ pub(super) async fn approve(
         .execute(&mut *tx)
         .await?;
     let mut ctx = env.ctx(&mut tx, row.org_id, row.run_id, actor.to_string(), now);
-    let applied = tool.apply(&mut ctx, &row.args, &call.state, &resp).await;
+    let applied = tool.apply(&mut ctx, &row.args, (&call.state, &resp)).await;
     drop(ctx);
     let usage = json!({"input_tokens": resp.usage.input_tokens,
                        "output_tokens": resp.usage.output_tokens});

@@ -45,12 +45,13 @@ pub async fn run(app: &App, cmd: SuggestionsCmd) -> anyhow::Result<()> {
             let o = org_of(app, org).await?;
             let rows: Vec<SuggestionItem> =
                 api_reads::page(&app.pool, o.id, status, None, None, limit).await?;
-            print_list(&rows, opts.json, Some("(no suggestions)"), None, |r| {
+            print_list(&rows, opts.json, Some("(no suggestions)"), None, |item| {
+                let r = &item.row;
                 let reason = r.status_reason.as_ref().map(|x| format!("  [{x}]"));
                 let reason = reason.unwrap_or_default();
                 format!(
                     "{}  {:<9} {:<16} {}{reason}",
-                    r.id, r.state, r.kind, r.title
+                    r.id, item.state, r.kind, r.title
                 )
             })
         }

@@ -83,3 +83,25 @@ mod tests {
         );
     }
 }
+
+/// `worker.prefetch` as written: `"auto"` or a count (an environment override arrives as text).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum PrefetchSetting {
+    Count(u32),
+    Word(String),
+}
+
+impl PrefetchSetting {
+    /// The setting, or what is wrong with it.
+    pub fn parse(&self) -> Result<crate::queue::worker::Prefetch, String> {
+        use crate::queue::worker::Prefetch;
+        match self {
+            PrefetchSetting::Count(n) => Ok(Prefetch::Fixed(*n)),
+            PrefetchSetting::Word(w) if w.trim().eq_ignore_ascii_case("auto") => Ok(Prefetch::Auto),
+            PrefetchSetting::Word(w) => w.trim().parse().map(Prefetch::Fixed).map_err(|_| {
+                format!("worker.prefetch must be \"auto\" or a number of jobs (0: none), got {w:?}")
+            }),
+        }
+    }
+}

@@ -7,9 +7,9 @@ use crate::store::approvals::ApprovalRow;
 use crate::store::documents::DocumentSummary;
 use crate::store::runs::RunRow;
 use crate::store::states::{ApprovalStatus, AutoCreateStatus, RunStatus, State, SuggestionStatus};
-use chrono::{DateTime, NaiveDate, Utc};
+use crate::store::suggestions::SuggestionRow;
+use chrono::{DateTime, Utc};
 use serde::Serialize;
-use serde_json::Value;
 use sqlx::PgExecutor;
 use sqlx::postgres::PgRow;
 use uuid::Uuid;
@@ -89,26 +89,17 @@ impl Listed for RunRow {
     }
 }
 
-/// A suggestion as the API lists it.
+/// A suggestion as the API lists it: the row as stored and what the list adds.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct SuggestionItem {
-    pub id: Uuid,
-    pub kind: String,
-    pub subject: String,
-    pub night: NaiveDate,
-    pub title: String,
-    pub message: String,
-    pub document_id: Option<Uuid>,
-    pub proposed_action: Option<Value>,
-    pub status: SuggestionStatus,
+    #[serde(flatten)]
+    #[sqlx(flatten)]
+    pub row: SuggestionRow,
     /// The same as `status` (the name of the shared API contract).
     pub state: SuggestionStatus,
-    /// A dismissal's reason.
-    pub status_reason: Option<String>,
     pub status_changed_at: Option<DateTime<Utc>>,
     /// The suggestion's latest approval, if its action was proposed.
     pub approval_id: Option<Uuid>,
-    pub run_id: Option<Uuid>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -123,7 +114,7 @@ impl Listed for SuggestionItem {
            FROM suggestions";
     type State = SuggestionStatus;
     fn key(&self) -> (DateTime<Utc>, Uuid) {
-        (self.created_at, self.id)
+        (self.created_at, self.row.id)
     }
 }
 

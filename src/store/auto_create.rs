@@ -6,6 +6,28 @@ use serde::Serialize;
 use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
+/// What a document's auto-create proposed (its `proposed_*` columns): a schema version, a
+/// prompt version and an extraction.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct Proposed {
+    pub proposed_schema_id: Option<Uuid>,
+    pub proposed_schema_version: Option<i32>,
+    pub proposed_prompt_id: Option<Uuid>,
+    pub proposed_prompt_version: Option<i32>,
+    pub proposed_extraction_id: Option<Uuid>,
+}
+
+impl Proposed {
+    /// The proposed schema version, `(schema_id, version)`.
+    pub fn schema(&self) -> Option<(Uuid, i32)> {
+        self.proposed_schema_id.zip(self.proposed_schema_version)
+    }
+    /// The proposed prompt version, `(prompt_id, version)`.
+    pub fn prompt(&self) -> Option<(Uuid, i32)> {
+        self.proposed_prompt_id.zip(self.proposed_prompt_version)
+    }
+}
+
 /// A document's auto-create state.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct ProposalState {
@@ -14,11 +36,9 @@ pub struct ProposalState {
     pub name: String,
     pub has_text: bool,
     pub auto_create_status: super::documents::AutoCreateStatus,
-    pub proposed_schema_id: Option<Uuid>,
-    pub proposed_schema_version: Option<i32>,
-    pub proposed_prompt_id: Option<Uuid>,
-    pub proposed_prompt_version: Option<i32>,
-    pub proposed_extraction_id: Option<Uuid>,
+    #[serde(flatten)]
+    #[sqlx(flatten)]
+    pub proposed: Proposed,
     pub auto_create_run_id: Option<Uuid>,
     pub auto_create_error: Option<String>,
 }

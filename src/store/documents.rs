@@ -69,11 +69,9 @@ pub struct DocumentView {
     pub tag_ids: Vec<Uuid>,
     pub auto_create_status: AutoCreateStatus,
     pub auto_create_error: Option<String>,
-    pub proposed_schema_id: Option<Uuid>,
-    pub proposed_schema_version: Option<i32>,
-    pub proposed_prompt_id: Option<Uuid>,
-    pub proposed_prompt_version: Option<i32>,
-    pub proposed_extraction_id: Option<Uuid>,
+    #[serde(flatten)]
+    #[sqlx(flatten)]
+    pub proposed: super::auto_create::Proposed,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     /// At most the requested number of characters.

@@ -30,6 +30,7 @@ row! {
 impl Versioned for PromptRow {
     const TABLE: &'static str = "prompts";
     const ID: &'static str = "prompt_id";
+    const KIND: &'static str = "prompt";
 }
 
 versions::functions!(PromptRow, "prompt");

@@ -28,6 +28,7 @@ row! {
 impl Versioned for SchemaRow {
     const TABLE: &'static str = "schemas";
     const ID: &'static str = "schema_id";
+    const KIND: &'static str = "schema";
 }
 
 // `delete`: the caller checks for dependent prompts first (the foreign key would cascade to

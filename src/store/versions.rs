@@ -13,6 +13,8 @@ pub trait Versioned: Table {
     const TABLE: &'static str;
     /// `prompt_id`, `schema_id`.
     const ID: &'static str;
+    /// `prompt`, `schema`: the row kind in messages.
+    const KIND: &'static str;
 }
 
 /// Version `version` of the org's `id`.

@@ -3,11 +3,10 @@
 //! (`ctx.excerpt_chars` characters) with its full length and a `truncated` flag.
 
 use super::tags::checked_tag_ids;
+use super::typed::tool;
 use super::typed::{Id, TagId, any_object};
-use super::{Category, Target, ToolCtx, ToolError, TypedTool, listing, not_in_org, revid};
+use super::{Target, ToolCtx, ToolError, TypedTool, listing, not_in_org, revid};
 use crate::store::documents::{self as store, AutoCreateStatus, DocumentFilter};
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
@@ -44,22 +43,19 @@ fn truncated(text: &str, text_chars: i64) -> bool {
     (text.chars().count() as i64) < text_chars
 }
 
-/// `get_document`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct GetDocument {
-    /// The document's id; defaults to the document this run is about.
-    document_id: Option<Id>,
+tool! {
+    /// `get_document`.
+    GetDocument {
+        /// The document's id; defaults to the document this run is about.
+        document_id: Option<Id>,
+    } = Read "get_document",
+    "Get a document {document_id?}: name, metadata, tag_ids, \
+    auto_create_status, proposed schema/prompt/extraction, and the start of its text \
+    (text_chars is the full length; truncated says whether more exists: use get_ocr_text \
+    with page to read further)."
 }
 
 impl TypedTool for GetDocument {
-    const NAME: &'static str = "get_document";
-    const DESCRIPTION: &'static str = "Get a document {document_id?}: name, metadata, tag_ids, \
-         auto_create_status, proposed schema/prompt/extraction, and the start of its text \
-         (text_chars is the full length; truncated says whether more exists: use get_ocr_text \
-         with page to read further).";
-    const CATEGORY: Category = Category::Read;
-
     fn targets(&self) -> Vec<Target> {
         vec![Target::ReadDocument(Id::uuid(self.document_id))]
     }
@@ -68,8 +64,6 @@ impl TypedTool for GetDocument {
         let d = store::get(ctx.conn, ctx.org_id, id, ctx.excerpt_chars)
             .await?
             .ok_or_else(|| document_not_found(id))?;
-        let proposed_schema = d.proposed_schema_id.zip(d.proposed_schema_version);
-        let proposed_prompt = d.proposed_prompt_id.zip(d.proposed_prompt_version);
         Ok(json!({
             "document_id": d.id,
             "name": d.name,
@@ -77,9 +71,9 @@ impl TypedTool for GetDocument {
             "tag_ids": d.tag_ids,
             "auto_create_status": d.auto_create_status,
             "auto_create_error": d.auto_create_error,
-            "proposed_schema_revid": proposed_schema.map(|(i, v)| revid(i, v)),
-            "proposed_prompt_revid": proposed_prompt.map(|(i, v)| revid(i, v)),
-            "proposed_extraction_id": d.proposed_extraction_id,
+            "proposed_schema_revid": d.proposed.schema().map(|(i, v)| revid(i, v)),
+            "proposed_prompt_revid": d.proposed.prompt().map(|(i, v)| revid(i, v)),
+            "proposed_extraction_id": d.proposed.proposed_extraction_id,
             "created_at": d.created_at,
             "updated_at": d.updated_at,
             "page_count": d.page_count,
@@ -90,24 +84,21 @@ impl TypedTool for GetDocument {
     }
 }
 
-/// `get_ocr_text`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct GetOcrText {
-    /// The document's id; defaults to the document this run is about.
-    document_id: Option<Id>,
-    /// 1-based page number; see page_count.
-    #[schemars(range(min = 1))]
-    page: Option<i32>,
+tool! {
+    /// `get_ocr_text`.
+    GetOcrText {
+        /// The document's id; defaults to the document this run is about.
+        document_id: Option<Id>,
+        /// 1-based page number; see page_count.
+        #[schemars(range(min = 1))]
+        page: Option<i32>,
+    } = Read "get_ocr_text",
+    "Get a document's OCR text {document_id?, page?}. Pages \
+    are separated by form feeds; page is 1-based (omit it for the whole text). The text is \
+    an excerpt: text_chars is the full length and truncated says whether it was cut."
 }
 
 impl TypedTool for GetOcrText {
-    const NAME: &'static str = "get_ocr_text";
-    const DESCRIPTION: &'static str = "Get a document's OCR text {document_id?, page?}. Pages \
-         are separated by form feeds; page is 1-based (omit it for the whole text). The text is \
-         an excerpt: text_chars is the full length and truncated says whether it was cut.";
-    const CATEGORY: Category = Category::Read;
-
     fn targets(&self) -> Vec<Target> {
         vec![Target::ReadDocument(Id::uuid(self.document_id))]
     }
@@ -139,30 +130,27 @@ impl TypedTool for GetOcrText {
     }
 }
 
-/// `list_documents`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ListDocuments {
-    #[schemars(length(max = 200))]
-    name_search: Option<String>,
-    /// Only documents that carry all of these tags.
-    #[schemars(length(max = 100))]
-    tag_ids: Option<Vec<TagId>>,
-    /// auto_create_status to match.
-    status: Option<AutoCreateStatus>,
-    /// At most this many (default 20, max 100).
-    #[schemars(range(min = 1, max = 100))]
-    limit: Option<i64>,
+tool! {
+    /// `list_documents`.
+    ListDocuments {
+        #[schemars(length(max = 200))]
+        name_search: Option<String>,
+        /// Only documents that carry all of these tags.
+        #[schemars(length(max = 100))]
+        tag_ids: Option<Vec<TagId>>,
+        /// auto_create_status to match.
+        status: Option<AutoCreateStatus>,
+        /// At most this many (default 20, max 100).
+        #[schemars(range(min = 1, max = 100))]
+        limit: Option<i64>,
+    } = Read "list_documents",
+    "List the organisation's documents, newest first \
+    {name_search?, tag_ids?, status?, limit?}: name_search is a case-insensitive part of \
+    the name, tag_ids keeps documents carrying all of those tags, status is the \
+    auto_create_status. No text: use get_document."
 }
 
 impl TypedTool for ListDocuments {
-    const NAME: &'static str = "list_documents";
-    const DESCRIPTION: &'static str = "List the organisation's documents, newest first \
-         {name_search?, tag_ids?, status?, limit?}: name_search is a case-insensitive part of \
-         the name, tag_ids keeps documents carrying all of those tags, status is the \
-         auto_create_status. No text: use get_document.";
-    const CATEGORY: Category = Category::Read;
-
     async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         let limit = self.limit.unwrap_or(20);
         if !(1..=100).contains(&limit) {
@@ -192,28 +180,26 @@ impl TypedTool for ListDocuments {
     }
 }
 
-/// `update_document`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct UpdateDocument {
-    /// The document's id; defaults to the document this run is about.
-    document_id: Option<Id>,
-    /// The complete new set of tag ids.
-    #[schemars(length(max = 100))]
-    tag_ids: Option<Vec<TagId>>,
-    /// Keys to set (null removes).
-    #[serde(default)]
-    #[schemars(schema_with = "any_object")]
-    metadata: Option<Map<String, Value>>,
+tool! {
+    /// `update_document`.
+    UpdateDocument {
+        /// The document's id; defaults to the document this run is about.
+        document_id: Option<Id>,
+        /// The complete new set of tag ids.
+        #[schemars(length(max = 100))]
+        tag_ids: Option<Vec<TagId>>,
+        /// Keys to set (null removes).
+        #[serde(default)]
+        #[schemars(schema_with = "any_object")]
+        metadata: Option<Map<String, Value>>,
+    } = Write "update_document",
+    "Update a document {document_id?, tag_ids?, metadata?}: \
+    tag_ids replaces the document's tags (ids of this organisation's tags, see list_tags); \
+    metadata is merged into the existing metadata key by key (a null value removes the \
+    key)."
 }
 
 impl TypedTool for UpdateDocument {
-    const NAME: &'static str = "update_document";
-    const DESCRIPTION: &'static str = "Update a document {document_id?, tag_ids?, metadata?}: \
-         tag_ids replaces the document's tags (ids of this organisation's tags, see list_tags); \
-         metadata is merged into the existing metadata key by key (a null value removes the \
-         key).";
-    const CATEGORY: Category = Category::Write;
     const PROPOSABLE: bool = true;
 
     fn targets(&self) -> Vec<Target> {
@@ -256,19 +242,16 @@ async fn document_snapshot(ctx: &mut ToolCtx<'_>, id: Uuid) -> Result<Value, Too
     })
 }
 
-/// `delete_document`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct DeleteDocument {
-    /// The document's id.
-    document_id: Id,
+tool! {
+    /// `delete_document`.
+    DeleteDocument {
+        /// The document's id.
+        document_id: Id,
+    } = Destructive "delete_document",
+    "Delete a document {document_id} and its extractions. Cannot be undone."
 }
 
 impl TypedTool for DeleteDocument {
-    const NAME: &'static str = "delete_document";
-    const DESCRIPTION: &'static str =
-        "Delete a document {document_id} and its extractions. Cannot be undone.";
-    const CATEGORY: Category = Category::Destructive;
     const PROPOSABLE: bool = true;
 
     fn targets(&self) -> Vec<Target> {

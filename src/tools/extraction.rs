@@ -4,17 +4,15 @@
 
 use super::documents::{document_id_or_default, existing_document};
 use super::extraction_model::{apply_extraction, prepare_extraction};
-use super::prompts::resolve_prompt;
 use super::schemas::{inner_schema, validate_instance};
 use super::typed::Id;
-use super::{Category, ModelCall, Target, ToolCtx, ToolError, TypedTool, revid, unfenced};
+use super::typed::tool;
+use super::{ModelCall, Target, ToolCtx, ToolError, TypedTool, revid, unfenced};
 use crate::llm::CompletionResponse;
 use crate::store::documents::{self as documents, clean_json};
 use crate::store::extractions::{self as store, ExtractionRow, ExtractionStatus};
 use crate::store::prompts::{self as prompts, PromptRow};
 use crate::store::schemas;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// Output tokens allowed to the extraction call.
@@ -44,21 +42,18 @@ pub(crate) fn parse_json_answer(text: &str) -> Option<Value> {
         .flatten()
 }
 
-/// `get_extraction_result`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct GetExtractionResult {
-    /// Defaults to the document this run is about.
-    document_id: Option<Id>,
+tool! {
+    /// `get_extraction_result`.
+    GetExtractionResult {
+        /// Defaults to the document this run is about.
+        document_id: Option<Id>,
+    } = Read "get_extraction_result",
+    "Get the latest extraction of a document {document_id?}: \
+    extraction_id, result, status, prompt_revid and schema_revid (extraction is null if \
+    there is none yet)."
 }
 
 impl TypedTool for GetExtractionResult {
-    const NAME: &'static str = "get_extraction_result";
-    const DESCRIPTION: &'static str = "Get the latest extraction of a document {document_id?}: \
-         extraction_id, result, status, prompt_revid and schema_revid (extraction is null if \
-         there is none yet).";
-    const CATEGORY: Category = Category::Read;
-
     fn targets(&self) -> Vec<Target> {
         vec![Target::ReadDocument(Id::uuid(self.document_id))]
     }
@@ -70,14 +65,19 @@ impl TypedTool for GetExtractionResult {
     }
 }
 
-/// `run_extraction`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RunExtraction {
-    /// "<prompt_id>:<version>" from create_prompt.
-    pub prompt_revid: Option<String>,
-    /// Defaults to the document this run is about.
-    pub document_id: Option<Id>,
+tool! {
+    /// `run_extraction`.
+    RunExtraction {
+        /// "<prompt_id>:<version>" from create_prompt.
+        pub prompt_revid: Option<String>,
+        /// Defaults to the document this run is about.
+        pub document_id: Option<Id>,
+    } = Write "run_extraction",
+    "Run an extraction {prompt_revid?, document_id?}: the \
+    prompt (default: the latest prompt this run created) is sent with the document text to \
+    the extraction model, whose JSON answer must follow the prompt's schema. The result is \
+    stored as proposed and returned with its extraction_id; a result that breaks the schema \
+    is an error listing the problems (fix the prompt or the schema, then run again)."
 }
 
 /// The prompt `run_extraction` uses: `prompt_revid`, else the latest prompt of this run.
@@ -86,7 +86,7 @@ pub(crate) async fn prompt_for(
     prompt_revid: Option<&str>,
 ) -> Result<PromptRow, ToolError> {
     if let Some(s) = prompt_revid {
-        return resolve_prompt(ctx, s, "prompt_revid").await;
+        return super::resolve(ctx, s, "prompt_revid").await;
     }
     let none = || {
         ToolError::Invalid(
@@ -102,13 +102,6 @@ pub(crate) async fn prompt_for(
 }
 
 impl TypedTool for RunExtraction {
-    const NAME: &'static str = "run_extraction";
-    const DESCRIPTION: &'static str = "Run an extraction {prompt_revid?, document_id?}: the \
-         prompt (default: the latest prompt this run created) is sent with the document text to \
-         the extraction model, whose JSON answer must follow the prompt's schema. The result is \
-         stored as proposed and returned with its extraction_id; a result that breaks the schema \
-         is an error listing the problems (fix the prompt or the schema, then run again).";
-    const CATEGORY: Category = Category::Write;
     const PROPOSABLE: bool = true;
 
     fn guided_parameters() -> Option<Value> {
@@ -259,16 +252,20 @@ fn set_path(root: &mut Value, segs: &[String], value: Value) -> Result<(), PathE
     Ok(())
 }
 
-/// `update_extraction_field`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct UpdateExtractionField {
-    #[schemars(length(min = 1))]
-    path: String,
-    /// The new value (any JSON).
-    value: Value,
-    extraction_id: Option<Id>,
-    document_id: Option<Id>,
+tool! {
+    /// `update_extraction_field`.
+    UpdateExtractionField {
+        #[schemars(length(min = 1))]
+        path: String,
+        /// The new value (any JSON).
+        value: Value,
+        extraction_id: Option<Id>,
+        document_id: Option<Id>,
+    } = Write "update_extraction_field",
+    "Correct one field of a proposed extraction {path, value, \
+    extraction_id? | document_id?}: path is a JSON pointer (\"/total\", \"/lines/0/price\") \
+    or dotted (\"total\", \"lines.0.price\"); the edited result must still match the \
+    schema. Defaults to the latest extraction of the run's document."
 }
 
 impl UpdateExtractionField {
@@ -295,12 +292,6 @@ impl UpdateExtractionField {
 }
 
 impl TypedTool for UpdateExtractionField {
-    const NAME: &'static str = "update_extraction_field";
-    const DESCRIPTION: &'static str = "Correct one field of a proposed extraction {path, value, \
-         extraction_id? | document_id?}: path is a JSON pointer (\"/total\", \"/lines/0/price\") \
-         or dotted (\"total\", \"lines.0.price\"); the edited result must still match the \
-         schema. Defaults to the latest extraction of the run's document.";
-    const CATEGORY: Category = Category::Write;
     const PROPOSABLE: bool = true;
 
     fn targets(&self) -> Vec<Target> {

@@ -23,6 +23,7 @@ pub mod tags;
 pub mod typed;
 
 use crate::llm::{CompletionRequest, CompletionResponse, SharedProvider};
+use crate::store::versions::{self, Versioned};
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -235,28 +236,23 @@ pub trait Tool: Send + Sync {
     /// For tools that call a model themselves: reads the inputs (no writes) and builds the
     /// request, so the caller can commit, call the model with no transaction open, checkpoint
     /// the answer and then [`Tool::apply`] it. `None`: an ordinary tool.
-    async fn prepare(
-        &self,
-        ctx: &mut ToolCtx<'_>,
-        args: &Value,
-    ) -> Option<Result<ModelCall, ToolError>>;
-    /// Validates and stores a model answer obtained for [`Tool::prepare`]'s request; `state` is
-    /// the prepared state (checkpointed with the answer).
+    async fn prepare(&self, ctx: &mut ToolCtx<'_>, args: &Value) -> Declared<ModelCall>;
+    /// Validates and stores a model answer obtained for [`Tool::prepare`]'s request: `answer`
+    /// is the prepared state (checkpointed with the answer) and the model's response.
     async fn apply(
         &self,
         ctx: &mut ToolCtx<'_>,
         args: &Value,
-        state: &Value,
-        answer: &CompletionResponse,
+        answer: (&Value, &CompletionResponse),
     ) -> Result<Value, ToolError>;
     /// The data the action depends on, read with the subject rows locked (`FOR UPDATE`) so a
     /// decision can compare and act atomically. `None`: this tool cannot be proposed.
-    async fn snapshot(
-        &self,
-        ctx: &mut ToolCtx<'_>,
-        args: &Value,
-    ) -> Option<Result<Value, ToolError>>;
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>, args: &Value) -> Declared<Value>;
 }
+
+/// The result of a part of a tool only some tools declare (a model phase, a snapshot): `None`
+/// when this tool does not.
+pub type Declared<R> = Option<Result<R, ToolError>>;
 
 /// What is wrong with a revid that does not parse (after the field name).
 pub(crate) fn revid_problem(s: &str) -> String {
@@ -282,6 +278,20 @@ pub fn parse_rev_ref(s: &str, field: &str, what: &str) -> Result<(Uuid, Option<i
             "{field} must be \"<{what}_id>:<version>\" as returned by create_{what} (got {s:?})"
         ))
     })
+}
+
+/// A version of the org's versioned row `R` (a schema, a prompt) from `"<id>:<version>"` in
+/// argument `field`, or the latest version from a bare id.
+pub(crate) async fn resolve<R: Versioned>(
+    ctx: &mut ToolCtx<'_>,
+    s: &str,
+    field: &str,
+) -> Result<R, ToolError> {
+    let row = match parse_rev_ref(s, field, R::KIND)? {
+        (id, Some(version)) => versions::get(ctx.conn, ctx.org_id, id, version).await?,
+        (id, None) => versions::latest(ctx.conn, ctx.org_id, id, false).await?,
+    };
+    row.ok_or_else(|| not_in_org(R::KIND, s))
 }
 
 /// Formats a revid.

@@ -2,14 +2,13 @@
 //! `update_prompt` (new version) and `delete_prompt`. A prompt version names the schema
 //! version its extraction answers with (`schema_revid`).
 
-use super::schemas::resolve_schema;
 use super::tags::checked_tag_ids;
+use super::typed::tool;
 use super::typed::{AnyVersionId, TagId, nullable};
-use super::{Category, Target, ToolCtx, ToolError, TypedTool, listing, missing, not_in_org};
-use super::{parse_rev_ref, revid};
+use super::{Target, ToolCtx, ToolError, TypedTool, listing, missing, not_in_org};
+use super::{resolve, revid};
 use crate::store::prompts::{self as store, PromptFields, PromptRow};
-use schemars::JsonSchema;
-use serde::Deserialize;
+use crate::store::schemas::SchemaRow;
 use serde_json::{Value, json};
 
 /// Longest prompt content accepted, in characters.
@@ -28,19 +27,6 @@ fn prompt_json(p: &PromptRow) -> Value {
         "status": p.status,
         "created_at": p.created_at,
     })
-}
-
-/// A prompt version of this org from `"<id>:<version>"`, or the latest from a bare id.
-pub(crate) async fn resolve_prompt(
-    ctx: &mut ToolCtx<'_>,
-    s: &str,
-    field: &str,
-) -> Result<PromptRow, ToolError> {
-    let row = match parse_rev_ref(s, field, "prompt")? {
-        (id, Some(version)) => store::get(ctx.conn, ctx.org_id, id, version).await?,
-        (id, None) => store::latest(ctx.conn, ctx.org_id, id, false).await?,
-    };
-    row.ok_or_else(|| not_in_org("prompt", s))
 }
 
 /// A prompt version's ids as the model sees them.
@@ -78,39 +64,33 @@ fn model_arg(model: Option<&str>) -> Result<Option<String>, ToolError> {
     }
 }
 
-/// `get_prompt`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct GetPrompt {
-    /// "<prompt_id>:<version>", as returned by create_prompt.
-    prompt_revid: String,
+tool! {
+    /// `get_prompt`.
+    GetPrompt {
+        /// "<prompt_id>:<version>", as returned by create_prompt.
+        prompt_revid: String,
+    } = Read "get_prompt",
+    "Get one prompt version {prompt_revid: \
+    \"<prompt_id>:<version>\"} (a bare prompt_id means its latest version): content, \
+    schema_revid, model, tag_ids, status."
 }
 
 impl TypedTool for GetPrompt {
-    const NAME: &'static str = "get_prompt";
-    const DESCRIPTION: &'static str = "Get one prompt version {prompt_revid: \
-         \"<prompt_id>:<version>\"} (a bare prompt_id means its latest version): content, \
-         schema_revid, model, tag_ids, status.";
-    const CATEGORY: Category = Category::Read;
-
     async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         Ok(prompt_json(
-            &resolve_prompt(ctx, &self.prompt_revid, "prompt_revid").await?,
+            &resolve(ctx, &self.prompt_revid, "prompt_revid").await?,
         ))
     }
 }
 
-/// `list_prompts` (no arguments).
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ListPrompts {}
+tool! {
+    /// `list_prompts` (no arguments).
+    ListPrompts {} = Read "list_prompts",
+    "List the organisation's prompts (latest version of \
+    each): prompt_revid, name, schema_revid, model, status and the start of the content."
+}
 
 impl TypedTool for ListPrompts {
-    const NAME: &'static str = "list_prompts";
-    const DESCRIPTION: &'static str = "List the organisation's prompts (latest version of \
-         each): prompt_revid, name, schema_revid, model, status and the start of the content.";
-    const CATEGORY: Category = Category::Read;
-
     async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         let rows = store::list_latest(ctx.conn, ctx.org_id).await?;
         Ok(listing("prompts", rows, |p| {
@@ -125,31 +105,29 @@ impl TypedTool for ListPrompts {
     }
 }
 
-/// `create_prompt`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CreatePrompt {
-    #[schemars(length(min = 1, max = 200))]
-    name: Option<String>,
-    /// Instructions for the extraction model.
-    #[schemars(length(min = 1))]
-    content: String,
-    /// "<schema_id>:<version>" from create_schema.
-    schema_revid: String,
-    /// A note only: run_extraction always uses the service's configured extraction model.
-    model: Option<String>,
-    /// Tags of documents this prompt is meant for.
-    #[schemars(length(max = 100))]
-    tag_ids: Option<Vec<TagId>>,
+tool! {
+    /// `create_prompt`.
+    CreatePrompt {
+        #[schemars(length(min = 1, max = 200))]
+        name: Option<String>,
+        /// Instructions for the extraction model.
+        #[schemars(length(min = 1))]
+        content: String,
+        /// "<schema_id>:<version>" from create_schema.
+        schema_revid: String,
+        /// A note only: run_extraction always uses the service's configured extraction model.
+        model: Option<String>,
+        /// Tags of documents this prompt is meant for.
+        #[schemars(length(max = 100))]
+        tag_ids: Option<Vec<TagId>>,
+    } = Write "create_prompt",
+    "Create an extraction prompt {name, content, \
+    schema_revid, model?, tag_ids?} (proposed, version 1). content is the system message \
+    the extraction model gets with the document text; schema_revid is the schema its \
+    answer must follow. See help_prompts."
 }
 
 impl TypedTool for CreatePrompt {
-    const NAME: &'static str = "create_prompt";
-    const DESCRIPTION: &'static str = "Create an extraction prompt {name, content, \
-         schema_revid, model?, tag_ids?} (proposed, version 1). content is the system message \
-         the extraction model gets with the document text; schema_revid is the schema its \
-         answer must follow. See help_prompts.";
-    const CATEGORY: Category = Category::Write;
     const PROPOSABLE: bool = true;
 
     fn guided_parameters() -> Option<Value> {
@@ -168,7 +146,7 @@ impl TypedTool for CreatePrompt {
         }
         let content = content_arg(&self.content)?;
         let model = model_arg(self.model.as_deref())?;
-        let schema = resolve_schema(ctx, &self.schema_revid, "schema_revid").await?;
+        let schema = resolve::<SchemaRow>(ctx, &self.schema_revid, "schema_revid").await?;
         let tag_ids = checked_tag_ids(ctx, self.tag_ids.as_deref(), "tag_ids").await?;
         let f = PromptFields {
             name: name.to_string(),
@@ -189,7 +167,7 @@ impl TypedTool for CreatePrompt {
     /// The schema version, if it exists: what a new prompt depends on.
     async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         Ok(
-            match resolve_schema(ctx, &self.schema_revid, "schema_revid").await {
+            match resolve::<SchemaRow>(ctx, &self.schema_revid, "schema_revid").await {
                 Ok(sc) => json!({"schema_exists": true,
                                  "schema_revid": revid(sc.schema_id, sc.version)}),
                 Err(ToolError::NotFound(_)) => json!({"schema_exists": false}),
@@ -199,30 +177,28 @@ impl TypedTool for CreatePrompt {
     }
 }
 
-/// `update_prompt`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct UpdatePrompt {
-    /// The prompt's id (no version).
-    prompt_id: AnyVersionId,
-    #[schemars(length(min = 1))]
-    content: Option<String>,
-    schema_revid: Option<String>,
-    /// A model name; null clears it (the default model).
-    #[serde(default, deserialize_with = "nullable")]
-    #[schemars(with = "Option<String>", extend("x-nullable" = true))]
-    model: Option<Option<String>>,
-    /// The complete new set of tag ids.
-    #[schemars(length(max = 100))]
-    tag_ids: Option<Vec<TagId>>,
+tool! {
+    /// `update_prompt`.
+    UpdatePrompt {
+        /// The prompt's id (no version).
+        prompt_id: AnyVersionId,
+        #[schemars(length(min = 1))]
+        content: Option<String>,
+        schema_revid: Option<String>,
+        /// A model name; null clears it (the default model).
+        #[serde(default, deserialize_with = "nullable")]
+        #[schemars(with = "Option<String>", extend("x-nullable" = true))]
+        model: Option<Option<String>>,
+        /// The complete new set of tag ids.
+        #[schemars(length(max = 100))]
+        tag_ids: Option<Vec<TagId>>,
+    } = Write "update_prompt",
+    "Save a new version of a prompt {prompt_id, content?, \
+    schema_revid?, model?, tag_ids?} (proposed, version + 1); fields left out keep their \
+    current value."
 }
 
 impl TypedTool for UpdatePrompt {
-    const NAME: &'static str = "update_prompt";
-    const DESCRIPTION: &'static str = "Save a new version of a prompt {prompt_id, content?, \
-         schema_revid?, model?, tag_ids?} (proposed, version + 1); fields left out keep their \
-         current value.";
-    const CATEGORY: Category = Category::Write;
     const PROPOSABLE: bool = true;
 
     fn targets(&self) -> Vec<Target> {
@@ -250,7 +226,7 @@ impl TypedTool for UpdatePrompt {
             f.model = model_arg(m.as_deref())?;
         }
         if let Some(s) = &self.schema_revid {
-            let schema = resolve_schema(ctx, s, "schema_revid").await?;
+            let schema = resolve::<SchemaRow>(ctx, s, "schema_revid").await?;
             f.schema_id = schema.schema_id;
             f.schema_version = schema.version;
         }
@@ -273,19 +249,17 @@ impl TypedTool for UpdatePrompt {
     }
 }
 
-/// `delete_prompt`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct DeletePrompt {
-    /// The prompt's id.
-    prompt_id: AnyVersionId,
+tool! {
+    /// `delete_prompt`.
+    DeletePrompt {
+        /// The prompt's id.
+        prompt_id: AnyVersionId,
+    } = Destructive "delete_prompt",
+    "Delete a prompt {prompt_id} with all its versions. \
+    Extractions made with it are kept."
 }
 
 impl TypedTool for DeletePrompt {
-    const NAME: &'static str = "delete_prompt";
-    const DESCRIPTION: &'static str = "Delete a prompt {prompt_id} with all its versions. \
-         Extractions made with it are kept.";
-    const CATEGORY: Category = Category::Destructive;
     const PROPOSABLE: bool = true;
 
     fn targets(&self) -> Vec<Target> {

@@ -5,12 +5,11 @@
 use super::schema_check::clip;
 pub use super::schema_check::{validate_instance, validate_response_format};
 use super::schema_forms;
+use super::typed::tool;
 use super::typed::{AnyVersionId, any_object};
-use super::{Category, Target, ToolCtx, ToolError, TypedTool, listing, missing, not_in_org};
-use super::{parse_rev_ref, revid};
+use super::{Target, ToolCtx, ToolError, TypedTool, listing, missing, not_in_org};
+use super::{resolve, revid};
 use crate::store::schemas::{self as store, SchemaRow};
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -90,19 +89,6 @@ pub(crate) fn inner_schema(response_format: &Value) -> &Value {
         .unwrap_or(&Value::Null)
 }
 
-/// A schema version of this org from `"<id>:<version>"`, or the latest version from a bare id.
-pub(crate) async fn resolve_schema(
-    ctx: &mut ToolCtx<'_>,
-    s: &str,
-    field: &str,
-) -> Result<SchemaRow, ToolError> {
-    let row = match parse_rev_ref(s, field, "schema")? {
-        (id, Some(version)) => store::get(ctx.conn, ctx.org_id, id, version).await?,
-        (id, None) => store::latest(ctx.conn, ctx.org_id, id, false).await?,
-    };
-    row.ok_or_else(|| not_in_org("schema", s))
-}
-
 /// The latest version of schema `id` of this org, locked.
 async fn latest_locked(ctx: &mut ToolCtx<'_>, id: Uuid) -> Result<Option<SchemaRow>, ToolError> {
     Ok(store::latest(ctx.conn, ctx.org_id, id, true).await?)
@@ -120,39 +106,33 @@ fn schema_json(s: &SchemaRow) -> Value {
     })
 }
 
-/// `get_schema`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct GetSchema {
-    /// "<schema_id>:<version>", as returned by create_schema.
-    schema_revid: String,
+tool! {
+    /// `get_schema`.
+    GetSchema {
+        /// "<schema_id>:<version>", as returned by create_schema.
+        schema_revid: String,
+    } = Read "get_schema",
+    "Get one schema version {schema_revid: \
+    \"<schema_id>:<version>\"} (a bare schema_id means its latest version): name, status \
+    and response_format."
 }
 
 impl TypedTool for GetSchema {
-    const NAME: &'static str = "get_schema";
-    const DESCRIPTION: &'static str = "Get one schema version {schema_revid: \
-         \"<schema_id>:<version>\"} (a bare schema_id means its latest version): name, status \
-         and response_format.";
-    const CATEGORY: Category = Category::Read;
-
     async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         Ok(schema_json(
-            &resolve_schema(ctx, &self.schema_revid, "schema_revid").await?,
+            &resolve(ctx, &self.schema_revid, "schema_revid").await?,
         ))
     }
 }
 
-/// `list_schemas` (no arguments).
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ListSchemas {}
+tool! {
+    /// `list_schemas` (no arguments).
+    ListSchemas {} = Read "list_schemas",
+    "List the organisation's schemas (latest version of \
+    each): schema_revid, name, status and the top-level field names."
+}
 
 impl TypedTool for ListSchemas {
-    const NAME: &'static str = "list_schemas";
-    const DESCRIPTION: &'static str = "List the organisation's schemas (latest version of \
-         each): schema_revid, name, status and the top-level field names.";
-    const CATEGORY: Category = Category::Read;
-
     async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         let rows = store::list_latest(ctx.conn, ctx.org_id).await?;
         Ok(listing("schemas", rows, |s| {
@@ -170,22 +150,19 @@ impl TypedTool for ListSchemas {
     }
 }
 
-/// `validate_schema`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ValidateSchema {
-    /// The response_format to check (see help_schemas).
-    #[schemars(schema_with = "any_object")]
-    schema: Value,
+tool! {
+    /// `validate_schema`.
+    ValidateSchema {
+        /// The response_format to check (see help_schemas).
+        #[schemars(schema_with = "any_object")]
+        schema: Value,
+    } = Read "validate_schema",
+    "Check a response_format {schema: {\"type\": \
+    \"json_schema\", \"json_schema\": {...}}} without saving it; returns valid and every \
+    error found."
 }
 
 impl TypedTool for ValidateSchema {
-    const NAME: &'static str = "validate_schema";
-    const DESCRIPTION: &'static str = "Check a response_format {schema: {\"type\": \
-         \"json_schema\", \"json_schema\": {...}}} without saving it; returns valid and every \
-         error found.";
-    const CATEGORY: Category = Category::Read;
-
     async fn run(self, _ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         Ok(match validate_response_format(&self.schema) {
             Ok(()) => json!({"valid": true, "errors": []}),
@@ -194,33 +171,31 @@ impl TypedTool for ValidateSchema {
     }
 }
 
-/// `create_schema`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CreateSchema {
-    /// A readable name for the kind of document.
-    #[schemars(length(min = 1, max = 200))]
-    name: Option<String>,
-    /// The fields worth extracting: an object of field name → type ("string", "number",
-    /// "integer", "boolean", "date"; [{…}] for a list of items).
-    #[schemars(extend("type" = ["object", "array"]))]
-    fields: Option<Value>,
-    /// Only without fields: {"type": "json_schema", "json_schema": {"name", "strict",
-    /// "schema"}}
-    #[schemars(extend("type" = ["object", "string"]))]
-    response_format: Option<Value>,
+tool! {
+    /// `create_schema`.
+    CreateSchema {
+        /// A readable name for the kind of document.
+        #[schemars(length(min = 1, max = 200))]
+        name: Option<String>,
+        /// The fields worth extracting: an object of field name → type ("string", "number",
+        /// "integer", "boolean", "date"; [{…}] for a list of items).
+        #[schemars(extend("type" = ["object", "array"]))]
+        fields: Option<Value>,
+        /// Only without fields: {"type": "json_schema", "json_schema": {"name", "strict",
+        /// "schema"}}
+        #[schemars(extend("type" = ["object", "string"]))]
+        response_format: Option<Value>,
+    } = Write "create_schema",
+    // No placeholder names here a small model copies as fields (it made `list_field` one).
+    "Create a schema (stored as proposed, version 1) from the \
+    fields worth extracting from the document: `fields` maps each field's name (snake_case, \
+    after what the value is) to its type, \"string\", \"number\", \"integer\", \"boolean\" \
+    or \"date\", or to a list [{…one item's fields…}]; a list of {name, type} works too. \
+    For full control give response_format (OpenAI's structured-output shape, see \
+    help_schemas) instead of fields. Returns schema_revid for create_prompt."
 }
 
 impl TypedTool for CreateSchema {
-    const NAME: &'static str = "create_schema";
-    // No placeholder names here a small model copies as fields (it made `list_field` one).
-    const DESCRIPTION: &'static str = "Create a schema (stored as proposed, version 1) from the \
-         fields worth extracting from the document: `fields` maps each field's name (snake_case, \
-         after what the value is) to its type, \"string\", \"number\", \"integer\", \"boolean\" \
-         or \"date\", or to a list [{…one item's fields…}]; a list of {name, type} works too. \
-         For full control give response_format (OpenAI's structured-output shape, see \
-         help_schemas) instead of fields. Returns schema_revid for create_prompt.";
-    const CATEGORY: Category = Category::Write;
     const PROPOSABLE: bool = true;
 
     /// A list of `{"name", "type"}` fields with scalar types, nothing else: the form a small
@@ -276,23 +251,21 @@ impl TypedTool for CreateSchema {
     }
 }
 
-/// `update_schema`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct UpdateSchema {
-    /// The schema's id (no version).
-    schema_id: AnyVersionId,
-    /// The complete new response_format (see help_schemas).
-    #[schemars(schema_with = "any_object")]
-    response_format: Value,
+tool! {
+    /// `update_schema`.
+    UpdateSchema {
+        /// The schema's id (no version).
+        schema_id: AnyVersionId,
+        /// The complete new response_format (see help_schemas).
+        #[schemars(schema_with = "any_object")]
+        response_format: Value,
+    } = Write "update_schema",
+    "Save a new version of a schema {schema_id, \
+    response_format} (proposed, version + 1); existing versions and the prompts using them \
+    are unchanged. Returns the new schema_revid."
 }
 
 impl TypedTool for UpdateSchema {
-    const NAME: &'static str = "update_schema";
-    const DESCRIPTION: &'static str = "Save a new version of a schema {schema_id, \
-         response_format} (proposed, version + 1); existing versions and the prompts using them \
-         are unchanged. Returns the new schema_revid.";
-    const CATEGORY: Category = Category::Write;
     const PROPOSABLE: bool = true;
 
     fn targets(&self) -> Vec<Target> {
@@ -333,19 +306,17 @@ impl TypedTool for UpdateSchema {
     }
 }
 
-/// `delete_schema`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct DeleteSchema {
-    /// The schema's id.
-    schema_id: AnyVersionId,
+tool! {
+    /// `delete_schema`.
+    DeleteSchema {
+        /// The schema's id.
+        schema_id: AnyVersionId,
+    } = Destructive "delete_schema",
+    "Delete a schema {schema_id} with all its versions. \
+    Refused while prompts use it: delete or re-point those prompts first."
 }
 
 impl TypedTool for DeleteSchema {
-    const NAME: &'static str = "delete_schema";
-    const DESCRIPTION: &'static str = "Delete a schema {schema_id} with all its versions. \
-         Refused while prompts use it: delete or re-point those prompts first.";
-    const CATEGORY: Category = Category::Destructive;
     const PROPOSABLE: bool = true;
 
     fn targets(&self) -> Vec<Target> {

@@ -3,8 +3,9 @@
 //! per org per night).
 
 use super::documents::existing_document;
+use super::typed::tool;
 use super::typed::{Id, any_object};
-use super::{Category, FollowUp, Subject, ToolCtx, ToolError, TypedTool};
+use super::{FollowUp, Subject, ToolCtx, ToolError, TypedTool};
 use crate::store::suggestions::{self as store, Created, NewSuggestion};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -41,20 +42,17 @@ const WAITING_AFTER_DAYS: i32 = 3;
 /// Longest list per signal.
 const SIGNAL_LIMIT: i64 = 20;
 
-/// `org_overview` (no arguments).
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct OrgOverview {}
+tool! {
+    /// `org_overview` (no arguments).
+    OrgOverview {} = Read "org_overview",
+    "The organisation at a glance: document counts by \
+    auto_create_status; signals worth a suggestion (proposals waiting more than 3 days → \
+    review_proposal, failed auto-creates → retry_failed, untagged documents while tags \
+    exist → tag_documents, extractions made with an older schema version → \
+    rerun_extraction); and how many suggestions this night already has, against the cap."
+}
 
 impl TypedTool for OrgOverview {
-    const NAME: &'static str = "org_overview";
-    const DESCRIPTION: &'static str = "The organisation at a glance: document counts by \
-         auto_create_status; signals worth a suggestion (proposals waiting more than 3 days → \
-         review_proposal, failed auto-creates → retry_failed, untagged documents while tags \
-         exist → tag_documents, extractions made with an older schema version → \
-         rerun_extraction); and how many suggestions this night already has, against the cap.";
-    const CATEGORY: Category = Category::Read;
-
     async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         let night = ctx.night.unwrap_or_else(|| ctx.now.date_naive());
         let o = store::overview(
@@ -98,29 +96,26 @@ struct ProposedAction {
     args: Option<Map<String, Value>>,
 }
 
-/// `create_suggestion`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CreateSuggestion {
-    kind: SuggestionKind,
-    #[schemars(length(min = 1, max = 200))]
-    title: String,
-    #[schemars(length(min = 1, max = 4000))]
-    message: String,
-    /// The document it is about, if one.
-    document_id: Option<Id>,
-    proposed_action: Option<ProposedAction>,
+tool! {
+    /// `create_suggestion`.
+    CreateSuggestion {
+        kind: SuggestionKind,
+        #[schemars(length(min = 1, max = 200))]
+        title: String,
+        #[schemars(length(min = 1, max = 4000))]
+        message: String,
+        /// The document it is about, if one.
+        document_id: Option<Id>,
+        proposed_action: Option<ProposedAction>,
+    } = Write "create_suggestion",
+    "Write a suggestion for the organisation's people {kind, \
+    title, message, document_id?, proposed_action?}. kind: review_proposal | retry_failed | \
+    tag_documents | rerun_extraction | other. One per kind and document (or per kind for \
+    the whole org) per night: a repeat returns duplicate: true. proposed_action is an \
+    optional {\"tool\": name, \"args\": {...}} a person can approve."
 }
 
 impl TypedTool for CreateSuggestion {
-    const NAME: &'static str = "create_suggestion";
-    const DESCRIPTION: &'static str = "Write a suggestion for the organisation's people {kind, \
-         title, message, document_id?, proposed_action?}. kind: review_proposal | retry_failed | \
-         tag_documents | rerun_extraction | other. One per kind and document (or per kind for \
-         the whole org) per night: a repeat returns duplicate: true. proposed_action is an \
-         optional {\"tool\": name, \"args\": {...}} a person can approve.";
-    const CATEGORY: Category = Category::Write;
-
     /// The proposed action becomes a pending approval of its own, on the suggestion's
     /// document, with the suggestion's message as the rationale (a repeat proposes nothing).
     fn follow_up(&self, result: &Value) -> Option<FollowUp> {

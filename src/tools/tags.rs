@@ -1,11 +1,10 @@
 //! Tools of the `tags` group: `list_tags`, `create_tag` (idempotent by name), `delete_tag`.
 //! Also the tag-id checks the documents and prompts tools share.
 
+use super::typed::tool;
 use super::typed::{Id, TagId};
-use super::{Category, Target, ToolCtx, ToolError, TypedTool, listing, missing, not_in_org};
+use super::{Target, ToolCtx, ToolError, TypedTool, listing, missing, not_in_org};
 use crate::store::tags as store;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -36,17 +35,13 @@ pub(crate) async fn checked_tag_ids(
     Ok(Some(ids))
 }
 
-/// `list_tags` (no arguments).
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ListTags {}
+tool! {
+    /// `list_tags` (no arguments).
+    ListTags {} = Read "list_tags",
+    "List the organisation's tags: tag_id, name, color and how many documents carry each."
+}
 
 impl TypedTool for ListTags {
-    const NAME: &'static str = "list_tags";
-    const DESCRIPTION: &'static str =
-        "List the organisation's tags: tag_id, name, color and how many documents carry each.";
-    const CATEGORY: Category = Category::Read;
-
     async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         let tags = store::list(ctx.conn, ctx.org_id).await?;
         Ok(listing("tags", tags, |t| {
@@ -56,16 +51,19 @@ impl TypedTool for ListTags {
     }
 }
 
-/// `create_tag`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CreateTag {
-    /// Tag name, e.g. "invoice".
-    #[schemars(length(min = 1, max = 100))]
-    name: String,
-    /// Hex color "#rrggbb", e.g. "#1f77b4".
-    #[schemars(regex(pattern = "^#[0-9a-fA-F]{6}$"))]
-    color: String,
+tool! {
+    /// `create_tag`.
+    CreateTag {
+        /// Tag name, e.g. "invoice".
+        #[schemars(length(min = 1, max = 100))]
+        name: String,
+        /// Hex color "#rrggbb", e.g. "#1f77b4".
+        #[schemars(regex(pattern = "^#[0-9a-fA-F]{6}$"))]
+        color: String,
+    } = Write "create_tag",
+    "Create a tag {name, color \"#rrggbb\"}. If the \
+    organisation already has a tag of that name (ignoring case), returns it with existing: \
+    true and changes nothing."
 }
 
 impl CreateTag {
@@ -96,11 +94,6 @@ impl CreateTag {
 }
 
 impl TypedTool for CreateTag {
-    const NAME: &'static str = "create_tag";
-    const DESCRIPTION: &'static str = "Create a tag {name, color \"#rrggbb\"}. If the \
-         organisation already has a tag of that name (ignoring case), returns it with existing: \
-         true and changes nothing.";
-    const CATEGORY: Category = Category::Write;
     const PROPOSABLE: bool = true;
 
     async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
@@ -121,19 +114,17 @@ impl TypedTool for CreateTag {
     }
 }
 
-/// `delete_tag`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct DeleteTag {
-    /// Id of the tag (see list_tags).
-    tag_id: Id,
+tool! {
+    /// `delete_tag`.
+    DeleteTag {
+        /// Id of the tag (see list_tags).
+        tag_id: Id,
+    } = Destructive "delete_tag",
+    "Delete a tag {tag_id}; it is also removed from every \
+    document and prompt that carries it."
 }
 
 impl TypedTool for DeleteTag {
-    const NAME: &'static str = "delete_tag";
-    const DESCRIPTION: &'static str = "Delete a tag {tag_id}; it is also removed from every \
-         document and prompt that carries it.";
-    const CATEGORY: Category = Category::Destructive;
     const PROPOSABLE: bool = true;
 
     fn targets(&self) -> Vec<Target> {

@@ -11,7 +11,7 @@
 //! and `properties` are always present. Argument types with their own error text ([`Id`],
 //! [`TagId`], [`AnyVersionId`]) say what is wrong with a value; [`parse`] prefixes the field path.
 
-use super::{Category, FollowUp, ModelCall, Target, Tool, ToolCtx, ToolError};
+use super::{Category, Declared, FollowUp, ModelCall, Target, Tool, ToolCtx, ToolError};
 use crate::llm::CompletionResponse;
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
@@ -22,15 +22,54 @@ use std::borrow::Cow;
 use std::marker::PhantomData;
 use uuid::Uuid;
 
-/// A tool, as its arguments: `self` is one call's parsed arguments. [`Typed`] makes it a
-/// [`Tool`]; handlers are plain `async fn`s.
-pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
+/// What the model reads of a tool, declared with its argument type by [`tool!`].
+pub trait Declaration {
     /// The name the model calls.
     const NAME: &'static str;
     /// What the model reads to decide when to call it.
     const DESCRIPTION: &'static str;
     /// Read, write or destructive.
     const CATEGORY: Category;
+}
+
+/// Declares a tool's argument type and what the model reads of the tool, once:
+///
+/// ```text
+/// tool! {
+///     /// `get_prompt`.
+///     GetPrompt {
+///         prompt_revid: String,
+///     } = Read "get_prompt",
+///     "Get one prompt version …"
+/// }
+/// ```
+///
+/// is the struct as written (fields, their docs and attributes), deriving `Deserialize` and
+/// `JsonSchema` and closed to unknown fields, and its [`Declaration`]: the category, the name
+/// the model calls and the description. The handler is the type's [`TypedTool`] impl.
+macro_rules! tool {
+    (
+        $(#[$meta:meta])*
+        $name:ident { $($field:tt)* } = $category:ident $tool:literal,
+        $description:expr $(,)?
+    ) => {
+        $(#[$meta])*
+        #[derive(serde::Deserialize, schemars::JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        pub(crate) struct $name { $($field)* }
+
+        impl $crate::tools::typed::Declaration for $name {
+            const NAME: &'static str = $tool;
+            const DESCRIPTION: &'static str = $description;
+            const CATEGORY: $crate::tools::Category = $crate::tools::Category::$category;
+        }
+    };
+}
+pub(crate) use tool;
+
+/// A tool, as its arguments: `self` is one call's parsed arguments. [`Typed`] makes it a
+/// [`Tool`]; handlers are plain `async fn`s.
+pub trait TypedTool: Declaration + DeserializeOwned + JsonSchema + Send + Sync + 'static {
     /// See [`Tool::calls_model`]: such a tool also implements [`Self::prepare`] and
     /// [`Self::apply`].
     const CALLS_MODEL: bool = false;
@@ -127,27 +166,18 @@ impl<T: TypedTool> Tool for Typed<T> {
     fn follow_up(&self, args: &Value, result: &Value) -> Option<FollowUp> {
         parse::<T>(args).ok()?.follow_up(result)
     }
-    async fn prepare(
-        &self,
-        ctx: &mut ToolCtx<'_>,
-        args: &Value,
-    ) -> Option<Result<ModelCall, ToolError>> {
+    async fn prepare(&self, ctx: &mut ToolCtx<'_>, args: &Value) -> Declared<ModelCall> {
         declared(T::CALLS_MODEL, args, async |a: T| a.prepare(ctx).await).await
     }
     async fn apply(
         &self,
         ctx: &mut ToolCtx<'_>,
         args: &Value,
-        state: &Value,
-        answer: &CompletionResponse,
+        (state, answer): (&Value, &CompletionResponse),
     ) -> Result<Value, ToolError> {
         parse::<T>(args)?.apply(ctx, state, answer).await
     }
-    async fn snapshot(
-        &self,
-        ctx: &mut ToolCtx<'_>,
-        args: &Value,
-    ) -> Option<Result<Value, ToolError>> {
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>, args: &Value) -> Declared<Value> {
         declared(T::PROPOSABLE, args, async |a: T| a.snapshot(ctx).await).await
     }
 }
@@ -158,7 +188,7 @@ async fn declared<T: TypedTool, R>(
     declared: bool,
     args: &Value,
     part: impl AsyncFnOnce(T) -> Result<R, ToolError>,
-) -> Option<Result<R, ToolError>> {
+) -> Declared<R> {
     if !declared {
         return None;
     }

@@ -86,14 +86,5 @@ impl Sender {
 
 /// The error's text without the URL (a URL may carry a token in its query), with its causes.
 fn without_url(e: reqwest::Error) -> String {
-    use std::error::Error;
-    let e = e.without_url();
-    let mut msg = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        src = s.source();
-    }
-    msg
+    crate::error_chain(&e.without_url())
 }

@@ -1,8 +1,9 @@
 //! How a failed attempt is classified: retryable or not, retried here or already retried by
 //! async-openai's transport, with the API key redacted from every message.
 
-use super::response::{BodyError, clip, error_chain, error_in_body};
+use super::response::{BodyError, clip, error_in_body};
 use super::{LlmError, OpenAiProvider, PROVIDER};
+use crate::error_chain;
 use async_openai::error::OpenAIError;
 use serde_json::Value;
 

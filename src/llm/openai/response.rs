@@ -230,18 +230,6 @@ pub(super) fn usage_from(v: &Value) -> Option<Usage> {
     })
 }
 
-/// `e` and its sources, joined with ": ".
-pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
-
 /// At most `max` characters of `s`.
 pub(super) fn clip(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
