@@ -121,7 +121,7 @@ pub async fn checkpoint_answer(
     let settled =
         agent_loop::checkpoint_settled(&mut conn, run_id, row, add, settle, flush).await?;
     if let Some(b) = settled.budget
-        && b.tokens_used * 5 >= b.monthly_limit * 4
+        && runs::past_warning(b.tokens_used, b.monthly_limit)
     {
         let mut tx = sqlx::Connection::begin(&mut *conn).await?;
         let warned =

@@ -13,6 +13,17 @@ use crate::tools::registry::CallError;
 use crate::tools::{Category, Registry, Tool, ToolCtx, ToolError, scope};
 use serde_json::{Value, json};
 
+/// Whether a valid call of `tool` may write anything besides its audit row and checkpoint. A
+/// read tool the policy runs unasked may not: [`plan`] denies a read off the run's subject,
+/// never proposes it, and read tools write nothing (no follow-up either). Such a step needs
+/// no transaction (`step_conn`).
+pub(super) fn may_write(spec: &RunSpec, tool: &dyn Tool) -> bool {
+    let category = tool.category();
+    category != Category::Read
+        || tool.calls_model()
+        || spec.policy.decide(tool.name(), category) != PolicyDecision::Auto
+}
+
 /// What the policy, the subject and the caps make of a valid call.
 pub(super) enum Plan {
     Done(Decided),

@@ -3,19 +3,17 @@
 //! (run_extraction) is split so that no transaction is open while the model answers (see
 //! [`super::model_step`]).
 
-use super::decide::{Plan, plan, refused};
+use super::decide::{Plan, may_write, plan, refused};
 use super::model_step;
 use super::step_conn::StepConn;
 use super::transcript::{ToolResultStep, Transcript};
 use super::{BudgetSeen, Engine, RunError, RunSpec, Written, budget};
 use crate::approvals::{self, ProposalOrigin};
-use crate::catalog::PolicyDecision;
 use crate::llm::{Block, CompletionResponse};
 use crate::store::agent_loop::{self, Counters, Flush};
 use crate::store::budget::Reservation;
 pub use crate::store::documents::bounded_error;
 use crate::store::runs::{NewAudit, StepRow};
-use crate::tools::Category;
 use crate::tools::registry::CallError;
 use crate::tools::{Registry, Tool, ToolCtx, ToolError};
 use chrono::{DateTime, Utc};
@@ -147,16 +145,10 @@ pub(super) async fn execute_call(
     let mut tokens = 0i64;
     let mut steps = Vec::new();
     let refusal = refused(spec, name, tool.as_ref(), &args, over_call_cap);
-    // A read tool the policy runs unasked writes nothing (plan() denies, never proposes, a read
-    // off the run's subject), nor does a refused call: only the audit row and checkpoint.
+    // A refused call writes only its audit row and checkpoint.
     let writes = match &refusal {
         Err(_) => false,
-        Ok((tool, _)) => {
-            let category = tool.category();
-            category != Category::Read
-                || tool.calls_model()
-                || spec.policy.decide(name, category) != PolicyDecision::Auto
-        }
+        Ok((tool, _)) => may_write(spec, *tool),
     };
     let mut tx = StepConn::open(&engine.pool, writes).await?;
     let decided = match refusal {

@@ -308,6 +308,12 @@ pub async fn charge_budget(
     after_charge(conn, org_id, used, limit, now).await
 }
 
+/// Whether `used` of `limit` is past the month's 80 % warning (from there a charge checks the
+/// threshold flags).
+pub fn past_warning(used: i64, limit: i64) -> bool {
+    used * 5 >= limit * 4
+}
+
 /// The rest of a charge that left the org's use at `used` of `limit` in `now`'s period (the
 /// budget row locked by it): flips the month's 80 % and 100 % flags and writes their
 /// `budget.threshold` events on `conn`. Returns `Some((used, limit))` exactly once per period,
@@ -319,7 +325,7 @@ pub async fn after_charge(
     limit: i64,
     now: DateTime<Utc>,
 ) -> Result<Option<(i64, i64)>, sqlx::Error> {
-    if used * 5 < limit * 4 {
+    if !past_warning(used, limit) {
         return Ok(None);
     }
     let period = period_of(now);
