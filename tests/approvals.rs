@@ -629,10 +629,10 @@ async fn set_based_and_row_by_row_sweeps_end_the_same() {
         assert_eq!(
             report,
             SweepReport {
-                checked: 16,
-                expired: 7,
-                stale: 6,
-                reproposals_enqueued: 2,
+                checked: 18,
+                expired: 8,
+                stale: 7,
+                reproposals_enqueued: 3,
                 ..Default::default()
             },
             "row_by_row {row_by_row}"
@@ -667,6 +667,8 @@ async fn set_based_and_row_by_row_sweeps_end_the_same() {
             ("aside_live", "pending"),
             ("aside_expired", "expired"),
             ("legacy", "expired"),
+            ("late_numbers", "stale"),
+            ("aside_long", "expired"),
             ("rejected", "rejected"),
         ] {
             assert_eq!(
@@ -733,6 +735,22 @@ async fn sweep_population(f: &Fixture, row_by_row: bool) -> (Vec<(Uuid, String)>
     let d_rejected = doc("rejected", &mut labels).await;
     let d_aside = doc("aside", &mut labels).await;
     let d_legacy = doc("legacy", &mut labels).await;
+    // Numbers in metadata: the set-based statement leaves these to the Rust re-check (`jsonb`
+    // and `serde_json` compare and round numbers differently).
+    let d_late_numbers = doc("late_numbers", &mut labels).await;
+    let d_aside_long = doc("aside_long", &mut labels).await;
+    sqlx::query("UPDATE documents SET metadata = '{\"amount\": 2, \"n\": [1.50]}' WHERE id = $1")
+        .bind(d_late_numbers)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    // More digits than an f64 holds: the stored snapshot has the nearest f64, the row the exact
+    // number, so the two differ as `jsonb` while the snapshot's hash is unchanged.
+    sqlx::query("UPDATE documents SET metadata = '{\"ratio\": 0.1000000000000000000001}' WHERE id = $1")
+        .bind(d_aside_long)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
     let missing = Uuid::now_v7();
     labels.push((missing, "doc:missing".into()));
     let update = |d: Uuid| json!({"document_id": d, "metadata": {"reviewed": true}});
@@ -798,6 +816,20 @@ async fn sweep_population(f: &Fixture, row_by_row: bool) -> (Vec<(Uuid, String)>
         ),
         ("legacy", "update_document", update(d_legacy), short, false),
         (
+            "late_numbers",
+            "update_document",
+            update(d_late_numbers),
+            short,
+            true,
+        ),
+        (
+            "aside_long",
+            "delete_document",
+            delete(d_aside_long),
+            short,
+            false,
+        ),
+        (
             "rejected",
             "update_document",
             update(d_rejected),
@@ -821,6 +853,7 @@ async fn sweep_population(f: &Fixture, row_by_row: bool) -> (Vec<(Uuid, String)>
     f.clock.advance(Duration::hours(2));
     f.touch(d_late, json!({"edited": true})).await;
     f.touch(d_early, json!({"edited": true})).await;
+    f.touch(d_late_numbers, json!({"edited": true})).await;
     // Changed and changed back: the same metadata, a later updated_at.
     f.touch(d_back, json!({"edited": true})).await;
     sqlx::query("UPDATE documents SET metadata = metadata - 'edited' WHERE id = $1")
@@ -834,8 +867,8 @@ async fn sweep_population(f: &Fixture, row_by_row: bool) -> (Vec<(Uuid, String)>
         .await
         .unwrap();
     // A new row version with the same snapshot (a column the snapshot does not cover).
-    sqlx::query("UPDATE documents SET auto_create_error = 'unrelated' WHERE id = $1")
-        .bind(d_aside)
+    sqlx::query("UPDATE documents SET auto_create_error = 'unrelated' WHERE id = ANY($1)")
+        .bind([d_aside, d_aside_long])
         .execute(&mut *conn)
         .await
         .unwrap();

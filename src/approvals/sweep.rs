@@ -4,9 +4,10 @@
 //! older than the retention are purged (their audit rows stay). "Now" comes from the Clock.
 //!
 //! Set-based, each batch is one statement (`store::approvals_sweep::sweep_batch`) that judges the
-//! approvals on documents in the database — the row is still the version the snapshot was read
-//! from, or else the stored snapshot equals the row's — and ends the unchanged expired ones with
-//! their audit rows and events; only the rest (changed data, other tools) are read here, re-hashed
+//! approvals on documents in the database — unchanged when the row is still the version the
+//! snapshot was read from or the stored snapshot equals the row's, changed when the two differ
+//! and hold no number — and ends the unchanged expired ones and the changed ones with their audit
+//! rows and events; only the rest (other tools, snapshots with numbers) are read here, re-hashed
 //! and ended in one more statement. Row by row (`Sweeper::row_by_row`, the reference) reads every
 //! approval and re-validates it through its tool.
 
@@ -201,9 +202,11 @@ impl Sweeper {
             BY,
             &json!({"reason": "ttl"}),
             EventType::ApprovalExpired.as_str(),
+            EventType::ApprovalStale.as_str(),
         )
         .await?;
         report.expired += b.expired;
+        report.stale += b.stale;
         let rows = if b.recheck.is_empty() {
             Vec::new()
         } else {

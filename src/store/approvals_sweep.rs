@@ -105,32 +105,62 @@ pub struct SweptBatch {
     pub last: Option<Uuid>,
     /// Ended `expired` by the statement itself (past their TTL, snapshot unchanged).
     pub expired: u64,
-    /// The rest, in id order: their snapshot is not a document's row equal to the stored one
-    /// (another tool, changed data, or a value written differently); the caller re-checks them.
+    /// Ended `stale` by the statement itself (their document changed, see [`sweep_batch`]).
+    pub stale: u64,
+    /// The rest, in id order: approvals of another tool, or on a document whose change the
+    /// statement leaves to the caller's re-check (a number in either snapshot).
     pub recheck: Vec<Uuid>,
 }
 
+/// `approvals::diff` of two `jsonb` objects `$a` and `$b` (SQL expressions): every key of
+/// either whose values differ, as `{"before": …, "after": …}` (`null` for a missing one). Equal to
+/// the Rust function for objects without numbers (`jsonb` compares `1` and `1.0` equal,
+/// `serde_json` does not, and `serde_json` reads a long number as the nearest `f64`): the sweep
+/// uses it only on such snapshots.
+macro_rules! diff_sql {
+    ($a:literal, $b:literal) => {
+        concat!(
+            "(SELECT COALESCE(jsonb_object_agg(k, jsonb_build_object('before', ", $a, " -> k,
+                                                                    'after', ", $b, " -> k)),
+                              '{}'::jsonb)
+                FROM (SELECT jsonb_object_keys(", $a, ") UNION SELECT jsonb_object_keys(", $b, ")) AS keys(k)
+               WHERE (", $a, " -> k) IS DISTINCT FROM (", $b, " -> k))"
+        )
+    };
+}
+
 /// The set-based expiry sweep's statement for one [`Batch`] (the same batches as
-/// [`pending_batch`]). Approvals of `doc_tools` (whose snapshot is their document's row)
-/// are unchanged when the row is still the version their snapshot was read from, or else when
-/// their stored snapshot equals [`super::documents::snapshot_sql!`] of the row now. With
-/// `expired_only` the batch is locked (rows locked elsewhere are skipped) and its unchanged
-/// approvals end `expired` with `result`, audit row and `event` in the same statement (found by
-/// their ids through the primary key: a join with `c` made the planner, which expects few rows
-/// from a CTE, hash the whole table for every batch; with migration 0062 the update is HOT);
-/// without it nothing is written or locked. Only ids and verdicts leave the database. The stored
-/// snapshot is the one its hash was computed from (every writer stores both together, and the
-/// version with them or none), so an unchanged snapshot means an unchanged hash.
+/// [`pending_batch`]). Approvals of `doc_tools` (whose snapshot is their document's row) are
+/// judged here:
+/// - **unchanged** when the row is still the version their snapshot was read from, or else when
+///   their stored snapshot equals [`super::documents::snapshot_sql!`] of the row now (or the
+///   missing document's snapshot). The stored snapshot is the one its hash was computed from
+///   (every writer stores both together, and the version with them or none), so an unchanged
+///   snapshot means an unchanged hash. With `expired_only` these end `expired` with `result`.
+/// - **changed** when the two snapshots differ and neither holds a number: they hash differently
+///   (the canonical JSON of a string, boolean or array of them is the value itself), and
+///   [`diff_sql!`] is what `approvals::diff` writes. These end `stale` with `{"changes": …}`, in
+///   both passes, as the caller would end them.
+/// - the rest (another tool, a malformed `document_id`, a number in a snapshot) are named in
+///   [`SweptBatch::recheck`] for the caller to re-check in Rust.
+///
+/// With `expired_only` the batch is locked (rows locked elsewhere are skipped); without it only
+/// the changed rows are written, and only if still pending. Ended approvals get their audit rows
+/// and events (`expired_event`, `stale_event`) in the same statement; the update finds them by
+/// primary key (a join with a CTE made the planner, which expects few rows from it, hash the
+/// whole table for every batch; with migration 0062 the update is HOT). Only ids and verdicts
+/// leave the database.
 pub async fn sweep_batch(
     conn: &mut PgConnection,
     batch: &Batch<'_>,
     doc_tools: &[&str],
     by: &str,
     result: &Value,
-    event: &str,
+    expired_event: &str,
+    stale_event: &str,
 ) -> Result<SweptBatch, sqlx::Error> {
     macro_rules! sweep {
-        ($lock:literal, $tail:expr) => {
+        ($lock:literal, $ends:literal) => {
             concat!(
                 "WITH b AS MATERIALIZED (
                    SELECT p.id, p.org_id, p.snapshot, p.document_version,
@@ -143,46 +173,73 @@ pub async fn sweep_batch(
                 batch_where!(),
                 $lock,
                 "),
-                 c AS MATERIALIZED (
-                   SELECT b.id,
-                          COALESCE(CASE WHEN b.doc IS NULL THEN false
-                                        WHEN d.id IS NULL
-                                          THEN b.snapshot = jsonb_build_object('exists', false, 'document_id', b.doc)
-                                        WHEN b.document_version = d.version THEN true
-                                        ELSE b.snapshot = ",
+                 n AS MATERIALIZED (
+                   SELECT b.id, b.snapshot AS s,
+                          CASE WHEN b.doc IS NULL OR b.document_version = d.version THEN NULL
+                               WHEN d.id IS NULL
+                                 THEN jsonb_build_object('exists', false, 'document_id', b.doc)
+                               ELSE ",
                 super::documents::snapshot_sql!(),
-                " END, false) AS same
-                     FROM b LEFT JOIN documents d ON d.org_id = b.org_id AND d.id = b.doc)",
-                $tail
+                " END AS cur,
+                          b.doc IS NOT NULL AND b.document_version = d.version AS same_version
+                     FROM b LEFT JOIN documents d ON d.org_id = b.org_id AND d.id = b.doc),
+                 c AS MATERIALIZED (
+                   SELECT n.id, n.s, n.cur,
+                          CASE WHEN n.same_version THEN 'same'
+                               WHEN n.cur IS NULL THEN 'recheck'
+                               WHEN n.s = n.cur THEN 'same'
+                               WHEN jsonb_typeof(n.s) = 'object'
+                                AND NOT jsonb_path_exists(n.s, 'lax $.** ? (@.type() == \"number\")')
+                                AND NOT jsonb_path_exists(n.cur, 'lax $.** ? (@.type() == \"number\")')
+                                 THEN 'changed'
+                               ELSE 'recheck' END AS verdict
+                     FROM n),
+                 e AS MATERIALIZED (
+                   SELECT c.id,
+                          CASE c.verdict WHEN 'same' THEN 'expired' ELSE 'stale' END AS status,
+                          CASE c.verdict WHEN 'same' THEN $8
+                               ELSE jsonb_build_object('changes', ",
+                diff_sql!("c.s", "c.cur"),
+                ") END AS result
+                     FROM c WHERE c.verdict IN ",
+                $ends,
+                "),
+                 up AS (
+                   UPDATE pending_approvals p
+                      SET status = x.status, decided_by = $7, decided_at = $1, result = x.result
+                     FROM unnest(ARRAY(SELECT e.id FROM e ORDER BY e.id),
+                                 ARRAY(SELECT e.status FROM e ORDER BY e.id),
+                                 ARRAY(SELECT e.result FROM e ORDER BY e.id)) AS x(id, status, result)
+                    WHERE p.id = x.id AND p.status = 'pending'
+                   RETURNING p.id, p.org_id, p.run_id, p.suggestion_id, p.tool, p.args, p.status,
+                             p.result)",
+                swept_tail!("$7", "$1", "(CASE status WHEN 'expired' THEN $9 ELSE $10 END)"),
+                " SELECT c.id, c.verdict IN ", $ends, ",
+                         (SELECT count(*) FROM up WHERE up.status = 'expired'),
+                         (SELECT count(*) FROM up WHERE up.status = 'stale')
+                    FROM c ORDER BY c.id"
             )
         };
     }
     let sql = if batch.expired_only {
-        sweep!(
-            " FOR UPDATE OF p SKIP LOCKED",
-            concat!(
-                ", up AS (
-                   UPDATE pending_approvals p
-                      SET status = 'expired', decided_by = $7, decided_at = $1, result = $8
-                    WHERE p.id = ANY(ARRAY(SELECT c.id FROM c WHERE c.same)) AND p.status = 'pending'
-                   RETURNING p.id, p.org_id, p.run_id, p.suggestion_id, p.tool, p.args, p.status,
-                             p.result)",
-                swept_tail!("$7", "$1", "$9"),
-                " SELECT c.id, c.same, (SELECT count(*) FROM up) FROM c ORDER BY c.id"
-            )
-        )
+        sweep!(" FOR UPDATE OF p SKIP LOCKED", "('same', 'changed')")
     } else {
-        sweep!("", " SELECT c.id, c.same, 0::bigint FROM c ORDER BY c.id")
+        sweep!("", "('changed')")
     };
-    let mut q = batch.bind(sqlx::query_as(sql)).bind(doc_tools);
-    if batch.expired_only {
-        q = q.bind(by).bind(result).bind(event);
-    }
-    let rows: Vec<(Uuid, bool, i64)> = q.fetch_all(conn).await?;
+    let rows: Vec<(Uuid, bool, i64, i64)> = batch
+        .bind(sqlx::query_as(sql))
+        .bind(doc_tools)
+        .bind(by)
+        .bind(result)
+        .bind(expired_event)
+        .bind(stale_event)
+        .fetch_all(conn)
+        .await?;
     Ok(SweptBatch {
         seen: rows.len() as u64,
         last: rows.last().map(|r| r.0),
         expired: rows.first().map_or(0, |r| r.2 as u64),
+        stale: rows.first().map_or(0, |r| r.3 as u64),
         recheck: rows.iter().filter(|r| !r.1).map(|r| r.0).collect(),
     })
 }
