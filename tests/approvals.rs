@@ -746,11 +746,13 @@ async fn sweep_population(f: &Fixture, row_by_row: bool) -> (Vec<(Uuid, String)>
         .unwrap();
     // More digits than an f64 holds: the stored snapshot has the nearest f64, the row the exact
     // number, so the two differ as `jsonb` while the snapshot's hash is unchanged.
-    sqlx::query("UPDATE documents SET metadata = '{\"ratio\": 0.1000000000000000000001}' WHERE id = $1")
-        .bind(d_aside_long)
-        .execute(&mut *conn)
-        .await
-        .unwrap();
+    sqlx::query(
+        "UPDATE documents SET metadata = '{\"ratio\": 0.1000000000000000000001}' WHERE id = $1",
+    )
+    .bind(d_aside_long)
+    .execute(&mut *conn)
+    .await
+    .unwrap();
     let missing = Uuid::now_v7();
     labels.push((missing, "doc:missing".into()));
     let update = |d: Uuid| json!({"document_id": d, "metadata": {"reviewed": true}});

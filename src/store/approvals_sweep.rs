@@ -120,11 +120,23 @@ pub struct SweptBatch {
 macro_rules! diff_sql {
     ($a:literal, $b:literal) => {
         concat!(
-            "(SELECT COALESCE(jsonb_object_agg(k, jsonb_build_object('before', ", $a, " -> k,
-                                                                    'after', ", $b, " -> k)),
+            "(SELECT COALESCE(jsonb_object_agg(k, jsonb_build_object('before', ",
+            $a,
+            " -> k,
+                                                                    'after', ",
+            $b,
+            " -> k)),
                               '{}'::jsonb)
-                FROM (SELECT jsonb_object_keys(", $a, ") UNION SELECT jsonb_object_keys(", $b, ")) AS keys(k)
-               WHERE (", $a, " -> k) IS DISTINCT FROM (", $b, " -> k))"
+                FROM (SELECT jsonb_object_keys(",
+            $a,
+            ") UNION SELECT jsonb_object_keys(",
+            $b,
+            ")) AS keys(k)
+               WHERE (",
+            $a,
+            " -> k) IS DISTINCT FROM (",
+            $b,
+            " -> k))"
         )
     };
 }
