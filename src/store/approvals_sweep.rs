@@ -112,32 +112,18 @@ pub struct SweptBatch {
     pub recheck: Vec<Uuid>,
 }
 
-/// `approvals::diff` of two `jsonb` objects `$a` and `$b` (SQL expressions): every key of
-/// either whose values differ, as `{"before": …, "after": …}` (`null` for a missing one). Equal to
-/// the Rust function for objects without numbers (`jsonb` compares `1` and `1.0` equal,
-/// `serde_json` does not, and `serde_json` reads a long number as the nearest `f64`): the sweep
-/// uses it only on such snapshots.
+/// `approvals::diff` of the `jsonb` objects `c.s` (the stored snapshot) and `c.cur` (the row's
+/// now): every key of either whose values differ, as `{"before": …, "after": …}` (`null` for a
+/// missing one). Equal to the Rust function for objects without numbers (`jsonb` compares `1` and
+/// `1.0` equal, `serde_json` does not, and `serde_json` reads a long number as the nearest
+/// `f64`): the sweep uses it only on such snapshots.
 macro_rules! diff_sql {
-    ($a:literal, $b:literal) => {
-        concat!(
-            "(SELECT COALESCE(jsonb_object_agg(k, jsonb_build_object('before', ",
-            $a,
-            " -> k,
-                                                                    'after', ",
-            $b,
-            " -> k)),
-                              '{}'::jsonb)
-                FROM (SELECT jsonb_object_keys(",
-            $a,
-            ") UNION SELECT jsonb_object_keys(",
-            $b,
-            ")) AS keys(k)
-               WHERE (",
-            $a,
-            " -> k) IS DISTINCT FROM (",
-            $b,
-            " -> k))"
-        )
+    () => {
+        "(SELECT COALESCE(jsonb_object_agg(k, jsonb_build_object('before', c.s -> k,
+                                                                 'after', c.cur -> k)),
+                          '{}'::jsonb)
+            FROM (SELECT jsonb_object_keys(c.s) UNION SELECT jsonb_object_keys(c.cur)) AS keys(k)
+           WHERE (c.s -> k) IS DISTINCT FROM (c.cur -> k))"
     };
 }
 
@@ -211,7 +197,7 @@ pub async fn sweep_batch(
                           CASE c.verdict WHEN 'same' THEN 'expired' ELSE 'stale' END AS status,
                           CASE c.verdict WHEN 'same' THEN $8
                                ELSE jsonb_build_object('changes', ",
-                diff_sql!("c.s", "c.cur"),
+                diff_sql!(),
                 ") END AS result
                      FROM c WHERE c.verdict IN ",
                 $ends,
