@@ -139,7 +139,7 @@ macro_rules! diff_sql {
 ///   (the canonical JSON of a string, boolean or array of them is the value itself), and
 ///   [`diff_sql!`] is what `approvals::diff` writes. These end `stale` with `{"changes": …}`, in
 ///   both passes, as the caller would end them.
-/// - the rest (another tool, a malformed `document_id`, a number in a snapshot) are named in
+/// - the rest (another tool, a `document_id` not in the hyphenated form, migration 0063, a number in a snapshot) are named in
 ///   [`SweptBatch::recheck`] for the caller to re-check in Rust.
 ///
 /// With `expired_only` the batch is locked (rows locked elsewhere are skipped); without it only
@@ -162,10 +162,7 @@ pub async fn sweep_batch(
             concat!(
                 "WITH b AS MATERIALIZED (
                    SELECT p.id, p.org_id, p.snapshot, p.document_version,
-                          CASE WHEN p.tool = ANY($6)
-                                AND p.args->>'document_id'
-                                    ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
-                               THEN (p.args->>'document_id')::uuid END AS doc
+                          CASE WHEN p.tool = ANY($6) THEN p.document_id END AS doc
                      FROM pending_approvals p
                     WHERE ",
                 batch_where!(),
@@ -212,7 +209,7 @@ pub async fn sweep_batch(
                    RETURNING p.id, p.org_id, p.run_id, p.suggestion_id, p.tool, p.args, p.status,
                              p.result)",
                 swept_tail!("$7", "$1", "(CASE status WHEN 'expired' THEN $9 ELSE $10 END)"),
-                " SELECT c.id, c.verdict IN ", $ends, ",
+                " SELECT c.id, c.verdict <> 'recheck',
                          (SELECT count(*) FROM up WHERE up.status = 'expired'),
                          (SELECT count(*) FROM up WHERE up.status = 'stale')
                     FROM c ORDER BY c.id"
