@@ -98,11 +98,18 @@ pub struct ScheduleSpec {
 #[serde(deny_unknown_fields)]
 pub struct SweepSpec {
     pub batch: u32,
+    /// Batches judged at once, each on its own connection (and a core of the database).
+    #[serde(default = "default_sweep_workers")]
+    pub workers: u32,
     pub retention_days: u32,
     pub max_reproposals: u32,
     /// `approval.expiring` is written this many seconds before an approval expires.
     #[serde(default = "default_expiring_notice_secs")]
     pub expiring_notice_secs: u64,
+}
+
+fn default_sweep_workers() -> u32 {
+    2
 }
 
 fn default_expiring_notice_secs() -> u64 {
@@ -403,6 +410,7 @@ fn validate(spec: &JobSpec, known_tools: &[&str]) -> Result<(), Invalid> {
     validate_queue(spec)?;
     if let Some(s) = &spec.sweep {
         at_least("sweep.batch", s.batch.into(), 1)?;
+        at_least("sweep.workers", s.workers.into(), 1)?;
     }
     let a = &spec.agent;
     {

@@ -913,6 +913,60 @@ async fn sweep_outcome(f: &Fixture, labels: &[(Uuid, String)]) -> Vec<Vec<String
     out
 }
 
+/// Batches are judged by several workers at once (`sweep.workers`), each on its own connection:
+/// 60 approvals in batches of 4 over 4 workers end exactly once each, with one audit row and one
+/// event apiece, and the report counts each once. Half are past their TTL; of each half, a third
+/// are on a document changed since.
+#[tokio::test]
+async fn parallel_workers_end_every_approval_exactly_once() {
+    let f = fixture().await;
+    let mut touched = Vec::new();
+    for i in 0..60 {
+        let d = f.doc(&format!("doc{i}")).await;
+        let ttl = if i % 2 == 0 {
+            Duration::hours(1)
+        } else {
+            Duration::hours(10)
+        };
+        f.propose("delete_document", json!({"document_id": d}), ttl, false)
+            .await;
+        if i % 3 == 0 {
+            touched.push(d);
+        }
+    }
+    f.clock.advance(Duration::hours(2));
+    for d in touched {
+        f.touch(d, json!({"edited": true})).await;
+    }
+    let mut sweeper = f.sweeper(4);
+    sweeper.workers = 4;
+    let r = sweeper.run_once(None).await.unwrap();
+    // Past the TTL: 30, of which 10 changed (i % 6 == 0); live and changed: 10 (i % 6 == 3).
+    assert_eq!((r.checked, r.expired, r.stale), (60, 20, 20));
+    let by_status = f
+        .count("SELECT count(*) FROM pending_approvals WHERE status = 'pending'")
+        .await;
+    assert_eq!(by_status, 20);
+    let audit = f
+        .count(
+            "SELECT count(*) FROM (SELECT call_id FROM audit_events WHERE category = 'approval'
+                                     AND decision IN ('expired', 'stale')
+                                   GROUP BY call_id HAVING count(*) = 1) once",
+        )
+        .await;
+    assert_eq!(audit, 40, "one audit row per decision");
+    let events = f
+        .count(
+            "SELECT count(DISTINCT subject_id) FROM agentd_events
+              WHERE type IN ('approval.expired', 'approval.stale')",
+        )
+        .await;
+    let all_events = f
+        .count("SELECT count(*) FROM agentd_events WHERE type IN ('approval.expired', 'approval.stale')")
+        .await;
+    assert_eq!((events, all_events), (40, 40));
+}
+
 /// The sweep reads live approvals without locking them: one decided between that read and the
 /// sweep's update keeps its decision, and gets no second audit row.
 #[tokio::test]

@@ -20,9 +20,11 @@ use crate::store::documents;
 use crate::store::events::EventType;
 use crate::store::states::ApprovalStatus;
 use crate::tools::ToolError;
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Value, json};
 use sqlx::{PgConnection, PgPool};
+use std::sync::Mutex;
 use uuid::Uuid;
 
 /// What one sweep did.
@@ -64,6 +66,8 @@ pub struct Sweeper {
     pub clock: SharedClock,
     pub env: ToolEnv,
     pub batch: u32,
+    /// Batches judged at once, each on its own connection (`sweep.workers`).
+    pub workers: u32,
     pub retention: chrono::Duration,
     pub max_reproposals: u32,
     /// `approval.expiring` is written this long before an approval expires.
@@ -84,49 +88,16 @@ impl Sweeper {
     /// One full pass (all batches). `only`: restrict to these approvals.
     pub async fn run_once(&self, only: Option<&[Uuid]>) -> Result<SweepReport, sqlx::Error> {
         let now = self.clock.now();
-        let mut report = SweepReport::default();
-        let ttl = json!({"reason": "ttl"});
+        let report = Mutex::new(SweepReport::default());
         for expired_only in [true, false] {
-            let mut after = Uuid::nil();
-            loop {
-                let mut tx = self.pool.begin().await?;
-                // Approvals past their TTL all end now: locked. Live ones are only read; the few
-                // found changed are decided if still pending (`decide_many` keeps those).
-                let lock = expired_only;
-                let (seen, last, rows) = self
-                    .batch(&mut tx, now, expired_only, after, only, &mut report)
+            if self.row_by_row {
+                self.pass_row_by_row(now, expired_only, only, &report)
                     .await?;
-                let Some(last) = last else { break };
-                after = last;
-                let mut unchanged = Vec::new();
-                let mut changed = Vec::new();
-                for (row, change) in rows
-                    .iter()
-                    .zip(self.recheck_all(&mut tx, &rows, now, lock).await?)
-                {
-                    match change {
-                        None => unchanged.push((row, ttl.clone())),
-                        Some(changes) => changed.push((row, json!({"changes": changes}))),
-                    }
-                }
-                report.checked += seen;
-                if expired_only {
-                    report.expired += self
-                        .end(&mut tx, unchanged, ApprovalStatus::Expired, now)
-                        .await?;
-                }
-                report.stale += self
-                    .end(&mut tx, changed, ApprovalStatus::Stale, now)
-                    .await?;
-                tx.commit().await?;
-                if let Some(p) = &self.progress {
-                    p(&report);
-                }
-                if seen < u64::from(self.batch) {
-                    break;
-                }
+            } else {
+                self.pass(now, expired_only, only, &report).await?;
             }
         }
+        let mut report = report.into_inner().unwrap_or_else(|e| e.into_inner());
         report.reproposals_enqueued = self.enqueue_reproposals(now, only).await?;
         report.expired_reproposals_enqueued = super::expiring::enqueue_reproposals(
             &self.pool,
@@ -171,48 +142,172 @@ impl Sweeper {
         Ok(report)
     }
 
-    /// The batch of pending approvals after `after` (past their TTL or live): how many it held,
-    /// its last id, and the ones to re-check here in order. Row by row that is every one;
-    /// set-based one statement first ends the unchanged expired ones (counted in `report`) and
-    /// names the rest.
-    async fn batch(
+    /// One pass over the approvals past their TTL (`expired_only`) or live, set-based: one task
+    /// reads the batches' ids in order (`store::approvals_sweep::pending_ids`, ids only, nothing
+    /// locked) and hands each batch to the first free of `workers` tasks, each on its own
+    /// connection, which judges and ends it in one statement (`sweep_batch`), re-checks the rest
+    /// here and commits. Batches are disjoint, so the workers never wait for each other's rows;
+    /// the statement is the work (one core of the database each), so on a database with cores to
+    /// spare more workers sweep faster (`sweep.workers`).
+    async fn pass(
         &self,
-        tx: &mut PgConnection,
-        now: chrono::DateTime<chrono::Utc>,
+        now: DateTime<Utc>,
         expired_only: bool,
-        after: Uuid,
         only: Option<&[Uuid]>,
-        report: &mut SweepReport,
-    ) -> Result<(u64, Option<Uuid>, Vec<ApprovalRow>), sqlx::Error> {
-        let batch = store::Batch {
-            now,
-            expired_only,
-            after,
-            only,
-            limit: i64::from(self.batch),
+        report: &Mutex<SweepReport>,
+    ) -> Result<(), sqlx::Error> {
+        let limit = i64::from(self.batch);
+        let workers = self.workers.max(1) as usize;
+        let (send, recv) = tokio::sync::mpsc::channel::<Vec<Uuid>>(workers);
+        let recv = tokio::sync::Mutex::new(recv);
+        let scan = async move {
+            let mut after = Uuid::nil();
+            loop {
+                // A connection per read: the scan never holds one a worker could use.
+                let mut conn = self.pool.acquire().await?;
+                let batch = store::Batch {
+                    now,
+                    expired_only,
+                    after,
+                    only,
+                    limit,
+                };
+                let ids = store::pending_ids(&mut conn, &batch).await?;
+                drop(conn);
+                let full = ids.len() as i64 >= limit;
+                let Some(&last) = ids.last() else { break };
+                after = last;
+                if send.send(ids).await.is_err() || !full {
+                    break;
+                }
+            }
+            Ok::<(), sqlx::Error>(())
         };
-        if self.row_by_row {
-            let rows = store::pending_batch(tx, &batch, expired_only).await?;
-            return Ok((rows.len() as u64, rows.last().map(|r| r.id), rows));
+        let doc_tools = self.document_tools();
+        let ttl = json!({"reason": "ttl"});
+        let work = |_| async {
+            loop {
+                let Some(ids) = recv.lock().await.recv().await else {
+                    return Ok::<(), sqlx::Error>(());
+                };
+                let mut tx = self.pool.begin().await?;
+                let b = store::sweep_batch(
+                    &mut tx,
+                    &ids,
+                    now,
+                    expired_only,
+                    &doc_tools,
+                    BY,
+                    &ttl,
+                    EventType::ApprovalExpired.as_str(),
+                    EventType::ApprovalStale.as_str(),
+                )
+                .await?;
+                let rows = if b.recheck.is_empty() {
+                    Vec::new()
+                } else {
+                    store::pending_by_ids(&mut tx, &b.recheck).await?
+                };
+                let done = SweepReport {
+                    checked: b.seen,
+                    expired: b.expired,
+                    stale: b.stale,
+                    ..Default::default()
+                };
+                self.finish(tx, &rows, now, expired_only, done, report)
+                    .await?;
+            }
+        };
+        futures::future::try_join(scan, futures::future::try_join_all((0..workers).map(work)))
+            .await?;
+        Ok(())
+    }
+
+    /// [`Self::pass`] row by row: every approval read (and, past its TTL, locked) and re-validated
+    /// through its tool, one batch after the other.
+    async fn pass_row_by_row(
+        &self,
+        now: DateTime<Utc>,
+        expired_only: bool,
+        only: Option<&[Uuid]>,
+        report: &Mutex<SweepReport>,
+    ) -> Result<(), sqlx::Error> {
+        let mut after = Uuid::nil();
+        loop {
+            let mut tx = self.pool.begin().await?;
+            let batch = store::Batch {
+                now,
+                expired_only,
+                after,
+                only,
+                limit: i64::from(self.batch),
+            };
+            let rows = store::pending_batch(&mut tx, &batch, expired_only).await?;
+            let Some(last) = rows.last().map(|r| r.id) else {
+                break;
+            };
+            after = last;
+            let seen = rows.len() as u64;
+            let done = SweepReport {
+                checked: seen,
+                ..Default::default()
+            };
+            self.finish(tx, &rows, now, expired_only, done, report)
+                .await?;
+            if seen < u64::from(self.batch) {
+                break;
+            }
         }
-        let b = store::sweep_batch(
-            tx,
-            &batch,
-            &self.document_tools(),
-            BY,
-            &json!({"reason": "ttl"}),
-            EventType::ApprovalExpired.as_str(),
-            EventType::ApprovalStale.as_str(),
-        )
-        .await?;
-        report.expired += b.expired;
-        report.stale += b.stale;
-        let rows = if b.recheck.is_empty() {
-            Vec::new()
-        } else {
-            store::pending_by_ids(tx, &b.recheck).await?
+        Ok(())
+    }
+
+    /// The end of a batch: `rows` (those its statement left, or all of them row by row) are
+    /// re-checked here; past their TTL unchanged ones end `expired`, changed ones `stale` (live
+    /// ones are decided only if still pending: `decide_many` keeps those); then the batch commits
+    /// and its figures (`done` plus these) join the report.
+    async fn finish(
+        &self,
+        mut tx: sqlx::Transaction<'static, sqlx::Postgres>,
+        rows: &[ApprovalRow],
+        now: DateTime<Utc>,
+        expired_only: bool,
+        mut done: SweepReport,
+        report: &Mutex<SweepReport>,
+    ) -> Result<(), sqlx::Error> {
+        let ttl = json!({"reason": "ttl"});
+        let mut unchanged = Vec::new();
+        let mut changed = Vec::new();
+        // Approvals past their TTL all end now: locked. Live ones are only read.
+        let lock = expired_only;
+        for (row, change) in rows
+            .iter()
+            .zip(self.recheck_all(&mut tx, rows, now, lock).await?)
+        {
+            match change {
+                None => unchanged.push((row, ttl.clone())),
+                Some(changes) => changed.push((row, json!({"changes": changes}))),
+            }
+        }
+        if expired_only {
+            done.expired += self
+                .end(&mut tx, unchanged, ApprovalStatus::Expired, now)
+                .await?;
+        }
+        done.stale += self
+            .end(&mut tx, changed, ApprovalStatus::Stale, now)
+            .await?;
+        tx.commit().await?;
+        let total = {
+            let mut r = report.lock().unwrap_or_else(|e| e.into_inner());
+            r.checked += done.checked;
+            r.expired += done.expired;
+            r.stale += done.stale;
+            *r
         };
-        Ok((b.seen, b.last, rows))
+        if let Some(p) = &self.progress {
+            p(&total);
+        }
+        Ok(())
     }
 
     /// Ends `rows` (with their results) as `status`, with audit rows and events; returns how many
@@ -252,6 +347,9 @@ impl Sweeper {
         now: chrono::DateTime<chrono::Utc>,
         lock: bool,
     ) -> Result<Vec<Option<Value>>, sqlx::Error> {
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
         let on_document = |row: &ApprovalRow| {
             let batched = !self.row_by_row && self.env.registry.get(&row.tool).is_some();
             batched.then(|| super::document_target(&row.tool, &row.args))?

@@ -40,6 +40,7 @@ impl ApprovalExpiry {
         let spec = app.spec("approval_expiry");
         let sweep = spec.sweep.clone().unwrap_or(crate::catalog::SweepSpec {
             batch: 5000,
+            workers: 2,
             retention_days: 30,
             max_reproposals: 2,
             expiring_notice_secs: 3600,
@@ -49,6 +50,7 @@ impl ApprovalExpiry {
             clock: app.clock.clone(),
             env: app.tool_env(spec),
             batch: sweep.batch,
+            workers: sweep.workers,
             retention: chrono::Duration::days(i64::from(sweep.retention_days)),
             max_reproposals: sweep.max_reproposals,
             expiring_notice: chrono::Duration::seconds(

@@ -70,6 +70,23 @@ pub async fn pending_batch(
     batch.bind(sqlx::query_as(sql)).fetch_all(conn).await
 }
 
+/// The ids of a [`Batch`], in order, read without locking them: the set-based sweep's scan,
+/// which hands them to [`sweep_batch`] (the pkey's order, the batch's conditions; only ids are
+/// sent).
+pub async fn pending_ids(
+    conn: &mut PgConnection,
+    batch: &Batch<'_>,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    let rows: Vec<(Uuid,)> = batch
+        .bind(sqlx::query_as(concat!(
+            "SELECT p.id FROM pending_approvals p WHERE ",
+            batch_where!()
+        )))
+        .fetch_all(conn)
+        .await?;
+    Ok(rows.into_iter().map(|r| r.0).collect())
+}
+
 /// The audit rows and events of the approvals a sweep statement just decided: its CTE `up`
 /// returns them (`id, org_id, run_id, suggestion_id, tool, args, status, result`); `$by`, `$now`
 /// and `$event` name the statement's parameters. The same rows as [`decide_many`] and
@@ -127,9 +144,9 @@ macro_rules! diff_sql {
     };
 }
 
-/// The set-based expiry sweep's statement for one [`Batch`] (the same batches as
-/// [`pending_batch`]). Approvals of `doc_tools` (whose snapshot is their document's row) are
-/// judged here:
+/// The set-based expiry sweep's statement for the approvals `ids` (a batch [`pending_ids`] read)
+/// that are still pending and past their TTL at `now` (`expired_only`) or not. Approvals of
+/// `doc_tools` (whose snapshot is their document's row) are judged here:
 /// - **unchanged** when the row is still the version their snapshot was read from, or else when
 ///   their stored snapshot equals [`super::documents::snapshot_sql!`] of the row now (or the
 ///   missing document's snapshot). The stored snapshot is the one its hash was computed from
@@ -150,7 +167,9 @@ macro_rules! diff_sql {
 /// leave the database.
 pub async fn sweep_batch(
     conn: &mut PgConnection,
-    batch: &Batch<'_>,
+    ids: &[Uuid],
+    now: DateTime<Utc>,
+    expired_only: bool,
     doc_tools: &[&str],
     by: &str,
     result: &Value,
@@ -162,10 +181,11 @@ pub async fn sweep_batch(
             concat!(
                 "WITH b AS MATERIALIZED (
                    SELECT p.id, p.org_id, p.snapshot, p.document_version,
-                          CASE WHEN p.tool = ANY($6) THEN p.document_id END AS doc
+                          CASE WHEN p.tool = ANY($4) THEN p.document_id END AS doc
                      FROM pending_approvals p
-                    WHERE ",
-                batch_where!(),
+                    WHERE p.id = ANY($3) AND p.status = 'pending'
+                      AND (CASE WHEN $2 THEN p.expires_at <= $1 ELSE p.expires_at > $1 END)
+                    ORDER BY p.id",
                 $lock,
                 "),
                  n AS MATERIALIZED (
@@ -192,7 +212,7 @@ pub async fn sweep_batch(
                  e AS MATERIALIZED (
                    SELECT c.id,
                           CASE c.verdict WHEN 'same' THEN 'expired' ELSE 'stale' END AS status,
-                          CASE c.verdict WHEN 'same' THEN $8
+                          CASE c.verdict WHEN 'same' THEN $6
                                ELSE jsonb_build_object('changes', ",
                 diff_sql!(),
                 ") END AS result
@@ -201,14 +221,14 @@ pub async fn sweep_batch(
                 "),
                  up AS (
                    UPDATE pending_approvals p
-                      SET status = x.status, decided_by = $7, decided_at = $1, result = x.result
+                      SET status = x.status, decided_by = $5, decided_at = $1, result = x.result
                      FROM unnest(ARRAY(SELECT e.id FROM e ORDER BY e.id),
                                  ARRAY(SELECT e.status FROM e ORDER BY e.id),
                                  ARRAY(SELECT e.result FROM e ORDER BY e.id)) AS x(id, status, result)
                     WHERE p.id = x.id AND p.status = 'pending'
                    RETURNING p.id, p.org_id, p.run_id, p.suggestion_id, p.tool, p.args, p.status,
                              p.result)",
-                swept_tail!("$7", "$1", "(CASE status WHEN 'expired' THEN $9 ELSE $10 END)"),
+                swept_tail!("$5", "$1", "(CASE status WHEN 'expired' THEN $7 ELSE $8 END)"),
                 " SELECT c.id, c.verdict <> 'recheck',
                          (SELECT count(*) FROM up WHERE up.status = 'expired'),
                          (SELECT count(*) FROM up WHERE up.status = 'stale')
@@ -216,13 +236,15 @@ pub async fn sweep_batch(
             )
         };
     }
-    let sql = if batch.expired_only {
+    let sql = if expired_only {
         sweep!(" FOR UPDATE OF p SKIP LOCKED", "('same', 'changed')")
     } else {
         sweep!("", "('changed')")
     };
-    let rows: Vec<(Uuid, bool, i64, i64)> = batch
-        .bind(sqlx::query_as(sql))
+    let rows: Vec<(Uuid, bool, i64, i64)> = sqlx::query_as(sql)
+        .bind(now)
+        .bind(expired_only)
+        .bind(ids)
         .bind(doc_tools)
         .bind(by)
         .bind(result)
