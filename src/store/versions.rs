@@ -17,18 +17,26 @@ pub trait Versioned: Table {
     const KIND: &'static str;
 }
 
-/// Version `version` of the org's `id`.
-pub async fn get<T: Versioned>(
+/// Version `version` of the org's `id`, or its latest version with `None`; `lock` takes
+/// `FOR UPDATE` on it.
+pub async fn find<T: Versioned>(
     conn: &mut PgConnection,
     org_id: Uuid,
     id: Uuid,
-    version: i32,
+    version: Option<i32>,
+    lock: bool,
 ) -> Result<Option<T>, sqlx::Error> {
-    let cond = format!("{} = $2 AND version = $3", T::ID);
-    sql::rows(org_id, &cond, id, false)
-        .bind(version)
-        .fetch_optional(conn)
-        .await
+    let which = match version {
+        Some(_) => "AND version = $3",
+        None => "ORDER BY version DESC LIMIT 1",
+    };
+    let rows = sql::rows(org_id, &format!("{} = $2 {which}", T::ID), id, lock);
+    match version {
+        Some(v) => rows.bind(v),
+        None => rows,
+    }
+    .fetch_optional(conn)
+    .await
 }
 
 /// The latest version of the org's `id`; `lock` takes `FOR UPDATE` on it.
@@ -38,10 +46,7 @@ pub async fn latest<T: Versioned>(
     id: Uuid,
     lock: bool,
 ) -> Result<Option<T>, sqlx::Error> {
-    let cond = format!("{} = $2 ORDER BY version DESC LIMIT 1", T::ID);
-    sql::rows(org_id, &cond, id, lock)
-        .fetch_optional(conn)
-        .await
+    find(conn, org_id, id, None, lock).await
 }
 
 /// The latest version of each of the org's ids, newest first.
@@ -113,7 +118,7 @@ macro_rules! functions {
             id: uuid::Uuid,
             version: i32,
         ) -> Result<Option<$row>, sqlx::Error> {
-            $crate::store::versions::get(conn, org_id, id, version).await
+            $crate::store::versions::find(conn, org_id, id, Some(version), false).await
         }
 
         #[doc = concat!("The latest version of a ", $what, " of this org; `lock` takes `FOR UPDATE` on it.")]
