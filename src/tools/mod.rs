@@ -21,6 +21,7 @@ pub mod strict;
 pub mod suggestions;
 pub mod tags;
 pub mod typed;
+mod versioned;
 
 use crate::llm::{CompletionRequest, CompletionResponse, SharedProvider};
 use crate::store::versions::{self, Versioned};
