@@ -184,7 +184,7 @@ tool! {
 
 impl UpdatePrompt {
     /// `update_prompt`: a new version with the fields given.
-    async fn save(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+    async fn save(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         if self.content.is_none()
             && self.schema_revid.is_none()
             && self.model.is_none()

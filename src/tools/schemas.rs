@@ -273,7 +273,7 @@ tool! {
 
 impl UpdateSchema {
     /// `update_schema`: a new version with this response_format, unless it is the latest's.
-    async fn save(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+    async fn save(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         let AnyVersionId(id) = self.schema_id;
         let latest: SchemaRow = latest_locked(ctx, id).await?;
         let built = completed_response_format(&latest.name, &self.response_format)?;

@@ -1,8 +1,9 @@
 //! What the tools of prompts and schemas share. Both kinds are versioned ([`Versioned`]: a
 //! revid `"<id>:<version>"` names a version, an update inserts version + 1), so `get_<kind>`,
 //! `list_<kind>s` and `delete_<kind>` are written once here for any [`Kind`] and declared for
-//! each kind by [`kind_tools!`], which also gives `update_<kind>` its targets and snapshot. A
-//! kind's module says how its rows read to the model ([`Kind`]) and how a new version is made.
+//! each kind by [`kind_tools!`], which also gives `update_<kind>` its targets and snapshot
+//! (both act on one [`Item`]). A kind's module says how its rows read to the model ([`Kind`])
+//! and how a new version is made (its update tool's `save`).
 
 use super::{Target, ToolCtx, ToolError, listing, missing, not_in_org, resolve, revid};
 use crate::store::versions::{self, Versioned};
@@ -58,13 +59,13 @@ pub(crate) fn merged(mut a: Value, b: Value) -> Value {
 }
 
 /// `get_<kind>`: the version `revid` names (a bare id: the latest).
-pub(crate) async fn get<R: Kind>(ctx: &mut ToolCtx<'_>, revid: &str) -> Result<Value, ToolError> {
+pub(crate) async fn get<R: Kind>(ctx: &mut ToolCtx<'_>, revid: &str) -> Out {
     let field = format!("{}_revid", R::KIND);
     Ok(resolve::<R>(ctx, revid, &field).await?.json())
 }
 
 /// `list_<kind>s`: the latest version of each.
-pub(crate) async fn list<R: Kind>(ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+pub(crate) async fn list<R: Kind>(ctx: &mut ToolCtx<'_>) -> Out {
     let rows = versions::list_latest::<R>(ctx.conn, ctx.org_id).await?;
     Ok(listing(&format!("{}s", R::KIND), rows, R::listed))
 }
@@ -79,44 +80,48 @@ pub(crate) async fn latest_locked<R: Kind>(
         .ok_or_else(|| not_in_org(R::KIND, id))
 }
 
+/// The arguments of `update_<kind>` and `delete_<kind>`: one item of kind `Row`, every version.
+pub(crate) trait Item: Sync {
+    type Row: Kind;
+    /// The item's id.
+    fn id(&self) -> Uuid;
+}
+
 /// `update_<kind>`'s snapshot: the latest version, locked.
-pub(crate) async fn update_snapshot<R: Kind>(
-    ctx: &mut ToolCtx<'_>,
-    id: Uuid,
-) -> Result<Value, ToolError> {
+pub(crate) async fn update_snapshot<A: Item>(args: &A, ctx: &mut ToolCtx<'_>) -> Out {
+    let id = args.id();
     Ok(
-        match versions::latest::<R>(ctx.conn, ctx.org_id, id, true).await? {
+        match versions::latest::<A::Row>(ctx.conn, ctx.org_id, id, true).await? {
             Some(row) => row.latest_snapshot(),
-            None => missing(R::ID, id),
+            None => missing(A::Row::ID, id),
         },
     )
 }
 
-/// `delete_<kind>`: every version of `id`, once [`Kind::check_delete`] passed.
-pub(crate) async fn delete<R: Kind>(ctx: &mut ToolCtx<'_>, id: Uuid) -> Result<Value, ToolError> {
-    R::check_delete(ctx, id).await?;
-    let n = versions::delete::<R>(ctx.conn, ctx.org_id, id).await?;
+/// `delete_<kind>`: every version, once [`Kind::check_delete`] passed.
+pub(crate) async fn delete<A: Item>(args: &A, ctx: &mut ToolCtx<'_>) -> Out {
+    let id = args.id();
+    A::Row::check_delete(ctx, id).await?;
+    let n = versions::delete::<A::Row>(ctx.conn, ctx.org_id, id).await?;
     if n == 0 {
-        return Err(not_in_org(R::KIND, id));
+        return Err(not_in_org(A::Row::KIND, id));
     }
     let mut out = json!({"deleted": true, "versions_deleted": n});
-    out[R::ID] = json!(id);
+    out[A::Row::ID] = json!(id);
     Ok(out)
 }
 
 /// `delete_<kind>`'s snapshot: every version, locked, and the rows depending on them.
-pub(crate) async fn delete_snapshot<R: Kind>(
-    ctx: &mut ToolCtx<'_>,
-    id: Uuid,
-) -> Result<Value, ToolError> {
-    let versions = versions::lock_all::<R>(ctx.conn, ctx.org_id, id).await?;
+pub(crate) async fn delete_snapshot<A: Item>(args: &A, ctx: &mut ToolCtx<'_>) -> Out {
+    let id = args.id();
+    let versions = versions::lock_all::<A::Row>(ctx.conn, ctx.org_id, id).await?;
     if versions.is_empty() {
-        return Ok(missing(R::ID, id));
+        return Ok(missing(A::Row::ID, id));
     }
-    let versions: Vec<Value> = versions.iter().map(R::version_snapshot).collect();
+    let versions: Vec<Value> = versions.iter().map(Kind::version_snapshot).collect();
     let mut out = json!({"exists": true, "versions": versions});
-    out[R::ID] = json!(id);
-    R::dependents(ctx, id, &mut out).await?;
+    out[A::Row::ID] = json!(id);
+    A::Row::dependents(ctx, id, &mut out).await?;
     Ok(out)
 }
 
@@ -127,6 +132,32 @@ pub(crate) async fn delete_snapshot<R: Kind>(
 /// of `update_<kind>` (`$update`, its argument `$id`), whose arguments the kind's module
 /// declares, with their `save`.
 macro_rules! kind_tools {
+    // `update_<kind>` and `delete_<kind>`: proposable, on every version of item `$id`, which is
+    // what they touch; `$run` and `$snapshot` take the arguments and the context.
+    (@item $tool:ident($id:ident): $row:ty, $run:path, $snapshot:path) => {
+        impl $crate::tools::versioned::Item for $tool {
+            type Row = $row;
+            fn id(&self) -> ::uuid::Uuid {
+                self.$id.0
+            }
+        }
+
+        impl $crate::tools::TypedTool for $tool {
+            const PROPOSABLE: bool = true;
+
+            fn targets(&self) -> Vec<$crate::tools::Target> {
+                vec![<$row as $crate::tools::versioned::Kind>::target(self.$id.0)]
+            }
+            async fn run(self, ctx: &mut $crate::tools::ToolCtx<'_>)
+                -> $crate::tools::versioned::Out {
+                $run(&self, ctx).await
+            }
+            async fn snapshot(&self, ctx: &mut $crate::tools::ToolCtx<'_>)
+                -> $crate::tools::versioned::Out {
+                $snapshot(self, ctx).await
+            }
+        }
+    };
     (
         $kind:ident: $row:ty,
         get $get:ident($revid:ident) $shows:literal,
@@ -147,10 +178,8 @@ macro_rules! kind_tools {
         }
 
         impl $crate::tools::TypedTool for $get {
-            async fn run(
-                self,
-                ctx: &mut $crate::tools::ToolCtx<'_>,
-            ) -> $crate::tools::versioned::Out {
+            async fn run(self, ctx: &mut $crate::tools::ToolCtx<'_>)
+                -> $crate::tools::versioned::Out {
                 $crate::tools::versioned::get::<$row>(ctx, &self.$revid).await
             }
         }
@@ -163,34 +192,14 @@ macro_rules! kind_tools {
         }
 
         impl $crate::tools::TypedTool for $list {
-            async fn run(
-                self,
-                ctx: &mut $crate::tools::ToolCtx<'_>,
-            ) -> $crate::tools::versioned::Out {
+            async fn run(self, ctx: &mut $crate::tools::ToolCtx<'_>)
+                -> $crate::tools::versioned::Out {
                 $crate::tools::versioned::list::<$row>(ctx).await
             }
         }
 
-        impl $crate::tools::TypedTool for $update {
-            const PROPOSABLE: bool = true;
-
-            fn targets(&self) -> Vec<$crate::tools::Target> {
-                vec![<$row as $crate::tools::versioned::Kind>::target(self.$id.0)]
-            }
-            async fn run(
-                self,
-                ctx: &mut $crate::tools::ToolCtx<'_>,
-            ) -> $crate::tools::versioned::Out {
-                self.save(ctx).await
-            }
-            /// The latest version, locked: what a new version depends on.
-            async fn snapshot(
-                &self,
-                ctx: &mut $crate::tools::ToolCtx<'_>,
-            ) -> $crate::tools::versioned::Out {
-                $crate::tools::versioned::update_snapshot::<$row>(ctx, self.$id.0).await
-            }
-        }
+        $crate::tools::versioned::kind_tools!(@item $update($id): $row,
+            Self::save, $crate::tools::versioned::update_snapshot);
 
         $crate::tools::typed::tool! {
             #[doc = concat!("`delete_", stringify!($kind), "`.")]
@@ -202,26 +211,8 @@ macro_rules! kind_tools {
                     "} with all its versions. ", $deletes)
         }
 
-        impl $crate::tools::TypedTool for $delete {
-            const PROPOSABLE: bool = true;
-
-            fn targets(&self) -> Vec<$crate::tools::Target> {
-                vec![<$row as $crate::tools::versioned::Kind>::target(self.$id.0)]
-            }
-            async fn run(
-                self,
-                ctx: &mut $crate::tools::ToolCtx<'_>,
-            ) -> $crate::tools::versioned::Out {
-                $crate::tools::versioned::delete::<$row>(ctx, self.$id.0).await
-            }
-            /// Every version, locked, and what depends on them: what the deletion depends on.
-            async fn snapshot(
-                &self,
-                ctx: &mut $crate::tools::ToolCtx<'_>,
-            ) -> $crate::tools::versioned::Out {
-                $crate::tools::versioned::delete_snapshot::<$row>(ctx, self.$id.0).await
-            }
-        }
+        $crate::tools::versioned::kind_tools!(@item $delete($id): $row,
+            $crate::tools::versioned::delete, $crate::tools::versioned::delete_snapshot);
     };
 }
 pub(crate) use kind_tools;
