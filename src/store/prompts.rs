@@ -3,7 +3,7 @@
 
 use super::documents::clean_text;
 use super::sql::{self, row};
-use super::versions::{self, Versioned};
+use super::versions;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgConnection;
@@ -27,13 +27,7 @@ row! {
     }
 }
 
-impl Versioned for PromptRow {
-    const TABLE: &'static str = "prompts";
-    const ID: &'static str = "prompt_id";
-    const KIND: &'static str = "prompt";
-}
-
-versions::functions!(PromptRow, "prompt");
+versions::versioned!(PromptRow in "prompts", prompt_id, "prompt");
 
 /// The fields of a new prompt version.
 #[derive(Debug, Clone)]
@@ -135,13 +129,4 @@ pub async fn create_version(
         now,
     )
     .await
-}
-
-/// Locks every version of a prompt of this org (`FOR UPDATE`), oldest first.
-pub async fn lock_all(
-    conn: &mut PgConnection,
-    org_id: Uuid,
-    prompt_id: Uuid,
-) -> Result<Vec<PromptRow>, sqlx::Error> {
-    versions::lock_all(conn, org_id, prompt_id).await
 }

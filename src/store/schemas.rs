@@ -3,7 +3,7 @@
 
 use super::documents::{clean_json, clean_text};
 use super::sql::{self, row};
-use super::versions::{self, Versioned};
+use super::versions;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
@@ -25,15 +25,9 @@ row! {
     }
 }
 
-impl Versioned for SchemaRow {
-    const TABLE: &'static str = "schemas";
-    const ID: &'static str = "schema_id";
-    const KIND: &'static str = "schema";
-}
-
-// `delete`: the caller checks for dependent prompts first (the foreign key would cascade to
-// them).
-versions::functions!(SchemaRow, "schema");
+// Deleting one (`versions::delete`): the caller checks for dependent prompts first (the
+// foreign key would cascade to them).
+versions::versioned!(SchemaRow in "schemas", schema_id, "schema");
 
 /// Inserts version 1 of a new schema, status `proposed`.
 pub async fn create(
@@ -67,7 +61,7 @@ pub async fn create_version(
     run_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<Option<SchemaRow>, sqlx::Error> {
-    let Some(prev) = latest(conn, org_id, schema_id, true).await? else {
+    let Some(prev) = versions::latest::<SchemaRow>(conn, org_id, schema_id, true).await? else {
         return Ok(None);
     };
     let version = prev.version + 1;
@@ -114,26 +108,14 @@ async fn insert(
     .await
 }
 
-/// A schema locked for a decision: every version and the prompts that use any of them.
-#[derive(Debug, Clone, Serialize)]
-pub struct SchemaLock {
-    pub versions: Vec<SchemaRow>,
-    /// Revids (`id:version`) of this org's prompt versions that reference the schema.
-    pub dependent_prompts: Vec<String>,
-}
-
-/// Locks every version of a schema of this org (`FOR UPDATE`) and lists the prompt versions
-/// that reference it. None: no such schema.
-pub async fn lock_all(
+/// Revids (`id:version`) of this org's prompt versions that reference the schema: what keeps
+/// it from being deleted.
+pub async fn dependent_prompts(
     conn: &mut PgConnection,
     org_id: Uuid,
     schema_id: Uuid,
-) -> Result<Option<SchemaLock>, sqlx::Error> {
-    let versions: Vec<SchemaRow> = versions::lock_all(&mut *conn, org_id, schema_id).await?;
-    if versions.is_empty() {
-        return Ok(None);
-    }
-    let dependent_prompts = sql::scalar(
+) -> Result<Vec<String>, sqlx::Error> {
+    sql::scalar(
         "SELECT prompt_id::text || ':' || version FROM prompts
           WHERE org_id = $1 AND schema_id = $2
           ORDER BY prompt_id, version",
@@ -141,9 +123,5 @@ pub async fn lock_all(
         schema_id,
     )
     .fetch_all(conn)
-    .await?;
-    Ok(Some(SchemaLock {
-        versions,
-        dependent_prompts,
-    }))
+    .await
 }

@@ -1,5 +1,5 @@
 //! SQL behind the subject check: which document an extraction belongs to (who created a
-//! schema or prompt is `schemas::creator`, `prompts::creator`). Every query filters by org, so
+//! schema or prompt is `versions::creator`). Every query filters by org, so
 //! another org's id reads as missing.
 
 use super::sql;

@@ -1,34 +1,44 @@
 //! What prompts and schemas share: both are versioned (`(<id>, version)` is a revision, an
 //! update inserts version + 1, versions are immutable), so reading one version, the latest,
 //! the latest of each, locking or deleting every version and finding the run that made the
-//! first are written once here, for any [`Versioned`] row type.
+//! first are written once here, for any [`Versioned`] row type (declared by [`versioned!`]).
 
 use super::sql::{self, Table};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 /// A versioned row type: its table and id column (the table has `org_id`, `version`,
-/// `run_id` and `created_at`).
+/// `run_id` and `created_at`). [`versioned!`] implements it.
 pub trait Versioned: Table {
     const TABLE: &'static str;
     /// `prompt_id`, `schema_id`.
     const ID: &'static str;
     /// `prompt`, `schema`: the row kind in messages.
     const KIND: &'static str;
+    /// The row's id and version: its revision.
+    fn revision(&self) -> (Uuid, i32);
 }
 
-/// Version `version` of the org's `id`.
-pub async fn get<T: Versioned>(
+/// Version `version` of the org's `id`, or its latest version with `None`; `lock` takes
+/// `FOR UPDATE` on it.
+pub async fn find<T: Versioned>(
     conn: &mut PgConnection,
     org_id: Uuid,
     id: Uuid,
-    version: i32,
+    version: Option<i32>,
+    lock: bool,
 ) -> Result<Option<T>, sqlx::Error> {
-    let cond = format!("{} = $2 AND version = $3", T::ID);
-    sql::rows(org_id, &cond, id, false)
-        .bind(version)
-        .fetch_optional(conn)
-        .await
+    let which = match version {
+        Some(_) => "AND version = $3",
+        None => "ORDER BY version DESC LIMIT 1",
+    };
+    let rows = sql::rows(org_id, &format!("{} = $2 {which}", T::ID), id, lock);
+    match version {
+        Some(v) => rows.bind(v),
+        None => rows,
+    }
+    .fetch_optional(conn)
+    .await
 }
 
 /// The latest version of the org's `id`; `lock` takes `FOR UPDATE` on it.
@@ -38,10 +48,7 @@ pub async fn latest<T: Versioned>(
     id: Uuid,
     lock: bool,
 ) -> Result<Option<T>, sqlx::Error> {
-    let cond = format!("{} = $2 ORDER BY version DESC LIMIT 1", T::ID);
-    sql::rows(org_id, &cond, id, lock)
-        .fetch_optional(conn)
-        .await
+    find(conn, org_id, id, None, lock).await
 }
 
 /// The latest version of each of the org's ids, newest first.
@@ -101,11 +108,21 @@ pub async fn creator<T: Versioned>(
         .await
 }
 
-/// The functions a versioned row type's store module offers, written once for `$row` (`$what`
-/// names it in their docs): `get`, `latest`, `list_latest`, `delete` and `creator`, the
-/// generic functions above for that type.
-macro_rules! functions {
-    ($row:ident, $what:literal) => {
+/// Makes `$row` (a row of `$table`, of kind `$what`, identified by `$id` and `version`) a
+/// [`Versioned`] row type, with the one function its store module offers by name: `get`, for
+/// callers outside the store that read a version of that kind. The functions above serve it
+/// generically (`versions::latest::<SchemaRow>`).
+macro_rules! versioned {
+    ($row:ident in $table:literal, $id:ident, $what:literal) => {
+        impl $crate::store::versions::Versioned for $row {
+            const TABLE: &'static str = $table;
+            const ID: &'static str = stringify!($id);
+            const KIND: &'static str = $what;
+            fn revision(&self) -> (uuid::Uuid, i32) {
+                (self.$id, self.version)
+            }
+        }
+
         #[doc = concat!("Version `version` of a ", $what, " of this org.")]
         pub async fn get(
             conn: &mut sqlx::PgConnection,
@@ -113,44 +130,8 @@ macro_rules! functions {
             id: uuid::Uuid,
             version: i32,
         ) -> Result<Option<$row>, sqlx::Error> {
-            $crate::store::versions::get(conn, org_id, id, version).await
-        }
-
-        #[doc = concat!("The latest version of a ", $what, " of this org; `lock` takes `FOR UPDATE` on it.")]
-        pub async fn latest(
-            conn: &mut sqlx::PgConnection,
-            org_id: uuid::Uuid,
-            id: uuid::Uuid,
-            lock: bool,
-        ) -> Result<Option<$row>, sqlx::Error> {
-            $crate::store::versions::latest(conn, org_id, id, lock).await
-        }
-
-        #[doc = concat!("The latest version of each of this org's ", $what, "s, newest first.")]
-        pub async fn list_latest(
-            conn: &mut sqlx::PgConnection,
-            org_id: uuid::Uuid,
-        ) -> Result<Vec<$row>, sqlx::Error> {
-            $crate::store::versions::list_latest(conn, org_id).await
-        }
-
-        #[doc = concat!("Deletes every version of a ", $what, " of this org; returns how many versions went.")]
-        pub async fn delete(
-            conn: &mut sqlx::PgConnection,
-            org_id: uuid::Uuid,
-            id: uuid::Uuid,
-        ) -> Result<u64, sqlx::Error> {
-            $crate::store::versions::delete::<$row>(conn, org_id, id).await
-        }
-
-        #[doc = concat!("The run that created a ", $what, " of this org (its first version): `None` when there is no such ", $what, ", `Some(None)` when a person (no run) created it.")]
-        pub async fn creator(
-            conn: &mut sqlx::PgConnection,
-            org_id: uuid::Uuid,
-            id: uuid::Uuid,
-        ) -> Result<Option<Option<uuid::Uuid>>, sqlx::Error> {
-            $crate::store::versions::creator::<$row>(conn, org_id, id).await
+            $crate::store::versions::find(conn, org_id, id, Some(version), false).await
         }
     };
 }
-pub(crate) use functions;
+pub(crate) use versioned;

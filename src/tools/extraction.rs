@@ -13,6 +13,7 @@ use crate::store::documents::{self as documents, clean_json};
 use crate::store::extractions::{self as store, ExtractionRow, ExtractionStatus};
 use crate::store::prompts::{self as prompts, PromptRow};
 use crate::store::schemas;
+use crate::store::versions;
 use serde_json::{Value, json};
 
 /// Output tokens allowed to the extraction call.
@@ -149,7 +150,7 @@ impl TypedTool for RunExtraction {
         let prompt = match prompt_for(ctx, self.prompt_revid.as_deref()).await {
             Ok(p) => {
                 // Lock the prompt's versions so it cannot go away before the decision.
-                prompts::lock_all(ctx.conn, ctx.org_id, p.prompt_id).await?;
+                versions::lock_all::<PromptRow>(ctx.conn, ctx.org_id, p.prompt_id).await?;
                 json!({"exists": true, "prompt_revid": revid(p.prompt_id, p.version),
                        "schema_revid": revid(p.schema_id, p.schema_version)})
             }

@@ -21,6 +21,7 @@ pub mod strict;
 pub mod suggestions;
 pub mod tags;
 pub mod typed;
+mod versioned;
 
 use crate::llm::{CompletionRequest, CompletionResponse, SharedProvider};
 use crate::store::versions::{self, Versioned};
@@ -287,10 +288,8 @@ pub(crate) async fn resolve<R: Versioned>(
     s: &str,
     field: &str,
 ) -> Result<R, ToolError> {
-    let row = match parse_rev_ref(s, field, R::KIND)? {
-        (id, Some(version)) => versions::get(ctx.conn, ctx.org_id, id, version).await?,
-        (id, None) => versions::latest(ctx.conn, ctx.org_id, id, false).await?,
-    };
+    let (id, version) = parse_rev_ref(s, field, R::KIND)?;
+    let row = versions::find(ctx.conn, ctx.org_id, id, version, false).await?;
     row.ok_or_else(|| not_in_org(R::KIND, s))
 }
 

@@ -1,40 +1,57 @@
 //! Tools of the `prompts` group: `get_prompt`, `list_prompts`, `create_prompt`,
 //! `update_prompt` (new version) and `delete_prompt`. A prompt version names the schema
-//! version its extraction answers with (`schema_revid`).
+//! version its extraction answers with (`schema_revid`). What prompts share with schemas (get,
+//! list, delete, update's targets and snapshot) is in [`super::versioned`], declared here by
+//! `kind_tools!` from how a prompt reads ([`Kind`]).
 
 use super::tags::checked_tag_ids;
 use super::typed::tool;
 use super::typed::{AnyVersionId, TagId, nullable};
-use super::{Target, ToolCtx, ToolError, TypedTool, listing, missing, not_in_org};
+use super::versioned::{Kind, ids, kind_tools, latest_locked, merged};
+use super::{Target, ToolCtx, ToolError, TypedTool};
 use super::{resolve, revid};
 use crate::store::prompts::{self as store, PromptFields, PromptRow};
 use crate::store::schemas::SchemaRow;
 use serde_json::{Value, json};
+use uuid::Uuid;
 
 /// Longest prompt content accepted, in characters.
 const MAX_CONTENT_CHARS: usize = 20_000;
 
-fn prompt_json(p: &PromptRow) -> Value {
-    json!({
-        "prompt_revid": revid(p.prompt_id, p.version),
-        "prompt_id": p.prompt_id,
-        "version": p.version,
-        "name": p.name,
-        "content": p.content,
-        "schema_revid": revid(p.schema_id, p.schema_version),
-        "model": p.model,
-        "tag_ids": p.tag_ids,
-        "status": p.status,
-        "created_at": p.created_at,
-    })
-}
-
 /// A prompt version's ids as the model sees them.
 fn revids(p: &PromptRow) -> Value {
-    json!({
-        "prompt_revid": revid(p.prompt_id, p.version), "prompt_id": p.prompt_id,
-        "version": p.version, "schema_revid": revid(p.schema_id, p.schema_version),
-    })
+    merged(
+        ids(p),
+        json!({"schema_revid": revid(p.schema_id, p.schema_version)}),
+    )
+}
+
+impl Kind for PromptRow {
+    fn target(id: Uuid) -> Target {
+        Target::Prompt(id)
+    }
+    fn json(&self) -> Value {
+        let held = json!({
+            "name": self.name, "content": self.content, "model": self.model,
+            "tag_ids": self.tag_ids, "status": self.status, "created_at": self.created_at,
+        });
+        merged(revids(self), held)
+    }
+    fn listed(self) -> Value {
+        // The whole prompt but its content, of which the start.
+        let mut row = self.json();
+        if let Some(o) = row.as_object_mut() {
+            o.remove("content");
+        }
+        row["content_preview"] = json!(self.content.chars().take(200).collect::<String>());
+        row
+    }
+    fn latest_snapshot(&self) -> Value {
+        json!({"exists": true, "latest": self.json()})
+    }
+    fn version_snapshot(&self) -> Value {
+        self.json()
+    }
 }
 
 /// Trimmed, non-empty, bounded content.
@@ -64,45 +81,12 @@ fn model_arg(model: Option<&str>) -> Result<Option<String>, ToolError> {
     }
 }
 
-tool! {
-    /// `get_prompt`.
-    GetPrompt {
-        /// "<prompt_id>:<version>", as returned by create_prompt.
-        prompt_revid: String,
-    } = Read "get_prompt",
-    "Get one prompt version {prompt_revid: \
-    \"<prompt_id>:<version>\"} (a bare prompt_id means its latest version): content, \
-    schema_revid, model, tag_ids, status."
-}
-
-impl TypedTool for GetPrompt {
-    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        Ok(prompt_json(
-            &resolve(ctx, &self.prompt_revid, "prompt_revid").await?,
-        ))
-    }
-}
-
-tool! {
-    /// `list_prompts` (no arguments).
-    ListPrompts {} = Read "list_prompts",
-    "List the organisation's prompts (latest version of \
-    each): prompt_revid, name, schema_revid, model, status and the start of the content."
-}
-
-impl TypedTool for ListPrompts {
-    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        let rows = store::list_latest(ctx.conn, ctx.org_id).await?;
-        Ok(listing("prompts", rows, |p| {
-            // The whole prompt but its content, of which the start.
-            let mut row = prompt_json(&p);
-            if let Some(o) = row.as_object_mut() {
-                o.remove("content");
-            }
-            row["content_preview"] = json!(p.content.chars().take(200).collect::<String>());
-            row
-        }))
-    }
+kind_tools! {
+    prompt: PromptRow,
+    get GetPrompt(prompt_revid) "content, schema_revid, model, tag_ids, status",
+    list ListPrompts "prompt_revid, name, schema_revid, model, status and the start of the content",
+    update UpdatePrompt(prompt_id),
+    delete DeletePrompt "Extractions made with it are kept.",
 }
 
 tool! {
@@ -198,14 +182,9 @@ tool! {
     current value."
 }
 
-impl TypedTool for UpdatePrompt {
-    const PROPOSABLE: bool = true;
-
-    fn targets(&self) -> Vec<Target> {
-        vec![Target::Prompt(self.prompt_id.0)]
-    }
-    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        let AnyVersionId(id) = self.prompt_id;
+impl UpdatePrompt {
+    /// `update_prompt`: a new version with the fields given.
+    async fn save(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         if self.content.is_none()
             && self.schema_revid.is_none()
             && self.model.is_none()
@@ -215,9 +194,7 @@ impl TypedTool for UpdatePrompt {
                 "nothing to update: give content, schema_revid, model and/or tag_ids".into(),
             ));
         }
-        let prev = store::latest(ctx.conn, ctx.org_id, id, true)
-            .await?
-            .ok_or_else(|| not_in_org("prompt", id))?;
+        let prev: PromptRow = latest_locked(ctx, self.prompt_id.0).await?;
         let mut f = PromptFields::from(&prev);
         if let Some(c) = &self.content {
             f.content = content_arg(c)?;
@@ -234,54 +211,7 @@ impl TypedTool for UpdatePrompt {
             f.tag_ids = t;
         }
         let p = store::create_version(ctx.conn, ctx.org_id, &prev, &f, ctx.run_id, ctx.now).await?;
-        let mut result = revids(&p);
-        result["previous_version"] = json!(prev.version);
-        result["status"] = json!(p.status);
-        Ok(result)
-    }
-    /// The latest version, locked: what a new version depends on.
-    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        let AnyVersionId(id) = self.prompt_id;
-        Ok(match store::latest(ctx.conn, ctx.org_id, id, true).await? {
-            Some(p) => json!({"exists": true, "latest": prompt_json(&p)}),
-            None => missing("prompt_id", id),
-        })
-    }
-}
-
-tool! {
-    /// `delete_prompt`.
-    DeletePrompt {
-        /// The prompt's id.
-        prompt_id: AnyVersionId,
-    } = Destructive "delete_prompt",
-    "Delete a prompt {prompt_id} with all its versions. \
-    Extractions made with it are kept."
-}
-
-impl TypedTool for DeletePrompt {
-    const PROPOSABLE: bool = true;
-
-    fn targets(&self) -> Vec<Target> {
-        vec![Target::Prompt(self.prompt_id.0)]
-    }
-    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        let AnyVersionId(id) = self.prompt_id;
-        let n = store::delete(ctx.conn, ctx.org_id, id).await?;
-        if n == 0 {
-            return Err(not_in_org("prompt", id));
-        }
-        Ok(json!({"deleted": true, "prompt_id": id, "versions_deleted": n}))
-    }
-    /// Every version, locked: what the deletion depends on.
-    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        let AnyVersionId(id) = self.prompt_id;
-        let versions = store::lock_all(ctx.conn, ctx.org_id, id).await?;
-        Ok(if versions.is_empty() {
-            missing("prompt_id", id)
-        } else {
-            let v: Vec<Value> = versions.iter().map(prompt_json).collect();
-            json!({"exists": true, "prompt_id": id, "versions": v})
-        })
+        let after = json!({"previous_version": prev.version, "status": p.status});
+        Ok(merged(revids(&p), after))
     }
 }

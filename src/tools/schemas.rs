@@ -1,15 +1,18 @@
 //! Tools of the `schemas` group: `get_schema`, `list_schemas`, `validate_schema`,
 //! `create_schema`, `update_schema` (new version) and `delete_schema`. The checks a
-//! `response_format` and an extraction result go through are in [`super::schema_check`].
+//! `response_format` and an extraction result go through are in [`super::schema_check`]. What
+//! schemas share with prompts (get, list, delete, update's targets and snapshot) is in
+//! [`super::versioned`], declared here by `kind_tools!` from how a schema reads ([`Kind`]).
 
 use super::schema_check::clip;
 pub use super::schema_check::{validate_instance, validate_response_format};
 use super::schema_forms;
 use super::typed::tool;
 use super::typed::{AnyVersionId, any_object};
-use super::{Target, ToolCtx, ToolError, TypedTool, listing, missing, not_in_org};
-use super::{resolve, revid};
+use super::versioned::{Kind, ids, kind_tools, latest_locked, merged};
+use super::{Target, ToolCtx, ToolError, TypedTool, not_in_org};
 use crate::store::schemas::{self as store, SchemaRow};
+use crate::store::versions;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -89,65 +92,71 @@ pub(crate) fn inner_schema(response_format: &Value) -> &Value {
         .unwrap_or(&Value::Null)
 }
 
-/// The latest version of schema `id` of this org, locked.
-async fn latest_locked(ctx: &mut ToolCtx<'_>, id: Uuid) -> Result<Option<SchemaRow>, ToolError> {
-    Ok(store::latest(ctx.conn, ctx.org_id, id, true).await?)
+/// What a schema version holds besides its ids.
+fn held(s: &SchemaRow) -> Value {
+    json!({"name": s.name, "status": s.status, "response_format": s.response_format})
 }
 
-fn schema_json(s: &SchemaRow) -> Value {
-    json!({
-        "schema_revid": revid(s.schema_id, s.version),
-        "schema_id": s.schema_id,
-        "version": s.version,
-        "name": s.name,
-        "status": s.status,
-        "response_format": s.response_format,
-        "created_at": s.created_at,
-    })
-}
-
-tool! {
-    /// `get_schema`.
-    GetSchema {
-        /// "<schema_id>:<version>", as returned by create_schema.
-        schema_revid: String,
-    } = Read "get_schema",
-    "Get one schema version {schema_revid: \
-    \"<schema_id>:<version>\"} (a bare schema_id means its latest version): name, status \
-    and response_format."
-}
-
-impl TypedTool for GetSchema {
-    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        Ok(schema_json(
-            &resolve(ctx, &self.schema_revid, "schema_revid").await?,
-        ))
+impl Kind for SchemaRow {
+    fn target(id: Uuid) -> Target {
+        Target::Schema(id)
+    }
+    fn json(&self) -> Value {
+        let created = json!({"created_at": self.created_at});
+        merged(merged(ids(self), held(self)), created)
+    }
+    fn listed(self) -> Value {
+        let fields: Vec<&String> = inner_schema(&self.response_format)
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|p| p.keys().collect())
+            .unwrap_or_default();
+        let more = json!({"name": self.name, "status": self.status, "fields": fields,
+                          "created_at": self.created_at});
+        merged(ids(&self), more)
+    }
+    fn latest_snapshot(&self) -> Value {
+        let latest = json!({"exists": true, "schema_id": self.schema_id,
+                            "latest_version": self.version});
+        merged(latest, held(self))
+    }
+    fn version_snapshot(&self) -> Value {
+        merged(json!({"version": self.version}), held(self))
+    }
+    /// Refused while prompt versions use the schema; its versions are locked first.
+    async fn check_delete(ctx: &mut ToolCtx<'_>, id: Uuid) -> Result<(), ToolError> {
+        let locked = versions::lock_all::<SchemaRow>(ctx.conn, ctx.org_id, id).await?;
+        if locked.is_empty() {
+            return Err(not_in_org("schema", id));
+        }
+        let users = store::dependent_prompts(ctx.conn, ctx.org_id, id).await?;
+        if !users.is_empty() {
+            return Err(ToolError::Conflict(format!(
+                "schema {id} is used by prompt version(s) {}; delete_prompt them (or \
+                 update_prompt to another schema_revid) first",
+                users.join(", ")
+            )));
+        }
+        Ok(())
+    }
+    /// The prompt versions using the schema.
+    async fn dependents(
+        ctx: &mut ToolCtx<'_>,
+        id: Uuid,
+        snapshot: &mut Value,
+    ) -> Result<(), ToolError> {
+        let users = store::dependent_prompts(ctx.conn, ctx.org_id, id).await?;
+        snapshot["dependent_prompts"] = json!(users);
+        Ok(())
     }
 }
 
-tool! {
-    /// `list_schemas` (no arguments).
-    ListSchemas {} = Read "list_schemas",
-    "List the organisation's schemas (latest version of \
-    each): schema_revid, name, status and the top-level field names."
-}
-
-impl TypedTool for ListSchemas {
-    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        let rows = store::list_latest(ctx.conn, ctx.org_id).await?;
-        Ok(listing("schemas", rows, |s| {
-            let fields: Vec<&String> = inner_schema(&s.response_format)
-                .get("properties")
-                .and_then(Value::as_object)
-                .map(|p| p.keys().collect())
-                .unwrap_or_default();
-            json!({
-                "schema_revid": revid(s.schema_id, s.version), "schema_id": s.schema_id,
-                "name": s.name, "version": s.version, "status": s.status,
-                "fields": fields, "created_at": s.created_at,
-            })
-        }))
-    }
+kind_tools! {
+    schema: SchemaRow,
+    get GetSchema(schema_revid) "name, status and response_format",
+    list ListSchemas "schema_revid, name, status and the top-level field names",
+    update UpdateSchema(schema_id),
+    delete DeleteSchema "Refused while prompts use it: delete or re-point those prompts first.",
 }
 
 tool! {
@@ -239,10 +248,7 @@ impl TypedTool for CreateSchema {
         }
         let rf = &built.response_format;
         let s = store::create(ctx.conn, ctx.org_id, name, rf, ctx.run_id, ctx.now).await?;
-        let result = json!({
-            "schema_revid": revid(s.schema_id, s.version), "schema_id": s.schema_id,
-            "version": s.version, "name": s.name, "status": s.status,
-        });
+        let result = merged(ids(&s), json!({"name": s.name, "status": s.status}));
         Ok(with_notes(result, built.notes))
     }
     async fn snapshot(&self, _ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
@@ -265,95 +271,20 @@ tool! {
     are unchanged. Returns the new schema_revid."
 }
 
-impl TypedTool for UpdateSchema {
-    const PROPOSABLE: bool = true;
-
-    fn targets(&self) -> Vec<Target> {
-        vec![Target::Schema(self.schema_id.0)]
-    }
-    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
+impl UpdateSchema {
+    /// `update_schema`: a new version with this response_format, unless it is the latest's.
+    async fn save(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         let AnyVersionId(id) = self.schema_id;
-        let latest = latest_locked(ctx, id)
-            .await?
-            .ok_or_else(|| not_in_org("schema", id))?;
+        let latest: SchemaRow = latest_locked(ctx, id).await?;
         let built = completed_response_format(&latest.name, &self.response_format)?;
         let rf = &built.response_format;
         if latest.response_format == *rf {
-            return Ok(json!({
-                "schema_revid": revid(id, latest.version), "schema_id": id,
-                "version": latest.version, "unchanged": true,
-            }));
+            return Ok(merged(ids(&latest), json!({"unchanged": true})));
         }
         let s = store::create_version(ctx.conn, ctx.org_id, id, rf, ctx.run_id, ctx.now)
             .await?
             .ok_or_else(|| not_in_org("schema", id))?;
-        let result = json!({
-            "schema_revid": revid(s.schema_id, s.version), "schema_id": s.schema_id,
-            "version": s.version, "previous_version": latest.version, "status": s.status,
-        });
-        Ok(with_notes(result, built.notes))
-    }
-    /// The latest version, locked: what a new version depends on.
-    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        let AnyVersionId(id) = self.schema_id;
-        Ok(match latest_locked(ctx, id).await? {
-            Some(s) => json!({
-                "exists": true, "schema_id": id, "latest_version": s.version,
-                "name": s.name, "status": s.status, "response_format": s.response_format,
-            }),
-            None => missing("schema_id", id),
-        })
-    }
-}
-
-tool! {
-    /// `delete_schema`.
-    DeleteSchema {
-        /// The schema's id.
-        schema_id: AnyVersionId,
-    } = Destructive "delete_schema",
-    "Delete a schema {schema_id} with all its versions. \
-    Refused while prompts use it: delete or re-point those prompts first."
-}
-
-impl TypedTool for DeleteSchema {
-    const PROPOSABLE: bool = true;
-
-    fn targets(&self) -> Vec<Target> {
-        vec![Target::Schema(self.schema_id.0)]
-    }
-    async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        let AnyVersionId(id) = self.schema_id;
-        let lock = store::lock_all(ctx.conn, ctx.org_id, id)
-            .await?
-            .ok_or_else(|| not_in_org("schema", id))?;
-        if !lock.dependent_prompts.is_empty() {
-            return Err(ToolError::Conflict(format!(
-                "schema {id} is used by prompt version(s) {}; delete_prompt them (or \
-                 update_prompt to another schema_revid) first",
-                lock.dependent_prompts.join(", ")
-            )));
-        }
-        let n = store::delete(ctx.conn, ctx.org_id, id).await?;
-        Ok(json!({"deleted": true, "schema_id": id, "versions_deleted": n}))
-    }
-    /// Every version and the prompts using them, locked: what the deletion depends on.
-    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        let AnyVersionId(id) = self.schema_id;
-        let Some(l) = store::lock_all(ctx.conn, ctx.org_id, id).await? else {
-            return Ok(missing("schema_id", id));
-        };
-        let versions: Vec<Value> = l
-            .versions
-            .iter()
-            .map(|s| {
-                json!({"version": s.version, "name": s.name, "status": s.status,
-                       "response_format": s.response_format})
-            })
-            .collect();
-        Ok(
-            json!({"exists": true, "schema_id": id, "versions": versions,
-                  "dependent_prompts": l.dependent_prompts}),
-        )
+        let after = json!({"previous_version": latest.version, "status": s.status});
+        Ok(with_notes(merged(ids(&s), after), built.notes))
     }
 }

@@ -5,7 +5,10 @@
 //! one place, for the loop, the registry and proposals alike.
 
 use super::{Tool, ToolCtx, ToolError};
+use crate::store::prompts::PromptRow;
+use crate::store::schemas::SchemaRow;
 use crate::store::subject as store;
+use crate::store::versions::{self, Versioned};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -136,19 +139,13 @@ pub async fn check(ctx: &mut ToolCtx<'_>, tool: &dyn Tool, args: &Value) -> Resu
                 }
             }
             Target::Schema(s) => {
-                let creator = crate::store::schemas::creator(ctx.conn, ctx.org_id, s).await?;
-                if let Some(run) = creator
-                    && (suggestion || run.is_none() || run != ctx.run_id)
-                {
-                    return off(format!("schema {s} was not created by this run"));
+                if let Some(m) = not_created::<SchemaRow>(ctx, s, suggestion).await? {
+                    return off(m);
                 }
             }
             Target::Prompt(p) => {
-                let creator = crate::store::prompts::creator(ctx.conn, ctx.org_id, p).await?;
-                if let Some(run) = creator
-                    && (suggestion || run.is_none() || run != ctx.run_id)
-                {
-                    return off(format!("prompt {p} was not created by this run"));
+                if let Some(m) = not_created::<PromptRow>(ctx, p, suggestion).await? {
+                    return off(m);
                 }
             }
             Target::Shared(thing) => {
@@ -157,6 +154,22 @@ pub async fn check(ctx: &mut ToolCtx<'_>, tool: &dyn Tool, args: &Value) -> Resu
         }
     }
     Ok(())
+}
+
+/// Why a change to the org's `R` `id` is off the subject: it exists and this run did not
+/// create it (`suggestion`: nothing is a suggestion's own). `None` when it is not.
+async fn not_created<R: Versioned>(
+    ctx: &mut ToolCtx<'_>,
+    id: Uuid,
+    suggestion: bool,
+) -> Result<Option<String>, ToolError> {
+    let creator = versions::creator::<R>(ctx.conn, ctx.org_id, id).await?;
+    Ok(match creator {
+        Some(run) if suggestion || run.is_none() || run != ctx.run_id => {
+            Some(format!("{} {id} was not created by this run", R::KIND))
+        }
+        _ => None,
+    })
 }
 
 /// Whether document `d` exists in the org: another org's id is "not found" (the tool says so),

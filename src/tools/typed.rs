@@ -50,7 +50,7 @@ pub trait Declaration {
 macro_rules! tool {
     (
         $(#[$meta:meta])*
-        $name:ident { $($field:tt)* } = $category:ident $tool:literal,
+        $name:ident { $($field:tt)* } = $category:ident $tool:expr,
         $description:expr $(,)?
     ) => {
         $(#[$meta])*
