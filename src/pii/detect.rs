@@ -106,24 +106,37 @@ static COMPANY: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
-/// Finds personal data. `extra_ids` are configured national-id patterns.
+/// A UUID (any version, either case): an id of agentd's own rows, never personal, but its
+/// all-digit groups look like a national phone number (`…-0327-7067-…`).
+static UUID: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"));
+
+/// Finds personal data. `extra_ids` are configured national-id patterns. A number matched by
+/// its shape alone (card, IBAN, SSN, phone) inside a UUID does not count; a labelled one does
+/// (`Patient ID: <uuid>`).
 pub fn detect(text: &str, extra_ids: &[Regex]) -> Vec<Finding> {
+    let uuids: Vec<(usize, usize)> = UUID.find_iter(text).map(|m| (m.start(), m.end())).collect();
+    let in_uuid = |m: &regex::Match| uuids.iter().any(|&(s, e)| s <= m.start() && m.end() <= e);
     let mut out: Vec<Finding> = Vec::new();
     let mut push = |start: usize, end: usize, kind: Kind| out.push(Finding { start, end, kind });
     for m in EMAIL.find_iter(text) {
         push(m.start(), m.end(), Kind::Email);
     }
-    for m in IBAN.find_iter(text) {
+    for m in IBAN.find_iter(text).filter(|m| !in_uuid(m)) {
         if iban_valid(m.as_str()) {
             push(m.start(), m.end(), Kind::Iban);
         }
     }
-    for m in CARD.find_iter(text) {
+    for m in CARD.find_iter(text).filter(|m| !in_uuid(m)) {
         if card_valid(m.as_str()) {
             push(m.start(), m.end(), Kind::Card);
         }
     }
-    for m in SSN.find_iter(text).chain(NINO.find_iter(text)) {
+    for m in SSN
+        .find_iter(text)
+        .chain(NINO.find_iter(text))
+        .filter(|m| !in_uuid(m))
+    {
         push(m.start(), m.end(), Kind::Id);
     }
     for r in extra_ids {
@@ -133,7 +146,12 @@ pub fn detect(text: &str, extra_ids: &[Regex]) -> Vec<Finding> {
     }
     for c in ID_LABELLED.captures_iter(text) {
         let g = c.get(1).expect("group");
-        push(g.start(), g.end(), Kind::Id);
+        // A labelled UUID is longer than the pattern takes: the whole of it is the id.
+        let end = uuids
+            .iter()
+            .find(|&&(s, e)| s == g.start() && g.end() < e)
+            .map_or(g.end(), |&(_, e)| e);
+        push(g.start(), end, Kind::Id);
     }
     for c in PHONE_LABELLED.captures_iter(text) {
         let g = c.get(1).expect("group");
@@ -141,7 +159,7 @@ pub fn detect(text: &str, extra_ids: &[Regex]) -> Vec<Finding> {
             push(g.start(), g.end(), Kind::Phone);
         }
     }
-    for m in PHONE.find_iter(text) {
+    for m in PHONE.find_iter(text).filter(|m| !in_uuid(m)) {
         let n = digits(m.as_str());
         if (7..=15).contains(&n) && !looks_like_date(m.as_str()) {
             push(m.start(), m.end(), Kind::Phone);
@@ -323,6 +341,30 @@ mod tests {
             .into_iter()
             .map(|f| (f.kind, text[f.start..f.end].to_string()))
             .collect()
+    }
+
+    /// A UUID whose groups are all digits looks like a phone number (`0327-7067`), a card or an
+    /// SSN by shape; inside a UUID none of them counts, but a labelled id still does.
+    #[test]
+    fn numbers_inside_a_uuid_are_not_personal() {
+        for id in [
+            "01a20b4e-0327-7067-a558-b250dde540bf",
+            "12345678-1234-1234-1234-123456789012",
+            "01a20b4c-0612-7345-9b6c-0612345678ab",
+        ] {
+            let text = format!("schema_id={id} (prompt_revid: {id}:2)");
+            assert_eq!(found(&text), vec![], "{id}");
+        }
+        let id = "01a20b4e-0327-7067-a558-b250dde540bf";
+        assert_eq!(
+            found(&format!("Patient ID: {id}")),
+            vec![(Kind::Id, id.to_string())]
+        );
+        // Beside a UUID, a phone number is still one.
+        assert_eq!(
+            found("id 01a20b4e-0327-7067-a558-b250dde540bf, tel 030 1234567"),
+            vec![(Kind::Phone, "030 1234567".to_string())]
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! documents (valid, expired, stale: the sweep recomputes every snapshot), and the nightly
 //! fan-out of `proactive_suggestion` over many orgs.
 
-use super::{Opts, Report, Row, Server, bench_app};
+use super::{Opts, Report, Row, Server, Target, bench_app};
 use agentd::app::App;
 use agentd::approvals::snapshot_hash;
 use agentd::jobs::approval_expiry::ApprovalExpiry;
@@ -21,23 +21,33 @@ pub async fn run(
     opts: &Opts,
     report: &mut Report,
 ) -> anyhow::Result<()> {
-    let set_based = sweep(server, app, opts, false).await?;
-    let row_by_row = sweep(server, app, opts, true).await?;
+    let set_based = sweep(server, app, opts, false, None).await?;
+    let one_worker = sweep(server, app, opts, false, Some(1)).await?;
+    let row_by_row = sweep(server, app, opts, true, None).await?;
+    let size = super::num(opts.size(100_000, 20_000) as f64);
     report.push(
         Row::new(
             "approvals",
-            format!(
-                "expiry sweep over {} pending",
-                super::num(opts.size(100_000, 20_000) as f64)
-            ),
+            format!("expiry sweep over {size} pending"),
             set_based.0,
             "approvals/s",
         )
         .baseline("row by row", row_by_row.0)
+        .target(Target::AtLeast(50_000.0))
         .note(format!(
-            "set-based: {}; row by row: {}",
-            set_based.1, row_by_row.1
+            "set-based, {} workers (as configured): {}; row by row: {}",
+            set_based.2, set_based.1, row_by_row.1
         )),
+    );
+    report.push(
+        Row::new(
+            "approvals",
+            format!("expiry sweep over {size} pending, 1 worker"),
+            one_worker.0,
+            "approvals/s",
+        )
+        .baseline("row by row", row_by_row.0)
+        .note(format!("set-based, one batch at a time: {}", one_worker.1)),
     );
     fan_out(server, app, report).await
 }
@@ -51,7 +61,8 @@ async fn sweep(
     app: &App,
     opts: &Opts,
     row_by_row: bool,
-) -> anyhow::Result<(f64, String)> {
+    workers: Option<u32>,
+) -> anyhow::Result<(f64, String, u32)> {
     let n = opts.size(100_000, 20_000);
     let pool = server.agentd_db(DB_SWEEP, 8).await?;
     let bapp = bench_app(app, pool.clone());
@@ -168,6 +179,10 @@ async fn sweep(
 
     let mut sweeper = ApprovalExpiry::sweeper(&bapp);
     sweeper.row_by_row = row_by_row;
+    if let Some(w) = workers {
+        sweeper.workers = w;
+    }
+    let workers = sweeper.workers;
     let batch = sweeper.batch;
     let t0 = Instant::now();
     let r = sweeper.run_once(None).await?;
@@ -184,6 +199,7 @@ async fn sweep(
             "{secs:.1}s, checked {}, expired {}, stale {}, re-proposals enqueued {}, still pending {left}, batch {batch}",
             r.checked, r.expired, r.stale, r.reproposals_enqueued
         ),
+        workers,
     ))
 }
 
