@@ -744,6 +744,27 @@ async fn auto_prefetch_worker(
     (h, stats, stop, run)
 }
 
+/// Failures say nothing of how long work takes: a backlog whose jobs all fail at once (a
+/// provider outage failing agent runs in microseconds) never grows an automatic prefetch past
+/// the free slots, so the worker does not claim hundreds of jobs it would then sit on.
+#[tokio::test]
+async fn auto_prefetch_ignores_fast_failures() {
+    let db = TestDb::new().await;
+    let (h, stats, stop, run) = auto_prefetch_worker(&db, 300, Mode::Fatal).await;
+    wait_until(30, "all failing jobs dead", || async {
+        count_state(&db, "dead").await == 300
+    })
+    .await;
+    stop.cancel();
+    run.await.unwrap();
+    assert_eq!(h.calls(), 300);
+    let largest = stats.largest_claim.load(Ordering::Relaxed);
+    assert!(
+        largest <= 2,
+        "fast failures are claimed only into free slots (largest claim {largest})"
+    );
+}
+
 #[tokio::test]
 async fn auto_prefetch_claims_hundreds_of_short_jobs_and_never_buffers_long_ones() {
     let db = TestDb::new().await;

@@ -54,9 +54,10 @@ pub enum Prefetch {
     /// Always this many (0: claim only what fits the free slots).
     Fixed(u32),
     /// As many as the worker finishes in [`AUTO_PREFETCH_WINDOW`] at the job duration it
-    /// measured (recent jobs, weighted toward the latest): hundreds for jobs of microseconds,
-    /// none for agent runs of seconds — so a busy worker never sits on more than a few
-    /// milliseconds of work another worker could start. Nothing before the first job ends.
+    /// measured (recent successful jobs, weighted toward the latest; a failure says nothing of
+    /// how long work takes): hundreds for jobs of microseconds, none for agent runs of seconds —
+    /// so a busy worker never sits on more than a few milliseconds of work another worker could
+    /// start. Nothing before the first job succeeds.
     Auto,
 }
 

@@ -15,8 +15,8 @@ pub(super) struct Shared {
     pub(super) held: Mutex<HashMap<i64, Held>>,
     /// Handlers running now (see [`RunningLayer`]).
     pub(super) running: AtomicUsize,
-    /// How long a handler takes, in µs, weighted toward the latest (`f64` bits; 0: no job
-    /// finished yet). Sizes an automatic prefetch.
+    /// How long a handler that succeeds takes, in µs, weighted toward the latest (`f64` bits; 0:
+    /// no job succeeded yet). Sizes an automatic prefetch.
     pub(super) job_micros: AtomicU64,
     pub(super) wake: Arc<Notify>,
     /// Fired by [`ApalisWorker::run`] when the shutdown grace period is over.

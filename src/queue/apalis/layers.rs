@@ -102,12 +102,12 @@ pub struct Running {
     pub(super) sh: Arc<Shared>,
 }
 
+/// Counts a handler as running until dropped (also when its future is dropped or panics).
 pub struct RunningGuard(Arc<Shared>, Instant);
 
 impl Drop for RunningGuard {
     fn drop(&mut self) {
         self.0.running.fetch_sub(1, Ordering::SeqCst);
-        self.0.record_duration(self.1.elapsed());
     }
 }
 
@@ -122,8 +122,15 @@ impl Around<ClaimedJob> for Running {
 
     fn wrap<R: Send + 'static>((span, guard): Self::Before, fut: TaskFuture<R>) -> TaskFuture<R> {
         async move {
-            let _guard = guard;
-            fut.await
+            let out = fut.await;
+            // Only a job that succeeded says how long work takes: a burst of fast failures (a
+            // provider outage failing agent runs in microseconds) must not make an automatic
+            // prefetch buffer hundreds of agent jobs this worker would then sit on.
+            if out.is_ok() {
+                guard.0.record_duration(guard.1.elapsed());
+            }
+            drop(guard);
+            out
         }
         .instrument(span)
         .boxed()
