@@ -144,7 +144,8 @@ impl Sweeper {
 
     /// One pass over the approvals past their TTL (`expired_only`) or live, set-based: one task
     /// reads the batches' ids in order (`store::approvals_sweep::pending_ids`, ids only, nothing
-    /// locked) and hands each batch to the first free of `workers` tasks, each on its own
+    /// locked; live approvals whose document is still at their snapshot's version are counted
+    /// unchanged there) and hands each batch to the first free of `workers` tasks, each on its own
     /// connection, which judges and ends it in one statement (`sweep_batch`), re-checks the rest
     /// here and commits. Batches are disjoint, so the workers never wait for each other's rows;
     /// the statement is the work (one core of the database each), so on a database with cores to
@@ -160,6 +161,8 @@ impl Sweeper {
         let workers = self.workers.max(1) as usize;
         let (send, recv) = tokio::sync::mpsc::channel::<Vec<Uuid>>(workers);
         let recv = tokio::sync::Mutex::new(recv);
+        let doc_tools = self.document_tools();
+        let doc_tools = &doc_tools;
         let scan = async move {
             let mut after = Uuid::nil();
             loop {
@@ -172,18 +175,27 @@ impl Sweeper {
                     only,
                     limit,
                 };
-                let ids = store::pending_ids(&mut conn, &batch).await?;
+                let read = store::pending_ids(&mut conn, &batch, &doc_tools).await?;
                 drop(conn);
-                let full = ids.len() as i64 >= limit;
-                let Some(&last) = ids.last() else { break };
+                let full = read.len() as i64 >= limit;
+                let Some(&(last, _)) = read.last() else { break };
                 after = last;
-                if send.send(ids).await.is_err() || !full {
+                // Live approvals on a document still at their snapshot's version are unchanged:
+                // counted as checked here, not sent.
+                let ids: Vec<Uuid> = read.iter().filter(|r| r.1).map(|r| r.0).collect();
+                let unchanged = (read.len() - ids.len()) as u64;
+                if unchanged > 0 {
+                    report.lock().unwrap_or_else(|e| e.into_inner()).checked += unchanged;
+                }
+                if !ids.is_empty() && send.send(ids).await.is_err() {
+                    break;
+                }
+                if !full {
                     break;
                 }
             }
             Ok::<(), sqlx::Error>(())
         };
-        let doc_tools = self.document_tools();
         let ttl = json!({"reason": "ttl"});
         let work = |_| async {
             loop {
@@ -196,7 +208,7 @@ impl Sweeper {
                     &ids,
                     now,
                     expired_only,
-                    &doc_tools,
+                    doc_tools,
                     BY,
                     &ttl,
                     EventType::ApprovalExpired.as_str(),

@@ -72,19 +72,29 @@ pub async fn pending_batch(
 
 /// The ids of a [`Batch`], in order, read without locking them: the set-based sweep's scan,
 /// which hands them to [`sweep_batch`] (the pkey's order, the batch's conditions; only ids are
-/// sent).
+/// sent). Each comes with whether [`sweep_batch`] has anything to do with it: past the TTL
+/// always (it ends); live, unless it is an approval of `doc_tools` on a document still at the
+/// version its snapshot was read from — unchanged, which the statement would only confirm.
 pub async fn pending_ids(
     conn: &mut PgConnection,
     batch: &Batch<'_>,
-) -> Result<Vec<Uuid>, sqlx::Error> {
-    let rows: Vec<(Uuid,)> = batch
+    doc_tools: &[&str],
+) -> Result<Vec<(Uuid, bool)>, sqlx::Error> {
+    batch
         .bind(sqlx::query_as(concat!(
-            "SELECT p.id FROM pending_approvals p WHERE ",
-            batch_where!()
+            "SELECT s.id,
+                    $2 OR NOT COALESCE(s.tool = ANY($6) AND d.version = s.document_version, false)
+               FROM (SELECT p.id, p.org_id, p.tool, p.document_id, p.document_version
+                       FROM pending_approvals p
+                      WHERE ",
+            batch_where!(),
+            ") s
+               LEFT JOIN documents d ON NOT $2 AND d.org_id = s.org_id AND d.id = s.document_id
+              ORDER BY s.id"
         )))
+        .bind(doc_tools)
         .fetch_all(conn)
-        .await?;
-    Ok(rows.into_iter().map(|r| r.0).collect())
+        .await
 }
 
 /// The audit rows and events of the approvals a sweep statement just decided: its CTE `up`
