@@ -6,7 +6,7 @@
 
 mod cost;
 
-use super::{Opts, Report, Row, Server, bench_app, median, percentile};
+use super::{Opts, Report, Row, Server, Target, bench_app, median, percentile};
 use agentd::agent::{Engine, Policy};
 use agentd::app::{App, WorkerArgs};
 use agentd::llm::{
@@ -166,7 +166,11 @@ async fn steps(server: &Server, app: &App, opts: &Opts, report: &mut Report) -> 
         "{} steps ({runs} runs × {rounds}); step = response checkpoint with its charge + list_tags + audit row with checkpoint (the transcript and the budget the charge returned are kept in memory)",
         step_ms.len()
     );
-    report.push(Row::new("agent", "per-step overhead p50", median(&step_ms), "ms").note(note));
+    report.push(
+        Row::new("agent", "per-step overhead p50", median(&step_ms), "ms")
+            .target(Target::AtMost(1.0))
+            .note(note),
+    );
     report.push(Row::new(
         "agent",
         "per-step overhead p99",
