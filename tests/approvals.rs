@@ -714,11 +714,15 @@ async fn sweep_population(f: &Fixture, row_by_row: bool) -> (Vec<(Uuid, String)>
         d
     };
     let d_valid = doc("valid", &mut labels).await;
-    sqlx::query("UPDATE documents SET metadata = '{\"amount\": 1.50}' WHERE id = $1")
-        .bind(d_valid)
-        .execute(&mut *conn)
-        .await
-        .unwrap();
+    let set_metadata = async |conn: &mut sqlx::PgConnection, d: Uuid, metadata: &str| {
+        sqlx::query("UPDATE documents SET metadata = $2::jsonb WHERE id = $1")
+            .bind(d)
+            .bind(metadata)
+            .execute(conn)
+            .await
+            .unwrap();
+    };
+    set_metadata(&mut conn, d_valid, r#"{"amount": 1.50}"#).await;
     f.clock
         .advance(Duration::milliseconds(1) - Duration::microseconds(1));
     let d_expired = doc("expired", &mut labels).await;
@@ -739,20 +743,15 @@ async fn sweep_population(f: &Fixture, row_by_row: bool) -> (Vec<(Uuid, String)>
     // and `serde_json` compare and round numbers differently).
     let d_late_numbers = doc("late_numbers", &mut labels).await;
     let d_aside_long = doc("aside_long", &mut labels).await;
-    sqlx::query("UPDATE documents SET metadata = '{\"amount\": 2, \"n\": [1.50]}' WHERE id = $1")
-        .bind(d_late_numbers)
-        .execute(&mut *conn)
-        .await
-        .unwrap();
+    set_metadata(&mut conn, d_late_numbers, r#"{"amount": 2, "n": [1.50]}"#).await;
     // More digits than an f64 holds: the stored snapshot has the nearest f64, the row the exact
     // number, so the two differ as `jsonb` while the snapshot's hash is unchanged.
-    sqlx::query(
-        "UPDATE documents SET metadata = '{\"ratio\": 0.1000000000000000000001}' WHERE id = $1",
+    set_metadata(
+        &mut conn,
+        d_aside_long,
+        r#"{"ratio": 0.1000000000000000000001}"#,
     )
-    .bind(d_aside_long)
-    .execute(&mut *conn)
-    .await
-    .unwrap();
+    .await;
     let missing = Uuid::now_v7();
     labels.push((missing, "doc:missing".into()));
     let update = |d: Uuid| json!({"document_id": d, "metadata": {"reviewed": true}});

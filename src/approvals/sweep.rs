@@ -164,22 +164,15 @@ impl Sweeper {
         let doc_tools = self.document_tools();
         let doc_tools = &doc_tools;
         let scan = async move {
-            let mut after = Uuid::nil();
+            let mut batch = self.first_batch(now, expired_only, only);
             loop {
                 // A connection per read: the scan never holds one a worker could use.
                 let mut conn = self.pool.acquire().await?;
-                let batch = store::Batch {
-                    now,
-                    expired_only,
-                    after,
-                    only,
-                    limit,
-                };
-                let read = store::pending_ids(&mut conn, &batch, &doc_tools).await?;
+                let read = store::pending_ids(&mut conn, &batch, doc_tools).await?;
                 drop(conn);
                 let full = read.len() as i64 >= limit;
                 let Some(&(last, _)) = read.last() else { break };
-                after = last;
+                batch.after = last;
                 // Live approvals on a document still at their snapshot's version are unchanged:
                 // counted as checked here, not sent.
                 let ids: Vec<Uuid> = read.iter().filter(|r| r.1).map(|r| r.0).collect();
@@ -235,6 +228,22 @@ impl Sweeper {
         Ok(())
     }
 
+    /// The first batch of a pass (the next ones start after the last id read).
+    fn first_batch<'a>(
+        &self,
+        now: DateTime<Utc>,
+        expired_only: bool,
+        only: Option<&'a [Uuid]>,
+    ) -> store::Batch<'a> {
+        store::Batch {
+            now,
+            expired_only,
+            after: Uuid::nil(),
+            only,
+            limit: i64::from(self.batch),
+        }
+    }
+
     /// [`Self::pass`] row by row: every approval read (and, past its TTL, locked) and re-validated
     /// through its tool, one batch after the other.
     async fn pass_row_by_row(
@@ -244,21 +253,14 @@ impl Sweeper {
         only: Option<&[Uuid]>,
         report: &Mutex<SweepReport>,
     ) -> Result<(), sqlx::Error> {
-        let mut after = Uuid::nil();
+        let mut batch = self.first_batch(now, expired_only, only);
         loop {
             let mut tx = self.pool.begin().await?;
-            let batch = store::Batch {
-                now,
-                expired_only,
-                after,
-                only,
-                limit: i64::from(self.batch),
-            };
             let rows = store::pending_batch(&mut tx, &batch, expired_only).await?;
             let Some(last) = rows.last().map(|r| r.id) else {
                 break;
             };
-            after = last;
+            batch.after = last;
             let seen = rows.len() as u64;
             let done = SweepReport {
                 checked: seen,
