@@ -744,21 +744,32 @@ async fn auto_prefetch_worker(
     (h, stats, stop, run)
 }
 
+/// Runs `n` jobs in `mode` through [`auto_prefetch_worker`] until all are in `state`; returns
+/// the recorder and the largest claim.
+async fn drain_with_auto_prefetch(
+    db: &TestDb,
+    n: usize,
+    mode: Mode,
+    state: &str,
+) -> (Arc<Recorder>, u64) {
+    let (h, stats, stop, run) = auto_prefetch_worker(db, n, mode).await;
+    wait_until(30, &format!("all {n} jobs {state}"), || async {
+        count_state(db, state).await == n as i64
+    })
+    .await;
+    stop.cancel();
+    run.await.unwrap();
+    (h, stats.largest_claim.load(Ordering::Relaxed) as u64)
+}
+
 /// Failures say nothing of how long work takes: a backlog whose jobs all fail at once (a
 /// provider outage failing agent runs in microseconds) never grows an automatic prefetch past
 /// the free slots, so the worker does not claim hundreds of jobs it would then sit on.
 #[tokio::test]
 async fn auto_prefetch_ignores_fast_failures() {
     let db = TestDb::new().await;
-    let (h, stats, stop, run) = auto_prefetch_worker(&db, 300, Mode::Fatal).await;
-    wait_until(30, "all failing jobs dead", || async {
-        count_state(&db, "dead").await == 300
-    })
-    .await;
-    stop.cancel();
-    run.await.unwrap();
+    let (h, largest) = drain_with_auto_prefetch(&db, 300, Mode::Fatal, "dead").await;
     assert_eq!(h.calls(), 300);
-    let largest = stats.largest_claim.load(Ordering::Relaxed);
     assert!(
         largest <= 2,
         "fast failures are claimed only into free slots (largest claim {largest})"
@@ -770,14 +781,7 @@ async fn auto_prefetch_claims_hundreds_of_short_jobs_and_never_buffers_long_ones
     let db = TestDb::new().await;
     // A backlog of jobs that take microseconds: once the first ones end, claims grow past the
     // two free slots to the claim limit, and every job still runs exactly once.
-    let (h, stats, stop, run) = auto_prefetch_worker(&db, 1_000, Mode::Ok).await;
-    wait_until(30, "all short jobs succeeded", || async {
-        count_state(&db, "succeeded").await == 1_000
-    })
-    .await;
-    stop.cancel();
-    run.await.unwrap();
-    let largest = stats.largest_claim.load(Ordering::Relaxed);
+    let (h, largest) = drain_with_auto_prefetch(&db, 1_000, Mode::Ok, "succeeded").await;
     assert!(
         largest > 100,
         "claims of short jobs grow past the free slots (largest {largest})"

@@ -90,11 +90,11 @@ impl Sweeper {
         let now = self.clock.now();
         let report = Mutex::new(SweepReport::default());
         for expired_only in [true, false] {
+            let first = self.first_batch(now, expired_only, only);
             if self.row_by_row {
-                self.pass_row_by_row(now, expired_only, only, &report)
-                    .await?;
+                self.pass_row_by_row(first, &report).await?;
             } else {
-                self.pass(now, expired_only, only, &report).await?;
+                self.pass(first, &report).await?;
             }
         }
         let mut report = report.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -142,7 +142,7 @@ impl Sweeper {
         Ok(report)
     }
 
-    /// One pass over the approvals past their TTL (`expired_only`) or live, set-based: one task
+    /// One pass, from its first `batch`, over the approvals past their TTL (`expired_only`) or live: one task
     /// reads the batches' ids in order (`store::approvals_sweep::pending_ids`, ids only, nothing
     /// locked; live approvals whose document is still at their snapshot's version are counted
     /// unchanged there) and hands each batch to the first free of `workers` tasks, each on its own
@@ -152,19 +152,16 @@ impl Sweeper {
     /// spare more workers sweep faster (`sweep.workers`).
     async fn pass(
         &self,
-        now: DateTime<Utc>,
-        expired_only: bool,
-        only: Option<&[Uuid]>,
+        mut batch: store::Batch<'_>,
         report: &Mutex<SweepReport>,
     ) -> Result<(), sqlx::Error> {
-        let limit = i64::from(self.batch);
+        let (now, expired_only, limit) = (batch.now, batch.expired_only, batch.limit);
         let workers = self.workers.max(1) as usize;
         let (send, recv) = tokio::sync::mpsc::channel::<Vec<Uuid>>(workers);
         let recv = tokio::sync::Mutex::new(recv);
         let doc_tools = self.document_tools();
         let doc_tools = &doc_tools;
         let scan = async move {
-            let mut batch = self.first_batch(now, expired_only, only);
             loop {
                 // A connection per read: the scan never holds one a worker could use.
                 let mut conn = self.pool.acquire().await?;
@@ -248,12 +245,10 @@ impl Sweeper {
     /// through its tool, one batch after the other.
     async fn pass_row_by_row(
         &self,
-        now: DateTime<Utc>,
-        expired_only: bool,
-        only: Option<&[Uuid]>,
+        mut batch: store::Batch<'_>,
         report: &Mutex<SweepReport>,
     ) -> Result<(), sqlx::Error> {
-        let mut batch = self.first_batch(now, expired_only, only);
+        let (now, expired_only) = (batch.now, batch.expired_only);
         loop {
             let mut tx = self.pool.begin().await?;
             let rows = store::pending_batch(&mut tx, &batch, expired_only).await?;
