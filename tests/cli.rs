@@ -132,6 +132,29 @@ async fn bad_job_files_exit_2_naming_file_key_and_problem() {
         "{}",
         text(&o).1
     );
+    std::fs::write(
+        &proactive,
+        agentd::catalog::BUILTIN
+            .iter()
+            .find(|(k, _)| *k == "proactive_suggestion")
+            .unwrap()
+            .1,
+    )
+    .unwrap();
+    let expiry = dir.path().join("approval_expiry.toml");
+    let body = std::fs::read_to_string(&expiry)
+        .unwrap()
+        .replace("workers = 2", "workers = 0");
+    std::fs::write(&expiry, body).unwrap();
+    let o = agentd(&db, &["status"], &[("AGENTD_WORKER__JOBS_DIR", &dir_s)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o)
+            .1
+            .contains("approval_expiry.toml: sweep.workers must be ≥ 1 (got 0)"),
+        "{}",
+        text(&o).1
+    );
 }
 
 #[tokio::test]
