@@ -156,7 +156,7 @@ fn next_step(req: &CompletionRequest) -> Result<CompletionResponse, LlmError> {
             Block::ToolUse { name, .. } => Some(name.as_str()),
             _ => None,
         })
-        .last();
+        .next_back();
     let last_result: Value = req
         .messages
         .iter()

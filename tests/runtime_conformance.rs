@@ -759,7 +759,7 @@ async fn drain_with_auto_prefetch(
     .await;
     stop.cancel();
     run.await.unwrap();
-    (h, stats.largest_claim.load(Ordering::Relaxed) as u64)
+    (h, stats.largest_claim.load(Ordering::Relaxed))
 }
 
 /// Failures say nothing of how long work takes: a backlog whose jobs all fail at once (a

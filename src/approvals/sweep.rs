@@ -17,7 +17,6 @@ use crate::queue::{self, NewJob};
 use crate::store::approvals::ApprovalRow;
 use crate::store::approvals_sweep as store;
 use crate::store::documents;
-use crate::store::events::EventType;
 use crate::store::states::ApprovalStatus;
 use crate::tools::ToolError;
 use chrono::{DateTime, Utc};
@@ -193,18 +192,8 @@ impl Sweeper {
                     return Ok::<(), sqlx::Error>(());
                 };
                 let mut tx = self.pool.begin().await?;
-                let b = store::sweep_batch(
-                    &mut tx,
-                    &ids,
-                    now,
-                    expired_only,
-                    doc_tools,
-                    BY,
-                    &ttl,
-                    EventType::ApprovalExpired.as_str(),
-                    EventType::ApprovalStale.as_str(),
-                )
-                .await?;
+                let b = store::sweep_batch(&mut tx, &ids, now, expired_only, doc_tools, BY, &ttl)
+                    .await?;
                 let rows = if b.recheck.is_empty() {
                     Vec::new()
                 } else {

@@ -237,11 +237,9 @@ fn unstring(v: &mut Value, schema: &Value, path: &str, notes: &mut Vec<String>) 
                 }
             }
         }
-        Value::Array(items) => {
-            if schema["items"].is_object() {
-                for (i, child) in items.iter_mut().enumerate() {
-                    unstring(child, &schema["items"], &format!("{path}[{i}]"), notes);
-                }
+        Value::Array(items) if schema["items"].is_object() => {
+            for (i, child) in items.iter_mut().enumerate() {
+                unstring(child, &schema["items"], &format!("{path}[{i}]"), notes);
             }
         }
         _ => {}

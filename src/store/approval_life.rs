@@ -15,14 +15,16 @@ pub async fn mark_expiring(
     notice: chrono::Duration,
     limit: i64,
 ) -> Result<Vec<(Uuid, Uuid, Value)>, sqlx::Error> {
-    let rows: Vec<(
+    /// org_id, id, tool, expires_at, run_id, suggestion_id.
+    type Marked = (
         Uuid,
         Uuid,
         String,
         DateTime<Utc>,
         Option<Uuid>,
         Option<Uuid>,
-    )> = sqlx::query_as(
+    );
+    let rows: Vec<Marked> = sqlx::query_as(
         "UPDATE pending_approvals SET expiring_notified_at = $1
               WHERE id = ANY(ARRAY(
                     SELECT id FROM pending_approvals

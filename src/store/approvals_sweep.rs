@@ -4,6 +4,7 @@
 //! parameter.
 
 use super::approvals::ApprovalRow;
+use super::events::EventType;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::{PgConnection, PgExecutor};
@@ -171,7 +172,7 @@ macro_rules! diff_sql {
 ///
 /// With `expired_only` the batch is locked (rows locked elsewhere are skipped); without it only
 /// the changed rows are written, and only if still pending. Ended approvals get their audit rows
-/// and events (`expired_event`, `stale_event`) in the same statement; the update finds them by
+/// and events (`approval.expired`, `approval.stale`) in the same statement; the update finds them by
 /// primary key (a join with a CTE made the planner, which expects few rows from it, hash the
 /// whole table for every batch; with migration 0062 the update is HOT). Only ids and verdicts
 /// leave the database.
@@ -183,8 +184,6 @@ pub async fn sweep_batch(
     doc_tools: &[&str],
     by: &str,
     result: &Value,
-    expired_event: &str,
-    stale_event: &str,
 ) -> Result<SweptBatch, sqlx::Error> {
     macro_rules! sweep {
         ($lock:literal, $ends:literal) => {
@@ -258,8 +257,8 @@ pub async fn sweep_batch(
         .bind(doc_tools)
         .bind(by)
         .bind(result)
-        .bind(expired_event)
-        .bind(stale_event)
+        .bind(EventType::ApprovalExpired.as_str())
+        .bind(EventType::ApprovalStale.as_str())
         .fetch_all(conn)
         .await?;
     Ok(SweptBatch {

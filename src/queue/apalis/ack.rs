@@ -135,7 +135,9 @@ pub(super) async fn flush(sh: &Shared, batch: Vec<AckRequest>) {
             .get(&r.kind)
             .is_some_and(|p| p.delete_on_success)
     };
-    let (mut keep, mut delete): (Vec<(i64, i32)>, Vec<(i64, i32)>) = (Vec::new(), Vec::new());
+    // (job id, attempt) of the successes to keep and to delete.
+    let mut keep: Vec<(i64, i32)> = Vec::new();
+    let mut delete: Vec<(i64, i32)> = Vec::new();
     for r in batch
         .iter()
         .filter(|r| matches!(r.outcome, Outcome::Succeeded))
