@@ -184,14 +184,7 @@ impl OpenAiProvider {
         if acc.text.is_empty() {
             acc.text = msg["refusal"].as_str().unwrap_or_default().to_string();
         }
-        for (pos, call) in msg["tool_calls"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            acc.push_call_delta(pos, call);
-        }
+        acc.push_call_deltas(&msg["tool_calls"]);
         acc.finish = choice["finish_reason"].as_str().map(str::to_string);
         acc.usage = usage_from(&value["usage"]);
         acc.model = value["model"].as_str().map(str::to_string);
