@@ -134,6 +134,16 @@ impl App {
         }
     }
 
+    /// Tool environment for deciding an approval: the settings (model, excerpt size) of the
+    /// kind whose run proposed it, else `proactive_suggestion`'s (no run, or a kind no longer in
+    /// the catalog).
+    pub fn approval_tool_env(&self, run_kind: Option<&str>) -> ToolEnv {
+        let spec = run_kind
+            .and_then(|k| self.catalog.get(k))
+            .unwrap_or_else(|| self.spec("proactive_suggestion"));
+        self.tool_env(spec)
+    }
+
     /// The tool loop for a kind.
     pub fn engine(&self, spec: &JobSpec) -> Engine {
         Engine {

@@ -203,15 +203,8 @@ async fn decide_with(
         .extra(json!({"snapshot_hash": row.snapshot_hash})));
     }
     let app = &s.app;
-    let kind = match row.run_id {
-        Some(r) => runs::get_run(&app.pool, r).await?.map(|r| r.kind),
-        None => None,
-    };
-    let spec = kind
-        .as_deref()
-        .and_then(|k| app.catalog.get(k))
-        .unwrap_or_else(|| app.spec("proactive_suggestion"));
-    let env = app.tool_env(spec);
+    let kind = runs::kind_of(&app.pool, row.run_id).await?;
+    let env = app.approval_tool_env(kind.as_deref());
     let decision = if approve {
         Decision::Approve { by }
     } else {

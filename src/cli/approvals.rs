@@ -186,7 +186,7 @@ async fn show(app: &App, id: Uuid, as_json: bool) -> anyhow::Result<()> {
         .await?
         .ok_or_else(|| bad(format!("no approval with id {id}")))?;
     let history = store::history(&app.pool, &row).await?;
-    let kind = run_kind(app, &row).await?;
+    let kind = runs::kind_of(&app.pool, row.run_id).await?;
     if as_json {
         let mut v = report(&row);
         v["run_kind"] = json!(kind);
@@ -257,14 +257,6 @@ fn report(r: &ApprovalRow) -> Value {
     v
 }
 
-/// The kind of the run that proposed the approval, if it still exists.
-async fn run_kind(app: &App, row: &ApprovalRow) -> anyhow::Result<Option<String>> {
-    Ok(match row.run_id {
-        Some(r) => runs::get_run(&app.pool, r).await?.map(|r| r.kind),
-        None => None,
-    })
-}
-
 async fn decide(
     app: &App,
     id: Uuid,
@@ -276,12 +268,8 @@ async fn decide(
         .await?
         .ok_or_else(|| bad(format!("no approval with id {id}")))?;
     // The tools run with the settings (model, excerpt size) of the kind that proposed them.
-    let kind = run_kind(app, &row).await?;
-    let spec = kind
-        .as_deref()
-        .and_then(|k| app.catalog.get(k))
-        .unwrap_or_else(|| app.spec("proactive_suggestion"));
-    let env = app.tool_env(spec);
+    let kind = runs::kind_of(&app.pool, row.run_id).await?;
+    let env = app.approval_tool_env(kind.as_deref());
     let out = match approvals::decide(&app.pool, &app.clock, &env, id, None, decision, extra).await
     {
         Ok(o) => o,

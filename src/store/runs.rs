@@ -104,6 +104,17 @@ pub async fn get_run<'e, E: PgExecutor<'e>>(
         .await
 }
 
+/// The kind of the run `run_id`, if there is one and it still exists.
+pub async fn kind_of<'e, E: PgExecutor<'e>>(
+    exec: E,
+    run_id: Option<Uuid>,
+) -> Result<Option<String>, sqlx::Error> {
+    Ok(match run_id {
+        Some(r) => get_run(exec, r).await?.map(|r| r.kind),
+        None => None,
+    })
+}
+
 /// Recent runs, newest first.
 pub async fn list_runs<'e, E: PgExecutor<'e>>(
     exec: E,

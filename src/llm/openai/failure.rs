@@ -43,6 +43,24 @@ impl OpenAiProvider {
         )
     }
 
+    /// What async-openai answered (`what`: the response, or a stream chunk) as JSON: the typed
+    /// value re-encoded, or the raw body it could not type (error bodies and events included),
+    /// or the failure.
+    pub(super) fn answer_json<T: serde::Serialize>(
+        &self,
+        answer: Result<T, OpenAIError>,
+        what: &str,
+        in_stream: bool,
+    ) -> Result<Value, Failure> {
+        match answer {
+            Ok(typed) => serde_json::to_value(&typed).map_err(|e| {
+                self.failure(format!("could not re-encode {what}: {e}"), false, false)
+            }),
+            Err(OpenAIError::JSONDeserialize(_, raw)) => self.parse_raw(&raw, in_stream),
+            Err(e) => Err(self.map_error(e)),
+        }
+    }
+
     /// A body async-openai could not type: JSON to read leniently, or an error.
     pub(super) fn parse_raw(&self, raw: &str, in_stream: bool) -> Result<Value, Failure> {
         serde_json::from_str(raw).map_err(|_| {

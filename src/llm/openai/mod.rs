@@ -159,17 +159,8 @@ impl OpenAiProvider {
         body: CreateChatCompletionRequest,
     ) -> Result<CompletionResponse, Failure> {
         let fallback_model = body.model.clone();
-        let value = match self.client.chat().create(body).await {
-            Ok(resp) => serde_json::to_value(&resp).map_err(|e| {
-                self.failure(
-                    format!("could not re-encode the response: {e}"),
-                    false,
-                    false,
-                )
-            })?,
-            Err(OpenAIError::JSONDeserialize(_, raw)) => self.parse_raw(&raw, false)?,
-            Err(e) => return Err(self.map_error(e)),
-        };
+        let answer = self.client.chat().create(body).await;
+        let value = self.answer_json(answer, "the response", false)?;
         if let Some(err) = error_in_body(&value) {
             return Err(self.body_failure(&err, false, "the server answered with an error"));
         }
@@ -193,14 +184,7 @@ impl OpenAiProvider {
         if acc.text.is_empty() {
             acc.text = msg["refusal"].as_str().unwrap_or_default().to_string();
         }
-        for (pos, call) in msg["tool_calls"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            acc.push_call_delta(pos, call);
-        }
+        acc.push_call_deltas(&msg["tool_calls"]);
         acc.finish = choice["finish_reason"].as_str().map(str::to_string);
         acc.usage = usage_from(&value["usage"]);
         acc.model = value["model"].as_str().map(str::to_string);
@@ -230,18 +214,8 @@ impl OpenAiProvider {
         let mut acc = Assembled::default();
         let mut chunks = 0usize;
         while let Some(item) = stream.next().await {
-            let chunk = match item {
-                Ok(chunk) => serde_json::to_value(&chunk).map_err(|e| {
-                    self.failure(
-                        format!("could not re-encode a stream chunk: {e}"),
-                        false,
-                        false,
-                    )
-                })?,
-                // Chunks that do not fit async-openai's types, including error events.
-                Err(OpenAIError::JSONDeserialize(_, raw)) => self.parse_raw(&raw, true)?,
-                Err(e) => return Err(self.map_error(e)),
-            };
+            // Chunks that do not fit async-openai's types, including error events, come raw.
+            let chunk = self.answer_json(item, "a stream chunk", true)?;
             if let Some(err) = error_in_body(&chunk) {
                 return Err(self.body_failure(
                     &err,

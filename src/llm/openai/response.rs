@@ -34,8 +34,15 @@ impl Assembled {
                 .sum::<usize>()
     }
 
+    /// A message's or a stream delta's `tool_calls` (absent: none).
+    pub(super) fn push_call_deltas(&mut self, calls: &Value) {
+        for (pos, call) in calls.as_array().into_iter().flatten().enumerate() {
+            self.push_call_delta(pos, call);
+        }
+    }
+
     /// One entry of `tool_calls` (a whole call, or a stream delta of one).
-    pub(super) fn push_call_delta(&mut self, position: usize, call: &Value) {
+    fn push_call_delta(&mut self, position: usize, call: &Value) {
         let index = call["index"].as_u64().unwrap_or(position as u64);
         let entry = self.calls.entry(index).or_default();
         let non_empty = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_string);
@@ -74,14 +81,7 @@ impl Assembled {
                 .push_str(delta["content"].as_str().unwrap_or_default());
             self.text
                 .push_str(delta["refusal"].as_str().unwrap_or_default());
-            for (pos, call) in delta["tool_calls"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .enumerate()
-            {
-                self.push_call_delta(pos, call);
-            }
+            self.push_call_deltas(&delta["tool_calls"]);
             if let Some(reason) = choice["finish_reason"].as_str() {
                 self.finish = Some(reason.to_string());
             }
