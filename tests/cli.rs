@@ -117,43 +117,30 @@ async fn bad_job_files_exit_2_naming_file_key_and_problem() {
     let o = agentd(&db, &["status"], &[("AGENTD_WORKER__JOBS_DIR", &dir_s)]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).1.contains("unknown job kind `nightly`"));
-    let proactive = dir.path().join("proactive_suggestion.toml");
     std::fs::remove_file(dir.path().join("nightly.toml")).unwrap();
-    let body = std::fs::read_to_string(&proactive)
-        .unwrap()
-        .replace("0 */15 * * * *", "every night");
-    std::fs::write(&proactive, body).unwrap();
-    let o = agentd(&db, &["status"], &[("AGENTD_WORKER__JOBS_DIR", &dir_s)]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        text(&o)
-            .1
-            .contains("proactive_suggestion.toml: schedule.cron is not a valid cron expression"),
-        "{}",
-        text(&o).1
+    // One value made bad in one file: exit 2 naming the file and the problem; then restored.
+    let broken = |file: &str, from: &str, to: &str, expected: &str| {
+        let path = dir.path().join(file);
+        let good = std::fs::read_to_string(&path).unwrap();
+        assert!(good.contains(from), "{file} has no {from:?}");
+        std::fs::write(&path, good.replace(from, to)).unwrap();
+        let o = agentd(&db, &["status"], &[("AGENTD_WORKER__JOBS_DIR", &dir_s)]);
+        let err = text(&o).1;
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("{file}: {expected}")), "{err}");
+        std::fs::write(&path, good).unwrap();
+    };
+    broken(
+        "proactive_suggestion.toml",
+        "0 */15 * * * *",
+        "every night",
+        "schedule.cron is not a valid cron expression",
     );
-    std::fs::write(
-        &proactive,
-        agentd::catalog::BUILTIN
-            .iter()
-            .find(|(k, _)| *k == "proactive_suggestion")
-            .unwrap()
-            .1,
-    )
-    .unwrap();
-    let expiry = dir.path().join("approval_expiry.toml");
-    let body = std::fs::read_to_string(&expiry)
-        .unwrap()
-        .replace("workers = 2", "workers = 0");
-    std::fs::write(&expiry, body).unwrap();
-    let o = agentd(&db, &["status"], &[("AGENTD_WORKER__JOBS_DIR", &dir_s)]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        text(&o)
-            .1
-            .contains("approval_expiry.toml: sweep.workers must be ≥ 1 (got 0)"),
-        "{}",
-        text(&o).1
+    broken(
+        "approval_expiry.toml",
+        "workers = 2",
+        "workers = 0",
+        "sweep.workers must be ≥ 1 (got 0)",
     );
 }
 
