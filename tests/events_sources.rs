@@ -6,7 +6,7 @@
 
 mod common;
 
-use agentd::store::auto_create::{self as ac, Artifacts};
+use agentd::store::auto_create::{self as ac, Proposed};
 use agentd::store::runs::{self, NewRun};
 use agentd::store::suggestions::{self, Created, NewSuggestion};
 use agentd::store::{documents, orgs};
@@ -62,9 +62,9 @@ async fn run(db: &TestDb, org: Uuid, subject: &str) -> Uuid {
 async fn proposal_ready_and_auto_create_failed_once_per_transition_in_its_transaction() {
     let (db, org, doc) = setup().await;
     let r = run(&db, org, &doc.to_string()).await;
-    let arts = Artifacts {
-        schema_id: Some(Uuid::now_v7()),
-        schema_version: Some(1),
+    let arts = Proposed {
+        proposed_schema_id: Some(Uuid::now_v7()),
+        proposed_schema_version: Some(1),
         ..Default::default()
     };
     // Rolled back: no event.
@@ -86,7 +86,7 @@ async fn proposal_ready_and_auto_create_failed_once_per_transition_in_its_transa
     assert_eq!(ev.len(), 1, "{ev:?}");
     assert_eq!(ev[0].0, Some(doc));
     assert_eq!(ev[0].1["run_id"], json!(r));
-    assert_eq!(ev[0].1["schema_id"], json!(arts.schema_id));
+    assert_eq!(ev[0].1["schema_id"], json!(arts.proposed_schema_id));
 
     // Failed: rolled back → none; committed twice → one.
     let mut tx = db.pool.begin().await.unwrap();

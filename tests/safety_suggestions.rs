@@ -112,7 +112,7 @@ async fn a_suggestions_action_obeys_allow_list_policy_and_its_document() {
 
 #[tokio::test]
 async fn accepting_a_document_activates_exactly_what_is_recorded_on_it() {
-    use agentd::store::auto_create::{self, Artifacts};
+    use agentd::store::auto_create::{self, Proposed};
     let o = org().await;
     let run = Uuid::now_v7();
     let now = Utc::now();
@@ -165,12 +165,12 @@ async fn accepting_a_document_activates_exactly_what_is_recorded_on_it() {
     )
     .await
     .unwrap();
-    let arts = Artifacts {
-        schema_id: Some(v2.schema_id),
-        schema_version: Some(v2.version),
-        prompt_id: Some(p.prompt_id),
-        prompt_version: Some(p.version),
-        extraction_id: Some(recorded.id),
+    let arts = Proposed {
+        proposed_schema_id: Some(v2.schema_id),
+        proposed_schema_version: Some(v2.version),
+        proposed_prompt_id: Some(p.prompt_id),
+        proposed_prompt_version: Some(p.version),
+        proposed_extraction_id: Some(recorded.id),
     };
     auto_create::set_proposed(&mut c, o.org, o.doc, run, &arts, now)
         .await

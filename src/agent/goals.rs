@@ -134,7 +134,7 @@ pub async fn state(
     let mut conn = pool.acquire().await?;
     let a = auto_create::artifacts(&mut *conn, spec.org_id, run_id, doc).await?;
     let mut g = GoalState::default();
-    if let (Some(id), Some(v)) = (a.schema_id, a.schema_version) {
+    if let Some((id, v)) = a.schema() {
         g.schema = Some(revid(id, v));
         if let Some(row) = schemas::get(&mut conn, spec.org_id, id, v).await? {
             g.schema_fields = row
@@ -147,12 +147,12 @@ pub async fn state(
     } else {
         g.missing.push(Part::Schema);
     }
-    if let (Some(id), Some(v)) = (a.prompt_id, a.prompt_version) {
+    if let Some((id, v)) = a.prompt() {
         g.prompt = Some(revid(id, v));
     } else {
         g.missing.push(Part::Prompt);
     }
-    g.extraction = a.extraction_id;
+    g.extraction = a.proposed_extraction_id;
     if g.extraction.is_none() {
         g.missing.push(Part::Extraction);
     }

@@ -135,9 +135,7 @@ impl JobHandler for AutoCreate {
             return Err(stale(&job));
         }
         let arts = store::artifacts(&mut *tx, p.org_id, outcome.run_id, p.document_id).await?;
-        let complete =
-            arts.schema_id.is_some() && arts.prompt_id.is_some() && arts.extraction_id.is_some();
-        if matches!(outcome.status, RunStatus::Succeeded | RunStatus::Capped) && complete {
+        if matches!(outcome.status, RunStatus::Succeeded | RunStatus::Capped) && arts.complete() {
             store::set_proposed(
                 &mut tx,
                 p.org_id,
@@ -153,9 +151,9 @@ impl JobHandler for AutoCreate {
         }
         drop(tx);
         let missing: Vec<&str> = [
-            ("schema", arts.schema_id.is_none()),
-            ("prompt", arts.prompt_id.is_none()),
-            ("extraction", arts.extraction_id.is_none()),
+            ("schema", arts.proposed_schema_id.is_none()),
+            ("prompt", arts.proposed_prompt_id.is_none()),
+            ("extraction", arts.proposed_extraction_id.is_none()),
         ]
         .into_iter()
         .filter_map(|(n, m)| m.then_some(n))

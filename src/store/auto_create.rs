@@ -6,9 +6,9 @@ use serde::Serialize;
 use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
-/// What a document's auto-create proposed (its `proposed_*` columns): a schema version, a
-/// prompt version and an extraction.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+/// What a document's auto-create proposed (its `proposed_*` columns), or what a run created for
+/// it ([`artifacts`]): a schema version, a prompt version and an extraction.
+#[derive(Debug, Clone, Default, Serialize, sqlx::FromRow)]
 pub struct Proposed {
     pub proposed_schema_id: Option<Uuid>,
     pub proposed_schema_version: Option<i32>,
@@ -25,6 +25,12 @@ impl Proposed {
     /// The proposed prompt version, `(prompt_id, version)`.
     pub fn prompt(&self) -> Option<(Uuid, i32)> {
         self.proposed_prompt_id.zip(self.proposed_prompt_version)
+    }
+    /// A schema, a prompt and an extraction: a whole proposal.
+    pub fn complete(&self) -> bool {
+        self.proposed_schema_id.is_some()
+            && self.proposed_prompt_id.is_some()
+            && self.proposed_extraction_id.is_some()
     }
 }
 
@@ -105,25 +111,15 @@ pub async fn set_status<'e, E: PgExecutor<'e>>(
     Ok(())
 }
 
-/// What a run proposed for a document: the latest schema, prompt and extraction it created.
-#[derive(Debug, Clone, Default, Serialize, sqlx::FromRow)]
-pub struct Artifacts {
-    pub schema_id: Option<Uuid>,
-    pub schema_version: Option<i32>,
-    pub prompt_id: Option<Uuid>,
-    pub prompt_version: Option<i32>,
-    pub extraction_id: Option<Uuid>,
-}
-
-/// The artifacts run `run_id` proposed in `org_id` for `document_id`. The prompt is the latest
-/// one; the schema is the prompt's (else the latest created); the extraction is the latest for
-/// this document.
+/// What run `run_id` created in `org_id` for `document_id`, as the proposal it would record. The
+/// prompt is the latest one; the schema is the prompt's (else the latest created); the extraction
+/// is the latest for this document.
 pub async fn artifacts<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Uuid,
     run_id: Uuid,
     document_id: Uuid,
-) -> Result<Artifacts, sqlx::Error> {
+) -> Result<Proposed, sqlx::Error> {
     sqlx::query_as(
         "WITH p AS (SELECT prompt_id, version, schema_id, schema_version FROM prompts
                      WHERE org_id = $1 AND run_id = $2 ORDER BY created_at DESC, version DESC LIMIT 1),
@@ -131,10 +127,12 @@ pub async fn artifacts<'e, E: PgExecutor<'e>>(
                      ORDER BY created_at DESC, version DESC LIMIT 1),
               e AS (SELECT id FROM extractions WHERE org_id = $1 AND run_id = $2 AND document_id = $3
                      ORDER BY created_at DESC LIMIT 1)
-         SELECT COALESCE((SELECT schema_id FROM p), (SELECT schema_id FROM s)) AS schema_id,
-                COALESCE((SELECT schema_version FROM p), (SELECT version FROM s)) AS schema_version,
-                (SELECT prompt_id FROM p) AS prompt_id, (SELECT version FROM p) AS prompt_version,
-                (SELECT id FROM e) AS extraction_id",
+         SELECT COALESCE((SELECT schema_id FROM p), (SELECT schema_id FROM s)) AS proposed_schema_id,
+                COALESCE((SELECT schema_version FROM p), (SELECT version FROM s))
+                  AS proposed_schema_version,
+                (SELECT prompt_id FROM p) AS proposed_prompt_id,
+                (SELECT version FROM p) AS proposed_prompt_version,
+                (SELECT id FROM e) AS proposed_extraction_id",
     )
     .bind(org_id)
     .bind(run_id)
@@ -149,7 +147,7 @@ pub async fn set_proposed(
     org_id: Uuid,
     document_id: Uuid,
     run_id: Uuid,
-    a: &Artifacts,
+    a: &Proposed,
     now: DateTime<Utc>,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
@@ -162,11 +160,11 @@ pub async fn set_proposed(
     .bind(org_id)
     .bind(document_id)
     .bind(run_id)
-    .bind(a.schema_id)
-    .bind(a.schema_version)
-    .bind(a.prompt_id)
-    .bind(a.prompt_version)
-    .bind(a.extraction_id)
+    .bind(a.proposed_schema_id)
+    .bind(a.proposed_schema_version)
+    .bind(a.proposed_prompt_id)
+    .bind(a.proposed_prompt_version)
+    .bind(a.proposed_extraction_id)
     .bind(now)
     .execute(conn)
     .await?;

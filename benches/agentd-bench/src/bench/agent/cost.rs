@@ -131,7 +131,7 @@ async fn one(
     }
     let out = engine.run(&rs, &CancellationToken::new()).await?;
     let a = auto_create::artifacts(&app.pool, org, out.run_id, doc).await?;
-    let proposed = a.schema_id.is_some() && a.prompt_id.is_some() && a.extraction_id.is_some();
+    let proposed = a.complete();
     let calls = metered.calls.lock().expect("calls").clone();
     Ok((
         proposed,
