@@ -141,11 +141,11 @@ impl Sweeper {
         Ok(report)
     }
 
-    /// One pass, from its first `batch`, over the approvals past their TTL (`expired_only`) or live: one task
-    /// reads the batches' ids in order (`store::approvals_sweep::pending_ids`, ids only, nothing
-    /// locked; live approvals whose document is still at their snapshot's version are counted
-    /// unchanged there) and hands each batch to the first free of `workers` tasks, each on its own
-    /// connection, which judges and ends it in one statement (`sweep_batch`), re-checks the rest
+    /// One pass, from its first `batch`, over the approvals past their TTL (`expired_only`) or
+    /// live: one task reads the batches' ids in order (`store::approvals_sweep::pending_ids`, ids
+    /// only, nothing locked; live approvals whose document is still at their snapshot's version
+    /// are counted unchanged there) and hands each batch to the first free of `workers` tasks,
+    /// each on its own connection, which judges and ends it in one statement (`sweep_batch`), re-checks the rest
     /// here and commits. Batches are disjoint, so the workers never wait for each other's rows;
     /// the statement is the work (one core of the database each), so on a database with cores to
     /// spare more workers sweep faster (`sweep.workers`).
