@@ -157,6 +157,51 @@ async fn stale_attempt_ack_changes_nothing() {
     assert_eq!(state_of(&db, id).await.0, "succeeded");
 }
 
+/// A batch whose jobs are on different attempts (a retry acked with first attempts) takes the
+/// per-job attempt form: each row is fenced by its own attempt, and a stale one is left out.
+#[tokio::test]
+async fn mixed_attempt_batches_fence_each_job_by_its_own_attempt() {
+    let db = TestDb::new().await;
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        let id = enqueue(&db.pool, &NewJob::new("t", json!({})))
+            .await
+            .unwrap()
+            .unwrap();
+        ids.push(id);
+    }
+    let (a, b, c, d) = (ids[0], ids[1], ids[2], ids[3]);
+    let t0 = Utc::now();
+    store::claim(&db.pool, &kinds("t"), 4, "w", t0, lease())
+        .await
+        .unwrap();
+    // a and c fail once and run again: attempt 2; b and d stay on attempt 1.
+    for id in [a, c] {
+        let out = store::fail(&db.pool, id, 1, "boom", false, t0, t0)
+            .await
+            .unwrap();
+        assert_eq!(out, FailOutcome::Retry);
+    }
+    let again = store::claim(&db.pool, &kinds("t"), 4, "w", t0, lease())
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 2);
+    assert!(again.iter().all(|j| j.attempt == 2));
+    // c's ack names its stale first attempt: only a (2) and b (1) count.
+    let mut acked = store::complete_many(&db.pool, &[(a, 2), (b, 1), (c, 1)], t0)
+        .await
+        .unwrap();
+    acked.sort();
+    assert_eq!(acked, vec![a, b]);
+    assert_eq!(state_of(&db, c).await.0, "running");
+    // Deleting takes the same fence: d's attempt 2 is stale, c's 2 is current.
+    let gone = store::delete_succeeded(&db.pool, &[(c, 2), (d, 2)])
+        .await
+        .unwrap();
+    assert_eq!(gone, vec![c]);
+    assert_eq!(state_of(&db, d).await.0, "running");
+}
+
 #[tokio::test]
 async fn heartbeat_extends_lease_and_reports_lost_ones() {
     let db = TestDb::new().await;

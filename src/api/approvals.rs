@@ -92,7 +92,15 @@ pub async fn approve(
     headers: HeaderMap,
     OptionalJsonBody(body): OptionalJsonBody<DecisionBody>,
 ) -> ApiResult {
-    decide(s, caller, id, headers, body, true).await
+    if let Some(a) = &body.arguments
+        && !a.is_object()
+    {
+        return Err(Problem::invalid(
+            "arguments",
+            "arguments must be a JSON object",
+        ));
+    }
+    decide_with(s, caller, id, headers, body, None).await
 }
 
 /// Reject with a reason: nothing is executed.
@@ -144,25 +152,6 @@ fn if_match_ok(headers: &HeaderMap, hash: &str) -> Result<bool, Problem> {
         let tag = tag.strip_prefix("W/").unwrap_or(tag);
         tag == "*" || tag.trim_matches('"') == hash
     }))
-}
-
-async fn decide(
-    s: ApiState,
-    caller: Caller,
-    id: String,
-    headers: HeaderMap,
-    body: DecisionBody,
-    _approve: bool,
-) -> ApiResult {
-    if let Some(a) = &body.arguments
-        && !a.is_object()
-    {
-        return Err(Problem::invalid(
-            "arguments",
-            "arguments must be a JSON object",
-        ));
-    }
-    decide_with(s, caller, id, headers, body, None).await
 }
 
 /// Approve (`reject` None) or reject with the reason given (checked once the approval is

@@ -65,19 +65,53 @@ pub async fn claim(
     Ok(q.fetch_all(pool).await?)
 }
 
-/// `$head` on the jobs `j` whose attempt in `done` still runs them (ids `$1`, attempts `$2`),
-/// returning the ids it touched. Primary-key lookups with the attempt picked from the parallel
-/// array: the join form (`FROM unnest(...)`) got a nested loop over every running row when
-/// statistics said "one running row" (0.4–1.2 s per ack under load, measured by `agentd bench`).
+/// `$head` on the jobs `j` whose attempt in `done` still runs them (ids `$1`), returning the ids
+/// it touched: `[one attempt for all ($2 a number), an attempt per job ($2 a parallel array)]`.
+/// Primary-key lookups either way: the join form (`FROM unnest(...)`) got a nested loop over
+/// every running row when statistics said "one running row" (0.4–1.2 s per ack under load,
+/// measured by `agentd bench`). A batch's jobs are nearly always on the same attempt (the
+/// first); the parallel array's `array_position` walks the ids for every row (O(batch²) per
+/// statement, ~4 % of the server's CPU in a 200k drain), so it is kept for mixed batches.
 macro_rules! on_held_attempts {
     ($head:literal) => {
-        concat!(
-            $head,
-            " WHERE j.id = ANY($1::int8[]) AND j.state = 'running'
+        [
+            concat!(
+                $head,
+                " WHERE j.id = ANY($1::int8[]) AND j.state = 'running' AND j.attempt = $2::int4
+              RETURNING j.id"
+            ),
+            concat!(
+                $head,
+                " WHERE j.id = ANY($1::int8[]) AND j.state = 'running'
                 AND j.attempt = ($2::int4[])[array_position($1::int8[], j.id)]
-          RETURNING j.id"
-        )
+              RETURNING j.id"
+            ),
+        ]
     };
+}
+
+/// Runs one of `sql` (see [`on_held_attempts`]) on the attempts in `done`, with `now` as `$3`
+/// when given; returns the ids whose attempt still held.
+async fn on_held(
+    pool: &PgPool,
+    [uniform, mixed]: [&'static str; 2],
+    done: &[(i64, i32)],
+    now: Option<DateTime<Utc>>,
+) -> Result<Vec<i64>, QueueError> {
+    let Some(&(_, first)) = done.first() else {
+        return Ok(Vec::new());
+    };
+    let (ids, attempts): (Vec<i64>, Vec<i32>) = done.iter().copied().unzip();
+    let q = if attempts.iter().all(|&a| a == first) {
+        sqlx::query_scalar(uniform).bind(ids).bind(first)
+    } else {
+        sqlx::query_scalar(mixed).bind(ids).bind(attempts)
+    };
+    let q = match now {
+        Some(now) => q.bind(now),
+        None => q,
+    };
+    Ok(q.fetch_all(pool).await?)
 }
 
 /// Marks attempts succeeded in one statement; returns the ids whose ack counted (stale
@@ -92,29 +126,14 @@ pub async fn complete_many(
             SET state = 'succeeded', finished_at = $3, lease_expires_at = NULL, locked_by = NULL,
                 last_error = NULL"
     );
-    let (ids, attempts): (Vec<i64>, Vec<i32>) = done.iter().copied().unzip();
-    let q = sqlx::query_scalar(complete)
-        .bind(ids)
-        .bind(attempts)
-        .bind(now);
-    Ok(if done.is_empty() {
-        Vec::new()
-    } else {
-        q.fetch_all(pool).await?
-    })
+    on_held(pool, complete, done, Some(now)).await
 }
 
 /// Deletes succeeded attempts in one statement (kinds with `delete_on_success`); returns the
 /// ids whose ack counted (stale attempts are left out and keep their row).
 pub async fn delete_succeeded(pool: &PgPool, done: &[(i64, i32)]) -> Result<Vec<i64>, QueueError> {
     let delete = on_held_attempts!("DELETE FROM agentd_jobs j");
-    let (ids, attempts): (Vec<i64>, Vec<i32>) = done.iter().copied().unzip();
-    let q = sqlx::query_scalar(delete).bind(ids).bind(attempts);
-    Ok(if done.is_empty() {
-        Vec::new()
-    } else {
-        q.fetch_all(pool).await?
-    })
+    on_held(pool, delete, done, None).await
 }
 
 /// What happened to a failed attempt.
