@@ -130,9 +130,12 @@ pub async fn run(
         if opts.prefetch > 0 {
             systems.push(System::Agentd(Some(opts.prefetch), false));
         }
+        // graphile-worker runs one repetition after each of agentd's as configured (below), so
+        // whatever drifts during the run (checkpoints, the WAL, the page cache) weighs on both.
+        let mut peer = false;
         if !opts.no_peers {
             match super::peer::locate() {
-                Ok(_) => systems.push(System::Graphile),
+                Ok(_) => peer = true,
                 Err(e) => {
                     eprintln!("bench: graphile-worker skipped: {e}");
                     report.push(Row::text(
@@ -152,9 +155,31 @@ pub async fn run(
         let mut figures: Vec<(System, Vec<Option<Figure>>)> = Vec::new();
         let mut apalis_error = None;
         for sys in systems {
-            let res = drain_system(server, app, opts, sys, backlog, cap, ctx, bi == 0).await;
+            let with_peer = peer && sys == System::Agentd(None, false);
+            let res = drain_system(
+                server,
+                app,
+                opts,
+                sys,
+                backlog,
+                cap,
+                ctx,
+                bi == 0,
+                with_peer,
+            )
+            .await;
             match res {
-                Ok(f) => figures.push((sys, f)),
+                Ok((f, peer_figures)) => {
+                    figures.push((sys, f));
+                    match peer_figures {
+                        Some(Ok(g)) => figures.push((System::Graphile, g)),
+                        Some(Err(msg)) => {
+                            eprintln!("bench: {msg}");
+                            report.push(Row::text("drain", "graphile-worker baseline", msg));
+                        }
+                        None => {}
+                    }
+                }
                 Err(e) if !matches!(sys, System::Agentd(..)) => {
                     let msg = format!("{} failed: {e:#}", sys.label());
                     eprintln!("bench: {msg}");
@@ -173,8 +198,18 @@ pub async fn run(
         }
         // apalis could not be measured: fall back to the plain loop, labelled as such.
         if apalis_error.is_some() && !opts.plain {
-            let f =
-                drain_system(server, app, opts, System::Plain, backlog, cap, ctx, false).await?;
+            let (f, _) = drain_system(
+                server,
+                app,
+                opts,
+                System::Plain,
+                backlog,
+                cap,
+                ctx,
+                false,
+                false,
+            )
+            .await?;
             figures.push((System::Plain, f));
         }
         let baselines: Vec<_> = figures
@@ -258,11 +293,12 @@ async fn drain_system(
     cap: f64,
     ctx: &mut Context,
     first_backlog: bool,
-) -> anyhow::Result<Vec<Option<Figure>>> {
+    with_peer: bool,
+) -> anyhow::Result<(Vec<Option<Figure>>, Option<PeerFigures>)> {
     let db = sys.db();
     let pool = match sys {
         System::Agentd(..) => server.agentd_db(db, 4).await?,
-        System::Graphile => return graphile(opts, backlog, cap).await,
+        System::Graphile => unreachable!("graphile-worker runs beside agentd's repetitions"),
         System::ApalisDefault | System::ApalisTuned => {
             server.recreate(db).await?;
             let pool = server.pool(db, 4).await?;
@@ -282,9 +318,12 @@ async fn drain_system(
         }
     };
     let mut out = Vec::new();
+    let mut peer_out = Vec::new();
+    let mut peer_error = None;
     let mut fresh = true;
     for &c in &opts.concurrency {
         let mut reps = Vec::new();
+        let mut peer_reps = Vec::new();
         for _ in 0..opts.reps {
             prepare(&pool, sys, backlog, fresh || backlog <= 100_000).await?;
             fresh = false;
@@ -308,6 +347,19 @@ async fn drain_system(
                 rep.batches
             );
             reps.push(rep);
+            if with_peer && peer_error.is_none() {
+                match super::peer::graphile(&super::peer::server_of(opts), backlog, c, 1, cap).await
+                {
+                    Ok((rate, secs)) => {
+                        eprintln!(
+                            "bench:   graphile-worker {} c={c}: {rate:.0} jobs/s ({secs:.2}s)",
+                            human(backlog)
+                        );
+                        peer_reps.push((rate, secs));
+                    }
+                    Err(e) => peer_error = Some(format!("graphile-worker failed: {e:#}")),
+                }
+            }
         }
         let rates: Vec<f64> = reps.iter().map(|r| r.processed as f64 / r.secs).collect();
         let commits: Vec<f64> = reps.iter().map(|r| r.commits_per_job).collect();
@@ -329,9 +381,31 @@ async fn drain_system(
             }
         }
         out.push(Some(f));
+        peer_out.push((!peer_reps.is_empty()).then(|| peer_figure(&peer_reps, backlog)));
     }
     pool.close().await;
-    Ok(out)
+    let peer = with_peer.then(|| match peer_error {
+        Some(msg) => Err(msg),
+        None => Ok(peer_out),
+    });
+    Ok((out, peer))
+}
+
+/// graphile-worker's figures per concurrency, or why it could not run.
+type PeerFigures = Result<Vec<Option<Figure>>, String>;
+
+/// The median of graphile-worker's repetitions (jobs/s, seconds).
+fn peer_figure(reps: &[(f64, f64)], backlog: u64) -> Figure {
+    let rates: Vec<f64> = reps.iter().map(|r| r.0).collect();
+    Figure {
+        rate: median(&rates),
+        commits: f64::NAN,
+        drained_all: reps
+            .iter()
+            .all(|(rate, secs)| rate * secs + 0.5 >= backlog as f64),
+        batches: None,
+        cost: None,
+    }
 }
 
 /// Leaves exactly `backlog` ready jobs (re-inserted when `fresh`, else topped up), vacuumed.
@@ -472,23 +546,6 @@ async fn agentd_rep(
         batches: (!delete).then(|| (per(claims), per(acks))),
         cost: Some(cost),
     })
-}
-
-/// graphile-worker through its harness, one figure per concurrency (median of `opts.reps`).
-async fn graphile(opts: &Opts, backlog: u64, cap: f64) -> anyhow::Result<Vec<Option<Figure>>> {
-    let figures = super::peer::drain(opts, backlog, cap).await?;
-    Ok(figures
-        .into_iter()
-        .map(|(rate, secs)| {
-            Some(Figure {
-                rate,
-                commits: f64::NAN,
-                drained_all: rate * secs + 0.5 >= backlog as f64,
-                batches: None,
-                cost: None,
-            })
-        })
-        .collect())
 }
 
 /// One agentd drain of a fresh `backlog` at concurrency `c`: (jobs, seconds, commits per job).

@@ -95,29 +95,13 @@ pub async fn graphile(
     Ok((field("jobs_per_s=")?, field("secs=")?))
 }
 
-/// graphile-worker at each of `opts.concurrency` on a `backlog`: (jobs/s, seconds) per
-/// concurrency, each the median of `opts.reps`.
-pub(super) async fn drain(
-    opts: &super::Opts,
-    backlog: u64,
-    cap: f64,
-) -> anyhow::Result<Vec<(f64, f64)>> {
-    // The harness appends its own database to the server's URL.
-    let url = match opts.server_url.split_once("://") {
+/// The server of `opts.server_url` without its database (the harness appends its own).
+pub(super) fn server_of(opts: &super::Opts) -> String {
+    match opts.server_url.split_once("://") {
         Some((scheme, rest)) => match rest.split_once('/') {
             Some((host, _db)) => format!("{scheme}://{host}"),
             None => opts.server_url.clone(),
         },
         None => opts.server_url.clone(),
-    };
-    let mut out = Vec::new();
-    for &c in &opts.concurrency {
-        let (rate, secs) = graphile(&url, backlog, c, opts.reps, cap).await?;
-        eprintln!(
-            "bench:   graphile-worker {backlog} c={c}: {rate:.0} jobs/s ({secs:.2}s, median of {})",
-            opts.reps
-        );
-        out.push((rate, secs));
     }
-    Ok(out)
 }
