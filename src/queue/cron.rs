@@ -116,7 +116,7 @@ pub async fn enqueue_tick(
             "INSERT INTO agentd_jobs (kind, payload, priority, max_attempts, unique_key, run_at)
              SELECT $1, jsonb_build_object('tick', $2::timestamptz), $3, $4, 'cron:' || $1 || ':' || $5, $2
               WHERE NOT EXISTS (SELECT 1 FROM agentd_jobs WHERE unique_key = 'cron:' || $1 || ':' || $5)
-             ON CONFLICT (unique_key) WHERE state IN ('available', 'running') DO NOTHING",
+             ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'running') DO NOTHING",
         )
         .bind(&e.kind)
         .bind(tick)
@@ -139,7 +139,7 @@ pub async fn enqueue_tick(
               WHERE o.active AND extract(hour FROM lt.t) >= o.nightly_hour
                 AND NOT EXISTS (SELECT 1 FROM agentd_jobs j
                                  WHERE j.unique_key = $1 || ':' || o.id || ':' || l.night)
-             ON CONFLICT (unique_key) WHERE state IN ('available', 'running') DO NOTHING",
+             ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'running') DO NOTHING",
         )
         .bind(&e.kind)
         .bind(tick)

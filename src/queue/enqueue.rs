@@ -23,7 +23,7 @@ macro_rules! insert_one {
              SELECT $1, $2, $3, COALESCE($4, now()), $5, $6",
             $from,
             " WHERE NOT ($7 AND EXISTS (SELECT 1 FROM agentd_jobs WHERE unique_key = $6))
-             ON CONFLICT (unique_key) WHERE state IN ('available', 'running') DO NOTHING
+             ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'running') DO NOTHING
              RETURNING id"
         )
     };
@@ -122,7 +122,7 @@ pub async fn enqueue_many<'e, E: PgExecutor<'e>>(
                      $7::bool[])
               AS t(k, p, pr, r, m, u, o)
          WHERE NOT (o AND EXISTS (SELECT 1 FROM agentd_jobs j WHERE j.unique_key = t.u))
-         ON CONFLICT (unique_key) WHERE state IN ('available', 'running') DO NOTHING",
+         ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'running') DO NOTHING",
     )
     .bind(&kinds)
     .bind(&payloads)

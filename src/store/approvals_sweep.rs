@@ -419,7 +419,7 @@ pub async fn enqueue_stale_reproposals<'e, E: PgExecutor<'e>>(
             AND ($2::uuid[] IS NULL OR p.id = ANY($2))
             AND NOT EXISTS (SELECT 1 FROM agentd_jobs j WHERE j.unique_key = 'repropose:' || p.id)
           ORDER BY p.id
-         ON CONFLICT (unique_key) WHERE state IN ('available', 'running') DO NOTHING",
+         ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'running') DO NOTHING",
     )
     .bind(since)
     .bind(ids)

@@ -279,7 +279,70 @@ pub async fn run(
                 }
             }
         }
+        if bi + 1 == opts.backlogs.len() {
+            let fresh = figures
+                .iter()
+                .find(|(s, _)| *s == System::Agentd(None, false))
+                .and_then(|(_, fs)| fs.last().copied().flatten());
+            if let Some(fresh) = fresh {
+                with_history(server, app, opts, backlog, cap, fresh.rate, report).await?;
+            }
+        }
     }
+    Ok(())
+}
+
+/// What keeping finished rows costs: agentd as configured at the last concurrency, its
+/// repetitions on one table that keeps every finished job, so the k-th drains its backlog beside
+/// (k-1) × backlog finished rows. The figures above start every repetition on a table holding
+/// just the backlog, as graphile-worker's do (it deletes finished jobs, and its harness
+/// recreates its database).
+async fn with_history(
+    server: &Server,
+    app: &App,
+    opts: &Opts,
+    backlog: u64,
+    cap: f64,
+    fresh_rate: f64,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let Some(&c) = opts.concurrency.last() else {
+        return Ok(());
+    };
+    let pool = server.agentd_db(DB, 4).await?;
+    let mut rates = Vec::new();
+    for k in 0..opts.reps {
+        prepare(&pool, System::Agentd(None, false), backlog, k == 0).await?;
+        let rep = agentd_rep(server, app, None, false, c, backlog, cap).await?;
+        let rate = rep.processed as f64 / rep.secs;
+        eprintln!(
+            "bench:   agentd {} c={c} beside {} finished rows: {rate:.0} jobs/s",
+            human(backlog),
+            human(k as u64 * backlog)
+        );
+        rates.push(rate);
+    }
+    pool.close().await;
+    let kept = (opts.reps as u64 - 1) * backlog;
+    let each: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
+    report.push(
+        Row::new(
+            "drain",
+            format!(
+                "{} backlog, c={c}, as configured, beside {} finished rows kept",
+                human(backlog),
+                human(kept)
+            ),
+            rates.last().copied().unwrap_or(f64::NAN),
+            "jobs/s",
+        )
+        .baseline("on a fresh table", fresh_rate)
+        .note(format!(
+            "one table for {} repetitions, finished rows kept: {} jobs/s",
+            opts.reps,
+            each.join(", ")
+        )),
+    );
     Ok(())
 }
 
@@ -320,13 +383,12 @@ async fn drain_system(
     let mut out = Vec::new();
     let mut peer_out = Vec::new();
     let mut peer_error = None;
-    let mut fresh = true;
     for &c in &opts.concurrency {
         let mut reps = Vec::new();
         let mut peer_reps = Vec::new();
         for _ in 0..opts.reps {
-            prepare(&pool, sys, backlog, fresh || backlog <= 100_000).await?;
-            fresh = false;
+            // Every repetition starts on a table holding just the backlog (see `with_history`).
+            prepare(&pool, sys, backlog, true).await?;
             let rep = match sys {
                 System::Agentd(p, d) => agentd_rep(server, app, p, d, c, backlog, cap).await?,
                 System::Graphile => unreachable!("graphile-worker runs in its own harness"),
@@ -436,9 +498,12 @@ async fn prepare(pool: &PgPool, sys: System, backlog: u64, fresh: bool) -> anyho
             t0.elapsed().as_secs_f64()
         );
     }
+    // Then a CHECKPOINT (as graphile-worker's harness does): the dirty pages of the fill and of
+    // the repetition before are written before the clock starts, not during the drain.
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!("VACUUM ANALYZE {table}")))
         .execute(pool)
         .await?;
+    sqlx::raw_sql("CHECKPOINT").execute(pool).await?;
     if matches!(sys, System::ApalisDefault | System::ApalisTuned) {
         // apalis stores run_at in whole seconds and fetches `run_at < now()`.
         tokio::time::sleep(Duration::from_millis(1100)).await;
