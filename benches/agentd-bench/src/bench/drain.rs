@@ -446,7 +446,7 @@ async fn drain_system(
         peer_out.push((!peer_reps.is_empty()).then(|| peer_figure(&peer_reps, backlog)));
     }
     pool.close().await;
-    let peer = with_peer.then(|| match peer_error {
+    let peer = with_peer.then_some(match peer_error {
         Some(msg) => Err(msg),
         None => Ok(peer_out),
     });
