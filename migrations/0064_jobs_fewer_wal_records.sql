@@ -3,7 +3,9 @@
 -- 1. Only jobs with a unique key have an entry in the active-key index. A unique index holds
 --    NULL keys too (they never conflict), so every job without a key wrote an entry at enqueue
 --    and another at its claim, for nothing. Each `ON CONFLICT` names the same predicate
---    (src/queue/enqueue.rs, src/queue/cron.rs); a lookup by key (`unique_key = …`) implies it.
+--    (src/queue/enqueue.rs, src/queue/cron.rs, src/store/approvals_sweep.rs); a lookup by key
+--    (`unique_key = …`) implies it. A producer's `ON CONFLICT (unique_key) WHERE state IN (…)`
+--    written for the index before no longer matches it (README: plain `ON CONFLICT DO NOTHING`).
 -- 2. fillfactor 50 (was 80). A claim and then an ack each write a new version of the job's row.
 --    With room on the row's page (pruned of the versions before), the new version stays there:
 --    its WAL record logs only the bytes that changed, and no lock record precedes it (an update
