@@ -966,6 +966,37 @@ async fn parallel_workers_end_every_approval_exactly_once() {
     assert_eq!((events, all_events), (40, 40));
 }
 
+/// Progress is reported after every batch, also after one whose approvals are all live on
+/// documents still at their snapshot's version (counted as checked by the id scan, no statement).
+#[tokio::test]
+async fn progress_reports_batches_of_unchanged_live_approvals() {
+    let f = fixture().await;
+    for i in 0..6 {
+        let d = f.doc(&format!("doc{i}")).await;
+        f.propose(
+            "delete_document",
+            json!({"document_id": d}),
+            Duration::hours(10),
+            false,
+        )
+        .await;
+    }
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut sweeper = f.sweeper(2);
+    let into = seen.clone();
+    sweeper.progress = Some(Arc::new(move |r: &SweepReport| {
+        into.lock().unwrap().push(r.checked)
+    }));
+    let r = sweeper.run_once(None).await.unwrap();
+    assert_eq!((r.checked, r.expired, r.stale), (6, 0, 0));
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        vec![2, 4, 6],
+        "one report a batch, with the totals so far"
+    );
+}
+
 /// The sweep reads live approvals without locking them: one decided between that read and the
 /// sweep's update keeps its decision, and gets no second audit row.
 #[tokio::test]

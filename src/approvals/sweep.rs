@@ -174,7 +174,15 @@ impl Sweeper {
                 let ids: Vec<Uuid> = read.iter().filter(|r| r.1).map(|r| r.0).collect();
                 let unchanged = (read.len() - ids.len()) as u64;
                 if unchanged > 0 {
-                    report.lock().unwrap_or_else(|e| e.into_inner()).checked += unchanged;
+                    let total = {
+                        let mut r = report.lock().unwrap_or_else(|e| e.into_inner());
+                        r.checked += unchanged;
+                        *r
+                    };
+                    // A batch with nothing to send ends here: its progress too.
+                    if let (true, Some(p)) = (ids.is_empty(), &self.progress) {
+                        p(&total);
+                    }
                 }
                 if !ids.is_empty() && send.send(ids).await.is_err() {
                     break;
