@@ -8,6 +8,48 @@ use agentd::api::Role;
 use api_support::Api;
 use chrono::Duration;
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
+
+/// The properties the OpenAPI document gives the 200 answer of `GET path` (following `$ref` and
+/// `allOf`, which `#[serde(flatten)]` becomes), and the schema's name.
+async fn documented(api: &Api, path: &str) -> (String, BTreeSet<String>) {
+    fn props(doc: &Value, schema: &Value, out: &mut BTreeSet<String>) {
+        if let Some(r) = schema["$ref"].as_str() {
+            let name = r.rsplit('/').next().unwrap();
+            return props(doc, &doc["components"]["schemas"][name], out);
+        }
+        for part in schema["allOf"].as_array().into_iter().flatten() {
+            props(doc, part, out);
+        }
+        if let Some(p) = schema["properties"].as_object() {
+            out.extend(p.keys().cloned());
+        }
+    }
+    let doc = api.call("GET", "/v1/openapi.json", None, None).await.body;
+    let schema =
+        &doc["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"];
+    let name = schema["$ref"]
+        .as_str()
+        .unwrap_or("(inline)")
+        .rsplit('/')
+        .next();
+    let mut out = BTreeSet::new();
+    props(&doc, schema, &mut out);
+    (name.unwrap().to_string(), out)
+}
+
+/// The properties of a component of the OpenAPI document.
+async fn component(api: &Api, name: &str) -> BTreeSet<String> {
+    let doc = api.call("GET", "/v1/openapi.json", None, None).await.body;
+    let props = doc["components"]["schemas"][name]["properties"].as_object();
+    props
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+fn keys(v: &Value) -> BTreeSet<String> {
+    v.as_object().expect("an object").keys().cloned().collect()
+}
 
 #[tokio::test]
 async fn upload_with_auto_create_poll_until_proposed_then_accept_and_reject() {
@@ -66,6 +108,15 @@ async fn upload_with_auto_create_poll_until_proposed_then_accept_and_reject() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(!r.body["steps"].as_array().unwrap().is_empty());
     assert!(!r.body["audit"].as_array().unwrap().is_empty());
+    // The OpenAPI document describes what is served, key for key.
+    let (name, props) = documented(&api, "/v1/runs/{id}").await;
+    assert_eq!((name.as_str(), props), ("RunDetail", keys(&r.body)));
+    assert_eq!(component(&api, "Run").await, keys(&r.body["run"]));
+    assert_eq!(component(&api, "RunStep").await, keys(&r.body["steps"][0]));
+    assert_eq!(
+        component(&api, "AuditEvent").await,
+        keys(&r.body["audit"][0])
+    );
 
     let r = api
         .call("POST", &format!("/v1/documents/{}/accept", ids[0]), k, None)
@@ -218,6 +269,17 @@ async fn approvals_etag_if_match_expired_stale_and_decided_once() {
     let hash = got.body["snapshot_hash"].as_str().unwrap().to_string();
     assert_eq!(got.headers["etag"].to_str().unwrap(), format!("\"{hash}\""));
     assert!(got.body["expires_at"].is_string());
+    // The OpenAPI document describes what is served, key for key.
+    let (name, props) = documented(&api, "/v1/approvals/{id}").await;
+    assert_eq!((name.as_str(), props), ("ApprovalDetail", keys(&got.body)));
+    assert_eq!(
+        component(&api, "Approval").await,
+        keys(&list.body["items"][0])
+    );
+    assert_eq!(
+        component(&api, "ApprovalAction").await,
+        keys(&got.body["action"])
+    );
 
     let approve = |id: uuid::Uuid, if_match: &str| {
         let mut h = vec![];

@@ -12,7 +12,7 @@ use crate::store::runs;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::IntoResponse;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
@@ -38,7 +38,8 @@ pub struct RejectBody {
     pub reason: Option<String>,
 }
 
-use crate::approvals::view;
+use crate::approvals::{ApprovalView, view};
+use crate::store::runs::AuditRow;
 
 fn etag(hash: &str) -> HeaderValue {
     HeaderValue::from_str(&format!("\"{hash}\"")).unwrap_or(HeaderValue::from_static("\"\""))
@@ -47,7 +48,7 @@ fn etag(hash: &str) -> HeaderValue {
 /// The org's approvals, newest first (`status`: pending, executed, rejected, expired, stale or
 /// failed).
 #[utoipa::path(get, path = "/v1/approvals", tag = "approvals", params(ListQuery),
-    responses((status = 200, body = Object)), security(("bearer" = [])))]
+    responses((status = 200, body = Paged<ApprovalView>)), security(("bearer" = [])))]
 pub async fn list(State(s): State<ApiState>, caller: Caller, RawQuery(q): RawQuery) -> ApiResult {
     let q: ListQuery = parse_query(q.as_deref())?;
     let (page, status) = q.checked()?;
@@ -63,15 +64,24 @@ async fn find(s: &ApiState, caller: &Caller, id: &str) -> Result<ApprovalRow, Pr
         .ok_or_else(|| Problem::not_found("approval", id))
 }
 
+/// An approval with its history: the audit rows of its proposal and decisions.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApprovalDetail {
+    #[serde(flatten)]
+    pub approval: ApprovalView,
+    pub history: Vec<AuditRow>,
+}
+
 /// One approval: action, snapshot, `expires_at`; `ETag` is the snapshot hash.
 #[utoipa::path(get, path = "/v1/approvals/{id}", tag = "approvals", params(("id" = Uuid, Path)),
-    responses((status = 200, body = Object, headers(("ETag" = String))), (status = 404)),
+    responses((status = 200, body = ApprovalDetail, headers(("ETag" = String))), (status = 404)),
     security(("bearer" = [])))]
 pub async fn get(State(s): State<ApiState>, caller: Caller, Path(id): Path<String>) -> ApiResult {
     let row = find(&s, &caller, &id).await?;
-    let mut v = view(&row);
-    v["history"] = serde_json::to_value(store::history(&s.app.pool, &row).await?)
-        .map_err(Problem::internal)?;
+    let v = ApprovalDetail {
+        approval: view(&row),
+        history: store::history(&s.app.pool, &row).await?,
+    };
     let mut res = ok(&v)?;
     res.headers_mut()
         .insert(header::ETAG, etag(&row.snapshot_hash));

@@ -62,6 +62,9 @@ pub const MAX_BODY: usize = 64 * 1024;
         approvals::DecisionBody, approvals::RejectBody, suggestions::DismissBody, jobs::NewJobRequest, jobs::EnqueuedJob,
         settings::Settings, crate::org_settings::Patch,
         webhooks::NewWebhookRequest, crate::store::webhooks::WebhookRow,
+        approvals::ApprovalDetail, crate::approvals::ApprovalView, crate::approvals::ApprovalAction,
+        crate::approvals::ApprovalDecision, crate::store::runs::AuditRow,
+        reads::RunDetail, crate::store::runs::RunRow, crate::store::runs::StepRow,
     )),
     modifiers(&BearerAuth),
 )]

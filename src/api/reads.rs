@@ -8,6 +8,7 @@ use super::extract::{ListQuery, Paged, parse_query, uuid_id};
 use crate::store::api_reads::SuggestionItem;
 use crate::store::{runs, status};
 use axum::extract::{Path, RawQuery, State};
+use serde::Serialize;
 use serde_json::json;
 
 /// The org's suggestions, newest first (`status`: pending, shown, acted, dismissed or expired).
@@ -24,9 +25,17 @@ pub async fn suggestions(
     ok(&paged.await?)
 }
 
+/// A run with its transcript (checkpoints, in order) and audit trail.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RunDetail {
+    pub run: runs::RunRow,
+    pub steps: Vec<runs::StepRow>,
+    pub audit: Vec<runs::AuditRow>,
+}
+
 /// A run: its row, transcript (checkpoints) and audit trail.
 #[utoipa::path(get, path = "/v1/runs/{id}", tag = "runs", params(("id" = uuid::Uuid, Path)),
-    responses((status = 200, body = Object), (status = 404)), security(("bearer" = [])))]
+    responses((status = 200, body = RunDetail), (status = 404)), security(("bearer" = [])))]
 pub async fn run(State(s): State<ApiState>, caller: Caller, Path(id): Path<String>) -> ApiResult {
     let id = uuid_id(&id)?;
     let run = runs::get_run(&s.app.pool, id)
@@ -35,7 +44,7 @@ pub async fn run(State(s): State<ApiState>, caller: Caller, Path(id): Path<Strin
         .ok_or_else(|| Problem::not_found("run", id))?;
     let steps = runs::steps(&s.app.pool, id).await?;
     let audit = runs::audit_for_run(&s.app.pool, id).await?;
-    ok(&json!({"run": run, "steps": steps, "audit": audit}))
+    ok(&RunDetail { run, steps, audit })
 }
 
 /// The org's queue, runs, approvals and budget at a glance.

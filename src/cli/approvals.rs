@@ -249,7 +249,7 @@ async fn show(app: &App, id: Uuid, as_json: bool) -> anyhow::Result<()> {
 
 /// The approval as data (what `show --json` prints, before the history).
 fn report(r: &ApprovalRow) -> Value {
-    let mut v = approvals::view(r);
+    let mut v = serde_json::to_value(approvals::view(r)).expect("an approval serializes");
     v["org_id"] = json!(r.org_id);
     v["repropose"] = json!(r.repropose);
     v["chain_id"] = json!(r.chain_id);

@@ -9,18 +9,26 @@ use sqlx::postgres::PgArguments;
 use sqlx::{Arguments, PgExecutor};
 use uuid::Uuid;
 
-/// An audit row.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+/// An audit row (`AuditEvent` in the OpenAPI document).
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
+#[schema(as = AuditEvent)]
 pub struct AuditRow {
     pub id: i64,
     pub org_id: Uuid,
     pub run_id: Option<Uuid>,
     pub call_id: Option<String>,
+    /// `agent:<kind>` for a run's calls; a person or key for decisions.
     pub actor: String,
     pub tool: String,
+    /// The tool's category (read, write, …), or `approval` for a decision.
     pub category: String,
+    /// auto_approved, proposed, denied, error, capped; a decision's approved, rejected, …
     pub decision: String,
+    /// The arguments, with personal data redacted.
+    #[schema(value_type = Option<Object>)]
     pub args: Option<Value>,
+    /// A summary of the result, or the error.
+    #[schema(value_type = Option<Object>)]
     pub outcome: Option<Value>,
     pub is_error: bool,
     pub duration_ms: i32,

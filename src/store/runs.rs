@@ -10,17 +10,23 @@ use serde_json::Value;
 use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
-/// A run row.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+/// A run row (`Run` in the OpenAPI document).
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
+#[schema(as = Run)]
 pub struct RunRow {
     pub id: Uuid,
     pub org_id: Uuid,
+    /// The job kind it runs for (`auto_create`, `proactive_suggestion`).
     pub kind: String,
+    /// What it works on: a document id, or the night of a nightly run.
     pub subject: String,
     pub job_id: Option<i64>,
     pub provider: String,
     pub model: String,
+    /// `running`, `succeeded`, `capped`, `failed` or `cancelled`.
+    #[schema(value_type = String)]
     pub status: RunStatus,
+    /// Why it stopped: completed, or the cap it reached.
     pub stop_reason: Option<String>,
     pub rounds: i32,
     pub tool_calls: i32,
@@ -32,12 +38,16 @@ pub struct RunRow {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
-/// A checkpoint row.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+/// A checkpoint row (`RunStep` in the OpenAPI document).
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
+#[schema(as = RunStep)]
 pub struct StepRow {
     pub seq: i32,
+    /// `llm_response`, `tool_result`, or a loop mark (cap, nudge, resume).
     pub kind: String,
     pub call_id: Option<String>,
+    /// The checkpoint as written (a model answer, a tool result, …).
+    #[schema(value_type = Object)]
     pub payload: Value,
     pub created_at: DateTime<Utc>,
 }
