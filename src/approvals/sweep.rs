@@ -144,7 +144,7 @@ impl Sweeper {
     /// One pass, from its first `batch`, over the approvals past their TTL (`expired_only`) or
     /// live: one task reads the batches' ids in order (`store::approvals_sweep::pending_ids`, ids
     /// only, nothing locked; live approvals whose document is still at their snapshot's version
-    /// are counted unchanged there) and hands each batch to the first free of `workers` tasks,
+    /// are unchanged and not sent, only counted) and hands each batch to the first free of `workers` tasks,
     /// each on its own connection, which judges and ends it in one statement (`sweep_batch`), re-checks the rest
     /// here and commits. Batches are disjoint, so the workers never wait for each other's rows;
     /// the statement is the work (one core of the database each), so on a database with cores to
@@ -156,7 +156,8 @@ impl Sweeper {
     ) -> Result<(), sqlx::Error> {
         let (now, expired_only, limit) = (batch.now, batch.expired_only, batch.limit);
         let workers = self.workers.max(1) as usize;
-        let (send, recv) = tokio::sync::mpsc::channel::<Vec<Uuid>>(workers);
+        // A batch's ids to judge, and how many of it the scan found unchanged.
+        let (send, recv) = tokio::sync::mpsc::channel::<(Vec<Uuid>, u64)>(workers);
         let recv = tokio::sync::Mutex::new(recv);
         let doc_tools = self.document_tools();
         let doc_tools = &doc_tools;
@@ -170,21 +171,16 @@ impl Sweeper {
                 let Some(&(last, _)) = read.last() else { break };
                 batch.after = last;
                 // Live approvals on a document still at their snapshot's version are unchanged:
-                // counted as checked here, not sent.
+                // not sent, only counted as checked (here when the whole batch is).
                 let ids: Vec<Uuid> = read.iter().filter(|r| r.1).map(|r| r.0).collect();
                 let unchanged = (read.len() - ids.len()) as u64;
-                if unchanged > 0 {
-                    let total = {
-                        let mut r = report.lock().unwrap_or_else(|e| e.into_inner());
-                        r.checked += unchanged;
-                        *r
+                if ids.is_empty() {
+                    let done = SweepReport {
+                        checked: unchanged,
+                        ..Default::default()
                     };
-                    // A batch with nothing to send ends here: its progress too.
-                    if let (true, Some(p)) = (ids.is_empty(), &self.progress) {
-                        p(&total);
-                    }
-                }
-                if !ids.is_empty() && send.send(ids).await.is_err() {
+                    self.record(report, done);
+                } else if send.send((ids, unchanged)).await.is_err() {
                     break;
                 }
                 if !full {
@@ -196,7 +192,7 @@ impl Sweeper {
         let ttl = json!({"reason": "ttl"});
         let work = |_| async {
             loop {
-                let Some(ids) = recv.lock().await.recv().await else {
+                let Some((ids, unchanged)) = recv.lock().await.recv().await else {
                     return Ok::<(), sqlx::Error>(());
                 };
                 let mut tx = self.pool.begin().await?;
@@ -208,7 +204,7 @@ impl Sweeper {
                     store::pending_by_ids(&mut tx, &b.recheck).await?
                 };
                 let done = SweepReport {
-                    checked: b.seen,
+                    checked: b.seen + unchanged,
                     expired: b.expired,
                     stale: b.stale,
                     ..Default::default()
@@ -303,6 +299,12 @@ impl Sweeper {
             .end(&mut tx, changed, ApprovalStatus::Stale, now)
             .await?;
         tx.commit().await?;
+        self.record(report, done);
+        Ok(())
+    }
+
+    /// Adds a finished batch's figures to the pass's `report` and reports the totals.
+    fn record(&self, report: &Mutex<SweepReport>, done: SweepReport) {
         let total = {
             let mut r = report.lock().unwrap_or_else(|e| e.into_inner());
             r.checked += done.checked;
@@ -313,7 +315,6 @@ impl Sweeper {
         if let Some(p) = &self.progress {
             p(&total);
         }
-        Ok(())
     }
 
     /// Ends `rows` (with their results) as `status`, with audit rows and events; returns how many

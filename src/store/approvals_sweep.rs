@@ -129,8 +129,6 @@ macro_rules! swept_tail {
 pub struct SweptBatch {
     /// Approvals in the batch.
     pub seen: u64,
-    /// The batch's last id (the next batch starts after it).
-    pub last: Option<Uuid>,
     /// Ended `expired` by the statement itself (past their TTL, snapshot unchanged).
     pub expired: u64,
     /// Ended `stale` by the statement itself (their document changed, see [`sweep_batch`]).
@@ -263,7 +261,6 @@ pub async fn sweep_batch(
         .await?;
     Ok(SweptBatch {
         seen: rows.len() as u64,
-        last: rows.last().map(|r| r.0),
         expired: rows.first().map_or(0, |r| r.2 as u64),
         stale: rows.first().map_or(0, |r| r.3 as u64),
         recheck: rows.iter().filter(|r| !r.1).map(|r| r.0).collect(),
