@@ -150,14 +150,7 @@ impl JobHandler for AutoCreate {
             return Ok(());
         }
         drop(tx);
-        let missing: Vec<&str> = [
-            ("schema", arts.proposed_schema_id.is_none()),
-            ("prompt", arts.proposed_prompt_id.is_none()),
-            ("extraction", arts.proposed_extraction_id.is_none()),
-        ]
-        .into_iter()
-        .filter_map(|(n, m)| m.then_some(n))
-        .collect();
+        let missing = arts.missing();
         let reason = format!(
             "run {} ended {} ({}) without a complete proposal: missing {}",
             outcome.run_id,

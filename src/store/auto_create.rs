@@ -26,11 +26,20 @@ impl Proposed {
     pub fn prompt(&self) -> Option<(Uuid, i32)> {
         self.proposed_prompt_id.zip(self.proposed_prompt_version)
     }
+    /// What a whole proposal (a schema, a prompt and an extraction) still lacks.
+    pub fn missing(&self) -> Vec<&'static str> {
+        [
+            ("schema", self.proposed_schema_id.is_none()),
+            ("prompt", self.proposed_prompt_id.is_none()),
+            ("extraction", self.proposed_extraction_id.is_none()),
+        ]
+        .into_iter()
+        .filter_map(|(part, absent)| absent.then_some(part))
+        .collect()
+    }
     /// A schema, a prompt and an extraction: a whole proposal.
     pub fn complete(&self) -> bool {
-        self.proposed_schema_id.is_some()
-            && self.proposed_prompt_id.is_some()
-            && self.proposed_extraction_id.is_some()
+        self.missing().is_empty()
     }
 }
 
