@@ -68,7 +68,7 @@ pub async fn migrate(pool: &PgPool) -> Result<(), DbError> {
 }
 
 /// True if every embedded migration is applied.
-pub async fn migrations_current(pool: &PgPool) -> Result<bool, sqlx::Error> {
+pub async fn migrations_current(pool: &PgPool) -> sqlx::Result<bool> {
     let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations WHERE success")
         .fetch_one(pool)
         .await?;

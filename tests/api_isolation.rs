@@ -180,6 +180,18 @@ async fn keys_and_roles_decide_access() {
     api.call("POST", "/v1/documents", Some(&reader), Some(doc.clone()))
         .await
         .problem(403, None);
+    // The role is checked before the body is read: a reader learns nothing from a bad body.
+    api.call("POST", "/v1/jobs", Some(&reader), Some(json!({"nope": 1})))
+        .await
+        .problem(403, None);
+    api.call(
+        "POST",
+        "/v1/jobs",
+        Some(&uploader),
+        Some(json!({"nope": 1})),
+    )
+    .await
+    .problem(422, Some("nope"));
     assert_eq!(
         api.call("POST", "/v1/documents", Some(&uploader), Some(doc.clone()))
             .await
@@ -359,6 +371,8 @@ async fn the_openapi_document_lists_every_route_and_every_listed_route_exists() 
     expected.sort();
     assert_eq!(listed, expected);
     assert!(doc.body["components"]["securitySchemes"]["bearer"].is_object());
+    // Every route needs a key, said once for the whole document.
+    assert_eq!(doc.body["security"], json!([{"bearer": []}]));
     for (m, p) in ROUTES {
         if p == "/v1/events/stream" {
             // An SSE stream never ends its body; tests/webhooks.rs reads it with resume.

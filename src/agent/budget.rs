@@ -49,7 +49,7 @@ pub async fn reserve(
     org_id: Uuid,
     req: &CompletionRequest,
     now: DateTime<Utc>,
-) -> Result<Reservation, sqlx::Error> {
+) -> sqlx::Result<Reservation> {
     let r = store::reserve(
         pool,
         org_id,
@@ -77,7 +77,7 @@ pub async fn settle(
     r: &Reservation,
     tokens: i64,
     now: DateTime<Utc>,
-) -> Result<(), sqlx::Error> {
+) -> sqlx::Result<()> {
     store::release(&mut *conn, r).await?;
     if let Some((used, limit)) = runs::charge_budget(conn, org_id, tokens, now).await? {
         warn!(%org_id, used, limit, "org token budget is 80% used this month");
@@ -100,7 +100,7 @@ pub async fn checkpoint_answer(
     r: &Reservation,
     now: DateTime<Utc>,
     flush: Flush,
-) -> Result<Settled, sqlx::Error> {
+) -> sqlx::Result<Settled> {
     let add = Counters {
         rounds,
         input_tokens: resp.usage.input_tokens as i64,

@@ -31,10 +31,7 @@ pub fn shows_excerpt(first_message: &str) -> bool {
 }
 
 /// The document part of the first message, for runs about a document.
-pub async fn document_intro(
-    engine: &Engine,
-    spec: &RunSpec,
-) -> Result<Option<String>, sqlx::Error> {
+pub async fn document_intro(engine: &Engine, spec: &RunSpec) -> sqlx::Result<Option<String>> {
     let Some(doc) = spec.document_id else {
         return Ok(None);
     };

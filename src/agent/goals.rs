@@ -120,11 +120,7 @@ impl GoalState {
 }
 
 /// The goal state of `run_id`, or `None` for kinds without a declared goal.
-pub async fn state(
-    pool: &PgPool,
-    spec: &RunSpec,
-    run_id: Uuid,
-) -> Result<Option<GoalState>, sqlx::Error> {
+pub async fn state(pool: &PgPool, spec: &RunSpec, run_id: Uuid) -> sqlx::Result<Option<GoalState>> {
     let (true, Some(doc)) = (
         spec.settings.goals && spec.kind == "auto_create",
         spec.document_id,

@@ -201,12 +201,12 @@ impl Engine {
     }
 
     /// Marks a run failed (the job gave up), keeping what it did.
-    pub async fn fail_run(&self, run_id: Uuid, error: &str) -> Result<(), sqlx::Error> {
+    pub async fn fail_run(&self, run_id: Uuid, error: &str) -> sqlx::Result<()> {
         runs::fail_run(&self.pool, run_id, error, self.clock.now()).await?;
         Ok(())
     }
 
-    async fn open_run(&self, spec: &RunSpec) -> Result<RunRow, sqlx::Error> {
+    async fn open_run(&self, spec: &RunSpec) -> sqlx::Result<RunRow> {
         if let Some(job) = spec.job_id
             && let Some(r) = runs::run_for_job(&self.pool, job).await?
         {

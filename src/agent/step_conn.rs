@@ -17,7 +17,7 @@ pub(super) enum StepConn {
 
 impl StepConn {
     /// A transaction when the step may write, else a plain connection.
-    pub(super) async fn open(pool: &PgPool, writes: bool) -> Result<Self, sqlx::Error> {
+    pub(super) async fn open(pool: &PgPool, writes: bool) -> sqlx::Result<Self> {
         Ok(match writes {
             true => StepConn::Tx(pool.begin().await?),
             false => StepConn::Plain(pool.acquire().await?),
@@ -25,7 +25,7 @@ impl StepConn {
     }
 
     /// Drops what a failed call wrote: a transaction is rolled back and a new one begun.
-    pub(super) async fn undo(self, pool: &PgPool) -> Result<Self, sqlx::Error> {
+    pub(super) async fn undo(self, pool: &PgPool) -> sqlx::Result<Self> {
         match self {
             StepConn::Tx(tx) => {
                 tx.rollback().await?;
@@ -36,7 +36,7 @@ impl StepConn {
     }
 
     /// Commits the transaction (a plain connection's statements committed as they ran).
-    pub(super) async fn commit(self) -> Result<(), sqlx::Error> {
+    pub(super) async fn commit(self) -> sqlx::Result<()> {
         match self {
             StepConn::Tx(tx) => tx.commit().await,
             StepConn::Plain(_) => Ok(()),
@@ -47,7 +47,7 @@ impl StepConn {
     pub(super) async fn into_tx(
         self,
         pool: &PgPool,
-    ) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+    ) -> sqlx::Result<Transaction<'static, Postgres>> {
         match self {
             StepConn::Tx(tx) => Ok(tx),
             StepConn::Plain(conn) => {

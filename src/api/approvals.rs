@@ -2,19 +2,18 @@
 //! expired → 410, stale → 409 with what changed, already decided → 200 with that decision),
 //! reject. Deciding goes through [`crate::approvals::decide`], so nothing runs twice.
 
-use super::ApiState;
-use super::auth::{Caller, Role};
+use super::auth::{Needs, Reviewer, Scoped};
 use super::error::{ApiResult, Problem, ok};
-use super::extract::{ListQuery, OptionalJsonBody, Paged, parse_query, uuid_id};
+use super::extract::{Id, ListQuery, Listing, OptionalJsonBody, Paged};
 use crate::approvals::{self, DecideError, Decision};
 use crate::store::approvals::{self as store, ApprovalRow, ApprovalStatus};
 use crate::store::runs;
-use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::ToSchema;
+use uuid::Uuid;
 
 /// Optional body of approve.
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -48,19 +47,16 @@ fn etag(hash: &str) -> HeaderValue {
 /// The org's approvals, newest first (`status`: pending, executed, rejected, expired, stale or
 /// failed).
 #[utoipa::path(get, path = "/v1/approvals", tag = "approvals", params(ListQuery),
-    responses((status = 200, body = Paged<ApprovalView>)), security(("bearer" = [])))]
-pub async fn list(State(s): State<ApiState>, caller: Caller, RawQuery(q): RawQuery) -> ApiResult {
-    let q: ListQuery = parse_query(q.as_deref())?;
-    let (page, status) = q.checked()?;
-    let paged = Paged::<ApprovalRow>::fetch(&s.app.pool, caller.org_id, &page, status, None);
+    responses((status = 200, body = Paged<ApprovalView>)))]
+pub async fn list(req: Scoped, Listing(page, status): Listing<ApprovalStatus>) -> ApiResult {
+    let paged = Paged::<ApprovalRow>::fetch(&req.app.pool, req.org_id(), &page, status, None);
     ok(&paged.await?.map(|r| view(&r)))
 }
 
-async fn find(s: &ApiState, caller: &Caller, id: &str) -> Result<ApprovalRow, Problem> {
-    let id = uuid_id(id)?;
-    store::get(&s.app.pool, id)
+async fn find<R: Needs>(req: &Scoped<R>, id: Uuid) -> Result<ApprovalRow, Problem> {
+    store::get(&req.app.pool, id)
         .await?
-        .filter(|r| r.org_id == caller.org_id)
+        .filter(|r| r.org_id == req.org_id())
         .ok_or_else(|| Problem::not_found("approval", id))
 }
 
@@ -74,13 +70,12 @@ pub struct ApprovalDetail {
 
 /// One approval: action, snapshot, `expires_at`; `ETag` is the snapshot hash.
 #[utoipa::path(get, path = "/v1/approvals/{id}", tag = "approvals", params(("id" = Uuid, Path)),
-    responses((status = 200, body = ApprovalDetail, headers(("ETag" = String))), (status = 404)),
-    security(("bearer" = [])))]
-pub async fn get(State(s): State<ApiState>, caller: Caller, Path(id): Path<String>) -> ApiResult {
-    let row = find(&s, &caller, &id).await?;
+    responses((status = 200, body = ApprovalDetail, headers(("ETag" = String))), (status = 404)))]
+pub async fn get(req: Scoped, Id(id): Id) -> ApiResult {
+    let row = find(&req, id).await?;
     let v = ApprovalDetail {
         approval: view(&row),
-        history: store::history(&s.app.pool, &row).await?,
+        history: store::history(&req.app.pool, &row).await?,
     };
     let mut res = ok(&v)?;
     res.headers_mut()
@@ -93,12 +88,10 @@ pub async fn get(State(s): State<ApiState>, caller: Caller, Path(id): Path<Strin
     params(("id" = Uuid, Path), ("If-Match" = Option<String>, Header, description = "\"<snapshot hash>\"")),
     request_body(content = Option<DecisionBody>),
     responses((status = 200, body = Object), (status = 404), (status = 409, description = "Stale: the data changed"),
-        (status = 410, description = "Expired"), (status = 412, description = "If-Match does not match")),
-    security(("bearer" = [])))]
+        (status = 410, description = "Expired"), (status = 412, description = "If-Match does not match")))]
 pub async fn approve(
-    State(s): State<ApiState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    req: Scoped<Reviewer>,
+    Id(id): Id,
     headers: HeaderMap,
     OptionalJsonBody(body): OptionalJsonBody<DecisionBody>,
 ) -> ApiResult {
@@ -110,18 +103,16 @@ pub async fn approve(
             "arguments must be a JSON object",
         ));
     }
-    decide_with(s, caller, id, headers, body, None).await
+    decide_with(req, id, headers, body, None).await
 }
 
 /// Reject with a reason: nothing is executed.
 #[utoipa::path(post, path = "/v1/approvals/{id}/reject", tag = "approvals",
     params(("id" = Uuid, Path)), request_body(content = RejectBody),
-    responses((status = 200, body = Object), (status = 404), (status = 422, description = "No reason")),
-    security(("bearer" = [])))]
+    responses((status = 200, body = Object), (status = 404), (status = 422, description = "No reason")))]
 pub async fn reject(
-    State(s): State<ApiState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    req: Scoped<Reviewer>,
+    Id(id): Id,
     headers: HeaderMap,
     OptionalJsonBody(body): OptionalJsonBody<RejectBody>,
 ) -> ApiResult {
@@ -130,7 +121,7 @@ pub async fn reject(
         by: body.by,
         arguments: None,
     };
-    decide_with(s, caller, id, headers, body, Some(reason)).await
+    decide_with(req, id, headers, body, Some(reason)).await
 }
 
 /// A rejection's reason: required, 1–500 characters after trimming.
@@ -167,15 +158,14 @@ fn if_match_ok(headers: &HeaderMap, hash: &str) -> Result<bool, Problem> {
 /// Approve (`reject` None) or reject with the reason given (checked once the approval is
 /// found, so another org's id is 404 whatever the body).
 async fn decide_with(
-    s: ApiState,
-    caller: Caller,
-    id: String,
+    req: Scoped<Reviewer>,
+    id: Uuid,
     headers: HeaderMap,
     body: DecisionBody,
     reject: Option<Option<String>>,
 ) -> ApiResult {
     let approve = reject.is_none();
-    caller.require(Role::Reviewer)?;
+    let caller = req.caller;
     let by = match body.by.as_deref().map(str::trim) {
         Some("") => return Err(Problem::invalid("by", "by must not be empty when given")),
         Some(b) if b.chars().count() > 200 => {
@@ -184,7 +174,7 @@ async fn decide_with(
         Some(b) => format!("{b} (key {})", caller.key_id),
         None => format!("key {}", caller.key_id),
     };
-    let row = find(&s, &caller, &id).await?;
+    let row = find(&req, id).await?;
     let reject_reason = match reject {
         Some(r) => Some(check_reason(r.as_deref())?),
         None => None,
@@ -201,7 +191,7 @@ async fn decide_with(
         .field("If-Match")
         .extra(json!({"snapshot_hash": row.snapshot_hash})));
     }
-    let app = &s.app;
+    let app = &req.app;
     let kind = runs::kind_of(&app.pool, row.run_id).await?;
     let env = app.approval_tool_env(kind.as_deref());
     let decision = if approve {

@@ -4,6 +4,7 @@
 
 use super::ApiState;
 use super::error::Problem;
+use crate::app::App;
 use crate::store::api_keys;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
@@ -12,6 +13,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
+use std::marker::PhantomData;
 use std::time::Instant;
 use uuid::Uuid;
 
@@ -71,7 +73,7 @@ pub async fn create_key<'e, E: sqlx::PgExecutor<'e>>(
     org_id: Uuid,
     role: Role,
     now: chrono::DateTime<chrono::Utc>,
-) -> Result<(Uuid, String), sqlx::Error> {
+) -> sqlx::Result<(Uuid, String)> {
     let key = new_key();
     let id = Uuid::now_v7();
     api_keys::insert_key(
@@ -112,6 +114,65 @@ impl Caller {
                 ),
             ))
         }
+    }
+}
+
+/// A role a route needs, as a type: [`Scoped<Admin>`](Scoped) in a handler's signature is its
+/// role check.
+pub trait Needs: Send + Sync + 'static {
+    /// The weakest role allowed.
+    const ROLE: Role;
+}
+
+macro_rules! needs {
+    ($($(#[$doc:meta])* $name:ident => $role:ident;)*) => {$(
+        $(#[$doc])*
+        pub enum $name {}
+
+        impl Needs for $name {
+            const ROLE: Role = Role::$role;
+        }
+    )*};
+}
+
+needs! {
+    /// Any live key (every GET).
+    Reader => Reader;
+    /// Creates documents and jobs.
+    Uploader => Uploader;
+    /// Decides approvals and proposals.
+    Reviewer => Reviewer;
+    /// Changes settings and webhooks, retries jobs.
+    Admin => Admin;
+}
+
+/// What a `/v1` handler starts from: the app and a caller whose role includes `R`. Extracting
+/// it is the role check (403 before the handler runs, before its body is read), so a handler
+/// cannot forget it and its signature says who may call it; `org_id()` scopes every query.
+pub struct Scoped<R: Needs = Reader> {
+    pub app: App,
+    pub caller: Caller,
+    role: PhantomData<R>,
+}
+
+impl<R: Needs> Scoped<R> {
+    /// The caller's org: every read and write of the request is scoped to it.
+    pub fn org_id(&self) -> Uuid {
+        self.caller.org_id
+    }
+}
+
+impl<R: Needs> FromRequestParts<ApiState> for Scoped<R> {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, s: &ApiState) -> Result<Self, Problem> {
+        let caller = Caller::from_request_parts(parts, s).await?;
+        caller.require(R::ROLE)?;
+        Ok(Scoped {
+            app: s.app.clone(),
+            caller,
+            role: PhantomData,
+        })
     }
 }
 

@@ -2,13 +2,11 @@
 //! queue view (`GET /v1/queue`, admin), retrying a dead job (`POST /v1/jobs/{id}/retry`,
 //! admin) and the run list (`GET /v1/runs`). All org-scoped like every route.
 
-use super::ApiState;
-use super::auth::{Caller, Role};
+use super::auth::{Admin, Scoped};
 use super::error::{ApiResult, Problem, ok};
-use super::extract::{Page, Paged, parse_query, state};
+use super::extract::{Id, Page, Paged, Params, state};
 use crate::store::console_reads::{self, Retry};
 use crate::store::{runs::RunRow, status};
-use axum::extract::{Path, RawQuery, State};
 use serde::Deserialize;
 use serde_json::json;
 use utoipa::IntoParams;
@@ -18,9 +16,10 @@ const DEAD_SHOWN: i64 = 50;
 
 /// The caller's key: org, key id and role (what the console may offer).
 #[utoipa::path(get, path = "/v1/me", tag = "console",
-    responses((status = 200, body = Object)), security(("bearer" = [])))]
-pub async fn me(State(s): State<ApiState>, caller: Caller) -> ApiResult {
-    let org_name = console_reads::org_name(&s.app.pool, caller.org_id).await?;
+    responses((status = 200, body = Object)))]
+pub async fn me(req: Scoped) -> ApiResult {
+    let caller = req.caller;
+    let org_name = console_reads::org_name(&req.app.pool, caller.org_id).await?;
     ok(&json!({
         "org_id": caller.org_id, "org_name": org_name, "key_id": caller.key_id,
         "role": caller.role.as_str(),
@@ -30,11 +29,10 @@ pub async fn me(State(s): State<ApiState>, caller: Caller) -> ApiResult {
 /// The org's queue: depth by kind and state, ready jobs and the oldest one's age, finished
 /// and failed jobs per 5-minute bucket over the last hour, dead jobs with their last error.
 #[utoipa::path(get, path = "/v1/queue", tag = "console",
-    responses((status = 200, body = Object), (status = 403)), security(("bearer" = [])))]
-pub async fn queue(State(s): State<ApiState>, caller: Caller) -> ApiResult {
-    caller.require(Role::Admin)?;
-    let (pool, org) = (&s.app.pool, caller.org_id);
-    let now = s.app.clock.now();
+    responses((status = 200, body = Object), (status = 403)))]
+pub async fn queue(req: Scoped<Admin>) -> ApiResult {
+    let (pool, org) = (&req.app.pool, req.org_id());
+    let now = req.app.clock.now();
     let depth = status::job_counts(pool, Some(org)).await?;
     let ready = status::ready_ages(pool, Some(org), now).await?;
     let oldest = ready
@@ -64,15 +62,10 @@ pub async fn queue(State(s): State<ApiState>, caller: Caller) -> ApiResult {
 /// Retry a dead job of the org: `available` now, with a fresh attempt budget.
 #[utoipa::path(post, path = "/v1/jobs/{id}/retry", tag = "jobs", params(("id" = i64, Path)),
     responses((status = 200, body = Object), (status = 403), (status = 404),
-        (status = 409, description = "Not dead, or its unique key is taken")),
-    security(("bearer" = [])))]
-pub async fn retry(State(s): State<ApiState>, caller: Caller, Path(id): Path<String>) -> ApiResult {
-    caller.require(Role::Admin)?;
-    let id: i64 = id.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-        Problem::bad_request("id", format!("id must be a job number (got {id:?})"))
-    })?;
-    let mut conn = s.app.pool.acquire().await?;
-    match console_reads::retry_dead(&mut conn, caller.org_id, id, s.app.clock.now()).await? {
+        (status = 409, description = "Not dead, or its unique key is taken")))]
+pub async fn retry(req: Scoped<Admin>, Id(id): Id<i64>) -> ApiResult {
+    let mut conn = req.app.pool.acquire().await?;
+    match console_reads::retry_dead(&mut conn, req.org_id(), id, req.app.clock.now()).await? {
         Retry::Done => ok(&json!({"id": id, "state": "available"})),
         Retry::NotFound => Err(Problem::not_found("job", id)),
         Retry::NotDead(state) => Err(Problem::conflict(format!(
@@ -102,21 +95,20 @@ pub struct RunsQuery {
 /// The org's runs, newest first: kind, subject, status, stop reason, rounds, tool calls,
 /// tokens, timings.
 #[utoipa::path(get, path = "/v1/runs", tag = "runs", params(RunsQuery),
-    responses((status = 200, body = Object)), security(("bearer" = [])))]
-pub async fn runs(State(s): State<ApiState>, caller: Caller, RawQuery(q): RawQuery) -> ApiResult {
-    let q: RunsQuery = parse_query(q.as_deref())?;
+    responses((status = 200, body = Object)))]
+pub async fn runs(req: Scoped, Params(q): Params<RunsQuery>) -> ApiResult {
     let page = Page::new(q.limit, q.cursor.as_deref())?;
     let status = state(q.status.as_deref())?;
     if let Some(k) = &q.kind
-        && s.app.catalog.get(k).is_none()
+        && req.app.catalog.get(k).is_none()
     {
-        let mut known: Vec<_> = s.app.catalog.kinds.keys().cloned().collect();
+        let mut known: Vec<_> = req.app.catalog.kinds.keys().cloned().collect();
         known.sort();
         return Err(Problem::bad_request(
             "kind",
             format!("kind must be one of {} (got {k:?})", known.join(", ")),
         ));
     }
-    let (pool, kind) = (&s.app.pool, q.kind.as_deref());
-    ok(&Paged::<RunRow>::fetch(pool, caller.org_id, &page, status, kind).await?)
+    let (pool, kind) = (&req.app.pool, q.kind.as_deref());
+    ok(&Paged::<RunRow>::fetch(pool, req.org_id(), &page, status, kind).await?)
 }

@@ -2,14 +2,12 @@
 //! transaction as the document — what `agentd documents add --auto-create` does), list, show
 //! (status and proposal), accept, reject.
 
-use super::ApiState;
-use super::auth::{Caller, Role};
+use super::auth::{Reviewer, Scoped, Uploader};
 use super::error::{ApiResult, Problem, json_response, ok};
-use super::extract::{JsonBody, ListQuery, Paged, parse_query, uuid_id};
+use super::extract::{Id, JsonBody, ListQuery, Listing, Paged};
 use crate::queue::{self, NewJob};
-use crate::store::documents::{self, DocumentSummary};
+use crate::store::documents::{self, AutoCreateStatus, DocumentSummary};
 use crate::store::{api_keys, auto_create};
-use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -103,18 +101,15 @@ fn validate(d: &NewDocument) -> Result<(), Problem> {
 #[utoipa::path(post, path = "/v1/documents", tag = "documents", request_body = NewDocument,
     params(("Idempotency-Key" = Option<String>, Header, description = "Same key and body: the same answer; other body: 422")),
     responses((status = 201, body = CreatedDocument), (status = 413, description = "Too large"),
-        (status = 422, description = "Invalid input or Idempotency-Key reused with another body")),
-    security(("bearer" = [])))]
+        (status = 422, description = "Invalid input or Idempotency-Key reused with another body")))]
 pub async fn create(
-    State(s): State<ApiState>,
-    caller: Caller,
+    req: Scoped<Uploader>,
     headers: HeaderMap,
     JsonBody(doc): JsonBody<NewDocument>,
 ) -> ApiResult {
-    caller.require(Role::Uploader)?;
     let key = idempotency_key(&headers)?;
     validate(&doc)?;
-    let app = &s.app;
+    let (app, caller) = (&req.app, req.caller);
     let now = app.clock.now();
     let mut tx = app.pool.begin().await?;
     if let Some(key) = &key {
@@ -175,34 +170,31 @@ pub async fn create(
 
 /// The org's documents, newest first (`status`: an auto-create status).
 #[utoipa::path(get, path = "/v1/documents", tag = "documents", params(ListQuery),
-    responses((status = 200, body = Paged<DocumentSummary>)), security(("bearer" = [])))]
-pub async fn list(State(s): State<ApiState>, caller: Caller, RawQuery(q): RawQuery) -> ApiResult {
-    let q: ListQuery = parse_query(q.as_deref())?;
-    let (page, status) = q.checked()?;
-    let paged = Paged::<DocumentSummary>::fetch(&s.app.pool, caller.org_id, &page, status, None);
+    responses((status = 200, body = Paged<DocumentSummary>)))]
+pub async fn list(req: Scoped, Listing(page, status): Listing<AutoCreateStatus>) -> ApiResult {
+    let paged = Paged::<DocumentSummary>::fetch(&req.app.pool, req.org_id(), &page, status, None);
     ok(&paged.await?)
 }
 
 /// A document: auto-create status and the proposal (schema fields, prompt, extracted values,
 /// run) and its text (at most 200,000 characters; `text_chars`, `text_truncated`).
 #[utoipa::path(get, path = "/v1/documents/{id}", tag = "documents",
-    params(("id" = Uuid, Path)), responses((status = 200, body = Object), (status = 404)),
-    security(("bearer" = [])))]
-pub async fn get(State(s): State<ApiState>, caller: Caller, Path(id): Path<String>) -> ApiResult {
-    let id = uuid_id(&id)?;
-    if auto_create::state(&s.app.pool, Some(caller.org_id), id)
+    params(("id" = Uuid, Path)), responses((status = 200, body = Object), (status = 404)))]
+pub async fn get(req: Scoped, Id(id): Id) -> ApiResult {
+    let (app, org) = (&req.app, req.org_id());
+    if auto_create::state(&app.pool, Some(org), id)
         .await?
         .is_none()
     {
         return Err(Problem::not_found("document", id));
     }
-    let mut report = crate::documents::document_report(&s.app, id)
+    let mut report = crate::documents::document_report(app, id)
         .await?
-        .filter(|r| r["org_id"] == json!(caller.org_id))
+        .filter(|r| r["org_id"] == json!(org))
         .ok_or_else(|| Problem::not_found("document", id))?;
     // The text beside the proposal (the console shows both), bounded.
-    let mut conn = s.app.pool.acquire().await?;
-    if let Some(d) = documents::get(&mut conn, caller.org_id, id, MAX_TEXT_SHOWN).await? {
+    let mut conn = app.pool.acquire().await?;
+    if let Some(d) = documents::get(&mut conn, org, id, MAX_TEXT_SHOWN).await? {
         report["text"] = json!(d.text);
         report["text_chars"] = json!(d.text_chars);
         report["text_truncated"] = json!(d.text_chars > MAX_TEXT_SHOWN as i64);
@@ -212,34 +204,26 @@ pub async fn get(State(s): State<ApiState>, caller: Caller, Path(id): Path<Strin
 
 /// Accept the proposal: schema and prompt become active, the extraction accepted.
 #[utoipa::path(post, path = "/v1/documents/{id}/accept", tag = "documents",
-    params(("id" = Uuid, Path)), responses((status = 200, body = Object), (status = 404), (status = 409)),
-    security(("bearer" = [])))]
-pub async fn accept(s: State<ApiState>, caller: Caller, id: Path<String>) -> ApiResult {
-    decide(s, caller, id, true).await
+    params(("id" = Uuid, Path)), responses((status = 200, body = Object), (status = 404), (status = 409)))]
+pub async fn accept(req: Scoped<Reviewer>, Id(id): Id) -> ApiResult {
+    decide(req, id, true).await
 }
 
 /// Reject the proposal: its artifacts are removed (the audit trail stays).
 #[utoipa::path(post, path = "/v1/documents/{id}/reject", tag = "documents",
-    params(("id" = Uuid, Path)), responses((status = 200, body = Object), (status = 404), (status = 409)),
-    security(("bearer" = [])))]
-pub async fn reject(s: State<ApiState>, caller: Caller, id: Path<String>) -> ApiResult {
-    decide(s, caller, id, false).await
+    params(("id" = Uuid, Path)), responses((status = 200, body = Object), (status = 404), (status = 409)))]
+pub async fn reject(req: Scoped<Reviewer>, Id(id): Id) -> ApiResult {
+    decide(req, id, false).await
 }
 
-async fn decide(
-    State(s): State<ApiState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    accept: bool,
-) -> ApiResult {
-    caller.require(Role::Reviewer)?;
-    let id = uuid_id(&id)?;
-    let now = s.app.clock.now();
-    let mut tx = s.app.pool.begin().await?;
-    let st = auto_create::lock_state(&mut tx, caller.org_id, id)
+async fn decide(req: Scoped<Reviewer>, id: Uuid, accept: bool) -> ApiResult {
+    let org = req.org_id();
+    let now = req.app.clock.now();
+    let mut tx = req.app.pool.begin().await?;
+    let st = auto_create::lock_state(&mut tx, org, id)
         .await?
         .ok_or_else(|| Problem::not_found("document", id))?;
-    if st.auto_create_status != documents::AutoCreateStatus::Proposed {
+    if st.auto_create_status != AutoCreateStatus::Proposed {
         return Err(Problem::conflict(format!(
             "document {id} has no proposal to decide (auto_create_status = {})",
             st.auto_create_status
@@ -252,10 +236,10 @@ async fn decide(
         )));
     };
     let body: Value = if accept {
-        auto_create::accept(&mut tx, caller.org_id, id, run, now).await?;
+        auto_create::accept(&mut tx, org, id, run, now).await?;
         json!({"id": id, "auto_create_status": "accepted", "run_id": run})
     } else {
-        let removed = auto_create::reject(&mut tx, caller.org_id, id, run, now).await?;
+        let removed = auto_create::reject(&mut tx, org, id, run, now).await?;
         json!({"id": id, "auto_create_status": "rejected", "run_id": run, "artifacts_removed": removed})
     };
     tx.commit().await?;

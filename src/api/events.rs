@@ -5,12 +5,12 @@
 //! transaction is still running (`store::events::list_after`), which a NOTIFY does not announce.
 
 use super::ApiState;
-use super::auth::Caller;
+use super::auth::Scoped;
 use super::error::{ApiResult, Problem, ok};
-use super::extract::parse_query;
+use super::extract::Params;
 use crate::store::events::{self, EventRow, ReadError};
 use crate::webhooks::event_json;
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use serde::Deserialize;
@@ -59,9 +59,8 @@ fn read_error(e: ReadError, field: &str) -> Problem {
 /// A page of the org's events after a cursor, in stream order.
 #[utoipa::path(get, path = "/v1/events", tag = "events", params(EventsQuery),
     responses((status = 200, body = Object, description = "`{events: [{id, org_id, type, created_at, subject_id, payload}], next_after}`"),
-        (status = 400)), security(("bearer" = [])))]
-pub async fn list(State(s): State<ApiState>, caller: Caller, RawQuery(q): RawQuery) -> ApiResult {
-    let q: EventsQuery = parse_query(q.as_deref())?;
+        (status = 400)))]
+pub async fn list(req: Scoped, Params(q): Params<EventsQuery>) -> ApiResult {
     let after = q.after.unwrap_or(0);
     if after < 0 {
         return Err(Problem::bad_request(
@@ -76,7 +75,7 @@ pub async fn list(State(s): State<ApiState>, caller: Caller, RawQuery(q): RawQue
             format!("limit must be 1–{MAX_LIMIT} (got {limit})"),
         ));
     }
-    let rows = events::list_after(&s.app.pool, caller.org_id, after, &[], limit)
+    let rows = events::list_after(&req.app.pool, req.org_id(), after, &[], limit)
         .await
         .map_err(|e| read_error(e, "after"))?;
     let next_after = rows.last().map_or(after, |e| e.id);
@@ -117,7 +116,7 @@ async fn listen(pool: PgPool, tx: watch::Sender<u64>, stop: CancellationToken) {
     }
 }
 
-async fn listen_once(pool: &PgPool, tx: &watch::Sender<u64>) -> Result<(), sqlx::Error> {
+async fn listen_once(pool: &PgPool, tx: &watch::Sender<u64>) -> sqlx::Result<()> {
     let mut l = sqlx::postgres::PgListener::connect_with(pool).await?;
     l.listen("agentd_events").await?;
     loop {
@@ -147,16 +146,15 @@ fn sse_event(e: &EventRow) -> Event {
         ("Last-Event-ID" = Option<i64>, Header, description = "Resume after this event id")),
     responses((status = 200, body = String, content_type = "text/event-stream",
         description = "`id:` event id, `event:` type, `data:` the event as in GET /v1/events; `:` comments keep alive"),
-        (status = 400)), security(("bearer" = [])))]
+        (status = 400)))]
 pub async fn stream(
     State(s): State<ApiState>,
-    caller: Caller,
+    req: Scoped,
     headers: HeaderMap,
-    RawQuery(q): RawQuery,
+    Params(q): Params<StreamQuery>,
 ) -> Result<Sse<impl futures::Stream<Item = Result<Event, Infallible>>>, Problem> {
-    let q: StreamQuery = parse_query(q.as_deref())?;
-    let pool = s.app.pool.clone();
-    let org = caller.org_id;
+    let pool = req.app.pool.clone();
+    let org = req.org_id();
     let (after, field) = match headers.get("last-event-id") {
         Some(v) => {
             let id = v.to_str().ok().and_then(|v| v.trim().parse::<i64>().ok());

@@ -6,7 +6,8 @@ use super::error::Problem;
 use crate::store::api_reads::{self, Listed};
 use crate::store::states::State;
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
@@ -168,6 +169,66 @@ pub fn parse_query<T: DeserializeOwned>(query: Option<&str>) -> Result<T, Proble
 pub fn uuid_id(raw: &str) -> Result<Uuid, Problem> {
     Uuid::parse_str(raw)
         .map_err(|_| Problem::bad_request("id", format!("id must be a UUID (got {raw:?})")))
+}
+
+/// A query string parsed into `T` (structs deny unknown parameters; 400 naming the parameter).
+pub struct Params<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Problem> {
+        parse_query(parts.uri.query()).map(Params)
+    }
+}
+
+/// What a route's `{id}` may be.
+pub trait PathId: Sized {
+    /// Parses the raw segment (400 naming `id` otherwise).
+    fn parse(raw: &str) -> Result<Self, Problem>;
+}
+
+impl PathId for Uuid {
+    fn parse(raw: &str) -> Result<Self, Problem> {
+        uuid_id(raw)
+    }
+}
+
+/// A job's id: a positive number.
+impl PathId for i64 {
+    fn parse(raw: &str) -> Result<Self, Problem> {
+        raw.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+            Problem::bad_request("id", format!("id must be a job number (got {raw:?})"))
+        })
+    }
+}
+
+/// The `{id}` of a route: a UUID, or a job's number (400 naming `id` otherwise).
+pub struct Id<T: PathId = Uuid>(pub T);
+
+impl<S: Send + Sync, T: PathId> FromRequestParts<S> for Id<T> {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, s: &S) -> Result<Self, Problem> {
+        let Path(raw) = Path::<String>::from_request_parts(parts, s)
+            .await
+            .map_err(|e| Problem::bad_request("id", e.body_text()))?;
+        T::parse(&raw).map(Id)
+    }
+}
+
+/// The query of a list route that filters by a state of type `S`: a page and the state asked
+/// for (400 naming the parameter otherwise).
+pub struct Listing<S>(pub Page, pub Option<S>);
+
+impl<St: Send + Sync, S: State> FromRequestParts<St> for Listing<S> {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, s: &St) -> Result<Self, Problem> {
+        let Params(q) = Params::<ListQuery>::from_request_parts(parts, s).await?;
+        let (page, status) = q.checked()?;
+        Ok(Listing(page, status))
+    }
 }
 
 /// Query of the list routes that filter by state (`GET /v1/documents`, `/v1/approvals`,

@@ -1,13 +1,11 @@
 //! `POST /v1/jobs` (the three kinds, validated like `agentd enqueue`, always for the key's org)
 //! and `GET /v1/jobs/{id}`.
 
-use super::ApiState;
-use super::auth::{Caller, Role};
+use super::auth::{Scoped, Uploader};
 use super::error::{ApiResult, Problem, json_response, ok};
-use super::extract::JsonBody;
+use super::extract::{Id, JsonBody};
 use crate::queue::{self, NewJob};
 use crate::store::{api_reads, documents};
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -57,15 +55,9 @@ fn not_for(kind: &str, field: &str, given: bool) -> Result<(), Problem> {
 /// Enqueue a job.
 #[utoipa::path(post, path = "/v1/jobs", tag = "jobs", request_body = NewJobRequest,
     responses((status = 201, body = EnqueuedJob), (status = 200, body = EnqueuedJob, description = "Already enqueued"),
-        (status = 404), (status = 422)), security(("bearer" = [])))]
-pub async fn create(
-    State(s): State<ApiState>,
-    caller: Caller,
-    JsonBody(r): JsonBody<NewJobRequest>,
-) -> ApiResult {
-    caller.require(Role::Uploader)?;
-    let app = &s.app;
-    let org = caller.org_id;
+        (status = 404), (status = 422)))]
+pub async fn create(req: Scoped<Uploader>, JsonBody(r): JsonBody<NewJobRequest>) -> ApiResult {
+    let (app, org) = (&req.app, req.org_id());
     let kind = r.kind.as_str();
     let known = ["auto_create", "proactive_suggestion", "approval_expiry"];
     if !known.contains(&kind) || app.catalog.get(kind).is_none() {
@@ -172,12 +164,9 @@ pub async fn create(
 
 /// One job of the org.
 #[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs", params(("id" = i64, Path)),
-    responses((status = 200, body = Object), (status = 404)), security(("bearer" = [])))]
-pub async fn get(State(s): State<ApiState>, caller: Caller, Path(id): Path<String>) -> ApiResult {
-    let id: i64 = id.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-        Problem::bad_request("id", format!("id must be a job number (got {id:?})"))
-    })?;
-    let job = api_reads::job(&s.app.pool, caller.org_id, id)
+    responses((status = 200, body = Object), (status = 404)))]
+pub async fn get(req: Scoped, Id(id): Id<i64>) -> ApiResult {
+    let job = api_reads::job(&req.app.pool, req.org_id(), id)
         .await?
         .ok_or_else(|| Problem::not_found("job", id))?;
     ok(&job)

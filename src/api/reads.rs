@@ -1,27 +1,23 @@
 //! Read-only routes: `GET /v1/suggestions`, `GET /v1/runs/{id}` (transcript and audit) and
 //! `GET /v1/status` (the org's queue at a glance, shaped like `agentd status --json`).
 
-use super::ApiState;
-use super::auth::Caller;
+use super::auth::Scoped;
 use super::error::{ApiResult, Problem, ok};
-use super::extract::{ListQuery, Paged, parse_query, uuid_id};
+use super::extract::{Id, ListQuery, Listing, Paged};
 use crate::store::api_reads::SuggestionItem;
+use crate::store::states::SuggestionStatus;
 use crate::store::{runs, status};
-use axum::extract::{Path, RawQuery, State};
 use serde::Serialize;
 use serde_json::json;
 
 /// The org's suggestions, newest first (`status`: pending, shown, acted, dismissed or expired).
 #[utoipa::path(get, path = "/v1/suggestions", tag = "suggestions", params(ListQuery),
-    responses((status = 200, body = Object)), security(("bearer" = [])))]
+    responses((status = 200, body = Object)))]
 pub async fn suggestions(
-    State(s): State<ApiState>,
-    caller: Caller,
-    RawQuery(q): RawQuery,
+    req: Scoped,
+    Listing(page, status): Listing<SuggestionStatus>,
 ) -> ApiResult {
-    let q: ListQuery = parse_query(q.as_deref())?;
-    let (page, status) = q.checked()?;
-    let paged = Paged::<SuggestionItem>::fetch(&s.app.pool, caller.org_id, &page, status, None);
+    let paged = Paged::<SuggestionItem>::fetch(&req.app.pool, req.org_id(), &page, status, None);
     ok(&paged.await?)
 }
 
@@ -35,24 +31,24 @@ pub struct RunDetail {
 
 /// A run: its row, transcript (checkpoints) and audit trail.
 #[utoipa::path(get, path = "/v1/runs/{id}", tag = "runs", params(("id" = uuid::Uuid, Path)),
-    responses((status = 200, body = RunDetail), (status = 404)), security(("bearer" = [])))]
-pub async fn run(State(s): State<ApiState>, caller: Caller, Path(id): Path<String>) -> ApiResult {
-    let id = uuid_id(&id)?;
-    let run = runs::get_run(&s.app.pool, id)
+    responses((status = 200, body = RunDetail), (status = 404)))]
+pub async fn run(req: Scoped, Id(id): Id) -> ApiResult {
+    let pool = &req.app.pool;
+    let run = runs::get_run(pool, id)
         .await?
-        .filter(|r| r.org_id == caller.org_id)
+        .filter(|r| r.org_id == req.org_id())
         .ok_or_else(|| Problem::not_found("run", id))?;
-    let steps = runs::steps(&s.app.pool, id).await?;
-    let audit = runs::audit_for_run(&s.app.pool, id).await?;
+    let steps = runs::steps(pool, id).await?;
+    let audit = runs::audit_for_run(pool, id).await?;
     ok(&RunDetail { run, steps, audit })
 }
 
 /// The org's queue, runs, approvals and budget at a glance.
 #[utoipa::path(get, path = "/v1/status", tag = "status",
-    responses((status = 200, body = Object)), security(("bearer" = [])))]
-pub async fn status(State(s): State<ApiState>, caller: Caller) -> ApiResult {
-    let app = &s.app;
-    let (pool, org) = (&app.pool, caller.org_id);
+    responses((status = 200, body = Object)))]
+pub async fn status(req: Scoped) -> ApiResult {
+    let app = &req.app;
+    let (pool, org) = (&app.pool, req.org_id());
     let now = app.clock.now();
     let mut v = serde_json::to_value(status::glance(pool, Some(org), now).await?)
         .map_err(Problem::internal)?;

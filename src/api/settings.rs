@@ -3,13 +3,12 @@
 //! re-proposal of expired approvals. Validation is [`crate::org_settings`]'s, shared with
 //! `agentd orgs set`: a bad key is a 422 naming it, and nothing is written.
 
-use super::ApiState;
-use super::auth::{Caller, Role};
+use super::auth::{Admin, Scoped};
 use super::error::{ApiResult, Problem, ok};
 use super::extract::JsonBody;
+use crate::app::App;
 use crate::org_settings::{self, ApplyError, Patch};
 use crate::store::{org_settings as store, runs};
-use axum::extract::State;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -34,9 +33,9 @@ pub struct Settings {
     pub repropose_expired: bool,
 }
 
-pub(super) async fn current(s: &ApiState, org_id: uuid::Uuid) -> Result<Settings, Problem> {
-    let b = runs::budget(&s.app.pool, org_id, s.app.clock.now()).await?;
-    let o = store::get(&s.app.pool, org_id)
+pub(super) async fn current(app: &App, org_id: uuid::Uuid) -> Result<Settings, Problem> {
+    let b = runs::budget(&app.pool, org_id, app.clock.now()).await?;
+    let o = store::get(&app.pool, org_id)
         .await?
         .ok_or_else(|| Problem::not_found("org", org_id))?;
     Ok(Settings {
@@ -55,24 +54,17 @@ pub(super) async fn current(s: &ApiState, org_id: uuid::Uuid) -> Result<Settings
 
 /// The org's settings.
 #[utoipa::path(get, path = "/v1/settings", tag = "settings",
-    responses((status = 200, body = Settings), (status = 403)), security(("bearer" = [])))]
-pub async fn get(State(s): State<ApiState>, caller: Caller) -> ApiResult {
-    caller.require(Role::Admin)?;
-    ok(&current(&s, caller.org_id).await?)
+    responses((status = 200, body = Settings), (status = 403)))]
+pub async fn get(req: Scoped<Admin>) -> ApiResult {
+    ok(&current(&req.app, req.org_id()).await?)
 }
 
 /// Change the org's settings (absent keys stay; `null` clears an optional one).
 #[utoipa::path(patch, path = "/v1/settings", tag = "settings", request_body = Patch,
-    responses((status = 200, body = Settings), (status = 403), (status = 422)),
-    security(("bearer" = [])))]
-pub async fn patch(
-    State(s): State<ApiState>,
-    caller: Caller,
-    JsonBody(p): JsonBody<Patch>,
-) -> ApiResult {
-    caller.require(Role::Admin)?;
-    let app = &s.app;
-    match org_settings::apply(&app.pool, &app.config, caller.org_id, &p, app.clock.now()).await {
+    responses((status = 200, body = Settings), (status = 403), (status = 422)))]
+pub async fn patch(req: Scoped<Admin>, JsonBody(p): JsonBody<Patch>) -> ApiResult {
+    let (app, org) = (&req.app, req.org_id());
+    match org_settings::apply(&app.pool, &app.config, org, &p, app.clock.now()).await {
         Ok(_) => {}
         Err(ApplyError::Invalid(e)) => {
             return Err(Problem::invalid(e.field.clone(), e.to_string()));
@@ -80,5 +72,5 @@ pub async fn patch(
         Err(ApplyError::NotFound(id)) => return Err(Problem::not_found("org", id)),
         Err(ApplyError::Db(e)) => return Err(e.into()),
     }
-    ok(&current(&s, caller.org_id).await?)
+    ok(&current(app, org).await?)
 }

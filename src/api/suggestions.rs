@@ -3,16 +3,15 @@
 //! then skips the same kind for the same subject for 14 days). `acted` is set when the
 //! suggestion's approval executes, `expired` by the expiry sweep. Reviewer role.
 
-use super::ApiState;
 use super::approvals::check_reason;
-use super::auth::{Caller, Role};
+use super::auth::{Reviewer, Scoped};
 use super::error::{ApiResult, Problem, ok};
-use super::extract::{OptionalJsonBody, uuid_id};
+use super::extract::{Id, OptionalJsonBody};
 use crate::store::suggestions::{self as store, SuggestionStatus, Transition};
-use axum::extract::{Path, State};
 use serde::Deserialize;
 use serde_json::json;
 use utoipa::ToSchema;
+use uuid::Uuid;
 
 /// Body of dismiss.
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -23,15 +22,13 @@ pub struct DismissBody {
 }
 
 async fn transition(
-    s: &ApiState,
-    caller: &Caller,
-    id: &str,
+    req: Scoped<Reviewer>,
+    id: Uuid,
     to: SuggestionStatus,
     reason: Option<Option<String>>,
 ) -> ApiResult {
-    caller.require(Role::Reviewer)?;
-    let id = uuid_id(id)?;
-    let mut conn = s.app.pool.acquire().await?;
+    let (app, caller) = (&req.app, req.caller);
+    let mut conn = app.pool.acquire().await?;
     // Another org's id is "not found" before the body is looked at.
     if store::get(&mut conn, caller.org_id, id).await?.is_none() {
         return Err(Problem::not_found("suggestion", id));
@@ -41,7 +38,7 @@ async fn transition(
         None => None,
     };
     let by = format!("key {}", caller.key_id);
-    let mut tx = s.app.pool.begin().await?;
+    let mut tx = app.pool.begin().await?;
     let out = store::transition(
         &mut tx,
         caller.org_id,
@@ -49,7 +46,7 @@ async fn transition(
         to,
         reason.as_deref(),
         &by,
-        s.app.clock.now(),
+        app.clock.now(),
     )
     .await?;
     tx.commit().await?;
@@ -74,29 +71,19 @@ async fn transition(
 /// Dismiss a suggestion with a reason.
 #[utoipa::path(post, path = "/v1/suggestions/{id}/dismiss", tag = "suggestions",
     params(("id" = Uuid, Path)), request_body(content = DismissBody),
-    responses((status = 200, body = Object), (status = 404), (status = 409), (status = 422)),
-    security(("bearer" = [])))]
+    responses((status = 200, body = Object), (status = 404), (status = 409), (status = 422)))]
 pub async fn dismiss(
-    State(s): State<ApiState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    req: Scoped<Reviewer>,
+    Id(id): Id,
     OptionalJsonBody(body): OptionalJsonBody<DismissBody>,
 ) -> ApiResult {
-    transition(
-        &s,
-        &caller,
-        &id,
-        SuggestionStatus::Dismissed,
-        Some(body.reason),
-    )
-    .await
+    transition(req, id, SuggestionStatus::Dismissed, Some(body.reason)).await
 }
 
 /// Mark a suggestion shown to a person.
 #[utoipa::path(post, path = "/v1/suggestions/{id}/shown", tag = "suggestions",
     params(("id" = Uuid, Path)),
-    responses((status = 200, body = Object), (status = 404), (status = 409)),
-    security(("bearer" = [])))]
-pub async fn shown(State(s): State<ApiState>, caller: Caller, Path(id): Path<String>) -> ApiResult {
-    transition(&s, &caller, &id, SuggestionStatus::Shown, None).await
+    responses((status = 200, body = Object), (status = 404), (status = 409)))]
+pub async fn shown(req: Scoped<Reviewer>, Id(id): Id) -> ApiResult {
+    transition(req, id, SuggestionStatus::Shown, None).await
 }

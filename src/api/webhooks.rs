@@ -1,13 +1,11 @@
 //! `POST /v1/webhooks`, `GET /v1/webhooks`, `DELETE /v1/webhooks/{id}` (admin): the org's
 //! webhook subscriptions. Deliveries are `webhook_delivery` jobs (see `crate::webhooks`).
 
-use super::ApiState;
-use super::auth::{Caller, Role};
+use super::auth::{Admin, Scoped};
 use super::error::{ApiResult, Problem, json_response, ok};
-use super::extract::{JsonBody, uuid_id};
+use super::extract::{Id, JsonBody};
 use crate::config::Invalid;
 use crate::store::webhooks::{self, NewWebhook, WebhookRow};
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde::Deserialize;
@@ -27,26 +25,20 @@ pub struct NewWebhookRequest {
 
 /// Subscribe a URL to event types.
 #[utoipa::path(post, path = "/v1/webhooks", tag = "webhooks", request_body = NewWebhookRequest,
-    responses((status = 201, body = WebhookRow), (status = 403), (status = 409), (status = 422)),
-    security(("bearer" = [])))]
-pub async fn create(
-    State(s): State<ApiState>,
-    caller: Caller,
-    JsonBody(r): JsonBody<NewWebhookRequest>,
-) -> ApiResult {
-    caller.require(Role::Admin)?;
+    responses((status = 201, body = WebhookRow), (status = 403), (status = 409), (status = 422)))]
+pub async fn create(req: Scoped<Admin>, JsonBody(r): JsonBody<NewWebhookRequest>) -> ApiResult {
     let invalid = |e: Invalid| Problem::invalid(e.key, e.message);
     crate::webhooks::validate_url(&r.url).map_err(invalid)?;
-    let allow = s.app.config.webhooks.allow_private_networks;
+    let allow = req.app.config.webhooks.allow_private_networks;
     crate::webhooks::guard::check_registration(&r.url, allow)
         .await
         .map_err(invalid)?;
     crate::webhooks::validate_events(&r.events).map_err(invalid)?;
     crate::webhooks::validate_secret(&r.secret).map_err(invalid)?;
-    let app = &s.app;
+    let app = &req.app;
     let spec = app.spec("webhook_delivery");
     let max = spec.webhook.as_ref().map_or(20, |w| w.max_per_org);
-    if webhooks::count(&app.pool, caller.org_id).await? >= i64::from(max) {
+    if webhooks::count(&app.pool, req.org_id()).await? >= i64::from(max) {
         return Err(Problem::conflict(format!(
             "this org has {max} webhooks, the most allowed (webhook.max_per_org); delete one first"
         )));
@@ -54,7 +46,7 @@ pub async fn create(
     let row = webhooks::insert(
         &app.pool,
         &NewWebhook {
-            org_id: caller.org_id,
+            org_id: req.org_id(),
             url: &r.url,
             events: &r.events,
             secret: &r.secret,
@@ -69,25 +61,17 @@ pub async fn create(
 
 /// The org's subscriptions (without their secrets).
 #[utoipa::path(get, path = "/v1/webhooks", tag = "webhooks",
-    responses((status = 200, body = Object, description = "`{webhooks: [...]}`"), (status = 403)),
-    security(("bearer" = [])))]
-pub async fn list(State(s): State<ApiState>, caller: Caller) -> ApiResult {
-    caller.require(Role::Admin)?;
-    let rows = webhooks::list(&s.app.pool, caller.org_id).await?;
+    responses((status = 200, body = Object, description = "`{webhooks: [...]}`"), (status = 403)))]
+pub async fn list(req: Scoped<Admin>) -> ApiResult {
+    let rows = webhooks::list(&req.app.pool, req.org_id()).await?;
     ok(&serde_json::json!({ "webhooks": rows }))
 }
 
 /// Delete a subscription; deliveries already queued for it end without sending.
 #[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks", params(("id" = uuid::Uuid, Path)),
-    responses((status = 204), (status = 403), (status = 404)), security(("bearer" = [])))]
-pub async fn delete(
-    State(s): State<ApiState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> ApiResult {
-    caller.require(Role::Admin)?;
-    let id = uuid_id(&id)?;
-    if webhooks::delete(&s.app.pool, caller.org_id, id).await? {
+    responses((status = 204), (status = 403), (status = 404)))]
+pub async fn delete(req: Scoped<Admin>, Id(id): Id) -> ApiResult {
+    if webhooks::delete(&req.app.pool, req.org_id(), id).await? {
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
         Err(Problem::not_found("webhook", id))

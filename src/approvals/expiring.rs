@@ -22,7 +22,7 @@ pub async fn notify_expiring(
     now: DateTime<Utc>,
     notice: Duration,
     batch: i64,
-) -> Result<u64, sqlx::Error> {
+) -> sqlx::Result<u64> {
     let mut total = 0;
     loop {
         let mut tx = pool.begin().await?;
@@ -73,7 +73,7 @@ pub async fn enqueue_reproposals(
     max_depth: u32,
     priority: i16,
     max_attempts: i32,
-) -> Result<u64, sqlx::Error> {
+) -> sqlx::Result<u64> {
     if max_depth == 0 {
         return Ok(0);
     }

@@ -51,7 +51,7 @@ pub async fn propose_follow_up(
     policy: &Policy,
     f: &FollowUp,
     origin: ProposalOrigin<'_>,
-) -> Result<Result<Uuid, NotProposed>, sqlx::Error> {
+) -> sqlx::Result<Result<Uuid, NotProposed>> {
     let name = f.tool.as_str();
     let Some(tool) = registry.get(name).cloned() else {
         let unknown = format!("unknown tool `{name}`");
@@ -90,7 +90,7 @@ async fn proposed(
     tool: &dyn crate::tools::Tool,
     f: &FollowUp,
     origin: ProposalOrigin<'_>,
-) -> Result<Result<Uuid, NotProposed>, sqlx::Error> {
+) -> sqlx::Result<Result<Uuid, NotProposed>> {
     let origin = ProposalOrigin {
         suggestion_id: f.suggestion_id,
         ..origin

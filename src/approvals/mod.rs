@@ -403,11 +403,7 @@ struct Recorded<'a> {
 
 /// Sets the approval's state and appends its audit row; an executed approval marks its
 /// suggestion `acted`.
-async fn record(
-    conn: &mut PgConnection,
-    row: &ApprovalRow,
-    r: Recorded<'_>,
-) -> Result<(), sqlx::Error> {
+async fn record(conn: &mut PgConnection, row: &ApprovalRow, r: Recorded<'_>) -> sqlx::Result<()> {
     store::set_decision(conn, row.id, r.status, r.actor, r.now, r.result, r.reason).await?;
     notify::decided(conn, row, r.status, r.actor, r.now).await?;
     if r.status == ApprovalStatus::Executed

@@ -26,7 +26,7 @@ pub async fn created(
     conn: &mut PgConnection,
     a: &Created<'_>,
     now: DateTime<Utc>,
-) -> Result<(), sqlx::Error> {
+) -> sqlx::Result<()> {
     let payload = json!({
         "approval_id": a.id, "tool": a.tool, "run_id": a.run_id,
         "suggestion_id": a.suggestion_id, "expires_at": a.expires_at,
@@ -68,7 +68,7 @@ pub async fn decided(
     status: ApprovalStatus,
     by: &str,
     now: DateTime<Utc>,
-) -> Result<(), sqlx::Error> {
+) -> sqlx::Result<()> {
     let rows = [(row.org_id, row.id, payload(row, status.as_str(), by))];
     events::emit_many(conn, type_for(status), &rows, now).await?;
     Ok(())
@@ -82,7 +82,7 @@ pub async fn swept(
     status: &str,
     by: &str,
     now: DateTime<Utc>,
-) -> Result<(), sqlx::Error> {
+) -> sqlx::Result<()> {
     let rows: Vec<_> = rows
         .iter()
         .map(|(r, _)| (r.org_id, r.id, payload(r, status, by)))

@@ -21,11 +21,7 @@ fn quoted(v: Option<&str>) -> String {
     )
 }
 
-async fn doc_name(
-    conn: &mut PgConnection,
-    org_id: Uuid,
-    args: &Value,
-) -> Result<String, sqlx::Error> {
+async fn doc_name(conn: &mut PgConnection, org_id: Uuid, args: &Value) -> sqlx::Result<String> {
     let Some(id) = s(args, "document_id").and_then(|d| Uuid::parse_str(d).ok()) else {
         return Ok("a document".into());
     };
@@ -47,7 +43,7 @@ pub async fn summarize(
     org_id: Uuid,
     tool: &str,
     args: &Value,
-) -> Result<String, sqlx::Error> {
+) -> sqlx::Result<String> {
     let line = match tool {
         "create_tag" => format!(
             "Create tag {}{}",

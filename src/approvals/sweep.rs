@@ -85,7 +85,7 @@ pub struct Sweeper {
 
 impl Sweeper {
     /// One full pass (all batches). `only`: restrict to these approvals.
-    pub async fn run_once(&self, only: Option<&[Uuid]>) -> Result<SweepReport, sqlx::Error> {
+    pub async fn run_once(&self, only: Option<&[Uuid]>) -> sqlx::Result<SweepReport> {
         let now = self.clock.now();
         let report = Mutex::new(SweepReport::default());
         for expired_only in [true, false] {
@@ -153,7 +153,7 @@ impl Sweeper {
         &self,
         mut batch: store::Batch<'_>,
         report: &Mutex<SweepReport>,
-    ) -> Result<(), sqlx::Error> {
+    ) -> sqlx::Result<()> {
         let (now, expired_only, limit) = (batch.now, batch.expired_only, batch.limit);
         let workers = self.workers.max(1) as usize;
         // A batch's ids to judge, and how many of it the scan found unchanged.
@@ -240,7 +240,7 @@ impl Sweeper {
         &self,
         mut batch: store::Batch<'_>,
         report: &Mutex<SweepReport>,
-    ) -> Result<(), sqlx::Error> {
+    ) -> sqlx::Result<()> {
         let (now, expired_only) = (batch.now, batch.expired_only);
         loop {
             let mut tx = self.pool.begin().await?;
@@ -275,7 +275,7 @@ impl Sweeper {
         expired_only: bool,
         mut done: SweepReport,
         report: &Mutex<SweepReport>,
-    ) -> Result<(), sqlx::Error> {
+    ) -> sqlx::Result<()> {
         let ttl = json!({"reason": "ttl"});
         let mut unchanged = Vec::new();
         let mut changed = Vec::new();
@@ -325,7 +325,7 @@ impl Sweeper {
         mut rows: Vec<(&ApprovalRow, Value)>,
         status: ApprovalStatus,
         now: chrono::DateTime<chrono::Utc>,
-    ) -> Result<u64, sqlx::Error> {
+    ) -> sqlx::Result<u64> {
         let event = super::notify::type_for(status).as_str();
         let status = status.as_str();
         if !self.row_by_row {
@@ -353,7 +353,7 @@ impl Sweeper {
         rows: &[ApprovalRow],
         now: chrono::DateTime<chrono::Utc>,
         lock: bool,
-    ) -> Result<Vec<Option<Value>>, sqlx::Error> {
+    ) -> sqlx::Result<Vec<Option<Value>>> {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
@@ -398,7 +398,7 @@ impl Sweeper {
         conn: &mut PgConnection,
         row: &ApprovalRow,
         now: chrono::DateTime<chrono::Utc>,
-    ) -> Result<Option<Value>, sqlx::Error> {
+    ) -> sqlx::Result<Option<Value>> {
         let Some(tool) = self.env.registry.get(&row.tool).cloned() else {
             return Ok(Some(
                 json!({"tool": format!("`{}` no longer exists", row.tool)}),
@@ -426,7 +426,7 @@ impl Sweeper {
         &self,
         now: chrono::DateTime<chrono::Utc>,
         only: Option<&[Uuid]>,
-    ) -> Result<u64, sqlx::Error> {
+    ) -> sqlx::Result<u64> {
         if self.max_reproposals == 0 {
             return Ok(0);
         }

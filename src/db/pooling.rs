@@ -154,7 +154,7 @@ pub async fn open(url: &str, cfg: &DatabaseConfig) -> Result<PgPool, DbError> {
     Ok(pool)
 }
 
-async fn open_checkout(c: &mut PgConnection, begin: &str) -> Result<(), sqlx::Error> {
+async fn open_checkout(c: &mut PgConnection, begin: &str) -> sqlx::Result<()> {
     sqlx::raw_sql(AssertSqlSafe(begin.to_string()))
         .execute(c)
         .await
@@ -164,7 +164,7 @@ async fn open_checkout(c: &mut PgConnection, begin: &str) -> Result<(), sqlx::Er
 /// Ends a checkout: deallocates what it prepared and commits (the checkout transaction, or an
 /// implicit one when the caller already committed); a checkout whose transaction failed is
 /// closed rather than reused.
-async fn close_checkout(c: &mut PgConnection) -> Result<bool, sqlx::Error> {
+async fn close_checkout(c: &mut PgConnection) -> sqlx::Result<bool> {
     // A dropped sqlx transaction has already lowered the depth (its ROLLBACK is queued and runs
     // before CLOSE_SQL). Depth left here means a caller's transaction nobody ended: close the
     // connection rather than let CLOSE_SQL's COMMIT make its work durable.

@@ -144,7 +144,7 @@ pub async fn fail_run_fenced(
     job: &crate::queue::ClaimedJob,
     run_id: uuid::Uuid,
     error: &str,
-) -> Result<bool, sqlx::Error> {
+) -> sqlx::Result<bool> {
     let mut tx = app.pool.begin().await?;
     if !crate::queue::store::holds_attempt(&mut tx, job.id, job.attempt).await? {
         tracing::warn!(job.id = job.id, attempt = job.attempt, %run_id, "stale attempt: the run is not failed by this worker");

@@ -56,7 +56,7 @@ impl FleetLimiter {
         &self.key
     }
 
-    async fn ensure(&self) -> Result<(), sqlx::Error> {
+    async fn ensure(&self) -> sqlx::Result<()> {
         self.ready
             .get_or_try_init(|| async {
                 crate::store::provider_limits::ensure(&self.pool, &self.key, self.rpm, self.tpm)
@@ -67,7 +67,7 @@ impl FleetLimiter {
     }
 
     /// Waits until the fleet may send one request costing `tokens`; returns the time waited.
-    pub async fn acquire(&self, tokens: u64) -> Result<Duration, sqlx::Error> {
+    pub async fn acquire(&self, tokens: u64) -> sqlx::Result<Duration> {
         self.ensure().await?;
         let started = std::time::Instant::now();
         loop {
@@ -87,14 +87,14 @@ impl FleetLimiter {
     }
 
     /// A 429 from the endpoint: blocks it for everyone for `retry_after`.
-    pub async fn rate_limited(&self, retry_after: Duration) -> Result<(), sqlx::Error> {
+    pub async fn rate_limited(&self, retry_after: Duration) -> sqlx::Result<()> {
         self.ensure().await?;
         crate::store::provider_limits::block(&self.pool, &self.key, retry_after.as_secs_f64()).await
     }
 }
 
 /// Publishes the fleet-wide figures of every endpoint (from the table) as metrics.
-pub async fn publish_metrics(pool: &PgPool) -> Result<(), sqlx::Error> {
+pub async fn publish_metrics(pool: &PgPool) -> sqlx::Result<()> {
     for r in crate::store::provider_limits::list(pool).await? {
         let e = r.key.clone();
         metrics::gauge!("agentd_provider_limit_requests_per_minute", "endpoint" => e.clone())

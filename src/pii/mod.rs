@@ -62,7 +62,7 @@ impl PiiSettings {
         org_id: Uuid,
         run_id: Uuid,
         inner: SharedProvider,
-    ) -> Result<SharedProvider, sqlx::Error> {
+    ) -> sqlx::Result<SharedProvider> {
         if !self.enabled || !crate::store::pii::org_redacts(pool, org_id).await? {
             return Ok(inner);
         }
@@ -84,7 +84,7 @@ impl PiiSettings {
         pool: &PgPool,
         org_id: Uuid,
         inner: SharedProvider,
-    ) -> Result<SharedProvider, sqlx::Error> {
+    ) -> sqlx::Result<SharedProvider> {
         if !self.enabled || !crate::store::pii::org_redacts(pool, org_id).await? {
             return Ok(inner);
         }

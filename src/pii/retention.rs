@@ -63,7 +63,7 @@ fn compact_text(key: &str, s: &str) -> String {
 }
 
 /// Compacts every step of `run_id` and drops its symbol table; returns the steps changed.
-pub async fn compact_run(conn: &mut PgConnection, run_id: Uuid) -> Result<u64, sqlx::Error> {
+pub async fn compact_run(conn: &mut PgConnection, run_id: Uuid) -> sqlx::Result<u64> {
     let steps: Vec<(i32, Value)> = sqlx::query_as(
         "SELECT seq, payload FROM agent_steps
           WHERE run_id = $1 AND NOT coalesce((payload->>'compacted')::boolean, false)
@@ -103,7 +103,7 @@ pub async fn erase_document(
     conn: &mut PgConnection,
     org_id: Uuid,
     document_id: Uuid,
-) -> Result<u64, sqlx::Error> {
+) -> sqlx::Result<u64> {
     let runs: Vec<Uuid> = sqlx::query_scalar(
         "SELECT r.id FROM agent_runs r
           WHERE r.org_id = $1
@@ -132,7 +132,7 @@ pub struct TranscriptRetention {
 
 impl TranscriptRetention {
     /// One pass; returns the runs compacted.
-    pub async fn run_once(&self) -> Result<u64, sqlx::Error> {
+    pub async fn run_once(&self) -> sqlx::Result<u64> {
         let cutoff = self.clock.now() - self.keep;
         let total = crate::queue::maintenance::drain(self.batch, || async {
             let mut tx = self.pool.begin().await?;
@@ -184,7 +184,7 @@ pub async fn kept_for_document(
     conn: &mut PgConnection,
     org_id: Uuid,
     document_id: Uuid,
-) -> Result<Option<Kept>, sqlx::Error> {
+) -> sqlx::Result<Option<Kept>> {
     let row: Option<(i64, i64, i64, i64, i64, i64, i64)> = sqlx::query_as(
         "WITH d AS (SELECT id, length(coalesce(text, ''))::bigint AS chars FROM documents
                      WHERE org_id = $1 AND id = $2),
@@ -253,7 +253,7 @@ pub async fn delete_org(
     conn: &mut PgConnection,
     org_id: Uuid,
     now: chrono::DateTime<chrono::Utc>,
-) -> Result<Option<OrgErasure>, sqlx::Error> {
+) -> sqlx::Result<Option<OrgErasure>> {
     let exists: Option<Uuid> = sqlx::query_scalar("SELECT id FROM orgs WHERE id = $1 FOR UPDATE")
         .bind(org_id)
         .fetch_optional(&mut *conn)

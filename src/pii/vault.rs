@@ -47,7 +47,7 @@ impl Vault {
         org_id: Uuid,
         run_id: Uuid,
         extra_ids: Vec<Regex>,
-    ) -> Result<Self, sqlx::Error> {
+    ) -> sqlx::Result<Self> {
         let rows: Vec<(String, String)> = sqlx::query_as(
             "SELECT token, value FROM pii_tokens WHERE run_id = $1 AND org_id = $2 ORDER BY n",
         )
@@ -68,7 +68,7 @@ impl Vault {
     }
 
     /// Writes new entries (one short statement, no transaction held).
-    pub async fn save(&self) -> Result<(), sqlx::Error> {
+    pub async fn save(&self) -> sqlx::Result<()> {
         let Some((pool, org, run)) = &self.store else {
             return Ok(());
         };

@@ -200,7 +200,7 @@ pub async fn other_active_run<'e, E: sqlx::PgExecutor<'e>>(
     org_id: Uuid,
     document_id: Uuid,
     job_id: i64,
-) -> Result<Option<(Uuid, i64)>, sqlx::Error> {
+) -> sqlx::Result<Option<(Uuid, i64)>> {
     sqlx::query_as(
         "SELECT r.id, r.job_id FROM agent_runs r JOIN agentd_jobs j ON j.id = r.job_id
           WHERE r.org_id = $1 AND r.kind = 'auto_create' AND r.subject = $2::text

@@ -378,7 +378,7 @@ pub async fn holds_attempt(
     conn: &mut sqlx::PgConnection,
     id: i64,
     attempt: i32,
-) -> Result<bool, sqlx::Error> {
+) -> sqlx::Result<bool> {
     let held: Option<i32> = sqlx::query_scalar(
         "SELECT 1 FROM agentd_jobs WHERE id = $1 AND attempt = $2 AND state = 'running' FOR SHARE",
     )

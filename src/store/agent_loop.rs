@@ -18,7 +18,7 @@ pub async fn insert_mark(
     kind: &str,
     payload: &Value,
     now: DateTime<Utc>,
-) -> Result<StepRow, sqlx::Error> {
+) -> sqlx::Result<StepRow> {
     // As read back: marks carry no version and no call id.
     let row = StepRow {
         seq,
@@ -41,10 +41,7 @@ pub async fn insert_mark(
 }
 
 /// The run's checkpoints and loop marks, in step order.
-pub async fn steps_and_marks(
-    pool: &sqlx::PgPool,
-    run_id: Uuid,
-) -> Result<Vec<StepRow>, sqlx::Error> {
+pub async fn steps_and_marks(pool: &sqlx::PgPool, run_id: Uuid) -> sqlx::Result<Vec<StepRow>> {
     let mut steps = super::runs::steps(pool, run_id).await?;
     let marks: Vec<StepRow> = sqlx::query_as(
         "SELECT seq, kind, NULL::text AS call_id, payload, created_at FROM agent_loop_marks WHERE run_id = $1",
@@ -60,10 +57,7 @@ pub async fn steps_and_marks(
 }
 
 /// Marks the run's token counts as including estimates.
-pub async fn mark_estimated<'e, E: PgExecutor<'e>>(
-    exec: E,
-    run_id: Uuid,
-) -> Result<(), sqlx::Error> {
+pub async fn mark_estimated<'e, E: PgExecutor<'e>>(exec: E, run_id: Uuid) -> sqlx::Result<()> {
     sqlx::query(
         "UPDATE agent_runs SET tokens_estimated = true WHERE id = $1 AND NOT tokens_estimated",
     )
@@ -74,10 +68,7 @@ pub async fn mark_estimated<'e, E: PgExecutor<'e>>(
 }
 
 /// True if the run's token counts include estimates.
-pub async fn is_estimated<'e, E: PgExecutor<'e>>(
-    exec: E,
-    run_id: Uuid,
-) -> Result<bool, sqlx::Error> {
+pub async fn is_estimated<'e, E: PgExecutor<'e>>(exec: E, run_id: Uuid) -> sqlx::Result<bool> {
     sqlx::query_scalar("SELECT tokens_estimated FROM agent_runs WHERE id = $1")
         .bind(run_id)
         .fetch_one(exec)
@@ -92,7 +83,7 @@ pub async fn charge_failed_call(
     run_id: Uuid,
     input_tokens: i64,
     now: DateTime<Utc>,
-) -> Result<Option<(i64, i64)>, sqlx::Error> {
+) -> sqlx::Result<Option<(i64, i64)>> {
     super::runs::add_tokens(&mut *conn, run_id, input_tokens, 0).await?;
     mark_estimated(&mut *conn, run_id).await?;
     super::runs::charge_budget(conn, org_id, input_tokens, now).await
@@ -105,7 +96,7 @@ pub async fn charge_failed_call(
 /// flushes the WAL before it, this record included (the WAL writer does within 0.6 s anyway).
 pub async fn begin_unflushed(
     pool: &sqlx::PgPool,
-) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+) -> sqlx::Result<sqlx::Transaction<'static, sqlx::Postgres>> {
     pool.begin_with("BEGIN; SET LOCAL synchronous_commit = off")
         .await
 }
@@ -160,7 +151,7 @@ pub async fn checkpoint_settled(
     add: Counters,
     settle: Settle,
     flush: Flush,
-) -> Result<Settled, sqlx::Error> {
+) -> sqlx::Result<Settled> {
     let (run_tokens, used, limit): (i64, Option<i64>, Option<i64>) = sqlx::query_as_with(
         "WITH unflushed AS (
             SELECT set_config('synchronous_commit', 'off', true) WHERE $15),
@@ -209,7 +200,7 @@ fn step_arguments(
     run_id: Uuid,
     step: &StepRow,
     add: Counters,
-) -> Result<PgArguments, sqlx::Error> {
+) -> sqlx::Result<PgArguments> {
     let mut values = || -> Result<(), sqlx::error::BoxDynError> {
         args.add(run_id)?;
         args.add(step.seq)?;
@@ -237,7 +228,7 @@ pub async fn checkpoint_audited(
     step: &StepRow,
     add: Counters,
     audit: &super::audit::NewAudit<'_>,
-) -> Result<i64, sqlx::Error> {
+) -> sqlx::Result<i64> {
     sqlx::query_scalar_with(
         concat!(
             "WITH audit AS (

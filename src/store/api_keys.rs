@@ -36,7 +36,7 @@ pub async fn insert_key<'e, E: PgExecutor<'e>>(
     key_hash: &str,
     key_prefix: &str,
     now: DateTime<Utc>,
-) -> Result<(), sqlx::Error> {
+) -> sqlx::Result<()> {
     sqlx::query(
         "INSERT INTO api_keys (id, org_id, role, key_hash, key_prefix, created_at)
          VALUES ($1, $2, $3, $4, $5, $6)",
@@ -56,7 +56,7 @@ pub async fn insert_key<'e, E: PgExecutor<'e>>(
 pub async fn find_live<'e, E: PgExecutor<'e>>(
     exec: E,
     key_hash: &str,
-) -> Result<Option<KeyOwner>, sqlx::Error> {
+) -> sqlx::Result<Option<KeyOwner>> {
     sqlx::query_as(
         "SELECT k.id AS key_id, k.org_id, k.role FROM api_keys k JOIN orgs o ON o.id = k.org_id
           WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND o.active",
@@ -70,7 +70,7 @@ pub async fn find_live<'e, E: PgExecutor<'e>>(
 pub async fn list_keys<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Option<Uuid>,
-) -> Result<Vec<ApiKeyRow>, sqlx::Error> {
+) -> sqlx::Result<Vec<ApiKeyRow>> {
     sqlx::query_as(
         "SELECT k.id, k.org_id, o.name AS org_name, k.role, k.key_prefix, k.created_at, k.revoked_at
            FROM api_keys k JOIN orgs o ON o.id = k.org_id
@@ -87,7 +87,7 @@ pub async fn revoke_key<'e, E: PgExecutor<'e>>(
     exec: E,
     id: Uuid,
     now: DateTime<Utc>,
-) -> Result<bool, sqlx::Error> {
+) -> sqlx::Result<bool> {
     let done =
         sqlx::query("UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL")
             .bind(id)
@@ -98,10 +98,7 @@ pub async fn revoke_key<'e, E: PgExecutor<'e>>(
 }
 
 /// Creates an org with this name; None if the name is taken.
-pub async fn create_org<'e, E: PgExecutor<'e>>(
-    exec: E,
-    name: &str,
-) -> Result<Option<Uuid>, sqlx::Error> {
+pub async fn create_org<'e, E: PgExecutor<'e>>(exec: E, name: &str) -> sqlx::Result<Option<Uuid>> {
     sqlx::query_scalar(
         "INSERT INTO orgs (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING id",
     )
@@ -130,7 +127,7 @@ pub async fn claim_idempotent(
     route: &str,
     request_hash: &str,
     now: DateTime<Utc>,
-) -> Result<Option<IdempotentAnswer>, sqlx::Error> {
+) -> sqlx::Result<Option<IdempotentAnswer>> {
     let claimed: Option<i32> = sqlx::query_scalar(
         "INSERT INTO api_idempotency (org_id, key, route, request_hash, status, response, created_at)
          VALUES ($1, $2, $3, $4, 0, 'null'::jsonb, $5)
@@ -160,7 +157,7 @@ pub async fn finish_idempotent(
     key: &str,
     status: i16,
     response: &Value,
-) -> Result<(), sqlx::Error> {
+) -> sqlx::Result<()> {
     sqlx::query(
         "UPDATE api_idempotency SET status = $3, response = $4 WHERE org_id = $1 AND key = $2",
     )
@@ -174,10 +171,7 @@ pub async fn finish_idempotent(
 }
 
 /// Removes the org's budget (unlimited); false if it had none.
-pub async fn clear_budget<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-) -> Result<bool, sqlx::Error> {
+pub async fn clear_budget<'e, E: PgExecutor<'e>>(exec: E, org_id: Uuid) -> sqlx::Result<bool> {
     let done = sqlx::query("DELETE FROM org_budgets WHERE org_id = $1")
         .bind(org_id)
         .execute(exec)
@@ -186,7 +180,7 @@ pub async fn clear_budget<'e, E: PgExecutor<'e>>(
 }
 
 /// Deletes an org with everything it owns, and its queued jobs (the API benchmark's cleanup).
-pub async fn delete_org_with_jobs(pool: &sqlx::PgPool, org_id: Uuid) -> Result<(), sqlx::Error> {
+pub async fn delete_org_with_jobs(pool: &sqlx::PgPool, org_id: Uuid) -> sqlx::Result<()> {
     let mut tx = pool.begin().await?;
     sqlx::query("DELETE FROM agentd_jobs WHERE payload->>'org_id' = $1::text")
         .bind(org_id)
@@ -203,7 +197,7 @@ pub async fn delete_org_with_jobs(pool: &sqlx::PgPool, org_id: Uuid) -> Result<(
 pub async fn purge_idempotency<'e, E: PgExecutor<'e>>(
     exec: E,
     cutoff: DateTime<Utc>,
-) -> Result<u64, sqlx::Error> {
+) -> sqlx::Result<u64> {
     let done = sqlx::query("DELETE FROM api_idempotency WHERE created_at < $1")
         .bind(cutoff)
         .execute(exec)

@@ -42,7 +42,7 @@ pub async fn page<'e, T: Listed>(
     kind: Option<&str>,
     after: After,
     limit: i64,
-) -> Result<Vec<T>, sqlx::Error> {
+) -> sqlx::Result<Vec<T>> {
     let mut q = sqlx::QueryBuilder::new(T::SELECT);
     q.push(" WHERE org_id = ").push_bind(org_id);
     if let Some(state) = state {
@@ -132,7 +132,7 @@ pub async fn job<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Uuid,
     id: i64,
-) -> Result<Option<JobRow>, sqlx::Error> {
+) -> sqlx::Result<Option<JobRow>> {
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT j.* FROM agentd_jobs j WHERE j.id = $2 AND {JOB_OF_ORG}"
     )))
@@ -146,7 +146,7 @@ pub async fn job<'e, E: PgExecutor<'e>>(
 pub async fn job_id_by_unique_key<'e, E: PgExecutor<'e>>(
     exec: E,
     unique_key: &str,
-) -> Result<Option<i64>, sqlx::Error> {
+) -> sqlx::Result<Option<i64>> {
     sqlx::query_scalar("SELECT id FROM agentd_jobs WHERE unique_key = $1")
         .bind(unique_key)
         .fetch_optional(exec)
@@ -158,7 +158,7 @@ pub async fn pending_approval_ids<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Uuid,
     limit: i64,
-) -> Result<Vec<Uuid>, sqlx::Error> {
+) -> sqlx::Result<Vec<Uuid>> {
     sqlx::query_scalar(
         "SELECT id FROM pending_approvals WHERE org_id = $1 AND status = 'pending'
           ORDER BY id LIMIT $2",
@@ -174,7 +174,7 @@ pub async fn approvals_of_org<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Uuid,
     ids: &[Uuid],
-) -> Result<Vec<Uuid>, sqlx::Error> {
+) -> sqlx::Result<Vec<Uuid>> {
     let of_org = "SELECT id FROM pending_approvals WHERE org_id = $1 AND id = ANY($2)";
     super::sql::scalar(of_org, org_id, ids)
         .fetch_all(exec)

@@ -14,7 +14,7 @@ pub async fn mark_expiring(
     now: DateTime<Utc>,
     notice: chrono::Duration,
     limit: i64,
-) -> Result<Vec<(Uuid, Uuid, Value)>, sqlx::Error> {
+) -> sqlx::Result<Vec<(Uuid, Uuid, Value)>> {
     /// org_id, id, tool, expires_at, run_id, suggestion_id.
     type Marked = (
         Uuid,
@@ -65,7 +65,7 @@ pub async fn expired_to_repropose<'e, E: PgExecutor<'e>>(
     since: DateTime<Utc>,
     ids: Option<&[Uuid]>,
     max_depth: i32,
-) -> Result<Vec<ExpiredCandidate>, sqlx::Error> {
+) -> sqlx::Result<Vec<ExpiredCandidate>> {
     sqlx::query_as(
         "SELECT p.id, p.decided_at, o.timezone, o.nightly_hour
            FROM pending_approvals p JOIN orgs o ON o.id = p.org_id
@@ -81,10 +81,7 @@ pub async fn expired_to_repropose<'e, E: PgExecutor<'e>>(
 }
 
 /// Locks an expired approval that was not re-proposed yet.
-pub async fn lock_expired(
-    conn: &mut PgConnection,
-    id: Uuid,
-) -> Result<Option<ApprovalRow>, sqlx::Error> {
+pub async fn lock_expired(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<ApprovalRow>> {
     sqlx::query_as(
         "SELECT * FROM pending_approvals
           WHERE id = $1 AND status = 'expired' AND reproposed_as IS NULL FOR UPDATE",
@@ -95,11 +92,7 @@ pub async fn lock_expired(
 }
 
 /// Records that `id` was re-proposed as `new_id`.
-pub async fn set_reproposed(
-    conn: &mut PgConnection,
-    id: Uuid,
-    new_id: Uuid,
-) -> Result<(), sqlx::Error> {
+pub async fn set_reproposed(conn: &mut PgConnection, id: Uuid, new_id: Uuid) -> sqlx::Result<()> {
     sqlx::query("UPDATE pending_approvals SET reproposed_as = $2 WHERE id = $1")
         .bind(id)
         .bind(new_id)

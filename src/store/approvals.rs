@@ -64,7 +64,7 @@ pub struct NewApproval<'a> {
 }
 
 /// Inserts a pending approval; the same `(run_id, call_id)` twice returns the first one's id.
-pub async fn insert(conn: &mut PgConnection, a: &NewApproval<'_>) -> Result<Uuid, sqlx::Error> {
+pub async fn insert(conn: &mut PgConnection, a: &NewApproval<'_>) -> sqlx::Result<Uuid> {
     let id: Option<Uuid> = sqlx::query_scalar(
         "INSERT INTO pending_approvals (id, org_id, run_id, suggestion_id, call_id, tool, args, snapshot,
             snapshot_hash, created_at, expires_at, repropose, chain_id, chain_depth, rationale, summary,
@@ -110,7 +110,7 @@ pub async fn lock(
     conn: &mut PgConnection,
     id: Uuid,
     org_id: Option<Uuid>,
-) -> Result<Option<ApprovalRow>, sqlx::Error> {
+) -> sqlx::Result<Option<ApprovalRow>> {
     let lock = "SELECT * FROM pending_approvals
                  WHERE id = $1 AND ($2::uuid IS NULL OR org_id = $2) FOR UPDATE";
     sqlx::query_as(lock)
@@ -121,10 +121,7 @@ pub async fn lock(
 }
 
 /// One approval.
-pub async fn get<'e, E: PgExecutor<'e>>(
-    exec: E,
-    id: Uuid,
-) -> Result<Option<ApprovalRow>, sqlx::Error> {
+pub async fn get<'e, E: PgExecutor<'e>>(exec: E, id: Uuid) -> sqlx::Result<Option<ApprovalRow>> {
     let get = "SELECT * FROM pending_approvals WHERE id = $1";
     sqlx::query_as(get).bind(id).fetch_optional(exec).await
 }
@@ -135,7 +132,7 @@ pub async fn list<'e, E: PgExecutor<'e>>(
     org_id: Option<Uuid>,
     status: Option<ApprovalStatus>,
     limit: i64,
-) -> Result<Vec<ApprovalRow>, sqlx::Error> {
+) -> sqlx::Result<Vec<ApprovalRow>> {
     sqlx::query_as(
         "SELECT * FROM pending_approvals
           WHERE ($1::uuid IS NULL OR org_id = $1) AND ($2::text IS NULL OR status = $2)
@@ -157,7 +154,7 @@ pub async fn set_decision(
     now: DateTime<Utc>,
     result: Option<&Value>,
     reason: Option<&str>,
-) -> Result<(), sqlx::Error> {
+) -> sqlx::Result<()> {
     sqlx::query(
         "UPDATE pending_approvals SET status = $2, decided_by = $3, decided_at = $4, result = $5,
                 decision_reason = $6
@@ -183,7 +180,7 @@ pub async fn set_edited(
     snapshot: &Value,
     hash: &str,
     summary: &str,
-) -> Result<(), sqlx::Error> {
+) -> sqlx::Result<()> {
     sqlx::query(
         "UPDATE pending_approvals SET args = $2, snapshot = $3, snapshot_hash = $4, summary = $5,
                 edited = true, document_version = NULL
@@ -204,7 +201,7 @@ pub async fn set_edited(
 pub async fn history<'e, E: PgExecutor<'e>>(
     exec: E,
     a: &ApprovalRow,
-) -> Result<Vec<crate::store::runs::AuditRow>, sqlx::Error> {
+) -> sqlx::Result<Vec<crate::store::runs::AuditRow>> {
     // Two branches so each can use an index: decisions of a run-made approval carry its
     // run_id (audit_events_run_idx); a direct proposal has none and is found through its org.
     sqlx::query_as(

@@ -53,7 +53,7 @@ pub async fn pending_batch(
     conn: &mut PgConnection,
     batch: &Batch<'_>,
     lock: bool,
-) -> Result<Vec<ApprovalRow>, sqlx::Error> {
+) -> sqlx::Result<Vec<ApprovalRow>> {
     macro_rules! select {
         ($lock:literal) => {
             concat!(
@@ -80,7 +80,7 @@ pub async fn pending_ids(
     conn: &mut PgConnection,
     batch: &Batch<'_>,
     doc_tools: &[&str],
-) -> Result<Vec<(Uuid, bool)>, sqlx::Error> {
+) -> sqlx::Result<Vec<(Uuid, bool)>> {
     batch
         .bind(sqlx::query_as(concat!(
             "SELECT s.id,
@@ -182,7 +182,7 @@ pub async fn sweep_batch(
     doc_tools: &[&str],
     by: &str,
     result: &Value,
-) -> Result<SweptBatch, sqlx::Error> {
+) -> sqlx::Result<SweptBatch> {
     macro_rules! sweep {
         ($lock:literal, $ends:literal) => {
             concat!(
@@ -272,7 +272,7 @@ pub async fn sweep_batch(
 pub async fn pending_by_ids(
     conn: &mut PgConnection,
     ids: &[Uuid],
-) -> Result<Vec<ApprovalRow>, sqlx::Error> {
+) -> sqlx::Result<Vec<ApprovalRow>> {
     sqlx::query_as(
         "SELECT * FROM pending_approvals WHERE id = ANY($1) AND status = 'pending' ORDER BY id",
     )
@@ -291,7 +291,7 @@ pub async fn decide_swept(
     by: &str,
     now: DateTime<Utc>,
     event: &str,
-) -> Result<u64, sqlx::Error> {
+) -> sqlx::Result<u64> {
     if rows.is_empty() {
         return Ok(0);
     }
@@ -328,7 +328,7 @@ pub async fn decide_many(
     status: &str,
     by: &str,
     now: DateTime<Utc>,
-) -> Result<u64, sqlx::Error> {
+) -> sqlx::Result<u64> {
     if rows.is_empty() {
         return Ok(0);
     }
@@ -383,7 +383,7 @@ pub async fn stale_to_repropose<'e, E: PgExecutor<'e>>(
     since: DateTime<Utc>,
     ids: Option<&[Uuid]>,
     max_depth: i32,
-) -> Result<Vec<ApprovalRow>, sqlx::Error> {
+) -> sqlx::Result<Vec<ApprovalRow>> {
     sqlx::query_as(
         "SELECT * FROM pending_approvals
           WHERE status = 'stale' AND repropose AND chain_depth < $3 AND decided_at >= $1
@@ -406,7 +406,7 @@ pub async fn enqueue_stale_reproposals<'e, E: PgExecutor<'e>>(
     max_depth: i32,
     priority: i16,
     max_attempts: i32,
-) -> Result<u64, sqlx::Error> {
+) -> sqlx::Result<u64> {
     let done = sqlx::query(
         "INSERT INTO agentd_jobs (kind, payload, priority, run_at, max_attempts, unique_key)
          SELECT 'approval_expiry', jsonb_build_object('repropose', p.id), $4, now(), $5,
@@ -437,7 +437,7 @@ pub async fn purge_decided<'e, E: PgExecutor<'e>>(
     exec: E,
     cutoff: DateTime<Utc>,
     limit: i64,
-) -> Result<u64, sqlx::Error> {
+) -> sqlx::Result<u64> {
     let done = sqlx::query(
         "DELETE FROM pending_approvals WHERE id = ANY(ARRAY(
             SELECT id FROM pending_approvals

@@ -96,7 +96,7 @@ pub(crate) use audit_columns;
 
 /// The values of `a` for [`audit_columns`], as the first 13 parameters (`$1`..`$13`) of a
 /// statement; more can be bound after them.
-pub(crate) fn audit_arguments(a: &NewAudit<'_>) -> Result<PgArguments, sqlx::Error> {
+pub(crate) fn audit_arguments(a: &NewAudit<'_>) -> sqlx::Result<PgArguments> {
     let mut args = PgArguments::default();
     audit_values(&mut args, a).map_err(sqlx::Error::Encode)?;
     Ok(args)
@@ -127,10 +127,7 @@ fn audit_values(args: &mut PgArguments, a: &NewAudit<'_>) -> Result<(), BoxDynEr
 }
 
 /// Appends an audit row.
-pub async fn insert_audit<'e, E: PgExecutor<'e>>(
-    exec: E,
-    a: &NewAudit<'_>,
-) -> Result<i64, sqlx::Error> {
+pub async fn insert_audit<'e, E: PgExecutor<'e>>(exec: E, a: &NewAudit<'_>) -> sqlx::Result<i64> {
     sqlx::query_scalar_with(
         concat!(
             "INSERT INTO audit_events (",
@@ -147,7 +144,7 @@ pub async fn insert_audit<'e, E: PgExecutor<'e>>(
 pub async fn audit_for_run<'e, E: PgExecutor<'e>>(
     exec: E,
     run_id: Uuid,
-) -> Result<Vec<AuditRow>, sqlx::Error> {
+) -> sqlx::Result<Vec<AuditRow>> {
     sqlx::query_as("SELECT * FROM audit_events WHERE run_id = $1 ORDER BY id")
         .bind(run_id)
         .fetch_all(exec)

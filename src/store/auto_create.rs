@@ -63,7 +63,7 @@ pub async fn lock_state(
     conn: &mut PgConnection,
     org_id: Uuid,
     document_id: Uuid,
-) -> Result<Option<ProposalState>, sqlx::Error> {
+) -> sqlx::Result<Option<ProposalState>> {
     read_state(conn, Some(org_id), document_id, " FOR UPDATE").await
 }
 
@@ -72,7 +72,7 @@ pub async fn state<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Option<Uuid>,
     document_id: Uuid,
-) -> Result<Option<ProposalState>, sqlx::Error> {
+) -> sqlx::Result<Option<ProposalState>> {
     read_state(exec, org_id, document_id, "").await
 }
 
@@ -81,7 +81,7 @@ async fn read_state<'e>(
     org_id: Option<Uuid>,
     document_id: Uuid,
     lock: &str,
-) -> Result<Option<ProposalState>, sqlx::Error> {
+) -> sqlx::Result<Option<ProposalState>> {
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT id, org_id, name, COALESCE(length(btrim(text, E' \\t\\r\\n\\f')), 0) > 0 AS has_text, auto_create_status,
                 proposed_schema_id, proposed_schema_version, proposed_prompt_id, proposed_prompt_version,
@@ -103,7 +103,7 @@ pub async fn set_status<'e, E: PgExecutor<'e>>(
     run_id: Option<Uuid>,
     error: Option<&str>,
     now: DateTime<Utc>,
-) -> Result<(), sqlx::Error> {
+) -> sqlx::Result<()> {
     sqlx::query(
         "UPDATE documents SET auto_create_status = $3, auto_create_run_id = COALESCE($4, auto_create_run_id),
                 auto_create_error = $5, updated_at = $6
@@ -128,7 +128,7 @@ pub async fn artifacts<'e, E: PgExecutor<'e>>(
     org_id: Uuid,
     run_id: Uuid,
     document_id: Uuid,
-) -> Result<Proposed, sqlx::Error> {
+) -> sqlx::Result<Proposed> {
     sqlx::query_as(
         "WITH p AS (SELECT prompt_id, version, schema_id, schema_version FROM prompts
                      WHERE org_id = $1 AND run_id = $2 ORDER BY created_at DESC, version DESC LIMIT 1),
@@ -158,7 +158,7 @@ pub async fn set_proposed(
     run_id: Uuid,
     a: &Proposed,
     now: DateTime<Utc>,
-) -> Result<(), sqlx::Error> {
+) -> sqlx::Result<()> {
     sqlx::query(
         "UPDATE documents SET auto_create_status = 'proposed', auto_create_run_id = $3,
                 proposed_schema_id = $4, proposed_schema_version = $5, proposed_prompt_id = $6,
@@ -185,7 +185,7 @@ pub async fn remove_proposed(
     conn: &mut PgConnection,
     org_id: Uuid,
     run_id: Uuid,
-) -> Result<u64, sqlx::Error> {
+) -> sqlx::Result<u64> {
     let mut n = 0;
     for sql in [
         "DELETE FROM extractions WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'",
@@ -210,7 +210,7 @@ pub async fn accept(
     document_id: Uuid,
     _run_id: Uuid,
     now: DateTime<Utc>,
-) -> Result<(), sqlx::Error> {
+) -> sqlx::Result<()> {
     for sql in [
         "UPDATE schemas s SET status = 'active' FROM documents d
           WHERE d.org_id = $1 AND d.id = $2 AND s.org_id = d.org_id AND s.status = 'proposed'
@@ -238,7 +238,7 @@ pub async fn reject(
     document_id: Uuid,
     run_id: Uuid,
     now: DateTime<Utc>,
-) -> Result<u64, sqlx::Error> {
+) -> sqlx::Result<u64> {
     sqlx::query(
         "UPDATE documents SET proposed_schema_id = NULL, proposed_schema_version = NULL, proposed_prompt_id = NULL,
                 proposed_prompt_version = NULL, proposed_extraction_id = NULL

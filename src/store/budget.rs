@@ -29,7 +29,7 @@ pub async fn reserve(
     tokens: i64,
     now: DateTime<Utc>,
     ttl: chrono::Duration,
-) -> Result<Reservation, sqlx::Error> {
+) -> sqlx::Result<Reservation> {
     let period = super::runs::period_of(now);
     // A reservation lost with the database server is harmless (it only holds room): no flush.
     let mut tx = super::agent_loop::begin_unflushed(pool).await?;
@@ -85,7 +85,7 @@ pub async fn reserve(
 }
 
 /// Drops a reservation (settled or abandoned).
-pub async fn release(conn: &mut PgConnection, r: &Reservation) -> Result<(), sqlx::Error> {
+pub async fn release(conn: &mut PgConnection, r: &Reservation) -> sqlx::Result<()> {
     if let Reservation::Held { id, .. } = r {
         sqlx::query("DELETE FROM budget_reservations WHERE id = $1")
             .bind(id)

@@ -39,7 +39,7 @@ pub async fn throughput<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Uuid,
     now: DateTime<Utc>,
-) -> Result<Vec<Bucket>, sqlx::Error> {
+) -> sqlx::Result<Vec<Bucket>> {
     let rows: Vec<BucketCount> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT floor(EXTRACT(EPOCH FROM ($2 - j.finished_at)) / {BUCKET_SECS})::bigint AS idx,
                 count(*) FILTER (WHERE j.state = 'succeeded') AS succeeded,
@@ -91,8 +91,8 @@ pub async fn retry_dead(
     org_id: Uuid,
     id: i64,
     now: DateTime<Utc>,
-) -> Result<Retry, sqlx::Error> {
-    let done: Result<Option<i64>, sqlx::Error> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+) -> sqlx::Result<Retry> {
+    let done: sqlx::Result<Option<i64>> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "UPDATE agentd_jobs j
             SET state = 'available', run_at = $3, released = j.attempt, finished_at = NULL
           WHERE j.id = $2 AND j.state = 'dead' AND {JOB_OF_ORG}
@@ -117,7 +117,7 @@ pub async fn retry_dead(
 pub async fn org_name<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Uuid,
-) -> Result<Option<String>, sqlx::Error> {
+) -> sqlx::Result<Option<String>> {
     sqlx::query_scalar("SELECT name FROM orgs WHERE id = $1")
         .bind(org_id)
         .fetch_optional(exec)

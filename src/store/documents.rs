@@ -88,7 +88,7 @@ pub async fn get(
     org_id: Uuid,
     id: Uuid,
     excerpt_chars: usize,
-) -> Result<Option<DocumentView>, sqlx::Error> {
+) -> sqlx::Result<Option<DocumentView>> {
     sqlx::query_as::<_, DocumentView>(
         "SELECT id, name, metadata, tag_ids, auto_create_status, auto_create_error,
                 proposed_schema_id, proposed_schema_version, proposed_prompt_id,
@@ -125,7 +125,7 @@ pub async fn get_page(
     id: Uuid,
     page: Option<i32>,
     excerpt_chars: usize,
-) -> Result<Option<PageView>, sqlx::Error> {
+) -> sqlx::Result<Option<PageView>> {
     sqlx::query_as::<_, PageView>(
         "SELECT d.id, x.page_count, left(x.p, $4) AS text, char_length(x.p)::bigint AS text_chars
            FROM (SELECT id, COALESCE(text, '') AS t FROM documents
@@ -172,7 +172,7 @@ pub async fn list(
     conn: &mut PgConnection,
     org_id: Uuid,
     filter: &DocumentFilter,
-) -> Result<Vec<DocumentSummary>, sqlx::Error> {
+) -> sqlx::Result<Vec<DocumentSummary>> {
     sqlx::query_as::<_, DocumentSummary>(
         "SELECT id, name, tag_ids, auto_create_status, created_at, updated_at
            FROM documents
@@ -200,7 +200,7 @@ pub async fn insert(
     text: Option<&str>,
     metadata: &Value,
     now: DateTime<Utc>,
-) -> Result<Uuid, sqlx::Error> {
+) -> sqlx::Result<Uuid> {
     let id = Uuid::now_v7();
     sqlx::query(
         "INSERT INTO documents (id, org_id, name, text, metadata, created_at, updated_at)
@@ -227,7 +227,7 @@ pub async fn update(
     tag_ids: Option<&[Uuid]>,
     metadata_patch: Option<&Value>,
     now: DateTime<Utc>,
-) -> Result<Option<DocumentSummary>, sqlx::Error> {
+) -> sqlx::Result<Option<DocumentSummary>> {
     sqlx::query_as::<_, DocumentSummary>(
         "UPDATE documents SET
                 tag_ids = COALESCE($3::uuid[], tag_ids),
@@ -251,7 +251,7 @@ pub async fn update(
 
 /// Deletes a document of this org (its extractions go with it) and erases its text from the
 /// transcripts that carried it. False: no such document.
-pub async fn delete(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+pub async fn delete(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> sqlx::Result<bool> {
     if !exists(&mut *conn, org_id, id).await? {
         return Ok(false);
     }
@@ -323,7 +323,7 @@ pub async fn snapshots_in_sql(
     conn: &mut PgConnection,
     org_id: Uuid,
     ids: &[Uuid],
-) -> Result<Vec<(Uuid, Value)>, sqlx::Error> {
+) -> sqlx::Result<Vec<(Uuid, Value)>> {
     sqlx::query_as(concat!(
         "SELECT d.id, ",
         snapshot_sql!(),
@@ -341,7 +341,7 @@ pub async fn snapshot_many(
     conn: &mut PgConnection,
     keys: &[(Uuid, Uuid)],
     lock: bool,
-) -> Result<Vec<(Uuid, DocumentLock)>, sqlx::Error> {
+) -> sqlx::Result<Vec<(Uuid, DocumentLock)>> {
     #[derive(sqlx::FromRow)]
     struct OrgLock {
         org_id: Uuid,
@@ -380,24 +380,20 @@ pub async fn lock(
     conn: &mut PgConnection,
     org_id: Uuid,
     id: Uuid,
-) -> Result<Option<DocumentLock>, sqlx::Error> {
+) -> sqlx::Result<Option<DocumentLock>> {
     sql::rows(org_id, "id = $2", id, true)
         .fetch_optional(conn)
         .await
 }
 
 /// The document's version (migration 0061: a new number for every row version), if it exists.
-pub async fn version(
-    conn: &mut PgConnection,
-    org_id: Uuid,
-    id: Uuid,
-) -> Result<Option<i64>, sqlx::Error> {
+pub async fn version(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> sqlx::Result<Option<i64>> {
     let version = "SELECT version FROM documents WHERE org_id = $1 AND id = $2";
     sql::scalar(version, org_id, id).fetch_optional(conn).await
 }
 
 /// True if this org has a document with this id.
-pub async fn exists(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+pub async fn exists(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> sqlx::Result<bool> {
     let exists = "SELECT EXISTS (SELECT 1 FROM documents WHERE org_id = $1 AND id = $2)";
     sql::scalar(exists, org_id, id).fetch_one(conn).await
 }

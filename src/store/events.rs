@@ -92,7 +92,7 @@ pub struct EventRow {
 }
 
 /// Writes an event on `conn` (the cause's transaction). `None` when its dedupe key was taken.
-pub async fn emit(conn: &mut PgConnection, e: &NewEvent<'_>) -> Result<Option<i64>, sqlx::Error> {
+pub async fn emit(conn: &mut PgConnection, e: &NewEvent<'_>) -> sqlx::Result<Option<i64>> {
     sqlx::query_scalar(
         "INSERT INTO agentd_events (org_id, type, subject_id, occurred_at, payload, dedupe_key)
          VALUES ($1, $2, $3, $4, $5, $6)
@@ -115,7 +115,7 @@ pub async fn emit_many(
     kind: EventType,
     rows: &[(Uuid, Uuid, Value)],
     now: DateTime<Utc>,
-) -> Result<u64, sqlx::Error> {
+) -> sqlx::Result<u64> {
     if rows.is_empty() {
         return Ok(0);
     }
@@ -204,7 +204,7 @@ pub async fn get<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Uuid,
     id: i64,
-) -> Result<Option<EventRow>, sqlx::Error> {
+) -> sqlx::Result<Option<EventRow>> {
     sqlx::query_as(
         "SELECT id, org_id, type, subject_id, occurred_at, payload FROM agentd_events
           WHERE org_id = $1 AND id = $2",
@@ -216,10 +216,7 @@ pub async fn get<'e, E: PgExecutor<'e>>(
 }
 
 /// How many events the org has, readable by a cursor yet or not.
-pub async fn count_written<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-) -> Result<i64, sqlx::Error> {
+pub async fn count_written<'e, E: PgExecutor<'e>>(exec: E, org_id: Uuid) -> sqlx::Result<i64> {
     sqlx::query_scalar("SELECT count(*) FROM agentd_events WHERE org_id = $1")
         .bind(org_id)
         .fetch_one(exec)
@@ -228,7 +225,7 @@ pub async fn count_written<'e, E: PgExecutor<'e>>(
 
 /// The id of the org's last readable event in stream order (0: none): a stream that starts
 /// "from now" starts after it.
-pub async fn stream_end<'e, E: PgExecutor<'e>>(exec: E, org_id: Uuid) -> Result<i64, sqlx::Error> {
+pub async fn stream_end<'e, E: PgExecutor<'e>>(exec: E, org_id: Uuid) -> sqlx::Result<i64> {
     let id: Option<i64> = sqlx::query_scalar(
         "SELECT id FROM agentd_events
           WHERE org_id = $1 AND tx < pg_snapshot_xmin(pg_current_snapshot())

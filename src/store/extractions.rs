@@ -45,7 +45,7 @@ pub async fn insert(
     result: &Value,
     run_id: Option<Uuid>,
     now: DateTime<Utc>,
-) -> Result<ExtractionRow, sqlx::Error> {
+) -> sqlx::Result<ExtractionRow> {
     sqlx::query_as(concat!(
         "INSERT INTO extractions (id, org_id, document_id, prompt_id, prompt_version, schema_id,
                                   schema_version, result, status, run_id, created_at)
@@ -73,7 +73,7 @@ pub async fn get(
     org_id: Uuid,
     id: Uuid,
     lock: bool,
-) -> Result<Option<ExtractionRow>, sqlx::Error> {
+) -> sqlx::Result<Option<ExtractionRow>> {
     sql::rows(org_id, "id = $2", id, lock)
         .fetch_optional(conn)
         .await
@@ -85,7 +85,7 @@ pub async fn latest_for_document(
     org_id: Uuid,
     document_id: Uuid,
     lock: bool,
-) -> Result<Option<ExtractionRow>, sqlx::Error> {
+) -> sqlx::Result<Option<ExtractionRow>> {
     let cond = "document_id = $2 ORDER BY seq DESC LIMIT 1";
     sql::rows(org_id, cond, document_id, lock)
         .fetch_optional(conn)
@@ -99,7 +99,7 @@ pub async fn update_result(
     org_id: Uuid,
     id: Uuid,
     result: &Value,
-) -> Result<Option<ExtractionRow>, sqlx::Error> {
+) -> sqlx::Result<Option<ExtractionRow>> {
     sqlx::query_as(concat!(
         "UPDATE extractions SET result = $3
           WHERE org_id = $1 AND id = $2 AND status = 'proposed'

@@ -39,7 +39,7 @@ macro_rules! columns {
 pub async fn get<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Uuid,
-) -> Result<Option<OrgSettings>, sqlx::Error> {
+) -> sqlx::Result<Option<OrgSettings>> {
     sqlx::query_as(columns!())
         .bind(org_id)
         .fetch_optional(exec)
@@ -47,10 +47,7 @@ pub async fn get<'e, E: PgExecutor<'e>>(
 }
 
 /// The settings of one org, its row locked until the transaction ends.
-pub async fn lock(
-    conn: &mut PgConnection,
-    org_id: Uuid,
-) -> Result<Option<OrgSettings>, sqlx::Error> {
+pub async fn lock(conn: &mut PgConnection, org_id: Uuid) -> sqlx::Result<Option<OrgSettings>> {
     let locked = concat!(columns!(), " FOR UPDATE");
     sqlx::query_as(locked)
         .bind(org_id)
@@ -64,7 +61,7 @@ pub async fn save(
     s: &OrgSettings,
     enforced_limit: Option<i64>,
     now: chrono::DateTime<chrono::Utc>,
-) -> Result<(), sqlx::Error> {
+) -> sqlx::Result<()> {
     sqlx::query(
         "UPDATE orgs SET timezone = $2, nightly_hour = $3, approval_ttl_secs = $4,
                 repropose_expired = $5, model = $6, auto_create = $7, token_budget = $8,

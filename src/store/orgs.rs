@@ -16,7 +16,7 @@ pub struct OrgRow {
 pub async fn find<'e, E: PgExecutor<'e>>(
     exec: E,
     id_or_name: &str,
-) -> Result<Option<OrgRow>, sqlx::Error> {
+) -> sqlx::Result<Option<OrgRow>> {
     let id = Uuid::parse_str(id_or_name).ok();
     sqlx::query_as("SELECT id, name, active FROM orgs WHERE id = $1 OR ($1 IS NULL AND name = $2)")
         .bind(id)
@@ -26,7 +26,7 @@ pub async fn find<'e, E: PgExecutor<'e>>(
 }
 
 /// Creates an org (or returns the one with this name).
-pub async fn ensure<'e, E: PgExecutor<'e>>(exec: E, name: &str) -> Result<OrgRow, sqlx::Error> {
+pub async fn ensure<'e, E: PgExecutor<'e>>(exec: E, name: &str) -> sqlx::Result<OrgRow> {
     sqlx::query_as(
         "INSERT INTO orgs (id, name) VALUES ($1, $2)
          ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name

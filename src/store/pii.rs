@@ -4,10 +4,7 @@ use sqlx::PgExecutor;
 use uuid::Uuid;
 
 /// Whether the org has redaction on (unknown orgs: on).
-pub async fn org_redacts<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-) -> Result<bool, sqlx::Error> {
+pub async fn org_redacts<'e, E: PgExecutor<'e>>(exec: E, org_id: Uuid) -> sqlx::Result<bool> {
     let v: Option<bool> = sqlx::query_scalar("SELECT redact_pii FROM orgs WHERE id = $1")
         .bind(org_id)
         .fetch_optional(exec)
@@ -20,7 +17,7 @@ pub async fn set_org_redacts<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Uuid,
     on: bool,
-) -> Result<bool, sqlx::Error> {
+) -> sqlx::Result<bool> {
     let r = sqlx::query("UPDATE orgs SET redact_pii = $2 WHERE id = $1")
         .bind(org_id)
         .bind(on)
@@ -30,10 +27,7 @@ pub async fn set_org_redacts<'e, E: PgExecutor<'e>>(
 }
 
 /// Records on the run that its provider calls were redacted.
-pub async fn mark_run_redacted<'e, E: PgExecutor<'e>>(
-    exec: E,
-    run_id: Uuid,
-) -> Result<(), sqlx::Error> {
+pub async fn mark_run_redacted<'e, E: PgExecutor<'e>>(exec: E, run_id: Uuid) -> sqlx::Result<()> {
     sqlx::query("UPDATE agent_runs SET pii_redacted = true WHERE id = $1 AND NOT pii_redacted")
         .bind(run_id)
         .execute(exec)

@@ -58,7 +58,7 @@ pub async fn latest_in_run(
     conn: &mut PgConnection,
     org_id: Uuid,
     run_id: Uuid,
-) -> Result<Option<PromptRow>, sqlx::Error> {
+) -> sqlx::Result<Option<PromptRow>> {
     let cond = "run_id = $2 ORDER BY seq DESC LIMIT 1";
     sql::rows(org_id, cond, run_id, false)
         .fetch_optional(conn)
@@ -75,7 +75,7 @@ async fn insert(
     f: &PromptFields,
     run_id: Option<Uuid>,
     now: DateTime<Utc>,
-) -> Result<PromptRow, sqlx::Error> {
+) -> sqlx::Result<PromptRow> {
     sqlx::query_as(concat!(
         "INSERT INTO prompts (prompt_id, version, org_id, name, content, schema_id,
                               schema_version, model, tag_ids, status, run_id, created_at)
@@ -105,7 +105,7 @@ pub async fn create(
     f: &PromptFields,
     run_id: Option<Uuid>,
     now: DateTime<Utc>,
-) -> Result<PromptRow, sqlx::Error> {
+) -> sqlx::Result<PromptRow> {
     insert(conn, org_id, Uuid::now_v7(), 1, f, run_id, now).await
 }
 
@@ -118,7 +118,7 @@ pub async fn create_version(
     f: &PromptFields,
     run_id: Option<Uuid>,
     now: DateTime<Utc>,
-) -> Result<PromptRow, sqlx::Error> {
+) -> sqlx::Result<PromptRow> {
     insert(
         conn,
         org_id,

@@ -6,7 +6,7 @@ use serde::Serialize;
 use sqlx::PgPool;
 
 /// Creates the row of `key`, or updates its limits to the configured ones.
-pub async fn ensure(pool: &PgPool, key: &str, rpm: u32, tpm: u64) -> Result<(), sqlx::Error> {
+pub async fn ensure(pool: &PgPool, key: &str, rpm: u32, tpm: u64) -> sqlx::Result<()> {
     sqlx::query(
         "INSERT INTO agentd_provider_limits (key, requests_per_minute, tokens_per_minute, request_level, token_level, refilled_at)
          VALUES ($1, $2, $3, 1, 0, clock_timestamp())
@@ -22,7 +22,7 @@ pub async fn ensure(pool: &PgPool, key: &str, rpm: u32, tpm: u64) -> Result<(), 
 }
 
 /// Takes one request costing `cost` tokens: `(granted, seconds to wait before asking again)`.
-pub async fn take(pool: &PgPool, key: &str, cost: f64) -> Result<(bool, f64), sqlx::Error> {
+pub async fn take(pool: &PgPool, key: &str, cost: f64) -> sqlx::Result<(bool, f64)> {
     sqlx::query_as("SELECT ok, wait_secs FROM agentd_provider_take($1, $2)")
         .bind(key)
         .bind(cost)
@@ -31,7 +31,7 @@ pub async fn take(pool: &PgPool, key: &str, cost: f64) -> Result<(bool, f64), sq
 }
 
 /// A 429 from `key`: blocks it for everyone for `secs`.
-pub async fn block(pool: &PgPool, key: &str, secs: f64) -> Result<(), sqlx::Error> {
+pub async fn block(pool: &PgPool, key: &str, secs: f64) -> sqlx::Result<()> {
     sqlx::query("SELECT agentd_provider_block($1, $2)")
         .bind(key)
         .bind(secs)
@@ -54,7 +54,7 @@ pub struct LimitRow {
 }
 
 /// Every endpoint with limits.
-pub async fn list(pool: &PgPool) -> Result<Vec<LimitRow>, sqlx::Error> {
+pub async fn list(pool: &PgPool) -> sqlx::Result<Vec<LimitRow>> {
     sqlx::query_as(
         "SELECT key, requests_per_minute, tokens_per_minute, granted, throttled, rate_limited,
                 greatest(0, extract(epoch FROM coalesce(blocked_until, now()) - now()))::float8 AS blocked_secs

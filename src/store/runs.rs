@@ -84,7 +84,7 @@ impl StepRow {
 pub async fn run_for_job<'e, E: PgExecutor<'e>>(
     exec: E,
     job_id: i64,
-) -> Result<Option<RunRow>, sqlx::Error> {
+) -> sqlx::Result<Option<RunRow>> {
     sqlx::query_as("SELECT * FROM agent_runs WHERE job_id = $1")
         .bind(job_id)
         .fetch_optional(exec)
@@ -92,10 +92,7 @@ pub async fn run_for_job<'e, E: PgExecutor<'e>>(
 }
 
 /// Unlinks a finished run from its job (the job is retried with a fresh run).
-pub async fn detach_from_job<'e, E: PgExecutor<'e>>(
-    exec: E,
-    run_id: Uuid,
-) -> Result<(), sqlx::Error> {
+pub async fn detach_from_job<'e, E: PgExecutor<'e>>(exec: E, run_id: Uuid) -> sqlx::Result<()> {
     sqlx::query("UPDATE agent_runs SET job_id = NULL WHERE id = $1")
         .bind(run_id)
         .execute(exec)
@@ -104,10 +101,7 @@ pub async fn detach_from_job<'e, E: PgExecutor<'e>>(
 }
 
 /// One run.
-pub async fn get_run<'e, E: PgExecutor<'e>>(
-    exec: E,
-    id: Uuid,
-) -> Result<Option<RunRow>, sqlx::Error> {
+pub async fn get_run<'e, E: PgExecutor<'e>>(exec: E, id: Uuid) -> sqlx::Result<Option<RunRow>> {
     sqlx::query_as("SELECT * FROM agent_runs WHERE id = $1")
         .bind(id)
         .fetch_optional(exec)
@@ -118,7 +112,7 @@ pub async fn get_run<'e, E: PgExecutor<'e>>(
 pub async fn kind_of<'e, E: PgExecutor<'e>>(
     exec: E,
     run_id: Option<Uuid>,
-) -> Result<Option<String>, sqlx::Error> {
+) -> sqlx::Result<Option<String>> {
     Ok(match run_id {
         Some(r) => get_run(exec, r).await?.map(|r| r.kind),
         None => None,
@@ -131,7 +125,7 @@ pub async fn list_runs<'e, E: PgExecutor<'e>>(
     org_id: Option<Uuid>,
     kind: Option<&str>,
     limit: i64,
-) -> Result<Vec<RunRow>, sqlx::Error> {
+) -> sqlx::Result<Vec<RunRow>> {
     sqlx::query_as(
         "SELECT * FROM agent_runs WHERE ($1::uuid IS NULL OR org_id = $1) AND ($2::text IS NULL OR kind = $2)
           ORDER BY started_at DESC LIMIT $3",
@@ -157,7 +151,7 @@ pub struct NewRun<'a> {
 
 /// Inserts a run in state `running`. With a job id, a concurrent insert for the same job
 /// returns the existing run instead.
-pub async fn create_run(conn: &mut PgConnection, r: &NewRun<'_>) -> Result<RunRow, sqlx::Error> {
+pub async fn create_run(conn: &mut PgConnection, r: &NewRun<'_>) -> sqlx::Result<RunRow> {
     let inserted: Option<RunRow> = sqlx::query_as(
         "INSERT INTO agent_runs (id, org_id, kind, subject, job_id, provider, model, status, started_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $8)
@@ -182,10 +176,7 @@ pub async fn create_run(conn: &mut PgConnection, r: &NewRun<'_>) -> Result<RunRo
 }
 
 /// The checkpoints of a run, in order.
-pub async fn steps<'e, E: PgExecutor<'e>>(
-    exec: E,
-    run_id: Uuid,
-) -> Result<Vec<StepRow>, sqlx::Error> {
+pub async fn steps<'e, E: PgExecutor<'e>>(exec: E, run_id: Uuid) -> sqlx::Result<Vec<StepRow>> {
     sqlx::query_as("SELECT seq, kind, call_id, payload, created_at FROM agent_steps WHERE run_id = $1 ORDER BY seq")
         .bind(run_id)
         .fetch_all(exec)
@@ -198,7 +189,7 @@ pub async fn add_tokens(
     run_id: Uuid,
     input_tokens: i64,
     output_tokens: i64,
-) -> Result<(), sqlx::Error> {
+) -> sqlx::Result<()> {
     sqlx::query("UPDATE agent_runs SET input_tokens = input_tokens + $2, output_tokens = output_tokens + $3 WHERE id = $1")
         .bind(run_id)
         .bind(input_tokens)
@@ -217,7 +208,7 @@ pub async fn finish_run<'e, E: PgExecutor<'e>>(
     final_text: Option<&str>,
     error: Option<&str>,
     now: DateTime<Utc>,
-) -> Result<bool, sqlx::Error> {
+) -> sqlx::Result<bool> {
     let done = sqlx::query(
         "UPDATE agent_runs SET status = $2, stop_reason = $3, final_text = $4, error = $5, finished_at = $6
           WHERE id = $1 AND status = 'running'",
@@ -239,7 +230,7 @@ pub async fn fail_run<'e>(
     run_id: Uuid,
     error: &str,
     now: DateTime<Utc>,
-) -> Result<bool, sqlx::Error> {
+) -> sqlx::Result<bool> {
     finish_run(
         exec,
         run_id,
@@ -270,7 +261,7 @@ pub async fn budget<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Uuid,
     now: DateTime<Utc>,
-) -> Result<Option<Budget>, sqlx::Error> {
+) -> sqlx::Result<Option<Budget>> {
     sqlx::query_as(
         "SELECT monthly_limit, CASE WHEN period_start = $2 THEN tokens_used ELSE 0 END AS tokens_used
            FROM org_budgets WHERE org_id = $1",
@@ -287,7 +278,7 @@ pub async fn set_budget<'e, E: PgExecutor<'e>>(
     org_id: Uuid,
     limit: i64,
     now: DateTime<Utc>,
-) -> Result<(), sqlx::Error> {
+) -> sqlx::Result<()> {
     sqlx::query(
         "INSERT INTO org_budgets (org_id, monthly_limit, period_start) VALUES ($1, $2, $3)
          ON CONFLICT (org_id) DO UPDATE SET monthly_limit = EXCLUDED.monthly_limit",
@@ -309,7 +300,7 @@ pub async fn charge_budget(
     org_id: Uuid,
     tokens: i64,
     now: DateTime<Utc>,
-) -> Result<Option<(i64, i64)>, sqlx::Error> {
+) -> sqlx::Result<Option<(i64, i64)>> {
     let period = period_of(now);
     let row: Option<(i64, i64)> = sqlx::query_as(
         "UPDATE org_budgets
@@ -345,7 +336,7 @@ pub async fn after_charge(
     used: i64,
     limit: i64,
     now: DateTime<Utc>,
-) -> Result<Option<(i64, i64)>, sqlx::Error> {
+) -> sqlx::Result<Option<(i64, i64)>> {
     if !past_warning(used, limit) {
         return Ok(None);
     }
@@ -390,7 +381,7 @@ async fn threshold_event(
     limit: i64,
     period: chrono::NaiveDate,
     now: DateTime<Utc>,
-) -> Result<(), sqlx::Error> {
+) -> sqlx::Result<()> {
     use super::events::{EventType, NewEvent, emit};
     let payload = serde_json::json!({
         "threshold_percent": pct, "tokens_used": used, "monthly_limit": limit,
@@ -413,7 +404,7 @@ async fn threshold_event(
 }
 
 /// The next free checkpoint sequence number of a run.
-pub async fn next_seq(conn: &mut PgConnection, run_id: Uuid) -> Result<i32, sqlx::Error> {
+pub async fn next_seq(conn: &mut PgConnection, run_id: Uuid) -> sqlx::Result<i32> {
     sqlx::query_scalar("SELECT COALESCE(max(seq), -1) + 1 FROM agent_steps WHERE run_id = $1")
         .bind(run_id)
         .fetch_one(conn)
@@ -425,7 +416,7 @@ pub async fn step_for_call(
     conn: &mut PgConnection,
     run_id: Uuid,
     call_id: &str,
-) -> Result<Option<Value>, sqlx::Error> {
+) -> sqlx::Result<Option<Value>> {
     sqlx::query_scalar("SELECT payload FROM agent_steps WHERE run_id = $1 AND call_id = $2")
         .bind(run_id)
         .bind(call_id)
@@ -439,7 +430,7 @@ pub async fn failed_model_answers(
     conn: &mut PgConnection,
     run_id: Uuid,
     tool: &str,
-) -> Result<i64, sqlx::Error> {
+) -> sqlx::Result<i64> {
     sqlx::query_scalar(
         "SELECT count(*) FROM audit_events WHERE run_id = $1 AND tool = $2 AND is_error AND tokens > 0",
     )

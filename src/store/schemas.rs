@@ -37,7 +37,7 @@ pub async fn create(
     response_format: &Value,
     run_id: Option<Uuid>,
     now: DateTime<Utc>,
-) -> Result<SchemaRow, sqlx::Error> {
+) -> sqlx::Result<SchemaRow> {
     insert(
         conn,
         org_id,
@@ -60,7 +60,7 @@ pub async fn create_version(
     response_format: &Value,
     run_id: Option<Uuid>,
     now: DateTime<Utc>,
-) -> Result<Option<SchemaRow>, sqlx::Error> {
+) -> sqlx::Result<Option<SchemaRow>> {
     let Some(prev) = versions::latest::<SchemaRow>(conn, org_id, schema_id, true).await? else {
         return Ok(None);
     };
@@ -89,7 +89,7 @@ async fn insert(
     response_format: &Value,
     run_id: Option<Uuid>,
     now: DateTime<Utc>,
-) -> Result<SchemaRow, sqlx::Error> {
+) -> sqlx::Result<SchemaRow> {
     sqlx::query_as(concat!(
         "INSERT INTO schemas (schema_id, version, org_id, name, response_format, status, run_id,
                               created_at)
@@ -114,7 +114,7 @@ pub async fn dependent_prompts(
     conn: &mut PgConnection,
     org_id: Uuid,
     schema_id: Uuid,
-) -> Result<Vec<String>, sqlx::Error> {
+) -> sqlx::Result<Vec<String>> {
     sql::scalar(
         "SELECT prompt_id::text || ':' || version FROM prompts
           WHERE org_id = $1 AND schema_id = $2

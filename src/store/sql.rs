@@ -65,7 +65,7 @@ pub async fn affected<'e, 'q: 'e>(
     sql: impl SqlSafeStr,
     org_id: Uuid,
     key: impl Arg<'q>,
-) -> Result<u64, sqlx::Error> {
+) -> sqlx::Result<u64> {
     let done = sqlx::query(sql)
         .bind(org_id)
         .bind(key)

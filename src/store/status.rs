@@ -31,7 +31,7 @@ pub struct StateCount {
 pub async fn job_counts<'e>(
     exec: impl PgExecutor<'e>,
     org: Option<Uuid>,
-) -> Result<Vec<StateCount>, sqlx::Error> {
+) -> sqlx::Result<Vec<StateCount>> {
     let columns = "j.kind, j.state, count(*) AS count";
     sqlx::query_as(jobs(
         columns,
@@ -55,7 +55,7 @@ pub async fn ready_ages<'e>(
     exec: impl PgExecutor<'e>,
     org: Option<Uuid>,
     now: DateTime<Utc>,
-) -> Result<Vec<ReadyAge>, sqlx::Error> {
+) -> sqlx::Result<Vec<ReadyAge>> {
     let columns = "j.kind, count(*) AS ready,
                    EXTRACT(EPOCH FROM ($2 - min(j.run_at)))::float8 AS oldest_ready_secs";
     let rest = "AND j.state = 'available' AND j.run_at <= $2 GROUP BY j.kind ORDER BY j.kind";
@@ -83,7 +83,7 @@ pub async fn running_jobs<'e>(
     org: Option<Uuid>,
     now: DateTime<Utc>,
     limit: i64,
-) -> Result<Vec<RunningJob>, sqlx::Error> {
+) -> sqlx::Result<Vec<RunningJob>> {
     let columns = "j.id, j.kind, j.attempt, j.locked_by,
                    EXTRACT(EPOCH FROM ($2 - j.started_at))::float8 AS running_secs,
                    EXTRACT(EPOCH FROM (j.lease_expires_at - $2))::float8 AS lease_left_secs";
@@ -103,7 +103,7 @@ pub async fn dead_jobs<'e>(
     exec: impl PgExecutor<'e>,
     org: Option<Uuid>,
     limit: i64,
-) -> Result<Vec<JobRow>, sqlx::Error> {
+) -> sqlx::Result<Vec<JobRow>> {
     sqlx::query_as(jobs(
         "j.*",
         "AND j.state = 'dead' ORDER BY j.id DESC LIMIT $2",
@@ -128,7 +128,7 @@ pub async fn runs_since<'e>(
     exec: impl PgExecutor<'e>,
     org: Option<Uuid>,
     since: DateTime<Utc>,
-) -> Result<Vec<RunCount>, sqlx::Error> {
+) -> sqlx::Result<Vec<RunCount>> {
     sqlx::query_as(
         "SELECT kind, status, stop_reason, count(*) AS count FROM agent_runs
           WHERE ($1::uuid IS NULL OR org_id = $1) AND started_at >= $2
@@ -153,7 +153,7 @@ pub async fn approval_counts<'e>(
     exec: impl PgExecutor<'e>,
     org: Option<Uuid>,
     soon: DateTime<Utc>,
-) -> Result<Vec<ApprovalCount>, sqlx::Error> {
+) -> sqlx::Result<Vec<ApprovalCount>> {
     sqlx::query_as(
         "SELECT status, count(*) AS count,
                 count(*) FILTER (WHERE status = 'pending' AND expires_at < $2) AS expiring_soon
@@ -182,11 +182,7 @@ pub struct Glance {
 }
 
 /// The glance of one org, or of every org.
-pub async fn glance(
-    pool: &PgPool,
-    org: Option<Uuid>,
-    now: DateTime<Utc>,
-) -> Result<Glance, sqlx::Error> {
+pub async fn glance(pool: &PgPool, org: Option<Uuid>, now: DateTime<Utc>) -> sqlx::Result<Glance> {
     let hour = chrono::Duration::hours(1);
     Ok(Glance {
         jobs: job_counts(pool, org).await?,
@@ -212,7 +208,7 @@ pub async fn budgets(
     pool: &PgPool,
     now: DateTime<Utc>,
     limit: i64,
-) -> Result<Vec<BudgetUse>, sqlx::Error> {
+) -> sqlx::Result<Vec<BudgetUse>> {
     sqlx::query_as(
         "SELECT b.org_id, o.name AS org_name, b.monthly_limit,
                 CASE WHEN b.period_start = $1 THEN b.tokens_used ELSE 0 END AS tokens_used

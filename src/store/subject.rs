@@ -11,7 +11,7 @@ pub async fn extraction_document(
     conn: &mut PgConnection,
     org_id: Uuid,
     extraction_id: Uuid,
-) -> Result<Option<Uuid>, sqlx::Error> {
+) -> sqlx::Result<Option<Uuid>> {
     let document = "SELECT document_id FROM extractions WHERE org_id = $1 AND id = $2";
     sql::scalar(document, org_id, extraction_id)
         .fetch_optional(conn)

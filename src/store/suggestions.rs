@@ -55,7 +55,7 @@ pub async fn create(
     cap: Option<u32>,
     run_id: Option<Uuid>,
     now: DateTime<Utc>,
-) -> Result<Created, sqlx::Error> {
+) -> sqlx::Result<Created> {
     // Serialises the duplicate and cap checks per (org, night) until the transaction ends.
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text || '/' || $2::text, 77))")
         .bind(org_id)
@@ -131,7 +131,7 @@ async fn find(
     kind: &str,
     subject: &str,
     night: NaiveDate,
-) -> Result<Option<Uuid>, sqlx::Error> {
+) -> sqlx::Result<Option<Uuid>> {
     sqlx::query_scalar(
         "SELECT id FROM suggestions
           WHERE org_id = $1 AND kind = $2 AND subject = $3 AND night = $4",
@@ -149,7 +149,7 @@ pub async fn count_for_night(
     conn: &mut PgConnection,
     org_id: Uuid,
     night: NaiveDate,
-) -> Result<i64, sqlx::Error> {
+) -> sqlx::Result<i64> {
     let count = "SELECT count(*) FROM suggestions WHERE org_id = $1 AND night = $2";
     sql::scalar(count, org_id, night).fetch_one(conn).await
 }
@@ -177,7 +177,7 @@ pub async fn get(
     conn: &mut PgConnection,
     org_id: Uuid,
     id: Uuid,
-) -> Result<Option<SuggestionRow>, sqlx::Error> {
+) -> sqlx::Result<Option<SuggestionRow>> {
     sql::rows(org_id, "id = $2", id, false)
         .fetch_optional(conn)
         .await
@@ -244,7 +244,7 @@ pub async fn overview(
     night: NaiveDate,
     waiting_after_days: i32,
     limit: i64,
-) -> Result<Overview, sqlx::Error> {
+) -> sqlx::Result<Overview> {
     let by_status: Vec<(String, i64)> = sqlx::query_as(
         "SELECT auto_create_status, count(*) FROM documents WHERE org_id = $1
           GROUP BY 1 ORDER BY 1",
@@ -339,7 +339,7 @@ pub async fn mark_acted(
     id: Uuid,
     by: &str,
     now: DateTime<Utc>,
-) -> Result<(), sqlx::Error> {
+) -> sqlx::Result<()> {
     sqlx::query(
         "UPDATE suggestions SET status = 'acted', status_changed_at = $3, status_by = $4
           WHERE org_id = $1 AND id = $2 AND status IN ('pending', 'shown')",
@@ -372,7 +372,7 @@ pub async fn transition(
     reason: Option<&str>,
     by: &str,
     now: DateTime<Utc>,
-) -> Result<Transition, sqlx::Error> {
+) -> sqlx::Result<Transition> {
     let current = "SELECT status FROM suggestions WHERE org_id = $1 AND id = $2 FOR UPDATE";
     let current = sql::scalar(current, org_id, id);
     let Some(current): Option<SuggestionStatus> = current.fetch_optional(&mut *conn).await? else {
@@ -407,7 +407,7 @@ pub async fn expire(
     conn: &mut PgConnection,
     now: DateTime<Utc>,
     max_age: chrono::Duration,
-) -> Result<u64, sqlx::Error> {
+) -> sqlx::Result<u64> {
     let done = sqlx::query(
         "UPDATE suggestions s SET status = 'expired', status_changed_at = $1,
                 status_by = 'system:approval_expiry'
@@ -438,7 +438,7 @@ pub async fn recently_dismissed(
     kind: &str,
     subject: &str,
     since: DateTime<Utc>,
-) -> Result<Option<(DateTime<Utc>, Option<String>)>, sqlx::Error> {
+) -> sqlx::Result<Option<(DateTime<Utc>, Option<String>)>> {
     sqlx::query_as(
         "SELECT status_changed_at, status_reason FROM suggestions
           WHERE org_id = $1 AND kind = $2 AND subject = $3 AND status = 'dismissed'

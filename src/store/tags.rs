@@ -30,7 +30,7 @@ pub struct TagWithCount {
 }
 
 /// This org's tags by name, with document counts.
-pub async fn list(conn: &mut PgConnection, org_id: Uuid) -> Result<Vec<TagWithCount>, sqlx::Error> {
+pub async fn list(conn: &mut PgConnection, org_id: Uuid) -> sqlx::Result<Vec<TagWithCount>> {
     sqlx::query_as::<_, TagWithCount>(
         "SELECT t.id, t.name, t.color,
                 (SELECT count(*) FROM documents d
@@ -51,7 +51,7 @@ async fn by_name(
     org_id: Uuid,
     name: &str,
     lock: bool,
-) -> Result<Option<TagRow>, sqlx::Error> {
+) -> sqlx::Result<Option<TagRow>> {
     let cond = "lower(name) = lower($2) ORDER BY name = $2 DESC, created_at LIMIT 1";
     let name = clean_text(name);
     sql::rows(org_id, cond, name, lock)
@@ -67,7 +67,7 @@ pub async fn create(
     color: &str,
     run_id: Option<Uuid>,
     now: DateTime<Utc>,
-) -> Result<(TagRow, bool), sqlx::Error> {
+) -> sqlx::Result<(TagRow, bool)> {
     if let Some(t) = by_name(conn, org_id, name, false).await? {
         return Ok((t, true));
     }
@@ -100,7 +100,7 @@ pub async fn missing(
     conn: &mut PgConnection,
     org_id: Uuid,
     ids: &[Uuid],
-) -> Result<Vec<Uuid>, sqlx::Error> {
+) -> sqlx::Result<Vec<Uuid>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
@@ -123,7 +123,7 @@ pub async fn delete(
     org_id: Uuid,
     id: Uuid,
     now: DateTime<Utc>,
-) -> Result<Option<TagDeleted>, sqlx::Error> {
+) -> sqlx::Result<Option<TagDeleted>> {
     let delete = "DELETE FROM tags WHERE org_id = $1 AND id = $2";
     if sql::affected(&mut *conn, delete, org_id, id).await? == 0 {
         return Ok(None);
@@ -160,7 +160,7 @@ pub async fn lock(
     conn: &mut PgConnection,
     org_id: Uuid,
     id: Uuid,
-) -> Result<Option<TagLock>, sqlx::Error> {
+) -> sqlx::Result<Option<TagLock>> {
     let tag = sql::rows(org_id, "id = $2", id, true);
     let Some(tag) = tag.fetch_optional(&mut *conn).await? else {
         return Ok(None);
@@ -176,6 +176,6 @@ pub async fn lock_by_name(
     conn: &mut PgConnection,
     org_id: Uuid,
     name: &str,
-) -> Result<Option<TagRow>, sqlx::Error> {
+) -> sqlx::Result<Option<TagRow>> {
     by_name(conn, org_id, name, true).await
 }

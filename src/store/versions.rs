@@ -27,7 +27,7 @@ pub async fn find<T: Versioned>(
     id: Uuid,
     version: Option<i32>,
     lock: bool,
-) -> Result<Option<T>, sqlx::Error> {
+) -> sqlx::Result<Option<T>> {
     let which = match version {
         Some(_) => "AND version = $3",
         None => "ORDER BY version DESC LIMIT 1",
@@ -47,7 +47,7 @@ pub async fn latest<T: Versioned>(
     org_id: Uuid,
     id: Uuid,
     lock: bool,
-) -> Result<Option<T>, sqlx::Error> {
+) -> sqlx::Result<Option<T>> {
     find(conn, org_id, id, None, lock).await
 }
 
@@ -55,7 +55,7 @@ pub async fn latest<T: Versioned>(
 pub async fn list_latest<T: Versioned>(
     conn: &mut PgConnection,
     org_id: Uuid,
-) -> Result<Vec<T>, sqlx::Error> {
+) -> sqlx::Result<Vec<T>> {
     let (select, id) = (T::SELECT, T::ID);
     let each = select.replacen("SELECT ", &format!("SELECT DISTINCT ON ({id}) "), 1);
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
@@ -72,7 +72,7 @@ pub async fn lock_all<T: Versioned>(
     conn: &mut PgConnection,
     org_id: Uuid,
     id: Uuid,
-) -> Result<Vec<T>, sqlx::Error> {
+) -> sqlx::Result<Vec<T>> {
     let cond = format!("{} = $2 ORDER BY version", T::ID);
     sql::rows(org_id, &cond, id, true).fetch_all(conn).await
 }
@@ -82,7 +82,7 @@ pub async fn delete<T: Versioned>(
     conn: &mut PgConnection,
     org_id: Uuid,
     id: Uuid,
-) -> Result<u64, sqlx::Error> {
+) -> sqlx::Result<u64> {
     let delete = format!(
         "DELETE FROM {} WHERE org_id = $1 AND {} = $2",
         T::TABLE,
@@ -97,7 +97,7 @@ pub async fn creator<T: Versioned>(
     conn: &mut PgConnection,
     org_id: Uuid,
     id: Uuid,
-) -> Result<Option<Option<Uuid>>, sqlx::Error> {
+) -> sqlx::Result<Option<Option<Uuid>>> {
     let first = format!(
         "SELECT run_id FROM {} WHERE org_id = $1 AND {} = $2 ORDER BY version LIMIT 1",
         T::TABLE,
@@ -129,7 +129,7 @@ macro_rules! versioned {
             org_id: uuid::Uuid,
             id: uuid::Uuid,
             version: i32,
-        ) -> Result<Option<$row>, sqlx::Error> {
+        ) -> sqlx::Result<Option<$row>> {
             $crate::store::versions::find(conn, org_id, id, Some(version), false).await
         }
     };

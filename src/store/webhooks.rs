@@ -33,7 +33,7 @@ pub struct NewWebhook<'a> {
 pub async fn insert<'e, E: PgExecutor<'e>>(
     exec: E,
     w: &NewWebhook<'_>,
-) -> Result<WebhookRow, sqlx::Error> {
+) -> sqlx::Result<WebhookRow> {
     sqlx::query_as(
         "INSERT INTO agentd_webhooks (id, org_id, url, events, secret, max_attempts, priority, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
@@ -52,10 +52,7 @@ pub async fn insert<'e, E: PgExecutor<'e>>(
 }
 
 /// The org's subscriptions, oldest first.
-pub async fn list<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-) -> Result<Vec<WebhookRow>, sqlx::Error> {
+pub async fn list<'e, E: PgExecutor<'e>>(exec: E, org_id: Uuid) -> sqlx::Result<Vec<WebhookRow>> {
     sqlx::query_as(
         "SELECT id, org_id, url, events, max_attempts, created_at FROM agentd_webhooks
           WHERE org_id = $1 ORDER BY created_at, id",
@@ -66,18 +63,14 @@ pub async fn list<'e, E: PgExecutor<'e>>(
 }
 
 /// How many subscriptions the org has.
-pub async fn count<'e, E: PgExecutor<'e>>(exec: E, org_id: Uuid) -> Result<i64, sqlx::Error> {
+pub async fn count<'e, E: PgExecutor<'e>>(exec: E, org_id: Uuid) -> sqlx::Result<i64> {
     let count = "SELECT count(*) FROM agentd_webhooks WHERE org_id = $1";
     sqlx::query_scalar(count).bind(org_id).fetch_one(exec).await
 }
 
 /// Deletes a subscription of the org; false when the org has none with this id. Deliveries
 /// already queued for it end without sending.
-pub async fn delete<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-    id: Uuid,
-) -> Result<bool, sqlx::Error> {
+pub async fn delete<'e, E: PgExecutor<'e>>(exec: E, org_id: Uuid, id: Uuid) -> sqlx::Result<bool> {
     let delete = "DELETE FROM agentd_webhooks WHERE org_id = $1 AND id = $2";
     Ok(sql::affected(exec, delete, org_id, id).await? == 1)
 }
@@ -87,7 +80,7 @@ pub async fn target<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Uuid,
     id: Uuid,
-) -> Result<Option<(String, String)>, sqlx::Error> {
+) -> sqlx::Result<Option<(String, String)>> {
     let target = "SELECT url, secret FROM agentd_webhooks WHERE org_id = $1 AND id = $2";
     sql::bound(target, org_id, id).fetch_optional(exec).await
 }

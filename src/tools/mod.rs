@@ -123,7 +123,7 @@ impl ToolCtx<'_> {
     pub async fn savepoint<T, E>(
         &mut self,
         f: impl AsyncFnOnce(&mut ToolCtx<'_>) -> Result<T, E>,
-    ) -> Result<Result<T, E>, sqlx::Error> {
+    ) -> sqlx::Result<Result<T, E>> {
         let mut sp = sqlx::Acquire::begin(&mut *self.conn).await?;
         let mut inner = ToolCtx {
             org_id: self.org_id,
