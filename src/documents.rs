@@ -94,7 +94,7 @@ pub async fn document_report(app: &App, id: Uuid) -> anyhow::Result<Option<Value
         "prompt": prompt.as_ref().map(|p| json!({"revid": format!("{}:{}", p.prompt_id, p.version), "name": p.name, "status": p.status, "content": p.content})),
         "extraction": extraction.as_ref().map(|e| json!({"id": e.id, "status": e.status, "result": e.result})),
         "run": run.as_ref().map(|r| json!({"id": r.id, "provider": r.provider, "status": r.status, "stop_reason": r.stop_reason,
-            "rounds": r.rounds, "tool_calls": r.tool_calls, "tokens": r.input_tokens + r.output_tokens,
+            "rounds": r.counters.rounds, "tool_calls": r.counters.tool_calls, "tokens": r.counters.tokens(),
             "seconds": r.finished_at.map(|f| (f - r.started_at).num_milliseconds() as f64 / 1000.0)})),
     })))
 }

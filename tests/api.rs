@@ -12,19 +12,21 @@ use std::collections::BTreeSet;
 
 /// The properties the OpenAPI document gives the 200 answer of `GET path` (following `$ref` and
 /// `allOf`, which `#[serde(flatten)]` becomes), and the schema's name.
-async fn documented(api: &Api, path: &str) -> (String, BTreeSet<String>) {
-    fn props(doc: &Value, schema: &Value, out: &mut BTreeSet<String>) {
-        if let Some(r) = schema["$ref"].as_str() {
-            let name = r.rsplit('/').next().unwrap();
-            return props(doc, &doc["components"]["schemas"][name], out);
-        }
-        for part in schema["allOf"].as_array().into_iter().flatten() {
-            props(doc, part, out);
-        }
-        if let Some(p) = schema["properties"].as_object() {
-            out.extend(p.keys().cloned());
-        }
+/// The properties `schema` documents, through `$ref`s and `allOf` parts (flattened fields).
+fn props(doc: &Value, schema: &Value, out: &mut BTreeSet<String>) {
+    if let Some(r) = schema["$ref"].as_str() {
+        let name = r.rsplit('/').next().unwrap();
+        return props(doc, &doc["components"]["schemas"][name], out);
     }
+    for part in schema["allOf"].as_array().into_iter().flatten() {
+        props(doc, part, out);
+    }
+    if let Some(p) = schema["properties"].as_object() {
+        out.extend(p.keys().cloned());
+    }
+}
+
+async fn documented(api: &Api, path: &str) -> (String, BTreeSet<String>) {
     let doc = api.call("GET", "/v1/openapi.json", None, None).await.body;
     let schema =
         &doc["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"];
@@ -41,10 +43,9 @@ async fn documented(api: &Api, path: &str) -> (String, BTreeSet<String>) {
 /// The properties of a component of the OpenAPI document.
 async fn component(api: &Api, name: &str) -> BTreeSet<String> {
     let doc = api.call("GET", "/v1/openapi.json", None, None).await.body;
-    let props = doc["components"]["schemas"][name]["properties"].as_object();
-    props
-        .map(|p| p.keys().cloned().collect())
-        .unwrap_or_default()
+    let mut out = BTreeSet::new();
+    props(&doc, &doc["components"]["schemas"][name], &mut out);
+    out
 }
 
 fn keys(v: &Value) -> BTreeSet<String> {

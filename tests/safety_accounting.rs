@@ -506,7 +506,7 @@ async fn approving_a_proposed_extraction_is_charged_to_org_and_run() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(run.input_tokens + run.output_tokens, 360, "and to the run");
+    assert_eq!(run.counters.tokens(), 360, "and to the run");
 }
 
 #[tokio::test]

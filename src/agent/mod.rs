@@ -87,9 +87,9 @@ impl RunOutcome {
             stop_reason: r.stop_reason.clone(),
             final_text: r.final_text.clone(),
             error: r.error.clone(),
-            rounds: r.rounds,
-            tool_calls: r.tool_calls,
-            tokens: r.input_tokens + r.output_tokens,
+            rounds: r.counters.rounds,
+            tool_calls: r.counters.tool_calls,
+            tokens: r.counters.tokens(),
         }
     }
 }
@@ -248,7 +248,7 @@ impl Engine {
             let mark = self.record_resume(run.id, last.seq + 1).await?;
             steps.push(mark);
         }
-        let mut tokens = (run.input_tokens + run.output_tokens) as u64;
+        let mut tokens = run.counters.tokens() as u64;
         // The org's budget as this run's last charge left it, if nothing charged it since.
         let mut seen: Option<BudgetSeen> = None;
         // Recomputed only after a tool step (only tools make a goal's parts).
@@ -478,7 +478,7 @@ impl Engine {
             runs::insert_audit(
                 &mut *tx,
                 &runs::NewAudit {
-                    outcome: Some(&json!({"rounds": run.rounds, "tool_calls": run.tool_calls, "tokens": run.input_tokens + run.output_tokens})),
+                    outcome: Some(&json!({"rounds": run.counters.rounds, "tool_calls": run.counters.tool_calls, "tokens": run.counters.tokens()})),
                     ..runs::NewAudit::new(run.org_id, Some(run_id), &actor, reason.as_str(), "cap", "capped", now)
                 },
             )
@@ -490,8 +490,8 @@ impl Engine {
             info!(
                 status,
                 stop_reason = reason.as_str(),
-                rounds = run.rounds,
-                tool_calls = run.tool_calls,
+                rounds = run.counters.rounds,
+                tool_calls = run.counters.tool_calls,
                 "run finished"
             );
         }

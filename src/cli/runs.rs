@@ -48,9 +48,9 @@ pub async fn run(app: &App, cmd: RunsCmd) -> anyhow::Result<()> {
                     r.kind,
                     r.status,
                     r.stop_reason.as_deref().unwrap_or_default(),
-                    r.rounds,
-                    r.tool_calls,
-                    r.input_tokens + r.output_tokens,
+                    r.counters.rounds,
+                    r.counters.tool_calls,
+                    r.counters.tokens(),
                     r.provider,
                     r.started_at.format("%Y-%m-%d %H:%M:%S")
                 )
@@ -75,10 +75,10 @@ pub async fn run(app: &App, cmd: RunsCmd) -> anyhow::Result<()> {
                 r.model,
                 r.status,
                 r.stop_reason.as_deref().unwrap_or("-"),
-                r.rounds,
-                r.tool_calls,
-                r.input_tokens,
-                r.output_tokens
+                r.counters.rounds,
+                r.counters.tool_calls,
+                r.counters.input_tokens,
+                r.counters.output_tokens
             );
             if let Some(e) = &r.error {
                 println!("  error: {e}");

@@ -254,12 +254,12 @@ pub async fn run(
             run_status: last_run.map(|r| r.status.to_string()),
             stop_reason: last_run.and_then(|r| r.stop_reason.clone()),
             runs: doc_runs.len(),
-            rounds: doc_runs.iter().map(|r| i64::from(r.rounds)).sum(),
-            tool_calls: doc_runs.iter().map(|r| i64::from(r.tool_calls)).sum(),
-            tokens: doc_runs
+            rounds: doc_runs.iter().map(|r| i64::from(r.counters.rounds)).sum(),
+            tool_calls: doc_runs
                 .iter()
-                .map(|r| r.input_tokens + r.output_tokens)
+                .map(|r| i64::from(r.counters.tool_calls))
                 .sum(),
+            tokens: doc_runs.iter().map(|r| r.counters.tokens()).sum(),
             seconds: doc_runs
                 .iter()
                 .map(|r| {

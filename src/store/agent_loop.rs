@@ -101,13 +101,25 @@ pub async fn begin_unflushed(
         .await
 }
 
-/// What a checkpoint adds to its run's counters.
-#[derive(Debug, Clone, Copy, Default)]
+/// A run's counters (columns of `agent_runs`), and what a checkpoint adds to them.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, serde::Serialize, sqlx::FromRow, utoipa::ToSchema,
+)]
 pub struct Counters {
+    /// Model answers.
     pub rounds: i32,
+    /// Tool calls answered.
     pub tool_calls: i32,
+    /// Tokens the provider read and wrote, as it reported them (or as estimated).
     pub input_tokens: i64,
     pub output_tokens: i64,
+}
+
+impl Counters {
+    /// Tokens in and out: what budgets and caps count.
+    pub fn tokens(&self) -> i64 {
+        self.input_tokens + self.output_tokens
+    }
 }
 
 /// A charge settled with a checkpoint: the reservation `reservation` (if one was held) dropped

@@ -3,6 +3,7 @@
 
 pub use super::audit::{AuditRow, NewAudit, audit_for_run, insert_audit};
 
+pub use super::agent_loop::Counters;
 pub use super::states::RunStatus;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
@@ -28,10 +29,9 @@ pub struct RunRow {
     pub status: RunStatus,
     /// Why it stopped: completed, or the cap it reached.
     pub stop_reason: Option<String>,
-    pub rounds: i32,
-    pub tool_calls: i32,
-    pub input_tokens: i64,
-    pub output_tokens: i64,
+    #[serde(flatten)]
+    #[sqlx(flatten)]
+    pub counters: Counters,
     pub final_text: Option<String>,
     pub error: Option<String>,
     pub started_at: DateTime<Utc>,
