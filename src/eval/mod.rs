@@ -8,8 +8,10 @@ pub mod labels;
 pub mod score;
 
 use crate::app::{App, WorkerArgs};
+use crate::store::runs::RunRow;
 use crate::store::states::AutoCreateStatus;
 use crate::store::{orgs, runs};
+use chrono::{DateTime, Utc};
 use labels::Sample;
 use serde::Serialize;
 use serde_json::Value;
@@ -47,16 +49,45 @@ pub struct DocResult {
     /// Runs (attempts) made for the document.
     pub runs: usize,
     /// Summed over the document's runs.
-    pub rounds: i64,
-    pub tool_calls: i64,
-    pub tokens: i64,
-    /// Active run time, summed over its runs.
-    pub seconds: f64,
+    #[serde(flatten)]
+    pub work: Work,
     pub error: Option<String>,
     /// The proposed schema's top-level properties.
     pub proposed_fields: Vec<String>,
     #[serde(flatten)]
     pub score: score::Score,
+}
+
+/// What documents cost: summed over runs, then over documents.
+#[derive(Debug, Clone, Copy, Serialize, Default, PartialEq)]
+pub struct Work {
+    pub rounds: i64,
+    pub tool_calls: i64,
+    pub tokens: i64,
+    /// Active run time.
+    pub seconds: f64,
+}
+
+impl Work {
+    /// A run's work; a run still going counts until `now`.
+    pub fn of_run(r: &RunRow, now: DateTime<Utc>) -> Self {
+        let end = r.finished_at.unwrap_or(now);
+        Work {
+            rounds: i64::from(r.counters.rounds),
+            tool_calls: i64::from(r.counters.tool_calls),
+            tokens: r.counters.tokens(),
+            seconds: (end - r.started_at).num_milliseconds() as f64 / 1000.0,
+        }
+    }
+}
+
+impl std::ops::AddAssign for Work {
+    fn add_assign(&mut self, o: Work) {
+        self.rounds += o.rounds;
+        self.tool_calls += o.tool_calls;
+        self.tokens += o.tokens;
+        self.seconds += o.seconds;
+    }
 }
 
 /// Totals over all documents.
@@ -66,10 +97,8 @@ pub struct Totals {
     pub proposed: usize,
     pub failed: usize,
     pub other: usize,
-    pub rounds: i64,
-    pub tool_calls: i64,
-    pub tokens: i64,
-    pub seconds: f64,
+    #[serde(flatten)]
+    pub work: Work,
     pub fields_expected: usize,
     pub fields_found: usize,
     pub values_correct: usize,
@@ -105,10 +134,7 @@ pub fn totals(docs: &[DocResult]) -> Totals {
             "failed" => t.failed += 1,
             _ => t.other += 1,
         }
-        t.rounds += d.rounds;
-        t.tool_calls += d.tool_calls;
-        t.tokens += d.tokens;
-        t.seconds += d.seconds;
+        t.work += d.work;
         t.fields_expected += d.score.fields_expected;
         t.fields_found += d.score.fields_found;
         t.values_correct += d.score.values_correct;
@@ -125,7 +151,7 @@ pub fn totals(docs: &[DocResult]) -> Totals {
     t.tokens_per_proposed = if t.proposed == 0 {
         0.0
     } else {
-        t.tokens as f64 / t.proposed as f64
+        t.work.tokens as f64 / t.proposed as f64
     };
     t
 }
@@ -254,19 +280,10 @@ pub async fn run(
             run_status: last_run.map(|r| r.status.to_string()),
             stop_reason: last_run.and_then(|r| r.stop_reason.clone()),
             runs: doc_runs.len(),
-            rounds: doc_runs.iter().map(|r| i64::from(r.counters.rounds)).sum(),
-            tool_calls: doc_runs
-                .iter()
-                .map(|r| i64::from(r.counters.tool_calls))
-                .sum(),
-            tokens: doc_runs.iter().map(|r| r.counters.tokens()).sum(),
-            seconds: doc_runs
-                .iter()
-                .map(|r| {
-                    let end = r.finished_at.unwrap_or_else(|| app.clock.now());
-                    (end - r.started_at).num_milliseconds() as f64 / 1000.0
-                })
-                .sum(),
+            work: doc_runs.iter().fold(Work::default(), |mut w, r| {
+                w += Work::of_run(r, app.clock.now());
+                w
+            }),
             error,
             proposed_fields,
             score,
@@ -325,10 +342,10 @@ pub fn render_table(r: &EvalReport) -> String {
             d.status,
             d.stop_reason.as_deref().unwrap_or("-"),
             d.runs,
-            d.rounds,
-            d.tool_calls,
-            d.tokens,
-            d.seconds,
+            d.work.rounds,
+            d.work.tool_calls,
+            d.work.tokens,
+            d.work.seconds,
             d.score.fields_found,
             d.score.fields_expected,
             d.score.values_correct,
@@ -343,10 +360,10 @@ pub fn render_table(r: &EvalReport) -> String {
         format!("{}/{}", t.proposed, t.documents),
         "",
         "",
-        t.rounds,
-        t.tool_calls,
-        t.tokens,
-        t.seconds,
+        t.work.rounds,
+        t.work.tool_calls,
+        t.work.tokens,
+        t.work.seconds,
         t.fields_found,
         t.fields_expected,
         t.values_correct,
