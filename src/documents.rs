@@ -91,7 +91,7 @@ pub async fn document_report(app: &App, id: Uuid) -> anyhow::Result<Option<Value
         "auto_create_status": st.auto_create_status, "error": st.auto_create_error,
         "schema": schema.as_ref().map(|s| json!({"revid": format!("{}:{}", s.schema_id, s.version), "name": s.name, "status": s.status})),
         "fields": fields,
-        "prompt": prompt.as_ref().map(|p| json!({"revid": format!("{}:{}", p.prompt_id, p.version), "name": p.name, "status": p.status, "content": p.content})),
+        "prompt": prompt.as_ref().map(|p| json!({"revid": format!("{}:{}", p.prompt_id, p.version), "name": p.fields.name, "status": p.status, "content": p.fields.content})),
         "extraction": extraction.as_ref().map(|e| json!({"id": e.id, "status": e.status, "result": e.result})),
         "run": run.as_ref().map(|r| json!({"id": r.id, "provider": r.provider, "status": r.status, "stop_reason": r.stop_reason,
             "rounds": r.counters.rounds, "tool_calls": r.counters.tool_calls, "tokens": r.counters.tokens(),

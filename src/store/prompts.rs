@@ -2,35 +2,15 @@
 //! revision, an update inserts version + 1, and each version points at one schema version.
 
 use super::documents::clean_text;
-use super::sql::{self, row};
+use super::sql;
 use super::versions;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-row! {
-    /// One version of a prompt.
-    #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-    pub struct PromptRow in "prompts" {
-        pub prompt_id: Uuid,
-        pub version: i32,
-        pub name: String,
-        pub content: String,
-        pub schema_id: Uuid,
-        pub schema_version: i32,
-        pub model: Option<String>,
-        pub tag_ids: Vec<Uuid>,
-        pub status: String,
-        pub run_id: Option<Uuid>,
-        pub created_at: DateTime<Utc>,
-    }
-}
-
-versions::versioned!(PromptRow in "prompts", prompt_id, "prompt");
-
-/// The fields of a new prompt version.
-#[derive(Debug, Clone)]
+/// What a prompt version says; a new version is made from these.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct PromptFields {
     pub name: String,
     pub content: String,
@@ -40,18 +20,34 @@ pub struct PromptFields {
     pub tag_ids: Vec<Uuid>,
 }
 
-impl From<&PromptRow> for PromptFields {
-    fn from(p: &PromptRow) -> Self {
-        Self {
-            name: p.name.clone(),
-            content: p.content.clone(),
-            schema_id: p.schema_id,
-            schema_version: p.schema_version,
-            model: p.model.clone(),
-            tag_ids: p.tag_ids.clone(),
-        }
-    }
+/// One version of a prompt: its identity, what it says, and its state.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct PromptRow {
+    pub prompt_id: Uuid,
+    pub version: i32,
+    #[serde(flatten)]
+    #[sqlx(flatten)]
+    pub fields: PromptFields,
+    pub status: String,
+    pub run_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
 }
+
+/// The columns of [`PromptRow`], in the order of its fields (those of [`PromptFields`] in
+/// theirs): what a `SELECT` or `RETURNING` reads. A column missing here fails every read of
+/// the row in the tests.
+macro_rules! columns {
+    () => {
+        "prompt_id, version, name, content, schema_id, schema_version, model, tag_ids, status, \
+         run_id, created_at"
+    };
+}
+
+impl sql::Table for PromptRow {
+    const SELECT: &'static str = concat!("SELECT ", columns!(), " FROM prompts");
+}
+
+versions::versioned!(PromptRow in "prompts", prompt_id, "prompt");
 
 /// The prompt version this run wrote last (run_extraction's default prompt).
 pub async fn latest_in_run(

@@ -152,7 +152,7 @@ impl TypedTool for RunExtraction {
                 // Lock the prompt's versions so it cannot go away before the decision.
                 versions::lock_all::<PromptRow>(ctx.conn, ctx.org_id, p.prompt_id).await?;
                 json!({"exists": true, "prompt_revid": revid(p.prompt_id, p.version),
-                       "schema_revid": revid(p.schema_id, p.schema_version)})
+                       "schema_revid": revid(p.fields.schema_id, p.fields.schema_version)})
             }
             Err(ToolError::NotFound(_)) | Err(ToolError::Invalid(_)) => {
                 json!({"exists": false, "prompt_revid": self.prompt_revid})

@@ -26,12 +26,12 @@ pub(crate) async fn prepare_extraction(
         .await?
         .ok_or_else(|| document_not_found(doc_id))?;
     let prompt = prompt_for(ctx, args.prompt_revid.as_deref()).await?;
-    let schema_revid = revid(prompt.schema_id, prompt.schema_version);
+    let schema_revid = revid(prompt.fields.schema_id, prompt.fields.schema_version);
     let schema = schemas::get(
         ctx.conn,
         ctx.org_id,
-        prompt.schema_id,
-        prompt.schema_version,
+        prompt.fields.schema_id,
+        prompt.fields.schema_version,
     )
     .await?
     .ok_or_else(|| schema_gone(&schema_revid))?;
@@ -44,7 +44,7 @@ pub(crate) async fn prepare_extraction(
     let request = CompletionRequest {
         model: ctx.model.clone(),
         messages: vec![
-            Message::text(Role::System, prompt.content.clone()),
+            Message::text(Role::System, prompt.fields.content.clone()),
             Message::text(Role::User, doc.text),
         ],
         tools: Vec::new(),

@@ -22,7 +22,7 @@ const MAX_CONTENT_CHARS: usize = 20_000;
 fn revids(p: &PromptRow) -> Value {
     merged(
         ids(p),
-        json!({"schema_revid": revid(p.schema_id, p.schema_version)}),
+        json!({"schema_revid": revid(p.fields.schema_id, p.fields.schema_version)}),
     )
 }
 
@@ -31,9 +31,10 @@ impl Kind for PromptRow {
         Target::Prompt(id)
     }
     fn json(&self) -> Value {
+        let f = &self.fields;
         let held = json!({
-            "name": self.name, "content": self.content, "model": self.model,
-            "tag_ids": self.tag_ids, "status": self.status, "created_at": self.created_at,
+            "name": f.name, "content": f.content, "model": f.model,
+            "tag_ids": f.tag_ids, "status": self.status, "created_at": self.created_at,
         });
         merged(revids(self), held)
     }
@@ -43,7 +44,7 @@ impl Kind for PromptRow {
         if let Some(o) = row.as_object_mut() {
             o.remove("content");
         }
-        row["content_preview"] = json!(self.content.chars().take(200).collect::<String>());
+        row["content_preview"] = json!(self.fields.content.chars().take(200).collect::<String>());
         row
     }
     fn latest_snapshot(&self) -> Value {
@@ -195,7 +196,7 @@ impl UpdatePrompt {
             ));
         }
         let prev: PromptRow = latest_locked(ctx, self.prompt_id.0).await?;
-        let mut f = PromptFields::from(&prev);
+        let mut f = prev.fields.clone();
         if let Some(c) = &self.content {
             f.content = content_arg(c)?;
         }
