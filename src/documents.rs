@@ -4,7 +4,8 @@
 
 use crate::app::App;
 use crate::queue::{self, NewJob};
-use crate::store::{auto_create, documents, extractions, prompts, runs, schemas};
+use crate::store::extractions::ExtractionRow;
+use crate::store::{auto_create, documents, prompts, runs, schemas, sql};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -63,7 +64,7 @@ pub async fn document_report(app: &App, id: Uuid) -> anyhow::Result<Option<Value
         None => None,
     };
     let extraction = match st.proposed.proposed_extraction_id {
-        Some(e) => extractions::get(&mut conn, org, e, false).await?,
+        Some(e) => sql::by_id::<ExtractionRow>(&mut conn, org, e, false).await?,
         None => None,
     };
     let run = match st.auto_create_run_id {

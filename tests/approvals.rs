@@ -602,7 +602,7 @@ async fn the_sql_document_snapshot_is_the_tools() {
         .unwrap();
     assert_eq!(in_sql.len(), docs.len());
     for (id, sql) in in_sql {
-        let tool = documents::lock(&mut conn, f.org, id)
+        let tool = agentd::store::sql::by_id::<documents::DocumentLock>(&mut conn, f.org, id, true)
             .await
             .unwrap()
             .unwrap()

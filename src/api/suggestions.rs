@@ -7,7 +7,8 @@ use super::approvals::check_reason;
 use super::auth::{Reviewer, Scoped};
 use super::error::{ApiResult, Problem, ok};
 use super::extract::{Id, OptionalJsonBody};
-use crate::store::suggestions::{self as store, SuggestionStatus, Transition};
+use crate::store::sql;
+use crate::store::suggestions::{self as store, SuggestionRow, SuggestionStatus, Transition};
 use serde::Deserialize;
 use serde_json::json;
 use utoipa::ToSchema;
@@ -30,7 +31,10 @@ async fn transition(
     let (app, caller) = (&req.app, req.caller);
     let mut conn = app.pool.acquire().await?;
     // Another org's id is "not found" before the body is looked at.
-    if store::get(&mut conn, caller.org_id, id).await?.is_none() {
+    if sql::by_id::<SuggestionRow>(&mut conn, caller.org_id, id, false)
+        .await?
+        .is_none()
+    {
         return Err(Problem::not_found("suggestion", id));
     }
     let reason = match reason {
@@ -57,7 +61,7 @@ async fn transition(
         ))
         .extra(json!({"state": state}))),
         Transition::Done(_) => {
-            let row = store::get(&mut conn, caller.org_id, id)
+            let row = sql::by_id::<SuggestionRow>(&mut conn, caller.org_id, id, false)
                 .await?
                 .ok_or_else(|| Problem::not_found("suggestion", id))?;
             ok(

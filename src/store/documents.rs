@@ -375,17 +375,6 @@ pub async fn snapshot_many(
     Ok(rows.into_iter().map(|r| (r.org_id, r.doc)).collect())
 }
 
-/// Locks a document of this org (`FOR UPDATE`) and returns what actions on it depend on.
-pub async fn lock(
-    conn: &mut PgConnection,
-    org_id: Uuid,
-    id: Uuid,
-) -> sqlx::Result<Option<DocumentLock>> {
-    sql::rows(org_id, "id = $2", id, true)
-        .fetch_optional(conn)
-        .await
-}
-
 /// The document's version (migration 0061: a new number for every row version), if it exists.
 pub async fn version(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> sqlx::Result<Option<i64>> {
     let version = "SELECT version FROM documents WHERE org_id = $1 AND id = $2";

@@ -67,18 +67,6 @@ pub async fn insert(
     .await
 }
 
-/// An extraction of this org by id; `lock` takes `FOR UPDATE`.
-pub async fn get(
-    conn: &mut PgConnection,
-    org_id: Uuid,
-    id: Uuid,
-    lock: bool,
-) -> sqlx::Result<Option<ExtractionRow>> {
-    sql::rows(org_id, "id = $2", id, lock)
-        .fetch_optional(conn)
-        .await
-}
-
 /// The latest extraction of a document of this org; `lock` takes `FOR UPDATE`.
 pub async fn latest_for_document(
     conn: &mut PgConnection,

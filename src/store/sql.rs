@@ -4,7 +4,7 @@
 
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::{QueryAs, QueryScalar};
-use sqlx::{AssertSqlSafe, Encode, FromRow, PgExecutor, Postgres, SqlSafeStr, Type};
+use sqlx::{AssertSqlSafe, Encode, FromRow, PgConnection, PgExecutor, Postgres, SqlSafeStr, Type};
 use uuid::Uuid;
 
 /// A value a statement binds.
@@ -33,6 +33,17 @@ pub fn rows<'q, T: Table>(
     lock: bool,
 ) -> QueryAs<'q, Postgres, T, PgArguments> {
     bound(select::<T>(cond, lock), org_id, key)
+}
+
+/// The org's `T` with this id, locked (`FOR UPDATE`) with `lock`: the one read by id of every
+/// row type (another org's id is `None`, as a missing one).
+pub async fn by_id<T: Table>(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    id: Uuid,
+    lock: bool,
+) -> sqlx::Result<Option<T>> {
+    rows(org_id, "id = $2", id, lock).fetch_optional(conn).await
 }
 
 /// The rows `sql` reads with the org as `$1` and `key` as `$2`.

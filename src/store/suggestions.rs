@@ -172,17 +172,6 @@ row! {
     }
 }
 
-/// A suggestion of this org by id.
-pub async fn get(
-    conn: &mut PgConnection,
-    org_id: Uuid,
-    id: Uuid,
-) -> sqlx::Result<Option<SuggestionRow>> {
-    sql::rows(org_id, "id = $2", id, false)
-        .fetch_optional(conn)
-        .await
-}
-
 /// A document waiting on a human: proposed for longer than the threshold.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct WaitingProposal {

@@ -6,7 +6,8 @@ use super::tags::checked_tag_ids;
 use super::typed::tool;
 use super::typed::{Id, TagId, any_object};
 use super::{Target, ToolCtx, ToolError, TypedTool, listing, not_in_org, revid};
-use crate::store::documents::{self as store, AutoCreateStatus, DocumentFilter};
+use crate::store::documents::{self as store, AutoCreateStatus, DocumentFilter, DocumentLock};
+use crate::store::sql;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
@@ -215,7 +216,10 @@ impl TypedTool for UpdateDocument {
         }
         // Check the document first, so another org's document id reads as not found even
         // when the tag ids are wrong too.
-        if store::lock(ctx.conn, ctx.org_id, id).await?.is_none() {
+        if sql::by_id::<DocumentLock>(ctx.conn, ctx.org_id, id, true)
+            .await?
+            .is_none()
+        {
             return Err(document_not_found(id));
         }
         let tag_ids = checked_tag_ids(ctx, self.tag_ids.as_deref(), "tag_ids").await?;
@@ -236,10 +240,12 @@ impl TypedTool for UpdateDocument {
 /// What an action on a document depends on, with the row locked; `{"exists": false}` when the
 /// document is missing or another org's.
 async fn document_snapshot(ctx: &mut ToolCtx<'_>, id: Uuid) -> Result<Value, ToolError> {
-    Ok(match store::lock(ctx.conn, ctx.org_id, id).await? {
-        Some(d) => d.snapshot(),
-        None => store::DocumentLock::missing_snapshot(id),
-    })
+    Ok(
+        match sql::by_id::<DocumentLock>(ctx.conn, ctx.org_id, id, true).await? {
+            Some(d) => d.snapshot(),
+            None => store::DocumentLock::missing_snapshot(id),
+        },
+    )
 }
 
 tool! {

@@ -9,11 +9,11 @@ use super::typed::Id;
 use super::typed::tool;
 use super::{ModelCall, Target, ToolCtx, ToolError, TypedTool, revid, unfenced};
 use crate::llm::CompletionResponse;
-use crate::store::documents::{self as documents, clean_json};
+use crate::store::documents::{DocumentLock, clean_json};
 use crate::store::extractions::{self as store, ExtractionRow, ExtractionStatus};
 use crate::store::prompts::{self as prompts, PromptRow};
 use crate::store::schemas;
-use crate::store::versions;
+use crate::store::{sql, versions};
 use serde_json::{Value, json};
 
 /// Output tokens allowed to the extraction call.
@@ -142,7 +142,7 @@ impl TypedTool for RunExtraction {
     /// The document's text and the prompt's versions, locked: what the extraction depends on.
     async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         let doc_id = document_id_or_default(ctx, self.document_id)?;
-        let document = match documents::lock(ctx.conn, ctx.org_id, doc_id).await? {
+        let document = match sql::by_id::<DocumentLock>(ctx.conn, ctx.org_id, doc_id, true).await? {
             Some(d) => json!({"exists": true, "document_id": doc_id,
                               "text_sha256": d.text_sha256}),
             None => json!({"exists": false, "document_id": doc_id}),
@@ -274,7 +274,7 @@ impl UpdateExtractionField {
     /// `document_id` (default: the run's document).
     async fn target(&self, ctx: &mut ToolCtx<'_>) -> Result<Option<ExtractionRow>, ToolError> {
         if let Some(Id(id)) = self.extraction_id {
-            return Ok(store::get(ctx.conn, ctx.org_id, id, true).await?);
+            return Ok(sql::by_id(ctx.conn, ctx.org_id, id, true).await?);
         }
         let doc = document_id_or_default(ctx, self.document_id)?;
         Ok(store::latest_for_document(ctx.conn, ctx.org_id, doc, true).await?)
