@@ -6,7 +6,7 @@
 
 use super::{ProposalOrigin, ToolEnv, propose, snapshot_hash};
 use crate::queue::{self, NewJob};
-use crate::store::approval_life as store;
+use crate::store::approval_life::{self as store, Reproposals};
 use crate::store::events::{self, EventType};
 use crate::tools::ToolError;
 use chrono::{DateTime, Datelike, Duration, NaiveDate, TimeZone, Utc, Weekday};
@@ -64,39 +64,39 @@ pub fn repropose_at(tz: Tz, nightly_hour: u32, at: DateTime<Utc>) -> DateTime<Ut
     local_hour(tz, next_working_day(local_day), nightly_hour)
 }
 
+/// The `approval_expiry` job that re-proposes approval `id`: payload `{key: id}`, unique key
+/// `key:id` held until the job is purged (one re-proposal per approval, ever).
+pub fn reproposal_job(r: &Reproposals<'_>, key: &str, id: Uuid) -> NewJob {
+    NewJob::new("approval_expiry", json!({ key: id }))
+        .unique_key(format!("{key}:{id}"))
+        .unique_until_purged()
+        .priority(r.priority)
+        .max_attempts(r.max_attempts)
+}
+
+/// Enqueues re-proposal jobs; returns how many were inserted (the rest were already there).
+pub async fn enqueue_reproposal_jobs(pool: &PgPool, jobs: &[NewJob]) -> sqlx::Result<u64> {
+    queue::enqueue_many(pool, jobs).await.map_err(|e| match e {
+        queue::QueueError::Db(e) => e,
+        other => sqlx::Error::Protocol(other.to_string()),
+    })
+}
+
 /// Enqueues one delayed re-proposal job (unique per approval) for every approval that expired
-/// in the last day in an org that opted in. Returns how many were inserted.
-pub async fn enqueue_reproposals(
-    pool: &PgPool,
-    now: DateTime<Utc>,
-    only: Option<&[Uuid]>,
-    max_depth: u32,
-    priority: i16,
-    max_attempts: i32,
-) -> sqlx::Result<u64> {
-    if max_depth == 0 {
-        return Ok(0);
-    }
-    let since = now - Duration::days(1);
-    let rows = store::expired_to_repropose(pool, since, only, max_depth as i32).await?;
+/// since `r.since` in an org that opted in. Returns how many were inserted.
+pub async fn enqueue_reproposals(pool: &PgPool, r: &Reproposals<'_>) -> sqlx::Result<u64> {
+    let rows = store::expired_to_repropose(pool, r).await?;
     let jobs: Vec<NewJob> = rows
         .iter()
-        .map(|r| {
-            let tz: Tz = r.timezone.parse().unwrap_or(chrono_tz::UTC);
-            let at = repropose_at(tz, r.nightly_hour.clamp(0, 23) as u32, r.decided_at);
-            let mut j = NewJob::new("approval_expiry", json!({"repropose_expired": r.id}))
-                .unique_key(format!("repropose_expired:{}", r.id))
-                .unique_until_purged()
-                .priority(priority)
-                .max_attempts(max_attempts);
+        .map(|row| {
+            let tz: Tz = row.timezone.parse().unwrap_or(chrono_tz::UTC);
+            let at = repropose_at(tz, row.nightly_hour.clamp(0, 23) as u32, row.decided_at);
+            let mut j = reproposal_job(r, "repropose_expired", row.id);
             j.run_at = Some(at);
             j
         })
         .collect();
-    queue::enqueue_many(pool, &jobs).await.map_err(|e| match e {
-        queue::QueueError::Db(e) => e,
-        other => sqlx::Error::Protocol(other.to_string()),
-    })
+    enqueue_reproposal_jobs(pool, &jobs).await
 }
 
 /// What re-proposing an expired approval did.

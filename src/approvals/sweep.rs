@@ -13,9 +13,9 @@
 
 use super::{DOCUMENT_SNAPSHOT_TOOLS, ToolEnv, snapshot_hash};
 use crate::clock::SharedClock;
-use crate::queue::{self, NewJob};
+use crate::queue::NewJob;
 use crate::store::approvals::ApprovalRow;
-use crate::store::approvals_sweep as store;
+use crate::store::approvals_sweep::{self as store, Reproposals};
 use crate::store::documents;
 use crate::store::states::ApprovalStatus;
 use crate::tools::ToolError;
@@ -97,16 +97,18 @@ impl Sweeper {
             }
         }
         let mut report = report.into_inner().unwrap_or_else(|e| e.into_inner());
-        report.reproposals_enqueued = self.enqueue_reproposals(now, only).await?;
-        report.expired_reproposals_enqueued = super::expiring::enqueue_reproposals(
-            &self.pool,
-            now,
-            only,
-            self.max_reproposals,
-            self.repropose_priority,
-            self.repropose_max_attempts,
-        )
-        .await?;
+        if self.max_reproposals > 0 {
+            let r = Reproposals {
+                since: now - chrono::Duration::days(1),
+                only,
+                max_depth: self.max_reproposals as i32,
+                priority: self.repropose_priority,
+                max_attempts: self.repropose_max_attempts,
+            };
+            report.reproposals_enqueued = self.enqueue_reproposals(&r).await?;
+            report.expired_reproposals_enqueued =
+                super::expiring::enqueue_reproposals(&self.pool, &r).await?;
+        }
         if only.is_none() {
             let mut conn = self.pool.acquire().await?;
             report.suggestions_expired = crate::store::suggestions::expire(
@@ -422,43 +424,15 @@ impl Sweeper {
 
     /// Enqueues a re-proposal job (unique per approval) for every stale approval of the last
     /// day that asked for one, whether the sweep or a person found it stale.
-    async fn enqueue_reproposals(
-        &self,
-        now: chrono::DateTime<chrono::Utc>,
-        only: Option<&[Uuid]>,
-    ) -> sqlx::Result<u64> {
-        if self.max_reproposals == 0 {
-            return Ok(0);
-        }
-        let since = now - chrono::Duration::days(1);
+    async fn enqueue_reproposals(&self, r: &Reproposals<'_>) -> sqlx::Result<u64> {
         if !self.row_by_row {
-            return store::enqueue_stale_reproposals(
-                &self.pool,
-                since,
-                only,
-                self.max_reproposals as i32,
-                self.repropose_priority,
-                self.repropose_max_attempts,
-            )
-            .await;
+            return store::enqueue_stale_reproposals(&self.pool, r).await;
         }
-        let rows =
-            store::stale_to_repropose(&self.pool, since, only, self.max_reproposals as i32).await?;
+        let rows = store::stale_to_repropose(&self.pool, r).await?;
         let jobs: Vec<NewJob> = rows
             .iter()
-            .map(|r| {
-                NewJob::new("approval_expiry", json!({"repropose": r.id}))
-                    .unique_key(format!("repropose:{}", r.id))
-                    .unique_until_purged()
-                    .priority(self.repropose_priority)
-                    .max_attempts(self.repropose_max_attempts)
-            })
+            .map(|row| super::expiring::reproposal_job(r, "repropose", row.id))
             .collect();
-        queue::enqueue_many(&self.pool, &jobs)
-            .await
-            .map_err(|e| match e {
-                queue::QueueError::Db(e) => e,
-                other => sqlx::Error::Protocol(other.to_string()),
-            })
+        super::expiring::enqueue_reproposal_jobs(&self.pool, &jobs).await
     }
 }

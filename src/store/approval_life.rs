@@ -7,6 +7,21 @@ use serde_json::{Value, json};
 use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
+/// Which decided approvals a sweep re-proposes (stale ones that asked, expired ones of orgs
+/// that opted in), and how their jobs are queued.
+#[derive(Debug, Clone, Copy)]
+pub struct Reproposals<'a> {
+    /// Decided since (a day before the sweep).
+    pub since: DateTime<Utc>,
+    /// Only these approvals (a sweep of named approvals).
+    pub only: Option<&'a [Uuid]>,
+    /// A chain of re-proposals stops at this depth.
+    pub max_depth: i32,
+    /// The re-proposal jobs' priority and attempts (the job file's).
+    pub priority: i16,
+    pub max_attempts: i32,
+}
+
 /// Marks pending approvals that expire within `notice` and were not noticed yet; returns
 /// `(org, approval, payload)` of each, for `approval.expiring` in the same transaction.
 pub async fn mark_expiring(
@@ -62,9 +77,7 @@ pub struct ExpiredCandidate {
 /// re-proposed, below the chain cap (optionally only `ids`).
 pub async fn expired_to_repropose<'e, E: PgExecutor<'e>>(
     exec: E,
-    since: DateTime<Utc>,
-    ids: Option<&[Uuid]>,
-    max_depth: i32,
+    r: &Reproposals<'_>,
 ) -> sqlx::Result<Vec<ExpiredCandidate>> {
     sqlx::query_as(
         "SELECT p.id, p.decided_at, o.timezone, o.nightly_hour
@@ -73,9 +86,9 @@ pub async fn expired_to_repropose<'e, E: PgExecutor<'e>>(
             AND p.chain_depth < $3 AND o.repropose_expired
             AND ($2::uuid[] IS NULL OR p.id = ANY($2))",
     )
-    .bind(since)
-    .bind(ids)
-    .bind(max_depth)
+    .bind(r.since)
+    .bind(r.only)
+    .bind(r.max_depth)
     .fetch_all(exec)
     .await
 }

@@ -3,6 +3,7 @@
 //! Rust, the re-proposals of stale approvals and the purge of decided ones. "Now" is always a
 //! parameter.
 
+pub use super::approval_life::Reproposals;
 use super::approvals::ApprovalRow;
 use super::events::EventType;
 use chrono::{DateTime, Utc};
@@ -380,18 +381,16 @@ pub async fn decide_many(
 /// (by the sweep or by a person), optionally only `ids`.
 pub async fn stale_to_repropose<'e, E: PgExecutor<'e>>(
     exec: E,
-    since: DateTime<Utc>,
-    ids: Option<&[Uuid]>,
-    max_depth: i32,
+    r: &Reproposals<'_>,
 ) -> sqlx::Result<Vec<ApprovalRow>> {
     sqlx::query_as(
         "SELECT * FROM pending_approvals
           WHERE status = 'stale' AND repropose AND chain_depth < $3 AND decided_at >= $1
             AND ($2::uuid[] IS NULL OR id = ANY($2))",
     )
-    .bind(since)
-    .bind(ids)
-    .bind(max_depth)
+    .bind(r.since)
+    .bind(r.only)
+    .bind(r.max_depth)
     .fetch_all(exec)
     .await
 }
@@ -401,11 +400,7 @@ pub async fn stale_to_repropose<'e, E: PgExecutor<'e>>(
 /// same rows `queue::enqueue_many` writes for them). Returns how many were inserted.
 pub async fn enqueue_stale_reproposals<'e, E: PgExecutor<'e>>(
     exec: E,
-    since: DateTime<Utc>,
-    ids: Option<&[Uuid]>,
-    max_depth: i32,
-    priority: i16,
-    max_attempts: i32,
+    r: &Reproposals<'_>,
 ) -> sqlx::Result<u64> {
     let done = sqlx::query(
         "INSERT INTO agentd_jobs (kind, payload, priority, run_at, max_attempts, unique_key)
@@ -418,11 +413,11 @@ pub async fn enqueue_stale_reproposals<'e, E: PgExecutor<'e>>(
           ORDER BY p.id
          ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'running') DO NOTHING",
     )
-    .bind(since)
-    .bind(ids)
-    .bind(max_depth)
-    .bind(priority)
-    .bind(max_attempts)
+    .bind(r.since)
+    .bind(r.only)
+    .bind(r.max_depth)
+    .bind(r.priority)
+    .bind(r.max_attempts)
     .execute(exec)
     .await?;
     Ok(done.rows_affected())
