@@ -3,6 +3,7 @@
 //! cap that ends a run) that share the run's step sequence.
 
 use super::runs::StepRow;
+use super::sql;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::postgres::PgArguments;
@@ -58,11 +59,11 @@ pub async fn steps_and_marks(pool: &sqlx::PgPool, run_id: Uuid) -> sqlx::Result<
 
 /// Marks the run's token counts as including estimates.
 pub async fn mark_estimated<'e, E: PgExecutor<'e>>(exec: E, run_id: Uuid) -> sqlx::Result<()> {
-    sqlx::query(
+    sql::execute(
+        exec,
         "UPDATE agent_runs SET tokens_estimated = true WHERE id = $1 AND NOT tokens_estimated",
+        run_id,
     )
-    .bind(run_id)
-    .execute(exec)
     .await?;
     Ok(())
 }

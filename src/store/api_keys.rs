@@ -1,6 +1,7 @@
 //! SQL for the HTTP API's own tables: API keys (hashed), Idempotency-Key replays, and the org
 //! settings the API edits (the monthly token budget in `org_budgets`).
 
+use super::sql;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
@@ -172,24 +173,20 @@ pub async fn finish_idempotent(
 
 /// Removes the org's budget (unlimited); false if it had none.
 pub async fn clear_budget<'e, E: PgExecutor<'e>>(exec: E, org_id: Uuid) -> sqlx::Result<bool> {
-    let done = sqlx::query("DELETE FROM org_budgets WHERE org_id = $1")
-        .bind(org_id)
-        .execute(exec)
-        .await?;
-    Ok(done.rows_affected() > 0)
+    let done = sql::execute(exec, "DELETE FROM org_budgets WHERE org_id = $1", org_id).await?;
+    Ok(done > 0)
 }
 
 /// Deletes an org with everything it owns, and its queued jobs (the API benchmark's cleanup).
 pub async fn delete_org_with_jobs(pool: &sqlx::PgPool, org_id: Uuid) -> sqlx::Result<()> {
     let mut tx = pool.begin().await?;
-    sqlx::query("DELETE FROM agentd_jobs WHERE payload->>'org_id' = $1::text")
-        .bind(org_id)
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("DELETE FROM orgs WHERE id = $1")
-        .bind(org_id)
-        .execute(&mut *tx)
-        .await?;
+    sql::execute(
+        &mut *tx,
+        "DELETE FROM agentd_jobs WHERE payload->>'org_id' = $1::text",
+        org_id,
+    )
+    .await?;
+    sql::execute(&mut *tx, "DELETE FROM orgs WHERE id = $1", org_id).await?;
     tx.commit().await
 }
 
@@ -198,9 +195,10 @@ pub async fn purge_idempotency<'e, E: PgExecutor<'e>>(
     exec: E,
     cutoff: DateTime<Utc>,
 ) -> sqlx::Result<u64> {
-    let done = sqlx::query("DELETE FROM api_idempotency WHERE created_at < $1")
-        .bind(cutoff)
-        .execute(exec)
-        .await?;
-    Ok(done.rows_affected())
+    sql::execute(
+        exec,
+        "DELETE FROM api_idempotency WHERE created_at < $1",
+        cutoff,
+    )
+    .await
 }

@@ -1,6 +1,7 @@
 //! SQL for budget reservations: reserve before a provider call (atomically against the org's
 //! limit), settle with the real usage after.
 
+use super::sql;
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
@@ -87,10 +88,7 @@ pub async fn reserve(
 /// Drops a reservation (settled or abandoned).
 pub async fn release(conn: &mut PgConnection, r: &Reservation) -> sqlx::Result<()> {
     if let Reservation::Held { id, .. } = r {
-        sqlx::query("DELETE FROM budget_reservations WHERE id = $1")
-            .bind(id)
-            .execute(conn)
-            .await?;
+        sql::execute(conn, "DELETE FROM budget_reservations WHERE id = $1", id).await?;
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! SQL for the redaction boundary's switches (the symbol table itself is in `pii::Vault`).
 
+use super::sql;
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
@@ -28,9 +29,11 @@ pub async fn set_org_redacts<'e, E: PgExecutor<'e>>(
 
 /// Records on the run that its provider calls were redacted.
 pub async fn mark_run_redacted<'e, E: PgExecutor<'e>>(exec: E, run_id: Uuid) -> sqlx::Result<()> {
-    sqlx::query("UPDATE agent_runs SET pii_redacted = true WHERE id = $1 AND NOT pii_redacted")
-        .bind(run_id)
-        .execute(exec)
-        .await?;
+    sql::execute(
+        exec,
+        "UPDATE agent_runs SET pii_redacted = true WHERE id = $1 AND NOT pii_redacted",
+        run_id,
+    )
+    .await?;
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! [`super::audit`]'s (re-exported here, where their callers look for them).
 
 pub use super::audit::{AuditRow, NewAudit, audit_for_run, insert_audit};
+use super::sql;
 
 pub use super::agent_loop::Counters;
 pub use super::states::RunStatus;
@@ -93,10 +94,12 @@ pub async fn run_for_job<'e, E: PgExecutor<'e>>(
 
 /// Unlinks a finished run from its job (the job is retried with a fresh run).
 pub async fn detach_from_job<'e, E: PgExecutor<'e>>(exec: E, run_id: Uuid) -> sqlx::Result<()> {
-    sqlx::query("UPDATE agent_runs SET job_id = NULL WHERE id = $1")
-        .bind(run_id)
-        .execute(exec)
-        .await?;
+    sql::execute(
+        exec,
+        "UPDATE agent_runs SET job_id = NULL WHERE id = $1",
+        run_id,
+    )
+    .await?;
     Ok(())
 }
 
@@ -343,10 +346,12 @@ pub async fn after_charge(
     let period = period_of(now);
     // Lock the row (held already when the charge is in this transaction) so that the flags
     // below are read after any other run's flip committed: only one run flips each flag.
-    sqlx::query("SELECT 1 FROM org_budgets WHERE org_id = $1 FOR UPDATE")
-        .bind(org_id)
-        .execute(&mut *conn)
-        .await?;
+    sql::execute(
+        &mut *conn,
+        "SELECT 1 FROM org_budgets WHERE org_id = $1 FOR UPDATE",
+        org_id,
+    )
+    .await?;
     let flipped: Option<(bool, bool)> = sqlx::query_as(
         "WITH old AS (SELECT warned_period, warned_full_period FROM org_budgets WHERE org_id = $1)
          UPDATE org_budgets b SET warned_period = $2,

@@ -70,6 +70,20 @@ where
     sqlx::query_scalar(sql).bind(org_id).bind(key)
 }
 
+/// How many rows `sql` changed, run with `key` as `$1`: a statement about one row or one
+/// owner (its callers scope it).
+pub async fn execute<'e, 'q: 'e>(
+    exec: impl PgExecutor<'e>,
+    sql: impl SqlSafeStr,
+    key: impl Arg<'q>,
+) -> sqlx::Result<u64> {
+    Ok(sqlx::query(sql)
+        .bind(key)
+        .execute(exec)
+        .await?
+        .rows_affected())
+}
+
 /// How many rows `sql` changed, run with the org as `$1` and `key` as `$2`.
 pub async fn affected<'e, 'q: 'e>(
     exec: impl PgExecutor<'e>,
