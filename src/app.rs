@@ -44,6 +44,18 @@ pub struct WorkerArgs {
     pub cron: bool,
 }
 
+impl WorkerArgs {
+    /// A worker for these kinds only, without cron: what the eval, the demo and the benchmarks
+    /// run beside their own work.
+    pub fn serving(kinds: &[&str], concurrency: Option<usize>) -> Self {
+        WorkerArgs {
+            kinds: kinds.iter().map(|k| k.to_string()).collect(),
+            concurrency,
+            cron: false,
+        }
+    }
+}
+
 /// A running worker process; `stop` it or cancel its token.
 pub struct RunningWorker {
     /// Counters of every worker in this process (one per kind under apalis).

@@ -76,15 +76,9 @@ pub async fn run(app: &App, cmd: DemoCmd) -> anyhow::Result<()> {
     config.http.addr = String::new();
     demo_app.config = std::sync::Arc::new(config);
     let stop = CancellationToken::new();
+    let args = WorkerArgs::serving(&["auto_create", "proactive_suggestion"], None);
     let worker = demo_app
-        .start_worker(
-            WorkerArgs {
-                kinds: vec!["auto_create".into(), "proactive_suggestion".into()],
-                concurrency: None,
-                cron: false,
-            },
-            stop.clone(),
-        )
+        .start_worker(args, stop.clone())
         .await
         .map_err(bad)?;
     let steps = async {

@@ -200,15 +200,9 @@ pub async fn run(
     }
     let stop = CancellationToken::new();
     let started = Instant::now();
+    let args = WorkerArgs::serving(&["auto_create"], opts.concurrency);
     let worker = app
-        .start_worker(
-            WorkerArgs {
-                kinds: vec!["auto_create".into()],
-                concurrency: opts.concurrency,
-                cron: false,
-            },
-            stop.clone(),
-        )
+        .start_worker(args, stop.clone())
         .await
         .map_err(|e| anyhow::anyhow!(e))?;
     let mut last = usize::MAX;

@@ -187,15 +187,9 @@ pub async fn run(app: &App, c: EventsBenchCmd) -> anyhow::Result<()> {
     // 2. Deliveries through the queue: a worker drains the backlog of delivery jobs.
     let shutdown = CancellationToken::new();
     let started = Instant::now();
+    let args = WorkerArgs::serving(&["webhook_delivery"], Some(c.concurrency));
     let worker = bapp
-        .start_worker(
-            WorkerArgs {
-                kinds: vec!["webhook_delivery".into()],
-                concurrency: Some(c.concurrency),
-                cron: false,
-            },
-            shutdown.clone(),
-        )
+        .start_worker(args, shutdown.clone())
         .await
         .map_err(|e| anyhow::anyhow!(e))?;
     // Done when no delivery job waits or runs (works with `delete_on_success` too).

@@ -225,11 +225,7 @@ async fn auto_create_e2e(
     }
     let stop = CancellationToken::new();
     let t0 = Instant::now();
-    let args = WorkerArgs {
-        kinds: vec!["auto_create".into()],
-        concurrency: None,
-        cron: false,
-    };
+    let args = WorkerArgs::serving(&["auto_create"], None);
     let worker = bapp
         .start_worker(args, stop.clone())
         .await
