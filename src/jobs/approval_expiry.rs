@@ -95,8 +95,9 @@ impl JobHandler for ApprovalExpiry {
             info!(?report, "approval sweep done");
             return Ok(());
         };
-        let a = approvals::get(&app.pool, stale_id).await?.ok_or_else(|| {
-            JobError::fatal(format_args!("approval {stale_id} does not exist (purged?)"))
+        let a = approvals::get(&app.pool, stale_id).await?;
+        let a = JobError::when_gone(a, || {
+            format!("approval {stale_id} does not exist (purged?)")
         })?;
         if a.status != ApprovalStatus::Stale {
             return Err(JobError::fatal(format_args!(

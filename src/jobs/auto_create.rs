@@ -38,14 +38,10 @@ impl JobHandler for AutoCreate {
         let app = &self.app;
         let now = app.clock.now();
         let mut tx = app.pool.begin().await?;
-        let state = store::lock_state(&mut tx, p.org_id, p.document_id)
-            .await?
-            .ok_or_else(|| {
-                JobError::fatal(format_args!(
-                    "document {} not found in org {}",
-                    p.document_id, p.org_id
-                ))
-            })?;
+        let state = store::lock_state(&mut tx, p.org_id, p.document_id).await?;
+        let (doc, org) = (p.document_id, p.org_id);
+        let state =
+            JobError::when_gone(state, || format!("document {doc} not found in org {org}"))?;
         let org_on = crate::store::org_settings::get(&mut *tx, p.org_id)
             .await?
             .is_none_or(|o| o.auto_create);

@@ -30,9 +30,8 @@ impl JobHandler for Proactive {
     async fn handle(&self, job: JobContext) -> Result<(), JobError> {
         let p: Payload = parse_payload("proactive_suggestion", &job.job.payload)?;
         let app = &self.app;
-        let org = orgs::find(&app.pool, &p.org_id.to_string())
-            .await?
-            .ok_or_else(|| JobError::fatal(format_args!("org {} does not exist", p.org_id)))?;
+        let org = orgs::find(&app.pool, &p.org_id.to_string()).await?;
+        let org = JobError::when_gone(org, || format!("org {} does not exist", p.org_id))?;
         if !org.active {
             info!(org_id = %p.org_id, "org is inactive; no suggestions");
             return Ok(());

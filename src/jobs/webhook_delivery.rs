@@ -57,14 +57,11 @@ impl JobHandler for WebhookDelivery {
             info!(webhook_id = %p.webhook_id, event_id = p.event_id, "the subscription was deleted; delivery dropped");
             return Ok(());
         };
-        let event = events::get(pool, p.org_id, p.event_id)
-            .await?
-            .ok_or_else(|| {
-                JobError::fatal(format_args!(
-                    "event {} of org {} does not exist (purged?)",
-                    p.event_id, p.org_id
-                ))
-            })?;
+        let (id, org) = (p.event_id, p.org_id);
+        let event = events::get(pool, org, id).await?;
+        let event = JobError::when_gone(event, || {
+            format!("event {id} of org {org} does not exist (purged?)")
+        })?;
         let now = self.app.clock.now().timestamp();
         let attempt = job.job.counted_attempts;
         tokio::select! {

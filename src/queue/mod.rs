@@ -152,6 +152,11 @@ impl JobError {
         JobError::Fatal(e.to_string())
     }
 
+    /// What the job names is gone (`None`): fatal, saying `why` — no retry brings it back.
+    pub fn when_gone<T>(found: Option<T>, why: impl FnOnce() -> String) -> Result<T, JobError> {
+        found.ok_or_else(|| JobError::Fatal(why()))
+    }
+
     /// True if the job should be retried (while attempts remain).
     pub fn is_retryable(&self) -> bool {
         matches!(self, JobError::Retryable(_))
