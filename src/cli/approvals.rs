@@ -231,15 +231,7 @@ async fn show(app: &App, id: Uuid, as_json: bool) -> anyhow::Result<()> {
     );
     println!("history:");
     for a in &history {
-        println!(
-            "  #{} {} {:<28} {:<14} {}{}",
-            a.id,
-            a.created_at.format("%Y-%m-%d %H:%M:%S%.3f"),
-            a.actor,
-            a.decision,
-            a.call_id.as_deref().unwrap_or("-"),
-            if a.is_error { " ERROR" } else { "" }
-        );
+        println!("{}", super::output::audit_line(a));
     }
     if history.is_empty() {
         println!("  (no audit rows)");

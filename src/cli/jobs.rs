@@ -1,6 +1,7 @@
 //! `agentd jobs`: list, show, retry and cancel jobs.
 
 use super::bad;
+use super::output::changed_or;
 use super::output::{print_json, print_list};
 use crate::app::App;
 use crate::queue::store;
@@ -113,23 +114,18 @@ pub(super) async fn run(app: &App, cmd: JobsCmd) -> anyhow::Result<()> {
                 );
             }
         }
-        JobsCmd::Retry { id } => match store::retry(&app.pool, id, app.clock.now()).await? {
-            Some(_) => println!("job {id} is available again"),
-            None => {
-                return Err(bad(format!(
-                    "job {id} cannot be retried: it does not exist or is running or succeeded"
-                )));
-            }
-        },
-        JobsCmd::Cancel { id } => {
-            if store::cancel(&app.pool, id, app.clock.now()).await? {
-                println!("job {id} cancelled");
-            } else {
-                return Err(bad(format!(
-                    "job {id} cannot be cancelled: it does not exist or already finished"
-                )));
-            }
-        }
+        JobsCmd::Retry { id } => changed_or(
+            store::retry(&app.pool, id, app.clock.now())
+                .await?
+                .is_some(),
+            format!("job {id} is available again"),
+            format!("job {id} cannot be retried: it does not exist or is running or succeeded"),
+        )?,
+        JobsCmd::Cancel { id } => changed_or(
+            store::cancel(&app.pool, id, app.clock.now()).await?,
+            format!("job {id} cancelled"),
+            format!("job {id} cannot be cancelled: it does not exist or already finished"),
+        )?,
     }
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! shows the key once.
 
 use super::bad;
+use super::output::changed_or;
 use super::output::print_list;
 use crate::api::{Role, create_key};
 use crate::app::App;
@@ -84,15 +85,13 @@ pub async fn run(app: &App, cmd: KeysCmd) -> anyhow::Result<()> {
                 )
             })?;
         }
-        KeysCmd::Revoke { id } => {
-            if api_keys::revoke_key(&app.pool, id, app.clock.now()).await? {
-                println!("key {id} revoked");
-            } else {
-                return Err(bad(format!(
-                    "no live key with id {id} (unknown or already revoked; see `agentd keys list`)"
-                )));
-            }
-        }
+        KeysCmd::Revoke { id } => changed_or(
+            api_keys::revoke_key(&app.pool, id, app.clock.now()).await?,
+            format!("key {id} revoked"),
+            format!(
+                "no live key with id {id} (unknown or already revoked; see `agentd keys list`)"
+            ),
+        )?,
     }
     Ok(())
 }

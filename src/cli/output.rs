@@ -65,10 +65,50 @@ pub(super) fn print_list<T: Serialize>(
     Ok(())
 }
 
+/// A titled section of `status`, left out when it has no rows.
+pub(super) fn print_section<T>(title: &str, rows: &[T], line: impl Fn(&T) -> String) {
+    if !rows.is_empty() {
+        println!("{title}");
+        rows.iter().for_each(|r| println!("{}", line(r)));
+    }
+}
+
 /// The id of the org `--org` names (id or name), if it was given.
 pub(super) async fn org_id(app: &App, org: Option<&str>) -> anyhow::Result<Option<Uuid>> {
     let Some(o) = org else { return Ok(None) };
     let found = crate::store::orgs::find(&app.pool, o).await?;
     let org = found.ok_or_else(|| bad(format!("--org: no org with id or name {o:?}")))?;
     Ok(Some(org.id))
+}
+
+/// The end of a command that changes one thing: `done` printed when it `changed` it, else an
+/// error (exit 1) saying why it could not.
+pub(super) fn changed_or(
+    changed: bool,
+    done: impl std::fmt::Display,
+    refused: impl std::fmt::Display,
+) -> anyhow::Result<()> {
+    if changed {
+        println!("{done}");
+        Ok(())
+    } else {
+        Err(bad(refused))
+    }
+}
+
+/// One audit row as `runs show` and `approvals show` print it: id, time, who, what, the
+/// decision, the call, how long it took, and `ERROR` when it failed.
+pub(super) fn audit_line(a: &crate::store::runs::AuditRow) -> String {
+    format!(
+        "  #{} {} {} {:<22} {:<10} {:<14} {} {}ms{}",
+        a.id,
+        a.created_at.format("%Y-%m-%d %H:%M:%S%.3f"),
+        a.actor,
+        a.tool,
+        a.category,
+        a.decision,
+        a.call_id.as_deref().unwrap_or("-"),
+        a.duration_ms,
+        if a.is_error { " ERROR" } else { "" }
+    )
 }

@@ -121,17 +121,7 @@ pub async fn run(app: &App, cmd: RunsCmd) -> anyhow::Result<()> {
             }
             println!("\naudit:");
             for a in &audit {
-                println!(
-                    "  #{} {} {} {:<22} {:<12} {:<14} {}ms{}",
-                    a.id,
-                    a.created_at.format("%H:%M:%S%.3f"),
-                    a.actor,
-                    a.tool,
-                    a.category,
-                    a.decision,
-                    a.duration_ms,
-                    if a.is_error { " ERROR" } else { "" }
-                );
+                println!("{}", super::output::audit_line(a));
             }
         }
     }

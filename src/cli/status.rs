@@ -1,6 +1,6 @@
 //! `agentd status`: queue depth, oldest ready job, running, dead, recent failures.
 
-use super::output::{print_json, print_list};
+use super::output::{print_json, print_list, print_section};
 use crate::app::App;
 use crate::store::status::{self as st, ApprovalStatus};
 use anyhow::Context;
@@ -44,32 +44,26 @@ pub(super) async fn run(app: &App, json_out: bool) -> anyhow::Result<()> {
             a.kind, a.ready
         )
     })?;
-    if !running.is_empty() {
-        println!("running:");
-        for r in &running {
-            println!(
-                "  job {:<8} {:<22} attempt {} on {} for {:.1}s, lease {:.1}s left",
-                r.id,
-                r.kind,
-                r.attempt,
-                r.locked_by.as_deref().unwrap_or("?"),
-                r.running_secs,
-                r.lease_left_secs
-            );
-        }
-    }
-    if !dead.is_empty() {
-        println!("recent dead jobs (agentd jobs retry ID):");
-        for f in dead {
-            println!(
-                "  job {} {} attempt {}: {}",
-                f.id,
-                f.kind,
-                f.attempt - f.released,
-                f.last_error.unwrap_or_default()
-            );
-        }
-    }
+    print_section("running:", &running, |r| {
+        format!(
+            "  job {:<8} {:<22} attempt {} on {} for {:.1}s, lease {:.1}s left",
+            r.id,
+            r.kind,
+            r.attempt,
+            r.locked_by.as_deref().unwrap_or("?"),
+            r.running_secs,
+            r.lease_left_secs
+        )
+    });
+    print_section("recent dead jobs (agentd jobs retry ID):", &dead, |f| {
+        format!(
+            "  job {} {} attempt {}: {}",
+            f.id,
+            f.kind,
+            f.attempt - f.released,
+            f.last_error.as_deref().unwrap_or_default()
+        )
+    });
     println!("runs in the last hour:");
     print_list(&runs, false, Some("  (none)"), None, |r| {
         let stop = r.stop_reason.as_deref().unwrap_or("-");
@@ -87,18 +81,15 @@ pub(super) async fn run(app: &App, json_out: bool) -> anyhow::Result<()> {
         };
         format!("  {:<10} {:>6}{soon}", a.status, a.count)
     })?;
-    if !budgets.is_empty() {
-        println!("token budgets this month:");
-        for b in &budgets {
-            println!(
-                "  {:<24} {:>10} / {:<10} ({:.0}%)",
-                b.org_name,
-                b.tokens_used,
-                b.monthly_limit,
-                100.0 * b.tokens_used as f64 / b.monthly_limit.max(1) as f64
-            );
-        }
-    }
+    print_section("token budgets this month:", &budgets, |b| {
+        format!(
+            "  {:<24} {:>10} / {:<10} ({:.0}%)",
+            b.org_name,
+            b.tokens_used,
+            b.monthly_limit,
+            100.0 * b.tokens_used as f64 / b.monthly_limit.max(1) as f64
+        )
+    });
     if !unimplemented.is_empty() {
         println!(
             "NOT IMPLEMENTED (jobs of these kinds wait in the queue): {}",
