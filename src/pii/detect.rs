@@ -59,57 +59,36 @@ fn re(s: &str) -> Regex {
     Regex::new(s).expect("detector regex compiles")
 }
 
-static EMAIL: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(?i)\b[a-z0-9][a-z0-9._%+-]*@[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,24}\b")
-});
-static IBAN: LazyLock<Regex> =
-    LazyLock::new(|| re(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b"));
-static CARD: LazyLock<Regex> = LazyLock::new(|| re(r"\b\d(?:[ -]?\d){12,18}\b"));
-/// International (+CC …) or national (leading 0, or US (555) 123-4567) numbers with separators.
-static PHONE: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"(?:\+\d{1,3}[ .\-/]?(?:\(0?\d{0,5}\)[ .\-/]?)?\d{1,8}(?:[ .\-/]\d{1,8}){0,5}|\(\d{3}\) ?\d{3}[ .\-]\d{4}|\b0\d{1,5}(?:[ /.\-]\d{2,8}){1,4})\b",
-    )
-});
-/// A label announcing a phone number: catches bare digit runs after "Tel:".
-static PHONE_LABELLED: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"(?im)\b(?:tel(?:efon|ephone)?|phone|mobile?|handy|fax|cell)\.?(?: ?(?:no|nr|number)\.?)?[ \t]*[:：][ \t]*(\+?[\d][\d ()./-]{5,22}\d)",
-    )
-});
-static SSN: LazyLock<Regex> = LazyLock::new(|| re(r"\b\d{3}-\d{2}-\d{4}\b"));
-/// UK National Insurance number.
-static NINO: LazyLock<Regex> =
-    LazyLock::new(|| re(r"\b[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D]\b"));
-/// A label announcing a personal id (patient, member, insurance, tax, passport).
-static ID_LABELLED: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"(?im)\b(?:patient(?:en)?[ -]?(?:id|nr|no|number|nummer)|mrn|member[ -]?(?:id|no|number)|versicherten[ -]?(?:nr|nummer)|insurance[ -]?(?:id|no|number)|ssn|social security(?: number)?|tax[ -]?id|steuer[ -]?id|passport(?: no| number)?|date of birth|dob|geburtsdatum|geb\.)\.?[ \t]*[:：#][ \t]*([A-Za-z0-9][A-Za-z0-9./ -]{2,30}[A-Za-z0-9])",
-    )
-});
-/// A label announcing a person, then 1–4 capitalised words (an optional title first).
-static PERSON_LABELLED: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"(?im)\b(?:name|full name|patient(?:in)?|customer|client|bill to|billed to|ship to|sold to|attn|attention|contact(?: person)?|account holder|cardholder|recipient|employee|driver|consignee|kunde|kundin|ansprechpartner(?:in)?|empfänger(?:in)?|kontoinhaber(?:in)?|inhaber(?:in)?|rechnungsempfänger|nom|destinataire|titulaire)\s*[:：][ \t]*((?:(?:mr|mrs|ms|dr|prof|herr|frau|m|mme)\.?[ \t]+)?\p{Lu}[\p{L}'’-]+(?:[ \t]+\p{Lu}[\p{L}'’.-]*){1,3})",
-    )
-});
-/// JSON keys whose string values are personal.
-static PERSON_KEYS: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r#"(?i)"(?:full_name|first_name|last_name|given_name|family_name|customer_name|patient_name|contact_name|account_holder|cardholder|recipient_name|employee_name|email|email_address|phone|phone_number|telephone|mobile|iban|date_of_birth|dob|ssn|patient_id)"\s*:\s*"((?:[^"\\]|\\.){2,80})""#,
-    )
-});
-/// Company suffixes: a labelled "name" ending with one is an organisation, not a person.
-static COMPANY: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"(?i)\b(?:gmbh|ag|inc|llc|ltd|limited|corp|corporation|co|kg|sa|sarl|bv|plc|company|group|bank|clinic|labs?|laboratory|hospital|shop|store|market|services|logistics)\.?$",
-    )
-});
+/// Declares each pattern as a `static` compiled on first use.
+macro_rules! patterns {
+    ($($(#[$doc:meta])* $name:ident = $re:expr;)*) => {
+        $($(#[$doc])* static $name: LazyLock<Regex> = LazyLock::new(|| re($re));)*
+    };
+}
 
-/// A UUID (any version, either case): an id of agentd's own rows, never personal, but its
-/// all-digit groups look like a national phone number (`…-0327-7067-…`).
-static UUID: LazyLock<Regex> =
-    LazyLock::new(|| re(r"(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"));
+patterns! {
+    EMAIL = r"(?i)\b[a-z0-9][a-z0-9._%+-]*@[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,24}\b";
+    IBAN = r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b";
+    CARD = r"\b\d(?:[ -]?\d){12,18}\b";
+    /// International (+CC …) or national (leading 0, or US (555) 123-4567) numbers with separators.
+    PHONE = r"(?:\+\d{1,3}[ .\-/]?(?:\(0?\d{0,5}\)[ .\-/]?)?\d{1,8}(?:[ .\-/]\d{1,8}){0,5}|\(\d{3}\) ?\d{3}[ .\-]\d{4}|\b0\d{1,5}(?:[ /.\-]\d{2,8}){1,4})\b";
+    /// A label announcing a phone number: catches bare digit runs after "Tel:".
+    PHONE_LABELLED = r"(?im)\b(?:tel(?:efon|ephone)?|phone|mobile?|handy|fax|cell)\.?(?: ?(?:no|nr|number)\.?)?[ \t]*[:：][ \t]*(\+?[\d][\d ()./-]{5,22}\d)";
+    SSN = r"\b\d{3}-\d{2}-\d{4}\b";
+    /// UK National Insurance number.
+    NINO = r"\b[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D]\b";
+    /// A label announcing a personal id (patient, member, insurance, tax, passport).
+    ID_LABELLED = r"(?im)\b(?:patient(?:en)?[ -]?(?:id|nr|no|number|nummer)|mrn|member[ -]?(?:id|no|number)|versicherten[ -]?(?:nr|nummer)|insurance[ -]?(?:id|no|number)|ssn|social security(?: number)?|tax[ -]?id|steuer[ -]?id|passport(?: no| number)?|date of birth|dob|geburtsdatum|geb\.)\.?[ \t]*[:：#][ \t]*([A-Za-z0-9][A-Za-z0-9./ -]{2,30}[A-Za-z0-9])";
+    /// A label announcing a person, then 1–4 capitalised words (an optional title first).
+    PERSON_LABELLED = r"(?im)\b(?:name|full name|patient(?:in)?|customer|client|bill to|billed to|ship to|sold to|attn|attention|contact(?: person)?|account holder|cardholder|recipient|employee|driver|consignee|kunde|kundin|ansprechpartner(?:in)?|empfänger(?:in)?|kontoinhaber(?:in)?|inhaber(?:in)?|rechnungsempfänger|nom|destinataire|titulaire)\s*[:：][ \t]*((?:(?:mr|mrs|ms|dr|prof|herr|frau|m|mme)\.?[ \t]+)?\p{Lu}[\p{L}'’-]+(?:[ \t]+\p{Lu}[\p{L}'’.-]*){1,3})";
+    /// JSON keys whose string values are personal.
+    PERSON_KEYS = r#"(?i)"(?:full_name|first_name|last_name|given_name|family_name|customer_name|patient_name|contact_name|account_holder|cardholder|recipient_name|employee_name|email|email_address|phone|phone_number|telephone|mobile|iban|date_of_birth|dob|ssn|patient_id)"\s*:\s*"((?:[^"\\]|\\.){2,80})""#;
+    /// Company suffixes: a labelled "name" ending with one is an organisation, not a person.
+    COMPANY = r"(?i)\b(?:gmbh|ag|inc|llc|ltd|limited|corp|corporation|co|kg|sa|sarl|bv|plc|company|group|bank|clinic|labs?|laboratory|hospital|shop|store|market|services|logistics)\.?$";
+    /// A UUID (any version, either case): an id of agentd's own rows, never personal, but its
+    /// all-digit groups look like a national phone number (`…-0327-7067-…`).
+    UUID = r"(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b";
+}
 
 /// Finds personal data. `extra_ids` are configured national-id patterns. A number matched by
 /// its shape alone (card, IBAN, SSN, phone) inside a UUID does not count; a labelled one does
@@ -369,24 +348,20 @@ mod tests {
 
     #[test]
     fn checksums_decide_ibans_and_cards() {
-        let iban = [
-            ("DE89 3704 0044 0532 0130 00", true),
-            ("GB82WEST12345698765432", true),
-            ("DE89 3704 0044 0532 0130 01", false),
-            ("DE12", false),
-        ];
-        for (s, ok) in iban {
-            assert_eq!(iban_valid(s), ok, "IBAN {s}");
-        }
-        let card = [
-            ("4111 1111 1111 1111", true),
-            ("5500-0000-0000-0004", true),
-            ("4111 1111 1111 1112", false),
+        let iban: fn(&str) -> bool = iban_valid;
+        let card: fn(&str) -> bool = card_valid;
+        for (valid, s, ok) in [
+            (iban, "DE89 3704 0044 0532 0130 00", true),
+            (iban, "GB82WEST12345698765432", true),
+            (iban, "DE89 3704 0044 0532 0130 01", false),
+            (iban, "DE12", false),
+            (card, "4111 1111 1111 1111", true),
+            (card, "5500-0000-0000-0004", true),
+            (card, "4111 1111 1111 1112", false),
             // Passes Luhn but no issuer starts with 9.
-            ("9000000000000008", false),
-        ];
-        for (s, ok) in card {
-            assert_eq!(card_valid(s), ok, "card {s}");
+            (card, "9000000000000008", false),
+        ] {
+            assert_eq!(valid(s), ok, "{s}");
         }
     }
 
