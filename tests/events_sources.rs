@@ -8,7 +8,7 @@ mod common;
 
 use agentd::store::auto_create::{self as ac, Proposed};
 use agentd::store::runs::{self, NewRun};
-use agentd::store::suggestions::{self, Created, NewSuggestion};
+use agentd::store::suggestions::{self, Created, SuggestionFields};
 use agentd::store::{documents, orgs};
 use chrono::{DateTime, Duration, SubsecRound, TimeZone, Utc};
 use common::TestDb;
@@ -173,12 +173,12 @@ async fn run_failed_once_in_its_transaction() {
 async fn suggestion_created_once_in_its_transaction() {
     let (db, org, doc) = setup().await;
     let night = now().date_naive();
-    let s = NewSuggestion {
-        kind: "missing_tag",
+    let s = SuggestionFields {
+        kind: "missing_tag".into(),
         subject: doc.to_string(),
         night,
-        title: "Tag it",
-        message: "Personal text that must not be in the event",
+        title: "Tag it".into(),
+        message: "Personal text that must not be in the event".into(),
         document_id: Some(doc),
         proposed_action: None,
     };

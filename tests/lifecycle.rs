@@ -672,12 +672,12 @@ async fn suggestions_are_shown_acted_dismissed_and_expired_and_dismissed_subject
 
     // A dismissed subject is skipped by the next nights' runs (same kind and subject).
     let n2 = night.succ_opt().unwrap();
-    let s2 = agentd::store::suggestions::NewSuggestion {
-        kind: "tag_documents",
+    let s2 = agentd::store::suggestions::SuggestionFields {
+        kind: "tag_documents".into(),
         subject: doc.to_string(),
         night: n2,
-        title: "t",
-        message: "m",
+        title: "t".into(),
+        message: "m".into(),
         document_id: Some(doc),
         proposed_action: None,
     };
@@ -702,7 +702,7 @@ async fn suggestions_are_shown_acted_dismissed_and_expired_and_dismissed_subject
         .unwrap(),
         Transition::Done(SuggestionStatus::Dismissed)
     );
-    let s3 = agentd::store::suggestions::NewSuggestion {
+    let s3 = agentd::store::suggestions::SuggestionFields {
         night: n2.succ_opt().unwrap(),
         ..s2.clone()
     };
@@ -715,7 +715,7 @@ async fn suggestions_are_shown_acted_dismissed_and_expired_and_dismissed_subject
     );
     // After the skip window the subject may be suggested again.
     let later = now + Duration::days(agentd::store::suggestions::DISMISSED_DAYS + 1);
-    let s4 = agentd::store::suggestions::NewSuggestion {
+    let s4 = agentd::store::suggestions::SuggestionFields {
         night: n2 + Duration::days(20),
         ..s2.clone()
     };

@@ -235,8 +235,8 @@ async fn nightly_step(app: &App, org: Uuid, cmd: &DemoCmd) -> anyhow::Result<Val
         "night": night, "job": {"id": job_id, "state": state},
         "run": run.map(|r| json!({"id": r.id, "status": r.status, "tool_calls": r.counters.tool_calls,
             "tokens": r.counters.tokens(), "summary": r.final_text})),
-        "suggestions": suggestions.iter().rev().map(|s| json!({"id": s.row.id, "kind": s.row.kind,
-            "title": s.row.title, "status": s.row.status, "approval_id": s.approval_id})).collect::<Vec<_>>(),
+        "suggestions": suggestions.iter().rev().map(|s| json!({"id": s.row.id, "kind": s.row.fields.kind,
+            "title": s.row.fields.title, "status": s.row.status, "approval_id": s.approval_id})).collect::<Vec<_>>(),
         "approvals": approvals.iter().map(|a| json!({"id": a.id, "tool": a.tool,
             "summary": a.summary, "rationale": a.rationale, "expires_at": a.expires_at}))
             .collect::<Vec<_>>(),
@@ -326,7 +326,7 @@ async fn later_step(app: &App, org: Uuid) -> anyhow::Result<Value> {
     Ok(json!({
         "ttl_secs": TTL_SECS, "changed": changed.id, "approved": approved,
         "timeline": timeline, "sweeps": sweeps, "approvals": after,
-        "suggestions": suggestions.iter().rev().map(|s| json!({"id": s.row.id, "title": s.row.title,
+        "suggestions": suggestions.iter().rev().map(|s| json!({"id": s.row.id, "title": s.row.fields.title,
             "status": s.row.status})).collect::<Vec<_>>(),
     }))
 }

@@ -51,7 +51,7 @@ pub async fn run(app: &App, cmd: SuggestionsCmd) -> anyhow::Result<()> {
                 let reason = reason.unwrap_or_default();
                 format!(
                     "{}  {:<9} {:<16} {}{reason}",
-                    r.id, item.state, r.kind, r.title
+                    r.id, item.state, r.fields.kind, r.fields.title
                 )
             })
         }

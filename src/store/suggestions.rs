@@ -4,7 +4,7 @@
 //! concurrent runs cannot overshoot the cap.
 
 use super::documents::{clean_json, clean_text};
-use super::sql::{self, row};
+use super::sql;
 pub use super::states::SuggestionStatus;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
@@ -13,17 +13,18 @@ use sqlx::PgConnection;
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
-/// A suggestion to write.
-#[derive(Debug, Clone)]
-pub struct NewSuggestion<'a> {
-    pub kind: &'a str,
+/// What a suggestion says: what it is about (kind, subject and night: one per org), its text
+/// and the action it proposes. A new suggestion is written from these.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct SuggestionFields {
+    pub kind: String,
     /// A document id, or '' for the org as a whole.
     pub subject: String,
     pub night: NaiveDate,
-    pub title: &'a str,
-    pub message: &'a str,
+    pub title: String,
+    pub message: String,
     pub document_id: Option<Uuid>,
-    pub proposed_action: Option<&'a Value>,
+    pub proposed_action: Option<Value>,
 }
 
 /// What `create` did.
@@ -51,7 +52,7 @@ pub const DISMISSED_DAYS: i64 = 14;
 pub async fn create(
     conn: &mut PgConnection,
     org_id: Uuid,
-    s: &NewSuggestion<'_>,
+    s: &SuggestionFields,
     cap: Option<u32>,
     run_id: Option<Uuid>,
     now: DateTime<Utc>,
@@ -63,11 +64,11 @@ pub async fn create(
         .execute(&mut *conn)
         .await?;
     let subject = clean_text(&s.subject).into_owned();
-    if let Some(id) = find(conn, org_id, s.kind, &subject, s.night).await? {
+    if let Some(id) = find(conn, org_id, &s.kind, &subject, s.night).await? {
         return Ok(Created::Duplicate(id));
     }
     let since = now - chrono::Duration::days(DISMISSED_DAYS);
-    if let Some((at, reason)) = recently_dismissed(conn, org_id, s.kind, &subject, since).await? {
+    if let Some((at, reason)) = recently_dismissed(conn, org_id, &s.kind, &subject, since).await? {
         return Ok(Created::Dismissed { at, reason });
     }
     if let Some(cap) = cap {
@@ -85,13 +86,13 @@ pub async fn create(
     )
     .bind(Uuid::now_v7())
     .bind(org_id)
-    .bind(clean_text(s.kind))
+    .bind(clean_text(&s.kind))
     .bind(&subject)
     .bind(s.night)
-    .bind(clean_text(s.title))
-    .bind(clean_text(s.message))
+    .bind(clean_text(&s.title))
+    .bind(clean_text(&s.message))
     .bind(s.document_id)
-    .bind(s.proposed_action.map(clean_json))
+    .bind(s.proposed_action.as_ref().map(clean_json))
     .bind(run_id)
     .bind(now)
     .fetch_optional(&mut *conn)
@@ -118,7 +119,7 @@ pub async fn create(
             .await?;
             Ok(Created::New(id))
         }
-        None => find(conn, org_id, s.kind, &subject, s.night)
+        None => find(conn, org_id, &s.kind, &subject, s.night)
             .await?
             .map(Created::Duplicate)
             .ok_or(sqlx::Error::RowNotFound),
@@ -154,22 +155,22 @@ pub async fn count_for_night(
     sql::scalar(count, org_id, night).fetch_one(conn).await
 }
 
-row! {
-    /// A suggestion as stored.
-    #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-    pub struct SuggestionRow in "suggestions" {
-        pub id: Uuid,
-        pub kind: String,
-        pub subject: String,
-        pub night: NaiveDate,
-        pub title: String,
-        pub message: String,
-        pub document_id: Option<Uuid>,
-        pub proposed_action: Option<Value>,
-        pub status: SuggestionStatus,
-        pub run_id: Option<Uuid>,
-        pub status_reason: Option<String>,
-    }
+/// A suggestion as stored: what it says, and where it is in its life.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct SuggestionRow {
+    pub id: Uuid,
+    #[serde(flatten)]
+    #[sqlx(flatten)]
+    pub fields: SuggestionFields,
+    pub status: SuggestionStatus,
+    pub run_id: Option<Uuid>,
+    pub status_reason: Option<String>,
+}
+
+impl sql::Table for SuggestionRow {
+    /// Its columns, in the order of its fields (a missing one fails every read in the tests).
+    const SELECT: &'static str = "SELECT id, kind, subject, night, title, message, document_id, \
+                                  proposed_action, status, run_id, status_reason FROM suggestions";
 }
 
 /// A document waiting on a human: proposed for longer than the threshold.

@@ -6,7 +6,7 @@ use super::documents::existing_document;
 use super::typed::tool;
 use super::typed::{Id, any_object};
 use super::{FollowUp, Subject, ToolCtx, ToolError, TypedTool};
-use crate::store::suggestions::{self as store, Created, NewSuggestion};
+use crate::store::suggestions::{self as store, Created, SuggestionFields};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -157,14 +157,14 @@ impl TypedTool for CreateSuggestion {
         }
         let proposed_action = self.proposed_action.as_ref().map(|a| json!(a));
         let night = ctx.night.unwrap_or_else(|| ctx.now.date_naive());
-        let s = NewSuggestion {
-            kind: self.kind.as_str(),
+        let s = SuggestionFields {
+            kind: self.kind.as_str().to_string(),
             subject: document_id.map(|d| d.to_string()).unwrap_or_default(),
             night,
-            title,
-            message,
+            title: title.to_string(),
+            message: message.to_string(),
             document_id,
-            proposed_action: proposed_action.as_ref(),
+            proposed_action,
         };
         match store::create(
             ctx.conn,
