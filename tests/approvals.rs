@@ -1245,8 +1245,8 @@ async fn stale_approvals_are_reproposed_in_a_chain_up_to_the_cap() {
                 .await
                 .unwrap();
         assert_eq!(
-            (new.chain_id, new.chain_depth, new.repropose),
-            (first, old.chain_depth + 1, true)
+            (new.chain.id, new.chain.depth, new.repropose),
+            (first, old.chain.depth + 1, true)
         );
         assert_eq!(new.args, old.args);
         let run = runs::get_run(&f.db.pool, new.run_id.unwrap())

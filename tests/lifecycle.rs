@@ -362,10 +362,10 @@ async fn expired_approvals_are_reproposed_once_on_the_next_working_day_if_unchan
             new.status.as_str(),
             &new.args,
             &new.snapshot_hash,
-            new.chain_id,
-            new.chain_depth
+            new.chain.id,
+            new.chain.depth
         ),
-        ("pending", &old.args, &old.snapshot_hash, old.chain_id, 1)
+        ("pending", &old.args, &old.snapshot_hash, old.chain.id, 1)
     );
     assert_eq!(new.rationale.as_deref(), Some("why"));
     assert_eq!(new.expires_at, now + ttl);

@@ -59,8 +59,8 @@ pub struct RunSpec {
     pub document_id: Option<Uuid>,
     pub night: Option<NaiveDate>,
     pub max_suggestions: Option<u32>,
-    /// For re-proposals: `(chain_id, depth)` given to the approvals this run proposes.
-    pub chain: Option<(Uuid, i32)>,
+    /// For re-proposals: the chain given to the approvals this run proposes.
+    pub chain: Option<crate::store::approvals::Chain>,
     /// Nudges, repeat guard, guided mode, tool_choice and sizes.
     pub settings: LoopSettings,
 }

@@ -141,7 +141,7 @@ pub async fn repropose_expired(
         suggestion_id: row.suggestion_id,
         ttl,
         repropose: row.repropose,
-        chain: Some((row.chain_id, row.chain_depth + 1)),
+        chain: Some(row.chain.next()),
         rationale: row.rationale.as_deref(),
     };
     let new_id = propose(&mut ctx, tool.as_ref(), &row.args, origin).await?;

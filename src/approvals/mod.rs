@@ -15,7 +15,7 @@ mod view;
 
 use crate::clock::SharedClock;
 use crate::llm::SharedProvider;
-use crate::store::approvals::{self as store, ApprovalRow, ApprovalStatus, NewApproval};
+use crate::store::approvals::{self as store, ApprovalRow, ApprovalStatus, Chain, NewApproval};
 use crate::store::runs::{self, NewAudit};
 use crate::tools::{Registry, Tool, ToolCtx, ToolError};
 use serde::Serialize;
@@ -99,8 +99,8 @@ pub struct ProposalOrigin<'a> {
     pub suggestion_id: Option<Uuid>,
     pub ttl: chrono::Duration,
     pub repropose: bool,
-    /// `(chain_id, depth)` for a re-proposal; `None` starts a chain.
-    pub chain: Option<(Uuid, i32)>,
+    /// The chain of a re-proposal; `None` starts one.
+    pub chain: Option<Chain>,
     /// Why the agent proposes it (the model's text of that turn, a suggestion's message).
     pub rationale: Option<&'a str>,
 }
@@ -141,7 +141,6 @@ pub async fn propose(
         .map(str::trim)
         .filter(|r| !r.is_empty())
         .map(|r| r.chars().take(2000).collect::<String>());
-    let (chain_id, depth) = origin.chain.unwrap_or((id, 0));
     let inserted = store::insert(
         ctx.conn,
         &NewApproval {
@@ -157,8 +156,7 @@ pub async fn propose(
             created_at: ctx.now,
             expires_at: ctx.now + ttl,
             repropose: origin.repropose,
-            chain_id,
-            chain_depth: depth,
+            chain: origin.chain.unwrap_or(Chain::start(id)),
             rationale: rationale.as_deref(),
             summary: Some(&line),
             document_version,

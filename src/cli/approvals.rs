@@ -227,7 +227,7 @@ async fn show(app: &App, id: Uuid, as_json: bool) -> anyhow::Result<()> {
     }
     println!(
         "  chain:    {} depth {} (re-propose when stale: {})",
-        row.chain_id, row.chain_depth, row.repropose
+        row.chain.id, row.chain.depth, row.repropose
     );
     println!("history:");
     for a in &history {
@@ -244,8 +244,8 @@ fn report(r: &ApprovalRow) -> Value {
     let mut v = serde_json::to_value(approvals::view(r)).expect("an approval serializes");
     v["org_id"] = json!(r.org_id);
     v["repropose"] = json!(r.repropose);
-    v["chain_id"] = json!(r.chain_id);
-    v["chain_depth"] = json!(r.chain_depth);
+    v["chain_id"] = json!(r.chain.id);
+    v["chain_depth"] = json!(r.chain.depth);
     v
 }
 

@@ -127,7 +127,7 @@ impl JobHandler for ApprovalExpiry {
             Some(job.job.id),
             first,
         );
-        run_spec.chain = Some((a.chain_id, a.chain_depth + 1));
+        run_spec.chain = Some(a.chain.next());
         let o = super::run_loop(app, spec, &run_spec, &job).await?;
         info!(run_id = %o.run_id, status = %o.status, "re-proposal run done");
         Ok(())

@@ -7,6 +7,33 @@ use serde_json::Value;
 use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
+/// The chain of re-proposals an approval belongs to: the first approval's id, and how many
+/// re-proposals led to this one (a chain stops at the sweep's `max_reproposals`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, sqlx::FromRow)]
+pub struct Chain {
+    #[sqlx(rename = "chain_id")]
+    #[serde(rename = "chain_id")]
+    pub id: Uuid,
+    #[sqlx(rename = "chain_depth")]
+    #[serde(rename = "chain_depth")]
+    pub depth: i32,
+}
+
+impl Chain {
+    /// The chain the approval `id` starts.
+    pub fn start(id: Uuid) -> Chain {
+        Chain { id, depth: 0 }
+    }
+
+    /// The chain of a re-proposal of this approval.
+    pub fn next(self) -> Chain {
+        Chain {
+            id: self.id,
+            depth: self.depth + 1,
+        }
+    }
+}
+
 /// An approval row.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct ApprovalRow {
@@ -26,8 +53,9 @@ pub struct ApprovalRow {
     pub decided_at: Option<DateTime<Utc>>,
     pub result: Option<Value>,
     pub repropose: bool,
-    pub chain_id: Uuid,
-    pub chain_depth: i32,
+    #[serde(flatten)]
+    #[sqlx(flatten)]
+    pub chain: Chain,
     /// Why the agent proposed it.
     pub rationale: Option<String>,
     /// One line in words.
@@ -55,8 +83,7 @@ pub struct NewApproval<'a> {
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
     pub repropose: bool,
-    pub chain_id: Uuid,
-    pub chain_depth: i32,
+    pub chain: Chain,
     pub rationale: Option<&'a str>,
     pub summary: Option<&'a str>,
     /// `documents.version` the snapshot was read from (tools whose snapshot is a document row).
@@ -84,8 +111,8 @@ pub async fn insert(conn: &mut PgConnection, a: &NewApproval<'_>) -> sqlx::Resul
     .bind(a.created_at)
     .bind(a.expires_at)
     .bind(a.repropose)
-    .bind(a.chain_id)
-    .bind(a.chain_depth)
+    .bind(a.chain.id)
+    .bind(a.chain.depth)
     .bind(a.rationale.map(super::documents::clean_text))
     .bind(a.summary.map(super::documents::clean_text))
     .bind(a.document_version)
