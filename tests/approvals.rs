@@ -209,7 +209,7 @@ async fn an_approved_proposal_from_a_run_executes_once_as_the_approver() {
         .unwrap();
     let a = f.approval(id).await;
     assert_eq!(
-        (a.status.as_str(), a.run_id, a.tool.as_str()),
+        (a.status.as_str(), a.run_id, a.action.tool.as_str()),
         ("pending", Some(out.run_id), "update_document")
     );
 
@@ -431,7 +431,7 @@ async fn a_proposal_that_relies_on_the_runs_document_can_be_approved() {
         .await
         .unwrap();
     assert_eq!(
-        f.approval(id).await.args["document_id"],
+        f.approval(id).await.action.args["document_id"],
         json!(doc),
         "the default is recorded"
     );
@@ -454,7 +454,10 @@ async fn a_proposal_with_nul_in_its_arguments_is_stored_and_approvable() {
             false,
         )
         .await;
-    assert_eq!(f.approval(id).await.args["metadata"], json!({"key": "val"}));
+    assert_eq!(
+        f.approval(id).await.action.args["metadata"],
+        json!({"key": "val"})
+    );
     let o = f.decide(id, approve("alice")).await;
     assert_eq!(o.status, "executed", "{o:?}");
     assert_eq!(f.metadata(doc).await.0, json!({"key": "val"}));
@@ -1248,7 +1251,7 @@ async fn stale_approvals_are_reproposed_in_a_chain_up_to_the_cap() {
             (new.chain.id, new.chain.depth, new.repropose),
             (first, old.chain.depth + 1, true)
         );
-        assert_eq!(new.args, old.args);
+        assert_eq!(new.action.args, old.action.args);
         let run = runs::get_run(&f.db.pool, new.run_id.unwrap())
             .await
             .unwrap()

@@ -360,12 +360,18 @@ async fn expired_approvals_are_reproposed_once_on_the_next_working_day_if_unchan
     assert_eq!(
         (
             new.status.as_str(),
-            &new.args,
+            &new.action.args,
             &new.snapshot_hash,
             new.chain.id,
             new.chain.depth
         ),
-        ("pending", &old.args, &old.snapshot_hash, old.chain.id, 1)
+        (
+            "pending",
+            &old.action.args,
+            &old.snapshot_hash,
+            old.chain.id,
+            1
+        )
     );
     assert_eq!(new.rationale.as_deref(), Some("why"));
     assert_eq!(new.expires_at, now + ttl);
@@ -531,13 +537,13 @@ async fn approving_with_edited_arguments_revalidates_rehashes_and_audits_the_edi
     let a = f.approval(id).await;
     assert!(a.edited);
     assert_eq!(
-        a.args,
+        a.action.args,
         json!({"document_id": doc, "metadata": {"vendor": "ACME"}})
     );
     assert_ne!(a.snapshot_hash, before.snapshot_hash);
     assert_eq!(
         a.snapshot_hash,
-        approvals::snapshot_hash(&a.tool, &a.args, &a.snapshot)
+        approvals::snapshot_hash(&a.action.tool, &a.action.args, &a.snapshot)
     );
     let meta: Value = sqlx::query_scalar("SELECT metadata FROM documents WHERE id = $1")
         .bind(doc)
@@ -559,12 +565,12 @@ async fn approving_with_edited_arguments_revalidates_rehashes_and_audits_the_edi
     // by their document…
     assert_eq!(
         rows[0].1["before"]["document_id"],
-        before.args["document_id"]
+        before.action.args["document_id"]
     );
     // …and the summary's sha256 proves the full record: before, old and new hash.
     assert_eq!(
         rows[0].1["sha256"],
-        agentd::pii::audit::summarise(&json!({"before": before.args,
+        agentd::pii::audit::summarise(&json!({"before": before.action.args,
             "before_hash": before.snapshot_hash, "after_hash": a.snapshot_hash}))["sha256"]
     );
 }

@@ -28,6 +28,7 @@ pub(super) async fn apply(
     };
     // The approval's document stays its document: absent → the original one, another → refused.
     let original_doc = row
+        .action
         .args
         .get("document_id")
         .filter(|v| !v.is_null())
@@ -55,10 +56,11 @@ pub(super) async fn apply(
         Some(Err(e)) => return Err(DecideError::InvalidEdit(format!("arguments: {e}"))),
         None => Value::Null,
     };
-    let hash = snapshot_hash(&row.tool, &args, &data);
-    let line = summary::summarize(conn, row.org_id, &row.tool, &args).await?;
+    let hash = snapshot_hash(&row.action.tool, &args, &data);
+    let line = summary::summarize(conn, row.org_id, &row.action.tool, &args).await?;
     store::set_edited(conn, row.id, &args, &data, &hash, &line).await?;
-    let outcome = json!({"before": row.args, "before_hash": row.snapshot_hash, "after_hash": hash});
+    let outcome =
+        json!({"before": row.action.args, "before_hash": row.snapshot_hash, "after_hash": hash});
     let call_id = format!("approval:{}", row.id);
     let audit = NewAudit {
         args: Some(&args),
@@ -66,7 +68,7 @@ pub(super) async fn apply(
         ..super::decision_audit(&row, &call_id, actor, "edited", now)
     };
     runs::insert_audit(&mut *conn, &audit).await?;
-    row.args = args;
+    row.action.args = args;
     row.snapshot = data;
     row.snapshot_hash = hash;
     row.summary = Some(line);

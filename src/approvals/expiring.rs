@@ -123,17 +123,17 @@ pub async fn repropose_expired(
     let Some(row) = store::lock_expired(&mut tx, id).await? else {
         return Ok(Reproposed::Nothing);
     };
-    let Some(tool) = env.registry.get(&row.tool).cloned() else {
+    let Some(tool) = env.registry.get(&row.action.tool).cloned() else {
         return Ok(Reproposed::Changed);
     };
     let actor = "system:approval_expiry".to_string();
     let mut ctx = env.ctx(&mut tx, row.org_id, row.run_id, actor, now);
-    let current = match tool.snapshot(&mut ctx, &row.args).await {
+    let current = match tool.snapshot(&mut ctx, &row.action.args).await {
         Some(Ok(v)) => v,
         Some(Err(ToolError::Db(e))) => return Err(e.into()),
         _ => return Ok(Reproposed::Changed),
     };
-    if snapshot_hash(&row.tool, &row.args, &current) != row.snapshot_hash {
+    if snapshot_hash(&row.action.tool, &row.action.args, &current) != row.snapshot_hash {
         return Ok(Reproposed::Changed);
     }
     let origin = ProposalOrigin {
@@ -144,7 +144,7 @@ pub async fn repropose_expired(
         chain: Some(row.chain.next()),
         rationale: row.rationale.as_deref(),
     };
-    let new_id = propose(&mut ctx, tool.as_ref(), &row.args, origin).await?;
+    let new_id = propose(&mut ctx, tool.as_ref(), &row.action.args, origin).await?;
     store::set_reproposed(&mut tx, row.id, new_id).await?;
     tx.commit().await?;
     Ok(Reproposed::New(new_id))

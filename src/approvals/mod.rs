@@ -283,9 +283,9 @@ pub async fn decide(
     } else {
         let tool = env
             .registry
-            .get(&row.tool)
+            .get(&row.action.tool)
             .cloned()
-            .ok_or_else(|| DecideError::UnknownTool(id, row.tool.clone()))?;
+            .ok_or_else(|| DecideError::UnknownTool(id, row.action.tool.clone()))?;
         let changed = changed_snapshot(&mut tx, env, &row, &actor, now).await?;
         if changed.is_none()
             && let Some(args) = &extra.edited_args
@@ -306,7 +306,11 @@ pub async fn decide(
                 .execute(&mut *tx)
                 .await?;
             let mut ctx = env.ctx(&mut tx, row.org_id, row.run_id, actor.clone(), now);
-            match env.registry.execute(&mut ctx, &row.tool, &row.args).await {
+            match env
+                .registry
+                .execute(&mut ctx, &row.action.tool, &row.action.args)
+                .await
+            {
                 Ok(v) => (ApprovalStatus::Executed, "human_approved", Some(v)),
                 Err(crate::tools::registry::CallError::Tool(ToolError::Db(e))) => {
                     return Err(e.into());
@@ -371,17 +375,17 @@ async fn changed_snapshot(
 ) -> Result<Option<Value>, DecideError> {
     let tool = env
         .registry
-        .get(&row.tool)
+        .get(&row.action.tool)
         .cloned()
-        .ok_or_else(|| DecideError::UnknownTool(row.id, row.tool.clone()))?;
+        .ok_or_else(|| DecideError::UnknownTool(row.id, row.action.tool.clone()))?;
     let mut ctx = env.ctx(conn, row.org_id, row.run_id, actor.to_string(), now);
-    let current = match tool.snapshot(&mut ctx, &row.args).await {
+    let current = match tool.snapshot(&mut ctx, &row.action.args).await {
         Some(Ok(v)) => v,
         Some(Err(ToolError::Db(e))) => return Err(e.into()),
         Some(Err(e)) => json!({"error": e.to_string()}),
         None => Value::Null,
     };
-    if snapshot_hash(&row.tool, &row.args, &current) == row.snapshot_hash {
+    if snapshot_hash(&row.action.tool, &row.action.args, &current) == row.snapshot_hash {
         return Ok(None);
     }
     Ok(Some(diff(&row.snapshot, &current)))
@@ -435,9 +439,15 @@ fn decision_audit<'a>(
 ) -> NewAudit<'a> {
     NewAudit {
         call_id: Some(call_id),
-        args: Some(&row.args),
+        args: Some(&row.action.args),
         ..NewAudit::new(
-            row.org_id, row.run_id, actor, &row.tool, "approval", decision, now,
+            row.org_id,
+            row.run_id,
+            actor,
+            &row.action.tool,
+            "approval",
+            decision,
+            now,
         )
     }
 }

@@ -27,7 +27,7 @@ pub(super) async fn approve(
 ) -> Result<DecideOutcome, DecideError> {
     let now = clock.now();
     let mut ctx = env.ctx(&mut tx, row.org_id, row.run_id, actor.to_string(), now);
-    let prepared = tool.prepare(&mut ctx, &row.args).await;
+    let prepared = tool.prepare(&mut ctx, &row.action.args).await;
     drop(ctx);
     let call = match prepared {
         Some(Ok(c)) => c,
@@ -36,7 +36,7 @@ pub(super) async fn approve(
             return failed(tx, &row, actor, json!({"error": e.to_string()}), 0, now).await;
         }
         None => {
-            let result = json!({"error": format!("`{}` prepares no model call", row.tool)});
+            let result = json!({"error": format!("`{}` prepares no model call", row.action.tool)});
             return failed(tx, &row, actor, result, 0, now).await;
         }
     };
@@ -106,7 +106,9 @@ pub(super) async fn approve(
         .execute(&mut *tx)
         .await?;
     let mut ctx = env.ctx(&mut tx, row.org_id, row.run_id, actor.to_string(), now);
-    let applied = tool.apply(&mut ctx, &row.args, (&call.state, &resp)).await;
+    let applied = tool
+        .apply(&mut ctx, &row.action.args, (&call.state, &resp))
+        .await;
     drop(ctx);
     let usage = json!({"input_tokens": resp.usage.input_tokens,
                        "output_tokens": resp.usage.output_tokens});

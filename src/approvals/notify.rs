@@ -57,7 +57,7 @@ pub fn type_for(status: ApprovalStatus) -> EventType {
 }
 
 fn payload(row: &ApprovalRow, status: &str, by: &str) -> Value {
-    json!({"approval_id": row.id, "tool": row.tool, "status": status, "decided_by": by,
+    json!({"approval_id": row.id, "tool": row.action.tool, "status": status, "decided_by": by,
            "run_id": row.run_id, "suggestion_id": row.suggestion_id})
 }
 

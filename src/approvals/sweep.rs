@@ -52,7 +52,7 @@ const BY: &str = "system:approval_expiry";
 
 /// `None` if `current` still hashes to the approval's snapshot hash, else what changed.
 fn changes(row: &ApprovalRow, current: &Value) -> Option<Value> {
-    (snapshot_hash(&row.tool, &row.args, current) != row.snapshot_hash)
+    (snapshot_hash(&row.action.tool, &row.action.args, current) != row.snapshot_hash)
         .then(|| super::diff(&row.snapshot, current))
 }
 
@@ -360,8 +360,8 @@ impl Sweeper {
             return Ok(Vec::new());
         }
         let on_document = |row: &ApprovalRow| {
-            let batched = !self.row_by_row && self.env.registry.get(&row.tool).is_some();
-            batched.then(|| super::document_target(&row.tool, &row.args))?
+            let batched = !self.row_by_row && self.env.registry.get(&row.action.tool).is_some();
+            batched.then(|| super::document_target(&row.action.tool, &row.action.args))?
         };
         let targets: Vec<Option<Uuid>> = rows.iter().map(on_document).collect();
         let mut keys: Vec<(Uuid, Uuid)> = rows
@@ -401,9 +401,9 @@ impl Sweeper {
         row: &ApprovalRow,
         now: chrono::DateTime<chrono::Utc>,
     ) -> sqlx::Result<Option<Value>> {
-        let Some(tool) = self.env.registry.get(&row.tool).cloned() else {
+        let Some(tool) = self.env.registry.get(&row.action.tool).cloned() else {
             return Ok(Some(
-                json!({"tool": format!("`{}` no longer exists", row.tool)}),
+                json!({"tool": format!("`{}` no longer exists", row.action.tool)}),
             ));
         };
         let mut ctx = self.env.ctx(
@@ -413,7 +413,7 @@ impl Sweeper {
             "system:approval_expiry".into(),
             now,
         );
-        let current = match tool.snapshot(&mut ctx, &row.args).await {
+        let current = match tool.snapshot(&mut ctx, &row.action.args).await {
             Some(Ok(v)) => v,
             Some(Err(ToolError::Db(e))) => return Err(e),
             Some(Err(e)) => json!({"error": e.to_string()}),

@@ -1,6 +1,7 @@
 //! An approval as people see it: the typed view the HTTP API answers with (and the OpenAPI
 //! document describes), and `agentd approvals show --json` prints.
 
+pub use crate::store::approvals::ApprovalAction;
 use crate::store::approvals::{ApprovalRow, ApprovalStatus};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -48,14 +49,6 @@ pub struct ApprovalView {
     pub reproposed_as: Option<Uuid>,
 }
 
-/// An approval's action: a tool and its arguments.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct ApprovalAction {
-    pub tool: String,
-    #[schema(value_type = Object)]
-    pub args: Value,
-}
-
 /// Who decided an approval, and when.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ApprovalDecision {
@@ -70,10 +63,7 @@ pub fn view(r: &ApprovalRow) -> ApprovalView {
         run_id: r.run_id,
         call_id: r.call_id.clone(),
         suggestion_id: r.suggestion_id,
-        action: ApprovalAction {
-            tool: r.tool.clone(),
-            args: r.args.clone(),
-        },
+        action: r.action.clone(),
         snapshot: r.snapshot.clone(),
         snapshot_hash: r.snapshot_hash.clone(),
         created_at: r.created_at,

@@ -172,7 +172,7 @@ async fn list(app: &App, org: Option<String>, opts: ListOpts) -> anyhow::Result<
                 "{}  {:<8}  {:<18} {}  {}  {}",
                 r.id,
                 r.status,
-                r.tool,
+                r.action.tool,
                 r.created_at.format("%Y-%m-%d %H:%M:%S"),
                 r.expires_at.format("%Y-%m-%d %H:%M:%S"),
                 r.decided_by.as_deref().unwrap_or("-")
@@ -200,8 +200,8 @@ async fn show(app: &App, id: Uuid, as_json: bool) -> anyhow::Result<()> {
     }
     println!(
         "  action:   {}({}){}",
-        row.tool,
-        row.args,
+        row.action.tool,
+        row.action.args,
         if row.edited { " (edited)" } else { "" }
     );
     if let Some(r) = &row.rationale {
@@ -292,7 +292,10 @@ fn print_outcome(row: &ApprovalRow, out: &DecideOutcome) {
     }
     match out.status {
         ApprovalStatus::Executed => {
-            println!("approval {id}: executed {}({}) as {by}", row.tool, row.args);
+            println!(
+                "approval {id}: executed {}({}) as {by}",
+                row.action.tool, row.action.args
+            );
             if let Some(r) = &out.result {
                 println!("  result: {r}");
             }

@@ -237,7 +237,7 @@ async fn nightly_step(app: &App, org: Uuid, cmd: &DemoCmd) -> anyhow::Result<Val
             "tokens": r.counters.tokens(), "summary": r.final_text})),
         "suggestions": suggestions.iter().rev().map(|s| json!({"id": s.row.id, "kind": s.row.fields.kind,
             "title": s.row.fields.title, "status": s.row.status, "approval_id": s.approval_id})).collect::<Vec<_>>(),
-        "approvals": approvals.iter().map(|a| json!({"id": a.id, "tool": a.tool,
+        "approvals": approvals.iter().map(|a| json!({"id": a.id, "tool": a.action.tool,
             "summary": a.summary, "rationale": a.rationale, "expires_at": a.expires_at}))
             .collect::<Vec<_>>(),
     }))
@@ -261,7 +261,7 @@ async fn later_step(app: &App, org: Uuid) -> anyhow::Result<Value> {
     let mut timeline = Vec::new();
 
     let changed = &pending[0];
-    let doc = changed.args["document_id"]
+    let doc = changed.action.args["document_id"]
         .as_str()
         .and_then(|s| Uuid::parse_str(s).ok())
         .ok_or_else(|| anyhow::anyhow!("demo: approval {} names no document", changed.id))?;

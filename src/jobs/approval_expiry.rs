@@ -115,8 +115,8 @@ impl JobHandler for ApprovalExpiry {
             &spec.agent.first_message,
             &[
                 ("approval_id", a.id.to_string()),
-                ("tool", a.tool.clone()),
-                ("args", a.args.to_string()),
+                ("tool", a.action.tool.clone()),
+                ("args", a.action.args.to_string()),
                 ("changes", changes),
             ],
         );

@@ -34,6 +34,14 @@ impl Chain {
     }
 }
 
+/// What an approval runs when it is approved: a tool and its arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow, utoipa::ToSchema)]
+pub struct ApprovalAction {
+    pub tool: String,
+    #[schema(value_type = Object)]
+    pub args: Value,
+}
+
 /// An approval row.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct ApprovalRow {
@@ -42,8 +50,9 @@ pub struct ApprovalRow {
     pub run_id: Option<Uuid>,
     pub suggestion_id: Option<Uuid>,
     pub call_id: Option<String>,
-    pub tool: String,
-    pub args: Value,
+    #[serde(flatten)]
+    #[sqlx(flatten)]
+    pub action: ApprovalAction,
     pub snapshot: Value,
     pub snapshot_hash: String,
     pub created_at: DateTime<Utc>,

@@ -356,8 +356,8 @@ pub async fn decide_many(
     let results: Vec<Value> = rows.iter().map(|(_, v)| v.clone()).collect();
     let orgs: Vec<Uuid> = rows.iter().map(|(r, _)| r.org_id).collect();
     let runs: Vec<Option<Uuid>> = rows.iter().map(|(r, _)| r.run_id).collect();
-    let tools: Vec<&str> = rows.iter().map(|(r, _)| r.tool.as_str()).collect();
-    let args: Vec<&Value> = rows.iter().map(|(r, _)| &r.args).collect();
+    let tools: Vec<&str> = rows.iter().map(|(r, _)| r.action.tool.as_str()).collect();
+    let args: Vec<&Value> = rows.iter().map(|(r, _)| &r.action.args).collect();
     sqlx::query(
         "INSERT INTO audit_events (org_id, run_id, call_id, actor, tool, category, decision, args, outcome, created_at)
          SELECT o, r, 'approval:' || i, $6, t, 'approval', $7, a, res, $8
