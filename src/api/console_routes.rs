@@ -6,7 +6,7 @@ use super::auth::{Admin, Scoped};
 use super::error::{ApiResult, Problem, ok};
 use super::extract::{Id, Page, Paged, Params, state};
 use crate::store::console_reads::{self, Retry};
-use crate::store::{runs::RunRow, status};
+use crate::store::{orgs, runs::RunRow, status};
 use serde::Deserialize;
 use serde_json::json;
 use utoipa::IntoParams;
@@ -19,7 +19,8 @@ const DEAD_SHOWN: i64 = 50;
     responses((status = 200, body = Object)))]
 pub async fn me(req: Scoped) -> ApiResult {
     let caller = req.caller;
-    let org_name = console_reads::org_name(&req.app.pool, caller.org_id).await?;
+    let org = orgs::find(&req.app.pool, &caller.org_id.to_string()).await?;
+    let org_name = org.map(|o| o.name);
     ok(&json!({
         "org_id": caller.org_id, "org_name": org_name, "key_id": caller.key_id,
         "role": caller.role.as_str(),

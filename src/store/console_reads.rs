@@ -112,14 +112,3 @@ pub async fn retry_dead(
             .map_or(Retry::NotFound, |j| Retry::NotDead(j.state))),
     }
 }
-
-/// The org's name.
-pub async fn org_name<'e, E: PgExecutor<'e>>(
-    exec: E,
-    org_id: Uuid,
-) -> sqlx::Result<Option<String>> {
-    sqlx::query_scalar("SELECT name FROM orgs WHERE id = $1")
-        .bind(org_id)
-        .fetch_optional(exec)
-        .await
-}
