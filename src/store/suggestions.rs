@@ -242,14 +242,14 @@ pub async fn overview(
     .bind(org_id)
     .fetch_all(&mut *conn)
     .await?;
-    let (tags, schemas, prompts, suggestions_this_night): (i64, i64, i64, i64) = sqlx::query_as(
+    let (tags, schemas, prompts, suggestions_this_night): (i64, i64, i64, i64) = sql::bound(
         "SELECT (SELECT count(*) FROM tags WHERE org_id = $1),
                 (SELECT count(DISTINCT schema_id) FROM schemas WHERE org_id = $1),
                 (SELECT count(DISTINCT prompt_id) FROM prompts WHERE org_id = $1),
                 (SELECT count(*) FROM suggestions WHERE org_id = $1 AND night = $2)",
+        org_id,
+        night,
     )
-    .bind(org_id)
-    .bind(night)
     .fetch_one(&mut *conn)
     .await?;
     let waiting_proposals = sqlx::query_as::<_, WaitingProposal>(
@@ -266,28 +266,28 @@ pub async fn overview(
     .bind(limit)
     .fetch_all(&mut *conn)
     .await?;
-    let failed_auto_creates = sqlx::query_as::<_, FailedDocument>(
+    let failed_auto_creates = sql::bound::<FailedDocument>(
         "SELECT id, name, auto_create_error AS error FROM documents
           WHERE org_id = $1 AND auto_create_status = 'failed'
           ORDER BY updated_at DESC, id
           LIMIT $2",
+        org_id,
+        limit,
     )
-    .bind(org_id)
-    .bind(limit)
     .fetch_all(&mut *conn)
     .await?;
-    let untagged: Vec<(Uuid, String, i64)> = sqlx::query_as(
+    let untagged: Vec<(Uuid, String, i64)> = sql::bound(
         "SELECT id, name, count(*) OVER () FROM documents
           WHERE org_id = $1 AND cardinality(tag_ids) = 0
             AND EXISTS (SELECT 1 FROM tags WHERE org_id = $1)
           ORDER BY created_at DESC, id
           LIMIT $2",
+        org_id,
+        limit,
     )
-    .bind(org_id)
-    .bind(limit)
     .fetch_all(&mut *conn)
     .await?;
-    let outdated_extractions = sqlx::query_as::<_, OutdatedExtraction>(
+    let outdated_extractions = sql::bound::<OutdatedExtraction>(
         "SELECT e.id, e.document_id, d.name AS document_name, e.schema_id, e.schema_version,
                 s.latest_version AS latest_schema_version
            FROM (SELECT DISTINCT ON (document_id) id, document_id, schema_id, schema_version, seq
@@ -299,9 +299,9 @@ pub async fn overview(
           WHERE e.schema_version < s.latest_version
           ORDER BY e.seq DESC
           LIMIT $2",
+        org_id,
+        limit,
     )
-    .bind(org_id)
-    .bind(limit)
     .fetch_all(&mut *conn)
     .await?;
     Ok(Overview {
