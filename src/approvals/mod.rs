@@ -141,38 +141,27 @@ pub async fn propose(
         .map(str::trim)
         .filter(|r| !r.is_empty())
         .map(|r| r.chars().take(2000).collect::<String>());
-    let inserted = store::insert(
-        ctx.conn,
-        &NewApproval {
-            id,
-            org_id: ctx.org_id,
-            run_id: ctx.run_id,
-            suggestion_id: origin.suggestion_id,
-            call_id: origin.call_id,
-            tool: tool.name(),
-            args,
-            snapshot: &data,
-            snapshot_hash: &hash,
-            created_at: ctx.now,
-            expires_at: ctx.now + ttl,
-            repropose: origin.repropose,
-            chain: origin.chain.unwrap_or(Chain::start(id)),
-            rationale: rationale.as_deref(),
-            summary: Some(&line),
-            document_version,
-        },
-    )
-    .await?;
+    let new = NewApproval {
+        id,
+        org_id: ctx.org_id,
+        run_id: ctx.run_id,
+        suggestion_id: origin.suggestion_id,
+        call_id: origin.call_id,
+        tool: tool.name(),
+        args,
+        snapshot: &data,
+        snapshot_hash: &hash,
+        created_at: ctx.now,
+        expires_at: ctx.now + ttl,
+        repropose: origin.repropose,
+        chain: origin.chain.unwrap_or(Chain::start(id)),
+        rationale: rationale.as_deref(),
+        summary: Some(&line),
+        document_version,
+    };
+    let inserted = store::insert(ctx.conn, &new).await?;
     if inserted == id {
-        let a = notify::Created {
-            id,
-            org_id: ctx.org_id,
-            run_id: ctx.run_id,
-            suggestion_id: origin.suggestion_id,
-            tool: tool.name(),
-            expires_at: ctx.now + ttl,
-        };
-        notify::created(ctx.conn, &a, ctx.now).await?;
+        notify::created(ctx.conn, &new, ctx.now).await?;
     }
     Ok(inserted)
 }

@@ -4,27 +4,16 @@
 //! `approval.decided` for `executed`, `rejected` and `failed`. Payloads carry ids and states, never
 //! the tool's arguments (they may hold personal data; readers fetch the approval by id).
 
-use crate::store::approvals::{ApprovalRow, ApprovalStatus};
+use crate::store::approvals::{ApprovalRow, ApprovalStatus, NewApproval};
 use crate::store::events::{self, EventType, NewEvent};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use sqlx::PgConnection;
-use uuid::Uuid;
 
-/// What `approval.created` reports.
-pub struct Created<'a> {
-    pub id: Uuid,
-    pub org_id: Uuid,
-    pub run_id: Option<Uuid>,
-    pub suggestion_id: Option<Uuid>,
-    pub tool: &'a str,
-    pub expires_at: DateTime<Utc>,
-}
-
-/// `approval.created`, once per approval.
+/// `approval.created` for the approval `a` just stored, once per approval.
 pub async fn created(
     conn: &mut PgConnection,
-    a: &Created<'_>,
+    a: &NewApproval<'_>,
     now: DateTime<Utc>,
 ) -> sqlx::Result<()> {
     let payload = json!({
