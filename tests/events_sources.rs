@@ -145,16 +145,32 @@ async fn run_failed_once_in_its_transaction() {
     let r = run(&db, org, &doc.to_string()).await;
     let mut tx = db.pool.begin().await.unwrap();
     assert!(
-        runs::finish_run(&mut *tx, r, "failed", Some("error"), None, Some("x"), now())
-            .await
-            .unwrap()
+        runs::finish_run(
+            &mut *tx,
+            r,
+            runs::RunStatus::Failed,
+            Some("error"),
+            None,
+            Some("x"),
+            now()
+        )
+        .await
+        .unwrap()
     );
     tx.rollback().await.unwrap();
     assert!(events(&db, "run.failed").await.is_empty());
     for _ in 0..2 {
-        runs::finish_run(&db.pool, r, "failed", Some("error"), None, Some("x"), now())
-            .await
-            .unwrap();
+        runs::finish_run(
+            &db.pool,
+            r,
+            runs::RunStatus::Failed,
+            Some("error"),
+            None,
+            Some("x"),
+            now(),
+        )
+        .await
+        .unwrap();
     }
     let ev = events(&db, "run.failed").await;
     assert_eq!(ev.len(), 1, "{ev:?}");
@@ -163,9 +179,17 @@ async fn run_failed_once_in_its_transaction() {
     assert_eq!(ev[0].1["stop_reason"], "error");
     // A run that succeeds writes none.
     let ok = run(&db, org, "other").await;
-    runs::finish_run(&db.pool, ok, "succeeded", None, Some("done"), None, now())
-        .await
-        .unwrap();
+    runs::finish_run(
+        &db.pool,
+        ok,
+        runs::RunStatus::Succeeded,
+        None,
+        Some("done"),
+        None,
+        now(),
+    )
+    .await
+    .unwrap();
     assert_eq!(events(&db, "run.failed").await.len(), 1);
 }
 

@@ -252,7 +252,7 @@ async fn error_text_with_nul_is_stored_cleaned_and_truncated() {
         runs::finish_run(
             &o.db.pool,
             run.id,
-            "failed",
+            runs::RunStatus::Failed,
             Some("error"),
             None,
             Some(&error),

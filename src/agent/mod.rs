@@ -283,7 +283,9 @@ impl Engine {
             if t.summary_done {
                 let reason = recorded.unwrap_or(StopReason::MaxRounds);
                 let text = summary::final_text(t.final_text.as_deref(), &t, goal.as_ref(), reason);
-                return self.finish(run.id, "capped", reason, Some(&text)).await;
+                return self
+                    .finish(run.id, RunStatus::Capped, reason, Some(&text))
+                    .await;
             }
             if let Some(text) = t.final_text.clone()
                 && recorded.is_none()
@@ -295,12 +297,22 @@ impl Engine {
                     }
                     Some(g) if !g.met() => {
                         return self
-                            .finish(run.id, "capped", StopReason::MaxNudges, Some(&text))
+                            .finish(
+                                run.id,
+                                RunStatus::Capped,
+                                StopReason::MaxNudges,
+                                Some(&text),
+                            )
                             .await;
                     }
                     _ => {
                         return self
-                            .finish(run.id, "succeeded", StopReason::Completed, Some(&text))
+                            .finish(
+                                run.id,
+                                RunStatus::Succeeded,
+                                StopReason::Completed,
+                                Some(&text),
+                            )
                             .await;
                     }
                 }
@@ -318,7 +330,9 @@ impl Engine {
                 warn!(org_id = %spec.org_id, used = b.tokens_used, limit = b.monthly_limit, "org budget exhausted; provider call refused");
                 let reason = capped.unwrap_or(StopReason::Budget);
                 let text = summary::final_text(None, &t, goal.as_ref(), reason);
-                return self.finish(run.id, "capped", reason, Some(&text)).await;
+                return self
+                    .finish(run.id, RunStatus::Capped, reason, Some(&text))
+                    .await;
             }
             if let Some(reason) = capped
                 && recorded.is_none()
@@ -352,7 +366,7 @@ impl Engine {
             if matches!(reservation, Reservation::Refused { .. }) {
                 let text = summary::final_text(None, &t, goal.as_ref(), StopReason::Budget);
                 return self
-                    .finish(run.id, "capped", StopReason::Budget, Some(&text))
+                    .finish(run.id, RunStatus::Capped, StopReason::Budget, Some(&text))
                     .await;
             }
             // Raced with the token: a lost lease or a cancel stops the call (issue 12, item 5).
@@ -373,7 +387,9 @@ impl Engine {
                     warn!(error = %e, "the forced summary failed; using the run's records");
                     let reason = capped.expect("checked");
                     let text = summary::final_text(None, &t, goal.as_ref(), reason);
-                    return self.finish(run.id, "capped", reason, Some(&text)).await;
+                    return self
+                        .finish(run.id, RunStatus::Capped, reason, Some(&text))
+                        .await;
                 }
                 Err(e) => return Err(round::provider_error(e)),
             };
@@ -454,7 +470,7 @@ impl Engine {
     async fn finish(
         &self,
         run_id: Uuid,
-        status: &str,
+        status: RunStatus,
         reason: StopReason,
         text: Option<&str>,
     ) -> Result<RunOutcome, RunError> {
@@ -473,7 +489,7 @@ impl Engine {
         let run = runs::get_run(&mut *tx, run_id)
             .await?
             .ok_or(sqlx::Error::RowNotFound)?;
-        if changed && status == "capped" {
+        if changed && status == RunStatus::Capped {
             let actor = format!("agent:{}", run.kind);
             runs::insert_audit(
                 &mut *tx,
@@ -488,7 +504,7 @@ impl Engine {
         if changed {
             metrics::counter!("agentd_agent_runs_total", "status" => status.to_string(), "stop_reason" => reason.as_str()).increment(1);
             info!(
-                status,
+                status = status.as_str(),
                 stop_reason = reason.as_str(),
                 rounds = run.counters.rounds,
                 tool_calls = run.counters.tool_calls,

@@ -206,7 +206,7 @@ pub async fn add_tokens(
 pub async fn finish_run<'e, E: PgExecutor<'e>>(
     exec: E,
     run_id: Uuid,
-    status: &str,
+    status: RunStatus,
     stop_reason: Option<&str>,
     final_text: Option<&str>,
     error: Option<&str>,
@@ -237,7 +237,7 @@ pub async fn fail_run<'e>(
     finish_run(
         exec,
         run_id,
-        "failed",
+        RunStatus::Failed,
         Some("error"),
         None,
         Some(error),
