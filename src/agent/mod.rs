@@ -14,6 +14,7 @@ mod guard;
 mod marks;
 mod metering;
 mod model_step;
+mod outcome;
 pub mod policy;
 mod round;
 pub mod settings;
@@ -28,7 +29,6 @@ use crate::llm::LlmError;
 use crate::store::budget::Reservation;
 use crate::store::runs::{self, NewRun, RunRow, RunStatus};
 use chrono::NaiveDate;
-use serde::Serialize;
 use serde_json::json;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
@@ -38,6 +38,7 @@ use uuid::Uuid;
 
 use caps::cap_reached;
 pub use caps::{Caps, StopReason};
+pub use outcome::{RunError, RunOutcome};
 pub use policy::Policy;
 pub use settings::LoopSettings;
 
@@ -65,60 +66,6 @@ pub struct RunSpec {
     pub settings: LoopSettings,
 }
 
-/// How a run ended.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunOutcome {
-    pub run_id: Uuid,
-    /// succeeded | capped | failed | cancelled
-    pub status: RunStatus,
-    pub stop_reason: Option<String>,
-    pub final_text: Option<String>,
-    pub error: Option<String>,
-    pub rounds: i32,
-    pub tool_calls: i32,
-    pub tokens: i64,
-}
-
-impl RunOutcome {
-    fn from_row(r: &RunRow) -> Self {
-        Self {
-            run_id: r.id,
-            status: r.status,
-            stop_reason: r.stop_reason.clone(),
-            final_text: r.final_text.clone(),
-            error: r.error.clone(),
-            rounds: r.counters.rounds,
-            tool_calls: r.counters.tool_calls,
-            tokens: r.counters.tokens(),
-        }
-    }
-}
-
-/// Why a run could not go on (the job decides whether to retry).
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    #[error("provider failed: {0}")]
-    Provider(LlmError),
-    #[error("database error: {0}")]
-    Db(#[from] sqlx::Error),
-    #[error("cancelled (lease lost or shutting down); the run resumes from its last checkpoint")]
-    Cancelled,
-    #[error(transparent)]
-    Checkpoint(#[from] transcript::CheckpointError),
-}
-
-impl RunError {
-    /// Worth another attempt of the job.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            RunError::Provider(e) => e.retryable,
-            RunError::Db(_) | RunError::Cancelled => true,
-            RunError::Checkpoint(_) => false,
-        }
-    }
-}
-
-/// The loop, with what it shares across runs.
 /// What one write of the loop added: its checkpoints (in sequence order), kept in memory by the
 /// loop instead of read back, and the run's token total when a counter moved.
 #[derive(Debug, Default)]
@@ -169,6 +116,7 @@ impl Written {
     }
 }
 
+/// The loop, with what it shares across runs.
 #[derive(Clone)]
 pub struct Engine {
     pub pool: PgPool,
