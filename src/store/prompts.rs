@@ -33,18 +33,10 @@ pub struct PromptRow {
     pub created_at: DateTime<Utc>,
 }
 
-/// The columns of [`PromptRow`], in the order of its fields (those of [`PromptFields`] in
-/// theirs): what a `SELECT` or `RETURNING` reads. A column missing here fails every read of
-/// the row in the tests.
-macro_rules! columns {
-    () => {
-        "prompt_id, version, name, content, schema_id, schema_version, model, tag_ids, status, \
-         run_id, created_at"
-    };
-}
-
+/// Read whole (`*`): `FromRow` takes each field, the flattened ones too, by its column's name,
+/// so no list of columns can drift from the struct.
 impl sql::Table for PromptRow {
-    const SELECT: &'static str = concat!("SELECT ", columns!(), " FROM prompts");
+    const SELECT: &'static str = "SELECT * FROM prompts";
 }
 
 versions::versioned!(PromptRow in "prompts", prompt_id, "prompt");
@@ -72,13 +64,12 @@ async fn insert(
     run_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> sqlx::Result<PromptRow> {
-    sqlx::query_as(concat!(
+    sqlx::query_as(
         "INSERT INTO prompts (prompt_id, version, org_id, name, content, schema_id,
                               schema_version, model, tag_ids, status, run_id, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'proposed', $10, $11)
-      RETURNING ",
-        columns!()
-    ))
+      RETURNING *",
+    )
     .bind(prompt_id)
     .bind(version)
     .bind(org_id)

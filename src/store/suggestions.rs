@@ -167,10 +167,9 @@ pub struct SuggestionRow {
     pub status_reason: Option<String>,
 }
 
+/// Read whole, as [`super::prompts::PromptRow`] is: fields are taken by column name.
 impl sql::Table for SuggestionRow {
-    /// Its columns, in the order of its fields (a missing one fails every read in the tests).
-    const SELECT: &'static str = "SELECT id, kind, subject, night, title, message, document_id, \
-                                  proposed_action, status, run_id, status_reason FROM suggestions";
+    const SELECT: &'static str = "SELECT * FROM suggestions";
 }
 
 /// A document waiting on a human: proposed for longer than the threshold.
