@@ -163,6 +163,7 @@ impl App {
             clock: self.clock.clone(),
             env: self.tool_env(spec),
             pii: crate::pii::PiiSettings::from_config(&self.config.pii),
+            vault: None,
         }
     }
 

@@ -94,8 +94,8 @@ impl Default for PiiConfig {
     }
 }
 
-/// Where the database is.
-#[derive(Debug, Clone, Deserialize)]
+/// Where the database is. `Debug` hides the passwords of its URLs (review #22).
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DatabaseConfig {
     /// Explicit URL; empty means DATABASE_URL, then `local_url`, then a private cluster.
@@ -120,6 +120,52 @@ pub struct DatabaseConfig {
     /// A direct connection (not through the pooler) for LISTEN and migrations; empty: `url`.
     #[serde(default)]
     pub listen_url: String,
+}
+
+impl std::fmt::Debug for DatabaseConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseConfig")
+            .field("url", &crate::db::redact(&self.url))
+            .field("local_url", &crate::db::redact(&self.local_url))
+            .field("listen_url", &crate::db::redact(&self.listen_url))
+            .field("max_connections", &self.max_connections)
+            .field("private_dir", &self.private_dir)
+            .field("private_port", &self.private_port)
+            .field("transaction_pooling", &self.transaction_pooling)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for LlmConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let key = if self.api_key.is_empty() {
+            ""
+        } else {
+            "[redacted]"
+        };
+        f.debug_struct("LlmConfig")
+            .field("provider", &self.provider)
+            .field("base_url", &self.base_url)
+            .field("api_key", &key)
+            .field("model", &self.model)
+            .field("extraction_model", &self.extraction_model)
+            .field("stream", &self.stream)
+            .field("max_output_tokens", &self.max_output_tokens)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod debug_tests {
+    #[test]
+    fn debug_output_hides_the_secrets() {
+        let mut c = crate::config::Config::defaults();
+        c.llm.api_key = "sk-very-secret".into();
+        c.database.url = "postgres://u:pw-secret@h/db?password=pw-secret".into();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("sk-very-secret"), "{shown}");
+        assert!(!shown.contains("pw-secret"), "{shown}");
+    }
 }
 
 fn default_lock_timeout_ms() -> u64 {
@@ -182,8 +228,8 @@ pub struct HttpConfig {
     pub addr: String,
 }
 
-/// The LLM provider.
-#[derive(Debug, Clone, Deserialize)]
+/// The LLM provider. `Debug` hides the API key (review #22).
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LlmConfig {
     pub provider: ProviderChoice,
@@ -209,6 +255,10 @@ pub struct LlmConfig {
     pub context_window_tokens: u64,
     /// Most bytes of one streamed answer before the call fails (a runaway model).
     pub max_stream_bytes: usize,
+    /// Most bytes of one raw response body, JSON or SSE, before the call fails (a hostile or
+    /// broken server; review N15).
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: usize,
     /// Guided mode: `job` (the job file's `agent.guided`), `on` or `off` for every kind.
     pub guided: String,
     /// Offer tool schemas in OpenAI's strict form, with `"strict": true` (see `tools::strict`).
@@ -225,6 +275,30 @@ pub struct LlmConfig {
     /// Estimated tokens per minute toward the endpoint across the fleet (0: no limit).
     #[serde(default)]
     pub tokens_per_minute: u64,
+    /// The models an org may choose (`PATCH /v1/settings` `model`); empty: the models priced in
+    /// `prices`, `model` and `extraction_model` (review N13).
+    #[serde(default)]
+    pub org_models: Vec<String>,
+}
+
+fn default_max_response_bytes() -> usize {
+    crate::llm::openai::DEFAULT_MAX_RESPONSE_BYTES
+}
+
+impl LlmConfig {
+    /// The models an org may choose for its runs.
+    pub fn allowed_org_models(&self) -> Vec<String> {
+        if !self.org_models.is_empty() {
+            return self.org_models.clone();
+        }
+        let mut m: Vec<String> = self.prices.keys().cloned().collect();
+        for own in [&self.model, &self.extraction_model] {
+            if !own.is_empty() && !m.contains(own) {
+                m.push(own.clone());
+            }
+        }
+        m
+    }
 }
 
 /// Logging.
@@ -422,6 +496,11 @@ impl Config {
             "llm.context_window_tokens",
             self.llm.context_window_tokens,
             1024,
+        )?;
+        at_least(
+            "llm.max_response_bytes",
+            self.llm.max_response_bytes as u64,
+            64 * 1024,
         )?;
         at_least(
             "llm.max_stream_bytes",

@@ -257,17 +257,49 @@ async fn open_pool(
     }
 }
 
-/// Hides the password of a URL for logs and output.
+/// Hides the password of a URL for logs and output: the one in the userinfo and a
+/// `password=` query parameter (libpq accepts both; review #22).
 pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
+    let url = match (url.find("://"), url.rfind('@')) {
         (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{}:***{}", &url[..s + 3], user, &url[at..]),
-                None => url.to_string(),
+            match (url.get(..s + 3), url.get(s + 3..at), url.get(at..)) {
+                (Some(scheme), Some(creds), Some(rest)) => match creds.split_once(':') {
+                    Some((user, _)) => format!("{scheme}{user}:***{rest}"),
+                    None => url.to_string(),
+                },
+                _ => url.to_string(),
             }
         }
         _ => url.to_string(),
+    };
+    match url.split_once('?') {
+        None => url,
+        Some((base, query)) => {
+            let params: Vec<String> = query
+                .split('&')
+                .map(|p| match p.split_once('=') {
+                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                    _ => p.to_string(),
+                })
+                .collect();
+            format!("{base}?{}", params.join("&"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod redact_tests {
+    #[test]
+    fn passwords_are_hidden_in_userinfo_and_query() {
+        assert_eq!(
+            super::redact("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(
+            super::redact("postgres://h/db?user=u&password=secret&sslmode=require"),
+            "postgres://h/db?user=u&password=***&sslmode=require"
+        );
+        assert_eq!(super::redact("postgres://h/db"), "postgres://h/db");
     }
 }
 

@@ -1,5 +1,8 @@
 //! The operator's endpoints: `/healthz` (process alive), `/readyz` (database reachable,
-//! migrations current, workers running) and `/metrics` (Prometheus text).
+//! migrations current, workers running) and `/metrics` (Prometheus text), served on the
+//! operator's own listener (`http.addr`, `agentd serve --ops-addr`). The public API port gets
+//! only [`public_router`]: `/healthz` and a `/readyz` that says ready or not and nothing else
+//! (the reason goes to the log), since metrics name every kind, endpoint and queue depth.
 
 use axum::{Router, extract::State, http::StatusCode, routing::get};
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -34,7 +37,27 @@ pub fn metrics_handle() -> PrometheusHandle {
         .clone()
 }
 
-/// `/healthz`, `/readyz` and `/metrics` (also merged into `agentd serve`'s API router).
+/// What the public API port answers without a key: `/healthz`, and `/readyz` as a bare status
+/// (load balancers need it; the reason is logged, not served).
+pub fn public_router(state: HealthState) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/readyz",
+            get(|s: State<HealthState>| async move {
+                let (code, why) = readyz(s).await;
+                if code == StatusCode::OK {
+                    (code, why)
+                } else {
+                    tracing::warn!(reason = why.trim_end(), "readyz: not ready");
+                    (code, "not ready\n".to_string())
+                }
+            }),
+        )
+        .with_state(state)
+}
+
+/// `/healthz`, `/readyz` and `/metrics`: the operator's listener.
 pub fn router(state: HealthState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))

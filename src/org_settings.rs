@@ -239,20 +239,79 @@ pub enum ApplyError {
     Db(#[from] sqlx::Error),
 }
 
+/// Who changes an org's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetBy {
+    /// The operator (`agentd orgs set`, the demo): any value that is valid.
+    Operator,
+    /// The org's own admin key (`PATCH /v1/settings`): the budget and the cost cap may only be
+    /// lowered (the operator's limits are ceilings), and the model is one of
+    /// [`crate::config::LlmConfig::allowed_org_models`] (review N13).
+    OrgAdmin,
+}
+
+/// Refuses what an org admin may not change (see [`SetBy::OrgAdmin`]).
+fn check_org_admin(
+    config: &Config,
+    cur: &OrgSettings,
+    next: &OrgSettings,
+) -> Result<(), SettingError> {
+    let raised = |now: Option<i64>, then: Option<i64>| match (now, then) {
+        (Some(a), Some(b)) => b > a,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    for (key, now, then) in [
+        ("monthly_token_budget", cur.token_budget, next.token_budget),
+        ("cost_cap_cents", cur.cost_cap_cents, next.cost_cap_cents),
+    ] {
+        if raised(now, then) {
+            return Err(err(
+                key,
+                format!(
+                    "may only be lowered with an org key (now {}); an operator raises or removes it with `agentd orgs set`",
+                    now.map_or("unlimited".into(), |n| n.to_string())
+                ),
+            ));
+        }
+    }
+    if let Some(m) = &next.model
+        && next.model != cur.model
+    {
+        let allowed = config.llm.allowed_org_models();
+        if !allowed.contains(m) {
+            return Err(err(
+                "model",
+                format!(
+                    "{m:?} is not a model this service offers (one of: {}, or null)",
+                    allowed.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Validates `p` against the org's current settings and saves it with the enforced budget, in
-/// one transaction (the org row locked). Nothing is written when a key is bad.
+/// one transaction (the org row locked). Nothing is written when a key is bad or `by` may not
+/// make the change.
 pub async fn apply(
     pool: &PgPool,
     config: &Config,
     org_id: Uuid,
     p: &Patch,
     now: chrono::DateTime<chrono::Utc>,
+    by: SetBy,
 ) -> Result<OrgSettings, ApplyError> {
     let mut tx = pool.begin().await?;
     let current = store::lock(&mut tx, org_id)
         .await?
         .ok_or(ApplyError::NotFound(org_id))?;
-    let next = merge(current, p)?;
+    let next = merge(current.clone(), p)?;
+    if by == SetBy::OrgAdmin {
+        check_org_admin(config, &current, &next)?;
+    }
+    let limit = enforced_limit(config, &next)?;
     // The nightly fan-out converts in SQL: PostgreSQL must know the zone too.
     let known: bool =
         sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1)")
@@ -266,7 +325,6 @@ pub async fn apply(
         )
         .into());
     }
-    let limit = enforced_limit(config, &next)?;
     store::save(&mut tx, &next, limit, now).await?;
     tx.commit().await?;
     Ok(next)

@@ -337,7 +337,12 @@ async fn tool_call_cap_stops_extra_calls() {
         .unwrap();
     assert_eq!(out.stop_reason.as_deref(), Some("max_tool_calls"));
     let a = audit(&f, out.run_id).await;
-    assert_eq!(a[2].decision, "capped");
+    // The call past the cap is dropped from the answer when it is stored, and said so.
+    assert_eq!(
+        (a[0].tool.as_str(), a[0].decision.as_str()),
+        ("dropped_calls", "capped")
+    );
+    assert_eq!(a[0].args.as_ref().unwrap()["dropped"], json!(1));
     assert_eq!(
         count(&f, "SELECT count(*) FROM tags").await,
         0,
@@ -350,6 +355,62 @@ async fn tool_call_cap_stops_extra_calls() {
         "the cap ends with a forced summary"
     );
     p.assert_complete();
+}
+
+/// Review N14: one answer with 10,000 tool calls — native, or written as text — costs the
+/// run what `max_tool_calls` allows and one audit row that says how many were dropped (plus the
+/// run's cap row); the next request carries no more results than that.
+#[tokio::test]
+async fn an_answer_with_thousands_of_calls_is_cut_to_the_cap_with_one_audit_row() {
+    const N: usize = 10_000;
+    let text_calls: String = (0..N)
+        .map(|i| format!("<tool_call>{{\"name\": \"get_document\", \"arguments\": {{\"n\": {i}}}}}</tool_call>\n"))
+        .collect();
+    let native: Vec<(String, String, String)> = (0..N)
+        .map(|i| {
+            (
+                format!("c{i}"),
+                "get_document".into(),
+                format!("{{\"n\": {i}}}"),
+            )
+        })
+        .collect();
+    for (how, turn) in [
+        ("native", Turn::Tools(native)),
+        ("text", Turn::Text(text_calls)),
+    ] {
+        let f = fixture().await;
+        let p = Arc::new(ScriptedProvider::new(vec![turn, Turn::text("done")]));
+        let app = app_with(&f, p.clone());
+        let mut s = spec(&app, &f, 1);
+        s.caps.max_tool_calls = 5;
+        let out = app
+            .engine(app.spec("auto_create"))
+            .run(&s, &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(out.stop_reason.as_deref(), Some("max_tool_calls"), "{how}");
+        let a = audit(&f, out.run_id).await;
+        assert!(a.len() <= 5 + 2, "{how}: {} audit rows", a.len());
+        let dropped: Vec<_> = a.iter().filter(|r| r.tool == "dropped_calls").collect();
+        assert_eq!(dropped.len(), 1, "{how}: one row for the dropped calls");
+        assert_eq!(
+            dropped[0].args.as_ref().unwrap()["dropped"],
+            json!(N - 5),
+            "{how}: it says how many"
+        );
+        let results = p.requests.lock().unwrap()[1]
+            .messages
+            .iter()
+            .flat_map(|m| m.content.iter())
+            .filter(|b| matches!(b, agentd::llm::Block::ToolResult { .. }))
+            .count();
+        assert_eq!(
+            results, 5,
+            "{how}: the next request carries the kept calls' results"
+        );
+        p.assert_complete();
+    }
 }
 
 #[tokio::test]

@@ -499,15 +499,19 @@ async fn jobs_settings_suggestions_and_status() {
         api.call("GET", "/v1/settings", k, None).await.body["monthly_token_budget"],
         100
     );
-    let r = api
-        .call(
-            "PATCH",
-            "/v1/settings",
-            k,
-            Some(json!({"monthly_token_budget": null})),
-        )
-        .await;
-    assert_eq!(r.body["monthly_token_budget"], Value::Null);
+    // The org's own key may lower its budget, not lift it (review N13).
+    api.call(
+        "PATCH",
+        "/v1/settings",
+        k,
+        Some(json!({"monthly_token_budget": null})),
+    )
+    .await
+    .problem(422, Some("monthly_token_budget"));
+    assert_eq!(
+        api.call("GET", "/v1/settings", k, None).await.body["monthly_token_budget"],
+        100
+    );
 
     for i in 0..3 {
         sqlx::query("INSERT INTO suggestions (id, org_id, kind, subject, night, title, message) VALUES ($1, $2, 'waiting', $3, '2026-01-02', 't', 'm')")

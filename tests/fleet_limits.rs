@@ -206,3 +206,46 @@ async fn three_worker_processes_never_exceed_the_fleet_limit_and_all_pause_on_a_
         "{line}"
     );
 }
+
+/// Review N5: when the fleet limiter cannot ask the database (a failover, a lock timeout, a
+/// closed pool), the request is not sent and the error is retryable — the job tries again
+/// instead of going dead.
+#[tokio::test]
+async fn a_limiter_that_cannot_reach_the_database_fails_the_call_retryably() {
+    use agentd::llm::LlmProvider;
+    use agentd::llm::openai::{OpenAiProvider, OpenAiSettings};
+    let db = TestDb::new().await;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&db.url)
+        .await
+        .unwrap();
+    let limiter =
+        agentd::llm::limits::FleetLimiter::new(pool.clone(), "http://127.0.0.1:9/v1", 600, 0)
+            .unwrap();
+    let provider = OpenAiProvider::new(OpenAiSettings {
+        // Nothing listens there: the request must not even be tried.
+        base_url: "http://127.0.0.1:9/v1".into(),
+        api_key: "sk-test".into(),
+        timeout: Duration::from_secs(5),
+        max_retries: 0,
+        stream: false,
+    })
+    .with_limiter(limiter);
+    pool.close().await;
+    let req = agentd::llm::CompletionRequest {
+        model: "m".into(),
+        messages: vec![agentd::llm::Message::text(agentd::llm::Role::User, "hi")],
+        tools: vec![],
+        tool_choice: agentd::llm::ToolChoice::Auto,
+        max_tokens: Some(10),
+        response_format: None,
+    };
+    let err = provider.complete(req).await.unwrap_err();
+    assert!(err.retryable, "{err}");
+    assert!(
+        err.to_string()
+            .contains(agentd::llm::limits::LIMITER_UNREACHABLE),
+        "{err}"
+    );
+}

@@ -69,6 +69,7 @@ impl F {
             self.org,
             &p,
             self.clock.now(),
+            org_settings::SetBy::Operator,
         )
         .await
         .unwrap();
@@ -179,9 +180,16 @@ async fn the_nightly_fan_out_runs_once_per_local_date_across_dst_changes() {
     let ny = orgs::ensure(&f.db.pool, "newyork").await.unwrap().id;
     let p: Patch =
         serde_json::from_value(json!({"timezone": "America/New_York", "nightly_hour": 1})).unwrap();
-    org_settings::apply(&f.db.pool, &f.app.config, ny, &p, f.clock.now())
-        .await
-        .unwrap();
+    org_settings::apply(
+        &f.db.pool,
+        &f.app.config,
+        ny,
+        &p,
+        f.clock.now(),
+        org_settings::SetBy::Operator,
+    )
+    .await
+    .unwrap();
 
     // Spring: Berlin skips 02:00–03:00 on 2026-03-29. Each org's local dates from the start
     // (already past its hour that day) to the end of the walk, once each.
@@ -764,7 +772,8 @@ async fn settings_are_validated_and_the_cost_cap_becomes_a_token_limit() {
     ];
     for (p, field) in bad {
         let patch: Patch = serde_json::from_value(p.clone()).unwrap();
-        let e = org_settings::apply(&f.db.pool, &f.app.config, f.org, &patch, f.clock.now())
+        let by = org_settings::SetBy::Operator;
+        let e = org_settings::apply(&f.db.pool, &f.app.config, f.org, &patch, f.clock.now(), by)
             .await
             .unwrap_err();
         match e {

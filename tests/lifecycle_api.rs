@@ -22,10 +22,9 @@ async fn settings_approvals_and_suggestions_over_http() {
         (json!({"timezone": "Nowhere/City"}), "timezone"),
         (json!({"nightly_hour": -1}), "nightly_hour"),
         (json!({"approval_ttl_secs": 99999999}), "approval_ttl_secs"),
-        (
-            json!({"cost_cap_cents": 5, "model": "unpriced"}),
-            "cost_cap_cents",
-        ),
+        // An org chooses among the offered (priced) models; the operator's path still refuses
+        // a cost cap on an unpriced model (tests/lifecycle.rs).
+        (json!({"cost_cap_cents": 5, "model": "unpriced"}), "model"),
     ] {
         let r = api
             .call("PATCH", "/v1/settings", k, Some(body.clone()))
@@ -170,4 +169,71 @@ async fn settings_approvals_and_suggestions_over_http() {
     r.problem(409, None);
     let r = api.call("GET", "/v1/suggestions", k, None).await;
     assert_eq!(r.body["items"][0]["state"], "dismissed", "{}", r.body);
+}
+
+/// Review N13: the operator's limits are ceilings the org's own admin key cannot lift, and an
+/// org chooses its model only from the models the service offers; the operator can do both.
+#[tokio::test]
+async fn an_org_key_cannot_lift_the_operators_limits_or_pick_any_model() {
+    let api = Api::start().await;
+    let (org, admin) = api.org("acme", Role::Admin).await;
+    let k = Some(admin.as_str());
+    let operator = |patch: serde_json::Value| {
+        let app = api.app.clone();
+        async move {
+            let p: agentd::org_settings::Patch = serde_json::from_value(patch).unwrap();
+            let now = app.clock.now();
+            let by = agentd::org_settings::SetBy::Operator;
+            agentd::org_settings::apply(&app.pool, &app.config, org, &p, now, by)
+                .await
+                .unwrap();
+        }
+    };
+    operator(json!({"monthly_token_budget": 1000, "cost_cap_cents": 50})).await;
+    for (body, field) in [
+        (
+            json!({"monthly_token_budget": null}),
+            "monthly_token_budget",
+        ),
+        (
+            json!({"monthly_token_budget": 1001}),
+            "monthly_token_budget",
+        ),
+        (json!({"cost_cap_cents": null}), "cost_cap_cents"),
+        (json!({"cost_cap_cents": 51}), "cost_cap_cents"),
+        (json!({"model": "gpt-5-ultra-expensive"}), "model"),
+    ] {
+        api.call("PATCH", "/v1/settings", k, Some(body.clone()))
+            .await
+            .problem_in(&body.to_string(), 422, Some(field));
+    }
+    let s = api.call("GET", "/v1/settings", k, None).await.body;
+    assert_eq!(
+        (
+            s["monthly_token_budget"].clone(),
+            s["cost_cap_cents"].clone(),
+            s["model"].clone()
+        ),
+        (json!(1000), json!(50), serde_json::Value::Null),
+        "nothing was written"
+    );
+    // Lowering, and a model the service offers (priced in llm.prices), are the org's to choose.
+    let r = api
+        .call(
+            "PATCH",
+            "/v1/settings",
+            k,
+            Some(
+                json!({"monthly_token_budget": 900, "cost_cap_cents": 40, "model": "gpt-4.1-mini"}),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    // The operator may lift them again.
+    operator(json!({"monthly_token_budget": null, "cost_cap_cents": null,
+                    "model": "a-model-only-operators-set"}))
+    .await;
+    let s = api.call("GET", "/v1/settings", k, None).await.body;
+    assert_eq!(s["monthly_token_budget"], serde_json::Value::Null);
+    assert_eq!(s["model"], "a-model-only-operators-set");
 }

@@ -678,3 +678,75 @@ async fn an_sse_parse_error_is_not_retried_verbatim_by_the_adapter() {
     assert!(err.is_unparsed_output() && err.after_generation(), "{err}");
     assert_eq!(fake.seen().len(), 1);
 }
+
+/// Review N15: a response body past `llm.max_response_bytes` is refused at the cap — with a
+/// `Content-Length` that says so before anything is read, and without one (chunked) while it is
+/// read — in both modes, not retried, naming the setting.
+#[tokio::test]
+async fn a_body_past_max_response_bytes_is_refused_in_both_modes() {
+    const CAP: usize = 1 << 20;
+    let big_text = "x".repeat(8 * CAP);
+    let whole = Canned::json(
+        200,
+        completion(json!({"role": "assistant", "content": big_text}), "stop"),
+    );
+    let sse: Vec<String> = (0..200)
+        .map(|_| chunk(json!({"content": "y".repeat(64 * 1024)}), None))
+        .collect();
+    // A chunked body (no Content-Length) of 64 MB, for the case nothing announces the size.
+    async fn endless() -> Response {
+        let part = Bytes::from(vec![b' '; 1 << 20]);
+        let body =
+            futures::stream::iter((0..64).map(move |_| Ok::<_, std::io::Error>(part.clone())));
+        Response::builder()
+            .status(200)
+            .header("content-type", "application/json")
+            .body(Body::from_stream(body))
+            .unwrap()
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let chunked_url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        axum::serve(listener, axum::Router::new().fallback(endless))
+            .await
+            .unwrap()
+    });
+    for (what, script, stream) in [
+        ("json", Some(whole), false),
+        ("sse", Some(Canned::sse(&sse)), true),
+        ("chunked", None, false),
+    ] {
+        let (provider, fake) = match script {
+            Some(s) => {
+                let fake = Fake::start(vec![s]).await;
+                (fake.provider(stream, 2, SECOND), Some(fake))
+            }
+            None => (
+                OpenAiProvider::new(OpenAiSettings {
+                    base_url: chunked_url.clone(),
+                    api_key: KEY.into(),
+                    timeout: SECOND,
+                    max_retries: 2,
+                    stream,
+                }),
+                None,
+            ),
+        };
+        let err = provider
+            .with_max_stream_bytes(64 * CAP)
+            .with_max_response_bytes(CAP)
+            .complete(request(vec![], ToolChoice::Auto))
+            .await
+            .unwrap_err();
+        assert!(
+            err.message.contains("llm.max_response_bytes"),
+            "{what}: {err}"
+        );
+        if what != "sse" {
+            assert!(!err.retryable, "{what}: {err}");
+        }
+        if let Some(fake) = fake.filter(|_| what != "sse") {
+            assert_eq!(fake.seen().len(), 1, "{what}: not retried");
+        }
+    }
+}

@@ -302,3 +302,74 @@ where
     assert!(lines > 3, "the worker logged: {logs}");
     logs
 }
+
+/// Review N7: `agentd serve`'s public port answers `/metrics` only with the API's 401 (no
+/// operator data without a key) and `/readyz` without the reason; the operator's listener
+/// (`--ops-addr`) serves both.
+#[tokio::test]
+async fn metrics_live_on_the_operator_listener_only() {
+    let db = TestDb::new().await;
+    let app = common::app(&db, Arc::new(SystemClock));
+    let public = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ops = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (public_addr, ops_addr) = (public.local_addr().unwrap(), ops.local_addr().unwrap());
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(agentd::api::serve(public, Some(ops), app, stop.clone()));
+    let (code, body) = tokio::task::spawn_blocking(move || get(public_addr, "/metrics"))
+        .await
+        .unwrap();
+    assert_eq!(code, 401, "/metrics on the public port: {body}");
+    assert!(!body.contains("agentd_"), "{body}");
+    let (code, body) = tokio::task::spawn_blocking(move || get(public_addr, "/readyz"))
+        .await
+        .unwrap();
+    assert_eq!((code, body.as_str()), (200, "ready\n"));
+    let (code, body) = tokio::task::spawn_blocking(move || get(ops_addr, "/metrics"))
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("agentd_queue_ready"), "{body}");
+    stop.cancel();
+}
+
+/// Review N8: one org's job counts (`GET /v1/status`, the console's queue) read that org's jobs
+/// by index, not the whole table, however many jobs other orgs have.
+#[tokio::test]
+async fn an_orgs_job_counts_do_not_scan_every_job() {
+    let db = TestDb::new().await;
+    let (quiet, noisy) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    sqlx::query(
+        "INSERT INTO agentd_jobs (kind, payload, state, finished_at)
+         SELECT 'auto_create', jsonb_build_object('org_id', $1::text, 'document_id', gen_random_uuid()),
+                'succeeded', now()
+           FROM generate_series(1, 20000)",
+    )
+    .bind(noisy)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO agentd_jobs (kind, payload)
+         SELECT 'auto_create', jsonb_build_object('org_id', $1::text, 'document_id', gen_random_uuid())
+           FROM generate_series(1, 3)",
+    )
+    .bind(quiet)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE agentd_jobs")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let mut tx = db.pool.begin().await.unwrap();
+    let scans = "SELECT coalesce(seq_scan, 0), coalesce(idx_scan, 0) FROM pg_stat_xact_user_tables
+                  WHERE relname = 'agentd_jobs'";
+    let before: (i64, i64) = sqlx::query_as(scans).fetch_one(&mut *tx).await.unwrap();
+    let counts = agentd::store::status::job_counts(&mut *tx, Some(quiet))
+        .await
+        .unwrap();
+    let after: (i64, i64) = sqlx::query_as(scans).fetch_one(&mut *tx).await.unwrap();
+    assert_eq!(counts.iter().map(|c| c.count).sum::<i64>(), 3, "{counts:?}");
+    assert_eq!(after.0 - before.0, 0, "no sequential scan of agentd_jobs");
+    assert!(after.1 > before.1, "an index scan instead");
+}

@@ -97,10 +97,23 @@ async fn model(State(seen): State<Seen>, body: Bytes) -> Response {
     match results {
         0 => tool_call("get_document", json!({})),
         1 => {
-            let props: serde_json::Map<String, Value> = ["customer_name", "email", "phone", "iban"]
-                .iter()
-                .map(|f| (f.to_string(), json!({"type": "string"})))
-                .collect();
+            let mut props: serde_json::Map<String, Value> =
+                ["customer_name", "email", "phone", "iban"]
+                    .iter()
+                    .map(|f| (f.to_string(), json!({"type": "string"})))
+                    .collect();
+            // A model that copies an example into the schema: the person's token, which comes
+            // back as the real name, is stored in the schema and must neither reach the audit
+            // (review N10) nor leave again in the extraction's response_format (review N9).
+            let person = regex::Regex::new(r"PERSON_\d+")
+                .unwrap()
+                .find(&text)
+                .map(|m| m.as_str().to_string())
+                .unwrap_or_else(|| "Jane Doe".into());
+            props.insert(
+                "customer_name".into(),
+                json!({"type": "string", "description": format!("the customer, e.g. {person}")}),
+            );
             tool_call(
                 "create_schema",
                 json!({"name": "Invoice", "response_format": {"type": "json_schema",
@@ -274,15 +287,48 @@ async fn an_org_that_opts_out_sends_the_text_as_is() {
 
 /// Auto-create with the offline provider; returns (db, org, doc, run).
 async fn offline_run() -> (TestDb, Uuid, Uuid, Uuid) {
+    offline_run_of("invoice.txt", DOC).await
+}
+
+/// Review N11: a personal value too long for a btree entry (a 4,000-character e-mail address)
+/// still gets its token stored, and the document is proposed with redaction on.
+#[tokio::test]
+async fn a_very_long_personal_value_is_redacted_and_the_run_finishes() {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    let local: String = (0..4000)
+        .map(|_| char::from(b'a' + rng.random_range(0..26u8)))
+        .collect();
+    let email = format!("{local}@example.com");
+    let text = format!("Invoice INV-7\nEmail: {email}\nTotal: 12.00 EUR\n");
+    let (db, _, doc, run) = offline_run_of("long.txt", &text).await;
+    let status: String =
+        sqlx::query_scalar("SELECT auto_create_status FROM documents WHERE id = $1")
+            .bind(doc)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(status, "proposed");
+    let stored: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM pii_tokens WHERE run_id = $1 AND value = $2")
+            .bind(run)
+            .bind(&email)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(stored, 1, "the long value has its token");
+}
+
+/// Auto-create of one document (`name`, `text`) with the offline provider; returns (db, org,
+/// doc, run).
+async fn offline_run_of(name: &str, text: &str) -> (TestDb, Uuid, Uuid, Uuid) {
     let db = TestDb::new().await;
     let app = common::app(&db, Arc::new(SystemClock) as SharedClock);
     let org = agentd::store::orgs::ensure(&db.pool, "acme")
         .await
         .unwrap()
         .id;
-    let (doc, _) = add_document(&app, org, "invoice.txt", DOC, true)
-        .await
-        .unwrap();
+    let (doc, _) = add_document(&app, org, name, text, true).await.unwrap();
     let (w, stop) = common::start_worker(&app, "auto_create", None).await;
     let pool = db.pool.clone();
     wait_until(60, "the run finishes", || {

@@ -509,6 +509,99 @@ async fn approving_a_proposed_extraction_is_charged_to_org_and_run() {
     assert_eq!(run.counters.tokens(), 360, "and to the run");
 }
 
+/// Review N4: a person approves a proposed `run_extraction` with another prompt. The edit is
+/// kept (arguments, `edited`, its audit row) and the stored extraction is the one the audit
+/// names: the edited prompt's, which is the one that ran.
+#[tokio::test]
+async fn an_edited_extraction_approval_records_the_arguments_that_ran() {
+    let w = world().await;
+    let d = doc(&w, "a").await;
+    let mut c = w.db.pool.acquire().await.unwrap();
+    let s = agentd::store::schemas::create(&mut c, w.org, "S", &format(), None, Utc::now())
+        .await
+        .unwrap();
+    let mut prompts = Vec::new();
+    for name in ["P1", "P2"] {
+        let f = agentd::store::prompts::PromptFields {
+            name: name.into(),
+            content: format!("Extract a ({name})."),
+            schema_id: s.schema_id,
+            schema_version: s.version,
+            model: None,
+            tag_ids: vec![],
+        };
+        let p = agentd::store::prompts::create(&mut c, w.org, &f, None, Utc::now())
+            .await
+            .unwrap();
+        prompts.push(p.prompt_id);
+    }
+    drop(c);
+    let scripted = Arc::new(ScriptedProvider::new(vec![
+        Turn::tool(
+            "1",
+            "run_extraction",
+            json!({"document_id": d, "prompt_revid": format!("{}:1", prompts[0])}),
+        ),
+        Turn::text("proposed"),
+        // The approval's extraction call (made with the edited prompt).
+        Turn::text(r#"{"a": "hello"}"#),
+    ]));
+    let app = app_on(&w, w.db.pool.clone(), scripted.clone());
+    let spec = app.spec("proactive_suggestion");
+    let mut rs = app.run_spec(spec, w.org, "night".into(), Some(1), "go".into());
+    rs.night = Some(Utc::now().date_naive());
+    app.engine(spec)
+        .run(&rs, &CancellationToken::new())
+        .await
+        .unwrap();
+    let id: Uuid = sqlx::query_scalar("SELECT id FROM pending_approvals")
+        .fetch_one(&w.db.pool)
+        .await
+        .unwrap();
+    let edited = json!({"document_id": d, "prompt_revid": format!("{}:1", prompts[1])});
+    let decided = approvals::decide(
+        &w.db.pool,
+        &(w.clock.clone() as SharedClock),
+        &app.tool_env(spec),
+        id,
+        Some(w.org),
+        Decision::Approve { by: "ann".into() },
+        approvals::DecisionExtra {
+            reason: None,
+            edited_args: Some(edited.clone()),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(decided.status, "executed", "{decided:?}");
+    scripted.assert_complete();
+    let (was_edited, args): (bool, Value) =
+        sqlx::query_as("SELECT edited, args FROM pending_approvals WHERE id = $1")
+            .bind(id)
+            .fetch_one(&w.db.pool)
+            .await
+            .unwrap();
+    assert!(was_edited, "the approval records that it was edited");
+    assert_eq!(args["prompt_revid"], edited["prompt_revid"], "{args}");
+    let decisions: Vec<String> = sqlx::query_scalar(
+        "SELECT decision FROM audit_events WHERE call_id = 'approval:' || $1 ORDER BY id",
+    )
+    .bind(id.to_string())
+    .fetch_all(&w.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(decisions, ["edited", "human_approved"]);
+    let ran: Uuid = sqlx::query_scalar("SELECT prompt_id FROM extractions WHERE document_id = $1")
+        .bind(d)
+        .fetch_one(&w.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        ran, prompts[1],
+        "the stored extraction is the edited prompt's"
+    );
+}
+
 #[tokio::test]
 async fn a_cut_off_extraction_says_so_and_uses_the_configured_extraction_model() {
     let w = world().await;

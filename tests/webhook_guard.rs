@@ -40,7 +40,12 @@ async fn serve(api: &mut Api, app: App) -> CancellationToken {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     api.base = format!("http://{}", listener.local_addr().unwrap());
     let stop = CancellationToken::new();
-    tokio::spawn(agentd::api::serve(listener, api.app.clone(), stop.clone()));
+    tokio::spawn(agentd::api::serve(
+        listener,
+        None,
+        api.app.clone(),
+        stop.clone(),
+    ));
     stop
 }
 

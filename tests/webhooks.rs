@@ -330,7 +330,12 @@ async fn deliveries_retry_until_accepted_are_signed_once_per_event_and_die_after
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     api.base = format!("http://{}", listener.local_addr().unwrap());
     let stop = CancellationToken::new();
-    tokio::spawn(agentd::api::serve(listener, api.app.clone(), stop.clone()));
+    tokio::spawn(agentd::api::serve(
+        listener,
+        None,
+        api.app.clone(),
+        stop.clone(),
+    ));
     let (org, admin) = api.org("acme", Role::Admin).await;
     let (other, _) = api.org("globex", Role::Admin).await;
     let a = Some(admin.as_str());
@@ -514,4 +519,68 @@ fn the_webhook_delivery_job_file_is_validated_naming_file_and_key() {
     )
     .unwrap_err();
     assert!(e.message.contains("only webhook_delivery"), "{}", e.message);
+}
+
+/// Review N6: an open stream is re-authorised before it reads new events — revoking its key
+/// ends it, and what was written after the revocation never reaches it; one key may hold only
+/// so many streams.
+#[tokio::test]
+async fn a_revoked_key_loses_its_stream_and_streams_per_key_are_capped() {
+    let api = Api::start().await;
+    let (org, key) = api.org("acme", Role::Reader).await;
+    let first = emit(&api.db.pool, org, EventType::SuggestionCreated, 0).await;
+    let open = |key: String| {
+        api.http
+            .get(format!("{}/v1/events/stream?after=0", api.base))
+            .bearer_auth(key)
+            .send()
+    };
+    let mut res = open(key.clone()).await.unwrap();
+    assert_eq!(res.status(), 200);
+    let mut buf = String::new();
+    let got = sse_events(&mut res, &mut buf, 1).await;
+    assert_eq!(got[0].0, first);
+    sqlx::query("UPDATE api_keys SET revoked_at = now() WHERE org_id = $1")
+        .bind(org)
+        .execute(&api.db.pool)
+        .await
+        .unwrap();
+    let late = emit(&api.db.pool, org, EventType::RunFailed, 1).await;
+    // The stream ends (within its poll interval) without the late event.
+    let mut rest = String::new();
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while let Some(chunk) = res.chunk().await.unwrap() {
+            rest.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream of a revoked key ends");
+    assert!(
+        !rest.contains(&format!("id: {late}")) && !rest.contains(&format!("id:{late}")),
+        "{rest}"
+    );
+
+    let other = api.key(org, Role::Reader).await;
+    let mut streams = Vec::new();
+    for _ in 0..agentd::api::events::MAX_STREAMS_PER_KEY {
+        let r = open(other.clone()).await.unwrap();
+        assert_eq!(r.status(), 200);
+        streams.push(r);
+    }
+    let r = open(other.clone()).await.unwrap();
+    assert_eq!(r.status(), 429);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["type"], "urn:agentd:problem:too-many-streams");
+    // A closed stream gives its place back.
+    drop(streams.pop());
+    let mut admitted = false;
+    for _ in 0..50 {
+        let r = open(other.clone()).await.unwrap();
+        if r.status() == 200 {
+            admitted = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(admitted, "a closed stream's place is given back");
 }

@@ -103,8 +103,8 @@ pub async fn checkpoint_answer(
 ) -> sqlx::Result<Settled> {
     let add = Counters {
         rounds,
-        input_tokens: resp.usage.input_tokens as i64,
-        output_tokens: resp.usage.output_tokens as i64,
+        input_tokens: resp.usage.split_i64().0,
+        output_tokens: resp.usage.split_i64().1,
         ..Counters::default()
     };
     let reservation = match r {
@@ -114,7 +114,7 @@ pub async fn checkpoint_answer(
     let settle = Settle {
         org_id,
         reservation,
-        tokens: resp.usage.total() as i64,
+        tokens: resp.usage.total_i64(),
         now,
     };
     let mut conn = pool.acquire().await?;
@@ -131,7 +131,7 @@ pub async fn checkpoint_answer(
             warn!(%org_id, used, limit, "org token budget is 80% used this month");
         }
     }
-    metrics::counter!("agentd_tokens_total", "org" => org_id.to_string(), "model" => resp.model.clone())
+    metrics::counter!("agentd_tokens_total", "model" => resp.model.clone())
         .increment(resp.usage.total());
     Ok(settled)
 }

@@ -137,7 +137,8 @@ pub async fn refuse(
         outcome,
     };
     let call = (call_id.as_str(), name.as_str(), &args);
-    let written = finish_step(tx, spec, (run_id, seq), call, decided, (0, 0), now).await?;
+    let vault = engine.vault.as_deref();
+    let written = finish_step(tx, vault, spec, (run_id, seq), call, decided, (0, 0), now).await?;
     metrics::counter!("agentd_tool_calls_total", "tool" => name.clone(), "decision" => "repeated")
         .increment(1);
     Ok(written)

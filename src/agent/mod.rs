@@ -124,6 +124,9 @@ pub struct Engine {
     pub env: ToolEnv,
     /// The redaction boundary every provider call of a run goes through.
     pub pii: crate::pii::PiiSettings,
+    /// The run's redaction table once its run started with redaction on: the audit rows of its
+    /// calls hold tokens where the model's arguments held them, not the rehydrated values.
+    pub vault: Option<std::sync::Arc<crate::pii::Vault>>,
 }
 
 impl Engine {
@@ -142,7 +145,7 @@ impl Engine {
         let mut engine = self.clone();
         // Innermost, every call is counted as sent (a tokenizer where the server omits usage).
         let metered = metering::Metered::wrap(self.env.provider.clone(), self.pool.clone(), run.id);
-        engine.env.provider = (self.pii)
+        (engine.env.provider, engine.vault) = (self.pii)
             .provider_for_run(&self.pool, spec.org_id, run.id, metered)
             .await?;
         engine.drive(spec, run, cancel).instrument(span).await
@@ -341,10 +344,6 @@ impl Engine {
                 }
                 Err(e) => return Err(round::provider_error(e)),
             };
-            let mut resp = resp;
-            if capped.is_some() {
-                round::text_only(&mut resp);
-            }
             let w = step::checkpoint_response(
                 self,
                 spec,
@@ -353,6 +352,7 @@ impl Engine {
                 resp,
                 capped.is_some(),
                 &reservation,
+                spec.caps.max_tool_calls.saturating_sub(t.tool_calls),
             )
             .await?;
             seen = w.budget;

@@ -116,7 +116,7 @@ pub(super) async fn run(
             }
         }
     };
-    let tokens = answer.usage.total() as i64;
+    let tokens = answer.usage.total_i64();
     let usage = json!({"input_tokens": answer.usage.input_tokens,
                        "output_tokens": answer.usage.output_tokens});
     let mut tx = engine.pool.begin().await?;

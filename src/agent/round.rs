@@ -7,7 +7,7 @@ use super::goals::GoalState;
 use super::transcript::Transcript;
 use super::{Engine, RunError, RunSpec, StopReason, constrain, context, guard, summary};
 use crate::llm::{
-    Block, CompletionRequest, CompletionResponse, LlmError, Message, Role, ToolChoice, ToolSpec,
+    CompletionRequest, CompletionResponse, LlmError, Message, Role, ToolChoice, ToolSpec,
     textcalls, tokens,
 };
 use crate::store::agent_loop;
@@ -145,13 +145,6 @@ async fn charge_failed(engine: &Engine, spec: &RunSpec, run_id: Uuid, req: &Comp
         Ok(None) => {}
         Err(e) => warn!(error = %e, "could not charge a failed call's tokens"),
     }
-}
-
-/// Keeps only the text of a forced summary (a server that still sends calls gets them dropped).
-pub fn text_only(resp: &mut CompletionResponse) {
-    resp.message
-        .content
-        .retain(|b| matches!(b, Block::Text { .. }));
 }
 
 /// Provider failures end the round as before.

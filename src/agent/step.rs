@@ -28,6 +28,13 @@ const MAX_RESULT_CHARS: usize = 20_000;
 /// Checkpoints a provider response: tool call ids are rewritten to be unique in the run
 /// (servers reuse ids like `call_0` across rounds), tokens are added to the run and the
 /// reservation is settled with them on the org's budget, in one transaction.
+///
+/// `room` is how many calls the run may still make (`max_tool_calls` minus those made): calls
+/// past `room` (past the first, when there is no room: it is refused as capped) are dropped
+/// before the answer is stored, with one audit row saying how many — a model or server that
+/// writes thousands of calls in one answer costs one row, not thousands (review N14). A forced
+/// summary (`summary`) keeps no call at all, and says so the same way (review #24).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn checkpoint_response(
     engine: &Engine,
     spec: &RunSpec,
@@ -36,7 +43,10 @@ pub(super) async fn checkpoint_response(
     mut resp: CompletionResponse,
     summary: bool,
     reservation: &Reservation,
+    room: u32,
 ) -> Result<Written, RunError> {
+    let keep = if summary { 0 } else { (room as usize).max(1) };
+    let dropped = drop_calls_past(&mut resp, keep);
     let mut i = 0;
     for b in resp.message.content.iter_mut() {
         if let Block::ToolUse { id, .. } = b {
@@ -60,12 +70,49 @@ pub(super) async fn checkpoint_response(
         Flush::Unflushed,
     )
     .await?;
+    if dropped > 0 {
+        let actor = format!("agent:{}", spec.kind);
+        let args = json!({"dropped": dropped, "kept": keep, "round": round + 1});
+        crate::store::runs::insert_audit(
+            &engine.pool,
+            &NewAudit {
+                args: Some(&args),
+                is_error: true,
+                ..NewAudit::new(
+                    spec.org_id,
+                    Some(run_id),
+                    &actor,
+                    "dropped_calls",
+                    "cap",
+                    "capped",
+                    now,
+                )
+            },
+        )
+        .await?;
+        tracing::warn!(%run_id, dropped, kept = keep, "an answer had more tool calls than the run may make; the rest were dropped");
+    }
     Ok(Written {
         steps: vec![row],
         tokens: Some(settled.run_tokens),
         budget: Some(BudgetSeen::after(settled.budget, now)),
         charged: true,
     })
+}
+
+/// Removes every tool call of `resp` after the first `keep`; returns how many went.
+pub(crate) fn drop_calls_past(resp: &mut CompletionResponse, keep: usize) -> usize {
+    let mut seen = 0usize;
+    let before = resp.message.content.len();
+    resp.message.content.retain(|b| {
+        if matches!(b, Block::ToolUse { .. }) {
+            seen += 1;
+            seen <= keep
+        } else {
+            true
+        }
+    });
+    before - resp.message.content.len()
 }
 
 /// What happened to a call: recorded on the audit row and the tool_result checkpoint.
@@ -198,7 +245,9 @@ pub(super) async fn execute_call(
     // After the extraction model's own checkpoint, if it wrote one.
     let seq = steps.last().map_or(seq, |r: &StepRow| r.seq + 1);
     let call = (call_id.as_str(), name.as_str(), &args_value);
-    let mut written = finish_step(tx, spec, (run_id, seq), call, decided, spent, now).await?;
+    let vault = engine.vault.as_deref();
+    let mut written =
+        finish_step(tx, vault, spec, (run_id, seq), call, decided, spent, now).await?;
     steps.append(&mut written.steps);
     written.steps = steps;
     // A model the tool asked was charged to the org: the next round reads its budget afresh.
@@ -220,6 +269,7 @@ pub(super) async fn execute_call(
 /// tokens of a model it asked.
 pub(super) async fn finish_step(
     mut tx: StepConn,
+    vault: Option<&crate::pii::Vault>,
     spec: &RunSpec,
     (run_id, seq): (Uuid, i32),
     (call_id, name, args): (&str, &str, &Value),
@@ -228,6 +278,12 @@ pub(super) async fn finish_step(
     now: DateTime<Utc>,
 ) -> Result<Written, RunError> {
     let actor = format!("agent:{}", spec.kind);
+    // The arguments came back rehydrated: the run's table turns its known values back into the
+    // tokens the model wrote before the audit's own rules run (review N10).
+    let (args, outcome) = match vault {
+        Some(v) => (v.redact_json(args), v.redact_json(&decided.outcome)),
+        None => (args.clone(), decided.outcome.clone()),
+    };
     let audit = NewAudit {
         org_id: spec.org_id,
         run_id: Some(run_id),
@@ -236,8 +292,8 @@ pub(super) async fn finish_step(
         tool: name,
         category: decided.category,
         decision: decided.decision,
-        args: Some(args),
-        outcome: Some(&decided.outcome),
+        args: Some(&args),
+        outcome: Some(&outcome),
         is_error: decided.is_error,
         duration_ms,
         tokens,

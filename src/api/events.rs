@@ -83,10 +83,38 @@ pub async fn list(req: Scoped, Params(q): Params<EventsQuery>) -> ApiResult {
     ok(&serde_json::json!({"events": events, "next_after": next_after}))
 }
 
-/// Wakes streams when events commit: one LISTEN per process, started by the first stream.
+/// Open streams per API key; past it a new one is refused with 429 (review N6).
+pub const MAX_STREAMS_PER_KEY: usize = 8;
+/// Open streams per process (each polls the database every [`POLL`] at most).
+pub const MAX_STREAMS: usize = 256;
+/// The longest a stream stays open; the client reconnects with `Last-Event-ID` and is
+/// authorised afresh.
+pub const MAX_STREAM_LIFETIME: Duration = Duration::from_secs(3600);
+
+/// Wakes streams when events commit: one LISTEN per process, started by the first stream;
+/// and counts the open streams, per key and in all.
 #[derive(Clone, Default)]
 pub struct EventWaker {
     rx: std::sync::Arc<std::sync::OnceLock<watch::Receiver<u64>>>,
+    open: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<Uuid, usize>>>,
+}
+
+/// One open stream's place in the counts; given back when the stream ends.
+struct StreamSlot {
+    open: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<Uuid, usize>>>,
+    key: Uuid,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.key);
+            }
+        }
+    }
 }
 
 impl EventWaker {
@@ -94,10 +122,42 @@ impl EventWaker {
         self.rx
             .get_or_init(|| {
                 let (tx, rx) = watch::channel(0u64);
-                tokio::spawn(listen(pool.clone(), tx, stop.clone()));
+                // The LISTEN needs a session of its own: with PgBouncer in transaction mode, a
+                // pooled connection would never hear it (review L9).
+                let pool = crate::db::pooling::listen_pool(pool);
+                tokio::spawn(listen(pool, tx, stop.clone()));
                 rx
             })
             .clone()
+    }
+
+    /// A place for one more stream of `key`, or the 429 that says which limit is reached.
+    fn admit(&self, key: Uuid) -> Result<StreamSlot, Problem> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let total: usize = open.values().sum();
+        let mine = open.get(&key).copied().unwrap_or(0);
+        let too_many = |detail: String| {
+            Problem::new(
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                "too-many-streams",
+                detail,
+            )
+        };
+        if mine >= MAX_STREAMS_PER_KEY {
+            return Err(too_many(format!(
+                "this key has {mine} event streams open, the most one key may; close one or read GET /v1/events"
+            )));
+        }
+        if total >= MAX_STREAMS {
+            return Err(too_many(format!(
+                "the server has {total} event streams open, its limit; retry later or read GET /v1/events"
+            )));
+        }
+        *open.entry(key).or_default() += 1;
+        Ok(StreamSlot {
+            open: self.open.clone(),
+            key,
+        })
     }
 }
 
@@ -128,10 +188,31 @@ async fn listen_once(pool: &PgPool, tx: &watch::Sender<u64>) -> sqlx::Result<()>
 struct Cursor {
     pool: PgPool,
     org: Uuid,
+    key: Uuid,
     after: i64,
     buf: VecDeque<EventRow>,
     wake: watch::Receiver<u64>,
     stop: CancellationToken,
+    opened: std::time::Instant,
+    _slot: StreamSlot,
+}
+
+impl Cursor {
+    /// Whether the stream may read more: its key still unrevoked and its org active, and the
+    /// stream younger than [`MAX_STREAM_LIFETIME`]. Asked before every read of new events, so
+    /// nothing written after a key's revocation reaches its streams (review N6).
+    async fn still_authorised(&mut self) -> bool {
+        if self.opened.elapsed() >= MAX_STREAM_LIFETIME {
+            return false;
+        }
+        match crate::store::api_keys::is_live(&self.pool, self.key, self.org).await {
+            Ok(live) => live,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not re-check an event stream's key; closing it");
+                false
+            }
+        }
+    }
 }
 
 fn sse_event(e: &EventRow) -> Event {
@@ -155,6 +236,8 @@ pub async fn stream(
 ) -> Result<Sse<impl futures::Stream<Item = Result<Event, Infallible>>>, Problem> {
     let pool = req.app.pool.clone();
     let org = req.org_id();
+    let key = req.caller.key_id;
+    let slot = s.events.admit(key)?;
     let (after, field) = match headers.get("last-event-id") {
         Some(v) => {
             let id = v.to_str().ok().and_then(|v| v.trim().parse::<i64>().ok());
@@ -184,9 +267,12 @@ pub async fn stream(
         wake: s.events.subscribe(&pool, &s.shutdown),
         pool,
         org,
+        key,
         after,
         buf: first.into(),
         stop: s.shutdown.clone(),
+        opened: std::time::Instant::now(),
+        _slot: slot,
     };
     let stream = futures::stream::unfold(cur, |mut c| async move {
         loop {
@@ -200,6 +286,10 @@ pub async fn stream(
                     tokio::time::sleep(POLL).await;
                 },
                 _ = tokio::time::sleep(POLL) => {}
+            }
+            // Re-authorised before new events are read: a revoked key's stream ends here.
+            if !c.still_authorised().await {
+                return None;
             }
             match events::list_after(&c.pool, c.org, c.after, &[], MAX_LIMIT).await {
                 Ok(rows) => c.buf.extend(rows),

@@ -211,10 +211,11 @@ async fn purge_idempotency_keys(app: App, stop: CancellationToken) {
     }
 }
 
-/// Serves the API, the console (`/`) and `/healthz`, `/readyz`, `/metrics` on `listener`
-/// until `stop`.
+/// Serves the API, the console (`/`) and `/healthz`, `/readyz` on `listener` until `stop`;
+/// `/metrics` (and the detailed `/readyz`) only on `ops`, the operator's listener, if given.
 pub async fn serve(
     listener: tokio::net::TcpListener,
+    ops: Option<tokio::net::TcpListener>,
     app: App,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
@@ -226,8 +227,11 @@ pub async fn serve(
         kinds: app.catalog.kinds.keys().cloned().collect(),
     };
     tokio::spawn(purge_idempotency_keys(app.clone(), stop.clone()));
+    if let Some(ops) = ops {
+        tokio::spawn(crate::http::serve(ops, health.clone(), stop.clone()));
+    }
     let router = router_until(app, stop.clone())
-        .merge(crate::http::router(health))
+        .merge(crate::http::public_router(health))
         .merge(crate::console::router());
     axum::serve(listener, router)
         .with_graceful_shutdown(async move { stop.cancelled().await })

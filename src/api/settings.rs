@@ -64,7 +64,8 @@ pub async fn get(req: Scoped<Admin>) -> ApiResult {
     responses((status = 200, body = Settings), (status = 403), (status = 422)))]
 pub async fn patch(req: Scoped<Admin>, JsonBody(p): JsonBody<Patch>) -> ApiResult {
     let (app, org) = (&req.app, req.org_id());
-    match org_settings::apply(&app.pool, &app.config, org, &p, app.clock.now()).await {
+    let by = org_settings::SetBy::OrgAdmin;
+    match org_settings::apply(&app.pool, &app.config, org, &p, app.clock.now(), by).await {
         Ok(_) => {}
         Err(ApplyError::Invalid(e)) => {
             return Err(Problem::invalid(e.field.clone(), e.to_string()));

@@ -42,6 +42,9 @@ async fn transition(
         None => None,
     };
     let by = format!("key {}", caller.key_id);
+    // One connection at a time: holding `conn` while `begin` takes a second let a burst of these
+    // calls take the whole pool and wait on each other (review L3).
+    drop(conn);
     let mut tx = app.pool.begin().await?;
     let out = store::transition(
         &mut tx,
@@ -61,6 +64,7 @@ async fn transition(
         ))
         .extra(json!({"state": state}))),
         Transition::Done(_) => {
+            let mut conn = app.pool.acquire().await?;
             let row = sql::by_id::<SuggestionRow>(&mut conn, caller.org_id, id, false)
                 .await?
                 .ok_or_else(|| Problem::not_found("suggestion", id))?;

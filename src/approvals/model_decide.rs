@@ -40,8 +40,12 @@ pub(super) async fn approve(
             return failed(tx, &row, actor, result, 0, now).await;
         }
     };
-    // Nothing written yet: release the approval's locks before the model is asked.
-    tx.rollback().await?;
+    // Release the approval's locks before the model is asked. Committed, not rolled back: an
+    // approval with edited arguments holds its edit (arguments, hash, the `edited` audit row),
+    // and the call below was prepared from those arguments — the re-check after the call and
+    // the record then name the arguments that actually ran (review N4). Without an edit nothing
+    // was written and the commit ends a read-only transaction.
+    tx.commit().await?;
     let reservation = budget::reserve(pool, row.org_id, &call.request, now).await?;
     if let Reservation::Refused { used, limit, .. } = reservation {
         return Err(DecideError::Budget(row.id, used, limit));
@@ -55,13 +59,10 @@ pub(super) async fn approve(
     let answer = provider.complete(call.request).await;
     let mut tokens = 0;
     if let Ok(resp) = &answer {
-        tokens = resp.usage.total() as i64;
+        tokens = resp.usage.total_i64();
         let mut charge = pool.begin().await?;
         if let Some(run) = row.run_id {
-            let (i, o) = (
-                resp.usage.input_tokens as i64,
-                resp.usage.output_tokens as i64,
-            );
+            let (i, o) = (resp.usage.split_i64().0, resp.usage.split_i64().1);
             runs::add_tokens(&mut charge, run, i, o).await?;
         }
         budget::settle(&mut charge, row.org_id, &reservation, tokens, clock.now()).await?;

@@ -76,7 +76,7 @@ pub async fn summarize(
         ),
         "update_extraction_field" => format!(
             "Set field {} of an extraction to {}",
-            quoted(s(args, "field")),
+            quoted(s(args, "path")),
             args.get("value").map(Value::to_string).unwrap_or_default()
         ),
         "create_schema" | "update_schema" | "delete_schema" | "create_prompt" | "update_prompt"

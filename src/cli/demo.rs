@@ -188,9 +188,16 @@ async fn nightly_step(app: &App, org: Uuid, cmd: &DemoCmd) -> anyhow::Result<Val
         approval_ttl_secs: Some(Some(TTL_SECS)),
         ..Patch::default()
     };
-    let settings = org_settings::apply(&app.pool, &app.config, org, &patch, now)
-        .await
-        .map_err(|e| anyhow::anyhow!("org settings: {e}"))?;
+    let settings = org_settings::apply(
+        &app.pool,
+        &app.config,
+        org,
+        &patch,
+        now,
+        org_settings::SetBy::Operator,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("org settings: {e}"))?;
     let night = now.with_timezone(&org_settings::tz(&settings)).date_naive();
     let q = &app.spec("proactive_suggestion").queue;
     let job = NewJob::new(

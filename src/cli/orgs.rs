@@ -66,6 +66,7 @@ pub async fn run(app: &App, cmd: OrgsCmd) -> anyhow::Result<()> {
                 row.id,
                 &patch,
                 app.clock.now(),
+                crate::org_settings::SetBy::Operator,
             )
             .await
             {

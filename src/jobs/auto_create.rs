@@ -45,7 +45,13 @@ impl JobHandler for AutoCreate {
         let org_on = crate::store::org_settings::get(&mut *tx, p.org_id)
             .await?
             .is_none_or(|o| o.auto_create);
-        let skip = if !org_on && !p.force {
+        // An offboarded org spends no tokens, whoever enqueued the job (review #25).
+        let org_active = crate::store::orgs::find(&mut *tx, &p.org_id.to_string())
+            .await?
+            .is_some_and(|o| o.active);
+        let skip = if !org_active {
+            Some(("the organisation is inactive", "the org is inactive"))
+        } else if !org_on && !p.force {
             Some((
                 "auto-create is off for this organisation (orgs set auto_create=true)",
                 "auto-create is off for the org",

@@ -51,13 +51,14 @@ pub fn unimplemented_kinds(app: &App) -> Vec<String> {
 /// Background services that belong to job kinds (none: the expiry sweep runs as cron jobs).
 pub fn start_background(_app: &App, _stop: CancellationToken) {}
 
-/// Parses a job payload; a malformed one is fatal and names what is wrong.
+/// Parses a job payload; a malformed one is fatal and names what is wrong (the error, not the
+/// payload: it can be large and carry a producer's data into the job's error text, review #21).
 pub fn parse_payload<T: DeserializeOwned>(
     kind: &str,
     payload: &serde_json::Value,
 ) -> Result<T, JobError> {
     serde_json::from_value(payload.clone())
-        .map_err(|e| JobError::fatal(format_args!("malformed {kind} payload {payload}: {e}")))
+        .map_err(|e| JobError::fatal(format_args!("malformed {kind} payload: {e}")))
 }
 
 /// Fills `{name}` placeholders of a job file's message.

@@ -27,6 +27,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
+/// What a call that could not ask the fleet limiter fails with (inside async-openai's
+/// `InvalidArgument`, the only error its middleware can return): the request was not sent, and
+/// the failure is retryable — a database blip must not kill runs (review N5).
+pub const LIMITER_UNREACHABLE: &str = "the database could not be asked";
+
 /// The fleet-wide limiter of one provider endpoint.
 #[derive(Debug)]
 pub struct FleetLimiter {
@@ -164,17 +169,71 @@ pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Duration {
         .unwrap_or(Duration::from_secs(1))
 }
 
-/// The HTTP transport of the openai provider with the fleet limiter in front of each attempt.
+/// What a response whose body passed `llm.max_response_bytes` fails with (in the body
+/// stream's error, which the adapter reads as a non-retryable failure naming the setting).
+pub const BODY_TOO_LARGE: &str = "the response body passed llm.max_response_bytes";
+
+/// The HTTP transport of the openai provider: the fleet limiter (if any) in front of each
+/// attempt, and a bound on every response body, streamed or not — read through a counter that
+/// fails the body past `max_body` bytes, so a hostile or broken server cannot make the worker
+/// buffer gigabytes (review N15).
 #[derive(Clone)]
 pub struct LimitedService {
     client: reqwest::Client,
-    limiter: Arc<FleetLimiter>,
+    limiter: Option<Arc<FleetLimiter>>,
+    max_body: usize,
 }
 
 impl LimitedService {
-    pub fn new(client: reqwest::Client, limiter: Arc<FleetLimiter>) -> Self {
-        Self { client, limiter }
+    pub fn new(
+        client: reqwest::Client,
+        limiter: Option<Arc<FleetLimiter>>,
+        max_body: usize,
+    ) -> Self {
+        Self {
+            client,
+            limiter,
+            max_body,
+        }
     }
+}
+
+/// `response` with its body read through a byte counter: past `max` bytes (or a declared
+/// `Content-Length` past it) reading fails with [`BODY_TOO_LARGE`].
+fn bounded(response: reqwest::Response, max: usize) -> Result<reqwest::Response, OpenAIError> {
+    use futures::StreamExt;
+    let too_large = move |n: u64| {
+        std::io::Error::other(format!(
+            "{BODY_TOO_LARGE} ({max} bytes; the server sent {n} or more)"
+        ))
+    };
+    if let Some(n) = response.content_length().filter(|n| *n > max as u64) {
+        return Err(OpenAIError::InvalidArgument(too_large(n).to_string()));
+    }
+    let status = response.status();
+    let version = response.version();
+    let headers = response.headers().clone();
+    let mut seen = 0usize;
+    let body = response.bytes_stream().map(move |chunk| {
+        let chunk = chunk.map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
+        seen = seen.saturating_add(chunk.len());
+        if seen > max {
+            return Err(
+                Box::new(too_large(seen as u64)) as Box<dyn std::error::Error + Send + Sync>
+            );
+        }
+        Ok(chunk)
+    });
+    let mut built = http::Response::builder().status(status).version(version);
+    if let Some(h) = built.headers_mut() {
+        *h = headers;
+    }
+    built
+        .body(reqwest::Body::wrap_stream(body))
+        .map(reqwest::Response::from)
+        .map_err(|e| {
+            OpenAIError::InvalidArgument(format!("could not bound the response body: {e}"))
+        })
 }
 
 type HttpFuture = Pin<Box<dyn Future<Output = Result<reqwest::Response, OpenAIError>> + Send>>;
@@ -192,31 +251,35 @@ impl tower::Service<HttpRequestFactory> for LimitedService {
     }
 
     fn call(&mut self, factory: HttpRequestFactory) -> Self::Future {
-        let (client, limiter) = (self.client.clone(), self.limiter.clone());
+        let (client, limiter, max) = (self.client.clone(), self.limiter.clone(), self.max_body);
         Box::pin(async move {
             let request = factory.build().await?;
-            let tokens = request
-                .body()
-                .and_then(|b| b.as_bytes())
-                .map(estimate_tokens)
-                .unwrap_or(0);
-            limiter.acquire(tokens).await.map_err(|e| {
-                OpenAIError::InvalidArgument(format!(
-                    "provider limit of {}: the database could not be asked: {e}",
-                    limiter.key()
-                ))
-            })?;
+            if let Some(limiter) = &limiter {
+                let tokens = request
+                    .body()
+                    .and_then(|b| b.as_bytes())
+                    .map(estimate_tokens)
+                    .unwrap_or(0);
+                limiter.acquire(tokens).await.map_err(|e| {
+                    OpenAIError::InvalidArgument(format!(
+                        "provider limit of {}: {LIMITER_UNREACHABLE}: {e}",
+                        limiter.key()
+                    ))
+                })?;
+            }
             let response = client
                 .execute(request)
                 .await
                 .map_err(OpenAIError::Reqwest)?;
-            if response.status().as_u16() == 429 {
+            if let Some(limiter) = &limiter
+                && response.status().as_u16() == 429
+            {
                 let wait = retry_after(response.headers());
                 if let Err(e) = limiter.rate_limited(wait).await {
                     tracing::warn!(error = %e, endpoint = limiter.key(), "could not record a 429 for the fleet");
                 }
             }
-            Ok(response)
+            bounded(response, max)
         })
     }
 }

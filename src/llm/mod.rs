@@ -136,10 +136,35 @@ pub struct Usage {
     pub output_tokens: u64,
 }
 
+/// The most tokens one call is charged for each of input and output. A server's usage is
+/// outside input: a figure past this (2^40, far beyond any context window) is charged as this,
+/// so sums over a month stay far from `i64::MAX` and nothing overflows or wraps into a refund.
+pub const MAX_REPORTED_TOKENS: u64 = 1 << 40;
+
 impl Usage {
-    /// Input plus output.
+    /// Input plus output, each bounded by [`MAX_REPORTED_TOKENS`].
     pub fn total(&self) -> u64 {
-        self.input_tokens + self.output_tokens
+        self.input() + self.output()
+    }
+
+    /// Input tokens, bounded by [`MAX_REPORTED_TOKENS`].
+    pub fn input(&self) -> u64 {
+        self.input_tokens.min(MAX_REPORTED_TOKENS)
+    }
+
+    /// Output tokens, bounded by [`MAX_REPORTED_TOKENS`].
+    pub fn output(&self) -> u64 {
+        self.output_tokens.min(MAX_REPORTED_TOKENS)
+    }
+
+    /// [`Usage::total`] as the database's `bigint` (lossless: it is at most 2^41).
+    pub fn total_i64(&self) -> i64 {
+        self.total() as i64
+    }
+
+    /// (input, output) as `bigint`s, each bounded.
+    pub fn split_i64(&self) -> (i64, i64) {
+        (self.input() as i64, self.output() as i64)
     }
 }
 
@@ -245,7 +270,8 @@ pub fn from_config_with_limits(
             max_retries: c.max_retries,
             stream: c.stream,
         })
-        .with_max_stream_bytes(c.max_stream_bytes);
+        .with_max_stream_bytes(c.max_stream_bytes)
+        .with_max_response_bytes(c.max_response_bytes);
         if let Some(limiter) = pool.and_then(|pool| {
             let key = base_url.trim().trim_end_matches('/');
             limits::FleetLimiter::new(

@@ -55,26 +55,30 @@ impl PiiSettings {
     }
 
     /// The provider a run talks to: `inner` behind the run's redaction boundary when the
-    /// service and the org have redaction on (recorded on the run), else `inner` itself.
+    /// service and the org have redaction on (recorded on the run), else `inner` itself; with
+    /// the run's table, which its audit rows are redacted with too (review N10).
     pub async fn provider_for_run(
         &self,
         pool: &PgPool,
         org_id: Uuid,
         run_id: Uuid,
         inner: SharedProvider,
-    ) -> sqlx::Result<SharedProvider> {
+    ) -> sqlx::Result<(SharedProvider, Option<Arc<Vault>>)> {
         if !self.enabled || !crate::store::pii::org_redacts(pool, org_id).await? {
-            return Ok(inner);
+            return Ok((inner, None));
         }
         crate::store::pii::mark_run_redacted(pool, run_id).await?;
-        let vault = Vault::for_run(
-            pool.clone(),
-            org_id,
-            run_id,
-            self.extra_ids.as_ref().clone(),
-        )
-        .await?;
-        Ok(Arc::new(RedactingProvider::new(inner, Arc::new(vault))))
+        let vault = Arc::new(
+            Vault::for_run(
+                pool.clone(),
+                org_id,
+                run_id,
+                self.extra_ids.as_ref().clone(),
+            )
+            .await?,
+        );
+        let provider = Arc::new(RedactingProvider::new(inner, vault.clone()));
+        Ok((provider, Some(vault)))
     }
 
     /// For a call outside a run (a person approving a proposed `run_extraction`): an

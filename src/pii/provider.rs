@@ -19,8 +19,18 @@ impl RedactingProvider {
         Self { inner, vault }
     }
 
-    /// The outgoing request with every message redacted.
+    /// The outgoing request with every message redacted, and the strings of the tools' specs
+    /// and of `response_format` (an extraction's JSON Schema may carry values a person or a
+    /// model wrote into a description, an enum or a const: review N9). Nothing in those is
+    /// rehydrated back; the answer's values are, as every answer's.
     pub fn redact_request(&self, mut req: CompletionRequest) -> CompletionRequest {
+        if let Some(rf) = &req.response_format {
+            req.response_format = Some(self.vault.redact_strings(rf));
+        }
+        for t in &mut req.tools {
+            t.description = self.vault.redact(&t.description);
+            t.parameters = self.vault.redact_strings(&t.parameters);
+        }
         for m in &mut req.messages {
             for b in &mut m.content {
                 match b {

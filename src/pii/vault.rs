@@ -102,7 +102,9 @@ impl Vault {
         let findings = detect(text, &self.extra_ids);
         let mut t = self.table.lock().expect("vault lock");
         for f in &findings {
-            t.token_for(&text[f.start..f.end], f.kind);
+            if let Some(value) = text.get(f.start..f.end) {
+                t.token_for(value, f.kind);
+            }
         }
         if t.ordered.is_empty() {
             return text.to_string();
@@ -126,6 +128,12 @@ impl Vault {
                 _ => self.redact(s),
             },
         )
+    }
+
+    /// Redacts every string of a JSON value by the rules and the known values only (no
+    /// personal-key rule: for JSON Schemas and tool specs, whose keys are property names).
+    pub fn redact_strings(&self, v: &Value) -> Value {
+        map_strings(v, None, &|_, s| self.redact(s))
     }
 
     /// Puts the real values back for every known token in `text`.

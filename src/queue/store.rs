@@ -169,7 +169,7 @@ pub async fn fail(
     )
     .bind(id)
     .bind(attempt)
-    .bind(truncate(error, 4000))
+    .bind(job_error_text(error, 4000))
     .bind(fatal)
     .bind(retry_at)
     .bind(now)
@@ -360,15 +360,32 @@ pub async fn next_run_at(
     .await?)
 }
 
-fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
+/// A job's error as PostgreSQL `text` can hold it: NUL characters (a provider's message may
+/// carry them) become U+FFFD, and the text is cut to at most `max` bytes on a character
+/// boundary. Without this a NUL made the failure unrecordable and the job waited for the
+/// rescuer (review #20).
+fn job_error_text(s: &str, max: usize) -> String {
+    let mut out = String::with_capacity(s.len().min(max));
+    for c in s.chars().map(|c| if c == '\0' { '\u{FFFD}' } else { c }) {
+        if out.len() + c.len_utf8() > max {
+            break;
+        }
+        out.push(c);
     }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
+    out
+}
+
+#[cfg(test)]
+mod error_text_tests {
+    use super::job_error_text;
+
+    #[test]
+    fn nul_is_replaced_and_the_cut_keeps_whole_characters() {
+        assert_eq!(job_error_text("a\0b", 100), "a\u{FFFD}b");
+        assert_eq!(job_error_text("ééé", 5), "éé");
+        assert_eq!(job_error_text("", 5), "");
+        assert!(job_error_text(&"x\0".repeat(10_000), 4000).len() <= 4000);
     }
-    &s[..end]
 }
 
 /// Fencing for a handler's terminal domain writes: true if `attempt` still owns job `id`

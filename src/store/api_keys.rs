@@ -67,6 +67,23 @@ pub async fn find_live<'e, E: PgExecutor<'e>>(
     .await
 }
 
+/// Whether key `key_id` of `org_id` is still unrevoked and its org active (an open event
+/// stream asks this again and again).
+pub async fn is_live<'e, E: PgExecutor<'e>>(
+    exec: E,
+    key_id: Uuid,
+    org_id: Uuid,
+) -> sqlx::Result<bool> {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM api_keys k JOIN orgs o ON o.id = k.org_id
+                         WHERE k.id = $1 AND k.org_id = $2 AND k.revoked_at IS NULL AND o.active)",
+    )
+    .bind(key_id)
+    .bind(org_id)
+    .fetch_one(exec)
+    .await
+}
+
 /// Every key (optionally of one org), newest first.
 pub async fn list_keys<'e, E: PgExecutor<'e>>(
     exec: E,

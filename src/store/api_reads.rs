@@ -119,8 +119,10 @@ impl Listed for SuggestionItem {
 }
 
 /// The SQL condition "job `j` belongs to org `$1`": its payload names the org, or it is an
-/// approval sweep whose every approval id is the org's.
-pub(crate) const JOB_OF_ORG: &str = "(j.payload->>'org_id' = $1::text
+/// approval sweep whose every approval id is the org's. Each branch matches an index of
+/// migration 0066 (`payload ? 'org_id'` and the `approval_ids` one), so the planner reads the
+/// org's jobs by index instead of the table (review N8).
+pub(crate) const JOB_OF_ORG: &str = "((j.payload ? 'org_id' AND j.payload->>'org_id' = $1::text)
       OR (j.kind = 'approval_expiry' AND jsonb_typeof(j.payload->'approval_ids') = 'array'
           AND jsonb_array_length(j.payload->'approval_ids') > 0
           AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements_text(j.payload->'approval_ids') a(id)

@@ -99,6 +99,37 @@ pub async fn pending_ids(
         .await
 }
 
+/// What the audit row of an approval the sweep decided keeps (`args`, `outcome`), as SQL over the
+/// expressions `$args`, `$result` and `$status`: the SHA-256 of the arguments, and the status,
+/// the names of the changed parts (stale ones) and the SHA-256 of the result — never the values
+/// (review N2: they hold document metadata, extraction values and before/after copies, and the
+/// trail is append-only). The approval's proposal has its own audit row with the arguments
+/// redacted. One definition for the set-based sweep and the row-by-row one, so both write the
+/// same rows.
+macro_rules! swept_audit_values {
+    ($args:literal, $result:literal, $status:literal) => {
+        concat!(
+            "jsonb_build_object('sha256', encode(sha256(convert_to((",
+            $args,
+            ")::text, 'UTF8')), 'hex')),
+             jsonb_strip_nulls(jsonb_build_object(
+               'status', ",
+            $status,
+            ",
+               'changed', (SELECT jsonb_agg(k ORDER BY k)
+                             FROM jsonb_object_keys(CASE WHEN jsonb_typeof((",
+            $result,
+            ") -> 'changes') = 'object'
+                                                         THEN (",
+            $result,
+            ") -> 'changes' END) AS k),
+               'sha256', encode(sha256(convert_to((",
+            $result,
+            ")::text, 'UTF8')), 'hex')))"
+        )
+    };
+}
+
 /// The audit rows and events of the approvals a sweep statement just decided: its CTE `up`
 /// returns them (`id, org_id, run_id, suggestion_id, tool, args, status, result`); `$by`, `$now`
 /// and `$event` name the statement's parameters. The same rows as [`decide_many`] and
@@ -109,8 +140,9 @@ macro_rules! swept_tail {
             ", audit AS (
                INSERT INTO audit_events (org_id, run_id, call_id, actor, tool, category, decision,
                                          args, outcome, created_at)
-               SELECT org_id, run_id, 'approval:' || id, ", $by, ", tool, 'approval', status, args,
-                      result, ", $now, "
+               SELECT org_id, run_id, 'approval:' || id, ", $by, ", tool, 'approval', status, ",
+            swept_audit_values!("args", "result", "status"),
+            ", ", $now, "
                  FROM up ORDER BY id),
              events AS (
                INSERT INTO agentd_events (org_id, type, subject_id, occurred_at, payload, dedupe_key)
@@ -358,11 +390,13 @@ pub async fn decide_many(
     let runs: Vec<Option<Uuid>> = rows.iter().map(|(r, _)| r.run_id).collect();
     let tools: Vec<&str> = rows.iter().map(|(r, _)| r.action.tool.as_str()).collect();
     let args: Vec<&Value> = rows.iter().map(|(r, _)| &r.action.args).collect();
-    sqlx::query(
+    sqlx::query(concat!(
         "INSERT INTO audit_events (org_id, run_id, call_id, actor, tool, category, decision, args, outcome, created_at)
-         SELECT o, r, 'approval:' || i, $6, t, 'approval', $7, a, res, $8
+         SELECT o, r, 'approval:' || i, $6, t, 'approval', $7, ",
+        swept_audit_values!("a", "res", "$7"),
+        ", $8
            FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::jsonb[], $9::jsonb[]) AS x(o, r, i, t, a, res)",
-    )
+    ))
     .bind(&orgs)
     .bind(&runs)
     .bind(&ids)

@@ -163,9 +163,21 @@ impl TypedTool for RunExtraction {
     }
 }
 
+/// Most segments a field path may have. The path is the model's: without a bound, 100k
+/// segments built 100k nested objects, which dropping, hashing or serialising recursed through
+/// until the stack overflowed and the process aborted (review S1). serde_json's own parser stops
+/// at 128 levels; extraction schemas are far shallower.
+pub const MAX_PATH_SEGMENTS: usize = 32;
+
 /// A path as segments: a JSON pointer (`/lines/0/price`) or dotted (`lines.0.price`,
-/// `lines[0].price`).
+/// `lines[0].price`), at most [`MAX_PATH_SEGMENTS`] of them.
 fn path_segments(path: &str) -> Result<Vec<String>, ToolError> {
+    // Counted before anything is built from the path (a separator per segment, at most).
+    if path.matches(['/', '.', '[']).count() > MAX_PATH_SEGMENTS {
+        return Err(ToolError::Invalid(format!(
+            "path has more than {MAX_PATH_SEGMENTS} segments; name a field of the extraction"
+        )));
+    }
     let bad = || {
         ToolError::Invalid(format!(
             "path must name a field, as a JSON pointer \"/total\" or dotted \"total\" / \
@@ -185,6 +197,11 @@ fn path_segments(path: &str) -> Result<Vec<String>, ToolError> {
     };
     if path.trim().is_empty() || segs.iter().any(String::is_empty) {
         return Err(bad());
+    }
+    if segs.len() > MAX_PATH_SEGMENTS {
+        return Err(ToolError::Invalid(format!(
+            "path has more than {MAX_PATH_SEGMENTS} segments; name a field of the extraction"
+        )));
     }
     Ok(segs)
 }
@@ -362,6 +379,12 @@ mod tests {
         );
         assert!(path_segments("").is_err());
         assert!(path_segments("a..b").is_err());
+        // Review S1: a path of 200,000 segments is refused before anything is built.
+        let deep = "a.".repeat(200_000) + "a";
+        let e = path_segments(&deep).unwrap_err().to_string();
+        assert!(e.contains("more than 32 segments"), "{e}");
+        let ok = vec!["a"; MAX_PATH_SEGMENTS].join(".");
+        assert_eq!(path_segments(&ok).unwrap().len(), MAX_PATH_SEGMENTS);
         let mut v = json!({"lines": [{"price": 1}], "total": 1});
         set_path(&mut v, &path_segments("lines.0.price").unwrap(), json!(2)).unwrap();
         set_path(&mut v, &path_segments("/vendor/name").unwrap(), json!("A")).unwrap();

@@ -1,8 +1,10 @@
 //! The SSRF guard: a webhook URL must not reach the service's own network. Refused by default
 //! (`webhooks.allow_private_networks = false`): loopback, link-local (169.254.0.0/16 with the
 //! cloud metadata address, fe80::/10), private (RFC 1918, RFC 6598's 100.64.0.0/10, fc00::/7),
-//! unspecified (0.0.0.0/8, ::), multicast and broadcast addresses, also written as IPv4-mapped
-//! IPv6. Checked twice:
+//! unspecified (0.0.0.0/8, ::), multicast and broadcast addresses, reserved ones (192.0.0.0/24,
+//! 198.18.0.0/15, 240.0.0.0/4, site-local fec0::/10), and IPv4 addresses written as IPv6 —
+//! IPv4-mapped, IPv4-compatible, NAT64 (`64:ff9b::/96`, `64:ff9b:1::/48`) and 6to4
+//! (`2002::/16`), each classified as the IPv4 address it reaches. Checked twice:
 //! when a subscription is made (IP literals, `localhost` names, and what the name resolves to
 //! then) and at every delivery, on the addresses the connection will actually use (a resolver
 //! installed in the delivery client, so a name that changes its answer later — DNS rebinding —
@@ -20,7 +22,7 @@ pub fn forbidden(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => v4_class(v4),
         IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
+            if let Some(v4) = v6.to_ipv4_mapped().or_else(|| embedded_v4(v6)) {
                 return v4_class(v4);
             }
             let first = v6.segments()[0];
@@ -32,12 +34,33 @@ pub fn forbidden(ip: IpAddr) -> Option<&'static str> {
                 Some("multicast")
             } else if first & 0xffc0 == 0xfe80 {
                 Some("link-local")
-            } else if first & 0xfe00 == 0xfc00 {
+            } else if first & 0xfe00 == 0xfc00 || first & 0xffc0 == 0xfec0 {
+                // Unique local (fc00::/7) and the deprecated site-local fec0::/10.
                 Some("private")
             } else {
                 None
             }
         }
+    }
+}
+
+/// The IPv4 address carried inside an IPv6 one that a gateway or tunnel turns back into IPv4:
+/// NAT64 (`64:ff9b::/96`, RFC 6052; the local-use `64:ff9b:1::/48`, RFC 8215), 6to4
+/// (`2002::/16`, the address in segments 1–2) and the deprecated IPv4-compatible `::a.b.c.d`
+/// (`::/96`, except `::` and `::1`, which are classified as themselves). Each is classified as
+/// the IPv4 address it reaches: `64:ff9b::7f00:1` is loopback.
+fn embedded_v4(v6: std::net::Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = v6.segments();
+    let o = v6.octets();
+    let tail = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
+    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || s[..3] == [0x64, 0xff9b, 1] {
+        Some(tail)
+    } else if s[0] == 0x2002 {
+        Some(Ipv4Addr::new(o[2], o[3], o[4], o[5]))
+    } else if s[..6] == [0; 6] && !v6.is_loopback() && !v6.is_unspecified() {
+        Some(tail)
+    } else {
+        None
     }
 }
 
@@ -52,6 +75,14 @@ fn v4_class(ip: Ipv4Addr) -> Option<&'static str> {
         Some("private")
     } else if ip.octets()[0] == 0 {
         Some("unspecified")
+    } else if ip.octets()[..3] == [192, 0, 0]
+        || (ip.octets()[0] == 198 && ip.octets()[1] & 0xfe == 18)
+    {
+        // IETF protocol assignments (192.0.0.0/24) and the benchmarking range 198.18.0.0/15,
+        // which networks use internally.
+        Some("reserved")
+    } else if ip.octets()[0] >= 240 && !ip.is_broadcast() {
+        Some("reserved")
     } else if ip.is_multicast() {
         Some("multicast")
     } else if ip.is_broadcast() {
@@ -177,12 +208,26 @@ mod tests {
     #[test]
     fn every_class_of_internal_address_is_named() {
         // Each class with its addresses; `None`: public (the edges of the ranges above).
-        let classes: [(Option<&str>, &[&str]); 7] = [
+        let classes: [(Option<&str>, &[&str]); 8] = [
             (
                 Some("loopback"),
-                &["127.0.0.1", "127.255.0.9", "::1", "::ffff:127.0.0.1"],
+                &[
+                    "127.0.0.1",
+                    "127.255.0.9",
+                    "::1",
+                    "::ffff:127.0.0.1",
+                    // NAT64 (well-known and local-use prefixes), 6to4 and IPv4-compatible
+                    // forms of 127.0.0.1.
+                    "64:ff9b::7f00:1",
+                    "64:ff9b:1::7f00:1",
+                    "2002:7f00:1::1",
+                    "::127.0.0.1",
+                ],
             ),
-            (Some("link-local"), &["169.254.169.254", "fe80::1"]),
+            (
+                Some("link-local"),
+                &["169.254.169.254", "fe80::1", "64:ff9b::a9fe:a9fe"],
+            ),
             (
                 Some("private"),
                 &[
@@ -196,6 +241,10 @@ mod tests {
                     "100.127.255.255",
                     "fc00::1",
                     "fd12:3456::1",
+                    "fec0::1",
+                    "64:ff9b::a00:5",
+                    "2002:c0a8:101::1",
+                    "::10.0.0.5",
                 ],
             ),
             (Some("unspecified"), &["0.0.0.0", "0.1.2.3", "::"]),
@@ -205,6 +254,16 @@ mod tests {
             ),
             (Some("broadcast"), &["255.255.255.255"]),
             (
+                Some("reserved"),
+                &[
+                    "192.0.0.1",
+                    "198.18.0.1",
+                    "198.19.255.255",
+                    "240.0.0.1",
+                    "250.1.2.3",
+                ],
+            ),
+            (
                 None,
                 &[
                     "100.128.0.1",
@@ -212,6 +271,10 @@ mod tests {
                     "93.184.216.34",
                     "172.32.0.1",
                     "2606:4700::1111",
+                    "64:ff9b::5db8:d822",
+                    "2002:5db8:d822::1",
+                    "198.20.0.1",
+                    "192.0.2.1",
                 ],
             ),
         ];
@@ -237,6 +300,8 @@ mod tests {
             // Shorthand forms the URL parser normalises to 127.0.0.1.
             "http://2130706433/hook",
             "http://0x7f.1/hook",
+            // Loopback through a NAT64 gateway (review N16).
+            "http://[64:ff9b::7f00:1]/hook",
         ] {
             let u = reqwest::Url::parse(url).unwrap();
             let e = check_literal(&u).unwrap_err();

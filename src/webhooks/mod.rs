@@ -78,7 +78,12 @@ pub fn verify(secret: &str, header: &str, body: &[u8], now: i64) -> Result<(), V
     if sigs.is_empty() {
         return Err(VerifyError::Malformed);
     }
-    let skew = (now - t).abs();
+    // Checked: a hostile `t` (i64::MIN) must not overflow or wrap into the window (review L6).
+    let skew = now
+        .checked_sub(t)
+        .map(i64::unsigned_abs)
+        .and_then(|s| i64::try_from(s).ok())
+        .unwrap_or(i64::MAX);
     if skew > REPLAY_WINDOW_SECS {
         return Err(VerifyError::OutsideWindow(skew));
     }
@@ -190,6 +195,12 @@ mod tests {
         assert_eq!(
             verify("0123456789abcdef", "v1=00", b"", 0),
             Err(VerifyError::Malformed)
+        );
+        // A hostile timestamp neither overflows nor wraps into the window (review L6).
+        let min = format!("t={},v1=00", i64::MIN);
+        assert_eq!(
+            verify("0123456789abcdef", &min, b"", 1_700_000_000),
+            Err(VerifyError::OutsideWindow(i64::MAX))
         );
     }
 

@@ -68,7 +68,12 @@ impl Api {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let stop = CancellationToken::new();
-        tokio::spawn(agentd::api::serve(listener, app.clone(), stop.clone()));
+        tokio::spawn(agentd::api::serve(
+            listener,
+            None,
+            app.clone(),
+            stop.clone(),
+        ));
         Api {
             db,
             app,

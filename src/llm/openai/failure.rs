@@ -137,7 +137,14 @@ impl OpenAiProvider {
             }
             OpenAIError::Reqwest(e) => {
                 let chain = error_chain(&e);
-                if e.is_builder() {
+                if chain.contains(crate::llm::limits::BODY_TOO_LARGE) {
+                    // The same server would send the same again: not retried (review N15).
+                    self.failure(
+                        format!("the answer from {} was too large: {chain}", self.endpoint),
+                        false,
+                        false,
+                    )
+                } else if e.is_builder() {
                     self.failure(
                         format!(
                             "invalid request to {} (check llm.base_url): {chain}",
@@ -197,6 +204,20 @@ impl OpenAiProvider {
                 false,
                 false,
             ),
+            OpenAIError::InvalidArgument(m) if m.contains(crate::llm::limits::BODY_TOO_LARGE) => {
+                self.failure(format!("{}: {m}", self.endpoint), false, false)
+            }
+            OpenAIError::InvalidArgument(m)
+                if m.contains(crate::llm::limits::LIMITER_UNREACHABLE) =>
+            {
+                // Not sent: the fleet limiter's database did not answer. Retried here with
+                // backoff, then by the job (review N5).
+                self.failure(
+                    format!("request to {} not sent: {m}", self.endpoint),
+                    true,
+                    true,
+                )
+            }
             other => self.failure(
                 format!("request to {} failed: {other}", self.endpoint),
                 false,

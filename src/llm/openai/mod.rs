@@ -69,6 +69,9 @@ pub struct OpenAiSettings {
 
 /// Default of [`OpenAiProvider::with_max_stream_bytes`] (`llm.max_stream_bytes`).
 pub const DEFAULT_MAX_STREAM_BYTES: usize = 4 << 20;
+/// Default of [`OpenAiProvider::with_max_response_bytes`] (`llm.max_response_bytes`): the raw
+/// body, JSON or SSE, of one answer.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 32 << 20;
 
 impl std::fmt::Debug for OpenAiSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -91,6 +94,10 @@ pub struct OpenAiProvider {
     /// Most bytes of text and arguments one streamed answer may accumulate; past it the call
     /// fails (a model that never stops must not exhaust memory or the timeout).
     max_stream_bytes: usize,
+    /// Most bytes of one response body, streamed or not (the transport fails it past this).
+    max_response_bytes: usize,
+    /// The fleet-wide limiter every attempt passes, if limits are set.
+    limiter: Option<std::sync::Arc<crate::llm::limits::FleetLimiter>>,
 }
 
 impl std::fmt::Debug for OpenAiProvider {
@@ -110,16 +117,20 @@ impl OpenAiProvider {
         let config = OpenAIConfig::new()
             .with_api_base(settings.base_url.clone())
             .with_api_key(settings.api_key.clone());
-        // async-openai 0.43 does not re-export reqwest, so no client with a timeout can be passed
-        // in (`Client::build`); `timeout` is enforced per attempt with `tokio::time::timeout`.
-        let client = Client::with_config(config);
         let endpoint = format!("{}/chat/completions", settings.base_url);
-        Self {
-            client,
+        let mut p = Self {
+            client: Client::with_config(config),
             settings,
             endpoint,
             max_stream_bytes: DEFAULT_MAX_STREAM_BYTES,
-        }
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            limiter: None,
+        };
+        // Every attempt goes through our transport (`limited::transport`): the body bound, and
+        // the fleet limiter once one is set. `timeout` is enforced per attempt with
+        // `tokio::time::timeout`.
+        p.client = limited::transport(&p);
+        p
     }
 
     /// The same provider with another bound on one streamed answer.

@@ -24,13 +24,19 @@ pub(super) struct Assembled {
 }
 
 impl Assembled {
-    /// Bytes of text and tool arguments accumulated so far.
+    /// Bytes accumulated so far: text, and per call its id, name and arguments plus a fixed
+    /// cost for the entry itself, so a million distinct `index` values or megabyte-long ids
+    /// count against the cap too (review N15).
     pub(super) fn bytes(&self) -> usize {
         self.text.len()
             + self
                 .calls
                 .values()
-                .map(|c| c.arguments.len())
+                .map(|c| {
+                    64 + c.arguments.len()
+                        + c.id.as_ref().map_or(0, String::len)
+                        + c.name.as_ref().map_or(0, String::len)
+                })
                 .sum::<usize>()
     }
 

@@ -130,6 +130,7 @@ async fn steps(server: &Server, app: &App, opts: &Opts, report: &mut Report) -> 
         env,
         // The step-overhead figure measures the loop itself, without redaction.
         pii: Default::default(),
+        vault: None,
     };
     let mut rs = bapp.run_spec(spec, org.id, String::new(), None, "Call list_tags.".into());
     rs.policy = Policy::from_spec(&["list_tags".to_string()], &spec.agent.policy);

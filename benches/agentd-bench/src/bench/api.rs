@@ -93,7 +93,12 @@ async fn measure(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let stop = CancellationToken::new();
-    let server = tokio::spawn(agentd::api::serve(listener, app.clone(), stop.clone()));
+    let server = tokio::spawn(agentd::api::serve(
+        listener,
+        None,
+        app.clone(),
+        stop.clone(),
+    ));
     let text = agentd::documents::SAMPLES[0].1;
     let mut rows = Vec::new();
     for auto_create in [false, true] {

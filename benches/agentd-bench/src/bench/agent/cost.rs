@@ -105,6 +105,7 @@ async fn one(
         env,
         // The figures measure the loop's requests, without redaction.
         pii: Default::default(),
+        vault: None,
     };
     let mut conn = app.pool.acquire().await?;
     let doc = documents::insert(
