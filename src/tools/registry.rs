@@ -25,6 +25,12 @@ pub enum CallError {
     BadJson(String),
     #[error("{0}")]
     Tool(#[from] ToolError),
+    /// The handler panicked: caught, so the call fails and the run goes on (the panic's
+    /// message may quote the input, so only the tool is named).
+    #[error(
+        "`{0}` failed with an internal error (recorded for the operators); try other arguments or another tool"
+    )]
+    Panicked(String),
 }
 
 impl Registry {
@@ -157,7 +163,23 @@ impl Registry {
             .ok_or_else(|| CallError::UnknownTool(name.to_string()))?;
         Self::validate(tool.as_ref(), args)?;
         super::scope::check(ctx, tool.as_ref(), args).await?;
-        Ok(tool.call(ctx, args.clone()).await?)
+        // A panic in a handler (a bug meeting an input nobody foresaw) fails this call as a tool
+        // error, which the loop audits and rolls back, instead of the job and its retries.
+        use futures::FutureExt;
+        match std::panic::AssertUnwindSafe(tool.call(ctx, args.clone()))
+            .catch_unwind()
+            .await
+        {
+            Ok(r) => Ok(r?),
+            Err(_) => {
+                tracing::error!(
+                    tool = name,
+                    "a tool handler panicked; the call fails as a tool error"
+                );
+                metrics::counter!("agentd_tool_panics_total").increment(1);
+                Err(CallError::Panicked(name.to_string()))
+            }
+        }
     }
 }
 

@@ -119,3 +119,85 @@ async fn help_examples_are_valid_input() {
     invalid(w.call(&c, "help_schemas", json!({"topic": "x"})).await);
     invalid(w.call(&c, "help_prompts", json!({"topic": "x"})).await);
 }
+
+/// A handler that panics on the input it is given (a bug meeting an unforeseen input).
+struct Panics;
+
+#[async_trait::async_trait]
+impl agentd::tools::Tool for Panics {
+    fn name(&self) -> &'static str {
+        "panics"
+    }
+    fn description(&self) -> &'static str {
+        "panics on any input"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {"text": {"type": "string"}}})
+    }
+    fn category(&self) -> Category {
+        Category::Read
+    }
+    async fn call(&self, _ctx: &mut ToolCtx<'_>, args: Value) -> Result<Value, ToolError> {
+        let text = args["text"].as_str().unwrap_or_default().to_string();
+        // The byte slicing the review found (N1), on purpose.
+        Ok(json!(&text[..4]))
+    }
+    fn targets(&self, _args: &Value) -> Vec<agentd::tools::Target> {
+        vec![]
+    }
+    fn calls_model(&self) -> bool {
+        false
+    }
+    fn follow_up(&self, _args: &Value, _result: &Value) -> Option<agentd::tools::FollowUp> {
+        None
+    }
+    async fn prepare(
+        &self,
+        _ctx: &mut ToolCtx<'_>,
+        _args: &Value,
+    ) -> agentd::tools::Declared<agentd::tools::ModelCall> {
+        None
+    }
+    async fn apply(
+        &self,
+        _ctx: &mut ToolCtx<'_>,
+        _args: &Value,
+        _answer: (&Value, &CompletionResponse),
+    ) -> Result<Value, ToolError> {
+        Err(ToolError::Invalid("not a model tool".into()))
+    }
+    async fn snapshot(
+        &self,
+        _ctx: &mut ToolCtx<'_>,
+        _args: &Value,
+    ) -> agentd::tools::Declared<Value> {
+        None
+    }
+}
+
+/// Review item 3 of issue 29: a handler that panics fails that one call as a tool error the
+/// model can read (naming the tool, not quoting the input); the caller's transaction goes on.
+#[tokio::test]
+async fn a_panicking_handler_fails_the_call_not_the_caller() {
+    let w = world().await;
+    let mut r = builtin_registry();
+    r.register(Arc::new(Panics));
+    let c = w.ctx(w.a);
+    let mut tx = w.pool().begin().await.unwrap();
+    let mut ctx = tool_ctx(&c, &mut tx);
+    let e = r
+        .execute(&mut ctx, "panics", &json!({"text": "DE１２ABCD"}))
+        .await
+        .unwrap_err();
+    drop(ctx);
+    assert!(
+        matches!(e, CallError::Panicked(ref t) if t == "panics"),
+        "{e:?}"
+    );
+    assert!(!e.to_string().contains("ABCD"), "{e}");
+    let one: i32 = sqlx::query_scalar("SELECT 1")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    assert_eq!(one, 1, "the transaction is still usable");
+}
