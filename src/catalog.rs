@@ -124,6 +124,22 @@ pub struct WebhookSpec {
     pub request_timeout_secs: u64,
     /// Most subscriptions per org.
     pub max_per_org: u32,
+    /// Consecutive failed deliveries after which a subscription's breaker opens (its deliveries
+    /// wait; see migration 0067).
+    #[serde(default = "default_failures_to_open")]
+    pub failures_to_open: u32,
+    /// A receiver that does not accept the connection within this long fails the attempt
+    /// (apart from `request_timeout_secs`, which bounds the whole request).
+    #[serde(default = "default_connect_timeout_secs")]
+    pub connect_timeout_secs: u64,
+}
+
+fn default_failures_to_open() -> u32 {
+    5
+}
+
+fn default_connect_timeout_secs() -> u64 {
+    2
 }
 
 /// Tool policy: per category, with per-tool overrides.
@@ -357,6 +373,8 @@ pub fn parse(
                 )));
             }
             at_least("webhook.max_per_org", w.max_per_org.into(), 1).map_err(err)?;
+            at_least("webhook.failures_to_open", w.failures_to_open.into(), 1).map_err(err)?;
+            at_least("webhook.connect_timeout_secs", w.connect_timeout_secs, 1).map_err(err)?;
         }
         return Ok(spec);
     }

@@ -28,22 +28,27 @@ pub struct Payload {
 pub struct WebhookDelivery {
     pub app: App,
     pub sender: Sender,
+    /// Consecutive failures that open a subscription's breaker (`webhook.failures_to_open`).
+    pub failures_to_open: i32,
 }
 
 impl WebhookDelivery {
-    /// The handler with the job file's request timeout.
+    /// The handler with the job file's timeouts and breaker threshold.
     pub fn new(app: &App) -> Self {
-        let secs = app
+        let w = app
             .catalog
             .get("webhook_delivery")
-            .and_then(|s| s.webhook.as_ref())
-            .map_or(10, |w| w.request_timeout_secs);
+            .and_then(|s| s.webhook.as_ref());
+        let secs = w.map_or(10, |w| w.request_timeout_secs);
+        let connect = w.map_or(2, |w| w.connect_timeout_secs);
         Self {
             app: app.clone(),
-            sender: Sender::new(
+            sender: Sender::with_connect_timeout(
                 Duration::from_secs(secs),
+                Duration::from_secs(connect),
                 app.config.webhooks.allow_private_networks,
             ),
+            failures_to_open: w.map_or(5, |w| w.failures_to_open).min(i32::MAX as u32) as i32,
         }
     }
 }
@@ -53,10 +58,23 @@ impl JobHandler for WebhookDelivery {
     async fn handle(&self, job: JobContext) -> Result<(), JobError> {
         let p: Payload = parse_payload("webhook_delivery", &job.job.payload)?;
         let pool = &self.app.pool;
-        let Some((url, secret)) = webhooks::target(pool, p.org_id, p.webhook_id).await? else {
+        let Some((url, secret, open_until)) =
+            webhooks::target(pool, p.org_id, p.webhook_id).await?
+        else {
             info!(webhook_id = %p.webhook_id, event_id = p.event_id, "the subscription was deleted; delivery dropped");
             return Ok(());
         };
+        // Claimed before the breaker opened (its waiting deliveries were pushed past it): not
+        // sent while it is open, retried later.
+        if let Some(until) = open_until.filter(|u| *u > self.app.clock.now()) {
+            return Err(JobError::RetryAt(
+                format!(
+                    "webhook {} is failing (its breaker is open until {until}); not sent",
+                    p.webhook_id
+                ),
+                until,
+            ));
+        }
         let (id, org) = (p.event_id, p.org_id);
         let event = events::get(pool, org, id).await?;
         let event = JobError::when_gone(event, || {
@@ -68,6 +86,9 @@ impl JobHandler for WebhookDelivery {
             r = self.sender.send(&url, &secret, &event, attempt, now) => match r {
                 Ok(status) => {
                     info!(webhook_id = %p.webhook_id, event_id = p.event_id, status, "webhook delivered");
+                    if webhooks::delivered(pool, p.webhook_id).await? {
+                        info!(webhook_id = %p.webhook_id, "webhook recovered; its breaker is closed");
+                    }
                     Ok(())
                 }
                 // A destination of the service's own network: dead now, with the reason.
@@ -75,10 +96,22 @@ impl JobHandler for WebhookDelivery {
                     "delivery of event {} to webhook {}: {e}",
                     p.event_id, p.webhook_id
                 ))),
-                Err(e) => Err(JobError::retryable(format_args!(
-                    "delivery of event {} to webhook {} (attempt {attempt}): {e}",
-                    p.event_id, p.webhook_id
-                ))),
+                Err(e) => {
+                    let now = self.app.clock.now();
+                    let open =
+                        webhooks::failed(pool, p.webhook_id, now, self.failures_to_open).await?;
+                    let msg = format!(
+                        "delivery of event {} to webhook {} (attempt {attempt}): {e}",
+                        p.event_id, p.webhook_id
+                    );
+                    match open {
+                        Some(until) => {
+                            tracing::warn!(webhook_id = %p.webhook_id, %until, "webhook failing: its deliveries wait until the breaker's probe");
+                            Err(JobError::RetryAt(msg, until))
+                        }
+                        None => Err(JobError::Retryable(msg)),
+                    }
+                }
             },
             _ = job.cancel.cancelled() => Err(JobError::retryable(
                 "the lease was lost or the worker stopped during the delivery",

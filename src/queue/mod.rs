@@ -129,6 +129,10 @@ pub enum JobError {
     /// Worth another attempt (provider down, database blip).
     #[error("{0}")]
     Retryable(String),
+    /// Worth another attempt, but not before this time (later than the kind's backoff would
+    /// say, never earlier): a webhook whose breaker is open until then.
+    #[error("{0}")]
+    RetryAt(String, chrono::DateTime<chrono::Utc>),
     /// Will never succeed (malformed payload, missing subject): `dead` at once.
     #[error("{0}")]
     Fatal(String),
@@ -159,7 +163,15 @@ impl JobError {
 
     /// True if the job should be retried (while attempts remain).
     pub fn is_retryable(&self) -> bool {
-        matches!(self, JobError::Retryable(_))
+        matches!(self, JobError::Retryable(_) | JobError::RetryAt(..))
+    }
+
+    /// The earliest time of the next attempt the handler asked for, if any.
+    pub fn not_before(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        match self {
+            JobError::RetryAt(_, at) => Some(*at),
+            _ => None,
+        }
     }
 }
 

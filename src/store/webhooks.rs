@@ -75,12 +75,63 @@ pub async fn delete<'e, E: PgExecutor<'e>>(exec: E, org_id: Uuid, id: Uuid) -> s
     Ok(sql::affected(exec, delete, org_id, id).await? == 1)
 }
 
-/// Where and how to send: `(url, secret)` of the org's subscription `id`.
+/// Where and how to send: `(url, secret, open_until)` of the org's subscription `id`
+/// (`open_until`: its breaker is open until then, see migration 0067).
 pub async fn target<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Uuid,
     id: Uuid,
-) -> sqlx::Result<Option<(String, String)>> {
-    let target = "SELECT url, secret FROM agentd_webhooks WHERE org_id = $1 AND id = $2";
+) -> sqlx::Result<Option<(String, String, Option<DateTime<Utc>>)>> {
+    let target =
+        "SELECT url, secret, open_until FROM agentd_webhooks WHERE org_id = $1 AND id = $2";
     sql::bound(target, org_id, id).fetch_optional(exec).await
+}
+
+/// A delivery to subscription `id` landed: its breaker closes (no write when it was closed).
+pub async fn delivered<'e, E: PgExecutor<'e>>(exec: E, id: Uuid) -> sqlx::Result<bool> {
+    let r = sqlx::query(
+        "UPDATE agentd_webhooks SET consecutive_failures = 0, failing_since = NULL, open_until = NULL
+          WHERE id = $1 AND (consecutive_failures <> 0 OR open_until IS NOT NULL)",
+    )
+    .bind(id)
+    .execute(exec)
+    .await?;
+    Ok(r.rows_affected() > 0)
+}
+
+/// A delivery to subscription `id` failed at `now`. From the `threshold`-th failure in a row
+/// the breaker opens: `open_until` = now + 30 s × 2^(failures − threshold), at most an hour, and
+/// the subscription's waiting deliveries are pushed to it, in one statement. Returns
+/// `open_until` when open.
+pub async fn failed<'e, E: PgExecutor<'e>>(
+    exec: E,
+    id: Uuid,
+    now: DateTime<Utc>,
+    threshold: i32,
+) -> sqlx::Result<Option<DateTime<Utc>>> {
+    sqlx::query_scalar(
+        "WITH w AS (
+           UPDATE agentd_webhooks
+              SET consecutive_failures = consecutive_failures + 1,
+                  failing_since = CASE WHEN consecutive_failures + 1 >= $3
+                                       THEN coalesce(failing_since, $2) END,
+                  open_until = CASE WHEN consecutive_failures + 1 >= $3
+                                    THEN $2 + make_interval(secs => least(3600, 30 * power(2, least(consecutive_failures + 1 - $3, 12))))
+                               END
+            WHERE id = $1
+           RETURNING open_until),
+         pushed AS (
+           UPDATE agentd_jobs j SET run_at = w.open_until
+             FROM w
+            WHERE w.open_until IS NOT NULL AND j.kind = 'webhook_delivery'
+              AND j.state = 'available' AND j.payload->>'webhook_id' = $1::text
+              AND j.run_at < w.open_until)
+         SELECT open_until FROM w",
+    )
+    .bind(id)
+    .bind(now)
+    .bind(threshold)
+    .fetch_optional(exec)
+    .await
+    .map(Option::flatten)
 }

@@ -32,8 +32,19 @@ impl Sender {
     /// subscription names the final URL). Unless `allow_private_networks`, every name is
     /// resolved by the guard's resolver and no proxy is used (a proxy would resolve it instead).
     pub fn new(timeout: Duration, allow_private_networks: bool) -> Self {
+        Self::with_connect_timeout(timeout, Duration::from_secs(2), allow_private_networks)
+    }
+
+    /// [`Sender::new`], giving up on a receiver that has not accepted the connection within
+    /// `connect` (a black-holed address fails fast instead of holding a slot for `timeout`).
+    pub fn with_connect_timeout(
+        timeout: Duration,
+        connect: Duration,
+        allow_private_networks: bool,
+    ) -> Self {
         let mut b = reqwest::Client::builder()
             .timeout(timeout)
+            .connect_timeout(connect.min(timeout))
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("agentd-webhooks/", env!("CARGO_PKG_VERSION")));
         if !allow_private_networks {

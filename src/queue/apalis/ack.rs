@@ -28,8 +28,10 @@ impl Acknowledge<()> for AgentdAck {
             Err(e) => {
                 let (message, fatal) = classify(e, policy.map(|p| p.timeout));
                 let delay = policy.map(|p| p.backoff.delay(meta.attempt));
-                let retry_at = sh.clock.now()
+                let backoff = sh.clock.now()
                     + chrono::Duration::from_std(delay.unwrap_or_default()).unwrap_or_default();
+                let asked = e.downcast_ref::<JobError>().and_then(JobError::not_before);
+                let retry_at = asked.map_or(backoff, |at| at.max(backoff));
                 Outcome::Failed {
                     message,
                     fatal,
