@@ -42,6 +42,9 @@ pub struct WorkerArgs {
     pub concurrency: Option<usize>,
     /// Run the cron scheduler in this process.
     pub cron: bool,
+    /// Claim only jobs whose payload names this org (`agentd eval`, so that an eval on a shared
+    /// database leaves every other org's jobs alone); `None`: every job of the kinds.
+    pub only_org: Option<uuid::Uuid>,
 }
 
 impl WorkerArgs {
@@ -52,7 +55,14 @@ impl WorkerArgs {
             kinds: kinds.iter().map(|k| k.to_string()).collect(),
             concurrency,
             cron: false,
+            only_org: None,
         }
+    }
+
+    /// The same worker, claiming only the jobs of `org`.
+    pub fn for_org(mut self, org: uuid::Uuid) -> Self {
+        self.only_org = Some(org);
+        self
     }
 }
 
@@ -280,7 +290,13 @@ impl App {
         let workers: Vec<_> = runtimes
             .into_iter()
             .map(|k| {
-                crate::queue::apalis::build_worker(self.pool.clone(), self.clock.clone(), &opts, k)
+                crate::queue::apalis::build_scoped_worker(
+                    self.pool.clone(),
+                    self.clock.clone(),
+                    &opts,
+                    k,
+                    args.only_org,
+                )
             })
             .collect();
         let stats: Vec<Arc<WorkerStats>> = workers.iter().map(|w| w.stats()).collect();

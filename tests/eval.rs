@@ -1,10 +1,12 @@
 //! `agentd eval`: the binary runs the labelled samples through the real queue and worker with
 //! the offline provider and prints JSON whose figures agree with its own per-field detail; the
-//! scorer gives known answers for known inputs; bad labels and flags exit 2 naming the problem.
+//! scorer gives known answers for known inputs; bad labels and flags exit 2 naming the problem;
+//! a run below a stored baseline exits 1 naming the metric and split; the eval's worker leaves
+//! every other org's waiting job alone.
 
 mod common;
 
-use agentd::eval::labels::{ExpectedField, load_dir, parse_labels};
+use agentd::eval::labels::{ExpectedField, Split, load_dir, parse_labels};
 use agentd::eval::score::{date_candidates, norm_name, number_candidates, score, values_match};
 use chrono::NaiveDate;
 use common::TestDb;
@@ -71,6 +73,13 @@ fn values_match_after_normalising_case_space_numbers_and_dates() {
         "05/11/2026",
         "11/05/2026",
         "2026-11-05T00:00:00Z",
+        "5th November 2026",
+        "November 5th, 2026",
+        "5 de noviembre de 2026",
+        "5 de novembro de 2026",
+        "5 novembre 2026",
+        "5 november 2026",
+        "5-nov-2026",
     ] {
         assert!(values_match(&json!("2026-11-05"), Some(&json!(s))), "{s}");
     }
@@ -81,6 +90,31 @@ fn values_match_after_normalising_case_space_numbers_and_dates() {
     assert!(!values_match(
         &json!("2026-11-05"),
         Some(&json!("l5.11.2026"))
+    ));
+    // Other languages' months; a value whose tenth byte is inside a character is no date.
+    assert!(values_match(
+        &json!("2026-01-01"),
+        Some(&json!("1er janvier 2026"))
+    ));
+    assert!(values_match(
+        &json!("2026-12-17"),
+        Some(&json!("17 dicembre 2026"))
+    ));
+    assert!(values_match(
+        &json!("2026-03-05"),
+        Some(&json!("5 maart 2026"))
+    ));
+    assert!(values_match(
+        &json!("2026-10-01"),
+        Some(&json!("1 de outubro de 2026"))
+    ));
+    assert!(!values_match(
+        &json!("2026-11-05"),
+        Some(&json!("2026-11-0é"))
+    ));
+    assert!(!values_match(
+        &json!("2026-11-05"),
+        Some(&json!("5xx November 2026"))
     ));
     // Null expected: absent or blank is right, a value is wrong; a value expected: null is wrong.
     assert!(values_match(&Value::Null, None));
@@ -132,41 +166,122 @@ fn score_counts_recall_by_name_or_alias_and_accuracy_over_expected_fields() {
     );
     assert_eq!(s.field_recall, 0.75);
     assert_eq!(s.value_accuracy, 0.5);
+    // Precision: three of the four properties match a label; `vat` matches none.
+    assert_eq!(s.fields_proposed, 4);
+    assert_eq!(s.field_precision, 0.75);
+    assert!((s.field_f1 - 0.75).abs() < 1e-12);
+    assert_eq!(s.unmatched, ["vat"]);
     assert_eq!(s.fields[1].matched.as_deref(), Some("total"));
     assert_eq!(s.fields[3].matched, None);
     // A value cannot count for a field the schema does not have, even if the extraction has it.
     let s = score(&expected[3..], &[], &json!({"currency": "GBP"}));
     assert_eq!((s.fields_found, s.values_correct), (0, 0));
+    // A property serves one label only; a label's own name wins over another's alias.
+    let two = vec![
+        field("due_date", &["date"], json!("2026-12-02")),
+        field("date", &[], json!("2026-11-02")),
+    ];
+    let s = score(&two, &["date".to_string()], &json!({"date": "2026-11-02"}));
+    assert_eq!(s.fields[1].matched.as_deref(), Some("date"));
+    assert_eq!(s.fields[0].matched, None);
+    assert_eq!((s.fields_found, s.fields_proposed), (1, 1));
+    assert_eq!((s.field_precision, s.field_recall), (1.0, 0.5));
+    assert!((s.field_f1 - 2.0 / 3.0).abs() < 1e-12);
+    // Nothing proposed: precision, recall and F1 are 0, not NaN.
+    let s = score(&two, &[], &Value::Null);
+    assert_eq!(
+        (s.field_precision, s.field_recall, s.field_f1),
+        (0.0, 0.0, 0.0)
+    );
     // No extraction at all: recall still counts, accuracy is zero.
     let s = score(&expected, &props, &Value::Null);
     assert_eq!((s.fields_found, s.values_correct), (3, 0));
 }
 
+const HEAD: &str = "split = \"dev\"\nlanguage = \"en\"\nkind = \"invoice\"\n";
+
 #[test]
 fn labels_errors_name_the_file_and_key() {
     let f = Path::new("x.labels.toml");
-    let e = parse_labels(f, "[fields]\ntotal = { valeu = 1 }\n").unwrap_err();
+    let e = parse_labels(f, &format!("{HEAD}[fields]\ntotal = {{ valeu = 1 }}\n")).unwrap_err();
     assert!(
         e.to_string()
             .contains("x.labels.toml: fields.total.valeu: unknown key"),
         "{e}"
     );
-    let e = parse_labels(f, "documnet = \"a.txt\"\n[fields]\na = 1\n").unwrap_err();
+    let e = parse_labels(f, &format!("documnet = \"a.txt\"\n{HEAD}[fields]\na = 1\n")).unwrap_err();
     assert!(e.to_string().contains("unknown key `documnet`"), "{e}");
-    let e = parse_labels(f, "[fields]\na = [1, 2]\n").unwrap_err();
+    let e = parse_labels(f, &format!("{HEAD}[fields]\na = [1, 2]\n")).unwrap_err();
     assert!(e.to_string().contains("fields.a: the value must be"), "{e}");
-    let e = parse_labels(f, "description = \"no fields\"\n").unwrap_err();
+    let e = parse_labels(f, &format!("{HEAD}description = \"no fields\"\n")).unwrap_err();
     assert!(e.to_string().contains("`[fields]` is required"), "{e}");
-    // A bare TOML date is read as its ISO string.
-    let (_, _, fields) = parse_labels(f, "[fields]\nd = 2026-11-02\n").unwrap();
+    // The split, language and kind are required and must be known values.
+    let e = parse_labels(
+        f,
+        "language = \"en\"\nkind = \"invoice\"\n[fields]\na = 1\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains(
+            "x.labels.toml: `split` is required: which part of the set the document is in \
+             (dev may be tuned on, test never); one of dev, test"
+        ),
+        "{e}"
+    );
+    let e = parse_labels(
+        f,
+        "split = \"train\"\nlanguage = \"en\"\nkind = \"invoice\"\n[fields]\na = 1\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("x.labels.toml: `split` = \"train\" is not one of dev, test"),
+        "{e}"
+    );
+    let e = parse_labels(
+        f,
+        "split = \"test\"\nlanguage = \"english\"\nkind = \"invoice\"\n[fields]\na = 1\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("`language` = \"english\" is not one of en, de"),
+        "{e}"
+    );
+    let e = parse_labels(
+        f,
+        "split = \"test\"\nlanguage = \"de\"\nkind = \"rechnung\"\n[fields]\na = 1\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("`kind` = \"rechnung\" is not one of invoice"),
+        "{e}"
+    );
+    let e = parse_labels(
+        f,
+        "split = 1\nlanguage = \"de\"\nkind = \"invoice\"\n[fields]\na = 1\n",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("`split` must be a string"), "{e}");
+    // A bare TOML date is read as its ISO string; the header is what the file says.
+    let (h, fields) = parse_labels(
+        f,
+        "split = \"test\"\nlanguage = \"fr\"\nkind = \"receipt\"\n[fields]\nd = 2026-11-02\n",
+    )
+    .unwrap();
     assert_eq!(fields[0].value, json!("2026-11-02"));
+    assert_eq!(
+        (h.split, h.language.as_str(), h.kind.as_str()),
+        (Split::Test, "fr", "receipt")
+    );
 }
 
 #[test]
-fn the_shipped_set_has_at_least_twelve_loadable_samples() {
+fn the_shipped_set_has_sixty_samples_in_four_languages_with_a_test_part() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/eval");
-    let samples = load_dir(&dir, &[]).expect("samples/eval loads");
-    assert!(samples.len() >= 12, "{} samples", samples.len());
+    let samples = load_dir(&dir, &[], None).expect("samples/eval loads");
+    assert!(samples.len() >= 60, "{} samples", samples.len());
     for s in &samples {
         assert!(!s.text.trim().is_empty(), "{} has no text", s.name);
         assert!(!s.fields.is_empty(), "{} has no labels", s.name);
@@ -176,6 +291,49 @@ fn the_shipped_set_has_at_least_twelve_loadable_samples() {
         .find(|s| s.name == "multipage_invoice")
         .expect("multipage");
     assert!(big.text.len() > 60_000, "{} bytes", big.text.len());
+    // The fourteen documents the heuristics were tuned on are dev, whatever else is added.
+    for name in [
+        "bank_statement",
+        "hotel_facture_fr",
+        "insurance_claim",
+        "invoice_de",
+        "invoice_en",
+        "invoice_injection",
+        "lab_report",
+        "multipage_invoice",
+        "payslip",
+        "purchase_order",
+        "receipt_cafe",
+        "receipt_ocr",
+        "shipping_manifest",
+        "utility_bill",
+    ] {
+        let s = samples.iter().find(|s| s.name == name).expect(name);
+        assert_eq!(s.split, Split::Dev, "{name} was tuned on: it must stay dev");
+    }
+    let test: Vec<_> = samples.iter().filter(|s| s.split == Split::Test).collect();
+    assert!(test.len() >= 30, "{} test samples", test.len());
+    // The test part spreads over languages and kinds.
+    let langs: std::collections::BTreeSet<&str> =
+        test.iter().map(|s| s.language.as_str()).collect();
+    for l in ["en", "de", "fr", "es"] {
+        assert!(
+            langs.contains(l),
+            "no {l} document in the test part: {langs:?}"
+        );
+    }
+    let kinds: std::collections::BTreeSet<&str> = test.iter().map(|s| s.kind.as_str()).collect();
+    assert!(kinds.len() >= 8, "test kinds: {kinds:?}");
+    // --split keeps exactly that part.
+    let only_test = load_dir(&dir, &[], Some(Split::Test)).unwrap();
+    assert_eq!(only_test.len(), test.len());
+    assert!(only_test.iter().all(|s| s.split == Split::Test));
+    let e = load_dir(&dir, &["invoice_en".to_string()], Some(Split::Test)).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("no sample `invoice_en` (it is not in the test split)"),
+        "{e}"
+    );
 }
 
 /// Recomputes a document's recall from the JSON's own proposed fields and label names, so the
@@ -208,6 +366,12 @@ fn check_doc(doc: &Value) {
     assert!((recall - found as f64 / fields.len() as f64).abs() < 1e-9);
     let acc = doc["value_accuracy"].as_f64().unwrap();
     assert!((acc - correct as f64 / fields.len() as f64).abs() < 1e-9);
+    // Precision: the matched properties over all proposed; the rest are listed as unmatched.
+    assert_eq!(doc["fields_proposed"], json!(proposed.len()));
+    let unmatched = doc["unmatched"].as_array().expect("unmatched");
+    assert_eq!(unmatched.len() + found, proposed.len(), "{doc}");
+    let precision = doc["field_precision"].as_f64().unwrap();
+    assert!((precision - found as f64 / proposed.len() as f64).abs() < 1e-9);
 }
 
 #[tokio::test]
@@ -237,7 +401,8 @@ async fn eval_runs_offline_through_the_queue_and_prints_consistent_json() {
     assert_eq!(names, ["invoice_de", "invoice_en", "receipt_ocr"]);
     for d in docs {
         assert_eq!(d["status"], "proposed", "{d}");
-        assert!(d["rounds"].as_i64().unwrap() >= 1);
+        assert!(d["model_calls"].as_i64().unwrap() >= 1);
+        assert_eq!(d["split"], "dev");
         assert!(d["tool_calls"].as_i64().unwrap() >= 3, "{d}");
         assert!(d["tokens"].as_i64().unwrap() > 0);
         assert_eq!(d["runs"], 1);
@@ -254,8 +419,9 @@ async fn eval_runs_offline_through_the_queue_and_prints_consistent_json() {
     assert_eq!(t["documents"], 3);
     assert_eq!(t["proposed"], 3);
     for k in [
-        "rounds",
+        "model_calls",
         "tool_calls",
+        "fields_proposed",
         "tokens",
         "fields_expected",
         "fields_found",
@@ -265,6 +431,26 @@ async fn eval_runs_offline_through_the_queue_and_prints_consistent_json() {
     }
     let recall = t["field_recall"].as_f64().unwrap();
     assert!((recall - sum("fields_found") as f64 / sum("fields_expected") as f64).abs() < 1e-9);
+    let precision = t["field_precision"].as_f64().unwrap();
+    assert!((precision - sum("fields_found") as f64 / sum("fields_proposed") as f64).abs() < 1e-9);
+    // Every proposal's extraction is checked against its schema; the offline model's are valid.
+    for d in docs {
+        assert_eq!(d["schema_valid"], json!(true), "{d}");
+    }
+    assert_eq!(
+        (t["answers"].as_i64(), t["valid_answers"].as_i64()),
+        (Some(3), Some(3))
+    );
+    // Per split, language and kind: the groups partition the documents.
+    assert_eq!(r["by_split"]["dev"], *t);
+    assert_eq!(r["by_split"].as_object().unwrap().len(), 1);
+    assert_eq!(r["by_language"]["de"]["documents"], 2);
+    assert_eq!(r["by_language"]["en"]["documents"], 1);
+    assert_eq!(r["by_kind"]["invoice"]["documents"], 2);
+    assert_eq!(r["by_kind"]["receipt"]["documents"], 1);
+    let de_found: i64 =
+        docs[0]["fields_found"].as_i64().unwrap() + docs[2]["fields_found"].as_i64().unwrap();
+    assert_eq!(r["by_language"]["de"]["fields_found"], de_found);
     // The documents really went through the queue: three auto_create jobs, all succeeded.
     let jobs: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM agentd_jobs WHERE kind = 'auto_create' AND state = 'succeeded'",
@@ -282,7 +468,7 @@ async fn eval_bad_input_exits_2_naming_the_problem() {
     std::fs::write(dir.path().join("a.txt"), "Total: 1\n").unwrap();
     std::fs::write(
         dir.path().join("a.labels.toml"),
-        "[fields]\ntotal = { value = 1, alias = [] }\n",
+        format!("{HEAD}[fields]\ntotal = {{ value = 1, alias = [] }}\n"),
     )
     .unwrap();
     let d = dir.path().to_str().unwrap();
@@ -331,4 +517,223 @@ async fn eval_guided_turns_guided_mode_on_and_says_so() {
     assert_eq!(r["guided"], true);
     assert_eq!(r["documents"][0]["status"], "proposed");
     check_doc(&r["documents"][0]);
+}
+
+/// Runs `agentd eval` on `only` with `extra` flags; returns the output.
+fn eval_only(db: &TestDb, only: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["eval", "--provider", "offline", "--only", only];
+    args.extend_from_slice(extra);
+    agentd(db, &args)
+}
+
+#[tokio::test]
+async fn a_run_below_its_baseline_exits_1_naming_the_metric_and_split() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("base.json");
+    let saved_s = saved.to_str().unwrap();
+    // A run stored as the baseline, then the same run against it: no regression.
+    let out = eval_only(&db, "invoice_en,receipt_ocr", &["--save", saved_s]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stored: Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
+    let dev = &stored["by_split"]["dev"];
+    let recall = dev["field_recall"].as_f64().unwrap();
+    assert!(recall > 0.3 && recall < 1.0, "{dev}");
+    let out = eval_only(&db, "invoice_en,receipt_ocr", &["--baseline", saved_s]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("no regression against"), "{err}");
+
+    // A baseline whose recall is higher than this code reaches: exit 1, naming the metric, the
+    // split and both figures; precision and accuracy, unchanged, are not named.
+    let mut better = stored.clone();
+    let expected = dev["fields_expected"].as_i64().unwrap();
+    better["by_split"]["dev"]["field_recall"] = json!(recall + 0.1);
+    let f = dir.path().join("better.json");
+    std::fs::write(&f, better.to_string()).unwrap();
+    let out = eval_only(
+        &db,
+        "invoice_en,receipt_ocr",
+        &["--baseline", f.to_str().unwrap()],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let found = dev["fields_found"].as_i64().unwrap();
+    let want = format!(
+        "field_recall on the dev split fell from {:.1}% ({found}/{expected}) to {:.1}% ({found}/{expected})",
+        100.0 * (recall + 0.1),
+        100.0 * recall
+    );
+    assert!(err.contains("eval regression against"), "{err}");
+    assert!(err.contains(&want), "{err}\nwanted: {want}");
+    assert!(!err.contains("value_accuracy on"), "{err}");
+    assert!(!err.contains("field_precision on"), "{err}");
+    // Within the tolerance it passes: the drop is 10 points, the tolerance 15.
+    let out = eval_only(
+        &db,
+        "invoice_en,receipt_ocr",
+        &["--baseline", f.to_str().unwrap(), "--tolerance", "0.15"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Value accuracy above the run's: named as well.
+    let mut acc = stored.clone();
+    let a = dev["value_accuracy"].as_f64().unwrap();
+    acc["by_split"]["dev"]["value_accuracy"] = json!(a + 0.05);
+    std::fs::write(&f, acc.to_string()).unwrap();
+    let out = eval_only(
+        &db,
+        "invoice_en,receipt_ocr",
+        &["--baseline", f.to_str().unwrap()],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("value_accuracy on the dev split fell from"),
+        "{err}"
+    );
+
+    // Another set of documents than the baseline's cannot be compared: an error, not a pass.
+    let out = eval_only(&db, "invoice_en", &["--baseline", saved_s]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the baseline scored 2 documents in it, this run 1"),
+        "{err}"
+    );
+    // A file that is no stored report, a bad tolerance or split: exit 2 before any run.
+    std::fs::write(&f, "{}").unwrap();
+    let out = eval_only(&db, "invoice_en", &["--baseline", f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a stored eval report"));
+    let out = eval_only(&db, "invoice_en", &["--tolerance", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--tolerance must be a share"));
+    let out = eval_only(&db, "invoice_en", &["--split", "train"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--split must be dev, test or all"));
+}
+
+#[tokio::test]
+async fn the_eval_worker_leaves_another_orgs_waiting_job_alone() {
+    let db = TestDb::new().await;
+    // Production: an org with a document whose auto_create job waits (enqueued first, so an
+    // unscoped worker would claim it first).
+    let out = agentd(
+        &db,
+        &[
+            "documents",
+            "add",
+            "--org",
+            "production",
+            "--name",
+            "invoice.txt",
+            "--text-file",
+            "samples/eval/invoice_en.txt",
+            "--auto-create",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = eval_only(
+        &db,
+        "invoice_en,payslip",
+        &["--json", "--org", "eval-isolated"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["totals"]["proposed"], 2, "{r}");
+    // The production job is still waiting, never claimed; its document still queued.
+    let (state, attempt): (String, i32) = sqlx::query_as(
+        "SELECT j.state, j.attempt FROM agentd_jobs j JOIN orgs o ON o.id::text = j.payload->>'org_id'
+          WHERE o.name = 'production'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!((state.as_str(), attempt), ("available", 0));
+    let status: String = sqlx::query_scalar(
+        "SELECT d.auto_create_status FROM documents d JOIN orgs o ON o.id = d.org_id
+          WHERE o.name = 'production'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(status, "queued");
+    // The eval's own jobs all ran.
+    let done: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM agentd_jobs WHERE kind = 'auto_create' AND state = 'succeeded'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(done, 2);
+    // An org that exists already is not the eval's: refused before anything is enqueued.
+    let out = eval_only(&db, "invoice_en", &["--org", "production"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--org production: an org of that name exists already"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM agentd_jobs")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(jobs, 3);
+}
+
+#[tokio::test]
+async fn a_scoped_claim_takes_only_its_orgs_jobs() {
+    use agentd::queue::{NewJob, enqueue, store};
+    let db = TestDb::new().await;
+    let (a, b) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+    for (org, n) in [(b, 1), (a, 2), (b, 3)] {
+        enqueue(
+            &db.pool,
+            &NewJob::new(
+                "auto_create",
+                json!({"org_id": org, "document_id": uuid::Uuid::new_v4(), "n": n}),
+            ),
+        )
+        .await
+        .unwrap();
+    }
+    let lease = chrono::Duration::seconds(30);
+    let now = chrono::Utc::now();
+    let kinds = vec!["auto_create".to_string()];
+    let got = store::claim_scoped(&db.pool, &kinds, Some(a), 10, "w", now, lease)
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].payload["n"], 2);
+    // Nothing more of org a; org b's two jobs are still there for an unscoped claim.
+    let again = store::claim_scoped(&db.pool, &kinds, Some(a), 10, "w", now, lease)
+        .await
+        .unwrap();
+    assert!(again.is_empty());
+    let rest = store::claim(&db.pool, &kinds, 10, "w", now, lease)
+        .await
+        .unwrap();
+    let mut ns: Vec<i64> = rest
+        .iter()
+        .map(|j| j.payload["n"].as_i64().unwrap())
+        .collect();
+    ns.sort();
+    assert_eq!(ns, [1, 3]);
 }

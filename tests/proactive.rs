@@ -154,6 +154,7 @@ async fn the_nightly_job_writes_deduplicated_suggestions_and_audits_every_call()
                 kinds: vec!["proactive_suggestion".into()],
                 concurrency: None,
                 cron: false,
+                only_org: None,
             },
             stop.clone(),
         )

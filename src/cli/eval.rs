@@ -1,11 +1,13 @@
 //! `agentd eval`: auto-create over the labelled samples (`samples/eval/`), scored per document
-//! (see `crate::eval`). Prints figures; asserts nothing.
+//! (see `crate::eval`). Prints figures; with `--baseline FILE` it also fails (exit 1) when
+//! recall, precision or value accuracy fell below a stored run's.
 
 use super::bad;
 use super::output::print_json;
 use crate::app::App;
 use crate::config::ProviderChoice;
-use crate::eval::{self, EvalOptions, labels};
+use crate::eval::labels::Split;
+use crate::eval::{self, EvalOptions, baseline, labels};
 use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
@@ -31,6 +33,19 @@ pub struct EvalCmd {
     /// Only these samples (comma-separated names, e.g. invoice_en,receipt_ocr).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
+    /// Which part of the set: dev (may be tuned on), test (never tuned on) or all.
+    #[arg(long, default_value = "all")]
+    pub split: String,
+    /// Store this run's report (the `--json` report) in FILE, to serve as a baseline.
+    #[arg(long)]
+    pub save: Option<PathBuf>,
+    /// Compare with a run stored by `--save`: exit 1 naming the metric and split when field
+    /// recall, field precision or value accuracy fell by more than the tolerance.
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// How far (absolute share: 0.02 is two points) a metric may fall below the baseline.
+    #[arg(long, default_value_t = 0.02)]
+    pub tolerance: f64,
     /// Guided mode: each round offers only the tools of the next unmet goal (`llm.guided = on`).
     #[arg(long)]
     pub guided: bool,
@@ -100,13 +115,46 @@ pub async fn run(app: &App, cmd: EvalCmd) -> anyhow::Result<()> {
     if cmd.concurrency == Some(0) {
         return Err(bad("--concurrency must be ≥ 1"));
     }
-    let samples = labels::load_dir(&cmd.dir, &cmd.only).map_err(|e| bad(e.to_string()))?;
+    let split = match cmd.split.as_str() {
+        "all" => None,
+        "dev" => Some(Split::Dev),
+        "test" => Some(Split::Test),
+        other => {
+            return Err(bad(format!(
+                "--split must be dev, test or all (got {other:?})"
+            )));
+        }
+    };
+    if !(0.0..=1.0).contains(&cmd.tolerance) {
+        return Err(bad(format!(
+            "--tolerance must be a share between 0 and 1, e.g. 0.02 for two points (got {})",
+            cmd.tolerance
+        )));
+    }
+    let samples = labels::load_dir(&cmd.dir, &cmd.only, split).map_err(|e| bad(e.to_string()))?;
+    // Read before the run: a bad file is the caller's to fix, not found out after an hour.
+    let base = match &cmd.baseline {
+        Some(path) => Some(baseline::load(path).map_err(|e| bad(e.to_string()))?),
+        None => None,
+    };
     let eapp = eval_app(app, &cmd)?;
+    let org_name = cmd
+        .org
+        .clone()
+        .unwrap_or_else(|| format!("eval-{}", app.clock.now().format("%Y%m%dT%H%M%S%.3f")));
+    // The eval's worker runs every waiting auto_create job of its org: an org that exists
+    // already (someone's documents) is not the eval's to run.
+    if crate::store::orgs::find(&app.pool, &org_name)
+        .await?
+        .is_some()
+    {
+        return Err(bad(format!(
+            "--org {org_name}: an org of that name exists already; the eval creates its own org \
+             (its worker would run that org's waiting jobs): pick a new name or leave --org out"
+        )));
+    }
     let opts = EvalOptions {
-        org_name: cmd
-            .org
-            .clone()
-            .unwrap_or_else(|| format!("eval-{}", app.clock.now().format("%Y%m%dT%H%M%S%.3f"))),
+        org_name,
         concurrency: cmd.concurrency,
         timeout: Duration::from_secs(cmd.timeout_secs),
         // `job`: the job file decides (auto_create is guided by default).
@@ -132,5 +180,35 @@ pub async fn run(app: &App, cmd: EvalCmd) -> anyhow::Result<()> {
     } else {
         print!("{}", eval::render_table(&report));
     }
+    if let Some(path) = &cmd.save {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, text + "\n")
+            .map_err(|e| anyhow::anyhow!("--save {}: cannot write: {e}", path.display()))?;
+        eprintln!("agentd eval: report saved to {}", path.display());
+    }
+    let (Some(base), Some(path)) = (base, &cmd.baseline) else {
+        return Ok(());
+    };
+    let cmp = baseline::compare(&base, &report, cmd.tolerance)
+        .map_err(|e| anyhow::anyhow!("--baseline {}: {e}", path.display()))?;
+    for s in &cmp.skipped {
+        eprintln!("agentd eval: baseline: not compared: {s}");
+    }
+    if !cmp.regressions.is_empty() {
+        let list: Vec<String> = cmp.regressions.iter().map(|r| r.to_string()).collect();
+        anyhow::bail!(
+            "eval regression against {} (provider {}; tolerance {:.1} points): {}",
+            path.display(),
+            base.provider,
+            100.0 * cmd.tolerance,
+            list.join("; ")
+        );
+    }
+    eprintln!(
+        "agentd eval: no regression against {} (split {}; tolerance {:.1} points)",
+        path.display(),
+        cmp.compared.join(", "),
+        100.0 * cmd.tolerance
+    );
     Ok(())
 }

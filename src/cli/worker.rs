@@ -27,6 +27,7 @@ pub(super) async fn run(app: &App, w: WorkerCmd) -> anyhow::Result<()> {
                 kinds: w.kinds,
                 concurrency: w.concurrency,
                 cron: !w.no_cron,
+                only_org: None,
             },
             shutdown,
         )

@@ -4,6 +4,9 @@
 //! ```toml
 //! document = "invoice_en.txt"      # optional: <stem>.txt
 //! description = "One-page English invoice"
+//! split = "dev"                    # required: "dev" (may be tuned on) or "test" (never)
+//! language = "en"                  # required: en, de, fr, es, it, nl or pt
+//! kind = "invoice"                 # required: one of KINDS
 //! [fields]
 //! invoice_number = "INV-2026-0417"                       # a string, compared without case
 //! invoice_date = "2026-11-02"                            # YYYY-MM-DD: compared as a date
@@ -12,6 +15,7 @@
 //!
 //! Errors name the file and the key.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -26,12 +30,76 @@ pub struct ExpectedField {
     pub value: Value,
 }
 
+/// Which part of the set a document belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Split {
+    /// The heuristics and prompts may be tuned on these.
+    Dev,
+    /// Nothing is tuned on these: they measure generalisation.
+    Test,
+}
+
+impl Split {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Split::Dev => "dev",
+            Split::Test => "test",
+        }
+    }
+}
+
+impl std::fmt::Display for Split {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The languages a sample may be written in (ISO 639-1).
+pub const LANGUAGES: [&str; 7] = ["en", "de", "fr", "es", "it", "nl", "pt"];
+
+/// The kinds of document a sample may be: what the per-kind totals group by.
+pub const KINDS: [&str; 16] = [
+    "invoice",
+    "credit_note",
+    "receipt",
+    "bank_statement",
+    "card_statement",
+    "payslip",
+    "lab_report",
+    "purchase_order",
+    "delivery_note",
+    "bill_of_lading",
+    "shipping_manifest",
+    "utility_bill",
+    "insurance",
+    "tax_form",
+    "contract",
+    "other",
+];
+
+/// A labels file's header: everything but the fields.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Header {
+    /// The document file, when not `<stem>.txt`.
+    pub document: Option<String>,
+    pub description: String,
+    pub split: Split,
+    /// One of [`LANGUAGES`].
+    pub language: String,
+    /// One of [`KINDS`].
+    pub kind: String,
+}
+
 /// One labelled document.
 #[derive(Debug, Clone)]
 pub struct Sample {
     /// The labels file's stem, e.g. `invoice_en`.
     pub name: String,
     pub description: String,
+    pub split: Split,
+    pub language: String,
+    pub kind: String,
     /// The document file (for messages).
     pub document_path: PathBuf,
     pub text: String,
@@ -65,19 +133,25 @@ fn to_json(v: &toml::Value) -> Option<Value> {
     })
 }
 
+const KEYS: [&str; 6] = [
+    "document",
+    "description",
+    "split",
+    "language",
+    "kind",
+    "fields",
+];
+
 /// Parses one labels file's text; `file` names it in errors.
-pub fn parse_labels(
-    file: &Path,
-    text: &str,
-) -> Result<(Option<String>, String, Vec<ExpectedField>), LabelError> {
+pub fn parse_labels(file: &Path, text: &str) -> Result<(Header, Vec<ExpectedField>), LabelError> {
     let table: toml::Table = text
         .parse()
         .map_err(|e| err(file, format!("not valid TOML: {e}")))?;
     for key in table.keys() {
-        if !["document", "description", "fields"].contains(&key.as_str()) {
+        if !KEYS.contains(&key.as_str()) {
             return Err(err(
                 file,
-                format!("unknown key `{key}` (known: document, description, fields)"),
+                format!("unknown key `{key}` (known: {})", KEYS.join(", ")),
             ));
         }
     }
@@ -88,8 +162,38 @@ pub fn parse_labels(
             Some(other) => Err(err(file, format!("`{key}` must be a string (got {other})"))),
         }
     };
-    let document = string("document")?;
-    let description = string("description")?.unwrap_or_default();
+    // A required key whose value is one of `known`.
+    let one_of = |key: &str, known: &[&str], what: &str| -> Result<String, LabelError> {
+        let known_list = known.join(", ");
+        match string(key)? {
+            None => Err(err(
+                file,
+                format!("`{key}` is required: {what}; one of {known_list}"),
+            )),
+            Some(v) if known.contains(&v.as_str()) => Ok(v),
+            Some(v) => Err(err(
+                file,
+                format!("`{key}` = {v:?} is not one of {known_list}"),
+            )),
+        }
+    };
+    let split = match one_of(
+        "split",
+        &["dev", "test"],
+        "which part of the set the document is in (dev may be tuned on, test never)",
+    )?
+    .as_str()
+    {
+        "dev" => Split::Dev,
+        _ => Split::Test,
+    };
+    let header = Header {
+        document: string("document")?,
+        description: string("description")?.unwrap_or_default(),
+        split,
+        language: one_of("language", &LANGUAGES, "the document's language")?,
+        kind: one_of("kind", &KINDS, "what kind of document it is")?,
+    };
     let Some(toml::Value::Table(fields)) = table.get("fields") else {
         return Err(err(
             file,
@@ -147,12 +251,16 @@ pub fn parse_labels(
             value,
         });
     }
-    Ok((document, description, out))
+    Ok((header, out))
 }
 
 /// Loads every `*.labels.toml` in `dir` (sorted by name), keeping only the names in `only`
-/// when it is not empty.
-pub fn load_dir(dir: &Path, only: &[String]) -> Result<Vec<Sample>, LabelError> {
+/// when it is not empty, and only the samples of `split` when given.
+pub fn load_dir(
+    dir: &Path,
+    only: &[String],
+    split: Option<Split>,
+) -> Result<Vec<Sample>, LabelError> {
     let entries = std::fs::read_dir(dir).map_err(|e| {
         err(
             dir,
@@ -177,8 +285,16 @@ pub fn load_dir(dir: &Path, only: &[String]) -> Result<Vec<Sample>, LabelError> 
         }
         let text =
             std::fs::read_to_string(&file).map_err(|e| err(&file, format!("cannot read: {e}")))?;
-        let (document, description, fields) = parse_labels(&file, &text)?;
-        let document_path = dir.join(document.unwrap_or_else(|| format!("{stem}.txt")));
+        let (header, fields) = parse_labels(&file, &text)?;
+        if split.is_some_and(|s| s != header.split) {
+            continue;
+        }
+        let document_path = dir.join(
+            header
+                .document
+                .clone()
+                .unwrap_or_else(|| format!("{stem}.txt")),
+        );
         let bytes = std::fs::read(&document_path).map_err(|e| {
             err(
                 &file,
@@ -187,7 +303,10 @@ pub fn load_dir(dir: &Path, only: &[String]) -> Result<Vec<Sample>, LabelError> 
         })?;
         samples.push(Sample {
             name: stem,
-            description,
+            description: header.description,
+            split: header.split,
+            language: header.language,
+            kind: header.kind,
             document_path,
             text: crate::store::documents::text_from_bytes(&bytes),
             fields,
@@ -195,14 +314,23 @@ pub fn load_dir(dir: &Path, only: &[String]) -> Result<Vec<Sample>, LabelError> 
     }
     for name in only {
         if !samples.iter().any(|s| &s.name == name) {
-            return Err(err(
-                dir,
-                format!("--only: no sample `{name}` (no {name}.labels.toml here)"),
-            ));
+            let why = match split {
+                Some(s) if dir.join(format!("{name}.labels.toml")).exists() => {
+                    format!("it is not in the {s} split")
+                }
+                _ => format!("no {name}.labels.toml here"),
+            };
+            return Err(err(dir, format!("--only: no sample `{name}` ({why})")));
         }
     }
     if samples.is_empty() {
-        return Err(err(dir, "no *.labels.toml files: nothing to evaluate"));
+        return Err(err(
+            dir,
+            match split {
+                Some(s) => format!("no *.labels.toml of the {s} split: nothing to evaluate"),
+                None => "no *.labels.toml files: nothing to evaluate".to_string(),
+            },
+        ));
     }
     Ok(samples)
 }

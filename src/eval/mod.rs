@@ -1,10 +1,14 @@
 //! `agentd eval`: auto-create over a labelled set of documents, scored. Each sample goes into a
-//! fresh org of the configured database as a document with its auto-create job, the real queue
-//! and worker run the jobs with the chosen provider, and each document's proposal is scored
-//! against its labels ([`score`]): field recall and value accuracy, beside the run's status,
-//! rounds, tool calls, tokens and time. Figures, not assertions.
+//! fresh org of the configured database as a document with its auto-create job, a worker that
+//! claims only that org's jobs runs them with the chosen provider, and each document's proposal
+//! is scored against its labels ([`score`]): field precision, recall and F1, value accuracy, and
+//! whether the extraction is valid for the proposed schema, beside the run's status, model
+//! calls, tool calls, tokens and time. Totals per split, language and kind ([`report`]); a
+//! stored run can serve as a baseline that a new run must not fall below ([`baseline`]).
 
+pub mod baseline;
 pub mod labels;
+pub mod report;
 pub mod score;
 
 use crate::app::{App, WorkerArgs};
@@ -12,8 +16,9 @@ use crate::store::runs::RunRow;
 use crate::store::states::AutoCreateStatus;
 use crate::store::{orgs, runs};
 use chrono::{DateTime, Utc};
-use labels::Sample;
-use serde::Serialize;
+use labels::{Sample, Split};
+pub use report::{EvalReport, Totals, render_table, totals};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -36,9 +41,12 @@ pub struct EvalOptions {
 }
 
 /// One document's outcome.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DocResult {
     pub sample: String,
+    pub split: Split,
+    pub language: String,
+    pub kind: String,
     pub document_id: Uuid,
     /// The document's auto-create status: proposed, failed, skipped — or `timeout`, or
     /// `foreign` when a run of another provider (another worker on the database) did it.
@@ -54,14 +62,20 @@ pub struct DocResult {
     pub error: Option<String>,
     /// The proposed schema's top-level properties.
     pub proposed_fields: Vec<String>,
+    /// Whether the extraction is valid JSON for the proposed schema; `None` when there is no
+    /// schema or no extraction to check.
+    pub schema_valid: Option<bool>,
+    /// Why it is not (the first errors, or why it could not be checked).
+    pub schema_error: Option<String>,
     #[serde(flatten)]
     pub score: score::Score,
 }
 
 /// What documents cost: summed over runs, then over documents.
-#[derive(Debug, Clone, Copy, Serialize, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
 pub struct Work {
-    pub rounds: i64,
+    /// Model answers (one per round).
+    pub model_calls: i64,
     pub tool_calls: i64,
     pub tokens: i64,
     /// Active run time.
@@ -73,7 +87,7 @@ impl Work {
     pub fn of_run(r: &RunRow, now: DateTime<Utc>) -> Self {
         let end = r.finished_at.unwrap_or(now);
         Work {
-            rounds: i64::from(r.counters.rounds),
+            model_calls: i64::from(r.counters.rounds),
             tool_calls: i64::from(r.counters.tool_calls),
             tokens: r.counters.tokens(),
             seconds: (end - r.started_at).num_milliseconds() as f64 / 1000.0,
@@ -83,77 +97,11 @@ impl Work {
 
 impl std::ops::AddAssign for Work {
     fn add_assign(&mut self, o: Work) {
-        self.rounds += o.rounds;
+        self.model_calls += o.model_calls;
         self.tool_calls += o.tool_calls;
         self.tokens += o.tokens;
         self.seconds += o.seconds;
     }
-}
-
-/// Totals over all documents.
-#[derive(Debug, Clone, Serialize, Default, PartialEq)]
-pub struct Totals {
-    pub documents: usize,
-    pub proposed: usize,
-    pub failed: usize,
-    pub other: usize,
-    #[serde(flatten)]
-    pub work: Work,
-    pub fields_expected: usize,
-    pub fields_found: usize,
-    pub values_correct: usize,
-    /// Over all expected fields of all documents (micro average).
-    pub field_recall: f64,
-    pub value_accuracy: f64,
-    /// Tokens per proposed document (0 when none was proposed).
-    pub tokens_per_proposed: f64,
-}
-
-/// The whole report (`--json` prints it).
-#[derive(Debug, Clone, Serialize)]
-pub struct EvalReport {
-    pub provider: String,
-    pub model: String,
-    pub guided: bool,
-    pub constrained: bool,
-    pub org_id: Uuid,
-    pub wall_seconds: f64,
-    pub documents: Vec<DocResult>,
-    pub totals: Totals,
-}
-
-/// Sums the documents' figures.
-pub fn totals(docs: &[DocResult]) -> Totals {
-    let mut t = Totals {
-        documents: docs.len(),
-        ..Totals::default()
-    };
-    for d in docs {
-        match d.status.as_str() {
-            "proposed" => t.proposed += 1,
-            "failed" => t.failed += 1,
-            _ => t.other += 1,
-        }
-        t.work += d.work;
-        t.fields_expected += d.score.fields_expected;
-        t.fields_found += d.score.fields_found;
-        t.values_correct += d.score.values_correct;
-    }
-    let ratio = |k: usize| {
-        if t.fields_expected == 0 {
-            0.0
-        } else {
-            k as f64 / t.fields_expected as f64
-        }
-    };
-    t.field_recall = ratio(t.fields_found);
-    t.value_accuracy = ratio(t.values_correct);
-    t.tokens_per_proposed = if t.proposed == 0 {
-        0.0
-    } else {
-        t.work.tokens as f64 / t.proposed as f64
-    };
-    t
 }
 
 /// Scores a document report (as `agentd documents show --json` prints it) against a sample.
@@ -178,7 +126,9 @@ fn done(report: &Value) -> Option<AutoCreateStatus> {
 }
 
 /// Runs the eval: inserts the samples with their auto-create jobs into a new org, runs an
-/// auto_create worker on `app` until every document is done (or the timeout), and scores them.
+/// auto_create worker that claims only that org's jobs on `app` until every document is done
+/// (or the timeout), and scores them. The caller makes sure `opts.org_name` is new: the worker
+/// runs whatever auto_create job of that org waits.
 /// `progress` is called with (done, total) whenever that changes.
 pub async fn run(
     app: &App,
@@ -200,7 +150,8 @@ pub async fn run(
     }
     let stop = CancellationToken::new();
     let started = Instant::now();
-    let args = WorkerArgs::serving(&["auto_create"], opts.concurrency);
+    // Only this org's jobs: another org's waiting auto_create job is not the eval's to run.
+    let args = WorkerArgs::serving(&["auto_create"], opts.concurrency).for_org(org.id);
     let worker = app
         .start_worker(args, stop.clone())
         .await
@@ -267,8 +218,15 @@ pub async fn run(
             ))
         };
         let (proposed_fields, score) = score_report(sample, report);
+        let (schema_valid, schema_error) = match schema_check(app, org.id, report).await {
+            Ok(v) => v,
+            Err(e) => (None, Some(format!("the schema could not be read: {e}"))),
+        };
         documents.push(DocResult {
             sample: sample.name.clone(),
+            split: sample.split,
+            language: sample.language.clone(),
+            kind: sample.kind.clone(),
             document_id: *id,
             status,
             run_status: last_run.map(|r| r.status.to_string()),
@@ -280,103 +238,53 @@ pub async fn run(
             }),
             error,
             proposed_fields,
+            schema_valid,
+            schema_error,
             score,
         });
     }
-    let totals = totals(&documents);
-    Ok(EvalReport {
-        provider: app.provider.name().to_string(),
-        model: app.model_for(app.spec("auto_create")),
-        guided: opts.guided,
-        constrained: opts.constrained,
-        org_id: org.id,
+    Ok(EvalReport::new(
+        app.provider.name().to_string(),
+        app.model_for(app.spec("auto_create")),
+        opts,
+        org.id,
         wall_seconds,
         documents,
-        totals,
-    })
+    ))
 }
 
-/// The report as a table a person reads.
-pub fn render_table(r: &EvalReport) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "agentd eval — provider {}, model {}, {} mode{}, {} documents, {:.1}s wall",
-        r.provider,
-        r.model,
-        if r.guided { "guided" } else { "free" },
-        if r.constrained {
-            ", constrained calls"
-        } else {
-            ""
+/// Whether the document's extraction is valid for its proposed schema: `(None, why)` when
+/// there is no schema or no extraction to check, `(Some(false), errors)` when it is not.
+async fn schema_check(
+    app: &App,
+    org: Uuid,
+    report: &Value,
+) -> anyhow::Result<(Option<bool>, Option<String>)> {
+    let Some(revid) = report["schema"]["revid"].as_str() else {
+        return Ok((None, Some("no schema proposed".into())));
+    };
+    let result = &report["extraction"]["result"];
+    if result.is_null() {
+        return Ok((None, Some("no extraction".into())));
+    }
+    let parsed = revid
+        .split_once(':')
+        .and_then(|(id, v)| Some((Uuid::parse_str(id).ok()?, v.parse::<i32>().ok()?)));
+    let Some((schema_id, version)) = parsed else {
+        anyhow::bail!("the report's schema revid {revid:?} is not <uuid>:<version>");
+    };
+    let mut conn = app.pool.acquire().await?;
+    let Some(row) = crate::store::schemas::get(&mut conn, org, schema_id, version).await? else {
+        anyhow::bail!("schema {revid} is gone");
+    };
+    let schema = &row.response_format["json_schema"]["schema"];
+    Ok(
+        match crate::tools::schema_check::validate_instance(schema, result) {
+            Ok(()) => (Some(true), None),
+            Err(errors) => (
+                Some(false),
+                Some(errors.into_iter().take(3).collect::<Vec<_>>().join("; ")),
+            ),
         },
-        r.documents.len(),
-        r.wall_seconds
-    );
-    let _ = writeln!(
-        out,
-        "{:<24} {:<9} {:<18} {:>4} {:>6} {:>5} {:>7} {:>7} {:>7} {:>7}",
-        "document",
-        "status",
-        "stop",
-        "runs",
-        "rounds",
-        "calls",
-        "tokens",
-        "secs",
-        "recall",
-        "values"
-    );
-    for d in &r.documents {
-        let _ = writeln!(
-            out,
-            "{:<24} {:<9} {:<18} {:>4} {:>6} {:>5} {:>7} {:>7.1} {:>3}/{:<3} {:>3}/{:<3}",
-            d.sample,
-            d.status,
-            d.stop_reason.as_deref().unwrap_or("-"),
-            d.runs,
-            d.work.rounds,
-            d.work.tool_calls,
-            d.work.tokens,
-            d.work.seconds,
-            d.score.fields_found,
-            d.score.fields_expected,
-            d.score.values_correct,
-            d.score.fields_expected
-        );
-    }
-    let t = &r.totals;
-    let _ = writeln!(
-        out,
-        "{:<24} {:<9} {:<18} {:>4} {:>6} {:>5} {:>7} {:>7.1} {:>3}/{:<3} {:>3}/{:<3}",
-        "TOTAL",
-        format!("{}/{}", t.proposed, t.documents),
-        "",
-        "",
-        t.work.rounds,
-        t.work.tool_calls,
-        t.work.tokens,
-        t.work.seconds,
-        t.fields_found,
-        t.fields_expected,
-        t.values_correct,
-        t.fields_expected
-    );
-    let _ = writeln!(
-        out,
-        "proposed {}/{} ({} failed, {} other); field recall {:.1}%, value accuracy {:.1}%; {:.0} tokens per proposed document",
-        t.proposed,
-        t.documents,
-        t.failed,
-        t.other,
-        100.0 * t.field_recall,
-        100.0 * t.value_accuracy,
-        t.tokens_per_proposed
-    );
-    for d in r.documents.iter().filter(|d| d.error.is_some()) {
-        let e: String = d.error.as_deref().unwrap_or("").chars().take(160).collect();
-        let _ = writeln!(out, "  {}: {e}", d.sample);
-    }
-    out
+    )
 }

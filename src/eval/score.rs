@@ -1,7 +1,9 @@
 //! Scoring one proposal against its labels: field recall (expected fields present in the
-//! proposed schema, matched by normalised name or a listed alias) and value accuracy (extracted
-//! values equal to the expected ones after normalisation of case, whitespace, number formats
-//! and dates).
+//! proposed schema, matched by normalised name or a listed alias), field precision (proposed
+//! properties that match a label; every other one counts against it), their F1, and value
+//! accuracy (extracted values equal to the expected ones after normalisation of case,
+//! whitespace, number formats and dates). A property matches at most one label, by the label's
+//! own name before any alias.
 //!
 //! Normalisation never guesses one reading of an ambiguous value: `03/04/2026` may be 3 April
 //! or 4 March and `1.234` may be 1.234 or 1234, so each reading is a candidate and the value
@@ -9,7 +11,7 @@
 
 use super::labels::ExpectedField;
 use chrono::NaiveDate;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// A field name reduced to lowercase ASCII letters and digits: `Invoice Number`,
@@ -97,42 +99,60 @@ pub fn number_candidates(s: &str) -> Vec<f64> {
     out
 }
 
-const MONTHS: [(&str, u32); 32] = [
+/// Month-name prefixes in the set's languages (English, German, French, Spanish, Italian,
+/// Dutch, Portuguese); the longest prefix a word starts with wins.
+const MONTHS: [(&str, u32); 48] = [
     ("jan", 1),
     ("jän", 1),
     ("janv", 1),
+    ("janu", 1),
+    ("ene", 1),
+    ("gen", 1),
     ("feb", 2),
+    ("febr", 2),
     ("fév", 2),
     ("fev", 2),
     ("mar", 3),
+    ("marc", 3),
     ("mär", 3),
     ("mae", 3),
+    ("maa", 3),
     ("apr", 4),
     ("avr", 4),
+    ("abr", 4),
     ("may", 5),
     ("mai", 5),
+    ("mag", 5),
+    ("mei", 5),
     ("jun", 6),
     ("juin", 6),
+    ("giu", 6),
     ("jul", 7),
     ("juil", 7),
+    ("lug", 7),
     ("aug", 8),
     ("aoû", 8),
     ("aou", 8),
+    ("ago", 8),
     ("sep", 9),
+    ("sept", 9),
+    ("set", 9),
     ("oct", 10),
+    ("octo", 10),
     ("okt", 10),
+    ("ott", 10),
+    ("out", 10),
     ("nov", 11),
     ("dec", 12),
     ("dez", 12),
     ("déc", 12),
-    ("janu", 1),
-    ("febr", 2),
-    ("marc", 3),
-    ("sept", 9),
-    ("octo", 10),
+    ("dic", 12),
+    ("dice", 12),
+    ("deze", 12),
+    ("dece", 12),
 ];
 
-/// The month a word names (English, German or French, full or abbreviated).
+/// The month a word names (full or abbreviated, in any of the set's languages).
 fn month_of(word: &str) -> Option<u32> {
     let w = word.to_lowercase();
     // "mars" (French) and "march" both start with "mar"; "juin"/"juil" need four letters.
@@ -143,6 +163,15 @@ fn month_of(word: &str) -> Option<u32> {
         }
     }
     best.map(|(_, m)| m)
+}
+
+/// The day of an ordinal written with a suffix: `4th`, `1st`, `1er`, `1º` → `4`, `1`, `1`.
+fn ordinal_day(token: &str) -> Option<&str> {
+    let digits = token.find(|c: char| !c.is_ascii_digit())?;
+    let (day, suffix) = token.split_at(digits);
+    let suffixes = ["st", "nd", "rd", "th", "er", "re", "e", "º", "ª", "o", "a"];
+    (!day.is_empty() && day.len() <= 2 && suffixes.contains(&suffix.to_lowercase().as_str()))
+        .then_some(day)
 }
 
 fn year_of(n: &str) -> Option<i32> {
@@ -156,11 +185,15 @@ fn year_of(n: &str) -> Option<i32> {
 
 /// Every date `s` may denote: ISO `2026-11-02` (a time part is ignored), `02.11.2026`,
 /// `11/02/2026` (both day-month orders), `2 November 2026`, `Nov 2, 2026`, `2. November 2026`,
-/// `2 nov. 2026`, two-digit years as 20xx.
+/// `2 nov. 2026`, `4th November 2026`, `5 de noviembre de 2026`, two-digit years as 20xx.
 pub fn date_candidates(s: &str) -> Vec<NaiveDate> {
     let s = s.trim();
-    if s.len() >= 10 && s.as_bytes()[4] == b'-' && s.as_bytes()[7] == b'-' {
-        if let Ok(d) = NaiveDate::parse_from_str(&s[..10], "%Y-%m-%d") {
+    // `get`: the tenth byte of an extracted value may fall inside a character.
+    if let Some(head) = s
+        .get(..10)
+        .filter(|h| h.as_bytes()[4] == b'-' && h.as_bytes()[7] == b'-')
+    {
+        if let Ok(d) = NaiveDate::parse_from_str(head, "%Y-%m-%d") {
             return vec![d];
         }
     }
@@ -174,6 +207,8 @@ pub fn date_candidates(s: &str) -> Vec<NaiveDate> {
             numbers.push(token);
         } else if token.chars().all(char::is_alphabetic) {
             words.push(token);
+        } else if let Some(day) = ordinal_day(token) {
+            numbers.push(day);
         } else {
             return Vec::new();
         }
@@ -269,7 +304,7 @@ pub fn values_match(expected: &Value, actual: Option<&Value>) -> bool {
 }
 
 /// How one expected field fared.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct FieldScore {
     /// The label's field name.
     pub field: String,
@@ -282,18 +317,41 @@ pub struct FieldScore {
 }
 
 /// A document's scores.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Score {
     pub fields_expected: usize,
     /// Expected fields present in the proposed schema.
     pub fields_found: usize,
     /// Expected fields whose extracted value matched.
     pub values_correct: usize,
+    /// Top-level properties of the proposed schema.
+    pub fields_proposed: usize,
     /// `fields_found / fields_expected` (0 when nothing is expected).
     pub field_recall: f64,
+    /// `fields_found / fields_proposed`: a property no label names counts against it (0 when
+    /// nothing was proposed).
+    pub field_precision: f64,
+    /// The harmonic mean of precision and recall (0 when both are 0).
+    pub field_f1: f64,
     /// `values_correct / fields_expected`: a value cannot be right for a field not proposed.
     pub value_accuracy: f64,
     pub fields: Vec<FieldScore>,
+    /// Proposed properties no label matched.
+    pub unmatched: Vec<String>,
+}
+
+/// `k / n`, 0 when `n` is 0.
+pub fn ratio(k: usize, n: usize) -> f64 {
+    if n == 0 { 0.0 } else { k as f64 / n as f64 }
+}
+
+/// The harmonic mean of precision and recall (0 when both are 0).
+pub fn f1(precision: f64, recall: f64) -> f64 {
+    if precision + recall == 0.0 {
+        0.0
+    } else {
+        2.0 * precision * recall / (precision + recall)
+    }
 }
 
 /// Scores a proposal: `properties` are the proposed schema's top-level property names,
@@ -301,25 +359,40 @@ pub struct Score {
 pub fn score(expected: &[ExpectedField], properties: &[String], extracted: &Value) -> Score {
     let empty = Map::new();
     let values = extracted.as_object().unwrap_or(&empty);
+    let normed: Vec<String> = properties.iter().map(|p| norm_name(p)).collect();
+    let mut used = vec![false; properties.len()];
+    let mut matched: Vec<Option<usize>> = vec![None; expected.len()];
+    // Every label takes a property of its own name first, then the others try their aliases:
+    // `date` labelled on one field and listed as an alias of another goes to its own field.
+    for (i, f) in expected.iter().enumerate() {
+        let own = norm_name(&f.name);
+        if let Some(j) = (0..normed.len()).find(|&j| !used[j] && normed[j] == own) {
+            used[j] = true;
+            matched[i] = Some(j);
+        }
+    }
+    for (i, f) in expected.iter().enumerate() {
+        if matched[i].is_some() {
+            continue;
+        }
+        let aliases: Vec<String> = f.aliases.iter().map(|n| norm_name(n)).collect();
+        if let Some(j) = (0..normed.len()).find(|&j| !used[j] && aliases.contains(&normed[j])) {
+            used[j] = true;
+            matched[i] = Some(j);
+        }
+    }
     let mut fields = Vec::new();
-    for f in expected {
-        let wanted: Vec<String> = std::iter::once(&f.name)
-            .chain(f.aliases.iter())
-            .map(|n| norm_name(n))
-            .collect();
-        let matched = properties
-            .iter()
-            .find(|p| wanted.contains(&norm_name(p)))
-            .cloned();
-        let got = matched
+    for (f, m) in expected.iter().zip(&matched) {
+        let property = m.and_then(|j| properties.get(j)).cloned();
+        let got = property
             .as_ref()
             .and_then(|p| values.get(p))
             .cloned()
             .unwrap_or(Value::Null);
-        let value_ok = matched.is_some() && values_match(&f.value, Some(&got));
+        let value_ok = property.is_some() && values_match(&f.value, Some(&got));
         fields.push(FieldScore {
             field: f.name.clone(),
-            matched,
+            matched: property,
             expected: f.value.clone(),
             got,
             value_ok,
@@ -328,13 +401,23 @@ pub fn score(expected: &[ExpectedField], properties: &[String], extracted: &Valu
     let n = fields.len();
     let found = fields.iter().filter(|f| f.matched.is_some()).count();
     let correct = fields.iter().filter(|f| f.value_ok).count();
-    let ratio = |k: usize| if n == 0 { 0.0 } else { k as f64 / n as f64 };
+    let unmatched: Vec<String> = properties
+        .iter()
+        .zip(&used)
+        .filter(|(_, u)| !**u)
+        .map(|(p, _)| p.clone())
+        .collect();
+    let (precision, recall) = (ratio(found, properties.len()), ratio(found, n));
     Score {
         fields_expected: n,
         fields_found: found,
         values_correct: correct,
-        field_recall: ratio(found),
-        value_accuracy: ratio(correct),
+        fields_proposed: properties.len(),
+        field_recall: recall,
+        field_precision: precision,
+        field_f1: f1(precision, recall),
+        value_accuracy: ratio(correct, n),
         fields,
+        unmatched,
     }
 }

@@ -21,6 +21,22 @@ pub async fn claim(
     now: DateTime<Utc>,
     lease: Duration,
 ) -> Result<Vec<ClaimedJob>, QueueError> {
+    claim_scoped(pool, kinds, None, limit, worker_id, now, lease).await
+}
+
+/// [`claim`], and with `only_org` only the jobs whose payload names that org (`org_id`): what
+/// `agentd eval` claims, so it never takes another org's job from a shared database. The org is
+/// a filter on the rows the claim index yields (still one index walk in claim order); without
+/// it the statement is exactly [`claim`]'s.
+pub async fn claim_scoped(
+    pool: &PgPool,
+    kinds: &[String],
+    only_org: Option<uuid::Uuid>,
+    limit: u32,
+    worker_id: &str,
+    now: DateTime<Utc>,
+    lease: Duration,
+) -> Result<Vec<ClaimedJob>, QueueError> {
     // One kind (every claim loop): `kind = $1` lets the planner walk the partial claim index in
     // order (0.65 ms at a 20k backlog). `kind = ANY($1)` made it scan and sort every ready row
     // (17–20 ms, growing with the backlog: the 1M-backlog collapse measured by `agentd bench`).
@@ -30,13 +46,18 @@ pub async fn claim(
     } else {
         "kind = ANY($1)"
     };
+    let org_filter = if only_org.is_some() {
+        " AND payload->>'org_id' = $6"
+    } else {
+        ""
+    };
     let sql = format!(
         "UPDATE agentd_jobs
             SET state = 'running', attempt = attempt + 1, locked_by = $3,
                 lease_expires_at = $4 + $5 * interval '1 millisecond', started_at = $4
           WHERE id = ANY(ARRAY(
                 SELECT id FROM agentd_jobs
-                 WHERE state = 'available' AND {kind_filter} AND run_at <= $4
+                 WHERE state = 'available' AND {kind_filter} AND run_at <= $4{org_filter}
                  ORDER BY priority DESC, run_at, id
                  LIMIT $2
                  FOR UPDATE SKIP LOCKED))
@@ -53,6 +74,10 @@ pub async fn claim(
         .bind(worker_id)
         .bind(now)
         .bind(lease.num_milliseconds() as f64);
+    let q = match only_org {
+        Some(org) => q.bind(org.to_string()),
+        None => q,
+    };
     if crate::db::pooling::is_pooled(pool) {
         // Through a pooler a statement outside a transaction commits when its connection
         // returns to the pool, after this call returned; the jobs' first statements (on other

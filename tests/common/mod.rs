@@ -204,6 +204,7 @@ pub async fn start_worker(
         kinds: vec![kind.to_string()],
         concurrency,
         cron: false,
+        only_org: None,
     };
     let w = app
         .start_worker(args, stop.clone())

@@ -9,6 +9,8 @@ pub(super) struct Shared {
     pub(super) clock: SharedClock,
     pub(super) opts: WorkerOptions,
     pub(super) kinds: Vec<String>,
+    /// Claims only jobs whose payload names this org (`agentd eval`); `None`: every job.
+    pub(super) only_org: Option<uuid::Uuid>,
     pub(super) policies: HashMap<String, KindPolicy>,
     pub(super) concurrency: usize,
     pub(super) stats: Arc<WorkerStats>,
@@ -75,9 +77,10 @@ impl Shared {
     /// Claims up to `want` jobs and records them as held before anyone can see them.
     pub(super) async fn claim(self: Arc<Self>, want: u32) -> Result<Vec<ClaimedJob>, QueueError> {
         let sent = Instant::now();
-        let jobs = store::claim(
+        let jobs = store::claim_scoped(
             &self.pool,
             &self.kinds,
+            self.only_org,
             want,
             &self.opts.worker_id,
             self.clock.now(),
@@ -187,12 +190,14 @@ pub struct AgentdBackend {
 }
 
 impl AgentdBackend {
-    /// A backend claiming jobs of `kinds` for a worker running at most `concurrency` handlers.
+    /// A backend claiming jobs of `kinds` (of the org `only_org` only, when given) for a worker
+    /// running at most `concurrency` handlers.
     pub fn new(
         pool: PgPool,
         clock: SharedClock,
         opts: &WorkerOptions,
         kinds: Vec<KindPolicy>,
+        only_org: Option<uuid::Uuid>,
         concurrency: usize,
     ) -> Self {
         let stats = Arc::new(WorkerStats::default());
@@ -203,6 +208,7 @@ impl AgentdBackend {
             clock,
             opts: opts.clone(),
             kinds: kinds.iter().map(|k| k.kind.clone()).collect(),
+            only_org,
             policies: kinds.into_iter().map(|k| (k.kind.clone(), k)).collect(),
             concurrency: concurrency.max(1),
             stats,

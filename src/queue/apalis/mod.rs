@@ -351,6 +351,18 @@ pub fn build_worker(
     opts: &WorkerOptions,
     kind: KindRuntime,
 ) -> ApalisWorker {
+    build_scoped_worker(pool, clock, opts, kind, None)
+}
+
+/// [`build_worker`] claiming only the jobs whose payload names `only_org` (when given): the
+/// worker `agentd eval` runs beside whatever else the database holds.
+pub fn build_scoped_worker(
+    pool: PgPool,
+    clock: SharedClock,
+    opts: &WorkerOptions,
+    kind: KindRuntime,
+    only_org: Option<uuid::Uuid>,
+) -> ApalisWorker {
     let concurrency = kind.concurrency.max(1);
     let backend = AgentdBackend::new(
         pool,
@@ -362,6 +374,7 @@ pub fn build_worker(
             timeout: kind.timeout,
             delete_on_success: kind.delete_on_success,
         }],
+        only_org,
         concurrency,
     );
     let sh = backend.sh.clone();
