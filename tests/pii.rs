@@ -434,6 +434,26 @@ async fn deleting_a_document_erases_its_text_and_keeps_the_audit_hashes() {
     assert_eq!((kept.runs, kept.extractions), (1, 1));
     assert_eq!(kept.audit_rows, audit_before);
     assert!(kept.pii_tokens >= 5 && kept.transcript_steps > 0 && kept.compacted_steps == 0);
+    // What was derived from the document elsewhere (review N12): the run's summary, a
+    // suggestion about it.
+    sqlx::query(
+        "UPDATE agent_runs SET final_text = 'Extracted the invoice of Jane Doe' WHERE id = $1",
+    )
+    .bind(run)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO suggestions (id, org_id, kind, subject, night, title, message, document_id)
+         VALUES ($1, $2, 'tag_documents', $3::text, '2026-01-02', 'Tag the invoice of Jane Doe',
+                 'jane.doe@example.com sent it', $3)",
+    )
+    .bind(Uuid::now_v7())
+    .bind(org)
+    .bind(doc)
+    .execute(&db.pool)
+    .await
+    .unwrap();
     let mut tx = db.pool.begin().await.unwrap();
     assert!(
         agentd::store::documents::delete(&mut tx, org, doc)
@@ -457,6 +477,19 @@ async fn deleting_a_document_erases_its_text_and_keeps_the_audit_hashes() {
     .unwrap();
     assert_eq!(extractions, 0);
     assert_eq!(audit_after, audit_before, "the audit trail stays");
+    let derived: String = sqlx::query_scalar(
+        "SELECT coalesce((SELECT string_agg(coalesce(final_text, '') || coalesce(error, ''), ' ')
+                            FROM agent_runs WHERE org_id = $1), '')
+                || coalesce((SELECT string_agg(title || message, ' ') FROM suggestions WHERE org_id = $1), '')",
+    )
+    .bind(org)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(
+        !derived.contains("Jane Doe") && !derived.contains("jane.doe"),
+        "{derived}"
+    );
 }
 
 /// The approval's extraction answer: the document it was sent holds tokens, not values; it

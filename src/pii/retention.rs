@@ -102,8 +102,15 @@ pub async fn compact_run(conn: &mut PgConnection, run_id: Uuid) -> sqlx::Result<
     Ok(seqs.len() as u64)
 }
 
+/// What an erased text field says instead.
+const ERASED: &str = "[erased with its document]";
+
 /// Erases a document's text from transcripts (call before deleting it, in the same
-/// transaction). Returns the runs compacted.
+/// transaction), and what was derived from it elsewhere (review N12): the final text and error
+/// of those runs, the arguments, snapshot, result, rationale and summary of the approvals on
+/// the document (a pending one can then only end stale), and the title and message of the
+/// suggestions about it. Audit rows keep their hashes and redacted arguments. Returns the runs
+/// compacted.
 pub async fn erase_document(
     conn: &mut PgConnection,
     org_id: Uuid,
@@ -123,6 +130,36 @@ pub async fn erase_document(
     for run in &runs {
         compact_run(conn, *run).await?;
     }
+    sqlx::query(
+        "UPDATE agent_runs SET final_text = CASE WHEN final_text IS NULL THEN NULL ELSE $3 END,
+                               error = CASE WHEN error IS NULL THEN NULL ELSE $3 END
+          WHERE org_id = $1 AND id = ANY($2)",
+    )
+    .bind(org_id)
+    .bind(&runs)
+    .bind(ERASED)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query(
+        "UPDATE pending_approvals
+            SET args = jsonb_build_object('document_id', $2::text), snapshot = '{}'::jsonb,
+                result = NULL, rationale = NULL, summary = $3
+          WHERE org_id = $1 AND document_id = $2",
+    )
+    .bind(org_id)
+    .bind(document_id)
+    .bind(ERASED)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query(
+        "UPDATE suggestions SET title = $3, message = $3
+          WHERE org_id = $1 AND (document_id = $2 OR subject = $2::text)",
+    )
+    .bind(org_id)
+    .bind(document_id)
+    .bind(ERASED)
+    .execute(&mut *conn)
+    .await?;
     Ok(runs.len() as u64)
 }
 
