@@ -43,6 +43,9 @@ pub enum BenchPart {
     Api(crate::bench::api::ApiBenchCmd),
     /// Redaction of personal data: µs per KB, detector precision and recall.
     Redact(BenchOpts),
+    /// Hostile input: a model answer with 10,000 text tool calls (CPU, audit rows) and a
+    /// 64 MB response body (refused at the cap; peak RSS growth).
+    Hostile(BenchOpts),
     /// Events written per second, and delivered per second to a local webhook receiver.
     Events(crate::events::EventsBenchCmd),
 }
@@ -101,7 +104,7 @@ pub async fn run(app: &App, cmd: BenchCmd) -> anyhow::Result<()> {
         BenchPart::All(o) => (
             o,
             vec![
-                Drain, Memory, Pgbench, Enqueue, Latency, Agent, Approvals, Redact,
+                Drain, Memory, Pgbench, Enqueue, Latency, Agent, Approvals, Redact, Hostile,
             ],
         ),
         BenchPart::Drain(o) => (o, vec![Drain]),
@@ -112,6 +115,7 @@ pub async fn run(app: &App, cmd: BenchCmd) -> anyhow::Result<()> {
         BenchPart::Redact(o) => (o, vec![Redact]),
         BenchPart::Approvals(o) => (o, vec![Approvals]),
         BenchPart::Memory(o) => (o, vec![Memory]),
+        BenchPart::Hostile(o) => (o, vec![Hostile]),
     };
     if o.reps == 0 {
         return Err(bad("--reps must be ≥ 1"));

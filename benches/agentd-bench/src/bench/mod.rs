@@ -13,6 +13,7 @@ pub mod approvals;
 pub mod baseline;
 pub mod cost;
 pub mod drain;
+pub mod hostile;
 mod memory;
 pub mod peer;
 pub mod queue;
@@ -329,6 +330,7 @@ pub enum Part {
     Approvals,
     Memory,
     Redact,
+    Hostile,
 }
 
 /// Runs `parts` in order into one report (a failing part becomes an error line).
@@ -354,6 +356,7 @@ pub async fn run(app: &App, opts: &Opts, parts: &[Part]) -> anyhow::Result<Repor
                 Ok(())
             }
             Part::Approvals => approvals::run(&server, app, opts, &mut report).await,
+            Part::Hostile => hostile::run(&server, app, &mut report).await,
         };
         if let Err(e) = res {
             report.push(Row::text(
