@@ -38,13 +38,20 @@ pub async fn create(req: Scoped<Admin>, JsonBody(r): JsonBody<NewWebhookRequest>
     let app = &req.app;
     let spec = app.spec("webhook_delivery");
     let max = spec.webhook.as_ref().map_or(20, |w| w.max_per_org);
-    if webhooks::count(&app.pool, req.org_id()).await? >= i64::from(max) {
+    // Count and insert with the org row locked: concurrent requests cannot pass the cap
+    // together (review L4).
+    let mut tx = app.pool.begin().await?;
+    sqlx::query("SELECT 1 FROM orgs WHERE id = $1 FOR UPDATE")
+        .bind(req.org_id())
+        .execute(&mut *tx)
+        .await?;
+    if webhooks::count(&mut *tx, req.org_id()).await? >= i64::from(max) {
         return Err(Problem::conflict(format!(
             "this org has {max} webhooks, the most allowed (webhook.max_per_org); delete one first"
         )));
     }
     let row = webhooks::insert(
-        &app.pool,
+        &mut *tx,
         &NewWebhook {
             org_id: req.org_id(),
             url: &r.url,
@@ -56,6 +63,7 @@ pub async fn create(req: Scoped<Admin>, JsonBody(r): JsonBody<NewWebhookRequest>
         },
     )
     .await?;
+    tx.commit().await?;
     Ok(json_response(StatusCode::CREATED, &row))
 }
 

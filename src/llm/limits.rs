@@ -169,6 +169,37 @@ pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Duration {
         .unwrap_or(Duration::from_secs(1))
 }
 
+/// The key of an endpoint's limits: its base URL without userinfo, query or fragment (a token
+/// in them would be published in `/metrics` labels and `agentd status`; review L7).
+pub fn endpoint_key(base_url: &str) -> String {
+    let trimmed = base_url.trim().trim_end_matches('/');
+    match reqwest::Url::parse(trimmed) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.set_query(None);
+            u.set_fragment(None);
+            u.as_str().trim_end_matches('/').to_string()
+        }
+        Err(_) => trimmed.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod key_tests {
+    #[test]
+    fn the_key_carries_no_credentials() {
+        assert_eq!(
+            super::endpoint_key("https://user:pw@api.example.com/v1/?key=sk-1#x"),
+            "https://api.example.com/v1"
+        );
+        assert_eq!(
+            super::endpoint_key("http://localhost:8000/v1/"),
+            "http://localhost:8000/v1"
+        );
+    }
+}
+
 /// What a response whose body passed `llm.max_response_bytes` fails with (in the body
 /// stream's error, which the adapter reads as a non-retryable failure naming the setting).
 pub const BODY_TOO_LARGE: &str = "the response body passed llm.max_response_bytes";

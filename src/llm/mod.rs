@@ -273,7 +273,8 @@ pub fn from_config_with_limits(
         .with_max_stream_bytes(c.max_stream_bytes)
         .with_max_response_bytes(c.max_response_bytes);
         if let Some(limiter) = pool.and_then(|pool| {
-            let key = base_url.trim().trim_end_matches('/');
+            let key = limits::endpoint_key(&base_url);
+            let key = key.as_str();
             limits::FleetLimiter::new(
                 pool.clone(),
                 key,

@@ -89,14 +89,19 @@ impl Shared {
         .await?;
         let mut held = self.held.lock().expect("held");
         for j in &jobs {
-            held.insert(
+            // Claimed again while an earlier attempt of it is still held here (its lease was
+            // rescued elsewhere, e.g. under clock skew): that attempt is cancelled, not left
+            // running beside the new one (review #27).
+            if let Some(old) = held.insert(
                 j.id,
                 Held {
                     attempt: j.attempt,
                     cancel: CancellationToken::new(),
                     renewed_at: sent,
                 },
-            );
+            ) {
+                old.cancel.cancel();
+            }
             metrics::counter!("agentd_jobs_claimed_total", "kind" => j.kind.clone()).increment(1);
         }
         self.stats
