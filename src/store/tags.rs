@@ -95,7 +95,9 @@ pub async fn create(
     }
 }
 
-/// The ids in `ids` that are not tags of this org (another org's tag counts as missing).
+/// The ids in `ids` that are not tags of this org (another org's tag counts as missing). The
+/// tags that exist are locked `FOR SHARE` until the caller's transaction ends, so a concurrent
+/// `delete_tag` cannot remove one between this check and the caller's write (review #14a).
 pub async fn missing(
     conn: &mut PgConnection,
     org_id: Uuid,
@@ -104,9 +106,9 @@ pub async fn missing(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let absent = "SELECT x FROM unnest($2::uuid[]) AS x
-                   WHERE NOT EXISTS (SELECT 1 FROM tags WHERE org_id = $1 AND id = x)";
-    sql::scalar(absent, org_id, ids).fetch_all(conn).await
+    let present = "SELECT id FROM tags WHERE org_id = $1 AND id = ANY($2) ORDER BY id FOR SHARE";
+    let found: Vec<Uuid> = sql::scalar(present, org_id, ids).fetch_all(conn).await?;
+    Ok(ids.iter().filter(|i| !found.contains(i)).copied().collect())
 }
 
 /// What deleting a tag did.
@@ -148,11 +150,13 @@ pub async fn delete(
     }))
 }
 
-/// A tag locked for a decision, with the documents that carry it (also locked).
+/// A tag locked for a decision, with the documents and prompts that carry it (also locked):
+/// everything deleting it changes (review #14c).
 #[derive(Debug, Clone, Serialize)]
 pub struct TagLock {
     pub tag: TagRow,
     pub document_ids: Vec<Uuid>,
+    pub prompt_ids: Vec<Uuid>,
 }
 
 /// Locks a tag of this org by id (`FOR UPDATE`) and the documents carrying it.
@@ -167,8 +171,24 @@ pub async fn lock(
     };
     let carrying = "SELECT id FROM documents WHERE org_id = $1 AND $2 = ANY(tag_ids)
                      ORDER BY id FOR UPDATE";
-    let document_ids = sql::scalar(carrying, org_id, id).fetch_all(conn).await?;
-    Ok(Some(TagLock { tag, document_ids }))
+    let document_ids = sql::scalar(carrying, org_id, id)
+        .fetch_all(&mut *conn)
+        .await?;
+    let prompts = "SELECT DISTINCT prompt_id FROM prompts WHERE org_id = $1 AND $2 = ANY(tag_ids)
+                    ORDER BY prompt_id";
+    let prompt_ids: Vec<Uuid> = sql::scalar(prompts, org_id, id)
+        .fetch_all(&mut *conn)
+        .await?;
+    sqlx::query("SELECT 1 FROM prompts WHERE org_id = $1 AND $2 = ANY(tag_ids) FOR UPDATE")
+        .bind(org_id)
+        .bind(id)
+        .execute(conn)
+        .await?;
+    Ok(Some(TagLock {
+        tag,
+        document_ids,
+        prompt_ids,
+    }))
 }
 
 /// Locks the tag of this org called `name` (ignoring case), if there is one.

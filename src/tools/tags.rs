@@ -147,7 +147,7 @@ impl TypedTool for DeleteTag {
         Ok(match store::lock(ctx.conn, ctx.org_id, id).await? {
             Some(l) => json!({
                 "exists": true, "tag_id": id, "name": l.tag.name, "color": l.tag.color,
-                "document_ids": l.document_ids,
+                "document_ids": l.document_ids, "prompt_ids": l.prompt_ids,
             }),
             None => missing("tag_id", id),
         })

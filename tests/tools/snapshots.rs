@@ -76,6 +76,15 @@ async fn snapshots_capture_the_subject_and_hide_other_orgs() {
     let sbid = sb.split(':').next().unwrap().to_string();
     let pb = w.prompt(&cb, &sb, "B").await;
     let pbid = pb.split(':').next().unwrap().to_string();
+    // Deleting a tag also untags prompts: its snapshot names them (review #14c).
+    sqlx::query("UPDATE prompts SET tag_ids = ARRAY[$1::uuid] WHERE prompt_id = $2::uuid")
+        .bind(tag.to_string().trim_matches('"').to_string())
+        .bind(&pid)
+        .execute(w.pool())
+        .await
+        .unwrap();
+    let s = w.snapshot(&c, "delete_tag", json!({"tag_id": tag})).await;
+    assert_eq!(s["prompt_ids"], json!([pid]));
     let s = w
         .snapshot(
             &c,
