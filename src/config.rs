@@ -266,8 +266,10 @@ pub struct LlmConfig {
     /// In rounds that require a tool call, also send a `response_format` JSON Schema that only
     /// a call of an offered tool satisfies (`agent::constrain`): servers that constrain
     /// decoding to a schema (llama.cpp, vLLM, Ollama) then cannot produce anything else.
+    /// `true`, `false` or `"auto"` (the default): on for an HTTP provider until its endpoint
+    /// refuses a `response_format` (`llm::schema_output`).
     #[serde(default)]
-    pub constrained_calls: bool,
+    pub constrained_calls: Constrained,
     /// Requests per minute toward the provider endpoint across every worker process (0: no
     /// limit); kept in the database (`llm::limits`).
     #[serde(default)]
@@ -279,6 +281,37 @@ pub struct LlmConfig {
     /// `prices`, `model` and `extraction_model` (review N13).
     #[serde(default)]
     pub org_models: Vec<String>,
+}
+
+/// `llm.constrained_calls`: `true`, `false` or `"auto"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Constrained {
+    Off,
+    On,
+    /// On for a provider with an HTTP endpoint, until that endpoint refuses one.
+    #[default]
+    Auto,
+}
+
+impl<'de> Deserialize<'de> for Constrained {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Word(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bool(true) => Ok(Constrained::On),
+            Raw::Bool(false) => Ok(Constrained::Off),
+            Raw::Word(w) if w == "auto" => Ok(Constrained::Auto),
+            Raw::Word(w) if w == "true" || w == "on" => Ok(Constrained::On),
+            Raw::Word(w) if w == "false" || w == "off" => Ok(Constrained::Off),
+            Raw::Word(w) => Err(serde::de::Error::custom(format!(
+                "must be true, false or \"auto\" (got {w:?})"
+            ))),
+        }
+    }
 }
 
 fn default_max_response_bytes() -> usize {

@@ -68,7 +68,12 @@ async fn model(State(seen): State<Seen>, body: Bytes) -> Response {
     seen.0.lock().unwrap().push(text.clone());
     let req: Value = serde_json::from_str(&text).unwrap();
     let messages = req["messages"].as_array().cloned().unwrap_or_default();
-    if req.get("response_format").is_some_and(|f| !f.is_null()) {
+    // The extraction call carries the schema's response_format; a round's constrained call
+    // (`llm.constrained_calls = "auto"`) carries the `tool_call` one, answered as a tool call.
+    if req
+        .get("response_format")
+        .is_some_and(|f| !f.is_null() && f["json_schema"]["name"] != "tool_call")
+    {
         // The extraction call: copy what the document says (tokens, behind the boundary).
         let doc = messages
             .iter()

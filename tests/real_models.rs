@@ -40,7 +40,12 @@ struct Env {
 
 async fn env() -> Env {
     let db = TestDb::new().await;
-    let app = common::app(&db, Arc::new(SystemClock) as SharedClock);
+    let mut app = common::app(&db, Arc::new(SystemClock) as SharedClock);
+    // These fakes play servers with a given habit; "auto" (the default) is tested on its own
+    // (tests/constrained_auto.rs): here constrained calls are on only where a test says so.
+    let mut config = (*app.config).clone();
+    config.llm.constrained_calls = agentd::config::Constrained::Off;
+    app.config = Arc::new(config);
     let org = agentd::store::orgs::ensure(&db.pool, "acme")
         .await
         .unwrap()
@@ -906,7 +911,7 @@ async fn constrained_calls_carry_a_call_schema_and_a_small_model_proposes() {
     let mut e = env().await;
     e.app.provider = fake.provider.clone();
     let mut config = (*e.app.config).clone();
-    config.llm.constrained_calls = true;
+    config.llm.constrained_calls = agentd::config::Constrained::On;
     e.app.config = Arc::new(config);
     let (_, status) = e.upload_and_drain(INVOICE).await;
     assert_eq!(status, "proposed");

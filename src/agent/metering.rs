@@ -34,6 +34,10 @@ impl LlmProvider for Metered {
         self.inner.name()
     }
 
+    fn endpoint(&self) -> Option<&str> {
+        self.inner.endpoint()
+    }
+
     async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
         let mut resp = self.inner.complete(req.clone()).await?;
         if resp.usage.total() == 0 {

@@ -6,9 +6,10 @@
 use super::goals::GoalState;
 use super::transcript::Transcript;
 use super::{Engine, RunError, RunSpec, StopReason, constrain, context, guard, summary};
+use crate::config::Constrained;
 use crate::llm::{
     CompletionRequest, CompletionResponse, LlmError, Message, Role, ToolChoice, ToolSpec,
-    textcalls, tokens,
+    schema_output, textcalls, tokens,
 };
 use crate::store::agent_loop;
 use tracing::{Instrument, info_span, warn};
@@ -64,7 +65,16 @@ pub fn build(
     } else {
         ToolChoice::Auto
     };
-    let response_format = if s.constrained_calls && tool_choice == ToolChoice::Required {
+    let constrained = match s.constrained_calls {
+        Constrained::On => true,
+        Constrained::Off => false,
+        Constrained::Auto => engine
+            .env
+            .provider
+            .endpoint()
+            .is_some_and(|e| !schema_output::refused(e)),
+    };
+    let response_format = if constrained && tool_choice == ToolChoice::Required {
         constrain::call_format(&tools, &engine.env.registry, goal, spec.document_id)
     } else {
         None
@@ -115,6 +125,18 @@ pub async fn call(
                 metrics::counter!("agentd_provider_errors_total", "provider" => e.provider.clone(), "retryable" => e.retryable.to_string()).increment(1);
                 if e.after_generation() {
                     charge_failed(engine, spec, run_id, &req).await;
+                }
+                // "auto" constrained calls: a server that refuses the response_format is told
+                // apart from one that fails, remembered, and asked again without it.
+                if spec.settings.constrained_calls == Constrained::Auto
+                    && req.response_format.is_some()
+                    && schema_output::is_refusal(&e)
+                    && let Some(endpoint) = engine.env.provider.endpoint()
+                {
+                    warn!(error = %e, endpoint, "the server refused a response_format JSON Schema; constrained calls are off for it from now on");
+                    schema_output::mark_refused(endpoint);
+                    req.response_format = None;
+                    continue;
                 }
                 if hinted || !e.is_unparsed_output() {
                     return Err(e);

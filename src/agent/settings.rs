@@ -18,7 +18,7 @@ pub struct LoopSettings {
     pub tool_choice_required: bool,
     /// Send a `response_format` only a call satisfies where a call is required
     /// (`llm.constrained_calls`, see `agent::constrain`).
-    pub constrained_calls: bool,
+    pub constrained_calls: crate::config::Constrained,
     /// `max_completion_tokens` of each call (`llm.max_output_tokens`).
     pub max_output_tokens: u32,
     /// The model's context window (`llm.context_window_tokens`).
@@ -39,7 +39,7 @@ impl Default for LoopSettings {
             max_repeats: 3,
             guided: false,
             tool_choice_required: true,
-            constrained_calls: false,
+            constrained_calls: crate::config::Constrained::Off,
             max_output_tokens: 4096,
             context_window_tokens: 128_000,
             compact: true,

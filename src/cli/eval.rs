@@ -100,7 +100,7 @@ fn eval_app(app: &App, cmd: &EvalCmd) -> anyhow::Result<App> {
         config.llm.guided = "on".into();
     }
     if cmd.constrained {
-        config.llm.constrained_calls = true;
+        config.llm.constrained_calls = crate::config::Constrained::On;
     }
     Ok(App {
         provider: crate::llm::from_config(&config.llm),
@@ -160,7 +160,7 @@ pub async fn run(app: &App, cmd: EvalCmd) -> anyhow::Result<()> {
         // `job`: the job file decides (auto_create is guided by default).
         guided: eapp.config.llm.guided == "on"
             || (eapp.config.llm.guided == "job" && eapp.spec("auto_create").agent.guided),
-        constrained: eapp.config.llm.constrained_calls,
+        constrained: eapp.config.llm.constrained_calls == crate::config::Constrained::On,
     };
     eprintln!(
         "agentd eval: {} samples from {}, provider {}, org {}",

@@ -78,6 +78,10 @@ impl LlmProvider for RedactingProvider {
         self.inner.name()
     }
 
+    fn endpoint(&self) -> Option<&str> {
+        self.inner.endpoint()
+    }
+
     async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
         let req = self.redact_request(req);
         // New tokens are stored before the provider can echo them, so a crash after this call

@@ -336,6 +336,10 @@ impl LlmProvider for OpenAiProvider {
         PROVIDER
     }
 
+    fn endpoint(&self) -> Option<&str> {
+        Some(&self.settings.base_url)
+    }
+
     async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
         // async-openai would panic building the Authorization header from such a key.
         if self
