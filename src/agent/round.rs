@@ -65,7 +65,14 @@ pub fn build(
         ToolChoice::Auto
     };
     let response_format = if s.constrained_calls && tool_choice == ToolChoice::Required {
-        constrain::call_format(&tools, &engine.env.registry, goal, spec.document_id)
+        let candidates = crate::analysis::names_in_brief(first_message);
+        constrain::call_format(
+            &tools,
+            &engine.env.registry,
+            goal,
+            spec.document_id,
+            &candidates,
+        )
     } else {
         None
     };
