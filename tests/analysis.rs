@@ -192,9 +192,19 @@ async fn candidates_reach_the_model_and_name_constrained_fields() {
         .response_format
         .as_ref()
         .expect("a constrained call");
-    let name = rf
-        .pointer("/json_schema/schema/properties/arguments/properties/fields/items/properties/name")
-        .expect("create_schema's field name");
+    let schema = &rf["json_schema"]["schema"];
+    // One offered tool is its call schema; several are alternatives.
+    let calls: Vec<&Value> = match schema["anyOf"].as_array() {
+        Some(any) => any.iter().collect(),
+        None => vec![schema],
+    };
+    let create = calls
+        .into_iter()
+        .find(|c| c["properties"]["name"]["const"] == "create_schema")
+        .unwrap_or_else(|| panic!("create_schema is offered: {rf}"));
+    let name = create
+        .pointer("/properties/arguments/properties/fields/items/properties/name")
+        .unwrap_or_else(|| panic!("create_schema's field name in {create}"));
     let offered: Vec<&str> = name["anyOf"][0]["enum"]
         .as_array()
         .expect("an enum of candidate names")

@@ -39,6 +39,8 @@ pub const MAX_LINES: usize = 5_000;
 pub const MAX_LINE_CHARS: usize = 400;
 /// Candidates returned at most.
 pub const MAX_CANDIDATES: usize = 40;
+/// Characters of a value the brief shows (longer ones are left out, never cut).
+const MAX_SHOWN: usize = 48;
 /// Characters of a value kept as written.
 const MAX_VALUE_CHARS: usize = 200;
 
@@ -455,7 +457,7 @@ fn iban_ok(iban: &str) -> bool {
 /// The candidates as the model's first message shows them, one line each between
 /// `<candidates>` markers (the values are document data): `name: type = value`, with
 /// `(label: …)` when the document's label is not the name itself; lists show their item
-/// fields and row count; values are cut to 32 characters.
+/// fields and row count; values longer than 48 characters are not shown.
 pub fn brief(a: &Analysis) -> String {
     // Document text can neither close nor open the block.
     let safe = |s: &str| s.replace('<', "‹").replace('>', "›").replace('\n', " ");
@@ -471,10 +473,13 @@ pub fn brief(a: &Analysis) -> String {
         } else {
             c.kind.field_type().to_string()
         };
+        // A value is shown whole or not at all: a cut one would escape redaction (the boundary
+        // replaces personal data it knows by its whole value).
         let value = match &c.value {
             Value::Array(rows) => format!("{} row(s)", rows.len()),
-            Value::String(s) => clip(s, 32),
-            other => clip(&other.to_string(), 32),
+            Value::String(s) if s.chars().count() > MAX_SHOWN => "(long text)".to_string(),
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
         };
         let own = lexicon::snake(&labels::without_parentheses(&c.label), 48);
         let label = if own == c.name || !matches!(c.source, Source::Label(_)) {

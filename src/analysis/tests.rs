@@ -226,7 +226,8 @@ fn a_brief_lists_names_types_labels_and_values() {
     let listed = parse_brief(&b);
     assert_eq!(listed[0].label.as_deref(), Some("Rechnungsnummer"));
     assert_eq!(listed[1].field_type, "number");
-    let table = "INVOICE\nDescription   Qty   Amount\nWidget        2     6.00\n";
+    let table =
+        "INVOICE\nDescription   Qty   Amount\nWidget        2     6.00\nGadget        1     4.50\n";
     let rows = parse_brief(&brief(&analyse(table)));
     let list = rows
         .iter()
