@@ -63,6 +63,21 @@ impl DocKind {
         }
     }
 
+    /// The name of the document's own number (what a bare `N°` or `No.` labels).
+    pub fn number_field(self) -> &'static str {
+        match self {
+            DocKind::Invoice | DocKind::UtilityBill => "invoice_number",
+            DocKind::CreditNote => "credit_note_number",
+            DocKind::Receipt => "receipt_number",
+            DocKind::PurchaseOrder => "po_number",
+            DocKind::DeliveryNote => "delivery_note_number",
+            DocKind::BillOfLading => "bill_of_lading_number",
+            DocKind::InsuranceClaim => "claim_number",
+            DocKind::BankStatement => "statement_number",
+            _ => "document_number",
+        }
+    }
+
     /// The name of a list of table rows in a document of this kind.
     pub fn rows_field(self) -> &'static str {
         match self {

@@ -359,12 +359,14 @@ fn spaced(line: &str, i: usize, style: DecimalStyle, order: DateOrder) -> Option
     }
     let label = words.get(..k)?.join(" ");
     let value = words.get(k..)?.join(" ");
-    (label_ok(&label) && known(&label).is_some() && typed(&value, style, order)).then_some(Pair {
-        label,
-        value,
-        line: i,
-        how: How::Spaced,
-    })
+    let number_word = lexicon::number_word(&snake(&label, 64));
+    (label_ok(&label) && (known(&label).is_some() || number_word) && typed(&value, style, order))
+        .then_some(Pair {
+            label,
+            value,
+            line: i,
+            how: How::Spaced,
+        })
 }
 
 #[cfg(test)]

@@ -467,6 +467,9 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
         "subtotal",
         Amount,
         &[
+            "importe_neto_gravado",
+            "neto_gravado",
+            "base_imponible_total",
             "subtotal",
             "sub_total",
             "net_amount",
@@ -530,6 +533,13 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
         "tax_amount",
         Amount,
         &[
+            "gst",
+            "hst",
+            "pst",
+            "qst",
+            "sst",
+            "gst_amount",
+            "sales_tax_amount",
             "tax",
             "tax_amount",
             "taxes",
@@ -789,6 +799,10 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
         "payment_terms",
         Text,
         &[
+            "condicion_de_venta",
+            "condiciones_de_venta",
+            "condicion_de_pago",
+            "condicao_de_pagamento",
             "payment_terms",
             "terms",
             "terms_of_payment",
@@ -1869,7 +1883,6 @@ const COLUMNS: &[(&str, &[&str])] = &[
         &[
             "qty",
             "quantity",
-            "units",
             "menge",
             "anzahl",
             "anz",
@@ -2004,7 +2017,25 @@ const COLUMNS: &[(&str, &[&str])] = &[
     (
         "unit",
         &[
-            "unit", "uom", "einheit", "unite", "unidad", "unita", "eenheid", "unidade",
+            "unit", "units", "uom", "einheit", "unite", "unidad", "unita", "eenheid", "unidade",
+        ],
+    ),
+    (
+        "result",
+        &[
+            "result",
+            "results",
+            "value",
+            "wert",
+            "ergebnis",
+            "messwert",
+            "resultat",
+            "valeur",
+            "resultado",
+            "risultato",
+            "valore",
+            "uitslag",
+            "waarde",
         ],
     ),
 ];
@@ -2053,6 +2084,15 @@ pub fn abbreviated(snake_label: &str) -> Option<(&'static str, Class)> {
         }
     }
     found
+}
+
+/// Whether a label is only the word "number" (`N°`, `No.`, `Nr.`, `Número`): the document's own
+/// number.
+pub fn number_word(snake_label: &str) -> bool {
+    matches!(
+        snake_label,
+        "n" | "no" | "nr" | "nro" | "num" | "numero" | "number" | "nummer" | "nummero" | "nbr"
+    )
 }
 
 /// The canonical column name of a table header in snake_case.

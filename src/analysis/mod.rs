@@ -178,6 +178,20 @@ pub fn analyse(text: &str) -> Analysis {
             push(&mut out, c);
         }
     }
+    // Rows of results (a lab report's analytes) are fields of their own: `Haemoglobin  13.8`.
+    for t in &tables {
+        for (label, value) in t.named_results(kind == DocKind::LabReport) {
+            let p = labels::Pair {
+                label,
+                value,
+                line: t.header_line,
+                how: How::Spaced,
+            };
+            if let Some(c) = from_pair(&p, kind, style, order) {
+                push(&mut out, c);
+            }
+        }
+    }
     if let Some(t) = tables.iter().max_by_key(|t| t.row_lines.len()) {
         push(
             &mut out,
@@ -199,7 +213,12 @@ pub fn analyse(text: &str) -> Analysis {
         );
     }
     if let Some(c) = issuer(&lines, kind, style, order) {
-        push(&mut out, c);
+        if let Some(a) = letterhead_address(&lines, &c, kind) {
+            push(&mut out, c);
+            push(&mut out, a);
+        } else {
+            push(&mut out, c);
+        }
     }
     if out.iter().all(|c| c.name != "iban")
         && let Some((line, iban)) = find_iban(&lines)
@@ -287,7 +306,12 @@ fn from_pair(
     if own.is_empty() {
         return None;
     }
-    let known = labels::known(&label);
+    // A bare `N°` / `No.` labels the document's own number.
+    let known = if lexicon::number_word(&own) {
+        Some((kind.number_field(), Class::Identifier))
+    } else {
+        labels::known(&label)
+    };
     let class = known.map(|k| k.1);
     let repaired = values::repair_digits(&raw);
     let date = values::parse_date(&raw, order).or_else(|| values::parse_date(&repaired, order));
@@ -405,6 +429,36 @@ fn issuer(
         kind: ValueKind::Text,
         item_fields: Vec::new(),
         line: i + 1,
+        source: Source::Heading,
+    })
+}
+
+/// The issuer's address: the lines right below its name, up to a blank line, that read as an
+/// address (a digit or a comma, no label, not a title), at most three, joined with ", ".
+fn letterhead_address(lines: &[String], issuer: &Candidate, kind: DocKind) -> Option<Candidate> {
+    let start = issuer.line; // 1-based line of the name = 0-based index of the next line
+    let mut parts = Vec::new();
+    for l in lines.iter().skip(start).take(3) {
+        let t = l.trim();
+        let pair = t.contains(':') || t.contains('=');
+        let address_like = t.chars().any(|c| c.is_ascii_digit()) || t.contains(',');
+        if t.is_empty() || pair || !address_like || kind::is_title(t) || t.chars().count() > 80 {
+            break;
+        }
+        parts.push(t.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    let value = parts.join(", ");
+    Some(Candidate {
+        name: format!("{}_address", kind.issuer_field()),
+        label: "(letter head)".into(),
+        value: Value::String(value.clone()),
+        raw: value,
+        kind: ValueKind::Text,
+        item_fields: Vec::new(),
+        line: start + 1,
         source: Source::Heading,
     })
 }

@@ -33,6 +33,8 @@ pub struct Table {
     pub rows: Vec<Value>,
     /// Every row line, also those past [`MAX_ROWS`].
     pub row_lines: Vec<usize>,
+    /// The cells as written of the first [`MAX_ROWS`] rows.
+    pub raw_rows: Vec<Vec<String>>,
 }
 
 fn is_header(segs: &[Segment]) -> bool {
@@ -50,6 +52,42 @@ fn is_rule(line: &str) -> bool {
     !t.is_empty()
         && t.chars()
             .all(|c| matches!(c, '-' | '=' | '_' | '*' | '·' | '─' | ' '))
+}
+
+impl Table {
+    /// Rows naming a measured result (`Haemoglobin  13.8  g/dL`): (the row's first text cell,
+    /// its result cell) for a table with a result column (`Result`, `Wert`, `Résultat`, …), or,
+    /// when `results` (a lab report), the first number of rows whose first cell is text. At
+    /// most 30 rows.
+    pub fn named_results(&self, results: bool) -> Vec<(String, String)> {
+        let result_col = self.columns.iter().position(|c| c == "result");
+        if result_col.is_none() && !results {
+            return Vec::new();
+        }
+        let Some(name_col) = self.types.iter().position(|t| *t == "string") else {
+            return Vec::new();
+        };
+        self.raw_rows
+            .iter()
+            .take(30)
+            .filter_map(|r| {
+                let name = r.get(name_col)?.trim();
+                if name.is_empty() || !name.chars().next().is_some_and(char::is_alphabetic) {
+                    return None;
+                }
+                let value = match result_col {
+                    Some(k) => r.get(k)?.trim().to_string(),
+                    None => r
+                        .iter()
+                        .enumerate()
+                        .filter(|(k, _)| self.types.get(*k) == Some(&"number"))
+                        .map(|(_, c)| c.trim().to_string())
+                        .find(|c| !c.is_empty())?,
+                };
+                (!value.is_empty()).then(|| (name.to_string(), value))
+            })
+            .collect()
+    }
 }
 
 /// Every table of `lines`.
@@ -161,6 +199,7 @@ pub fn tables(lines: &[String], style: DecimalStyle, order: DateOrder) -> Vec<Ta
                 .join("  "),
             labels: header.iter().map(|s| s.text.clone()).collect(),
             first_row: rows.first().cloned().unwrap_or_default(),
+            raw_rows: rows.iter().take(MAX_ROWS).cloned().collect(),
             columns,
             types,
             rows: json_rows,

@@ -269,3 +269,45 @@ fn bounded_and_panic_free_on_any_input() {
         let _ = brief(&a);
     }
 }
+
+#[test]
+fn a_bare_number_label_is_the_documents_number() {
+    let t =
+        "FACTURA B\nN° 0003-00012877\nFecha de emisión: 14/10/2026\nImporte Total: $ 133.100,00\n";
+    has(t, "invoice_number", json!("0003-00012877"));
+    has(
+        "RECEIPT\nNo.: 4411\nTotal: 3.00",
+        "receipt_number",
+        json!("4411"),
+    );
+}
+
+#[test]
+fn a_results_table_gives_one_field_per_analyte() {
+    let t = "CITY LAB\nLABORATORY REPORT\nPatient ID: PT-1\n\n\
+             Test                 Result    Units     Reference\n\
+             Haemoglobin          13.8      g/dL      13.0-17.0\n\
+             Fasting glucose      5.1       mmol/L    3.9-5.5\n\
+             Platelets            251       10^9/L    150-400\n";
+    let a = analyse(t);
+    assert_eq!(a.kind, DocKind::LabReport);
+    has(t, "haemoglobin", json!(13.8));
+    has(t, "fasting_glucose", json!(5.1));
+    has(t, "platelets", json!(251));
+    let rows = a.get("results").expect("the table too");
+    assert_eq!(rows.value[0]["unit"], json!("g/dL"));
+}
+
+#[test]
+fn the_letter_head_gives_the_issuer_and_its_address() {
+    let t = "NORTHWIND TRADING LTD\n14 Harbour Road, Leith, Edinburgh EH6 6LX\nVAT Reg: GB 284 1193 07\n\nINVOICE\nTotal: 5.00";
+    has(t, "supplier", json!("NORTHWIND TRADING LTD"));
+    has(
+        t,
+        "supplier_address",
+        json!("14 Harbour Road, Leith, Edinburgh EH6 6LX"),
+    );
+    let r = "CAFE MERIDIAN\nRua Augusta 112, Lisboa\n\nReceipt No: R-1\nTotal: 9.26";
+    has(r, "merchant", json!("CAFE MERIDIAN"));
+    has(r, "merchant_address", json!("Rua Augusta 112, Lisboa"));
+}
