@@ -507,6 +507,14 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
         "vat_amount",
         Amount,
         &[
+            "zzgl_mwst",
+            "zzgl_ust",
+            "inkl_mwst",
+            "inkl_ust",
+            "davon_mwst",
+            "enthaltene_mwst",
+            "plus_vat",
+            "incl_vat",
             "vat_amount",
             "vat",
             "vat_total",
@@ -2053,6 +2061,12 @@ pub fn field(snake_label: &str) -> Option<(&'static str, Class)> {
     if let Some(f) = exact(snake_label) {
         return Some(f);
     }
+    // `N.º de factura` folds to `n_o_de_factura`: read it as `no_de_factura`.
+    if let Some(rest) = snake_label.strip_prefix("n_o_")
+        && let Some(f) = exact(&format!("no_{rest}"))
+    {
+        return Some(f);
+    }
     let trimmed: Vec<&str> = snake_label
         .split('_')
         .filter(|w| !w.chars().all(|c| c.is_ascii_digit()))
@@ -2091,7 +2105,7 @@ pub fn abbreviated(snake_label: &str) -> Option<(&'static str, Class)> {
 pub fn number_word(snake_label: &str) -> bool {
     matches!(
         snake_label,
-        "n" | "no" | "nr" | "nro" | "num" | "numero" | "number" | "nummer" | "nummero" | "nbr"
+        "n" | "no" | "n_o" | "nr" | "nro" | "num" | "numero" | "number" | "nummer" | "nbr"
     )
 }
 

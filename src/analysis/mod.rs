@@ -142,7 +142,7 @@ pub fn analyse(text: &str) -> Analysis {
     let lines: Vec<String> = text
         .lines()
         .take(MAX_LINES)
-        .map(|l| clip(l, MAX_LINE_CHARS).replace('\u{a0}', " "))
+        .map(|l| tidy(&clip(l, MAX_LINE_CHARS)))
         .collect();
     let style = values::decimal_style(&text);
     let order = values::date_order(&text);
@@ -152,12 +152,12 @@ pub fn analyse(text: &str) -> Analysis {
     let (single, tables): (Vec<_>, Vec<_>) = tables::tables(&lines, style, order)
         .into_iter()
         .partition(|t| t.row_lines.len() == 1);
-    let in_table = |i: usize| {
-        tables
-            .iter()
-            .chain(single.iter())
-            .any(|t| t.header_line == i || t.row_lines.contains(&i))
-    };
+    let table_lines: std::collections::HashSet<usize> = tables
+        .iter()
+        .chain(single.iter())
+        .flat_map(|t| std::iter::once(t.header_line).chain(t.row_lines.iter().copied()))
+        .collect();
+    let in_table = |i: usize| table_lines.contains(&i);
     let mut pairs = labels::pairs(&lines, &in_table, style, order);
     // A table of one row (`Invoice No.   Date` over `INV-1   2026-01-01`) is labels over values.
     for t in &single {
@@ -242,6 +242,23 @@ pub fn analyse(text: &str) -> Analysis {
         kind,
         candidates: out,
         truncated,
+    }
+}
+
+/// A line as the readers expect it: no-break spaces as spaces, dot leaders
+/// (`Subtotal ........ 12.00`) and the bars of a drawn table (`| Date | Amount |`) as column
+/// gaps.
+fn tidy(line: &str) -> String {
+    use regex::Regex;
+    use std::sync::LazyLock;
+    static LEADERS: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"[ \t]*[.·_…]{3,}[ \t]*").expect("regex"));
+    let l = line.replace(['\u{a0}', '\u{202f}'], " ");
+    let l = LEADERS.replace_all(&l, "  ").into_owned();
+    if l.matches('|').count() >= 2 {
+        l.replace('|', "  ")
+    } else {
+        l
     }
 }
 

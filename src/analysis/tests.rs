@@ -311,3 +311,28 @@ fn the_letter_head_gives_the_issuer_and_its_address() {
     has(r, "merchant", json!("CAFE MERIDIAN"));
     has(r, "merchant_address", json!("Rua Augusta 112, Lisboa"));
 }
+
+#[test]
+fn leaders_bars_and_local_variants() {
+    has(
+        "Subtotal ........ 12.00\nTotal.........14.40",
+        "subtotal",
+        json!(12),
+    );
+    has(
+        "Subtotal ........ 12.00\nTotal.........14.40",
+        "total",
+        json!(14.4),
+    );
+    let t = "| Date       | Description   | Amount |\n| 2026-01-02 | Coffee        | 3.50   |\n| 2026-01-03 | Tea           | 2.10   |\n";
+    let a = analyse(t);
+    let rows = a
+        .candidates
+        .iter()
+        .find(|c| c.kind == ValueKind::List)
+        .expect("a table");
+    assert_eq!(rows.value[1]["amount"], json!(2.1));
+    has("N.º de factura: A-123", "invoice_number", json!("A-123"));
+    has("zzgl. 19% MwSt.: 19,00 €", "vat_amount", json!(19));
+    has("Date: 05-NOV-2026", "date", json!("2026-11-05"));
+}

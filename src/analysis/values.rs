@@ -81,8 +81,18 @@ pub fn parse_number(s: &str, style: DecimalStyle) -> Option<f64> {
     // A letter or a hyphen after letters right before the digits makes a code (`LX71`,
     // `DN-40001`, `SKU-1021`), not a number.
     let mut back = before.chars().rev();
+    // Letters glued to the digits are a currency code (`USD1,234.00`) or part of a code.
+    let glued: String = before
+        .chars()
+        .rev()
+        .take_while(|c| c.is_alphabetic())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let currency_prefix = glued.chars().count() >= 2 && currency_of(&glued).is_some();
     match (back.next(), back.next()) {
-        (Some(c), _) if c.is_alphabetic() => return None,
+        (Some(c), _) if c.is_alphabetic() && !currency_prefix => return None,
         (Some('-'), Some(c)) if c.is_alphanumeric() => return None,
         _ => {}
     }
@@ -332,7 +342,7 @@ static NUMERIC: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\b(\d{1,2})([./-])(\d{1,2})([./-])(\d{4}|\d{2})\b").expect("regex")
 });
 static DAY_MONTH_YEAR: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\b(\d{1,2})(?:st|nd|rd|th|er|º|\.)?[ \t]*(?:de[ \t]+)?(\p{L}{3,10})\.?,?[ \t]*(?:de[ \t]+|del[ \t]+)?(\d{4})\b")
+    Regex::new(r"(?i)\b(\d{1,2})(?:st|nd|rd|th|er|º|\.)?[ \t\-/]*(?:de[ \t]+)?(\p{L}{3,10})\.?,?[ \t\-/]*(?:de[ \t]+|del[ \t]+)?(\d{4})\b")
         .expect("regex")
 });
 static MONTH_DAY_YEAR: LazyLock<Regex> = LazyLock::new(|| {
@@ -632,6 +642,7 @@ mod tests {
         assert_eq!(n("40HC"), None);
         assert_eq!(n("12kg"), Some(12.0));
         assert_eq!(n("EUR 12,50"), Some(12.5));
+        assert_eq!(n("USD1,234.00"), Some(1234.0));
         assert_eq!(n("- 12.50"), Some(-12.5));
         assert_eq!(n("12    41.50"), None);
         assert_eq!(n("RE-2026-1183"), None);
@@ -651,6 +662,7 @@ mod tests {
         assert_eq!(d("Nov 5, 2026"), day);
         assert_eq!(d("November 5th, 2026"), day);
         assert_eq!(d("5 nov. 2026"), day);
+        assert_eq!(d("05-NOV-2026"), day);
         assert_eq!(d("5 november 2026"), day);
         assert_eq!(d("5 de novembro de 2026"), day);
         assert_eq!(d("Thursday, 5 November 2026"), day);
