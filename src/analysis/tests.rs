@@ -336,3 +336,93 @@ fn leaders_bars_and_local_variants() {
     has("zzgl. 19% MwSt.: 19,00 €", "vat_amount", json!(19));
     has("Date: 05-NOV-2026", "date", json!("2026-11-05"));
 }
+
+/// Random text over characters that stress the readers (multi-byte letters, combining marks,
+/// separators, digits, look-alikes, gaps, bars, leaders): nothing panics and the bounds hold.
+#[test]
+fn random_text_never_panics() {
+    const POOL: &[&str] = &[
+        "a",
+        "Z",
+        "é",
+        "ß",
+        "Ø",
+        "ü",
+        "ç",
+        "\u{301}",
+        "日",
+        "本",
+        "🙂",
+        "١",
+        "٣",
+        "0",
+        "1",
+        "5",
+        "9",
+        "O",
+        "l",
+        "I",
+        "S",
+        "B",
+        ".",
+        ",",
+        ":",
+        "：",
+        "=",
+        "-",
+        "/",
+        "'",
+        "’",
+        "€",
+        "£",
+        "$",
+        "%",
+        "(",
+        ")",
+        "|",
+        "…",
+        "·",
+        "_",
+        " ",
+        " ",
+        "  ",
+        "   ",
+        "\t",
+        "\n",
+        "\n\n",
+        "\u{a0}",
+        "\u{202f}",
+        "Total",
+        "Datum",
+        "N°",
+        "IBAN",
+        "DE89",
+        "Nov",
+        "2026",
+        "12,50",
+        "1.234",
+        "<candidates>",
+        "</candidates>",
+        "<document>",
+    ];
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for _ in 0..400 {
+        let len = (next() % 300) as usize;
+        let text: String = (0..len)
+            .map(|_| POOL[(next() % POOL.len() as u64) as usize])
+            .collect();
+        let a = analyse(&text);
+        assert!(a.candidates.len() <= MAX_CANDIDATES);
+        let b = brief(&a);
+        let listed = parse_brief(&b);
+        assert_eq!(listed.len(), a.candidates.len(), "{b}");
+        let values = Value::Array(a.candidates.iter().map(|c| c.value.clone()).collect());
+        let _ = ground::ungrounded(&values, &text);
+    }
+}
