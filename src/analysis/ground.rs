@@ -58,16 +58,21 @@ impl Index {
             .join("\n");
         let mut numbers = Vec::new();
         let mut dates = HashSet::new();
-        for t in [&text, &repaired] {
+        // The OCR-repaired text only where repairs changed something.
+        let texts: Vec<&String> = if repaired == text {
+            vec![&text]
+        } else {
+            vec![&text, &repaired]
+        };
+        for t in texts {
             for m in NUMBER.find_iter(t).chain(SPACED_NUMBER.find_iter(t)) {
                 for style in [DecimalStyle::Point, DecimalStyle::Comma] {
                     numbers.extend(values::parse_number(m.as_str(), style));
                 }
             }
-            for order in [DateOrder::DayFirst, DateOrder::MonthFirst] {
-                for d in values::dates_in(t, order) {
-                    dates.extend(d.readings);
-                }
+            // Every reading of `03/04/2026` is kept whatever the order.
+            for d in values::dates_in(t, DateOrder::DayFirst) {
+                dates.extend(d.readings);
             }
         }
         numbers.retain(|n: &f64| n.is_finite());

@@ -133,7 +133,10 @@ pub fn looks_like_code(v: &str) -> bool {
     let code_chars = compact
         .chars()
         .all(|c| c.is_alphanumeric() || matches!(c, '-' | '/' | '.' | '#' | '_'));
-    let has_digit = compact.chars().any(|c| c.is_ascii_digit());
+    // One digit among letters is more likely OCR noise in a word (`B0nn`) than a code.
+    let digits = compact.chars().filter(|c| c.is_ascii_digit()).count();
+    let structured = compact.contains(['-', '/', '#']);
+    let has_digit = digits >= 2 || (digits == 1 && (structured || compact.chars().count() <= 3));
     let grouped = words <= 8
         && v.split_whitespace()
             .all(|w| w.chars().count() <= 5 && w.chars().all(|c| c.is_ascii_alphanumeric()));
@@ -339,7 +342,9 @@ fn spaced(line: &str, i: usize, style: DecimalStyle, order: DateOrder) -> Option
             .map(|s| s.text.as_str())
             .collect::<Vec<_>>()
             .join(" ");
-        if !label_ok(&label) || !typed(&last.text, style, order) {
+        // Every piece of the label has a letter (`Hauptstr. l2  -  B0nn` is an address).
+        let lettered = head.iter().all(|s| s.text.chars().any(char::is_alphabetic));
+        if !lettered || !label_ok(&label) || !typed(&last.text, style, order) {
             return None;
         }
         return Some(Pair {

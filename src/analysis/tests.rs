@@ -101,6 +101,7 @@ fn ocr_damaged_german_receipt() {
     has(t, "phone", json!("0228 / 55 12 09"));
     has(t, "tax_id", json!("205/5710/1234"));
     has(t, "merchant", json!("SUPERMARKT FRISCHE ECKE"));
+    assert!(a.get("hauptstr_l2").is_none(), "an address line is no pair");
 }
 
 #[test]

@@ -362,8 +362,16 @@ pub struct FoundDate {
 /// Every date written in `text`, in order, the preferred reading first.
 pub fn dates_in(text: &str, order: DateOrder) -> Vec<FoundDate> {
     let mut out: Vec<FoundDate> = Vec::new();
+    // Accepted spans by start (disjoint): a new span overlaps one only if it overlaps the
+    // last one starting before its end.
+    let mut taken: std::collections::BTreeMap<usize, usize> = std::collections::BTreeMap::new();
     let mut push = |start: usize, end: usize, readings: Vec<NaiveDate>| {
-        if !readings.is_empty() && !out.iter().any(|d| d.start < end && start < d.end) {
+        let overlaps = taken
+            .range(..end)
+            .next_back()
+            .is_some_and(|(_, e)| *e > start);
+        if !readings.is_empty() && !overlaps {
+            taken.insert(start, end);
             out.push(FoundDate {
                 start,
                 end,
