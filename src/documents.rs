@@ -93,7 +93,7 @@ pub async fn document_report(app: &App, id: Uuid) -> anyhow::Result<Option<Value
         "schema": schema.as_ref().map(|s| json!({"revid": format!("{}:{}", s.schema_id, s.version), "name": s.name, "status": s.status})),
         "fields": fields,
         "prompt": prompt.as_ref().map(|p| json!({"revid": format!("{}:{}", p.prompt_id, p.version), "name": p.fields.name, "status": p.status, "content": p.fields.content})),
-        "extraction": extraction.as_ref().map(|e| json!({"id": e.id, "status": e.status, "result": e.result})),
+        "extraction": extraction.as_ref().map(|e| json!({"id": e.id, "status": e.status, "result": e.result, "ungrounded": e.ungrounded})),
         "run": run.as_ref().map(|r| json!({"id": r.id, "provider": r.provider, "status": r.status, "stop_reason": r.stop_reason,
             "rounds": r.counters.rounds, "tool_calls": r.counters.tool_calls, "tokens": r.counters.tokens(),
             "seconds": r.finished_at.map(|f| (f - r.started_at).num_milliseconds() as f64 / 1000.0)})),

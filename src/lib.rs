@@ -16,6 +16,9 @@
 //!   (text tool calls, argument repair, token estimates).
 //! - [`pii`]: the redaction boundary in front of every provider call; audit minimisation;
 //!   retention and erasure.
+//! - [`analysis`]: a deterministic reading of a document's text — candidate fields (label–value
+//!   lines in many languages, tables, totals, dates and amounts in local formats, OCR repairs),
+//!   the document's kind — and the grounding check of extracted values.
 //! - [`tools`]: the registry (the one chokepoint) and every tool, each a typed tool whose
 //!   parameter schema is generated from its argument type; a run's subject scope.
 //! - [`approvals`]: pending actions with snapshot hashes; the expiry sweep.
@@ -31,6 +34,7 @@
 //!   are a workspace member of their own (`benches/agentd-bench`); `agentd bench` runs it.
 
 pub mod agent;
+pub mod analysis;
 pub mod api;
 pub mod app;
 pub mod approvals;

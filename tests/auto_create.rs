@@ -309,7 +309,7 @@ async fn upload_to_proposed_with_the_offline_provider() {
     let total: Value = sqlx::query_scalar(
         "SELECT e.result FROM extractions e JOIN documents d ON d.id = e.document_id WHERE d.name = 'invoice.txt'",
     ).fetch_one(&db.pool).await.unwrap();
-    assert_eq!(total["total_due"], json!(897.6));
+    assert_eq!(total["total"], json!(897.6));
     assert_eq!(total["invoice_number"], json!("INV-2026-0417"));
 }
 

@@ -408,11 +408,13 @@ async fn eval_runs_offline_through_the_queue_and_prints_consistent_json() {
         assert_eq!(d["runs"], 1);
         check_doc(d);
     }
-    // The English invoice's `Key: value` lines name every labelled field, which the offline
-    // model turns into properties: full recall; the OCR receipt's broken labels do not.
+    // The offline model proposes the document analysis' candidates: the English invoice's
+    // `Key: value` lines and the OCR receipt's repaired labels (`BON-NR`, `SUMME  EUR`,
+    // `RUECKG.`, `Datum:  l4.11.2026`) name every labelled field.
     let en = &docs[1];
     assert_eq!(en["field_recall"], json!(1.0), "{en}");
-    assert!(docs[2]["field_recall"].as_f64().unwrap() < 1.0);
+    assert_eq!(docs[2]["field_recall"], json!(1.0), "{}", docs[2]);
+    assert_eq!(docs[2]["value_accuracy"], json!(1.0), "{}", docs[2]);
     // Totals are the sums of the rows.
     let t = &r["totals"];
     let sum = |k: &str| docs.iter().map(|d| d[k].as_i64().unwrap()).sum::<i64>();
@@ -542,7 +544,9 @@ async fn a_run_below_its_baseline_exits_1_naming_the_metric_and_split() {
     let stored: Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
     let dev = &stored["by_split"]["dev"];
     let recall = dev["field_recall"].as_f64().unwrap();
-    assert!(recall > 0.3 && recall < 1.0, "{dev}");
+    // (A baseline above what this code reaches is made by raising the stored figure, even past
+    // 100 %: the comparison is what is tested.)
+    assert!(recall > 0.3, "{dev}");
     let out = eval_only(&db, "invoice_en,receipt_ocr", &["--baseline", saved_s]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");

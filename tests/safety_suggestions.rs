@@ -150,6 +150,7 @@ async fn accepting_a_document_activates_exactly_what_is_recorded_on_it() {
         o.org,
         src(o.doc),
         &json!({"a": "1"}),
+        &[],
         Some(run),
         now,
     )
@@ -160,6 +161,7 @@ async fn accepting_a_document_activates_exactly_what_is_recorded_on_it() {
         o.org,
         src(o.doc),
         &json!({"a": "2"}),
+        &[],
         Some(run),
         now,
     )

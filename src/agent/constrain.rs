@@ -10,6 +10,10 @@
 //!
 //! The tools stay in the request (the chat template shows them to the model); the schema only
 //! narrows what may be generated. A server that ignores `response_format` is no worse off.
+//!
+//! `create_schema`'s field names offer the run's candidate names (the analysis listed in the
+//! first message, [`crate::analysis::names_in_brief`]) as an enum beside a free-form name: a
+//! hint, not a cage — a field the analysis missed can still be named.
 
 use super::goals::GoalState;
 use crate::llm::ToolSpec;
@@ -25,15 +29,19 @@ pub fn call_format(
     registry: &Registry,
     goal: Option<&GoalState>,
     document_id: Option<Uuid>,
+    candidates: &[String],
 ) -> Option<Value> {
     let pins = pins(goal, document_id);
     let calls: Vec<Value> = tools
         .iter()
         .map(|t| {
-            let args = registry
+            let mut args = registry
                 .get(&t.name)
                 .map(|x| x.guided_parameters())
                 .unwrap_or_else(|| t.parameters.clone());
+            if t.name == "create_schema" {
+                offer_names(&mut args, candidates);
+            }
             call_schema(&t.name, args, &pins)
         })
         .collect();
@@ -50,6 +58,26 @@ pub fn call_format(
             "schema": schema,
         }
     }))
+}
+
+/// In `create_schema`'s list of `{name, type}` fields, the name is one of `candidates` or any
+/// other name (both described): the candidates come first so a model that cannot name a field
+/// well picks one.
+fn offer_names(args: &mut Value, candidates: &[String]) {
+    if candidates.is_empty() {
+        return;
+    }
+    let Some(name) = args.pointer_mut("/properties/fields/items/properties/name") else {
+        return;
+    };
+    let free = name.clone();
+    *name = json!({
+        "description": format!(
+            "snake_case, after what the value is; preferably one of the candidates: {}",
+            candidates.join(", ")
+        ),
+        "anyOf": [{"type": "string", "enum": candidates}, free],
+    });
 }
 
 /// Arguments whose only right value this run already knows.
@@ -121,7 +149,7 @@ mod tests {
             json!({"schema_revid": {"type": "string", "description": "from create_schema"},
                    "content": {"type": "string"}}),
         );
-        let f = call_format(&[t], &Registry::default(), Some(&goal), None).expect("a format");
+        let f = call_format(&[t], &Registry::default(), Some(&goal), None, &[]).expect("a format");
         assert_eq!(f["type"], "json_schema");
         let s = &f["json_schema"]["schema"];
         assert_eq!(s["properties"]["name"]["const"], "create_prompt");
@@ -145,7 +173,7 @@ mod tests {
             ..GoalState::default()
         };
         let specs = registry.specs(&["create_schema".into(), "run_extraction".into()]);
-        let f = call_format(&specs, &registry, Some(&goal), None).expect("a format");
+        let f = call_format(&specs, &registry, Some(&goal), None, &[]).expect("a format");
         let any = &f["json_schema"]["schema"]["anyOf"];
         let args = |i: usize| any[i]["properties"]["arguments"].clone();
         let (schema, extraction) = if any[0]["properties"]["name"]["const"] == "create_schema" {
@@ -178,6 +206,7 @@ mod tests {
             &Registry::default(),
             Some(&GoalState::default()),
             None,
+            &[],
         )
         .expect("a format");
         let any = f["json_schema"]["schema"]["anyOf"]
@@ -188,6 +217,35 @@ mod tests {
             any[1]["properties"]["arguments"]["properties"]["schema_revid"],
             json!({"type": "string"})
         );
-        assert!(call_format(&[], &Registry::default(), None, None).is_none());
+        assert!(call_format(&[], &Registry::default(), None, None, &[]).is_none());
+    }
+
+    #[test]
+    fn candidate_names_are_offered_beside_free_names() {
+        let registry = crate::tools::builtin_registry();
+        let specs = registry.specs(&["create_schema".into()]);
+        let names = vec!["invoice_number".to_string(), "total".to_string()];
+        let f = call_format(&specs, &registry, None, None, &names).expect("a format");
+        let name = f
+            .pointer(
+                "/json_schema/schema/properties/arguments/properties/fields/items/properties/name",
+            )
+            .expect("the field name schema");
+        assert_eq!(name["anyOf"][0]["enum"], json!(["invoice_number", "total"]));
+        assert_eq!(name["anyOf"][1]["type"], "string");
+        assert!(
+            name["description"]
+                .as_str()
+                .unwrap_or("")
+                .contains("invoice_number, total")
+        );
+        // Without candidates the name stays as the tool declares it.
+        let plain = call_format(&specs, &registry, None, None, &[]).expect("a format");
+        let plain_name = plain
+            .pointer(
+                "/json_schema/schema/properties/arguments/properties/fields/items/properties/name",
+            )
+            .expect("the field name schema");
+        assert!(plain_name.get("anyOf").is_none());
     }
 }

@@ -75,7 +75,14 @@ pub fn build(
             .is_some_and(|e| !schema_output::refused(e)),
     };
     let response_format = if constrained && tool_choice == ToolChoice::Required {
-        constrain::call_format(&tools, &engine.env.registry, goal, spec.document_id)
+        let candidates = crate::analysis::names_in_brief(first_message);
+        constrain::call_format(
+            &tools,
+            &engine.env.registry,
+            goal,
+            spec.document_id,
+            &candidates,
+        )
     } else {
         None
     };

@@ -3,14 +3,15 @@
 //! labelled `offline` on runs, audit rows and output. What it does:
 //!
 //! - **auto_create** (tools include `create_schema`): the text of the first message (else
-//!   `get_document`) → infer fields from the text
-//!   (`Key: value` / `Key = value` lines; values that look like amounts become numbers, dates and
-//!   identifiers become strings with a description) → `create_schema` (strict OpenAI
-//!   `response_format`) → `create_prompt` → `run_extraction` → a summary. A tool error is retried
-//!   once with the same plan, then it stops with a summary.
+//!   `get_document`) → the document analysis ([`crate::analysis`]: label–value lines in many
+//!   languages, tables, totals, local dates and amounts, OCR repairs) → its candidates as the
+//!   fields (`offline/proposal.rs`; the ones the first message lists, which cover the whole
+//!   document, else those of the text it has) → `create_schema` (the compact `fields` form) →
+//!   `create_prompt` → `run_extraction` → a summary. A tool error is retried once with the same
+//!   plan, then it stops with a summary.
 //! - **extraction requests** (a `response_format` is given): answers with JSON holding, for each
-//!   schema property, the value of the text line whose key matches the property name (numbers
-//!   parsed, missing values `null`).
+//!   schema property, the value of the candidate of that name (or label) in the analysis of the
+//!   request's text (numbers and `YYYY-MM-DD` dates normalised, missing values `null`).
 //! - **proactive_suggestion** (tools include `org_overview`): `org_overview` → (`list_tags`
 //!   when documents lack tags) → one `create_suggestion` per signal found (up to 3; an untagged
 //!   document's carries a proposed `update_document` giving it the org's first tag) → a
@@ -24,12 +25,16 @@ use super::{
     Block, CompletionRequest, CompletionResponse, FinishReason, LlmError, LlmProvider, Message,
     Role, ToolChoice, Usage,
 };
-use regex::Regex;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
-use std::sync::LazyLock;
 
 mod nightly;
+mod proposal;
+
+pub use proposal::{
+    Field, extract, fields_arg, fields_listed, fields_of, infer_fields, prompt_content,
+    response_format,
+};
 
 /// The deterministic heuristic model.
 #[derive(Debug, Default, Clone, Copy)]
@@ -37,143 +42,6 @@ pub struct OfflineProvider {
     /// Added to every call to mimic a model's latency (`llm.offline_latency_ms`; demos, load
     /// and crash tests). Zero by default.
     pub latency: std::time::Duration,
-}
-
-static KV: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^\s*([A-Za-z][A-Za-z0-9 #/&().'-]{0,40}?)\s*[:=]\s*(\S.*?)\s*$").expect("regex")
-});
-static AMOUNT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^[-+]?\s?(?:[$€£]|USD|EUR|GBP)?\s?\d[\d,]*(?:\.\d+)?\s?(?:[$€£]|USD|EUR|GBP|%)?$")
-        .expect("regex")
-});
-static DATE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)^(\d{4}-\d{2}-\d{2}|\d{1,2}[/.]\d{1,2}[/.]\d{2,4}|\d{1,2} (jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]* \d{4}|(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]* \d{1,2},? \d{4})$").expect("regex")
-});
-static IDENT: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^[A-Z]{1,6}[-/]?\d[\w-]*$").expect("regex"));
-
-/// A field inferred from the text.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Field {
-    pub name: String,
-    pub kind: &'static str,
-    pub description: String,
-}
-
-/// `Invoice Number` → `invoice_number`.
-pub fn snake(key: &str) -> String {
-    crate::tools::schema_forms::snake(key, 48)
-}
-
-/// Fields from `Key: value` lines (at most 20, first occurrence wins).
-pub fn infer_fields(text: &str) -> Vec<Field> {
-    let mut out: Vec<Field> = Vec::new();
-    for line in text.lines() {
-        let Some(c) = KV.captures(line) else { continue };
-        let (key, value) = (c[1].trim(), c[2].trim());
-        let name = snake(key);
-        if name.is_empty() || out.iter().any(|f| f.name == name) {
-            continue;
-        }
-        let (kind, description) = if AMOUNT.is_match(value) {
-            (
-                "number",
-                format!("{key} (number, without currency symbols)"),
-            )
-        } else if DATE.is_match(value) {
-            ("string", format!("{key} (date as written)"))
-        } else if IDENT.is_match(value)
-            || name.ends_with("_id")
-            || name.ends_with("number")
-            || name.ends_with("_no")
-        {
-            ("string", format!("{key} (identifier)"))
-        } else {
-            ("string", key.to_string())
-        };
-        out.push(Field {
-            name,
-            kind,
-            description,
-        });
-        if out.len() == 20 {
-            break;
-        }
-    }
-    out
-}
-
-/// A strict OpenAI `response_format` for `fields`.
-pub fn response_format(name: &str, fields: &[Field]) -> Value {
-    let mut props = Map::new();
-    for f in fields {
-        props.insert(
-            f.name.clone(),
-            json!({"type": [f.kind, "null"], "description": f.description}),
-        );
-    }
-    if fields.is_empty() {
-        props.insert(
-            "summary".into(),
-            json!({"type": ["string", "null"], "description": "What the document is about"}),
-        );
-    }
-    let required: Vec<&String> = props.keys().collect();
-    let schema_name = {
-        let s = snake(name);
-        if s.is_empty() {
-            "document".to_string()
-        } else {
-            s
-        }
-    };
-    json!({"type": "json_schema", "json_schema": {"name": schema_name, "strict": true, "schema": {
-        "type": "object", "properties": props, "required": required, "additionalProperties": false}}})
-}
-
-/// The extraction answer: each property's value from the text.
-pub fn extract(text: &str, schema: &Value) -> Value {
-    let mut values: HashMap<String, String> = HashMap::new();
-    for line in text.lines() {
-        if let Some(c) = KV.captures(line) {
-            values
-                .entry(snake(&c[1]))
-                .or_insert_with(|| c[2].trim().to_string());
-        }
-    }
-    let mut out = Map::new();
-    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
-        for (name, p) in props {
-            let types: Vec<&str> = match &p["type"] {
-                Value::String(s) => vec![s.as_str()],
-                Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
-                _ => vec![],
-            };
-            let v = match values.get(name) {
-                None if name == "summary" => Value::String(text.chars().take(200).collect()),
-                None => Value::Null,
-                Some(raw) if types.contains(&"number") => {
-                    let digits: String = raw
-                        .chars()
-                        .filter(|c| c.is_ascii_digit() || *c == '.' || *c == '-')
-                        .collect();
-                    digits
-                        .parse::<f64>()
-                        .map(|n| {
-                            if n.fract() == 0.0 && n.abs() < 1e15 {
-                                json!(n as i64)
-                            } else {
-                                json!(n)
-                            }
-                        })
-                        .unwrap_or(Value::Null)
-                }
-                Some(raw) => Value::String(raw.clone()),
-            };
-            out.insert(name.clone(), v);
-        }
-    }
-    Value::Object(out)
 }
 
 fn estimate(req: &CompletionRequest, out_chars: usize) -> Usage {
@@ -256,7 +124,8 @@ fn document_in_first_message(req: &CompletionRequest) -> Option<Value> {
         .lines()
         .find_map(|l| l.strip_prefix("name: "))
         .unwrap_or("document");
-    Some(json!({"name": name, "text": &first[start..end]}))
+    let candidates = first.get(end..).unwrap_or("");
+    Some(json!({"name": name, "text": &first[start..end], "candidates": candidates}))
 }
 
 fn find_str<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a str> {
@@ -281,7 +150,17 @@ fn auto_create(r: &HashMap<String, (Vec<Value>, u32)>, shown: Option<&Value>) ->
     };
     let text = find_str(doc, &["text", "excerpt", "content"]).unwrap_or("");
     let name = find_str(doc, &["name"]).unwrap_or("document");
-    let fields = infer_fields(text);
+    // The candidates the first message lists (the whole document), else the text's own.
+    let listed = doc
+        .get("candidates")
+        .and_then(Value::as_str)
+        .map(crate::analysis::parse_brief)
+        .unwrap_or_default();
+    let fields = if listed.is_empty() {
+        infer_fields(text)
+    } else {
+        fields_listed(&listed)
+    };
     let Some(schema) = ok("create_schema") else {
         if errors("create_schema") >= 2 {
             return Next::Say(
@@ -291,7 +170,7 @@ fn auto_create(r: &HashMap<String, (Vec<Value>, u32)>, shown: Option<&Value>) ->
         }
         return Next::Call(
             "create_schema",
-            json!({"name": format!("{name} fields"), "response_format": response_format(name, &fields)}),
+            json!({"name": format!("{name} fields"), "fields": fields_arg(&fields)}),
         );
     };
     let schema_revid = find_str(schema, &["schema_revid", "revid"])
@@ -301,14 +180,10 @@ fn auto_create(r: &HashMap<String, (Vec<Value>, u32)>, shown: Option<&Value>) ->
         if errors("create_prompt") >= 2 {
             return Next::Say("offline model: create_prompt was refused twice; stopping.".into());
         }
-        let list: Vec<String> = fields
-            .iter()
-            .map(|f| format!("- {}: {}", f.name, f.description))
-            .collect();
         return Next::Call(
             "create_prompt",
             json!({"name": format!("Extract {name}"), "schema_revid": schema_revid,
-            "content": format!("Extract these fields from the document. Use null when a value is absent; copy identifiers and dates exactly.\n{}", list.join("\n"))}),
+            "content": prompt_content(&fields)}),
         );
     };
     let prompt_revid = find_str(prompt, &["prompt_revid", "revid"])
@@ -415,31 +290,5 @@ impl LlmProvider for OfflineProvider {
             finish,
             model: format!("offline:{}", req.model),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn infers_fields_and_extracts_values() {
-        let text = "ACME Corp\nInvoice Number: INV-2041\nInvoice Date: 2026-03-14\nTotal Due: $1,234.50\nCustomer: Blue Fox Ltd\n";
-        let f = infer_fields(text);
-        let names: Vec<_> = f.iter().map(|f| (f.name.as_str(), f.kind)).collect();
-        assert_eq!(
-            names,
-            vec![
-                ("invoice_number", "string"),
-                ("invoice_date", "string"),
-                ("total_due", "number"),
-                ("customer", "string")
-            ]
-        );
-        let rf = response_format("invoice", &f);
-        let v = extract(text, &rf["json_schema"]["schema"]);
-        assert_eq!(v["total_due"], json!(1234.5));
-        assert_eq!(v["invoice_number"], json!("INV-2041"));
-        assert_eq!(v["customer"], json!("Blue Fox Ltd"));
     }
 }

@@ -24,6 +24,9 @@ row! {
         pub status: ExtractionStatus,
         pub run_id: Option<Uuid>,
         pub created_at: DateTime<Utc>,
+        /// JSON pointers of values the document's text does not contain (migration 0068;
+        /// [`crate::analysis::ground`]).
+        pub ungrounded: Vec<String>,
     }
 }
 
@@ -37,19 +40,22 @@ pub struct ExtractionSource {
     pub schema_version: i32,
 }
 
-/// Stores an extraction, status `proposed`.
+/// Stores an extraction, status `proposed`, with the pointers of its values the document
+/// does not contain.
+#[allow(clippy::too_many_arguments)]
 pub async fn insert(
     conn: &mut PgConnection,
     org_id: Uuid,
     src: ExtractionSource,
     result: &Value,
+    ungrounded: &[String],
     run_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> sqlx::Result<ExtractionRow> {
     sqlx::query_as(concat!(
         "INSERT INTO extractions (id, org_id, document_id, prompt_id, prompt_version, schema_id,
-                                  schema_version, result, status, run_id, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'proposed', $9, $10)
+                                  schema_version, result, status, run_id, created_at, ungrounded)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'proposed', $9, $10, $11)
       RETURNING ",
         columns!()
     ))
@@ -63,6 +69,7 @@ pub async fn insert(
     .bind(clean_json(result))
     .bind(run_id)
     .bind(now)
+    .bind(ungrounded)
     .fetch_one(conn)
     .await
 }
@@ -80,16 +87,17 @@ pub async fn latest_for_document(
         .await
 }
 
-/// Replaces the result of a `proposed` extraction of this org. None: no such proposed
-/// extraction (missing, another org's, or already accepted).
+/// Replaces the result of a `proposed` extraction of this org, and its ungrounded pointers.
+/// None: no such proposed extraction (missing, another org's, or already accepted).
 pub async fn update_result(
     conn: &mut PgConnection,
     org_id: Uuid,
     id: Uuid,
     result: &Value,
+    ungrounded: &[String],
 ) -> sqlx::Result<Option<ExtractionRow>> {
     sqlx::query_as(concat!(
-        "UPDATE extractions SET result = $3
+        "UPDATE extractions SET result = $3, ungrounded = $4
           WHERE org_id = $1 AND id = $2 AND status = 'proposed'
       RETURNING ",
         columns!()
@@ -97,6 +105,7 @@ pub async fn update_result(
     .bind(org_id)
     .bind(id)
     .bind(clean_json(result))
+    .bind(ungrounded)
     .fetch_optional(conn)
     .await
 }

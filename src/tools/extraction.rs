@@ -8,8 +8,9 @@ use super::schemas::{inner_schema, validate_instance};
 use super::typed::Id;
 use super::typed::tool;
 use super::{ModelCall, Target, ToolCtx, ToolError, TypedTool, revid, unfenced};
+use crate::analysis::ground;
 use crate::llm::CompletionResponse;
-use crate::store::documents::{DocumentLock, clean_json};
+use crate::store::documents::{self as documents, DocumentLock, clean_json};
 use crate::store::extractions::{self as store, ExtractionRow, ExtractionStatus};
 use crate::store::prompts::{self as prompts, PromptRow};
 use crate::store::schemas;
@@ -27,6 +28,7 @@ pub(crate) fn extraction_json(e: &ExtractionRow) -> Value {
         "schema_revid": revid(e.schema_id, e.schema_version),
         "status": e.status,
         "result": e.result,
+        "ungrounded": e.ungrounded,
         "created_at": e.created_at,
     })
 }
@@ -349,7 +351,12 @@ impl TypedTool for UpdateExtractionField {
                 errors.join("; ")
             )));
         }
-        let updated = store::update_result(ctx.conn, ctx.org_id, e.id, &result)
+        let text = documents::get(ctx.conn, ctx.org_id, e.document_id, ground::MAX_CHARS)
+            .await?
+            .map(|d| d.text)
+            .unwrap_or_default();
+        let ungrounded = ground::ungrounded(&result, &text);
+        let updated = store::update_result(ctx.conn, ctx.org_id, e.id, &result, &ungrounded)
             .await?
             .ok_or_else(|| self.not_found())?;
         let mut out = extraction_json(&updated);

@@ -8,6 +8,7 @@ use super::extraction::{
 };
 use super::schemas::{inner_schema, validate_instance};
 use super::{ModelCall, ToolCtx, ToolError, revid};
+use crate::analysis::{self, ground};
 use crate::llm::{CompletionRequest, CompletionResponse, FinishReason, Message, Role, ToolChoice};
 use crate::store::documents::{self as documents, clean_json};
 use crate::store::extractions::{self as store, ExtractionSource};
@@ -115,13 +116,61 @@ pub(crate) async fn apply_extraction(
         schema_id,
         schema_version,
     };
-    let e = store::insert(ctx.conn, ctx.org_id, src, &result, ctx.run_id, ctx.now).await?;
+    let text = documents::get(ctx.conn, ctx.org_id, doc_id, ground::MAX_CHARS)
+        .await?
+        .map(|d| d.text)
+        .unwrap_or_default();
+    let ungrounded = ground::ungrounded(&result, &text);
+    let e = store::insert(
+        ctx.conn,
+        ctx.org_id,
+        src,
+        &result,
+        &ungrounded,
+        ctx.run_id,
+        ctx.now,
+    )
+    .await?;
     let mut out = extraction_json(&e);
+    if !ungrounded.is_empty() {
+        out["ungrounded_note"] = json!(
+            "these values were not found in the document text (after normalising numbers and \
+             dates); they are flagged for the reviewer. If one is wrong, correct it with \
+             update_extraction_field."
+        );
+    }
+    let missed = empty_with_candidate(&result, &text);
+    if !missed.is_empty() {
+        out["empty_but_in_document"] = json!(missed);
+        out["empty_note"] = json!(
+            "these fields came back empty although the document has a value for them; if the \
+             value is right, set it with update_extraction_field."
+        );
+    }
     out["input_truncated"] = state["input_truncated"].clone();
     if cut {
         out["finish_reason"] = json!("length");
     }
     Ok(out)
+}
+
+/// Top-level fields of `result` that are null while the analysis of `text` has a candidate of
+/// that name: `{field, label, value}` each (at most 10).
+fn empty_with_candidate(result: &Value, text: &str) -> Vec<Value> {
+    let Some(obj) = result.as_object() else {
+        return Vec::new();
+    };
+    if !obj.values().any(Value::is_null) {
+        return Vec::new();
+    }
+    let a = analysis::analyse(text);
+    obj.iter()
+        .filter(|(_, v)| v.is_null())
+        .filter_map(|(k, _)| a.get(k))
+        .filter(|c| c.kind != analysis::ValueKind::List)
+        .take(10)
+        .map(|c| json!({"field": c.name, "label": c.label, "value": c.raw}))
+        .collect()
 }
 
 /// The prompt's schema version was deleted under it.

@@ -6,11 +6,13 @@
 
 use super::schema_check::clip;
 pub use super::schema_check::{validate_instance, validate_response_format};
-use super::schema_forms;
 use super::typed::tool;
 use super::typed::{AnyVersionId, any_object};
 use super::versioned::{Kind, ids, kind_tools, latest_locked, merged};
 use super::{Target, ToolCtx, ToolError, TypedTool, not_in_org};
+use super::{field_names, schema_forms};
+use crate::analysis;
+use crate::store::documents;
 use crate::store::schemas::{self as store, SchemaRow};
 use crate::store::versions;
 use serde_json::{Value, json};
@@ -75,6 +77,45 @@ fn schema_from_args(name: &str, args: &CreateSchema) -> Result<schema_forms::Bui
                 .into(),
         )),
     }
+}
+
+/// Renames fields named after a personal-data token (`phone_1` → `phone`) or after a value of
+/// the run's document (`n_0003_00012877`, the invoice's number → the candidate's name, e.g.
+/// `invoice_number`): a schema is reused for other documents, so a name must say what the
+/// value is. Each rename is a note.
+async fn neutral_names(
+    ctx: &mut ToolCtx<'_>,
+    built: &mut schema_forms::Built,
+) -> Result<(), ToolError> {
+    let mut by_value: Vec<(String, String)> = Vec::new();
+    if let Some(doc) = ctx.document_id
+        && let Some(d) = documents::get(ctx.conn, ctx.org_id, doc, analysis::MAX_CHARS).await?
+    {
+        for c in analysis::analyse(&d.text).candidates {
+            if let serde_json::Value::String(v) = &c.value {
+                let key = schema_forms::snake(v, 64);
+                // Only values that could not be a field's own name: with a digit, or 2+ words.
+                if key.chars().any(|c| c.is_ascii_digit()) || key.contains('_') {
+                    by_value.push((key, c.name.clone()));
+                }
+            }
+        }
+    }
+    let renames = |k: &str| -> Option<String> {
+        if let Some(t) = field_names::token_field(k) {
+            return Some(t.to_string());
+        }
+        by_value
+            .iter()
+            .find(|(v, name)| {
+                name != k
+                    && (v == k || (k.chars().count() >= 8 && v.contains(k) && k.contains('_')))
+            })
+            .map(|(_, name)| name.clone())
+    };
+    let notes = field_names::rename_fields(&mut built.response_format, &renames);
+    built.notes.extend(notes);
+    Ok(())
 }
 
 /// `result` with `"completed": notes` when agentd completed the response_format.
@@ -241,6 +282,7 @@ impl TypedTool for CreateSchema {
             return Err(ToolError::Invalid("name must not be empty".into()));
         }
         let mut built = schema_from_args(name, &self)?;
+        neutral_names(ctx, &mut built).await?;
         if named {
             built
                 .notes
@@ -276,7 +318,8 @@ impl UpdateSchema {
     async fn save(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         let AnyVersionId(id) = self.schema_id;
         let latest: SchemaRow = latest_locked(ctx, id).await?;
-        let built = completed_response_format(&latest.name, &self.response_format)?;
+        let mut built = completed_response_format(&latest.name, &self.response_format)?;
+        neutral_names(ctx, &mut built).await?;
         let rf = &built.response_format;
         if latest.response_format == *rf {
             return Ok(merged(ids(&latest), json!({"unchanged": true})));

@@ -95,9 +95,10 @@ pub async fn org() -> Org {
         schema_id: s.schema_id,
         schema_version: s.version,
     };
-    let e = agentd::store::extractions::insert(&mut c, org, src, &json!({"a": "orig"}), None, now)
-        .await
-        .unwrap();
+    let e =
+        agentd::store::extractions::insert(&mut c, org, src, &json!({"a": "orig"}), &[], None, now)
+            .await
+            .unwrap();
     Org {
         db,
         clock,

@@ -1,0 +1,635 @@
+//! A deterministic analysis of a document's text, before any model sees it: the fields the text
+//! offers as **candidates** — label–value lines in any language and punctuation, table rows,
+//! totals and tax lines, dates and amounts in local formats, identifiers, the issuing party —
+//! with OCR repairs, and a guess of the document's kind. The offline provider builds its
+//! proposal from the candidates; the model path shows them to the model in the run's first
+//! message (`agent/context.rs`), so its job becomes choosing, naming and typing them; and
+//! [`ground`] checks extracted values against the text with the same normalisation.
+//!
+//! **Names.** A candidate's `name` is English snake_case when the lexicon knows the label in
+//! any of en/de/fr/es/it/nl/pt (`Rechnungsnummer`, `N° de facture` → `invoice_number`), so
+//! documents of one kind in several languages get one schema; an unknown label keeps its own
+//! snake_case name (`Total Paid Out` → `total_paid_out`). The label as written is kept beside it
+//! (`label`), for the prompt and the reviewer.
+//!
+//! **Bounds.** Only the first [`MAX_CHARS`] characters and [`MAX_LINES`] lines are read, lines
+//! are cut at [`MAX_LINE_CHARS`], and at most [`MAX_CANDIDATES`] candidates come out. No input
+//! is sliced by byte offsets it did not produce; any UTF-8 is accepted.
+
+pub mod ground;
+pub mod kind;
+pub mod labels;
+pub mod lexicon;
+pub mod tables;
+pub mod values;
+
+pub use kind::DocKind;
+
+use labels::How;
+use lexicon::Class;
+use serde::Serialize;
+use serde_json::{Value, json};
+use values::{DateOrder, DecimalStyle};
+
+/// Characters of a text analysed (the rest is ignored).
+pub const MAX_CHARS: usize = 200_000;
+/// Lines of a text analysed.
+pub const MAX_LINES: usize = 5_000;
+/// Characters of one line analysed.
+pub const MAX_LINE_CHARS: usize = 400;
+/// Candidates returned at most.
+pub const MAX_CANDIDATES: usize = 40;
+/// Characters of a value the brief shows (longer ones are left out, never cut).
+const MAX_SHOWN: usize = 48;
+/// Characters of a value kept as written.
+const MAX_VALUE_CHARS: usize = 200;
+
+/// What a candidate's value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ValueKind {
+    Text,
+    /// A number, reference or code, kept as written.
+    Identifier,
+    Number,
+    /// A date, normalised to `YYYY-MM-DD`.
+    Date,
+    Boolean,
+    /// Table rows, a list of objects.
+    List,
+}
+
+impl ValueKind {
+    /// The type `create_schema` takes for it.
+    pub fn field_type(self) -> &'static str {
+        match self {
+            ValueKind::Text | ValueKind::Identifier => "string",
+            ValueKind::Number => "number",
+            ValueKind::Date => "date",
+            ValueKind::Boolean => "boolean",
+            ValueKind::List => "array",
+        }
+    }
+}
+
+/// Where in the text a candidate was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// A label–value pair (see [`labels::How`]).
+    Label(How),
+    /// The rows of a table.
+    Table,
+    /// The first line of the letter head.
+    Heading,
+    /// A pattern found anywhere (an IBAN).
+    Pattern,
+}
+
+/// One field the text offers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Candidate {
+    /// snake_case; English where the lexicon knows the label (see the module docs).
+    pub name: String,
+    /// The label as written (a table's header line; a description for a heading or pattern).
+    pub label: String,
+    /// The value normalised: a number, a `YYYY-MM-DD` date, a boolean, text, or rows.
+    pub value: Value,
+    /// The value as written (bounded; empty for tables).
+    pub raw: String,
+    pub kind: ValueKind,
+    /// For a list: each item's fields and their types.
+    pub item_fields: Vec<(String, &'static str)>,
+    /// 1-based line of the text.
+    pub line: usize,
+    pub source: Source,
+}
+
+/// What the analysis found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Analysis {
+    pub kind: DocKind,
+    pub candidates: Vec<Candidate>,
+    /// The text was longer than the analysis reads.
+    pub truncated: bool,
+}
+
+impl Analysis {
+    /// The candidate named `name`.
+    pub fn get(&self, name: &str) -> Option<&Candidate> {
+        self.candidates.iter().find(|c| c.name == name)
+    }
+}
+
+/// A JSON number for `n`: an integer when it is one.
+pub fn number_value(n: f64) -> Value {
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        json!(n as i64)
+    } else {
+        json!(n)
+    }
+}
+
+fn clip(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
+}
+
+/// Analyses `text` (any UTF-8; see the module docs for the bounds).
+pub fn analyse(text: &str) -> Analysis {
+    let total = text.chars().count();
+    let text: String = text.chars().take(MAX_CHARS).collect();
+    let truncated = total > MAX_CHARS || text.lines().count() > MAX_LINES;
+    let lines: Vec<String> = text
+        .lines()
+        .take(MAX_LINES)
+        .map(|l| tidy(&clip(l, MAX_LINE_CHARS)))
+        .collect();
+    let style = values::decimal_style(&text);
+    let order = values::date_order(&text);
+    let kind = kind::guess(&text);
+    let mut out: Vec<Candidate> = Vec::new();
+
+    let (single, tables): (Vec<_>, Vec<_>) = tables::tables(&lines, style, order)
+        .into_iter()
+        .partition(|t| t.row_lines.len() == 1);
+    let table_lines: std::collections::HashSet<usize> = tables
+        .iter()
+        .chain(single.iter())
+        .flat_map(|t| std::iter::once(t.header_line).chain(t.row_lines.iter().copied()))
+        .collect();
+    let in_table = |i: usize| table_lines.contains(&i);
+    let mut pairs = labels::pairs(&lines, &in_table, style, order);
+    // A table of one row (`Invoice No.   Date` over `INV-1   2026-01-01`) is labels over values.
+    for t in &single {
+        for (label, value) in t.labels.iter().zip(&t.first_row) {
+            if !value.trim().is_empty() && labels::label_ok(label) {
+                pairs.push(labels::Pair {
+                    label: label.clone(),
+                    value: value.clone(),
+                    line: t.header_line,
+                    how: How::NextLine,
+                });
+            }
+        }
+    }
+    pairs.sort_by_key(|p| p.line);
+    for p in pairs {
+        if let Some(c) = from_pair(&p, kind, style, order) {
+            push(&mut out, c);
+        }
+    }
+    // Rows of results (a lab report's analytes) are fields of their own: `Haemoglobin  13.8`.
+    for t in &tables {
+        for (label, value) in t.named_results(kind == DocKind::LabReport) {
+            let p = labels::Pair {
+                label,
+                value,
+                line: t.header_line,
+                how: How::Spaced,
+            };
+            if let Some(c) = from_pair(&p, kind, style, order) {
+                push(&mut out, c);
+            }
+        }
+    }
+    if let Some(t) = tables.iter().max_by_key(|t| t.row_lines.len()) {
+        push(
+            &mut out,
+            Candidate {
+                name: kind.rows_field().into(),
+                label: clip(&t.header, MAX_VALUE_CHARS),
+                value: Value::Array(t.rows.clone()),
+                raw: String::new(),
+                kind: ValueKind::List,
+                item_fields: t
+                    .columns
+                    .iter()
+                    .cloned()
+                    .zip(t.types.iter().copied())
+                    .collect(),
+                line: t.header_line + 1,
+                source: Source::Table,
+            },
+        );
+    }
+    if let Some(c) = issuer(&lines, kind, style, order) {
+        if let Some(a) = letterhead_address(&lines, &c, kind) {
+            push(&mut out, c);
+            push(&mut out, a);
+        } else {
+            push(&mut out, c);
+        }
+    }
+    if out.iter().all(|c| c.name != "iban")
+        && let Some((line, iban)) = find_iban(&lines)
+    {
+        push(
+            &mut out,
+            Candidate {
+                name: "iban".into(),
+                label: "IBAN".into(),
+                value: Value::String(iban.clone()),
+                raw: iban,
+                kind: ValueKind::Identifier,
+                item_fields: Vec::new(),
+                line: line + 1,
+                source: Source::Pattern,
+            },
+        );
+    }
+    out.truncate(MAX_CANDIDATES);
+    Analysis {
+        kind,
+        candidates: out,
+        truncated,
+    }
+}
+
+/// A line as the readers expect it: no-break spaces as spaces, dot leaders
+/// (`Subtotal ........ 12.00`) and the bars of a drawn table (`| Date | Amount |`) as column
+/// gaps.
+fn tidy(line: &str) -> String {
+    use regex::Regex;
+    use std::sync::LazyLock;
+    static LEADERS: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"[ \t]*[.·_…]{3,}[ \t]*").expect("regex"));
+    let l = line.replace(['\u{a0}', '\u{202f}'], " ");
+    let l = LEADERS.replace_all(&l, "  ").into_owned();
+    if l.matches('|').count() >= 2 {
+        l.replace('|', "  ")
+    } else {
+        l
+    }
+}
+
+/// Adds `c` unless a candidate of that name exists (the first one found wins).
+fn push(out: &mut Vec<Candidate>, c: Candidate) {
+    if out.len() < MAX_CANDIDATES * 2 && !out.iter().any(|o| o.name == c.name) {
+        out.push(c);
+    }
+}
+
+/// Name endings of identifiers in labels the lexicon does not know.
+fn identifier_name(name: &str) -> bool {
+    [
+        "_number",
+        "_no",
+        "_nr",
+        "_id",
+        "_code",
+        "_ref",
+        "_reference",
+        "nummer",
+        "_num",
+    ]
+    .iter()
+    .any(|e| name.ends_with(e))
+        || matches!(name, "id" | "no" | "nr" | "ref" | "code")
+}
+
+/// `manifest_no` → `manifest_number` (English abbreviations of "number").
+fn expand_number(name: &str) -> String {
+    for short in ["_no", "_nr", "_num", "_nbr"] {
+        if let Some(stem) = name.strip_suffix(short)
+            && !stem.is_empty()
+        {
+            return format!("{stem}_number");
+        }
+    }
+    name.to_string()
+}
+
+/// A candidate from a label–value pair: its name, kind and normalised value.
+fn from_pair(
+    p: &labels::Pair,
+    kind: DocKind,
+    style: DecimalStyle,
+    order: DateOrder,
+) -> Option<Candidate> {
+    let raw = clip(p.value.trim(), MAX_VALUE_CHARS);
+    if raw.is_empty() {
+        return None;
+    }
+    let label = p
+        .label
+        .trim()
+        .trim_end_matches([':', '='])
+        .trim()
+        .to_string();
+    let own = lexicon::snake(
+        &labels::without_parentheses(&values::repair_letters(&label)),
+        48,
+    );
+    if own.is_empty() {
+        return None;
+    }
+    // A bare `N°` / `No.` labels the document's own number.
+    let known = if lexicon::number_word(&own) {
+        Some((kind.number_field(), Class::Identifier))
+    } else {
+        labels::known(&label)
+    };
+    let class = known.map(|k| k.1);
+    let repaired = values::repair_digits(&raw);
+    let date = values::parse_date(&raw, order).or_else(|| values::parse_date(&repaired, order));
+    let number =
+        values::parse_number(&raw, style).or_else(|| values::parse_number(&repaired, style));
+    let digits_only = |s: &str| s.chars().all(|c| c.is_ascii_digit());
+    let long_digits = digits_only(&repaired) && (repaired.len() >= 7 || repaired.starts_with('0'));
+    let is_identifier = class == Some(Class::Identifier)
+        || (class.is_none() && identifier_name(&own))
+        || long_digits;
+    let (value, vkind) = if is_identifier && date.is_none() || class == Some(Class::Identifier) {
+        // A code keeps its letters; a digit run gets its OCR repairs (`O7731` → `07731`).
+        let v = if digits_only(&repaired) {
+            repaired.clone()
+        } else {
+            raw.clone()
+        };
+        (Value::String(v), ValueKind::Identifier)
+    } else if let Some(d) = date {
+        (Value::String(d.to_string()), ValueKind::Date)
+    } else if let Some(b) = values::parse_bool(&raw) {
+        (Value::Bool(b), ValueKind::Boolean)
+    } else if let Some(n) = number.filter(|_| !matches!(class, Some(Class::Party | Class::Text))) {
+        (number_value(n), ValueKind::Number)
+    } else if labels::looks_like_code(&raw) && raw.split_whitespace().count() == 1 {
+        (Value::String(raw.clone()), ValueKind::Identifier)
+    } else {
+        (Value::String(raw.clone()), ValueKind::Text)
+    };
+    let mut name = match known {
+        Some((canonical, _)) => canonical.to_string(),
+        None => expand_number(&own),
+    };
+    // `VAT: 20 %` is a rate, not an amount.
+    if matches!(name.as_str(), "vat_amount" | "tax_amount") && raw.contains('%') {
+        name = if name == "vat_amount" {
+            "vat_rate".into()
+        } else {
+            "tax_rate".into()
+        };
+    }
+    if kind == DocKind::Payslip && name == "amount_due" {
+        name = "net_pay".into();
+    }
+    if name.starts_with(|c: char| c.is_ascii_digit()) {
+        name = format!("field_{name}");
+    }
+    Some(Candidate {
+        name,
+        label: clip(&label, 60),
+        value,
+        raw,
+        kind: vkind,
+        item_fields: Vec::new(),
+        line: p.line + 1,
+        source: Source::Label(p.how),
+    })
+}
+
+/// Company-name endings in many countries.
+const COMPANY_SUFFIXES: [&str; 24] = [
+    "ltd", "limited", "llc", "inc", "corp", "co", "plc", "gmbh", "ag", "kg", "ug", "sa", "sas",
+    "sarl", "sl", "srl", "spa", "bv", "b.v", "nv", "lda", "oy", "ab", "as",
+];
+
+/// The issuing party: the first line of the letter head, when it reads as a name (capitals
+/// or a company ending) and not as a title (`INVOICE`), a pair or a number.
+fn issuer(
+    lines: &[String],
+    kind: DocKind,
+    style: DecimalStyle,
+    order: DateOrder,
+) -> Option<Candidate> {
+    let (i, line) = lines
+        .iter()
+        .enumerate()
+        .take(8)
+        .find(|(_, l)| !l.trim().is_empty())?;
+    let t = line.trim();
+    // Drop a trailing "— PAYSLIP" and the like: the part before a dash is the name.
+    let name_part = t
+        .split(" — ")
+        .next()
+        .and_then(|p| p.split(" - ").next())
+        .unwrap_or(t)
+        .trim()
+        .trim_end_matches(['*', ' '])
+        .to_string();
+    let letters: Vec<char> = name_part.chars().filter(|c| c.is_alphabetic()).collect();
+    if letters.len() < 3 || name_part.chars().count() > 60 || name_part.contains(':') {
+        return None;
+    }
+    if kind::is_title(&name_part) {
+        return None;
+    }
+    let upper = letters.iter().filter(|c| c.is_uppercase()).count() * 10 >= letters.len() * 8;
+    let digits = name_part.chars().filter(|c| c.is_ascii_digit()).count();
+    if !(upper || has_company_suffix(&name_part)) || digits > 2 {
+        return None;
+    }
+    if values::parse_date(&name_part, order).is_some()
+        || values::parse_number(&name_part, style).is_some()
+    {
+        return None;
+    }
+    let name = values::repair_letters(&name_part)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    Some(Candidate {
+        name: kind.issuer_field().into(),
+        label: "(letter head)".into(),
+        value: Value::String(name.clone()),
+        raw: name_part,
+        kind: ValueKind::Text,
+        item_fields: Vec::new(),
+        line: i + 1,
+        source: Source::Heading,
+    })
+}
+
+/// The issuer's address: the lines right below its name, up to a blank line, that read as an
+/// address (a digit or a comma, no label, not a title), at most three, joined with ", ".
+fn letterhead_address(lines: &[String], issuer: &Candidate, kind: DocKind) -> Option<Candidate> {
+    let start = issuer.line; // 1-based line of the name = 0-based index of the next line
+    let mut parts = Vec::new();
+    for l in lines.iter().skip(start).take(3) {
+        let t = l.trim();
+        let pair = t.contains(':') || t.contains('=');
+        let address_like = t.chars().any(|c| c.is_ascii_digit()) || t.contains(',');
+        if t.is_empty() || pair || !address_like || kind::is_title(t) || t.chars().count() > 80 {
+            break;
+        }
+        parts.push(t.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    let value = parts.join(", ");
+    Some(Candidate {
+        name: format!("{}_address", kind.issuer_field()),
+        label: "(letter head)".into(),
+        value: Value::String(value.clone()),
+        raw: value,
+        kind: ValueKind::Text,
+        item_fields: Vec::new(),
+        line: start + 1,
+        source: Source::Heading,
+    })
+}
+
+fn has_company_suffix(name: &str) -> bool {
+    name.split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|w| !w.is_empty())
+        .next_back()
+        .map(|w| values::fold(w.trim_end_matches('.')))
+        .is_some_and(|w| COMPANY_SUFFIXES.contains(&w.as_str()))
+}
+
+/// The first IBAN in the text that passes the ISO 13616 mod-97 check, without spaces.
+fn find_iban(lines: &[String]) -> Option<(usize, String)> {
+    use regex::Regex;
+    use std::sync::LazyLock;
+    static IBAN: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b").expect("regex")
+    });
+    for (i, l) in lines.iter().enumerate() {
+        for m in IBAN.find_iter(l) {
+            let compact: String = m.as_str().chars().filter(|c| !c.is_whitespace()).collect();
+            if iban_ok(&compact) {
+                return Some((i, compact));
+            }
+        }
+    }
+    None
+}
+
+fn iban_ok(iban: &str) -> bool {
+    let n = iban.chars().count();
+    if !(15..=34).contains(&n) {
+        return false;
+    }
+    let rotated: String = iban.chars().skip(4).chain(iban.chars().take(4)).collect();
+    let mut rem: u32 = 0;
+    for c in rotated.chars() {
+        let v = match c.to_digit(36) {
+            Some(v) => v,
+            None => return false,
+        };
+        for d in v.to_string().chars() {
+            rem = (rem * 10 + d.to_digit(10).unwrap_or(0)) % 97;
+        }
+    }
+    rem == 1
+}
+
+/// The candidates as the model's first message shows them, one line each between
+/// `<candidates>` markers (the values are document data): `name: type = value`, with
+/// `(label: …)` when the document's label is not the name itself; lists show their item
+/// fields and row count; values longer than 48 characters are not shown.
+pub fn brief(a: &Analysis) -> String {
+    // Document text can neither close nor open the block.
+    let safe = |s: &str| s.replace('<', "‹").replace('>', "›").replace('\n', " ");
+    let mut out = format!("<candidates kind=\"{}\">\n", a.kind.as_str());
+    for c in &a.candidates {
+        let ty = if c.kind == ValueKind::List {
+            let items: Vec<String> = c
+                .item_fields
+                .iter()
+                .map(|(n, t)| format!("{n}: {t}"))
+                .collect();
+            format!("array of {{{}}}", items.join(", "))
+        } else {
+            c.kind.field_type().to_string()
+        };
+        // A value is shown whole or not at all: a cut one would escape redaction (the boundary
+        // replaces personal data it knows by its whole value).
+        let value = match &c.value {
+            Value::Array(rows) => format!("{} row(s)", rows.len()),
+            Value::String(s) if s.chars().count() > MAX_SHOWN => "(long text)".to_string(),
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let own = lexicon::snake(&labels::without_parentheses(&c.label), 48);
+        let label = if own == c.name || !matches!(c.source, Source::Label(_)) {
+            String::new()
+        } else {
+            format!(" (label: {})", safe(&clip(&c.label, 40)))
+        };
+        out.push_str(&format!("{}: {ty} = {}{label}\n", c.name, safe(&value)));
+    }
+    out.push_str("</candidates>");
+    out
+}
+
+/// A candidate as a [`brief`] lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed {
+    pub name: String,
+    /// `create_schema`'s type: string, number, date, boolean or array.
+    pub field_type: String,
+    /// The document's label when it is not the name itself.
+    pub label: Option<String>,
+    /// For an array: its item fields and their types.
+    pub items: Vec<(String, String)>,
+}
+
+/// The candidates of the last [`brief`] inside `text` (the first message), in order. The
+/// last block is read: the document's text, shown before it, cannot forge one.
+pub fn parse_brief(text: &str) -> Vec<Listed> {
+    let Some((_, rest)) = text.rsplit_once("<candidates") else {
+        return Vec::new();
+    };
+    let Some((block, _)) = rest.split_once("</candidates>") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for line in block.lines().skip(1) {
+        let Some((name, rest)) = line.split_once(": ") else {
+            continue;
+        };
+        let name = name.trim();
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let (ty, rest) = rest.split_once(" = ").unwrap_or((rest, ""));
+        let label = rest
+            .rsplit_once(" (label: ")
+            .and_then(|(_, l)| l.strip_suffix(')'))
+            .map(str::to_string);
+        let (field_type, items) = match ty
+            .strip_prefix("array of {")
+            .and_then(|t| t.strip_suffix('}'))
+        {
+            Some(inner) => (
+                "array".to_string(),
+                inner
+                    .split(", ")
+                    .filter_map(|f| f.split_once(": "))
+                    .map(|(n, t)| (n.trim().to_string(), t.trim().to_string()))
+                    .collect(),
+            ),
+            None => (ty.trim().to_string(), Vec::new()),
+        };
+        out.push(Listed {
+            name: name.to_string(),
+            field_type,
+            label,
+            items,
+        });
+        if out.len() == MAX_CANDIDATES {
+            break;
+        }
+    }
+    out
+}
+
+/// The candidate names of the last [`brief`] inside `text`, in order.
+pub fn names_in_brief(text: &str) -> Vec<String> {
+    parse_brief(text).into_iter().map(|l| l.name).collect()
+}
+
+#[cfg(test)]
+mod tests;

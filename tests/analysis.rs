@@ -1,0 +1,354 @@
+//! The document analysis in the auto_create pipeline (issue 28), against a real database with the
+//! scripted provider: the candidates reach the model (and name the fields of a constrained
+//! `create_schema`), an extracted value the document does not contain is flagged on the stored
+//! extraction and in the document's report, and a field named after a personal-data token or a
+//! document value is renamed before the schema is stored.
+
+mod common;
+
+use agentd::app::App;
+use agentd::clock::{SharedClock, SystemClock};
+use agentd::documents::add_document;
+use agentd::llm::scripted::{ScriptedProvider, Turn};
+use agentd::llm::{
+    Block, CompletionRequest, CompletionResponse, FinishReason, LlmError, Message, Role, Usage,
+};
+use common::{TestDb, wait_until};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use uuid::Uuid;
+
+const INVOICE_DE: &str = include_str!("../samples/eval/invoice_de.txt");
+
+async fn org(db: &TestDb) -> Uuid {
+    agentd::store::orgs::ensure(&db.pool, "acme")
+        .await
+        .unwrap()
+        .id
+}
+
+/// Runs an auto_create worker until `doc` reaches a final status; returns that status.
+async fn drain(app: &App, doc: Uuid) -> String {
+    let (w, stop) = common::start_worker(app, "auto_create", None).await;
+    let pool = app.pool.clone();
+    wait_until(60, "the document reaches a final status", || {
+        let pool = pool.clone();
+        async move {
+            let s: String =
+                sqlx::query_scalar("SELECT auto_create_status FROM documents WHERE id = $1")
+                    .bind(doc)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+            matches!(s.as_str(), "proposed" | "failed" | "skipped")
+        }
+    })
+    .await;
+    wait_until(10, "jobs finished", || {
+        let pool = pool.clone();
+        async move {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM agentd_jobs WHERE state IN ('available','running')",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            n == 0
+        }
+    })
+    .await;
+    stop.cancel();
+    w.join().await;
+    sqlx::query_scalar("SELECT auto_create_status FROM documents WHERE id = $1")
+        .bind(doc)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap()
+}
+
+fn answer(content: Vec<Block>, finish: FinishReason) -> Result<CompletionResponse, LlmError> {
+    Ok(CompletionResponse {
+        message: Message {
+            role: Role::Assistant,
+            content,
+        },
+        usage: Usage {
+            input_tokens: 100,
+            output_tokens: 20,
+        },
+        finish,
+        model: "scripted".into(),
+    })
+}
+
+fn call(name: &str, args: Value) -> Result<CompletionResponse, LlmError> {
+    answer(
+        vec![Block::ToolUse {
+            id: format!("c_{name}"),
+            name: name.into(),
+            arguments: args.to_string(),
+        }],
+        FinishReason::ToolUse,
+    )
+}
+
+/// The newest tool result in the transcript, parsed.
+fn last_result(req: &CompletionRequest) -> Value {
+    req.messages
+        .iter()
+        .rev()
+        .flat_map(|m| m.content.iter())
+        .find_map(|b| match b {
+            Block::ToolResult { content, .. } => serde_json::from_str(content).ok(),
+            _ => None,
+        })
+        .unwrap_or(Value::Null)
+}
+
+/// create_schema with `fields`, then a prompt, an extraction answered with `extracted`, a summary.
+fn script(
+    fields: Value,
+    extracted: fn(&CompletionRequest) -> Result<CompletionResponse, LlmError>,
+) -> Vec<Turn> {
+    vec![
+        Turn::tool(
+            "a",
+            "create_schema",
+            json!({"name": "Rechnung", "fields": fields}),
+        ),
+        Turn::Dynamic(|req| {
+            let revid = last_result(req)["schema_revid"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            call(
+                "create_prompt",
+                json!({"name": "Rechnung", "content": "Extract the fields.", "schema_revid": revid}),
+            )
+        }),
+        Turn::Dynamic(|req| {
+            let revid = last_result(req)["prompt_revid"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            call("run_extraction", json!({"prompt_revid": revid}))
+        }),
+        Turn::Dynamic(extracted),
+        Turn::text("Proposed a schema, a prompt and an extraction."),
+    ]
+}
+
+fn json_answer(v: Value) -> Result<CompletionResponse, LlmError> {
+    answer(
+        vec![Block::Text {
+            text: v.to_string(),
+        }],
+        FinishReason::EndTurn,
+    )
+}
+
+fn first_user_text(req: &CompletionRequest) -> String {
+    req.messages
+        .iter()
+        .find(|m| m.role == Role::User)
+        .map(|m| m.joined_text())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn candidates_reach_the_model_and_name_constrained_fields() {
+    let db = TestDb::new().await;
+    let mut config = common::test_config();
+    config.llm.constrained_calls = agentd::config::Constrained::On;
+    let mut app = common::app_with(&db, Arc::new(SystemClock) as SharedClock, config);
+    let p = Arc::new(ScriptedProvider::new(script(
+        json!([{"name": "invoice_number", "type": "string"}, {"name": "total", "type": "number"}]),
+        |_| json_answer(json!({"invoice_number": "RE-2026-1183", "total": 1763.58})),
+    )));
+    app.provider = p.clone();
+    let org = org(&db).await;
+    let (doc, _) = add_document(&app, org, "rechnung.txt", INVOICE_DE, true)
+        .await
+        .unwrap();
+    assert_eq!(drain(&app, doc).await, "proposed");
+    p.assert_complete();
+    let requests = p.requests.lock().unwrap().clone();
+    let first = first_user_text(&requests[0]);
+    // The candidate list, fenced like the text, with English names and the labels as written.
+    assert!(first.contains("<candidates kind=\"invoice\">"), "{first}");
+    assert!(
+        first.contains("invoice_number: string = RE-2026-1183 (label: Rechnungsnummer)"),
+        "{first}"
+    );
+    assert!(
+        first.contains("total: number = 1763.58 (label: Gesamtbetrag)"),
+        "{first}"
+    );
+    assert!(first.contains("line_items: array of {"), "{first}");
+    // The model is told what the redaction tokens are.
+    assert!(first.contains("PERSON_1, PHONE_2"), "{first}");
+    // The constrained create_schema round offers the candidate names beside free names.
+    let rf = requests[0]
+        .response_format
+        .as_ref()
+        .expect("a constrained call");
+    let schema = &rf["json_schema"]["schema"];
+    // One offered tool is its call schema; several are alternatives.
+    let calls: Vec<&Value> = match schema["anyOf"].as_array() {
+        Some(any) => any.iter().collect(),
+        None => vec![schema],
+    };
+    let create = calls
+        .into_iter()
+        .find(|c| c["properties"]["name"]["const"] == "create_schema")
+        .unwrap_or_else(|| panic!("create_schema is offered: {rf}"));
+    let name = create
+        .pointer("/properties/arguments/properties/fields/items/properties/name")
+        .unwrap_or_else(|| panic!("create_schema's field name in {create}"));
+    let offered: Vec<&str> = name["anyOf"][0]["enum"]
+        .as_array()
+        .expect("an enum of candidate names")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for n in [
+        "invoice_number",
+        "invoice_date",
+        "customer_number",
+        "order_number",
+        "subtotal",
+        "vat_amount",
+        "total",
+    ] {
+        assert!(offered.contains(&n), "{n} not offered: {offered:?}");
+    }
+    assert_eq!(
+        name["anyOf"][1]["type"], "string",
+        "a free-form name is still allowed"
+    );
+    // Everything the model answered is in the document: nothing flagged.
+    let ungrounded: Vec<String> =
+        sqlx::query_scalar("SELECT ungrounded FROM extractions WHERE document_id = $1")
+            .bind(doc)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert!(ungrounded.is_empty(), "{ungrounded:?}");
+}
+
+#[tokio::test]
+async fn an_ungrounded_value_is_flagged_for_the_reviewer() {
+    let db = TestDb::new().await;
+    let mut app = common::app(&db, Arc::new(SystemClock) as SharedClock);
+    let p = Arc::new(ScriptedProvider::new(script(
+        json!({"invoice_number": "string", "invoice_date": "date", "subtotal": "number",
+               "total": "number", "customer_number": "string", "vat_amount": "number"}),
+        // Written differently from the document (ISO date, plain numbers) but there, except
+        // the total (invented) and the customer number (not in the document).
+        |_| {
+            json_answer(
+                json!({"invoice_number": "RE-2026-1183", "invoice_date": "2026-11-05",
+            "subtotal": 1482, "total": 9999.99, "customer_number": "K-99999",
+            "vat_amount": null}),
+            )
+        },
+    )));
+    app.provider = p.clone();
+    let org = org(&db).await;
+    let (doc, _) = add_document(&app, org, "rechnung.txt", INVOICE_DE, true)
+        .await
+        .unwrap();
+    assert_eq!(drain(&app, doc).await, "proposed");
+    p.assert_complete();
+    let mut ungrounded: Vec<String> =
+        sqlx::query_scalar("SELECT ungrounded FROM extractions WHERE document_id = $1")
+            .bind(doc)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    ungrounded.sort();
+    assert_eq!(ungrounded, vec!["/customer_number", "/total"]);
+    // The reviewer's read of the document shows them beside the result.
+    let report = agentd::documents::document_report(&app, doc)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut shown: Vec<String> =
+        serde_json::from_value(report["extraction"]["ungrounded"].clone()).unwrap();
+    shown.sort();
+    assert_eq!(shown, ungrounded);
+    // The model saw the flags and the empty field the document has a value for.
+    let requests = p.requests.lock().unwrap().clone();
+    let result = requests
+        .last()
+        .map(last_result)
+        .expect("the summary round saw run_extraction's result");
+    assert_eq!(
+        result["ungrounded"].as_array().map(Vec::len),
+        Some(2),
+        "{result}"
+    );
+    assert_eq!(
+        result["empty_but_in_document"][0]["field"], "vat_amount",
+        "{result}"
+    );
+    assert_eq!(
+        result["empty_but_in_document"][0]["label"], "MwSt. 19 %",
+        "{result}"
+    );
+}
+
+#[tokio::test]
+async fn a_personal_data_token_or_a_document_value_is_no_field_name() {
+    let db = TestDb::new().await;
+    let mut app = common::app(&db, Arc::new(SystemClock) as SharedClock);
+    let p = Arc::new(ScriptedProvider::new(script(
+        // `phone_1` and `PERSON_2` are redaction tokens; `re_2026_1183` is the invoice's number.
+        json!({"phone_1": "string", "PERSON_2": "string", "re_2026_1183": "string",
+               "total": "number"}),
+        |_| {
+            json_answer(json!({"phone": null, "person_name": null,
+            "invoice_number": "RE-2026-1183", "total": 1763.58}))
+        },
+    )));
+    app.provider = p.clone();
+    let org = org(&db).await;
+    let (doc, _) = add_document(&app, org, "rechnung.txt", INVOICE_DE, true)
+        .await
+        .unwrap();
+    assert_eq!(drain(&app, doc).await, "proposed");
+    p.assert_complete();
+    let rf: Value = sqlx::query_scalar(
+        "SELECT s.response_format FROM schemas s JOIN documents d
+            ON d.proposed_schema_id = s.schema_id AND d.proposed_schema_version = s.version
+         WHERE d.id = $1",
+    )
+    .bind(doc)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let mut names: Vec<String> = rf["json_schema"]["schema"]["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    names.sort();
+    assert_eq!(names, ["invoice_number", "person_name", "phone", "total"]);
+    let mut required: Vec<String> =
+        serde_json::from_value(rf["json_schema"]["schema"]["required"].clone()).unwrap();
+    required.sort();
+    assert_eq!(required, names);
+    // The model is told what was renamed.
+    let requests = p.requests.lock().unwrap().clone();
+    let created = last_result(&requests[1]);
+    let notes = created["completed"].to_string();
+    assert!(
+        notes.contains("renamed field \\\"phone_1\\\" to \\\"phone\\\""),
+        "{created}"
+    );
+    assert!(
+        notes.contains("\\\"re_2026_1183\\\" to \\\"invoice_number\\\""),
+        "{created}"
+    );
+}
