@@ -91,10 +91,6 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
                 let field = unknown_field(&msg)
                     .map(|f| if path == "." { f } else { path.clone() })
                     .or_else(|| missing_field(&msg).map(|f| join(&path, &f)))
-                    // A body of several kinds says which in its `kind` tag (`POST /v1/jobs`).
-                    .or_else(|| {
-                        (path == "." && msg.starts_with("unknown variant")).then(|| "kind".into())
-                    })
                     .unwrap_or_else(|| if path == "." { "body".into() } else { path });
                 Problem::invalid(field.clone(), format!("{field}: {}", strip_position(&msg)))
             }

@@ -17,11 +17,28 @@ const MAX_SWEEP_IDS: i64 = 1000;
 
 /// The kinds of job the API enqueues (`webhook_delivery` jobs come from events only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", try_from = "String")]
 pub enum EnqueueKind {
     AutoCreate,
     ProactiveSuggestion,
     ApprovalExpiry,
+}
+
+/// Read as a string first, so a number or an unknown name is 422 naming `kind` with the kinds.
+impl TryFrom<String> for EnqueueKind {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, String> {
+        const ALL: [EnqueueKind; 3] = [
+            EnqueueKind::AutoCreate,
+            EnqueueKind::ProactiveSuggestion,
+            EnqueueKind::ApprovalExpiry,
+        ];
+        ALL.into_iter().find(|k| k.as_str() == name).ok_or_else(|| {
+            let known: Vec<_> = ALL.iter().map(|k| k.as_str()).collect();
+            format!("unknown job kind {name:?} (known: {})", known.join(", "))
+        })
+    }
 }
 
 impl EnqueueKind {
@@ -36,7 +53,9 @@ impl EnqueueKind {
 }
 
 /// A job to enqueue for the key's org: its `kind` and the fields of that kind (another kind's
-/// field is 422 naming it).
+/// field is 422 naming it). The body is read as [`JobFields`] (so every error names its field)
+/// and checked into this; `Deserialize` is derived for the serde attributes the OpenAPI schema
+/// (one object per kind) is read from.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 #[schema(example = json!({"kind": "auto_create", "document_id": "01a20876-e194-7505-88ab-8e4b4f516c4e"}))]
@@ -74,6 +93,63 @@ fn night_schema() -> utoipa::openapi::Object {
         .build()
 }
 
+/// The body of `POST /v1/jobs` as read: every kind's fields, each optional.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobFields {
+    pub kind: EnqueueKind,
+    pub document_id: Option<Uuid>,
+    pub force: Option<bool>,
+    pub night: Option<chrono::NaiveDate>,
+    pub approval_ids: Option<Vec<Uuid>>,
+}
+
+fn not_for(kind: EnqueueKind, field: &str, given: bool) -> Result<(), Problem> {
+    if given {
+        Err(Problem::invalid(
+            field,
+            format!("{field} does not apply to kind {}", kind.as_str()),
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+impl JobFields {
+    /// The request of its kind: another kind's field, or a missing `document_id`, is 422
+    /// naming it.
+    pub fn checked(self) -> Result<NewJobRequest, Problem> {
+        let k = self.kind;
+        Ok(match k {
+            EnqueueKind::AutoCreate => {
+                not_for(k, "night", self.night.is_some())?;
+                not_for(k, "approval_ids", self.approval_ids.is_some())?;
+                let document_id = self.document_id.ok_or_else(|| {
+                    Problem::invalid("document_id", "document_id is required for auto_create")
+                })?;
+                NewJobRequest::AutoCreate {
+                    document_id,
+                    force: self.force,
+                }
+            }
+            EnqueueKind::ProactiveSuggestion => {
+                not_for(k, "document_id", self.document_id.is_some())?;
+                not_for(k, "force", self.force.is_some())?;
+                not_for(k, "approval_ids", self.approval_ids.is_some())?;
+                NewJobRequest::ProactiveSuggestion { night: self.night }
+            }
+            EnqueueKind::ApprovalExpiry => {
+                not_for(k, "document_id", self.document_id.is_some())?;
+                not_for(k, "force", self.force.is_some())?;
+                not_for(k, "night", self.night.is_some())?;
+                NewJobRequest::ApprovalExpiry {
+                    approval_ids: self.approval_ids,
+                }
+            }
+        })
+    }
+}
+
 impl NewJobRequest {
     /// Its kind.
     pub fn kind(&self) -> EnqueueKind {
@@ -103,8 +179,9 @@ pub struct EnqueuedJob {
         (status = 404, description = "`document_id` or one of `approval_ids` is not the org's"),
         (status = 409, description = "approval_expiry without `approval_ids`: the org has no pending approval to sweep"),
         (status = 422, description = "Invalid input: an unknown kind, a field of another kind, a missing `document_id`")))]
-pub async fn create(req: Scoped<Uploader>, JsonBody(r): JsonBody<NewJobRequest>) -> ApiResult {
+pub async fn create(req: Scoped<Uploader>, JsonBody(body): JsonBody<JobFields>) -> ApiResult {
     let (app, org) = (&req.app, req.org_id());
+    let r = body.checked()?;
     let enqueued = r.kind();
     let kind = enqueued.as_str();
     if app.catalog.get(kind).is_none() {
