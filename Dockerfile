@@ -1,13 +1,23 @@
-# Build stage: the release binary.
+# Build stage: the release binary of the `agentd` package.
+#
+# The workspace's root manifest names `benches/agentd-bench` as a member, so cargo cannot load
+# the workspace without that member's manifest and sources: they are copied (the image builds
+# only `-p agentd`; the benchmark code is not compiled). `build.rs` is copied because it is part
+# of the package (cargo would silently skip it otherwise).
+#
+# Checked without a Docker daemon: `scripts/docker-build-replay.sh` reads the COPY lines and the
+# `cargo build` line of this stage, copies exactly those paths into an empty folder and runs that
+# command there (CI runs it through `scripts/test`). A path this stage forgets fails there.
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
 COPY migrations ./migrations
 COPY config ./config
 COPY jobs ./jobs
 COPY samples ./samples
-RUN cargo build --release --locked --bin agentd
+COPY benches/agentd-bench ./benches/agentd-bench
+RUN cargo build --release --locked -p agentd --bin agentd
 
 # Runtime stage: small, non-root, with the job and config files. TLS is rustls (no libssl);
 # ca-certificates is the CA store the model-server connections verify against.
@@ -18,6 +28,8 @@ RUN apt-get update \
  && useradd --system --uid 10001 --home /app agentd
 WORKDIR /app
 COPY --from=build /src/target/release/agentd /usr/local/bin/agentd
+# config/default.toml documents every key (the binary has it built in; mount a file over it and
+# pass `--config /app/config/FILE` or set AGENTD_CONFIG). jobs/ are the job files the worker reads.
 COPY config ./config
 COPY jobs ./jobs
 USER agentd

@@ -32,29 +32,47 @@ pub const MIN_APPROVAL_TTL_SECS: i64 = 60;
 pub struct Patch {
     /// Tokens per calendar month (UTC), ≥ 0; null: unlimited.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<i64>)]
+    #[schema(value_type = Option<i64>, minimum = 0)]
     pub monthly_token_budget: Option<Option<i64>>,
     /// Most the org's model calls may cost per month, in cents (≥ 0); null: no cap. The model
     /// needs a price in `llm.prices`.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<i64>)]
+    #[schema(value_type = Option<i64>, minimum = 0)]
     pub cost_cap_cents: Option<Option<i64>>,
-    /// The model of the org's runs; null: the job file's / `llm.model`.
+    /// The model of the org's runs (1–200 characters, not only spaces, no NUL); null: the job
+    /// file's / `llm.model`.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 200, pattern = r"^[^\u0000]*[^\u0000\s][^\u0000]*$")]
     pub model: Option<Option<String>>,
     /// Auto-create on uploads (false: documents are `skipped`).
     pub auto_create: Option<bool>,
     /// IANA time zone, e.g. `Europe/Berlin`.
+    #[schema(schema_with = timezone_schema)]
     pub timezone: Option<String>,
     /// Local hour (0–23) from which the nightly job runs on each local date.
+    #[schema(minimum = 0, maximum = 23)]
     pub nightly_hour: Option<i64>,
     /// How long approvals wait (60 s – 30 days); null: the job file's `approval_ttl_secs`.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<i64>)]
+    #[schema(value_type = Option<i64>, minimum = 60, maximum = 2592000)]
     pub approval_ttl_secs: Option<Option<i64>>,
     /// Re-propose expired approvals whose data did not change, once, on the next working day.
     pub repropose_expired: Option<bool>,
+}
+
+/// `timezone` in the OpenAPI document: one of the IANA names chrono-tz knows (every one of them
+/// PostgreSQL knows too), or null (no change).
+fn timezone_schema() -> utoipa::openapi::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+    let names = chrono_tz::TZ_VARIANTS
+        .iter()
+        .map(|t| Value::from(t.name()))
+        .chain([Value::Null]);
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .description(Some("IANA time zone, e.g. `Europe/Berlin`."))
+        .enum_values(Some(names))
+        .build()
 }
 
 fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
@@ -181,7 +199,7 @@ pub fn merge(mut s: OrgSettings, p: &Patch) -> Result<OrgSettings, SettingError>
     if let Some(m) = &p.model {
         if let Some(m) = m {
             let t = m.trim();
-            if t.is_empty() || t.len() > 200 || t.contains('\0') {
+            if t.is_empty() || m.chars().count() > 200 || t.contains('\0') {
                 return Err(err(
                     "model",
                     "must be a model name (1–200 characters) or null",

@@ -5,7 +5,7 @@
 //! approval and sees it executed, rejects another with a reason, reads a run and the
 //! suggestions; a reader key is offered no decisions. Screenshots of each page are saved under
 //! `target/console-screenshots/`. Without Chromium and chromedriver the test fails and says how
-//! to install them (CI installs them).
+//! to install them (`scripts/test` installs them).
 
 mod api_support;
 mod common;

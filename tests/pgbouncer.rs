@@ -1,7 +1,8 @@
 //! Scale-out through PgBouncer in transaction pooling mode (issue 18): three workers, each with
 //! its own pool through one real PgBouncer started here (own config in a temp dir, free port),
 //! LISTEN on the direct connection, drain auto-create jobs and finish every agent run with the
-//! scripted provider. Skipped, with a message saying so, only when no `pgbouncer` binary exists.
+//! scripted provider. Without a `pgbouncer` binary the tests fail and say how to install it
+//! (`scripts/test` installs it): a missing tool never passes as a test that did not run.
 
 mod common;
 
@@ -19,8 +20,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use uuid::Uuid;
 
-/// The `pgbouncer` binary: PATH, then Debian's /usr/sbin.
-fn pgbouncer_bin() -> Option<PathBuf> {
+/// The `pgbouncer` binary: PATH, then Debian's /usr/sbin; else a panic with the install line.
+fn pgbouncer_bin() -> PathBuf {
     let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect())
         .unwrap_or_default();
@@ -28,6 +29,12 @@ fn pgbouncer_bin() -> Option<PathBuf> {
     dirs.into_iter()
         .map(|d| d.join("pgbouncer"))
         .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "the PgBouncer tests need the `pgbouncer` binary (none in PATH or /usr/sbin). \
+                 Install it with `apt-get install -y pgbouncer` (scripts/test does this when it is missing)"
+            )
+        })
 }
 
 /// A PgBouncer in transaction mode in front of the test server; killed on drop.
@@ -199,12 +206,7 @@ const INVOICE: &str =
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_workers_through_pgbouncer_drain_jobs_and_finish_agent_runs() {
-    let Some(bin) = pgbouncer_bin() else {
-        eprintln!(
-            "SKIPPED three_workers_through_pgbouncer_drain_jobs_and_finish_agent_runs: no `pgbouncer` binary in PATH or /usr/sbin (Debian: apt-get install pgbouncer; .ci/run installs it)"
-        );
-        return;
-    };
+    let bin = pgbouncer_bin();
     let db = TestDb::new().await;
     // Fewer server connections than the three workers' pools together: the bouncer must
     // multiplex transactions, which is what breaks session state and prepared statements.
@@ -347,12 +349,7 @@ async fn three_workers_through_pgbouncer_drain_jobs_and_finish_agent_runs() {
 /// transaction just before shutdown is committed by `pooling::close`, not rolled back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pooled_commits_are_visible_on_return_and_survive_close() {
-    let Some(bin) = pgbouncer_bin() else {
-        eprintln!(
-            "SKIPPED pooled_commits_are_visible_on_return_and_survive_close: no `pgbouncer` binary in PATH or /usr/sbin"
-        );
-        return;
-    };
+    let bin = pgbouncer_bin();
     let db = TestDb::new().await;
     let bouncer = Bouncer::start(&bin, 2);
     let pooled_url = bouncer.url_for(&db.url);

@@ -83,11 +83,11 @@ async fn events_page_by_cursor_within_the_org() {
         assert_eq!(after, *seen.last().unwrap());
     }
     assert_eq!(seen, ids);
-    // Another org's event id is no cursor here; nor is garbage.
+    // Another org's event id is no cursor here (not found, as any other org's id); garbage is 400.
     let r = api
         .call("GET", &format!("/v1/events?after={theirs}"), k, None)
         .await;
-    r.problem(400, Some("after"));
+    r.problem(404, Some("after"));
     let o = api
         .call("GET", "/v1/events", Some(other_key.as_str()), None)
         .await;
@@ -187,9 +187,9 @@ async fn sse_stream_resumes_after_last_event_id_and_wakes_on_new_events() {
     let late = emit(&api.db.pool, org, EventType::RunFailed, 9).await;
     let got = sse_events(&mut res, &mut buf, 1).await;
     assert_eq!((got[0].0, got[0].1.as_str()), (late, "run.failed"));
-    // A bad Last-Event-ID is refused before streaming, naming the header.
+    // A Last-Event-ID that is no event of the org is refused before streaming, naming the header.
     let r = open(Some(999_999), None).await.unwrap();
-    assert_eq!(r.status(), 400);
+    assert_eq!(r.status(), 404);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["field"], "Last-Event-ID");
 }

@@ -4,7 +4,7 @@
 
 use super::auth::{Needs, Reviewer, Scoped};
 use super::error::{ApiResult, Problem, ok};
-use super::extract::{Id, ListQuery, Listing, OptionalJsonBody, Paged};
+use super::extract::{Id, Listing, OptionalJsonBody, Paged};
 use crate::approvals::{self, DecideError, Decision};
 use crate::store::approvals::{self as store, ApprovalRow, ApprovalStatus};
 use crate::store::runs;
@@ -18,8 +18,11 @@ use uuid::Uuid;
 /// Optional body of approve.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"by": "alice"}))]
 pub struct DecisionBody {
-    /// Who decides (recorded as `human:<by> (key <key id>)`); default: the key's id.
+    /// Who decides (recorded as `human:<by> (key <key id>)`; 1–200 characters, not only
+    /// spaces); default: the key's id.
+    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     pub by: Option<String>,
     /// Approve these arguments instead of the proposed ones: validated against the tool's
     /// schema, kept on the approval's document, re-hashed, audited as `edited`.
@@ -30,11 +33,22 @@ pub struct DecisionBody {
 /// Body of reject.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"reason": "wrong vendor", "by": "alice"}))]
 pub struct RejectBody {
-    /// Who decides; default: the key's id.
+    /// Who decides (1–200 characters, not only spaces); default: the key's id.
+    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     pub by: Option<String>,
-    /// Why (1–500 characters). Required.
+    /// Why (1–500 characters, not only spaces). Required.
+    #[schema(value_type = String, min_length = 1, max_length = 500, pattern = r"\S")]
     pub reason: Option<String>,
+}
+
+/// The answer to approve and reject: the approval after the call.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApprovalOutcome {
+    /// Whether this call decided it (false: it was decided before; nothing ran twice).
+    pub changed: bool,
+    pub approval: ApprovalView,
 }
 
 use crate::approvals::{ApprovalView, view};
@@ -46,8 +60,9 @@ fn etag(hash: &str) -> HeaderValue {
 
 /// The org's approvals, newest first (`status`: pending, executed, rejected, expired, stale or
 /// failed).
-#[utoipa::path(get, path = "/v1/approvals", tag = "approvals", params(ListQuery),
-    responses((status = 200, body = Paged<ApprovalView>)))]
+#[utoipa::path(get, path = "/v1/approvals", tag = "approvals", operation_id = "listApprovals",
+    params(Listing<ApprovalStatus>),
+    responses((status = 200, body = Paged<ApprovalView>, description = "A page of approvals")))]
 pub async fn list(req: Scoped, Listing(page, status): Listing<ApprovalStatus>) -> ApiResult {
     let paged = Paged::<ApprovalRow>::fetch(&req.app.pool, req.org_id(), &page, status, None);
     ok(&paged.await?.map(|r| view(&r)))
@@ -69,8 +84,10 @@ pub struct ApprovalDetail {
 }
 
 /// One approval: action, snapshot, `expires_at`; `ETag` is the snapshot hash.
-#[utoipa::path(get, path = "/v1/approvals/{id}", tag = "approvals", params(("id" = Uuid, Path)),
-    responses((status = 200, body = ApprovalDetail, headers(("ETag" = String))), (status = 404)))]
+#[utoipa::path(get, path = "/v1/approvals/{id}", tag = "approvals", operation_id = "getApproval",
+    params(("id" = Uuid, Path, description = "The approval's id")),
+    responses((status = 200, body = ApprovalDetail, description = "The approval and its history",
+        headers(("ETag" = String, description = "`\"<snapshot hash>\"`: send it back as If-Match")))))]
 pub async fn get(req: Scoped, Id(id): Id) -> ApiResult {
     let row = find(&req, id).await?;
     let v = ApprovalDetail {
@@ -84,11 +101,17 @@ pub async fn get(req: Scoped, Id(id): Id) -> ApiResult {
 }
 
 /// Approve: re-check the snapshot and, if nothing changed and the TTL holds, execute.
-#[utoipa::path(post, path = "/v1/approvals/{id}/approve", tag = "approvals",
-    params(("id" = Uuid, Path), ("If-Match" = Option<String>, Header, description = "\"<snapshot hash>\"")),
-    request_body(content = Option<DecisionBody>),
-    responses((status = 200, body = Object), (status = 404), (status = 409, description = "Stale: the data changed"),
-        (status = 410, description = "Expired"), (status = 412, description = "If-Match does not match")))]
+#[utoipa::path(post, path = "/v1/approvals/{id}/approve", tag = "approvals", operation_id = "approveApproval",
+    params(("id" = Uuid, Path, description = "The approval's id"),
+        ("If-Match" = Option<String>, Header, description = "`\"<snapshot hash>\"` from GET (`*` or absent: any)")),
+    request_body(content = Option<DecisionBody>, description = "Optional"),
+    responses((status = 200, body = ApprovalOutcome, description = "Executed now (`changed`), or the decision made before",
+            headers(("ETag" = String, description = "`\"<snapshot hash>\"`"))),
+        (status = 403, description = "The key's role is below reviewer"),
+        (status = 409, description = "Stale: the data changed since it was proposed (`changes`, `approval`); nothing ran"),
+        (status = 410, description = "Expired (`approval`); nothing ran"),
+        (status = 412, description = "If-Match does not match the snapshot hash (`snapshot_hash`)"),
+        (status = 422, description = "Invalid input, or edited `arguments` the tool refuses")))]
 pub async fn approve(
     req: Scoped<Reviewer>,
     Id(id): Id,
@@ -107,9 +130,14 @@ pub async fn approve(
 }
 
 /// Reject with a reason: nothing is executed.
-#[utoipa::path(post, path = "/v1/approvals/{id}/reject", tag = "approvals",
-    params(("id" = Uuid, Path)), request_body(content = RejectBody),
-    responses((status = 200, body = Object), (status = 404), (status = 422, description = "No reason")))]
+#[utoipa::path(post, path = "/v1/approvals/{id}/reject", tag = "approvals", operation_id = "rejectApproval",
+    params(("id" = Uuid, Path, description = "The approval's id")), request_body(content = RejectBody),
+    responses((status = 200, body = ApprovalOutcome, description = "Rejected now (`changed`), or the decision made before",
+            headers(("ETag" = String, description = "`\"<snapshot hash>\"`"))),
+        (status = 403, description = "The key's role is below reviewer"),
+        (status = 409, description = "Stale before this call (`changes`, `approval`)"),
+        (status = 410, description = "Expired before this call (`approval`)"),
+        (status = 422, description = "Invalid input, or no `reason`")))]
 pub async fn reject(
     req: Scoped<Reviewer>,
     Id(id): Id,
@@ -124,16 +152,17 @@ pub async fn reject(
     decide_with(req, id, headers, body, Some(reason)).await
 }
 
-/// A rejection's reason: required, 1–500 characters after trimming.
+/// A rejection's reason: required, 1–500 characters, not only spaces (kept trimmed).
 pub fn check_reason(reason: Option<&str>) -> Result<String, Problem> {
-    let r = reason.map(str::trim).unwrap_or("");
+    let given = reason.unwrap_or("");
+    let r = given.trim();
     if r.is_empty() {
         return Err(Problem::invalid(
             "reason",
             "reason is required: say why the action is rejected (1–500 characters)",
         ));
     }
-    if r.chars().count() > 500 {
+    if given.chars().count() > 500 {
         return Err(Problem::invalid(
             "reason",
             "reason must be at most 500 characters",
@@ -166,12 +195,14 @@ async fn decide_with(
 ) -> ApiResult {
     let approve = reject.is_none();
     let caller = req.caller;
-    let by = match body.by.as_deref().map(str::trim) {
-        Some("") => return Err(Problem::invalid("by", "by must not be empty when given")),
+    let by = match body.by.as_deref() {
+        Some(b) if b.trim().is_empty() => {
+            return Err(Problem::invalid("by", "by must not be empty when given"));
+        }
         Some(b) if b.chars().count() > 200 => {
             return Err(Problem::invalid("by", "by must be at most 200 characters"));
         }
-        Some(b) => format!("{b} (key {})", caller.key_id),
+        Some(b) => format!("{} (key {})", b.trim(), caller.key_id),
         None => format!("key {}", caller.key_id),
     };
     let row = find(&req, id).await?;
@@ -247,7 +278,11 @@ fn outcome(row: &ApprovalRow, changes: Option<Value>, changed: bool) -> ApiResul
         )
         .extra(json!({"changes": changes, "approval": view(row)}))),
         _ => {
-            let mut res = ok(&json!({"changed": changed, "approval": view(row)}))?;
+            let body = ApprovalOutcome {
+                changed,
+                approval: view(row),
+            };
+            let mut res = ok(&body)?;
             res.headers_mut()
                 .insert(header::ETAG, etag(&row.snapshot_hash));
             Ok(res.into_response())

@@ -18,7 +18,10 @@ use std::time::Instant;
 use uuid::Uuid;
 
 /// What a key may do; each role includes the ones before it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Every GET.
     Reader,
@@ -148,7 +151,8 @@ needs! {
 
 /// What a `/v1` handler starts from: the app and a caller whose role includes `R`. Extracting
 /// it is the role check (403 before the handler runs, before its body is read), so a handler
-/// cannot forget it and its signature says who may call it; `org_id()` scopes every query.
+/// cannot forget it and its signature says who may call it; `org_id()` scopes every query. It
+/// also refuses a query string on a route that reads none (400, `extract::no_stray_query`).
 pub struct Scoped<R: Needs = Reader> {
     pub app: App,
     pub caller: Caller,
@@ -167,6 +171,7 @@ impl<R: Needs> FromRequestParts<ApiState> for Scoped<R> {
 
     async fn from_request_parts(parts: &mut Parts, s: &ApiState) -> Result<Self, Problem> {
         let caller = Caller::from_request_parts(parts, s).await?;
+        super::extract::no_stray_query(parts)?;
         caller.require(R::ROLE)?;
         Ok(Scoped {
             app: s.app.clone(),

@@ -2,35 +2,90 @@
 //! queue view (`GET /v1/queue`, admin), retrying a dead job (`POST /v1/jobs/{id}/retry`,
 //! admin) and the run list (`GET /v1/runs`). All org-scoped like every route.
 
+use super::auth::Role;
 use super::auth::{Admin, Scoped};
 use super::error::{ApiResult, Problem, ok};
-use super::extract::{Id, Page, Paged, Params, state};
-use crate::store::console_reads::{self, Retry};
+use super::extract::{Id, Page, Paged, Params, page_params, query_param, state};
+use crate::store::console_reads::{self, Bucket, Retry};
+use crate::store::states::RunStatus;
+use crate::store::status::{ReadyAge, StateCount};
 use crate::store::{orgs, runs::RunRow, status};
-use serde::Deserialize;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
-use utoipa::IntoParams;
+use utoipa::ToSchema;
+use utoipa::openapi::path::{Parameter, ParameterIn};
+use uuid::Uuid;
 
 /// Dead jobs the queue view lists.
 const DEAD_SHOWN: i64 = 50;
 
+/// Who the key is.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Me {
+    pub org_id: Uuid,
+    pub org_name: Option<String>,
+    pub key_id: Uuid,
+    pub role: Role,
+}
+
 /// The caller's key: org, key id and role (what the console may offer).
-#[utoipa::path(get, path = "/v1/me", tag = "console",
-    responses((status = 200, body = Object)))]
+#[utoipa::path(get, path = "/v1/me", tag = "console", operation_id = "getMe",
+    responses((status = 200, body = Me, description = "The key's org and role")))]
 pub async fn me(req: Scoped) -> ApiResult {
     let caller = req.caller;
     let org = orgs::find(&req.app.pool, &caller.org_id.to_string()).await?;
-    let org_name = org.map(|o| o.name);
-    ok(&json!({
-        "org_id": caller.org_id, "org_name": org_name, "key_id": caller.key_id,
-        "role": caller.role.as_str(),
-    }))
+    ok(&Me {
+        org_id: caller.org_id,
+        org_name: org.map(|o| o.name),
+        key_id: caller.key_id,
+        role: caller.role,
+    })
+}
+
+/// The queue view of `GET /v1/queue`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QueueView {
+    pub now: DateTime<Utc>,
+    /// Jobs by kind and state.
+    pub depth: Vec<StateCount>,
+    /// Ready jobs per kind, with the oldest one's age.
+    pub ready: Vec<ReadyAge>,
+    /// The oldest ready job's age over every kind (none: nothing is ready).
+    pub oldest_ready_secs: Option<f64>,
+    /// The width of a `throughput` bucket.
+    pub bucket_secs: i64,
+    /// Finished jobs per bucket over the last hour, oldest first.
+    pub throughput: Vec<Bucket>,
+    /// The newest dead jobs (at most 50).
+    pub dead: Vec<DeadJob>,
+}
+
+/// A dead job of the queue view.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeadJob {
+    pub id: i64,
+    pub kind: String,
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub last_error: Option<String>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The answer to a retry.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RetriedJob {
+    pub id: i64,
+    /// `available`: it runs again.
+    pub state: String,
 }
 
 /// The org's queue: depth by kind and state, ready jobs and the oldest one's age, finished
 /// and failed jobs per 5-minute bucket over the last hour, dead jobs with their last error.
-#[utoipa::path(get, path = "/v1/queue", tag = "console",
-    responses((status = 200, body = Object), (status = 403)))]
+#[utoipa::path(get, path = "/v1/queue", tag = "console", operation_id = "getQueue",
+    responses((status = 200, body = QueueView, description = "The org's queue"),
+        (status = 403, description = "The key's role is below admin")))]
 pub async fn queue(req: Scoped<Admin>) -> ApiResult {
     let (pool, org) = (&req.app.pool, req.org_id());
     let now = req.app.clock.now();
@@ -42,32 +97,42 @@ pub async fn queue(req: Scoped<Admin>) -> ApiResult {
         .fold(None, |m: Option<f64>, a| Some(m.map_or(a, |m| m.max(a))));
     let buckets = console_reads::throughput(pool, org, now).await?;
     let dead = status::dead_jobs(pool, Some(org), DEAD_SHOWN).await?;
-    let dead: Vec<_> = dead
-        .iter()
-        .map(|j| {
-            json!({"id": j.id, "kind": j.kind, "attempt": j.attempt, "max_attempts": j.max_attempts,
-                   "last_error": j.last_error, "finished_at": j.finished_at, "created_at": j.created_at})
+    let dead = dead
+        .into_iter()
+        .map(|j| DeadJob {
+            id: j.id,
+            kind: j.kind,
+            attempt: j.attempt,
+            max_attempts: j.max_attempts,
+            last_error: j.last_error,
+            finished_at: j.finished_at,
+            created_at: j.created_at,
         })
         .collect();
-    ok(&json!({
-        "now": now,
-        "depth": depth,
-        "ready": ready,
-        "oldest_ready_secs": oldest,
-        "bucket_secs": console_reads::BUCKET_SECS,
-        "throughput": buckets,
-        "dead": dead,
-    }))
+    ok(&QueueView {
+        now,
+        depth,
+        ready,
+        oldest_ready_secs: oldest,
+        bucket_secs: console_reads::BUCKET_SECS,
+        throughput: buckets,
+        dead,
+    })
 }
 
 /// Retry a dead job of the org: `available` now, with a fresh attempt budget.
-#[utoipa::path(post, path = "/v1/jobs/{id}/retry", tag = "jobs", params(("id" = i64, Path)),
-    responses((status = 200, body = Object), (status = 403), (status = 404),
-        (status = 409, description = "Not dead, or its unique key is taken")))]
+#[utoipa::path(post, path = "/v1/jobs/{id}/retry", tag = "jobs", operation_id = "retryJob",
+    params(("id" = i64, Path, minimum = 1, description = "The job's number")),
+    responses((status = 200, body = RetriedJob, description = "Available again"),
+        (status = 403, description = "The key's role is below admin"),
+        (status = 409, description = "Not dead (`state`), or its unique key is taken")))]
 pub async fn retry(req: Scoped<Admin>, Id(id): Id<i64>) -> ApiResult {
     let mut conn = req.app.pool.acquire().await?;
     match console_reads::retry_dead(&mut conn, req.org_id(), id, req.app.clock.now()).await? {
-        Retry::Done => ok(&json!({"id": id, "state": "available"})),
+        Retry::Done => ok(&RetriedJob {
+            id,
+            state: "available".into(),
+        }),
         Retry::NotFound => Err(Problem::not_found("job", id)),
         Retry::NotDead(state) => Err(Problem::conflict(format!(
             "job {id} is {state}; only dead jobs can be retried"
@@ -80,7 +145,7 @@ pub async fn retry(req: Scoped<Admin>, Id(id): Id<i64>) -> ApiResult {
 }
 
 /// Query of `GET /v1/runs`.
-#[derive(Debug, Deserialize, IntoParams)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunsQuery {
     /// 1–200 (default 50).
@@ -95,8 +160,8 @@ pub struct RunsQuery {
 
 /// The org's runs, newest first: kind, subject, status, stop reason, rounds, tool calls,
 /// tokens, timings.
-#[utoipa::path(get, path = "/v1/runs", tag = "runs", params(RunsQuery),
-    responses((status = 200, body = Object)))]
+#[utoipa::path(get, path = "/v1/runs", tag = "runs", operation_id = "listRuns", params(RunsQuery),
+    responses((status = 200, body = Paged<RunRow>, description = "A page of runs")))]
 pub async fn runs(req: Scoped, Params(q): Params<RunsQuery>) -> ApiResult {
     let page = Page::new(q.limit, q.cursor.as_deref())?;
     let status = state(q.status.as_deref())?;
@@ -112,4 +177,29 @@ pub async fn runs(req: Scoped, Params(q): Params<RunsQuery>) -> ApiResult {
     }
     let (pool, kind) = (&req.app.pool, q.kind.as_deref());
     ok(&Paged::<RunRow>::fetch(pool, req.org_id(), &page, status, kind).await?)
+}
+
+/// In the OpenAPI document: `limit`, `cursor`, `status` (a run status) and `kind` (a job kind
+/// of the built-in catalog), as [`RunsQuery`] is read.
+impl utoipa::IntoParams for RunsQuery {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        use utoipa::PartialSchema;
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        let kinds = crate::catalog::BUILTIN.iter().map(|(k, _)| *k);
+        let kind = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(kinds));
+        let mut params = page_params();
+        params.push(query_param(
+            "status",
+            "Only runs in this state",
+            RunStatus::schema(),
+        ));
+        params.push(query_param(
+            "kind",
+            "Only runs of this job kind",
+            kind.into(),
+        ));
+        params
+    }
 }

@@ -4,7 +4,7 @@
 
 use super::auth::{Reviewer, Scoped, Uploader};
 use super::error::{ApiResult, Problem, json_response, ok};
-use super::extract::{Id, JsonBody, ListQuery, Listing, Paged};
+use super::extract::{Id, JsonBody, Listing, Paged};
 use crate::queue::{self, NewJob};
 use crate::store::documents::{self, AutoCreateStatus, DocumentSummary};
 use crate::store::{api_keys, auto_create};
@@ -28,10 +28,17 @@ const MAX_NAME_CHARS: usize = 500;
 /// A document to upload.
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"name": "invoice.txt", "text": "Invoice Number: INV-42\nTotal: 120.00", "auto_create": true}))]
 pub struct NewDocument {
-    /// Shown in lists; 1–500 characters.
+    /// Shown in lists; 1–500 characters, not only spaces, no NUL.
+    #[schema(
+        min_length = 1,
+        max_length = 500,
+        pattern = r"^[^\u0000]*[^\u0000\s][^\u0000]*$"
+    )]
     pub name: String,
-    /// The document's text (UTF-8, no NUL; at most 4 MiB).
+    /// The document's text (UTF-8, no NUL; at most 4 MiB of UTF-8: a longer text is 413).
+    #[schema(max_length = 4194304, pattern = r"^[^\u0000]*$")]
     pub text: String,
     /// Enqueue an auto-create run in the same transaction (default false).
     #[serde(default)]
@@ -40,11 +47,12 @@ pub struct NewDocument {
 
 /// The answer to an upload.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"id": "01a20876-e194-7505-88ab-8e4b4f516c4e", "name": "invoice.txt", "auto_create_status": "queued", "job_id": 7}))]
 pub struct CreatedDocument {
     pub id: Uuid,
     pub name: String,
     /// `queued` with auto-create, else `none`.
-    pub auto_create_status: String,
+    pub auto_create_status: AutoCreateStatus,
     /// The auto_create job, if one was enqueued.
     pub job_id: Option<i64>,
 }
@@ -97,11 +105,15 @@ fn validate(d: &NewDocument) -> Result<(), Problem> {
     Ok(())
 }
 
-/// Upload a document.
-#[utoipa::path(post, path = "/v1/documents", tag = "documents", request_body = NewDocument,
-    params(("Idempotency-Key" = Option<String>, Header, description = "Same key and body: the same answer; other body: 422")),
-    responses((status = 201, body = CreatedDocument), (status = 413, description = "Too large"),
-        (status = 422, description = "Invalid input or Idempotency-Key reused with another body")))]
+/// Upload a document; with `auto_create` its auto-create job is enqueued in the same transaction.
+#[utoipa::path(post, path = "/v1/documents", tag = "documents", operation_id = "createDocument",
+    request_body = NewDocument,
+    params(("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 255, pattern = "^[!-~]+$",
+        description = "1–255 visible ASCII characters, kept 24 h per org: the same key and body answer the same; another body is 422")),
+    responses((status = 201, body = CreatedDocument, description = "Stored (or the answer first given to this Idempotency-Key)"),
+        (status = 403, description = "The key's role is below uploader"),
+        (status = 413, description = "The body is over 4 MiB + 64 KiB, or `text` over 4 MiB of UTF-8"),
+        (status = 422, description = "Invalid input, or an Idempotency-Key used with another body")))]
 pub async fn create(
     req: Scoped<Uploader>,
     headers: HeaderMap,
@@ -157,7 +169,11 @@ pub async fn create(
     let body = CreatedDocument {
         id,
         name: doc.name.clone(),
-        auto_create_status: if doc.auto_create { "queued" } else { "none" }.into(),
+        auto_create_status: if doc.auto_create {
+            AutoCreateStatus::Queued
+        } else {
+            AutoCreateStatus::None
+        },
         job_id,
     };
     let body = serde_json::to_value(&body).map_err(Problem::internal)?;
@@ -169,8 +185,9 @@ pub async fn create(
 }
 
 /// The org's documents, newest first (`status`: an auto-create status).
-#[utoipa::path(get, path = "/v1/documents", tag = "documents", params(ListQuery),
-    responses((status = 200, body = Paged<DocumentSummary>)))]
+#[utoipa::path(get, path = "/v1/documents", tag = "documents", operation_id = "listDocuments",
+    params(Listing<AutoCreateStatus>),
+    responses((status = 200, body = Paged<DocumentSummary>, description = "A page of documents")))]
 pub async fn list(req: Scoped, Listing(page, status): Listing<AutoCreateStatus>) -> ApiResult {
     let paged = Paged::<DocumentSummary>::fetch(&req.app.pool, req.org_id(), &page, status, None);
     ok(&paged.await?)
@@ -178,8 +195,9 @@ pub async fn list(req: Scoped, Listing(page, status): Listing<AutoCreateStatus>)
 
 /// A document: auto-create status and the proposal (schema fields, prompt, extracted values,
 /// run) and its text (at most 200,000 characters; `text_chars`, `text_truncated`).
-#[utoipa::path(get, path = "/v1/documents/{id}", tag = "documents",
-    params(("id" = Uuid, Path)), responses((status = 200, body = Object), (status = 404)))]
+#[utoipa::path(get, path = "/v1/documents/{id}", tag = "documents", operation_id = "getDocument",
+    params(("id" = Uuid, Path, description = "The document's id")),
+    responses((status = 200, body = DocumentReport, description = "The document and its proposal")))]
 pub async fn get(req: Scoped, Id(id): Id) -> ApiResult {
     let (app, org) = (&req.app, req.org_id());
     if auto_create::state(&app.pool, Some(org), id)
@@ -203,15 +221,21 @@ pub async fn get(req: Scoped, Id(id): Id) -> ApiResult {
 }
 
 /// Accept the proposal: schema and prompt become active, the extraction accepted.
-#[utoipa::path(post, path = "/v1/documents/{id}/accept", tag = "documents",
-    params(("id" = Uuid, Path)), responses((status = 200, body = Object), (status = 404), (status = 409)))]
+#[utoipa::path(post, path = "/v1/documents/{id}/accept", tag = "documents", operation_id = "acceptDocument",
+    params(("id" = Uuid, Path, description = "The document's id")),
+    responses((status = 200, body = DecidedDocument, description = "Accepted"),
+        (status = 403, description = "The key's role is below reviewer"),
+        (status = 409, description = "The document has no proposal to decide (`auto_create_status` says where it is)")))]
 pub async fn accept(req: Scoped<Reviewer>, Id(id): Id) -> ApiResult {
     decide(req, id, true).await
 }
 
 /// Reject the proposal: its artifacts are removed (the audit trail stays).
-#[utoipa::path(post, path = "/v1/documents/{id}/reject", tag = "documents",
-    params(("id" = Uuid, Path)), responses((status = 200, body = Object), (status = 404), (status = 409)))]
+#[utoipa::path(post, path = "/v1/documents/{id}/reject", tag = "documents", operation_id = "rejectDocument",
+    params(("id" = Uuid, Path, description = "The document's id")),
+    responses((status = 200, body = DecidedDocument, description = "Rejected"),
+        (status = 403, description = "The key's role is below reviewer"),
+        (status = 409, description = "The document has no proposal to decide (`auto_create_status` says where it is)")))]
 pub async fn reject(req: Scoped<Reviewer>, Id(id): Id) -> ApiResult {
     decide(req, id, false).await
 }
@@ -235,13 +259,125 @@ async fn decide(req: Scoped<Reviewer>, id: Uuid, accept: bool) -> ApiResult {
             "document {id} is proposed without a run"
         )));
     };
-    let body: Value = if accept {
+    let body = if accept {
         auto_create::accept(&mut tx, org, id, run, now).await?;
-        json!({"id": id, "auto_create_status": "accepted", "run_id": run})
+        DecidedDocument {
+            id,
+            auto_create_status: AutoCreateStatus::Accepted,
+            run_id: run,
+            artifacts_removed: None,
+        }
     } else {
         let removed = auto_create::reject(&mut tx, org, id, run, now).await?;
-        json!({"id": id, "auto_create_status": "rejected", "run_id": run, "artifacts_removed": removed})
+        DecidedDocument {
+            id,
+            auto_create_status: AutoCreateStatus::Rejected,
+            run_id: run,
+            artifacts_removed: Some(removed),
+        }
     };
     tx.commit().await?;
     ok(&body)
+}
+
+/// The answer to accept or reject.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DecidedDocument {
+    pub id: Uuid,
+    /// `accepted` or `rejected`.
+    pub auto_create_status: AutoCreateStatus,
+    /// The run whose proposal was decided.
+    pub run_id: Uuid,
+    /// Reject only: how many proposed artifacts were removed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifacts_removed: Option<u64>,
+}
+
+/// `GET /v1/documents/{id}`: the document's auto-create report (`documents::document_report`,
+/// also `agentd documents show --json`) and its text. Only its schema is used: the report is
+/// built as JSON; `tests/api.rs` checks the two key for key.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct DocumentReport {
+    document_id: Uuid,
+    org_id: Uuid,
+    name: String,
+    auto_create_status: AutoCreateStatus,
+    /// Why auto-create failed or was skipped.
+    error: Option<String>,
+    /// The proposed (or accepted) schema.
+    schema: Option<ReportSchema>,
+    /// The schema's fields.
+    fields: Vec<ReportField>,
+    /// The proposed (or accepted) extraction prompt.
+    prompt: Option<ReportPrompt>,
+    /// The extraction: the values read from the document.
+    extraction: Option<ReportExtraction>,
+    /// The auto-create run.
+    run: Option<ReportRun>,
+    /// The text (its first 200,000 characters).
+    text: Option<String>,
+    /// The text's length in characters.
+    text_chars: Option<i64>,
+    /// Whether `text` is cut short.
+    text_truncated: Option<bool>,
+}
+
+/// A schema of the report.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct ReportSchema {
+    /// `<schema id>:<version>`.
+    revid: String,
+    name: String,
+    status: String,
+}
+
+/// A field of the report's schema.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct ReportField {
+    name: String,
+    /// The field's JSON Schema type (a name, a list of names, or null).
+    #[schema(value_type = Value)]
+    r#type: Value,
+    #[schema(value_type = Value)]
+    description: Value,
+}
+
+/// A prompt of the report.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct ReportPrompt {
+    /// `<prompt id>:<version>`.
+    revid: String,
+    name: String,
+    status: String,
+    content: String,
+}
+
+/// An extraction of the report.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct ReportExtraction {
+    id: Uuid,
+    status: crate::store::states::ExtractionStatus,
+    /// The values, by field name.
+    #[schema(value_type = Object)]
+    result: Value,
+}
+
+/// The run of the report.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct ReportRun {
+    id: Uuid,
+    provider: String,
+    status: crate::store::states::RunStatus,
+    stop_reason: Option<String>,
+    rounds: i32,
+    tool_calls: i32,
+    tokens: i64,
+    /// Wall time of the run, once it ended.
+    seconds: Option<f64>,
 }

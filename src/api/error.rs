@@ -104,6 +104,27 @@ impl Problem {
     }
 }
 
+/// The body of a [`Problem`] as the OpenAPI document describes it (`Problem`, content type
+/// `application/problem+json`); [`Problem::body`] writes it. Some problems add members (a stale
+/// approval's `changes` and `approval`, a refused transition's `state`), so others may appear.
+#[derive(utoipa::ToSchema)]
+#[schema(as = Problem)]
+#[allow(dead_code)] // Only its schema is used.
+pub struct ProblemBody {
+    /// `urn:agentd:problem:<slug>`, e.g. `urn:agentd:problem:invalid-input`.
+    #[schema(pattern = "^urn:agentd:problem:[a-z-]+$")]
+    r#type: String,
+    /// The status's reason phrase, e.g. `Unprocessable Entity`.
+    title: String,
+    /// The HTTP status.
+    #[schema(minimum = 400, maximum = 599)]
+    status: u16,
+    /// What happened, for a person.
+    detail: String,
+    /// The input at fault: a JSON path of the body, a query parameter, a header or `id`.
+    field: Option<String>,
+}
+
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let bytes = serde_json::to_vec(&self.body()).unwrap_or_default();

@@ -9,9 +9,9 @@ use super::auth::Scoped;
 use super::error::{ApiResult, Problem, ok};
 use super::extract::Params;
 use crate::store::events::{self, EventRow, ReadError};
-use crate::webhooks::event_json;
+use crate::webhooks::{Event as EventView, event_json};
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use serde::Deserialize;
 use sqlx::PgPool;
@@ -32,34 +32,51 @@ pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// Query of `GET /v1/events`.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct EventsQuery {
     /// The id of the last event seen (`next_after` of the previous page); 0 or absent: from the
-    /// start.
+    /// start. An id that is not one of the org's events is 404.
+    #[param(minimum = 0)]
     pub after: Option<i64>,
     /// 1–1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<i64>,
 }
 
 /// Query of `GET /v1/events/stream`.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct StreamQuery {
     /// Start after this event (the `Last-Event-ID` header wins). Absent: only new events.
+    #[param(minimum = 0)]
     pub after: Option<i64>,
+}
+
+/// A page of `GET /v1/events`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct EventsPage {
+    /// In stream order.
+    pub events: Vec<EventView>,
+    /// The cursor of the next page: the last event's id (`after` again if there was none).
+    pub next_after: i64,
 }
 
 fn read_error(e: ReadError, field: &str) -> Problem {
     match e {
-        ReadError::UnknownCursor(_) => Problem::bad_request(field, e.to_string()),
+        // Not one of the org's events: as any other org's id, not found.
+        ReadError::UnknownCursor(_) => {
+            Problem::new(StatusCode::NOT_FOUND, "not-found", e.to_string()).field(field)
+        }
         ReadError::Db(d) => Problem::from(d),
     }
 }
 
 /// A page of the org's events after a cursor, in stream order.
-#[utoipa::path(get, path = "/v1/events", tag = "events", params(EventsQuery),
-    responses((status = 200, body = Object, description = "`{events: [{id, org_id, type, created_at, subject_id, payload}], next_after}`"),
-        (status = 400)))]
+#[utoipa::path(get, path = "/v1/events", tag = "events", operation_id = "listEvents", params(EventsQuery),
+    responses((status = 200, body = EventsPage, description = "A page of events"),
+        (status = 404, description = "`after` is not one of the org's events (restart from 0)")))]
 pub async fn list(req: Scoped, Params(q): Params<EventsQuery>) -> ApiResult {
     let after = q.after.unwrap_or(0);
     if after < 0 {
@@ -79,8 +96,8 @@ pub async fn list(req: Scoped, Params(q): Params<EventsQuery>) -> ApiResult {
         .await
         .map_err(|e| read_error(e, "after"))?;
     let next_after = rows.last().map_or(after, |e| e.id);
-    let events: Vec<_> = rows.iter().map(event_json).collect();
-    ok(&serde_json::json!({"events": events, "next_after": next_after}))
+    let events = rows.iter().map(EventView::from).collect();
+    ok(&EventsPage { events, next_after })
 }
 
 /// Open streams per API key; past it a new one is refused with 429 (review N6).
@@ -223,11 +240,11 @@ fn sse_event(e: &EventRow) -> Event {
 }
 
 /// The org's events as Server-Sent Events, from `Last-Event-ID` (or `after`), else from now.
-#[utoipa::path(get, path = "/v1/events/stream", tag = "events", params(StreamQuery,
-        ("Last-Event-ID" = Option<i64>, Header, description = "Resume after this event id")),
+#[utoipa::path(get, path = "/v1/events/stream", tag = "events", operation_id = "streamEvents", params(StreamQuery,
+        ("Last-Event-ID" = Option<i64>, Header, minimum = 0, description = "Resume after this event id")),
     responses((status = 200, body = String, content_type = "text/event-stream",
         description = "`id:` event id, `event:` type, `data:` the event as in GET /v1/events; `:` comments keep alive"),
-        (status = 400)))]
+        (status = 404, description = "`Last-Event-ID` or `after` is not one of the org's events")))]
 pub async fn stream(
     State(s): State<ApiState>,
     req: Scoped,

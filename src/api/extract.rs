@@ -11,12 +11,15 @@ use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
+use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
+use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
+use utoipa::openapi::{RefOr, Required};
 use uuid::Uuid;
 
 /// A JSON request body of type `T` (structs deny unknown fields).
 pub struct JsonBody<T>(pub T);
 
-/// A JSON body that may be absent (empty body → `T::default()`).
+/// A JSON body that may be absent (empty body or `null` → `T::default()`).
 pub struct OptionalJsonBody<T>(pub T);
 
 async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Problem> {
@@ -143,7 +146,9 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJ
             Ok(())
         };
         let bytes = body_bytes(req, state).await?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
+        // No body, or a JSON `null` (what the OpenAPI document allows for an optional body).
+        let trimmed = bytes.trim_ascii();
+        if trimmed.is_empty() || trimmed == b"null" {
             return Ok(OptionalJsonBody(T::default()));
         }
         result?;
@@ -163,6 +168,40 @@ pub fn parse_query<T: DeserializeOwned>(query: Option<&str>) -> Result<T, Proble
             .unwrap_or_else(|| if path == "." { "query".into() } else { path });
         Problem::bad_request(field.clone(), format!("query parameter {field}: {msg}"))
     })
+}
+
+/// The routes that read a query string (with GET); the others answer a query string with 400
+/// naming its first parameter rather than ignoring it ([`no_stray_query`]).
+const TAKE_QUERY: [&str; 6] = [
+    "/v1/documents",
+    "/v1/approvals",
+    "/v1/suggestions",
+    "/v1/runs",
+    "/v1/events",
+    "/v1/events/stream",
+];
+
+/// 400 when a route that reads no query string gets one. Checked by [`super::auth::Scoped`],
+/// which every `/v1` handler takes: after routing, so a method no route serves is still 405.
+pub fn no_stray_query(parts: &Parts) -> Result<(), Problem> {
+    let path = parts.uri.path();
+    if parts.method == axum::http::Method::GET && TAKE_QUERY.contains(&path) {
+        return Ok(());
+    }
+    let Some(q) = parts.uri.query().filter(|q| !q.is_empty()) else {
+        return Ok(());
+    };
+    let name = form_urlencoded::parse(q.as_bytes())
+        .next()
+        .map(|(k, _)| k.into_owned())
+        .unwrap_or_else(|| "query".into());
+    Err(Problem::bad_request(
+        name.clone(),
+        format!(
+            "{} {path} takes no query parameters (got {name:?})",
+            parts.method
+        ),
+    ))
 }
 
 /// A path id that must be a UUID (400 naming `id` otherwise).
@@ -231,9 +270,59 @@ impl<St: Send + Sync, S: State> FromRequestParts<St> for Listing<S> {
     }
 }
 
+/// In the OpenAPI document: the query parameters `limit`, `cursor` and `status` (one of the
+/// states of `S`), as [`ListQuery`] reads them.
+impl<S: State + utoipa::PartialSchema> utoipa::IntoParams for Listing<S> {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        let mut params = page_params();
+        params.push(query_param(
+            "status",
+            "Only items in this state",
+            S::schema(),
+        ));
+        params
+    }
+}
+
+/// A query parameter (never required) of the OpenAPI document.
+pub fn query_param(name: &str, description: &str, schema: RefOr<Schema>) -> Parameter {
+    ParameterBuilder::new()
+        .name(name)
+        .parameter_in(ParameterIn::Query)
+        .required(Required::False)
+        .description(Some(description))
+        .schema(Some(schema))
+        .build()
+}
+
+/// `limit` and `cursor` of the keyset-paged list routes, as [`Page::new`] checks them.
+pub fn page_params() -> Vec<Parameter> {
+    let limit = ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+        .minimum(Some(1))
+        .maximum(Some(MAX_LIMIT))
+        .default(Some(DEFAULT_LIMIT.into()));
+    let cursor = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(CURSOR_PATTERN));
+    vec![
+        query_param(
+            "limit",
+            &format!("Items per page, 1–{MAX_LIMIT} (default {DEFAULT_LIMIT})"),
+            limit.into(),
+        ),
+        query_param(
+            "cursor",
+            "`next_cursor` of the previous page, unchanged (others are 400)",
+            cursor.into(),
+        ),
+    ]
+}
+
 /// Query of the list routes that filter by state (`GET /v1/documents`, `/v1/approvals`,
 /// `/v1/suggestions`).
-#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// 1–200 (default 50).
@@ -295,16 +384,29 @@ impl Page {
     }
 }
 
-/// The opaque cursor after an item: hex of `<unix micros>.<uuid>`.
+/// The opaque cursor after an item: lowercase hex of `<unix micros>.<uuid>`.
 pub fn encode_cursor(created_at: DateTime<Utc>, id: Uuid) -> String {
     hex::encode(format!("{}.{}", created_at.timestamp_micros(), id))
 }
 
+/// What a cursor looks like (the OpenAPI document's `pattern`): the hex of an integer without
+/// leading zeros of at most 18 digits, `.`, and a hyphenated lowercase UUID. Exactly these
+/// strings decode ([`decode_cursor`]), so the document and the server agree on every cursor.
+pub const CURSOR_PATTERN: &str = "^(30|(2d)?3[1-9](3[0-9]){0,17})2e(3[0-9]|6[1-6]){8}2d(3[0-9]|6[1-6]){4}2d(3[0-9]|6[1-6]){4}2d(3[0-9]|6[1-6]){4}2d(3[0-9]|6[1-6]){12}$";
+
+/// Most digits of a cursor's time (18: every such number of microseconds is a valid time).
+const CURSOR_DIGITS: usize = 18;
+
 fn decode_cursor(c: &str) -> Option<(DateTime<Utc>, Uuid)> {
     let raw = String::from_utf8(hex::decode(c).ok()?).ok()?;
     let (micros, id) = raw.split_once('.')?;
+    if micros.trim_start_matches('-').len() > CURSOR_DIGITS {
+        return None;
+    }
     let at = DateTime::from_timestamp_micros(micros.parse().ok()?)?;
-    Some((at, Uuid::parse_str(id).ok()?))
+    let id = Uuid::parse_str(id).ok()?;
+    // Only the form `encode_cursor` writes (lowercase, no leading zeros, hyphenated).
+    (encode_cursor(at, id) == c).then_some((at, id))
 }
 
 /// A page of items and the cursor of the next page (None: this was the last).

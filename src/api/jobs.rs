@@ -15,70 +15,192 @@ use uuid::Uuid;
 /// Most approvals one `approval_expiry` job from the API names.
 const MAX_SWEEP_IDS: i64 = 1000;
 
-/// A job to enqueue for the key's org.
+/// The kinds of job the API enqueues (`webhook_delivery` jobs come from events only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case", try_from = "String")]
+pub enum EnqueueKind {
+    AutoCreate,
+    ProactiveSuggestion,
+    ApprovalExpiry,
+}
+
+/// Read as a string first, so a number or an unknown name is 422 naming `kind` with the kinds.
+impl TryFrom<String> for EnqueueKind {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, String> {
+        const ALL: [EnqueueKind; 3] = [
+            EnqueueKind::AutoCreate,
+            EnqueueKind::ProactiveSuggestion,
+            EnqueueKind::ApprovalExpiry,
+        ];
+        ALL.into_iter().find(|k| k.as_str() == name).ok_or_else(|| {
+            let known: Vec<_> = ALL.iter().map(|k| k.as_str()).collect();
+            format!("unknown job kind {name:?} (known: {})", known.join(", "))
+        })
+    }
+}
+
+impl EnqueueKind {
+    /// The job kind's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EnqueueKind::AutoCreate => "auto_create",
+            EnqueueKind::ProactiveSuggestion => "proactive_suggestion",
+            EnqueueKind::ApprovalExpiry => "approval_expiry",
+        }
+    }
+}
+
+/// A job to enqueue for the key's org: its `kind` and the fields of that kind (another kind's
+/// field is 422 naming it). The body is read as [`JobFields`] (so every error names its field)
+/// and checked into this; `Deserialize` is derived for the serde attributes the OpenAPI schema
+/// (one object per kind) is read from.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[schema(example = json!({"kind": "auto_create", "document_id": "01a20876-e194-7505-88ab-8e4b4f516c4e"}))]
+pub enum NewJobRequest {
+    /// Auto-create on one of the org's documents.
+    AutoCreate {
+        /// The document.
+        document_id: Uuid,
+        /// Run again even if the document already has a proposal.
+        force: Option<bool>,
+    },
+    /// The nightly review of the org.
+    ProactiveSuggestion {
+        /// The night, YYYY-MM-DD (default: today, UTC).
+        #[schema(schema_with = night_schema)]
+        night: Option<chrono::NaiveDate>,
+    },
+    /// The expiry sweep over the org's approvals.
+    ApprovalExpiry {
+        /// Only these approvals of the org, 1–1000 (default: all its pending ones; none is 409).
+        #[schema(min_items = 1, max_items = 1000)]
+        approval_ids: Option<Vec<Uuid>>,
+    },
+}
+
+/// `night` in the OpenAPI document: a date (`format: date`, spelled out by a pattern so no
+/// generator takes `""` for one), or null.
+fn night_schema() -> utoipa::openapi::Object {
+    use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, SchemaType, Type};
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Date)))
+        .pattern(Some("^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"))
+        .description(Some("The night, YYYY-MM-DD (default: today, UTC)."))
+        .build()
+}
+
+/// The body of `POST /v1/jobs` as read: every kind's fields, each optional.
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct NewJobRequest {
-    /// auto_create, proactive_suggestion or approval_expiry.
-    pub kind: String,
-    /// auto_create: the document (required).
+pub struct JobFields {
+    pub kind: EnqueueKind,
     pub document_id: Option<Uuid>,
-    /// auto_create: run again even if the document already has a proposal.
     pub force: Option<bool>,
-    /// proactive_suggestion: the night, YYYY-MM-DD (default: today, UTC).
-    #[schema(value_type = Option<String>, format = Date)]
     pub night: Option<chrono::NaiveDate>,
-    /// approval_expiry: only these approvals of the org (default: all its pending ones).
     pub approval_ids: Option<Vec<Uuid>>,
 }
 
-/// The answer to an enqueue.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct EnqueuedJob {
-    pub id: Option<i64>,
-    pub kind: String,
-    /// True when a job with the same unique key already existed (its id is returned).
-    pub duplicate: bool,
-}
-
-fn not_for(kind: &str, field: &str, given: bool) -> Result<(), Problem> {
+fn not_for(kind: EnqueueKind, field: &str, given: bool) -> Result<(), Problem> {
     if given {
         Err(Problem::invalid(
             field,
-            format!("{field} does not apply to kind {kind}"),
+            format!("{field} does not apply to kind {}", kind.as_str()),
         ))
     } else {
         Ok(())
     }
 }
 
+impl JobFields {
+    /// The request of its kind: another kind's field, or a missing `document_id`, is 422
+    /// naming it.
+    pub fn checked(self) -> Result<NewJobRequest, Problem> {
+        let k = self.kind;
+        Ok(match k {
+            EnqueueKind::AutoCreate => {
+                not_for(k, "night", self.night.is_some())?;
+                not_for(k, "approval_ids", self.approval_ids.is_some())?;
+                let document_id = self.document_id.ok_or_else(|| {
+                    Problem::invalid("document_id", "document_id is required for auto_create")
+                })?;
+                NewJobRequest::AutoCreate {
+                    document_id,
+                    force: self.force,
+                }
+            }
+            EnqueueKind::ProactiveSuggestion => {
+                not_for(k, "document_id", self.document_id.is_some())?;
+                not_for(k, "force", self.force.is_some())?;
+                not_for(k, "approval_ids", self.approval_ids.is_some())?;
+                NewJobRequest::ProactiveSuggestion { night: self.night }
+            }
+            EnqueueKind::ApprovalExpiry => {
+                not_for(k, "document_id", self.document_id.is_some())?;
+                not_for(k, "force", self.force.is_some())?;
+                not_for(k, "night", self.night.is_some())?;
+                NewJobRequest::ApprovalExpiry {
+                    approval_ids: self.approval_ids,
+                }
+            }
+        })
+    }
+}
+
+impl NewJobRequest {
+    /// Its kind.
+    pub fn kind(&self) -> EnqueueKind {
+        match self {
+            NewJobRequest::AutoCreate { .. } => EnqueueKind::AutoCreate,
+            NewJobRequest::ProactiveSuggestion { .. } => EnqueueKind::ProactiveSuggestion,
+            NewJobRequest::ApprovalExpiry { .. } => EnqueueKind::ApprovalExpiry,
+        }
+    }
+}
+
+/// The answer to an enqueue.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EnqueuedJob {
+    /// The job (the existing one for a duplicate; none if it ended meanwhile).
+    pub id: Option<i64>,
+    pub kind: EnqueueKind,
+    /// True when a job with the same unique key already existed (its id is returned).
+    pub duplicate: bool,
+}
+
 /// Enqueue a job.
-#[utoipa::path(post, path = "/v1/jobs", tag = "jobs", request_body = NewJobRequest,
-    responses((status = 201, body = EnqueuedJob), (status = 200, body = EnqueuedJob, description = "Already enqueued"),
-        (status = 404), (status = 422)))]
-pub async fn create(req: Scoped<Uploader>, JsonBody(r): JsonBody<NewJobRequest>) -> ApiResult {
+#[utoipa::path(post, path = "/v1/jobs", tag = "jobs", operation_id = "createJob", request_body = NewJobRequest,
+    responses((status = 201, body = EnqueuedJob, description = "Enqueued"),
+        (status = 200, body = EnqueuedJob, description = "Already enqueued (`duplicate`): the job with its unique key"),
+        (status = 403, description = "The key's role is below uploader"),
+        (status = 404, description = "`document_id` or one of `approval_ids` is not the org's"),
+        (status = 409, description = "approval_expiry without `approval_ids`: the org has no pending approval to sweep"),
+        (status = 422, description = "Invalid input: an unknown kind, a field of another kind, a missing `document_id`")))]
+pub async fn create(req: Scoped<Uploader>, JsonBody(body): JsonBody<JobFields>) -> ApiResult {
     let (app, org) = (&req.app, req.org_id());
-    let kind = r.kind.as_str();
-    let known = ["auto_create", "proactive_suggestion", "approval_expiry"];
-    if !known.contains(&kind) || app.catalog.get(kind).is_none() {
+    let r = body.checked()?;
+    let enqueued = r.kind();
+    let kind = enqueued.as_str();
+    if app.catalog.get(kind).is_none() {
         return Err(Problem::invalid(
             "kind",
-            format!("unknown job kind {kind:?} (known: {})", known.join(", ")),
+            format!("this server has no job file for {kind:?}"),
         ));
     }
     let q = app.spec(kind).queue.clone();
-    let job = match kind {
-        "auto_create" => {
-            not_for(kind, "night", r.night.is_some())?;
-            not_for(kind, "approval_ids", r.approval_ids.is_some())?;
-            let doc = r.document_id.ok_or_else(|| {
-                Problem::invalid("document_id", "document_id is required for auto_create")
-            })?;
+    let job = match r {
+        NewJobRequest::AutoCreate {
+            document_id: doc,
+            force,
+        } => {
             let mut conn = app.pool.acquire().await?;
             if !documents::exists(&mut conn, org, doc).await? {
                 return Err(Problem::not_found("document", doc).field("document_id"));
             }
-            let force = r.force.unwrap_or(false);
+            let force = force.unwrap_or(false);
             let key = if force {
                 format!("auto_create:{doc}:{}", Uuid::new_v4())
             } else {
@@ -90,19 +212,13 @@ pub async fn create(req: Scoped<Uploader>, JsonBody(r): JsonBody<NewJobRequest>)
             )
             .unique_key(key)
         }
-        "proactive_suggestion" => {
-            not_for(kind, "document_id", r.document_id.is_some())?;
-            not_for(kind, "force", r.force.is_some())?;
-            not_for(kind, "approval_ids", r.approval_ids.is_some())?;
-            let night = r.night.unwrap_or_else(|| app.clock.now().date_naive());
+        NewJobRequest::ProactiveSuggestion { night } => {
+            let night = night.unwrap_or_else(|| app.clock.now().date_naive());
             NewJob::new(kind, json!({"org_id": org, "night": night}))
                 .unique_key(format!("proactive_suggestion:{org}:{night}"))
         }
-        _ => {
-            not_for(kind, "document_id", r.document_id.is_some())?;
-            not_for(kind, "force", r.force.is_some())?;
-            not_for(kind, "night", r.night.is_some())?;
-            let ids = match r.approval_ids {
+        NewJobRequest::ApprovalExpiry { approval_ids } => {
+            let ids = match approval_ids {
                 Some(ids) if ids.is_empty() => {
                     return Err(Problem::invalid(
                         "approval_ids",
@@ -126,10 +242,10 @@ pub async fn create(req: Scoped<Uploader>, JsonBody(r): JsonBody<NewJobRequest>)
                     let ids =
                         api_reads::pending_approval_ids(&app.pool, org, MAX_SWEEP_IDS).await?;
                     if ids.is_empty() {
-                        return Err(Problem::invalid(
-                            "approval_ids",
+                        return Err(Problem::conflict(
                             "this org has no pending approvals to sweep",
-                        ));
+                        )
+                        .field("approval_ids"));
                     }
                     ids
                 }
@@ -144,7 +260,7 @@ pub async fn create(req: Scoped<Uploader>, JsonBody(r): JsonBody<NewJobRequest>)
             StatusCode::CREATED,
             &EnqueuedJob {
                 id: Some(id),
-                kind: r.kind,
+                kind: enqueued,
                 duplicate: false,
             },
         )),
@@ -155,7 +271,7 @@ pub async fn create(req: Scoped<Uploader>, JsonBody(r): JsonBody<NewJobRequest>)
             };
             ok(&EnqueuedJob {
                 id,
-                kind: r.kind,
+                kind: enqueued,
                 duplicate: true,
             })
         }
@@ -163,8 +279,9 @@ pub async fn create(req: Scoped<Uploader>, JsonBody(r): JsonBody<NewJobRequest>)
 }
 
 /// One job of the org.
-#[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs", params(("id" = i64, Path)),
-    responses((status = 200, body = Object), (status = 404)))]
+#[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs", operation_id = "getJob",
+    params(("id" = i64, Path, minimum = 1, description = "The job's number")),
+    responses((status = 200, body = crate::queue::JobRow, description = "The job")))]
 pub async fn get(req: Scoped, Id(id): Id<i64>) -> ApiResult {
     let job = api_reads::job(&req.app.pool, req.org_id(), id)
         .await?

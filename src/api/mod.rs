@@ -11,6 +11,7 @@ pub mod error;
 pub mod events;
 pub mod extract;
 mod jobs;
+pub mod openapi;
 mod reads;
 mod settings;
 mod suggestions;
@@ -26,9 +27,9 @@ use error::Problem;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use tokio_util::sync::CancellationToken;
-use utoipa::OpenApi;
 
 pub use auth::{Role, create_key, hash_key};
+pub use openapi::ApiDoc;
 
 /// What every handler gets.
 #[derive(Clone)]
@@ -43,57 +44,6 @@ pub struct ApiState {
 /// Body limit of every route but document upload.
 pub const MAX_BODY: usize = 64 * 1024;
 
-/// The OpenAPI document (generated from the handlers' annotations).
-#[derive(OpenApi)]
-#[openapi(
-    info(title = "agentd API", description = "Documents, proposals, approvals, suggestions, runs and jobs of one org (the API key's)."),
-    paths(
-        documents::create, documents::list, documents::get, documents::accept, documents::reject,
-        approvals::list, approvals::get, approvals::approve, approvals::reject,
-        reads::suggestions, suggestions::dismiss, suggestions::shown, reads::run, reads::status,
-        console_routes::me, console_routes::queue, console_routes::retry, console_routes::runs,
-        jobs::create, jobs::get,
-        settings::get, settings::patch,
-        events::list, events::stream,
-        webhooks::create, webhooks::list, webhooks::delete,
-    ),
-    components(schemas(
-        documents::NewDocument, documents::CreatedDocument, crate::store::documents::DocumentSummary,
-        approvals::DecisionBody, approvals::RejectBody, suggestions::DismissBody, jobs::NewJobRequest, jobs::EnqueuedJob,
-        settings::Settings, crate::org_settings::Patch,
-        webhooks::NewWebhookRequest, crate::store::webhooks::WebhookRow,
-        approvals::ApprovalDetail, crate::approvals::ApprovalView, crate::approvals::ApprovalAction,
-        crate::approvals::ApprovalDecision, crate::store::runs::AuditRow,
-        reads::RunDetail, crate::store::runs::RunRow, crate::store::runs::StepRow,
-    )),
-    modifiers(&BearerAuth),
-)]
-pub struct ApiDoc;
-
-struct BearerAuth;
-
-impl utoipa::Modify for BearerAuth {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::security::{
-            HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
-        };
-        let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            "bearer",
-            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
-        );
-        // Every route needs a key: said once for the document, not on each path.
-        openapi.security = Some(vec![SecurityRequirement::new(
-            "bearer",
-            Vec::<String>::new(),
-        )]);
-    }
-}
-
-async fn openapi_json() -> axum::response::Response {
-    error::json_response(StatusCode::OK, &ApiDoc::openapi())
-}
-
 async fn not_found() -> Problem {
     Problem::new(StatusCode::NOT_FOUND, "not-found", "no such route")
 }
@@ -104,40 +54,6 @@ async fn method_not_allowed() -> Problem {
         "method-not-allowed",
         "this route does not take this method",
     )
-}
-
-/// Only the list routes take a query string; anywhere else a parameter is a mistake the
-/// caller should hear about (400 naming it), not something silently ignored.
-async fn no_stray_query(
-    req: axum::extract::Request,
-    next: middleware::Next,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    const LISTS: [&str; 6] = [
-        "/v1/documents",
-        "/v1/approvals",
-        "/v1/suggestions",
-        "/v1/runs",
-        "/v1/events",
-        "/v1/events/stream",
-    ];
-    let takes_query = req.method() == axum::http::Method::GET && LISTS.contains(&req.uri().path());
-    if !takes_query && let Some(q) = req.uri().query().filter(|q| !q.is_empty()) {
-        let name = form_urlencoded::parse(q.as_bytes())
-            .next()
-            .map(|(k, _)| k.into_owned())
-            .unwrap_or_else(|| "query".into());
-        return Problem::bad_request(
-            name.clone(),
-            format!(
-                "{} {} takes no query parameters (got {name:?})",
-                req.method(),
-                req.uri().path()
-            ),
-        )
-        .into_response();
-    }
-    next.run(req).await
 }
 
 /// The `/v1` routes (authenticated, except the OpenAPI document).
@@ -153,7 +69,7 @@ pub fn router_until(app: App, stop: CancellationToken) -> Router {
         shutdown: stop,
     };
     Router::new()
-        .route("/v1/openapi.json", get(openapi_json))
+        .route("/v1/openapi.json", get(openapi::serve_json))
         .route(
             "/v1/documents",
             get(documents::list)
@@ -185,7 +101,6 @@ pub fn router_until(app: App, stop: CancellationToken) -> Router {
         .route("/v1/webhooks/{id}", axum::routing::delete(webhooks::delete))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn(no_stray_query))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,

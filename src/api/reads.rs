@@ -3,16 +3,16 @@
 
 use super::auth::Scoped;
 use super::error::{ApiResult, Problem, ok};
-use super::extract::{Id, ListQuery, Listing, Paged};
+use super::extract::{Id, Listing, Paged};
 use crate::store::api_reads::SuggestionItem;
 use crate::store::states::SuggestionStatus;
 use crate::store::{runs, status};
 use serde::Serialize;
-use serde_json::json;
 
 /// The org's suggestions, newest first (`status`: pending, shown, acted, dismissed or expired).
-#[utoipa::path(get, path = "/v1/suggestions", tag = "suggestions", params(ListQuery),
-    responses((status = 200, body = Object)))]
+#[utoipa::path(get, path = "/v1/suggestions", tag = "suggestions", operation_id = "listSuggestions",
+    params(Listing<SuggestionStatus>),
+    responses((status = 200, body = Paged<SuggestionItem>, description = "A page of suggestions")))]
 pub async fn suggestions(
     req: Scoped,
     Listing(page, status): Listing<SuggestionStatus>,
@@ -30,8 +30,9 @@ pub struct RunDetail {
 }
 
 /// A run: its row, transcript (checkpoints) and audit trail.
-#[utoipa::path(get, path = "/v1/runs/{id}", tag = "runs", params(("id" = uuid::Uuid, Path)),
-    responses((status = 200, body = RunDetail), (status = 404)))]
+#[utoipa::path(get, path = "/v1/runs/{id}", tag = "runs", operation_id = "getRun",
+    params(("id" = uuid::Uuid, Path, description = "The run's id")),
+    responses((status = 200, body = RunDetail, description = "The run, its transcript and audit trail")))]
 pub async fn run(req: Scoped, Id(id): Id) -> ApiResult {
     let pool = &req.app.pool;
     let run = runs::get_run(pool, id)
@@ -44,21 +45,47 @@ pub async fn run(req: Scoped, Id(id): Id) -> ApiResult {
 }
 
 /// The org's queue, runs, approvals and budget at a glance.
-#[utoipa::path(get, path = "/v1/status", tag = "status",
-    responses((status = 200, body = Object)))]
+#[utoipa::path(get, path = "/v1/status", tag = "status", operation_id = "getStatus",
+    responses((status = 200, body = OrgStatus, description = "The org at a glance")))]
 pub async fn status(req: Scoped) -> ApiResult {
     let app = &req.app;
     let (pool, org) = (&app.pool, req.org_id());
     let now = app.clock.now();
-    let mut v = serde_json::to_value(status::glance(pool, Some(org), now).await?)
-        .map_err(Problem::internal)?;
+    let glance = status::glance(pool, Some(org), now).await?;
     let budget = runs::budget(pool, org, now).await?;
-    let budgets: Vec<_> = budget
-        .map(|b| json!({"org_id": org, "monthly_limit": b.monthly_limit, "tokens_used": b.tokens_used}))
+    let budgets = budget
+        .map(|b| Budget {
+            org_id: org,
+            monthly_limit: b.monthly_limit,
+            tokens_used: b.tokens_used,
+        })
         .into_iter()
         .collect();
-    v["provider"] = json!(app.provider.name());
-    v["budgets"] = json!(budgets);
-    v["kinds_without_handler"] = json!(crate::jobs::unimplemented_kinds(app));
-    ok(&v)
+    ok(&OrgStatus {
+        glance,
+        provider: app.provider.name().to_string(),
+        budgets,
+        kinds_without_handler: crate::jobs::unimplemented_kinds(app),
+    })
+}
+
+/// `GET /v1/status`: the glance of `agentd status --json`, for the key's org.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct OrgStatus {
+    #[serde(flatten)]
+    pub glance: status::Glance,
+    /// The model provider of this server (`offline`, `openai`, …).
+    pub provider: String,
+    /// The org's token budget this month (none: unlimited).
+    pub budgets: Vec<Budget>,
+    /// Job kinds that have a job file but no handler in this build.
+    pub kinds_without_handler: Vec<String>,
+}
+
+/// An org's token budget this month.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Budget {
+    pub org_id: uuid::Uuid,
+    pub monthly_limit: i64,
+    pub tokens_used: i64,
 }

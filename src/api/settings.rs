@@ -53,15 +53,18 @@ pub(super) async fn current(app: &App, org_id: uuid::Uuid) -> Result<Settings, P
 }
 
 /// The org's settings.
-#[utoipa::path(get, path = "/v1/settings", tag = "settings",
-    responses((status = 200, body = Settings), (status = 403)))]
+#[utoipa::path(get, path = "/v1/settings", tag = "settings", operation_id = "getSettings",
+    responses((status = 200, body = Settings, description = "The org's settings"),
+        (status = 403, description = "The key's role is below admin")))]
 pub async fn get(req: Scoped<Admin>) -> ApiResult {
     ok(&current(&req.app, req.org_id()).await?)
 }
 
 /// Change the org's settings (absent keys stay; `null` clears an optional one).
-#[utoipa::path(patch, path = "/v1/settings", tag = "settings", request_body = Patch,
-    responses((status = 200, body = Settings), (status = 403), (status = 422)))]
+#[utoipa::path(patch, path = "/v1/settings", tag = "settings", operation_id = "updateSettings", request_body = Patch,
+    responses((status = 200, body = Settings, description = "The settings after the change"),
+        (status = 403, description = "The key's role is below admin"),
+        (status = 422, description = "A bad key (`field` names it): nothing was written")))]
 pub async fn patch(req: Scoped<Admin>, JsonBody(p): JsonBody<Patch>) -> ApiResult {
     let (app, org) = (&req.app, req.org_id());
     let by = org_settings::SetBy::OrgAdmin;

@@ -9,7 +9,7 @@ use super::error::{ApiResult, Problem, ok};
 use super::extract::{Id, OptionalJsonBody};
 use crate::store::sql;
 use crate::store::suggestions::{self as store, SuggestionRow, SuggestionStatus, Transition};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -17,9 +17,22 @@ use uuid::Uuid;
 /// Body of dismiss.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"reason": "we do not tag these"}))]
 pub struct DismissBody {
-    /// Why (1–500 characters). Required.
+    /// Why (1–500 characters, not only spaces). Required.
+    #[schema(value_type = String, min_length = 1, max_length = 500, pattern = r"\S")]
     pub reason: Option<String>,
+}
+
+/// The answer to shown and dismiss: the suggestion's state after the call.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SuggestionState {
+    pub id: Uuid,
+    /// The same as `status` (the name of the shared API contract).
+    pub state: SuggestionStatus,
+    pub status: SuggestionStatus,
+    /// A dismissal's reason.
+    pub status_reason: Option<String>,
 }
 
 async fn transition(
@@ -68,18 +81,23 @@ async fn transition(
             let row = sql::by_id::<SuggestionRow>(&mut conn, caller.org_id, id, false)
                 .await?
                 .ok_or_else(|| Problem::not_found("suggestion", id))?;
-            ok(
-                &json!({"id": row.id, "state": row.status, "status": row.status,
-                       "status_reason": row.status_reason}),
-            )
+            ok(&SuggestionState {
+                id: row.id,
+                state: row.status,
+                status: row.status,
+                status_reason: row.status_reason,
+            })
         }
     }
 }
 
 /// Dismiss a suggestion with a reason.
-#[utoipa::path(post, path = "/v1/suggestions/{id}/dismiss", tag = "suggestions",
-    params(("id" = Uuid, Path)), request_body(content = DismissBody),
-    responses((status = 200, body = Object), (status = 404), (status = 409), (status = 422)))]
+#[utoipa::path(post, path = "/v1/suggestions/{id}/dismiss", tag = "suggestions", operation_id = "dismissSuggestion",
+    params(("id" = Uuid, Path, description = "The suggestion's id")), request_body(content = DismissBody),
+    responses((status = 200, body = SuggestionState, description = "Dismissed"),
+        (status = 403, description = "The key's role is below reviewer"),
+        (status = 409, description = "Not pending or shown (`state`)"),
+        (status = 422, description = "Invalid input, or no `reason`")))]
 pub async fn dismiss(
     req: Scoped<Reviewer>,
     Id(id): Id,
@@ -89,9 +107,11 @@ pub async fn dismiss(
 }
 
 /// Mark a suggestion shown to a person.
-#[utoipa::path(post, path = "/v1/suggestions/{id}/shown", tag = "suggestions",
-    params(("id" = Uuid, Path)),
-    responses((status = 200, body = Object), (status = 404), (status = 409)))]
+#[utoipa::path(post, path = "/v1/suggestions/{id}/shown", tag = "suggestions", operation_id = "markSuggestionShown",
+    params(("id" = Uuid, Path, description = "The suggestion's id")),
+    responses((status = 200, body = SuggestionState, description = "Shown"),
+        (status = 403, description = "The key's role is below reviewer"),
+        (status = 409, description = "Not pending (`state`)")))]
 pub async fn shown(req: Scoped<Reviewer>, Id(id): Id) -> ApiResult {
     transition(req, id, SuggestionStatus::Shown, None).await
 }

@@ -5,6 +5,7 @@ use super::auth::{Admin, Scoped};
 use super::error::{ApiResult, Problem, json_response, ok};
 use super::extract::{Id, JsonBody};
 use crate::config::Invalid;
+use crate::store::events::EventType;
 use crate::store::webhooks::{self, NewWebhook, WebhookRow};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
@@ -14,18 +15,44 @@ use utoipa::ToSchema;
 /// A subscription to make.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"url": "https://hooks.example.com/agentd", "events": ["proposal.ready", "approval.created"], "secret": "0123456789abcdef0123"}))]
 pub struct NewWebhookRequest {
-    /// Where to POST events: an absolute http(s) URL.
+    /// Where to POST events: an absolute http(s) URL (at most 2048 characters) of a public
+    /// address (unless `webhooks.allow_private_networks`).
+    #[schema(max_length = 2048, pattern = "^[Hh][Tt][Tt][Pp][Ss]?://")]
     pub url: String,
-    /// Event types to deliver, e.g. `["proposal.ready", "approval.created"]`.
+    /// Event types to deliver (1–20, no duplicates), e.g. `["proposal.ready", "approval.created"]`.
+    #[schema(schema_with = events_schema)]
     pub events: Vec<String>,
-    /// 16–256 printable characters; signs every delivery (never shown again).
+    /// 16–256 printable ASCII characters without spaces; signs every delivery (never shown again).
+    #[schema(min_length = 16, max_length = 256, pattern = "^[!-~]+$")]
     pub secret: String,
 }
 
+/// `events` in the OpenAPI document: 1–20 distinct event types.
+fn events_schema() -> utoipa::openapi::schema::Array {
+    use utoipa::PartialSchema;
+    utoipa::openapi::schema::ArrayBuilder::new()
+        .items(EventType::schema())
+        .min_items(Some(1))
+        .max_items(Some(20))
+        .unique_items(true)
+        .description(Some("Event types to deliver (1–20, no duplicates), e.g. `[\"proposal.ready\", \"approval.created\"]`."))
+        .build()
+}
+
+/// `GET /v1/webhooks`.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct WebhookList {
+    pub webhooks: Vec<WebhookRow>,
+}
+
 /// Subscribe a URL to event types.
-#[utoipa::path(post, path = "/v1/webhooks", tag = "webhooks", request_body = NewWebhookRequest,
-    responses((status = 201, body = WebhookRow), (status = 403), (status = 409), (status = 422)))]
+#[utoipa::path(post, path = "/v1/webhooks", tag = "webhooks", operation_id = "createWebhook", request_body = NewWebhookRequest,
+    responses((status = 201, body = WebhookRow, description = "Subscribed"),
+        (status = 403, description = "The key's role is below admin"),
+        (status = 409, description = "The org has `webhook.max_per_org` subscriptions already"),
+        (status = 422, description = "Invalid input, or a URL of an internal address (`field` names it)")))]
 pub async fn create(req: Scoped<Admin>, JsonBody(r): JsonBody<NewWebhookRequest>) -> ApiResult {
     let invalid = |e: Invalid| Problem::invalid(e.key, e.message);
     crate::webhooks::validate_url(&r.url).map_err(invalid)?;
@@ -68,16 +95,18 @@ pub async fn create(req: Scoped<Admin>, JsonBody(r): JsonBody<NewWebhookRequest>
 }
 
 /// The org's subscriptions (without their secrets).
-#[utoipa::path(get, path = "/v1/webhooks", tag = "webhooks",
-    responses((status = 200, body = Object, description = "`{webhooks: [...]}`"), (status = 403)))]
+#[utoipa::path(get, path = "/v1/webhooks", tag = "webhooks", operation_id = "listWebhooks",
+    responses((status = 200, body = WebhookList, description = "The org's subscriptions"),
+        (status = 403, description = "The key's role is below admin")))]
 pub async fn list(req: Scoped<Admin>) -> ApiResult {
-    let rows = webhooks::list(&req.app.pool, req.org_id()).await?;
-    ok(&serde_json::json!({ "webhooks": rows }))
+    let webhooks = webhooks::list(&req.app.pool, req.org_id()).await?;
+    ok(&WebhookList { webhooks })
 }
 
 /// Delete a subscription; deliveries already queued for it end without sending.
-#[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks", params(("id" = uuid::Uuid, Path)),
-    responses((status = 204), (status = 403), (status = 404)))]
+#[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks", operation_id = "deleteWebhook",
+    params(("id" = uuid::Uuid, Path, description = "The subscription's id")),
+    responses((status = 204, description = "Deleted"), (status = 403, description = "The key's role is below admin")))]
 pub async fn delete(req: Scoped<Admin>, Id(id): Id) -> ApiResult {
     if webhooks::delete(&req.app.pool, req.org_id(), id).await? {
         Ok(StatusCode::NO_CONTENT.into_response())

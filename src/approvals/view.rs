@@ -30,7 +30,6 @@ pub struct ApprovalView {
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
     /// `pending`, `executed`, `rejected`, `expired`, `stale` or `failed`.
-    #[schema(value_type = String)]
     pub status: ApprovalStatus,
     /// Who decided and when; none while pending, or when the sweep ended it.
     pub decision: Option<ApprovalDecision>,

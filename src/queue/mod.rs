@@ -89,11 +89,13 @@ impl NewJob {
     }
 }
 
-/// A job as stored.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+/// A job as stored (`Job` in the OpenAPI document).
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
+#[schema(as = Job)]
 pub struct JobRow {
     pub id: i64,
     pub kind: String,
+    #[schema(value_type = Object)]
     pub payload: Value,
     pub state: String,
     pub priority: i16,

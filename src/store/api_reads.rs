@@ -89,8 +89,10 @@ impl Listed for RunRow {
     }
 }
 
-/// A suggestion as the API lists it: the row as stored and what the list adds.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+/// A suggestion as the API lists it: the row as stored and what the list adds (`Suggestion`
+/// in the OpenAPI document).
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
+#[schema(as = Suggestion)]
 pub struct SuggestionItem {
     #[serde(flatten)]
     #[sqlx(flatten)]

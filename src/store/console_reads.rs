@@ -15,7 +15,7 @@ pub const BUCKET_SECS: i64 = 300;
 pub const BUCKETS: i64 = 12;
 
 /// Jobs of the org that finished in one bucket.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct Bucket {
     /// Start of the bucket (inclusive); its end is `start + 5 min` (exclusive).
     pub start: DateTime<Utc>,

@@ -149,7 +149,6 @@ pub struct DocumentSummary {
     pub id: Uuid,
     pub name: String,
     pub tag_ids: Vec<Uuid>,
-    #[schema(value_type = String)]
     pub auto_create_status: AutoCreateStatus,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,

@@ -78,6 +78,19 @@ pub struct NewEvent<'a> {
     pub dedupe_key: Option<&'a str>,
 }
 
+/// In the OpenAPI document: a string, one of the wire names of [`EventType::ALL`].
+impl utoipa::PartialSchema for EventType {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .description(Some("The kind of event, e.g. `approval.decided`."))
+            .enum_values(Some(Self::ALL.iter().map(|t| t.as_str())))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for EventType {}
+
 /// A stored event.
 #[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
 pub struct EventRow {

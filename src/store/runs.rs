@@ -26,7 +26,6 @@ pub struct RunRow {
     pub provider: String,
     pub model: String,
     /// `running`, `succeeded`, `capped`, `failed` or `cancelled`.
-    #[schema(value_type = String)]
     pub status: RunStatus,
     /// Why it stopped: completed, or the cap it reached.
     pub stop_reason: Option<String>,

@@ -41,7 +41,7 @@ fn parse<S: State>(s: &str) -> Result<S, UnknownState> {
 macro_rules! states {
     ($(#[$meta:meta])* pub enum $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal,)+ }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, sqlx::Type, utoipa::ToSchema)]
         #[serde(rename_all = "lowercase")]
         #[sqlx(type_name = "text", rename_all = "lowercase")]
         pub enum $name {

@@ -20,7 +20,7 @@ fn jobs(columns: &str, rest: &str) -> sqlx::AssertSqlSafe<String> {
 }
 
 /// Jobs per kind and state.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 pub struct StateCount {
     pub kind: String,
     pub state: String,
@@ -43,7 +43,7 @@ pub async fn job_counts<'e>(
 }
 
 /// Per kind: ready jobs and the age of the oldest one, in seconds.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 pub struct ReadyAge {
     pub kind: String,
     pub ready: i64,
@@ -67,7 +67,7 @@ pub async fn ready_ages<'e>(
 }
 
 /// A running job and how old its lease is.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 pub struct RunningJob {
     pub id: i64,
     pub kind: String,
@@ -115,7 +115,7 @@ pub async fn dead_jobs<'e>(
 }
 
 /// Runs per kind, status and stop reason since `since`.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 pub struct RunCount {
     pub kind: String,
     pub status: RunStatus,
@@ -141,7 +141,7 @@ pub async fn runs_since<'e>(
 }
 
 /// Approvals by status, and pending ones expiring before `soon`.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 pub struct ApprovalCount {
     pub status: ApprovalStatus,
     pub count: i64,
@@ -168,7 +168,7 @@ pub async fn approval_counts<'e>(
 
 /// The queue, the last hour's runs and the approvals at a glance (`agentd status --json` and
 /// `GET /v1/status` add the provider, budgets and kinds without a handler).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Glance {
     pub jobs: Vec<StateCount>,
     pub ready: Vec<ReadyAge>,

@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 /// What a suggestion says: what it is about (kind, subject and night: one per org), its text
 /// and the action it proposes. A new suggestion is written from these.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 pub struct SuggestionFields {
     pub kind: String,
     /// A document id, or '' for the org as a whole.
@@ -24,6 +24,7 @@ pub struct SuggestionFields {
     pub title: String,
     pub message: String,
     pub document_id: Option<Uuid>,
+    #[schema(value_type = Option<Object>)]
     pub proposed_action: Option<Value>,
 }
 
@@ -156,7 +157,7 @@ pub async fn count_for_night(
 }
 
 /// A suggestion as stored: what it says, and where it is in its life.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 pub struct SuggestionRow {
     pub id: Uuid,
     #[serde(flatten)]

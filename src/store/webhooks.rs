@@ -13,6 +13,7 @@ pub struct WebhookRow {
     pub id: Uuid,
     pub org_id: Uuid,
     pub url: String,
+    #[schema(value_type = Vec<super::events::EventType>)]
     pub events: Vec<String>,
     pub max_attempts: i32,
     pub created_at: DateTime<Utc>,

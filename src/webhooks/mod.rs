@@ -19,7 +19,10 @@ pub use hmac::hmac_sha256;
 
 use crate::config::Invalid;
 use crate::store::events::{EventRow, EventType};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
 use serde_json::{Value, json};
+use uuid::Uuid;
 
 /// How far from the receiver's clock a signature's timestamp may be (documented for receivers;
 /// [`verify`] enforces it).
@@ -31,12 +34,40 @@ pub const MAX_URL_LEN: usize = 2048;
 /// Secrets: 16–256 characters.
 pub const SECRET_LEN: (usize, usize) = (16, 256);
 
-/// The wire form of an event (API, SSE, webhook body).
+/// The wire form of an event (`GET /v1/events`, SSE, webhook body; `Event` in the OpenAPI
+/// document).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Event {
+    /// The cursor: events of an org are read in this order.
+    pub id: i64,
+    pub org_id: Uuid,
+    #[serde(rename = "type")]
+    #[schema(value_type = EventType)]
+    pub kind: String,
+    pub created_at: DateTime<Utc>,
+    /// What it is about (a document, approval, suggestion or run), if anything.
+    pub subject_id: Option<Uuid>,
+    /// The event's details (ids and states; never document text).
+    #[schema(value_type = Object)]
+    pub payload: Value,
+}
+
+impl From<&EventRow> for Event {
+    fn from(e: &EventRow) -> Self {
+        Event {
+            id: e.id,
+            org_id: e.org_id,
+            kind: e.kind.clone(),
+            created_at: e.occurred_at,
+            subject_id: e.subject_id,
+            payload: e.payload.clone(),
+        }
+    }
+}
+
+/// The wire form of an event as JSON (see [`Event`]).
 pub fn event_json(e: &EventRow) -> Value {
-    json!({
-        "id": e.id, "org_id": e.org_id, "type": e.kind, "created_at": e.occurred_at,
-        "subject_id": e.subject_id, "payload": e.payload,
-    })
+    json!(Event::from(e))
 }
 
 /// The `Agentd-Signature` header value of `body` sent at unix time `t`.

@@ -48,7 +48,7 @@ pub fn browser_binaries() -> (PathBuf, PathBuf) {
         (c, d) => panic!(
             "the console's browser tests need headless Chromium and chromedriver \
              (found chromium: {}, chromedriver: {}). Install them with \
-             `apt-get install -y chromium chromium-driver` (.ci/run does this when they are \
+             `apt-get install -y chromium chromium-driver` (scripts/test does this when they are \
              missing), or point AGENTD_TEST_CHROMIUM / AGENTD_TEST_CHROMEDRIVER at them.",
             c.map_or("no".into(), |p| p.display().to_string()),
             d.map_or("no".into(), |p| p.display().to_string()),
