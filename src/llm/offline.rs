@@ -40,17 +40,17 @@ pub struct OfflineProvider {
 }
 
 static KV: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^\s*([A-Za-z][A-Za-z0-9 #/&().'-]{0,40}?)\s*[:=]\s*(\S.*?)\s*$").expect("regex")
+    Regex::new(r"^\s*([A-Za-z][A-Za-z0-9 #/&().'-]{0,40}?)\s*[:=]\s*(\S.*?)\s*$").expect("regex") // checked: a constant pattern, compiled by the unit tests
 });
 static AMOUNT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^[-+]?\s?(?:[$€£]|USD|EUR|GBP)?\s?\d[\d,]*(?:\.\d+)?\s?(?:[$€£]|USD|EUR|GBP|%)?$")
-        .expect("regex")
+        .expect("regex") // checked: a constant pattern, compiled by the unit tests
 });
 static DATE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)^(\d{4}-\d{2}-\d{2}|\d{1,2}[/.]\d{1,2}[/.]\d{2,4}|\d{1,2} (jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]* \d{4}|(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]* \d{1,2},? \d{4})$").expect("regex")
+    Regex::new(r"(?i)^(\d{4}-\d{2}-\d{2}|\d{1,2}[/.]\d{1,2}[/.]\d{2,4}|\d{1,2} (jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]* \d{4}|(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]* \d{1,2},? \d{4})$").expect("regex") // checked: a constant pattern, compiled by the unit tests
 });
 static IDENT: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^[A-Z]{1,6}[-/]?\d[\w-]*$").expect("regex"));
+    LazyLock::new(|| Regex::new(r"^[A-Z]{1,6}[-/]?\d[\w-]*$").expect("regex")); // checked: a constant pattern, compiled by the unit tests
 
 /// A field inferred from the text.
 #[derive(Debug, Clone, PartialEq)]
@@ -250,13 +250,13 @@ fn document_in_first_message(req: &CompletionRequest) -> Option<Value> {
         .iter()
         .find(|m| m.role == Role::User)?
         .joined_text();
-    let start = first.find("<document>\n")? + "<document>\n".len();
-    let end = first[start..].find("\n</document>")? + start;
+    let (_, from) = first.split_once("<document>\n")?;
+    let (text, _) = from.split_once("\n</document>")?;
     let name = first
         .lines()
         .find_map(|l| l.strip_prefix("name: "))
         .unwrap_or("document");
-    Some(json!({"name": name, "text": &first[start..end]}))
+    Some(json!({"name": name, "text": text}))
 }
 
 fn find_str<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a str> {
