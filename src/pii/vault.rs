@@ -14,6 +14,29 @@ static TOKEN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\b(EMAIL|PHONE|IBAN|CARD|ID|PERSON)_(\d{1,6})\b").expect("re")
 });
 
+/// Set between a token and a word character it would otherwise touch (`Jane Doe5` →
+/// `PERSON_1⁠5`, `MaryJane Doe` → `Mary⁠PERSON_1`): glued, the token is no longer a word of its own
+/// (`PERSON_15` is another token, `PERSON_1x` none) and would not come back. Rehydration removes
+/// the one it finds beside a token. An invisible WORD JOINER, so the model reads the text as
+/// written.
+const JOINER: char = '\u{2060}';
+
+/// A token as the redacted text carries it, with the joiners set beside it.
+static GLUED_TOKEN: LazyLock<Regex> = LazyLock::new(|| {
+    // checked: a constant pattern, compiled by every test that redacts
+    Regex::new(r"\x{2060}?\b((?:EMAIL|PHONE|IBAN|CARD|ID|PERSON)_\d{1,6})\b\x{2060}?").expect("re")
+});
+
+/// What needs a [`JOINER`] beside a token: a word character (as `\b` sees it), or a joiner of the
+/// text itself (which would otherwise be taken for one set here).
+fn glues(c: Option<char>) -> bool {
+    static WORD: LazyLock<Regex> = LazyLock::new(|| {
+        // checked: a constant pattern, compiled by every test that redacts
+        Regex::new(r"^\w$").expect("re")
+    });
+    c.is_some_and(|c| c == JOINER || WORD.is_match(c.encode_utf8(&mut [0; 4])))
+}
+
 #[derive(Default)]
 struct Table {
     by_value: HashMap<String, String>,
@@ -143,10 +166,10 @@ impl Vault {
     /// Puts the real values back for every known token in `text`.
     pub fn rehydrate(&self, text: &str) -> String {
         let t = self.table();
-        TOKEN
+        GLUED_TOKEN
             .replace_all(text, |c: &regex::Captures| {
-                t.by_token
-                    .get(&c[0])
+                c.get(1)
+                    .and_then(|token| t.by_token.get(token.as_str()))
                     .cloned()
                     .unwrap_or_else(|| c[0].to_string())
             })
@@ -220,10 +243,12 @@ impl Table {
         token
     }
 
-    /// Replaces every known value, longest first, in one left-to-right pass.
+    /// Replaces every known value, longest first, in one left-to-right pass; a token that
+    /// would touch a word character gets a [`JOINER`] on that side.
     fn replace_known(&self, text: &str) -> String {
         let mut out = String::with_capacity(text.len());
         let mut rest = text;
+        let mut before: Option<char> = None;
         'outer: loop {
             let mut chars = rest.chars();
             let Some(first) = chars.next() else { break };
@@ -233,12 +258,20 @@ impl Table {
                     && let Some(after) = rest.strip_prefix(v.as_str())
                     && let Some(token) = self.by_value.get(v)
                 {
+                    if glues(before) {
+                        out.push(JOINER);
+                    }
                     out.push_str(token);
+                    if glues(after.chars().next()) {
+                        out.push(JOINER);
+                    }
+                    before = v.chars().next_back();
                     rest = after;
                     continue 'outer;
                 }
             }
             out.push(first);
+            before = Some(first);
             rest = chars.as_str();
         }
         out
@@ -259,6 +292,30 @@ mod tests {
         assert_eq!(
             v.rehydrate("EMAIL_2 and EMAIL_1 and EMAIL_9"),
             "bob@example.org and jane@example.com and EMAIL_9"
+        );
+    }
+
+    /// Found by the `pii_vault` fuzz target: a token that touched a word character was no word of
+    /// its own, so it did not come back (`Jane Doe5` → `PERSON_15`, another person's token in a
+    /// run with 15 of them; `MaryJane Doe` → `MaryPERSON_1`, never rehydrated).
+    #[test]
+    fn a_value_glued_to_a_word_still_comes_back() {
+        let v = Vault::in_memory(Vec::new());
+        for text in [
+            "Name: Jane Doe5",
+            "Name: Jane Doe_x and MaryJane Doe",
+            "Patient ID: P-1234_x",
+            "jane@example.com\u{2060}x, Jane Doe\u{2060}",
+            "Name: Jane Doe\u{301}",
+        ] {
+            let r = v.redact(text);
+            assert!(!r.contains("Jane Doe"), "{r:?}");
+            assert_eq!(v.rehydrate(&r), text, "via {r:?}");
+        }
+        // The model writes the token as it saw it; a token of its own is rehydrated as before.
+        assert_eq!(
+            v.rehydrate("PERSON_1 and Mary\u{2060}PERSON_1"),
+            "Jane Doe and MaryJane Doe"
         );
     }
 
