@@ -295,8 +295,8 @@ mod tests {
         );
     }
 
-    /// Found by the `pii_vault` fuzz target: a token that touched a word character was no word of
-    /// its own, so it did not come back (`Jane Doe5` → `PERSON_15`, another person's token in a
+    /// The round trip the `pii_vault` fuzz target checks: a token that touched a word character
+    /// was no word of its own, so it did not come back (`Jane Doe5` → `PERSON_15`, another person's token in a
     /// run with 15 of them; `MaryJane Doe` → `MaryPERSON_1`, never rehydrated).
     #[test]
     fn a_value_glued_to_a_word_still_comes_back() {
