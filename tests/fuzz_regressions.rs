@@ -129,3 +129,40 @@ fn full_width_digits_pass_redaction_and_audit_summaries() {
     let back = vault.rehydrate_json(&vault.redact_json(&args));
     assert_eq!(back, args);
 }
+
+/// Found by the `api_extract` fuzz target: a body or query with a key named `""` that the route
+/// does not take was refused naming the field `""` — nothing a client can find. It is named as
+/// the empty key now.
+#[test]
+fn an_unknown_empty_key_is_named() {
+    use agentd::api::extract::{ListQuery, parse_json, parse_query};
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Body {
+        name: Option<String>,
+        limits: Option<Limits>,
+    }
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Limits {
+        max_rounds: Option<u32>,
+    }
+
+    for (body, field) in [
+        (r#"{"": 1}"#, r#"body (a key named "")"#),
+        (r#"{"limits": {"": 1}}"#, r#"limits."""#),
+    ] {
+        let p = parse_json::<Body>(body.as_bytes()).unwrap_err();
+        assert_eq!(p.field.as_deref(), Some(field), "{body}: {p:?}");
+        assert!(p.detail.starts_with(field), "{p:?}");
+    }
+    let p = parse_query::<ListQuery>(Some("=1")).unwrap_err();
+    assert_eq!(
+        p.field.as_deref(),
+        Some(r#"query (a key named "")"#),
+        "{p:?}"
+    );
+}

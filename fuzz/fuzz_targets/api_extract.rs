@@ -48,13 +48,20 @@ enum Kind {
     ProactiveSuggestion,
 }
 
+/// `FUZZ_API_EMPTY_FIELD_KNOWN=1`: a refusal may name the field `""` (an unknown field or
+/// parameter with an empty name), the finding of the first run, for a tree without its fix.
+static EMPTY_KNOWN: std::sync::LazyLock<bool> =
+    std::sync::LazyLock::new(|| std::env::var_os("FUZZ_API_EMPTY_FIELD_KNOWN").is_some());
+
 fn refusal(p: &Problem) {
     assert!(
         p.status == StatusCode::BAD_REQUEST || p.status == StatusCode::UNPROCESSABLE_ENTITY,
         "{p:?}"
     );
     assert!(
-        p.field.as_deref().is_some_and(|f| !f.is_empty()),
+        p.field
+            .as_deref()
+            .is_some_and(|f| !f.is_empty() || *EMPTY_KNOWN),
         "no field: {p:?}"
     );
 }

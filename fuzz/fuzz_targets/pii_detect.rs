@@ -1,6 +1,6 @@
 //! Personal-data detection on any UTF-8 text: no panic, and every finding is a non-empty range of
 //! the text on character boundaries, in order, not overlapping, passing its checksum where the
-//! kind has one; detection is deterministic.
+//! kind has one (unless found by its JSON key); detection is deterministic.
 #![no_main]
 
 use agentd::pii::detect::{Kind, card_valid, detect, iban_valid};
@@ -23,7 +23,11 @@ fuzz_target!(|data: &[u8]| {
         let value = text
             .get(f.start..f.end)
             .unwrap_or_else(|| panic!("{f:?} is not a char range of the text"));
+        // A value under a personal JSON key (`"iban": "…"`) is personal by its key, with no
+        // checksum; the shape rules' IBANs and cards pass theirs.
+        let by_key = text.get(..f.start).is_some_and(|t| t.ends_with('"'));
         match f.kind {
+            _ if by_key => {}
             Kind::Iban => assert!(iban_valid(value), "{value:?}"),
             Kind::Card => assert!(card_valid(value), "{value:?}"),
             _ => {}

@@ -29,17 +29,34 @@ fn about_limits(e: &str) -> bool {
 }
 
 /// Only the compact forms (type names, lists, nested maps, `{"name", "type"}` items): a property
-/// that is already a JSON Schema object or array is kept as written, for the checker to judge.
-fn compact(v: &Value) -> bool {
+/// that is already a JSON Schema (`type` object, array, a list or not a string) is kept as
+/// written, for the checker to judge.
+fn compact_fields(v: &Value) -> bool {
     match v {
-        Value::String(_) => true,
-        Value::Array(items) => items.iter().all(compact),
-        Value::Object(m) => match m.get("type") {
-            Some(Value::String(t)) => t != "object" && t != "array",
-            Some(_) => false,
-            None => m.iter().all(|(k, x)| k == "name" || compact(x)),
-        },
+        Value::Object(m) => m.values().all(compact_property),
+        Value::Array(items) => items.iter().all(|i| match i {
+            Value::Object(m) => scalar_type(m.get("type")),
+            _ => true,
+        }),
         _ => true,
+    }
+}
+
+fn compact_property(v: &Value) -> bool {
+    match v {
+        Value::Array(items) => items.first().is_none_or(compact_property),
+        Value::Object(m) if m.contains_key("type") => scalar_type(m.get("type")),
+        Value::Object(m) => m.values().all(compact_property),
+        _ => true,
+    }
+}
+
+/// No `type`, or a type name that is not object or array.
+fn scalar_type(t: Option<&Value>) -> bool {
+    match t {
+        None => true,
+        Some(Value::String(t)) => t != "object" && t != "array",
+        Some(_) => false,
     }
 }
 
@@ -63,7 +80,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let name = v["name"].as_str().unwrap_or("Invoice 2024 (scan).pdf");
     if let Ok(built) = from_fields(name, &v)
-        && compact(&v)
+        && compact_fields(&v)
     {
         let rf = &built.response_format;
         if let Err(errors) = validate_response_format(rf) {

@@ -135,6 +135,7 @@ fn rendered(u: &mut Unstructured) -> arbitrary::Result<()> {
         want.push((name.to_string(), args));
         objects.push(serde_json::json!({"name": name, "arguments": written}));
     }
+    let n = objects.len();
     let body = match form {
         Form::Tagged => objects
             .iter()
@@ -150,8 +151,7 @@ fn rendered(u: &mut Unstructured) -> arbitrary::Result<()> {
     };
     // The written forms cannot carry their own delimiters inside a value (a tag or a fence in
     // an argument ends the call early): such calls are outside what the forms can express.
-    if body.matches("tool_call>").count()
-        != 2 * objects.len() * usize::from(matches!(form, Form::Tagged))
+    if body.matches("tool_call>").count() != 2 * n * usize::from(matches!(form, Form::Tagged))
         || body.matches("```").count() != 2 * usize::from(matches!(form, Form::FencedList))
     {
         return Ok(());
