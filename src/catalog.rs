@@ -256,7 +256,7 @@ impl JobSpec {
     pub fn cron(&self) -> Option<cron::Schedule> {
         self.schedule
             .as_ref()
-            .map(|s| cron::Schedule::from_str(&s.cron).expect("validated at load"))
+            .map(|s| cron::Schedule::from_str(&s.cron).expect("validated at load")) // checked: `parse` refuses a job file whose cron does not parse
     }
 }
 
@@ -341,7 +341,8 @@ pub fn parse(
     let spec: JobSpec = toml::from_str(text).map_err(|e| {
         let line = e
             .span()
-            .map(|s| format!(" (line {})", text[..s.start].lines().count().max(1)))
+            .and_then(|s| text.get(..s.start))
+            .map(|before| format!(" (line {})", before.lines().count().max(1)))
             .unwrap_or_default();
         CatalogError::new(file, format!("{}{line}", e.message().trim()))
     })?;

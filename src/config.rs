@@ -344,6 +344,7 @@ pub struct LogConfig {
 impl Config {
     /// The built-in defaults, without file or environment overrides.
     pub fn defaults() -> Self {
+        // checked: the built-in file, loaded by every test
         Self::load_from(None, std::iter::empty()).expect("built-in config/default.toml is valid")
     }
 
@@ -357,14 +358,29 @@ impl Config {
         file: Option<&Path>,
         env: impl Iterator<Item = (String, String)>,
     ) -> Result<Self, ConfigError> {
+        let file = match file {
+            None => None,
+            Some(path) => {
+                let name = path.display().to_string();
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| ConfigError::new(&name, format!("cannot read: {e}")))?;
+                Some((name, text))
+            }
+        };
+        Self::load_text(file.as_ref().map(|(n, t)| (n.as_str(), t.as_str())), env)
+    }
+
+    /// Defaults, then a file's `(name, text)`, then the given `AGENTD_*` variables.
+    pub fn load_text(
+        file: Option<(&str, &str)>,
+        env: impl Iterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
         let mut table: toml::Table = DEFAULT_TOML
             .parse()
             .map_err(|e| ConfigError::new("config/default.toml", format!("{e}")))?;
         let mut source = "config/default.toml".to_string();
-        if let Some(path) = file {
-            let name = path.display().to_string();
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| ConfigError::new(&name, format!("cannot read: {e}")))?;
+        if let Some((name, text)) = file {
+            let name = name.to_string();
             let over: toml::Table = text
                 .parse()
                 .map_err(|e| ConfigError::new(&name, format!("not valid TOML: {e}")))?;

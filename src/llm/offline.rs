@@ -118,14 +118,17 @@ fn document_in_first_message(req: &CompletionRequest) -> Option<Value> {
         .iter()
         .find(|m| m.role == Role::User)?
         .joined_text();
-    let start = first.find("<document>\n")? + "<document>\n".len();
-    let end = first[start..].find("\n</document>")? + start;
+    let (_, from) = first.split_once("<document>\n")?;
+    let (text, _) = from.split_once("\n</document>")?;
     let name = first
         .lines()
         .find_map(|l| l.strip_prefix("name: "))
         .unwrap_or("document");
-    let candidates = first.get(end..).unwrap_or("");
-    Some(json!({"name": name, "text": &first[start..end], "candidates": candidates}))
+    // What follows the document: the candidate list (`agent::context`).
+    let candidates = from
+        .split_once("\n</document>")
+        .map_or("", |(_, rest)| rest);
+    Some(json!({"name": name, "text": text, "candidates": candidates}))
 }
 
 fn find_str<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a str> {

@@ -113,15 +113,32 @@ fn strip_fence(t: &str) -> Option<String> {
     Some(body.trim().to_string())
 }
 
+/// How many cut points [`close_cut`] tries, the latest first.
+const CUT_POINTS: usize = 8;
+
+/// The deepest nesting [`close_cut`] follows: serde_json refuses deeper JSON anyway (its
+/// recursion limit is 128), so the scan stops there and closes at an earlier cut point.
+const MAX_DEPTH: usize = 128;
+
 /// A JSON object cut off mid-way (a model at its output cap), closed after its last complete
 /// member or element: `{"fields": {"a": "string", "b": "str` → `{"fields": {"a": "string"}}`.
 /// `None` when `t` is not the start of an object or no cut point gives valid JSON.
+///
+/// The text is the model's: memory is bounded by the last [`CUT_POINTS`] cut points of at most
+/// [`MAX_DEPTH`] open brackets each, time by one pass plus [`CUT_POINTS`] parses.
 fn close_cut(t: &str) -> Option<Value> {
     if !t.starts_with('{') {
         return None;
     }
     // Cut points: before a `,` or after a `}`/`]` outside strings, with the open brackets there.
-    let mut cuts: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut cuts: std::collections::VecDeque<(usize, Vec<u8>)> =
+        std::collections::VecDeque::with_capacity(CUT_POINTS);
+    let mut cut = |at: usize, open: &[u8]| {
+        if cuts.len() == CUT_POINTS {
+            cuts.pop_front();
+        }
+        cuts.push_back((at, open.to_vec()));
+    };
     let mut stack: Vec<u8> = Vec::new();
     let (mut in_str, mut escaped) = (false, false);
     for (i, b) in t.bytes().enumerate() {
@@ -136,20 +153,22 @@ fn close_cut(t: &str) -> Option<Value> {
         }
         match b {
             b'"' => in_str = true,
+            b'{' | b'[' if stack.len() == MAX_DEPTH => break,
             b'{' | b'[' => stack.push(b),
             b'}' | b']' => {
                 stack.pop();
                 if stack.is_empty() {
                     return None; // complete: not cut (or not JSON at all)
                 }
-                cuts.push((i + 1, stack.clone()));
+                cut(i + 1, &stack);
             }
-            b',' => cuts.push((i, stack.clone())),
+            b',' => cut(i, &stack),
             _ => {}
         }
     }
-    for (at, open) in cuts.iter().rev().take(8) {
-        let mut s = t[..*at].trim_end().to_string();
+    for (at, open) in cuts.iter().rev() {
+        // Cut points sit at ASCII bytes of `t`, so `get` always finds a char boundary.
+        let mut s = t.get(..*at)?.trim_end().to_string();
         for b in open.iter().rev() {
             s.push(if *b == b'{' { '}' } else { ']' });
         }
@@ -180,7 +199,7 @@ fn strip_trailing_commas(t: &str) -> String {
         if c == '"' {
             in_str = true;
         } else if c == ',' {
-            let next = chars[i + 1..].iter().find(|c| !c.is_whitespace());
+            let next = chars.iter().skip(i + 1).find(|c| !c.is_whitespace());
             if matches!(next, Some('}') | Some(']')) {
                 continue;
             }
@@ -293,6 +312,45 @@ mod tests {
             assert!(r.notes.is_empty());
         }
     }
+    /// N15(d) (review 2026-11-26): `close_cut` kept a copy of the bracket stack per comma,
+    /// O(commas × depth): 2.5 GB for 50k `[` and 50k `,`. Now at most 8 cut points of at most
+    /// 128 brackets are kept, and the scan stops where serde_json would refuse the nesting.
+    #[test]
+    fn a_deep_cut_with_many_commas_is_closed_in_bounded_work() {
+        let mark = super::super::textcalls::CUT_MARK;
+        let deep = format!("{}{}", "[".repeat(50_000), ",".repeat(50_000));
+        let started = std::time::Instant::now();
+        // As `cut_call` hands it over: the arguments object, nothing complete in it.
+        let args = format!("{{{deep}{mark}");
+        let r = repair(&args, &json!({"type": "object"}));
+        assert_eq!(
+            r.raw, args,
+            "nothing complete: left for validation to refuse"
+        );
+        assert!(r.notes.is_empty());
+        // A complete member before the deep part is kept.
+        let args = format!(r#"{{"name": "x", "fields": {deep}{mark}"#);
+        let r = repair(&args, &json!({"type": "object"}));
+        assert_eq!(
+            serde_json::from_str::<Value>(&r.raw).expect("closed"),
+            json!({"name": "x"})
+        );
+        // Commas at a depth serde_json accepts: closed at the last of them.
+        let args = format!(r#"{{"a": {}1,2,{mark}"#, "[".repeat(100));
+        let r = repair(&args, &json!({"type": "object"}));
+        let v: Value = serde_json::from_str(&r.raw).expect("closed");
+        let mut inner = &v["a"];
+        for _ in 0..99 {
+            inner = &inner[0];
+        }
+        assert_eq!(inner, &json!([1, 2]));
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
     use serde_json::json;
 
     fn schema() -> Value {

@@ -59,8 +59,8 @@ pub fn parse(text: &str, offered: &[String]) -> Vec<TextCall> {
         // Calls one after another, then anything (a small model runs on into prose or into
         // echoing its prompt until the output cap): the JSON values from the first `{` or `[`
         // up to the first text that is not JSON.
-        if let Some(at) = text.find(['{', '[']) {
-            let values = serde_json::Deserializer::from_str(&text[at..]).into_iter::<Value>();
+        if let Some(from) = text.find(['{', '[']).and_then(|at| text.get(at..)) {
+            let values = serde_json::Deserializer::from_str(from).into_iter::<Value>();
             for v in values.map_while(Result::ok) {
                 collect(&v, offered, &mut out);
             }
@@ -81,13 +81,14 @@ pub fn cut_call(text: &str, offered: &[String]) -> Option<TextCall> {
         regex::Regex::new(
             r#"\{\s*"name"\s*:\s*"([A-Za-z_][A-Za-z0-9_]*)"\s*,\s*"(?:arguments|parameters)"\s*:\s*\{"#,
         )
-        .expect("valid regex")
+        .expect("valid regex") // checked: a constant pattern, compiled by the unit tests
     });
     let c = START
         .captures_iter(text)
         .find(|c| offered.iter().any(|t| t == &c[1]))?;
-    let args_at = c.get(0).expect("match").end() - 1;
-    Some((c[1].to_string(), format!("{}{CUT_MARK}", &text[args_at..])))
+    // The match ends with the `{` that opens the arguments.
+    let args = text.get(c.get(0)?.end().checked_sub(1)?..)?;
+    Some((c[1].to_string(), format!("{args}{CUT_MARK}")))
 }
 
 /// Pieces of `text` that may be JSON calls, most specific form first; `true` when every piece
@@ -105,23 +106,24 @@ fn candidates(text: &str) -> (Vec<&str>, bool) {
     }
     // ```json … ``` or ``` … ``` fences.
     let mut rest = text;
-    while let Some(start) = rest.find("```") {
-        let after = &rest[start + 3..];
-        let body_start = after.find('\n').map(|i| i + 1).unwrap_or(0);
-        let lang = after[..body_start].trim();
-        let body = &after[body_start..];
-        let Some(end) = body.find("```") else { break };
+    while let Some((_, after)) = rest.split_once("```") {
+        let (lang, body) = after.split_once('\n').unwrap_or(("", after));
+        let lang = lang.trim();
+        let Some((inside, next)) = body.split_once("```") else {
+            break;
+        };
         if lang.is_empty() || lang.eq_ignore_ascii_case("json") {
-            out.push(&body[..end]);
+            out.push(inside);
         }
-        rest = &body[end + 3..];
+        rest = next;
     }
     // The whole text, then the span from the first `{`/`[` to the last `}`/`]`.
     out.push(text);
     if let (Some(a), Some(b)) = (text.find(['{', '[']), text.rfind(['}', ']']))
         && a < b
+        && let Some(span) = text.get(a..=b)
     {
-        out.push(&text[a..=b]);
+        out.push(span);
     }
     (out, false)
 }

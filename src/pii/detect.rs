@@ -56,7 +56,7 @@ pub struct Finding {
 }
 
 fn re(s: &str) -> Regex {
-    Regex::new(s).expect("detector regex compiles")
+    Regex::new(s).expect("detector regex compiles") // checked: constant patterns; every one is compiled by the unit tests
 }
 
 /// Declares each pattern as a `static` compiled on first use.
@@ -68,15 +68,15 @@ macro_rules! patterns {
 
 patterns! {
     EMAIL = r"(?i)\b[a-z0-9][a-z0-9._%+-]*@[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,24}\b";
-    IBAN = r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b";
-    CARD = r"\b\d(?:[ -]?\d){12,18}\b";
+    IBAN = r"\b[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b";
+    CARD = r"\b[0-9](?:[ -]?[0-9]){12,18}\b";
     /// International (+CC …) or national (leading 0, or US (555) 123-4567) numbers with separators.
-    PHONE = r"(?:\+\d{1,3}[ .\-/]?(?:\(0?\d{0,5}\)[ .\-/]?)?\d{1,8}(?:[ .\-/]\d{1,8}){0,5}|\(\d{3}\) ?\d{3}[ .\-]\d{4}|\b0\d{1,5}(?:[ /.\-]\d{2,8}){1,4})\b";
+    PHONE = r"(?:\+[0-9]{1,3}[ .\-/]?(?:\(0?[0-9]{0,5}\)[ .\-/]?)?[0-9]{1,8}(?:[ .\-/][0-9]{1,8}){0,5}|\([0-9]{3}\) ?[0-9]{3}[ .\-][0-9]{4}|\b0[0-9]{1,5}(?:[ /.\-][0-9]{2,8}){1,4})\b";
     /// A label announcing a phone number: catches bare digit runs after "Tel:".
-    PHONE_LABELLED = r"(?im)\b(?:tel(?:efon|ephone)?|phone|mobile?|handy|fax|cell)\.?(?: ?(?:no|nr|number)\.?)?[ \t]*[:：][ \t]*(\+?[\d][\d ()./-]{5,22}\d)";
-    SSN = r"\b\d{3}-\d{2}-\d{4}\b";
+    PHONE_LABELLED = r"(?im)\b(?:tel(?:efon|ephone)?|phone|mobile?|handy|fax|cell)\.?(?: ?(?:no|nr|number)\.?)?[ \t]*[:：][ \t]*(\+?[0-9][0-9 ()./-]{5,22}[0-9])";
+    SSN = r"\b[0-9]{3}-[0-9]{2}-[0-9]{4}\b";
     /// UK National Insurance number.
-    NINO = r"\b[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D]\b";
+    NINO = r"\b[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?[0-9]{2} ?[0-9]{2} ?[0-9]{2} ?[A-D]\b";
     /// A label announcing a personal id (patient, member, insurance, tax, passport).
     ID_LABELLED = r"(?im)\b(?:patient(?:en)?[ -]?(?:id|nr|no|number|nummer)|mrn|member[ -]?(?:id|no|number)|versicherten[ -]?(?:nr|nummer)|insurance[ -]?(?:id|no|number)|ssn|social security(?: number)?|tax[ -]?id|steuer[ -]?id|passport(?: no| number)?|date of birth|dob|geburtsdatum|geb\.)\.?[ \t]*[:：#][ \t]*([A-Za-z0-9][A-Za-z0-9./ -]{2,30}[A-Za-z0-9])";
     /// A label announcing a person, then 1–4 capitalised words (an optional title first).
@@ -124,7 +124,7 @@ pub fn detect(text: &str, extra_ids: &[Regex]) -> Vec<Finding> {
         }
     }
     for c in ID_LABELLED.captures_iter(text) {
-        let g = c.get(1).expect("group");
+        let Some(g) = c.get(1) else { continue };
         // A labelled UUID is longer than the pattern takes: the whole of it is the id.
         let end = uuids
             .iter()
@@ -133,7 +133,7 @@ pub fn detect(text: &str, extra_ids: &[Regex]) -> Vec<Finding> {
         push(g.start(), end, Kind::Id);
     }
     for c in PHONE_LABELLED.captures_iter(text) {
-        let g = c.get(1).expect("group");
+        let Some(g) = c.get(1) else { continue };
         if digits(g.as_str()) >= 6 {
             push(g.start(), g.end(), Kind::Phone);
         }
@@ -145,18 +145,18 @@ pub fn detect(text: &str, extra_ids: &[Regex]) -> Vec<Finding> {
         }
     }
     for c in PERSON_LABELLED.captures_iter(text) {
-        let g = c.get(1).expect("group");
+        let Some(g) = c.get(1) else { continue };
         let v = g.as_str().trim_end_matches('.');
         if !COMPANY.is_match(v) {
             push(g.start(), g.start() + v.len(), Kind::Person);
         }
     }
     for c in PERSON_KEYS.captures_iter(text) {
-        let g = c.get(1).expect("group");
+        let Some(g) = c.get(1) else { continue };
         if placeholder(g.as_str()) {
             continue;
         }
-        let kind = kind_of_key(c.get(0).expect("match").as_str());
+        let kind = kind_of_key(c.get(0).map_or("", |m| m.as_str()));
         push(g.start(), g.end(), kind);
     }
     resolve_overlaps(out)
@@ -244,18 +244,22 @@ fn digits(s: &str) -> usize {
 
 /// `01.02.2024`, `2024-01-02`: dates share the phone rule's shape.
 fn looks_like_date(s: &str) -> bool {
-    static DATE: LazyLock<Regex> =
-        LazyLock::new(|| re(r"^(?:\d{1,2}[./-]\d{1,2}[./-]\d{2,4}|\d{4}-\d{2}-\d{2})$"));
+    static DATE: LazyLock<Regex> = LazyLock::new(|| {
+        re(r"^(?:[0-9]{1,2}[./-][0-9]{1,2}[./-][0-9]{2,4}|[0-9]{4}-[0-9]{2}-[0-9]{2})$")
+    });
     DATE.is_match(s.trim())
 }
 
 /// ISO 13616: move the first four characters to the end, letters → numbers, mod 97 == 1.
+/// Counted and rotated by characters, never by byte index: the text is anyone's (a full-width
+/// `１` is three bytes).
 pub fn iban_valid(s: &str) -> bool {
-    let c: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    let c: Vec<char> = s.chars().filter(|c| !c.is_whitespace()).collect();
     if !(15..=34).contains(&c.len()) {
         return false;
     }
-    let rearranged = c[4..].chars().chain(c[..4].chars());
+    let (head, tail) = c.split_at(4);
+    let rearranged = tail.iter().chain(head).copied();
     let mut rem: u32 = 0;
     for ch in rearranged {
         let v = match ch {
@@ -395,6 +399,31 @@ mod tests {
         assert!(f.is_empty(), "{f:?}");
         let f = found(r#"{"patient_id": "P-55102", "email": "string"}"#);
         assert_eq!(f, [(Kind::Id, "P-55102".to_string())]);
+    }
+
+    /// N1 (review 2026-11-26): full-width digits are `\p{Nd}`, three bytes each; `iban_valid`
+    /// sliced at byte 4, inside the first one, and panicked on every redaction pass.
+    #[test]
+    fn full_width_digits_neither_panic_nor_count_as_digits() {
+        for text in [
+            "DE１２ABCDABCDABCD",
+            "IBAN: DE１２ABCDABCDABCD",
+            "DE８９ ３７０４ ００４４ ０５３２ ０１３０ ００",
+            "Tel: ０３０ １２３４５６７",
+            "Card ４１１１ １１１１ １１１１ １１１１",
+            "SSN ０７８-０５-１１２０",
+        ] {
+            assert_eq!(found(text), vec![], "{text}");
+        }
+        // The checksums themselves take any text.
+        assert!(!iban_valid("DE１２ABCDABCDABCD"));
+        assert!(!iban_valid("é１２ABCDABCDABCDABCD"));
+        assert!(!card_valid("４１１１ １１１１ １１１１ １１１１"));
+        // ASCII neighbours still count.
+        assert_eq!(
+            found("１ DE89 3704 0044 0532 0130 00 ２"),
+            vec![(Kind::Iban, "DE89 3704 0044 0532 0130 00".to_string())]
+        );
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub(crate) fn parse_json_answer(text: &str) -> Option<Value> {
     let t = text.trim();
     let (start, end) = (t.find('{')?, t.rfind('}')?);
     (start < end)
-        .then(|| serde_json::from_str(&t[start..=end]).ok())
+        .then(|| serde_json::from_str(t.get(start..=end)?).ok())
         .flatten()
 }
 

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 /// At most `max` characters of `s` (validator messages can quote whole values).
 pub(crate) fn clip(s: String, max: usize) -> String {
     match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
+        Some((i, _)) => format!("{}…", &s[..i]), // checked: `i` is a char boundary of `s`
         None => s,
     }
 }

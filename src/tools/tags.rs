@@ -82,8 +82,9 @@ impl CreateTag {
     fn color(&self) -> Result<String, ToolError> {
         let color = self.color.as_str();
         let ok = color.len() == 7
-            && color.starts_with('#')
-            && color[1..].chars().all(|c| c.is_ascii_hexdigit());
+            && color
+                .strip_prefix('#')
+                .is_some_and(|hex| hex.chars().all(|c| c.is_ascii_hexdigit()));
         if !ok {
             return Err(ToolError::Invalid(format!(
                 "color must be \"#rrggbb\" (six hex digits), e.g. \"#1f77b4\" (got {color:?})"

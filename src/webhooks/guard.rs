@@ -53,11 +53,11 @@ fn embedded_v4(v6: std::net::Ipv6Addr) -> Option<Ipv4Addr> {
     let s = v6.segments();
     let o = v6.octets();
     let tail = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
-    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || s[..3] == [0x64, 0xff9b, 1] {
+    if s.starts_with(&[0x64, 0xff9b, 0, 0, 0, 0]) || s.starts_with(&[0x64, 0xff9b, 1]) {
         Some(tail)
     } else if s[0] == 0x2002 {
         Some(Ipv4Addr::new(o[2], o[3], o[4], o[5]))
-    } else if s[..6] == [0; 6] && !v6.is_loopback() && !v6.is_unspecified() {
+    } else if s.starts_with(&[0; 6]) && !v6.is_loopback() && !v6.is_unspecified() {
         Some(tail)
     } else {
         None
@@ -75,7 +75,7 @@ fn v4_class(ip: Ipv4Addr) -> Option<&'static str> {
         Some("private")
     } else if ip.octets()[0] == 0 {
         Some("unspecified")
-    } else if ip.octets()[..3] == [192, 0, 0]
+    } else if ip.octets().starts_with(&[192, 0, 0])
         || (ip.octets()[0] == 198 && ip.octets()[1] & 0xfe == 18)
     {
         // IETF protocol assignments (192.0.0.0/24) and the benchmarking range 198.18.0.0/15,

@@ -42,7 +42,9 @@ use std::time::Duration;
 mod failure;
 mod limited;
 mod request;
-mod response;
+// Public (hidden) for the fuzz targets: `response::assembly`.
+#[doc(hidden)]
+pub mod response;
 
 use failure::Failure;
 use request::*;
@@ -187,19 +189,7 @@ impl OpenAiProvider {
                 return Err(self.body_failure(&err, false, "the server answered"));
             }
         };
-        let msg = &choice["message"];
-        let mut acc = Assembled {
-            text: content_text(&msg["content"]),
-            ..Assembled::default()
-        };
-        if acc.text.is_empty() {
-            acc.text = msg["refusal"].as_str().unwrap_or_default().to_string();
-        }
-        acc.push_call_deltas(&msg["tool_calls"]);
-        acc.finish = choice["finish_reason"].as_str().map(str::to_string);
-        acc.usage = usage_from(&value["usage"]);
-        acc.model = value["model"].as_str().map(str::to_string);
-        Ok(acc.into_response(fallback_model))
+        Ok(Assembled::from_choice(&value, choice).into_response(fallback_model))
     }
 
     async fn attempt_stream(

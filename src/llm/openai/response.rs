@@ -40,6 +40,24 @@ impl Assembled {
                 .sum::<usize>()
     }
 
+    /// A non-streamed answer: `choice` (the first of `body`'s choices) with `body`'s usage and
+    /// model.
+    pub(super) fn from_choice(body: &Value, choice: &Value) -> Self {
+        let msg = &choice["message"];
+        let mut acc = Assembled {
+            text: content_text(&msg["content"]),
+            ..Assembled::default()
+        };
+        if acc.text.is_empty() {
+            acc.text = msg["refusal"].as_str().unwrap_or_default().to_string();
+        }
+        acc.push_call_deltas(&msg["tool_calls"]);
+        acc.finish = choice["finish_reason"].as_str().map(str::to_string);
+        acc.usage = usage_from(&body["usage"]);
+        acc.model = body["model"].as_str().map(str::to_string);
+        acc
+    }
+
     /// A message's or a stream delta's `tool_calls` (absent: none).
     pub(super) fn push_call_deltas(&mut self, calls: &Value) {
         for (pos, call) in calls.as_array().into_iter().flatten().enumerate() {
@@ -239,7 +257,53 @@ pub(super) fn usage_from(v: &Value) -> Option<Usage> {
 /// At most `max` characters of `s`.
 pub(super) fn clip(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
+        Some((i, _)) => format!("{}…", &s[..i]), // checked: `i` is a char boundary of `s`
         None => s.to_string(),
+    }
+}
+
+/// The adapter's assembly without the HTTP around it, for the fuzz targets (`fuzz/`): what the
+/// adapter makes of a body, and of a stream's chunks (each one parsed SSE event), with the same
+/// error checks in the same order. Errors are the server's message.
+#[doc(hidden)]
+pub mod assembly {
+    use super::*;
+
+    /// The answer in a non-streamed `body`.
+    pub fn body(body: &Value, fallback_model: &str) -> Result<CompletionResponse, String> {
+        if let Some(err) = error_in_body(body) {
+            return Err(err.message);
+        }
+        match body
+            .get("choices")
+            .map(|c| c.as_array().and_then(|c| c.first()))
+        {
+            Some(Some(choice)) => {
+                Ok(Assembled::from_choice(body, choice).into_response(fallback_model.into()))
+            }
+            Some(None) => Err("no choices".into()),
+            None => Err(BodyError::unknown(body).message),
+        }
+    }
+
+    /// The answer a stream of `chunks` assembles to, and the largest [`Assembled::bytes`] seen
+    /// after a chunk (what `llm.max_stream_bytes` is compared with).
+    pub fn stream(
+        chunks: &[Value],
+        fallback_model: &str,
+    ) -> Result<(CompletionResponse, usize), String> {
+        let mut acc = Assembled::default();
+        let mut most = 0;
+        for chunk in chunks {
+            if let Some(err) = error_in_body(chunk) {
+                return Err(err.message);
+            }
+            acc.push_chunk(chunk);
+            most = most.max(acc.bytes());
+        }
+        if !acc.saw_choice {
+            return Err("no choices".into());
+        }
+        Ok((acc.into_response(fallback_model.into()), most))
     }
 }
