@@ -7,6 +7,7 @@ pub mod apalis;
 pub mod backoff;
 pub mod cron;
 pub mod enqueue;
+pub mod fair;
 pub mod lease;
 pub mod maintenance;
 pub mod reconcile;

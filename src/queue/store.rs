@@ -8,11 +8,9 @@ use sqlx::{PgExecutor, PgPool};
 
 pub use super::rescue::{RescueBackoff, RescueReport, rescue_expired, rescue_expired_with};
 
-/// Claims up to `limit` ready jobs of the given kinds, highest priority and oldest `run_at`
-/// first, giving each a lease until `now + lease` and a new attempt number.
-///
-/// The `id = ANY(ARRAY(SELECT … FOR UPDATE SKIP LOCKED))` form keeps the plan an index scan on
-/// the partial claim index even under a generic plan (the join form scans the table).
+/// Claims up to `limit` ready jobs of the given kinds, highest priority first; the slots are
+/// shared among the orgs that have ready jobs (round robin, [`super::fair`]), each org's jobs
+/// oldest `run_at` first. Each job gets a lease until `now + lease` and a new attempt number.
 pub async fn claim(
     pool: &PgPool,
     kinds: &[String],
@@ -25,9 +23,13 @@ pub async fn claim(
 }
 
 /// [`claim`], and with `only_org` only the jobs whose payload names that org (`org_id`): what
-/// `agentd eval` claims, so it never takes another org's job from a shared database. The org is
-/// a filter on the rows the claim index yields (still one index walk in claim order); without
-/// it the statement is exactly [`claim`]'s.
+/// `agentd eval` claims, so it never takes another org's job from a shared database.
+///
+/// One kind and no org (every claim loop): the fair claim ([`super::fair::claim`]). Otherwise
+/// one walk of the claim index in `priority DESC, run_at, id` order, across orgs (several
+/// kinds) or within the one org. The `id = ANY(ARRAY(SELECT … FOR UPDATE SKIP LOCKED))` form
+/// keeps the plan an index scan on the partial claim index even under a generic plan (the
+/// join form scans the table).
 pub async fn claim_scoped(
     pool: &PgPool,
     kinds: &[String],
@@ -41,15 +43,20 @@ pub async fn claim_scoped(
     // order (0.65 ms at a 20k backlog). `kind = ANY($1)` made it scan and sort every ready row
     // (17–20 ms, growing with the backlog: the 1M-backlog collapse measured by `agentd bench`).
     let single = kinds.len() == 1;
+    if single && only_org.is_none() {
+        return super::fair::claim(pool, &kinds[0], limit, worker_id, now, lease).await;
+    }
     let kind_filter = if single {
         "kind = $1"
     } else {
         "kind = ANY($1)"
     };
+    // The org as the claim index holds it (migration 0070): with one kind, a walk of the kind's
+    // part of the index that yields only this org's entries, still in claim order.
     let org_filter = if only_org.is_some() {
-        " AND payload->>'org_id' = $6"
+        format!(" AND {} = $6", super::fair::ORG_KEY)
     } else {
-        ""
+        String::new()
     };
     let sql = format!(
         "UPDATE agentd_jobs
@@ -78,10 +85,17 @@ pub async fn claim_scoped(
         Some(org) => q.bind(org.to_string()),
         None => q,
     };
+    fetch_claimed(pool, q).await
+}
+
+/// Runs a claim statement. Through a pooler a statement outside a transaction commits when its
+/// connection returns to the pool, after this call returned; the jobs' first statements (on
+/// other connections) must see the claim, so it commits here (db/pooling.rs).
+pub(super) async fn fetch_claimed<'q>(
+    pool: &PgPool,
+    q: sqlx::query::QueryAs<'q, sqlx::Postgres, ClaimedJob, sqlx::postgres::PgArguments>,
+) -> Result<Vec<ClaimedJob>, QueueError> {
     if crate::db::pooling::is_pooled(pool) {
-        // Through a pooler a statement outside a transaction commits when its connection
-        // returns to the pool, after this call returned; the jobs' first statements (on other
-        // connections) must see the claim, so it commits here (db/pooling.rs).
         let mut tx = pool.begin().await?;
         let jobs = q.fetch_all(&mut *tx).await?;
         tx.commit().await?;

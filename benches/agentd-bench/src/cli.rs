@@ -48,6 +48,8 @@ pub enum BenchPart {
     Hostile(BenchOpts),
     /// Events written per second, and delivered per second to a local webhook receiver.
     Events(crate::events::EventsBenchCmd),
+    /// Fair claims: quiet orgs' pickup beside a noisy org's backlog, against the same orgs alone.
+    Fairness(crate::bench::fairness::FairnessCmd),
 }
 
 /// Options shared by every part.
@@ -101,6 +103,7 @@ pub async fn run(app: &App, cmd: BenchCmd) -> anyhow::Result<()> {
     let (o, parts): (BenchOpts, Vec<Part>) = match cmd.part {
         BenchPart::Api(c) => return crate::bench::api::run(app, c).await,
         BenchPart::Events(c) => return crate::events::run(app, c).await,
+        BenchPart::Fairness(c) => return crate::bench::fairness::run(app, c).await,
         BenchPart::All(o) => (
             o,
             vec![

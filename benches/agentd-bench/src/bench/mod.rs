@@ -13,6 +13,7 @@ pub mod approvals;
 pub mod baseline;
 pub mod cost;
 pub mod drain;
+pub mod fairness;
 pub mod hostile;
 mod memory;
 pub mod peer;

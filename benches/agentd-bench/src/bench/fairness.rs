@@ -1,0 +1,325 @@
+//! `agentd bench fairness` (issue 30, item 3): one noisy org enqueues 90 % of `--jobs`
+//! auto_create jobs at once (offline provider); while its backlog drains, nine quiet orgs
+//! enqueue the rest as a trickle (each one job every `--interval-ms`). Printed: each quiet
+//! org's pickup (enqueue → claim) p50/p95 beside the same trickle with no noisy org (measured
+//! first, same process, same server), and the noisy org's throughput.
+
+use super::{Server, bench_app};
+use agentd::app::{App, WorkerArgs};
+use agentd::queue::{NewJob, enqueue};
+use agentd::store::{auto_create, documents, orgs};
+use clap::Args;
+use serde::Serialize;
+use serde_json::json;
+use sqlx::PgPool;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+const DB: &str = "agentd_bench_fairness";
+const QUIET_ORGS: usize = 9;
+const TEXT: &str = include_str!("../../../../samples/invoice.txt");
+
+/// Options of `agentd bench fairness`.
+#[derive(Args, Debug, Clone)]
+pub struct FairnessCmd {
+    /// Jobs in all: the noisy org enqueues 90 % at once, nine quiet orgs the rest as a trickle.
+    #[arg(long, default_value_t = 100_000)]
+    pub jobs: usize,
+    /// Each quiet org enqueues one job every this many milliseconds.
+    #[arg(long, default_value_t = 100)]
+    pub interval_ms: u64,
+    /// Longest time a phase may take, seconds; the noisy org's rate is then measured over what
+    /// it did.
+    #[arg(long, default_value_t = 3600)]
+    pub max_secs: u64,
+    /// The PostgreSQL server; the bench creates and drops its own database there.
+    #[arg(
+        long,
+        env = "AGENTD_BENCH_SERVER_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
+    )]
+    pub server_url: String,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A quiet org's pickups in one phase, in milliseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pickup {
+    pub jobs: i64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+}
+
+/// One phase: the quiet orgs' pickups (in org order), the noisy org's rate if it ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct Phase {
+    pub quiet: Vec<Pickup>,
+    pub quiet_all: Pickup,
+    pub noisy_jobs: usize,
+    pub noisy_done: i64,
+    pub noisy_per_sec: Option<f64>,
+    pub secs: f64,
+}
+
+/// Both phases.
+#[derive(Debug, Clone, Serialize)]
+pub struct FairnessReport {
+    pub jobs: usize,
+    pub interval_ms: u64,
+    pub alone: Phase,
+    pub with_noisy: Phase,
+}
+
+/// Runs both phases and prints the figures.
+pub async fn run(app: &App, cmd: FairnessCmd) -> anyhow::Result<()> {
+    if !(10..=10_000_000).contains(&cmd.jobs) {
+        return Err(crate::cli::bad("--jobs must be between 10 and 10,000,000"));
+    }
+    if !(1..=60_000).contains(&cmd.interval_ms) {
+        return Err(crate::cli::bad(
+            "--interval-ms must be between 1 and 60,000",
+        ));
+    }
+    if !(1..=86_400).contains(&cmd.max_secs) {
+        return Err(crate::cli::bad("--max-secs must be between 1 and 86,400"));
+    }
+    let server = Server::connect(&cmd.server_url).await?;
+    let noisy = cmd.jobs * 9 / 10;
+    let quiet = cmd.jobs - noisy;
+    eprintln!("bench: fairness: quiet orgs alone ({quiet} jobs)");
+    let alone = phase(&server, app, &cmd, 0, quiet).await;
+    let alone = finish(&server, alone).await?;
+    eprintln!("bench: fairness: with the noisy org ({noisy} + {quiet} jobs)");
+    let with_noisy = phase(&server, app, &cmd, noisy, quiet).await;
+    let with_noisy = finish(&server, with_noisy).await?;
+    let report = FairnessReport {
+        jobs: cmd.jobs,
+        interval_ms: cmd.interval_ms,
+        alone,
+        with_noisy,
+    };
+    if cmd.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print(&report);
+    }
+    Ok(())
+}
+
+async fn finish(server: &Server, r: anyhow::Result<Phase>) -> anyhow::Result<Phase> {
+    let dropped = server.drop_db(DB).await;
+    let r = r?;
+    dropped?;
+    Ok(r)
+}
+
+fn print(r: &FairnessReport) {
+    let build = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+    println!(
+        "auto_create, offline provider, {build} build: {} jobs, the noisy org {} at once, {QUIET_ORGS} quiet orgs {} as one job each per {} ms",
+        r.jobs, r.with_noisy.noisy_jobs, r.alone.quiet_all.jobs, r.interval_ms
+    );
+    println!(
+        "{:<10} {:>6} {:>14} {:>14} {:>14} {:>14} {:>12}",
+        "quiet org",
+        "jobs",
+        "p50 ms noisy",
+        "p50 ms alone",
+        "p95 ms noisy",
+        "p95 ms alone",
+        "p95 ratio"
+    );
+    let rows = r
+        .with_noisy
+        .quiet
+        .iter()
+        .zip(&r.alone.quiet)
+        .enumerate()
+        .map(|(i, (n, a))| (format!("{}", i + 1), n, a))
+        .chain(std::iter::once((
+            "all".to_string(),
+            &r.with_noisy.quiet_all,
+            &r.alone.quiet_all,
+        )));
+    for (name, n, a) in rows {
+        println!(
+            "{:<10} {:>6} {:>14.1} {:>14.1} {:>14.1} {:>14.1} {:>12}",
+            name,
+            n.jobs,
+            n.p50_ms,
+            a.p50_ms,
+            n.p95_ms,
+            a.p95_ms,
+            if a.p95_ms > 0.0 {
+                format!("×{:.2}", n.p95_ms / a.p95_ms)
+            } else {
+                "-".into()
+            }
+        );
+    }
+    let ratio = r.with_noisy.quiet_all.p95_ms / r.alone.quiet_all.p95_ms;
+    println!(
+        "quiet orgs' p95 pickup with the noisy org ×{ratio:.2} of alone (target ≤ ×2: {})",
+        if ratio <= 2.0 { "met" } else { "MISSED" }
+    );
+    match r.with_noisy.noisy_per_sec {
+        Some(rate) => println!(
+            "noisy org: {} of {} jobs done in {:.1} s = {rate:.1} jobs/s",
+            r.with_noisy.noisy_done, r.with_noisy.noisy_jobs, r.with_noisy.secs
+        ),
+        None => println!("noisy org: none"),
+    }
+}
+
+/// Documents of `org`, each with its auto_create job, in transactions of up to 500.
+async fn upload(app: &App, org: Uuid, n: usize, tag: &str) -> anyhow::Result<()> {
+    let q = app.spec("auto_create").queue.clone();
+    let mut left = n;
+    let mut i = 0;
+    while left > 0 {
+        let now = app.clock.now();
+        let mut tx = app.pool.begin().await?;
+        for _ in 0..left.min(500) {
+            let id = documents::insert(
+                &mut tx,
+                org,
+                &format!("{tag}-{i}"),
+                Some(TEXT),
+                &json!({}),
+                now,
+            )
+            .await?;
+            let job = NewJob::new("auto_create", json!({"org_id": org, "document_id": id}))
+                .unique_key(format!("auto_create:{id}"))
+                .priority(q.priority)
+                .max_attempts(q.max_attempts);
+            enqueue(&mut *tx, &job).await?;
+            auto_create::set_status(&mut *tx, org, id, "queued", None, None, now).await?;
+            i += 1;
+            left -= 1;
+        }
+        tx.commit().await?;
+    }
+    Ok(())
+}
+
+async fn done(pool: &PgPool, org: Uuid) -> anyhow::Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM documents
+          WHERE org_id = $1 AND auto_create_status IN ('proposed', 'failed', 'skipped')",
+    )
+    .bind(org)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// Pickup (the job's creation → its last claim) of the orgs' succeeded auto_create jobs.
+async fn pickup(pool: &PgPool, orgs: &[Uuid]) -> anyhow::Result<Pickup> {
+    let keys: Vec<String> = orgs.iter().map(|o| o.to_string()).collect();
+    let (jobs, p50, p95): (i64, Option<f64>, Option<f64>) = sqlx::query_as(
+        "SELECT count(*),
+                percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::float8,
+                percentile_cont(0.95) WITHIN GROUP (ORDER BY ms)::float8
+           FROM (SELECT extract(epoch FROM started_at - created_at) * 1000 AS ms
+                   FROM agentd_jobs
+                  WHERE kind = 'auto_create' AND started_at IS NOT NULL
+                    AND payload->>'org_id' = ANY($1)) p",
+    )
+    .bind(&keys)
+    .fetch_one(pool)
+    .await?;
+    Ok(Pickup {
+        jobs,
+        p50_ms: p50.unwrap_or(f64::NAN),
+        p95_ms: p95.unwrap_or(f64::NAN),
+    })
+}
+
+/// One phase on a fresh database: `noisy` jobs of one org at once, then the quiet trickle of
+/// `quiet` jobs over nine orgs while a worker (the job file's concurrency) drains.
+async fn phase(
+    server: &Server,
+    app: &App,
+    cmd: &FairnessCmd,
+    noisy: usize,
+    quiet: usize,
+) -> anyhow::Result<Phase> {
+    let pool = server
+        .agentd_db(DB, app.config.database.max_connections)
+        .await?;
+    let bapp = bench_app(app, pool.clone());
+    let noisy_org = orgs::ensure(&pool, "bench-noisy").await?.id;
+    let mut quiet_orgs = Vec::with_capacity(QUIET_ORGS);
+    for i in 0..QUIET_ORGS {
+        quiet_orgs.push(orgs::ensure(&pool, &format!("bench-quiet-{i}")).await?.id);
+    }
+    upload(&bapp, noisy_org, noisy, "noisy").await?;
+    let stop = CancellationToken::new();
+    let worker = bapp
+        .start_worker(WorkerArgs::serving(&["auto_create"], None), stop.clone())
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let t0 = Instant::now();
+    let cap = Duration::from_secs(cmd.max_secs);
+    let result = async {
+        // The trickle: every interval, one job from each quiet org that has some left.
+        let per_org: Vec<usize> = (0..QUIET_ORGS)
+            .map(|i| quiet / QUIET_ORGS + usize::from(i < quiet % QUIET_ORGS))
+            .collect();
+        let rounds = per_org.iter().copied().max().unwrap_or(0);
+        let mut tick = tokio::time::interval(Duration::from_millis(cmd.interval_ms));
+        for r in 0..rounds {
+            tick.tick().await;
+            for (org, n) in quiet_orgs.iter().zip(&per_org) {
+                if r < *n {
+                    upload(&bapp, *org, 1, &format!("quiet-{r}")).await?;
+                }
+            }
+            if t0.elapsed() > cap {
+                break;
+            }
+        }
+        // Until every quiet document and the noisy backlog are done (or the cap).
+        let mut noisy_done;
+        let mut noisy_secs = None;
+        loop {
+            noisy_done = done(&pool, noisy_org).await?;
+            if noisy_secs.is_none() && noisy_done as usize >= noisy {
+                noisy_secs = Some(t0.elapsed().as_secs_f64());
+            }
+            let mut quiet_done = 0;
+            for o in &quiet_orgs {
+                quiet_done += done(&pool, *o).await?;
+            }
+            if (quiet_done as usize >= quiet && noisy_secs.is_some()) || t0.elapsed() > cap {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let noisy_secs = noisy_secs.unwrap_or_else(|| t0.elapsed().as_secs_f64());
+        let mut per = Vec::with_capacity(QUIET_ORGS);
+        for o in &quiet_orgs {
+            per.push(pickup(&pool, std::slice::from_ref(o)).await?);
+        }
+        Ok::<_, anyhow::Error>(Phase {
+            quiet: per,
+            quiet_all: pickup(&pool, &quiet_orgs).await?,
+            noisy_jobs: noisy,
+            noisy_done,
+            noisy_per_sec: (noisy > 0).then(|| noisy_done as f64 / noisy_secs.max(1e-9)),
+            secs: noisy_secs,
+        })
+    }
+    .await;
+    stop.cancel();
+    worker.join().await;
+    pool.close().await;
+    result
+}

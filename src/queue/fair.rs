@@ -1,0 +1,179 @@
+//! Fair claims between organisations (issue 30): a claim of `n` jobs of a kind shares its `n`
+//! slots among the orgs that have ready jobs, so one org's backlog does not hold back the
+//! others' jobs until it drains.
+//!
+//! One statement per round ([`CLAIM_SQL`]), all of it index descents on the claim index
+//! (migration 0070: `(kind, priority DESC, ORG_KEY, run_at, id) WHERE state = 'available'`):
+//!
+//! 1. `top`: the highest priority among the kind's ready jobs, and the first org with ready jobs
+//!    at it (where the ring wraps to). Priorities stay strict: only the orgs with jobs at that
+//!    priority share the claim; lower priorities get the slots that are left (the next round).
+//! 2. `ring`: up to `n` orgs with ready jobs at that priority, in org order starting after a
+//!    cursor and wrapping around (a skip scan: one index descent per org, however long each
+//!    org's backlog is). The cursor is where the previous claim of the kind in this process
+//!    stopped, so when more orgs wait than a claim has slots, claims take turns round robin.
+//! 3. Each org of the ring takes `n / m` of its oldest ready jobs (`m` orgs; the first `n % m`
+//!    take one more), walking its own part of the index in `run_at, id` order under
+//!    `FOR UPDATE SKIP LOCKED`: concurrent claimers skip each other's rows within each org, as
+//!    the single walk of before did within the kind.
+//!
+//! The shares add up to `n` exactly (nothing is locked and then left). An org with fewer ready
+//! jobs than its share leaves slots unused; the next round (at most [`ROUNDS`] per claim) gives
+//! them to the orgs that still have jobs. Jobs without an org (cron ticks, approval sweeps) are
+//! one group, the org `''`.
+
+use super::{ClaimedJob, QueueError};
+use chrono::{DateTime, Duration, Utc};
+use sqlx::PgPool;
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+
+/// The org of a job, as the claim index holds it: jobs without one are the group `''`. Every
+/// statement that should use the claim index by org spells it exactly so.
+pub const ORG_KEY: &str = "coalesce(payload->>'org_id', '')";
+
+/// Statements per claim at most: the first shares the slots, the others hand out the slots
+/// of orgs that had fewer ready jobs than their share.
+pub const ROUNDS: usize = 3;
+
+/// `$1` kind, `$2` slots, `$3` worker, `$4` now, `$5` lease in ms, `$6` cursor (an org key; the
+/// ring starts after it).
+static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
+    let k = ORG_KEY;
+    // The ready jobs of the kind at the top priority, as index conditions.
+    let ready = "state = 'available' AND kind = $1 AND priority = top.p AND run_at <= $4";
+    // The next org after `after` in the ring, wrapping around to the first (`top.lo`).
+    let next_after = |after: &str| {
+        format!(
+            "coalesce((SELECT {k} FROM agentd_jobs WHERE {ready} AND {k} > {after}
+                         ORDER BY {k} LIMIT 1), top.lo)"
+        )
+    };
+    // `OFFSET 0` keeps each lateral a subquery: inlined, its `coalesce` was evaluated once
+    // for the column and again for the filter on it (two index descents per org, not one).
+    let first = next_after("$6");
+    let next = next_after("r.org");
+    format!(
+        "WITH RECURSIVE
+         top AS (SELECT priority AS p, {k} AS lo FROM agentd_jobs
+                  WHERE state = 'available' AND kind = $1 AND run_at <= $4
+                  ORDER BY priority DESC, {k} LIMIT 1),
+         ring(org, first, n) AS (
+            SELECT f.org, f.org, 1 FROM top CROSS JOIN LATERAL (SELECT {first} AS org OFFSET 0) f
+            UNION ALL
+            SELECT x.org, r.first, r.n + 1
+              FROM ring r CROSS JOIN top CROSS JOIN LATERAL (SELECT {next} AS org OFFSET 0) x
+             WHERE r.n < $2 AND x.org <> r.first),
+         orgs AS (SELECT org, n, count(*) OVER () AS m FROM ring)
+         UPDATE agentd_jobs
+            SET state = 'running', attempt = attempt + 1, locked_by = $3,
+                lease_expires_at = $4 + $5 * interval '1 millisecond', started_at = $4
+          WHERE id = ANY(ARRAY(
+                SELECT j.id FROM orgs o CROSS JOIN top CROSS JOIN LATERAL (
+                       SELECT id FROM agentd_jobs
+                        WHERE {ready} AND {k} = o.org
+                        ORDER BY run_at, id
+                        LIMIT $2 / o.m + CASE WHEN o.n <= $2 % o.m THEN 1 ELSE 0 END
+                          FOR UPDATE SKIP LOCKED) j))
+      RETURNING id, kind, payload, attempt, attempt - released AS counted_attempts, max_attempts"
+    )
+});
+
+/// Where the last claim of each kind in this process stopped in the ring of orgs.
+static CURSORS: LazyLock<Mutex<HashMap<String, String>>> = LazyLock::new(Default::default);
+
+/// A job's org as [`ORG_KEY`] computes it (`->>` gives a non-string value's JSON text).
+pub fn org_key(payload: &serde_json::Value) -> String {
+    match payload.get("org_id") {
+        None | Some(serde_json::Value::Null) => String::new(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+    }
+}
+
+/// The last org served by a ring that started after `cursor`: the ring visits the orgs after
+/// the cursor in order, then wraps to the ones at or before it.
+fn ring_end<'a>(cursor: &str, orgs: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    orgs.max_by(|a, b| {
+        let wrapped = |o: &str| o <= cursor;
+        (wrapped(a), *a).cmp(&(wrapped(b), *b))
+    })
+}
+
+/// Claims up to `limit` ready jobs of `kind`, shared among the orgs that have ready jobs (see
+/// the module). At most [`ROUNDS`] statements; each commits on its own.
+pub async fn claim(
+    pool: &PgPool,
+    kind: &str,
+    limit: u32,
+    worker_id: &str,
+    now: DateTime<Utc>,
+    lease: Duration,
+) -> Result<Vec<ClaimedJob>, QueueError> {
+    let mut out: Vec<ClaimedJob> = Vec::new();
+    for _ in 0..ROUNDS {
+        let want = limit.saturating_sub(out.len() as u32);
+        if want == 0 {
+            break;
+        }
+        let cursor = CURSORS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(kind)
+            .cloned()
+            .unwrap_or_default();
+        let q = sqlx::query_as::<_, ClaimedJob>(sqlx::AssertSqlSafe(CLAIM_SQL.as_str()))
+            .bind(kind)
+            .bind(i64::from(want))
+            .bind(worker_id)
+            .bind(now)
+            .bind(lease.num_milliseconds() as f64)
+            .bind(&cursor);
+        let got = super::store::fetch_claimed(pool, q).await?;
+        if got.is_empty() {
+            break;
+        }
+        let keys: Vec<String> = got.iter().map(|j| org_key(&j.payload)).collect();
+        if let Some(end) = ring_end(&cursor, keys.iter().map(String::as_str)) {
+            CURSORS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(kind.to_string(), end.to_string());
+        }
+        let short = (got.len() as u32) < want;
+        out.extend(got);
+        if !short {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{org_key, ring_end};
+    use serde_json::json;
+
+    #[test]
+    fn the_ring_ends_at_the_last_org_after_wrapping() {
+        let orgs = ["a", "c", "e"];
+        assert_eq!(ring_end("", orgs.iter().copied()), Some("e"));
+        assert_eq!(
+            ring_end("c", orgs.iter().copied()),
+            Some("c"),
+            "e, then a, c"
+        );
+        assert_eq!(ring_end("b", ["c", "e"].iter().copied()), Some("e"));
+        assert_eq!(ring_end("z", orgs.iter().copied()), Some("e"));
+        assert_eq!(ring_end("a", std::iter::empty()), None);
+    }
+
+    #[test]
+    fn org_keys_match_the_sql_expression() {
+        assert_eq!(org_key(&json!({ "org_id": "o1" })), "o1");
+        assert_eq!(org_key(&json!({})), "");
+        assert_eq!(org_key(&json!({ "org_id": null })), "");
+        assert_eq!(org_key(&json!({ "org_id": 7 })), "7");
+        assert_eq!(org_key(&json!([1])), "");
+    }
+}

@@ -1,0 +1,286 @@
+//! Fair claims between organisations (issue 30, item 1) against a real PostgreSQL: a claim
+//! shares its slots among the orgs with ready jobs, priorities stay strict, claims take turns
+//! when more orgs wait than a claim has slots, and end to end (offline provider) a second org's
+//! documents are proposed while the first org's backlog is still mostly waiting.
+
+mod common;
+
+use agentd::clock::{SharedClock, SystemClock};
+use agentd::documents::add_document;
+use agentd::queue::store;
+use agentd::queue::{NewJob, enqueue_many};
+use chrono::{Duration as CDuration, Utc};
+use common::{TestDb, wait_until};
+use serde_json::json;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+use uuid::Uuid;
+
+fn lease() -> CDuration {
+    CDuration::seconds(30)
+}
+
+/// `n` jobs of `kind` for `org` (`None`: no org in the payload).
+fn jobs(kind: &str, org: Option<&str>, n: usize) -> Vec<NewJob> {
+    (0..n)
+        .map(|i| match org {
+            Some(o) => NewJob::new(kind, json!({ "org_id": o, "i": i })),
+            None => NewJob::new(kind, json!({ "i": i })),
+        })
+        .collect()
+}
+
+fn orgs_of(got: &[agentd::queue::ClaimedJob]) -> HashMap<String, usize> {
+    let mut m = HashMap::new();
+    for j in got {
+        *m.entry(agentd::queue::fair::org_key(&j.payload))
+            .or_insert(0) += 1;
+    }
+    m
+}
+
+/// Each test claims its own kind: the round-robin cursor is per kind and per process.
+#[tokio::test]
+async fn a_claim_shares_its_slots_among_the_orgs_with_ready_jobs() {
+    let db = TestDb::new().await;
+    let kind = "fair_share";
+    // A's backlog first (older run_at), then B's and the org-less group's few jobs.
+    enqueue_many(&db.pool, &jobs(kind, Some("org-a"), 1_500))
+        .await
+        .unwrap();
+    enqueue_many(&db.pool, &jobs(kind, Some("org-b"), 10))
+        .await
+        .unwrap();
+    enqueue_many(&db.pool, &jobs(kind, None, 5)).await.unwrap();
+    let got = store::claim(&db.pool, &[kind.to_string()], 32, "w", Utc::now(), lease())
+        .await
+        .unwrap();
+    let by_org = orgs_of(&got);
+    assert_eq!(
+        got.len(),
+        32,
+        "the slots B and the org-less group leave go to A"
+    );
+    assert_eq!(
+        by_org.get("org-b"),
+        Some(&10),
+        "all of B's jobs in the first claim"
+    );
+    assert_eq!(
+        by_org.get(""),
+        Some(&5),
+        "jobs without an org are a group of their own"
+    );
+    assert_eq!(by_org.get("org-a"), Some(&17));
+    // Next claims: only A has ready jobs, it takes whole claims, oldest first.
+    let next = store::claim(&db.pool, &[kind.to_string()], 100, "w", Utc::now(), lease())
+        .await
+        .unwrap();
+    assert_eq!(next.len(), 100);
+    assert_eq!(orgs_of(&next).get("org-a"), Some(&100));
+    let mut ids: Vec<i64> = got.iter().chain(&next).map(|j| j.id).collect();
+    let before = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), before, "no job claimed twice");
+}
+
+#[tokio::test]
+async fn priorities_stay_strict_and_orgs_share_within_one() {
+    let db = TestDb::new().await;
+    let kind = "fair_priority";
+    enqueue_many(&db.pool, &jobs(kind, Some("org-a"), 20))
+        .await
+        .unwrap();
+    let high: Vec<NewJob> = jobs(kind, Some("org-b"), 3)
+        .into_iter()
+        .map(|j| j.priority(5))
+        .collect();
+    enqueue_many(&db.pool, &high).await.unwrap();
+    let later: Vec<NewJob> = jobs(kind, Some("org-c"), 3)
+        .into_iter()
+        .map(|j| j.priority(9).run_at(Utc::now() + CDuration::hours(1)))
+        .collect();
+    enqueue_many(&db.pool, &later).await.unwrap();
+    // A claim of 2: only B's jobs are at the top ready priority (C's are not due).
+    let got = store::claim(&db.pool, &[kind.to_string()], 2, "w", Utc::now(), lease())
+        .await
+        .unwrap();
+    assert_eq!(
+        orgs_of(&got).get("org-b"),
+        Some(&2),
+        "higher priority first, across orgs"
+    );
+    // A claim of 5: B's last high-priority job, then A's for the slots left.
+    let got = store::claim(&db.pool, &[kind.to_string()], 5, "w", Utc::now(), lease())
+        .await
+        .unwrap();
+    let by_org = orgs_of(&got);
+    assert_eq!(by_org.get("org-b"), Some(&1));
+    assert_eq!(by_org.get("org-a"), Some(&4));
+    assert!(!by_org.contains_key("org-c"), "not due yet");
+}
+
+#[tokio::test]
+async fn claims_take_turns_when_more_orgs_wait_than_a_claim_has_slots() {
+    let db = TestDb::new().await;
+    let kind = "fair_round_robin";
+    for o in ["o1", "o2", "o3", "o4", "o5"] {
+        enqueue_many(&db.pool, &jobs(kind, Some(o), 3))
+            .await
+            .unwrap();
+    }
+    let mut served = Vec::new();
+    for _ in 0..3 {
+        let got = store::claim(&db.pool, &[kind.to_string()], 2, "w", Utc::now(), lease())
+            .await
+            .unwrap();
+        assert_eq!(got.len(), 2);
+        let orgs = orgs_of(&got);
+        assert_eq!(orgs.len(), 2, "two orgs, one job each: {orgs:?}");
+        served.extend(orgs.into_keys());
+    }
+    let distinct: HashSet<&String> = served.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        5,
+        "every org served within three claims: {served:?}"
+    );
+}
+
+/// Concurrent fair claims never hand out a job twice and lose none.
+#[tokio::test]
+async fn concurrent_fair_claims_never_get_the_same_job() {
+    let db = TestDb::new().await;
+    let kind = "fair_concurrent";
+    for o in 0..7 {
+        let n = if o == 0 { 400 } else { 30 };
+        enqueue_many(&db.pool, &jobs(kind, Some(&format!("org-{o}")), n))
+            .await
+            .unwrap();
+    }
+    enqueue_many(&db.pool, &jobs(kind, None, 20)).await.unwrap();
+    let mut tasks = Vec::new();
+    for w in 0..4 {
+        let pool = db.pool.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut seen = Vec::new();
+            let mut empty = 0;
+            // A claim may come back empty while another claimer holds the rows it chose; stop
+            // after several empty claims in a row.
+            while empty < 5 {
+                let got = store::claim(
+                    &pool,
+                    &[kind.to_string()],
+                    9,
+                    &format!("w{w}"),
+                    Utc::now(),
+                    lease(),
+                )
+                .await
+                .unwrap();
+                if got.is_empty() {
+                    empty += 1;
+                } else {
+                    empty = 0;
+                }
+                seen.extend(got.iter().map(|j| j.id));
+            }
+            seen
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let unique: HashSet<_> = all.iter().collect();
+    assert_eq!(all.len(), 400 + 6 * 30 + 20, "every job claimed");
+    assert_eq!(unique.len(), all.len(), "no job claimed twice");
+}
+
+async fn final_count(db: &TestDb, docs: &[Uuid]) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM documents WHERE id = ANY($1)
+            AND auto_create_status IN ('proposed', 'failed', 'skipped')",
+    )
+    .bind(docs)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap()
+}
+
+/// Issue 30's case end to end (offline provider): with org A's 1,500 auto_create jobs queued
+/// first, org B's 10 documents uploaded right after are all proposed while more than half of
+/// A's jobs are still waiting. Before fair claims they waited for A's whole backlog.
+#[tokio::test]
+async fn another_orgs_documents_are_proposed_long_before_a_backlog_drains() {
+    let db = TestDb::new().await;
+    let app = common::app(&db, Arc::new(SystemClock) as SharedClock);
+    let org_a = agentd::store::orgs::ensure(&db.pool, "a-corp")
+        .await
+        .unwrap()
+        .id;
+    let org_b = agentd::store::orgs::ensure(&db.pool, "b-corp")
+        .await
+        .unwrap()
+        .id;
+    let (name, text) = agentd::documents::SAMPLES[0];
+    let mut a_docs = Vec::with_capacity(1_500);
+    for i in 0..1_500 {
+        let doc = add_document(&app, org_a, &format!("a-{i}-{name}"), text, true)
+            .await
+            .unwrap()
+            .0;
+        a_docs.push(doc);
+    }
+    let (w, stop) = common::start_worker(&app, "auto_create", None).await;
+    // A's backlog is being worked on; then B uploads.
+    wait_until(60, "the worker starts on A's backlog", || async {
+        final_count(&db, &a_docs).await > 0
+    })
+    .await;
+    let uploaded = Instant::now();
+    let mut b_docs = Vec::new();
+    for i in 0..10 {
+        let doc = add_document(&app, org_b, &format!("b-{i}-{name}"), text, true)
+            .await
+            .unwrap()
+            .0;
+        b_docs.push(doc);
+    }
+    wait_until(60, "B's 10 documents reach a final status", || async {
+        final_count(&db, &b_docs).await == 10
+    })
+    .await;
+    let b_took = uploaded.elapsed();
+    let a_waiting: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM agentd_jobs WHERE kind = 'auto_create' AND state = 'available'
+            AND payload->>'org_id' = $1",
+    )
+    .bind(org_a.to_string())
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    eprintln!(
+        "B's 10 documents final after {b_took:?}; A's jobs still waiting: {a_waiting} of 1,500"
+    );
+    stop.cancel();
+    w.join().await;
+    let proposed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM documents WHERE id = ANY($1) AND auto_create_status = 'proposed'",
+    )
+    .bind(&b_docs)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(proposed, 10, "B's documents are proposed");
+    assert!(
+        a_waiting > 750,
+        "B was done while A still had {a_waiting} of 1,500 jobs waiting (more than half expected); B took {b_took:?}"
+    );
+    assert!(
+        b_took < std::time::Duration::from_secs(10),
+        "B's documents took {b_took:?}"
+    );
+}
