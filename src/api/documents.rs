@@ -365,6 +365,9 @@ struct ReportExtraction {
     /// The values, by field name.
     #[schema(value_type = Object)]
     result: Value,
+    /// JSON pointers (`/total`) of values the document's text does not contain, after the
+    /// same normalisation of amounts and dates: a reviewer checks these first.
+    ungrounded: Vec<String>,
 }
 
 /// The run of the report.
