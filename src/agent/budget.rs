@@ -101,10 +101,11 @@ pub async fn checkpoint_answer(
     now: DateTime<Utc>,
     flush: Flush,
 ) -> sqlx::Result<Settled> {
+    let (input_tokens, output_tokens) = resp.usage.split_i64();
     let add = Counters {
         rounds,
-        input_tokens: resp.usage.split_i64().0,
-        output_tokens: resp.usage.split_i64().1,
+        input_tokens,
+        output_tokens,
         ..Counters::default()
     };
     let reservation = match r {

@@ -62,7 +62,7 @@ pub(super) async fn approve(
         tokens = resp.usage.total_i64();
         let mut charge = pool.begin().await?;
         if let Some(run) = row.run_id {
-            let (i, o) = (resp.usage.split_i64().0, resp.usage.split_i64().1);
+            let (i, o) = resp.usage.split_i64();
             runs::add_tokens(&mut charge, run, i, o).await?;
         }
         budget::settle(&mut charge, row.org_id, &reservation, tokens, clock.now()).await?;
