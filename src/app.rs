@@ -247,6 +247,7 @@ impl App {
                     max: Duration::from_millis(spec.queue.backoff_max_ms),
                 },
                 delete_on_success: spec.queue.delete_on_success,
+                max_running_per_org: spec.queue.max_running_per_org,
             });
         }
         Ok(out)

@@ -72,6 +72,12 @@ pub struct QueuePolicy {
     /// free at once even with `unique_until_purged`). Failures are kept either way.
     #[serde(default)]
     pub delete_on_success: bool,
+    /// Jobs of this kind one org may have running at once across the fleet (absent: no cap).
+    /// An operator sets another cap for one org with `agentd orgs set-limit`. The cap is checked
+    /// by the claim (`queue::fair`): two claims racing may together pass it by their shares, so
+    /// it bounds an org's share of the fleet, not a hard semaphore.
+    #[serde(default)]
+    pub max_running_per_org: Option<u32>,
 }
 
 /// What a cron tick enqueues.
@@ -169,6 +175,10 @@ pub struct AgentSpec {
     pub approval_ttl_secs: u64,
     #[serde(default)]
     pub max_suggestions: Option<u32>,
+    /// The nightly job runs the model only for an org whose overview (`org_overview`, computed
+    /// in SQL) shows a signal or has suggestions left to write; the others cost no model call.
+    #[serde(default)]
+    pub only_with_signals: bool,
     /// A run about one document may read other documents' text (default false).
     #[serde(default)]
     pub read_other_documents: bool,
@@ -207,6 +217,7 @@ impl Default for AgentSpec {
             excerpt_chars: 100,
             approval_ttl_secs: 1,
             max_suggestions: None,
+            only_with_signals: false,
             read_other_documents: false,
             off_subject: PolicyDecision::Deny,
             max_failed_extractions: three(),
@@ -399,6 +410,9 @@ fn validate_queue(spec: &JobSpec) -> Result<(), Invalid> {
     at_least("queue.max_attempts", q.max_attempts.max(0) as u64, 1)?;
     at_least("queue.backoff_base_ms", q.backoff_base_ms, 1)?;
     at_least("queue.timeout_secs", q.timeout_secs, 1)?;
+    if let Some(cap) = q.max_running_per_org {
+        at_least("queue.max_running_per_org", cap.into(), 1)?;
+    }
     if q.backoff_max_ms < q.backoff_base_ms {
         return Err(Invalid::new(
             "queue.backoff_max_ms",

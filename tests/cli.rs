@@ -392,3 +392,40 @@ fn bench_runs_agentd_bench_beside_it_or_names_what_to_build() {
         "args: --config x.toml drain --backlog 20000 --help"
     );
 }
+
+#[tokio::test]
+async fn an_org_gets_its_own_cap_of_running_jobs_and_bad_ones_exit_2() {
+    let db = TestDb::new().await;
+    let o = agentd(&db, &["orgs", "create", "acme", "--json"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    let set = |extra: &[&str]| {
+        let mut a = vec!["orgs", "set-limit", "acme"];
+        a.extend_from_slice(extra);
+        agentd(&db, &a, &[])
+    };
+    let o = set(&["--kind", "no_such_kind", "--max-running", "2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o).1.contains("--kind: no job kind \"no_such_kind\""),
+        "{}",
+        text(&o).1
+    );
+    let o = set(&["--kind", "webhook_delivery", "--max-running", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o).1.contains("--max-running must be at least 1"),
+        "{}",
+        text(&o).1
+    );
+    let o = set(&["--kind", "webhook_delivery", "--max-running", "3", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    let shown: serde_json::Value = serde_json::from_str(&text(&o).0).unwrap();
+    assert_eq!(
+        shown["max_running"],
+        serde_json::json!({"webhook_delivery": 3})
+    );
+    let o = set(&["--kind", "webhook_delivery", "--clear", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    let shown: serde_json::Value = serde_json::from_str(&text(&o).0).unwrap();
+    assert_eq!(shown["max_running"], serde_json::json!({}));
+}

@@ -721,13 +721,13 @@ async fn a_scoped_claim_takes_only_its_orgs_jobs() {
     let lease = chrono::Duration::seconds(30);
     let now = chrono::Utc::now();
     let kinds = vec!["auto_create".to_string()];
-    let got = store::claim_scoped(&db.pool, &kinds, Some(a), 10, "w", now, lease)
+    let got = store::claim_scoped(&db.pool, &kinds, Some(a), None, 10, "w", now, lease)
         .await
         .unwrap();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].payload["n"], 2);
     // Nothing more of org a; org b's two jobs are still there for an unscoped claim.
-    let again = store::claim_scoped(&db.pool, &kinds, Some(a), 10, "w", now, lease)
+    let again = store::claim_scoped(&db.pool, &kinds, Some(a), None, 10, "w", now, lease)
         .await
         .unwrap();
     assert!(again.is_empty());

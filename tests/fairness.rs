@@ -149,6 +149,142 @@ async fn claims_take_turns_when_more_orgs_wait_than_a_claim_has_slots() {
     );
 }
 
+/// A fair claim with a cap of running jobs per org (the job file's `max_running_per_org`).
+async fn claim_capped(
+    db: &TestDb,
+    kind: &str,
+    cap: Option<u32>,
+    n: u32,
+) -> Vec<agentd::queue::ClaimedJob> {
+    store::claim_scoped(
+        &db.pool,
+        &[kind.to_string()],
+        None,
+        cap,
+        n,
+        "w",
+        Utc::now(),
+        lease(),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn an_org_at_its_cap_of_running_jobs_gets_no_more_until_one_finishes() {
+    let db = TestDb::new().await;
+    let kind = "fair_cap";
+    enqueue_many(&db.pool, &jobs(kind, Some("org-a"), 50))
+        .await
+        .unwrap();
+    enqueue_many(&db.pool, &jobs(kind, Some("org-b"), 50))
+        .await
+        .unwrap();
+    let got = claim_capped(&db, kind, Some(2), 10).await;
+    let by_org = orgs_of(&got);
+    assert_eq!(
+        by_org.get("org-a"),
+        Some(&2),
+        "shares of 5 cut to the cap: {by_org:?}"
+    );
+    assert_eq!(by_org.get("org-b"), Some(&2), "{by_org:?}");
+    assert!(
+        claim_capped(&db, kind, Some(2), 10).await.is_empty(),
+        "both orgs are at their cap"
+    );
+    // Without the cap the same queue still has jobs to give: the cap, not the queue, held them.
+    let a_done: Vec<(i64, i32)> = got
+        .iter()
+        .filter(|j| agentd::queue::fair::org_key(&j.payload) == "org-a")
+        .take(1)
+        .map(|j| (j.id, j.attempt))
+        .collect();
+    store::complete_many(&db.pool, &a_done, Utc::now())
+        .await
+        .unwrap();
+    let next = claim_capped(&db, kind, Some(2), 10).await;
+    assert_eq!(
+        orgs_of(&next),
+        HashMap::from([("org-a".to_string(), 1)]),
+        "one of A's finished"
+    );
+    assert_eq!(
+        claim_capped(&db, kind, None, 4).await.len(),
+        4,
+        "no cap: claims go on"
+    );
+}
+
+#[tokio::test]
+async fn the_orgs_behind_busy_orgs_in_the_ring_are_served() {
+    let db = TestDb::new().await;
+    let kind = "fair_cap_ring";
+    for o in ["o1", "o2", "o3"] {
+        enqueue_many(&db.pool, &jobs(kind, Some(o), 5))
+            .await
+            .unwrap();
+    }
+    // o1 and o2 reach their cap of 1; o3's single job is then claimed and finished.
+    let first = claim_capped(&db, kind, Some(1), 3).await;
+    assert_eq!(orgs_of(&first).len(), 3, "one each: {:?}", orgs_of(&first));
+    let o3: Vec<(i64, i32)> = first
+        .iter()
+        .filter(|j| agentd::queue::fair::org_key(&j.payload) == "o3")
+        .map(|j| (j.id, j.attempt))
+        .collect();
+    store::complete_many(&db.pool, &o3, Utc::now())
+        .await
+        .unwrap();
+    // A claim of one slot: the ring passes the busy o1 and o2 and serves o3, every time.
+    for _ in 0..3 {
+        let got = claim_capped(&db, kind, Some(1), 1).await;
+        assert_eq!(orgs_of(&got), HashMap::from([("o3".to_string(), 1)]));
+        let done: Vec<(i64, i32)> = got.iter().map(|j| (j.id, j.attempt)).collect();
+        store::complete_many(&db.pool, &done, Utc::now())
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn an_orgs_own_cap_wins_over_the_kinds() {
+    let db = TestDb::new().await;
+    let kind = "fair_cap_own";
+    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+    enqueue_many(&db.pool, &jobs(kind, Some(&a.to_string()), 20))
+        .await
+        .unwrap();
+    enqueue_many(&db.pool, &jobs(kind, Some(&b.to_string()), 20))
+        .await
+        .unwrap();
+    agentd::queue::fair::set_org_limit(&db.pool, kind, a, Some(1))
+        .await
+        .unwrap();
+    agentd::queue::fair::set_org_limit(&db.pool, kind, b, Some(6))
+        .await
+        .unwrap();
+    // No cap for the kind: the org rows alone apply.
+    let got = claim_capped(&db, kind, None, 20).await;
+    let by_org = orgs_of(&got);
+    assert_eq!(by_org.get(&a.to_string()), Some(&1), "{by_org:?}");
+    assert_eq!(by_org.get(&b.to_string()), Some(&6), "{by_org:?}");
+    assert_eq!(
+        agentd::queue::fair::org_limits(&db.pool, a).await.unwrap(),
+        vec![(kind.to_string(), 1)]
+    );
+    // Cleared, A falls back to the kind's cap (here 3: two more than it has running).
+    agentd::queue::fair::set_org_limit(&db.pool, kind, a, None)
+        .await
+        .unwrap();
+    let more = claim_capped(&db, kind, Some(3), 20).await;
+    assert_eq!(
+        orgs_of(&more).get(&a.to_string()),
+        Some(&2),
+        "{:?}",
+        orgs_of(&more)
+    );
+}
+
 /// Concurrent fair claims never hand out a job twice and lose none.
 #[tokio::test]
 async fn concurrent_fair_claims_never_get_the_same_job() {

@@ -70,7 +70,13 @@ async fn a_document_named_and_holding_full_width_iban_digits_reaches_proposed() 
             .unwrap();
     assert_eq!(panicked, 0);
 
-    // The org's nightly run reads the document's name in its overview.
+    // The org's nightly run reads the document's name in its overview: the proposal has waited
+    // five days (a signal, so the model runs: `only_with_signals`).
+    sqlx::query("UPDATE documents SET updated_at = now() - interval '5 days' WHERE id = $1")
+        .bind(doc)
+        .execute(&db.pool)
+        .await
+        .unwrap();
     let stop = CancellationToken::new();
     let worker = app
         .start_worker(

@@ -79,8 +79,14 @@ impl Fixture {
             .expect("a new job")
     }
 
-    /// Runs one claimed `proactive_suggestion` job through the handler with `p`.
-    async fn handle(&self, p: Arc<ScriptedProvider>, night: NaiveDate, key: &str) -> Uuid {
+    /// Runs one claimed `proactive_suggestion` job through the handler with `p`; the job's run,
+    /// if the model was called at all.
+    async fn handle_job(
+        &self,
+        p: Arc<ScriptedProvider>,
+        night: NaiveDate,
+        key: &str,
+    ) -> Option<Uuid> {
         let id = self.enqueue(night, key).await;
         let claimed = queue::store::claim(
             &self.db.pool,
@@ -103,12 +109,17 @@ impl Fixture {
             })
             .await
             .unwrap();
-        p.assert_complete();
         runs::run_for_job(&self.db.pool, id)
             .await
             .unwrap()
-            .expect("the job's run")
-            .id
+            .map(|r| r.id)
+    }
+
+    /// [`Self::handle_job`], which must run the model through every turn of `p`.
+    async fn handle(&self, p: Arc<ScriptedProvider>, night: NaiveDate, key: &str) -> Uuid {
+        let run = self.handle_job(p.clone(), night, key).await;
+        p.assert_complete();
+        run.expect("the job's run")
     }
 
     async fn suggestions(&self, night: NaiveDate) -> Vec<(String, Option<Uuid>, String)> {
@@ -266,6 +277,9 @@ async fn writes_and_deletes_wait_for_approval_while_suggestions_run_under_the_ca
     for i in 0..12 {
         docs.push(f.doc(&format!("doc{i}.txt")).await);
     }
+    // A signal, so the nightly job runs the model (`only_with_signals`).
+    f.set_status(docs[11], "failed", Some("provider down"), Utc::now())
+        .await;
     let cap = f
         .app
         .spec("proactive_suggestion")
@@ -358,15 +372,15 @@ async fn writes_and_deletes_wait_for_approval_while_suggestions_run_under_the_ca
         "{last:?}"
     );
 
-    // The cap is per org and night, across runs: a second run that night is refused too, and
-    // another night starts afresh.
+    // The cap is per org and night, across runs: a second job that night finds the cap
+    // reached in the overview and calls no model at all (`only_with_signals`), and another
+    // night starts afresh.
     let again = Arc::new(ScriptedProvider::new(vec![
         Turn::Tools(vec![suggestion(11)]),
         Turn::text("done"),
     ]));
-    let run2 = f.handle(again, night(), "n1-again").await;
-    let a = runs::audit_for_run(&f.db.pool, run2).await.unwrap();
-    assert!(a[0].is_error, "{:?}", a[0].outcome);
+    assert_eq!(f.handle_job(again.clone(), night(), "n1-again").await, None);
+    assert_eq!(again.remaining(), 2, "no model call");
     assert_eq!(f.suggestions(night()).await.len(), cap as usize);
     let next = night().succ_opt().unwrap();
     let later = Arc::new(ScriptedProvider::new(vec![
@@ -377,5 +391,95 @@ async fn writes_and_deletes_wait_for_approval_while_suggestions_run_under_the_ca
     assert_eq!(
         f.suggestions(next).await,
         vec![("other".to_string(), Some(docs[11]), "pending".to_string())]
+    );
+}
+
+/// Issue 30, item 2: the nightly cost follows the orgs with work. Of 60 orgs, each with a
+/// document, 3 have a failed auto-create (a signal); all 60 get their nightly job, and only those
+/// 3 run the model (the others end at the overview, computed in SQL).
+#[tokio::test]
+async fn the_nightly_job_runs_the_model_only_for_orgs_with_something_to_do() {
+    let f = fixture().await;
+    assert!(
+        f.app.spec("proactive_suggestion").agent.only_with_signals,
+        "as shipped"
+    );
+    let mut with_work = Vec::new();
+    let mut jobs = Vec::new();
+    for i in 0..60 {
+        let org = orgs::ensure(&f.db.pool, &format!("org{i:02}"))
+            .await
+            .unwrap()
+            .id;
+        let mut conn = f.db.pool.acquire().await.unwrap();
+        let doc = documents::insert(
+            &mut conn,
+            org,
+            "a.txt",
+            Some("Total: 1.00\n"),
+            &json!({}),
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+        drop(conn);
+        if i % 20 == 7 {
+            sqlx::query("UPDATE documents SET auto_create_status = 'failed', auto_create_error = 'provider down' WHERE id = $1")
+                .bind(doc)
+                .execute(&f.db.pool)
+                .await
+                .unwrap();
+            with_work.push(org);
+        }
+        jobs.push(NewJob::new(
+            "proactive_suggestion",
+            json!({"org_id": org, "night": night()}),
+        ));
+    }
+    queue::enqueue_many(&f.db.pool, &jobs).await.unwrap();
+    let stop = CancellationToken::new();
+    let worker = f
+        .app
+        .start_worker(
+            WorkerArgs {
+                kinds: vec!["proactive_suggestion".into()],
+                concurrency: Some(8),
+                cron: false,
+                only_org: None,
+            },
+            stop.clone(),
+        )
+        .await
+        .unwrap();
+    wait_until(120, "every org's nightly job succeeded", || async {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM agentd_jobs WHERE kind = 'proactive_suggestion' AND state = 'succeeded'",
+        )
+        .fetch_one(&f.db.pool)
+        .await
+        .unwrap();
+        n == 60
+    })
+    .await;
+    stop.cancel();
+    worker.join().await;
+    let mut ran: Vec<Uuid> = sqlx::query_scalar("SELECT DISTINCT org_id FROM agent_runs")
+        .fetch_all(&f.db.pool)
+        .await
+        .unwrap();
+    ran.sort();
+    with_work.sort();
+    assert_eq!(
+        ran, with_work,
+        "model runs for the three orgs with a signal only"
+    );
+    let suggested: Vec<Uuid> =
+        sqlx::query_scalar("SELECT DISTINCT org_id FROM suggestions ORDER BY org_id")
+            .fetch_all(&f.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        suggested, with_work,
+        "each of them got its retry_failed suggestion"
     );
 }

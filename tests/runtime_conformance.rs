@@ -125,6 +125,7 @@ fn kind(h: Arc<Recorder>, timeout: Duration, concurrency: usize, backoff: Backof
         timeout,
         backoff,
         delete_on_success: false,
+        max_running_per_org: None,
     }
 }
 
@@ -443,6 +444,7 @@ async fn heartbeat_keeps_a_long_job_leased() {
             timeout: Duration::from_secs(20),
             backoff: fast_backoff(),
             delete_on_success: false,
+            max_running_per_org: None,
         },
     );
     let stop = CancellationToken::new();

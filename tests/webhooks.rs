@@ -585,6 +585,37 @@ async fn a_revoked_key_loses_its_stream_and_streams_per_key_are_capped() {
     assert!(admitted, "a closed stream's place is given back");
 }
 
+/// A receiver that accepts and holds every connection, never reading or answering.
+async fn black_hole() -> String {
+    let hole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", hole.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = hole.accept().await {
+            held.push(s);
+        }
+    });
+    url
+}
+
+/// `org` subscribes `url` to `run.failed`.
+async fn subscribe(pool: &sqlx::PgPool, org: Uuid, url: &str) {
+    agentd::store::webhooks::insert(
+        pool,
+        &agentd::store::webhooks::NewWebhook {
+            org_id: org,
+            url,
+            events: &["run.failed".to_string()],
+            secret: "s3cret-s3cret-s3cret",
+            max_attempts: 8,
+            priority: 0,
+            now: chrono::Utc::now(),
+        },
+    )
+    .await
+    .unwrap();
+}
+
 /// Review N3: org A's receiver accepts connections and never answers; org B's answers at once.
 /// A's breaker opens after `failures_to_open` failures, its waiting deliveries are pushed out
 /// (none lost: they wait, still `available`), and B's deliveries, queued behind A's, land
@@ -597,6 +628,8 @@ async fn a_black_holed_receiver_does_not_hold_up_other_orgs_deliveries() {
         let mut catalog = (*api.app.catalog).clone();
         let spec = catalog.kinds.get_mut("webhook_delivery").unwrap();
         spec.queue.concurrency = 4;
+        // The breaker alone (the per-org cap has its own test below).
+        spec.queue.max_running_per_org = None;
         let w = spec.webhook.as_mut().unwrap();
         w.request_timeout_secs = 2;
         w.failures_to_open = 3;
@@ -604,33 +637,11 @@ async fn a_black_holed_receiver_does_not_hold_up_other_orgs_deliveries() {
     }
     let (a, _) = api.org("a", Role::Admin).await;
     let (b, _) = api.org("b", Role::Admin).await;
-    // The black hole: accepts and holds every connection, never reads or answers.
-    let hole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hole_url = format!("http://{}/hook", hole.local_addr().unwrap());
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((s, _)) = hole.accept().await {
-            held.push(s);
-        }
-    });
+    let hole_url = black_hole().await;
     let (ok_url, ok_seen) = receiver(0).await;
     let pool = api.db.pool.clone();
-    for (org, url) in [(a, &hole_url), (b, &ok_url)] {
-        agentd::store::webhooks::insert(
-            &pool,
-            &agentd::store::webhooks::NewWebhook {
-                org_id: org,
-                url,
-                events: &["run.failed".to_string()],
-                secret: "s3cret-s3cret-s3cret",
-                max_attempts: 8,
-                priority: 0,
-                now: chrono::Utc::now(),
-            },
-        )
-        .await
-        .unwrap();
-    }
+    subscribe(&pool, a, &hole_url).await;
+    subscribe(&pool, b, &ok_url).await;
     // A's backlog first, then B's: FIFO would serve B after 30 × 2 s / 4 slots = 15 s.
     for n in 0..30 {
         emit(&pool, a, EventType::RunFailed, n).await;
@@ -661,17 +672,20 @@ async fn a_black_holed_receiver_does_not_hold_up_other_orgs_deliveries() {
         took < std::time::Duration::from_secs(9),
         "B waited {took:?} behind A's black hole"
     );
-    let (failing, open): (bool, bool) = sqlx::query_as(
-        "SELECT failing_since IS NOT NULL, open_until > now() FROM agentd_webhooks WHERE org_id = $1",
-    )
-    .bind(a)
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    assert!(
-        failing && open,
-        "A's subscription is failing with its breaker open"
-    );
+    common::wait_until(30, "A's subscription is failing with its breaker open", || {
+        let pool = pool.clone();
+        async move {
+            let (failing, open): (bool, Option<bool>) = sqlx::query_as(
+                "SELECT failing_since IS NOT NULL, open_until > now() FROM agentd_webhooks WHERE org_id = $1",
+            )
+            .bind(a)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            failing && open == Some(true)
+        }
+    })
+    .await;
     let (waiting, dead): (i64, i64) = sqlx::query_as(
         "SELECT count(*) FILTER (WHERE state IN ('available', 'running')),
                 count(*) FILTER (WHERE state = 'dead')
@@ -686,6 +700,89 @@ async fn a_black_holed_receiver_does_not_hold_up_other_orgs_deliveries() {
         (30, 0),
         "A's deliveries wait; none is lost"
     );
+    shutdown.cancel();
+    worker.join().await;
+}
+
+/// Review N3, the per-org cap: with the breaker out of reach, A's black-holed deliveries hold one
+/// of the four slots (`max_running_per_org = 1`, as shipped), not all four, so B's deliveries
+/// written while A's are hanging go out at once. Without the cap B waited for A's attempts to
+/// time out (10 s each).
+#[tokio::test]
+async fn a_black_holed_receiver_holds_one_delivery_slot_not_all() {
+    let mut api = Api::start().await;
+    api.app = fast(&api.app, 8);
+    {
+        let mut catalog = (*api.app.catalog).clone();
+        let spec = catalog.kinds.get_mut("webhook_delivery").unwrap();
+        assert_eq!(
+            spec.queue.max_running_per_org,
+            Some(1),
+            "as jobs/webhook_delivery.toml ships"
+        );
+        spec.queue.concurrency = 4;
+        let w = spec.webhook.as_mut().unwrap();
+        w.request_timeout_secs = 10;
+        w.failures_to_open = 1_000;
+        api.app.catalog = Arc::new(catalog);
+    }
+    let (a, _) = api.org("a", Role::Admin).await;
+    let (b, _) = api.org("b", Role::Admin).await;
+    let hole_url = black_hole().await;
+    let (ok_url, ok_seen) = receiver(0).await;
+    let pool = api.db.pool.clone();
+    subscribe(&pool, a, &hole_url).await;
+    subscribe(&pool, b, &ok_url).await;
+    for n in 0..10 {
+        emit(&pool, a, EventType::RunFailed, n).await;
+    }
+    let shutdown = CancellationToken::new();
+    let worker = api
+        .app
+        .start_worker(
+            WorkerArgs {
+                kinds: vec!["webhook_delivery".into()],
+                ..Default::default()
+            },
+            shutdown.clone(),
+        )
+        .await
+        .unwrap();
+    let running_of_a = || {
+        let pool = pool.clone();
+        async move {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM agentd_jobs
+                  WHERE kind = 'webhook_delivery' AND state = 'running'
+                    AND payload->>'org_id' = $1::text",
+            )
+            .bind(a)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            n
+        }
+    };
+    common::wait_until(10, "one of A's deliveries hangs", || {
+        let f = running_of_a();
+        async move { f.await >= 1 }
+    })
+    .await;
+    let started = std::time::Instant::now();
+    for n in 0..5 {
+        emit(&pool, b, EventType::RunFailed, n).await;
+    }
+    common::wait_until(30, "B's five deliveries landed", || {
+        let n = ok_seen.lock().unwrap().len();
+        async move { n >= 5 }
+    })
+    .await;
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "B waited {took:?} behind A's hanging deliveries"
+    );
+    assert!(running_of_a().await <= 1, "A holds one slot at most");
     shutdown.cancel();
     worker.join().await;
 }

@@ -1,6 +1,8 @@
 //! `agentd orgs create NAME [--json]`: a new org and its first API key (role admin), shown once.
 //! `agentd orgs delete NAME --yes`: the org and everything it owns (personal data included);
 //! the audit trail keeps its summaries and hashes.
+//! `agentd orgs set-limit ORG --kind K --max-running N|--clear`: an org's own cap of running
+//! jobs of a kind across the fleet (`queue::fair`).
 //! `agentd orgs set ORG key=value …` / `agentd orgs show ORG`: per-org settings (see
 //! `crate::org_settings`; a bad key or value is exit 2 naming it).
 
@@ -26,6 +28,22 @@ pub enum OrgsCmd {
         org: String,
         #[arg(required = true)]
         settings: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cap the jobs of one kind this org may have running at once across the fleet (its own
+    /// cap; without one, the job file's `queue.max_running_per_org` applies).
+    SetLimit {
+        org: String,
+        /// The job kind (a job file's `kind`).
+        #[arg(long)]
+        kind: String,
+        /// At most this many running at once (≥ 1).
+        #[arg(long, required_unless_present = "clear", conflicts_with = "clear")]
+        max_running: Option<u32>,
+        /// Remove the org's own cap (the kind's applies again).
+        #[arg(long)]
+        clear: bool,
         #[arg(long)]
         json: bool,
     },
@@ -74,6 +92,31 @@ pub async fn run(app: &App, cmd: OrgsCmd) -> anyhow::Result<()> {
                 Err(crate::org_settings::ApplyError::Invalid(e)) => Err(bad(e.to_string())),
                 Err(e) => Err(e.into()),
             }
+        }
+        OrgsCmd::SetLimit {
+            org,
+            kind,
+            max_running,
+            clear: _,
+            json: as_json,
+        } => {
+            let row = crate::store::orgs::find(&app.pool, &org)
+                .await?
+                .ok_or_else(|| bad(format!("no org {org:?}")))?;
+            if !app.catalog.kinds.contains_key(&kind) {
+                let known: Vec<&str> = app.catalog.kinds.keys().map(String::as_str).collect();
+                return Err(bad(format!(
+                    "--kind: no job kind {kind:?} (known: {})",
+                    known.join(", ")
+                )));
+            }
+            if max_running == Some(0) {
+                return Err(bad(
+                    "--max-running must be at least 1 (pause the kind to stop its claims)",
+                ));
+            }
+            crate::queue::fair::set_org_limit(&app.pool, &kind, row.id, max_running).await?;
+            show(app, row.id, &row.name, as_json).await
         }
         OrgsCmd::Show { org, json: as_json } => {
             let row = crate::store::orgs::find(&app.pool, &org)
@@ -146,8 +189,10 @@ async fn show(app: &App, org_id: uuid::Uuid, name: &str, as_json: bool) -> anyho
         .ok_or_else(|| bad(format!("no org {org_id}")))?;
     let b = crate::store::runs::budget(&app.pool, org_id, app.clock.now()).await?;
     let limit = b.map(|b| b.monthly_limit);
+    let caps = crate::queue::fair::org_limits(&app.pool, org_id).await?;
     if as_json {
         let mut v = serde_json::to_value(&s)?;
+        v["max_running"] = caps.iter().map(|(k, n)| (k.clone(), json!(n))).collect();
         v["effective_token_limit"] = json!(limit);
         v["monthly_token_budget"] = json!(s.token_budget);
         println!("{v}");
@@ -176,5 +221,8 @@ async fn show(app: &App, org_id: uuid::Uuid, name: &str, as_json: bool) -> anyho
         "  enforced limit      {}",
         opt(limit.map(|n| n.to_string()))
     );
+    for (kind, n) in &caps {
+        println!("  max_running {kind:<16} {n}");
+    }
     Ok(())
 }

@@ -37,6 +37,31 @@ impl JobHandler for Proactive {
             return Ok(());
         }
         let spec = app.spec("proactive_suggestion");
+        if spec.agent.only_with_signals {
+            // The same overview `org_overview` gives the model (one row per list is enough to
+            // know whether it is empty): an org with nothing to do costs no model call.
+            let mut conn = app.pool.acquire().await?;
+            let o = crate::store::suggestions::overview(
+                &mut conn,
+                p.org_id,
+                app.clock.now(),
+                p.night,
+                crate::tools::suggestions::WAITING_AFTER_DAYS,
+                1,
+            )
+            .await?;
+            drop(conn);
+            let room = spec
+                .agent
+                .max_suggestions
+                .is_none_or(|cap| o.suggestions_this_night < i64::from(cap));
+            if !(o.has_signals() && room) {
+                metrics::counter!("agentd_nightly_skipped_total").increment(1);
+                info!(org_id = %p.org_id, night = %p.night, signals = o.has_signals(),
+                      "nothing to do tonight: no model run");
+                return Ok(());
+            }
+        }
         let first = render(&spec.agent.first_message, &[("night", p.night.to_string())]);
         let mut run_spec =
             app.run_spec(spec, p.org_id, p.night.to_string(), Some(job.job.id), first);

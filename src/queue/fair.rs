@@ -17,6 +17,17 @@
 //!    `FOR UPDATE SKIP LOCKED`: concurrent claimers skip each other's rows within each org, as
 //!    the single walk of before did within the kind.
 //!
+//! Per-org caps (`max_running_per_org` in the job file, or an org's own row in
+//! `agentd_org_queue_limits`, migration 0076; `agentd orgs set-limit`): an org that has its cap
+//! of jobs of the kind running fleet-wide is `busy` and left out of the ring (the ring walks as
+//! many orgs further as are busy, so the orgs behind a busy one are still served), and an org
+//! under its cap takes at most what is left of it. The running jobs are counted on their own
+//! index, and only when the kind or some org has a cap. The count is the statement's snapshot:
+//! claims racing in other processes may pass a cap by their shares at most, so a cap bounds an
+//! org's part of the fleet; it is not a semaphore. A finishing job does not wake claimers: an
+//! org's jobs held back by its cap are claimed at the next wake-up or poll
+//! (`worker.poll_interval_ms`).
+//!
 //! The shares add up to `n` exactly (nothing is locked and then left). An org with fewer ready
 //! jobs than its share leaves slots unused; the next round (at most [`ROUNDS`] per claim) gives
 //! them to the orgs that still have jobs. Jobs without an org (cron ticks, approval sweeps) are
@@ -37,7 +48,7 @@ pub const ORG_KEY: &str = "coalesce(payload->>'org_id', '')";
 pub const ROUNDS: usize = 3;
 
 /// `$1` kind, `$2` slots, `$3` worker, `$4` now, `$5` lease in ms, `$6` cursor (an org key; the
-/// ring starts after it).
+/// ring starts after it), `$7` the kind's cap of running jobs per org (`NULL`: none).
 static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
     let k = ORG_KEY;
     // The ready jobs of the kind at the top priority, as index conditions.
@@ -53,18 +64,38 @@ static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
     // for the column and again for the filter on it (two index descents per org, not one).
     let first = next_after("$6");
     let next = next_after("r.org");
+    // An org's cap of running jobs of the kind: its own row, else the kind's (`NULL`: none).
+    let cap_of = |org: &str| {
+        format!(
+            "coalesce((SELECT l.max_running FROM agentd_org_queue_limits l
+                        WHERE l.kind = $1 AND l.org_key = {org}), $7::int)"
+        )
+    };
+    let cap_running = cap_of("u.org");
+    let cap_ring = cap_of("o.org");
+    // An org's share of the `n` slots (`m` orgs in the ring, this one the `n`th).
+    let share = "($2 / o.m + CASE WHEN o.n <= $2 % o.m THEN 1 ELSE 0 END)";
     format!(
         "WITH RECURSIVE
          top AS (SELECT priority AS p, {k} AS lo FROM agentd_jobs
                   WHERE state = 'available' AND kind = $1 AND run_at <= $4
                   ORDER BY priority DESC, {k} LIMIT 1),
+         running AS (SELECT {k} AS org, count(*) AS c FROM agentd_jobs
+                      WHERE state = 'running' AND kind = $1
+                        AND ($7::int IS NOT NULL
+                             OR EXISTS (SELECT 1 FROM agentd_org_queue_limits WHERE kind = $1))
+                      GROUP BY 1),
+         busy AS (SELECT u.org FROM running u WHERE u.c >= {cap_running}),
          ring(org, first, n) AS (
             SELECT f.org, f.org, 1 FROM top CROSS JOIN LATERAL (SELECT {first} AS org OFFSET 0) f
             UNION ALL
             SELECT x.org, r.first, r.n + 1
               FROM ring r CROSS JOIN top CROSS JOIN LATERAL (SELECT {next} AS org OFFSET 0) x
-             WHERE r.n < $2 AND x.org <> r.first),
-         orgs AS (SELECT org, n, count(*) OVER () AS m FROM ring)
+             WHERE r.n < $2 + (SELECT count(*) FROM busy) AND x.org <> r.first),
+         open AS (SELECT org, n FROM ring WHERE org NOT IN (SELECT org FROM busy)
+                   ORDER BY n LIMIT $2),
+         orgs AS (SELECT org, row_number() OVER (ORDER BY n) AS n, count(*) OVER () AS m
+                    FROM open)
          UPDATE agentd_jobs
             SET state = 'running', attempt = attempt + 1, locked_by = $3,
                 lease_expires_at = $4 + $5 * interval '1 millisecond', started_at = $4
@@ -73,11 +104,56 @@ static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
                        SELECT id FROM agentd_jobs
                         WHERE {ready} AND {k} = o.org
                         ORDER BY run_at, id
-                        LIMIT $2 / o.m + CASE WHEN o.n <= $2 % o.m THEN 1 ELSE 0 END
+                        LIMIT least({share}, coalesce(
+                              {cap_ring} - coalesce((SELECT u.c FROM running u
+                                                      WHERE u.org = o.org), 0),
+                              {share}))
                           FOR UPDATE SKIP LOCKED) j))
       RETURNING id, kind, payload, attempt, attempt - released AS counted_attempts, max_attempts"
     )
 });
+
+/// Sets (`Some`) or clears (`None`) one org's own cap of running jobs of `kind` (see the
+/// module); the kind's `queue.max_running_per_org` applies where no row is.
+pub async fn set_org_limit(
+    pool: &PgPool,
+    kind: &str,
+    org: uuid::Uuid,
+    max_running: Option<u32>,
+) -> Result<(), QueueError> {
+    let org = org.to_string();
+    match max_running {
+        Some(cap) => {
+            sqlx::query(
+                "INSERT INTO agentd_org_queue_limits (kind, org_key, max_running) VALUES ($1, $2, $3)
+                 ON CONFLICT (kind, org_key) DO UPDATE SET max_running = EXCLUDED.max_running",
+            )
+            .bind(kind)
+            .bind(&org)
+            .bind(i32::try_from(cap.max(1)).unwrap_or(i32::MAX))
+            .execute(pool)
+            .await?;
+        }
+        None => {
+            sqlx::query("DELETE FROM agentd_org_queue_limits WHERE kind = $1 AND org_key = $2")
+                .bind(kind)
+                .bind(&org)
+                .execute(pool)
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// One org's own caps, by kind.
+pub async fn org_limits(pool: &PgPool, org: uuid::Uuid) -> Result<Vec<(String, i32)>, QueueError> {
+    Ok(sqlx::query_as(
+        "SELECT kind, max_running FROM agentd_org_queue_limits WHERE org_key = $1 ORDER BY kind",
+    )
+    .bind(org.to_string())
+    .fetch_all(pool)
+    .await?)
+}
 
 /// Where the last claim of each kind in this process stopped in the ring of orgs.
 static CURSORS: LazyLock<Mutex<HashMap<String, String>>> = LazyLock::new(Default::default);
@@ -105,6 +181,7 @@ fn ring_end<'a>(cursor: &str, orgs: impl Iterator<Item = &'a str>) -> Option<&'a
 pub async fn claim(
     pool: &PgPool,
     kind: &str,
+    max_running_per_org: Option<u32>,
     limit: u32,
     worker_id: &str,
     now: DateTime<Utc>,
@@ -128,7 +205,8 @@ pub async fn claim(
             .bind(worker_id)
             .bind(now)
             .bind(lease.num_milliseconds() as f64)
-            .bind(&cursor);
+            .bind(&cursor)
+            .bind(max_running_per_org.map(|c| i32::try_from(c).unwrap_or(i32::MAX)));
         let got = super::store::fetch_claimed(pool, q).await?;
         if got.is_empty() {
             break;

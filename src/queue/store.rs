@@ -19,13 +19,14 @@ pub async fn claim(
     now: DateTime<Utc>,
     lease: Duration,
 ) -> Result<Vec<ClaimedJob>, QueueError> {
-    claim_scoped(pool, kinds, None, limit, worker_id, now, lease).await
+    claim_scoped(pool, kinds, None, None, limit, worker_id, now, lease).await
 }
 
 /// [`claim`], and with `only_org` only the jobs whose payload names that org (`org_id`): what
 /// `agentd eval` claims, so it never takes another org's job from a shared database.
 ///
-/// One kind and no org (every claim loop): the fair claim ([`super::fair::claim`]). Otherwise
+/// One kind and no org (every claim loop): the fair claim ([`super::fair::claim`]), which also
+/// keeps each org under `max_running_per_org` running jobs of the kind. Otherwise
 /// one walk of the claim index in `priority DESC, run_at, id` order, across orgs (several
 /// kinds) or within the one org. The `id = ANY(ARRAY(SELECT … FOR UPDATE SKIP LOCKED))` form
 /// keeps the plan an index scan on the partial claim index even under a generic plan (the
@@ -34,6 +35,7 @@ pub async fn claim_scoped(
     pool: &PgPool,
     kinds: &[String],
     only_org: Option<uuid::Uuid>,
+    max_running_per_org: Option<u32>,
     limit: u32,
     worker_id: &str,
     now: DateTime<Utc>,
@@ -44,7 +46,8 @@ pub async fn claim_scoped(
     // (17–20 ms, growing with the backlog: the 1M-backlog collapse measured by `agentd bench`).
     let single = kinds.len() == 1;
     if single && only_org.is_none() {
-        return super::fair::claim(pool, &kinds[0], limit, worker_id, now, lease).await;
+        let cap = max_running_per_org;
+        return super::fair::claim(pool, &kinds[0], cap, limit, worker_id, now, lease).await;
     }
     let kind_filter = if single {
         "kind = $1"

@@ -44,6 +44,9 @@ pub struct KindRuntime {
     pub backoff: Backoff,
     /// Succeeded jobs are deleted instead of kept (the job file's `queue.delete_on_success`).
     pub delete_on_success: bool,
+    /// Jobs of this kind one org may have running across the fleet (the job file's
+    /// `queue.max_running_per_org`; an org's own cap in `agentd_org_queue_limits` wins).
+    pub max_running_per_org: Option<u32>,
 }
 
 /// How many jobs a worker claims beyond its free slots into a local buffer (graphile-worker's

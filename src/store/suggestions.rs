@@ -225,6 +225,17 @@ pub struct Overview {
     pub suggestions_this_night: i64,
 }
 
+impl Overview {
+    /// Something worth a suggestion: a proposal waiting, a failed auto-create, untagged
+    /// documents while tags exist, or an extraction on an old schema version.
+    pub fn has_signals(&self) -> bool {
+        !self.waiting_proposals.is_empty()
+            || !self.failed_auto_creates.is_empty()
+            || self.untagged_total > 0
+            || !self.outdated_extractions.is_empty()
+    }
+}
+
 /// Computes the overview of one org. `waiting_after_days`: how long a proposal may wait before
 /// it is a signal; `now` comes from the Clock; lists are capped at `limit`.
 pub async fn overview(

@@ -38,7 +38,7 @@ impl SuggestionKind {
 }
 
 /// A proposal waiting longer than this many days is a signal.
-const WAITING_AFTER_DAYS: i32 = 3;
+pub const WAITING_AFTER_DAYS: i32 = 3;
 /// Longest list per signal.
 const SIGNAL_LIMIT: i64 = 20;
 

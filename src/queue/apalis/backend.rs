@@ -81,6 +81,10 @@ impl Shared {
             &self.pool,
             &self.kinds,
             self.only_org,
+            match self.kinds.as_slice() {
+                [one] => self.policies.get(one).and_then(|p| p.max_running_per_org),
+                _ => None,
+            },
             want,
             &self.opts.worker_id,
             self.clock.now(),

@@ -193,6 +193,8 @@ pub struct KindPolicy {
     pub timeout: Duration,
     /// Succeeded jobs are deleted ([`store::delete_succeeded`]) instead of kept.
     pub delete_on_success: bool,
+    /// See [`KindRuntime::max_running_per_org`].
+    pub max_running_per_org: Option<u32>,
 }
 
 /// An attempt this process holds a lease on (claimed and not yet settled).
@@ -373,6 +375,7 @@ pub fn build_scoped_worker(
             backoff: kind.backoff,
             timeout: kind.timeout,
             delete_on_success: kind.delete_on_success,
+            max_running_per_org: kind.max_running_per_org,
         }],
         only_org,
         concurrency,

@@ -577,6 +577,7 @@ async fn agentd_rep(
             max: Duration::from_secs(60),
         },
         delete_on_success: delete,
+        max_running_per_org: None,
     };
     let started = chrono::Utc::now();
     let (stats, stop, handle) = spawn_worker(pool.clone(), app, kind, |o| {

@@ -194,6 +194,7 @@ pub async fn latency(
             max: Duration::from_secs(60),
         },
         delete_on_success: false,
+        max_running_per_org: None,
     };
     let (_stats, stop, handle) = super::runtime::spawn_worker(pool.clone(), app, kind, |_| {});
     tokio::time::sleep(Duration::from_millis(500)).await;
