@@ -43,6 +43,10 @@ struct Table {
     by_token: HashMap<String, String>,
     /// Known values, longest first: replaced everywhere, also where no rule would find them.
     ordered: Vec<String>,
+    /// An automaton over `ordered` (leftmost-longest), built when first needed after a change:
+    /// replacing is one pass over the text whatever the number of values (review L10; it was
+    /// text × values).
+    matcher: Option<aho_corasick::AhoCorasick>,
     next: u32,
     /// Entries not yet written to `pii_tokens`.
     unsaved: Vec<(String, String)>,
@@ -236,6 +240,7 @@ impl Table {
             .ordered
             .partition_point(|v| v.len() > value.len() || (v.len() == value.len() && *v < value));
         self.ordered.insert(pos, value);
+        self.matcher = None;
     }
 
     fn token_for(&mut self, value: &str, kind: Kind) -> String {
@@ -249,9 +254,52 @@ impl Table {
         token
     }
 
-    /// Replaces every known value, longest first, in one left-to-right pass; a token that
-    /// would touch a word character gets a [`JOINER`] on that side.
-    fn replace_known(&self, text: &str) -> String {
+    /// Replaces every known value in one left-to-right pass (at each place the longest value
+    /// that starts there); a token that would touch a word character gets a [`JOINER`] on that
+    /// side.
+    fn replace_known(&mut self, text: &str) -> String {
+        if self.matcher.is_none() {
+            self.matcher = aho_corasick::AhoCorasick::builder()
+                .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+                .build(&self.ordered)
+                .ok();
+        }
+        let Some(matcher) = &self.matcher else {
+            // Only a value set past the automaton's size limits: the pass of before.
+            return self.replace_known_slowly(text);
+        };
+        let mut out = String::with_capacity(text.len());
+        let mut last = 0;
+        for m in matcher.find_iter(text) {
+            // A match of a UTF-8 value in UTF-8 text starts and ends on character boundaries.
+            let (Some(head), Some(value), Some(tail)) = (
+                text.get(last..m.start()),
+                text.get(m.start()..m.end()),
+                text.get(m.end()..),
+            ) else {
+                continue;
+            };
+            let Some(token) = self.by_value.get(value) else {
+                continue;
+            };
+            out.push_str(head);
+            let before = text.get(..m.start()).and_then(|h| h.chars().next_back());
+            if glues(before) {
+                out.push(JOINER);
+            }
+            out.push_str(token);
+            if glues(tail.chars().next()) {
+                out.push(JOINER);
+            }
+            last = m.end();
+        }
+        out.push_str(text.get(last..).unwrap_or_default());
+        out
+    }
+
+    /// [`Self::replace_known`] without the automaton: at each character, the values longest
+    /// first (O(text × values)).
+    fn replace_known_slowly(&self, text: &str) -> String {
         let mut out = String::with_capacity(text.len());
         let mut rest = text;
         let mut before: Option<char> = None;
@@ -287,6 +335,59 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The automaton's pass gives what the pass over every value at every character gives:
+    /// overlapping values, prefixes of each other, values glued to words, non-ASCII text.
+    #[test]
+    fn the_automaton_replaces_as_the_value_by_value_pass_does() {
+        let mut t = Table::default();
+        let values = [
+            "Jane",
+            "Jane Doe",
+            "Doe",
+            "ane D",
+            "Zoë Ødegård",
+            "Ødegård",
+            "12345",
+            "2345",
+            "é",
+            "jane@example.com",
+            "example",
+        ];
+        for (i, v) in values.iter().enumerate() {
+            t.insert(format!("PERSON_{}", i + 1), v.to_string());
+        }
+        let texts = [
+            "Jane Doe met Jane and Doe; Jane Doe5 and MaryJane Doe.",
+            "Zoë Ødegård wrote to jane@example.com (example: 12345, 2345, 123456).",
+            "éé é xé Ødegårdx ane Dane D",
+            "",
+            "nothing known here",
+        ];
+        for text in texts {
+            assert_eq!(
+                t.replace_known(text),
+                t.replace_known_slowly(text),
+                "{text:?}"
+            );
+        }
+    }
+
+    /// Review L10: thousands of known values cost one pass over the text, not one per value.
+    #[test]
+    fn many_known_values_are_replaced_in_one_pass() {
+        let mut t = Table::default();
+        for i in 0..5_000 {
+            t.insert(format!("EMAIL_{}", i + 1), format!("person{i}@example.com"));
+        }
+        let text: String = (0..2_000)
+            .map(|i| format!("Write to person{}@example.com today. ", i * 2))
+            .collect();
+        let out = t.replace_known(&text);
+        assert!(!out.contains("@example.com"), "every address replaced");
+        assert_eq!(out.matches("EMAIL_").count(), 2_000);
+        assert!(out.starts_with("Write to EMAIL_1 today. Write to EMAIL_3 today."));
+    }
 
     #[test]
     fn same_value_same_token_and_round_trip() {
