@@ -56,6 +56,9 @@ pub struct Config {
     pub worker: WorkerConfig,
     pub retention: RetentionConfig,
     pub http: HttpConfig,
+    /// `agentd serve`'s API: request timeout and concurrency (review L11).
+    #[serde(default)]
+    pub api: ApiConfig,
     pub llm: LlmConfig,
     pub log: LogConfig,
     /// Redaction of personal data before the provider (`src/pii`).
@@ -64,6 +67,26 @@ pub struct Config {
     /// Webhook deliveries (`src/webhooks`).
     #[serde(default)]
     pub webhooks: WebhooksConfig,
+}
+
+/// `agentd serve`'s API listener (review L11).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiConfig {
+    /// A request that has not been answered after this long (its body read, its handler done)
+    /// gets 503; an event stream counts until its headers are sent.
+    pub request_timeout_secs: u64,
+    /// Requests handled at once; one more is refused at once with 503 and `Retry-After`.
+    pub max_concurrent_requests: u32,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            request_timeout_secs: 60,
+            max_concurrent_requests: 512,
+        }
+    }
 }
 
 /// Webhook deliveries.
@@ -401,7 +424,7 @@ impl Config {
                 return Err(ConfigError::new(
                     &key,
                     format!(
-                        "unknown section `{section}` (known: database, worker, retention, http, llm, pii, log, webhooks)"
+                        "unknown section `{section}` (known: database, worker, retention, http, api, llm, pii, log, webhooks)"
                     ),
                 ));
             };
@@ -447,6 +470,12 @@ impl Config {
         at_least("worker.poll_interval_ms", self.worker.poll_interval_ms, 10)?;
         at_least("worker.lease_secs", self.worker.lease_secs, 2)?;
         at_least("worker.heartbeat_secs", self.worker.heartbeat_secs, 1)?;
+        at_least("api.request_timeout_secs", self.api.request_timeout_secs, 1)?;
+        at_least(
+            "api.max_concurrent_requests",
+            self.api.max_concurrent_requests.into(),
+            1,
+        )?;
         for (key, value) in [
             ("database.lock_timeout_ms", self.database.lock_timeout_ms),
             (

@@ -570,3 +570,61 @@ async fn jobs_settings_suggestions_and_status() {
         assert!(st.body.get(k).is_some(), "status has {k}: {}", st.body);
     }
 }
+
+/// Review L11: a request that is not answered within `api.request_timeout_secs` (here a body
+/// that stops arriving) gets a 503 problem, and past `api.max_concurrent_requests` another
+/// request is refused at once with 503 and `Retry-After` instead of waiting in a queue.
+#[tokio::test]
+async fn slow_requests_time_out_and_requests_past_the_limit_are_refused() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let api = Api::start_with(|c| {
+        c.api.request_timeout_secs = 1;
+        c.api.max_concurrent_requests = 1;
+    })
+    .await;
+    let (_, key) = api.org("acme", Role::Uploader).await;
+    let addr = api.base.trim_start_matches("http://").to_string();
+    // Headers and half a body, then nothing: the handler waits for the rest.
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(
+        format!(
+            "POST /v1/documents HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"name\": \"a.txt\","
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    // Give the slow request time to take the one slot (it is past authentication, reading).
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let refused = api.call("GET", "/v1/me", Some(&key), None).await;
+    refused.problem(503, None);
+    assert_eq!(refused.headers["retry-after"], "1");
+    assert!(
+        refused.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("api.max_concurrent_requests"),
+        "{}",
+        refused.body
+    );
+    // The slow one is answered at its timeout, not held open.
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = slow.read(&mut buf).await.unwrap();
+            answer.extend_from_slice(&buf[..n]);
+            if n == 0 || answer.windows(4).any(|w| w == b"\r\n\r\n") && answer.ends_with(b"}") {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "no answer to the stalled request");
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+    assert!(text.contains("api.request_timeout_secs"), "{text}");
+    // The slot is free again.
+    let me = api.call("GET", "/v1/me", Some(&key), None).await;
+    assert_eq!(me.status.as_u16(), 200, "{}", me.body);
+}

@@ -141,6 +141,33 @@ impl IntoResponse for Problem {
     }
 }
 
+impl Problem {
+    /// 503 for a request refused by the API's limits (review L11): over the concurrency limit,
+    /// or not answered within the request timeout.
+    pub fn from_limit(e: &tower::BoxError, timeout: std::time::Duration) -> Response {
+        if e.is::<tower::timeout::error::Elapsed>() {
+            return Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "timeout",
+                format!(
+                    "the request was not answered within {} s (api.request_timeout_secs); the handler was stopped and what it had not committed is rolled back; retry with the same Idempotency-Key",
+                    timeout.as_secs()
+                ),
+            )
+            .into_response();
+        }
+        let mut res = Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            "the server is handling as many requests as it takes (api.max_concurrent_requests); retry after a second",
+        )
+        .into_response();
+        res.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        res
+    }
+}
+
 impl From<sqlx::Error> for Problem {
     fn from(e: sqlx::Error) -> Self {
         Problem::internal(e)

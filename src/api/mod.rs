@@ -63,6 +63,8 @@ pub fn router(app: App) -> Router {
 
 /// [`router`] whose event streams end when `stop` is cancelled.
 pub fn router_until(app: App, stop: CancellationToken) -> Router {
+    let timeout = std::time::Duration::from_secs(app.config.api.request_timeout_secs);
+    let concurrency = app.config.api.max_concurrent_requests.max(1) as usize;
     let state = ApiState {
         app,
         events: events::EventWaker::default(),
@@ -106,6 +108,20 @@ pub fn router_until(app: App, stop: CancellationToken) -> Router {
             auth::authenticate,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY))
+        // Review L11: every request (authentication included) is answered within
+        // `api.request_timeout_secs`, and at most `api.max_concurrent_requests` are handled at
+        // once; past either, a 503 problem (`Retry-After` when over the limit), not a held
+        // connection or a queue that grows.
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(axum::error_handling::HandleErrorLayer::new(
+                    move |e: tower::BoxError| async move { error::Problem::from_limit(&e, timeout) },
+                ))
+                .load_shed()
+                // One semaphore for every route (a `Router` layer wraps each route apart).
+                .layer(tower::limit::GlobalConcurrencyLimitLayer::new(concurrency))
+                .timeout(timeout),
+        )
         .with_state(state)
 }
 

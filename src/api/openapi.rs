@@ -91,6 +91,10 @@ fn meaning(status: &str) -> &'static str {
         "412" => "`If-Match` does not match",
         "413" => "The body is larger than this route accepts; nothing was stored",
         "415" => "The body is not `Content-Type: application/json`",
+        "503" => {
+            "Over the server's limits: more requests at once than `api.max_concurrent_requests` \
+             (`Retry-After`), or not answered within `api.request_timeout_secs`; retry"
+        }
         "422" => {
             "Well-formed but invalid: a wrong type, a missing or unknown field, a failed check \
              (`field` names it); nothing was written"
@@ -118,7 +122,7 @@ impl Modify for Problems {
 }
 
 fn complete(op: &mut Operation, takes_id: bool) {
-    let mut shared = vec!["400", "401"];
+    let mut shared = vec!["400", "401", "503"];
     if takes_id {
         shared.push("404");
     }

@@ -62,9 +62,17 @@ impl Answer {
 impl Api {
     /// Starts the API (manual clock at now, offline provider).
     pub async fn start() -> Api {
+        Self::start_with(|_| {}).await
+    }
+
+    /// [`Api::start`] with the service config changed by `configure` first.
+    pub async fn start_with(configure: impl FnOnce(&mut agentd::config::Config)) -> Api {
         let db = TestDb::new().await;
         let clock = ManualClock::new(Utc::now().trunc_subsecs(6));
-        let app = common::app(&db, clock.clone() as SharedClock);
+        let mut app = common::app(&db, clock.clone() as SharedClock);
+        let mut config = (*app.config).clone();
+        configure(&mut config);
+        app.config = Arc::new(config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let stop = CancellationToken::new();
