@@ -645,3 +645,49 @@ async fn deleting_an_org_removes_its_personal_data_and_keeps_the_audit() {
             .is_none()
     );
 }
+
+/// Review S3: two drivers of one run (a lease lost under clock skew) each give `EMAIL_1` to
+/// another address. The second to save finds the run's stored table differs and fails (and
+/// keeps failing, so a retry in that process sends nothing redacted with it); a resumed run
+/// reads the first driver's table.
+#[tokio::test]
+async fn two_drivers_of_one_run_cannot_store_different_values_for_a_token() {
+    let db = TestDb::new().await;
+    let org = agentd::store::orgs::ensure(&db.pool, "acme")
+        .await
+        .unwrap()
+        .id;
+    let run = Uuid::new_v4();
+    sqlx::query("INSERT INTO agent_runs (id, org_id, kind, subject, provider, model, status, started_at) VALUES ($1, $2, 'auto_create', 'x', 'offline', 'm', 'running', now())")
+        .bind(run)
+        .bind(org)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let load = || agentd::pii::Vault::for_run(db.pool.clone(), org, run, Vec::new());
+    let (first, second, same) = (
+        load().await.unwrap(),
+        load().await.unwrap(),
+        load().await.unwrap(),
+    );
+    let a = first.redact("Write to ann@example.com");
+    assert_eq!(same.redact("cc ann@example.com"), "cc EMAIL_1");
+    let b = second.redact("Write to bob@example.com");
+    assert_eq!(a, b, "each driver gave the address its first token");
+    first.save().await.unwrap();
+    let err = second.save().await.unwrap_err();
+    assert!(
+        matches!(&err, agentd::pii::SaveError::Diverged(t) if t == &vec!["EMAIL_1".to_string()]),
+        "{err:?}"
+    );
+    assert!(
+        !err.to_string().contains("bob@"),
+        "no value in the error: {err}"
+    );
+    // Still refused, with nothing new to save.
+    assert!(second.save().await.is_err());
+    // The same pair saved by two drivers is no conflict, and a resumed run reads the first's.
+    same.save().await.unwrap();
+    let resumed = load().await.unwrap();
+    assert_eq!(resumed.rehydrate("EMAIL_1"), "ann@example.com");
+}

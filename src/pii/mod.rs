@@ -23,7 +23,7 @@ mod vault;
 
 pub use detect::{Finding, Kind, detect};
 pub use provider::RedactingProvider;
-pub use vault::Vault;
+pub use vault::{SaveError, Vault};
 
 use crate::llm::SharedProvider;
 use regex::Regex;

@@ -50,6 +50,22 @@ struct Table {
     next: u32,
     /// Entries not yet written to `pii_tokens`.
     unsaved: Vec<(String, String)>,
+    /// Tokens found to differ from the run's stored table (see [`Vault::save`]): once set, every
+    /// save fails, so a retry in this process cannot send or rehydrate with this table.
+    diverged: Vec<String>,
+}
+
+/// Why [`Vault::save`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SaveError {
+    #[error("{0}")]
+    Db(#[from] sqlx::Error),
+    /// Tokens the run's stored table holds for other values (review S3).
+    #[error(
+        "the run's redaction table was changed by another driver of this run ({} token(s) differ); this attempt stops and the next resumes from the stored table",
+        .0.len()
+    )]
+    Diverged(Vec<String>),
 }
 
 /// The symbol table of one run (or of one human decision outside a run).
@@ -104,34 +120,60 @@ impl Vault {
         })
     }
 
-    /// Writes new entries (one short statement, no transaction held).
-    pub async fn save(&self) -> sqlx::Result<()> {
+    /// Writes new entries (one short statement, no transaction held). An entry that conflicts
+    /// with what the run already stored (another driver of the run gave that token to another
+    /// value, or that value another token) is [`SaveError::Diverged`]: nothing redacted with
+    /// this table may reach the provider, and the attempt should end so the next one resumes
+    /// from the stored table.
+    pub async fn save(&self) -> Result<(), SaveError> {
         let Some((pool, org, run)) = &self.store else {
             return Ok(());
         };
-        let unsaved = std::mem::take(&mut self.table().unsaved);
+        let unsaved = {
+            let mut t = self.table();
+            if !t.diverged.is_empty() {
+                return Err(SaveError::Diverged(t.diverged.clone()));
+            }
+            std::mem::take(&mut t.unsaved)
+        };
         if unsaved.is_empty() {
             return Ok(());
         }
         let (tokens, values): (Vec<String>, Vec<String>) = unsaved.into_iter().unzip();
-        let r = sqlx::query(
-            "INSERT INTO pii_tokens (run_id, org_id, n, token, value)
-             SELECT $1, $2, (regexp_match(t, '_(\\d+)$'))[1]::int, t, v
-               FROM unnest($3::text[], $4::text[]) AS x(t, v)
-             ON CONFLICT DO NOTHING",
+        // The entries not stored, and not already stored as they are: another driver of this
+        // run (review S3: a lease lost under clock skew) gave the token to another value, or the
+        // value another token. This table no longer matches the run's.
+        let r: sqlx::Result<Vec<String>> = sqlx::query_scalar(
+            "WITH ins AS (
+                INSERT INTO pii_tokens (run_id, org_id, n, token, value)
+                SELECT $1, $2, (regexp_match(t, '_(\\d+)$'))[1]::int, t, v
+                  FROM unnest($3::text[], $4::text[]) AS x(t, v)
+                ON CONFLICT DO NOTHING
+                RETURNING token)
+             SELECT x.t FROM unnest($3::text[], $4::text[]) AS x(t, v)
+              WHERE x.t NOT IN (SELECT token FROM ins)
+                AND NOT EXISTS (SELECT 1 FROM pii_tokens p
+                                 WHERE p.run_id = $1 AND p.token = x.t AND p.value = x.v)",
         )
         .bind(run)
         .bind(org)
         .bind(&tokens)
         .bind(&values)
-        .execute(pool)
+        .fetch_all(pool)
         .await;
-        if r.is_err() {
-            // Keep them for the next attempt.
-            let mut t = self.table();
-            t.unsaved.extend(tokens.into_iter().zip(values));
+        match r {
+            Ok(diverged) if diverged.is_empty() => Ok(()),
+            Ok(diverged) => {
+                self.table().diverged = diverged.clone();
+                Err(SaveError::Diverged(diverged))
+            }
+            Err(e) => {
+                // Keep them for the next attempt.
+                let mut t = self.table();
+                t.unsaved.extend(tokens.into_iter().zip(values));
+                Err(SaveError::Db(e))
+            }
         }
-        r.map(|_| ())
     }
 
     /// Replaces personal data in `text` by tokens (new values get new tokens).
