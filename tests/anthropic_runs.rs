@@ -447,6 +447,12 @@ async fn the_nightly_job_and_an_approved_run_extraction_reach_their_outcome_stre
         )
         .await
         .unwrap();
+        // A signal for the night (a failed auto-create): an org without one runs no model.
+        sqlx::query("UPDATE documents SET auto_create_status = 'failed', auto_create_error = 'provider down' WHERE id = $1")
+            .bind(doc)
+            .execute(&mut *c)
+            .await
+            .unwrap();
         let format = json!({"type": "json_schema", "json_schema": {"name": "s", "strict": true,
             "schema": {"type": "object", "properties": {"a": {"type": "string"}},
                        "required": ["a"], "additionalProperties": false}}});
