@@ -565,3 +565,109 @@ async fn the_nightly_job_and_an_approved_run_extraction_reach_their_outcome_stre
         assert_eq!(run.counters.tokens(), run_tokens + 524, "and the run's");
     }
 }
+
+const PERSONAL: &[&str] = &[
+    "Jane Doe",
+    "jane.doe@example.com",
+    "GB82 WEST 1234 5698 7654 32",
+];
+
+const PERSONAL_DOC: &str = "INVOICE INV-2024-0042\nBill to: Jane Doe\nEmail: jane.doe@example.com\n\
+Pay to IBAN GB82 WEST 1234 5698 7654 32\nTotal due: 1,234.56 GBP\n";
+
+/// The value after `label:` on some line of `text`.
+fn after(text: &str, label: &str) -> String {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(label))
+        .map(|v| v.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// A model doing auto-create whose extraction copies the customer, email and IBAN it reads in
+/// the request (tokens, behind the redaction boundary).
+fn copying_model() -> Responder {
+    Arc::new(|body, n| {
+        let id = format!("toolu_{n:02}");
+        let reply = |content: Value, stop: &str| {
+            Reply::Message(message(content, stop, Some(usage(50, 10, 0, 0))))
+        };
+        if is_extraction(body) {
+            let doc: String = body["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+                .filter_map(|b| b["text"].as_str().map(str::to_string))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let name = body["tool_choice"]["name"].as_str().unwrap();
+            let fields = json!({"customer_name": after(&doc, "Bill to:"),
+                "email": after(&doc, "Email:"), "iban": after(&doc, "Pay to IBAN")});
+            return reply(json!([tool_use(&id, name, fields)]), "tool_use");
+        }
+        let state = state_of(body);
+        if state.contains("schema: none yet") {
+            let props: serde_json::Map<String, Value> = ["customer_name", "email", "iban"]
+                .iter()
+                .map(|f| (f.to_string(), json!({"type": "string"})))
+                .collect();
+            let rf = json!({"type": "json_schema", "json_schema": {"name": "invoice",
+                "strict": true, "schema": {"type": "object", "additionalProperties": false,
+                "required": ["customer_name", "email", "iban"], "properties": props}}});
+            let args = json!({"name": "Invoice", "response_format": rf});
+            reply(json!([tool_use(&id, "create_schema", args)]), "tool_use")
+        } else if state.contains("prompt: none yet") {
+            let args = json!({"name": "Invoice", "content": "Extract the customer and payment.",
+                              "schema_revid": revid_in(&state, "schema")});
+            reply(json!([tool_use(&id, "create_prompt", args)]), "tool_use")
+        } else if state.contains("extraction: none yet") {
+            let args = json!({"prompt_revid": revid_in(&state, "prompt")});
+            reply(json!([tool_use(&id, "run_extraction", args)]), "tool_use")
+        } else {
+            reply(
+                json!([text("Proposed a schema, a prompt and an extraction.")]),
+                "end_turn",
+            )
+        }
+    })
+}
+
+#[tokio::test]
+async fn no_personal_value_reaches_the_anthropic_fake_and_the_extraction_holds_real_values() {
+    for stream in [false, true] {
+        let e = env(stream, copying_model()).await;
+        agentd::store::pii::set_org_redacts(&e.db.pool, e.org, true)
+            .await
+            .unwrap();
+        let (doc, status) = e.upload_and_drain(PERSONAL_DOC).await;
+        assert_eq!(status, "proposed", "stream: {stream}");
+        let bodies: Vec<String> = e.fake.seen().iter().map(|s| s.body.to_string()).collect();
+        assert_eq!(bodies.len(), 5);
+        for body in &bodies {
+            for value in PERSONAL {
+                assert!(
+                    !body.contains(value),
+                    "{value:?} reached the provider: {body}"
+                );
+            }
+        }
+        assert!(
+            bodies
+                .iter()
+                .any(|b| b.contains("PERSON_") && b.contains("EMAIL_")),
+            "the provider saw tokens in place of the values"
+        );
+        let result: Value =
+            sqlx::query_scalar("SELECT result FROM extractions WHERE document_id = $1")
+                .bind(doc)
+                .fetch_one(&e.db.pool)
+                .await
+                .unwrap();
+        assert_eq!(
+            result,
+            json!({"customer_name": "Jane Doe", "email": "jane.doe@example.com",
+                   "iban": "GB82 WEST 1234 5698 7654 32"}),
+            "the forced tool's answer is rehydrated like any answer"
+        );
+    }
+}

@@ -229,7 +229,7 @@ impl LlmError {
 /// A chat model that can call tools.
 #[async_trait::async_trait]
 pub trait LlmProvider: Send + Sync {
-    /// `openai`, `scripted` or `offline`: stored on runs and audit rows.
+    /// `openai`, `anthropic`, `scripted` or `offline`: stored on runs and audit rows.
     fn name(&self) -> &str;
     /// The HTTP endpoint behind this provider, for one that may constrain its output to a
     /// `response_format` JSON Schema (`llm.constrained_calls = "auto"` tries it there and
