@@ -2,21 +2,21 @@
 //! `x-api-key` and `anthropic-version: 2023-06-01`), streamed (SSE) or not, spoken natively
 //! with reqwest rather than through an OpenAI-compatible shim (issue 32, item 1).
 //!
-//! - **Request** ([`request`]): system messages become the top-level `system`; tool results go
+//! - **Request** (`request.rs`): system messages become the top-level `system`; tool results go
 //!   back as `tool_result` blocks in user turns; `max_tokens` is always sent (the API requires
 //!   it); `tool_choice` maps auto / any (required) / none; the stable prefix (tool definitions,
 //!   system prompt) carries `cache_control: {"type": "ephemeral"}`. An extraction request (a
 //!   `response_format` JSON Schema and no tools) is asked the Anthropic way: one forced tool
 //!   whose `input_schema` is the schema, its input handed back as the JSON text the caller
 //!   expects.
-//! - **Answer** ([`response`]): `text` and `tool_use` blocks, from one body or from the stream's
+//! - **Answer** (`response.rs`): `text` and `tool_use` blocks, from one body or from the stream's
 //!   `content_block_*` events (`text_delta`, `input_json_delta`); `stop_reason` mapped; usage
 //!   with cache writes and reads counted as input (they are prompt tokens the call processed).
-//! - **Failures** ([`failure`]): retried as Anthropic's SDKs do — 408, 409, 429, 5xx (529
+//! - **Failures** (`failure.rs`): retried as Anthropic's SDKs do — 408, 409, 429, 5xx (529
 //!   `overloaded_error` included) and connection errors, or as an `x-should-retry` header says;
 //!   a `retry-after(-ms)` of at most [`MAX_RETRY_AFTER`] is waited out, a longer one ends the
 //!   call (retryable: the job comes back later). 400, 401, 403, 404, 413 are not retried.
-//! - **Transport** ([`transport`]): the fleet limiter (`llm::limits`) before every attempt and a
+//! - **Transport** (`transport.rs`): the fleet limiter (`llm::limits`) before every attempt and a
 //!   429 recorded for the fleet; every body read through `llm.max_response_bytes`.
 //!
 //! Redaction of personal data, metering and budgets wrap every provider alike (`pii::provider`,
