@@ -45,7 +45,7 @@ async fn bad_config_values_exit_2_naming_the_key() {
     assert!(
         text(&o)
             .1
-            .contains("llm.provider must be one of auto, openai, offline")
+            .contains("llm.provider must be one of auto, openai, anthropic, offline")
     );
     let o = agentd(&db, &["status"], &[("AGENTD_WORKER__LEASE_SECS", "thirty")]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o).1);

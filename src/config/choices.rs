@@ -39,10 +39,12 @@ macro_rules! choice {
 }
 
 choice!(
-    /// `llm.provider`: `openai`, `offline`, or `auto` (openai when a key or base URL is set).
-    ProviderChoice, "llm.provider", "one of auto, openai, offline" {
+    /// `llm.provider`: `openai`, `anthropic`, `offline`, or `auto` (openai when a key or base
+    /// URL is set).
+    ProviderChoice, "llm.provider", "one of auto, openai, anthropic, offline" {
         Auto = "auto",
         OpenAi = "openai",
+        Anthropic = "anthropic",
         Offline = "offline",
     }
 );
@@ -70,8 +72,15 @@ mod tests {
             Ok("json")
         );
         assert_eq!(
-            ProviderChoice::try_from("anthropic".to_string()).map_err(|e| e.to_string()),
-            Err("llm.provider must be one of auto, openai, offline (got \"anthropic\")".into())
+            ProviderChoice::try_from("anthropic".to_string()),
+            Ok(ProviderChoice::Anthropic)
+        );
+        assert_eq!(
+            ProviderChoice::try_from("claude".to_string()).map_err(|e| e.to_string()),
+            Err(
+                "llm.provider must be one of auto, openai, anthropic, offline (got \"claude\")"
+                    .into()
+            )
         );
         let yaml = LogFormat::try_from("yaml".to_string()).unwrap_err();
         assert_eq!(

@@ -229,9 +229,16 @@ impl LimitedService {
     }
 }
 
-/// `response` with its body read through a byte counter: past `max` bytes (or a declared
-/// `Content-Length` past it) reading fails with [`BODY_TOO_LARGE`].
-fn bounded(response: reqwest::Response, max: usize) -> Result<reqwest::Response, OpenAIError> {
+/// A body chunk, or why reading stopped (the transport's error, or [`BODY_TOO_LARGE`]).
+pub type BodyChunk = Result<bytes::Bytes, Box<dyn std::error::Error + Send + Sync>>;
+
+/// `response`'s body as chunks read through a byte counter: past `max` bytes the stream fails
+/// with [`BODY_TOO_LARGE`]; a declared `Content-Length` past it is refused before anything is
+/// read (`Err` with the message). Every HTTP provider reads its bodies through this.
+pub fn bounded_body(
+    response: reqwest::Response,
+    max: usize,
+) -> Result<impl futures::Stream<Item = BodyChunk> + Send + 'static, String> {
     use futures::StreamExt;
     let too_large = move |n: u64| {
         std::io::Error::other(format!(
@@ -239,13 +246,10 @@ fn bounded(response: reqwest::Response, max: usize) -> Result<reqwest::Response,
         ))
     };
     if let Some(n) = response.content_length().filter(|n| *n > max as u64) {
-        return Err(OpenAIError::InvalidArgument(too_large(n).to_string()));
+        return Err(too_large(n).to_string());
     }
-    let status = response.status();
-    let version = response.version();
-    let headers = response.headers().clone();
     let mut seen = 0usize;
-    let body = response.bytes_stream().map(move |chunk| {
+    Ok(response.bytes_stream().map(move |chunk| {
         let chunk = chunk.map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
         seen = seen.saturating_add(chunk.len());
         if seen > max {
@@ -254,7 +258,15 @@ fn bounded(response: reqwest::Response, max: usize) -> Result<reqwest::Response,
             );
         }
         Ok(chunk)
-    });
+    }))
+}
+
+/// `response` with its body read through [`bounded_body`] (what async-openai reads).
+fn bounded(response: reqwest::Response, max: usize) -> Result<reqwest::Response, OpenAIError> {
+    let status = response.status();
+    let version = response.version();
+    let headers = response.headers().clone();
+    let body = bounded_body(response, max).map_err(OpenAIError::InvalidArgument)?;
     let mut built = http::Response::builder().status(status).version(version);
     if let Some(h) = built.headers_mut() {
         *h = headers;

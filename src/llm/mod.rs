@@ -1,8 +1,10 @@
 //! LLM providers behind one trait with neutral types: messages made of text, tool_use and
 //! tool_result blocks; usage; a stop reason. Providers: `openai` (async-openai, any
-//! OpenAI-compatible server), `scripted` (tests) and `offline` (a deterministic heuristic model,
-//! the default when no key or base URL is configured).
+//! OpenAI-compatible server), `anthropic` (Anthropic's Messages API), `scripted` (tests) and
+//! `offline` (a deterministic heuristic model, the default when no key or base URL is
+//! configured).
 
+pub mod anthropic;
 pub mod limits;
 pub mod offline;
 pub mod openai;
@@ -227,7 +229,7 @@ impl LlmError {
 /// A chat model that can call tools.
 #[async_trait::async_trait]
 pub trait LlmProvider: Send + Sync {
-    /// `openai`, `scripted` or `offline`: stored on runs and audit rows.
+    /// `openai`, `anthropic`, `scripted` or `offline`: stored on runs and audit rows.
     fn name(&self) -> &str;
     /// The HTTP endpoint behind this provider, for one that may constrain its output to a
     /// `response_format` JSON Schema (`llm.constrained_calls = "auto"` tries it there and
@@ -278,9 +280,9 @@ pub mod schema_output {
     }
 }
 
-/// The provider the config asks for: `openai` when `llm.provider = "openai"`, or `auto` with an
-/// API key or base URL configured (config or `OPENAI_API_KEY` / `OPENAI_BASE_URL`); else
-/// `offline`.
+/// The provider the config asks for: `anthropic` when `llm.provider = "anthropic"` (see
+/// [`anthropic::from_config`]); `openai` when `llm.provider = "openai"`, or `auto` with an API
+/// key or base URL configured (config or `OPENAI_API_KEY` / `OPENAI_BASE_URL`); else `offline`.
 pub fn from_config(c: &crate::config::LlmConfig) -> SharedProvider {
     from_config_with_limits(c, None)
 }
@@ -291,6 +293,9 @@ pub fn from_config_with_limits(
     c: &crate::config::LlmConfig,
     pool: Option<&sqlx::PgPool>,
 ) -> SharedProvider {
+    if c.provider == crate::config::ProviderChoice::Anthropic {
+        return Arc::new(anthropic::from_config(c, pool));
+    }
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
     let key = Some(c.api_key.clone())
         .filter(|k| !k.is_empty())
@@ -300,7 +305,7 @@ pub fn from_config_with_limits(
         .or_else(|| env("OPENAI_BASE_URL"));
     let use_openai = match c.provider {
         crate::config::ProviderChoice::OpenAi => true,
-        crate::config::ProviderChoice::Offline => false,
+        crate::config::ProviderChoice::Offline | crate::config::ProviderChoice::Anthropic => false,
         crate::config::ProviderChoice::Auto => key.is_some() || base.is_some(),
     };
     if use_openai {
