@@ -19,7 +19,8 @@ use uuid::Uuid;
 /// A JSON request body of type `T` (structs deny unknown fields).
 pub struct JsonBody<T>(pub T);
 
-/// A JSON body that may be absent (empty body or `null` → `T::default()`).
+/// A JSON body that may be absent (an empty body → `T::default()`; the OpenAPI document says
+/// `requestBody.required: false` with `T`'s schema, so `null` is refused like any non-object).
 pub struct OptionalJsonBody<T>(pub T);
 
 async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Problem> {
@@ -61,8 +62,8 @@ fn check_content_type(req: &Request) -> Result<(), Problem> {
     }
 }
 
-/// Parses a JSON body: invalid UTF-8 → 422; malformed JSON → 400; wrong type, missing or
-/// unknown field → 422 naming the field's path.
+/// Parses a JSON body: invalid UTF-8 → 422; malformed JSON → 400; not an object, a wrong type,
+/// a missing or unknown field → 422 naming the field's path.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
     if let Err(e) = std::str::from_utf8(bytes) {
         return Err(Problem::invalid(
@@ -79,6 +80,14 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
         // Trailing data after the value is malformed JSON, not a second request.
         de.end()
             .map_err(|e| Problem::bad_request("body", format!("malformed JSON: {e}")))?;
+        // Every body is an object (as the OpenAPI document says), but serde reads a struct
+        // from an array of its fields in order too: `[null, null]` must not be a decision.
+        if bytes.trim_ascii_start().starts_with(b"[") {
+            return Err(Problem::invalid(
+                "body",
+                "the body must be a JSON object (got an array)",
+            ));
+        }
     }
     value.map_err(|e| {
         let path = e.path().to_string();
@@ -159,9 +168,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJ
             Ok(())
         };
         let bytes = body_bytes(req, state).await?;
-        // No body, or a JSON `null` (what the OpenAPI document allows for an optional body).
-        let trimmed = bytes.trim_ascii();
-        if trimmed.is_empty() || trimmed == b"null" {
+        if bytes.trim_ascii().is_empty() {
             return Ok(OptionalJsonBody(T::default()));
         }
         result?;
@@ -420,8 +427,16 @@ fn decode_cursor(c: &str) -> Option<(DateTime<Utc>, Uuid)> {
     let at = DateTime::from_timestamp_micros(micros.parse().ok()?)?;
     let id = Uuid::parse_str(id).ok()?;
     // Only the form `encode_cursor` writes (lowercase, no leading zeros, hyphenated).
-    (encode_cursor(at, id) == c).then_some((at, id))
+    (encode_cursor(at, id) == c).then_some((at.max(EARLIEST_CURSOR_TIME), id))
 }
+
+/// A cursor's time is compared with `created_at` in PostgreSQL, whose timestamps begin in 4713
+/// BC; a time earlier than year 1 (which a pattern-valid cursor may carry, e.g. from Schemathesis)
+/// would be a database error. Raised to year 1: no row is older, so the page is the same (empty).
+const EARLIEST_CURSOR_TIME: DateTime<Utc> = match DateTime::from_timestamp(-62_135_596_800, 0) {
+    Some(t) => t,
+    None => DateTime::UNIX_EPOCH,
+};
 
 /// A page of items and the cursor of the next page (None: this was the last).
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
