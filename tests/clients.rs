@@ -53,10 +53,24 @@ fn node_modules() -> PathBuf {
         n = node.display(),
         c = CLIENTS
     );
-    let ok = Command::new("node").arg("--version").output();
+    // `v20.20.2` → 20.
+    let major = Command::new("node")
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|v| {
+            v.trim()
+                .trim_start_matches('v')
+                .split('.')
+                .next()?
+                .parse::<u32>()
+                .ok()
+        });
     assert!(
-        ok.is_ok_and(|o| o.status.success()),
-        "the TypeScript client test needs Node.js 20 or later on PATH (Debian: nodejs, npm)"
+        major.is_some_and(|m| m >= 20),
+        "the TypeScript client test needs Node.js 20 or later on PATH (found: {major:?}; \
+         https://nodejs.org, or Debian's nodejs and npm where they are 20 or later)"
     );
     let committed = std::fs::read(format!("{CLIENTS}/ts/package-lock.json")).unwrap();
     // Written by scripts/test after `npm ci` finished.
@@ -96,8 +110,8 @@ fn agentd(db: &common::TestDb, args: &[&str]) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
-/// Runs `cmd` to its end; its stdout, or a panic with everything it said.
-fn run(what: &str, cmd: &mut Command) -> String {
+/// Runs `cmd` to its end; its stdout and stderr, or a panic with everything it said.
+fn run2(what: &str, cmd: &mut Command) -> (String, String) {
     let o = cmd
         .output()
         .unwrap_or_else(|e| panic!("{what}: cannot start {cmd:?}: {e}"));
@@ -110,7 +124,12 @@ fn run(what: &str, cmd: &mut Command) -> String {
         "{what} failed ({}):\n{out}\n{err}",
         o.status
     );
-    out.into_owned()
+    (out.into_owned(), err.into_owned())
+}
+
+/// Runs `cmd` to its end; its stdout, or a panic with everything it said.
+fn run(what: &str, cmd: &mut Command) -> String {
+    run2(what, cmd).0
 }
 
 /// A real `agentd serve` (on a free port) and `agentd worker` (offline provider, no cron) over a
@@ -301,7 +320,7 @@ async fn a_python_client_generated_from_the_served_document_drives_the_flow() {
     let bin = python_bin();
     let s = stack("py").await;
     let dir = tempfile::tempdir().unwrap();
-    let said = run(
+    let (out, err) = run2(
         "openapi-python-client generate",
         Command::new(bin.join("openapi-python-client"))
             .args(["generate", "--meta", "none", "--url"])
@@ -314,6 +333,7 @@ async fn a_python_client_generated_from_the_served_document_drives_the_flow() {
             .env("PATH", path_with(&bin)),
     );
     // A schema the generator cannot read is a warning and a missing piece, not an error.
+    let said = format!("{out}{err}");
     assert!(
         !said.contains("Warning") && !said.contains("Error"),
         "openapi-python-client did not read the whole document:\n{said}"
@@ -339,13 +359,18 @@ async fn a_typescript_client_typed_by_the_served_document_drives_the_flow() {
         std::fs::copy(format!("{CLIENTS}/ts/{f}"), d.join(f)).unwrap();
     }
     std::os::unix::fs::symlink(&modules, d.join("node_modules")).unwrap();
-    run(
+    let (_, warned) = run2(
         "openapi-typescript",
         Command::new("node")
             .arg(modules.join("openapi-typescript/bin/cli.js"))
             .arg(format!("{}/v1/openapi.json", s.url))
             .arg("--output")
             .arg(d.join("agentd.d.ts")),
+    );
+    // Its warnings (` ⚠  …`, on stderr) name what it could not type.
+    assert!(
+        !warned.contains('\u{26A0}'),
+        "openapi-typescript did not type the whole document:\n{warned}"
     );
     let tsc = modules.join("typescript/bin/tsc");
 
