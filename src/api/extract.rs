@@ -62,8 +62,8 @@ fn check_content_type(req: &Request) -> Result<(), Problem> {
     }
 }
 
-/// Parses a JSON body: invalid UTF-8 → 422; malformed JSON → 400; not an object, a wrong type,
-/// a missing or unknown field → 422 naming the field's path.
+/// Parses a JSON body: invalid UTF-8 → 422; malformed JSON → 400; wrong type, missing or
+/// unknown field → 422 naming the field's path.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
     if let Err(e) = std::str::from_utf8(bytes) {
         return Err(Problem::invalid(
@@ -80,14 +80,6 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
         // Trailing data after the value is malformed JSON, not a second request.
         de.end()
             .map_err(|e| Problem::bad_request("body", format!("malformed JSON: {e}")))?;
-        // Every body is an object (as the OpenAPI document says), but serde reads a struct
-        // from an array of its fields in order too: `[null, null]` must not be a decision.
-        if bytes.trim_ascii_start().starts_with(b"[") {
-            return Err(Problem::invalid(
-                "body",
-                "the body must be a JSON object (got an array)",
-            ));
-        }
     }
     value.map_err(|e| {
         let path = e.path().to_string();
@@ -107,6 +99,20 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
             _ => Problem::bad_request("body", format!("malformed JSON: {inner}")),
         }
     })
+}
+
+/// Parses a request body, which is a JSON object on every route (as the OpenAPI document says):
+/// as [`parse_json`], and a well-formed array is 422 too — serde reads a struct from an array of
+/// its fields in order, and `[null, null]` must not be a decision.
+fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
+    let value = parse_json(bytes)?;
+    if bytes.trim_ascii_start().starts_with(b"[") {
+        return Err(Problem::invalid(
+            "body",
+            "the body must be a JSON object (got an array)",
+        ));
+    }
+    Ok(value)
 }
 
 /// A field to name in a problem: a key written as `""` is named as such, never as nothing (found
@@ -153,7 +159,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         check_content_type(&req)?;
         let bytes = body_bytes(req, state).await?;
-        parse_json(&bytes).map(JsonBody)
+        parse_body(&bytes).map(JsonBody)
     }
 }
 
@@ -172,7 +178,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJ
             return Ok(OptionalJsonBody(T::default()));
         }
         result?;
-        parse_json(&bytes).map(OptionalJsonBody)
+        parse_body(&bytes).map(OptionalJsonBody)
     }
 }
 
@@ -433,7 +439,7 @@ fn decode_cursor(c: &str) -> Option<(DateTime<Utc>, Uuid)> {
 /// A cursor's time is compared with `created_at` in PostgreSQL, whose timestamps begin in 4713
 /// BC; a time earlier than year 1 (which a pattern-valid cursor may carry, e.g. from Schemathesis)
 /// would be a database error. Raised to year 1: no row is older, so the page is the same (empty).
-const EARLIEST_CURSOR_TIME: DateTime<Utc> = match DateTime::from_timestamp(-62_135_596_800, 0) {
+pub const EARLIEST_CURSOR_TIME: DateTime<Utc> = match DateTime::from_timestamp(-62_135_596_800, 0) {
     Some(t) => t,
     None => DateTime::UNIX_EPOCH,
 };

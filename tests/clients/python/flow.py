@@ -77,11 +77,14 @@ moved = approve_approval.sync_detailed(id=shown.parsed.id, client=client, if_mat
 assert moved.status_code == 412 and isinstance(moved.parsed, Problem)  # the data moved: nothing ran
 outcome = approve_approval.sync(id=shown.parsed.id, client=client, body=DecisionBody(by="python-client"), if_match=etag)
 
-# Events by cursor: `after` is the `next_after` of the page before (0: from the start).
-after, events = 0, []
-while (got := list_events.sync(client=client, after=after, limit=2)).events:
+# Events by cursor: `after` is the `next_after` of the page before (0: from the start). An event
+# is listed once the transactions before it have ended: read on until the decision's is there.
+after, events, deadline = 0, [], time.monotonic() + 60
+while "approval.decided" not in (t for _, t in events) and time.monotonic() < deadline:
+    got = list_events.sync(client=client, after=after, limit=2)
     events += [(e.id, e.type_.value) for e in got.events]
     after = got.next_after
+    time.sleep(0 if got.events else 0.1)
 # README: Python, to here
 
 print(

@@ -84,14 +84,16 @@ const outcome = ok(
   }),
 );
 
-// Events by cursor: `after` is the `next_after` of the page before (0: from the start).
+// Events by cursor: `after` is the `next_after` of the page before (0: from the start). An event
+// is listed once the transactions before it have ended: read on until the decision's is there.
 let after = 0;
 const events: [number, string][] = [];
-for (;;) {
+const deadline = Date.now() + 60_000;
+while (!events.some(([, type]) => type === "approval.decided") && Date.now() < deadline) {
   const got = ok(await api.GET("/v1/events", { params: { query: { after, limit: 2 } } }));
-  if (got.events.length === 0) break;
   events.push(...got.events.map((e): [number, string] => [e.id, e.type]));
   after = got.next_after;
+  if (got.events.length === 0) await new Promise((resolve) => setTimeout(resolve, 100));
 }
 // README: TypeScript, to here
 
