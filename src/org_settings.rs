@@ -27,8 +27,10 @@ pub const MAX_APPROVAL_TTL_SECS: i64 = 30 * 24 * 3600;
 pub const MIN_APPROVAL_TTL_SECS: i64 = 60;
 
 /// A change of settings: absent keys stay; a present `null` clears the optional ones.
+/// `SettingsPatch` in the OpenAPI document (the class a generated client names after it).
 #[derive(Debug, Default, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = SettingsPatch)]
 pub struct Patch {
     /// Tokens per calendar month (UTC), ≥ 0; null: unlimited.
     #[serde(default, deserialize_with = "present")]
@@ -47,7 +49,7 @@ pub struct Patch {
     /// Auto-create on uploads (false: documents are `skipped`).
     pub auto_create: Option<bool>,
     /// IANA time zone, e.g. `Europe/Berlin`.
-    #[schema(schema_with = timezone_schema)]
+    #[schema(value_type = Option<Timezone>)]
     pub timezone: Option<String>,
     /// Local hour (0–23) from which the nightly job runs on each local date.
     #[schema(minimum = 0, maximum = 23)]
@@ -60,19 +62,51 @@ pub struct Patch {
     pub repropose_expired: Option<bool>,
 }
 
-/// `timezone` in the OpenAPI document: one of the IANA names chrono-tz knows (every one of them
-/// PostgreSQL knows too), or null (no change).
-fn timezone_schema() -> utoipa::openapi::Object {
-    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
-    let names = chrono_tz::TZ_VARIANTS
-        .iter()
-        .map(|t| Value::from(t.name()))
-        .chain([Value::Null]);
-    ObjectBuilder::new()
-        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
-        .description(Some("IANA time zone, e.g. `Europe/Berlin`."))
-        .enum_values(Some(names))
-        .build()
+/// `Timezone` in the OpenAPI document: one of the IANA names chrono-tz knows (every one of them
+/// PostgreSQL knows too). A named schema, so a nullable field refers to one enum (`oneOf` with
+/// `null`) and a client generator makes one type of it, not one per JSON type.
+pub struct Timezone;
+
+impl utoipa::PartialSchema for Timezone {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::extensions::ExtensionsBuilder;
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        let names = chrono_tz::TZ_VARIANTS.iter().map(|t| t.name());
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some("IANA time zone, e.g. `Europe/Berlin`."))
+            .enum_values(Some(names.clone()))
+            // Generators derive a constant's name from its value, and `GMT+0` and `GMT0` become
+            // one name (openapi-python-client refuses the document): each gets its own.
+            .extensions(Some(
+                ExtensionsBuilder::new()
+                    .add(
+                        "x-enum-varnames",
+                        names.map(enum_varname).collect::<Vec<_>>(),
+                    )
+                    .build(),
+            ))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Timezone {}
+
+/// A time zone's constant name for generators: `Etc/GMT+5` → `ETC_GMT_PLUS_5`, `Etc/GMT-5` →
+/// `ETC_GMT_MINUS_5`, `America/Port-au-Prince` → `AMERICA_PORT_AU_PRINCE`.
+fn enum_varname(name: &str) -> String {
+    let mut out = String::new();
+    let mut chars = name.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '+' => out.push_str("_PLUS_"),
+            '-' if chars.peek().is_some_and(char::is_ascii_digit) => out.push_str("_MINUS_"),
+            c if c.is_ascii_alphanumeric() => out.push(c.to_ascii_uppercase()),
+            _ => out.push('_'),
+        }
+    }
+    let words: Vec<&str> = out.split('_').filter(|w| !w.is_empty()).collect();
+    words.join("_")
 }
 
 fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(

@@ -319,6 +319,15 @@ async fn approvals_etag_if_match_expired_stale_and_decided_once() {
             .await
         }
     };
+    // A body is absent or an object (the document's optional `DecisionBody`): `null` and an
+    // array (which serde would read as the fields in order) are 422, and nothing runs.
+    for body in ["null", "[null, null]"] {
+        let path = format!("/v1/approvals/{id}/approve");
+        let r = api
+            .raw("POST", &path, &key, "application/json", body.into(), &[])
+            .await;
+        r.problem_in(body, 422, Some("body"));
+    }
     let wrong = approve(id, "\"0000\"").await;
     wrong.problem(412, Some("If-Match"));
     assert_eq!(

@@ -78,7 +78,13 @@ async fn the_document_names_each_operation_once_and_each_parameter_where_it_is_r
                     in_path.insert(name.to_string());
                 }
                 "query" => assert_ne!(p["required"], true, "{what}: query {name} is optional"),
-                "header" => {}
+                // Sent or not, never null (a generated client would send `None`).
+                "header" => assert!(
+                    !p["schema"]["type"]
+                        .as_array()
+                        .is_some_and(|t| t.contains(&"null".into())),
+                    "{what}: header {name} is typed nullable"
+                ),
                 other => panic!("{what}: {name} in {other}"),
             }
             if ["limit", "cursor", "status", "kind", "after"].contains(&name) {
@@ -88,6 +94,18 @@ async fn the_document_names_each_operation_once_and_each_parameter_where_it_is_r
         for seg in path.split('/').filter(|s| s.starts_with('{')) {
             let name = seg.trim_matches(['{', '}']);
             assert!(in_path.contains(name), "{what}: {{{name}}} is not declared");
+        }
+
+        // A body is absent or an object: `null` is no body a generator should offer.
+        for (_, c) in op["requestBody"]["content"]
+            .as_object()
+            .into_iter()
+            .flatten()
+        {
+            assert!(
+                c["schema"].get("oneOf").is_none(),
+                "{what}: a body may be null"
+            );
         }
 
         // Answers: the shared problems, each with the problem+json body; success answers typed.
@@ -123,6 +141,31 @@ async fn the_document_names_each_operation_once_and_each_parameter_where_it_is_r
             }
         }
     }
+    // Client generators make one type per schema: a page refers to its item's schema (not a
+    // copy), and an enum whose values a generator would map to one constant name (`GMT+0`,
+    // `GMT0`) names each constant (`x-enum-varnames`, one distinct name per value).
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    for (name, s) in schemas.iter().filter(|(n, _)| n.starts_with("Paged_")) {
+        let item = format!("#/components/schemas/{}", &name["Paged_".len()..]);
+        assert_eq!(
+            s["properties"]["items"]["items"]["$ref"],
+            item.as_str(),
+            "{name}"
+        );
+    }
+    let tz = &schemas["Timezone"];
+    let (values, names) = (
+        tz["enum"].as_array().unwrap(),
+        tz["x-enum-varnames"].as_array().unwrap(),
+    );
+    assert!(values.contains(&"Europe/Berlin".into()) && values.len() == names.len());
+    let distinct: BTreeSet<&str> = names.iter().map(|n| n.as_str().unwrap()).collect();
+    assert_eq!(distinct.len(), names.len(), "x-enum-varnames repeat a name");
+    assert_eq!(
+        doc["components"]["schemas"]["SettingsPatch"]["properties"]["timezone"]["oneOf"][1]["$ref"],
+        "#/components/schemas/Timezone"
+    );
+
     let dup: Vec<_> = ids.iter().filter(|(_, w)| w.len() > 1).collect();
     assert!(dup.is_empty(), "operationIds used twice: {dup:?}");
     for id in [

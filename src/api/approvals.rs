@@ -104,7 +104,7 @@ pub async fn get(req: Scoped, Id(id): Id) -> ApiResult {
 #[utoipa::path(post, path = "/v1/approvals/{id}/approve", tag = "approvals", operation_id = "approveApproval",
     params(("id" = Uuid, Path, description = "The approval's id"),
         ("If-Match" = Option<String>, Header, description = "`\"<snapshot hash>\"` from GET (`*` or absent: any)")),
-    request_body(content = Option<DecisionBody>, description = "Optional"),
+    request_body(content = Option<DecisionBody>, description = "Optional (absent: `{}`)"),
     responses((status = 200, body = ApprovalOutcome, description = "Executed now (`changed`), or the decision made before",
             headers(("ETag" = String, description = "`\"<snapshot hash>\"`"))),
         (status = 403, description = "The key's role is below reviewer"),

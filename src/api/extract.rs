@@ -19,7 +19,8 @@ use uuid::Uuid;
 /// A JSON request body of type `T` (structs deny unknown fields).
 pub struct JsonBody<T>(pub T);
 
-/// A JSON body that may be absent (empty body or `null` → `T::default()`).
+/// A JSON body that may be absent (an empty body → `T::default()`; the OpenAPI document says
+/// `requestBody.required: false` with `T`'s schema, so `null` is refused like any non-object).
 pub struct OptionalJsonBody<T>(pub T);
 
 async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Problem> {
@@ -100,6 +101,20 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
     })
 }
 
+/// Parses a request body, which is a JSON object on every route (as the OpenAPI document says):
+/// as [`parse_json`], and a well-formed array is 422 too — serde reads a struct from an array of
+/// its fields in order, and `[null, null]` must not be a decision.
+fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
+    let value = parse_json(bytes)?;
+    if bytes.trim_ascii_start().starts_with(b"[") {
+        return Err(Problem::invalid(
+            "body",
+            "the body must be a JSON object (got an array)",
+        ));
+    }
+    Ok(value)
+}
+
 /// A field to name in a problem: a key written as `""` is named as such, never as nothing (found
 /// by the `api_extract` fuzz target: `{"": 1}` was refused naming the field `""`, empty).
 fn named(field: String, whole: &str) -> String {
@@ -144,7 +159,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         check_content_type(&req)?;
         let bytes = body_bytes(req, state).await?;
-        parse_json(&bytes).map(JsonBody)
+        parse_body(&bytes).map(JsonBody)
     }
 }
 
@@ -159,13 +174,11 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJ
             Ok(())
         };
         let bytes = body_bytes(req, state).await?;
-        // No body, or a JSON `null` (what the OpenAPI document allows for an optional body).
-        let trimmed = bytes.trim_ascii();
-        if trimmed.is_empty() || trimmed == b"null" {
+        if bytes.trim_ascii().is_empty() {
             return Ok(OptionalJsonBody(T::default()));
         }
         result?;
-        parse_json(&bytes).map(OptionalJsonBody)
+        parse_body(&bytes).map(OptionalJsonBody)
     }
 }
 
@@ -420,8 +433,16 @@ fn decode_cursor(c: &str) -> Option<(DateTime<Utc>, Uuid)> {
     let at = DateTime::from_timestamp_micros(micros.parse().ok()?)?;
     let id = Uuid::parse_str(id).ok()?;
     // Only the form `encode_cursor` writes (lowercase, no leading zeros, hyphenated).
-    (encode_cursor(at, id) == c).then_some((at, id))
+    (encode_cursor(at, id) == c).then_some((at.max(EARLIEST_CURSOR_TIME), id))
 }
+
+/// A cursor's time is compared with `created_at` in PostgreSQL, whose timestamps begin in 4713
+/// BC; a time earlier than year 1 (which a pattern-valid cursor may carry, e.g. from Schemathesis)
+/// would be a database error. Raised to year 1: no row is older, so the page is the same (empty).
+pub const EARLIEST_CURSOR_TIME: DateTime<Utc> = match DateTime::from_timestamp(-62_135_596_800, 0) {
+    Some(t) => t,
+    None => DateTime::UNIX_EPOCH,
+};
 
 /// A page of items and the cursor of the next page (None: this was the last).
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]

@@ -55,12 +55,13 @@ impl EnqueueKind {
 /// A job to enqueue for the key's org: its `kind` and the fields of that kind (another kind's
 /// field is 422 naming it). The body is read as [`JobFields`] (so every error names its field)
 /// and checked into this; `Deserialize` is derived for the serde attributes the OpenAPI schema
-/// (one object per kind) is read from.
+/// (one object per kind, each titled: the class a generated client names after it) is read from.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 #[schema(example = json!({"kind": "auto_create", "document_id": "01a20876-e194-7505-88ab-8e4b4f516c4e"}))]
 pub enum NewJobRequest {
     /// Auto-create on one of the org's documents.
+    #[schema(title = "AutoCreateJob")]
     AutoCreate {
         /// The document.
         document_id: Uuid,
@@ -68,12 +69,14 @@ pub enum NewJobRequest {
         force: Option<bool>,
     },
     /// The nightly review of the org.
+    #[schema(title = "ProactiveSuggestionJob")]
     ProactiveSuggestion {
         /// The night, YYYY-MM-DD (default: today, UTC).
         #[schema(schema_with = night_schema)]
         night: Option<chrono::NaiveDate>,
     },
     /// The expiry sweep over the org's approvals.
+    #[schema(title = "ApprovalExpiryJob")]
     ApprovalExpiry {
         /// Only these approvals of the org, 1–1000 (default: all its pending ones; none is 409).
         #[schema(min_items = 1, max_items = 1000)]

@@ -12,8 +12,9 @@ use super::{
     approvals, console_routes, documents, events, jobs, reads, settings, suggestions, webhooks,
 };
 use axum::http::StatusCode;
-use utoipa::openapi::path::Operation;
+use utoipa::openapi::path::{Operation, ParameterIn};
 use utoipa::openapi::response::Response;
+use utoipa::openapi::schema::{Schema, SchemaType, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{Content, OpenApi as Document, Ref, RefOr};
 use utoipa::{Modify, OpenApi};
@@ -32,7 +33,7 @@ use utoipa::{Modify, OpenApi};
         events::list, events::stream,
         webhooks::create, webhooks::list, webhooks::delete,
     ),
-    components(schemas(ProblemBody)),
+    components(schemas(ProblemBody, crate::org_settings::Timezone)),
     tags(
         (name = "documents", description = "Upload documents (auto-create enqueued with them) and decide their proposals."),
         (name = "approvals", description = "Actions waiting for a person: approve (with `If-Match`) or reject."),
@@ -45,7 +46,7 @@ use utoipa::{Modify, OpenApi};
         (name = "events", description = "The org's events by cursor, and as Server-Sent Events."),
         (name = "webhooks", description = "Webhook subscriptions (admin)."),
     ),
-    modifiers(&BearerAuth, &Problems, &ClosedBodies),
+    modifiers(&BearerAuth, &Problems, &ClosedBodies, &PageItems),
 )]
 pub struct ApiDoc;
 
@@ -122,6 +123,39 @@ impl Modify for Problems {
 }
 
 fn complete(op: &mut Operation, takes_id: bool) {
+    // An optional body is absent or an object, never `null`: utoipa writes `Option<T>` as
+    // `oneOf: [null, T]`, which a generated client may send as `null` (or fail to leave out).
+    for content in op
+        .request_body
+        .iter_mut()
+        .flat_map(|b| b.content.values_mut())
+    {
+        if let Some(RefOr::T(Schema::OneOf(one_of))) = &content.schema {
+            let mut not_null = one_of.items.iter().filter(|s| !is_null(s));
+            if let (Some(only), None) = (not_null.next(), not_null.next()) {
+                content.schema = Some(only.clone());
+            }
+        }
+    }
+    // A header is sent or not, never `null`: utoipa types an optional header `[T, "null"]`,
+    // which generated clients take for "may be None" (and then send `None`).
+    for param in op.parameters.iter_mut().flatten() {
+        if param.parameter_in != ParameterIn::Header {
+            continue;
+        }
+        if let Some(RefOr::T(Schema::Object(o))) = &mut param.schema {
+            if let SchemaType::Array(types) = &o.schema_type {
+                let mut types: Vec<Type> = types
+                    .iter()
+                    .filter(|t| **t != Type::Null)
+                    .cloned()
+                    .collect();
+                if types.len() == 1 {
+                    o.schema_type = SchemaType::Type(types.remove(0));
+                }
+            }
+        }
+    }
     let mut shared = vec!["400", "401", "503"];
     if takes_id {
         shared.push("404");
@@ -150,6 +184,11 @@ fn complete(op: &mut Operation, takes_id: bool) {
                 .insert("application/problem+json".to_string(), body);
         }
     }
+}
+
+/// `{"type": "null"}`.
+fn is_null(s: &RefOr<Schema>) -> bool {
+    matches!(s, RefOr::T(Schema::Object(o)) if o.schema_type == SchemaType::Type(Type::Null))
 }
 
 /// Request bodies refuse unknown fields (`JsonBody`), which utoipa says for structs
@@ -184,6 +223,44 @@ impl Modify for ClosedBodies {
                         o.additional_properties =
                             Some(Box::new(AdditionalProperties::FreeForm(false)));
                     }
+                }
+            }
+        }
+    }
+}
+
+/// A page (`Paged_X`) refers to its item's schema `X` instead of a copy of it (utoipa inlines a
+/// generic's argument): a client generator then makes one type of an approval whether it came
+/// from the list or from `GET /v1/approvals/{id}`. Only a copy equal to `X` is replaced.
+struct PageItems;
+
+impl Modify for PageItems {
+    fn modify(&self, openapi: &mut Document) {
+        use utoipa::openapi::schema::ArrayItems;
+        let Some(components) = openapi.components.as_mut() else {
+            return;
+        };
+        let pages: Vec<String> = components
+            .schemas
+            .keys()
+            .filter(|n| n.starts_with("Paged_"))
+            .cloned()
+            .collect();
+        for page in pages {
+            let item = page.trim_start_matches("Paged_").to_string();
+            let Some(RefOr::T(named)) = components.schemas.get(&item).cloned() else {
+                continue;
+            };
+            let Some(RefOr::T(Schema::Object(o))) = components.schemas.get_mut(&page) else {
+                continue;
+            };
+            let Some(RefOr::T(Schema::Array(items))) = o.properties.get_mut("items") else {
+                continue;
+            };
+            if let ArrayItems::RefOrSchema(copy) = &items.items {
+                if **copy == RefOr::T(named) {
+                    items.items =
+                        ArrayItems::RefOrSchema(Box::new(Ref::from_schema_name(item).into()));
                 }
             }
         }
