@@ -894,3 +894,81 @@ async fn a_rejection_reason_reaches_the_next_nightly_run_and_the_same_action_is_
     .unwrap();
     assert_eq!(pending, 1);
 }
+
+/// `agentd documents refine` as an operator runs it.
+fn agentd_cli(api: &Api, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
+        .args(args)
+        .env("DATABASE_URL", &api.db.url)
+        .env("AGENTD_HTTP__ADDR", "")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run agentd")
+}
+
+#[tokio::test]
+async fn the_cli_refines_names_bad_instructions_and_audits_who_asked() {
+    let api = Api::start().await;
+    let (_, key) = api.org("acme", Role::Reviewer).await;
+    let doc = upload(
+        &api,
+        &key,
+        json!({"name": "invoice.txt", "text": INVOICE, "auto_create": true}),
+    )
+    .await;
+    drain(&worker_app(&api, None), doc).await;
+    let id = doc.to_string();
+    let o = agentd_cli(&api, &["documents", "refine", &id, "--instructions", "  "]);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--instructions"), "{err}");
+    let o = agentd_cli(
+        &api,
+        &[
+            "documents",
+            "refine",
+            &Uuid::now_v7().to_string(),
+            "--instructions",
+            "add x",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        api.count("SELECT count(*) FROM agentd_jobs WHERE state = 'available'")
+            .await,
+        0
+    );
+    let args = [
+        "documents",
+        "refine",
+        &id,
+        "--instructions",
+        "Add a field due_date",
+        "--by",
+        "alice",
+        "--json",
+    ];
+    let o = agentd_cli(&api, &args);
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["auto_create_status"], "queued");
+    let actor: String =
+        sqlx::query_scalar("SELECT actor FROM audit_events WHERE tool = 'refine_document'")
+            .fetch_one(&api.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(actor, "human:cli:alice");
+    drain(&worker_app(&api, None), doc).await;
+    let report = api
+        .call("GET", &format!("/v1/documents/{doc}"), Some(&key), None)
+        .await
+        .body;
+    assert_eq!(report["auto_create_status"], "proposed");
+    assert!(
+        field_names(&report).contains(&"due_date".to_string()),
+        "{report}"
+    );
+}

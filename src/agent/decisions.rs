@@ -1,6 +1,7 @@
 //! "What people decided": the block the first message of a run carries when its job names a
-//! [`DecisionScope`] (the nightly run: the org; a re-proposal: its document or chain; a
-//! document's auto-create or refine: that document). Rejected and expired approvals with the
+//! [`DecisionScope`](crate::store::decisions::DecisionScope) (the nightly run: the org; a
+//! re-proposal: its document or chain; a forced auto-create or a refine: that document).
+//! Rejected and expired approvals with the
 //! reason a person gave, executed ones with their result, dismissed suggestions with their
 //! reason — newest first, at most [`MAX_SHOWN`] of the last [`DAYS`] days, each line and the
 //! whole block bounded, fenced as data like the document text (a reason is a person's words,

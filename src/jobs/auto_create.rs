@@ -211,7 +211,10 @@ impl JobHandler for AutoCreate {
             first,
         );
         run_spec.document_id = Some(p.document_id);
-        run_spec.decisions = Some(DecisionScope::Document(p.document_id));
+        // A new upload has no decisions yet: only a run again (forced, a refine) reads them.
+        if p.force || p.refine.is_some() {
+            run_spec.decisions = Some(DecisionScope::Document(p.document_id));
+        }
         if p.refine.is_some() {
             // All of the proposal's tools at once (guided mode would offer one part's), none
             // that makes something new.
