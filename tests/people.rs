@@ -725,6 +725,30 @@ async fn an_upload_naming_a_prompt_needs_only_the_extraction() {
         Some(1250.0)
     );
     assert_eq!(api.count("SELECT count(*) FROM prompts").await, 1);
+    // An auto_create job through POST /v1/jobs names it the same way.
+    let other = upload(&api, &key, json!({"name": "second.txt", "text": INVOICE})).await;
+    let a = api
+        .call(
+            "POST",
+            "/v1/jobs",
+            Some(&key),
+            Some(
+                json!({"kind": "auto_create", "document_id": other, "prompt_id": prompt.prompt_id}),
+            ),
+        )
+        .await;
+    assert_eq!(a.status.as_u16(), 201, "{}", a.body);
+    drain(&worker_app(&api, None), other).await;
+    let report = api
+        .call("GET", &format!("/v1/documents/{other}"), Some(&key), None)
+        .await
+        .body;
+    assert_eq!(report["auto_create_status"], "proposed", "{report}");
+    assert_eq!(
+        report["prompt"]["revid"],
+        json!(format!("{}:1", prompt.prompt_id))
+    );
+    assert_eq!(api.count("SELECT count(*) FROM prompts").await, 1);
 }
 
 /// Runs one nightly job of `org` for `night` through the handler with `p`.

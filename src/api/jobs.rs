@@ -234,12 +234,7 @@ pub async fn create(req: Scoped<Uploader>, JsonBody(body): JsonBody<JobFields>) 
             } else {
                 format!("auto_create:{doc}")
             };
-            let mut payload = json!({"org_id": org, "document_id": doc, "force": force});
-            if let (Some(obj), Ok(serde_json::Value::Object(named))) =
-                (payload.as_object_mut(), serde_json::to_value(&ids))
-            {
-                obj.extend(named);
-            }
+            let payload = crate::jobs::auto_create::payload(org, doc, force, &ids);
             NewJob::new(kind, payload).unique_key(key)
         }
         NewJobRequest::ProactiveSuggestion { night } => {

@@ -56,6 +56,21 @@ impl Payload {
     }
 }
 
+/// The payload of an `auto_create` job of `document_id` (of `org_id`) starting from `ids`
+/// (`force`: run even if the document has a proposal).
+pub fn payload(org_id: Uuid, document_id: Uuid, force: bool, ids: &StartIds) -> serde_json::Value {
+    let mut payload = serde_json::json!({"org_id": org_id, "document_id": document_id});
+    if force {
+        payload["force"] = serde_json::json!(true);
+    }
+    if let (Some(obj), Ok(serde_json::Value::Object(named))) =
+        (payload.as_object_mut(), serde_json::to_value(ids))
+    {
+        obj.extend(named);
+    }
+    payload
+}
+
 /// The `auto_create` job of a new document of `org_id` (an upload), starting from `ids`, under
 /// the document's unique key, with the job file's priority and attempts (`q`).
 pub fn upload_job(
@@ -64,13 +79,7 @@ pub fn upload_job(
     ids: &StartIds,
     q: &crate::catalog::QueuePolicy,
 ) -> crate::queue::NewJob {
-    let mut payload = serde_json::json!({"org_id": org_id, "document_id": document_id});
-    if let (Some(obj), Ok(serde_json::Value::Object(named))) =
-        (payload.as_object_mut(), serde_json::to_value(ids))
-    {
-        obj.extend(named);
-    }
-    crate::queue::NewJob::new("auto_create", payload)
+    crate::queue::NewJob::new("auto_create", payload(org_id, document_id, false, ids))
         .unique_key(format!("auto_create:{document_id}"))
         .priority(q.priority)
         .max_attempts(q.max_attempts)
