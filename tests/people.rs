@@ -317,6 +317,12 @@ async fn a_refine_with_the_offline_model_applies_the_instructions_and_proposes_a
     let fields = field_names(&before);
     assert!(fields.contains(&"total".to_string()), "{fields:?}");
 
+    // A reviewer's refine runs even where auto-create is switched off for new uploads.
+    sqlx::query("UPDATE orgs SET auto_create = false WHERE id = $1")
+        .bind(org)
+        .execute(&api.db.pool)
+        .await
+        .unwrap();
     let words = "Rename total to total_due and add a field due_date.";
     let a = api
         .call(

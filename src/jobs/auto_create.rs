@@ -115,7 +115,8 @@ impl JobHandler for AutoCreate {
             .is_some_and(|o| o.active);
         let skip = if !org_active {
             Some(("the organisation is inactive", "the org is inactive"))
-        } else if !org_on && !p.force {
+        } else if !org_on && !p.force && p.refine.is_none() {
+            // (A refine is a person asking, like `force`.)
             Some((
                 "auto-create is off for this organisation (orgs set auto_create=true)",
                 "auto-create is off for the org",
