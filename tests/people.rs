@@ -1002,3 +1002,47 @@ async fn the_cli_refines_names_bad_instructions_and_audits_who_asked() {
         "{report}"
     );
 }
+
+#[tokio::test]
+async fn a_failed_refine_leaves_the_proposal_it_started_from() {
+    let api = Api::start().await;
+    let (_, reviewer) = api.org("acme", Role::Reviewer).await;
+    let doc = upload(
+        &api,
+        &reviewer,
+        json!({"name": "invoice.txt", "text": INVOICE, "auto_create": true}),
+    )
+    .await;
+    drain(&worker_app(&api, None), doc).await;
+    let path = format!("/v1/documents/{doc}");
+    let before = api.call("GET", &path, Some(&reviewer), None).await.body;
+    // A model that only talks: nudged twice, then the run ends without a new extraction.
+    let p = Arc::new(ScriptedProvider::new(vec![
+        Turn::text("I would add it."),
+        Turn::text("Sure."),
+        Turn::text("Done, I think."),
+    ]));
+    let a = api
+        .call(
+            "POST",
+            &format!("{path}/refine"),
+            Some(&reviewer),
+            Some(json!({"instructions": "Add a field due_date"})),
+        )
+        .await;
+    assert_eq!(a.status.as_u16(), 202, "{}", a.body);
+    drain(&worker_app(&api, Some(p.clone())), doc).await;
+    p.assert_complete();
+    let after = api.call("GET", &path, Some(&reviewer), None).await.body;
+    assert_eq!(after["auto_create_status"], "proposed", "{after}");
+    assert!(
+        after["error"]
+            .as_str()
+            .unwrap()
+            .contains("missing extraction"),
+        "{after}"
+    );
+    for k in ["schema", "prompt", "extraction", "fields", "run"] {
+        assert_eq!(after[k], before[k], "{k}");
+    }
+}
