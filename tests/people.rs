@@ -1046,3 +1046,70 @@ async fn a_failed_refine_leaves_the_proposal_it_started_from() {
         assert_eq!(after[k], before[k], "{k}");
     }
 }
+
+#[tokio::test]
+async fn a_re_proposal_run_sees_the_decisions_on_its_document() {
+    let api = Api::start().await;
+    let (org, reviewer) = api.org("acme", Role::Reviewer).await;
+    let doc = api.doc(org, "draft.txt").await;
+    let hour = Duration::hours(1);
+    let rejected = api
+        .propose(org, json!({"document_id": doc, "metadata": {"a": 1}}), hour)
+        .await;
+    let reason = "metadata a is set by the import only";
+    let r = api
+        .call(
+            "POST",
+            &format!("/v1/approvals/{rejected}/reject"),
+            Some(&reviewer),
+            Some(json!({"reason": reason})),
+        )
+        .await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+    let stale = api
+        .propose(org, json!({"document_id": doc, "metadata": {"b": 2}}), hour)
+        .await;
+    sqlx::query("UPDATE documents SET metadata = '{\"c\": 3}' WHERE id = $1")
+        .bind(doc)
+        .execute(&api.db.pool)
+        .await
+        .unwrap();
+    let s = api
+        .call(
+            "POST",
+            &format!("/v1/approvals/{stale}/approve"),
+            Some(&reviewer),
+            None,
+        )
+        .await;
+    assert_eq!(s.status.as_u16(), 409, "{}", s.body);
+    let job = NewJob::new("approval_expiry", json!({"repropose": stale}));
+    let id = queue::enqueue(&api.db.pool, &job).await.unwrap().unwrap();
+    let claimed = queue::store::claim(
+        &api.db.pool,
+        &["approval_expiry".to_string()],
+        1,
+        "test",
+        Utc::now() + Duration::minutes(1),
+        Duration::minutes(5),
+    )
+    .await
+    .unwrap();
+    let job = claimed.into_iter().find(|j| j.id == id).expect("claimed");
+    let p = Arc::new(ScriptedProvider::new(vec![Turn::text("Not again.")]));
+    let mut app = api.app.clone();
+    app.provider = p.clone();
+    agentd::jobs::approval_expiry::ApprovalExpiry { app }
+        .handle(JobContext {
+            job,
+            cancel: CancellationToken::new(),
+        })
+        .await
+        .unwrap();
+    p.assert_complete();
+    let first = first_message(&p.requests.lock().unwrap()[0]);
+    assert!(
+        first.contains(&format!("rejected; reason: \"{reason}\"")),
+        "{first}"
+    );
+}
