@@ -209,6 +209,8 @@ impl App {
             max_suggestions: a.max_suggestions,
             chain: None,
             settings: crate::agent::LoopSettings::for_job(&self.config.llm, a),
+            start: Default::default(),
+            decisions: None,
         }
     }
 

@@ -3,7 +3,9 @@
 //! binary. The CLI, the HTTP API and `agentd eval` all use these.
 
 use crate::app::App;
-use crate::queue::{self, NewJob};
+use crate::jobs::auto_create::upload_job;
+use crate::jobs::start::StartIds;
+use crate::queue;
 use crate::store::extractions::ExtractionRow;
 use crate::store::{auto_create, documents, prompts, runs, schemas, sql};
 use serde_json::{Value, json};
@@ -33,19 +35,26 @@ pub async fn add_document(
     let id = documents::insert(&mut tx, org_id, name, Some(text), &json!({}), now).await?;
     let mut job = None;
     if auto {
-        let q = &app.spec("auto_create").queue;
-        job = queue::enqueue(
-            &mut *tx,
-            &NewJob::new("auto_create", json!({"org_id": org_id, "document_id": id}))
-                .unique_key(format!("auto_create:{id}"))
-                .priority(q.priority)
-                .max_attempts(q.max_attempts),
-        )
-        .await?;
-        auto_create::set_status(&mut *tx, org_id, id, "queued", None, None, now).await?;
+        job = enqueue_auto_create(&mut tx, app, org_id, id, &StartIds::default(), now).await?;
     }
     tx.commit().await?;
     Ok((id, job))
+}
+
+/// Enqueues the auto-create of new document `id` in the caller's transaction (starting from
+/// `ids`, checked by the caller) and marks it `queued`.
+pub async fn enqueue_auto_create(
+    tx: &mut sqlx::PgConnection,
+    app: &App,
+    org_id: Uuid,
+    id: Uuid,
+    ids: &StartIds,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Option<i64>, queue::QueueError> {
+    let q = &app.spec("auto_create").queue;
+    let job = queue::enqueue(&mut *tx, &upload_job(org_id, id, ids, q)).await?;
+    auto_create::set_status(&mut *tx, org_id, id, "queued", None, None, now).await?;
+    Ok(job)
 }
 
 /// Everything about a document's auto-create, as JSON.

@@ -11,12 +11,13 @@ use chrono::Duration;
 use serde_json::{Value, json};
 
 /// Every route of the API: (method, OpenAPI path).
-const ROUTES: [(&str, &str); 27] = [
+const ROUTES: [(&str, &str); 28] = [
     ("post", "/v1/documents"),
     ("get", "/v1/documents"),
     ("get", "/v1/documents/{id}"),
     ("post", "/v1/documents/{id}/accept"),
     ("post", "/v1/documents/{id}/reject"),
+    ("post", "/v1/documents/{id}/refine"),
     ("get", "/v1/approvals"),
     ("get", "/v1/approvals/{id}"),
     ("post", "/v1/approvals/{id}/approve"),
@@ -83,6 +84,11 @@ async fn another_orgs_ids_are_not_found_on_every_route() {
         ("GET", format!("/v1/documents/{doc}"), None),
         ("POST", format!("/v1/documents/{doc}/accept"), None),
         ("POST", format!("/v1/documents/{doc}/reject"), None),
+        (
+            "POST",
+            format!("/v1/documents/{doc}/refine"),
+            Some(json!({"instructions": "add a field x"})),
+        ),
         ("GET", format!("/v1/approvals/{approval}"), None),
         ("POST", format!("/v1/approvals/{approval}/approve"), None),
         ("POST", format!("/v1/approvals/{approval}/reject"), None),

@@ -86,6 +86,31 @@ async fn the_demo_reports_the_whole_mission_and_the_database_agrees() {
     .await;
     assert_eq!(proposed, 4);
 
+    // 1b. a reviewer refines the first proposal: the instructions, the proposal before and after.
+    assert!(
+        text.contains("1b. A reviewer refines invoice.txt's proposal: \"Rename total to total_due"),
+        "{text}"
+    );
+    let line = |prefix: &str| {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line {prefix:?} in\n{text}"))
+            .to_string()
+    };
+    let (before, after) = (line("  before: schema "), line("  after:  schema "));
+    assert!(
+        before.contains(" total,") || before.ends_with(" total"),
+        "{before}"
+    );
+    assert!(
+        after.contains("total_due") && after.contains("payment_reference"),
+        "{after}"
+    );
+    assert!(
+        before.contains(":1: ") && after.contains(":2: "),
+        "{before}\n{after}"
+    );
+
     // 2. the nightly job: suggestions, and approvals that each carry a reason.
     assert!(
         text.contains("2. The nightly job (proactive_suggestion #"),
@@ -156,7 +181,8 @@ async fn the_demo_reports_the_whole_mission_and_the_database_agrees() {
         ("approval.decided".to_string(), 1),
         ("approval.expired".to_string(), 1),
         ("approval.stale".to_string(), 1),
-        ("proposal.ready".to_string(), 4),
+        // Four uploads and the refine.
+        ("proposal.ready".to_string(), 5),
         ("suggestion.created".to_string(), suggestions),
     ];
     assert_eq!(events(&db, org).await, want);
@@ -176,6 +202,7 @@ async fn the_demo_reports_the_whole_mission_and_the_database_agrees() {
     assert_eq!(r["org"]["name"], "demo-2");
     let org2 = Uuid::parse_str(r["org"]["id"].as_str().unwrap()).unwrap();
     assert_eq!(r["documents"].as_array().unwrap().len(), 4);
+    assert_eq!(r["refine"]["after"]["auto_create_status"], "proposed");
     assert_eq!(r["nightly"]["job"]["state"], "succeeded");
     assert_eq!(r["nightly"]["approvals"].as_array().unwrap().len(), 3);
     let after: Vec<&str> = r["later"]["approvals"]

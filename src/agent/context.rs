@@ -83,6 +83,15 @@ pub async fn document_intro(engine: &Engine, spec: &RunSpec) -> sqlx::Result<Opt
     )))
 }
 
+/// `text` between `<tag>` markers, as data in a first message (a person's words, a prompt, the
+/// decisions people made): a closing marker inside `text` is broken up (`</ tag>`), so the data
+/// cannot end its fence early; nothing else of it changes.
+pub fn fenced(tag: &str, text: &str) -> String {
+    let close = format!("</{tag}>");
+    let safe = text.replace(&close, &format!("</ {tag}>"));
+    format!("<{tag}>\n{safe}\n</{tag}>")
+}
+
 /// Compacts superseded tool results of rounds before `current_round` to one line each, and
 /// strips a copy of the document text from read results when the first message already has it.
 /// A result is superseded when it was an error, when the same tool succeeded later, or when

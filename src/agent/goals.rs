@@ -64,6 +64,9 @@ pub struct GoalState {
     pub schema_fields: Vec<String>,
     pub prompt: Option<String>,
     pub extraction: Option<Uuid>,
+    /// A refine: the proposal's prompt, which gets a new version (not a new prompt) when the
+    /// schema changed.
+    pub revise_prompt: Option<Uuid>,
 }
 
 impl GoalState {
@@ -79,10 +82,16 @@ impl GoalState {
                  the document (or pass the schema_revid of a fitting schema from `list_schemas` \
                  to `create_prompt`)"
                 .to_string(),
-            Some(Part::Prompt) => format!(
-                "call `create_prompt` with schema_revid \"{}\"",
-                self.schema.as_deref().unwrap_or("?")
-            ),
+            Some(Part::Prompt) => match self.revise_prompt {
+                Some(p) => format!(
+                    "call `update_prompt` with prompt_id \"{p}\" and schema_revid \"{}\"",
+                    self.schema.as_deref().unwrap_or("?")
+                ),
+                None => format!(
+                    "call `create_prompt` with schema_revid \"{}\"",
+                    self.schema.as_deref().unwrap_or("?")
+                ),
+            },
             Some(Part::Extraction) => format!(
                 "call `run_extraction` with prompt_revid \"{}\"",
                 self.prompt.as_deref().unwrap_or("?")
@@ -128,8 +137,11 @@ pub async fn state(pool: &PgPool, spec: &RunSpec, run_id: Uuid) -> sqlx::Result<
         return Ok(None);
     };
     let mut conn = pool.acquire().await?;
-    let a = auto_create::artifacts(&mut *conn, spec.org_id, run_id, doc).await?;
-    let mut g = GoalState::default();
+    let a = auto_create::proposal(&mut conn, spec.org_id, run_id, doc, &spec.start).await?;
+    let mut g = GoalState {
+        revise_prompt: spec.start.prompt.filter(|_| spec.start.revise).map(|p| p.0),
+        ..GoalState::default()
+    };
     if let Some((id, v)) = a.schema() {
         g.schema = Some(revid(id, v));
         if let Some(row) = schemas::get(&mut conn, spec.org_id, id, v).await? {

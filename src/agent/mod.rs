@@ -9,6 +9,7 @@ mod caps;
 mod constrain;
 mod context;
 mod decide;
+pub mod decisions;
 pub mod goals;
 mod guard;
 mod marks;
@@ -38,6 +39,7 @@ use uuid::Uuid;
 
 use caps::cap_reached;
 pub use caps::{Caps, StopReason};
+pub use context::fenced;
 pub use outcome::{RunError, RunOutcome};
 pub use policy::Policy;
 pub use settings::LoopSettings;
@@ -64,6 +66,11 @@ pub struct RunSpec {
     pub chain: Option<crate::store::approvals::Chain>,
     /// Nudges, repeat guard, guided mode, tool_choice and sizes.
     pub settings: LoopSettings,
+    /// What the run starts from besides its document: a schema, prompt and tags a person
+    /// named, or the proposal a refine revises (issue 33).
+    pub start: crate::store::auto_create::StartFrom,
+    /// Whose decisions the first message shows ("what people decided"); `None`: none.
+    pub decisions: Option<crate::store::decisions::DecisionScope>,
 }
 
 /// What one write of the loop added: its checkpoints (in sequence order), kept in memory by the
@@ -211,6 +218,10 @@ impl Engine {
                 None => spec.first_message.clone(),
             },
             false => spec.first_message.clone(),
+        };
+        let first_message = match decisions::block(&self.pool, spec, self.clock.now()).await? {
+            Some(block) => format!("{first_message}\n\n{block}"),
+            None => first_message,
         };
         loop {
             if cancel.is_cancelled() {

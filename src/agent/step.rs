@@ -166,7 +166,11 @@ pub(super) fn run_ctx<'c>(
     ctx.document_id = spec.document_id;
     ctx.night = spec.night;
     ctx.max_suggestions = spec.max_suggestions;
-    ctx.subject = engine.env.subject_policy.subject(spec.document_id);
+    let revisable = crate::tools::scope::Revisable::of(&spec.start);
+    ctx.subject = engine
+        .env
+        .subject_policy
+        .subject(spec.document_id, revisable);
     ctx
 }
 

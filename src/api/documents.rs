@@ -1,11 +1,13 @@
 //! `/v1/documents`: upload (with `Idempotency-Key`, and auto-create enqueued in the same
 //! transaction as the document — what `agentd documents add --auto-create` does), list, show
-//! (status and proposal), accept, reject.
+//! (status and proposal), accept, reject, refine with a reviewer's instructions (issue 33). An
+//! upload with auto-create may name a schema, a prompt and tags to start from.
 
 use super::auth::{Reviewer, Scoped, Uploader};
 use super::error::{ApiResult, Problem, json_response, ok};
 use super::extract::{Id, JsonBody, Listing, Paged};
-use crate::queue::{self, NewJob};
+use crate::jobs::refine::{self, RefineError, RefineQueued};
+use crate::jobs::start::{self, StartIds};
 use crate::store::documents::{self, AutoCreateStatus, DocumentSummary};
 use crate::store::{api_keys, auto_create};
 use axum::http::{HeaderMap, StatusCode};
@@ -43,6 +45,46 @@ pub struct NewDocument {
     /// Enqueue an auto-create run in the same transaction (default false).
     #[serde(default)]
     pub auto_create: bool,
+    /// With `auto_create`: a schema of the org to reuse (its latest version) instead of
+    /// creating one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_id: Option<Uuid>,
+    /// With `auto_create`: a prompt of the org to reuse (its latest version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_id: Option<Uuid>,
+    /// With `auto_create`: tags of the org for the prompt the run makes (at most 20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_items = 20)]
+    pub tag_ids: Option<Vec<Uuid>>,
+}
+
+impl NewDocument {
+    /// What the upload names to start from.
+    fn start_ids(&self) -> StartIds {
+        StartIds {
+            schema_id: self.schema_id,
+            prompt_id: self.prompt_id,
+            tag_ids: self.tag_ids.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// Checks what an upload or a job names to start from in the caller's transaction: another
+/// org's id is 404 naming its field, too many tags 422.
+pub async fn check_start(
+    conn: &mut sqlx::PgConnection,
+    org: Uuid,
+    ids: &StartIds,
+) -> Result<(), Problem> {
+    match start::resolve(conn, org, ids).await? {
+        Ok(_) => Ok(()),
+        Err(bad) if bad.field == "tag_ids" && ids.tag_ids.len() > start::MAX_TAGS => {
+            Err(Problem::invalid(bad.field, bad.message))
+        }
+        Err(bad) => {
+            Err(Problem::new(StatusCode::NOT_FOUND, "not-found", bad.message).field(bad.field))
+        }
+    }
 }
 
 /// The answer to an upload.
@@ -102,6 +144,19 @@ fn validate(d: &NewDocument) -> Result<(), Problem> {
             format!("text contains NUL (\\u0000) at byte {at}; PostgreSQL text cannot hold it"),
         ));
     }
+    if !d.auto_create {
+        let named = [
+            ("schema_id", d.schema_id.is_some()),
+            ("prompt_id", d.prompt_id.is_some()),
+            ("tag_ids", d.tag_ids.is_some()),
+        ];
+        if let Some((field, _)) = named.iter().find(|(_, given)| *given) {
+            return Err(Problem::invalid(
+                *field,
+                format!("{field} is what auto-create starts from: give it with auto_create: true"),
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -112,6 +167,7 @@ fn validate(d: &NewDocument) -> Result<(), Problem> {
         description = "1–255 visible ASCII characters, kept 24 h per org: the same key and body answer the same; another body is 422")),
     responses((status = 201, body = CreatedDocument, description = "Stored (or the answer first given to this Idempotency-Key)"),
         (status = 403, description = "The key's role is below uploader"),
+        (status = 404, description = "`schema_id`, `prompt_id` or one of `tag_ids` is not the org's (`field` names it)"),
         (status = 413, description = "The body is over 4 MiB + 64 KiB, or `text` over 4 MiB of UTF-8"),
         (status = 422, description = "Invalid input, or an Idempotency-Key used with another body")))]
 pub async fn create(
@@ -152,19 +208,10 @@ pub async fn create(
     .await?;
     let mut job_id = None;
     if doc.auto_create {
-        let q = &app.spec("auto_create").queue;
-        job_id = queue::enqueue(
-            &mut *tx,
-            &NewJob::new(
-                "auto_create",
-                json!({"org_id": caller.org_id, "document_id": id}),
-            )
-            .unique_key(format!("auto_create:{id}"))
-            .priority(q.priority)
-            .max_attempts(q.max_attempts),
-        )
-        .await?;
-        auto_create::set_status(&mut *tx, caller.org_id, id, "queued", None, None, now).await?;
+        let ids = doc.start_ids();
+        check_start(&mut tx, caller.org_id, &ids).await?;
+        job_id = crate::documents::enqueue_auto_create(&mut tx, app, caller.org_id, id, &ids, now)
+            .await?;
     }
     let body = CreatedDocument {
         id,
@@ -278,6 +325,57 @@ async fn decide(req: Scoped<Reviewer>, id: Uuid, accept: bool) -> ApiResult {
     };
     tx.commit().await?;
     ok(&body)
+}
+
+/// A reviewer's refine: what to change in the document's proposal.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"instructions": "Add a field due_date; rename total to total_due."}))]
+pub struct RefineRequest {
+    /// What to change, in the reviewer's words (1–2000 characters, not only spaces, no NUL);
+    /// the run gets them verbatim, fenced as a person's words.
+    #[schema(
+        min_length = 1,
+        max_length = 2000,
+        pattern = r"^[^\u0000]*[^\u0000\s][^\u0000]*$"
+    )]
+    pub instructions: String,
+}
+
+/// Refine the proposal with instructions: a run starts from the proposal (schema, prompt,
+/// extraction) and the instructions, writes new versions of that schema and prompt and a new
+/// extraction, and brings the document back to `proposed`. Audited with the key that asked.
+#[utoipa::path(post, path = "/v1/documents/{id}/refine", tag = "documents", operation_id = "refineDocument",
+    params(("id" = Uuid, Path, description = "The document's id")),
+    request_body = RefineRequest,
+    responses((status = 202, body = RefineQueued, description = "The refine run is enqueued (an `auto_create` job); the document is `queued`"),
+        (status = 403, description = "The key's role is below reviewer"),
+        (status = 409, description = "The document has no proposal to refine (`auto_create_status` says where it is), or an auto-create job of it waits or runs"),
+        (status = 422, description = "`instructions` empty, over 2000 characters or with NUL")))]
+pub async fn refine(
+    req: Scoped<Reviewer>,
+    Id(id): Id,
+    JsonBody(body): JsonBody<RefineRequest>,
+) -> ApiResult {
+    let (app, org) = (&req.app, req.org_id());
+    let by = format!("key {}", req.caller.key_id);
+    let q = &app.spec("auto_create").queue;
+    let now = app.clock.now();
+    let e = match refine::request(&app.pool, q, org, id, &body.instructions, &by, now).await {
+        Ok(queued) => return Ok(json_response(StatusCode::ACCEPTED, &queued)),
+        Err(e) => e,
+    };
+    let detail = e.to_string();
+    Err(match e {
+        RefineError::Instructions(m) => Problem::invalid("instructions", m),
+        RefineError::NotFound(_) => Problem::not_found("document", id).field("id"),
+        RefineError::NoProposal(_, status) => Problem::conflict(detail)
+            .field("id")
+            .extra(json!({"auto_create_status": status})),
+        RefineError::Busy(_) => Problem::conflict(detail).field("id"),
+        RefineError::Db(e) => e.into(),
+        RefineError::Queue(e) => e.into(),
+    })
 }
 
 /// The answer to accept or reject.

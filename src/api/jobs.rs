@@ -4,6 +4,7 @@
 use super::auth::{Scoped, Uploader};
 use super::error::{ApiResult, Problem, json_response, ok};
 use super::extract::{Id, JsonBody};
+use crate::jobs::start::StartIds;
 use crate::queue::{self, NewJob};
 use crate::store::{api_reads, documents};
 use axum::http::StatusCode;
@@ -67,6 +68,13 @@ pub enum NewJobRequest {
         document_id: Uuid,
         /// Run again even if the document already has a proposal.
         force: Option<bool>,
+        /// A schema of the org to reuse (its latest version) instead of creating one.
+        schema_id: Option<Uuid>,
+        /// A prompt of the org to reuse (its latest version).
+        prompt_id: Option<Uuid>,
+        /// Tags of the org for the prompt the run makes (at most 20).
+        #[schema(max_items = 20)]
+        tag_ids: Option<Vec<Uuid>>,
     },
     /// The nightly review of the org.
     #[schema(title = "ProactiveSuggestionJob")]
@@ -103,6 +111,9 @@ pub struct JobFields {
     pub kind: EnqueueKind,
     pub document_id: Option<Uuid>,
     pub force: Option<bool>,
+    pub schema_id: Option<Uuid>,
+    pub prompt_id: Option<Uuid>,
+    pub tag_ids: Option<Vec<Uuid>>,
     pub night: Option<chrono::NaiveDate>,
     pub approval_ids: Option<Vec<Uuid>>,
 }
@@ -123,6 +134,11 @@ impl JobFields {
     /// naming it.
     pub fn checked(self) -> Result<NewJobRequest, Problem> {
         let k = self.kind;
+        if k != EnqueueKind::AutoCreate {
+            not_for(k, "schema_id", self.schema_id.is_some())?;
+            not_for(k, "prompt_id", self.prompt_id.is_some())?;
+            not_for(k, "tag_ids", self.tag_ids.is_some())?;
+        }
         Ok(match k {
             EnqueueKind::AutoCreate => {
                 not_for(k, "night", self.night.is_some())?;
@@ -133,6 +149,9 @@ impl JobFields {
                 NewJobRequest::AutoCreate {
                     document_id,
                     force: self.force,
+                    schema_id: self.schema_id,
+                    prompt_id: self.prompt_id,
+                    tag_ids: self.tag_ids,
                 }
             }
             EnqueueKind::ProactiveSuggestion => {
@@ -198,22 +217,28 @@ pub async fn create(req: Scoped<Uploader>, JsonBody(body): JsonBody<JobFields>) 
         NewJobRequest::AutoCreate {
             document_id: doc,
             force,
+            schema_id,
+            prompt_id,
+            tag_ids,
         } => {
             let mut conn = app.pool.acquire().await?;
             if !documents::exists(&mut conn, org, doc).await? {
                 return Err(Problem::not_found("document", doc).field("document_id"));
             }
+            let ids = StartIds {
+                schema_id,
+                prompt_id,
+                tag_ids: tag_ids.unwrap_or_default(),
+            };
+            super::documents::check_start(&mut conn, org, &ids).await?;
             let force = force.unwrap_or(false);
             let key = if force {
                 format!("auto_create:{doc}:{}", Uuid::new_v4())
             } else {
                 format!("auto_create:{doc}")
             };
-            NewJob::new(
-                kind,
-                json!({"org_id": org, "document_id": doc, "force": force}),
-            )
-            .unique_key(key)
+            let payload = crate::jobs::auto_create::payload(org, doc, force, &ids);
+            NewJob::new(kind, payload).unique_key(key)
         }
         NewJobRequest::ProactiveSuggestion { night } => {
             let night = night.unwrap_or_else(|| app.clock.now().date_naive());

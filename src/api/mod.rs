@@ -81,6 +81,7 @@ pub fn router_until(app: App, stop: CancellationToken) -> Router {
         .route("/v1/documents/{id}", get(documents::get))
         .route("/v1/documents/{id}/accept", post(documents::accept))
         .route("/v1/documents/{id}/reject", post(documents::reject))
+        .route("/v1/documents/{id}/refine", post(documents::refine))
         .route("/v1/approvals", get(approvals::list))
         .route("/v1/approvals/{id}", get(approvals::get))
         .route("/v1/approvals/{id}/approve", post(approvals::approve))

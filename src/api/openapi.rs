@@ -25,6 +25,7 @@ use utoipa::{Modify, OpenApi};
     info(title = "agentd API", description = "Documents, proposals, approvals, suggestions, runs and jobs of one org (the API key's). Every error is an RFC 9457 problem detail (`application/problem+json`)."),
     paths(
         documents::create, documents::list, documents::get, documents::accept, documents::reject,
+        documents::refine,
         approvals::list, approvals::get, approvals::approve, approvals::reject,
         reads::suggestions, suggestions::dismiss, suggestions::shown, reads::run, reads::status,
         console_routes::me, console_routes::queue, console_routes::retry, console_routes::runs,
@@ -35,7 +36,7 @@ use utoipa::{Modify, OpenApi};
     ),
     components(schemas(ProblemBody, crate::org_settings::Timezone)),
     tags(
-        (name = "documents", description = "Upload documents (auto-create enqueued with them) and decide their proposals."),
+        (name = "documents", description = "Upload documents (auto-create enqueued with them), decide their proposals, refine them with instructions."),
         (name = "approvals", description = "Actions waiting for a person: approve (with `If-Match`) or reject."),
         (name = "suggestions", description = "What the nightly job suggests."),
         (name = "runs", description = "Agent runs: transcript and audit trail."),

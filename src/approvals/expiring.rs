@@ -108,6 +108,8 @@ pub enum Reproposed {
     Changed,
     /// Not expired, already re-proposed, or gone.
     Nothing,
+    /// A person rejected the same action since: not re-proposed (why).
+    Refused(String),
 }
 
 /// Re-proposes expired approval `id` unchanged (same action, fresh TTL, next chain depth) if
@@ -144,7 +146,10 @@ pub async fn repropose_expired(
         chain: Some(row.chain.next()),
         rationale: row.rationale.as_deref(),
     };
-    let new_id = propose(&mut ctx, tool.as_ref(), &row.action.args, origin).await?;
+    let new_id = match propose(&mut ctx, tool.as_ref(), &row.action.args, origin).await {
+        Err(ToolError::Conflict(why)) => return Ok(Reproposed::Refused(why)),
+        other => other?,
+    };
     store::set_reproposed(&mut tx, row.id, new_id).await?;
     tx.commit().await?;
     Ok(Reproposed::New(new_id))

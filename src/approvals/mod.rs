@@ -115,6 +115,12 @@ pub async fn propose(
 ) -> Result<Uuid, ToolError> {
     let resolved = with_run_defaults(ctx, tool, args);
     let args = &resolved;
+    // A person already said no to this very action: the model is told why (issue 33).
+    if let Some(r) =
+        crate::store::decisions::rejected_same(ctx.conn, ctx.org_id, tool.name(), args).await?
+    {
+        return Err(ToolError::Conflict(rejected_again(tool.name(), &r)));
+    }
     let data = tool.snapshot(ctx, args).await.ok_or_else(|| {
         ToolError::Conflict(format!(
             "`{}` cannot be proposed for approval (it declares no snapshot)",
@@ -164,6 +170,26 @@ pub async fn propose(
         notify::created(ctx.conn, &new, ctx.now).await?;
     }
     Ok(inserted)
+}
+
+/// The refusal of a proposal a person rejected before: when, why, and what to do instead.
+fn rejected_again(tool: &str, r: &crate::store::decisions::Rejection) -> String {
+    let day = r
+        .decided_at
+        .map(|t| t.format("%Y-%m-%d").to_string())
+        .unwrap_or_default();
+    let reason = match r.decision_reason.as_deref().map(str::trim) {
+        Some(why) if !why.is_empty() => {
+            format!("\"{}\"", why.chars().take(500).collect::<String>())
+        }
+        _ => "no reason given".to_string(),
+    };
+    format!(
+        "not proposed: a person rejected `{tool}` with these same arguments on {day} (approval \
+         {}), reason: {reason}. Do not propose it again; propose something else, or other \
+         arguments if the reason allows",
+        r.id
+    )
 }
 
 /// `args` as a decision outside the run must see them: a `document_id` the tool takes but the

@@ -1,6 +1,8 @@
 //! `agentd demo`: the whole mission on the embedded samples, printed as a readable report.
 //!
-//! 1. auto-create on the sample documents (workers until they drain);
+//! 1. auto-create on the sample documents (workers until they drain); then a reviewer refines
+//!    the first proposal with instructions (`agentd documents refine`): the proposal before and
+//!    after;
 //! 2. the nightly `proactive_suggestion` job for the demo org, after a person made a tag:
 //!    suggestions and the pending approvals of their actions, each with its reason;
 //! 3. time passes on the demo's own clock (nothing sleeps): a person changes one approval's
@@ -83,20 +85,21 @@ pub async fn run(app: &App, cmd: DemoCmd) -> anyhow::Result<()> {
         .map_err(bad)?;
     let steps = async {
         let docs = auto_create_step(&demo_app, org.id, &cmd, started).await?;
+        let refine = refine_step(&demo_app, org.id, &docs, &cmd).await?;
         let nightly = nightly_step(&demo_app, org.id, &cmd).await?;
         let later = later_step(&demo_app, org.id).await?;
-        anyhow::Ok((docs, nightly, later))
+        anyhow::Ok((docs, refine, nightly, later))
     }
     .await;
     stop.cancel();
     worker.join().await;
-    let (docs, nightly, later) = steps?;
+    let (docs, refine, nightly, later) = steps?;
     let evs = readable_events(app, org.id).await?;
     let written = events::count_written(&app.pool, org.id).await?;
     let report = json!({
         "org": {"id": org.id, "name": org.name}, "provider": provider,
         "seconds": started.elapsed().as_secs_f64(),
-        "documents": docs, "nightly": nightly, "later": later,
+        "documents": docs, "refine": refine, "nightly": nightly, "later": later,
         "events": evs, "event_counts": counts(&evs), "events_written": written,
     });
     if cmd.json {
@@ -175,6 +178,58 @@ async fn auto_create_step(
         }
     }
     Ok(reports)
+}
+
+/// What the demo's reviewer asks of the first proposal (the offline model understands "rename
+/// X to Y", "add field X" and "remove field X").
+pub const REFINE_INSTRUCTIONS: &str =
+    "Rename total to total_due and add a field payment_reference.";
+
+/// Step 1b: a reviewer refines the first sample's proposal; waits until it is proposed again.
+async fn refine_step(app: &App, org: Uuid, docs: &[Value], cmd: &DemoCmd) -> anyhow::Result<Value> {
+    let Some(before) = docs.first() else {
+        return Ok(Value::Null);
+    };
+    let Some(id) = before["document_id"]
+        .as_str()
+        .and_then(|s| Uuid::parse_str(s).ok())
+    else {
+        return Ok(Value::Null);
+    };
+    if before["auto_create_status"] != "proposed" {
+        return Ok(json!({"skipped": "the first sample has no proposal to refine"}));
+    }
+    let q = &app.spec("auto_create").queue;
+    let (words, now) = (REFINE_INSTRUCTIONS, app.clock.now());
+    let queued = crate::jobs::refine::request(&app.pool, q, org, id, words, "demo:reviewer", now)
+        .await
+        .map_err(|e| anyhow::anyhow!("demo: refine: {e}"))?;
+    eprint!(
+        "  refine of {} (job #{})…",
+        s(&before["name"]),
+        queued.job_id
+    );
+    let deadline = Instant::now() + Duration::from_secs(cmd.timeout_secs);
+    loop {
+        let st = auto_create::state(&app.pool, Some(org), id).await?;
+        let status = st.map(|s| s.auto_create_status);
+        if status.is_some_and(|s| AutoCreateStatus::DONE.contains(&s)) {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(anyhow::anyhow!(
+                "demo: the refine of document {id} is not done after {}s; see `agentd status`",
+                cmd.timeout_secs
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = document_report(app, id).await?.unwrap_or(Value::Null);
+    eprintln!(" {}", s(&after["auto_create_status"]));
+    Ok(
+        json!({"document_id": id, "instructions": words, "job_id": queued.job_id,
+              "before": before, "after": after}),
+    )
 }
 
 /// Step 2: a person makes a tag and sets the org's approval TTL; the nightly job runs.
@@ -384,6 +439,44 @@ fn print_text(r: &Value) {
     println!("1. Auto-create on {} sample documents", docs.len());
     for d in &docs {
         print_report(d);
+    }
+    let f = &r["refine"];
+    if f["after"].is_object() {
+        let fields = |d: &Value| {
+            d["fields"]
+                .as_array()
+                .map(|fs| {
+                    fs.iter()
+                        .map(|x| s(&x["name"]))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default()
+        };
+        let (b, a) = (&f["before"], &f["after"]);
+        println!(
+            "\n1b. A reviewer refines {}'s proposal: \"{}\"",
+            s(&b["name"]),
+            s(&f["instructions"])
+        );
+        println!(
+            "  before: schema {}: {}",
+            s(&b["schema"]["revid"]),
+            fields(b)
+        );
+        println!(
+            "  after:  schema {}: {}",
+            s(&a["schema"]["revid"]),
+            fields(a)
+        );
+        println!(
+            "  prompt {} → {}; run {}: {}",
+            s(&b["prompt"]["revid"]),
+            s(&a["prompt"]["revid"]),
+            s(&a["run"]["id"]),
+            s(&a["auto_create_status"])
+        );
+        println!("  extraction after: {}", a["extraction"]["result"]);
     }
     let n = &r["nightly"];
     println!(

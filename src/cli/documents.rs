@@ -1,4 +1,4 @@
-//! `agentd documents add|list|show|accept|reject`.
+//! `agentd documents add|list|show|accept|reject|refine`.
 
 use super::bad;
 use super::output::{print_json, print_list};
@@ -52,6 +52,19 @@ pub enum DocumentsCmd {
     Accept { id: Uuid },
     /// Reject the proposal: its artifacts are removed (the audit trail stays).
     Reject { id: Uuid },
+    /// Refine the proposal with instructions: a run starts from it and writes new versions of
+    /// its schema and prompt and a new extraction; the document is `proposed` again after it.
+    Refine {
+        id: Uuid,
+        /// What to change, in your words (1–2000 characters).
+        #[arg(long)]
+        instructions: String,
+        /// Who asks (recorded as `human:cli:<who>` on the audit row).
+        #[arg(long, value_name = "WHO", default_value = "operator")]
+        by: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Runs a documents command.
@@ -152,6 +165,41 @@ pub async fn run(app: &App, cmd: DocumentsCmd) -> anyhow::Result<()> {
                 print_json(&report)?;
             } else {
                 print_report(&report);
+            }
+        }
+        DocumentsCmd::Refine {
+            id,
+            instructions,
+            by,
+            json: as_json,
+        } => {
+            use crate::jobs::refine::{RefineError, request};
+            let org = auto_create::state(&app.pool, None, id)
+                .await?
+                .ok_or_else(|| bad(format!("no document with id {id}")))?
+                .org_id;
+            let by = match by.trim() {
+                "" => return Err(bad("--by must name who asks, e.g. --by alice")),
+                who => format!("cli:{who}"),
+            };
+            let q = &app.spec("auto_create").queue;
+            let now = app.clock.now();
+            let queued = match request(&app.pool, q, org, id, &instructions, &by, now).await {
+                Ok(q) => q,
+                Err(RefineError::Instructions(m)) => {
+                    return Err(bad(format!("--instructions: {m}")));
+                }
+                Err(RefineError::Db(e)) => return Err(e.into()),
+                Err(RefineError::Queue(e)) => return Err(e.into()),
+                Err(e) => return Err(bad(e.to_string())),
+            };
+            if as_json {
+                print_json(&queued)?;
+            } else {
+                println!(
+                    "document {id}: refine enqueued (auto_create job {}); run `agentd worker` to process it",
+                    queued.job_id
+                );
             }
         }
         DocumentsCmd::Accept { id } | DocumentsCmd::Reject { id } => {

@@ -128,6 +128,14 @@ impl JobHandler for ApprovalExpiry {
             first,
         );
         run_spec.chain = Some(a.chain.next());
+        // What people decided about the same document (else the same chain).
+        use crate::store::decisions::DecisionScope;
+        run_spec.decisions = Some(
+            match crate::approvals::document_target(&a.action.tool, &a.action.args) {
+                Some(doc) => DecisionScope::Document(doc),
+                None => DecisionScope::Chain(a.chain.id),
+            },
+        );
         let o = super::run_loop(app, spec, &run_spec, &job).await?;
         info!(run_id = %o.run_id, status = %o.status, "re-proposal run done");
         Ok(())

@@ -4,19 +4,26 @@
 //! refs to the artifacts and the run; on failure `failed` with the error, and the run's orphan
 //! proposed artifacts are removed when the job file says so (`cleanup_on_failure`). A run that
 //! hits a cap but left a complete proposal (schema, prompt, extraction) still counts as proposed.
+//! A job may name a schema, a prompt and tags to start from (`jobs/start.rs`), or carry a
+//! reviewer's `refine` (`jobs/refine.rs`): the run starts from the document's proposal and a
+//! failed refine leaves the document `proposed` with that proposal and the error.
 
+use super::refine::{self, Refine};
+use super::start::{self, StartIds};
 use super::{parse_payload, render};
 use crate::app::App;
 use crate::queue::JobError;
 use crate::queue::worker::{JobContext, JobHandler};
 use crate::store::auto_create as store;
+use crate::store::auto_create::StartFrom;
+use crate::store::decisions::DecisionScope;
 use crate::store::documents::AutoCreateStatus;
 use crate::store::runs::{self, RunStatus};
 use serde::Deserialize;
 use tracing::info;
 use uuid::Uuid;
 
-/// The payload: `{org_id, document_id, force?}`.
+/// The payload: `{org_id, document_id, force?, schema_id?, prompt_id?, tag_ids?, refine?}`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Payload {
@@ -24,7 +31,64 @@ pub struct Payload {
     pub document_id: Uuid,
     #[serde(default)]
     pub force: bool,
+    /// Start from this schema (its latest version), reused.
+    #[serde(default)]
+    pub schema_id: Option<Uuid>,
+    /// Start from this prompt (its latest version), reused.
+    #[serde(default)]
+    pub prompt_id: Option<Uuid>,
+    /// Tags for the prompt the run makes.
+    #[serde(default)]
+    pub tag_ids: Vec<Uuid>,
+    /// A reviewer's refine of the document's proposal.
+    #[serde(default)]
+    pub refine: Option<Refine>,
 }
+
+impl Payload {
+    /// What the payload names to start from.
+    pub fn start_ids(&self) -> StartIds {
+        StartIds {
+            schema_id: self.schema_id,
+            prompt_id: self.prompt_id,
+            tag_ids: self.tag_ids.clone(),
+        }
+    }
+}
+
+/// The payload of an `auto_create` job of `document_id` (of `org_id`) starting from `ids`
+/// (`force`: run even if the document has a proposal).
+pub fn payload(org_id: Uuid, document_id: Uuid, force: bool, ids: &StartIds) -> serde_json::Value {
+    let mut payload = serde_json::json!({"org_id": org_id, "document_id": document_id});
+    if force {
+        payload["force"] = serde_json::json!(true);
+    }
+    if let (Some(obj), Ok(serde_json::Value::Object(named))) =
+        (payload.as_object_mut(), serde_json::to_value(ids))
+    {
+        obj.extend(named);
+    }
+    payload
+}
+
+/// The `auto_create` job of a new document of `org_id` (an upload), starting from `ids`, under
+/// the document's unique key, with the job file's priority and attempts (`q`).
+pub fn upload_job(
+    org_id: Uuid,
+    document_id: Uuid,
+    ids: &StartIds,
+    q: &crate::catalog::QueuePolicy,
+) -> crate::queue::NewJob {
+    crate::queue::NewJob::new("auto_create", payload(org_id, document_id, false, ids))
+        .unique_key(format!("auto_create:{document_id}"))
+        .priority(q.priority)
+        .max_attempts(q.max_attempts)
+}
+
+/// Added to the job file's system prompt for a refine run.
+const REFINE_NOTE: &str = "\nThis run refines an existing proposal at a reviewer's request: \
+    write new versions of its schema and prompt (update_schema, update_prompt) and a new \
+    extraction; never create new ones.";
 
 /// The handler.
 pub struct AutoCreate {
@@ -51,7 +115,8 @@ impl JobHandler for AutoCreate {
             .is_some_and(|o| o.active);
         let skip = if !org_active {
             Some(("the organisation is inactive", "the org is inactive"))
-        } else if !org_on && !p.force {
+        } else if !org_on && !p.force && p.refine.is_none() {
+            // (A refine is a person asking, like `force`.)
             Some((
                 "auto-create is off for this organisation (orgs set auto_create=true)",
                 "auto-create is off for the org",
@@ -76,6 +141,7 @@ impl JobHandler for AutoCreate {
             state.auto_create_status,
             AutoCreateStatus::Proposed | AutoCreateStatus::Accepted
         ) && !p.force
+            && p.refine.is_none()
             && !resuming
         {
             info!(document_id = %p.document_id, status = %state.auto_create_status, "already has a proposal; nothing to do (enqueue with --force to redo)");
@@ -91,6 +157,31 @@ impl JobHandler for AutoCreate {
                 p.document_id
             )));
         }
+        // What the run starts from: the proposal it refines, or what the job names.
+        let start = if p.refine.is_some() {
+            if !state.proposed.complete() {
+                let why = "the document has no proposal to refine any more";
+                store::set_status(&mut *tx, org, doc, "failed", None, Some(why), now).await?;
+                tx.commit().await?;
+                return Err(JobError::fatal(format_args!("document {doc}: {why}")));
+            }
+            StartFrom {
+                schema: state.proposed.schema(),
+                prompt: state.proposed.prompt(),
+                tag_ids: Vec::new(),
+                revise: true,
+            }
+        } else {
+            match start::resolve(&mut tx, org, &p.start_ids()).await? {
+                Ok(s) => s,
+                Err(bad) => {
+                    let why = format!("the job names what the org does not have: {bad}");
+                    store::set_status(&mut *tx, org, doc, "failed", None, Some(&why), now).await?;
+                    tx.commit().await?;
+                    return Err(JobError::fatal(why));
+                }
+            }
+        };
         store::set_status(
             &mut *tx,
             p.org_id,
@@ -104,10 +195,24 @@ impl JobHandler for AutoCreate {
         tx.commit().await?;
 
         let spec = app.spec("auto_create");
-        let first = render(
-            &spec.agent.first_message,
-            &[("document_id", p.document_id.to_string())],
-        );
+        let mut conn = app.pool.acquire().await?;
+        let first = match &p.refine {
+            Some(r) => {
+                let (proposed, words) = (&state.proposed, &r.instructions);
+                refine::first_message(&mut conn, org, doc, proposed, words).await?
+            }
+            None => {
+                let first = render(
+                    &spec.agent.first_message,
+                    &[("document_id", p.document_id.to_string())],
+                );
+                match start::intro(&mut conn, org, &start).await? {
+                    Some(intro) => format!("{first}\n{intro}"),
+                    None => first,
+                }
+            }
+        };
+        drop(conn);
         let mut run_spec = app.run_spec(
             spec,
             p.org_id,
@@ -116,6 +221,19 @@ impl JobHandler for AutoCreate {
             first,
         );
         run_spec.document_id = Some(p.document_id);
+        // A new upload has no decisions yet: only a run again (forced, a refine) reads them.
+        if p.force || p.refine.is_some() {
+            run_spec.decisions = Some(DecisionScope::Document(p.document_id));
+        }
+        if p.refine.is_some() {
+            // All of the proposal's tools at once (guided mode would offer one part's), none
+            // that makes something new.
+            run_spec.settings.guided = false;
+            run_spec.system_prompt.push_str(REFINE_NOTE);
+            let allow = &mut run_spec.policy.allow;
+            allow.retain(|t| !refine::NOT_IN_REFINE.contains(&t.as_str()));
+        }
+        run_spec.start = start;
         let outcome = match super::run_loop(app, spec, &run_spec, &job).await {
             Ok(o) => o,
             Err(super::LoopError {
@@ -136,7 +254,14 @@ impl JobHandler for AutoCreate {
         if !fenced(&mut tx, &job).await? {
             return Err(stale(&job));
         }
-        let arts = store::artifacts(&mut *tx, p.org_id, outcome.run_id, p.document_id).await?;
+        let arts = store::proposal(
+            &mut tx,
+            p.org_id,
+            outcome.run_id,
+            p.document_id,
+            &run_spec.start,
+        )
+        .await?;
         if matches!(outcome.status, RunStatus::Succeeded | RunStatus::Capped) && arts.complete() {
             store::set_proposed(
                 &mut tx,
@@ -185,11 +310,16 @@ impl AutoCreate {
             let n = store::remove_proposed(&mut tx, p.org_id, run).await?;
             info!(run_id = %run, removed = n, "removed the failed run's proposed artifacts");
         }
+        // A failed refine leaves the proposal it started from, and says why.
+        let (status, run_id) = match p.refine {
+            Some(_) => ("proposed", None),
+            None => ("failed", run_id),
+        };
         store::set_status(
             &mut *tx,
             p.org_id,
             p.document_id,
-            "failed",
+            status,
             run_id,
             Some(reason),
             self.app.clock.now(),

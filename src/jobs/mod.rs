@@ -4,6 +4,8 @@
 pub mod approval_expiry;
 pub mod auto_create;
 pub mod proactive;
+pub mod refine;
+pub mod start;
 pub mod webhook_delivery;
 
 use crate::agent::RunError;

@@ -66,6 +66,8 @@ impl JobHandler for Proactive {
         let mut run_spec =
             app.run_spec(spec, p.org_id, p.night.to_string(), Some(job.job.id), first);
         run_spec.night = Some(p.night);
+        // What people decided lately in the org (rejections with their reasons, dismissals).
+        run_spec.decisions = Some(crate::store::decisions::DecisionScope::Org);
         let o = super::run_loop(app, spec, &run_spec, &job).await?;
         info!(run_id = %o.run_id, status = %o.status, "nightly review done");
         Ok(())

@@ -8,7 +8,9 @@
 //!   fields (`offline/proposal.rs`; the ones the first message lists, which cover the whole
 //!   document, else those of the text it has) → `create_schema` (the compact `fields` form) →
 //!   `create_prompt` → `run_extraction` → a summary. A tool error is retried once with the same
-//!   plan, then it stops with a summary.
+//!   plan, then it stops with a summary. A schema, prompt or tags the first message says a
+//!   person chose (`jobs/start.rs`) are reused: no `create_schema` for a chosen schema, only
+//!   `run_extraction` for a chosen prompt, the tags on the prompt.
 //! - **extraction requests** (a `response_format` is given): answers with JSON holding, for each
 //!   schema property, the value of the candidate of that name (or label) in the analysis of the
 //!   request's text (numbers and `YYYY-MM-DD` dates normalised, missing values `null`).
@@ -16,6 +18,9 @@
 //!   when documents lack tags) → one `create_suggestion` per signal found (up to 3; an untagged
 //!   document's carries a proposed `update_document` giving it the org's first tag) → a
 //!   summary (`offline/nightly.rs`).
+//! - **refine** (the first message carries `<reviewer_instructions>`): "add field X", "rename X
+//!   to Y", "remove field X" applied to the proposal's schema → `update_schema` →
+//!   `update_prompt` → `run_extraction` → a summary naming each change (`offline/refine.rs`).
 //! - `tool_choice: none`, or nothing it knows how to do: a one-line summary of the transcript.
 //!
 //! Token usage is estimated as characters / 4. `llm.offline_latency_ms` adds a fixed delay to
@@ -30,6 +35,7 @@ use std::collections::HashMap;
 
 mod nightly;
 mod proposal;
+mod refine;
 
 pub use proposal::{
     Field, extract, fields_arg, fields_listed, fields_of, infer_fields, prompt_content,
@@ -131,6 +137,16 @@ fn document_in_first_message(req: &CompletionRequest) -> Option<Value> {
     Some(json!({"name": name, "text": text, "candidates": candidates}))
 }
 
+/// The text of the first user message.
+fn first_user_text(req: &CompletionRequest) -> Option<String> {
+    Some(
+        req.messages
+            .iter()
+            .find(|m| m.role == Role::User)?
+            .joined_text(),
+    )
+}
+
 fn find_str<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a str> {
     keys.iter().find_map(|k| v.get(*k).and_then(Value::as_str))
 }
@@ -140,9 +156,53 @@ enum Next {
     Say(String),
 }
 
-fn auto_create(r: &HashMap<String, (Vec<Value>, u32)>, shown: Option<&Value>) -> Next {
+/// What a person chose to start from, as the first message names it (`jobs/start.rs`): a
+/// schema revid, a prompt revid, tag ids.
+#[derive(Default)]
+struct Start {
+    schema: Option<String>,
+    prompt: Option<String>,
+    tags: Vec<String>,
+}
+
+impl Start {
+    fn of(first: Option<&str>) -> Self {
+        let Some(f) = first else {
+            return Start::default();
+        };
+        let quoted = |key: &str| {
+            let (_, from) = f.split_once(&format!("{key} \""))?;
+            Some(from.split_once('"')?.0.to_string())
+        };
+        let tags = f
+            .split_once("(tag_ids ")
+            .and_then(|(_, rest)| rest.split_once(')'))
+            .and_then(|(list, _)| serde_json::from_str(list).ok())
+            .unwrap_or_default();
+        Start {
+            schema: quoted("Pass schema_revid"),
+            prompt: quoted("run_extraction with prompt_revid"),
+            tags,
+        }
+    }
+}
+
+fn auto_create(
+    r: &HashMap<String, (Vec<Value>, u32)>,
+    shown: Option<&Value>,
+    start: &Start,
+) -> Next {
     let ok = |t: &str| r.get(t).and_then(|(v, _)| v.last());
     let errors = |t: &str| r.get(t).map(|(_, e)| *e).unwrap_or(0);
+    // A prompt a person chose: only the extraction is left to do.
+    if let Some(prompt_revid) = &start.prompt {
+        if ok("run_extraction").is_none() && errors("run_extraction") < 2 {
+            return Next::Call("run_extraction", json!({"prompt_revid": prompt_revid}));
+        }
+        return Next::Say(format!(
+            "offline model: reused prompt {prompt_revid} and ran the extraction."
+        ));
+    }
     // The text shown in the first message needs no get_document call.
     let Some(doc) = shown.or_else(|| ok("get_document")) else {
         return if errors("get_document") > 0 {
@@ -164,7 +224,8 @@ fn auto_create(r: &HashMap<String, (Vec<Value>, u32)>, shown: Option<&Value>) ->
     } else {
         fields_listed(&listed)
     };
-    let Some(schema) = ok("create_schema") else {
+    let chosen = start.schema.as_ref().map(|s| json!({"schema_revid": s}));
+    let Some(schema) = ok("create_schema").or(chosen.as_ref()) else {
         if errors("create_schema") >= 2 {
             return Next::Say(
                 "offline model: create_schema was refused twice; stopping without a proposal."
@@ -183,11 +244,12 @@ fn auto_create(r: &HashMap<String, (Vec<Value>, u32)>, shown: Option<&Value>) ->
         if errors("create_prompt") >= 2 {
             return Next::Say("offline model: create_prompt was refused twice; stopping.".into());
         }
-        return Next::Call(
-            "create_prompt",
-            json!({"name": format!("Extract {name}"), "schema_revid": schema_revid,
-            "content": prompt_content(&fields)}),
-        );
+        let mut args = json!({"name": format!("Extract {name}"), "schema_revid": schema_revid,
+            "content": prompt_content(&fields)});
+        if !start.tags.is_empty() {
+            args["tag_ids"] = json!(start.tags);
+        }
+        return Next::Call("create_prompt", args);
     };
     let prompt_revid = find_str(prompt, &["prompt_revid", "revid"])
         .unwrap_or_default()
@@ -250,9 +312,12 @@ impl LlmProvider for OfflineProvider {
                 ))
             } else if has("org_overview") {
                 nightly::proactive(&r)
+            } else if let Some(first) = first_user_text(&req).filter(|t| refine::is_refine(t)) {
+                refine::next(&first, &r)
             } else if has("create_schema") || has("create_prompt") || has("run_extraction") {
                 // Any auto_create stage (guided mode offers one stage's tools at a time).
-                auto_create(&r, document_in_first_message(&req).as_ref())
+                let start = Start::of(first_user_text(&req).as_deref());
+                auto_create(&r, document_in_first_message(&req).as_ref(), &start)
             } else {
                 Next::Say("offline model: nothing to do for this job.".into())
             };

@@ -43,6 +43,56 @@ impl Proposed {
     }
 }
 
+/// What a run starts from besides its document (issue 33): a schema, a prompt and tags a
+/// person named on upload or on the job (`schema_id`, `prompt_id`, `tag_ids`: reused, never
+/// written), or, for a refine, the document's proposal, whose schema and prompt the run may
+/// write new versions of (`revise`). A run that makes no schema or prompt of its own proposes
+/// these ([`proposal`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StartFrom {
+    /// A schema version `(schema_id, version)`.
+    pub schema: Option<(Uuid, i32)>,
+    /// A prompt version `(prompt_id, version)`.
+    pub prompt: Option<(Uuid, i32)>,
+    /// Tags for the prompt the run makes.
+    pub tag_ids: Vec<Uuid>,
+    /// A refine: the run may write new versions of `schema` and `prompt` (its subject's
+    /// proposal), and of nothing else it did not create.
+    pub revise: bool,
+}
+
+/// What run `run_id` proposes for `document_id`: what it made ([`artifacts`]), else what it
+/// started from: the start prompt while the run's schema (if it made one) is the prompt's, the
+/// start schema while the run made none. The extraction is always the run's own.
+pub async fn proposal(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    run_id: Uuid,
+    document_id: Uuid,
+    start: &StartFrom,
+) -> sqlx::Result<Proposed> {
+    let mut a = artifacts(&mut *conn, org_id, run_id, document_id).await?;
+    if a.proposed_prompt_id.is_none()
+        && let Some((id, version)) = start.prompt
+        && let Some(p) = super::prompts::get(conn, org_id, id, version).await?
+    {
+        let pinned = (p.fields.schema_id, p.fields.schema_version);
+        if a.schema().is_none_or(|s| s == pinned) {
+            a.proposed_prompt_id = Some(id);
+            a.proposed_prompt_version = Some(version);
+            a.proposed_schema_id = Some(pinned.0);
+            a.proposed_schema_version = Some(pinned.1);
+        }
+    }
+    if a.proposed_schema_id.is_none()
+        && let Some((id, version)) = start.schema
+    {
+        a.proposed_schema_id = Some(id);
+        a.proposed_schema_version = Some(version);
+    }
+    Ok(a)
+}
+
 /// A document's auto-create state.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct ProposalState {

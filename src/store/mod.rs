@@ -10,6 +10,7 @@ pub mod audit;
 pub mod auto_create;
 pub mod budget;
 pub mod console_reads;
+pub mod decisions;
 pub mod documents;
 pub mod events;
 pub mod extractions;

@@ -25,6 +25,9 @@ pub enum Subject {
         /// Whether other documents' text and extractions may be read (job file key
         /// `agent.read_other_documents`, off by default).
         read_other_documents: bool,
+        /// A refine's proposal: the schema and prompt the run may write new versions of
+        /// although another run (or a person) created them.
+        revisable: Revisable,
     },
     /// A suggestion's proposed action: only the suggestion's document (none: no document at
     /// all, and no schema or prompt).
@@ -32,6 +35,27 @@ pub enum Subject {
         /// The suggestion's document.
         document_id: Option<Uuid>,
     },
+}
+
+/// The schema and prompt a refine run may write new versions of (its document's proposal):
+/// nothing else it did not create.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Revisable {
+    pub schema: Option<Uuid>,
+    pub prompt: Option<Uuid>,
+}
+
+impl Revisable {
+    /// What `start` lets a run revise: its schema and prompt when it is a refine.
+    pub fn of(start: &crate::store::auto_create::StartFrom) -> Self {
+        match start.revise {
+            true => Revisable {
+                schema: start.schema.map(|s| s.0),
+                prompt: start.prompt.map(|p| p.0),
+            },
+            false => Revisable::default(),
+        }
+    }
 }
 
 /// A job kind's rules for calls outside the subject (from its job file).
@@ -62,12 +86,14 @@ impl SubjectPolicy {
         }
     }
 
-    /// The subject of a run about `document_id` (none: the whole org).
-    pub fn subject(&self, document_id: Option<Uuid>) -> Subject {
+    /// The subject of a run about `document_id` (none: the whole org) that may revise
+    /// `revisable`.
+    pub fn subject(&self, document_id: Option<Uuid>, revisable: Revisable) -> Subject {
         match document_id {
             Some(document_id) => Subject::Document {
                 document_id,
                 read_other_documents: self.read_other_documents,
+                revisable,
             },
             None => Subject::Org,
         }
@@ -98,13 +124,14 @@ pub async fn check(ctx: &mut ToolCtx<'_>, tool: &dyn Tool, args: &Value) -> Resu
     if subject == Subject::Org {
         return Ok(());
     }
-    let (own_doc, read_others, suggestion) = match subject {
+    let (own_doc, read_others, suggestion, revisable) = match subject {
         Subject::Org => return Ok(()),
         Subject::Document {
             document_id,
             read_other_documents,
-        } => (Some(document_id), read_other_documents, false),
-        Subject::Suggestion { document_id } => (document_id, true, true),
+            revisable,
+        } => (Some(document_id), read_other_documents, false, revisable),
+        Subject::Suggestion { document_id } => (document_id, true, true, Revisable::default()),
     };
     let what = match own_doc {
         Some(d) if suggestion => format!("this suggestion is about document {d}"),
@@ -138,6 +165,8 @@ pub async fn check(ctx: &mut ToolCtx<'_>, tool: &dyn Tool, args: &Value) -> Resu
                     return off(format!("extraction {e} belongs to document {d}"));
                 }
             }
+            Target::Schema(s) if revisable.schema == Some(s) => {}
+            Target::Prompt(p) if revisable.prompt == Some(p) => {}
             Target::Schema(s) => {
                 if let Some(m) = not_created::<SchemaRow>(ctx, s, suggestion).await? {
                     return off(m);

@@ -215,7 +215,13 @@ pub fn extract(text: &str, schema: &Value) -> Value {
                     .iter()
                     .find(|c| snake(&analysis::labels::without_parentheses(&c.label), 48) == *name)
             };
-            let v = match a.get(name).or_else(by_label) {
+            // A field a refine renamed keeps its old name in its description.
+            let renamed = || {
+                let d = p.get("description").and_then(Value::as_str)?;
+                let (_, was) = d.rsplit_once(super::refine::RENAMED_FROM)?;
+                a.get(was.trim_end_matches(')'))
+            };
+            let v = match a.get(name).or_else(by_label).or_else(renamed) {
                 Some(c) => typed(c, p),
                 None if name == "summary" => Value::String(text.chars().take(200).collect()),
                 None => Value::Null,
