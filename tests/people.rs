@@ -794,6 +794,13 @@ async fn a_rejection_reason_reaches_the_next_nightly_run_and_the_same_action_is_
     let (org, reviewer) = api.org("acme", Role::Reviewer).await;
     let doc = api.doc(org, "draft.txt").await;
     let kept = api.doc(org, "kept.txt").await;
+    // A signal, so each nightly job runs the model (`only_with_signals`).
+    let failed = api.doc(org, "failed.txt").await;
+    sqlx::query("UPDATE documents SET auto_create_status = 'failed' WHERE id = $1")
+        .bind(failed)
+        .execute(&api.db.pool)
+        .await
+        .unwrap();
     let reject_args = json!({"document_id": doc, "metadata": {"archived": true}});
     let approve_args = json!({"document_id": kept, "metadata": {"reviewed": true}});
     let night = NaiveDate::from_ymd_opt(2026, 11, 20).unwrap();
