@@ -161,7 +161,8 @@ pub async fn create(
             )
             .unique_key(format!("auto_create:{id}"))
             .priority(q.priority)
-            .max_attempts(q.max_attempts),
+            .max_attempts(q.max_attempts)
+            .traceparent(super::trace::job_traceparent(&headers)),
         )
         .await?;
         auto_create::set_status(&mut *tx, caller.org_id, id, "queued", None, None, now).await?;

@@ -75,7 +75,8 @@ static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
                         ORDER BY run_at, id
                         LIMIT $2 / o.m + CASE WHEN o.n <= $2 % o.m THEN 1 ELSE 0 END
                           FOR UPDATE SKIP LOCKED) j))
-      RETURNING id, kind, payload, attempt, attempt - released AS counted_attempts, max_attempts"
+      RETURNING id, kind, payload, attempt, attempt - released AS counted_attempts, max_attempts,
+                traceparent"
     )
 });
 
