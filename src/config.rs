@@ -6,9 +6,11 @@ mod choices;
 mod duration;
 mod invalid;
 mod layering;
-pub use choices::{LogFormat, PrefetchSetting, ProviderChoice};
+mod otel;
+pub use choices::{LogFormat, OtlpProtocol, PrefetchSetting, ProviderChoice};
 pub use duration::{MAX_DURATION_SECS, TimeUnit, duration_at_most};
 pub use invalid::{Invalid, at_least};
+pub use otel::OtelConfig;
 
 use layering::{merge, parse_env_value};
 use serde::Deserialize;
@@ -48,6 +50,14 @@ impl ConfigError {
     }
 }
 
+/// The `[otel]` key a standard OpenTelemetry variable sets, if `name` is one.
+fn otel_key(name: &str) -> Option<&'static str> {
+    otel::STANDARD_VARIABLES
+        .iter()
+        .find(|(var, _)| *var == name)
+        .map(|(_, key)| *key)
+}
+
 /// All service settings.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -67,6 +77,9 @@ pub struct Config {
     /// Webhook deliveries (`src/webhooks`).
     #[serde(default)]
     pub webhooks: WebhooksConfig,
+    /// Trace export over OTLP (`src/telemetry`).
+    #[serde(default)]
+    pub otel: OtelConfig,
 }
 
 /// `agentd serve`'s API listener (review L11).
@@ -411,20 +424,27 @@ impl Config {
             source = name;
         }
         let mut env_names = Vec::new();
-        for (key, raw) in env {
-            let Some(rest) = key.strip_prefix("AGENTD_") else {
-                continue;
+        // The standard OpenTelemetry variables first, so `AGENTD_OTEL__*` overrides them.
+        let (standard, own): (Vec<_>, Vec<_>) = env.partition(|(k, _)| otel_key(k).is_some());
+        for (key, raw) in standard.into_iter().chain(own) {
+            let (section, field) = match otel_key(&key) {
+                Some(field) => ("otel".to_string(), field.to_string()),
+                None => {
+                    let Some(rest) = key.strip_prefix("AGENTD_") else {
+                        continue;
+                    };
+                    let Some((section, field)) = rest.split_once("__") else {
+                        continue;
+                    };
+                    (section.to_ascii_lowercase(), field.to_ascii_lowercase())
+                }
             };
-            let Some((section, field)) = rest.split_once("__") else {
-                continue;
-            };
-            let (section, field) = (section.to_ascii_lowercase(), field.to_ascii_lowercase());
             let value = parse_env_value(&raw);
             let Some(toml::Value::Table(sec)) = table.get_mut(&section) else {
                 return Err(ConfigError::new(
                     &key,
                     format!(
-                        "unknown section `{section}` (known: database, worker, retention, http, api, llm, pii, log, webhooks)"
+                        "unknown section `{section}` (known: database, worker, retention, http, api, llm, pii, log, webhooks, otel)"
                     ),
                 ));
             };
@@ -614,6 +634,7 @@ impl Config {
                 ),
             ));
         }
+        self.otel.validate()?;
         for (i, p) in self.pii.national_id_patterns.iter().enumerate() {
             if let Err(e) = regex::Regex::new(p) {
                 let key = format!("pii.national_id_patterns[{i}]");

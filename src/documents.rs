@@ -35,7 +35,8 @@ pub async fn add_document(
     let id = documents::insert(&mut tx, org_id, name, Some(text), &json!({}), now).await?;
     let mut job = None;
     if auto {
-        job = enqueue_auto_create(&mut tx, app, org_id, id, &StartIds::default(), now).await?;
+        job =
+            enqueue_auto_create(&mut tx, app, org_id, id, &StartIds::default(), None, now).await?;
     }
     tx.commit().await?;
     Ok((id, job))
@@ -49,10 +50,12 @@ pub async fn enqueue_auto_create(
     org_id: Uuid,
     id: Uuid,
     ids: &StartIds,
+    traceparent: Option<String>,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Option<i64>, queue::QueueError> {
     let q = &app.spec("auto_create").queue;
-    let job = queue::enqueue(&mut *tx, &upload_job(org_id, id, ids, q)).await?;
+    let job = upload_job(org_id, id, ids, q).traceparent(traceparent);
+    let job = queue::enqueue(&mut *tx, &job).await?;
     auto_create::set_status(&mut *tx, org_id, id, "queued", None, None, now).await?;
     Ok(job)
 }

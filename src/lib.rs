@@ -30,6 +30,7 @@
 //! - [`eval`]: auto-create over labelled samples (`agentd eval`).
 //! - [`app`], [`config`], [`catalog`], [`db`], [`clock`]: wiring, settings, job files, pool,
 //!   time.
+//! - [`telemetry`]: the log and the OpenTelemetry trace export; `traceparent` through the queue.
 //! - [`cli`], [`http`]: the operator's edges (commands, health and metrics). The benchmarks
 //!   are a workspace member of their own (`benches/agentd-bench`); `agentd bench` runs it.
 
@@ -53,6 +54,7 @@ pub mod org_settings;
 pub mod pii;
 pub mod queue;
 pub mod store;
+pub mod telemetry;
 pub mod tools;
 pub mod webhooks;
 

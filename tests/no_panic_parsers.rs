@@ -36,12 +36,15 @@ const PARSERS: &[&str] = &[
     "src/api/extract.rs",
     "src/webhooks/guard.rs",
     "src/webhooks/mod.rs",
+    // Trace context from request headers and job rows.
+    "src/telemetry/propagation.rs",
     // Operator files.
     "src/config.rs",
     "src/config/choices.rs",
     "src/config/duration.rs",
     "src/config/invalid.rs",
     "src/config/layering.rs",
+    "src/config/otel.rs",
     "src/catalog.rs",
     "src/eval/labels.rs",
 ];

@@ -150,8 +150,10 @@ impl Engine {
         let span = info_span!("agent.run", run_id = %run.id, kind = %spec.kind);
         // Every provider call of this run (the loop's and run_extraction's) is redacted.
         let mut engine = self.clone();
-        // Innermost, every call is counted as sent (a tokenizer where the server omits usage).
+        // Innermost, every call is counted as sent (a tokenizer where the server omits usage);
+        // then each call's span (the counted usage on it), behind the redaction boundary.
         let metered = metering::Metered::wrap(self.env.provider.clone(), self.pool.clone(), run.id);
+        let metered = crate::llm::traced::Traced::wrap(metered);
         (engine.env.provider, engine.vault) = (self.pii)
             .provider_for_run(&self.pool, spec.org_id, run.id, metered)
             .await?;
@@ -223,6 +225,8 @@ impl Engine {
             Some(block) => format!("{first_message}\n\n{block}"),
             None => first_message,
         };
+        // The span of the last round: the tool calls it asked for run under it.
+        let mut round: Option<tracing::Span> = None;
         loop {
             if cancel.is_cancelled() {
                 return Err(RunError::Cancelled);
@@ -231,8 +235,11 @@ impl Engine {
             self.check_memory(run.id, &steps).await?;
             let mut t = Transcript::from_steps(&steps)?;
             if let Some(call) = t.pending.first().cloned() {
+                // Under the round that asked for it (none on a resume: then the run's).
+                let parent = round.clone().unwrap_or_else(tracing::Span::current);
                 let w = self
                     .run_call(spec, run.id, &t, &call, goal.as_ref())
+                    .instrument(parent)
                     .await?;
                 if w.charged {
                     seen = w.budget;
@@ -332,8 +339,10 @@ impl Engine {
                     .await;
             }
             // Raced with the token: a lost lease or a cancel stops the call (issue 12, item 5).
+            let this_round = round::span(t.rounds);
+            round = Some(this_round.clone());
             let resp = tokio::select! {
-                r = round::call(self, spec, run.id, t.rounds, req) => r,
+                r = round::call(self, spec, run.id, req).instrument(this_round.clone()) => r,
                 _ = cancel.cancelled() => {
                     budget::release(&self.pool, &reservation).await;
                     return Err(RunError::Cancelled);
@@ -365,6 +374,7 @@ impl Engine {
                 &reservation,
                 spec.caps.max_tool_calls.saturating_sub(t.tool_calls),
             )
+            .instrument(this_round)
             .await?;
             seen = w.budget;
             w.apply(&mut steps, &mut tokens);

@@ -12,7 +12,7 @@ use crate::llm::{
     schema_output, textcalls, tokens,
 };
 use crate::store::agent_loop;
-use tracing::{Instrument, info_span, warn};
+use tracing::warn;
 use uuid::Uuid;
 
 /// Appended (once) when the server could not parse what the model generated.
@@ -96,21 +96,23 @@ pub fn build(
     }
 }
 
+/// The span of round `round` (0-based): its provider calls, then the tool calls it asked for
+/// (`Engine::run_call` opens theirs under it), until the next round.
+pub fn span(round: u32) -> tracing::Span {
+    tracing::info_span!("agent.round", n = round + 1, hinted = false)
+}
+
 /// Calls the provider for `req`; on an unparsed-output error retries once with [`PARSE_HINT`].
 /// Returns the answer with usage filled in (estimated when the provider sent none).
 pub async fn call(
     engine: &Engine,
     spec: &RunSpec,
     run_id: Uuid,
-    round: u32,
     mut req: CompletionRequest,
 ) -> Result<CompletionResponse, LlmError> {
     let mut hinted = false;
     loop {
-        let span = info_span!("agent.round", n = round + 1, hinted);
-        let result = async { engine.env.provider.complete(req.clone()).await }
-            .instrument(span)
-            .await;
+        let result = engine.env.provider.complete(req.clone()).await;
         match result {
             Ok(mut resp) => {
                 if req.tool_choice != ToolChoice::None {
@@ -150,6 +152,8 @@ pub async fn call(
                 }
                 warn!(error = %e, "the server could not parse the model's output; one retry with a hint");
                 hinted = true;
+                // The round's span (see `span`) says its answer needed the hint.
+                tracing::Span::current().record("hinted", true);
                 req.messages.push(Message::text(Role::User, PARSE_HINT));
             }
         }

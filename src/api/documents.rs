@@ -210,8 +210,16 @@ pub async fn create(
     if doc.auto_create {
         let ids = doc.start_ids();
         check_start(&mut tx, caller.org_id, &ids).await?;
-        job_id = crate::documents::enqueue_auto_create(&mut tx, app, caller.org_id, id, &ids, now)
-            .await?;
+        job_id = crate::documents::enqueue_auto_create(
+            &mut tx,
+            app,
+            caller.org_id,
+            id,
+            &ids,
+            super::trace::job_traceparent(&headers),
+            now,
+        )
+        .await?;
     }
     let body = CreatedDocument {
         id,

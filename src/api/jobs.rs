@@ -201,7 +201,11 @@ pub struct EnqueuedJob {
         (status = 404, description = "`document_id` or one of `approval_ids` is not the org's"),
         (status = 409, description = "approval_expiry without `approval_ids`: the org has no pending approval to sweep"),
         (status = 422, description = "Invalid input: an unknown kind, a field of another kind, a missing `document_id`")))]
-pub async fn create(req: Scoped<Uploader>, JsonBody(body): JsonBody<JobFields>) -> ApiResult {
+pub async fn create(
+    req: Scoped<Uploader>,
+    headers: axum::http::HeaderMap,
+    JsonBody(body): JsonBody<JobFields>,
+) -> ApiResult {
     let (app, org) = (&req.app, req.org_id());
     let r = body.checked()?;
     let enqueued = r.kind();
@@ -282,7 +286,8 @@ pub async fn create(req: Scoped<Uploader>, JsonBody(body): JsonBody<JobFields>) 
         }
     }
     .priority(q.priority)
-    .max_attempts(q.max_attempts);
+    .max_attempts(q.max_attempts)
+    .traceparent(super::trace::job_traceparent(&headers));
     match queue::enqueue_committed(&app.pool, &job).await? {
         Some(id) => Ok(json_response(
             StatusCode::CREATED,

@@ -15,6 +15,7 @@ pub mod openapi;
 mod reads;
 mod settings;
 mod suggestions;
+mod trace;
 mod webhooks;
 
 use crate::app::App;
@@ -123,6 +124,8 @@ pub fn router_until(app: App, stop: CancellationToken) -> Router {
                 .layer(tower::limit::GlobalConcurrencyLimitLayer::new(concurrency))
                 .timeout(timeout),
         )
+        // Outermost: the request's span covers authentication and the body limits too.
+        .layer(middleware::from_fn(trace::request_span))
         .with_state(state)
 }
 

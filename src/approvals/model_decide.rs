@@ -54,7 +54,11 @@ pub(super) async fn approve(
     // Behind the redaction boundary like a run's own calls (an in-memory symbol table).
     let provider = env
         .pii
-        .provider_for_decision(pool, row.org_id, env.provider.clone())
+        .provider_for_decision(
+            pool,
+            row.org_id,
+            crate::llm::traced::Traced::wrap(env.provider.clone()),
+        )
         .await?;
     let answer = provider.complete(call.request).await;
     let mut tokens = 0;

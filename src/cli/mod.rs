@@ -169,20 +169,10 @@ pub fn load_from(
     Ok((config, catalog))
 }
 
-/// Installs the tracing subscriber (text or JSON lines, to stderr).
+/// Installs the tracing subscriber (text or JSON lines, to stderr), without trace export.
 pub fn init_tracing(format: &str, default_filter: &str) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("AGENTD_LOG")
-        .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new(default_filter));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = if format == "json" {
-        builder.json().flatten_event(true).try_init()
-    } else {
-        builder.try_init()
-    };
+    // checked: without an exporter nothing can fail
+    let _ = crate::telemetry::install(format, default_filter, None);
 }
 
 async fn connect(config: &Config) -> anyhow::Result<crate::db::Database> {
@@ -198,13 +188,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     } else {
         "warn,sqlx=warn"
     };
-    init_tracing(config.log.format.as_str(), default_filter);
+    let telemetry = crate::telemetry::install(
+        config.log.format.as_str(),
+        default_filter,
+        Some(&config.otel),
+    )?;
+    let result = run_with(config, catalog, cli.command).await;
+    // Whatever the outcome, the spans of this run reach the collector.
+    telemetry.shutdown().await;
+    result
+}
+
+async fn run_with(config: Config, catalog: Catalog, command: Command) -> anyhow::Result<()> {
     let db = connect(&config).await?;
-    if !matches!(cli.command, Command::Migrate) {
+    if !matches!(command, Command::Migrate) {
         crate::db::migrate(&db.pool).await?;
     }
     let app = App::new(db.pool.clone(), crate::clock::system(), config, catalog);
-    let result = dispatch(&app, cli.command).await;
+    let result = dispatch(&app, command).await;
     crate::db::pooling::close(&app.pool, std::time::Duration::from_secs(5)).await;
     drop(db);
     result

@@ -57,6 +57,14 @@ choice!(
     }
 );
 
+choice!(
+    /// `otel.protocol`: OTLP over HTTP with protobuf bodies, or gRPC.
+    OtlpProtocol, "otel.protocol", "http/protobuf or grpc" {
+        HttpProtobuf = "http/protobuf",
+        Grpc = "grpc",
+    }
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

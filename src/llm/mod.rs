@@ -12,6 +12,7 @@ pub mod repair;
 pub mod scripted;
 pub mod textcalls;
 pub mod tokens;
+pub mod traced;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

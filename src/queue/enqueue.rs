@@ -19,8 +19,9 @@ macro_rules! insert_one {
     ($with:literal, $from:literal) => {
         concat!(
             $with,
-            "INSERT INTO agentd_jobs (kind, payload, priority, run_at, max_attempts, unique_key)
-             SELECT $1, $2, $3, COALESCE($4, now()), $5, $6",
+            "INSERT INTO agentd_jobs (kind, payload, priority, run_at, max_attempts, unique_key,
+                                      traceparent)
+             SELECT $1, $2, $3, COALESCE($4, now()), $5, $6, $8",
             $from,
             " WHERE NOT ($7 AND EXISTS (SELECT 1 FROM agentd_jobs WHERE unique_key = $6))
              ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'running') DO NOTHING
@@ -43,6 +44,7 @@ async fn insert_one<'e, E: PgExecutor<'e>>(
         .bind(job.max_attempts)
         .bind(&job.unique_key)
         .bind(job.unique_until_purged)
+        .bind(&job.traceparent)
         .fetch_optional(exec)
         .await?;
     Ok(id)
@@ -105,6 +107,7 @@ pub async fn enqueue_many<'e, E: PgExecutor<'e>>(
     let mut attempts = Vec::with_capacity(jobs.len());
     let mut keys = Vec::with_capacity(jobs.len());
     let mut once = Vec::with_capacity(jobs.len());
+    let mut traces = Vec::with_capacity(jobs.len());
     for j in jobs {
         validate(j)?;
         kinds.push(j.kind.as_str());
@@ -114,13 +117,14 @@ pub async fn enqueue_many<'e, E: PgExecutor<'e>>(
         attempts.push(j.max_attempts);
         keys.push(j.unique_key.as_deref());
         once.push(j.unique_until_purged);
+        traces.push(j.traceparent.as_deref());
     }
     let done = sqlx::query(
-        "INSERT INTO agentd_jobs (kind, payload, priority, run_at, max_attempts, unique_key)
-         SELECT k, p, pr, COALESCE(r, now()), m, u
+        "INSERT INTO agentd_jobs (kind, payload, priority, run_at, max_attempts, unique_key, traceparent)
+         SELECT k, p, pr, COALESCE(r, now()), m, u, tp
          FROM unnest($1::text[], $2::jsonb[], $3::int2[], $4::timestamptz[], $5::int4[], $6::text[],
-                     $7::bool[])
-              AS t(k, p, pr, r, m, u, o)
+                     $7::bool[], $8::text[])
+              AS t(k, p, pr, r, m, u, o, tp)
          WHERE NOT (o AND EXISTS (SELECT 1 FROM agentd_jobs j WHERE j.unique_key = t.u))
          ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'running') DO NOTHING",
     )
@@ -131,6 +135,7 @@ pub async fn enqueue_many<'e, E: PgExecutor<'e>>(
     .bind(&attempts)
     .bind(&keys)
     .bind(&once)
+    .bind(&traces)
     .execute(exec)
     .await?;
     Ok(done.rows_affected())

@@ -109,7 +109,8 @@ static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
                                                       WHERE u.org = o.org), 0),
                               {share}))
                           FOR UPDATE SKIP LOCKED) j))
-      RETURNING id, kind, payload, attempt, attempt - released AS counted_attempts, max_attempts"
+      RETURNING id, kind, payload, attempt, attempt - released AS counted_attempts, max_attempts,
+                traceparent"
     )
 });
 

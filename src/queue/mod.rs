@@ -43,6 +43,8 @@ pub struct NewJob {
     /// Also skip when a finished job with the same key is still stored (until retention purges
     /// it): for keys that name work to do once, e.g. a cron tick or a re-proposal.
     pub unique_until_purged: bool,
+    /// The W3C trace context the job's run continues (`crate::telemetry::propagation`).
+    pub traceparent: Option<String>,
 }
 
 impl NewJob {
@@ -56,6 +58,7 @@ impl NewJob {
             max_attempts: 5,
             unique_key: None,
             unique_until_purged: false,
+            traceparent: None,
         }
     }
 
@@ -74,6 +77,12 @@ impl NewJob {
     /// Sets the earliest run time.
     pub fn run_at(mut self, at: DateTime<Utc>) -> Self {
         self.run_at = Some(at);
+        self
+    }
+
+    /// Sets the trace context the job continues (a `traceparent` value).
+    pub fn traceparent(mut self, traceparent: Option<String>) -> Self {
+        self.traceparent = traceparent;
         self
     }
 
@@ -124,6 +133,8 @@ pub struct ClaimedJob {
     /// Attempts that count against `max_attempts` (claims minus graceful releases).
     pub counted_attempts: i32,
     pub max_attempts: i32,
+    /// The producer's trace context (migration 0071), parsed only when traces are exported.
+    pub traceparent: Option<String>,
 }
 
 /// Why a handler did not succeed.

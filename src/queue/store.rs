@@ -71,7 +71,8 @@ pub async fn claim_scoped(
                  ORDER BY priority DESC, run_at, id
                  LIMIT $2
                  FOR UPDATE SKIP LOCKED))
-      RETURNING id, kind, payload, attempt, attempt - released AS counted_attempts, max_attempts"
+      RETURNING id, kind, payload, attempt, attempt - released AS counted_attempts, max_attempts,
+                traceparent"
     );
     let q = sqlx::query_as::<_, ClaimedJob>(sqlx::AssertSqlSafe(sql));
     let q = if single {

@@ -92,7 +92,7 @@ impl<Args> Around<Args> for Grace {
 }
 
 /// Counts running handlers (claims are sized to the free slots) and runs each job in a
-/// `job` span. Sits under `parallelize`, so the count drops when the
+/// `job` span (in its producer's trace, `telemetry::propagation::continue_job`). Sits under `parallelize`, so the count drops when the
 /// spawned handler ends or is aborted.
 pub type RunningLayer = AroundLayer<Running>;
 
@@ -115,7 +115,11 @@ impl Around<ClaimedJob> for Running {
     type Before = (tracing::Span, RunningGuard);
 
     fn before(&self, task: &Task<ClaimedJob>) -> Self::Before {
-        let span = info_span!("job", id = task.args.id, kind = %task.args.kind, attempt = task.args.attempt);
+        let job = &task.args;
+        // A root: the job's trace is its producer's (first attempt) or its own (a retry).
+        let span =
+            info_span!(parent: None, "job", id = job.id, kind = %job.kind, attempt = job.attempt);
+        crate::telemetry::propagation::continue_job(&span, job.traceparent.as_deref(), job.attempt);
         self.sh.running.fetch_add(1, Ordering::SeqCst);
         (span, RunningGuard(self.sh.clone(), Instant::now()))
     }
