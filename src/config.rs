@@ -173,6 +173,10 @@ mod debug_tests {
     fn debug_output_hides_the_secrets() {
         let mut c = crate::config::Config::defaults();
         c.llm.api_key = "sk-very-secret".into();
+        c.llm.org_key_encryption_key = "sk-very-secret-too".into();
+        let mut entry = c.llm.provider_entries().remove(0);
+        entry.api_key = "sk-very-secret-entry".into();
+        c.llm.providers = vec![entry];
         c.database.url = "postgres://u:pw-secret@h/db?password=pw-secret".into();
         let shown = format!("{c:?}");
         assert!(!shown.contains("sk-very-secret"), "{shown}");
@@ -358,8 +362,17 @@ fn default_max_response_bytes() -> usize {
 }
 
 impl LlmConfig {
-    /// The models an org may choose for its runs.
+    /// The models an org may choose for its runs: `org_models`, else the priced models, `model`,
+    /// `extraction_model` and the entries' `models` — in either case only those a provider
+    /// entry serves (a model no entry serves would fail every run of the org).
     pub fn allowed_org_models(&self) -> Vec<String> {
+        let entries = self.provider_entries();
+        let mut m = self.offered_org_models();
+        m.retain(|model| entries.iter().any(|e| e.serves(model)));
+        m
+    }
+
+    fn offered_org_models(&self) -> Vec<String> {
         if !self.org_models.is_empty() {
             return self.org_models.clone();
         }

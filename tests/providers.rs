@@ -712,3 +712,101 @@ async fn a_stored_org_key_without_an_encryption_key_refuses_to_start_workers() {
         "{err}"
     );
 }
+
+/// `agentd` with the test database and no model server in the environment.
+fn agentd(db: &TestDb, args: &[&str], env: &[(&str, &str)], stdin: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_agentd"));
+    c.args(args)
+        .env("DATABASE_URL", &db.url)
+        .env("AGENTD_HTTP__ADDR", "")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("AGENTD_LLM__ORG_KEY_ENCRYPTION_KEY")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let mut child = c.spawn().expect("run agentd");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[tokio::test]
+async fn the_cli_sets_a_key_from_stdin_and_bad_entries_exit_2_naming_file_and_key() {
+    let db = TestDb::new().await;
+    let endpoint = [
+        ("AGENTD_LLM__PROVIDER", "openai"),
+        ("AGENTD_LLM__BASE_URL", "http://127.0.0.1:9/v1"),
+    ];
+    let secret = [(
+        "AGENTD_LLM__ORG_KEY_ENCRYPTION_KEY",
+        "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+    )];
+    let o = agentd(&db, &["orgs", "create", "acme"], &endpoint, "");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    const KEY: &str = "sk-cli-SECRET-00112233445566778899";
+    let o = agentd(
+        &db,
+        &["orgs", "set-key", "acme"],
+        &[endpoint.as_slice(), secret.as_slice()].concat(),
+        &format!("{KEY}\n"),
+    );
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout).to_string(),
+        String::from_utf8_lossy(&o.stderr).to_string(),
+    );
+    assert!(o.status.success(), "{err}");
+    assert!(
+        out.contains("ends in 8899") && !out.contains(KEY) && !err.contains(KEY),
+        "{out}{err}"
+    );
+    assert_eq!(tables_holding(&db.pool, KEY).await, Vec::<String>::new());
+    // A malformed key: exit 2 naming it, nothing else said about it.
+    let o = agentd(
+        &db,
+        &["orgs", "set-key", "acme"],
+        &[endpoint.as_slice(), secret.as_slice()].concat(),
+        "sk short\n",
+    );
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("key: key must be"), "{err}");
+    // A stored key and no encryption key: the server does not start.
+    let o = agentd(&db, &["serve", "--addr", "127.0.0.1:0"], &endpoint, "");
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("llm.org_key_encryption_key is not set"),
+        "{err}"
+    );
+    // A bad entry: exit 2 naming the file, the key and the problem.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("agentd.toml");
+    std::fs::write(
+        &file,
+        "[[llm.providers]]\nname = \"main\"\nkind = \"openai\"\nbase_url = \"ftp://models\"\n",
+    )
+    .unwrap();
+    let o = agentd(
+        &db,
+        &["status", "--config", file.to_str().unwrap()],
+        &[],
+        "",
+    );
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("agentd.toml")
+            && err.contains("llm.providers[0].base_url must be an http(s) URL"),
+        "{err}"
+    );
+}

@@ -93,8 +93,9 @@ pub fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-/// Checks the entries (`key` is `llm.providers[i]`), the fallback order and the breaker
-/// settings. `explicit` is false for the one entry made from the older single-endpoint keys.
+/// Checks the entries (their keys are `llm.providers[i].…`), the fallback order, that
+/// `llm.model` and `llm.extraction_model` have an entry, the breaker settings and the org-key
+/// encryption key.
 pub(super) fn validate(llm: &super::LlmConfig) -> Result<(), Invalid> {
     let bad = |key: String, message: String| Err(Invalid::new(key, message));
     if !llm.providers.is_empty() {
@@ -295,6 +296,16 @@ mod tests {
             .map(|e| e.name)
             .collect();
         assert_eq!(names, ["b", "a"]);
+    }
+
+    #[test]
+    fn orgs_choose_only_models_an_entry_serves() {
+        let c = load(
+            "[llm]\nmodel = \"m1\"\norg_models = [\"m1\", \"m9\"]\n\
+             [[llm.providers]]\nname = \"a\"\nkind = \"offline\"\nmodels = [\"m1\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.llm.allowed_org_models(), ["m1"]);
     }
 
     #[test]

@@ -50,20 +50,29 @@ pub async fn put<'e, E: PgExecutor<'e>>(
 
 /// The org's key, if it stored one.
 pub async fn get<'e, E: PgExecutor<'e>>(exec: E, org_id: Uuid) -> sqlx::Result<Option<StoredKey>> {
-    let row: Option<(Option<String>, Vec<u8>, Vec<u8>, String, DateTime<Utc>)> = sqlx::query_as(
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        provider: Option<String>,
+        nonce: Vec<u8>,
+        ciphertext: Vec<u8>,
+        last4: String,
+        set_at: DateTime<Utc>,
+    }
+    let row: Option<Row> = sqlx::query_as(
         "SELECT provider, nonce, ciphertext, last4, set_at FROM org_provider_keys WHERE org_id = $1",
     )
     .bind(org_id)
     .fetch_optional(exec)
     .await?;
-    Ok(
-        row.map(|(provider, nonce, ciphertext, last4, set_at)| StoredKey {
-            provider,
-            sealed: Sealed { nonce, ciphertext },
-            last4,
-            set_at,
-        }),
-    )
+    Ok(row.map(|r| StoredKey {
+        provider: r.provider,
+        sealed: Sealed {
+            nonce: r.nonce,
+            ciphertext: r.ciphertext,
+        },
+        last4: r.last4,
+        set_at: r.set_at,
+    }))
 }
 
 /// Removes the org's key; true if there was one.
