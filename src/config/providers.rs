@@ -221,7 +221,7 @@ pub(super) fn validate(llm: &super::LlmConfig) -> Result<(), Invalid> {
                 ),
             );
         }
-        if llm.fallback[..i].contains(f) {
+        if llm.fallback.iter().take(i).any(|g| g == f) {
             return bad(
                 format!("llm.fallback[{i}]"),
                 format!("llm.fallback[{i}]: {f:?} is listed twice"),

@@ -130,8 +130,7 @@ impl ProviderChain {
             Some(n) => self
                 .entries
                 .iter()
-                .position(|e| e.name == n)
-                .filter(|&i| self.entries[i].kind != ProviderKind::Offline)
+                .position(|e| e.name == n && e.kind != ProviderKind::Offline)
                 .ok_or_else(|| {
                     format!(
                         "the org's provider key is for entry {n:?}, which is not a configured \
@@ -153,7 +152,9 @@ impl ProviderChain {
     fn with_org_key(&self, i: usize, org: Uuid, key: &OrgKey) -> Vec<Arc<Entry>> {
         let llm = &self.shared.llm;
         let mut entries = self.entries.clone();
-        let e = &self.entries[i];
+        let Some(e) = self.entries.get(i) else {
+            return entries;
+        };
         let config = llm.ordered_entries().into_iter().find(|c| c.name == e.name);
         if let Some(config) = config {
             let breaker = self
@@ -164,7 +165,7 @@ impl ProviderChain {
                 .entry((e.name.clone(), org))
                 .or_insert_with(|| Arc::new(breaker_of(llm)))
                 .clone();
-            entries[i] = Arc::new(Entry {
+            let own = Arc::new(Entry {
                 name: e.name.clone(),
                 kind: e.kind,
                 models: e.models.clone(),
@@ -172,6 +173,9 @@ impl ProviderChain {
                 breaker,
                 org_key: true,
             });
+            if let Some(slot) = entries.get_mut(i) {
+                *slot = own;
+            }
         }
         entries
     }
