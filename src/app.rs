@@ -104,7 +104,11 @@ pub enum StartError {
 impl App {
     /// An App over `pool` with the config's provider and the built-in tools.
     pub fn new(pool: PgPool, clock: SharedClock, config: Config, catalog: Catalog) -> Self {
-        let provider = crate::llm::from_config_with_limits(&config.llm, Some(&pool));
+        let provider = Arc::new(crate::llm::chain::from_config(
+            &config.llm,
+            Some(&pool),
+            clock.clone(),
+        ));
         let registry = crate::tools::builtin_registry().strict_tools(config.llm.strict_tools);
         Self {
             pool,
@@ -153,6 +157,7 @@ impl App {
             subject_policy: crate::tools::scope::SubjectPolicy::from_agent(&spec.agent),
             max_failed_extractions: spec.agent.max_failed_extractions,
             pii: crate::pii::PiiSettings::from_config(&self.config.pii),
+            org_key_cipher: crate::llm::org_keys::Cipher::from_config(&self.config.llm),
         }
     }
 
@@ -279,6 +284,10 @@ impl App {
         shutdown: CancellationToken,
     ) -> Result<RunningWorker, StartError> {
         let runtimes = self.runtimes(&args).map_err(StartError::Input)?;
+        let cipher = crate::llm::org_keys::Cipher::from_config(&self.config.llm);
+        crate::llm::org_keys::check_startup(&self.pool, cipher.as_deref())
+            .await
+            .map_err(StartError::Input)?;
         let cfg = &self.config;
         crate::db::check_worker_fits(
             cfg.database.max_connections,

@@ -7,10 +7,12 @@ mod duration;
 mod invalid;
 mod layering;
 mod otel;
+mod providers;
 pub use choices::{LogFormat, OtlpProtocol, PrefetchSetting, ProviderChoice};
 pub use duration::{MAX_DURATION_SECS, TimeUnit, duration_at_most};
 pub use invalid::{Invalid, at_least};
 pub use otel::OtelConfig;
+pub use providers::{ProviderEntry, ProviderKind, env_var};
 
 use layering::{merge, parse_env_value};
 use serde::Deserialize;
@@ -187,6 +189,16 @@ impl std::fmt::Debug for LlmConfig {
             .field("extraction_model", &self.extraction_model)
             .field("stream", &self.stream)
             .field("max_output_tokens", &self.max_output_tokens)
+            .field("providers", &self.providers)
+            .field("fallback", &self.fallback)
+            .field(
+                "org_key_encryption_key",
+                &if self.org_key_encryption_key.is_empty() {
+                    ""
+                } else {
+                    "[redacted]"
+                },
+            )
             .finish_non_exhaustive()
     }
 }
@@ -197,6 +209,10 @@ mod debug_tests {
     fn debug_output_hides_the_secrets() {
         let mut c = crate::config::Config::defaults();
         c.llm.api_key = "sk-very-secret".into();
+        c.llm.org_key_encryption_key = "sk-very-secret-too".into();
+        let mut entry = c.llm.provider_entries().remove(0);
+        entry.api_key = "sk-very-secret-entry".into();
+        c.llm.providers = vec![entry];
         c.database.url = "postgres://u:pw-secret@h/db?password=pw-secret".into();
         let shown = format!("{c:?}");
         assert!(!shown.contains("sk-very-secret"), "{shown}");
@@ -317,6 +333,33 @@ pub struct LlmConfig {
     /// `prices`, `model` and `extraction_model` (review N13).
     #[serde(default)]
     pub org_models: Vec<String>,
+    /// The provider entries (`[[llm.providers]]`); empty: one entry made of `provider`,
+    /// `base_url` and `api_key` ([`LlmConfig::provider_entries`]).
+    #[serde(default)]
+    pub providers: Vec<ProviderEntry>,
+    /// The order entries are tried in when one fails (names); empty: the entries' order.
+    /// Entries not named come after, in their order.
+    #[serde(default)]
+    pub fallback: Vec<String>,
+    /// Consecutive failures (timeouts, 5xx, overload, 429 past its wait) that open an entry's
+    /// circuit breaker: it is skipped until `breaker_cooldown_secs` pass, then probed.
+    #[serde(default = "default_breaker_failures")]
+    pub breaker_failures: u32,
+    /// How long an open breaker skips its entry before one probe call is let through.
+    #[serde(default = "default_breaker_cooldown_secs")]
+    pub breaker_cooldown_secs: u64,
+    /// The key org provider keys are encrypted with (AES-256-GCM): 32 random bytes in base64
+    /// (`openssl rand -base64 32`); empty: orgs cannot store a key. Never logged.
+    #[serde(default)]
+    pub org_key_encryption_key: String,
+}
+
+fn default_breaker_failures() -> u32 {
+    3
+}
+
+fn default_breaker_cooldown_secs() -> u64 {
+    30
 }
 
 /// `llm.constrained_calls`: `true`, `false` or `"auto"`.
@@ -355,18 +398,110 @@ fn default_max_response_bytes() -> usize {
 }
 
 impl LlmConfig {
-    /// The models an org may choose for its runs.
+    /// The models an org may choose for its runs: `org_models`, else the priced models, `model`,
+    /// `extraction_model` and the entries' `models` — in either case only those a provider
+    /// entry serves (a model no entry serves would fail every run of the org).
     pub fn allowed_org_models(&self) -> Vec<String> {
+        let entries = self.provider_entries();
+        let mut m = self.offered_org_models();
+        m.retain(|model| entries.iter().any(|e| e.serves(model)));
+        m
+    }
+
+    fn offered_org_models(&self) -> Vec<String> {
         if !self.org_models.is_empty() {
             return self.org_models.clone();
         }
         let mut m: Vec<String> = self.prices.keys().cloned().collect();
-        for own in [&self.model, &self.extraction_model] {
+        let named = self.providers.iter().flat_map(|e| e.models.iter());
+        for own in [&self.model, &self.extraction_model]
+            .into_iter()
+            .chain(named)
+        {
             if !own.is_empty() && !m.contains(own) {
                 m.push(own.clone());
             }
         }
         m
+    }
+
+    /// The provider entries: `[[llm.providers]]`, or else the one entry the single-endpoint
+    /// keys describe — `openai` when `provider = "openai"`, or `"auto"` with a key or base URL
+    /// configured (here or in `OPENAI_API_KEY` / `OPENAI_BASE_URL`), else `offline` — so a
+    /// config written before entries existed behaves as it did.
+    pub fn provider_entries(&self) -> Vec<ProviderEntry> {
+        if !self.providers.is_empty() {
+            return self.providers.clone();
+        }
+        if self.provider == ProviderChoice::Anthropic {
+            // As Anthropic's SDKs: the config's key and URL, else ANTHROPIC_API_KEY and
+            // ANTHROPIC_BASE_URL (an empty URL is the public API).
+            let s = crate::llm::anthropic::AnthropicSettings::from_config(self, env_var);
+            return vec![ProviderEntry {
+                name: ProviderKind::Anthropic.as_str().to_string(),
+                kind: ProviderKind::Anthropic,
+                base_url: s.base_url,
+                api_key: s.api_key,
+                api_key_env: String::new(),
+                models: Vec::new(),
+                requests_per_minute: self.requests_per_minute,
+                tokens_per_minute: self.tokens_per_minute,
+                request_timeout_secs: None,
+                max_retries: None,
+                stream: None,
+            }];
+        }
+        let key = Some(self.api_key.clone())
+            .filter(|k| !k.is_empty())
+            .or_else(|| env_var("OPENAI_API_KEY"));
+        let base = Some(self.base_url.clone())
+            .filter(|u| !u.is_empty())
+            .or_else(|| env_var("OPENAI_BASE_URL"));
+        let openai = match self.provider {
+            ProviderChoice::OpenAi => true,
+            ProviderChoice::Offline | ProviderChoice::Anthropic => false,
+            ProviderChoice::Auto => key.is_some() || base.is_some(),
+        };
+        let kind = if openai {
+            ProviderKind::OpenAi
+        } else {
+            ProviderKind::Offline
+        };
+        vec![ProviderEntry {
+            name: kind.as_str().to_string(),
+            kind,
+            base_url: if openai {
+                base.unwrap_or_default()
+            } else {
+                String::new()
+            },
+            api_key: if openai {
+                key.unwrap_or_default()
+            } else {
+                String::new()
+            },
+            api_key_env: String::new(),
+            models: Vec::new(),
+            requests_per_minute: self.requests_per_minute,
+            tokens_per_minute: self.tokens_per_minute,
+            request_timeout_secs: None,
+            max_retries: None,
+            stream: None,
+        }]
+    }
+
+    /// [`LlmConfig::provider_entries`] in the order calls try them (`fallback` first).
+    pub fn ordered_entries(&self) -> Vec<ProviderEntry> {
+        let mut entries = self.provider_entries();
+        let rank = |e: &ProviderEntry| {
+            self.fallback
+                .iter()
+                .position(|n| *n == e.name)
+                .unwrap_or(self.fallback.len())
+        };
+        // A stable sort: entries not named keep their order, after the named ones.
+        entries.sort_by_key(rank);
+        entries
     }
 }
 
@@ -466,9 +601,25 @@ impl Config {
         if !env_names.is_empty() {
             source = format!("{source} + {}", env_names.join(", "));
         }
-        let config: Config = toml::Value::Table(table)
-            .try_into()
-            .map_err(|e: toml::de::Error| ConfigError::new(&source, e.message().to_string()))?;
+        // The path of a bad value (`llm.providers[1].kind`) is its key.
+        let config: Config =
+            serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+                let key = e.path().to_string();
+                let message = e.inner().message().to_string();
+                if key.is_empty() || key == "." {
+                    return ConfigError::new(&source, message);
+                }
+                let message = if message.contains(&key) {
+                    message
+                } else {
+                    format!("{key}: {message}")
+                };
+                ConfigError {
+                    file: source.clone(),
+                    key: Some(key),
+                    message,
+                }
+            })?;
         config
             .validate()
             .map_err(|e| ConfigError::invalid(source, e))?;
@@ -635,6 +786,7 @@ impl Config {
             ));
         }
         self.otel.validate()?;
+        providers::validate(&self.llm)?;
         for (i, p) in self.pii.national_id_patterns.iter().enumerate() {
             if let Err(e) = regex::Regex::new(p) {
                 let key = format!("pii.national_id_patterns[{i}]");

@@ -32,8 +32,9 @@ const PARSERS: &[&str] = &[
     "src/tools/field_names.rs",
     "src/tools/extraction.rs",
     "src/tools/tags.rs",
-    // Requests, webhook URLs and signature headers.
+    // Requests, webhook URLs and signature headers, org provider keys.
     "src/api/extract.rs",
+    "src/llm/org_keys.rs",
     "src/webhooks/guard.rs",
     "src/webhooks/mod.rs",
     // Trace context from request headers and job rows.
@@ -45,6 +46,7 @@ const PARSERS: &[&str] = &[
     "src/config/invalid.rs",
     "src/config/layering.rs",
     "src/config/otel.rs",
+    "src/config/providers.rs",
     "src/catalog.rs",
     "src/eval/labels.rs",
 ];

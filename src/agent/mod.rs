@@ -150,9 +150,23 @@ impl Engine {
         let span = info_span!("agent.run", run_id = %run.id, kind = %spec.kind);
         // Every provider call of this run (the loop's and run_extraction's) is redacted.
         let mut engine = self.clone();
-        // Innermost, every call is counted as sent (a tokenizer where the server omits usage);
-        // then each call's span (the counted usage on it), behind the redaction boundary.
-        let metered = metering::Metered::wrap(self.env.provider.clone(), self.pool.clone(), run.id);
+        // Innermost, every call is counted as sent (a tokenizer where the server omits usage).
+        // Scoped to the org: its calls recorded per provider entry, made with its own key if it
+        // stored one (a key that cannot be used fails the run with the reason).
+        let scoped = crate::llm::org_keys::provider_for_org(
+            &self.env.provider,
+            &self.pool,
+            self.env.org_key_cipher.as_deref(),
+            spec.org_id,
+            Some(run.id),
+        )
+        .await
+        .map_err(|e| match e {
+            crate::llm::org_keys::ScopeError::Db(e) => RunError::from(e),
+            crate::llm::org_keys::ScopeError::Unusable(e) => round::provider_error(e),
+        })?;
+        let metered = metering::Metered::wrap(scoped, self.pool.clone(), run.id);
+        // Then each call's span (the counted usage on it), behind the redaction boundary.
         let metered = crate::llm::traced::Traced::wrap(metered);
         (engine.env.provider, engine.vault) = (self.pii)
             .provider_for_run(&self.pool, spec.org_id, run.id, metered)

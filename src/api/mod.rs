@@ -12,6 +12,7 @@ pub mod events;
 pub mod extract;
 mod jobs;
 pub mod openapi;
+mod provider_key;
 mod reads;
 mod settings;
 mod suggestions;
@@ -99,6 +100,12 @@ pub fn router_until(app: App, stop: CancellationToken) -> Router {
         .route("/v1/jobs", post(jobs::create))
         .route("/v1/jobs/{id}", get(jobs::get))
         .route("/v1/settings", get(settings::get).patch(settings::patch))
+        .route(
+            "/v1/settings/provider-key",
+            get(provider_key::get)
+                .put(provider_key::put)
+                .delete(provider_key::delete),
+        )
         .route("/v1/events", get(events::list))
         .route("/v1/events/stream", get(events::stream))
         .route("/v1/webhooks", get(webhooks::list).post(webhooks::create))

@@ -9,7 +9,8 @@
 
 use super::error::{self, ProblemBody};
 use super::{
-    approvals, console_routes, documents, events, jobs, reads, settings, suggestions, webhooks,
+    approvals, console_routes, documents, events, jobs, provider_key, reads, settings, suggestions,
+    webhooks,
 };
 use axum::http::StatusCode;
 use utoipa::openapi::path::{Operation, ParameterIn};
@@ -31,6 +32,7 @@ use utoipa::{Modify, OpenApi};
         console_routes::me, console_routes::queue, console_routes::retry, console_routes::runs,
         jobs::create, jobs::get,
         settings::get, settings::patch,
+        provider_key::get, provider_key::put, provider_key::delete,
         events::list, events::stream,
         webhooks::create, webhooks::list, webhooks::delete,
     ),

@@ -42,6 +42,8 @@ pub struct ToolEnv {
     pub max_failed_extractions: u32,
     /// The redaction boundary for model calls made outside a run (a person approving).
     pub pii: crate::pii::PiiSettings,
+    /// Decrypts the provider keys orgs bring (`llm.org_key_encryption_key`; `None`: not set).
+    pub org_key_cipher: Option<Arc<crate::llm::org_keys::Cipher>>,
 }
 
 impl ToolEnv {

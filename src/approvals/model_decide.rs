@@ -52,15 +52,29 @@ pub(super) async fn approve(
     }
     let input_estimate = crate::llm::tokens::request(&call.request) as i64;
     // Behind the redaction boundary like a run's own calls (an in-memory symbol table).
-    let provider = env
-        .pii
-        .provider_for_decision(
-            pool,
-            row.org_id,
-            crate::llm::traced::Traced::wrap(env.provider.clone()),
-        )
-        .await?;
-    let answer = provider.complete(call.request).await;
+    // Scoped to the org like a run's calls (its key, the provider-call audit).
+    let scoped = crate::llm::org_keys::provider_for_org(
+        &env.provider,
+        pool,
+        env.org_key_cipher.as_deref(),
+        row.org_id,
+        row.run_id,
+    )
+    .await;
+    let answer = match scoped {
+        Err(crate::llm::org_keys::ScopeError::Db(e)) => {
+            budget::release(pool, &reservation).await;
+            return Err(e.into());
+        }
+        Err(crate::llm::org_keys::ScopeError::Unusable(e)) => Err(e),
+        Ok(scoped) => {
+            let provider = env
+                .pii
+                .provider_for_decision(pool, row.org_id, crate::llm::traced::Traced::wrap(scoped))
+                .await?;
+            provider.complete(call.request).await
+        }
+    };
     let mut tokens = 0;
     if let Ok(resp) = &answer {
         tokens = resp.usage.total_i64();

@@ -3,6 +3,8 @@
 //! the audit trail keeps its summaries and hashes.
 //! `agentd orgs set-limit ORG --kind K --max-running N|--clear`: an org's own cap of running
 //! jobs of a kind across the fleet (`queue::fair`).
+//! `agentd orgs set-key ORG [--provider NAME] < key` / `--delete`: the org's own provider key
+//! (`llm::org_keys`).
 //! `agentd orgs set ORG key=value …` / `agentd orgs show ORG`: per-org settings (see
 //! `crate::org_settings`; a bad key or value is exit 2 naming it).
 
@@ -52,6 +54,19 @@ pub enum OrgsCmd {
         org: String,
         #[arg(long)]
         json: bool,
+    },
+    /// Store the org's own provider key, read from standard input (one line; never an
+    /// argument, which `ps` and shell history would show): encrypted with
+    /// llm.org_key_encryption_key, replacing the key before. `--delete` removes it.
+    SetKey {
+        org: String,
+        /// The provider entry it is for (`llm.providers[].name`); default: the first entry
+        /// that takes a key.
+        #[arg(long)]
+        provider: Option<String>,
+        /// Remove the org's key instead: its calls use the operator's keys again.
+        #[arg(long)]
+        delete: bool,
     },
     /// Delete an org (id or name) and all its data: documents, extractions, transcripts,
     /// redaction tokens, approvals, suggestions, keys. Audit rows stay (no document text).
@@ -117,6 +132,54 @@ pub async fn run(app: &App, cmd: OrgsCmd) -> anyhow::Result<()> {
             }
             crate::queue::fair::set_org_limit(&app.pool, &kind, row.id, max_running).await?;
             show(app, row.id, &row.name, as_json).await
+        }
+        OrgsCmd::SetKey {
+            org,
+            provider,
+            delete,
+        } => {
+            let row = crate::store::orgs::find(&app.pool, &org)
+                .await?
+                .ok_or_else(|| bad(format!("no org {org:?}")))?;
+            if delete {
+                let had = crate::store::org_keys::delete(&app.pool, row.id).await?;
+                println!(
+                    "org {}: {}",
+                    row.name,
+                    if had {
+                        "provider key removed"
+                    } else {
+                        "no provider key was set"
+                    }
+                );
+                return Ok(());
+            }
+            let mut line = String::new();
+            std::io::stdin()
+                .read_line(&mut line)
+                .map_err(|e| bad(format!("cannot read the key from standard input: {e}")))?;
+            let now = app.clock.now();
+            let set = crate::llm::org_keys::set_key(
+                &app.pool,
+                &app.config.llm,
+                row.id,
+                &line,
+                provider.as_deref(),
+                now,
+            )
+            .await;
+            match set {
+                Ok(()) => {}
+                Err(crate::llm::org_keys::SetKeyError::Db(e)) => return Err(e.into()),
+                Err(e) => return Err(bad(e)),
+            }
+            let k = crate::store::org_keys::get(&app.pool, row.id).await?;
+            let last4 = k.map(|k| k.last4).unwrap_or_default();
+            println!(
+                "org {}: provider key stored (encrypted; ends in {last4})",
+                row.name
+            );
+            Ok(())
         }
         OrgsCmd::Show { org, json: as_json } => {
             let row = crate::store::orgs::find(&app.pool, &org)

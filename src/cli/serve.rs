@@ -20,6 +20,10 @@ pub struct ServeCmd {
 
 /// Runs the API server.
 pub async fn run(app: &App, cmd: ServeCmd) -> anyhow::Result<()> {
+    let cipher = crate::llm::org_keys::Cipher::from_config(&app.config.llm);
+    crate::llm::org_keys::check_startup(&app.pool, cipher.as_deref())
+        .await
+        .map_err(bad)?;
     let addr: std::net::SocketAddr = cmd.addr.parse().map_err(|_| {
         bad(format!(
             "--addr must be host:port, e.g. 127.0.0.1:8080 (got {:?})",

@@ -50,6 +50,17 @@ choice!(
 );
 
 choice!(
+    /// `llm.providers[].kind`: what speaks to an entry's endpoint: `openai` (any
+    /// OpenAI-compatible server), `offline` (the in-process heuristic), `anthropic` (the Messages
+    /// API, built by `llm::chain::build` once the Anthropic adapter is merged).
+    ProviderKind, "llm.providers[].kind", "one of openai, offline, anthropic" {
+        OpenAi = "openai",
+        Offline = "offline",
+        Anthropic = "anthropic",
+    }
+);
+
+choice!(
     /// `log.format`: text or JSON lines.
     LogFormat, "log.format", "text or json" {
         Text = "text",

@@ -2,12 +2,15 @@
 //! tool_result blocks; usage; a stop reason. Providers: `openai` (async-openai, any
 //! OpenAI-compatible server), `anthropic` (Anthropic's Messages API), `scripted` (tests) and
 //! `offline` (a deterministic heuristic model, the default when no key or base URL is
-//! configured).
+//! configured); `chain` puts the configured entries (`[[llm.providers]]`) behind one provider
+//! with fallback and circuit breakers; `org_keys` the provider keys orgs bring.
 
 pub mod anthropic;
+pub mod chain;
 pub mod limits;
 pub mod offline;
 pub mod openai;
+pub mod org_keys;
 pub mod repair;
 pub mod scripted;
 pub mod textcalls;
@@ -225,6 +228,11 @@ impl LlmError {
     pub fn after_generation(&self) -> bool {
         self.is_unparsed_output() || self.message.contains("error event in the stream")
     }
+
+    /// The server refused the key (HTTP 401 or 403): not retried, not the endpoint's failure.
+    pub fn is_auth_refusal(&self) -> bool {
+        !self.retryable && (self.message.contains("HTTP 401") || self.message.contains("HTTP 403"))
+    }
 }
 
 /// A chat model that can call tools.
@@ -240,6 +248,16 @@ pub trait LlmProvider: Send + Sync {
     }
     /// One completion.
     async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError>;
+    /// Whether [`LlmProvider::scoped`] makes another provider of this one (a chain of entries;
+    /// a test's scripted or offline provider is used as it is).
+    fn scopable(&self) -> bool {
+        false
+    }
+    /// This provider for one org's calls (see [`org_keys::provider_for_org`]): its attempts
+    /// recorded, the org's own key used where it stored one. `Ok(None)`: use `self`.
+    fn scoped(&self, _scope: org_keys::CallScope) -> Result<Option<SharedProvider>, LlmError> {
+        Ok(None)
+    }
 }
 
 /// A provider shared across tasks.
@@ -281,61 +299,23 @@ pub mod schema_output {
     }
 }
 
-/// The provider the config asks for: `anthropic` when `llm.provider = "anthropic"` (see
-/// [`anthropic::from_config`]); `openai` when `llm.provider = "openai"`, or `auto` with an API
-/// key or base URL configured (config or `OPENAI_API_KEY` / `OPENAI_BASE_URL`); else `offline`.
+/// The provider the config asks for: the chain of its provider entries ([`chain`]), which for a
+/// config without `[[llm.providers]]` is one entry — `anthropic` when `llm.provider =
+/// "anthropic"`, `openai` when `llm.provider = "openai"`, or `auto` with an API key or base URL
+/// configured (config or `OPENAI_API_KEY` / `OPENAI_BASE_URL`); else `offline`.
 pub fn from_config(c: &crate::config::LlmConfig) -> SharedProvider {
     from_config_with_limits(c, None)
 }
 
-/// [`from_config`], with the fleet-wide limits of `llm.requests_per_minute` and
-/// `llm.tokens_per_minute` kept in `pool` (see [`limits`]) when both are given.
+/// [`from_config`], with each entry's fleet-wide limits (`requests_per_minute`,
+/// `tokens_per_minute`) kept in `pool` (see [`limits`]); breakers on the wall clock.
 pub fn from_config_with_limits(
     c: &crate::config::LlmConfig,
     pool: Option<&sqlx::PgPool>,
 ) -> SharedProvider {
-    if c.provider == crate::config::ProviderChoice::Anthropic {
-        return Arc::new(anthropic::from_config(c, pool));
-    }
-    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-    let key = Some(c.api_key.clone())
-        .filter(|k| !k.is_empty())
-        .or_else(|| env("OPENAI_API_KEY"));
-    let base = Some(c.base_url.clone())
-        .filter(|u| !u.is_empty())
-        .or_else(|| env("OPENAI_BASE_URL"));
-    let use_openai = match c.provider {
-        crate::config::ProviderChoice::OpenAi => true,
-        crate::config::ProviderChoice::Offline | crate::config::ProviderChoice::Anthropic => false,
-        crate::config::ProviderChoice::Auto => key.is_some() || base.is_some(),
-    };
-    if use_openai {
-        let base_url = base.unwrap_or_else(|| "https://api.openai.com/v1".into());
-        let mut p = openai::OpenAiProvider::new(openai::OpenAiSettings {
-            base_url: base_url.clone(),
-            api_key: key.unwrap_or_default(),
-            timeout: std::time::Duration::from_secs(c.request_timeout_secs),
-            max_retries: c.max_retries,
-            stream: c.stream,
-        })
-        .with_max_stream_bytes(c.max_stream_bytes)
-        .with_max_response_bytes(c.max_response_bytes);
-        if let Some(limiter) = pool.and_then(|pool| {
-            let key = limits::endpoint_key(&base_url);
-            let key = key.as_str();
-            limits::FleetLimiter::new(
-                pool.clone(),
-                key,
-                c.requests_per_minute,
-                c.tokens_per_minute,
-            )
-        }) {
-            p = p.with_limiter(limiter);
-        }
-        Arc::new(p)
-    } else {
-        Arc::new(offline::OfflineProvider {
-            latency: std::time::Duration::from_millis(c.offline_latency_ms),
-        })
-    }
+    Arc::new(chain::from_config(
+        c,
+        pool,
+        Arc::new(crate::clock::SystemClock),
+    ))
 }

@@ -1,0 +1,346 @@
+//! Several providers behind one [`LlmProvider`]: the `[[llm.providers]]` entries in fallback
+//! order (`llm.fallback`). A call goes to the entries that serve its model (an entry's `models`,
+//! empty: any), in that order: the first that answers answers. The next entry is tried only
+//! when one fails in a way another endpoint may not — a timeout, a 5xx, an overload, a 429
+//! past its wait, a refused connection (a retryable [`LlmError`] that is not the model's own
+//! output failing to parse) — and each such failure counts against the entry's circuit breaker
+//! ([`breaker`]); an entry whose breaker is open is skipped until its probe. Anything else
+//! (a 400, a refused key) is the call's answer: another endpoint would refuse it too, or the
+//! error is the org's to fix.
+//!
+//! A chain scoped to one org and run ([`LlmProvider::scoped`], see `llm::org_keys`) records
+//! every attempt in `provider_calls` with the entry and the model that answered or failed, and
+//! calls with the org's own key where it stored one: that entry then has a breaker of its own
+//! per org, so one org's bad key or exhausted quota never opens the fleet's breaker.
+
+pub mod breaker;
+mod build;
+
+use super::org_keys::{CallScope, OrgKey};
+use super::{CompletionRequest, CompletionResponse, LlmError, LlmProvider, SharedProvider};
+use crate::clock::SharedClock;
+use crate::config::{LlmConfig, ProviderKind};
+use crate::store::provider_calls::Attempt;
+use breaker::{Admit, Breaker};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tracing::warn;
+use uuid::Uuid;
+
+/// One entry with its provider and breaker.
+struct Entry {
+    name: String,
+    kind: ProviderKind,
+    /// The models it serves (empty: any).
+    models: Vec<String>,
+    provider: SharedProvider,
+    breaker: Arc<Breaker>,
+    /// Calls carry the org's own key (its breaker is the org's).
+    org_key: bool,
+}
+
+impl Entry {
+    fn serves(&self, model: &str) -> bool {
+        self.models.is_empty() || self.models.iter().any(|m| m == model)
+    }
+}
+
+/// What scoped copies of a chain share with the fleet's chain.
+struct Shared {
+    llm: LlmConfig,
+    clock: SharedClock,
+    /// Breakers of entries called with an org's key, per (entry, org).
+    org_breakers: Mutex<HashMap<(String, Uuid), Arc<Breaker>>>,
+}
+
+/// The chain of provider entries (see the module docs).
+pub struct ProviderChain {
+    entries: Vec<Arc<Entry>>,
+    shared: Arc<Shared>,
+    /// Set on a chain made for one org's calls: where attempts are recorded.
+    scope: Option<(sqlx::PgPool, Uuid, Option<Uuid>)>,
+}
+
+/// The chain the config describes (`llm.providers` in `llm.fallback` order, or the one entry of
+/// the single-endpoint keys). `pool` keeps the entries' fleet-wide limits; `clock` times the
+/// breakers.
+pub fn from_config(
+    llm: &LlmConfig,
+    pool: Option<&sqlx::PgPool>,
+    clock: SharedClock,
+) -> ProviderChain {
+    let entries = llm
+        .ordered_entries()
+        .iter()
+        .map(|e| {
+            let key = e.key(crate::config::env_var);
+            Arc::new(Entry {
+                name: e.name.clone(),
+                kind: e.kind,
+                models: e.models.clone(),
+                provider: build::build(e, &key, llm, pool),
+                breaker: Arc::new(breaker_of(llm)),
+                org_key: false,
+            })
+        })
+        .collect();
+    ProviderChain {
+        entries,
+        shared: Arc::new(Shared {
+            llm: llm.clone(),
+            clock,
+            org_breakers: Mutex::default(),
+        }),
+        scope: None,
+    }
+}
+
+fn breaker_of(llm: &LlmConfig) -> Breaker {
+    Breaker::new(
+        llm.breaker_failures,
+        std::time::Duration::from_secs(llm.breaker_cooldown_secs),
+    )
+}
+
+/// Whether `e` is the endpoint's failure: the next entry is tried and the breaker counts it.
+/// A model output the server could not parse is the model's (the loop retries it with a hint,
+/// and it was charged); a limiter that could not reach the database is ours.
+fn falls_back(e: &LlmError) -> bool {
+    e.retryable && !e.after_generation() && !e.message.contains(super::limits::LIMITER_UNREACHABLE)
+}
+
+impl ProviderChain {
+    /// The entry names in the order calls try them.
+    pub fn entry_names(&self) -> Vec<&str> {
+        self.entries.iter().map(|e| e.name.as_str()).collect()
+    }
+
+    /// Whether entry `name`'s breaker is open now (status, tests).
+    pub fn breaker_open(&self, name: &str) -> bool {
+        let now = self.shared.clock.now();
+        self.entries
+            .iter()
+            .any(|e| e.name == name && e.breaker.is_open(now))
+    }
+
+    /// The entry an org's key is for: `named`, or the first entry that takes a key.
+    fn org_entry(&self, named: Option<&str>) -> Result<usize, String> {
+        match named {
+            Some(n) => self
+                .entries
+                .iter()
+                .position(|e| e.name == n && e.kind != ProviderKind::Offline)
+                .ok_or_else(|| {
+                    format!(
+                        "the org's provider key is for entry {n:?}, which is not a configured \
+                         entry that takes a key (entries: {}); set the key again",
+                        self.entry_names().join(", ")
+                    )
+                }),
+            None => self
+                .entries
+                .iter()
+                .position(|e| e.kind != ProviderKind::Offline)
+                .ok_or_else(|| {
+                    "the org stored a provider key, but no provider entry takes a key".to_string()
+                }),
+        }
+    }
+
+    /// A copy whose entry `i` calls with `key` and the org's own breaker.
+    fn with_org_key(&self, i: usize, org: Uuid, key: &OrgKey) -> Vec<Arc<Entry>> {
+        let llm = &self.shared.llm;
+        let mut entries = self.entries.clone();
+        let Some(e) = self.entries.get(i) else {
+            return entries;
+        };
+        let config = llm.ordered_entries().into_iter().find(|c| c.name == e.name);
+        if let Some(config) = config {
+            let breaker = self
+                .shared
+                .org_breakers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry((e.name.clone(), org))
+                .or_insert_with(|| Arc::new(breaker_of(llm)))
+                .clone();
+            let own = Arc::new(Entry {
+                name: e.name.clone(),
+                kind: e.kind,
+                models: e.models.clone(),
+                provider: build::build(&config, key.expose(), llm, None),
+                breaker,
+                org_key: true,
+            });
+            if let Some(slot) = entries.get_mut(i) {
+                *slot = own;
+            }
+        }
+        entries
+    }
+
+    /// Records one attempt of a scoped chain (nothing for the fleet's chain).
+    async fn record(&self, attempt: Attempt<'_>) {
+        let Some((pool, org_id, run_id)) = &self.scope else {
+            return;
+        };
+        if let Err(e) = crate::store::provider_calls::record(pool, *org_id, *run_id, &attempt).await
+        {
+            warn!(error = %e, provider = attempt.provider, "could not record a provider call");
+        }
+    }
+}
+
+/// The record of `e`'s answer: the model the server reported, usage it omitted estimated as
+/// the run is charged (`agent::metering`).
+fn answered<'a>(
+    e: &'a Entry,
+    req: &CompletionRequest,
+    resp: &CompletionResponse,
+    duration: std::time::Duration,
+) -> Attempt<'a> {
+    let usage = if resp.usage.total() == 0 {
+        super::tokens::estimate(req, &resp.message)
+    } else {
+        resp.usage
+    };
+    let (input_tokens, output_tokens) = usage.split_i64();
+    let model = if resp.model.is_empty() {
+        &req.model
+    } else {
+        &resp.model
+    };
+    Attempt {
+        provider: &e.name,
+        org_key: e.org_key,
+        model: model.clone(),
+        answered: true,
+        input_tokens,
+        output_tokens,
+        duration,
+        error: None,
+    }
+}
+
+/// An entry's error with its name, and for an org's refused key the reason the org can act on.
+fn named(e: &Entry, mut err: LlmError) -> LlmError {
+    err.provider = e.name.clone();
+    if e.org_key && err.is_auth_refusal() {
+        err.message = format!(
+            "the org's own provider key was refused by provider entry {:?} ({}); set a valid \
+             one with PUT /v1/settings/provider-key or `agentd orgs set-key`, or remove it",
+            e.name, err.message
+        );
+    }
+    err
+}
+
+#[async_trait::async_trait]
+impl LlmProvider for ProviderChain {
+    /// The first entry's name: what a run records as its provider before any call.
+    fn name(&self) -> &str {
+        self.entries.first().map_or("none", |e| e.name.as_str())
+    }
+
+    fn endpoint(&self) -> Option<&str> {
+        self.entries.first().and_then(|e| e.provider.endpoint())
+    }
+
+    fn scopable(&self) -> bool {
+        true
+    }
+
+    fn scoped(&self, scope: CallScope) -> Result<Option<SharedProvider>, LlmError> {
+        let entries = match &scope.org_key {
+            None => self.entries.clone(),
+            Some((key, named)) => {
+                let i = self
+                    .org_entry(named.as_deref())
+                    .map_err(|m| LlmError::new("org-key", m, false))?;
+                self.with_org_key(i, scope.org_id, key)
+            }
+        };
+        Ok(Some(Arc::new(ProviderChain {
+            entries,
+            shared: self.shared.clone(),
+            scope: Some((scope.pool, scope.org_id, scope.run_id)),
+        })))
+    }
+
+    async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
+        let candidates: Vec<&Arc<Entry>> = self
+            .entries
+            .iter()
+            .filter(|e| e.serves(&req.model))
+            .collect();
+        if candidates.is_empty() {
+            return Err(LlmError::new(
+                self.name(),
+                format!(
+                    "no provider entry serves the model {:?} (llm.providers[].models)",
+                    req.model
+                ),
+                false,
+            ));
+        }
+        let mut failures: Vec<String> = Vec::new();
+        for e in candidates {
+            let admit = e.breaker.admit(self.shared.clock.now());
+            if let Admit::No(until) = admit {
+                failures.push(format!("{}: circuit open until {until}", e.name));
+                continue;
+            }
+            let started = Instant::now();
+            let answer = e.provider.complete(req.clone()).await;
+            let elapsed = started.elapsed();
+            match answer {
+                Ok(resp) => {
+                    e.breaker.success();
+                    if !failures.is_empty() {
+                        metrics::counter!("agentd_provider_fallbacks_total", "provider" => e.name.clone())
+                            .increment(1);
+                    }
+                    self.record(answered(e, &req, &resp, elapsed)).await;
+                    return Ok(resp);
+                }
+                Err(err) => {
+                    let err = named(e, err);
+                    self.record(Attempt {
+                        provider: &e.name,
+                        org_key: e.org_key,
+                        model: req.model.clone(),
+                        answered: false,
+                        input_tokens: 0,
+                        output_tokens: 0,
+                        duration: elapsed,
+                        error: Some(err.message.clone()),
+                    })
+                    .await;
+                    if !falls_back(&err) {
+                        e.breaker.neutral();
+                        return Err(err);
+                    }
+                    if e.breaker.failure(self.shared.clock.now()) {
+                        warn!(provider = %e.name, error = %err, "provider circuit breaker opened");
+                        metrics::counter!("agentd_provider_breaker_opened_total", "provider" => e.name.clone())
+                            .increment(1);
+                    } else {
+                        warn!(provider = %e.name, error = %err, "provider failed; trying the next entry");
+                    }
+                    failures.push(format!("{}: {}", e.name, err.message));
+                }
+            }
+        }
+        // Every entry failed or is open: retryable, the job tries again later.
+        Err(LlmError::new(
+            self.name(),
+            format!(
+                "no provider entry serving {:?} answered: {}",
+                req.model,
+                failures.join("; ")
+            ),
+            true,
+        ))
+    }
+}
