@@ -97,11 +97,12 @@ async fn settings_approvals_and_suggestions_over_http() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["approval"]["decision_reason"], "wrong vendor");
 
-    // Approve with edited arguments.
+    // Approve with edited arguments (other arguments than the rejected ones: a repeat of a
+    // rejected action is not proposed again).
     let ed = api
         .propose(
             org,
-            json!({"document_id": doc, "metadata": {"a": 1}}),
+            json!({"document_id": doc, "metadata": {"a": 0}}),
             Duration::hours(1),
         )
         .await;
