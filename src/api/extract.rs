@@ -420,7 +420,15 @@ fn decode_cursor(c: &str) -> Option<(DateTime<Utc>, Uuid)> {
     let at = DateTime::from_timestamp_micros(micros.parse().ok()?)?;
     let id = Uuid::parse_str(id).ok()?;
     // Only the form `encode_cursor` writes (lowercase, no leading zeros, hyphenated).
-    (encode_cursor(at, id) == c).then_some((at, id))
+    if encode_cursor(at, id) != c {
+        return None;
+    }
+    // 18 digits reach ~29,700 BC; PostgreSQL's times start in 4713 BC (binding an earlier one
+    // failed the query: a 500). No row is older than that start, so the page is the same.
+    let earliest = chrono::NaiveDate::from_ymd_opt(-4712, 1, 1)?
+        .and_hms_opt(0, 0, 0)?
+        .and_utc();
+    Some((at.max(earliest), id))
 }
 
 /// A page of items and the cursor of the next page (None: this was the last).

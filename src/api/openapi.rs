@@ -9,7 +9,8 @@
 
 use super::error::{self, ProblemBody};
 use super::{
-    approvals, console_routes, documents, events, jobs, reads, settings, suggestions, webhooks,
+    approvals, console_routes, documents, events, jobs, keys, operate, reads, settings,
+    suggestions, webhooks,
 };
 use axum::http::StatusCode;
 use utoipa::openapi::path::Operation;
@@ -28,9 +29,12 @@ use utoipa::{Modify, OpenApi};
         reads::suggestions, suggestions::dismiss, suggestions::shown, reads::run, reads::status,
         console_routes::me, console_routes::queue, console_routes::retry, console_routes::runs,
         jobs::create, jobs::get,
+        operate::cancel, operate::cancel_run, operate::pause_kind, operate::resume_kind,
+        operate::retry_dead, operate::cancel_dead,
         settings::get, settings::patch,
         events::list, events::stream,
         webhooks::create, webhooks::list, webhooks::delete,
+        keys::list, keys::create, keys::revoke,
     ),
     components(schemas(ProblemBody)),
     tags(
@@ -38,12 +42,13 @@ use utoipa::{Modify, OpenApi};
         (name = "approvals", description = "Actions waiting for a person: approve (with `If-Match`) or reject."),
         (name = "suggestions", description = "What the nightly job suggests."),
         (name = "runs", description = "Agent runs: transcript and audit trail."),
-        (name = "jobs", description = "Enqueue, read and retry the org's jobs."),
+        (name = "jobs", description = "Enqueue, read, retry and cancel the org's jobs."),
         (name = "status", description = "The org's queue, runs, approvals and budget at a glance."),
-        (name = "console", description = "What the web console reads: the key, the queue view."),
+        (name = "console", description = "What the web console reads: the key, the queue view; pausing and resuming a kind."),
         (name = "settings", description = "The org's settings (admin)."),
         (name = "events", description = "The org's events by cursor, and as Server-Sent Events."),
         (name = "webhooks", description = "Webhook subscriptions (admin)."),
+        (name = "keys", description = "The org's API keys (admin)."),
     ),
     modifiers(&BearerAuth, &Problems, &ClosedBodies),
 )]

@@ -17,6 +17,9 @@
 //!    `FOR UPDATE SKIP LOCKED`: concurrent claimers skip each other's rows within each org, as
 //!    the single walk of before did within the kind.
 //!
+//! An org that paused the kind (migration 0075, [`super::pause`]) is walked past and takes no
+//! share: the ring holds up to `n` orgs that did not.
+//!
 //! The shares add up to `n` exactly (nothing is locked and then left). An org with fewer ready
 //! jobs than its share leaves slots unused; the next round (at most [`ROUNDS`] per claim) gives
 //! them to the orgs that still have jobs. Jobs without an org (cron ticks, approval sweeps) are
@@ -53,18 +56,26 @@ static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
     // for the column and again for the filter on it (two index descents per org, not one).
     let first = next_after("$6");
     let next = next_after("r.org");
+    // An org that paused the kind (migration 0075) stays in the ring, so the walk goes past it,
+    // but takes no share: one primary-key probe per org visited.
+    let paused = |org: &str| super::pause::paused_org("$1", org);
+    let (paused_f, paused_x) = (paused("f.org"), paused("x.org"));
     format!(
         "WITH RECURSIVE
          top AS (SELECT priority AS p, {k} AS lo FROM agentd_jobs
                   WHERE state = 'available' AND kind = $1 AND run_at <= $4
                   ORDER BY priority DESC, {k} LIMIT 1),
-         ring(org, first, n) AS (
-            SELECT f.org, f.org, 1 FROM top CROSS JOIN LATERAL (SELECT {first} AS org OFFSET 0) f
+         ring(org, first, n, paused, held) AS (
+            SELECT f.org, f.org, 1, f.paused, CASE WHEN f.paused THEN 0 ELSE 1 END
+              FROM top CROSS JOIN LATERAL (SELECT f.org, {paused_f} AS paused
+                                             FROM (SELECT {first} AS org OFFSET 0) f) f
             UNION ALL
-            SELECT x.org, r.first, r.n + 1
-              FROM ring r CROSS JOIN top CROSS JOIN LATERAL (SELECT {next} AS org OFFSET 0) x
-             WHERE r.n < $2 AND x.org <> r.first),
-         orgs AS (SELECT org, n, count(*) OVER () AS m FROM ring)
+            SELECT x.org, r.first, r.n + 1, x.paused, r.held + CASE WHEN x.paused THEN 0 ELSE 1 END
+              FROM ring r CROSS JOIN top CROSS JOIN LATERAL (SELECT x.org, {paused_x} AS paused
+                                             FROM (SELECT {next} AS org OFFSET 0) x) x
+             WHERE r.held < $2 AND x.org <> r.first),
+         orgs AS (SELECT org, row_number() OVER (ORDER BY n) AS n, count(*) OVER () AS m
+                    FROM ring WHERE NOT paused)
          UPDATE agentd_jobs
             SET state = 'running', attempt = attempt + 1, locked_by = $3,
                 lease_expires_at = $4 + $5 * interval '1 millisecond', started_at = $4
