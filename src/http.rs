@@ -120,6 +120,15 @@ async fn metrics_text(State(s): State<HealthState>) -> String {
             }
         })
         .ok();
+    crate::queue::pause::paused(&s.pool, None)
+        .await
+        .map(|paused| {
+            for k in &s.kinds {
+                let orgs = paused.iter().filter(|p| &p.kind == k).count();
+                metrics::gauge!("agentd_queue_paused_orgs", "kind" => k.clone()).set(orgs as f64);
+            }
+        })
+        .ok();
     crate::llm::limits::publish_metrics(&s.pool).await.ok();
     s.metrics.render()
 }

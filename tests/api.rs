@@ -159,6 +159,89 @@ async fn upload_with_auto_create_poll_until_proposed_then_accept_and_reject() {
     assert!(after.body["schema"].is_null(), "{}", after.body);
 }
 
+/// Issue 33, item 5: a document's snapshot holds only what an action on it depends on. Accepting
+/// or rejecting the document's proposal writes `updated_at` and `auto_create_status`; its
+/// pending `update_document` approvals stay valid (same hash, ETag and all) and execute.
+#[tokio::test]
+async fn deciding_a_proposal_leaves_the_documents_pending_update_valid() {
+    let api = Api::start().await;
+    let (org, key) = api.org("acme", Role::Reviewer).await;
+    let k = Some(key.as_str());
+    let mut ids = Vec::new();
+    for (name, text) in agentd::documents::SAMPLES.iter().take(2) {
+        let r = api
+            .call(
+                "POST",
+                "/v1/documents",
+                k,
+                Some(json!({"name": name, "text": text, "auto_create": true})),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        ids.push(r.body["id"].as_str().unwrap().to_string());
+    }
+    api.clock.advance(Duration::seconds(60));
+    let (_w, stop) = common::start_worker(&api.app, "auto_create", None).await;
+    for id in &ids {
+        common::wait_until(60, "proposed", || async {
+            api.call("GET", &format!("/v1/documents/{id}"), k, None)
+                .await
+                .body["auto_create_status"]
+                == "proposed"
+        })
+        .await;
+    }
+    stop.cancel();
+    let mut approvals = Vec::new();
+    for id in &ids {
+        let a = api
+            .propose(
+                org,
+                json!({"document_id": id, "metadata": {"checked": "yes"}}),
+                Duration::hours(1),
+            )
+            .await;
+        let before = api
+            .call("GET", &format!("/v1/approvals/{a}"), k, None)
+            .await;
+        approvals.push((a, before.headers["etag"].to_str().unwrap().to_string()));
+    }
+    let accepted = api
+        .call("POST", &format!("/v1/documents/{}/accept", ids[0]), k, None)
+        .await;
+    assert_eq!(accepted.status, 200, "{}", accepted.body);
+    let rejected = api
+        .call("POST", &format!("/v1/documents/{}/reject", ids[1]), k, None)
+        .await;
+    assert_eq!(rejected.status, 200, "{}", rejected.body);
+    for ((a, etag), id) in approvals.iter().zip(&ids) {
+        let now = api
+            .call("GET", &format!("/v1/approvals/{a}"), k, None)
+            .await;
+        assert_eq!(now.headers["etag"].to_str().unwrap(), etag, "{}", now.body);
+        let r = api
+            .raw(
+                "POST",
+                &format!("/v1/approvals/{a}/approve"),
+                &key,
+                "application/json",
+                b"{}".to_vec(),
+                &[("If-Match", etag.as_str())],
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.body["approval"]["status"], "executed", "{}", r.body);
+        let doc = api
+            .call("GET", &format!("/v1/documents/{id}"), k, None)
+            .await;
+        assert_ne!(doc.body["auto_create_status"], "proposed");
+    }
+    let checked = api
+        .count("SELECT count(*) FROM documents WHERE metadata->>'checked' = 'yes'")
+        .await;
+    assert_eq!(checked, 2);
+}
+
 #[tokio::test]
 async fn idempotency_key_replays_the_answer_and_refuses_another_body() {
     let api = Api::start().await;
@@ -264,6 +347,23 @@ async fn lists_page_with_cursors_newest_first() {
         .call("GET", "/v1/documents?status=queued", Some(&key), None)
         .await;
     assert_eq!(r.body["items"], json!([]));
+    // A well-formed cursor before PostgreSQL's first time (Schemathesis drew one; it was a
+    // 500): nothing is older, an empty page.
+    let ancient = hex::encode(format!("-882247267297580789.{}", uuid::Uuid::nil()));
+    let r = api
+        .call(
+            "GET",
+            &format!("/v1/documents?cursor={ancient}"),
+            Some(&key),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (r.status.as_u16(), &r.body["items"]),
+        (200, &json!([])),
+        "{}",
+        r.body
+    );
 }
 
 #[tokio::test]

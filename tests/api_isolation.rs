@@ -237,7 +237,7 @@ async fn keys_and_roles_decide_access() {
         .fetch_one(&api.db.pool)
         .await
         .unwrap();
-    agentd::store::api_keys::revoke_key(&api.db.pool, kid, chrono::Utc::now())
+    agentd::store::api_keys::revoke_key(&api.db.pool, kid, None, chrono::Utc::now())
         .await
         .unwrap();
     api.call("GET", "/v1/status", Some(&reader), None)

@@ -3,9 +3,14 @@
 //! in, sees the queue and retries a dead job, opens a proposal (whose document and extracted
 //! values hold `<script>` — shown as text, never run) and accepts it, approves a pending
 //! approval and sees it executed, rejects another with a reason, reads a run and the
-//! suggestions; a reader key is offered no decisions. Screenshots of each page are saved under
-//! `target/console-screenshots/`. Without Chromium and chromedriver the test fails and says how
-//! to install them (`scripts/test` installs them).
+//! suggestions; an admin pauses and resumes a kind, cancels dead jobs in bulk, approves edited
+//! arguments, cancels a running run, changes the org's settings, adds (secret shown once),
+//! reads the failing state of and deletes a webhook, makes and revokes a key; a reader key is
+//! offered no decisions. Every page's visible text is checked for values printed as JavaScript
+//! prints them (`[object …]`, `undefined`, `NaN`, a bare `null`: `console_support::stray_text`,
+//! in every `wait_text`) and axe-core finds no accessibility violation on it. Screenshots of
+//! each page are saved under `target/console-screenshots/`. Without Chromium, chromedriver and
+//! axe-core the test fails and says how to install them (`scripts/test` installs them).
 
 mod api_support;
 mod common;
@@ -32,6 +37,46 @@ async fn injected(b: &Browser) -> Value {
         vec![],
     )
     .await
+}
+
+/// axe-core finds nothing on the page as it is now.
+async fn accessible(b: &Browser, page: &str) {
+    let violations = b.axe().await;
+    assert!(
+        violations.is_empty(),
+        "axe-core on the {page} page: {violations:#?}"
+    );
+}
+
+/// A provider whose calls never answer; counts calls entered and calls dropped unanswered.
+#[derive(Default)]
+struct Hangs {
+    entered: std::sync::atomic::AtomicUsize,
+    dropped: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+struct DropCount(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[async_trait::async_trait]
+impl agentd::llm::LlmProvider for Hangs {
+    fn name(&self) -> &str {
+        "hangs"
+    }
+    async fn complete(
+        &self,
+        _req: agentd::llm::CompletionRequest,
+    ) -> Result<agentd::llm::CompletionResponse, agentd::llm::LlmError> {
+        self.entered
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let _guard = DropCount(self.dropped.clone());
+        std::future::pending::<()>().await;
+        unreachable!()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -112,6 +157,29 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
         .await
         .unwrap();
 
+    // On a document of its own: approving the first approval changes `target`'s metadata,
+    // which turns any other approval on `target` stale.
+    let edit_target = api.doc(org, "lease.txt").await;
+    let edit_me = api
+        .propose(
+            org,
+            json!({"document_id": edit_target, "metadata": {"owner": "bob"}}),
+            Duration::hours(3),
+        )
+        .await;
+    let mut dead_nightly = Vec::new();
+    for _ in 0..2 {
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO agentd_jobs (kind, payload, state, attempt, max_attempts, last_error, finished_at)
+             VALUES ('proactive_suggestion', $1, 'dead', 5, 5, 'model unreachable', now()) RETURNING id",
+        )
+        .bind(json!({"org_id": org, "night": "2026-01-01"}))
+        .fetch_one(&api.db.pool)
+        .await
+        .unwrap();
+        dead_nightly.push(id);
+    }
+
     let b = Browser::start().await;
     let base = &api.base;
 
@@ -134,6 +202,7 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
     );
     b.find(".chart").await;
     b.screenshot("queue").await;
+    accessible(&b, "queue").await;
     b.click(&b.find(&format!("[data-retry=\"{dead}\"]")).await)
         .await;
     b.wait_text(&format!("Job {dead} is ready again.")).await;
@@ -144,11 +213,40 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
         .await,
         1
     );
+    // The two dead nightly jobs left: cancelled in one go.
+    b.click(&b.find("#cancel-dead-all").await).await;
+    b.wait_text("2 dead job(s) cancelled").await;
+    assert_eq!(
+        api.count(&format!(
+            "SELECT count(*) FROM agentd_jobs WHERE id IN ({}, {}) AND state = 'cancelled'",
+            dead_nightly[0], dead_nightly[1]
+        ))
+        .await,
+        2
+    );
+    // Pause auto_create for the org, then resume it.
+    b.click(&b.find("#pause-auto_create").await).await;
+    let page = b.wait_text("auto_create is paused").await;
+    assert!(page.contains("paused since"), "{page}");
+    assert_eq!(
+        api.count("SELECT count(*) FROM agentd_paused_kinds WHERE kind = 'auto_create'")
+            .await,
+        1
+    );
+    b.screenshot("queue-paused").await;
+    accessible(&b, "queue (paused)").await;
+    b.click(&b.find("#resume-auto_create").await).await;
+    b.wait_text("auto_create is resumed").await;
+    assert_eq!(
+        api.count("SELECT count(*) FROM agentd_paused_kinds").await,
+        0
+    );
 
     // Documents: the list, then the proposal beside the text, markup shown as text.
     b.goto(&format!("{base}/#/documents")).await;
     b.wait_text("invoice <b>7</b>.txt").await;
     b.screenshot("documents").await;
+    accessible(&b, "documents").await;
     b.goto(&format!("{base}/#/documents/{doc}")).await;
     let text = b.text(&b.find("#document-text").await).await;
     assert!(
@@ -162,6 +260,7 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
         json!({"pwned": null, "scripts": 0, "imgs": 0})
     );
     b.screenshot("document").await;
+    accessible(&b, "document").await;
     b.click(&b.find("#accept-proposal").await).await;
     b.wait_text("Proposal accepted").await;
     let after = api
@@ -171,9 +270,10 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
 
     // Approvals: pending first; approve one (If-Match) and see it executed.
     b.goto(&format!("{base}/#/approvals")).await;
-    b.wait_text("Pending (2)").await;
+    b.wait_text("Pending (3)").await;
     assert_eq!(injected(&b).await["pwned"], Value::Null);
     b.screenshot("approvals").await;
+    accessible(&b, "approvals").await;
     b.click(
         &b.find(&format!("[data-approval=\"{approve_me}\"] h2 a"))
             .await,
@@ -183,6 +283,7 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
     let page = b.wait_text("Snapshot (what the agent saw)").await;
     assert!(page.contains("left"), "time left is shown: {page}");
     b.screenshot("approval").await;
+    accessible(&b, "approval").await;
     b.click(&b.find("#approve-approval").await).await;
     b.wait_text("now executed").await;
     let status: String = sqlx::query_scalar("SELECT status FROM pending_approvals WHERE id = $1")
@@ -231,10 +332,37 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
         .unwrap();
     assert!(meta.get("owner").is_none(), "nothing ran: {meta}");
 
+    // Edit the arguments before approving: what runs is the edit.
+    b.goto(&format!("{base}/#/approvals/{edit_me}")).await;
+    b.wait_text("Edit the arguments, then approve").await;
+    b.click(&b.find("#edit summary").await).await;
+    let args = b.find("#edit-args").await;
+    b.clear(&args).await;
+    b.type_into(
+        &args,
+        &json!({"document_id": edit_target, "metadata": {"owner": "carol"}}).to_string(),
+    )
+    .await;
+    b.click(&b.find("#approve-edited").await).await;
+    b.wait_text("now executed").await;
+    let (meta, edited): (Value, bool) =
+        sqlx::query_as("SELECT d.metadata, p.edited FROM documents d, pending_approvals p WHERE d.id = $1 AND p.id = $2")
+            .bind(edit_target)
+            .bind(edit_me)
+            .fetch_one(&api.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        (meta["owner"].as_str(), edited),
+        (Some("carol"), true),
+        "{meta}"
+    );
+
     // Runs: the list and the auto_create run's audit trail and transcript.
     b.goto(&format!("{base}/#/runs")).await;
     b.wait_text("auto_create").await;
     b.screenshot("runs").await;
+    accessible(&b, "runs").await;
     b.goto(&format!("{base}/#/runs/{run}")).await;
     let page = b.wait_text("Audit trail").await;
     assert!(
@@ -242,18 +370,156 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
         "{page}"
     );
     assert_eq!(injected(&b).await["pwned"], Value::Null);
+    assert!(
+        page.contains("offline / heuristic"),
+        "the offline provider runs no model: {page}"
+    );
     b.screenshot("run").await;
+    accessible(&b, "run").await;
 
     // Suggestions: the linked approval opens from there.
     b.goto(&format!("{base}/#/suggestions")).await;
     b.wait_text("Add a note to contract.txt").await;
     b.screenshot("suggestions").await;
+    accessible(&b, "suggestions").await;
     b.click(
         &b.find(&format!("a[href=\"#/approvals/{approve_me}\"]"))
             .await,
     )
     .await;
     b.wait_text("Snapshot (what the agent saw)").await;
+
+    // Settings: budget, time zone and approval TTL saved; what was not touched stays.
+    b.goto(&format!("{base}/#/settings")).await;
+    b.wait_text("Monthly token budget").await;
+    for (field, value) in [
+        ("monthly_token_budget", "900000"),
+        ("timezone", "Europe/Berlin"),
+        ("approval_ttl_secs", "3600"),
+    ] {
+        let input = b.find(&format!("#setting-{field}")).await;
+        b.clear(&input).await;
+        b.type_into(&input, value).await;
+    }
+    b.screenshot("settings").await;
+    accessible(&b, "settings").await;
+    b.click(&b.find("#save-settings").await).await;
+    b.wait_text("Settings saved: monthly_token_budget, timezone, approval_ttl_secs.")
+        .await;
+    let s = api.call("GET", "/v1/settings", Some(&admin), None).await;
+    assert_eq!(
+        (
+            &s.body["monthly_token_budget"],
+            &s.body["timezone"],
+            &s.body["approval_ttl_secs"],
+            &s.body["model"]
+        ),
+        (
+            &json!(900000),
+            &json!("Europe/Berlin"),
+            &json!(3600),
+            &Value::Null
+        ),
+        "{}",
+        s.body
+    );
+
+    // Webhooks: add one (its secret shown once), see it failing, delete it.
+    b.goto(&format!("{base}/#/webhooks")).await;
+    b.wait_text("No webhooks.").await;
+    b.type_into(
+        &b.find("#webhook-url").await,
+        "https://93.184.216.34/agentd",
+    )
+    .await;
+    b.click(&b.find("#add-webhook").await).await;
+    b.wait_text("Added the webhook to https://93.184.216.34/agentd.")
+        .await;
+    let secret = b.text(&b.find("#webhook-secret-value").await).await;
+    assert_eq!(secret.len(), 64, "{secret}");
+    let hook: Uuid = sqlx::query_scalar("SELECT id FROM agentd_webhooks WHERE secret = $1")
+        .bind(&secret)
+        .fetch_one(&api.db.pool)
+        .await
+        .expect("the secret shown is the one stored");
+    sqlx::query("UPDATE agentd_webhooks SET consecutive_failures = 4, failing_since = now(), open_until = now() + interval '1 minute' WHERE id = $1")
+        .bind(hook)
+        .execute(&api.db.pool)
+        .await
+        .unwrap();
+    b.goto(&format!("{base}/#/keys")).await;
+    b.wait_text("Make a key").await;
+    b.goto(&format!("{base}/#/webhooks")).await;
+    let page = b.wait_text("4 failed in a row").await;
+    assert!(page.contains("failing since"), "{page}");
+    assert!(!page.contains(&secret), "the secret is shown once only");
+    b.screenshot("webhooks").await;
+    accessible(&b, "webhooks").await;
+    b.click(&b.find(&format!("[data-delete-webhook=\"{hook}\"]")).await)
+        .await;
+    b.wait_text("Deleted the webhook").await;
+    assert_eq!(api.count("SELECT count(*) FROM agentd_webhooks").await, 0);
+
+    // Keys: make a reviewer key (shown once), then revoke it.
+    b.goto(&format!("{base}/#/keys")).await;
+    b.wait_text("Make a key").await;
+    b.click(&b.find("#key-role option[value=\"reviewer\"]").await)
+        .await;
+    b.click(&b.find("#create-key").await).await;
+    b.wait_text("Made a reviewer key.").await;
+    let new_key = b.text(&b.find("#new-key-value").await).await;
+    let me = api.call("GET", "/v1/me", Some(&new_key), None).await;
+    assert_eq!(me.body["role"], "reviewer", "{}", me.body);
+    b.screenshot("keys").await;
+    accessible(&b, "keys").await;
+    let new_id = me.body["key_id"].as_str().unwrap().to_string();
+    b.click(&b.find(&format!("[data-revoke-key=\"{new_id}\"]")).await)
+        .await;
+    b.wait_text("Revoked key").await;
+    api.call("GET", "/v1/me", Some(&new_key), None)
+        .await
+        .problem(401, None);
+
+    // Cancel a running run: its provider call is dropped, the run and job end cancelled.
+    let r = api
+        .call(
+            "POST",
+            "/v1/documents",
+            Some(&admin),
+            Some(json!({"name": "slow.txt", "text": "Invoice Number: INV-8\nTotal: 1.00\n", "auto_create": true})),
+        )
+        .await;
+    let slow_doc = r.body["id"].as_str().unwrap().to_string();
+    api.clock.advance(Duration::seconds(60));
+    let hangs = std::sync::Arc::new(Hangs::default());
+    let mut slow_app = api.app.clone();
+    slow_app.provider = hangs.clone();
+    let (slow_worker, slow_stop) = common::start_worker(&slow_app, "auto_create", None).await;
+    common::wait_until(30, "the slow run's provider call started", || async {
+        hangs.entered.load(std::sync::atomic::Ordering::SeqCst) == 1
+    })
+    .await;
+    let slow_run: Uuid = sqlx::query_scalar("SELECT id FROM agent_runs WHERE subject = $1")
+        .bind(&slow_doc)
+        .fetch_one(&api.db.pool)
+        .await
+        .unwrap();
+    b.goto(&format!("{base}/#/runs/{slow_run}")).await;
+    b.wait_text("Cancel run").await;
+    b.click(&b.find("#cancel-run").await).await;
+    b.wait_text("it stops at its next step").await;
+    common::wait_until(30, "the running attempt stopped", || async {
+        hangs.dropped.load(std::sync::atomic::Ordering::SeqCst) == 1
+    })
+    .await;
+    let status: String = sqlx::query_scalar("SELECT status FROM agent_runs WHERE id = $1")
+        .bind(slow_run)
+        .fetch_one(&api.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(status, "cancelled");
+    slow_stop.cancel();
+    slow_worker.join().await;
 
     // A reader: no Queue, no decisions offered.
     b.click(&b.find("#sign-out").await).await;

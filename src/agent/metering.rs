@@ -38,6 +38,10 @@ impl LlmProvider for Metered {
         self.inner.endpoint()
     }
 
+    fn model_for<'a>(&'a self, requested: &'a str) -> &'a str {
+        self.inner.model_for(requested)
+    }
+
     async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
         let mut resp = self.inner.complete(req.clone()).await?;
         if resp.usage.total() == 0 {

@@ -200,7 +200,7 @@ impl Engine {
                 subject: &spec.subject,
                 job_id: spec.job_id,
                 provider: self.env.provider.name(),
-                model: &spec.model,
+                model: self.env.provider.model_for(&spec.model),
                 started_at: self.clock.now(),
             },
         )

@@ -59,6 +59,10 @@ pub struct QueueView {
     pub throughput: Vec<Bucket>,
     /// The newest dead jobs (at most 50).
     pub dead: Vec<DeadJob>,
+    /// The job kinds of this server (what may be paused).
+    pub kinds: Vec<String>,
+    /// The kinds the org paused: their jobs are not claimed until resumed.
+    pub paused: Vec<crate::queue::pause::PausedKind>,
 }
 
 /// A dead job of the queue view.
@@ -82,7 +86,8 @@ pub struct RetriedJob {
 }
 
 /// The org's queue: depth by kind and state, ready jobs and the oldest one's age, finished
-/// and failed jobs per 5-minute bucket over the last hour, dead jobs with their last error.
+/// and failed jobs per 5-minute bucket over the last hour, dead jobs with their last error, the
+/// server's kinds and the ones the org paused.
 #[utoipa::path(get, path = "/v1/queue", tag = "console", operation_id = "getQueue",
     responses((status = 200, body = QueueView, description = "The org's queue"),
         (status = 403, description = "The key's role is below admin")))]
@@ -109,6 +114,9 @@ pub async fn queue(req: Scoped<Admin>) -> ApiResult {
             created_at: j.created_at,
         })
         .collect();
+    let mut kinds: Vec<String> = req.app.catalog.kinds.keys().cloned().collect();
+    kinds.sort();
+    let paused = crate::queue::pause::paused(pool, Some(org)).await?;
     ok(&QueueView {
         now,
         depth,
@@ -117,6 +125,8 @@ pub async fn queue(req: Scoped<Admin>) -> ApiResult {
         bucket_secs: console_reads::BUCKET_SECS,
         throughput: buckets,
         dead,
+        kinds,
+        paused,
     })
 }
 

@@ -4,6 +4,7 @@
 use super::auth::{Scoped, Uploader};
 use super::error::{ApiResult, Problem, json_response, ok};
 use super::extract::{Id, JsonBody};
+use crate::jobs::proactive;
 use crate::jobs::start::StartIds;
 use crate::queue::{self, NewJob};
 use crate::store::{api_reads, documents};
@@ -79,7 +80,9 @@ pub enum NewJobRequest {
     /// The nightly review of the org.
     #[schema(title = "ProactiveSuggestionJob")]
     ProactiveSuggestion {
-        /// The night, YYYY-MM-DD (default: today, UTC).
+        /// The night, YYYY-MM-DD (default: the org's local date). One job per org and night,
+        /// as the cron and `agentd enqueue proactive` make it: a night already reviewed is a
+        /// duplicate.
         #[schema(schema_with = night_schema)]
         night: Option<chrono::NaiveDate>,
     },
@@ -100,7 +103,9 @@ fn night_schema() -> utoipa::openapi::Object {
         .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
         .format(Some(SchemaFormat::KnownFormat(KnownFormat::Date)))
         .pattern(Some("^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"))
-        .description(Some("The night, YYYY-MM-DD (default: today, UTC)."))
+        .description(Some(
+            "The night, YYYY-MM-DD (default: the org's local date); one job per org and night.",
+        ))
         .build()
 }
 
@@ -245,9 +250,13 @@ pub async fn create(
             NewJob::new(kind, payload).unique_key(key)
         }
         NewJobRequest::ProactiveSuggestion { night } => {
-            let night = night.unwrap_or_else(|| app.clock.now().date_naive());
-            NewJob::new(kind, json!({"org_id": org, "night": night}))
-                .unique_key(format!("proactive_suggestion:{org}:{night}"))
+            let night = match night {
+                Some(n) => n,
+                None => proactive::night_of(&app.pool, org, app.clock.now())
+                    .await?
+                    .ok_or_else(|| Problem::not_found("org", org))?,
+            };
+            proactive::nightly_job(&q, org, night)
         }
         NewJobRequest::ApprovalExpiry { approval_ids } => {
             let ids = match approval_ids {

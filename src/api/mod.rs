@@ -11,7 +11,9 @@ pub mod error;
 pub mod events;
 pub mod extract;
 mod jobs;
+mod keys;
 pub mod openapi;
+mod operate;
 mod provider_key;
 mod reads;
 mod settings;
@@ -96,6 +98,12 @@ pub fn router_until(app: App, stop: CancellationToken) -> Router {
         .route("/v1/me", get(console_routes::me))
         .route("/v1/queue", get(console_routes::queue))
         .route("/v1/jobs/{id}/retry", post(console_routes::retry))
+        .route("/v1/jobs/{id}/cancel", post(operate::cancel))
+        .route("/v1/jobs/dead/retry", post(operate::retry_dead))
+        .route("/v1/jobs/dead/cancel", post(operate::cancel_dead))
+        .route("/v1/runs/{id}/cancel", post(operate::cancel_run))
+        .route("/v1/queue/{kind}/pause", post(operate::pause_kind))
+        .route("/v1/queue/{kind}/resume", post(operate::resume_kind))
         .route("/v1/status", get(reads::status))
         .route("/v1/jobs", post(jobs::create))
         .route("/v1/jobs/{id}", get(jobs::get))
@@ -110,6 +118,8 @@ pub fn router_until(app: App, stop: CancellationToken) -> Router {
         .route("/v1/events/stream", get(events::stream))
         .route("/v1/webhooks", get(webhooks::list).post(webhooks::create))
         .route("/v1/webhooks/{id}", axum::routing::delete(webhooks::delete))
+        .route("/v1/keys", get(keys::list).post(keys::create))
+        .route("/v1/keys/{id}/revoke", post(keys::revoke))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(

@@ -9,8 +9,8 @@
 
 use super::error::{self, ProblemBody};
 use super::{
-    approvals, console_routes, documents, events, jobs, provider_key, reads, settings, suggestions,
-    webhooks,
+    approvals, console_routes, documents, events, jobs, keys, operate, provider_key, reads,
+    settings, suggestions, webhooks,
 };
 use axum::http::StatusCode;
 use utoipa::openapi::path::{Operation, ParameterIn};
@@ -31,10 +31,13 @@ use utoipa::{Modify, OpenApi};
         reads::suggestions, suggestions::dismiss, suggestions::shown, reads::run, reads::status,
         console_routes::me, console_routes::queue, console_routes::retry, console_routes::runs,
         jobs::create, jobs::get,
+        operate::cancel, operate::cancel_run, operate::pause_kind, operate::resume_kind,
+        operate::retry_dead, operate::cancel_dead,
         settings::get, settings::patch,
         provider_key::get, provider_key::put, provider_key::delete,
         events::list, events::stream,
         webhooks::create, webhooks::list, webhooks::delete,
+        keys::list, keys::create, keys::revoke,
     ),
     components(schemas(ProblemBody, crate::org_settings::Timezone)),
     tags(
@@ -42,12 +45,13 @@ use utoipa::{Modify, OpenApi};
         (name = "approvals", description = "Actions waiting for a person: approve (with `If-Match`) or reject."),
         (name = "suggestions", description = "What the nightly job suggests."),
         (name = "runs", description = "Agent runs: transcript and audit trail."),
-        (name = "jobs", description = "Enqueue, read and retry the org's jobs."),
+        (name = "jobs", description = "Enqueue, read, retry and cancel the org's jobs."),
         (name = "status", description = "The org's queue, runs, approvals and budget at a glance."),
-        (name = "console", description = "What the web console reads: the key, the queue view."),
+        (name = "console", description = "What the web console reads: the key, the queue view; pausing and resuming a kind."),
         (name = "settings", description = "The org's settings (admin)."),
         (name = "events", description = "The org's events by cursor, and as Server-Sent Events."),
         (name = "webhooks", description = "Webhook subscriptions (admin)."),
+        (name = "keys", description = "The org's API keys (admin)."),
     ),
     modifiers(&BearerAuth, &Problems, &ClosedBodies, &PageItems),
 )]

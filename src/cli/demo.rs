@@ -23,7 +23,7 @@ use crate::clock::{Clock, ManualClock, SharedClock};
 use crate::documents::{SAMPLES, add_document};
 use crate::jobs::approval_expiry::ApprovalExpiry;
 use crate::org_settings::{self, Patch};
-use crate::queue::{self, NewJob};
+use crate::queue;
 use crate::store::api_reads::SuggestionItem;
 use crate::store::states::{ApprovalStatus, AutoCreateStatus};
 use crate::store::{api_reads, approvals as astore, auto_create, documents, events, orgs, runs};
@@ -255,14 +255,7 @@ async fn nightly_step(app: &App, org: Uuid, cmd: &DemoCmd) -> anyhow::Result<Val
     .map_err(|e| anyhow::anyhow!("org settings: {e}"))?;
     let night = now.with_timezone(&org_settings::tz(&settings)).date_naive();
     let q = &app.spec("proactive_suggestion").queue;
-    let job = NewJob::new(
-        "proactive_suggestion",
-        json!({"org_id": org, "night": night}),
-    )
-    .unique_key(format!("proactive_suggestion:{org}:{night}"))
-    .unique_until_purged()
-    .priority(q.priority)
-    .max_attempts(q.max_attempts);
+    let job = crate::jobs::proactive::nightly_job(q, org, night);
     let job_id = queue::enqueue(&app.pool, &job)
         .await?
         .ok_or_else(|| anyhow::anyhow!("the nightly job of {night} already exists"))?;

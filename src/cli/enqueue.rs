@@ -22,7 +22,7 @@ pub enum EnqueueCmd {
     Proactive {
         #[arg(long)]
         org: String,
-        /// The night, YYYY-MM-DD (default: today, UTC).
+        /// The night, YYYY-MM-DD (default: the org's local date).
         #[arg(long)]
         night: Option<chrono::NaiveDate>,
     },
@@ -83,15 +83,13 @@ pub(super) async fn run(app: &App, e: EnqueueCmd) -> anyhow::Result<()> {
             let q = spec("proactive_suggestion");
             let org_id = uuid::Uuid::parse_str(&org)
                 .map_err(|_| bad(format!("--org must be an org id (UUID), got {org:?}")))?;
-            let night = night.unwrap_or_else(|| app.clock.now().date_naive());
-            NewJob::new(
-                "proactive_suggestion",
-                json!({"org_id": org_id, "night": night}),
-            )
-            .unique_key(format!("proactive_suggestion:{org_id}:{night}"))
-            .unique_until_purged()
-            .priority(q.priority)
-            .max_attempts(q.max_attempts)
+            let night = match night {
+                Some(n) => n,
+                None => crate::jobs::proactive::night_of(&app.pool, org_id, app.clock.now())
+                    .await?
+                    .ok_or_else(|| bad(format!("--org: no org with id {org_id}")))?,
+            };
+            crate::jobs::proactive::nightly_job(&q, org_id, night)
         }
         EnqueueCmd::ApprovalExpiry { approval_ids } => {
             let q = spec("approval_expiry");

@@ -86,7 +86,7 @@ pub async fn run(app: &App, cmd: KeysCmd) -> anyhow::Result<()> {
             })?;
         }
         KeysCmd::Revoke { id } => changed_or(
-            api_keys::revoke_key(&app.pool, id, app.clock.now()).await?,
+            api_keys::revoke_key(&app.pool, id, None, app.clock.now()).await?,
             format!("key {id} revoked"),
             format!(
                 "no live key with id {id} (unknown or already revoked; see `agentd keys list`)"

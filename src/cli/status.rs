@@ -27,6 +27,7 @@ pub(super) async fn run(app: &App, json_out: bool) -> anyhow::Result<()> {
         recent_dead: dead,
         runs_last_hour: runs,
         approvals,
+        paused,
     } = glance;
     println!("provider: {}", app.provider.name());
     crate::llm::limits::status_lines(&limits)
@@ -44,6 +45,11 @@ pub(super) async fn run(app: &App, json_out: bool) -> anyhow::Result<()> {
             a.kind, a.ready
         )
     })?;
+    print_section(
+        "paused kinds (claims stop; running jobs finish):",
+        &paused,
+        |p| format!("  {:<22} org {} since {}", p.kind, p.org_id, p.paused_at),
+    );
     print_section("running:", &running, |r| {
         format!(
             "  job {:<8} {:<22} attempt {} on {} for {:.1}s, lease {:.1}s left",

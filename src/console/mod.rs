@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 /// The bundle: file name, content type, contents.
-pub const ASSETS: [(&str, &str, &str); 9] = [
+pub const ASSETS: [(&str, &str, &str); 12] = [
     (
         "index.html",
         "text/html; charset=utf-8",
@@ -51,6 +51,21 @@ pub const ASSETS: [(&str, &str, &str); 9] = [
         "suggestions.js",
         "text/javascript; charset=utf-8",
         include_str!("assets/suggestions.js"),
+    ),
+    (
+        "settings.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/settings.js"),
+    ),
+    (
+        "webhooks.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/webhooks.js"),
+    ),
+    (
+        "keys.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/keys.js"),
     ),
     (
         "start.js",

@@ -73,3 +73,33 @@ impl JobHandler for Proactive {
         Ok(())
     }
 }
+
+/// The nightly job of `org` for `night`, however it is produced (`POST /v1/jobs`, `agentd
+/// enqueue proactive`, `agentd demo`; the cron fan-out writes the same key in SQL,
+/// `queue/cron.rs`): one per org and night, and the key stays taken after the job finished,
+/// until retention purges it — a night is reviewed once.
+pub fn nightly_job(
+    q: &crate::catalog::QueuePolicy,
+    org: Uuid,
+    night: NaiveDate,
+) -> crate::queue::NewJob {
+    crate::queue::NewJob::new(
+        "proactive_suggestion",
+        serde_json::json!({"org_id": org, "night": night}),
+    )
+    .unique_key(format!("proactive_suggestion:{org}:{night}"))
+    .unique_until_purged()
+    .priority(q.priority)
+    .max_attempts(q.max_attempts)
+}
+
+/// The org's night at `now`: its local date (`orgs.timezone`), as the cron fan-out reckons it;
+/// `None` if the org does not exist.
+pub async fn night_of(
+    pool: &sqlx::PgPool,
+    org: Uuid,
+    now: chrono::DateTime<chrono::Utc>,
+) -> sqlx::Result<Option<NaiveDate>> {
+    let settings = crate::store::org_settings::get(pool, org).await?;
+    Ok(settings.map(|s| now.with_timezone(&crate::org_settings::tz(&s)).date_naive()))
+}

@@ -246,6 +246,11 @@ pub trait LlmProvider: Send + Sync {
     fn endpoint(&self) -> Option<&str> {
         None
     }
+    /// The model a run is recorded with when its settings name `requested`: that one for a
+    /// provider that calls a model; the offline heuristic calls none and says so.
+    fn model_for<'a>(&'a self, requested: &'a str) -> &'a str {
+        requested
+    }
     /// One completion.
     async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError>;
     /// Whether [`LlmProvider::scoped`] makes another provider of this one (a chain of entries;

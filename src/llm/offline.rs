@@ -277,6 +277,12 @@ impl LlmProvider for OfflineProvider {
         "offline"
     }
 
+    /// No model answers: runs are recorded with the model `heuristic`, not the one the settings
+    /// name (a run labelled `offline / gpt-4o-mini` said a model ran that never did).
+    fn model_for<'a>(&'a self, _requested: &'a str) -> &'a str {
+        "heuristic"
+    }
+
     async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
         if !self.latency.is_zero() {
             tokio::time::sleep(self.latency).await;

@@ -46,6 +46,10 @@ impl LlmProvider for Traced {
         self.inner.endpoint()
     }
 
+    fn model_for<'a>(&'a self, requested: &'a str) -> &'a str {
+        self.inner.model_for(requested)
+    }
+
     async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
         let provider = self.inner.name();
         let span = tracing::info_span!(

@@ -82,6 +82,10 @@ impl LlmProvider for RedactingProvider {
         self.inner.endpoint()
     }
 
+    fn model_for<'a>(&'a self, requested: &'a str) -> &'a str {
+        self.inner.model_for(requested)
+    }
+
     async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
         let req = self.redact_request(req);
         // New tokens are stored before the provider can echo them, so a crash after this call

@@ -19,14 +19,17 @@
 //!
 //! Per-org caps (`max_running_per_org` in the job file, or an org's own row in
 //! `agentd_org_queue_limits`, migration 0076; `agentd orgs set-limit`): an org that has its cap
-//! of jobs of the kind running fleet-wide is `busy` and left out of the ring (the ring walks as
-//! many orgs further as are busy, so the orgs behind a busy one are still served), and an org
+//! of jobs of the kind running fleet-wide is `busy` and walked past like a paused org (the ring
+//! walks on until it holds `n` orgs that take a share, so the orgs behind a busy one are served), and an org
 //! under its cap takes at most what is left of it. The running jobs are counted on their own
 //! index, and only when the kind or some org has a cap. The count is the statement's snapshot:
 //! claims racing in other processes may pass a cap by their shares at most, so a cap bounds an
 //! org's part of the fleet; it is not a semaphore. A finishing job does not wake claimers: an
 //! org's jobs held back by its cap are claimed at the next wake-up or poll
 //! (`worker.poll_interval_ms`).
+//!
+//! An org that paused the kind (migration 0075, [`super::pause`]) is walked past and takes no
+//! share: the ring holds up to `n` orgs that did not (and are not busy).
 //!
 //! The shares add up to `n` exactly (nothing is locked and then left). An org with fewer ready
 //! jobs than its share leaves slots unused; the next round (at most [`ROUNDS`] per claim) gives
@@ -75,6 +78,10 @@ static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
     let cap_ring = cap_of("o.org");
     // An org's share of the `n` slots (`m` orgs in the ring, this one the `n`th).
     let share = "($2 / o.m + CASE WHEN o.n <= $2 % o.m THEN 1 ELSE 0 END)";
+    // An org that paused the kind (migration 0075) stays in the ring, so the walk goes past it,
+    // but takes no share: one primary-key probe per org visited.
+    let paused = |org: &str| super::pause::paused_org("$1", org);
+    let (paused_f, paused_x) = (paused("f.org"), paused("x.org"));
     format!(
         "WITH RECURSIVE
          top AS (SELECT priority AS p, {k} AS lo FROM agentd_jobs
@@ -86,16 +93,19 @@ static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
                              OR EXISTS (SELECT 1 FROM agentd_org_queue_limits WHERE kind = $1))
                       GROUP BY 1),
          busy AS (SELECT u.org FROM running u WHERE u.c >= {cap_running}),
-         ring(org, first, n) AS (
-            SELECT f.org, f.org, 1 FROM top CROSS JOIN LATERAL (SELECT {first} AS org OFFSET 0) f
+         ring(org, first, n, skip, held) AS (
+            SELECT f.org, f.org, 1, f.skip, CASE WHEN f.skip THEN 0 ELSE 1 END
+              FROM top CROSS JOIN LATERAL (
+                   SELECT f.org, ({paused_f} OR f.org IN (SELECT org FROM busy)) AS skip
+                     FROM (SELECT {first} AS org OFFSET 0) f) f
             UNION ALL
-            SELECT x.org, r.first, r.n + 1
-              FROM ring r CROSS JOIN top CROSS JOIN LATERAL (SELECT {next} AS org OFFSET 0) x
-             WHERE r.n < $2 + (SELECT count(*) FROM busy) AND x.org <> r.first),
-         open AS (SELECT org, n FROM ring WHERE org NOT IN (SELECT org FROM busy)
-                   ORDER BY n LIMIT $2),
+            SELECT x.org, r.first, r.n + 1, x.skip, r.held + CASE WHEN x.skip THEN 0 ELSE 1 END
+              FROM ring r CROSS JOIN top CROSS JOIN LATERAL (
+                   SELECT x.org, ({paused_x} OR x.org IN (SELECT org FROM busy)) AS skip
+                     FROM (SELECT {next} AS org OFFSET 0) x) x
+             WHERE r.held < $2 AND x.org <> r.first),
          orgs AS (SELECT org, row_number() OVER (ORDER BY n) AS n, count(*) OVER () AS m
-                    FROM open)
+                    FROM ring WHERE NOT skip)
          UPDATE agentd_jobs
             SET state = 'running', attempt = attempt + 1, locked_by = $3,
                 lease_expires_at = $4 + $5 * interval '1 millisecond', started_at = $4

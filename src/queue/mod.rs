@@ -10,6 +10,7 @@ pub mod enqueue;
 pub mod fair;
 pub mod lease;
 pub mod maintenance;
+pub mod pause;
 pub mod reconcile;
 pub mod rescue;
 pub mod store;

@@ -61,6 +61,8 @@ pub async fn claim_scoped(
     } else {
         String::new()
     };
+    // An org that paused the job's kind (migration 0075): its jobs are walked past.
+    let paused = super::pause::paused_org("agentd_jobs.kind", super::fair::ORG_KEY);
     let sql = format!(
         "UPDATE agentd_jobs
             SET state = 'running', attempt = attempt + 1, locked_by = $3,
@@ -68,6 +70,7 @@ pub async fn claim_scoped(
           WHERE id = ANY(ARRAY(
                 SELECT id FROM agentd_jobs
                  WHERE state = 'available' AND {kind_filter} AND run_at <= $4{org_filter}
+                   AND NOT {paused}
                  ORDER BY priority DESC, run_at, id
                  LIMIT $2
                  FOR UPDATE SKIP LOCKED))

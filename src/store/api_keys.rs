@@ -9,7 +9,7 @@ use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
 /// A key as listed (never the secret: only its prefix).
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 pub struct ApiKeyRow {
     pub id: Uuid,
     pub org_id: Uuid,
@@ -100,18 +100,22 @@ pub async fn list_keys<'e, E: PgExecutor<'e>>(
     .await
 }
 
-/// Revokes a key; false if no such key or already revoked.
+/// Revokes a key (of `org_id` only, when given); false if no such key or already revoked.
 pub async fn revoke_key<'e, E: PgExecutor<'e>>(
     exec: E,
     id: Uuid,
+    org_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> sqlx::Result<bool> {
-    let done =
-        sqlx::query("UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL")
-            .bind(id)
-            .bind(now)
-            .execute(exec)
-            .await?;
+    let done = sqlx::query(
+        "UPDATE api_keys SET revoked_at = $2
+          WHERE id = $1 AND revoked_at IS NULL AND ($3::uuid IS NULL OR org_id = $3)",
+    )
+    .bind(id)
+    .bind(now)
+    .bind(org_id)
+    .execute(exec)
+    .await?;
     Ok(done.rows_affected() > 0)
 }
 

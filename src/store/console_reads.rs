@@ -1,5 +1,6 @@
 //! Org-scoped reads behind the console's API routes: the queue view (throughput and failures
-//! per 5-minute bucket over the last hour) and retrying a dead job (the run list is an
+//! per 5-minute bucket over the last hour), retrying a dead job, and retrying or cancelling
+//! dead jobs in bulk ([`on_dead`]) (the run list is an
 //! [`super::api_reads::page`] of runs). Every query takes the org and
 //! "now"; which jobs belong to an org is [`super::api_reads::JOB_OF_ORG`].
 
@@ -111,4 +112,76 @@ pub async fn retry_dead(
             .await?
             .map_or(Retry::NotFound, |j| Retry::NotDead(j.state))),
     }
+}
+
+/// What to do with the org's dead jobs in bulk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeadAction {
+    /// Back to `available` now with a fresh attempt budget (one per unique key, and none whose
+    /// key a waiting or running job holds: those stay dead and are named as skipped).
+    Retry,
+    /// `cancelled`: no longer dead, never run again.
+    Cancel,
+}
+
+/// What a bulk action on dead jobs did.
+#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
+pub struct DeadBatch {
+    /// The jobs changed, by id.
+    pub ids: Vec<i64>,
+    /// Dead jobs picked but left dead: another job holds their unique key (retry only).
+    pub skipped: Vec<i64>,
+    /// True when `limit` jobs were picked: more dead jobs may match.
+    pub more: bool,
+}
+
+/// Retries or cancels up to `limit` of the org's dead jobs, oldest id first, of `kind` and/or
+/// among `ids`, in one statement (rows another transaction holds are skipped).
+pub async fn on_dead(
+    conn: &mut sqlx::PgConnection,
+    org_id: Uuid,
+    action: DeadAction,
+    kind: Option<&str>,
+    ids: Option<&[i64]>,
+    limit: i64,
+    now: DateTime<Utc>,
+) -> sqlx::Result<DeadBatch> {
+    let (keep, set) = match action {
+        DeadAction::Retry => (
+            "DISTINCT ON (coalesce(p.unique_key, p.id::text)) p.id FROM pick p
+              WHERE p.unique_key IS NULL
+                 OR NOT EXISTS (SELECT 1 FROM agentd_jobs a WHERE a.unique_key = p.unique_key
+                                   AND a.state IN ('available', 'running'))
+              ORDER BY coalesce(p.unique_key, p.id::text), p.id DESC",
+            "state = 'available', run_at = $5, released = attempt, finished_at = NULL",
+        ),
+        DeadAction::Cancel => (
+            "p.id FROM pick p",
+            "state = 'cancelled', finished_at = coalesce(finished_at, $5)",
+        ),
+    };
+    let rows: Vec<(i64, bool)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "WITH pick AS MATERIALIZED (
+            SELECT j.id, j.unique_key FROM agentd_jobs j
+             WHERE j.state = 'dead' AND {JOB_OF_ORG}
+               AND ($2::text IS NULL OR j.kind = $2) AND ($3::int8[] IS NULL OR j.id = ANY($3))
+             ORDER BY j.id LIMIT $4 FOR UPDATE SKIP LOCKED),
+         keep AS (SELECT {keep}),
+         done AS (UPDATE agentd_jobs SET {set} WHERE id IN (SELECT id FROM keep) RETURNING id)
+         SELECT p.id, EXISTS (SELECT 1 FROM done d WHERE d.id = p.id) FROM pick p ORDER BY p.id"
+    )))
+    .bind(org_id)
+    .bind(kind)
+    .bind(ids)
+    .bind(limit)
+    .bind(now)
+    .fetch_all(conn)
+    .await?;
+    let more = rows.len() as i64 >= limit;
+    let (done, skipped): (Vec<_>, Vec<_>) = rows.into_iter().partition(|(_, d)| *d);
+    Ok(DeadBatch {
+        ids: done.into_iter().map(|(id, _)| id).collect(),
+        skipped: skipped.into_iter().map(|(id, _)| id).collect(),
+        more,
+    })
 }

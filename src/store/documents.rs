@@ -259,22 +259,23 @@ pub async fn delete(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> sqlx::Re
     Ok(sql::affected(conn, delete, org_id, id).await? > 0)
 }
 
-/// What an action on a document depends on, read with the row locked.
+/// What an action on a document depends on, read with the row locked: its name, tags, metadata
+/// and text — what `update_document` and `delete_document` act on or a reviewer judges them
+/// by. Not `updated_at` nor `auto_create_status` (issue 33, item 5): accepting or rejecting the
+/// document's proposal writes both and changes nothing such an action depends on, so it must
+/// not turn the action's approval stale.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct DocumentLock {
     pub id: Uuid,
     pub name: String,
     pub tag_ids: Vec<Uuid>,
     pub metadata: Value,
-    pub auto_create_status: AutoCreateStatus,
-    pub updated_at: DateTime<Utc>,
     /// SHA-256 (hex) of the UTF-8 text: the text itself is too big for a snapshot.
     pub text_sha256: String,
 }
 
 impl Table for DocumentLock {
-    const SELECT: &'static str =
-        "SELECT id, name, tag_ids, metadata, auto_create_status, updated_at,
+    const SELECT: &'static str = "SELECT id, name, tag_ids, metadata,
                 encode(sha256(convert_to(COALESCE(text, ''), 'UTF8')), 'hex') AS text_sha256
            FROM documents";
 }
@@ -284,8 +285,7 @@ impl DocumentLock {
     pub fn snapshot(&self) -> Value {
         serde_json::json!({
             "exists": true, "document_id": self.id, "name": self.name, "tag_ids": self.tag_ids,
-            "metadata": self.metadata, "auto_create_status": self.auto_create_status,
-            "updated_at": self.updated_at, "text_sha256": self.text_sha256,
+            "metadata": self.metadata, "text_sha256": self.text_sha256,
         })
     }
 
@@ -296,20 +296,13 @@ impl DocumentLock {
 }
 
 /// [`DocumentLock::snapshot`] as a SQL `jsonb` expression over the `documents` row `d`: equal to
-/// it for every document (`updated_at` written as chrono writes it: `Z`, and 0, 3 or 6 fraction
-/// digits). The set-based expiry sweep compares it with the stored snapshots; an approval whose
+/// it for every document. The set-based expiry sweep compares it with the stored snapshots; an approval whose
 /// snapshot differs from it (or a value this expression would write differently) is re-checked in
 /// Rust, so a mismatch here costs time, never a wrong verdict.
 macro_rules! snapshot_sql {
     () => {
         "jsonb_build_object('exists', true, 'document_id', d.id, 'name', d.name,
             'tag_ids', to_jsonb(d.tag_ids), 'metadata', d.metadata,
-            'auto_create_status', d.auto_create_status,
-            'updated_at', to_char(d.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS')
-                || CASE WHEN date_part('microseconds', d.updated_at AT TIME ZONE 'UTC')::bigint % 1000000 = 0 THEN ''
-                        WHEN date_part('microseconds', d.updated_at AT TIME ZONE 'UTC')::bigint % 1000 = 0
-                          THEN to_char(d.updated_at AT TIME ZONE 'UTC', '.MS')
-                        ELSE to_char(d.updated_at AT TIME ZONE 'UTC', '.US') END || 'Z',
             'text_sha256', encode(sha256(convert_to(COALESCE(d.text, ''), 'UTF8')), 'hex'))"
     };
 }
@@ -350,8 +343,7 @@ pub async fn snapshot_many(
     macro_rules! read {
         ($lock:literal) => {
             concat!(
-                "SELECT d.org_id, d.id, d.name, d.tag_ids, d.metadata, d.auto_create_status,
-                        d.updated_at,
+                "SELECT d.org_id, d.id, d.name, d.tag_ids, d.metadata,
                         encode(sha256(convert_to(COALESCE(d.text, ''), 'UTF8')), 'hex') AS text_sha256
                    FROM documents d
                   WHERE (d.org_id, d.id) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[]))

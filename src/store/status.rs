@@ -179,6 +179,8 @@ pub struct Glance {
     pub runs_last_hour: Vec<RunCount>,
     /// With pending ones expiring within the hour.
     pub approvals: Vec<ApprovalCount>,
+    /// Kinds paused (claims of the org's jobs of the kind stop; running ones finish).
+    pub paused: Vec<crate::queue::pause::PausedKind>,
 }
 
 /// The glance of one org, or of every org.
@@ -191,6 +193,7 @@ pub async fn glance(pool: &PgPool, org: Option<Uuid>, now: DateTime<Utc>) -> sql
         recent_dead: dead_jobs(pool, org, 5).await?,
         runs_last_hour: runs_since(pool, org, now - hour).await?,
         approvals: approval_counts(pool, org, now + hour).await?,
+        paused: crate::queue::pause::paused(pool, org).await?,
     })
 }
 

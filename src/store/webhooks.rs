@@ -17,6 +17,12 @@ pub struct WebhookRow {
     pub events: Vec<String>,
     pub max_attempts: i32,
     pub created_at: DateTime<Utc>,
+    /// Deliveries that failed in a row (0: the last one succeeded, or none was made).
+    pub consecutive_failures: i32,
+    /// Since when the receiver fails (its breaker opened, migration 0067); none: healthy.
+    pub failing_since: Option<DateTime<Utc>>,
+    /// New deliveries wait until then (the breaker is open).
+    pub open_until: Option<DateTime<Utc>>,
 }
 
 /// A subscription to store.
@@ -38,7 +44,8 @@ pub async fn insert<'e, E: PgExecutor<'e>>(
     sqlx::query_as(
         "INSERT INTO agentd_webhooks (id, org_id, url, events, secret, max_attempts, priority, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-         RETURNING id, org_id, url, events, max_attempts, created_at",
+         RETURNING id, org_id, url, events, max_attempts, created_at, consecutive_failures,
+                   failing_since, open_until",
     )
     .bind(Uuid::now_v7())
     .bind(w.org_id)
@@ -55,8 +62,9 @@ pub async fn insert<'e, E: PgExecutor<'e>>(
 /// The org's subscriptions, oldest first.
 pub async fn list<'e, E: PgExecutor<'e>>(exec: E, org_id: Uuid) -> sqlx::Result<Vec<WebhookRow>> {
     sqlx::query_as(
-        "SELECT id, org_id, url, events, max_attempts, created_at FROM agentd_webhooks
-          WHERE org_id = $1 ORDER BY created_at, id",
+        "SELECT id, org_id, url, events, max_attempts, created_at, consecutive_failures,
+                failing_since, open_until
+           FROM agentd_webhooks WHERE org_id = $1 ORDER BY created_at, id",
     )
     .bind(org_id)
     .fetch_all(exec)

@@ -232,12 +232,19 @@ impl Browser {
         }
     }
 
-    /// Waits (up to 20 s) until the page's visible text contains `needle`; returns that text.
+    /// Waits (up to 20 s) until the page's visible text contains `needle`; returns that text,
+    /// after checking it holds no stray text ([`stray_text`]).
     pub async fn wait_text(&self, needle: &str) -> String {
         let started = Instant::now();
         loop {
             let t = self.text_of_page().await;
             if t.contains(needle) {
+                let stray = stray_text(&t);
+                assert!(
+                    stray.is_empty(),
+                    "the page shows stray text {stray:?} (a value printed as JS would print \
+                     it, not as a person reads it); the page says:\n{t}"
+                );
                 return t;
             }
             if started.elapsed() > Duration::from_secs(20) {
@@ -245,6 +252,29 @@ impl Browser {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// Runs axe-core (`AGENTD_TEST_AXE`, or `axe-core/axe.min.js` in the tools directory of
+    /// `scripts/test`) on the page as it is; returns its violations as `rule: targets` lines.
+    pub async fn axe(&self) -> Vec<String> {
+        let source = std::fs::read_to_string(axe_path()).unwrap();
+        let done = self
+            .cmd(
+                "POST",
+                "/execute/async",
+                Some(json!({"script": format!(
+                    "const done = arguments[arguments.length - 1];\n{source}\n\
+                     axe.run(document, {{resultTypes: ['violations']}})\
+                        .then((r) => done(r.violations.map((v) => v.id + ': ' + \
+                            v.nodes.map((n) => n.target.join(' ')).join(', '))))\
+                        .catch((e) => done(['axe failed: ' + e]));"), "args": []})),
+            )
+            .await;
+        done.as_array()
+            .expect("axe answers a list")
+            .iter()
+            .map(|v| v.as_str().unwrap_or_default().to_string())
+            .collect()
     }
 
     pub async fn text_of_page(&self) -> String {
@@ -269,6 +299,13 @@ impl Browser {
             .unwrap_or_else(|e| panic!("click: {e}"));
     }
 
+    /// Empties an input or textarea.
+    pub async fn clear(&self, el: &El) {
+        self.try_cmd("POST", &format!("/element/{}/clear", el.0), None)
+            .await
+            .unwrap_or_else(|e| panic!("clear: {e}"));
+    }
+
     pub async fn type_into(&self, el: &El, text: &str) {
         self.try_cmd(
             "POST",
@@ -289,5 +326,57 @@ impl Browser {
         let path = screenshot_dir().join(format!("{name}.png"));
         std::fs::write(&path, png).unwrap();
         path
+    }
+}
+
+/// Lines of a page's visible text that show a value as JavaScript prints it rather than as a
+/// person reads it: `[object …]`, `undefined`, `NaN`, or a line that is only `null`.
+pub fn stray_text(text: &str) -> Vec<String> {
+    let word = |line: &str, w: &str| {
+        line.split(|c: char| !c.is_alphanumeric() && c != '_')
+            .any(|t| t == w)
+    };
+    text.lines()
+        .filter(|line| {
+            line.contains("[object ")
+                || word(line, "undefined")
+                || word(line, "NaN")
+                || line.trim() == "null"
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// axe-core's script: `AGENTD_TEST_AXE`, else `axe-core/axe.min.js` under `AGENTD_TOOLS_DIR`
+/// (default `~/.cache/agentd/tools`), or a panic that says how to get it.
+pub fn axe_path() -> PathBuf {
+    let path = std::env::var_os("AGENTD_TEST_AXE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let tools = std::env::var_os("AGENTD_TOOLS_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    Path::new(&std::env::var_os("HOME").unwrap_or_default())
+                        .join(".cache/agentd/tools")
+                });
+            tools.join("axe-core/axe.min.js")
+        });
+    assert!(
+        path.is_file(),
+        "the console's accessibility check needs axe-core at {} (scripts/test fetches it: \
+         `npm pack axe-core@4.10.2` and copy package/axe.min.js there, or point AGENTD_TEST_AXE \
+         at it)",
+        path.display()
+    );
+    path
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn stray_text_finds_what_js_prints() {
+        let page = "Run 1\n[object HTMLHeadingElement],[object HTMLPreElement]\nnull\n\
+                    tokens undefined / NaN\n\"x\": null\nnullable is fine";
+        assert_eq!(super::stray_text(page).len(), 3);
     }
 }

@@ -1,6 +1,7 @@
 // Approvals page: pending first (soonest to expire first), each with the action in words, the
 // agent's reason, the arguments and the time left; one approval with its snapshot and history,
-// approve (sending If-Match with the snapshot hash it was shown) or reject with a reason; stale
+// approve (sending If-Match with the snapshot hash it was shown), possibly with edited
+// arguments, or reject with a reason; stale
 // ones show what changed. Fields added by newer servers (summary, rationale, decision_reason,
 // edited) are shown when present.
 "use strict";
@@ -29,9 +30,10 @@
 
   function changesTable(changes) {
     if (!changes || typeof changes !== "object") return null;
+    // A side without the key (added or removed since) reads "(none)", not JSON's null.
+    const side = (x) => (x === undefined || x === null ? h("span", { class: "muted" }, "(none)") : h("pre", {}, C.json(x)));
     const rows = Object.entries(changes).map(([k, v]) => [h("code", {}, k),
-      h("pre", {}, C.json(v && v.before !== undefined ? v.before : v)),
-      h("pre", {}, C.json(v && v.after !== undefined ? v.after : null))]);
+      side(v && v.before !== undefined ? v.before : v), side(v ? v.after : null)]);
     return h("section", { class: "changes", "aria-labelledby": "changes-title" },
       h("h3", { id: "changes-title" }, "What changed since it was proposed"),
       C.table("Changes", ["field", "when proposed", "now"], rows, "No details recorded."));
@@ -61,8 +63,10 @@
       rest.length ? h("div", { id: "decided" }, rest.map(card)) : h("p", { class: "muted" }, "None yet."));
   }
 
-  async function approve(a, etag) {
-    const r = await C.api("POST", `/v1/approvals/${encodeURIComponent(a.id)}/approve`, { headers: { "If-Match": etag } });
+  async function approve(a, etag, args) {
+    const opts = { headers: { "If-Match": etag } };
+    if (args !== undefined) opts.body = { arguments: args };
+    const r = await C.api("POST", `/v1/approvals/${encodeURIComponent(a.id)}/approve`, opts);
     if (r.ok) {
       await C.route();
       C.flash(`Approved: ${C.actionWords(a)} — now ${r.body.approval.status}.`, "ok");
@@ -72,7 +76,7 @@
     } else {
       await C.route();
       C.flash("Not executed: " + C.problem(r), "error");
-      if (r.status === 409 && r.body.changes) document.getElementById("page").append(changesTable(r.body.changes));
+      if (r.status === 409 && r.body.changes) document.getElementById("page").append(...C.nodes(changesTable(r.body.changes)));
     }
   }
 
@@ -104,8 +108,20 @@
         await reject(a, text);
       } }, h("label", { for: "reject-reason" }, "Reason for rejecting (required, up to 500 characters)"), reason,
         h("button", { type: "submit", class: "danger", id: "reject-approval" }, "Reject"));
+      const edited = h("textarea", { id: "edit-args", name: "arguments", rows: 8, spellcheck: "false" }, C.json(a.action.args));
+      const edit = h("details", { id: "edit" }, h("summary", {}, "Edit the arguments, then approve"),
+        h("form", { class: "stack", onsubmit: async (e) => {
+          e.preventDefault();
+          let args;
+          try { args = JSON.parse(edited.value); } catch (err) {
+            C.flash("The arguments are not JSON: " + err.message, "error");
+            return edited.focus();
+          }
+          await approve(a, etag, args);
+        } }, h("label", { for: "edit-args" }, "Arguments (JSON; checked by the server against the tool's schema)"), edited,
+          h("button", { type: "submit", class: "primary", id: "approve-edited" }, "Approve with these arguments")));
       actions.append(h("div", {}, C.button("Approve and execute", () => approve(a, etag), { class: "primary", id: "approve-approval" }),
-        h("p", { class: "muted" }, "Sends If-Match: " + etag)), form);
+        h("p", { class: "muted" }, "Sends If-Match: " + etag)), edit, form);
     } else if (a.status === "pending") actions.append(h("p", { class: "muted" }, "A reviewer key can approve or reject this."));
     const changes = a.result && a.result.changes;
     C.page(C.actionWords(a),

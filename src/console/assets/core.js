@@ -87,7 +87,7 @@ C.table = function table(caption, heads, rows, empty) {
   if (!rows.length) return h("p", { class: "muted" }, empty || "Nothing here.");
   return h("table", {},
     caption ? h("caption", { class: "visually-hidden" }, caption) : null,
-    h("thead", {}, h("tr", {}, heads.map((x) => h("th", { scope: "col", class: x.num ? "num" : null }, x.label || x)))),
+    h("thead", {}, h("tr", {}, heads.map((x) => h("th", { scope: "col", class: x.num ? "num" : null }, typeof x === "string" ? x : x.label)))),
     h("tbody", {}, rows.map((r) => h("tr", {}, r.map((c, i) =>
       h("td", { class: heads[i] && heads[i].num ? "num" : null }, c))))));
 };
@@ -95,9 +95,14 @@ C.table = function table(caption, heads, rows, empty) {
 C.facts = (pairs) => h("dl", { class: "facts" },
   pairs.filter((p) => p).map(([k, v]) => [h("dt", {}, k), h("dd", {}, v === null || v === undefined || v === "" ? "—" : v)]));
 
+// The nodes of children as h() adds them (arrays flattened, null/false skipped, strings as
+// text): replaceChildren and append would print an array as "[object …],[object …]" and null
+// as "null".
+C.nodes = (...children) => [...h("div", {}, children).childNodes];
+
 C.page = function page(title, ...children) {
   const p = document.getElementById("page");
-  p.replaceChildren(h("h1", { id: "page-title" }, title), ...children);
+  p.replaceChildren(h("h1", { id: "page-title" }, title), ...C.nodes(children));
   document.title = title + " — agentd console";
 };
 
@@ -167,7 +172,8 @@ C.route = async function route(message) {
   showChrome(true);
   const [, name, id] = (location.hash || "").split("?")[0].split("/");
   let page = name || (C.can("admin") ? "queue" : "approvals");
-  if (!C.pages[page] || (page === "queue" && !C.can("admin"))) page = "approvals";
+  const ADMIN_PAGES = ["queue", "settings", "webhooks", "keys"];
+  if (!C.pages[page] || (ADMIN_PAGES.includes(page) && !C.can("admin"))) page = "approvals";
   for (const a of document.querySelectorAll("#nav a")) {
     if (a.dataset.page === page) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");

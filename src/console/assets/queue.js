@@ -1,5 +1,6 @@
 // Queue page (admin): depth by kind and state, ready jobs and the oldest one's age, finished
-// and failed jobs per 5-minute bucket over the last hour (inline SVG), dead jobs with retry.
+// and failed jobs per 5-minute bucket over the last hour (inline SVG), pause and resume per
+// kind, dead jobs with retry (one or all listed) and cancel (all listed).
 "use strict";
 (function () {
   const C = window.Console, h = C.h;
@@ -56,7 +57,7 @@
       q.ready.map((x) => [x.kind, String(x.ready), C.fmtSecs(x.oldest_ready_secs)]), "No job is waiting.");
     const rows = q.throughput.map((b) => [C.fmtTime(b.start), String(b.succeeded), String(b.failed), String(b.cancelled)]);
     const dead = C.table("Dead jobs",
-      [{ label: "job", num: true }, { label: "kind" }, { label: "attempts", num: true }, { label: "died" }, { label: "last error" }, { label: "" }],
+      [{ label: "job", num: true }, { label: "kind" }, { label: "attempts", num: true }, { label: "died" }, { label: "last error" }, { label: "action" }],
       q.dead.map((j) => [String(j.id), j.kind, `${j.attempt}/${j.max_attempts}`, C.fmtTime(j.finished_at),
         h("pre", {}, j.last_error || "—"),
         C.button("Retry", async () => {
@@ -65,8 +66,25 @@
           else C.flash(`Retry of job ${j.id} failed: ` + C.problem(res), "error");
         }, { "aria-label": `Retry job ${j.id}`, "data-retry": j.id })]),
       "No dead jobs.");
+    const paused = new Map((q.paused || []).map((p) => [p.kind, p]));
+    const pauses = C.table("Pause and resume",
+      [{ label: "kind" }, { label: "claims" }, { label: "action" }],
+      (q.kinds || []).map((k) => {
+        const p = paused.get(k);
+        return [k, p ? "paused since " + C.fmtTime(p.paused_at) : "running",
+          p ? C.button("Resume", () => pauseOrResume(k, "resume"), { id: "resume-" + k, "aria-label": "Resume " + k })
+            : C.button("Pause", () => pauseOrResume(k, "pause"), { id: "pause-" + k, "aria-label": "Pause " + k })];
+      }), "No job kinds.");
+    const ids = q.dead.map((j) => j.id);
+    const bulk = ids.length ? h("div", { class: "actions" },
+      C.button(`Retry all ${ids.length} listed`, () => onDead("retry", ids), { id: "retry-dead-all" }),
+      C.button(`Cancel all ${ids.length} listed`, () => onDead("cancel", ids), { id: "cancel-dead-all", class: "danger" })) : null;
     C.page("Queue",
-      C.facts([["as of", C.fmtTime(q.now)], ["oldest ready job waiting", C.fmtSecs(q.oldest_ready_secs)]]),
+      C.facts([["as of", C.fmtTime(q.now)], ["oldest ready job waiting", C.fmtSecs(q.oldest_ready_secs)],
+        ["paused kinds", paused.size ? [...paused.keys()].join(", ") : "none"]]),
+      h("h2", {}, "Pause and resume"),
+      h("p", { class: "muted" }, "A paused kind's jobs of this org wait: no worker claims them until it is resumed; running jobs finish."),
+      pauses,
       h("h2", {}, "Depth by kind and state"), depth,
       h("h2", {}, "Ready"), ready,
       h("h2", {}, "Throughput and failures, last hour"),
@@ -74,6 +92,23 @@
         h("figcaption", { class: "muted" }, "Each pair of bars is 5 minutes: green succeeded, red went dead.")),
       h("details", {}, h("summary", {}, "Same figures as a table"),
         C.table("Throughput", [{ label: "from" }, { label: "succeeded", num: true }, { label: "failed", num: true }, { label: "cancelled", num: true }], rows)),
-      h("h2", {}, "Dead jobs"), dead);
+      h("h2", {}, "Dead jobs"), bulk, dead);
   };
+
+  async function pauseOrResume(kind, what) {
+    const r = await C.api("POST", `/v1/queue/${encodeURIComponent(kind)}/${what}`);
+    if (!r.ok) return C.flash(`Could not ${what} ${kind}: ` + C.problem(r), "error");
+    await C.route();
+    C.flash(what === "pause" ? `${kind} is paused: its jobs wait until you resume it.` : `${kind} is resumed.`, "ok");
+  }
+
+  async function onDead(what, ids) {
+    const r = await C.api("POST", `/v1/jobs/dead/${what}`, { body: { ids } });
+    if (!r.ok) return C.flash(`Could not ${what} the dead jobs: ` + C.problem(r), "error");
+    const b = r.body;
+    await C.route();
+    const done = what === "retry" ? "ready again" : "cancelled";
+    C.flash(`${b.ids.length} dead job(s) ${done}` +
+      (b.skipped.length ? `; ${b.skipped.length} left dead (another job holds their unique key)` : "") + ".", "ok");
+  }
 })();

@@ -1,5 +1,5 @@
 // Runs page: the org's runs (status, stop reason, tokens, timings); one run's transcript
-// (checkpoints in order) and its audit trail.
+// (checkpoints in order) and its audit trail; admins cancel a running run.
 "use strict";
 (function () {
   const C = window.Console, h = C.h;
@@ -35,8 +35,11 @@
     const r = await C.api("GET", "/v1/runs/" + encodeURIComponent(id));
     if (!r.ok) return C.page("Run", h("p", { class: "error-text" }, C.problem(r)));
     const { run, steps, audit } = r.body;
+    const cancel = run.status === "running" && C.can("admin")
+      ? h("div", { class: "actions" }, C.button("Cancel run", () => cancelRun(run), { id: "cancel-run", class: "danger" }))
+      : null;
     C.page(`Run ${C.short(run.id)} (${run.kind})`,
-      h("p", {}, h("a", { href: "#/runs" }, "← all runs")),
+      h("p", {}, h("a", { href: "#/runs" }, "← all runs")), cancel,
       C.facts([["status", C.badge(run.status)], ["stop reason", run.stop_reason], ["subject", run.subject],
         ["provider / model", `${run.provider} / ${run.model}`], ["rounds", String(run.rounds)],
         ["tool calls", String(run.tool_calls)],
@@ -55,6 +58,13 @@
         "No audit rows."),
       h("h2", {}, `Transcript (${steps.length} checkpoints)`),
       steps.length ? h("div", { id: "transcript" }, steps.map(step)) : h("p", { class: "muted" }, "No checkpoints (compacted or not started)."));
+  }
+
+  async function cancelRun(run) {
+    const r = await C.api("POST", `/v1/runs/${encodeURIComponent(run.id)}/cancel`);
+    if (!r.ok) return C.flash("Could not cancel: " + C.problem(r), "error");
+    await C.route();
+    C.flash(`Run cancelled (job ${r.body.id}): it stops at its next step.`, "ok");
   }
 
   C.pages.runs = (id) => (id ? one(id) : list());

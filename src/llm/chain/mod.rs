@@ -247,6 +247,14 @@ impl LlmProvider for ProviderChain {
         self.entries.first().and_then(|e| e.provider.endpoint())
     }
 
+    /// The first entry serving `requested`: what a run records as its model before any call.
+    fn model_for<'a>(&'a self, requested: &'a str) -> &'a str {
+        self.entries
+            .iter()
+            .find(|e| e.models.is_empty() || e.models.iter().any(|m| m == requested))
+            .map_or(requested, |e| e.provider.model_for(requested))
+    }
+
     fn scopable(&self) -> bool {
         true
     }
