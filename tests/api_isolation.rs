@@ -11,7 +11,7 @@ use chrono::Duration;
 use serde_json::{Value, json};
 
 /// Every route of the API: (method, OpenAPI path).
-const ROUTES: [(&str, &str); 28] = [
+const ROUTES: [(&str, &str); 40] = [
     ("post", "/v1/documents"),
     ("get", "/v1/documents"),
     ("get", "/v1/documents/{id}"),
@@ -40,6 +40,18 @@ const ROUTES: [(&str, &str); 28] = [
     ("get", "/v1/jobs/{id}"),
     ("get", "/v1/settings"),
     ("patch", "/v1/settings"),
+    ("put", "/v1/settings/provider-key"),
+    ("get", "/v1/settings/provider-key"),
+    ("delete", "/v1/settings/provider-key"),
+    ("post", "/v1/jobs/{id}/cancel"),
+    ("post", "/v1/jobs/dead/retry"),
+    ("post", "/v1/jobs/dead/cancel"),
+    ("post", "/v1/runs/{id}/cancel"),
+    ("post", "/v1/queue/{kind}/pause"),
+    ("post", "/v1/queue/{kind}/resume"),
+    ("get", "/v1/keys"),
+    ("post", "/v1/keys"),
+    ("post", "/v1/keys/{id}/revoke"),
 ];
 
 #[tokio::test]
@@ -101,6 +113,8 @@ async fn another_orgs_ids_are_not_found_on_every_route() {
         ("POST", format!("/v1/suggestions/{sug}/shown"), None),
         ("GET", format!("/v1/jobs/{job}"), None),
         ("POST", format!("/v1/jobs/{job}/retry"), None),
+        ("POST", format!("/v1/jobs/{job}/cancel"), None),
+        ("POST", format!("/v1/runs/{run}/cancel"), None),
         (
             "POST",
             "/v1/jobs".into(),

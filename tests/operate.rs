@@ -281,7 +281,7 @@ async fn a_paused_kind_is_not_claimed_for_that_org_until_it_resumes() {
     others.sort();
     assert_eq!(claimed, others, "every other org's job, none of a's");
     // The eval's one-org claim and claims of several kinds leave them too.
-    let scoped = store::claim_scoped(&api.db.pool, &kinds, Some(a), 10, "w", now, lease)
+    let scoped = store::claim_scoped(&api.db.pool, &kinds, Some(a), None, 10, "w", now, lease)
         .await
         .unwrap();
     assert!(scoped.is_empty(), "{scoped:?}");
