@@ -10,7 +10,7 @@ fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
     let file = Path::new("samples/eval/x.labels.toml");
     match parse_labels(file, &text) {
-        Ok((_, _, fields)) => {
+        Ok((_, fields)) => {
             assert!(!fields.is_empty());
             let table: toml::Table = text.parse().expect("it parsed once");
             let names = table["fields"].as_table().expect("[fields]");
