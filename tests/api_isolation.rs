@@ -11,13 +11,16 @@ use chrono::Duration;
 use serde_json::{Value, json};
 
 /// Every route of the API: (method, OpenAPI path).
-const ROUTES: [(&str, &str); 40] = [
+const ROUTES: [(&str, &str); 43] = [
     ("post", "/v1/documents"),
     ("get", "/v1/documents"),
     ("get", "/v1/documents/{id}"),
     ("post", "/v1/documents/{id}/accept"),
     ("post", "/v1/documents/{id}/reject"),
     ("post", "/v1/documents/{id}/refine"),
+    ("get", "/v1/schemas"),
+    ("get", "/v1/prompts"),
+    ("get", "/v1/tags"),
     ("get", "/v1/approvals"),
     ("get", "/v1/approvals/{id}"),
     ("post", "/v1/approvals/{id}/approve"),
@@ -147,6 +150,44 @@ async fn another_orgs_ids_are_not_found_on_every_route() {
             mine.body
         );
     }
+    // What an upload may start from: A's schema (two versions, listed once as the latest),
+    // prompt and tag; B lists none of them.
+    let (schema, prompt) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    for v in [1, 2] {
+        sqlx::query("INSERT INTO schemas (schema_id, version, org_id, name, response_format, status) VALUES ($1, $2, $3, 'invoice', '{}', 'active')")
+            .bind(schema).bind(v).bind(a).execute(&api.db.pool).await.unwrap();
+    }
+    sqlx::query("INSERT INTO prompts (prompt_id, version, org_id, name, content, schema_id, schema_version, status) VALUES ($1, 1, $2, 'p', 'c', $3, 2, 'proposed')")
+        .bind(prompt).bind(a).bind(schema).execute(&api.db.pool).await.unwrap();
+    sqlx::query("INSERT INTO tags (id, org_id, name, color) VALUES ($1, $2, 'urgent', '#f00')")
+        .bind(uuid::Uuid::now_v7())
+        .bind(a)
+        .execute(&api.db.pool)
+        .await
+        .unwrap();
+    for path in ["/v1/schemas", "/v1/prompts", "/v1/tags"] {
+        let r = api.call("GET", path, Some(&kb), None).await;
+        assert_eq!(r.body["items"], json!([]), "{path}: {}", r.body);
+        let mine = api.call("GET", path, Some(&ka), None).await;
+        assert_eq!(
+            mine.body["items"].as_array().map(Vec::len),
+            Some(1),
+            "{path}: {}",
+            mine.body
+        );
+    }
+    let latest = api
+        .call("GET", "/v1/schemas?status=active", Some(&ka), None)
+        .await;
+    assert_eq!(
+        (
+            &latest.body["items"][0]["id"],
+            &latest.body["items"][0]["version"]
+        ),
+        (&json!(schema), &json!(2)),
+        "{}",
+        latest.body
+    );
     let st = api.call("GET", "/v1/status", Some(&kb), None).await;
     assert_eq!(
         (st.body["jobs"].clone(), st.body["approvals"].clone()),

@@ -4,7 +4,8 @@
 //! values hold `<script>` — shown as text, never run) and accepts it, approves a pending
 //! approval and sees it executed, rejects another with a reason, reads a run and the
 //! suggestions; an admin pauses and resumes a kind, cancels dead jobs in bulk, approves edited
-//! arguments, cancels a running run, changes the org's settings, adds (secret shown once),
+//! arguments, cancels a running run, refines a proposal from its page (empty instructions show
+//! the API's problem), uploads a document starting from an existing schema and tag, changes the org's settings, adds (secret shown once),
 //! reads the failing state of and deletes a webhook, makes and revokes a key; a reader key is
 //! offered no decisions. Every page's visible text is checked for values printed as JavaScript
 //! prints them (`[object …]`, `undefined`, `NaN`, a bare `null`: `console_support::stray_text`,
@@ -491,6 +492,17 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
         .await;
     let slow_doc = r.body["id"].as_str().unwrap().to_string();
     api.clock.advance(Duration::seconds(60));
+    // The dead job retried on the queue page waits too: cancelled, so the slow worker's only
+    // provider call is the slow run's (it would otherwise claim both, and both would hang).
+    let r = api
+        .call(
+            "POST",
+            &format!("/v1/jobs/{dead}/cancel"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
     let hangs = std::sync::Arc::new(Hangs::default());
     let mut slow_app = api.app.clone();
     slow_app.provider = hangs.clone();
@@ -521,6 +533,110 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
     assert_eq!(status, "cancelled");
     slow_stop.cancel();
     slow_worker.join().await;
+
+    // Refine the accepted proposal from the document's page: empty instructions are the
+    // API's 422 naming the field, shown as it says it; instructions queue a refine run.
+    b.goto(&format!("{base}/#/documents/{doc}")).await;
+    b.click(&b.find("#refine-proposal").await).await;
+    let page = b.wait_text("Could not refine: 422").await;
+    assert!(page.contains("(field: instructions)"), "{page}");
+    b.screenshot("document-refine").await;
+    accessible(&b, "document (refine)").await;
+    b.type_into(
+        &b.find("#refine-instructions").await,
+        "Add a field due_date; rename total to total_due.",
+    )
+    .await;
+    b.click(&b.find("#refine-proposal").await).await;
+    let page = b.wait_text("Refine queued as job").await;
+    assert!(page.contains("queued"), "{page}");
+    let after = api
+        .call("GET", &format!("/v1/documents/{doc}"), Some(&admin), None)
+        .await;
+    assert_eq!(after.body["auto_create_status"], "queued", "{}", after.body);
+    let refine_job: i64 = sqlx::query_scalar(
+        "SELECT id FROM agentd_jobs WHERE kind = 'auto_create' AND payload ? 'refine' AND payload->>'document_id' = $1",
+    )
+    .bind(&doc)
+    .fetch_one(&api.db.pool)
+    .await
+    .unwrap();
+    let job = api
+        .call("GET", &format!("/v1/jobs/{refine_job}"), Some(&admin), None)
+        .await;
+    assert_eq!(job.status, 200, "{}", job.body);
+    assert!(
+        job.body.to_string().contains("rename total to total_due"),
+        "the job carries the instructions: {}",
+        job.body
+    );
+    assert_eq!(
+        api.count(&format!(
+            "SELECT count(*) FROM audit_events WHERE tool = 'refine_document' AND outcome->>'job_id' = '{refine_job}'"
+        ))
+        .await,
+        1,
+        "the refine is audited"
+    );
+    // While the refine waits there is no proposal to refine: none is offered.
+    assert_eq!(
+        b.exec(
+            "return document.querySelector('#refine-proposal') === null;",
+            vec![]
+        )
+        .await,
+        json!(true),
+        "a queued document offers no refine"
+    );
+
+    // Upload starting from the accepted schema and a tag of the org: the job carries them.
+    let tag = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO tags (id, org_id, name, color) VALUES ($1, $2, 'priority <b>1</b>', '#c00')",
+    )
+    .bind(tag)
+    .bind(org)
+    .execute(&api.db.pool)
+    .await
+    .unwrap();
+    let schema_id = report["schema"]["revid"]
+        .as_str()
+        .and_then(|r| r.split(':').next())
+        .unwrap()
+        .to_string();
+    b.goto(&format!("{base}/#/documents")).await;
+    b.wait_text("Start from existing").await;
+    b.wait_text("priority <b>1</b>").await;
+    b.screenshot("documents-upload").await;
+    accessible(&b, "documents (upload)").await;
+    b.type_into(&b.find("#upload-name").await, "po-9.txt").await;
+    b.type_into(&b.find("#upload-text").await, "Order: PO-9\nTotal: 3.00\n")
+        .await;
+    b.click(
+        &b.find(&format!("#upload-schema option[value=\"{schema_id}\"]"))
+            .await,
+    )
+    .await;
+    b.click(&b.find(&format!("#upload-tag-{tag}")).await).await;
+    b.click(&b.find("#upload-document").await).await;
+    b.wait_text("Uploaded po-9.txt: auto-create queued (job ")
+        .await;
+    let payload: Value = sqlx::query_scalar(
+        "SELECT j.payload FROM agentd_jobs j JOIN documents d ON j.payload->>'document_id' = d.id::text
+          WHERE j.kind = 'auto_create' AND d.name = 'po-9.txt'",
+    )
+    .fetch_one(&api.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (
+            &payload["schema_id"],
+            &payload["tag_ids"],
+            payload.get("prompt_id")
+        ),
+        (&json!(schema_id), &json!([tag]), None),
+        "{payload}"
+    );
 
     // A reader: no Queue, no decisions offered.
     b.click(&b.find("#sign-out").await).await;

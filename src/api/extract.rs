@@ -199,8 +199,11 @@ pub fn parse_query<T: DeserializeOwned>(query: Option<&str>) -> Result<T, Proble
 
 /// The routes that read a query string (with GET); the others answer a query string with 400
 /// naming its first parameter rather than ignoring it ([`no_stray_query`]).
-const TAKE_QUERY: [&str; 6] = [
+const TAKE_QUERY: [&str; 9] = [
     "/v1/documents",
+    "/v1/schemas",
+    "/v1/prompts",
+    "/v1/tags",
     "/v1/approvals",
     "/v1/suggestions",
     "/v1/runs",
@@ -308,6 +311,34 @@ impl<S: State + utoipa::PartialSchema> utoipa::IntoParams for Listing<S> {
             S::schema(),
         ));
         params
+    }
+}
+
+/// The query of a list route without a state filter (`GET /v1/tags`): a page (400 naming the
+/// parameter otherwise).
+pub struct Paging(pub Page);
+
+/// Query of [`Paging`].
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PageQuery {
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+impl<St: Send + Sync> FromRequestParts<St> for Paging {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, s: &St) -> Result<Self, Problem> {
+        let Params(q) = Params::<PageQuery>::from_request_parts(parts, s).await?;
+        Ok(Paging(Page::new(q.limit, q.cursor.as_deref())?))
+    }
+}
+
+/// In the OpenAPI document: `limit` and `cursor`.
+impl utoipa::IntoParams for Paging {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        page_params()
     }
 }
 

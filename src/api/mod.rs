@@ -4,6 +4,7 @@
 //! SQL stays in `store/` (`api_keys`, `api_reads`).
 
 mod approvals;
+mod artifacts;
 pub mod auth;
 mod console_routes;
 mod documents;
@@ -86,6 +87,9 @@ pub fn router_until(app: App, stop: CancellationToken) -> Router {
         .route("/v1/documents/{id}/accept", post(documents::accept))
         .route("/v1/documents/{id}/reject", post(documents::reject))
         .route("/v1/documents/{id}/refine", post(documents::refine))
+        .route("/v1/schemas", get(artifacts::schemas))
+        .route("/v1/prompts", get(artifacts::prompts))
+        .route("/v1/tags", get(artifacts::tags))
         .route("/v1/approvals", get(approvals::list))
         .route("/v1/approvals/{id}", get(approvals::get))
         .route("/v1/approvals/{id}/approve", post(approvals::approve))

@@ -9,8 +9,8 @@
 
 use super::error::{self, ProblemBody};
 use super::{
-    approvals, console_routes, documents, events, jobs, keys, operate, provider_key, reads,
-    settings, suggestions, webhooks,
+    approvals, artifacts, console_routes, documents, events, jobs, keys, operate, provider_key,
+    reads, settings, suggestions, webhooks,
 };
 use axum::http::StatusCode;
 use utoipa::openapi::path::{Operation, ParameterIn};
@@ -26,7 +26,7 @@ use utoipa::{Modify, OpenApi};
     info(title = "agentd API", description = "Documents, proposals, approvals, suggestions, runs and jobs of one org (the API key's). Every error is an RFC 9457 problem detail (`application/problem+json`)."),
     paths(
         documents::create, documents::list, documents::get, documents::accept, documents::reject,
-        documents::refine,
+        documents::refine, artifacts::schemas, artifacts::prompts, artifacts::tags,
         approvals::list, approvals::get, approvals::approve, approvals::reject,
         reads::suggestions, suggestions::dismiss, suggestions::shown, reads::run, reads::status,
         console_routes::me, console_routes::queue, console_routes::retry, console_routes::runs,
@@ -41,7 +41,7 @@ use utoipa::{Modify, OpenApi};
     ),
     components(schemas(ProblemBody, crate::org_settings::Timezone)),
     tags(
-        (name = "documents", description = "Upload documents (auto-create enqueued with them), decide their proposals, refine them with instructions."),
+        (name = "documents", description = "Upload documents (auto-create enqueued with them), decide their proposals, refine them with instructions; the schemas, prompts and tags an upload may start from."),
         (name = "approvals", description = "Actions waiting for a person: approve (with `If-Match`) or reject."),
         (name = "suggestions", description = "What the nightly job suggests."),
         (name = "runs", description = "Agent runs: transcript and audit trail."),

@@ -6,7 +6,9 @@ use crate::queue::JobRow;
 use crate::store::approvals::ApprovalRow;
 use crate::store::documents::DocumentSummary;
 use crate::store::runs::RunRow;
-use crate::store::states::{ApprovalStatus, AutoCreateStatus, RunStatus, State, SuggestionStatus};
+use crate::store::states::{
+    ApprovalStatus, ArtifactStatus, AutoCreateStatus, RunStatus, State, SuggestionStatus,
+};
 use crate::store::suggestions::SuggestionRow;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -66,6 +68,81 @@ impl Listed for DocumentSummary {
         "SELECT id, name, tag_ids, auto_create_status, created_at, updated_at FROM documents";
     const STATE: &'static str = "auto_create_status";
     type State = AutoCreateStatus;
+    fn key(&self) -> (DateTime<Utc>, Uuid) {
+        (self.created_at, self.id)
+    }
+}
+
+/// A schema of the org as `GET /v1/schemas` lists it: its latest version.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
+pub struct SchemaItem {
+    /// The schema's id (what an upload's `schema_id` names).
+    pub id: Uuid,
+    pub name: String,
+    /// The latest version (an upload that names the schema starts from it).
+    pub version: i32,
+    pub status: ArtifactStatus,
+    /// When the latest version was made.
+    pub created_at: DateTime<Utc>,
+}
+
+/// The latest version of each schema. `DISTINCT ON (org_id, …)`: the org filter [`page`] adds
+/// is pushed into the subquery (a filter on a `DISTINCT ON` column may be), so one org's rows
+/// are read, by `schemas_org_idx`.
+impl Listed for SchemaItem {
+    const SELECT: &'static str = "SELECT * FROM (SELECT DISTINCT ON (org_id, schema_id)
+            schema_id AS id, org_id, name, version, status, created_at
+          FROM schemas ORDER BY org_id, schema_id, version DESC) latest";
+    type State = ArtifactStatus;
+    fn key(&self) -> (DateTime<Utc>, Uuid) {
+        (self.created_at, self.id)
+    }
+}
+
+/// A prompt of the org as `GET /v1/prompts` lists it: its latest version.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
+pub struct PromptItem {
+    /// The prompt's id (what an upload's `prompt_id` names).
+    pub id: Uuid,
+    pub name: String,
+    /// The latest version (an upload that names the prompt starts from it).
+    pub version: i32,
+    pub status: ArtifactStatus,
+    /// The schema the prompt extracts, and its version.
+    pub schema_id: Uuid,
+    pub schema_version: i32,
+    /// The prompt's tags.
+    pub tag_ids: Vec<Uuid>,
+    /// When the latest version was made.
+    pub created_at: DateTime<Utc>,
+}
+
+/// The latest version of each prompt (as [`SchemaItem`]).
+impl Listed for PromptItem {
+    const SELECT: &'static str = "SELECT * FROM (SELECT DISTINCT ON (org_id, prompt_id)
+            prompt_id AS id, org_id, name, version, status, schema_id, schema_version, tag_ids,
+            created_at
+          FROM prompts ORDER BY org_id, prompt_id, version DESC) latest";
+    type State = ArtifactStatus;
+    fn key(&self) -> (DateTime<Utc>, Uuid) {
+        (self.created_at, self.id)
+    }
+}
+
+/// A tag of the org as `GET /v1/tags` lists it.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
+pub struct TagItem {
+    /// The tag's id (what an upload's `tag_ids` name).
+    pub id: Uuid,
+    pub name: String,
+    pub color: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Tags have no state: `GET /v1/tags` never filters by one (`State` only fills the trait).
+impl Listed for TagItem {
+    const SELECT: &'static str = "SELECT id, org_id, name, color, created_at FROM tags";
+    type State = ArtifactStatus;
     fn key(&self) -> (DateTime<Utc>, Uuid) {
         (self.created_at, self.id)
     }

@@ -121,6 +121,15 @@ impl AutoCreateStatus {
 }
 
 states! {
+    /// A schema's or prompt's version is `proposed` (an agent's) until a person accepts it and
+    /// it is `active`.
+    pub enum ArtifactStatus {
+        Proposed = "proposed",
+        Active = "active",
+    }
+}
+
+states! {
     /// Where a run is: `running` until it ends `succeeded`, `capped`, `failed` or `cancelled`.
     pub enum RunStatus {
         Running = "running",
