@@ -16,11 +16,7 @@ pub(super) fn build(
 ) -> SharedProvider {
     match e.kind {
         ProviderKind::OpenAi => {
-            let base_url = if e.base_url.trim().is_empty() {
-                "https://api.openai.com/v1".to_string()
-            } else {
-                e.base_url.clone()
-            };
+            let base_url = base_url_or(e, "https://api.openai.com/v1");
             let mut p = openai::OpenAiProvider::new(openai::OpenAiSettings {
                 base_url: base_url.clone(),
                 api_key: key.to_string(),
@@ -32,14 +28,7 @@ pub(super) fn build(
             })
             .with_max_stream_bytes(llm.max_stream_bytes)
             .with_max_response_bytes(llm.max_response_bytes);
-            if let Some(limiter) = pool.and_then(|pool| {
-                limits::FleetLimiter::new(
-                    pool.clone(),
-                    &limits::endpoint_key(&base_url),
-                    e.requests_per_minute,
-                    e.tokens_per_minute,
-                )
-            }) {
+            if let Some(limiter) = fleet_limiter(e, &base_url, pool) {
                 p = p.with_limiter(limiter);
             }
             Arc::new(p)
@@ -48,11 +37,7 @@ pub(super) fn build(
             latency: Duration::from_millis(llm.offline_latency_ms),
         }),
         ProviderKind::Anthropic => {
-            let base_url = if e.base_url.trim().is_empty() {
-                anthropic::DEFAULT_BASE_URL.to_string()
-            } else {
-                e.base_url.clone()
-            };
+            let base_url = base_url_or(e, anthropic::DEFAULT_BASE_URL);
             let mut p = anthropic::AnthropicProvider::new(anthropic::AnthropicSettings {
                 base_url: base_url.clone(),
                 api_key: key.to_string(),
@@ -64,17 +49,33 @@ pub(super) fn build(
                 max_stream_bytes: llm.max_stream_bytes,
                 max_response_bytes: llm.max_response_bytes,
             });
-            if let Some(limiter) = pool.and_then(|pool| {
-                limits::FleetLimiter::new(
-                    pool.clone(),
-                    &limits::endpoint_key(&base_url),
-                    e.requests_per_minute,
-                    e.tokens_per_minute,
-                )
-            }) {
+            if let Some(limiter) = fleet_limiter(e, &base_url, pool) {
                 p = p.with_limiter(limiter);
             }
             Arc::new(p)
         }
     }
+}
+
+/// The entry's base URL, or `default` when it names none.
+fn base_url_or(e: &ProviderEntry, default: &str) -> String {
+    if e.base_url.trim().is_empty() {
+        default.to_string()
+    } else {
+        e.base_url.clone()
+    }
+}
+
+/// The fleet-wide limiter of the entry's endpoint, if it sets limits and a pool carries them.
+fn fleet_limiter(
+    e: &ProviderEntry,
+    base_url: &str,
+    pool: Option<&sqlx::PgPool>,
+) -> Option<Arc<limits::FleetLimiter>> {
+    limits::FleetLimiter::new(
+        pool?.clone(),
+        &limits::endpoint_key(base_url),
+        e.requests_per_minute,
+        e.tokens_per_minute,
+    )
 }
