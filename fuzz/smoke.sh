@@ -11,6 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")"
 secs="${FUZZ_SMOKE_SECS:-5}"
 toolchain="${FUZZ_TOOLCHAIN:-nightly}"
+if ! rustup run "$toolchain" rustc --version >/dev/null 2>&1; then
+    echo "fuzz smoke: the $toolchain toolchain is missing: rustup toolchain install $toolchain" >&2
+    exit 1
+fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
