@@ -1,7 +1,8 @@
 //! Goals: what a finished run of a kind has made, read from what the run stored (never from
 //! what the model says). auto_create's goal is a schema (created or reused), a prompt and an
-//! extraction for its document; the nightly `proactive_suggestion`'s is a suggestion, while the
-//! org's overview shows something worth one and the night has room for it. The same state
+//! extraction for its document; the nightly `proactive_suggestion`'s is a read of the org's
+//! overview and a suggestion (or an action proposed for approval), while the overview shows
+//! something worth one and the night has room for it. The same state
 //! gives the working-state block each round carries, the next step named in nudges and errors,
 //! and guided mode's tool subset. Kinds without a declared goal end when the model answers, as
 //! before.

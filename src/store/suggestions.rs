@@ -454,14 +454,14 @@ pub async fn recently_dismissed(
     .await
 }
 
-/// How many suggestions run `run_id` made (the nightly goal, `agent::goals`): its
-/// `create_suggestion` calls that ran or were proposed without an error — a suggestion the night
-/// already had (`duplicate: true`) counts, it is there.
+/// How many suggestions run `run_id` made for people (the nightly goal, `agent::goals`): its
+/// `create_suggestion` calls that ran without an error — a suggestion the night already had
+/// (`duplicate: true`) counts, it is there — and the actions it proposed for approval.
 pub async fn made_by_run(conn: &mut PgConnection, org_id: Uuid, run_id: Uuid) -> sqlx::Result<i64> {
     sqlx::query_scalar(
-        "SELECT count(*) FROM audit_events WHERE org_id = $1 AND run_id = $2
-            AND tool = 'create_suggestion' AND NOT is_error
-            AND decision IN ('auto_approved', 'proposed')",
+        "SELECT count(*) FROM audit_events WHERE org_id = $1 AND run_id = $2 AND NOT is_error
+            AND (decision = 'proposed'
+                 OR (tool = 'create_suggestion' AND decision = 'auto_approved'))",
     )
     .bind(org_id)
     .bind(run_id)
