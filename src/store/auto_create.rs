@@ -272,6 +272,7 @@ pub async fn remove_proposed(
             AND NOT EXISTS (SELECT 1 FROM prompts p WHERE p.org_id = $1 AND p.schema_id = s.schema_id
                                AND p.schema_version = s.version AND p.run_id IS DISTINCT FROM $2)
             AND NOT EXISTS (SELECT 1 FROM agent_runs r WHERE r.org_id = $1 AND r.id <> $2
+                               AND r.status NOT IN ('failed', 'cancelled')
                                AND r.reused_schema_id = s.schema_id
                                AND r.reused_schema_version = s.version)",
     ] {
