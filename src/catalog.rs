@@ -47,6 +47,10 @@ fn three() -> u32 {
     3
 }
 
+fn yes() -> bool {
+    true
+}
+
 fn deny() -> PolicyDecision {
     PolicyDecision::Deny
 }
@@ -197,6 +201,11 @@ pub struct AgentSpec {
     /// Each round offers only the tools of the next unmet goal (small models).
     #[serde(default)]
     pub guided: bool,
+    /// `create_schema` in a run about one document reuses the org's schema for the same kind of
+    /// document (by field overlap; a new version when fields are missing) instead of adding one
+    /// more schema (default true; `tools::schema_reuse`).
+    #[serde(default = "yes")]
+    pub reuse_schemas: bool,
     pub tools: Vec<String>,
     pub system_prompt: String,
     pub first_message: String,
@@ -224,6 +233,7 @@ impl Default for AgentSpec {
             max_nudges: default_max_nudges(),
             max_repeats: default_max_repeats(),
             guided: false,
+            reuse_schemas: false,
             tools: Vec::new(),
             system_prompt: String::new(),
             first_message: String::new(),

@@ -883,6 +883,14 @@ async fn a_rejection_reason_reaches_the_next_nightly_run_and_the_same_action_is_
             a1.to_string(),
         )]),
         Turn::text("Nothing more."),
+        // Nudged: the failed document is a signal and the run has made nothing for people.
+        Turn::tool(
+            "m2",
+            "create_suggestion",
+            json!({"kind": "retry_failed", "title": "Retry failed.txt",
+                   "message": "Its auto-create failed.", "document_id": failed}),
+        ),
+        Turn::text("Wrote a suggestion."),
     ]));
     nightly(&api, org, p2.clone(), night.succ_opt().unwrap()).await;
     let reqs = p2.requests.lock().unwrap().clone();

@@ -81,6 +81,12 @@ impl Drop for Node {
     }
 }
 
+/// Schema versions runs made plus the runs that reused an org schema as it was: one per run
+/// when every run decided its schema exactly once (`create_schema` reuses the org's schema for
+/// the same kind of document, issue 28).
+const SCHEMA_DECISIONS: &str = "SELECT (SELECT count(*) FROM schemas)
+    + (SELECT count(*) FROM agent_runs WHERE reused_schema_id IS NOT NULL)";
+
 async fn count(db: &TestDb, sql: &str) -> i64 {
     sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
         .fetch_one(&db.pool)
@@ -304,7 +310,13 @@ async fn three_nodes_run_5000_mixed_jobs_exactly_once_even_when_one_dies() {
         .await,
         300
     );
-    for table in ["schemas", "prompts", "extractions"] {
+    // A schema per document: made by its run, or an org schema its run reused (issue 28).
+    assert_eq!(
+        count(&db, SCHEMA_DECISIONS).await,
+        300,
+        "one schema per document"
+    );
+    for table in ["prompts", "extractions"] {
         assert_eq!(
             count(&db, &format!("SELECT count(*) FROM {table}")).await,
             300,
@@ -547,7 +559,12 @@ async fn terminated_database_connections_lose_no_job_and_run_none_twice() {
     .await;
     stop.cancel();
     w.join().await;
-    for table in ["schemas", "prompts", "extractions", "agent_runs"] {
+    assert_eq!(
+        count(&db, SCHEMA_DECISIONS).await,
+        120,
+        "schemas: exactly one made or reused per document"
+    );
+    for table in ["prompts", "extractions", "agent_runs"] {
         assert_eq!(
             count(&db, &format!("SELECT count(*) FROM {table}")).await,
             120,

@@ -97,8 +97,41 @@ fn pins(goal: Option<&GoalState>, document_id: Option<Uuid>) -> Vec<(&'static st
     out
 }
 
-/// `{"name": const, "arguments": args}` for one tool, with known ids pinned.
+/// Whether a tool's parameters take no arguments (`org_overview`, `list_tags`): no
+/// properties, or an empty object of them.
+pub fn takes_no_arguments(parameters: &Value) -> bool {
+    match parameters.get("properties") {
+        None | Some(Value::Null) => true,
+        Some(Value::Object(p)) => p.is_empty(),
+        Some(_) => false,
+    }
+}
+
+/// Output tokens a round gets when every tool it offers takes no arguments and a call is
+/// required: `{"name": "org_overview", "arguments": {}}` in any chat template's wrapping fits
+/// in far fewer; the model has nothing else to write (a small model at the general cap pasted a
+/// JSON Schema into `org_overview`'s arguments until 4,096 tokens, issue 28).
+pub const NO_ARGUMENTS_OUTPUT_TOKENS: u32 = 128;
+
+/// Whether every tool of `tools` takes no arguments (as the registry offers them in a
+/// constrained call).
+pub fn all_without_arguments(tools: &[ToolSpec], registry: &Registry) -> bool {
+    !tools.is_empty()
+        && tools.iter().all(|t| {
+            let args = registry
+                .get(&t.name)
+                .map(|x| x.guided_parameters())
+                .unwrap_or_else(|| t.parameters.clone());
+            takes_no_arguments(&args)
+        })
+}
+
+/// `{"name": const, "arguments": args}` for one tool, with known ids pinned. A tool without
+/// arguments gets exactly `{}`: the model writes none.
 fn call_schema(name: &str, mut args: Value, pins: &[(&'static str, String)]) -> Value {
+    if takes_no_arguments(&args) {
+        args = json!({"type": "object", "properties": {}, "additionalProperties": false});
+    }
     if let Some(props) = args.get_mut("properties").and_then(Value::as_object_mut) {
         for (name, value) in pins {
             if let Some(p) = props.get_mut(*name) {

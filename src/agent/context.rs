@@ -8,7 +8,7 @@
 //! ([`crate::analysis::brief`], fenced as document data like the text) and says what the
 //! redaction tokens are.
 
-use super::goals::{GUIDED_DONE_TOOLS, GUIDED_READ_TOOLS, GoalState};
+use super::goals::{GUIDED_READ_TOOLS, GoalState};
 use super::guard::one_line;
 use super::transcript::CallRecord;
 use super::{Engine, RunSpec};
@@ -181,7 +181,7 @@ pub fn offered(
                     part.tools().contains(&t.name.as_str())
                         || (read && GUIDED_READ_TOOLS.contains(&t.name.as_str()))
                 }
-                (true, None) => GUIDED_DONE_TOOLS.contains(&t.name.as_str()),
+                (true, None) => goal.is_some_and(|g| g.done_tools().contains(&t.name.as_str())),
                 _ => true,
             }
         })

@@ -1,12 +1,16 @@
 //! Goals: what a finished run of a kind has made, read from what the run stored (never from
 //! what the model says). auto_create's goal is a schema (created or reused), a prompt and an
-//! extraction for its document. The same state gives the working-state block each round carries,
-//! the next step named in nudges and errors, and guided mode's tool subset. Kinds without a
-//! declared goal end when the model answers, as before.
+//! extraction for its document; the nightly `proactive_suggestion`'s is a read of the org's
+//! overview and a suggestion (or an action proposed for approval), while the overview shows
+//! something worth one and the night has room for it. The same state
+//! gives the working-state block each round carries, the next step named in nudges and errors,
+//! and guided mode's tool subset. Kinds without a declared goal end when the model answers, as
+//! before.
 
 use super::RunSpec;
-use crate::store::{auto_create, schemas};
+use crate::store::{auto_create, schemas, suggestions};
 use crate::tools::revid;
+use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -16,6 +20,10 @@ pub enum Part {
     Schema,
     Prompt,
     Extraction,
+    /// The nightly run's read of the org (`org_overview`, a tool without arguments).
+    Overview,
+    /// The nightly run's suggestion.
+    Suggestion,
 }
 
 impl Part {
@@ -25,6 +33,8 @@ impl Part {
             Part::Schema => "schema",
             Part::Prompt => "prompt",
             Part::Extraction => "extraction",
+            Part::Overview => "overview",
+            Part::Suggestion => "suggestion",
         }
     }
 
@@ -43,6 +53,13 @@ impl Part {
             ],
             Part::Prompt => &["create_prompt", "help_prompts"],
             Part::Extraction => &["run_extraction"],
+            Part::Overview => &["org_overview"],
+            Part::Suggestion => &[
+                "org_overview",
+                "create_suggestion",
+                "list_documents",
+                "get_document",
+            ],
         }
     }
 }
@@ -67,6 +84,8 @@ pub struct GoalState {
     /// A refine: the proposal's prompt, which gets a new version (not a new prompt) when the
     /// schema changed.
     pub revise_prompt: Option<Uuid>,
+    /// The nightly run: the suggestions it made (`None` for auto_create).
+    pub suggestions: Option<i64>,
 }
 
 impl GoalState {
@@ -96,12 +115,37 @@ impl GoalState {
                 "call `run_extraction` with prompt_revid \"{}\"",
                 self.prompt.as_deref().unwrap_or("?")
             ),
+            Some(Part::Overview) => "call `org_overview` (it takes no arguments)".to_string(),
+            Some(Part::Suggestion) => "call `create_suggestion` with a title, a message and the \
+                 document the most useful action the overview shows is about"
+                .to_string(),
             None => "answer with a one-paragraph summary of what you proposed".to_string(),
+        }
+    }
+
+    /// Whether the working-state block names what the run's calls made (auto_create's ids and
+    /// fields), so their results may shrink to one line; the nightly block does not (the
+    /// overview stays readable for every suggestion).
+    pub fn names_what_calls_made(&self) -> bool {
+        self.suggestions.is_none()
+    }
+
+    /// The tools guided mode offers once the goal is met.
+    pub fn done_tools(&self) -> &'static [&'static str] {
+        match self.suggestions {
+            Some(_) => Part::Suggestion.tools(),
+            None => &GUIDED_DONE_TOOLS,
         }
     }
 
     /// The short working-state block sent at the end of each request.
     pub fn block(&self) -> String {
+        if let Some(n) = self.suggestions {
+            return format!(
+                "[run state] suggestions written by this run: {n}. Next: {}.",
+                self.next_step()
+            );
+        }
         let schema = match &self.schema {
             Some(r) => format!("{r} (fields: {})", self.schema_fields.join(", ")),
             None => "none yet".into(),
@@ -128,8 +172,19 @@ impl GoalState {
     }
 }
 
-/// The goal state of `run_id`, or `None` for kinds without a declared goal.
-pub async fn state(pool: &PgPool, spec: &RunSpec, run_id: Uuid) -> sqlx::Result<Option<GoalState>> {
+/// The goal state of `run_id` at `now`, or `None` for kinds without a declared goal.
+pub async fn state(
+    pool: &PgPool,
+    spec: &RunSpec,
+    run_id: Uuid,
+    now: DateTime<Utc>,
+) -> sqlx::Result<Option<GoalState>> {
+    if spec.settings.goals
+        && spec.kind == "proactive_suggestion"
+        && let Some(night) = spec.night
+    {
+        return nightly(pool, spec, run_id, night, now).await.map(Some);
+    }
     let (true, Some(doc)) = (
         spec.settings.goals && spec.kind == "auto_create",
         spec.document_id,
@@ -165,6 +220,39 @@ pub async fn state(pool: &PgPool, spec: &RunSpec, run_id: Uuid) -> sqlx::Result<
         g.missing.push(Part::Extraction);
     }
     Ok(Some(g))
+}
+
+/// The nightly goal: a suggestion by this run, unless the org's overview (the one
+/// `org_overview` shows) has nothing worth one or the night's suggestions are all written —
+/// then a run that writes none has done its job.
+async fn nightly(
+    pool: &PgPool,
+    spec: &RunSpec,
+    run_id: Uuid,
+    night: chrono::NaiveDate,
+    now: DateTime<Utc>,
+) -> sqlx::Result<GoalState> {
+    let mut conn = pool.acquire().await?;
+    let written = suggestions::made_by_run(&mut conn, spec.org_id, run_id).await?;
+    let mut g = GoalState {
+        suggestions: Some(written),
+        ..GoalState::default()
+    };
+    if written > 0 {
+        return Ok(g);
+    }
+    let days = crate::tools::suggestions::WAITING_AFTER_DAYS;
+    let o = suggestions::overview(&mut conn, spec.org_id, now, night, days, 1).await?;
+    let room = spec
+        .max_suggestions
+        .is_none_or(|cap| o.suggestions_this_night < i64::from(cap));
+    if o.has_signals() && room {
+        if !suggestions::overview_read(&mut conn, spec.org_id, run_id).await? {
+            g.missing.push(Part::Overview);
+        }
+        g.missing.push(Part::Suggestion);
+    }
+    Ok(g)
 }
 
 #[cfg(test)]

@@ -226,7 +226,7 @@ impl Engine {
         // The org's budget as this run's last charge left it, if nothing charged it since.
         let mut seen: Option<BudgetSeen> = None;
         // Recomputed only after a tool step (only tools make a goal's parts).
-        let mut goal = goals::state(&self.pool, spec, run.id).await?;
+        let mut goal = goals::state(&self.pool, spec, run.id, self.clock.now()).await?;
         let tools = self.env.registry.specs(&spec.policy.allow);
         let first_message = match spec.settings.compact {
             true => match context::document_intro(self, spec).await? {
@@ -259,7 +259,7 @@ impl Engine {
                     seen = w.budget;
                 }
                 w.apply(&mut steps, &mut tokens);
-                goal = goals::state(&self.pool, spec, run.id).await?;
+                goal = goals::state(&self.pool, spec, run.id, self.clock.now()).await?;
                 continue;
             }
             let recorded = t.cap.as_deref().and_then(StopReason::parse);

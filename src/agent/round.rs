@@ -43,7 +43,7 @@ pub fn build(
             &t.history,
             t.rounds.saturating_sub(1),
             text_shown,
-            goal.is_some(),
+            goal.is_some_and(|g| g.names_what_calls_made()),
         );
     }
     messages.extend(t.messages.iter().cloned());
@@ -86,12 +86,22 @@ pub fn build(
     } else {
         None
     };
+    // The output cap fits the call asked for: a required call of a tool without arguments
+    // needs a few tokens, not the general cap.
+    let max_tokens = match tool_choice == ToolChoice::Required
+        && constrain::all_without_arguments(&tools, &engine.env.registry)
+    {
+        true => s
+            .max_output_tokens
+            .min(constrain::NO_ARGUMENTS_OUTPUT_TOKENS),
+        false => s.max_output_tokens,
+    };
     CompletionRequest {
         model: spec.model.clone(),
         messages,
         tools,
         tool_choice,
-        max_tokens: Some(s.max_output_tokens),
+        max_tokens: Some(max_tokens),
         response_format,
     }
 }

@@ -53,6 +53,16 @@ pub struct EvalCmd {
     /// satisfies (`llm.constrained_calls = true`; for llama.cpp, vLLM, Ollama).
     #[arg(long)]
     pub constrained: bool,
+    /// Measure schema reuse instead of scoring: upload the samples one after another, kind by
+    /// kind, into one new org with `agent.reuse_schemas` on, and report how often a document
+    /// reused its kind's schema. Without it the eval runs with reuse off, so every document's
+    /// proposal is its own and the scores do not depend on the order runs finish in.
+    #[arg(long)]
+    pub reuse: bool,
+    /// With --reuse: every kind into one org (kind after kind), so a schema may also be reused
+    /// for another kind; without it each kind gets an org of its own.
+    #[arg(long, requires = "reuse")]
+    pub mixed: bool,
     /// auto_create worker concurrency (default: the job file's).
     #[arg(long)]
     pub concurrency: Option<usize>,
@@ -94,6 +104,9 @@ fn eval_app(app: &App, cmd: &EvalCmd) -> anyhow::Result<App> {
         for spec in catalog.kinds.values_mut() {
             spec.agent.model = String::new();
         }
+    }
+    if let Some(spec) = catalog.kinds.get_mut("auto_create") {
+        spec.agent.reuse_schemas = cmd.reuse;
     }
     if cmd.guided {
         // Every kind offers only the tools of its next unmet goal (see `agent::settings`).
@@ -152,6 +165,42 @@ pub async fn run(app: &App, cmd: EvalCmd) -> anyhow::Result<()> {
             "--org {org_name}: an org of that name exists already; the eval creates its own org \
              (its worker would run that org's waiting jobs): pick a new name or leave --org out"
         )));
+    }
+    if cmd.reuse {
+        if cmd.baseline.is_some() {
+            return Err(bad("--reuse measures schema reuse; it takes no --baseline"));
+        }
+        eprintln!(
+            "agentd eval --reuse: {} samples from {} one after another, provider {}, org {}",
+            samples.len(),
+            cmd.dir.display(),
+            eapp.provider.name(),
+            org_name
+        );
+        let timeout = Duration::from_secs(cmd.timeout_secs);
+        let report = eval::reuse::run(
+            &eapp,
+            &samples,
+            &org_name,
+            cmd.mixed,
+            timeout,
+            |done, total| {
+                eprint!("\r  {done}/{total} uploads done");
+                let _ = std::io::stderr().flush();
+            },
+        )
+        .await?;
+        eprintln!();
+        match cmd.json {
+            true => print_json(&report)?,
+            false => print!("{}", eval::reuse::render(&report)),
+        }
+        if let Some(path) = &cmd.save {
+            let text = serde_json::to_string_pretty(&report)?;
+            std::fs::write(path, text + "\n")
+                .map_err(|e| anyhow::anyhow!("--save {}: cannot write: {e}", path.display()))?;
+        }
+        return Ok(());
     }
     let opts = EvalOptions {
         org_name,

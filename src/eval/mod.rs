@@ -9,6 +9,7 @@
 pub mod baseline;
 pub mod labels;
 pub mod report;
+pub mod reuse;
 pub mod score;
 
 use crate::app::{App, WorkerArgs};

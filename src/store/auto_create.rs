@@ -184,11 +184,14 @@ pub async fn artifacts<'e, E: PgExecutor<'e>>(
                      WHERE org_id = $1 AND run_id = $2 ORDER BY created_at DESC, version DESC LIMIT 1),
               s AS (SELECT schema_id, version FROM schemas WHERE org_id = $1 AND run_id = $2
                      ORDER BY created_at DESC, version DESC LIMIT 1),
+              r AS (SELECT reused_schema_id, reused_schema_version FROM agent_runs
+                     WHERE org_id = $1 AND id = $2),
               e AS (SELECT id FROM extractions WHERE org_id = $1 AND run_id = $2 AND document_id = $3
                      ORDER BY created_at DESC LIMIT 1)
-         SELECT COALESCE((SELECT schema_id FROM p), (SELECT schema_id FROM s)) AS proposed_schema_id,
-                COALESCE((SELECT schema_version FROM p), (SELECT version FROM s))
-                  AS proposed_schema_version,
+         SELECT COALESCE((SELECT schema_id FROM p), (SELECT schema_id FROM s),
+                         (SELECT reused_schema_id FROM r)) AS proposed_schema_id,
+                COALESCE((SELECT schema_version FROM p), (SELECT version FROM s),
+                         (SELECT reused_schema_version FROM r)) AS proposed_schema_version,
                 (SELECT prompt_id FROM p) AS proposed_prompt_id,
                 (SELECT version FROM p) AS proposed_prompt_version,
                 (SELECT id FROM e) AS proposed_extraction_id",
@@ -198,6 +201,29 @@ pub async fn artifacts<'e, E: PgExecutor<'e>>(
     .bind(document_id)
     .fetch_one(exec)
     .await
+}
+
+/// Records that run `run_id` reused version `version` of the org's schema `schema_id` as it is
+/// (no new version: it held every field the run wanted), so its proposal names it
+/// ([`artifacts`]) before the run made a prompt on it.
+pub async fn set_reused_schema(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    run_id: Uuid,
+    schema_id: Uuid,
+    version: i32,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE agent_runs SET reused_schema_id = $3, reused_schema_version = $4
+          WHERE org_id = $1 AND id = $2",
+    )
+    .bind(org_id)
+    .bind(run_id)
+    .bind(schema_id)
+    .bind(version)
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 /// Records the proposal on the document.
@@ -240,7 +266,15 @@ pub async fn remove_proposed(
     for sql in [
         "DELETE FROM extractions WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'",
         "DELETE FROM prompts WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'",
-        "DELETE FROM schemas WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'",
+        // Not a version another run's prompt uses or reused (`create_schema` reuses the org's
+        // schemas, proposed ones too): rejecting one document leaves the others' proposals.
+        "DELETE FROM schemas s WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'
+            AND NOT EXISTS (SELECT 1 FROM prompts p WHERE p.org_id = $1 AND p.schema_id = s.schema_id
+                               AND p.schema_version = s.version AND p.run_id IS DISTINCT FROM $2)
+            AND NOT EXISTS (SELECT 1 FROM agent_runs r WHERE r.org_id = $1 AND r.id <> $2
+                               AND r.status NOT IN ('failed', 'cancelled')
+                               AND r.reused_schema_id = s.schema_id
+                               AND r.reused_schema_version = s.version)",
     ] {
         n += sqlx::query(sql)
             .bind(org_id)

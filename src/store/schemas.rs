@@ -125,3 +125,59 @@ pub async fn dependent_prompts(
     .fetch_all(conn)
     .await
 }
+
+/// A schema `create_schema` may reuse: its latest version and the kind of document it was
+/// made for (migration 0088).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ReuseCandidate {
+    #[sqlx(flatten)]
+    pub row: SchemaRow,
+    pub document_kind: Option<String>,
+}
+
+/// Records the kind of document (`invoice`) a schema version was made for.
+pub async fn set_document_kind(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    schema_id: Uuid,
+    version: i32,
+    kind: &str,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE schemas SET document_kind = $4
+          WHERE org_id = $1 AND schema_id = $2 AND version = $3",
+    )
+    .bind(org_id)
+    .bind(schema_id)
+    .bind(version)
+    .bind(clean_text(kind))
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The latest version of each of the org's schemas, newest first, at most `limit`, leaving out
+/// the schemas of which run `run_id` made a version: what `create_schema` compares a new
+/// schema with before adding one (`tools::schema_reuse`).
+pub async fn reuse_candidates(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    run_id: Uuid,
+    limit: i64,
+) -> sqlx::Result<Vec<ReuseCandidate>> {
+    let each = format!(
+        "SELECT DISTINCT ON (schema_id) {}, document_kind FROM schemas",
+        columns!()
+    );
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT * FROM ({each} WHERE org_id = $1 ORDER BY schema_id, version DESC) v
+          WHERE NOT EXISTS (SELECT 1 FROM schemas o WHERE o.org_id = $1
+                               AND o.schema_id = v.schema_id AND o.run_id = $2)
+          ORDER BY created_at DESC, schema_id LIMIT $3"
+    )))
+    .bind(org_id)
+    .bind(run_id)
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+}

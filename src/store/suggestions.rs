@@ -453,3 +453,35 @@ pub async fn recently_dismissed(
     .fetch_optional(conn)
     .await
 }
+
+/// How many suggestions run `run_id` made for people (the nightly goal, `agent::goals`): its
+/// `create_suggestion` calls that ran without an error — a suggestion the night already had
+/// (`duplicate: true`) counts, it is there — and the actions it proposed for approval.
+pub async fn made_by_run(conn: &mut PgConnection, org_id: Uuid, run_id: Uuid) -> sqlx::Result<i64> {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM audit_events WHERE org_id = $1 AND run_id = $2 AND NOT is_error
+            AND (decision = 'proposed'
+                 OR (tool = 'create_suggestion' AND decision = 'auto_approved'))",
+    )
+    .bind(org_id)
+    .bind(run_id)
+    .fetch_one(conn)
+    .await
+}
+
+/// Whether run `run_id` read the org's overview (`org_overview` ran without an error).
+pub async fn overview_read(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    run_id: Uuid,
+) -> sqlx::Result<bool> {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM audit_events WHERE org_id = $1 AND run_id = $2
+                          AND tool = 'org_overview' AND NOT is_error
+                          AND decision = 'auto_approved')",
+    )
+    .bind(org_id)
+    .bind(run_id)
+    .fetch_one(conn)
+    .await
+}

@@ -15,6 +15,7 @@ pub mod prompts;
 pub mod registry;
 pub mod schema_check;
 pub mod schema_forms;
+pub mod schema_reuse;
 pub mod schemas;
 pub mod scope;
 pub mod strict;

@@ -9,12 +9,12 @@ pub use super::schema_check::{validate_instance, validate_response_format};
 use super::typed::tool;
 use super::typed::{AnyVersionId, any_object};
 use super::versioned::{Kind, ids, kind_tools, latest_locked, merged};
-use super::{Target, ToolCtx, ToolError, TypedTool, not_in_org};
-use super::{field_names, schema_forms};
+use super::{Target, ToolCtx, ToolError, TypedTool, not_in_org, revid};
+use super::{field_names, schema_forms, schema_reuse};
 use crate::analysis;
-use crate::store::documents;
 use crate::store::schemas::{self as store, SchemaRow};
 use crate::store::versions;
+use crate::store::{auto_create, documents};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -83,15 +83,10 @@ fn schema_from_args(name: &str, args: &CreateSchema) -> Result<schema_forms::Bui
 /// the run's document (`n_0003_00012877`, the invoice's number → the candidate's name, e.g.
 /// `invoice_number`): a schema is reused for other documents, so a name must say what the
 /// value is. Each rename is a note.
-async fn neutral_names(
-    ctx: &mut ToolCtx<'_>,
-    built: &mut schema_forms::Built,
-) -> Result<(), ToolError> {
+fn neutral_names(doc: Option<&analysis::Analysis>, built: &mut schema_forms::Built) {
     let mut by_value: Vec<(String, String)> = Vec::new();
-    if let Some(doc) = ctx.document_id
-        && let Some(d) = documents::get(ctx.conn, ctx.org_id, doc, analysis::MAX_CHARS).await?
-    {
-        for c in analysis::analyse(&d.text).candidates {
+    if let Some(a) = doc {
+        for c in &a.candidates {
             if let serde_json::Value::String(v) = &c.value {
                 let key = schema_forms::snake(v, 64);
                 // Only values that could not be a field's own name: with a digit, or 2+ words.
@@ -115,7 +110,22 @@ async fn neutral_names(
     };
     let notes = field_names::rename_fields(&mut built.response_format, &renames);
     built.notes.extend(notes);
-    Ok(())
+}
+
+/// The analysis of the run's document, when the call has one.
+async fn document_analysis(ctx: &mut ToolCtx<'_>) -> Result<Option<analysis::Analysis>, ToolError> {
+    let Some(doc) = ctx.document_id else {
+        return Ok(None);
+    };
+    let d = documents::get(ctx.conn, ctx.org_id, doc, analysis::MAX_CHARS).await?;
+    Ok(d.map(|d| analysis::analyse(&d.text)))
+}
+
+/// The kind of document an analysis found (`invoice`), unless it found none.
+fn kind_of(a: Option<&analysis::Analysis>) -> Option<&'static str> {
+    a.map(|a| a.kind)
+        .filter(|k| *k != analysis::DocKind::Other)
+        .map(analysis::DocKind::as_str)
 }
 
 /// `result` with `"completed": notes` when agentd completed the response_format.
@@ -282,14 +292,25 @@ impl TypedTool for CreateSchema {
             return Err(ToolError::Invalid("name must not be empty".into()));
         }
         let mut built = schema_from_args(name, &self)?;
-        neutral_names(ctx, &mut built).await?;
+        let doc = document_analysis(ctx).await?;
+        neutral_names(doc.as_ref(), &mut built);
+        let kind = kind_of(doc.as_ref());
         if named {
             built
                 .notes
                 .push("no name was given: named it \"Document fields\"".into());
         }
+        if ctx.subject.reuses_schemas()
+            && let Some(run_id) = ctx.run_id
+            && let Some(reused) = reuse(ctx, run_id, kind, &built).await?
+        {
+            return Ok(with_notes(reused, built.notes));
+        }
         let rf = &built.response_format;
         let s = store::create(ctx.conn, ctx.org_id, name, rf, ctx.run_id, ctx.now).await?;
+        if let Some(kind) = kind {
+            store::set_document_kind(ctx.conn, ctx.org_id, s.schema_id, s.version, kind).await?;
+        }
         let result = merged(ids(&s), json!({"name": s.name, "status": s.status}));
         Ok(with_notes(result, built.notes))
     }
@@ -297,6 +318,85 @@ impl TypedTool for CreateSchema {
         // Creating a new schema depends on no existing row.
         Ok(json!({"depends_on": null}))
     }
+}
+
+/// Reuse before creating ([`schema_reuse`]): the org's schema that fits `built` best, as it is
+/// (recorded on the run, `auto_create::set_reused_schema`) or as a new version with the fields
+/// it lacks; `None` when none fits (or the extended schema would not pass the checks), and a
+/// new schema is made. The result says so to the model.
+async fn reuse(
+    ctx: &mut ToolCtx<'_>,
+    run_id: Uuid,
+    kind: Option<&str>,
+    built: &schema_forms::Built,
+) -> Result<Option<Value>, ToolError> {
+    let rows =
+        store::reuse_candidates(ctx.conn, ctx.org_id, run_id, schema_reuse::MAX_COMPARED).await?;
+    let Some((candidate, fit)) = schema_reuse::best(&built.response_format, kind, &rows) else {
+        return Ok(None);
+    };
+    let row = &candidate.row;
+    let (rf, added, left_out) = schema_reuse::extend(&row.response_format, &built.response_format);
+    let old = revid(row.schema_id, row.version);
+    let why = match fit.same_kind {
+        true => format!("the same kind of document, {} fields in common", fit.shared),
+        false => format!("{} of its fields match", fit.shared),
+    };
+    let mut note = format!(
+        "not created: this org already has the schema {:?} ({old}) for this kind of document \
+         ({why}), so it was reused",
+        row.name
+    );
+    let (mut result, revid_now) = if added.is_empty() {
+        auto_create::set_reused_schema(ctx.conn, ctx.org_id, run_id, row.schema_id, row.version)
+            .await?;
+        note.push_str(" as it is (it has every field you gave)");
+        (
+            merged(ids(row), json!({"name": row.name, "status": row.status})),
+            old,
+        )
+    } else {
+        if validate_response_format(&rf).is_err() {
+            return Ok(None);
+        }
+        let s = store::create_version(
+            ctx.conn,
+            ctx.org_id,
+            row.schema_id,
+            &rf,
+            ctx.run_id,
+            ctx.now,
+        )
+        .await?
+        .ok_or_else(|| not_in_org("schema", row.schema_id))?;
+        if let Some(kind) = candidate.document_kind.as_deref().or(kind) {
+            store::set_document_kind(ctx.conn, ctx.org_id, s.schema_id, s.version, kind).await?;
+        }
+        note.push_str(&format!(
+            "; version {} adds the fields it lacked: {}",
+            s.version,
+            added.join(", ")
+        ));
+        let r = merged(
+            ids(&s),
+            json!({"name": s.name, "status": s.status, "previous_version": row.version,
+                   "fields_added": added}),
+        );
+        (r, revid(s.schema_id, s.version))
+    };
+    if !left_out.is_empty() {
+        note.push_str(&format!(
+            "; left out (the schema holds {} fields at most): {}",
+            schema_reuse::MAX_FIELDS,
+            left_out.join(", ")
+        ));
+    }
+    note.push_str(&format!(
+        ". Pass schema_revid \"{revid_now}\" to create_prompt."
+    ));
+    result["reused"] = json!(true);
+    result["note"] = json!(note);
+    Ok(Some(result))
 }
 
 tool! {
@@ -319,7 +419,8 @@ impl UpdateSchema {
         let AnyVersionId(id) = self.schema_id;
         let latest: SchemaRow = latest_locked(ctx, id).await?;
         let mut built = completed_response_format(&latest.name, &self.response_format)?;
-        neutral_names(ctx, &mut built).await?;
+        let doc = document_analysis(ctx).await?;
+        neutral_names(doc.as_ref(), &mut built);
         let rf = &built.response_format;
         if latest.response_format == *rf {
             return Ok(merged(ids(&latest), json!({"unchanged": true})));

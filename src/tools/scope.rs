@@ -28,6 +28,10 @@ pub enum Subject {
         /// A refine's proposal: the schema and prompt the run may write new versions of
         /// although another run (or a person) created them.
         revisable: Revisable,
+        /// `create_schema` reuses the org's schema for the same kind of document (a new
+        /// version of it when fields are missing) instead of adding one (`agent.reuse_schemas`;
+        /// never in a refine, whose schema is the proposal's).
+        reuse_schemas: bool,
     },
     /// A suggestion's proposed action: only the suggestion's document (none: no document at
     /// all, and no schema or prompt).
@@ -35,6 +39,19 @@ pub enum Subject {
         /// The suggestion's document.
         document_id: Option<Uuid>,
     },
+}
+
+impl Subject {
+    /// Whether `create_schema` reuses the org's schema for the same kind of document.
+    pub fn reuses_schemas(&self) -> bool {
+        matches!(
+            self,
+            Subject::Document {
+                reuse_schemas: true,
+                ..
+            }
+        )
+    }
 }
 
 /// The schema and prompt a refine run may write new versions of (its document's proposal):
@@ -66,6 +83,9 @@ pub struct SubjectPolicy {
     /// `agent.off_subject`: a write outside the subject is refused (`deny`, the default) or
     /// stored as a pending approval (`propose`; `auto` is read as `propose`).
     pub off_subject: crate::catalog::PolicyDecision,
+    /// `agent.reuse_schemas`: may `create_schema` reuse the org's schema for the same kind of
+    /// document?
+    pub reuse_schemas: bool,
 }
 
 impl Default for SubjectPolicy {
@@ -73,6 +93,7 @@ impl Default for SubjectPolicy {
         Self {
             read_other_documents: false,
             off_subject: crate::catalog::PolicyDecision::Deny,
+            reuse_schemas: false,
         }
     }
 }
@@ -83,6 +104,7 @@ impl SubjectPolicy {
         Self {
             read_other_documents: a.read_other_documents,
             off_subject: a.off_subject,
+            reuse_schemas: a.reuse_schemas,
         }
     }
 
@@ -94,6 +116,7 @@ impl SubjectPolicy {
                 document_id,
                 read_other_documents: self.read_other_documents,
                 revisable,
+                reuse_schemas: self.reuse_schemas && revisable == Revisable::default(),
             },
             None => Subject::Org,
         }
@@ -130,6 +153,7 @@ pub async fn check(ctx: &mut ToolCtx<'_>, tool: &dyn Tool, args: &Value) -> Resu
             document_id,
             read_other_documents,
             revisable,
+            ..
         } => (Some(document_id), read_other_documents, false, revisable),
         Subject::Suggestion { document_id } => (document_id, true, true, Revisable::default()),
     };

@@ -181,8 +181,8 @@ fn typed(c: &Candidate, p: &Value) -> Value {
                 .map(|r| match item_props {
                     Some(props) => Value::Object(
                         props
-                            .keys()
-                            .map(|k| (k.clone(), r.get(k).cloned().unwrap_or(Value::Null)))
+                            .iter()
+                            .map(|(k, p)| (k.clone(), cell(r.get(k).unwrap_or(&Value::Null), p)))
                             .collect(),
                     ),
                     None => r.clone(),
@@ -199,6 +199,28 @@ fn typed(c: &Candidate, p: &Value) -> Value {
             Value::String(s) => Value::String(s.clone()),
             _ => Value::String(c.raw.clone()),
         },
+        _ => Value::Null,
+    }
+}
+
+/// A table cell in the type its item property asks for: a schema reused from another document
+/// may type a column as text where this document's cells are amounts, or the other way round.
+fn cell(v: &Value, p: &Value) -> Value {
+    let types = types_of(p);
+    let allows = |t: &str| types.is_empty() || types.contains(&t);
+    match v {
+        Value::Null => Value::Null,
+        Value::Number(_) if allows("number") || allows("integer") => v.clone(),
+        Value::Bool(_) if allows("boolean") => v.clone(),
+        Value::String(_) if allows("string") => v.clone(),
+        Value::Number(n) if allows("string") => Value::String(n.to_string()),
+        Value::Bool(b) if allows("string") => Value::String(b.to_string()),
+        Value::String(s) if allows("number") => s
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map_or(Value::Null, Value::Number),
         _ => Value::Null,
     }
 }
