@@ -389,7 +389,7 @@ pub(crate) fn tenant_error(raw: &str) -> String {
             "a worker shutting down gave the job back",
         ),
         (
-            &["timed out after"],
+            &["(queue.timeout_secs)"],
             "timeout",
             "the job ran past its time limit",
         ),
