@@ -93,6 +93,10 @@ pub struct ApiConfig {
     pub request_timeout_secs: u64,
     /// Requests handled at once; one more is refused at once with 503 and `Retry-After`.
     pub max_concurrent_requests: u32,
+    /// A connection whose request head (request line and headers) has not fully arrived this
+    /// long after the server started waiting for it is closed: a client trickling headers, or
+    /// an idle keep-alive connection (review S5).
+    pub header_read_timeout_secs: u64,
 }
 
 impl Default for ApiConfig {
@@ -100,6 +104,7 @@ impl Default for ApiConfig {
         Self {
             request_timeout_secs: 60,
             max_concurrent_requests: 512,
+            header_read_timeout_secs: 10,
         }
     }
 }
@@ -643,6 +648,11 @@ impl Config {
         at_least("worker.heartbeat_secs", self.worker.heartbeat_secs, 1)?;
         at_least("api.request_timeout_secs", self.api.request_timeout_secs, 1)?;
         at_least(
+            "api.header_read_timeout_secs",
+            self.api.header_read_timeout_secs,
+            1,
+        )?;
+        at_least(
             "api.max_concurrent_requests",
             self.api.max_concurrent_requests.into(),
             1,
@@ -706,6 +716,11 @@ impl Config {
                 "llm.offline_latency_ms",
                 self.llm.offline_latency_ms,
                 TimeUnit::Millis,
+            ),
+            (
+                "api.header_read_timeout_secs",
+                self.api.header_read_timeout_secs,
+                TimeUnit::Secs,
             ),
         ] {
             duration_at_most(key, value, unit)?;

@@ -876,3 +876,121 @@ async fn a_suggested_action_waits_for_approval_linked_to_its_suggestion() {
         "the model learns the action is pending: {msgs}"
     );
 }
+
+/// A handler that panics on the input it is given (a bug meeting an unforeseen input): no tool
+/// of this build panics on any input found so far, so the test registers this one.
+struct Panics;
+
+#[async_trait::async_trait]
+impl agentd::tools::Tool for Panics {
+    fn name(&self) -> &'static str {
+        "panics"
+    }
+    fn description(&self) -> &'static str {
+        "panics on any input"
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object", "properties": {"text": {"type": "string"}}})
+    }
+    fn category(&self) -> agentd::tools::Category {
+        agentd::tools::Category::Read
+    }
+    async fn call(
+        &self,
+        _ctx: &mut agentd::tools::ToolCtx<'_>,
+        args: serde_json::Value,
+    ) -> Result<serde_json::Value, agentd::tools::ToolError> {
+        let text = args["text"].as_str().unwrap_or_default().to_string();
+        // The byte slicing the review found (N1), on purpose.
+        Ok(json!(&text[..4]))
+    }
+    fn targets(&self, _args: &serde_json::Value) -> Vec<agentd::tools::Target> {
+        vec![]
+    }
+    fn calls_model(&self) -> bool {
+        false
+    }
+    fn follow_up(
+        &self,
+        _args: &serde_json::Value,
+        _result: &serde_json::Value,
+    ) -> Option<agentd::tools::FollowUp> {
+        None
+    }
+    async fn prepare(
+        &self,
+        _ctx: &mut agentd::tools::ToolCtx<'_>,
+        _args: &serde_json::Value,
+    ) -> agentd::tools::Declared<agentd::tools::ModelCall> {
+        None
+    }
+    async fn apply(
+        &self,
+        _ctx: &mut agentd::tools::ToolCtx<'_>,
+        _args: &serde_json::Value,
+        _answer: (&serde_json::Value, &agentd::llm::CompletionResponse),
+    ) -> Result<serde_json::Value, agentd::tools::ToolError> {
+        Err(agentd::tools::ToolError::Invalid("not a model tool".into()))
+    }
+    async fn snapshot(
+        &self,
+        _ctx: &mut agentd::tools::ToolCtx<'_>,
+        _args: &serde_json::Value,
+    ) -> agentd::tools::Declared<serde_json::Value> {
+        None
+    }
+}
+
+/// Issue 29 item 3: a handler that panics inside a run fails that one call as a tool error —
+/// audited as an error of the allowed call, told to the model without quoting the input — and
+/// the run goes on to succeed.
+#[tokio::test]
+async fn a_panicking_tool_fails_its_call_and_the_run_goes_on() {
+    let f = fixture().await;
+    let p = Arc::new(ScriptedProvider::new(vec![
+        Turn::tool("a", "panics", json!({"text": "DE１２ABCD"})),
+        Turn::tool("b", "create_tag", json!({"name": "x", "color": "#000000"})),
+        Turn::text("done"),
+    ]));
+    let mut app = app_with(&f, p.clone());
+    let mut registry = agentd::tools::builtin_registry();
+    registry.register(Arc::new(Panics));
+    app.registry = Arc::new(registry);
+    let mut s = spec(&app, &f, 1);
+    s.policy.allow.push("panics".into());
+    let out = app
+        .engine(app.spec("auto_create"))
+        .run(&s, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.status, "succeeded");
+    let a = audit(&f, out.run_id).await;
+    let rows: Vec<_> = a
+        .iter()
+        .map(|r| (r.tool.as_str(), r.decision.as_str(), r.is_error))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            ("panics", "auto_approved", true),
+            ("create_tag", "auto_approved", false)
+        ]
+    );
+    let outcome = a[0]
+        .outcome
+        .as_ref()
+        .map(|o| o.to_string())
+        .unwrap_or_default();
+    assert!(outcome.contains("internal error"), "{outcome}");
+    let reqs = p.requests.lock().unwrap().clone();
+    let msgs = serde_json::to_string(&reqs[1].messages).unwrap();
+    assert!(
+        msgs.contains("`panics` failed with an internal error"),
+        "{msgs}"
+    );
+    assert_eq!(
+        count(&f, "SELECT count(*) FROM tags").await,
+        1,
+        "the run went on"
+    );
+}

@@ -737,3 +737,126 @@ async fn slow_requests_time_out_and_requests_past_the_limit_are_refused() {
     let me = api.call("GET", "/v1/me", Some(&key), None).await;
     assert_eq!(me.status.as_u16(), 200, "{}", me.body);
 }
+
+/// Review L5: below admin only tonight's or last night's review; `force` on an accepted
+/// document takes a reviewer. Review L8: the API shows no worker names and no raw job errors.
+#[tokio::test]
+async fn uploaders_enqueue_recent_nights_only_and_jobs_hide_workers_and_raw_errors() {
+    use agentd::clock::Clock;
+    let api = Api::start().await;
+    let (org, up) = api.org("acme", Role::Uploader).await;
+    let rev = api.key(org, Role::Reviewer).await;
+    let admin = api.key(org, Role::Admin).await;
+    let today = api.clock.now().date_naive();
+    let night = |d: chrono::NaiveDate| Some(json!({"kind": "proactive_suggestion", "night": d}));
+    for d in [today, today.pred_opt().unwrap()] {
+        let r = api.call("POST", "/v1/jobs", Some(&up), night(d)).await;
+        assert_eq!(r.status, 201, "{d}: {}", r.body);
+    }
+    let old = today - Duration::days(2);
+    api.call("POST", "/v1/jobs", Some(&up), night(old))
+        .await
+        .problem(422, Some("night"));
+    let r = api.call("POST", "/v1/jobs", Some(&admin), night(old)).await;
+    assert_eq!(r.status, 201, "an admin may review any night: {}", r.body);
+    let running = r.body["id"].as_i64().unwrap();
+    sqlx::query(
+        "UPDATE agentd_jobs SET state = 'running', attempt = 1, started_at = now(),
+                lease_expires_at = now() + interval '1 hour', locked_by = 'db-host-7:4242:w2'
+          WHERE id = $1",
+    )
+    .bind(running)
+    .execute(&api.db.pool)
+    .await
+    .unwrap();
+
+    let doc = api.doc(org, "a").await;
+    sqlx::query("UPDATE documents SET auto_create_status = 'accepted' WHERE id = $1")
+        .bind(doc)
+        .execute(&api.db.pool)
+        .await
+        .unwrap();
+    let force = Some(json!({"kind": "auto_create", "document_id": doc, "force": true}));
+    api.call("POST", "/v1/jobs", Some(&up), force.clone())
+        .await
+        .problem(403, Some("force"));
+    let r = api.call("POST", "/v1/jobs", Some(&rev), force).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let job = r.body["id"].as_i64().unwrap();
+
+    sqlx::query(
+        "UPDATE agentd_jobs SET state = 'dead', finished_at = now(), locked_by = 'db-host-7:4242:w1',
+                last_error = 'provider failed: openai: HTTP 502 from http://10.0.0.5:8000/v1'
+          WHERE id = $1",
+    )
+    .bind(job)
+    .execute(&api.db.pool)
+    .await
+    .unwrap();
+    let j = api
+        .call("GET", &format!("/v1/jobs/{job}"), Some(&up), None)
+        .await;
+    assert_eq!(j.status, 200, "{}", j.body);
+    assert!(j.body.get("locked_by").is_none(), "{}", j.body);
+    assert_eq!(j.body["last_error"], "provider: the model provider failed");
+    for path in ["/v1/status", "/v1/queue"] {
+        let r = api.call("GET", path, Some(&admin), None).await;
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        let text = r.body.to_string();
+        assert!(
+            text.contains("provider: the model provider failed"),
+            "{path} lists the dead job: {text}"
+        );
+        assert!(
+            !text.contains("10.0.0.5") && !text.contains("db-host-7"),
+            "{path}: {text}"
+        );
+    }
+}
+
+/// Review S5: a client that trickles its request head (a header line every 200 ms, never the
+/// blank line that ends it) is cut at `api.header_read_timeout_secs`; a client that sends its
+/// request at once is served.
+#[tokio::test]
+async fn a_client_trickling_headers_is_cut() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let api = Api::start_with(|c| c.api.header_read_timeout_secs = 1).await;
+    let addr = api.base.trim_start_matches("http://").to_string();
+    let slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let (mut rd, mut wr) = slow.into_split();
+    wr.write_all(format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\n").as_bytes())
+        .await
+        .unwrap();
+    let trickle = tokio::spawn(async move {
+        for i in 0..100 {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            if wr
+                .write_all(format!("X-Slow-{i}: a\r\n").as_bytes())
+                .await
+                .is_err()
+            {
+                return i;
+            }
+        }
+        100
+    });
+    // Generous: the connection is closed long before the trickle ends (20 s).
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(
+        std::time::Duration::from_secs(15),
+        rd.read_to_end(&mut rest),
+    )
+    .await;
+    assert!(
+        matches!(closed, Ok(Ok(_)) | Ok(Err(_))),
+        "the trickling connection is still open after 15 s"
+    );
+    assert!(
+        !String::from_utf8_lossy(&rest).contains("200 OK"),
+        "an unfinished request head is not served: {}",
+        String::from_utf8_lossy(&rest)
+    );
+    trickle.abort();
+    let ok = api.call("GET", "/healthz", None, None).await;
+    assert_eq!(ok.status, 200);
+}

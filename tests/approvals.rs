@@ -361,6 +361,123 @@ async fn approving_after_the_data_changed_is_stale_and_says_what_changed() {
     );
 }
 
+/// Review #14b: a deletion approved after the document got an extraction nobody saw when it was
+/// proposed is stale, and the extraction stays; so is one after an extraction's result changed.
+#[tokio::test]
+async fn a_deletion_approved_after_a_new_extraction_is_stale() {
+    let f = fixture().await;
+    let doc = f.doc("a.txt").await;
+    let delete = json!({"document_id": doc});
+    let id = f
+        .propose(
+            "delete_document",
+            delete.clone(),
+            Duration::hours(TTL),
+            false,
+        )
+        .await;
+    let mut conn = f.db.pool.acquire().await.unwrap();
+    let src = agentd::store::extractions::ExtractionSource {
+        document_id: doc,
+        prompt_id: Uuid::now_v7(),
+        prompt_version: 1,
+        schema_id: Uuid::now_v7(),
+        schema_version: 1,
+    };
+    let e = agentd::store::extractions::insert(
+        &mut conn,
+        f.org,
+        src,
+        &json!({"total": 1}),
+        &[],
+        None,
+        f.clock.now(),
+    )
+    .await
+    .unwrap();
+    let o = f.decide(id, approve("alice")).await;
+    assert_eq!((o.status.as_str(), o.changed), ("stale", true), "{o:?}");
+    let changes = o.changes.expect("stale reports its changes");
+    assert_eq!(changes["extractions"]["after"]["count"], 1, "{changes}");
+    let left = f
+        .count(&format!(
+            "SELECT count(*) FROM extractions WHERE id = '{}'",
+            e.id
+        ))
+        .await;
+    assert_eq!(left, 1, "the document and its extraction stay");
+
+    // Proposed with the extraction there: a changed result makes it stale too.
+    let id = f
+        .propose("delete_document", delete, Duration::hours(TTL), false)
+        .await;
+    agentd::store::extractions::update_result(&mut conn, f.org, e.id, &json!({"total": 2}), &[])
+        .await
+        .unwrap()
+        .unwrap();
+    let o = f.decide(id, approve("alice")).await;
+    assert_eq!(o.status.as_str(), "stale", "{o:?}");
+    // Unchanged, it deletes.
+    let id = f
+        .propose(
+            "delete_document",
+            json!({"document_id": doc}),
+            Duration::hours(TTL),
+            false,
+        )
+        .await;
+    let o = f.decide(id, approve("alice")).await;
+    assert_eq!(o.status.as_str(), "executed", "{o:?}");
+    let left = f
+        .count(&format!(
+            "SELECT count(*) FROM extractions WHERE id = '{}'",
+            e.id
+        ))
+        .await;
+    assert_eq!(left, 0);
+}
+
+/// Review #25: an inactive (offboarded) org's approval is not executed (nor a model called for
+/// it) when approved; it stays pending and can still be rejected.
+#[tokio::test]
+async fn approving_for_an_inactive_org_executes_nothing_and_stays_pending() {
+    let f = fixture().await;
+    let doc = f.doc("a.txt").await;
+    let id = f
+        .propose(
+            "update_document",
+            json!({"document_id": doc, "metadata": {"k": "proposed"}}),
+            Duration::hours(TTL),
+            false,
+        )
+        .await;
+    sqlx::query("UPDATE orgs SET active = false WHERE id = $1")
+        .bind(f.org)
+        .execute(&f.db.pool)
+        .await
+        .unwrap();
+    let env = f.app.tool_env(f.app.spec("proactive_suggestion"));
+    let extra = DecisionExtra::default();
+    let r = approvals::decide(
+        &f.db.pool,
+        &f.app.clock,
+        &env,
+        id,
+        None,
+        approve("alice"),
+        extra,
+    )
+    .await;
+    assert!(
+        matches!(r, Err(approvals::DecideError::OrgInactive(a)) if a == id),
+        "{r:?}"
+    );
+    assert_eq!(f.approval(id).await.status.as_str(), "pending");
+    assert_eq!(f.metadata(doc).await.0, json!({}), "nothing executed");
+    let o = f.decide(id, Decision::Reject { by: "alice".into() }).await;
+    assert_eq!(o.status.as_str(), "rejected");
+}
+
 #[tokio::test]
 async fn rejecting_executes_nothing() {
     let f = fixture().await;
@@ -773,8 +890,9 @@ async fn set_based_and_row_by_row_sweeps_end_the_same() {
                 "{label}, row_by_row {row_by_row}"
             );
         }
-        // Proposals on a document recorded the row version they read (the set-based sweep's
-        // shortcut); those on untouched documents still match it.
+        // Proposals of update_document recorded the row version they read (the set-based sweep's
+        // shortcut); those on untouched documents still match it. delete_document's do not: its
+        // snapshot covers the document's extractions too (review #14b).
         let matching = f
             .count(
                 "SELECT count(*) FROM pending_approvals p
@@ -782,7 +900,7 @@ async fn set_based_and_row_by_row_sweeps_end_the_same() {
                   WHERE p.document_version = d.version",
             )
             .await;
-        assert_eq!(matching, 6, "row_by_row {row_by_row}");
+        assert_eq!(matching, 4, "row_by_row {row_by_row}");
         outcomes.push(sweep_outcome(&f, &labels).await);
     }
     let kinds = ["approvals", "audit rows", "events", "jobs"];

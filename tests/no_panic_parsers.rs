@@ -1,6 +1,6 @@
 //! Nothing from outside can panic the code that parses it (issue 29, item 3), made checkable:
 //! the modules that read model output, documents, requests, webhook URLs and headers, config and
-//! job files, and eval labels hold, outside `#[cfg(test)]`, no `.unwrap()`, no `.expect(` and no
+//! job files, eval labels and the agent loop (`src/agent/**`) hold, outside `#[cfg(test)]`, no `.unwrap()`, no `.expect(` and no
 //! range index (`s[..n]`, `s[a..b]`, `v[i..]`) — the byte slicing of a string that panics inside a
 //! character (review 2026-11-26, N1). A line that needs one says why it cannot fail with a
 //! `// checked: …` comment on that line or on a comment line right above it.
@@ -50,6 +50,32 @@ const PARSERS: &[&str] = &[
     "src/catalog.rs",
     "src/eval/labels.rs",
 ];
+
+/// Directories whose every `.rs` file is held to the rule: the agent loop reads model answers,
+/// tool arguments and results, checkpoints and decisions.
+const PARSER_DIRS: &[&str] = &["src/agent"];
+
+/// The `.rs` files under `dir` (relative to `root`), sorted.
+fn rust_files(root: &Path, dir: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![root.join(dir)];
+    while let Some(d) = todo.pop() {
+        let entries = std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+        for entry in entries {
+            let path = entry
+                .unwrap_or_else(|e| panic!("{}: {e}", d.display()))
+                .path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if path.extension().is_some_and(|x| x == "rs") {
+                let rel = path.strip_prefix(root).unwrap_or(&path);
+                out.push(rel.to_string_lossy().into_owned());
+            }
+        }
+    }
+    out.sort();
+    out
+}
 
 /// `src` with the contents of string and char literals and all comments replaced by spaces
 /// (line breaks kept, so line numbers stay).
@@ -227,7 +253,16 @@ fn violations(file: &str, src: &str) -> Vec<String> {
 fn parsers_of_outside_data_neither_unwrap_nor_slice_by_byte_index() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut found = Vec::new();
-    for file in PARSERS {
+    let mut files: Vec<String> = PARSERS.iter().map(|f| f.to_string()).collect();
+    for dir in PARSER_DIRS {
+        let under = rust_files(root, dir);
+        assert!(
+            !under.is_empty(),
+            "{dir} has no .rs file (update PARSER_DIRS)"
+        );
+        files.extend(under);
+    }
+    for file in &files {
         let src = std::fs::read_to_string(root.join(file))
             .unwrap_or_else(|e| panic!("{file}: {e} (update PARSERS when a module moves)"));
         found.extend(violations(file, &src));

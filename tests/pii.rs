@@ -81,8 +81,13 @@ async fn model(State(seen): State<Seen>, body: Bytes) -> Response {
             .filter_map(|m| m["content"].as_str())
             .collect::<Vec<_>>()
             .join("\n");
+        // A document that names a beneficiary: the model copies that as the customer.
+        let customer = match after(&doc, "Beneficiary:") {
+            b if b.is_empty() => after(&doc, "Bill to:"),
+            b => b,
+        };
         let answer = json!({
-            "customer_name": after(&doc, "Bill to:"),
+            "customer_name": customer,
             "email": after(&doc, "Email:"),
             "phone": after(&doc, "Phone:"),
             "iban": after(&doc, "Pay to IBAN"),
@@ -149,6 +154,26 @@ async fn fake() -> (String, Seen) {
 }
 
 async fn run_one(redact: bool) -> (TestDb, Vec<String>, Value, Uuid) {
+    run_doc(DOC, redact).await
+}
+
+/// Review L1: a document that says "Beneficiary: PERSON_1" next to a real name. Sent as it
+/// was, the model's copy of `PERSON_1` came back as the run's first person, Jane Doe; escaped,
+/// the extraction holds what the document said.
+#[tokio::test]
+async fn a_token_shaped_literal_in_a_document_is_not_rehydrated_to_a_person() {
+    let doc = format!("{DOC}Beneficiary: PERSON_1\n");
+    let (_db, bodies, result, _run) = run_doc(&doc, true).await;
+    for body in &bodies {
+        for value in PERSONAL {
+            assert!(!body.contains(value), "{value:?} reached the provider");
+        }
+    }
+    assert_eq!(result["customer_name"], "PERSON_1", "{result}");
+    assert_eq!(result["email"], "jane.doe@example.com");
+}
+
+async fn run_doc(text: &str, redact: bool) -> (TestDb, Vec<String>, Value, Uuid) {
     let db = TestDb::new().await;
     let (base_url, seen) = fake().await;
     let mut app = common::app(&db, Arc::new(SystemClock) as SharedClock);
@@ -166,7 +191,7 @@ async fn run_one(redact: bool) -> (TestDb, Vec<String>, Value, Uuid) {
     agentd::store::pii::set_org_redacts(&db.pool, org, redact)
         .await
         .unwrap();
-    let (doc, _) = add_document(&app, org, "invoice.txt", DOC, true)
+    let (doc, _) = add_document(&app, org, "invoice.txt", text, true)
         .await
         .unwrap();
     let (w, stop) = common::start_worker(&app, "auto_create", None).await;

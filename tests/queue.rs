@@ -4,9 +4,9 @@
 
 mod common;
 
-use agentd::clock::ManualClock;
+use agentd::clock::{Clock, ManualClock, SharedClock, SystemClock};
 use agentd::queue::cron::{CronEntry, Scheduler};
-use agentd::queue::maintenance::Retention;
+use agentd::queue::maintenance::{Rescuer, Retention};
 use agentd::queue::store::{self, FailOutcome};
 use agentd::queue::{NewJob, enqueue, enqueue_committed, enqueue_many};
 use chrono::{Duration as CDuration, TimeZone, Utc};
@@ -605,4 +605,70 @@ async fn fan_out_enqueues_one_job_per_active_org_once() {
         key.starts_with("proactive_suggestion:") && key.ends_with(":2026-11-22"),
         "{key}"
     );
+}
+
+/// The wall clock of a host whose time is off by the given amount: `SystemClock` there.
+#[derive(Debug)]
+struct SkewedWallClock(CDuration);
+
+impl Clock for SkewedWallClock {
+    fn now(&self) -> chrono::DateTime<Utc> {
+        Utc::now() + self.0
+    }
+    fn lease_now(&self) -> Option<chrono::DateTime<Utc>> {
+        SystemClock.lease_now()
+    }
+}
+
+/// Review #11: leases are stamped and judged by the database's clock, so a worker whose clock
+/// runs 10 minutes behind does not claim a lease that is already over, and a rescuer whose clock
+/// runs 10 minutes ahead does not take a live lease; an expired lease is still rescued.
+#[tokio::test]
+async fn leases_follow_the_database_clock_not_the_nodes() {
+    let db = TestDb::new().await;
+    let id = enqueue(&db.pool, &NewJob::new("t", json!({})))
+        .await
+        .unwrap()
+        .unwrap();
+    let behind = SkewedWallClock(CDuration::minutes(-10));
+    let ahead: SharedClock = Arc::new(SkewedWallClock(CDuration::minutes(10)));
+    let got = store::claim(&db.pool, &kinds("t"), 1, "w", behind.lease_now(), lease())
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    let left: f64 = sqlx::query_scalar(
+        "SELECT EXTRACT(EPOCH FROM lease_expires_at - now())::float8 FROM agentd_jobs WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(
+        left > 20.0 && left <= 30.0,
+        "lease left by the database's clock: {left} s"
+    );
+    let rescuer = |clock: SharedClock| Rescuer {
+        pool: db.pool.clone(),
+        clock,
+        interval: Duration::from_secs(1),
+        batch: 10,
+        backoff: Default::default(),
+    };
+    for clock in [ahead.clone(), Arc::new(SystemClock) as SharedClock] {
+        assert_eq!(rescuer(clock).run_once().await.unwrap().requeued, 0);
+    }
+    assert_eq!(state_of(&db, id).await.0, "running");
+    // A heartbeat from the node behind keeps the lease on the database's clock too.
+    let kept = store::heartbeat(
+        &db.pool,
+        &[(id, 1)],
+        behind.lease_now(),
+        CDuration::milliseconds(300),
+    )
+    .await
+    .unwrap();
+    assert_eq!(kept, vec![id]);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(rescuer(ahead).run_once().await.unwrap().requeued, 1);
+    assert_eq!(state_of(&db, id).await.0, "available");
 }

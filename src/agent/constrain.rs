@@ -45,10 +45,10 @@ pub fn call_format(
             call_schema(&t.name, args, &pins)
         })
         .collect();
-    let schema = match calls.len() {
-        0 => return None,
-        1 => calls.into_iter().next().expect("one call"),
-        _ => json!({ "anyOf": calls }),
+    let schema = match <[Value; 1]>::try_from(calls) {
+        Ok([one]) => one,
+        Err(calls) if calls.is_empty() => return None,
+        Err(calls) => json!({ "anyOf": calls }),
     };
     Some(json!({
         "type": "json_schema",

@@ -365,18 +365,17 @@ impl Engine {
             if resp.is_err() {
                 budget::release(&self.pool, &reservation).await;
             }
-            let resp = match resp {
-                Ok(r) => r,
-                Err(e) if capped.is_some() => {
+            let resp = match (resp, capped) {
+                (Ok(r), _) => r,
+                (Err(e), Some(reason)) => {
                     // The summary is a courtesy: the run ends with one built from its records.
                     warn!(error = %e, "the forced summary failed; using the run's records");
-                    let reason = capped.expect("checked");
                     let text = summary::final_text(None, &t, goal.as_ref(), reason);
                     return self
                         .finish(run.id, RunStatus::Capped, reason, Some(&text))
                         .await;
                 }
-                Err(e) => return Err(round::provider_error(e)),
+                (Err(e), None) => return Err(round::provider_error(e)),
             };
             let w = step::checkpoint_response(
                 self,

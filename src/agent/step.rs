@@ -310,6 +310,7 @@ pub(super) async fn finish_step(
         is_error: decided.is_error,
         decision: decided.decision.to_string(),
     };
+    // checked: strings, a bool and a `Value`: serialising to a `Value` cannot fail
     let payload = serde_json::to_value(&step).expect("step serializes");
     let row = StepRow::written(seq, "tool_result", Some(call_id), &payload, now);
     let add = Counters {
@@ -418,9 +419,9 @@ fn truncate(s: String) -> String {
     if s.len() <= MAX_RESULT_CHARS {
         return s;
     }
-    let mut end = MAX_RESULT_CHARS;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… [truncated]", &s[..end])
+    let end = (0..=MAX_RESULT_CHARS)
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0);
+    format!("{}… [truncated]", s.get(..end).unwrap_or_default())
 }

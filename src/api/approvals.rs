@@ -248,6 +248,13 @@ async fn decide_with(
         Ok(o) => o,
         Err(DecideError::NotFound(id)) => return Err(Problem::not_found("approval", id)),
         Err(DecideError::InvalidEdit(msg)) => return Err(Problem::invalid("arguments", msg)),
+        Err(e @ DecideError::OrgInactive(_)) => {
+            return Err(Problem::new(
+                StatusCode::CONFLICT,
+                "org-inactive",
+                e.to_string(),
+            ));
+        }
         Err(e) => return Err(Problem::internal(e)),
     };
     let after = store::get(&app.pool, row.id).await?.unwrap_or(row);

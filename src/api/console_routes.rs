@@ -109,7 +109,7 @@ pub async fn queue(req: Scoped<Admin>) -> ApiResult {
             kind: j.kind,
             attempt: j.attempt,
             max_attempts: j.max_attempts,
-            last_error: j.last_error,
+            last_error: j.last_error.as_deref().map(super::jobs::tenant_error),
             finished_at: j.finished_at,
             created_at: j.created_at,
         })

@@ -1,7 +1,7 @@
 //! `POST /v1/jobs` (the three kinds, validated like `agentd enqueue`, always for the key's org)
 //! and `GET /v1/jobs/{id}`.
 
-use super::auth::{Scoped, Uploader};
+use super::auth::{Role, Scoped, Uploader};
 use super::error::{ApiResult, Problem, json_response, ok};
 use super::extract::{Id, JsonBody};
 use crate::jobs::proactive;
@@ -67,7 +67,8 @@ pub enum NewJobRequest {
     AutoCreate {
         /// The document.
         document_id: Uuid,
-        /// Run again even if the document already has a proposal.
+        /// Run again even if the document already has a proposal (on an accepted document: the
+        /// reviewer role or above).
         force: Option<bool>,
         /// A schema of the org to reuse (its latest version) instead of creating one.
         schema_id: Option<Uuid>,
@@ -82,7 +83,7 @@ pub enum NewJobRequest {
     ProactiveSuggestion {
         /// The night, YYYY-MM-DD (default: the org's local date). One job per org and night,
         /// as the cron and `agentd enqueue proactive` make it: a night already reviewed is a
-        /// duplicate.
+        /// duplicate. Below admin, only today or yesterday in the org's time zone.
         #[schema(schema_with = night_schema)]
         night: Option<chrono::NaiveDate>,
     },
@@ -104,7 +105,8 @@ fn night_schema() -> utoipa::openapi::Object {
         .format(Some(SchemaFormat::KnownFormat(KnownFormat::Date)))
         .pattern(Some("^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"))
         .description(Some(
-            "The night, YYYY-MM-DD (default: the org's local date); one job per org and night.",
+            "The night, YYYY-MM-DD (default: the org's local date); one job per org and night. \
+             Below admin, only today or yesterday in the org's time zone.",
         ))
         .build()
 }
@@ -202,10 +204,10 @@ pub struct EnqueuedJob {
 #[utoipa::path(post, path = "/v1/jobs", tag = "jobs", operation_id = "createJob", request_body = NewJobRequest,
     responses((status = 201, body = EnqueuedJob, description = "Enqueued"),
         (status = 200, body = EnqueuedJob, description = "Already enqueued (`duplicate`): the job with its unique key"),
-        (status = 403, description = "The key's role is below uploader"),
+        (status = 403, description = "The key's role is below uploader, or below reviewer for `force` on an accepted document"),
         (status = 404, description = "`document_id` or one of `approval_ids` is not the org's"),
         (status = 409, description = "approval_expiry without `approval_ids`: the org has no pending approval to sweep"),
-        (status = 422, description = "Invalid input: an unknown kind, a field of another kind, a missing `document_id`")))]
+        (status = 422, description = "Invalid input: an unknown kind, a field of another kind, a missing `document_id`, a `night` other than today or yesterday (below admin)")))]
 pub async fn create(
     req: Scoped<Uploader>,
     headers: axum::http::HeaderMap,
@@ -231,8 +233,22 @@ pub async fn create(
             tag_ids,
         } => {
             let mut conn = app.pool.acquire().await?;
-            if !documents::exists(&mut conn, org, doc).await? {
+            let Some(status) = documents::auto_create_status(&mut conn, org, doc).await? else {
                 return Err(Problem::not_found("document", doc).field("document_id"));
+            };
+            let force = force.unwrap_or(false);
+            // A forced run on an accepted document turns it back to `proposed`: undoing a
+            // reviewer's decision takes a reviewer (review L5).
+            if force
+                && status == documents::AutoCreateStatus::Accepted
+                && req.caller.role < Role::Reviewer
+            {
+                return Err(Problem::new(
+                    StatusCode::FORBIDDEN,
+                    "forbidden",
+                    "`force` on an accepted document takes the reviewer role or above",
+                )
+                .field("force"));
             }
             let ids = StartIds {
                 schema_id,
@@ -240,7 +256,6 @@ pub async fn create(
                 tag_ids: tag_ids.unwrap_or_default(),
             };
             super::documents::check_start(&mut conn, org, &ids).await?;
-            let force = force.unwrap_or(false);
             let key = if force {
                 format!("auto_create:{doc}:{}", Uuid::new_v4())
             } else {
@@ -250,12 +265,22 @@ pub async fn create(
             NewJob::new(kind, payload).unique_key(key)
         }
         NewJobRequest::ProactiveSuggestion { night } => {
-            let night = match night {
-                Some(n) => n,
-                None => proactive::night_of(&app.pool, org, app.clock.now())
-                    .await?
-                    .ok_or_else(|| Problem::not_found("org", org))?,
-            };
+            let today = proactive::night_of(&app.pool, org, app.clock.now())
+                .await?
+                .ok_or_else(|| Problem::not_found("org", org))?;
+            let night = night.unwrap_or(today);
+            // Each night is a job of its own: below admin, only tonight's or last night's
+            // review, not a full run for any date (review L5).
+            let recent = night == today || today.pred_opt() == Some(night);
+            if !recent && req.caller.role < Role::Admin {
+                return Err(Problem::invalid(
+                    "night",
+                    format!(
+                        "night must be today ({today}) or yesterday in the org's time zone; \
+                         other nights take the admin role"
+                    ),
+                ));
+            }
             proactive::nightly_job(&q, org, night)
         }
         NewJobRequest::ApprovalExpiry { approval_ids } => {
@@ -325,8 +350,113 @@ pub async fn create(
     params(("id" = i64, Path, minimum = 1, description = "The job's number")),
     responses((status = 200, body = crate::queue::JobRow, description = "The job")))]
 pub async fn get(req: Scoped, Id(id): Id<i64>) -> ApiResult {
-    let job = api_reads::job(&req.app.pool, req.org_id(), id)
+    let mut job = api_reads::job(&req.app.pool, req.org_id(), id)
         .await?
         .ok_or_else(|| Problem::not_found("job", id))?;
+    for_tenant(&mut job);
     ok(&job)
+}
+
+/// A job as the API shows it to the org (review L8): not which worker holds it (`locked_by`
+/// names hosts and processes), and its last error as [`tenant_error`] gives it. Operators
+/// read both in full with `agentd jobs` and `agentd status`.
+pub(crate) fn for_tenant(job: &mut crate::queue::JobRow) {
+    job.locked_by = None;
+    job.last_error = job.last_error.as_deref().map(tenant_error);
+}
+
+/// Most characters of the message [`tenant_error`] keeps of an error it has no class for.
+const TENANT_ERROR_CHARS: usize = 200;
+
+/// A job's error for the org: `<class>: <short message>`. The raw text can name provider
+/// endpoints, database errors and internals; a known class says what happened in its own
+/// words, anything else keeps its first line, cut, with URLs left out.
+pub(crate) fn tenant_error(raw: &str) -> String {
+    const CLASSES: [(&[&str], &str, &str); 7] = [
+        (
+            &["handler panicked", "ended abnormally"],
+            "internal",
+            "the job's handler failed unexpectedly",
+        ),
+        (
+            &["lease expired"],
+            "lease_expired",
+            "the worker stopped renewing the job (it crashed, hung or lost the database)",
+        ),
+        (
+            &["released by a worker"],
+            "released",
+            "a worker shutting down gave the job back",
+        ),
+        (
+            &["(queue.timeout_secs)"],
+            "timeout",
+            "the job ran past its time limit",
+        ),
+        (
+            &["provider failed", "redaction table"],
+            "provider",
+            "the model provider failed",
+        ),
+        (
+            &[
+                "database error",
+                "error returned from database",
+                "pool timed out",
+            ],
+            "database",
+            "a database error interrupted the job",
+        ),
+        (&["cancelled"], "cancelled", "the job was cancelled"),
+    ];
+    for (marks, class, message) in CLASSES {
+        if marks.iter().any(|m| raw.contains(m)) {
+            return format!("{class}: {message}");
+        }
+    }
+    static URL: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        // checked: a constant pattern, compiled by the unit test below
+        regex::Regex::new(r"[A-Za-z][A-Za-z0-9+.-]*://\S+").expect("re")
+    });
+    let line = raw.lines().next().unwrap_or_default();
+    let line = URL.replace_all(line, "<url>");
+    let mut short: String = line.chars().take(TENANT_ERROR_CHARS).collect();
+    if line.chars().count() > TENANT_ERROR_CHARS {
+        short.push('…');
+    }
+    format!("job: {short}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tenant_error;
+
+    #[test]
+    fn tenant_errors_are_a_class_and_a_short_message() {
+        assert_eq!(
+            tenant_error(
+                "provider failed: openai: HTTP 502 from http://10.0.0.5:8000/v1 (retryable)"
+            ),
+            "provider: the model provider failed"
+        );
+        assert_eq!(
+            tenant_error(
+                "lease expired: the worker crashed, hung or lost its database connection (attempt 2)"
+            ),
+            "lease_expired: the worker stopped renewing the job (it crashed, hung or lost the database)"
+        );
+        assert_eq!(
+            tenant_error(
+                "database error: error returned from database: relation \"x\" does not exist"
+            ),
+            "database: a database error interrupted the job"
+        );
+        let other = tenant_error(&format!(
+            "bad payload at https://internal.example/x?k=1\n{}",
+            "y".repeat(500)
+        ));
+        assert_eq!(other, "job: bad payload at <url>");
+        let long = tenant_error(&"z".repeat(1000));
+        assert_eq!(long.chars().count(), "job: ".len() + 200 + 1);
+    }
 }

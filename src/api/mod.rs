@@ -13,6 +13,7 @@ pub mod events;
 pub mod extract;
 mod jobs;
 mod keys;
+mod listen;
 pub mod openapi;
 mod operate;
 mod provider_key;
@@ -31,6 +32,7 @@ use axum::routing::{get, post};
 use error::Problem;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub use auth::{Role, create_key, hash_key};
@@ -186,10 +188,9 @@ pub async fn serve(
     if let Some(ops) = ops {
         tokio::spawn(crate::http::serve(ops, health.clone(), stop.clone()));
     }
+    let header_read_timeout = Duration::from_secs(app.config.api.header_read_timeout_secs);
     let router = router_until(app, stop.clone())
         .merge(crate::http::public_router(health))
         .merge(crate::console::router());
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await
+    listen::serve(listener, router, header_read_timeout, stop).await
 }

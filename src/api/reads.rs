@@ -51,7 +51,15 @@ pub async fn status(req: Scoped) -> ApiResult {
     let app = &req.app;
     let (pool, org) = (&app.pool, req.org_id());
     let now = app.clock.now();
-    let glance = status::glance(pool, Some(org), now).await?;
+    let mut glance = status::glance(pool, Some(org), now).await?;
+    // Worker names and raw errors stay with operators (review L8).
+    for r in &mut glance.running {
+        r.locked_by = None;
+    }
+    glance
+        .recent_dead
+        .iter_mut()
+        .for_each(super::jobs::for_tenant);
     let budget = runs::budget(pool, org, now).await?;
     let budgets = budget
         .map(|b| Budget {

@@ -83,12 +83,25 @@ pub fn snapshot_hash(tool: &str, args: &Value, data: &Value) -> String {
 
 /// Tools whose snapshot is their document's row ([`crate::store::documents::DocumentLock::snapshot`]
 /// of `args.document_id`): their approvals record the row's version, and the sweep re-validates
-/// them set-based.
-pub(crate) const DOCUMENT_SNAPSHOT_TOOLS: [&str; 2] = ["update_document", "delete_document"];
+/// them set-based. `delete_document` is not one: its snapshot covers the document's extractions
+/// too (review #14b: a deletion approved after a new extraction would remove one nobody saw),
+/// which the row's version does not follow, so the sweep re-checks it through the tool.
+pub(crate) const DOCUMENT_SNAPSHOT_TOOLS: [&str; 1] = ["update_document"];
+
+/// Tools whose approvals act on one document (`args.document_id`).
+const DOCUMENT_TOOLS: [&str; 2] = ["update_document", "delete_document"];
 
 /// The document an approval of `tool(args)` depends on, if its snapshot is that document's row.
 pub(crate) fn document_target(tool: &str, args: &Value) -> Option<Uuid> {
     if !DOCUMENT_SNAPSHOT_TOOLS.contains(&tool) {
+        return None;
+    }
+    acted_on_document(tool, args)
+}
+
+/// The document an approval of `tool(args)` acts on, whatever its snapshot covers.
+pub(crate) fn acted_on_document(tool: &str, args: &Value) -> Option<Uuid> {
+    if !DOCUMENT_TOOLS.contains(&tool) {
         return None;
     }
     Uuid::parse_str(args.get("document_id")?.as_str()?).ok()
@@ -257,11 +270,27 @@ pub enum DecideError {
         "approval {0} needs a model call that the organisation's monthly token budget cannot hold (used {1} of {2}); it stays pending"
     )]
     Budget(Uuid, i64, i64),
+    /// The approval's org is inactive (offboarded): approving would execute the action and may
+    /// spend tokens on its behalf (review #25); the approval stays pending. Rejecting works.
+    #[error(
+        "approval {0} belongs to an inactive organisation: nothing was executed and it stays pending (reactivate the organisation, or reject it)"
+    )]
+    OrgInactive(Uuid),
+}
+
+/// Whether the org is active; a missing org reads as inactive.
+async fn org_active(conn: &mut PgConnection, org_id: Uuid) -> sqlx::Result<bool> {
+    let active: Option<bool> = sqlx::query_scalar("SELECT active FROM orgs WHERE id = $1")
+        .bind(org_id)
+        .fetch_optional(conn)
+        .await?;
+    Ok(active == Some(true))
 }
 
 /// Decides an approval: lock; not pending → its current state (never runs twice); past
-/// `expires_at` → `expired`; snapshot changed → `stale` (what changed is reported); else
-/// execute through the registry as the approver → `executed` (or `failed`). All in one
+/// `expires_at` → `expired`; approving for an inactive org → [`DecideError::OrgInactive`];
+/// snapshot changed → `stale` (what changed is reported); else execute through the registry
+/// as the approver → `executed` (or `failed`). All in one
 /// transaction, except for a tool that calls a model (run_extraction): see [`model_decide`],
 /// which holds no transaction while the model answers. `extra`: a reason or edited arguments.
 pub async fn decide(
@@ -298,6 +327,9 @@ pub async fn decide(
     } else if now >= row.expires_at {
         (ApprovalStatus::Expired, "expired", None)
     } else {
+        if !org_active(&mut tx, row.org_id).await? {
+            return Err(DecideError::OrgInactive(id));
+        }
         let tool = env
             .registry
             .get(&row.action.tool)

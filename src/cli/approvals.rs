@@ -266,6 +266,7 @@ async fn decide(
     {
         Ok(o) => o,
         Err(DecideError::InvalidEdit(m)) => return Err(bad(format!("--args: {m}"))),
+        Err(e @ DecideError::OrgInactive(_)) => return Err(bad(e.to_string())),
         // Purged between the read above and the lock.
         Err(DecideError::NotFound(_)) => return Err(bad(format!("no approval with id {id}"))),
         Err(e) => return Err(e.into()),

@@ -105,6 +105,14 @@ impl JobHandler for ApprovalExpiry {
                 a.status
             )));
         }
+        // An offboarded org's stale approval is not re-proposed: that is a model run (review #25).
+        let org_active = crate::store::orgs::find(&app.pool, &a.org_id.to_string())
+            .await?
+            .is_some_and(|o| o.active);
+        if !org_active {
+            info!(approval_id = %a.id, "stale approval of an inactive org: not re-proposed");
+            return Ok(());
+        }
         let spec = app.spec("approval_expiry");
         let changes = a
             .result
@@ -131,7 +139,7 @@ impl JobHandler for ApprovalExpiry {
         // What people decided about the same document (else the same chain).
         use crate::store::decisions::DecisionScope;
         run_spec.decisions = Some(
-            match crate::approvals::document_target(&a.action.tool, &a.action.args) {
+            match crate::approvals::acted_on_document(&a.action.tool, &a.action.args) {
                 Some(doc) => DecisionScope::Document(doc),
                 None => DecisionScope::Chain(a.chain.id),
             },

@@ -24,6 +24,7 @@ impl RedactingProvider {
     /// model wrote into a description, an enum or a const: review N9). Nothing in those is
     /// rehydrated back; the answer's values are, as every answer's.
     pub fn redact_request(&self, mut req: CompletionRequest) -> CompletionRequest {
+        self.escape_token_literals(&req);
         if let Some(rf) = &req.response_format {
             req.response_format = Some(self.vault.redact_strings(rf));
         }
@@ -43,6 +44,34 @@ impl RedactingProvider {
             }
         }
         req
+    }
+
+    /// Token-shaped strings already in the request become values of the table (review L1,
+    /// [`Vault::escape_token_literals`]): everything that is redacted below, read as text (a
+    /// token has no character JSON escapes, so the serialised form shows the same ones).
+    fn escape_token_literals(&self, req: &CompletionRequest) {
+        let v = &self.vault;
+        if let Some(rf) = &req.response_format {
+            v.escape_token_literals(&rf.to_string());
+        }
+        for t in &req.tools {
+            v.escape_token_literals(&t.description);
+            v.escape_token_literals(&t.parameters.to_string());
+        }
+        for m in &req.messages {
+            for b in &m.content {
+                match b {
+                    Block::Text { text } => v.escape_token_literals(text),
+                    Block::ToolUse { arguments: s, .. } | Block::ToolResult { content: s, .. } => {
+                        // As JSON they leave re-serialised: a `\u0050ERSON_1` goes as `PERSON_1`.
+                        match serde_json::from_str::<serde_json::Value>(s) {
+                            Ok(json) => v.escape_token_literals(&json.to_string()),
+                            Err(_) => v.escape_token_literals(s),
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// JSON text is redacted value by value (escaped newlines would hide labels from the

@@ -191,6 +191,23 @@ impl Vault {
         t.replace_known(text)
     }
 
+    /// Makes every token-shaped string already in `text` (a part number `ID_5`, a hostile
+    /// "Beneficiary: PERSON_1") a value of the table with a token of its own, so the redaction
+    /// that follows sends it as that token and rehydration gives the literal back. Sent as it
+    /// was, the model's echo of it was rehydrated to the value the run's token of that name
+    /// stands for: another person's name or id in an extraction (review L1). For what leaves
+    /// for the provider only: text that is already redacted (the audit's) keeps its tokens.
+    pub fn escape_token_literals(&self, text: &str) {
+        let mut found = TOKEN.find_iter(text).peekable();
+        if found.peek().is_none() {
+            return;
+        }
+        let mut t = self.table();
+        for m in found {
+            t.token_for(m.as_str(), Kind::Id);
+        }
+    }
+
     /// Redacts every string of a JSON value (keys stay); the string value of a personal key
     /// (`customer_name`, `email`, …) is a token whatever the rules say.
     pub fn redact_json(&self, v: &Value) -> Value {
@@ -470,6 +487,26 @@ mod tests {
             v.rehydrate("EMAIL_2 and EMAIL_1 and EMAIL_9"),
             "bob@example.org and jane@example.com and EMAIL_9"
         );
+    }
+
+    /// Review L1: a token-shaped literal leaves as a token of its own and comes back as itself,
+    /// never as the run's value of the token it looks like.
+    #[test]
+    fn a_token_shaped_literal_comes_back_as_itself() {
+        let v = Vault::in_memory(Vec::new());
+        assert_eq!(v.redact("Email: jane@example.com"), "Email: EMAIL_1");
+        let text = "Beneficiary: EMAIL_1 (part ID_7, ID_77), paid by jane@example.com";
+        v.escape_token_literals(text);
+        let out = v.redact(text);
+        assert!(
+            !out.contains("EMAIL_1 "),
+            "the literal is not sent as it is: {out}"
+        );
+        assert!(!out.contains("jane@"), "{out}");
+        assert_eq!(v.rehydrate(&out), text);
+        // The model echoes what it saw for the literal: it comes back as the literal.
+        let seen = out.split_whitespace().nth(1).unwrap_or_default();
+        assert_eq!(v.rehydrate(seen), "EMAIL_1");
     }
 
     /// The round trip the `pii_vault` fuzz target checks: a token that touched a word character

@@ -50,12 +50,14 @@ pub const ORG_KEY: &str = "coalesce(payload->>'org_id', '')";
 /// of orgs that had fewer ready jobs than their share.
 pub const ROUNDS: usize = 3;
 
-/// `$1` kind, `$2` slots, `$3` worker, `$4` now, `$5` lease in ms, `$6` cursor (an org key; the
+/// `$1` kind, `$2` slots, `$3` worker, `$4` now (`NULL`: the database's), `$5` lease in ms, `$6` cursor (an org key; the
 /// ring starts after it), `$7` the kind's cap of running jobs per org (`NULL`: none).
 static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
     let k = ORG_KEY;
     // The ready jobs of the kind at the top priority, as index conditions.
-    let ready = "state = 'available' AND kind = $1 AND priority = top.p AND run_at <= $4";
+    let now = super::store::lease_now("$4");
+    let ready =
+        format!("state = 'available' AND kind = $1 AND priority = top.p AND run_at <= {now}");
     // The next org after `after` in the ring, wrapping around to the first (`top.lo`).
     let next_after = |after: &str| {
         format!(
@@ -85,7 +87,7 @@ static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH RECURSIVE
          top AS (SELECT priority AS p, {k} AS lo FROM agentd_jobs
-                  WHERE state = 'available' AND kind = $1 AND run_at <= $4
+                  WHERE state = 'available' AND kind = $1 AND run_at <= {now}
                   ORDER BY priority DESC, {k} LIMIT 1),
          running AS (SELECT {k} AS org, count(*) AS c FROM agentd_jobs
                       WHERE state = 'running' AND kind = $1
@@ -108,7 +110,7 @@ static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
                     FROM ring WHERE NOT skip)
          UPDATE agentd_jobs
             SET state = 'running', attempt = attempt + 1, locked_by = $3,
-                lease_expires_at = $4 + $5 * interval '1 millisecond', started_at = $4
+                lease_expires_at = {now} + $5 * interval '1 millisecond', started_at = {now}
           WHERE id = ANY(ARRAY(
                 SELECT j.id FROM orgs o CROSS JOIN top CROSS JOIN LATERAL (
                        SELECT id FROM agentd_jobs
@@ -195,7 +197,7 @@ pub async fn claim(
     max_running_per_org: Option<u32>,
     limit: u32,
     worker_id: &str,
-    now: DateTime<Utc>,
+    now: Option<DateTime<Utc>>,
     lease: Duration,
 ) -> Result<Vec<ClaimedJob>, QueueError> {
     let mut out: Vec<ClaimedJob> = Vec::new();

@@ -64,9 +64,13 @@ impl Rescuer {
     pub async fn run_once(&self) -> Result<RescueReport, QueueError> {
         let mut total = RescueReport::default();
         loop {
-            let r =
-                store::rescue_expired_with(&self.pool, self.clock.now(), self.batch, &self.backoff)
-                    .await?;
+            let r = store::rescue_expired_with(
+                &self.pool,
+                self.clock.lease_now(),
+                self.batch,
+                &self.backoff,
+            )
+            .await?;
             total.requeued += r.requeued;
             total.dead += r.dead;
             if r.requeued + r.dead < u64::from(self.batch) {

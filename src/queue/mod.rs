@@ -115,8 +115,11 @@ pub struct JobRow {
     pub released: i32,
     pub max_attempts: i32,
     pub lease_expires_at: Option<DateTime<Utc>>,
+    /// The worker holding it (`host:pid:…`): operators only; the API leaves it out (review L8).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub locked_by: Option<String>,
     pub unique_key: Option<String>,
+    /// The last error; on the API `<class>: <short message>` (review L8), in full for operators.
     pub last_error: Option<String>,
     pub created_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,

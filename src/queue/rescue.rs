@@ -6,11 +6,11 @@ use serde::Serialize;
 use sqlx::PgPool;
 
 /// Re-queues up to `limit` running jobs whose lease expired before `now` (crashed or hung
-/// worker), available again at once. The lost attempt counts; out of attempts → `dead`.
+/// worker; `None`: the database's clock), available again at once. The lost attempt counts; out of attempts → `dead`.
 /// The [`Rescuer`](super::maintenance::Rescuer) uses [`rescue_expired_with`], which backs off.
 pub async fn rescue_expired(
     pool: &PgPool,
-    now: DateTime<Utc>,
+    now: impl Into<Option<DateTime<Utc>>>,
     limit: u32,
 ) -> Result<RescueReport, QueueError> {
     rescue_expired_with(pool, now, limit, &RescueBackoff::immediate()).await
@@ -75,20 +75,22 @@ impl Default for RescueBackoff {
 /// at once, again and again.
 pub async fn rescue_expired_with(
     pool: &PgPool,
-    now: DateTime<Utc>,
+    now: impl Into<Option<DateTime<Utc>>>,
     limit: u32,
     backoff: &RescueBackoff,
 ) -> Result<RescueReport, QueueError> {
+    let now: Option<DateTime<Utc>> = now.into();
     let ms = |d: std::time::Duration| d.as_millis() as f64;
     let kinds: Vec<&str> = backoff.per_kind.iter().map(|(k, _)| k.as_str()).collect();
     let bases: Vec<f64> = backoff.per_kind.iter().map(|(_, b)| ms(b.base)).collect();
     let maxes: Vec<f64> = backoff.per_kind.iter().map(|(_, b)| ms(b.max)).collect();
+    // `$1`: the lease clock, `NULL` for the database's (review #11).
     let rows: Vec<(i64, String)> = sqlx::query_as(
         "WITH p AS (SELECT * FROM unnest($3::text[], $4::float8[], $5::float8[]) AS p(kind, base_ms, max_ms))
          UPDATE agentd_jobs j
             SET state = CASE WHEN attempt - released >= max_attempts THEN 'dead' ELSE 'available' END,
-                finished_at = CASE WHEN attempt - released >= max_attempts THEN $1 ELSE NULL END,
-                run_at = CASE WHEN attempt - released >= max_attempts THEN $1 ELSE $1 + (
+                finished_at = CASE WHEN attempt - released >= max_attempts THEN COALESCE($1::timestamptz, now()) ELSE NULL END,
+                run_at = CASE WHEN attempt - released >= max_attempts THEN COALESCE($1::timestamptz, now()) ELSE COALESCE($1::timestamptz, now()) + (
                     LEAST(COALESCE((SELECT max_ms FROM p WHERE p.kind = j.kind), $7),
                           COALESCE((SELECT base_ms FROM p WHERE p.kind = j.kind), $6)
                           * power(2::float8, LEAST(GREATEST(attempt - released, 1), 30) - 1))
@@ -97,7 +99,7 @@ pub async fn rescue_expired_with(
                 last_error = 'lease expired: the worker crashed, hung or lost its database connection (attempt ' || attempt || ')'
           WHERE id = ANY(ARRAY(
                 SELECT id FROM agentd_jobs
-                 WHERE state = 'running' AND lease_expires_at < $1
+                 WHERE state = 'running' AND lease_expires_at < COALESCE($1::timestamptz, now())
                  ORDER BY lease_expires_at
                  LIMIT $2
                  FOR UPDATE SKIP LOCKED))

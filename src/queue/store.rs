@@ -1,5 +1,7 @@
 //! The queue's SQL. "Now" is always a parameter (from the Clock); every write that finishes an
 //! attempt is fenced by `(id, attempt, state = 'running')`, so a stale attempt changes nothing.
+//! Lease times (claim, heartbeat, rescue) take an optional "now": `None` is the database's
+//! `now()` ([`crate::clock::Clock::lease_now`], review #11).
 
 use super::{ClaimedJob, JobRow, QueueError};
 use chrono::{DateTime, Duration, Utc};
@@ -10,13 +12,14 @@ pub use super::rescue::{RescueBackoff, RescueReport, rescue_expired, rescue_expi
 
 /// Claims up to `limit` ready jobs of the given kinds, highest priority first; the slots are
 /// shared among the orgs that have ready jobs (round robin, [`super::fair`]), each org's jobs
-/// oldest `run_at` first. Each job gets a lease until `now + lease` and a new attempt number.
+/// oldest `run_at` first. Each job gets a lease until `now + lease` and a new attempt number
+/// (`now`: `None` is the database's clock, [`lease_now`]).
 pub async fn claim(
     pool: &PgPool,
     kinds: &[String],
     limit: u32,
     worker_id: &str,
-    now: DateTime<Utc>,
+    now: impl Into<Option<DateTime<Utc>>>,
     lease: Duration,
 ) -> Result<Vec<ClaimedJob>, QueueError> {
     claim_scoped(pool, kinds, None, None, limit, worker_id, now, lease).await
@@ -38,9 +41,10 @@ pub async fn claim_scoped(
     max_running_per_org: Option<u32>,
     limit: u32,
     worker_id: &str,
-    now: DateTime<Utc>,
+    now: impl Into<Option<DateTime<Utc>>>,
     lease: Duration,
 ) -> Result<Vec<ClaimedJob>, QueueError> {
+    let now: Option<DateTime<Utc>> = now.into();
     // One kind (every claim loop): `kind = $1` lets the planner walk the partial claim index in
     // order (0.65 ms at a 20k backlog). `kind = ANY($1)` made it scan and sort every ready row
     // (17–20 ms, growing with the backlog: the 1M-backlog collapse measured by `agentd bench`).
@@ -63,13 +67,14 @@ pub async fn claim_scoped(
     };
     // An org that paused the job's kind (migration 0075): its jobs are walked past.
     let paused = super::pause::paused_org("agentd_jobs.kind", super::fair::ORG_KEY);
+    let now_sql = lease_now("$4");
     let sql = format!(
         "UPDATE agentd_jobs
             SET state = 'running', attempt = attempt + 1, locked_by = $3,
-                lease_expires_at = $4 + $5 * interval '1 millisecond', started_at = $4
+                lease_expires_at = {now_sql} + $5 * interval '1 millisecond', started_at = {now_sql}
           WHERE id = ANY(ARRAY(
                 SELECT id FROM agentd_jobs
-                 WHERE state = 'available' AND {kind_filter} AND run_at <= $4{org_filter}
+                 WHERE state = 'available' AND {kind_filter} AND run_at <= {now_sql}{org_filter}
                    AND NOT {paused}
                  ORDER BY priority DESC, run_at, id
                  LIMIT $2
@@ -93,6 +98,12 @@ pub async fn claim_scoped(
         None => q,
     };
     fetch_claimed(pool, q).await
+}
+
+/// "Now" for lease times in SQL, from the parameter `param` (an optional `timestamptz`): the
+/// database's `now()` when it is `NULL` (review #11; [`crate::clock::Clock::lease_now`]).
+pub(super) fn lease_now(param: &str) -> String {
+    format!("COALESCE({param}::timestamptz, now())")
 }
 
 /// Runs a claim statement. Through a pooler a statement outside a transaction commits when its
@@ -233,15 +244,17 @@ pub async fn fail(
 pub async fn heartbeat(
     pool: &PgPool,
     held: &[(i64, i32)],
-    now: DateTime<Utc>,
+    now: impl Into<Option<DateTime<Utc>>>,
     lease: Duration,
 ) -> Result<Vec<i64>, QueueError> {
+    let now: Option<DateTime<Utc>> = now.into();
     if held.is_empty() {
         return Ok(Vec::new());
     }
     let (ids, attempts): (Vec<i64>, Vec<i32>) = held.iter().copied().unzip();
     let kept = sqlx::query_scalar(
-        "UPDATE agentd_jobs j SET lease_expires_at = $3 + $4 * interval '1 millisecond'
+        "UPDATE agentd_jobs j
+            SET lease_expires_at = COALESCE($3::timestamptz, now()) + $4 * interval '1 millisecond'
           WHERE j.id = ANY($1::int8[]) AND j.state = 'running'
             AND j.attempt = ($2::int4[])[array_position($1::int8[], j.id)]
       RETURNING j.id",
@@ -259,15 +272,17 @@ pub async fn heartbeat(
 pub async fn release(
     pool: &PgPool,
     held: &[(i64, i32)],
-    now: DateTime<Utc>,
+    now: impl Into<Option<DateTime<Utc>>>,
 ) -> Result<u64, QueueError> {
+    let now: Option<DateTime<Utc>> = now.into();
     if held.is_empty() {
         return Ok(0);
     }
     let (ids, attempts): (Vec<i64>, Vec<i32>) = held.iter().copied().unzip();
     let done = sqlx::query(
         "UPDATE agentd_jobs j
-            SET state = 'available', run_at = $3, released = released + 1,
+            SET state = 'available', run_at = COALESCE($3::timestamptz, now()),
+                released = released + 1,
                 lease_expires_at = NULL, locked_by = NULL,
                 last_error = 'released by a worker shutting down'
           WHERE j.id = ANY($1::int8[]) AND j.state = 'running'

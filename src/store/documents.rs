@@ -372,6 +372,16 @@ pub async fn version(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> sqlx::R
     sql::scalar(version, org_id, id).fetch_optional(conn).await
 }
 
+/// The auto-create state of this org's document with this id; None: no such document.
+pub async fn auto_create_status(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    id: Uuid,
+) -> sqlx::Result<Option<AutoCreateStatus>> {
+    let status = "SELECT auto_create_status FROM documents WHERE org_id = $1 AND id = $2";
+    sql::scalar(status, org_id, id).fetch_optional(conn).await
+}
+
 /// True if this org has a document with this id.
 pub async fn exists(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> sqlx::Result<bool> {
     let exists = "SELECT EXISTS (SELECT 1 FROM documents WHERE org_id = $1 AND id = $2)";

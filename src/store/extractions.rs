@@ -109,3 +109,25 @@ pub async fn update_result(
     .fetch_optional(conn)
     .await
 }
+
+/// What deleting a document of this org would remove of its extractions, as a fingerprint for
+/// `delete_document`'s snapshot: how many there are and SHA-256 (hex) over their ids and results.
+/// Not their status: accepting the document's proposal changes nothing a deletion removes.
+pub async fn fingerprint(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    document_id: Uuid,
+) -> sqlx::Result<Value> {
+    let (count, sha256): (i64, String) = sqlx::query_as(
+        "SELECT count(*),
+                encode(sha256(convert_to(COALESCE(
+                    string_agg(id::text || ':' || result::text, ',' ORDER BY id), ''), 'UTF8')),
+                       'hex')
+           FROM extractions WHERE org_id = $1 AND document_id = $2",
+    )
+    .bind(org_id)
+    .bind(document_id)
+    .fetch_one(conn)
+    .await?;
+    Ok(serde_json::json!({"count": count, "sha256": sha256}))
+}

@@ -72,6 +72,8 @@ pub struct RunningJob {
     pub id: i64,
     pub kind: String,
     pub attempt: i32,
+    /// The worker holding it: operators only; the API leaves it out (review L8).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub locked_by: Option<String>,
     pub running_secs: f64,
     pub lease_left_secs: f64,

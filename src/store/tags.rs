@@ -74,7 +74,7 @@ pub async fn create(
     let inserted = sqlx::query_as::<_, TagRow>(
         "INSERT INTO tags (id, org_id, name, color, run_id, created_at)
          VALUES ($1, $2, $3, $4, $5, $6)
-         ON CONFLICT (org_id, name) DO NOTHING
+         ON CONFLICT (org_id, lower(name)) DO NOTHING
       RETURNING id, name, color, run_id, created_at",
     )
     .bind(Uuid::now_v7())
@@ -87,7 +87,8 @@ pub async fn create(
     .await?;
     match inserted {
         Some(t) => Ok((t, false)),
-        // A concurrent transaction created it between the lookup and the insert.
+        // A concurrent transaction created it (in any case) between the lookup and the insert:
+        // the unique index on `lower(name)` (migration 0083) made the insert wait for it.
         None => by_name(conn, org_id, name, false)
             .await?
             .map(|t| (t, true))

@@ -42,13 +42,37 @@ pub async fn find<T: Versioned>(
 }
 
 /// The latest version of the org's `id`; `lock` takes `FOR UPDATE` on it.
+///
+/// Locked, it is the latest once the lock is held: `FOR UPDATE` that waited for a concurrent
+/// writer keeps the row it picked before waiting (READ COMMITTED does not redo the `ORDER BY
+/// version DESC LIMIT 1`), so the version that writer committed was missed and `version + 1`
+/// conflicted (review #23). A new statement sees it; the lock is taken again until the locked
+/// row is the newest. Every writer of a new version holds this lock, so none can slip in after.
 pub async fn latest<T: Versioned>(
     conn: &mut PgConnection,
     org_id: Uuid,
     id: Uuid,
     lock: bool,
 ) -> sqlx::Result<Option<T>> {
-    find(conn, org_id, id, None, lock).await
+    loop {
+        let Some(row) = find::<T>(&mut *conn, org_id, id, None, lock).await? else {
+            return Ok(None);
+        };
+        if !lock {
+            return Ok(Some(row));
+        }
+        let newest = format!(
+            "SELECT max(version) FROM {} WHERE org_id = $1 AND {} = $2",
+            T::TABLE,
+            T::ID
+        );
+        let newest: Option<i32> = sql::scalar(sqlx::AssertSqlSafe(newest), org_id, id)
+            .fetch_one(&mut *conn)
+            .await?;
+        if newest.is_none_or(|v| v <= row.revision().1) {
+            return Ok(Some(row));
+        }
+    }
 }
 
 /// The latest version of each of the org's ids, newest first.

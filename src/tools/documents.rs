@@ -270,7 +270,17 @@ impl TypedTool for DeleteDocument {
         }
         Ok(json!({"deleted": true, "document_id": id}))
     }
+    /// The document's row and its extractions, which the deletion removes too (review #14b);
+    /// without extractions, the row's alone (as approvals proposed before this was added).
     async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        document_snapshot(ctx, self.document_id.0).await
+        let id = self.document_id.0;
+        let mut s = document_snapshot(ctx, id).await?;
+        if s["exists"] == true {
+            let e = crate::store::extractions::fingerprint(ctx.conn, ctx.org_id, id).await?;
+            if e["count"] != 0 {
+                s["extractions"] = e;
+            }
+        }
+        Ok(s)
     }
 }

@@ -11,6 +11,7 @@ mod common;
 mod documents;
 mod extraction;
 mod prompts;
+mod races;
 mod registry;
 mod schemas;
 mod snapshots;

@@ -87,7 +87,7 @@ impl Shared {
             },
             want,
             &self.opts.worker_id,
-            self.clock.now(),
+            self.clock.lease_now(),
             self.lease(),
         )
         .await?;
@@ -144,7 +144,7 @@ impl Shared {
         }
         let pairs: Vec<(i64, i32)> = left.iter().map(|(id, h)| (*id, h.attempt)).collect();
         match crate::queue::worker::retry_db(|| {
-            store::release(&self.pool, &pairs, self.clock.now())
+            store::release(&self.pool, &pairs, self.clock.lease_now())
         })
         .await
         {
@@ -447,7 +447,7 @@ pub(super) async fn heartbeat_loop(sh: Arc<Shared>) {
             continue;
         }
         let sent = Instant::now();
-        let write = store::heartbeat(&sh.pool, &held, sh.clock.now(), sh.lease());
+        let write = store::heartbeat(&sh.pool, &held, sh.clock.lease_now(), sh.lease());
         match crate::queue::lease::bounded(sh.opts.heartbeat, write).await {
             Ok(kept) => {
                 sh.stats.db_ok.store(true, Ordering::Relaxed);
