@@ -39,7 +39,7 @@ fn german_invoice() {
     has(t, "vat_amount", json!(281.58));
     has(t, "total", json!(1763.58));
     has(t, "vat_id", json!("DE 812 345 678"));
-    has(t, "iban", json!("DE89370400440532013000"));
+    has(t, "iban", json!("DE89 3704 0044 0532 0130 00"));
     has(t, "supplier", json!("Müller & Söhne Feinmechanik GmbH"));
     let rows = a.get("line_items").expect("a table");
     assert_eq!(rows.value[1]["quantity"], json!(120));
@@ -119,7 +119,7 @@ fn english_bank_statement_with_a_table() {
     has(t, "account_number", json!("40-11-92 / 31846620"));
     has(t, "statement_date", json!("2026-11-01"));
     has(t, "opening_balance", json!(2418.36));
-    has(t, "total_paid_out", json!(1359.9));
+    has(t, "total_debits", json!(1359.9));
     has(t, "closing_balance", json!(3770.02));
     has(t, "bank", json!("HARBOURSIDE BUILDING SOCIETY"));
     let rows = a.get("transactions").expect("the table");
@@ -426,4 +426,75 @@ fn random_text_never_panics() {
         let values = Value::Array(a.candidates.iter().map(|c| c.value.clone()).collect());
         let _ = ground::ungrounded(&values, &text);
     }
+}
+
+#[test]
+fn a_statement_period_is_its_start_and_end() {
+    let t = "BANCO DEL SUR\nExtracto de cuenta\nTitular: Ana Ruiz          NIF: 30558812-F\n\
+             Periodo: 01/10/2026 - 31/10/2026       Fecha de emisión: 02/11/2026\n\
+             Saldo anterior: 2.104,37 EUR\n";
+    has(t, "period_start", json!("2026-10-01"));
+    has(t, "period_end", json!("2026-10-31"));
+    has(t, "issue_date", json!("2026-11-02"));
+    assert!(analyse(t).get("period").is_none());
+    // On a policy the same range is the cover's start and end.
+    let p = "ACME INSURANCE\nInsurance certificate\nPolicy Number: P-1\nPeriod: 01/01/2026 to 31/12/2026\n";
+    has(p, "start_date", json!("2026-01-01"));
+    has(p, "end_date", json!("2026-12-31"));
+}
+
+#[test]
+fn a_date_in_a_label_is_not_part_of_its_name() {
+    let t = "RABOBANK\nRekeningafschrift\nBeginsaldo per 01-10-2026:            € 1.532,90\n\
+             Eindsaldo per 31-10-2026:             € 3.384,32\n\
+             Solde précédent au 31/08/2026 :        812,64\n";
+    has(t, "opening_balance", json!(1532.9));
+    has(t, "closing_balance", json!(3384.32));
+}
+
+#[test]
+fn the_place_and_date_a_document_is_signed_with_is_its_issue_date() {
+    let t = "MUTUELLE DE L'OUEST\nAttestation d'assurance\nContrat n° RCP-1\n\nFait à Nantes, le 12 janvier 2026\n";
+    has(t, "issue_date", json!("2026-01-12"));
+    // Not when the document has its own date.
+    let d = "ACME\nDate: 01/02/2026\nRoma, 12 marzo 2026\n";
+    assert!(analyse(d).get("issue_date").is_none());
+}
+
+#[test]
+fn a_title_with_the_word_number_names_the_documents_number() {
+    has(
+        "AVOIR N° AV-26-0042\nTotal TTC : 82,80 €",
+        "credit_note_number",
+        json!("AV-26-0042"),
+    );
+    let t = "RELEVÉ DE COMPTE N° 9                                   Date d'arrêté : 30/09/2026\n";
+    has(t, "statement_number", json!("9"));
+    has(t, "date_d_arrete", json!("2026-09-30"));
+    has(
+        "PEDIDO DE COMPRA Nº OC-2026-4471\nFecha del pedido: 19/10/2026",
+        "po_number",
+        json!("OC-2026-4471"),
+    );
+}
+
+#[test]
+fn tax_and_insurance_labels_in_several_languages() {
+    let de = "Finanzamt Köln\nSteuerbescheid\nZu versteuerndes Einkommen: 78.416 €\nErstattungsbetrag: 1.342,88 €\nKirchensteuer: 1.338,48 €\n";
+    has(de, "taxable_income", json!(78416));
+    has(de, "refund_amount", json!(1342.88));
+    has(de, "church_tax", json!(1338.48));
+    let es = "AGENCIA TRIBUTARIA\nEjercicio: 2025\nRetenciones del trabajo     7.118,50\nImporte a devolver: 642,42 €\n";
+    has(es, "tax_year", json!(2025));
+    has(es, "tax_withheld", json!(7118.5));
+    has(es, "refund_amount", json!(642.42));
+    let it = "ASSICURAZIONI SPA\nCertificato di assicurazione\nContraente:   Marco Bellandi\nScadenza:     15/03/2027\nPremio lordo annuo   € 510,00\n";
+    has(it, "policyholder", json!("Marco Bellandi"));
+    has(it, "end_date", json!("2027-03-15"));
+    has(it, "premium", json!(510));
+    let nl = "DE ZEKERHEID N.V.\nPolisblad\nEigen risico     € 250\nIngangsdatum     01-02-2026\nTotaal af:  € 1.377,35\nTotaal bij: € 3.228,77\n";
+    has(nl, "deductible", json!(250));
+    has(nl, "start_date", json!("2026-02-01"));
+    has(nl, "total_debits", json!(1377.35));
+    has(nl, "total_credits", json!(3228.77));
 }
