@@ -1963,6 +1963,26 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
         ],
     ),
     (
+        "issuer",
+        Party,
+        &[
+            "issuer",
+            "issued_by",
+            "emetteur",
+            "emis_par",
+            "aussteller",
+            "ausgestellt_von",
+            "emisor",
+            "emitido_por",
+            "emittente",
+            "emesso_da",
+            "uitgever",
+            "uitgegeven_door",
+            "emitente",
+            "emitido_por_entidade",
+        ],
+    ),
+    (
         "contact",
         Party,
         &[

@@ -579,6 +579,10 @@ fn from_pair(
             "tax_rate".into()
         };
     }
+    // On an invoice or a credit note, whom it is sent to is the customer.
+    if matches!(kind, DocKind::Invoice | DocKind::CreditNote) && name == "consignee" {
+        name = "customer".into();
+    }
     // On a statement, the bank's client is the account's holder.
     if kind == DocKind::BankStatement && name == "customer" {
         name = "account_holder".into();
