@@ -153,6 +153,8 @@ const WORDS: &[(DocKind, &[&str])] = &[
             "contante",
             "pump",
             "unleaded",
+            "till",
+            "thank you for shopping",
         ],
     ),
     (

@@ -175,7 +175,8 @@ fn separated(text: &str) -> Option<(String, String, Option<String>)> {
     let label = text.get(..at)?.trim();
     let after = text.get(at + len..)?;
     let value = after.trim();
-    if !label_ok(label) {
+    // `0p: KAREN` is `Op: KAREN` read by an OCR.
+    if !label_ok(label) && !label_ok(&super::values::repair_letters(label)) {
         return None;
     }
     // `Deliver to:          Order ref: SO-22817`: the label's own value is elsewhere (below),
@@ -205,7 +206,10 @@ fn split_second_pair(value: &str) -> (String, Option<String>) {
         for (i, _) in value.match_indices(gap) {
             if best.is_none_or(|(b, _)| i < b) {
                 let rest = value.get(i + gap.len()..).unwrap_or("").trim_start();
-                if starts_pair(rest) {
+                // Another `Label: value`, or a known label and a code (`Trans 004418`).
+                let spaced_known = spaced(rest, 0, DecimalStyle::Unknown, DateOrder::DayFirst)
+                    .is_some_and(|p| known(&p.label).is_some());
+                if starts_pair(rest) || (gap != " — " && gap != " – " && spaced_known) {
                     best = Some((i, gap.len()));
                 }
             }
@@ -293,6 +297,12 @@ pub fn pairs(
             while let Some(text) = rest.take() {
                 guard += 1;
                 let Some((label, value, more)) = separated(&text) else {
+                    // The rest may be a known label and its code (`Trans 004418`).
+                    if let Some(p) = spaced(&text, i, style, order)
+                        && known(&p.label).is_some()
+                    {
+                        out.push(p);
+                    }
                     break;
                 };
                 if value.is_empty() {
@@ -521,7 +531,8 @@ fn spaced(line: &str, i: usize, style: DecimalStyle, order: DateOrder) -> Option
                 class,
                 Some(lexicon::Class::Amount | lexicon::Class::Quantity)
             ) && leading_number(value, style).is_some())
-            || (matches!(class, Some(lexicon::Class::Party | lexicon::Class::Text))
+            || ((matches!(class, Some(lexicon::Class::Party | lexicon::Class::Text))
+                || address_label(&label))
                 && value.chars().any(char::is_alphabetic)
                 && value.chars().count() <= 60
                 && known(value).is_none());
@@ -562,6 +573,26 @@ fn spaced(line: &str, i: usize, style: DecimalStyle, order: DateOrder) -> Option
             line: i,
             how: How::Spaced,
         })
+}
+
+/// Whether a label names an address (`Insured address`, `Risicoadres`, `Lieferanschrift`):
+/// its last word ends in an address word.
+fn address_label(label: &str) -> bool {
+    let s = snake(label, 64);
+    let last = s.rsplit('_').next().unwrap_or("");
+    [
+        "address",
+        "adresse",
+        "anschrift",
+        "direccion",
+        "domicilio",
+        "indirizzo",
+        "adres",
+        "endereco",
+        "morada",
+    ]
+    .iter()
+    .any(|w| last.ends_with(w))
 }
 
 /// Words that open a date range after a label (`Période du`, `Period from`).

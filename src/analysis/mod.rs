@@ -187,6 +187,32 @@ pub fn analyse(text: &str) -> Analysis {
             push(&mut out, c);
         }
     }
+    // A table's row named by a known amount label is a field (`SALAIRE BRUT   1 925,96`,
+    // `IVA 21 %   12,53 €`): its last cell.
+    for t in tables.iter().chain(single.iter()) {
+        for (k, r) in t.raw_rows.iter().enumerate().take(50) {
+            let cells: Vec<&str> = r
+                .iter()
+                .map(|c| c.trim())
+                .filter(|c| !c.is_empty())
+                .collect();
+            let (Some(first), Some(last)) = (cells.first(), cells.last()) else {
+                continue;
+            };
+            let amount = labels::known(first).is_some_and(|(_, c)| c == Class::Amount);
+            if cells.len() >= 2 && amount && values::parse_number(last, style).is_some() {
+                let p = labels::Pair {
+                    label: (*first).to_string(),
+                    value: (*last).to_string(),
+                    line: t.row_lines.get(k).copied().unwrap_or(t.header_line),
+                    how: How::Spaced,
+                };
+                if let Some(c) = from_pair(&p, kind, style, order) {
+                    push(&mut out, c);
+                }
+            }
+        }
+    }
     // Rows of results (a lab report's analytes) are fields of their own: `Haemoglobin  13.8`.
     // (Only there: a purchase order's `Wert` column is an amount, not a result.)
     let results_kinds = matches!(kind, DocKind::LabReport | DocKind::Other);
@@ -237,7 +263,9 @@ pub fn analyse(text: &str) -> Analysis {
             .iter()
             .enumerate()
             .filter(|(i, _)| !in_table(*i))
-            .find_map(|(i, l)| values::parse_date(l, order).map(|d| (i, d)))
+            .find_map(|(i, l)| {
+                values::parse_date(&values::repair_digits(l.trim()), order).map(|d| (i, d))
+            })
     {
         push(
             &mut out,
@@ -444,10 +472,9 @@ fn expand_number(name: &str) -> String {
 
 /// A label whose value is a date range (`Periodo: 01/10/2026 - 31/10/2026`) as two candidates,
 /// its start and its end: `start_date`/`end_date` on an insurance document,
-/// `period_start`/`period_end` elsewhere. A pay or billing period (payslips, utility bills)
-/// stays one field.
+/// `period_start`/`period_end` elsewhere. A utility bill's billing period stays one field.
 fn range_pair(p: &labels::Pair, kind: DocKind, order: DateOrder) -> Option<[Candidate; 2]> {
-    if matches!(kind, DocKind::Payslip | DocKind::UtilityBill) {
+    if kind == DocKind::UtilityBill {
         return None;
     }
     let (start, end) = periods::range(&p.value, order)?;
@@ -561,6 +588,19 @@ fn from_pair(
     } else if let Some(b) = values::parse_bool(&raw) {
         (Value::Bool(b), ValueKind::Boolean)
     } else if let Some(n) = number.filter(|_| !matches!(class, Some(Class::Party | Class::Text))) {
+        // A deduction or a tax printed negative (`Total des retenues  -412,51`) is an amount;
+        // only a balance keeps its sign.
+        let signed = known.is_none_or(|(canonical, _)| {
+            matches!(
+                canonical,
+                "opening_balance" | "closing_balance" | "amount_due" | "refund_amount"
+            )
+        });
+        let n = if signed || class != Some(Class::Amount) {
+            n
+        } else {
+            n.abs()
+        };
         (number_value(n), ValueKind::Number)
     } else if labels::looks_like_code(&raw) && raw.split_whitespace().count() == 1 {
         (Value::String(raw.clone()), ValueKind::Identifier)

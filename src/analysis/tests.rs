@@ -498,3 +498,103 @@ fn tax_and_insurance_labels_in_several_languages() {
     has(nl, "total_debits", json!(1377.35));
     has(nl, "total_credits", json!(3228.77));
 }
+
+#[test]
+fn parties_side_by_side_take_the_pieces_below_them() {
+    let t = "BON DE LIVRAISON N° BL-77412\n\n\
+             Expéditeur                             Destinataire\n\
+             Papeterie Normande SA                  Lycée Jean Monnet – Intendance\n\
+             Zone artisanale des Hauts-Vents        Avenue de la Libération\n";
+    has(t, "shipper", json!("Papeterie Normande SA"));
+    has(t, "consignee", json!("Lycée Jean Monnet – Intendance"));
+    has(t, "delivery_note_number", json!("BL-77412"));
+}
+
+#[test]
+fn a_pair_at_the_end_of_a_value_is_a_field_of_its_own() {
+    let t = "PEDIDO DE COMPRA\nComprador: Hoteles Costa Brava Group, S.L. (CIF B-17552209)\n\
+             Proveedor: Textil Hostelero Tarrasa, S.A. — Cód. proveedor 30077\n\
+             Transporteur : Geodis – n° de suivi 4471 2290 8812\n";
+    has(t, "buyer", json!("Hoteles Costa Brava Group, S.L."));
+    has(t, "tax_id", json!("B-17552209"));
+    has(t, "supplier", json!("Textil Hostelero Tarrasa, S.A."));
+    has(t, "supplier_number", json!("30077"));
+    has(t, "carrier", json!("Geodis"));
+    has(t, "tracking_number", json!("4471 2290 8812"));
+}
+
+#[test]
+fn a_party_ends_where_its_address_starts() {
+    let t = "BESTELLUNG\nBesteller: Kliniken Südwest gGmbH, Zentraleinkauf, Postfach 1140, 71011 Böblingen\n\
+             Émetteur : Maison Verdier, 14 cours Gambetta, 69003 Lyon\n";
+    has(t, "buyer", json!("Kliniken Südwest gGmbH"));
+    has(t, "issuer", json!("Maison Verdier"));
+}
+
+#[test]
+fn a_date_label_takes_the_one_date_of_its_value_and_a_code_drops_its_date() {
+    let t = "BESTELLUNG\nLiefertermin: KW 46/2026, spätestens 13.11.2026\nPrélevé le : 05/11/2026 à 08:15\n\
+             Facture d'origine : F-26-0917 du 20 octobre 2026\n";
+    has(t, "delivery_date", json!("2026-11-13"));
+    has(t, "preleve_le", json!("2026-11-05"));
+    has(t, "facture_d_origine", json!("F-26-0917"));
+}
+
+#[test]
+fn spaced_lines_around_the_label_and_the_value() {
+    // A form's box numbers, the working after a label, a reference range after a result.
+    let t = "2025 Form 1099-DIV\n1a Total ordinary dividends          $2,418.62\n\
+             4  Federal income tax withheld             $0.00\n\
+             Arbeitspreis        2.868 kWh x 32,18 ct/kWh        922,92 €\n\
+             Hémoglobine ................ 13,4 g/dL       (12,0 – 16,0)\n\
+             IVA 21 %                                                       12,53 €\n";
+    has(t, "total_ordinary_dividends", json!(2418.62));
+    has(t, "tax_withheld", json!(0));
+    has(t, "arbeitspreis", json!(922.92));
+    has(t, "vat_amount", json!(12.53));
+    let lab = "LABORATOIRE\nHémoglobine ................ 13,4 g/dL       (12,0 – 16,0)\n";
+    has(lab, "hemoglobine", json!(13.4));
+    // A known label takes a few words after its amount, a known party any short text.
+    let nl = "POLISBLAD\nEigen risico                € 250 per schade\nVerzekeringnemer            mevr. S.M. Bakker-Visser\nRisicoadres                 Lindenlaan 23, 3818 BK Amersfoort\n";
+    has(nl, "deductible", json!(250));
+    has(nl, "policyholder", json!("mevr. S.M. Bakker-Visser"));
+    has(
+        nl,
+        "risicoadres",
+        json!("Lindenlaan 23, 3818 BK Amersfoort"),
+    );
+}
+
+#[test]
+fn ocr_damage_in_codes_words_and_dates() {
+    let t = "GARAGE DU P0NT NEUF SARL\nFACTURE N° GPN-2O26-1147\nSIRET : 5l3 228 904 OOO17\n\
+             CIient : M. Karim Belhadj\nImmatriculation : FG-2l3-KC\n";
+    has(t, "invoice_number", json!("GPN-2026-1147"));
+    has(t, "company_id", json!("513 228 904 00017"));
+    has(t, "customer", json!("M. Karim Belhadj"));
+    has(t, "vehicle_registration", json!("FG-213-KC"));
+    let r = "     FRESHWAY F00DS\n  VAT N0: GB 3l4 2299 O8\n  Till 3   0p: KAREN   Transaction 0O4418\n\
+             SEMI SKIMMED MILK 2L      1.55\n  T0TAL                GBP  5.72\n  l4/ll/2026  l7:32\n";
+    has(r, "merchant", json!("FRESHWAY FOODS"));
+    has(r, "vat_id", json!("GB 314 2299 08"));
+    has(r, "cashier", json!("KAREN"));
+    has(r, "transaction_number", json!("004418"));
+    has(r, "total", json!(5.72));
+    has(r, "date", json!("2026-11-14"));
+    // On a receipt, an item is no field.
+    assert!(analyse(r).get("semi_skimmed_milk_2l").is_none());
+}
+
+#[test]
+fn signs_rates_and_codes_in_values() {
+    let t = "BULLETIN DE SALAIRE\nRubrique          Base      Taux      Montant\n\
+             Salaire de base   151,67    12,1000   1 835,21\n\
+             SALAIRE BRUT                          1 925,96\n\
+             Total des retenues                    -412,51\n\n\
+             NIF del declarante: 47781203-K\nSegurança Social 11%        156,20\nSaldo final: -12,40\n";
+    has(t, "gross_pay", json!(1925.96));
+    has(t, "total_deductions", json!(412.51));
+    has(t, "nif_del_declarante", json!("47781203-K"));
+    has(t, "social_security", json!(156.2));
+    has(t, "closing_balance", json!(-12.4));
+}

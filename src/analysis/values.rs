@@ -570,15 +570,23 @@ fn repair_digit_word(w: &str) -> String {
 
 /// OCR repairs in a code (`GPN-2O26-1147` → `GPN-2026-1147`, `FG-2l3-KC` → `FG-213-KC`,
 /// `5l3 228 904 OOO17` → `513 228 904 00017`): each group between spaces, `-` and `/` that has
-/// at least two digits and otherwise only letters OCR confuses with digits (`O`, `o`, `l`,
+/// at least two digits (one in a code of six or more) and otherwise only letters OCR confuses
+/// with digits (`O`, `o`, `l`,
 /// `I`, `|`) gets them as digits; groups of letters (`GPN`, `KC`) stay.
 pub fn repair_code(s: &str) -> String {
     let mut out = String::new();
     let mut group = String::new();
+    // In a long number (`GB 3l4 2299 O8`), a short group with one digit is a number too.
+    let need = if s.chars().filter(char::is_ascii_digit).count() >= 6 {
+        1
+    } else {
+        2
+    };
     let flush = |group: &mut String, out: &mut String| {
         let digits = group.chars().filter(char::is_ascii_digit).count();
         let lookalike = |c: char| matches!(c, 'O' | 'o' | 'l' | 'I' | '|');
-        let repairable = digits >= 2 && group.chars().all(|c| c.is_ascii_digit() || lookalike(c));
+        let repairable =
+            digits >= need && group.chars().all(|c| c.is_ascii_digit() || lookalike(c));
         if repairable {
             out.extend(group.chars().map(|c| match c {
                 'O' | 'o' => '0',
@@ -653,8 +661,19 @@ fn repair_letter_word(w: &str) -> String {
         !(i > 0 && chars[i - 1].is_ascii_digit())
             && !chars.get(i + 1).is_some_and(char::is_ascii_digit)
     });
+    // `F00DS`, `WH0LEMEAL`: zeros in a word of capitals are O's, even two together.
+    let capitals = chars
+        .iter()
+        .filter(|c| c.is_alphabetic())
+        .all(|c| c.is_uppercase());
+    let zeros_in_capitals = capitals && digits.iter().all(|&i| chars[i] == '0');
+    // `N0`, `0p`: a letter and a zero.
+    let short = chars.len() == 2 && letters == 1 && digits.iter().all(|&i| chars[i] == '0');
     let mappable = digits.iter().all(|&i| matches!(chars[i], '0' | '1' | '5'));
-    if digits.is_empty() || letters < 2 || digits.len() * 2 > letters || !single || !mappable {
+    let enough_letters = (letters >= 2 && digits.len() * 2 <= letters)
+        || (zeros_in_capitals && letters >= 2 && digits.len() < letters)
+        || short;
+    if digits.is_empty() || !enough_letters || !(single || zeros_in_capitals) || !mappable {
         return w.to_string();
     }
     let upper = chars
