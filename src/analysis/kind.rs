@@ -420,22 +420,26 @@ pub fn guess(text: &str) -> DocKind {
         .join("\n");
     let head = fold(&head);
     let body = fold(&text.chars().take(20_000).collect::<String>());
-    let mut best = (DocKind::Other, 0usize);
+    // On a tie, the kind named first wins (the title: `AVOIR N° …` over a `Facture d'origine`
+    // below it).
+    let mut best = (DocKind::Other, 0usize, usize::MAX);
     for (kind, words) in WORDS {
         let mut score = 0;
+        let mut first = usize::MAX;
         for w in *words {
             // A longer name is the more specific one: `recibo de vencimento` (a payslip) over
             // `recibo` (a receipt).
             let weight = w.split_whitespace().count();
             if contains_words(&head, w) {
                 score += 3 * weight;
+                first = first.min(head.find(w).unwrap_or(usize::MAX));
             }
             if contains_words(&body, w) {
                 score += weight;
             }
         }
-        if score > best.1 {
-            best = (*kind, score);
+        if score > best.1 || (score == best.1 && score > 0 && first < best.2) {
+            best = (*kind, score, first);
         }
     }
     best.0

@@ -334,11 +334,15 @@ pub fn pairs(
             out.push(p);
             continue;
         }
-        // A known label alone on its line, its value below.
-        if known(trimmed).is_some()
+        // A known label alone on its line, its value below (any short text for a party).
+        let class = known(trimmed).map(|k| k.1);
+        if class.is_some()
             && trimmed.split_whitespace().count() <= 4
             && let Some(v) = next_line_value(lines, i, skip)
-            && typed(&v, style, order)
+            && (typed(&v, style, order)
+                || (class == Some(lexicon::Class::Party)
+                    && v.chars().count() <= 60
+                    && known(&v).is_none()))
         {
             out.push(Pair {
                 label: trimmed.to_string(),
@@ -389,9 +393,9 @@ fn tail_pair(
     }
 }
 
-/// Parties side by side (`Expéditeur          Destinataire`, `Bill To:        Ship To:`): a line
-/// of two to four known party or address labels, each taking the piece of the next line that
-/// starts under it.
+/// Labels side by side (`Expéditeur          Destinataire`, `Invoice Number      Invoice
+/// Date`): a line of two to four known labels, each taking the piece of the next line that
+/// starts under it (a table of two columns is not a table: those have three or more).
 fn party_columns(lines: &[String], i: usize, skip: &dyn Fn(usize) -> bool) -> Option<Vec<Pair>> {
     let heads = segments(lines.get(i)?);
     if !(2..=4).contains(&heads.len()) {
@@ -399,9 +403,7 @@ fn party_columns(lines: &[String], i: usize, skip: &dyn Fn(usize) -> bool) -> Op
     }
     let party = |t: &str| {
         let t = t.trim().trim_end_matches(':').trim();
-        known(t).is_some_and(|(name, class)| {
-            class == lexicon::Class::Party || matches!(name, "shipping_address" | "address")
-        })
+        !t.contains(':') && !t.chars().any(|c| c.is_ascii_digit()) && known(t).is_some()
     };
     if !heads.iter().all(|h| party(&h.text)) {
         return None;

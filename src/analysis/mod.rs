@@ -619,6 +619,15 @@ fn from_pair(
             "tax_rate".into()
         };
     }
+    // On an invoice, the date it was issued is the invoice's date, and the holder of the
+    // contract billed (`Titular`) its customer.
+    if matches!(kind, DocKind::Invoice | DocKind::UtilityBill) {
+        match name.as_str() {
+            "issue_date" => name = "invoice_date".into(),
+            "account_holder" => name = "customer".into(),
+            _ => {}
+        }
+    }
     // On an invoice or a credit note, whom it is sent to is the customer.
     if matches!(kind, DocKind::Invoice | DocKind::CreditNote) && name == "consignee" {
         name = "customer".into();

@@ -74,7 +74,7 @@ fn spanish_invoice_with_comma_decimals() {
     let t = "FACTURA B\nN° 0003-00012877\nFecha de emisión: 14/10/2026\nCUIT: 30-71234567-8\n\
              Cliente: Distribuidora Sur S.R.L.\nSubtotal: $ 110.000,00\nIVA 21%: $ 23.100,00\n\
              Importe Total: $ 133.100,00\nCondición de venta: Contado\n";
-    has(t, "issue_date", json!("2026-10-14"));
+    has(t, "invoice_date", json!("2026-10-14"));
     has(t, "tax_id", json!("30-71234567-8"));
     has(t, "customer", json!("Distribuidora Sur S.R.L."));
     has(t, "subtotal", json!(110000));
@@ -597,4 +597,28 @@ fn signs_rates_and_codes_in_values() {
     has(t, "nif_del_declarante", json!("47781203-K"));
     has(t, "social_security", json!(156.2));
     has(t, "closing_balance", json!(-12.4));
+}
+
+#[test]
+fn labels_side_by_side_and_a_party_below_its_label() {
+    let t = "ACME LTD\nINVOICE\nInvoice Number        Invoice Date\nINV-2041              14/03/2026\n\n\
+             Customer\nBlue Fox Ltd\n";
+    has(t, "invoice_number", json!("INV-2041"));
+    has(t, "invoice_date", json!("2026-03-14"));
+    has(t, "customer", json!("Blue Fox Ltd"));
+    // A utility bill's `Titular` is its customer.
+    let u = "ELÉCTRICA DEL NORTE\nFactura de electricidad\nTitular: Iñaki Goñi — NIF 72441190-M\n";
+    has(u, "customer", json!("Iñaki Goñi"));
+}
+
+#[test]
+fn the_kind_named_first_wins_a_tie() {
+    assert_eq!(
+        kind::guess("AVOIR N° AV-26-0042\nFacture d'origine : F-26-0917\n"),
+        DocKind::CreditNote
+    );
+    assert_eq!(
+        kind::guess("RECIBO DE VENCIMENTO\nRecibo n.º 4\n"),
+        DocKind::Payslip
+    );
 }
