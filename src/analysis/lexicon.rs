@@ -2158,6 +2158,20 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
         ],
     ),
     (
+        "card_last_four",
+        Identifier,
+        &[
+            "card_last_four",
+            "card_last4",
+            "card_last_4",
+            "last4",
+            "last_four",
+            "last_4_digits",
+            "card_ending",
+            "card_ending_in",
+        ],
+    ),
+    (
         "contact",
         Party,
         &[

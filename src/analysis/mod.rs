@@ -21,6 +21,7 @@ pub mod kind;
 pub mod labels;
 pub mod lexicon;
 pub mod periods;
+pub mod prose;
 pub mod tables;
 pub mod values;
 
@@ -256,6 +257,50 @@ pub fn analyse(text: &str) -> Analysis {
         } else {
             push(&mut out, c);
         }
+    }
+    // Amounts a sentence names (`Der Erstattungsbetrag von 1.342,88 € wird …`).
+    for (i, l) in lines.iter().enumerate().filter(|(i, _)| !in_table(*i)) {
+        for p in prose::named_amounts(l, i) {
+            if let Some(c) = from_pair(&p, kind, style, order) {
+                push(&mut out, c);
+            }
+        }
+    }
+    if kind == DocKind::TaxForm
+        && out.iter().all(|c| c.name != "tax_year")
+        && let Some((i, y)) = prose::tax_year(&lines)
+    {
+        push(
+            &mut out,
+            Candidate {
+                name: "tax_year".into(),
+                label: "(year of the form)".into(),
+                value: json!(y),
+                raw: y.to_string(),
+                kind: ValueKind::Number,
+                item_fields: Vec::new(),
+                line: i + 1,
+                source: Source::Pattern,
+            },
+        );
+    }
+    if kind == DocKind::Receipt
+        && out.iter().all(|c| c.name != "card_last_four")
+        && let Some((i, digits)) = prose::card_last_four(&lines)
+    {
+        push(
+            &mut out,
+            Candidate {
+                name: "card_last_four".into(),
+                label: "(masked card number)".into(),
+                value: Value::String(digits.clone()),
+                raw: digits,
+                kind: ValueKind::Identifier,
+                item_fields: Vec::new(),
+                line: i + 1,
+                source: Source::Pattern,
+            },
+        );
     }
     // A date alone on its line (a receipt's `15-11-2026 09:12`) when nothing else is a date.
     if out.iter().all(|c| c.kind != ValueKind::Date)

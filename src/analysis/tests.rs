@@ -537,7 +537,7 @@ fn a_date_label_takes_the_one_date_of_its_value_and_a_code_drops_its_date() {
              Facture d'origine : F-26-0917 du 20 octobre 2026\n";
     has(t, "delivery_date", json!("2026-11-13"));
     has(t, "preleve_le", json!("2026-11-05"));
-    has(t, "facture_d_origine", json!("F-26-0917"));
+    has(t, "original_invoice", json!("F-26-0917"));
 }
 
 #[test]
@@ -621,4 +621,15 @@ fn the_kind_named_first_wins_a_tie() {
         kind::guess("RECIBO DE VENCIMENTO\nRecibo n.º 4\n"),
         DocKind::Payslip
     );
+}
+
+#[test]
+fn fields_of_running_text() {
+    let t = "Finanzamt Köln-Altstadt\nSteuerbescheid\nBescheid für 2025\nüber Einkommensteuer\n\n\
+             Der Erstattungsbetrag von 1.342,88 € wird auf das Konto überwiesen.\n";
+    has(t, "tax_year", json!(2025));
+    has(t, "refund_amount", json!(1342.88));
+    let r =
+        "SHELL STATION\nRECEIPT\nPump: 06\nTOTAL       $87.28\nMASTERCARD ****5519        $87.28\n";
+    has(r, "card_last_four", json!("5519"));
 }
