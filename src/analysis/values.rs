@@ -673,7 +673,7 @@ fn repair_letter_word(w: &str) -> String {
     let enough_letters = (letters >= 2 && digits.len() * 2 <= letters)
         || (zeros_in_capitals && letters >= 2 && digits.len() < letters)
         || short;
-    if digits.is_empty() || !enough_letters || !(single || zeros_in_capitals) || !mappable {
+    if digits.is_empty() || !enough_letters || (!single && !zeros_in_capitals) || !mappable {
         return w.to_string();
     }
     let upper = chars
