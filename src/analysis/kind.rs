@@ -1,6 +1,6 @@
 //! A guess of what kind of document a text is, from words that name it (`Rechnung`,
 //! `Kontoauszug`, `bill of lading`) in en/de/fr/es/it/nl/pt. Words in the first lines (the
-//! title) count three times.
+//! title) count three times, and a name of several words once per word.
 
 use super::values::fold;
 use serde::Serialize;
@@ -145,6 +145,16 @@ const WORDS: &[(DocKind, &[&str])] = &[
             "ruckg",
             "rueckg",
             "kasse",
+            "factura simplificada",
+            "ticket de compra",
+            "efectivo",
+            "documento commerciale",
+            "resto",
+            "contante",
+            "pump",
+            "unleaded",
+            "till",
+            "thank you for shopping",
         ],
     ),
     (
@@ -314,6 +324,22 @@ const WORDS: &[(DocKind, &[&str])] = &[
             "schadeformulier",
             "participacao de sinistro",
             "insurance",
+            "insurance certificate",
+            "certificate of insurance",
+            "insurance policy",
+            "policy schedule",
+            "versicherungsschein",
+            "versicherungspolice",
+            "versicherung",
+            "attestation d'assurance",
+            "assurance",
+            "poliza",
+            "seguro",
+            "certificato di assicurazione",
+            "assicurazione",
+            "polisblad",
+            "verzekering",
+            "apolice",
         ],
     ),
     (
@@ -331,6 +357,20 @@ const WORDS: &[(DocKind, &[&str])] = &[
             "form 1040",
             "w-2",
             "1099",
+            "tax statement",
+            "tax assessment",
+            "notice of assessment",
+            "steuerbescheid",
+            "finanzamt",
+            "avis d'impot",
+            "impot sur le revenu",
+            "agencia tributaria",
+            "impuesto sobre la renta",
+            "agenzia delle entrate",
+            "belastingdienst",
+            "aanslag inkomstenbelasting",
+            "autoridade tributaria",
+            "nota de liquidacao",
         ],
     ),
     (
@@ -380,19 +420,26 @@ pub fn guess(text: &str) -> DocKind {
         .join("\n");
     let head = fold(&head);
     let body = fold(&text.chars().take(20_000).collect::<String>());
-    let mut best = (DocKind::Other, 0usize);
+    // On a tie, the kind named first wins (the title: `AVOIR N° …` over a `Facture d'origine`
+    // below it).
+    let mut best = (DocKind::Other, 0usize, usize::MAX);
     for (kind, words) in WORDS {
         let mut score = 0;
+        let mut first = usize::MAX;
         for w in *words {
+            // A longer name is the more specific one: `recibo de vencimento` (a payslip) over
+            // `recibo` (a receipt).
+            let weight = w.split_whitespace().count();
             if contains_words(&head, w) {
-                score += 3;
+                score += 3 * weight;
+                first = first.min(head.find(w).unwrap_or(usize::MAX));
             }
             if contains_words(&body, w) {
-                score += 1;
+                score += weight;
             }
         }
-        if score > best.1 {
-            best = (*kind, score);
+        if score > best.1 || (score == best.1 && score > 0 && first < best.2) {
+            best = (*kind, score, first);
         }
     }
     best.0

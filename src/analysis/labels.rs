@@ -6,7 +6,9 @@
 
 use super::lexicon;
 use super::lexicon::snake;
-use super::values::{DateOrder, DecimalStyle, fold, parse_date, parse_number, repair_digits};
+use super::values::{
+    DateOrder, DecimalStyle, fold, leading_number, parse_date, parse_number, repair_digits,
+};
 
 /// How a pair was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -122,6 +124,7 @@ fn typed(value: &str, style: DecimalStyle, order: DateOrder) -> bool {
         || parse_number(&repaired, style).is_some()
         || parse_date(v, order).is_some()
         || parse_date(&repaired, order).is_some()
+        || super::periods::range(v, order).is_some()
         || looks_like_code(v)
 }
 
@@ -170,12 +173,28 @@ fn separator_at(line: &str) -> Option<(usize, usize)> {
 fn separated(text: &str) -> Option<(String, String, Option<String>)> {
     let (at, len) = separator_at(text)?;
     let label = text.get(..at)?.trim();
-    let value = text.get(at + len..)?.trim();
-    if !label_ok(label) {
+    let after = text.get(at + len..)?;
+    let value = after.trim();
+    // `0p: KAREN` is `Op: KAREN` read by an OCR.
+    if !label_ok(label) && !label_ok(&super::values::repair_letters(label)) {
         return None;
+    }
+    // `Deliver to:          Order ref: SO-22817`: the label's own value is elsewhere (below),
+    // what follows the wide gap is the next pair.
+    let wide = after.starts_with("   ") || after.starts_with('\t');
+    if wide && starts_pair(value) {
+        return Some((label.to_string(), String::new(), Some(value.to_string())));
     }
     let (value, rest) = split_second_pair(value);
     Some((label.to_string(), value, rest))
+}
+
+/// Whether `text` starts with `Label:` (a short label, at most four words).
+fn starts_pair(text: &str) -> bool {
+    separator_at(text).is_some_and(|(at, _)| {
+        text.get(..at)
+            .is_some_and(|l| label_ok(l) && l.split_whitespace().count() <= 4)
+    })
 }
 
 /// `value` up to a gap (three spaces, a tab, ` — `, ` · `, ` | `) after which another
@@ -187,11 +206,10 @@ fn split_second_pair(value: &str) -> (String, Option<String>) {
         for (i, _) in value.match_indices(gap) {
             if best.is_none_or(|(b, _)| i < b) {
                 let rest = value.get(i + gap.len()..).unwrap_or("").trim_start();
-                let pair_follows = separator_at(rest).is_some_and(|(at, _)| {
-                    rest.get(..at)
-                        .is_some_and(|l| label_ok(l) && l.split_whitespace().count() <= 4)
-                });
-                if pair_follows {
+                // Another `Label: value`, or a known label and a code (`Trans 004418`).
+                let spaced_known = spaced(rest, 0, DecimalStyle::Unknown, DateOrder::DayFirst)
+                    .is_some_and(|p| known(&p.label).is_some());
+                if starts_pair(rest) || (gap != " — " && gap != " – " && spaced_known) {
                     best = Some((i, gap.len()));
                 }
             }
@@ -260,12 +278,31 @@ pub fn pairs(
         if trimmed.is_empty() {
             continue;
         }
+        if let Some(found) = party_columns(lines, i, skip) {
+            out.extend(found);
+            continue;
+        }
+        // `RELEVÉ DE COMPTE N° 9        Date d'arrêté : 30/09/2026`: the piece before a wide gap
+        // is read on its own, the pairs after it as a line of their own.
+        let (head, trimmed) = match head_piece(trimmed) {
+            Some((head, tail)) if separated(tail).is_some() => (Some(head), tail),
+            _ => (None, trimmed),
+        };
+        if let Some(p) = head.and_then(|h| spaced(h, i, style, order)) {
+            out.push(p);
+        }
         if separator_at(trimmed).is_some() && separated(trimmed).is_some() {
             let mut rest = Some(trimmed.to_string());
             let mut guard = 0;
             while let Some(text) = rest.take() {
                 guard += 1;
                 let Some((label, value, more)) = separated(&text) else {
+                    // The rest may be a known label and its code (`Trans 004418`).
+                    if let Some(p) = spaced(&text, i, style, order)
+                        && known(&p.label).is_some()
+                    {
+                        out.push(p);
+                    }
                     break;
                 };
                 if value.is_empty() {
@@ -278,12 +315,14 @@ pub fn pairs(
                         });
                     }
                 } else {
+                    let (value, inner) = tail_pair(&value, i, style, order);
                     out.push(Pair {
                         label,
                         value,
                         line: i,
                         how: How::Separator,
                     });
+                    out.extend(inner);
                 }
                 if guard < 8 {
                     rest = more;
@@ -295,11 +334,15 @@ pub fn pairs(
             out.push(p);
             continue;
         }
-        // A known label alone on its line, its value below.
-        if known(trimmed).is_some()
+        // A known label alone on its line, its value below (any short text for a party).
+        let class = known(trimmed).map(|k| k.1);
+        if class.is_some()
             && trimmed.split_whitespace().count() <= 4
             && let Some(v) = next_line_value(lines, i, skip)
-            && typed(&v, style, order)
+            && (typed(&v, style, order)
+                || (class == Some(lexicon::Class::Party)
+                    && v.chars().count() <= 60
+                    && known(&v).is_none()))
         {
             out.push(Pair {
                 label: trimmed.to_string(),
@@ -310,6 +353,103 @@ pub fn pairs(
         }
     }
     out
+}
+
+/// A pair written at the end of a value, in parentheses or after a dash (`MediPlus GmbH
+/// (Lieferanten-Nr. 200318)`, `Textil Tarrasa, S.A. — Cód. proveedor 30077`, `Acme S.L. (CIF
+/// B-17552209)`): the value without it, and the pair.
+fn tail_pair(
+    value: &str,
+    i: usize,
+    style: DecimalStyle,
+    order: DateOrder,
+) -> (String, Option<Pair>) {
+    let split = if value.ends_with(')') {
+        value
+            .rfind('(')
+            .and_then(|at| Some((value.get(..at)?, value.get(at + 1..value.len() - 1)?)))
+    } else {
+        [" — ", " – "].iter().find_map(|d| {
+            let at = value.rfind(d)?;
+            Some((value.get(..at)?, value.get(at + d.len()..)?))
+        })
+    };
+    let Some((head, tail)) = split else {
+        return (value.to_string(), None);
+    };
+    let (head, tail) = (head.trim(), tail.trim());
+    let pair = match separated(tail) {
+        Some((label, v, None)) if !v.is_empty() && typed(&v, style, order) => Some(Pair {
+            label,
+            value: v,
+            line: i,
+            how: How::Separator,
+        }),
+        _ => spaced(tail, i, style, order),
+    };
+    match pair {
+        Some(p) if !head.is_empty() => (head.to_string(), Some(p)),
+        _ => (value.to_string(), None),
+    }
+}
+
+/// Labels side by side (`Expéditeur          Destinataire`, `Invoice Number      Invoice
+/// Date`): a line of two to four known labels, each taking the piece of the next line that
+/// starts under it (a table of two columns is not a table: those have three or more).
+fn party_columns(lines: &[String], i: usize, skip: &dyn Fn(usize) -> bool) -> Option<Vec<Pair>> {
+    let heads = segments(lines.get(i)?);
+    if !(2..=4).contains(&heads.len()) {
+        return None;
+    }
+    let party = |t: &str| {
+        let t = t.trim().trim_end_matches(':').trim();
+        !t.contains(':') && !t.chars().any(|c| c.is_ascii_digit()) && known(t).is_some()
+    };
+    if !heads.iter().all(|h| party(&h.text)) {
+        return None;
+    }
+    let (j, next) = lines
+        .iter()
+        .enumerate()
+        .skip(i + 1)
+        .take(2)
+        .find(|(_, l)| !l.trim().is_empty())?;
+    if skip(j) {
+        return None;
+    }
+    let cells = segments(next);
+    let mut out = Vec::new();
+    for cell in &cells {
+        // The column whose label starts nearest the cell's start.
+        let Some(h) = heads.iter().min_by_key(|h| h.start.abs_diff(cell.start)) else {
+            continue;
+        };
+        let label = h.text.trim().trim_end_matches(':').trim().to_string();
+        if h.start.abs_diff(cell.start) > 6 || out.iter().any(|p: &Pair| p.label == label) {
+            continue;
+        }
+        out.push(Pair {
+            label,
+            value: cell.text.clone(),
+            line: i,
+            how: How::NextLine,
+        });
+    }
+    Some(out)
+}
+
+/// The text before a line's first separator when a wide gap (three spaces, a tab) parts it
+/// from the label of that separator: `(head, rest)`.
+fn head_piece(line: &str) -> Option<(&str, &str)> {
+    let (at, _) = separator_at(line)?;
+    let before = line.get(..at)?;
+    let (gap, len) = ["   ", "\t"]
+        .iter()
+        .filter_map(|g| before.rfind(g).map(|i| (i, g.len())))
+        .max_by_key(|x| x.0)?;
+    let head = line.get(..gap)?.trim();
+    let tail = line.get(gap + len..)?.trim();
+    (!head.is_empty() && !tail.is_empty()).then_some((head, tail))
 }
 
 /// The value on the line after a lone label: the next non-empty line within two, when it is a
@@ -329,32 +469,87 @@ fn next_line_value(lines: &[String], i: usize, skip: &dyn Fn(usize) -> bool) -> 
 }
 
 /// A label and a typed value apart by a run of spaces, or one space after a known label.
+/// Around the label: a box number before it (`1a Total ordinary dividends`) and the working
+/// after it (`Arbeitspreis   2.868 kWh x 32,18 ct/kWh   922,92 €`) are not part of it; after the
+/// value, a reference range in parentheses or a `*` flag (`13,4 g/dL   (12,0 – 16,0)`) is
+/// dropped. A known label takes a value with a few words after its amount (`Eigen risico
+/// € 250 per schade`), and a known party or text label any short value (`Verzekeringnemer
+/// mevr. S.M. Bakker-Visser`).
 fn spaced(line: &str, i: usize, style: DecimalStyle, order: DateOrder) -> Option<Pair> {
-    let segs = segments(line);
+    let mut segs = segments(line);
+    while segs.len() > 2
+        && segs.last().is_some_and(|s| {
+            let t = s.text.trim();
+            (t.starts_with('(') && t.ends_with(')')) || t.chars().all(|c| c == '*')
+        })
+    {
+        segs.pop();
+    }
     if segs.len() >= 2 {
         let (last, head) = segs.split_last()?;
-        let pure_number = |s: &str| parse_number(&repair_digits(s), style).is_some();
+        // A piece that starts with a letter is no number (`IVA 21 %` is a label).
+        let pure_number = |s: &str| {
+            !s.chars().next().is_some_and(char::is_alphabetic)
+                && parse_number(&repair_digits(s), style).is_some()
+        };
+        // A form's box number in a column of its own (`4   Federal income tax withheld`).
+        let head = match head {
+            [first, rest @ ..]
+                if !rest.is_empty()
+                    && is_box_number(&first.text)
+                    && rest.iter().all(|s| s.text.chars().any(char::is_alphabetic)) =>
+            {
+                rest
+            }
+            _ => head,
+        };
         if head.iter().any(|s| pure_number(&s.text)) {
             return None;
         }
-        let label = head
+        // The working after the label (`2.868 kWh x 32,18 ct/kWh`) is not part of it.
+        let digit_start = |s: &Segment| s.text.chars().next().is_some_and(|c| c.is_ascii_digit());
+        let kept = head
             .iter()
-            .map(|s| s.text.as_str())
-            .collect::<Vec<_>>()
-            .join(" ");
+            .skip(1)
+            .position(digit_start)
+            .map_or(head.len(), |k| k + 1);
+        let head = head.get(..kept)?;
+        let label = without_box_number(
+            &head
+                .iter()
+                .map(|s| s.text.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
         // Every piece of the label has a letter (`Hauptstr. l2  -  B0nn` is an address).
         let lettered = head.iter().all(|s| s.text.chars().any(char::is_alphabetic));
-        if !lettered || !label_ok(&label) || !typed(&last.text, style, order) {
+        if !lettered || !label_ok(&label) {
+            return None;
+        }
+        let value = last.text.trim();
+        let class = known(&label).map(|k| k.1);
+        let ok = typed(value, style, order)
+            || (matches!(
+                class,
+                Some(lexicon::Class::Amount | lexicon::Class::Quantity)
+            ) && leading_number(value, style).is_some())
+            || ((matches!(class, Some(lexicon::Class::Party | lexicon::Class::Text))
+                || address_label(&label))
+                && value.chars().any(char::is_alphabetic)
+                && value.chars().count() <= 60
+                && known(value).is_none());
+        if !ok {
             return None;
         }
         return Some(Pair {
             label,
-            value: last.text.clone(),
+            value: value.to_string(),
             line: i,
             how: How::Spaced,
         });
     }
-    // One space: the words before the first one with a digit, when the lexicon knows them.
+    // One space: the words before the first one with a digit, when the lexicon knows them
+    // (without a word that opens a range: `Période du 01/09/2026 au 30/09/2026`).
     let words: Vec<&str> = line.split(' ').filter(|w| !w.is_empty()).collect();
     let k = words
         .iter()
@@ -362,8 +557,16 @@ fn spaced(line: &str, i: usize, style: DecimalStyle, order: DateOrder) -> Option
     if k == 0 || k > 4 {
         return None;
     }
-    let label = words.get(..k)?.join(" ");
+    let mut label = words.get(..k)?.join(" ");
     let value = words.get(k..)?.join(" ");
+    if known(&label).is_none()
+        && k >= 2
+        && words
+            .get(k - 1)
+            .is_some_and(|w| RANGE_OPENERS.contains(&fold(w).as_str()))
+    {
+        label = words.get(..k - 1)?.join(" ");
+    }
     let number_word = lexicon::number_word(&snake(&label, 64));
     (label_ok(&label) && (known(&label).is_some() || number_word) && typed(&value, style, order))
         .then_some(Pair {
@@ -372,6 +575,54 @@ fn spaced(line: &str, i: usize, style: DecimalStyle, order: DateOrder) -> Option
             line: i,
             how: How::Spaced,
         })
+}
+
+/// Whether a label names an address (`Insured address`, `Risicoadres`, `Lieferanschrift`):
+/// its last word ends in an address word.
+fn address_label(label: &str) -> bool {
+    let s = snake(label, 64);
+    let last = s.rsplit('_').next().unwrap_or("");
+    [
+        "address",
+        "adresse",
+        "anschrift",
+        "direccion",
+        "domicilio",
+        "indirizzo",
+        "adres",
+        "endereco",
+        "morada",
+    ]
+    .iter()
+    .any(|w| last.ends_with(w))
+}
+
+/// Words that open a date range after a label (`Période du`, `Period from`).
+const RANGE_OPENERS: [&str; 8] = ["du", "from", "vom", "von", "del", "dal", "van", "desde"];
+
+/// A form's box number: one or two digits and at most one small letter (`4`, `1a`, `12`).
+fn is_box_number(word: &str) -> bool {
+    let w = word.trim();
+    let digits = w.chars().take_while(char::is_ascii_digit).count();
+    let tail: Vec<char> = w.chars().skip(digits).collect();
+    (1..=2).contains(&digits) && tail.len() <= 1 && tail.iter().all(char::is_ascii_lowercase)
+}
+
+/// `1a Total ordinary dividends` → `Total ordinary dividends`: a form's box number before a
+/// label.
+fn without_box_number(label: &str) -> String {
+    let t = label.trim();
+    if let Some((first, rest)) = t.split_once(' ')
+        && is_box_number(first)
+        && rest
+            .trim_start()
+            .chars()
+            .next()
+            .is_some_and(char::is_alphabetic)
+    {
+        return rest.trim().to_string();
+    }
+    t.to_string()
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 //! **Names.** A candidate's `name` is English snake_case when the lexicon knows the label in
 //! any of en/de/fr/es/it/nl/pt (`Rechnungsnummer`, `N° de facture` → `invoice_number`), so
 //! documents of one kind in several languages get one schema; an unknown label keeps its own
-//! snake_case name (`Total Paid Out` → `total_paid_out`). The label as written is kept beside it
+//! snake_case name (`Standing charges` → `standing_charges`). The label as written is kept beside it
 //! (`label`), for the prompt and the reviewer.
 //!
 //! **Bounds.** Only the first [`MAX_CHARS`] characters and [`MAX_LINES`] lines are read, lines
@@ -20,6 +20,8 @@ pub mod ground;
 pub mod kind;
 pub mod labels;
 pub mod lexicon;
+pub mod periods;
+pub mod prose;
 pub mod tables;
 pub mod values;
 
@@ -173,13 +175,49 @@ pub fn analyse(text: &str) -> Analysis {
         }
     }
     pairs.sort_by_key(|p| p.line);
+    // On a receipt, a line with a label the lexicon does not know and an amount far right is an
+    // item bought (`PAN BARRA     0,85`), not a field.
+    pairs.retain(|p| {
+        kind != DocKind::Receipt || p.how != How::Spaced || labels::known(&p.label).is_some()
+    });
     for p in pairs {
-        if let Some(c) = from_pair(&p, kind, style, order) {
+        if let Some([start, end]) = range_pair(&p, kind, order) {
+            push(&mut out, start);
+            push(&mut out, end);
+        } else if let Some(c) = from_pair(&p, kind, style, order) {
             push(&mut out, c);
         }
     }
+    // A table's row named by a known amount label is a field (`SALAIRE BRUT   1 925,96`,
+    // `IVA 21 %   12,53 €`): its last cell.
+    for t in tables.iter().chain(single.iter()) {
+        for (k, r) in t.raw_rows.iter().enumerate().take(50) {
+            let cells: Vec<&str> = r
+                .iter()
+                .map(|c| c.trim())
+                .filter(|c| !c.is_empty())
+                .collect();
+            let (Some(first), Some(last)) = (cells.first(), cells.last()) else {
+                continue;
+            };
+            let amount = labels::known(first).is_some_and(|(_, c)| c == Class::Amount);
+            if cells.len() >= 2 && amount && values::parse_number(last, style).is_some() {
+                let p = labels::Pair {
+                    label: (*first).to_string(),
+                    value: (*last).to_string(),
+                    line: t.row_lines.get(k).copied().unwrap_or(t.header_line),
+                    how: How::Spaced,
+                };
+                if let Some(c) = from_pair(&p, kind, style, order) {
+                    push(&mut out, c);
+                }
+            }
+        }
+    }
     // Rows of results (a lab report's analytes) are fields of their own: `Haemoglobin  13.8`.
-    for t in &tables {
+    // (Only there: a purchase order's `Wert` column is an amount, not a result.)
+    let results_kinds = matches!(kind, DocKind::LabReport | DocKind::Other);
+    for t in tables.iter().filter(|_| results_kinds) {
         for (label, value) in t.named_results(kind == DocKind::LabReport) {
             let p = labels::Pair {
                 label,
@@ -219,6 +257,96 @@ pub fn analyse(text: &str) -> Analysis {
         } else {
             push(&mut out, c);
         }
+    }
+    // Amounts a sentence names (`Der Erstattungsbetrag von 1.342,88 € wird …`).
+    for (i, l) in lines.iter().enumerate().filter(|(i, _)| !in_table(*i)) {
+        for p in prose::named_amounts(l, i) {
+            if let Some(c) = from_pair(&p, kind, style, order) {
+                push(&mut out, c);
+            }
+        }
+    }
+    if kind == DocKind::TaxForm
+        && out.iter().all(|c| c.name != "tax_year")
+        && let Some((i, y)) = prose::tax_year(&lines)
+    {
+        push(
+            &mut out,
+            Candidate {
+                name: "tax_year".into(),
+                label: "(year of the form)".into(),
+                value: json!(y),
+                raw: y.to_string(),
+                kind: ValueKind::Number,
+                item_fields: Vec::new(),
+                line: i + 1,
+                source: Source::Pattern,
+            },
+        );
+    }
+    if kind == DocKind::Receipt
+        && out.iter().all(|c| c.name != "card_last_four")
+        && let Some((i, digits)) = prose::card_last_four(&lines)
+    {
+        push(
+            &mut out,
+            Candidate {
+                name: "card_last_four".into(),
+                label: "(masked card number)".into(),
+                value: Value::String(digits.clone()),
+                raw: digits,
+                kind: ValueKind::Identifier,
+                item_fields: Vec::new(),
+                line: i + 1,
+                source: Source::Pattern,
+            },
+        );
+    }
+    // A date alone on its line (a receipt's `15-11-2026 09:12`) when nothing else is a date.
+    if out.iter().all(|c| c.kind != ValueKind::Date)
+        && let Some((i, d)) = lines
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !in_table(*i))
+            .find_map(|(i, l)| {
+                values::parse_date(&values::repair_digits(l.trim()), order).map(|d| (i, d))
+            })
+    {
+        push(
+            &mut out,
+            Candidate {
+                name: "date".into(),
+                label: "(date line)".into(),
+                value: Value::String(d.to_string()),
+                raw: clip(lines[i].trim(), MAX_VALUE_CHARS),
+                kind: ValueKind::Date,
+                item_fields: Vec::new(),
+                line: i + 1,
+                source: Source::Pattern,
+            },
+        );
+    }
+    if out
+        .iter()
+        .all(|c| c.name != "issue_date" && c.name != "date")
+        && let Some((i, d)) = lines
+            .iter()
+            .enumerate()
+            .find_map(|(i, l)| periods::place_date(l, order).map(|d| (i, d)))
+    {
+        push(
+            &mut out,
+            Candidate {
+                name: "issue_date".into(),
+                label: "(place and date)".into(),
+                value: Value::String(d.to_string()),
+                raw: clip(lines[i].trim(), MAX_VALUE_CHARS),
+                kind: ValueKind::Date,
+                item_fields: Vec::new(),
+                line: i + 1,
+                source: Source::Pattern,
+            },
+        );
     }
     if out.iter().all(|c| c.name != "iban")
         && let Some((line, iban)) = find_iban(&lines)
@@ -287,6 +415,94 @@ fn identifier_name(name: &str) -> bool {
         || matches!(name, "id" | "no" | "nr" | "ref" | "code")
 }
 
+/// A label's own name, tidied: `n_o_mecanografico` (`N.º mecanográfico`) → `n_mecanografico`;
+/// rates and currency codes dropped (`seguranca_social_11` → `seguranca_social`,
+/// `total_compra_eur` → `total_compra`) when words are left.
+fn own_name(snake: &str) -> String {
+    let s = match snake.strip_prefix("n_o_") {
+        Some(rest) => format!("n_{rest}"),
+        None => snake.to_string(),
+    };
+    let kept: Vec<&str> = s
+        .split('_')
+        .filter(|w| !w.chars().all(|c| c.is_ascii_digit()))
+        .filter(|w| !matches!(*w, "eur" | "usd" | "gbp" | "chf"))
+        .collect();
+    if kept
+        .iter()
+        .any(|w| w.chars().any(|c| c.is_ascii_alphabetic()))
+    {
+        kept.join("_")
+    } else {
+        s
+    }
+}
+
+/// `F-26-0917 du 20 octobre 2026` → `F-26-0917`: a code without the date written after it
+/// (`du`, `vom`, `of`, `dated`, `del`, `dal`, `van`, `de`).
+fn without_trailing_date(raw: &str, order: DateOrder) -> String {
+    let found = values::dates_in(raw, order);
+    let Some(d) = found.last() else {
+        return raw.to_string();
+    };
+    if !raw.get(d.end..).unwrap_or("x").trim().is_empty() {
+        return raw.to_string();
+    }
+    let head = raw.get(..d.start).unwrap_or("").trim_end();
+    let mut words: Vec<&str> = head.split_whitespace().collect();
+    let tie = words.last().map(|w| values::fold(w));
+    if matches!(
+        tie.as_deref(),
+        Some("du" | "vom" | "of" | "dated" | "del" | "dal" | "van" | "de" | "from")
+    ) {
+        words.pop();
+    } else {
+        return raw.to_string();
+    }
+    let code = words.join(" ");
+    if code.chars().any(|c| c.is_ascii_digit()) {
+        code
+    } else {
+        raw.to_string()
+    }
+}
+
+/// Names of labels the lexicon does not know that read as dates (`preleve_le`, `edite_le`,
+/// `date_of_birth`, `bill_date`).
+fn date_name(name: &str) -> bool {
+    let words: Vec<&str> = name.split('_').collect();
+    words.iter().any(|w| {
+        matches!(
+            *w,
+            "date" | "datum" | "fecha" | "data" | "le" | "am" | "on" | "op" | "em" | "el" | "il"
+        )
+    })
+}
+
+/// A party's name without what follows it after a comma that starts an address or a note
+/// (the rest has a digit) or after a dash (when a number follows): `Kliniken Südwest gGmbH, Zentraleinkauf, Postfach
+/// 1140, 71011 Böblingen` → `Kliniken Südwest gGmbH`; `Hoteles Costa Brava Group, S.L.` stays.
+fn party_name(raw: &str) -> String {
+    let mut v = raw;
+    for d in [" — ", " – ", " - "] {
+        if let Some((head, tail)) = v.split_once(d)
+            && !head.trim().is_empty()
+            && tail.chars().any(|c| c.is_ascii_digit())
+        {
+            v = head;
+        }
+    }
+    let mut cut = v.len();
+    for (at, _) in v.match_indices(',') {
+        let rest = v.get(at + 1..).unwrap_or("");
+        if rest.chars().any(|c| c.is_ascii_digit()) && at > 0 {
+            cut = at;
+            break;
+        }
+    }
+    v.get(..cut).unwrap_or(v).trim().to_string()
+}
+
 /// `manifest_no` → `manifest_number` (English abbreviations of "number").
 fn expand_number(name: &str) -> String {
     for short in ["_no", "_nr", "_num", "_nbr"] {
@@ -297,6 +513,33 @@ fn expand_number(name: &str) -> String {
         }
     }
     name.to_string()
+}
+
+/// A label whose value is a date range (`Periodo: 01/10/2026 - 31/10/2026`) as two candidates,
+/// its start and its end: `start_date`/`end_date` on an insurance document,
+/// `period_start`/`period_end` elsewhere. A utility bill's billing period stays one field.
+fn range_pair(p: &labels::Pair, kind: DocKind, order: DateOrder) -> Option<[Candidate; 2]> {
+    if kind == DocKind::UtilityBill {
+        return None;
+    }
+    let (start, end) = periods::range(&p.value, order)?;
+    let label = p.label.trim().trim_end_matches([':', '=']).trim();
+    let (first, last) = if kind == DocKind::InsuranceClaim {
+        ("start_date", "end_date")
+    } else {
+        ("period_start", "period_end")
+    };
+    let one = |name: &str, d: chrono::NaiveDate| Candidate {
+        name: name.to_string(),
+        label: clip(label, 60),
+        value: Value::String(d.to_string()),
+        raw: clip(p.value.trim(), MAX_VALUE_CHARS),
+        kind: ValueKind::Date,
+        item_fields: Vec::new(),
+        line: p.line + 1,
+        source: Source::Label(p.how),
+    };
+    Some([one(first, start), one(last, end)])
 }
 
 /// A candidate from a label–value pair: its name, kind and normalised value.
@@ -310,16 +553,11 @@ fn from_pair(
     if raw.is_empty() {
         return None;
     }
-    let label = p
-        .label
-        .trim()
-        .trim_end_matches([':', '='])
-        .trim()
-        .to_string();
-    let own = lexicon::snake(
+    let label = periods::undated_label(p.label.trim().trim_end_matches([':', '=']).trim(), order);
+    let own = own_name(&lexicon::snake(
         &labels::without_parentheses(&values::repair_letters(&label)),
         48,
-    );
+    ));
     if own.is_empty() {
         return None;
     }
@@ -330,21 +568,64 @@ fn from_pair(
         labels::known(&label)
     };
     let class = known.map(|k| k.1);
+    // A person or firm ends where its address or a note starts (`Kliniken Südwest gGmbH,
+    // Zentraleinkauf, Postfach 1140`, `Mme Sophie Durand, née le 11/02/1990`).
+    let raw = if class == Some(Class::Party) {
+        party_name(&raw)
+    } else {
+        raw
+    };
     let repaired = values::repair_digits(&raw);
-    let date = values::parse_date(&raw, order).or_else(|| values::parse_date(&repaired, order));
-    let number =
-        values::parse_number(&raw, style).or_else(|| values::parse_number(&repaired, style));
+    let date = values::parse_date(&raw, order)
+        .or_else(|| values::parse_date(&repaired, order))
+        // A date label's value may say more than the date (`KW 46/2026, spätestens
+        // 13.11.2026`): its one date.
+        .or_else(|| {
+            let is_date = class == Some(Class::Date) || (class.is_none() && date_name(&own));
+            match values::dates_in(&repaired, order).as_slice() {
+                [d] if is_date => d.readings.first().copied(),
+                _ => None,
+            }
+        });
+    // `47781203-K`, `B-17552209`: a code with a letter after a dash is no negative number.
+    let lettered_code = labels::looks_like_code(&raw)
+        && raw.split_whitespace().count() == 1
+        && raw.contains(['-', '/'])
+        && raw.chars().any(char::is_alphabetic)
+        && values::currency_of(&raw).is_none();
+    let measured = matches!(class, Some(Class::Amount | Class::Quantity));
+    let number = values::parse_number(&raw, style)
+        .or_else(|| values::parse_number(&repaired, style))
+        .or_else(|| {
+            measured
+                .then(|| values::leading_number(&repaired, style))
+                .flatten()
+        })
+        .filter(|_| !lettered_code);
     let digits_only = |s: &str| s.chars().all(|c| c.is_ascii_digit());
     let long_digits = digits_only(&repaired) && (repaired.len() >= 7 || repaired.starts_with('0'));
     let is_identifier = class == Some(Class::Identifier)
         || (class.is_none() && identifier_name(&own))
         || long_digits;
-    let (value, vkind) = if is_identifier && date.is_none() || class == Some(Class::Identifier) {
-        // A code keeps its letters; a digit run gets its OCR repairs (`O7731` → `07731`).
+    // `CMD-26-1554 du 29/10/2026` under a label the lexicon does not know: the code.
+    let coded = without_trailing_date(&raw, order);
+    let dated_code = class.is_none()
+        && coded != raw
+        && labels::looks_like_code(&coded)
+        && coded.split_whitespace().count() == 1;
+    let (value, vkind) = if dated_code {
+        (
+            Value::String(values::repair_code(&coded)),
+            ValueKind::Identifier,
+        )
+    } else if is_identifier && date.is_none() || class == Some(Class::Identifier) {
+        // A code keeps its letters; its digit groups get their OCR repairs (`O7731` → `07731`,
+        // `GPN-2O26-1147` → `GPN-2026-1147`); a date after it is the date of what it numbers
+        // (`F-26-0917 du 20 octobre 2026`).
         let v = if digits_only(&repaired) {
             repaired.clone()
         } else {
-            raw.clone()
+            values::repair_code(&without_trailing_date(&raw, order))
         };
         (Value::String(v), ValueKind::Identifier)
     } else if let Some(d) = date {
@@ -352,6 +633,19 @@ fn from_pair(
     } else if let Some(b) = values::parse_bool(&raw) {
         (Value::Bool(b), ValueKind::Boolean)
     } else if let Some(n) = number.filter(|_| !matches!(class, Some(Class::Party | Class::Text))) {
+        // A deduction or a tax printed negative (`Total des retenues  -412,51`) is an amount;
+        // only a balance keeps its sign.
+        let signed = known.is_none_or(|(canonical, _)| {
+            matches!(
+                canonical,
+                "opening_balance" | "closing_balance" | "amount_due" | "refund_amount"
+            )
+        });
+        let n = if signed || class != Some(Class::Amount) {
+            n
+        } else {
+            n.abs()
+        };
         (number_value(n), ValueKind::Number)
     } else if labels::looks_like_code(&raw) && raw.split_whitespace().count() == 1 {
         (Value::String(raw.clone()), ValueKind::Identifier)
@@ -370,8 +664,29 @@ fn from_pair(
             "tax_rate".into()
         };
     }
+    // On an invoice, the date it was issued is the invoice's date, and the holder of the
+    // contract billed (`Titular`) its customer.
+    if matches!(kind, DocKind::Invoice | DocKind::UtilityBill) {
+        match name.as_str() {
+            "issue_date" => name = "invoice_date".into(),
+            "account_holder" => name = "customer".into(),
+            _ => {}
+        }
+    }
+    // On an invoice or a credit note, whom it is sent to is the customer.
+    if matches!(kind, DocKind::Invoice | DocKind::CreditNote) && name == "consignee" {
+        name = "customer".into();
+    }
+    // On a statement, the bank's client is the account's holder.
+    if kind == DocKind::BankStatement && name == "customer" {
+        name = "account_holder".into();
+    }
     if kind == DocKind::Payslip && name == "amount_due" {
         name = "net_pay".into();
+    }
+    // On a policy, the date a cover runs out (`Scadenza`, `Vervaldatum`) is its end.
+    if kind == DocKind::InsuranceClaim && name == "due_date" {
+        name = "end_date".into();
     }
     if name.starts_with(|c: char| c.is_ascii_digit()) {
         name = format!("field_{name}");
@@ -459,7 +774,23 @@ fn letterhead_address(lines: &[String], issuer: &Candidate, kind: DocKind) -> Op
         let t = l.trim();
         let pair = t.contains(':') || t.contains('=');
         let address_like = t.chars().any(|c| c.is_ascii_digit()) || t.contains(',');
-        if t.is_empty() || pair || !address_like || kind::is_title(t) || t.chars().count() > 80 {
+        let names_a_kind = kind::guess(t) != DocKind::Other;
+        // `P.IVA 09881230156`, `Tel. 0228 55 12 09`: a label, not the address.
+        let first_words: Vec<&str> = t
+            .split_whitespace()
+            .take_while(|w| !w.chars().any(|c| c.is_ascii_digit()))
+            .collect();
+        let labelled = !first_words.is_empty()
+            && first_words.len() <= 3
+            && labels::known(&first_words.join(" ")).is_some();
+        if t.is_empty()
+            || pair
+            || !address_like
+            || names_a_kind
+            || labelled
+            || kind::is_title(t)
+            || t.chars().count() > 80
+        {
             break;
         }
         parts.push(t.split_whitespace().collect::<Vec<_>>().join(" "));
@@ -488,7 +819,7 @@ fn has_company_suffix(name: &str) -> bool {
         .is_some_and(|w| COMPANY_SUFFIXES.contains(&w.as_str()))
 }
 
-/// The first IBAN in the text that passes the ISO 13616 mod-97 check, without spaces.
+/// The first IBAN in the text that passes the ISO 13616 mod-97 check, as written.
 fn find_iban(lines: &[String]) -> Option<(usize, String)> {
     use regex::Regex;
     use std::sync::LazyLock;
@@ -499,7 +830,7 @@ fn find_iban(lines: &[String]) -> Option<(usize, String)> {
         for m in IBAN.find_iter(l) {
             let compact: String = m.as_str().chars().filter(|c| !c.is_whitespace()).collect();
             if iban_ok(&compact) {
-                return Some((i, compact));
+                return Some((i, m.as_str().trim().to_string()));
             }
         }
     }

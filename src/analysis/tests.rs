@@ -39,7 +39,7 @@ fn german_invoice() {
     has(t, "vat_amount", json!(281.58));
     has(t, "total", json!(1763.58));
     has(t, "vat_id", json!("DE 812 345 678"));
-    has(t, "iban", json!("DE89370400440532013000"));
+    has(t, "iban", json!("DE89 3704 0044 0532 0130 00"));
     has(t, "supplier", json!("Müller & Söhne Feinmechanik GmbH"));
     let rows = a.get("line_items").expect("a table");
     assert_eq!(rows.value[1]["quantity"], json!(120));
@@ -74,7 +74,7 @@ fn spanish_invoice_with_comma_decimals() {
     let t = "FACTURA B\nN° 0003-00012877\nFecha de emisión: 14/10/2026\nCUIT: 30-71234567-8\n\
              Cliente: Distribuidora Sur S.R.L.\nSubtotal: $ 110.000,00\nIVA 21%: $ 23.100,00\n\
              Importe Total: $ 133.100,00\nCondición de venta: Contado\n";
-    has(t, "issue_date", json!("2026-10-14"));
+    has(t, "invoice_date", json!("2026-10-14"));
     has(t, "tax_id", json!("30-71234567-8"));
     has(t, "customer", json!("Distribuidora Sur S.R.L."));
     has(t, "subtotal", json!(110000));
@@ -119,7 +119,7 @@ fn english_bank_statement_with_a_table() {
     has(t, "account_number", json!("40-11-92 / 31846620"));
     has(t, "statement_date", json!("2026-11-01"));
     has(t, "opening_balance", json!(2418.36));
-    has(t, "total_paid_out", json!(1359.9));
+    has(t, "total_debits", json!(1359.9));
     has(t, "closing_balance", json!(3770.02));
     has(t, "bank", json!("HARBOURSIDE BUILDING SOCIETY"));
     let rows = a.get("transactions").expect("the table");
@@ -426,4 +426,210 @@ fn random_text_never_panics() {
         let values = Value::Array(a.candidates.iter().map(|c| c.value.clone()).collect());
         let _ = ground::ungrounded(&values, &text);
     }
+}
+
+#[test]
+fn a_statement_period_is_its_start_and_end() {
+    let t = "BANCO DEL SUR\nExtracto de cuenta\nTitular: Ana Ruiz          NIF: 30558812-F\n\
+             Periodo: 01/10/2026 - 31/10/2026       Fecha de emisión: 02/11/2026\n\
+             Saldo anterior: 2.104,37 EUR\n";
+    has(t, "period_start", json!("2026-10-01"));
+    has(t, "period_end", json!("2026-10-31"));
+    has(t, "issue_date", json!("2026-11-02"));
+    assert!(analyse(t).get("period").is_none());
+    // On a policy the same range is the cover's start and end.
+    let p = "ACME INSURANCE\nInsurance certificate\nPolicy Number: P-1\nPeriod: 01/01/2026 to 31/12/2026\n";
+    has(p, "start_date", json!("2026-01-01"));
+    has(p, "end_date", json!("2026-12-31"));
+}
+
+#[test]
+fn a_date_in_a_label_is_not_part_of_its_name() {
+    let t = "RABOBANK\nRekeningafschrift\nBeginsaldo per 01-10-2026:            € 1.532,90\n\
+             Eindsaldo per 31-10-2026:             € 3.384,32\n\
+             Solde précédent au 31/08/2026 :        812,64\n";
+    has(t, "opening_balance", json!(1532.9));
+    has(t, "closing_balance", json!(3384.32));
+}
+
+#[test]
+fn the_place_and_date_a_document_is_signed_with_is_its_issue_date() {
+    let t = "MUTUELLE DE L'OUEST\nAttestation d'assurance\nContrat n° RCP-1\n\nFait à Nantes, le 12 janvier 2026\n";
+    has(t, "issue_date", json!("2026-01-12"));
+    // Not when the document has its own date.
+    let d = "ACME\nDate: 01/02/2026\nRoma, 12 marzo 2026\n";
+    assert!(analyse(d).get("issue_date").is_none());
+}
+
+#[test]
+fn a_title_with_the_word_number_names_the_documents_number() {
+    has(
+        "AVOIR N° AV-26-0042\nTotal TTC : 82,80 €",
+        "credit_note_number",
+        json!("AV-26-0042"),
+    );
+    let t = "RELEVÉ DE COMPTE N° 9                                   Date d'arrêté : 30/09/2026\n";
+    has(t, "statement_number", json!("9"));
+    has(t, "date_d_arrete", json!("2026-09-30"));
+    has(
+        "PEDIDO DE COMPRA Nº OC-2026-4471\nFecha del pedido: 19/10/2026",
+        "po_number",
+        json!("OC-2026-4471"),
+    );
+}
+
+#[test]
+fn tax_and_insurance_labels_in_several_languages() {
+    let de = "Finanzamt Köln\nSteuerbescheid\nZu versteuerndes Einkommen: 78.416 €\nErstattungsbetrag: 1.342,88 €\nKirchensteuer: 1.338,48 €\n";
+    has(de, "taxable_income", json!(78416));
+    has(de, "refund_amount", json!(1342.88));
+    has(de, "church_tax", json!(1338.48));
+    let es = "AGENCIA TRIBUTARIA\nEjercicio: 2025\nRetenciones del trabajo     7.118,50\nImporte a devolver: 642,42 €\n";
+    has(es, "tax_year", json!(2025));
+    has(es, "tax_withheld", json!(7118.5));
+    has(es, "refund_amount", json!(642.42));
+    let it = "ASSICURAZIONI SPA\nCertificato di assicurazione\nContraente:   Marco Bellandi\nScadenza:     15/03/2027\nPremio lordo annuo   € 510,00\n";
+    has(it, "policyholder", json!("Marco Bellandi"));
+    has(it, "end_date", json!("2027-03-15"));
+    has(it, "premium", json!(510));
+    let nl = "DE ZEKERHEID N.V.\nPolisblad\nEigen risico     € 250\nIngangsdatum     01-02-2026\nTotaal af:  € 1.377,35\nTotaal bij: € 3.228,77\n";
+    has(nl, "deductible", json!(250));
+    has(nl, "start_date", json!("2026-02-01"));
+    has(nl, "total_debits", json!(1377.35));
+    has(nl, "total_credits", json!(3228.77));
+}
+
+#[test]
+fn parties_side_by_side_take_the_pieces_below_them() {
+    let t = "BON DE LIVRAISON N° BL-77412\n\n\
+             Expéditeur                             Destinataire\n\
+             Papeterie Normande SA                  Lycée Jean Monnet – Intendance\n\
+             Zone artisanale des Hauts-Vents        Avenue de la Libération\n";
+    has(t, "shipper", json!("Papeterie Normande SA"));
+    has(t, "consignee", json!("Lycée Jean Monnet – Intendance"));
+    has(t, "delivery_note_number", json!("BL-77412"));
+}
+
+#[test]
+fn a_pair_at_the_end_of_a_value_is_a_field_of_its_own() {
+    let t = "PEDIDO DE COMPRA\nComprador: Hoteles Costa Brava Group, S.L. (CIF B-17552209)\n\
+             Proveedor: Textil Hostelero Tarrasa, S.A. — Cód. proveedor 30077\n\
+             Transporteur : Geodis – n° de suivi 4471 2290 8812\n";
+    has(t, "buyer", json!("Hoteles Costa Brava Group, S.L."));
+    has(t, "tax_id", json!("B-17552209"));
+    has(t, "supplier", json!("Textil Hostelero Tarrasa, S.A."));
+    has(t, "supplier_number", json!("30077"));
+    has(t, "carrier", json!("Geodis"));
+    has(t, "tracking_number", json!("4471 2290 8812"));
+}
+
+#[test]
+fn a_party_ends_where_its_address_starts() {
+    let t = "BESTELLUNG\nBesteller: Kliniken Südwest gGmbH, Zentraleinkauf, Postfach 1140, 71011 Böblingen\n\
+             Émetteur : Maison Verdier, 14 cours Gambetta, 69003 Lyon\n";
+    has(t, "buyer", json!("Kliniken Südwest gGmbH"));
+    has(t, "issuer", json!("Maison Verdier"));
+}
+
+#[test]
+fn a_date_label_takes_the_one_date_of_its_value_and_a_code_drops_its_date() {
+    let t = "BESTELLUNG\nLiefertermin: KW 46/2026, spätestens 13.11.2026\nPrélevé le : 05/11/2026 à 08:15\n\
+             Facture d'origine : F-26-0917 du 20 octobre 2026\n";
+    has(t, "delivery_date", json!("2026-11-13"));
+    has(t, "preleve_le", json!("2026-11-05"));
+    has(t, "original_invoice", json!("F-26-0917"));
+}
+
+#[test]
+fn spaced_lines_around_the_label_and_the_value() {
+    // A form's box numbers, the working after a label, a reference range after a result.
+    let t = "2025 Form 1099-DIV\n1a Total ordinary dividends          $2,418.62\n\
+             4  Federal income tax withheld             $0.00\n\
+             Arbeitspreis        2.868 kWh x 32,18 ct/kWh        922,92 €\n\
+             Hémoglobine ................ 13,4 g/dL       (12,0 – 16,0)\n\
+             IVA 21 %                                                       12,53 €\n";
+    has(t, "total_ordinary_dividends", json!(2418.62));
+    has(t, "tax_withheld", json!(0));
+    has(t, "arbeitspreis", json!(922.92));
+    has(t, "vat_amount", json!(12.53));
+    let lab = "LABORATOIRE\nHémoglobine ................ 13,4 g/dL       (12,0 – 16,0)\n";
+    has(lab, "hemoglobine", json!(13.4));
+    // A known label takes a few words after its amount, a known party any short text.
+    let nl = "POLISBLAD\nEigen risico                € 250 per schade\nVerzekeringnemer            mevr. S.M. Bakker-Visser\nRisicoadres                 Lindenlaan 23, 3818 BK Amersfoort\n";
+    has(nl, "deductible", json!(250));
+    has(nl, "policyholder", json!("mevr. S.M. Bakker-Visser"));
+    has(
+        nl,
+        "risicoadres",
+        json!("Lindenlaan 23, 3818 BK Amersfoort"),
+    );
+}
+
+#[test]
+fn ocr_damage_in_codes_words_and_dates() {
+    let t = "GARAGE DU P0NT NEUF SARL\nFACTURE N° GPN-2O26-1147\nSIRET : 5l3 228 904 OOO17\n\
+             CIient : M. Karim Belhadj\nImmatriculation : FG-2l3-KC\n";
+    has(t, "invoice_number", json!("GPN-2026-1147"));
+    has(t, "company_id", json!("513 228 904 00017"));
+    has(t, "customer", json!("M. Karim Belhadj"));
+    has(t, "vehicle_registration", json!("FG-213-KC"));
+    let r = "     FRESHWAY F00DS\n  VAT N0: GB 3l4 2299 O8\n  Till 3   0p: KAREN   Transaction 0O4418\n\
+             SEMI SKIMMED MILK 2L      1.55\n  T0TAL                GBP  5.72\n  l4/ll/2026  l7:32\n";
+    has(r, "merchant", json!("FRESHWAY FOODS"));
+    has(r, "vat_id", json!("GB 314 2299 08"));
+    has(r, "cashier", json!("KAREN"));
+    has(r, "transaction_number", json!("004418"));
+    has(r, "total", json!(5.72));
+    has(r, "date", json!("2026-11-14"));
+    // On a receipt, an item is no field.
+    assert!(analyse(r).get("semi_skimmed_milk_2l").is_none());
+}
+
+#[test]
+fn signs_rates_and_codes_in_values() {
+    let t = "BULLETIN DE SALAIRE\nRubrique          Base      Taux      Montant\n\
+             Salaire de base   151,67    12,1000   1 835,21\n\
+             SALAIRE BRUT                          1 925,96\n\
+             Total des retenues                    -412,51\n\n\
+             NIF del declarante: 47781203-K\nSegurança Social 11%        156,20\nSaldo final: -12,40\n";
+    has(t, "gross_pay", json!(1925.96));
+    has(t, "total_deductions", json!(412.51));
+    has(t, "nif_del_declarante", json!("47781203-K"));
+    has(t, "social_security", json!(156.2));
+    has(t, "closing_balance", json!(-12.4));
+}
+
+#[test]
+fn labels_side_by_side_and_a_party_below_its_label() {
+    let t = "ACME LTD\nINVOICE\nInvoice Number        Invoice Date\nINV-2041              14/03/2026\n\n\
+             Customer\nBlue Fox Ltd\n";
+    has(t, "invoice_number", json!("INV-2041"));
+    has(t, "invoice_date", json!("2026-03-14"));
+    has(t, "customer", json!("Blue Fox Ltd"));
+    // A utility bill's `Titular` is its customer.
+    let u = "ELÉCTRICA DEL NORTE\nFactura de electricidad\nTitular: Iñaki Goñi — NIF 72441190-M\n";
+    has(u, "customer", json!("Iñaki Goñi"));
+}
+
+#[test]
+fn the_kind_named_first_wins_a_tie() {
+    assert_eq!(
+        kind::guess("AVOIR N° AV-26-0042\nFacture d'origine : F-26-0917\n"),
+        DocKind::CreditNote
+    );
+    assert_eq!(
+        kind::guess("RECIBO DE VENCIMENTO\nRecibo n.º 4\n"),
+        DocKind::Payslip
+    );
+}
+
+#[test]
+fn fields_of_running_text() {
+    let t = "Finanzamt Köln-Altstadt\nSteuerbescheid\nBescheid für 2025\nüber Einkommensteuer\n\n\
+             Der Erstattungsbetrag von 1.342,88 € wird auf das Konto überwiesen.\n";
+    has(t, "tax_year", json!(2025));
+    has(t, "refund_amount", json!(1342.88));
+    let r =
+        "SHELL STATION\nRECEIPT\nPump: 06\nTOTAL       $87.28\nMASTERCARD ****5519        $87.28\n";
+    has(r, "card_last_four", json!("5519"));
 }

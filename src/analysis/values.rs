@@ -454,7 +454,11 @@ pub fn parse_date(value: &str, order: DateOrder) -> Option<NaiveDate> {
         w.is_empty()
             || w.chars().all(|c| c.is_ascii_digit() || c == ':')
             || (w.chars().all(char::is_alphabetic) && w.chars().count() <= 10 && is_weekday(w))
-            || matches!(fold(w).as_str(), "am" | "pm" | "h" | "uhr")
+            // `05/11/2026 à 08:15`, `um 18:07 Uhr`, `alle ore 9:30`.
+            || matches!(
+                fold(w).as_str(),
+                "am" | "pm" | "h" | "uhr" | "a" | "at" | "um" | "om" | "as" | "alle" | "ore" | "las"
+            )
     });
     leftover_ok.then(|| d.readings.first().copied()).flatten()
 }
@@ -564,6 +568,62 @@ fn repair_digit_word(w: &str) -> String {
         .collect()
 }
 
+/// OCR repairs in a code (`GPN-2O26-1147` → `GPN-2026-1147`, `FG-2l3-KC` → `FG-213-KC`,
+/// `5l3 228 904 OOO17` → `513 228 904 00017`): each group between spaces, `-` and `/` that has
+/// at least two digits (one in a code of six or more) and otherwise only letters OCR confuses
+/// with digits (`O`, `o`, `l`,
+/// `I`, `|`) gets them as digits; groups of letters (`GPN`, `KC`) stay.
+pub fn repair_code(s: &str) -> String {
+    let mut out = String::new();
+    let mut group = String::new();
+    // In a long number (`GB 3l4 2299 O8`), a short group with one digit is a number too.
+    let need = if s.chars().filter(char::is_ascii_digit).count() >= 6 {
+        1
+    } else {
+        2
+    };
+    let flush = |group: &mut String, out: &mut String| {
+        let digits = group.chars().filter(char::is_ascii_digit).count();
+        let lookalike = |c: char| matches!(c, 'O' | 'o' | 'l' | 'I' | '|');
+        let repairable =
+            digits >= need && group.chars().all(|c| c.is_ascii_digit() || lookalike(c));
+        if repairable {
+            out.extend(group.chars().map(|c| match c {
+                'O' | 'o' => '0',
+                'l' | 'I' | '|' => '1',
+                other => other,
+            }));
+        } else {
+            out.push_str(group);
+        }
+        group.clear();
+    };
+    for c in s.chars() {
+        if c.is_whitespace() || matches!(c, '-' | '/') {
+            flush(&mut group, &mut out);
+            out.push(c);
+        } else {
+            group.push(c);
+        }
+    }
+    flush(&mut group, &mut out);
+    out
+}
+
+/// The number a value starts with when a few words follow it (`€ 250 per schade`,
+/// `4 500 000 € par sinistre`, `58 m³ (actual)`): the longest run of leading words (at most
+/// five) that reads as a number, when at most four words follow.
+pub fn leading_number(s: &str, style: DecimalStyle) -> Option<f64> {
+    let words: Vec<&str> = s.split_whitespace().collect();
+    (1..=words.len().min(5)).rev().find_map(|k| {
+        let rest = words.len() - k;
+        if rest == 0 || rest > 4 {
+            return None;
+        }
+        parse_number(&words[..k].join(" "), style)
+    })
+}
+
 /// OCR repairs in a label word: single digits inside a word of letters read as the letters
 /// they resemble (`T0TAL` → `TOTAL`, `Te1` → `Tel`, `0akland` → `Oakland`, `M1LCH` → `MILCH`).
 /// Words with a run of digits (`Win10`, `Last4`, `CO2`) are left alone.
@@ -575,7 +635,24 @@ pub fn repair_letters(s: &str) -> String {
 }
 
 fn repair_letter_word(w: &str) -> String {
+    // A capital `I` after a letter and before a small one is an `l` (`CIient`, `KiIométrage`,
+    // `RègIement`).
     let chars: Vec<char> = w.chars().collect();
+    let fixed: Vec<char> = (0..chars.len())
+        .map(|i| {
+            let c = chars[i];
+            let after_letter = i > 0 && chars[i - 1].is_alphabetic();
+            let before_small = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            if c == 'I' && after_letter && before_small {
+                'l'
+            } else {
+                c
+            }
+        })
+        .collect();
+    let w: String = fixed.iter().collect();
+    let w = w.as_str();
+    let chars = fixed;
     let letters = chars.iter().filter(|c| c.is_alphabetic()).count();
     let digits: Vec<usize> = (0..chars.len())
         .filter(|i| chars[*i].is_ascii_digit())
@@ -584,8 +661,19 @@ fn repair_letter_word(w: &str) -> String {
         !(i > 0 && chars[i - 1].is_ascii_digit())
             && !chars.get(i + 1).is_some_and(char::is_ascii_digit)
     });
+    // `F00DS`, `WH0LEMEAL`: zeros in a word of capitals are O's, even two together.
+    let capitals = chars
+        .iter()
+        .filter(|c| c.is_alphabetic())
+        .all(|c| c.is_uppercase());
+    let zeros_in_capitals = capitals && digits.iter().all(|&i| chars[i] == '0');
+    // `N0`, `0p`: a letter and a zero.
+    let short = chars.len() == 2 && letters == 1 && digits.iter().all(|&i| chars[i] == '0');
     let mappable = digits.iter().all(|&i| matches!(chars[i], '0' | '1' | '5'));
-    if digits.is_empty() || letters < 2 || digits.len() * 2 > letters || !single || !mappable {
+    let enough_letters = (letters >= 2 && digits.len() * 2 <= letters)
+        || (zeros_in_capitals && letters >= 2 && digits.len() < letters)
+        || short;
+    if digits.is_empty() || !enough_letters || (!single && !zeros_in_capitals) || !mappable {
         return w.to_string();
     }
     let upper = chars

@@ -1,0 +1,130 @@
+//! Fields written in running text rather than as `Label: value`: an amount a sentence names
+//! with a known label (`Der Erstattungsbetrag von 1.342,88 € wird …`, `a refund of £318`), the
+//! year a tax form is for (`Bescheid für 2025`, `revenus de l'année 2025`, `2025 Form 1099`),
+//! and a masked card number's last four digits (`MASTERCARD ****5519`, `XXXX XXXX XXXX 1234`).
+
+use super::labels::{self, How, Pair};
+use super::lexicon::Class;
+use regex::Regex;
+use std::sync::LazyLock;
+
+/// `<words> von|of|de|di|van|da <amount>` inside a sentence.
+static NAMED_AMOUNT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)((?:\p{L}[\p{L}'’-]*\s+){0,2}\p{L}[\p{L}'’-]*)\s+(?:von|of|de|di|van|da|du|del)\s+((?:[€$£]\s?)?-?\d[\d.,' ]*\d(?:\s?(?:€|EUR|USD|GBP|CHF|\$|£))?)",
+    )
+    .expect("regex")
+});
+
+/// Pairs of amounts named in running text by a label the lexicon knows as an amount (the last
+/// one, two or three words before `von`/`of`/`de`…): `Der Erstattungsbetrag von 1.342,88 €` →
+/// (`Erstattungsbetrag`, `1.342,88 €`). Lines that are pairs already are not read.
+pub fn named_amounts(line: &str, i: usize) -> Vec<Pair> {
+    let mut out = Vec::new();
+    for c in NAMED_AMOUNT.captures_iter(line).take(8) {
+        let (Some(words), Some(amount)) = (c.get(1), c.get(2)) else {
+            continue;
+        };
+        let words: Vec<&str> = words.as_str().split_whitespace().collect();
+        // The longest tail of the words that the lexicon knows as an amount.
+        let label = (0..words.len()).find_map(|k| {
+            let l = words.get(k..)?.join(" ");
+            labels::known(&l)
+                .is_some_and(|(_, class)| class == Class::Amount)
+                .then_some(l)
+        });
+        if let Some(label) = label {
+            out.push(Pair {
+                label,
+                value: amount.as_str().trim().to_string(),
+                line: i,
+                how: How::Spaced,
+            });
+        }
+    }
+    out
+}
+
+static YEAR_AFTER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:für|fuer|for|pour|per|voor|do|del|de|au titre de)\s+(?:[\p{L}'’]+\s+){0,2}?((?:19|20)\d{2})\b(?:[^\d./-]|$)")
+        .expect("regex")
+});
+static YEAR_FIRST: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)^\s*((?:19|20)\d{2})\s+(?:form|tax|steuer|modelo|modello|formulaire)")
+        .expect("regex")
+});
+
+/// The year a tax form is for, from its first lines: `Bescheid für 2025`, `Établi au titre des
+/// revenus de l'année 2025`, `2025 Form 1099-DIV` (not a year in a date or a title's own year
+/// without a preposition: `AVIS D'IMPÔT 2026`).
+pub fn tax_year(lines: &[String]) -> Option<(usize, i32)> {
+    lines.iter().enumerate().take(15).find_map(|(i, l)| {
+        let c = YEAR_FIRST.captures(l).or_else(|| YEAR_AFTER.captures(l))?;
+        let y: i32 = c.get(1)?.as_str().parse().ok()?;
+        Some((i, y))
+    })
+}
+
+static MASKED_CARD: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:[*xX•]{4}[ -]?){1,3}[*xX•]{0,4}[ -]?(\d{4})\b").expect("regex")
+});
+
+/// The last four digits of the first masked card number (`****5519`, `XXXX XXXX XXXX 1234`).
+pub fn card_last_four(lines: &[String]) -> Option<(usize, String)> {
+    lines.iter().enumerate().find_map(|(i, l)| {
+        let c = MASKED_CARD.captures(l)?;
+        Some((i, c.get(1)?.as_str().to_string()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(t: &str) -> Vec<String> {
+        t.lines().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn amounts_named_in_a_sentence() {
+        let p = named_amounts("Der Erstattungsbetrag von 1.342,88 € wird auf das Konto", 3);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].label, "Erstattungsbetrag");
+        assert_eq!(p[0].value, "1.342,88 €");
+        let p = named_amounts("We will send you a refund of £318.00 by cheque.", 0);
+        assert_eq!(p.first().map(|p| p.label.as_str()), Some("refund"));
+        assert!(named_amounts("a box of 12 eggs", 0).is_empty());
+    }
+
+    #[test]
+    fn the_year_a_tax_form_is_for() {
+        assert_eq!(
+            tax_year(&lines("Finanzamt\nBescheid für 2025\nüber Einkommensteuer")),
+            Some((1, 2025))
+        );
+        assert_eq!(
+            tax_year(&lines(
+                "AVIS D'IMPÔT 2026\nÉtabli au titre des revenus de l'année 2025"
+            )),
+            Some((1, 2025))
+        );
+        assert_eq!(
+            tax_year(&lines("ACME\n2025 Form 1099-DIV")),
+            Some((1, 2025))
+        );
+        assert_eq!(tax_year(&lines("Datum: 09.10.2025\nfür 12.10.2025")), None);
+    }
+
+    #[test]
+    fn a_masked_card_number() {
+        assert_eq!(
+            card_last_four(&lines("TOTAL 8.50\nMASTERCARD ****5519   $87.28")),
+            Some((1, "5519".to_string()))
+        );
+        assert_eq!(
+            card_last_four(&lines("Card: XXXX XXXX XXXX 1234")),
+            Some((0, "1234".to_string()))
+        );
+        assert_eq!(card_last_four(&lines("Total 1234")), None);
+    }
+}
