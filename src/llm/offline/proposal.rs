@@ -197,7 +197,8 @@ fn types_of(p: &Value) -> Vec<&str> {
 
 /// A table cell in the type its item property asks for: the analysis of an extraction's text
 /// (an excerpt, redacted) may read a column differently from the proposal's (`-65,00` as
-/// text where the schema says number), so a cell is converted, or null when it cannot be.
+/// text where the schema says number), and a schema reused from another document may type a
+/// column otherwise, so a cell is converted, or null when it cannot be.
 fn cell(v: Value, p: &Value, style: analysis::values::DecimalStyle) -> Value {
     let types = types_of(p);
     let ok = |t: &str| types.is_empty() || types.contains(&t);
