@@ -724,11 +724,31 @@ pub async fn run(opts: &Opts) -> anyhow::Result<Report> {
         violations: due.len(),
         examples: due.into_iter().take(5).collect(),
     });
+    // Every checkpointed answer is one the model server sent whole: none invented or stored
+    // twice (answers cut or lost to a fault are asked again, and are not charged).
+    let s = model.served();
+    let sent = s.answered.load(Ordering::Relaxed);
+    let checkpointed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM agent_steps WHERE kind IN ('llm_response', 'tool_model')",
+    )
+    .fetch_one(&pool)
+    .await?;
+    let over = (checkpointed - sent as i64).max(0) as usize;
+    report.checks.push(invariants::Check {
+        name: "answers_from_the_server",
+        what: "checkpointed answers <= whole answers the model server sent",
+        checked: checkpointed,
+        violations: over,
+        examples: if over > 0 {
+            vec![format!("{checkpointed} checkpointed, {sent} sent")]
+        } else {
+            Vec::new()
+        },
+    });
     report.uploads = stats.accepted.load(Ordering::Relaxed);
     report.upload_retries = stats.retries.load(Ordering::Relaxed);
     report.upload_refused = stats.refused.load(Ordering::Relaxed);
     report.deliveries_received = receiver.total.load(Ordering::Relaxed);
-    let s = model.served();
     report.model_requests = s.requests.load(Ordering::Relaxed);
     report.model_answered = s.answered.load(Ordering::Relaxed);
     report.model_faulted = s.stalled.load(Ordering::Relaxed)
