@@ -37,6 +37,8 @@ use uuid::Uuid;
 
 /// The environment variable that replays a seed.
 pub const SEED_ENV: &str = "AGENTD_CHAOS_SEED";
+/// Where to copy the cluster's server log before it is removed (unset: not kept).
+pub const PG_LOG_ENV: &str = "AGENTD_CHAOS_PG_LOG";
 /// The seed of the short run in CI.
 pub const DEFAULT_SEED: u64 = 30;
 /// The workers' lease; a stalled answer takes longer than this.
@@ -155,6 +157,8 @@ pub struct Report {
     pub total_faults: u32,
     /// (kind, state, jobs).
     pub jobs: Vec<(String, String, i64)>,
+    /// Dead jobs by kind and reason (dead is terminal, so allowed; the reasons are worth a look).
+    pub dead: Vec<(String, String, i64)>,
     /// Jobs that took more than one attempt (a fault ended an attempt; the next resumed).
     pub retried: i64,
     pub checks: Vec<invariants::Check>,
@@ -215,6 +219,9 @@ impl Report {
         );
         for (kind, state, n) in &self.jobs {
             println!("  {kind:<22} {state:<10} {n}");
+        }
+        for (kind, reason, n) in &self.dead {
+            println!("  dead {kind}: {n} × {reason}");
         }
         println!("invariants:");
         for c in &self.checks {
@@ -465,6 +472,8 @@ pub async fn run(opts: &Opts) -> anyhow::Result<Report> {
             "ALTER SYSTEM SET max_connections = 300",
             // The suite's cluster holds nothing worth an fsync: its crashes are process crashes.
             "ALTER SYSTEM SET fsync = off",
+            // Lock waits and deadlocks name their statements in the server log.
+            "ALTER SYSTEM SET log_lock_waits = on",
             "CREATE DATABASE chaos",
         ] {
             sqlx::query(s).execute(&mut admin).await?;
@@ -755,9 +764,20 @@ pub async fn run(opts: &Opts) -> anyhow::Result<Report> {
         + s.rate_limited.load(Ordering::Relaxed)
         + s.server_errors.load(Ordering::Relaxed)
         + s.cut.load(Ordering::Relaxed);
+    report.dead = sqlx::query_as(
+        "SELECT kind, left(COALESCE(last_error, ''), 160) AS reason, count(*) FROM agentd_jobs
+          WHERE state = 'dead' GROUP BY 1, 2 ORDER BY 3 DESC LIMIT 10",
+    )
+    .fetch_all(&pool)
+    .await?;
     pool.close().await;
     admin.close().await;
     drop(fleet);
+    if let Ok(to) = std::env::var(PG_LOG_ENV) {
+        // The cluster's server log, kept for a look at what failed (deadlocks name their
+        // statements there).
+        let _ = std::fs::copy(cluster.server_log(), &to);
+    }
     let _ = std::fs::remove_dir_all(&work);
     drop(cluster);
     report.total_secs = t0.elapsed().as_secs_f64();

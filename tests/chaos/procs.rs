@@ -38,6 +38,11 @@ impl Cluster {
         format!("postgres://agentd@127.0.0.1:{}/{db}", self.pc().port)
     }
 
+    /// The server's log file.
+    pub fn server_log(&self) -> PathBuf {
+        self.pc().dir.join("server.log")
+    }
+
     /// A crash of the server: immediate stop (no checkpoint), then start (WAL recovery).
     pub fn crash_restart(&self) -> anyhow::Result<()> {
         Ok(self.pc().restart(true)?)
