@@ -335,28 +335,51 @@ impl PrivateCluster {
         };
         c.init()?;
         if !c.running() {
-            c.run_tool(
-                "pg_ctl",
-                &[
-                    "-D",
-                    &c.dir.display().to_string(),
-                    "-w",
-                    "-t",
-                    "60",
-                    "-l",
-                    &c.dir.join("server.log").display().to_string(),
-                    "-o",
-                    &format!(
-                        "-p {} -k {} -c listen_addresses=127.0.0.1",
-                        c.port,
-                        c.dir.display()
-                    ),
-                    "start",
-                ],
-            )?;
+            c.start_server()?;
             c.started_here = true;
         }
         Ok(c)
+    }
+
+    fn start_server(&self) -> Result<(), DbError> {
+        self.run_tool(
+            "pg_ctl",
+            &[
+                "-D",
+                &self.dir.display().to_string(),
+                "-w",
+                "-t",
+                "60",
+                "-l",
+                &self.dir.join("server.log").display().to_string(),
+                "-o",
+                &format!(
+                    "-p {} -k {} -c listen_addresses=127.0.0.1",
+                    self.port,
+                    self.dir.display()
+                ),
+                "start",
+            ],
+        )
+    }
+
+    /// Stops the server and starts it again. `immediate`: without a checkpoint, as a crash of
+    /// the server would (recovery replays the WAL at start); else a fast shutdown. The chaos
+    /// suite (`agentd bench chaos`) restarts its own cluster this way.
+    pub fn restart(&self, immediate: bool) -> Result<(), DbError> {
+        let mode = if immediate { "immediate" } else { "fast" };
+        self.run_tool(
+            "pg_ctl",
+            &[
+                "-D",
+                &self.dir.display().to_string(),
+                "-m",
+                mode,
+                "-w",
+                "stop",
+            ],
+        )?;
+        self.start_server()
     }
 
     /// The URL of the agentd database in this cluster.

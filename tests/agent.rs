@@ -471,6 +471,41 @@ async fn deadline_counts_active_time_not_time_waiting_for_a_retry() {
     assert_eq!(p2.requests.lock().unwrap()[0].tool_choice, ToolChoice::Auto);
 }
 
+#[tokio::test]
+async fn deadline_does_not_count_the_wait_of_a_run_that_failed_before_its_first_checkpoint() {
+    // Found by the chaos suite (`agentd bench chaos`): a run whose attempts all died before
+    // its first answer was checkpointed (killed workers, a model down) was resumed with no
+    // resume mark, so every earlier wait counted as active time and the next attempt was
+    // capped by the deadline before it asked the model anything.
+    let f = fixture().await;
+    let p1 = Arc::new(ScriptedProvider::new(vec![Turn::Error {
+        message: "upstream 503".into(),
+        retryable: true,
+    }]));
+    let app = app_with(&f, p1.clone());
+    let s = spec(&app, &f, 8);
+    let err = app
+        .engine(app.spec("auto_create"))
+        .run(&s, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RunError::Provider(_)) && err.is_retryable());
+    // Longer than the 120 s deadline, spent waiting for the retry.
+    f.clock.advance(chrono::Duration::seconds(121));
+    let p2 = Arc::new(ScriptedProvider::new(vec![Turn::text("done")]));
+    let app = app_with(&f, p2.clone());
+    let out = app
+        .engine(app.spec("auto_create"))
+        .run(&s, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.status.as_str(), out.stop_reason.as_deref()),
+        ("succeeded", Some("completed"))
+    );
+    assert_eq!(p2.calls(), 1, "the model was asked, not skipped by a cap");
+}
+
 /// Each call takes 70 s of the manual clock.
 struct SlowModel {
     inner: ScriptedProvider,

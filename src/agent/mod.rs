@@ -143,7 +143,7 @@ impl Engine {
         spec: &RunSpec,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, RunError> {
-        let run = self.open_run(spec).await?;
+        let (run, reopened) = self.open_run(spec).await?;
         if run.status != RunStatus::Running {
             return Ok(RunOutcome::from_row(&run));
         }
@@ -171,7 +171,10 @@ impl Engine {
         (engine.env.provider, engine.vault) = (self.pii)
             .provider_for_run(&self.pool, spec.org_id, run.id, metered)
             .await?;
-        engine.drive(spec, run, cancel).instrument(span).await
+        engine
+            .drive(spec, run, reopened, cancel)
+            .instrument(span)
+            .await
     }
 
     /// Marks a run failed (the job gave up), keeping what it did.
@@ -180,12 +183,13 @@ impl Engine {
         Ok(())
     }
 
-    async fn open_run(&self, spec: &RunSpec) -> sqlx::Result<RunRow> {
+    /// The run of `spec`'s job, and whether an earlier attempt opened it (`true`: a resume).
+    async fn open_run(&self, spec: &RunSpec) -> sqlx::Result<(RunRow, bool)> {
         if let Some(job) = spec.job_id
             && let Some(r) = runs::run_for_job(&self.pool, job).await?
         {
             if !matches!(r.status, RunStatus::Failed | RunStatus::Cancelled) {
-                return Ok(r);
+                return Ok((r, true));
             }
             // A dead job retried by an operator starts a fresh run; the failed one stays.
             runs::detach_from_job(&self.pool, r.id).await?;
@@ -205,21 +209,30 @@ impl Engine {
             },
         )
         .await
+        .map(|r| (r, false))
     }
 
     async fn drive(
         &self,
         spec: &RunSpec,
         run: RunRow,
+        reopened: bool,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, RunError> {
         let deadline = chrono::Duration::from_std(spec.caps.deadline).unwrap_or_default();
         // The run's checkpoints are read once; from then on the loop keeps what it writes in
         // memory (a stale copy cannot write: every checkpoint's `(run_id, seq)` is unique).
         let mut steps = crate::store::agent_loop::steps_and_marks(&self.pool, run.id).await?;
-        if let Some(last) = steps.last() {
-            // A resume: the time since the last checkpoint was not spent on this run.
-            let mark = self.record_resume(run.id, last.seq + 1).await?;
+        // A resume: the time since the last checkpoint (or since the run was opened, when the
+        // attempts before died ahead of its first checkpoint) was not spent on this run. Without
+        // the mark, a run reopened with no checkpoint counted every earlier attempt's wait as
+        // active time and was capped by its deadline at once (found by the chaos suite).
+        let next = match steps.last() {
+            Some(last) => Some(last.seq + 1),
+            None => reopened.then_some(0),
+        };
+        if let Some(seq) = next {
+            let mark = self.record_resume(run.id, seq).await?;
             steps.push(mark);
         }
         let mut tokens = run.counters.tokens() as u64;

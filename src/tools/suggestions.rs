@@ -6,6 +6,8 @@ use super::documents::existing_document;
 use super::typed::tool;
 use super::typed::{Id, any_object};
 use super::{FollowUp, Subject, ToolCtx, ToolError, TypedTool};
+use crate::store::documents::DocumentLock;
+use crate::store::sql;
 use crate::store::suggestions::{self as store, Created, SuggestionFields};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -145,7 +147,21 @@ impl TypedTool for CreateSuggestion {
         }
         let document_id = Id::uuid(self.document_id);
         if let Some(d) = document_id {
-            existing_document(ctx, d).await?;
+            if self.proposed_action.is_some() {
+                // The proposal that follows locks the document (its snapshot) after the insert
+                // below took a share lock on it through the foreign key: two runs suggesting an
+                // action on one document (two nights) each held that share lock and waited for
+                // the other's to lock the row — a deadlock (found by the chaos suite). Locking
+                // it first makes the second wait for the first instead.
+                if sql::by_id::<DocumentLock>(ctx.conn, ctx.org_id, d, true)
+                    .await?
+                    .is_none()
+                {
+                    existing_document(ctx, d).await?;
+                }
+            } else {
+                existing_document(ctx, d).await?;
+            }
         }
         if let Some(a) = &self.proposed_action {
             if super::builtin_registry().get(&a.tool).is_none() {

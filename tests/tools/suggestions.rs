@@ -226,3 +226,58 @@ async fn org_overview_reports_the_orgs_own_signals() {
     assert_eq!(vb["signals"]["untagged_documents_total"], 0);
     assert_eq!(vb["signals"]["untagged_documents"], json!([]));
 }
+
+/// One step of a nightly run suggesting an action on `doc`, as the loop runs it: the
+/// `create_suggestion` call, then (after `pause`) the follow-up proposal's snapshot, which locks
+/// the document; one transaction, started after `start_after`.
+async fn suggest_then_snapshot(
+    pool: &PgPool,
+    c: &Ctx,
+    doc: Uuid,
+    start_after: std::time::Duration,
+    pause: std::time::Duration,
+) -> Result<(), String> {
+    tokio::time::sleep(start_after).await;
+    let mut tx = pool.begin().await.map_err(|e| e.to_string())?;
+    let mut ctx = tool_ctx(c, &mut tx);
+    let action = json!({"document_id": doc, "metadata": {"tagged": true}});
+    let args = json!({"kind": "tag_documents", "title": "Tag it", "message": "Untagged.",
+                      "document_id": doc,
+                      "proposed_action": {"tool": "update_document", "args": action}});
+    builtin_registry()
+        .execute(&mut ctx, "create_suggestion", &args)
+        .await
+        .map_err(|e| format!("create_suggestion: {e:?}"))?;
+    tokio::time::sleep(pause).await;
+    let tool = builtin_registry().get("update_document").unwrap().clone();
+    tool.snapshot(&mut ctx, &action)
+        .await
+        .unwrap_or_else(|| Err(ToolError::Invalid("no snapshot".into())))
+        .map_err(|e| format!("snapshot: {e:?}"))?;
+    drop(ctx);
+    tx.commit().await.map_err(|e| e.to_string())
+}
+
+#[tokio::test]
+async fn two_nights_suggesting_an_action_on_one_document_do_not_deadlock() {
+    // Found by the chaos suite (`agentd bench chaos`): the suggestion's insert takes a share lock
+    // on its document (the foreign key), the proposal's snapshot then locks the row; two
+    // nightly runs (two nights, one document) each held the share lock and waited for the
+    // other's — PostgreSQL ended one with "deadlock detected", every attempt, until dead.
+    let w = world().await;
+    let mut first = w.ctx(w.a);
+    first.night = NaiveDate::from_ymd_opt(2025, 3, 8);
+    let mut second = w.ctx(w.a);
+    second.night = NaiveDate::from_ymd_opt(2025, 3, 9);
+    let ms = std::time::Duration::from_millis;
+    let (a, b) = tokio::join!(
+        suggest_then_snapshot(w.pool(), &first, w.doc_a, ms(0), ms(600)),
+        suggest_then_snapshot(w.pool(), &second, w.doc_a, ms(200), ms(0)),
+    );
+    assert!(a.is_ok() && b.is_ok(), "first: {a:?}; second: {b:?}");
+    assert_eq!(
+        w.count("SELECT count(*) FROM suggestions WHERE org_id = $1", w.a)
+            .await,
+        2
+    );
+}

@@ -50,6 +50,10 @@ pub enum BenchPart {
     Events(crate::events::EventsBenchCmd),
     /// Fair claims: quiet orgs' pickup beside a noisy org's backlog, against the same orgs alone.
     Fairness(crate::bench::fairness::FairnessCmd),
+    /// Chaos: 3 workers and the API under ≥ 1,000 seeded faults (worker SIGKILL,
+    /// pg_terminate_backend, PostgreSQL crash restarts, model stalls, 429/500, cut streams),
+    /// then the invariants with their counts.
+    Chaos(crate::bench::chaos::ChaosCmd),
 }
 
 /// Options shared by every part.
@@ -104,6 +108,7 @@ pub async fn run(app: &App, cmd: BenchCmd) -> anyhow::Result<()> {
         BenchPart::Api(c) => return crate::bench::api::run(app, c).await,
         BenchPart::Events(c) => return crate::events::run(app, c).await,
         BenchPart::Fairness(c) => return crate::bench::fairness::run(app, c).await,
+        BenchPart::Chaos(c) => return crate::bench::chaos::run(c).await,
         BenchPart::All(o) => (
             o,
             vec![

@@ -11,6 +11,7 @@ pub mod agent;
 pub mod api;
 pub mod approvals;
 pub mod baseline;
+pub mod chaos;
 pub mod cost;
 pub mod drain;
 pub mod fairness;
