@@ -517,6 +517,7 @@ async fn three_schedulers_racing_on_one_tick_enqueue_one_job() {
         kind: "approval_expiry".into(),
         schedule: cron::Schedule::from_str("0 */5 * * * *").unwrap(),
         fan_out: None,
+        spread_secs: 0,
         priority: 0,
         max_attempts: 3,
     };
@@ -549,6 +550,7 @@ async fn after_downtime_only_the_latest_missed_tick_runs() {
         kind: "approval_expiry".into(),
         schedule: cron::Schedule::from_str("0 */5 * * * *").unwrap(),
         fan_out: None,
+        spread_secs: 0,
         priority: 0,
         max_attempts: 3,
     };
@@ -583,6 +585,7 @@ async fn fan_out_enqueues_one_job_per_active_org_once() {
         kind: "proactive_suggestion".into(),
         schedule: cron::Schedule::from_str("0 0 2 * * *").unwrap(),
         fan_out: Some(agentd::catalog::FanOut::Orgs),
+        spread_secs: 0,
         priority: 0,
         max_attempts: 3,
     };
@@ -605,4 +608,83 @@ async fn fan_out_enqueues_one_job_per_active_org_once() {
         key.starts_with("proactive_suggestion:") && key.ends_with(":2026-11-22"),
         "{key}"
     );
+}
+
+/// Issue 30, item 2: the nightly jobs of the orgs of one time zone no longer start in the same
+/// minute. Each runs at the tick plus its own offset within `spread_secs` (a hash of its id),
+/// the same offset every night; without a spread they all run at the tick.
+#[tokio::test]
+async fn fan_out_spreads_the_orgs_of_a_time_zone_over_the_window() {
+    let db = TestDb::new().await;
+    sqlx::query("INSERT INTO orgs (id, name, nightly_hour) SELECT gen_random_uuid(), 'org' || g, 2 FROM generate_series(1, 600) g")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let tick = Utc.with_ymd_and_hms(2026, 11, 22, 2, 0, 0).unwrap();
+    let entry = |kind: &str, spread_secs| CronEntry {
+        kind: kind.into(),
+        schedule: cron::Schedule::from_str("0 0 2 * * *").unwrap(),
+        fan_out: Some(agentd::catalog::FanOut::Orgs),
+        spread_secs,
+        priority: 0,
+        max_attempts: 3,
+    };
+    let offsets = |kind: &'static str, tick: chrono::DateTime<Utc>| {
+        let pool = db.pool.clone();
+        async move {
+            let rows: Vec<(String, f64)> = sqlx::query_as(
+                "SELECT payload->>'org_id', extract(epoch FROM run_at - $2)::float8
+                   FROM agentd_jobs WHERE kind = $1 AND payload->>'night' = ($2 AT TIME ZONE 'UTC')::date::text",
+            )
+            .bind(kind)
+            .bind(tick)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+            rows.into_iter()
+                .collect::<std::collections::HashMap<_, _>>()
+        }
+    };
+    let spread = entry("nightly_spread", 3600);
+    let inserted = agentd::queue::cron::enqueue_tick(&db.pool, &spread, tick)
+        .await
+        .unwrap();
+    assert_eq!(inserted, 600);
+    let first = offsets("nightly_spread", tick).await;
+    assert_eq!(first.len(), 600);
+    assert!(
+        first.values().all(|s| (0.0..3600.0).contains(s)),
+        "every org within the window after the tick"
+    );
+    let mut per_minute = std::collections::HashMap::new();
+    for s in first.values() {
+        *per_minute.entry((*s / 60.0) as i64).or_insert(0) += 1;
+    }
+    // 600 orgs over 60 minutes: 10 a minute on average.
+    assert!(
+        per_minute.len() >= 55,
+        "spread over the hour: {} minutes used",
+        per_minute.len()
+    );
+    assert!(
+        per_minute.values().all(|n| *n <= 40),
+        "no minute holds a crowd: {per_minute:?}"
+    );
+    // The next night: the same offset for each org.
+    let next = tick + CDuration::days(1);
+    agentd::queue::cron::enqueue_tick(&db.pool, &spread, next)
+        .await
+        .unwrap();
+    assert_eq!(
+        offsets("nightly_spread", next).await,
+        first,
+        "an org's offset is its own, night after night"
+    );
+    // Without a spread every org's job runs at the tick.
+    agentd::queue::cron::enqueue_tick(&db.pool, &entry("nightly_flat", 0), tick)
+        .await
+        .unwrap();
+    let flat = offsets("nightly_flat", tick).await;
+    assert_eq!(flat.len(), 600);
+    assert!(flat.values().all(|s| *s == 0.0));
 }
