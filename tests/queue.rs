@@ -688,3 +688,43 @@ async fn fan_out_spreads_the_orgs_of_a_time_zone_over_the_window() {
     assert_eq!(flat.len(), 600);
     assert!(flat.values().all(|s| *s == 0.0));
 }
+
+/// Issue 30's job-file settings are checked at load: newcomer slots must leave the busy org a
+/// slot (fewer than `queue.concurrency`), and a fan-out spread is at most a day. Each bad value
+/// names the file and the key.
+#[test]
+fn bad_newcomer_slots_and_spread_name_the_file_and_key() {
+    let tools = agentd::known_tool_names();
+    let case = |file: &str, from: &str, to: &str, key: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        for entry in std::fs::read_dir("jobs").unwrap() {
+            let p = entry.unwrap().path();
+            let mut text = std::fs::read_to_string(&p).unwrap();
+            if p.file_name().unwrap() == file {
+                assert!(text.contains(from), "{file} holds {from:?}");
+                text = text.replace(from, to);
+            }
+            std::fs::write(dir.path().join(p.file_name().unwrap()), text).unwrap();
+        }
+        let err = match agentd::catalog::Catalog::load_dir(dir.path(), &tools) {
+            Ok(_) => panic!("{file} with {to:?} was accepted"),
+            Err(e) => e,
+        };
+        assert_eq!(err.key.as_deref(), Some(key), "{err:?}");
+        assert!(err.file.ends_with(file), "{err:?}");
+    };
+    case(
+        "auto_create.toml",
+        "newcomer_slots = 4",
+        "newcomer_slots = 8",
+        "queue.newcomer_slots",
+    );
+    case(
+        "proactive_suggestion.toml",
+        "spread_secs = 3600",
+        "spread_secs = 90000",
+        "schedule.spread_secs",
+    );
+    // As shipped, both load.
+    agentd::catalog::Catalog::load_dir(std::path::Path::new("jobs"), &tools).unwrap();
+}
