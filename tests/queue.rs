@@ -715,7 +715,7 @@ fn bad_newcomer_slots_and_spread_name_the_file_and_key() {
     };
     case(
         "auto_create.toml",
-        "newcomer_slots = 4",
+        "newcomer_slots = 0",
         "newcomer_slots = 8",
         "queue.newcomer_slots",
     );
