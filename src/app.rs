@@ -255,6 +255,7 @@ impl App {
                 },
                 delete_on_success: spec.queue.delete_on_success,
                 max_running_per_org: spec.queue.max_running_per_org,
+                newcomer_slots: spec.queue.newcomer_slots as usize,
             });
         }
         Ok(out)
@@ -270,6 +271,7 @@ impl App {
                     kind: spec.kind.clone(),
                     schedule: spec.cron()?,
                     fan_out: spec.schedule.as_ref()?.fan_out,
+                    spread_secs: spec.schedule.as_ref()?.spread_secs,
                     priority: spec.queue.priority,
                     max_attempts: spec.queue.max_attempts,
                 })

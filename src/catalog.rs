@@ -82,6 +82,12 @@ pub struct QueuePolicy {
     /// it bounds an org's share of the fleet, not a hard semaphore.
     #[serde(default)]
     pub max_running_per_org: Option<u32>,
+    /// Slots of each worker's `concurrency` that one org's jobs may not fill while other orgs'
+    /// jobs of the kind were claimed by that worker in the last minute: a job of another org
+    /// arriving then starts at once instead of waiting for a slot to free. Alone, an org has
+    /// every slot (0, the default: no such slots; less than `concurrency`).
+    #[serde(default)]
+    pub newcomer_slots: u32,
 }
 
 /// What a cron tick enqueues.
@@ -101,6 +107,11 @@ pub struct ScheduleSpec {
     pub cron: String,
     /// Absent: one job per tick.
     pub fan_out: Option<FanOut>,
+    /// With a fan-out: each org's job runs this many seconds at most after the tick that made
+    /// it due, at an offset of its own (a hash of the org id), so the orgs of a time zone do not
+    /// all start in the same minute. 0 (the default): all at the tick.
+    #[serde(default)]
+    pub spread_secs: u32,
 }
 
 /// Approval expiry sweep settings.
@@ -423,6 +434,15 @@ fn validate_queue(spec: &JobSpec) -> Result<(), Invalid> {
     if let Some(cap) = q.max_running_per_org {
         at_least("queue.max_running_per_org", cap.into(), 1)?;
     }
+    if q.newcomer_slots > 0 && q.newcomer_slots >= q.concurrency {
+        return Err(Invalid::new(
+            "queue.newcomer_slots",
+            format!(
+                "queue.newcomer_slots must be less than queue.concurrency ({} ≥ {})",
+                q.newcomer_slots, q.concurrency
+            ),
+        ));
+    }
     if q.backoff_max_ms < q.backoff_base_ms {
         return Err(Invalid::new(
             "queue.backoff_max_ms",
@@ -440,6 +460,17 @@ fn validate_queue(spec: &JobSpec) -> Result<(), Invalid> {
             format!(
                 "schedule.cron is not a valid cron expression ({:?}: {e}); use six fields, seconds first, e.g. \"0 */5 * * * *\"",
                 s.cron
+            ),
+        ));
+    }
+    if let Some(s) = &spec.schedule
+        && s.spread_secs > 86_400
+    {
+        return Err(Invalid::new(
+            "schedule.spread_secs",
+            format!(
+                "schedule.spread_secs must be at most 86400 (a day), not {}",
+                s.spread_secs
             ),
         ));
     }

@@ -334,6 +334,10 @@ pub struct LlmConfig {
     /// Estimated tokens per minute toward the endpoint across the fleet (0: no limit).
     #[serde(default)]
     pub tokens_per_minute: u64,
+    /// The share of an endpoint's fleet limits one org may take while other orgs' calls wait,
+    /// in percent (1–100; 100: none). Alone an org has the whole rate (`llm::limits`).
+    #[serde(default = "default_org_share_percent")]
+    pub org_share_percent: u8,
     /// The models an org may choose (`PATCH /v1/settings` `model`); empty: the models priced in
     /// `prices`, `model` and `extraction_model` (review N13).
     #[serde(default)]
@@ -357,6 +361,10 @@ pub struct LlmConfig {
     /// (`openssl rand -base64 32`); empty: orgs cannot store a key. Never logged.
     #[serde(default)]
     pub org_key_encryption_key: String,
+}
+
+fn default_org_share_percent() -> u8 {
+    crate::llm::limits::DEFAULT_ORG_SHARE_PERCENT
 }
 
 fn default_breaker_failures() -> u32 {

@@ -15,6 +15,7 @@ use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 fn lease() -> CDuration {
@@ -418,5 +419,174 @@ async fn another_orgs_documents_are_proposed_long_before_a_backlog_drains() {
     assert!(
         b_took < std::time::Duration::from_secs(10),
         "B's documents took {b_took:?}"
+    );
+}
+
+/// Runs each job for `ms` of its payload and keeps, per org, how many of its jobs run at once
+/// (now and at most) and when each job started.
+#[derive(Default)]
+struct Timed {
+    running: std::sync::Mutex<HashMap<String, usize>>,
+    most: std::sync::Mutex<HashMap<String, usize>>,
+    /// (org, the job's `i`, when it started, the other orgs' jobs running then).
+    started: std::sync::Mutex<Vec<(String, i64, Instant, usize)>>,
+}
+
+#[async_trait::async_trait]
+impl agentd::queue::worker::JobHandler for Timed {
+    async fn handle(
+        &self,
+        job: agentd::queue::worker::JobContext,
+    ) -> Result<(), agentd::queue::JobError> {
+        let org = agentd::queue::fair::org_key(&job.job.payload);
+        let i = job.job.payload["i"].as_i64().unwrap_or(-1);
+        {
+            let mut running = self.running.lock().unwrap();
+            let others: usize = running
+                .iter()
+                .filter(|(o, _)| **o != org)
+                .map(|(_, n)| *n)
+                .sum();
+            let now = running.entry(org.clone()).or_default();
+            *now += 1;
+            let mut most = self.most.lock().unwrap();
+            let m = most.entry(org.clone()).or_default();
+            *m = (*m).max(*now);
+            self.started
+                .lock()
+                .unwrap()
+                .push((org.clone(), i, Instant::now(), others));
+        }
+        let ms = job.job.payload["ms"].as_u64().unwrap_or(0);
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        *self.running.lock().unwrap().get_mut(&org).unwrap() -= 1;
+        Ok(())
+    }
+}
+
+fn timed_jobs(kind: &str, org: &str, n: usize, ms: u64, from: usize) -> Vec<NewJob> {
+    (from..from + n)
+        .map(|i| NewJob::new(kind, json!({ "org_id": org, "i": i, "ms": ms })))
+        .collect()
+}
+
+/// Issue 30 (the fairness benchmark's target): with newcomer slots, an org whose backlog fills
+/// a worker keeps at most `concurrency - newcomer_slots` of its slots while other orgs' jobs
+/// ran there lately, so another org's job arriving starts at once (here well within the poll
+/// interval of 10 s and while the busy org's jobs of 2 s are still running) instead of waiting
+/// for a slot to free; alone, the org has every slot.
+#[tokio::test]
+async fn newcomer_slots_start_another_orgs_job_at_once_and_cost_nothing_alone() {
+    use agentd::queue::worker::{KindRuntime, Prefetch, WorkerOptions};
+    let db = TestDb::new().await;
+    let opts = WorkerOptions {
+        worker_id: "fair-newcomer".into(),
+        claim_batch: 16,
+        prefetch: Prefetch::Fixed(0),
+        poll_interval: std::time::Duration::from_secs(10),
+        lease: std::time::Duration::from_secs(30),
+        heartbeat: std::time::Duration::from_secs(5),
+        shutdown_grace: std::time::Duration::from_millis(200),
+    };
+    let worker = |kind: &str, h: Arc<Timed>| {
+        agentd::queue::apalis::build_worker(
+            db.pool.clone(),
+            Arc::new(SystemClock) as SharedClock,
+            &opts,
+            KindRuntime {
+                kind: kind.into(),
+                handler: h,
+                concurrency: 4,
+                timeout: std::time::Duration::from_secs(60),
+                backoff: agentd::queue::backoff::Backoff {
+                    base: std::time::Duration::from_millis(10),
+                    max: std::time::Duration::from_millis(20),
+                },
+                delete_on_success: false,
+                max_running_per_org: None,
+                newcomer_slots: 1,
+            },
+        )
+    };
+
+    // Alone: A's backlog takes all four slots.
+    let kind = "fair_newcomer_alone";
+    enqueue_many(&db.pool, &timed_jobs(kind, "org-a", 8, 400, 0))
+        .await
+        .unwrap();
+    let h = Arc::new(Timed::default());
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(worker(kind, h.clone()).run(stop.clone()));
+    wait_until(30, "A's eight jobs started", || async {
+        h.started.lock().unwrap().len() == 8
+    })
+    .await;
+    stop.cancel();
+    run.await.unwrap();
+    assert_eq!(
+        h.most.lock().unwrap().get("org-a"),
+        Some(&4),
+        "alone, an org has every slot"
+    );
+
+    // Beside B: B's first job is claimed with A's first claim; from then A holds at most 3.
+    let kind = "fair_newcomer";
+    enqueue_many(&db.pool, &timed_jobs(kind, "org-b", 1, 10, 0))
+        .await
+        .unwrap();
+    enqueue_many(&db.pool, &timed_jobs(kind, "org-a", 40, 2_000, 0))
+        .await
+        .unwrap();
+    let h = Arc::new(Timed::default());
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(worker(kind, h.clone()).run(stop.clone()));
+    wait_until(30, "three of A's jobs running", || async {
+        h.running.lock().unwrap().get("org-a").copied() == Some(3)
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let sent = Instant::now();
+    enqueue_many(&db.pool, &timed_jobs(kind, "org-b", 1, 10, 1))
+        .await
+        .unwrap();
+    wait_until(30, "B's second job started", || async {
+        h.started
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(o, i, _, _)| o == "org-b" && *i == 1)
+    })
+    .await;
+    let (_, _, at, a_running) = h
+        .started
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(o, i, _, _)| o == "org-b" && *i == 1)
+        .cloned()
+        .unwrap();
+    assert!(
+        at.duration_since(sent) < std::time::Duration::from_secs(1),
+        "B's job started {:?} after it was enqueued (the poll interval is 10 s)",
+        at.duration_since(sent)
+    );
+    assert_eq!(a_running, 3, "while A's three jobs still ran");
+    // A keeps its three slots: its jobs go on one after another.
+    wait_until(30, "A's next jobs started", || async {
+        h.started
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(o, _, _, _)| o == "org-a")
+            .count()
+            >= 6
+    })
+    .await;
+    stop.cancel();
+    run.await.unwrap();
+    assert_eq!(
+        h.most.lock().unwrap().get("org-a"),
+        Some(&3),
+        "beside another org, A holds at most concurrency - newcomer_slots"
     );
 }

@@ -483,3 +483,101 @@ async fn the_nightly_job_runs_the_model_only_for_orgs_with_something_to_do() {
         "each of them got its retry_failed suggestion"
     );
 }
+
+/// Issue 30, "done when": the nightly cost follows the orgs with work at scale. 10,000 active
+/// orgs, 100 of them with a failed auto-create (a signal); the cron fan-out enqueues a nightly
+/// job for every org in one statement, a worker runs them all, and the scripted provider is
+/// called exactly 100 times — one model run per org with a signal, none for the 9,900 others.
+#[tokio::test]
+async fn ten_thousand_orgs_with_a_hundred_signals_make_a_hundred_model_runs() {
+    let f = fixture().await;
+    // The fixture's org and 9,999 more, all due tonight whatever the hour (nightly_hour 0).
+    sqlx::query("INSERT INTO orgs (id, name) SELECT gen_random_uuid(), 'bulk-' || lpad(g::text, 5, '0') FROM generate_series(1, 9999) g")
+        .execute(&f.db.pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE orgs SET nightly_hour = 0")
+        .execute(&f.db.pool)
+        .await
+        .unwrap();
+    // A failed auto-create in 100 of them (every 100th); a plain document in 100 others (no
+    // signal).
+    let mut with_work: Vec<Uuid> = sqlx::query_scalar(
+        "INSERT INTO documents (id, org_id, name, text, metadata, created_at, updated_at,
+                                auto_create_status, auto_create_error)
+         SELECT gen_random_uuid(), o.id, 'a.txt', 'Total: 1.00', '{}', now(), now(),
+                'failed', 'provider down'
+           FROM orgs o WHERE o.name LIKE 'bulk-%' AND substr(o.name, 6)::int % 100 = 1
+         RETURNING org_id",
+    )
+    .fetch_all(&f.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(with_work.len(), 100);
+    sqlx::query(
+        "INSERT INTO documents (id, org_id, name, text, metadata, created_at, updated_at)
+         SELECT gen_random_uuid(), o.id, 'b.txt', 'Total: 2.00', '{}', now(), now()
+           FROM orgs o WHERE o.name LIKE 'bulk-%' AND substr(o.name, 6)::int % 100 = 50",
+    )
+    .execute(&f.db.pool)
+    .await
+    .unwrap();
+    let entry = agentd::queue::cron::CronEntry {
+        kind: "proactive_suggestion".into(),
+        schedule: "0 */15 * * * *".parse().unwrap(),
+        fan_out: Some(agentd::catalog::FanOut::Orgs),
+        spread_secs: 0,
+        priority: 0,
+        max_attempts: 3,
+    };
+    let inserted = agentd::queue::cron::enqueue_tick(&f.db.pool, &entry, Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(inserted, 10_000, "one nightly job per org");
+    let p = Arc::new(ScriptedProvider::new(
+        (0..100)
+            .map(|_| Turn::text("Nothing to add tonight."))
+            .collect(),
+    ));
+    let mut app = f.app.clone();
+    app.provider = p.clone();
+    let stop = CancellationToken::new();
+    let worker = app
+        .start_worker(
+            WorkerArgs::serving(&["proactive_suggestion"], Some(16)),
+            stop.clone(),
+        )
+        .await
+        .unwrap();
+    wait_until(600, "every org's nightly job finished", || async {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM agentd_jobs WHERE kind = 'proactive_suggestion' AND state IN ('succeeded', 'dead')",
+        )
+        .fetch_one(&f.db.pool)
+        .await
+        .unwrap();
+        n == 10_000
+    })
+    .await;
+    stop.cancel();
+    worker.join().await;
+    let succeeded: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM agentd_jobs WHERE kind = 'proactive_suggestion' AND state = 'succeeded'",
+    )
+    .fetch_one(&f.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(succeeded, 10_000);
+    assert_eq!(p.calls(), 100, "one model call per org with a signal");
+    p.assert_complete();
+    let mut ran: Vec<Uuid> = sqlx::query_scalar("SELECT org_id FROM agent_runs ORDER BY org_id")
+        .fetch_all(&f.db.pool)
+        .await
+        .unwrap();
+    ran.sort();
+    with_work.sort();
+    assert_eq!(
+        ran, with_work,
+        "one model run for each of the 100, none else"
+    );
+}

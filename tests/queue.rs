@@ -517,6 +517,7 @@ async fn three_schedulers_racing_on_one_tick_enqueue_one_job() {
         kind: "approval_expiry".into(),
         schedule: cron::Schedule::from_str("0 */5 * * * *").unwrap(),
         fan_out: None,
+        spread_secs: 0,
         priority: 0,
         max_attempts: 3,
     };
@@ -549,6 +550,7 @@ async fn after_downtime_only_the_latest_missed_tick_runs() {
         kind: "approval_expiry".into(),
         schedule: cron::Schedule::from_str("0 */5 * * * *").unwrap(),
         fan_out: None,
+        spread_secs: 0,
         priority: 0,
         max_attempts: 3,
     };
@@ -583,6 +585,7 @@ async fn fan_out_enqueues_one_job_per_active_org_once() {
         kind: "proactive_suggestion".into(),
         schedule: cron::Schedule::from_str("0 0 2 * * *").unwrap(),
         fan_out: Some(agentd::catalog::FanOut::Orgs),
+        spread_secs: 0,
         priority: 0,
         max_attempts: 3,
     };
@@ -671,4 +674,123 @@ async fn leases_follow_the_database_clock_not_the_nodes() {
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(rescuer(ahead).run_once().await.unwrap().requeued, 1);
     assert_eq!(state_of(&db, id).await.0, "available");
+}
+
+/// Issue 30, item 2: the nightly jobs of the orgs of one time zone no longer start in the same
+/// minute. Each runs at the tick plus its own offset within `spread_secs` (a hash of its id),
+/// the same offset every night; without a spread they all run at the tick.
+#[tokio::test]
+async fn fan_out_spreads_the_orgs_of_a_time_zone_over_the_window() {
+    let db = TestDb::new().await;
+    sqlx::query("INSERT INTO orgs (id, name, nightly_hour) SELECT gen_random_uuid(), 'org' || g, 2 FROM generate_series(1, 600) g")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let tick = Utc.with_ymd_and_hms(2026, 11, 22, 2, 0, 0).unwrap();
+    let entry = |kind: &str, spread_secs| CronEntry {
+        kind: kind.into(),
+        schedule: cron::Schedule::from_str("0 0 2 * * *").unwrap(),
+        fan_out: Some(agentd::catalog::FanOut::Orgs),
+        spread_secs,
+        priority: 0,
+        max_attempts: 3,
+    };
+    let offsets = |kind: &'static str, tick: chrono::DateTime<Utc>| {
+        let pool = db.pool.clone();
+        async move {
+            let rows: Vec<(String, f64)> = sqlx::query_as(
+                "SELECT payload->>'org_id', extract(epoch FROM run_at - $2)::float8
+                   FROM agentd_jobs WHERE kind = $1 AND payload->>'night' = ($2 AT TIME ZONE 'UTC')::date::text",
+            )
+            .bind(kind)
+            .bind(tick)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+            rows.into_iter()
+                .collect::<std::collections::HashMap<_, _>>()
+        }
+    };
+    let spread = entry("nightly_spread", 3600);
+    let inserted = agentd::queue::cron::enqueue_tick(&db.pool, &spread, tick)
+        .await
+        .unwrap();
+    assert_eq!(inserted, 600);
+    let first = offsets("nightly_spread", tick).await;
+    assert_eq!(first.len(), 600);
+    assert!(
+        first.values().all(|s| (0.0..3600.0).contains(s)),
+        "every org within the window after the tick"
+    );
+    let mut per_minute = std::collections::HashMap::new();
+    for s in first.values() {
+        *per_minute.entry((*s / 60.0) as i64).or_insert(0) += 1;
+    }
+    // 600 orgs over 60 minutes: 10 a minute on average.
+    assert!(
+        per_minute.len() >= 55,
+        "spread over the hour: {} minutes used",
+        per_minute.len()
+    );
+    assert!(
+        per_minute.values().all(|n| *n <= 40),
+        "no minute holds a crowd: {per_minute:?}"
+    );
+    // The next night: the same offset for each org.
+    let next = tick + CDuration::days(1);
+    agentd::queue::cron::enqueue_tick(&db.pool, &spread, next)
+        .await
+        .unwrap();
+    assert_eq!(
+        offsets("nightly_spread", next).await,
+        first,
+        "an org's offset is its own, night after night"
+    );
+    // Without a spread every org's job runs at the tick.
+    agentd::queue::cron::enqueue_tick(&db.pool, &entry("nightly_flat", 0), tick)
+        .await
+        .unwrap();
+    let flat = offsets("nightly_flat", tick).await;
+    assert_eq!(flat.len(), 600);
+    assert!(flat.values().all(|s| *s == 0.0));
+}
+
+/// Issue 30's job-file settings are checked at load: newcomer slots must leave the busy org a
+/// slot (fewer than `queue.concurrency`), and a fan-out spread is at most a day. Each bad value
+/// names the file and the key.
+#[test]
+fn bad_newcomer_slots_and_spread_name_the_file_and_key() {
+    let tools = agentd::known_tool_names();
+    let case = |file: &str, from: &str, to: &str, key: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        for entry in std::fs::read_dir("jobs").unwrap() {
+            let p = entry.unwrap().path();
+            let mut text = std::fs::read_to_string(&p).unwrap();
+            if p.file_name().unwrap() == file {
+                assert!(text.contains(from), "{file} holds {from:?}");
+                text = text.replace(from, to);
+            }
+            std::fs::write(dir.path().join(p.file_name().unwrap()), text).unwrap();
+        }
+        let err = match agentd::catalog::Catalog::load_dir(dir.path(), &tools) {
+            Ok(_) => panic!("{file} with {to:?} was accepted"),
+            Err(e) => e,
+        };
+        assert_eq!(err.key.as_deref(), Some(key), "{err:?}");
+        assert!(err.file.ends_with(file), "{err:?}");
+    };
+    case(
+        "auto_create.toml",
+        "newcomer_slots = 0",
+        "newcomer_slots = 8",
+        "queue.newcomer_slots",
+    );
+    case(
+        "proactive_suggestion.toml",
+        "spread_secs = 3600",
+        "spread_secs = 90000",
+        "schedule.spread_secs",
+    );
+    // As shipped, both load.
+    agentd::catalog::Catalog::load_dir(std::path::Path::new("jobs"), &tools).unwrap();
 }

@@ -126,6 +126,7 @@ fn kind(h: Arc<Recorder>, timeout: Duration, concurrency: usize, backoff: Backof
         backoff,
         delete_on_success: false,
         max_running_per_org: None,
+        newcomer_slots: 0,
     }
 }
 
@@ -445,6 +446,7 @@ async fn heartbeat_keeps_a_long_job_leased() {
             backoff: fast_backoff(),
             delete_on_success: false,
             max_running_per_org: None,
+            newcomer_slots: 0,
         },
     );
     let stop = CancellationToken::new();

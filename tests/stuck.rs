@@ -354,6 +354,7 @@ async fn a_finished_or_dead_cron_tick_is_not_enqueued_again() {
         kind: "tick".into(),
         schedule: "0 0 * * * *".parse().unwrap(),
         fan_out: None,
+        spread_secs: 0,
         priority: 0,
         max_attempts: 1,
     };

@@ -171,10 +171,12 @@ impl Engine {
         (engine.env.provider, engine.vault) = (self.pii)
             .provider_for_run(&self.pool, spec.org_id, run.id, metered)
             .await?;
-        engine
-            .drive(spec, run, reopened, cancel)
-            .instrument(span)
-            .await
+        // The run's provider calls count against its org's share of the fleet limits.
+        crate::llm::limits::for_org(
+            spec.org_id,
+            engine.drive(spec, run, reopened, cancel).instrument(span),
+        )
+        .await
     }
 
     /// Marks a run failed (the job gave up), keeping what it did.

@@ -230,6 +230,15 @@ pub(super) fn validate(llm: &super::LlmConfig) -> Result<(), Invalid> {
             );
         }
     }
+    if !(1..=100).contains(&llm.org_share_percent) {
+        return bad(
+            "llm.org_share_percent".into(),
+            format!(
+                "llm.org_share_percent must be between 1 and 100 (100: no per-org share), not {}",
+                llm.org_share_percent
+            ),
+        );
+    }
     super::at_least("llm.breaker_failures", llm.breaker_failures.into(), 1)?;
     super::at_least("llm.breaker_cooldown_secs", llm.breaker_cooldown_secs, 1)?;
     super::duration_at_most(

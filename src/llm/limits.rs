@@ -14,6 +14,12 @@
 //!   repaid at tpm/60 per second. A minute holds at most tpm plus one request's estimate.
 //! - **429.** The response's `Retry-After` (seconds; 1 s when absent) blocks the endpoint for
 //!   every process and empties the buckets; the retry layer then retries through the limiter.
+//! - **Per-org shares** (`llm.org_share_percent`, issue 30): while another org's calls wait
+//!   for the bucket, an org's grants are spaced as if it had only its share of the rate (and of
+//!   the tokens), so one busy org cannot take the whole fleet bucket and starve the others;
+//!   calling alone, an org has the whole rate (`agentd_provider_org_shares`, migration 0077).
+//!   The org is the one of the run making the call ([`for_org`]); calls outside a run are the
+//!   org `''`.
 //! - **Time** is the database's (`clock_timestamp()`), the one clock the processes share.
 //! - **Failure.** If the database cannot be asked, the request is not sent (a retryable error):
 //!   the limit is never exceeded because the bookkeeping failed.
@@ -32,6 +38,25 @@ use tokio::sync::OnceCell;
 /// the failure is retryable — a database blip must not kill runs (review N5).
 pub const LIMITER_UNREACHABLE: &str = "the database could not be asked";
 
+/// The share of an endpoint's rate one org may take while others wait, when the config says
+/// nothing (`llm.org_share_percent`).
+pub const DEFAULT_ORG_SHARE_PERCENT: u8 = 50;
+
+tokio::task_local! {
+    /// The org whose run makes the provider calls of this task (see [`for_org`]).
+    static CALL_ORG: String;
+}
+
+/// Runs `f` with its provider calls counted against `org`'s share of the fleet limits.
+pub async fn for_org<F: Future>(org: uuid::Uuid, f: F) -> F::Output {
+    CALL_ORG.scope(org.to_string(), f).await
+}
+
+/// The org of the calls of this task (`''`: none, e.g. a call outside a run).
+fn call_org() -> String {
+    CALL_ORG.try_with(Clone::clone).unwrap_or_default()
+}
+
 /// The fleet-wide limiter of one provider endpoint.
 #[derive(Debug)]
 pub struct FleetLimiter {
@@ -39,18 +64,34 @@ pub struct FleetLimiter {
     key: String,
     rpm: u32,
     tpm: u64,
+    /// One org's share of the rate while others wait (1.0: no shares).
+    org_share: f64,
     ready: OnceCell<()>,
 }
 
 impl FleetLimiter {
-    /// A limiter for `key` (the endpoint), or None when both limits are 0 (off).
+    /// A limiter for `key` (the endpoint), or None when both limits are 0 (off); each org's
+    /// share is [`DEFAULT_ORG_SHARE_PERCENT`].
     pub fn new(pool: PgPool, key: &str, rpm: u32, tpm: u64) -> Option<Arc<Self>> {
+        Self::with_org_share(pool, key, rpm, tpm, DEFAULT_ORG_SHARE_PERCENT)
+    }
+
+    /// [`FleetLimiter::new`] with each org's share of the rate while others wait, in percent
+    /// (100: no shares; `llm.org_share_percent`).
+    pub fn with_org_share(
+        pool: PgPool,
+        key: &str,
+        rpm: u32,
+        tpm: u64,
+        org_share_percent: u8,
+    ) -> Option<Arc<Self>> {
         (rpm > 0 || tpm > 0).then(|| {
             Arc::new(Self {
                 pool,
                 key: key.to_string(),
                 rpm,
                 tpm,
+                org_share: f64::from(org_share_percent.clamp(1, 100)) / 100.0,
                 ready: OnceCell::new(),
             })
         })
@@ -75,9 +116,16 @@ impl FleetLimiter {
     pub async fn acquire(&self, tokens: u64) -> sqlx::Result<Duration> {
         self.ensure().await?;
         let started = std::time::Instant::now();
+        let org = call_org();
         loop {
-            let (ok, wait) =
-                crate::store::provider_limits::take(&self.pool, &self.key, tokens as f64).await?;
+            let (ok, wait) = crate::store::provider_limits::take_for_org(
+                &self.pool,
+                &self.key,
+                &org,
+                tokens as f64,
+                self.org_share,
+            )
+            .await?;
             if ok {
                 let waited = started.elapsed();
                 metrics::histogram!("agentd_provider_limit_wait_seconds", "endpoint" => self.key.clone())

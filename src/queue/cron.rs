@@ -21,6 +21,9 @@ pub struct CronEntry {
     pub kind: String,
     pub schedule: cron::Schedule,
     pub fan_out: Option<FanOut>,
+    /// With a fan-out: each org's job is due up to this many seconds after the tick (its own
+    /// offset, [`SPREAD_OFFSET`]), so the orgs of a time zone do not all start in one minute.
+    pub spread_secs: u32,
     pub priority: i16,
     pub max_attempts: i32,
 }
@@ -105,6 +108,11 @@ impl Scheduler {
     }
 }
 
+/// An org's offset into the fan-out's spread window, in seconds (`$5` the window; 0: none): the
+/// first 32 bits of the md5 of its id, modulo the window — the same for an org every night and
+/// on every node, and even over the orgs of a time zone.
+pub const SPREAD_OFFSET: &str = "CASE WHEN $5::int > 0 THEN ('x' || substr(md5(o.id::text), 1, 8))::bit(32)::bigint % $5::int ELSE 0 END";
+
 /// Enqueues one tick of `e`; returns the number of jobs inserted.
 pub async fn enqueue_tick(
     pool: &PgPool,
@@ -128,11 +136,14 @@ pub async fn enqueue_tick(
         // One set-based statement for every active org: 10,000 orgs are one round trip. Each
         // org's night is its local date at the tick (`orgs.timezone`); it is due once its local
         // hour reached `orgs.nightly_hour`, and the key (org, local date) makes it once per local
-        // date — a DST change that repeats or skips the hour changes neither.
-        Some(FanOut::Orgs) => sqlx::query(
+        // date — a DST change that repeats or skips the hour changes neither. Its job runs at
+        // the tick plus the org's offset into `spread_secs` (issue 30: the orgs of a time zone
+        // no longer all start in the same minute).
+        Some(FanOut::Orgs) => sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO agentd_jobs (kind, payload, priority, max_attempts, unique_key, run_at)
              SELECT $1, jsonb_build_object('org_id', o.id, 'night', l.night), $3, $4,
-                    $1 || ':' || o.id || ':' || l.night, $2
+                    $1 || ':' || o.id || ':' || l.night,
+                    $2 + ({SPREAD_OFFSET}) * interval '1 second'
                FROM orgs o
               CROSS JOIN LATERAL (SELECT ($2::timestamptz AT TIME ZONE o.timezone) AS t) lt
               CROSS JOIN LATERAL (SELECT lt.t::date AS night) l
@@ -140,11 +151,12 @@ pub async fn enqueue_tick(
                 AND NOT EXISTS (SELECT 1 FROM agentd_jobs j
                                  WHERE j.unique_key = $1 || ':' || o.id || ':' || l.night)
              ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'running') DO NOTHING",
-        )
+        )))
         .bind(&e.kind)
         .bind(tick)
         .bind(e.priority)
         .bind(e.max_attempts)
+        .bind(i32::try_from(e.spread_secs).unwrap_or(i32::MAX))
         .execute(pool)
         .await?,
     };

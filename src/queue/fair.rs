@@ -28,6 +28,12 @@
 //! org's jobs held back by its cap are claimed at the next wake-up or poll
 //! (`worker.poll_interval_ms`).
 //!
+//! Newcomer slots (the job file's `queue.newcomer_slots`, [`claim_capped`]): a worker caps the
+//! org that holds most of its jobs at `concurrency - newcomer_slots` while other orgs' jobs ran
+//! there in the last minute, so the slots left free take another org's job the moment it is
+//! enqueued (its NOTIFY wakes the worker; a finished job wakes it too). At that cap the ring
+//! walks past the org like a busy one. Without other orgs lately, nothing is capped.
+//!
 //! An org that paused the kind (migration 0075, [`super::pause`]) is walked past and takes no
 //! share: the ring holds up to `n` orgs that did not (and are not busy).
 //!
@@ -50,8 +56,11 @@ pub const ORG_KEY: &str = "coalesce(payload->>'org_id', '')";
 /// of orgs that had fewer ready jobs than their share.
 pub const ROUNDS: usize = 3;
 
-/// `$1` kind, `$2` slots, `$3` worker, `$4` now (`NULL`: the database's), `$5` lease in ms, `$6` cursor (an org key; the
-/// ring starts after it), `$7` the kind's cap of running jobs per org (`NULL`: none).
+/// `$1` kind, `$2` slots, `$3` worker, `$4` now (`NULL`: the database's), `$5` lease in ms, `$6`
+/// cursor (an org key; the ring starts after it), `$7` the kind's cap of running jobs per org
+/// (`NULL`: none); `$10` the most jobs one org may hold in the claiming worker (`NULL`: no such
+/// cap; newcomer slots, see [`claim_capped`]) with `$8` the orgs holding some there and `$9` how
+/// many (parallel arrays): an org at that cap is walked past like a busy org.
 static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
     let k = ORG_KEY;
     // The ready jobs of the kind at the top priority, as index conditions.
@@ -84,6 +93,13 @@ static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
     // but takes no share: one primary-key probe per org visited.
     let paused = |org: &str| super::pause::paused_org("$1", org);
     let (paused_f, paused_x) = (paused("f.org"), paused("x.org"));
+    // What an org may still take in the claiming worker (newcomer slots; `NULL`: no cap).
+    let room = |org: &str| {
+        format!("($10::int - coalesce(($9::int4[])[array_position($8::text[], {org})], 0))")
+    };
+    let held_f = format!("({} <= 0)", room("f.org"));
+    let held_x = format!("({} <= 0)", room("x.org"));
+    let room_o = room("o.org");
     format!(
         "WITH RECURSIVE
          top AS (SELECT priority AS p, {k} AS lo FROM agentd_jobs
@@ -98,12 +114,12 @@ static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
          ring(org, first, n, skip, held) AS (
             SELECT f.org, f.org, 1, f.skip, CASE WHEN f.skip THEN 0 ELSE 1 END
               FROM top CROSS JOIN LATERAL (
-                   SELECT f.org, ({paused_f} OR f.org IN (SELECT org FROM busy)) AS skip
+                   SELECT f.org, ({paused_f} OR coalesce({held_f}, false) OR f.org IN (SELECT org FROM busy)) AS skip
                      FROM (SELECT {first} AS org OFFSET 0) f) f
             UNION ALL
             SELECT x.org, r.first, r.n + 1, x.skip, r.held + CASE WHEN x.skip THEN 0 ELSE 1 END
               FROM ring r CROSS JOIN top CROSS JOIN LATERAL (
-                   SELECT x.org, ({paused_x} OR x.org IN (SELECT org FROM busy)) AS skip
+                   SELECT x.org, ({paused_x} OR coalesce({held_x}, false) OR x.org IN (SELECT org FROM busy)) AS skip
                      FROM (SELECT {next} AS org OFFSET 0) x) x
              WHERE r.held < $2 AND x.org <> r.first),
          orgs AS (SELECT org, row_number() OVER (ORDER BY n) AS n, count(*) OVER () AS m
@@ -119,7 +135,9 @@ static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
                         LIMIT least({share}, coalesce(
                               {cap_ring} - coalesce((SELECT u.c FROM running u
                                                       WHERE u.org = o.org), 0),
-                              {share}))
+                              {share}),
+                              CASE WHEN $10::int IS NULL THEN {share}
+                                   ELSE greatest({room_o}, 0) END)
                           FOR UPDATE SKIP LOCKED) j))
       RETURNING id, kind, payload, attempt, attempt - released AS counted_attempts, max_attempts,
                 traceparent"
@@ -200,12 +218,62 @@ pub async fn claim(
     now: Option<DateTime<Utc>>,
     lease: Duration,
 ) -> Result<Vec<ClaimedJob>, QueueError> {
+    claim_capped(
+        pool,
+        kind,
+        max_running_per_org,
+        None,
+        limit,
+        worker_id,
+        now,
+        lease,
+    )
+    .await
+}
+
+/// How many jobs each org may hold in one worker, and what the orgs hold there now: the slots
+/// a worker keeps for other orgs while one org fills the rest (the kind's
+/// `queue.newcomer_slots`, `queue::apalis`).
+#[derive(Debug, Clone, Default)]
+pub struct WorkerShare {
+    /// The most jobs one org may hold (claimed, buffered or running).
+    pub max: u32,
+    /// The orgs holding jobs (org keys) and how many.
+    pub holds: HashMap<String, u32>,
+}
+
+/// [`claim`], giving no org more than `share.max` jobs held in this worker in all.
+#[allow(clippy::too_many_arguments)]
+pub async fn claim_capped(
+    pool: &PgPool,
+    kind: &str,
+    max_running_per_org: Option<u32>,
+    share: Option<&WorkerShare>,
+    limit: u32,
+    worker_id: &str,
+    now: Option<DateTime<Utc>>,
+    lease: Duration,
+) -> Result<Vec<ClaimedJob>, QueueError> {
     let mut out: Vec<ClaimedJob> = Vec::new();
     for _ in 0..ROUNDS {
         let want = limit.saturating_sub(out.len() as u32);
         if want == 0 {
             break;
         }
+        // What the orgs hold, with the rounds before.
+        let (held_orgs, held_n): (Vec<String>, Vec<i32>) = match share {
+            Some(sh) => {
+                let mut holds = sh.holds.clone();
+                for j in &out {
+                    *holds.entry(org_key(&j.payload)).or_default() += 1;
+                }
+                holds
+                    .into_iter()
+                    .map(|(o, n)| (o, i32::try_from(n).unwrap_or(i32::MAX)))
+                    .unzip()
+            }
+            None => (Vec::new(), Vec::new()),
+        };
         let cursor = CURSORS
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -219,7 +287,10 @@ pub async fn claim(
             .bind(now)
             .bind(lease.num_milliseconds() as f64)
             .bind(&cursor)
-            .bind(max_running_per_org.map(|c| i32::try_from(c).unwrap_or(i32::MAX)));
+            .bind(max_running_per_org.map(|c| i32::try_from(c).unwrap_or(i32::MAX)))
+            .bind(held_orgs)
+            .bind(held_n)
+            .bind(share.map(|s| i32::try_from(s.max).unwrap_or(i32::MAX)));
         let got = super::store::fetch_claimed(pool, q).await?;
         if got.is_empty() {
             break;

@@ -47,6 +47,9 @@ pub struct KindRuntime {
     /// Jobs of this kind one org may have running across the fleet (the job file's
     /// `queue.max_running_per_org`; an org's own cap in `agentd_org_queue_limits` wins).
     pub max_running_per_org: Option<u32>,
+    /// Slots of this worker one org may not fill while other orgs' jobs of the kind were
+    /// claimed here lately (the job file's `queue.newcomer_slots`; 0: none; `queue::apalis`).
+    pub newcomer_slots: usize,
 }
 
 /// How many jobs a worker claims beyond its free slots into a local buffer (graphile-worker's

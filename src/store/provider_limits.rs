@@ -30,6 +30,24 @@ pub async fn take(pool: &PgPool, key: &str, cost: f64) -> sqlx::Result<(bool, f6
         .await
 }
 
+/// [`take`] for a call of `org` (its key, `''` for none), which may take only `share` (0–1] of
+/// the rate while another org waits (`agentd_provider_take_org`, migration 0077).
+pub async fn take_for_org(
+    pool: &PgPool,
+    key: &str,
+    org: &str,
+    cost: f64,
+    share: f64,
+) -> sqlx::Result<(bool, f64)> {
+    sqlx::query_as("SELECT ok, wait_secs FROM agentd_provider_take_org($1, $2, $3, $4)")
+        .bind(key)
+        .bind(org)
+        .bind(cost)
+        .bind(share)
+        .fetch_one(pool)
+        .await
+}
+
 /// A 429 from `key`: blocks it for everyone for `secs`.
 pub async fn block(pool: &PgPool, key: &str, secs: f64) -> sqlx::Result<()> {
     sqlx::query("SELECT agentd_provider_block($1, $2)")

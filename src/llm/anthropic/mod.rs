@@ -264,11 +264,12 @@ pub fn from_config(c: &crate::config::LlmConfig, pool: Option<&sqlx::PgPool>) ->
     let key = crate::llm::limits::endpoint_key(&settings.base_url);
     let mut p = AnthropicProvider::new(settings);
     if let Some(limiter) = pool.and_then(|pool| {
-        FleetLimiter::new(
+        FleetLimiter::with_org_share(
             pool.clone(),
             &key,
             c.requests_per_minute,
             c.tokens_per_minute,
+            c.org_share_percent,
         )
     }) {
         p = p.with_limiter(limiter);

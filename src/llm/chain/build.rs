@@ -28,7 +28,7 @@ pub(super) fn build(
             })
             .with_max_stream_bytes(llm.max_stream_bytes)
             .with_max_response_bytes(llm.max_response_bytes);
-            if let Some(limiter) = fleet_limiter(e, &base_url, pool) {
+            if let Some(limiter) = fleet_limiter(e, &base_url, llm, pool) {
                 p = p.with_limiter(limiter);
             }
             Arc::new(p)
@@ -49,7 +49,7 @@ pub(super) fn build(
                 max_stream_bytes: llm.max_stream_bytes,
                 max_response_bytes: llm.max_response_bytes,
             });
-            if let Some(limiter) = fleet_limiter(e, &base_url, pool) {
+            if let Some(limiter) = fleet_limiter(e, &base_url, llm, pool) {
                 p = p.with_limiter(limiter);
             }
             Arc::new(p)
@@ -70,12 +70,14 @@ fn base_url_or(e: &ProviderEntry, default: &str) -> String {
 fn fleet_limiter(
     e: &ProviderEntry,
     base_url: &str,
+    llm: &LlmConfig,
     pool: Option<&sqlx::PgPool>,
 ) -> Option<Arc<limits::FleetLimiter>> {
-    limits::FleetLimiter::new(
+    limits::FleetLimiter::with_org_share(
         pool?.clone(),
         &limits::endpoint_key(base_url),
         e.requests_per_minute,
         e.tokens_per_minute,
+        llm.org_share_percent,
     )
 }

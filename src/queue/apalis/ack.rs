@@ -48,6 +48,11 @@ impl Acknowledge<()> for AgentdAck {
                 _ => None,
             }
         };
+        // With newcomer slots a claim may have left slots free for other orgs: a finished job
+        // gives its org room again, so the backend claims now rather than at the next poll.
+        if sh.newcomer_slots > 0 {
+            sh.wake.notify_one();
+        }
         if held.is_none() {
             sh.stats.stale.fetch_add(1, Ordering::Relaxed);
             debug!(

@@ -29,9 +29,47 @@ pub(super) struct Shared {
     pub(super) ack_rx: Mutex<Option<mpsc::UnboundedReceiver<AckRequest>>>,
     pub(super) background: Mutex<Vec<JoinHandle<()>>>,
     pub(super) started: AtomicBool,
+    /// The kind's newcomer slots (one kind, every org): see [`Shared::newcomer_share`].
+    pub(super) newcomer_slots: usize,
+    /// When this worker last claimed a job of each org (kept for [`NEWCOMER_WINDOW`]).
+    pub(super) seen: Mutex<HashMap<String, Instant>>,
 }
 
+/// How long after this worker last claimed a job of another org the newcomer slots stay kept.
+pub const NEWCOMER_WINDOW: Duration = Duration::from_secs(60);
+
 impl Shared {
+    /// With newcomer slots, and another org's job claimed here within [`NEWCOMER_WINDOW`]: no
+    /// org may hold more than `concurrency - newcomer_slots` of this worker's jobs (claimed,
+    /// buffered or running; plus the prefetch), so that many slots stay for the other orgs'
+    /// jobs as they arrive. Alone (no other org lately), an org has every slot (`None`).
+    pub(super) fn newcomer_share(&self, prefetch: u32) -> Option<crate::queue::fair::WorkerShare> {
+        let n = self.newcomer_slots;
+        if n == 0 || self.kinds.len() != 1 || self.only_org.is_some() {
+            return None;
+        }
+        let mut holds: HashMap<String, u32> = HashMap::new();
+        for h in self.held.lock().expect("held").values() {
+            *holds.entry(h.org.clone()).or_default() += 1;
+        }
+        // Two orgs or more lately: those holding jobs here and those claimed in the window.
+        let lately = self
+            .seen
+            .lock()
+            .expect("seen")
+            .iter()
+            .filter(|(org, at)| at.elapsed() < NEWCOMER_WINDOW && !holds.contains_key(*org))
+            .count();
+        if holds.len() + lately < 2 {
+            return None;
+        }
+        let max = self.concurrency.saturating_sub(n) + prefetch as usize;
+        Some(crate::queue::fair::WorkerShare {
+            max: u32::try_from(max).unwrap_or(u32::MAX),
+            holds,
+        })
+    }
+
     /// Takes in how long one handler ran (a moving average: each job weighs 1/16).
     pub(super) fn record_duration(&self, took: Duration) {
         let us = took.as_secs_f64() * 1e6;
@@ -74,23 +112,53 @@ impl Shared {
         }
     }
 
-    /// Claims up to `want` jobs and records them as held before anyone can see them.
-    pub(super) async fn claim(self: Arc<Self>, want: u32) -> Result<Vec<ClaimedJob>, QueueError> {
+    /// Claims up to `want` jobs (none past `share`: newcomer slots) and records them as held
+    /// before anyone can see them.
+    pub(super) async fn claim(
+        self: Arc<Self>,
+        want: u32,
+        share: Option<crate::queue::fair::WorkerShare>,
+    ) -> Result<Vec<ClaimedJob>, QueueError> {
         let sent = Instant::now();
-        let jobs = store::claim_scoped(
-            &self.pool,
-            &self.kinds,
-            self.only_org,
-            match self.kinds.as_slice() {
-                [one] => self.policies.get(one).and_then(|p| p.max_running_per_org),
-                _ => None,
-            },
-            want,
-            &self.opts.worker_id,
-            self.clock.lease_now(),
-            self.lease(),
-        )
-        .await?;
+        let per_org = match self.kinds.as_slice() {
+            [one] => self.policies.get(one).and_then(|p| p.max_running_per_org),
+            _ => None,
+        };
+        let jobs = match (&share, self.kinds.as_slice()) {
+            (Some(share), [kind]) => {
+                crate::queue::fair::claim_capped(
+                    &self.pool,
+                    kind,
+                    per_org,
+                    Some(share),
+                    want,
+                    &self.opts.worker_id,
+                    self.clock.lease_now(),
+                    self.lease(),
+                )
+                .await?
+            }
+            _ => {
+                store::claim_scoped(
+                    &self.pool,
+                    &self.kinds,
+                    self.only_org,
+                    per_org,
+                    want,
+                    &self.opts.worker_id,
+                    self.clock.lease_now(),
+                    self.lease(),
+                )
+                .await?
+            }
+        };
+        if self.newcomer_slots > 0 && !jobs.is_empty() {
+            let mut seen = self.seen.lock().expect("seen");
+            seen.retain(|_, at| at.elapsed() < NEWCOMER_WINDOW);
+            for j in &jobs {
+                seen.insert(crate::queue::fair::org_key(&j.payload), sent);
+            }
+        }
         let mut held = self.held.lock().expect("held");
         for j in &jobs {
             // Claimed again while an earlier attempt of it is still held here (its lease was
@@ -100,6 +168,7 @@ impl Shared {
                 j.id,
                 Held {
                     attempt: j.attempt,
+                    org: crate::queue::fair::org_key(&j.payload),
                     cancel: CancellationToken::new(),
                     renewed_at: sent,
                 },
@@ -212,6 +281,11 @@ impl AgentdBackend {
         let stats = Arc::new(WorkerStats::default());
         stats.db_ok.store(true, Ordering::Relaxed);
         let (ack_tx, ack_rx) = mpsc::unbounded_channel();
+        // Newcomer slots are the one kind's (a worker of several kinds keeps none).
+        let kinds_newcomer_slots = match kinds.as_slice() {
+            [one] => one.newcomer_slots.min(concurrency.saturating_sub(1)),
+            _ => 0,
+        };
         let sh = Arc::new(Shared {
             pool,
             clock,
@@ -231,6 +305,8 @@ impl AgentdBackend {
             ack_rx: Mutex::new(Some(ack_rx)),
             background: Mutex::new(Vec::new()),
             started: AtomicBool::new(false),
+            newcomer_slots: kinds_newcomer_slots,
+            seen: Mutex::new(HashMap::new()),
         });
         Self {
             sh,
@@ -336,7 +412,8 @@ impl Backend for AgentdBackend {
                 && self.buffer.len() <= (prefetch as usize / 2).max(1)
             {
                 self.want = prefetch.min(self.sh.opts.claim_batch.max(1));
-                self.claim = Some(tokio::spawn(self.sh.clone().claim(self.want)));
+                let cap = self.sh.newcomer_share(prefetch);
+                self.claim = Some(tokio::spawn(self.sh.clone().claim(self.want, cap)));
             }
             if let Some(job) = self.buffer.pop_front() {
                 let cancel = {
@@ -372,7 +449,10 @@ impl Backend for AgentdBackend {
             self.want = (free as u32)
                 .saturating_add(prefetch)
                 .min(self.sh.opts.claim_batch.max(1));
-            self.claim = Some(tokio::spawn(self.sh.clone().claim(self.want)));
+            // Newcomer slots: no org takes more than its room in this worker; the free slots
+            // beyond it wait for other orgs' jobs (a finished job wakes us).
+            let cap = self.sh.newcomer_share(prefetch);
+            self.claim = Some(tokio::spawn(self.sh.clone().claim(self.want, cap)));
         }
     }
 

@@ -195,11 +195,15 @@ pub struct KindPolicy {
     pub delete_on_success: bool,
     /// See [`KindRuntime::max_running_per_org`].
     pub max_running_per_org: Option<u32>,
+    /// See [`KindRuntime::newcomer_slots`].
+    pub newcomer_slots: usize,
 }
 
 /// An attempt this process holds a lease on (claimed and not yet settled).
 struct Held {
     attempt: i32,
+    /// The job's org ([`crate::queue::fair::org_key`]): what newcomer slots count.
+    org: String,
     cancel: CancellationToken,
     /// When the claim or heartbeat that last extended this lease was sent.
     renewed_at: Instant,
@@ -376,6 +380,7 @@ pub fn build_scoped_worker(
             timeout: kind.timeout,
             delete_on_success: kind.delete_on_success,
             max_running_per_org: kind.max_running_per_org,
+            newcomer_slots: kind.newcomer_slots,
         }],
         only_org,
         concurrency,

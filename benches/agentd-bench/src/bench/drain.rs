@@ -578,6 +578,7 @@ async fn agentd_rep(
         },
         delete_on_success: delete,
         max_running_per_org: None,
+        newcomer_slots: 0,
     };
     let started = chrono::Utc::now();
     let (stats, stop, handle) = spawn_worker(pool.clone(), app, kind, |o| {

@@ -3,6 +3,12 @@
 //! enqueue the rest as a trickle (each one job every `--interval-ms`). Printed: each quiet
 //! org's pickup (enqueue → claim) p50/p95 beside the same trickle with no noisy org (measured
 //! first, same process, same server), and the noisy org's throughput.
+//!
+//! Then the webhooks half: the nine quiet orgs each subscribe a receiver that answers at once
+//! and write one event per `--interval-ms`; beside them one org whose receiver accepts the
+//! connection and never answers (black-holed) writes as many events at once. Printed: the quiet
+//! orgs' delivery time (the delivery job's creation → delivered) p50/p95 beside the same
+//! trickle alone.
 
 use super::{Server, bench_app};
 use agentd::app::{App, WorkerArgs};
@@ -17,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 const DB: &str = "agentd_bench_fairness";
+const DB_HOOKS: &str = "agentd_bench_fairness_hooks";
 const QUIET_ORGS: usize = 9;
 const TEXT: &str = include_str!("../../../../samples/invoice.txt");
 
@@ -40,6 +47,10 @@ pub struct FairnessCmd {
         default_value = "postgres://postgres@127.0.0.1:5432/postgres"
     )]
     pub server_url: String,
+    /// Events the quiet orgs write in the webhooks half (one per org per `--interval-ms`; the
+    /// black-holed org writes as many at once). 0: no webhooks half.
+    #[arg(long, default_value_t = 270)]
+    pub webhook_events: usize,
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -58,6 +69,13 @@ pub struct Pickup {
 pub struct Phase {
     pub quiet: Vec<Pickup>,
     pub quiet_all: Pickup,
+    /// The quiet orgs' jobs from creation to the start of their agent run (the claim, then
+    /// the worker's buffer and a free slot).
+    pub quiet_start: Pickup,
+    /// Jobs of the noisy org claimed while a quiet job waited (created, not yet claimed): p50
+    /// and most. Fair claims keep it near one per ring of orgs.
+    pub overtaken_p50: f64,
+    pub overtaken_max: i64,
     pub noisy_jobs: usize,
     pub noisy_done: i64,
     pub noisy_per_sec: Option<f64>,
@@ -71,6 +89,28 @@ pub struct FairnessReport {
     pub interval_ms: u64,
     pub alone: Phase,
     pub with_noisy: Phase,
+    pub webhooks: Option<HooksReport>,
+}
+
+/// One webhooks phase: the quiet orgs' deliveries (job created → delivered), the black-holed
+/// org's deliveries and their attempts.
+#[derive(Debug, Clone, Serialize)]
+pub struct HookPhase {
+    pub quiet: Pickup,
+    pub blackholed_events: usize,
+    /// Attempts of the black-holed org's deliveries that ended (timed out) during the phase.
+    pub blackholed_attempts: i64,
+    /// Whether its subscription's breaker opened (`failing`).
+    pub breaker_open: bool,
+    pub secs: f64,
+}
+
+/// Both webhooks phases.
+#[derive(Debug, Clone, Serialize)]
+pub struct HooksReport {
+    pub events: usize,
+    pub alone: HookPhase,
+    pub with_blackhole: HookPhase,
 }
 
 /// Runs both phases and prints the figures.
@@ -95,11 +135,28 @@ pub async fn run(app: &App, cmd: FairnessCmd) -> anyhow::Result<()> {
     eprintln!("bench: fairness: with the noisy org ({noisy} + {quiet} jobs)");
     let with_noisy = phase(&server, app, &cmd, noisy, quiet).await;
     let with_noisy = finish(&server, with_noisy).await?;
+    let webhooks = if cmd.webhook_events > 0 {
+        let n = cmd.webhook_events;
+        eprintln!("bench: fairness: webhooks, quiet orgs alone ({n} events)");
+        let alone = hook_phase(&server, app, &cmd, false).await;
+        let alone = finish_hooks(&server, alone).await?;
+        eprintln!("bench: fairness: webhooks beside a black-holed receiver ({n} + {n} events)");
+        let with_blackhole = hook_phase(&server, app, &cmd, true).await;
+        let with_blackhole = finish_hooks(&server, with_blackhole).await?;
+        Some(HooksReport {
+            events: n,
+            alone,
+            with_blackhole,
+        })
+    } else {
+        None
+    };
     let report = FairnessReport {
         jobs: cmd.jobs,
         interval_ms: cmd.interval_ms,
         alone,
         with_noisy,
+        webhooks,
     };
     if cmd.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -111,6 +168,13 @@ pub async fn run(app: &App, cmd: FairnessCmd) -> anyhow::Result<()> {
 
 async fn finish(server: &Server, r: anyhow::Result<Phase>) -> anyhow::Result<Phase> {
     let dropped = server.drop_db(DB).await;
+    let r = r?;
+    dropped?;
+    Ok(r)
+}
+
+async fn finish_hooks(server: &Server, r: anyhow::Result<HookPhase>) -> anyhow::Result<HookPhase> {
+    let dropped = server.drop_db(DB_HOOKS).await;
     let r = r?;
     dropped?;
     Ok(r)
@@ -164,6 +228,25 @@ fn print(r: &FairnessReport) {
             }
         );
     }
+    let (sn, sa) = (&r.with_noisy.quiet_start, &r.alone.quiet_start);
+    println!(
+        "{:<10} {:>6} {:>14.1} {:>14.1} {:>14.1} {:>14.1} {:>12}",
+        "to start",
+        sn.jobs,
+        sn.p50_ms,
+        sa.p50_ms,
+        sn.p95_ms,
+        sa.p95_ms,
+        if sa.p95_ms > 0.0 {
+            format!("×{:.2}", sn.p95_ms / sa.p95_ms)
+        } else {
+            "-".into()
+        }
+    );
+    println!(
+        "noisy org's jobs claimed while a quiet job waited to be claimed: p50 {}, most {}",
+        r.with_noisy.overtaken_p50, r.with_noisy.overtaken_max
+    );
     let ratio = r.with_noisy.quiet_all.p95_ms / r.alone.quiet_all.p95_ms;
     println!(
         "quiet orgs' p95 pickup with the noisy org ×{ratio:.2} of alone (target ≤ ×2: {})",
@@ -175,6 +258,29 @@ fn print(r: &FairnessReport) {
             r.with_noisy.noisy_done, r.with_noisy.noisy_jobs, r.with_noisy.secs
         ),
         None => println!("noisy org: none"),
+    }
+    if let Some(h) = &r.webhooks {
+        let (n, a) = (&h.with_blackhole, &h.alone);
+        println!(
+            "webhooks: {QUIET_ORGS} quiet orgs {} events as one each per {} ms; beside them one org's {} events to a receiver that never answers",
+            h.events, r.interval_ms, n.blackholed_events
+        );
+        println!(
+            "{:<10} {:>6} {:>14} {:>14} {:>14} {:>14}",
+            "deliveries", "jobs", "p50 ms", "p95 ms", "p50 ms alone", "p95 ms alone"
+        );
+        println!(
+            "{:<10} {:>6} {:>14.1} {:>14.1} {:>14.1} {:>14.1}",
+            "quiet", n.quiet.jobs, n.quiet.p50_ms, n.quiet.p95_ms, a.quiet.p50_ms, a.quiet.p95_ms
+        );
+        let over = n.quiet.p95_ms - a.quiet.p95_ms;
+        println!(
+            "quiet orgs' p95 delivery beside the black hole {over:+.0} ms of alone (target ≤ +1,000 ms: {}); the black-holed org: {} attempts timed out in {:.1} s, breaker {}",
+            if over <= 1000.0 { "met" } else { "MISSED" },
+            n.blackholed_attempts,
+            n.secs,
+            if n.breaker_open { "open" } else { "closed" }
+        );
     }
 }
 
@@ -240,6 +346,59 @@ async fn pickup(pool: &PgPool, orgs: &[Uuid]) -> anyhow::Result<Pickup> {
         p50_ms: p50.unwrap_or(f64::NAN),
         p95_ms: p95.unwrap_or(f64::NAN),
     })
+}
+
+/// The quiet orgs' jobs from creation to their agent run's start.
+async fn started(pool: &PgPool, orgs: &[Uuid]) -> anyhow::Result<Pickup> {
+    let keys: Vec<String> = orgs.iter().map(|o| o.to_string()).collect();
+    let (jobs, p50, p95): (i64, Option<f64>, Option<f64>) = sqlx::query_as(
+        "SELECT count(*),
+                percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::float8,
+                percentile_cont(0.95) WITHIN GROUP (ORDER BY ms)::float8
+           FROM (SELECT extract(epoch FROM r.started_at - j.created_at) * 1000 AS ms
+                   FROM agentd_jobs j JOIN agent_runs r ON r.job_id = j.id
+                  WHERE j.kind = 'auto_create' AND j.payload->>'org_id' = ANY($1)) p",
+    )
+    .bind(&keys)
+    .fetch_one(pool)
+    .await?;
+    Ok(Pickup {
+        jobs,
+        p50_ms: p50.unwrap_or(f64::NAN),
+        p95_ms: p95.unwrap_or(f64::NAN),
+    })
+}
+
+/// How many of the noisy org's jobs were claimed while each quiet job waited to be claimed:
+/// (p50, most).
+async fn overtaken(pool: &PgPool, noisy: Uuid, quiet: &[Uuid]) -> anyhow::Result<(f64, i64)> {
+    let mut claims: Vec<f64> = sqlx::query_scalar(
+        "SELECT extract(epoch FROM started_at)::float8 FROM agentd_jobs
+          WHERE kind = 'auto_create' AND started_at IS NOT NULL AND payload->>'org_id' = $1",
+    )
+    .bind(noisy.to_string())
+    .fetch_all(pool)
+    .await?;
+    claims.sort_by(f64::total_cmp);
+    let keys: Vec<String> = quiet.iter().map(|o| o.to_string()).collect();
+    let waits: Vec<(f64, f64)> = sqlx::query_as(
+        "SELECT extract(epoch FROM created_at)::float8, extract(epoch FROM started_at)::float8
+           FROM agentd_jobs
+          WHERE kind = 'auto_create' AND started_at IS NOT NULL AND payload->>'org_id' = ANY($1)",
+    )
+    .bind(&keys)
+    .fetch_all(pool)
+    .await?;
+    let mut n: Vec<i64> = waits
+        .iter()
+        .map(|(created, claimed)| {
+            let before = |t: f64| claims.partition_point(|c| *c <= t);
+            before(*claimed).saturating_sub(before(*created)) as i64
+        })
+        .collect();
+    n.sort_unstable();
+    let p50 = n.get(n.len() / 2).copied().unwrap_or(0) as f64;
+    Ok((p50, n.last().copied().unwrap_or(0)))
 }
 
 /// One phase on a fresh database: `noisy` jobs of one org at once, then the quiet trickle of
@@ -308,13 +467,208 @@ async fn phase(
         for o in &quiet_orgs {
             per.push(pickup(&pool, std::slice::from_ref(o)).await?);
         }
+        let (overtaken_p50, overtaken_max) = overtaken(&pool, noisy_org, &quiet_orgs).await?;
         Ok::<_, anyhow::Error>(Phase {
             quiet: per,
             quiet_all: pickup(&pool, &quiet_orgs).await?,
+            quiet_start: started(&pool, &quiet_orgs).await?,
+            overtaken_p50,
+            overtaken_max,
             noisy_jobs: noisy,
             noisy_done,
             noisy_per_sec: (noisy > 0).then(|| noisy_done as f64 / noisy_secs.max(1e-9)),
             secs: noisy_secs,
+        })
+    }
+    .await;
+    stop.cancel();
+    worker.join().await;
+    pool.close().await;
+    result
+}
+
+/// A receiver on 127.0.0.1 that answers every POST at once (200), and one that accepts
+/// connections and never answers; their URLs.
+async fn receivers(stop: CancellationToken) -> anyhow::Result<(String, String)> {
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(|| async { axum::http::StatusCode::OK }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let ok = format!("http://{}/hook", listener.local_addr()?);
+    let s = stop.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { s.cancelled().await })
+            .await;
+    });
+    let hole = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let black = format!("http://{}/hook", hole.local_addr()?);
+    tokio::spawn(async move {
+        // Accepted connections are held, never read nor answered, until the bench stops.
+        let mut held = Vec::new();
+        loop {
+            tokio::select! {
+                c = hole.accept() => match c {
+                    Ok((sock, _)) => held.push(sock),
+                    Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                },
+                _ = stop.cancelled() => return,
+            }
+        }
+    });
+    Ok((ok, black))
+}
+
+/// `n` events of `org` (each makes one delivery job per matching subscription), in one
+/// transaction.
+async fn events(pool: &PgPool, org: Uuid, n: usize) -> anyhow::Result<()> {
+    use agentd::store::events::{EventType, NewEvent, emit};
+    let payload = json!({"bench": true});
+    let mut tx = pool.begin().await?;
+    for _ in 0..n {
+        emit(
+            &mut tx,
+            &NewEvent {
+                org_id: org,
+                kind: EventType::RunFailed,
+                subject_id: Some(Uuid::now_v7()),
+                occurred_at: chrono::Utc::now(),
+                payload: &payload,
+                dedupe_key: None,
+            },
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Delivery time (the job's creation → delivered) of the orgs' delivered webhook jobs.
+async fn delivered(pool: &PgPool, orgs: &[Uuid]) -> anyhow::Result<Pickup> {
+    let keys: Vec<String> = orgs.iter().map(|o| o.to_string()).collect();
+    let (jobs, p50, p95): (i64, Option<f64>, Option<f64>) = sqlx::query_as(
+        "SELECT count(*),
+                percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::float8,
+                percentile_cont(0.95) WITHIN GROUP (ORDER BY ms)::float8
+           FROM (SELECT extract(epoch FROM finished_at - created_at) * 1000 AS ms
+                   FROM agentd_jobs
+                  WHERE kind = 'webhook_delivery' AND state = 'succeeded'
+                    AND payload->>'org_id' = ANY($1)) p",
+    )
+    .bind(&keys)
+    .fetch_one(pool)
+    .await?;
+    Ok(Pickup {
+        jobs,
+        p50_ms: p50.unwrap_or(f64::NAN),
+        p95_ms: p95.unwrap_or(f64::NAN),
+    })
+}
+
+/// One webhooks phase on a fresh database: with `blackholed`, one org subscribes a receiver
+/// that never answers and writes `--webhook-events` events at once; the quiet orgs' trickle of
+/// as many events, while a worker (the job file's concurrency and caps) delivers.
+async fn hook_phase(
+    server: &Server,
+    app: &App,
+    cmd: &FairnessCmd,
+    blackholed: bool,
+) -> anyhow::Result<HookPhase> {
+    let pool = server
+        .agentd_db(DB_HOOKS, app.config.database.max_connections)
+        .await?;
+    let mut bapp = bench_app(app, pool.clone());
+    let mut cfg = (*bapp.config).clone();
+    // The receivers are on 127.0.0.1: allowed explicitly (the SSRF guard refuses it otherwise).
+    cfg.webhooks.allow_private_networks = true;
+    bapp.config = std::sync::Arc::new(cfg);
+    let stop = CancellationToken::new();
+    let (ok_url, black_url) = receivers(stop.clone()).await?;
+    let spec = bapp.spec("webhook_delivery");
+    let subscribe = |org: Uuid, url: String| {
+        let pool = pool.clone();
+        let (max_attempts, priority) = (spec.queue.max_attempts, spec.queue.priority);
+        async move {
+            agentd::store::webhooks::insert(
+                &pool,
+                &agentd::store::webhooks::NewWebhook {
+                    org_id: org,
+                    url: &url,
+                    events: &["run.failed".to_string()],
+                    secret: "bench-secret-0123456789",
+                    max_attempts,
+                    priority,
+                    now: chrono::Utc::now(),
+                },
+            )
+            .await
+        }
+    };
+    let mut quiet_orgs = Vec::with_capacity(QUIET_ORGS);
+    for i in 0..QUIET_ORGS {
+        let org = orgs::ensure(&pool, &format!("bench-hooks-quiet-{i}"))
+            .await?
+            .id;
+        subscribe(org, ok_url.clone()).await?;
+        quiet_orgs.push(org);
+    }
+    let black_org = orgs::ensure(&pool, "bench-hooks-blackholed").await?.id;
+    let n = cmd.webhook_events;
+    if blackholed {
+        subscribe(black_org, black_url.clone()).await?;
+        events(&pool, black_org, n).await?;
+    }
+    let worker = bapp
+        .start_worker(
+            WorkerArgs::serving(&["webhook_delivery"], None),
+            stop.clone(),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let t0 = Instant::now();
+    let cap = Duration::from_secs(cmd.max_secs);
+    let result = async {
+        let rounds = n.div_ceil(QUIET_ORGS);
+        let mut tick = tokio::time::interval(Duration::from_millis(cmd.interval_ms));
+        let mut sent = 0;
+        for _ in 0..rounds {
+            tick.tick().await;
+            for org in &quiet_orgs {
+                if sent < n {
+                    events(&pool, *org, 1).await?;
+                    sent += 1;
+                }
+            }
+        }
+        loop {
+            let d = delivered(&pool, &quiet_orgs).await?;
+            if d.jobs as usize >= n || t0.elapsed() > cap {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        let attempts: i64 = sqlx::query_scalar(
+            "SELECT coalesce(sum(attempt - CASE WHEN state = 'running' THEN 1 ELSE 0 END), 0)::int8
+               FROM agentd_jobs WHERE kind = 'webhook_delivery' AND payload->>'org_id' = $1",
+        )
+        .bind(black_org.to_string())
+        .fetch_one(&pool)
+        .await?;
+        let failing: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM agentd_webhooks WHERE org_id = $1 AND failing_since IS NOT NULL",
+        )
+        .bind(black_org)
+        .fetch_one(&pool)
+        .await
+        .unwrap_or(0);
+        Ok::<_, anyhow::Error>(HookPhase {
+            quiet: delivered(&pool, &quiet_orgs).await?,
+            blackholed_events: if blackholed { n } else { 0 },
+            blackholed_attempts: attempts,
+            breaker_open: failing > 0,
+            secs,
         })
     }
     .await;

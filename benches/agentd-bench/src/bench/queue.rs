@@ -195,6 +195,7 @@ pub async fn latency(
         },
         delete_on_success: false,
         max_running_per_org: None,
+        newcomer_slots: 0,
     };
     let (_stats, stop, handle) = super::runtime::spawn_worker(pool.clone(), app, kind, |_| {});
     tokio::time::sleep(Duration::from_millis(500)).await;
