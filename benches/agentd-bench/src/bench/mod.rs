@@ -14,6 +14,7 @@ pub mod baseline;
 pub mod cost;
 pub mod drain;
 pub mod fairness;
+pub mod history;
 pub mod hostile;
 mod memory;
 pub mod peer;
@@ -50,6 +51,8 @@ pub struct Opts {
     pub no_peers: bool,
     /// agentd's drain also runs with this prefetch (and claims at least this big); 0: not.
     pub prefetch: u32,
+    /// `history`: jobs per day (None: the default size).
+    pub day_jobs: Option<u64>,
 }
 
 impl Opts {
@@ -332,6 +335,7 @@ pub enum Part {
     Memory,
     Redact,
     Hostile,
+    History,
 }
 
 /// Runs `parts` in order into one report (a failing part becomes an error line).
@@ -358,6 +362,7 @@ pub async fn run(app: &App, opts: &Opts, parts: &[Part]) -> anyhow::Result<Repor
             }
             Part::Approvals => approvals::run(&server, app, opts, &mut report).await,
             Part::Hostile => hostile::run(&server, app, &mut report).await,
+            Part::History => history::run(&server, app, opts, &mut report).await,
         };
         if let Err(e) = res {
             report.push(Row::text(
