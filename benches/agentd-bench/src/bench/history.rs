@@ -66,7 +66,8 @@ pub async fn run(
     let c = opts.concurrency.last().copied().unwrap_or(32);
     let pool = server.agentd_db(DB, 4).await?;
     let worker_pool = server.pool(DB, app.config.database.max_connections).await?;
-    let start = chrono::Utc::now();
+    // Ahead of the database's clock, so the jobs just enqueued (`run_at` = now()) are due.
+    let start = chrono::Utc::now() + chrono::Duration::hours(1);
     let clock = ManualClock::new(start);
     let shared: SharedClock = clock.clone();
     let stop = CancellationToken::new();
