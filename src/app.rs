@@ -375,6 +375,12 @@ impl App {
             interval: Duration::from_secs(cfg.retention.interval_secs),
         };
         tokio::spawn(transcripts.run(background.clone()));
+        let history = crate::pii::history::HistoryRetention::from_config(
+            self.pool.clone(),
+            self.clock.clone(),
+            &cfg.retention,
+        );
+        tokio::spawn(history.run(background.clone()));
         tokio::spawn(crate::queue::reconcile::Reconciler::for_app(self).run(background.clone()));
         crate::jobs::start_background(self, background.clone());
         let token = shutdown.clone();

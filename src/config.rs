@@ -272,6 +272,29 @@ pub struct RetentionConfig {
     /// Transcripts of finished runs are compacted (text removed) after this many days.
     #[serde(default = "default_transcripts_after_days")]
     pub transcripts_after_days: u64,
+    /// History deleted after this many days (0: kept), in batches (`pii::history`).
+    #[serde(default = "default_runs_after_days")]
+    pub runs_after_days: u64,
+    #[serde(default = "default_events_after_days")]
+    pub events_after_days: u64,
+    #[serde(default = "default_runs_after_days")]
+    pub suggestions_after_days: u64,
+    #[serde(default = "default_audit_after_days")]
+    pub audit_after_days: u64,
+    #[serde(default = "default_audit_after_days")]
+    pub provider_calls_after_days: u64,
+}
+
+fn default_runs_after_days() -> u64 {
+    90
+}
+
+fn default_events_after_days() -> u64 {
+    30
+}
+
+fn default_audit_after_days() -> u64 {
+    400
 }
 
 fn default_transcripts_after_days() -> u64 {
@@ -756,6 +779,32 @@ impl Config {
                     self.retention.transcripts_after_days
                 ),
             ));
+        }
+        for (key, days) in [
+            ("retention.runs_after_days", self.retention.runs_after_days),
+            (
+                "retention.events_after_days",
+                self.retention.events_after_days,
+            ),
+            (
+                "retention.suggestions_after_days",
+                self.retention.suggestions_after_days,
+            ),
+            (
+                "retention.audit_after_days",
+                self.retention.audit_after_days,
+            ),
+            (
+                "retention.provider_calls_after_days",
+                self.retention.provider_calls_after_days,
+            ),
+        ] {
+            if days > 36_500 {
+                return Err(Invalid::new(
+                    key,
+                    format!("{key} must be at most 36500 (got {days}; 0 keeps everything)"),
+                ));
+            }
         }
         at_least("retention.interval_secs", self.retention.interval_secs, 1)?;
         at_least("llm.request_timeout_secs", self.llm.request_timeout_secs, 1)?;

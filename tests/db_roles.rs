@@ -249,3 +249,60 @@ async fn the_app_role_cannot_disable_the_audit_trigger_or_rewrite_audit_rows() {
     pool.close().await;
     role.drop_role().await;
 }
+
+/// Time-based retention (review #10) runs as this role too: it cannot delete audit rows or
+/// provider calls itself, even with the purge's setting, and `agentd_purge_history` removes only
+/// rows older than the owner's floor (30 days) whatever cutoff it is given.
+#[tokio::test]
+async fn the_app_role_purges_old_audit_rows_only_through_the_function_and_never_recent_ones() {
+    let db = TestDb::new().await;
+    let role = AppRole::create(&db).await;
+    let org = org(&db.pool, "acme").await;
+    let mut c = PgConnection::connect(&role.url).await.unwrap();
+    for (table, days) in [
+        ("audit_events", 400),
+        ("audit_events", 3),
+        ("provider_calls", 400),
+        ("provider_calls", 3),
+    ] {
+        let sql = if table == "audit_events" {
+            "INSERT INTO audit_events (org_id, actor, tool, category, decision, created_at)
+             VALUES ($1, 'agent', 'get_document', 'read', 'auto_approved', now() - make_interval(days => $2))"
+        } else {
+            "INSERT INTO provider_calls (org_id, provider, model, outcome, created_at)
+             VALUES ($1, 'offline', 'm', 'answered', now() - make_interval(days => $2))"
+        };
+        sqlx::query(sql)
+            .bind(org)
+            .bind(days)
+            .execute(&mut c)
+            .await
+            .unwrap();
+    }
+    sqlx::raw_sql("SET agentd.history_purge = 'on'")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    for sql in ["DELETE FROM audit_events", "DELETE FROM provider_calls"] {
+        let e = sqlx::raw_sql(sql).execute(&mut c).await.unwrap_err();
+        assert_eq!(sql_state(&e).as_deref(), Some("42501"), "{sql}: {e}");
+    }
+    for table in ["audit_events", "provider_calls"] {
+        let n: i64 =
+            sqlx::query_scalar("SELECT agentd_purge_history($1, now() + interval '1 year', 1000)")
+                .bind(table)
+                .fetch_one(&mut c)
+                .await
+                .unwrap();
+        assert_eq!(n, 1, "{table}: only the 400-day-old row");
+    }
+    let left: (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM audit_events), (SELECT count(*) FROM provider_calls)",
+    )
+    .fetch_one(&mut c)
+    .await
+    .unwrap();
+    assert_eq!(left, (1, 1));
+    c.close().await.unwrap();
+    role.drop_role().await;
+}

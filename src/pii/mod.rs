@@ -17,6 +17,7 @@
 pub mod audit;
 pub mod corpus;
 pub mod detect;
+pub mod history;
 mod provider;
 pub mod retention;
 mod vault;

@@ -54,6 +54,9 @@ pub enum BenchPart {
     /// pg_terminate_backend, PostgreSQL crash restarts, model stalls, 429/500, cut streams),
     /// then the invariants with their counts.
     Chaos(crate::bench::chaos::ChaosCmd),
+    /// A compressed week: 7 days of `--day-jobs` jobs drained with retention running; table and
+    /// index sizes per day (not in `all`).
+    History(BenchOpts),
 }
 
 /// Options shared by every part.
@@ -99,6 +102,9 @@ pub struct BenchOpts {
     /// success).
     #[arg(long, default_value_t = 0)]
     pub prefetch: u32,
+    /// `history`: jobs per day (default 1,000,000; with --quick 100,000).
+    #[arg(long)]
+    pub day_jobs: Option<u64>,
 }
 
 /// Runs the benchmarks.
@@ -124,6 +130,7 @@ pub async fn run(app: &App, cmd: BenchCmd) -> anyhow::Result<()> {
         BenchPart::Approvals(o) => (o, vec![Approvals]),
         BenchPart::Memory(o) => (o, vec![Memory]),
         BenchPart::Hostile(o) => (o, vec![Hostile]),
+        BenchPart::History(o) => (o, vec![History]),
     };
     if o.reps == 0 {
         return Err(bad("--reps must be ≥ 1"));
@@ -155,6 +162,7 @@ pub async fn run(app: &App, cmd: BenchCmd) -> anyhow::Result<()> {
         plain: o.plain,
         no_peers: o.no_peers,
         prefetch: o.prefetch,
+        day_jobs: o.day_jobs.filter(|&n| n > 0),
     };
     let report = bench::run(app, &opts, &parts).await?;
     if o.json {

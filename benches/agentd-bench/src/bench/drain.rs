@@ -31,6 +31,8 @@ use std::time::{Duration, Instant};
 /// The no-op job kind.
 pub const KIND: &str = "bench_noop";
 const DB: &str = "agentd_bench";
+/// The table that keeps its finished rows (`with_history`).
+const DB_HISTORY: &str = "agentd_bench_kept";
 
 /// What later parts reuse from the drain.
 #[derive(Debug, Default)]
@@ -280,13 +282,7 @@ pub async fn run(
             }
         }
         if bi + 1 == opts.backlogs.len() {
-            let fresh = figures
-                .iter()
-                .find(|(s, _)| *s == System::Agentd(None, false))
-                .and_then(|(_, fs)| fs.last().copied().flatten());
-            if let Some(fresh) = fresh {
-                with_history(server, app, opts, backlog, cap, fresh.rate, report).await?;
-            }
+            with_history(server, app, opts, backlog, cap, report).await?;
         }
     }
     Ok(())
@@ -294,37 +290,54 @@ pub async fn run(
 
 /// What keeping finished rows costs: agentd as configured at the last concurrency, its
 /// repetitions on one table that keeps every finished job, so the k-th drains its backlog beside
-/// (k-1) × backlog finished rows. The figures above start every repetition on a table holding
-/// just the backlog, as graphile-worker's do (it deletes finished jobs, and its harness
-/// recreates its database).
+/// (k-1) × backlog finished rows. Each is paired with a repetition on a fresh table run just
+/// before it (the machine drifts; a ratio of neighbours is what history costs). The figures above
+/// start every repetition on a table holding just the backlog, as graphile-worker's do (it
+/// deletes finished jobs, and its harness recreates its database).
 async fn with_history(
     server: &Server,
     app: &App,
     opts: &Opts,
     backlog: u64,
     cap: f64,
-    fresh_rate: f64,
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let Some(&c) = opts.concurrency.last() else {
         return Ok(());
     };
-    let pool = server.agentd_db(DB, 4).await?;
-    let mut rates = Vec::new();
+    let fresh_pool = server.agentd_db(DB, 4).await?;
+    let pool = server.agentd_db(DB_HISTORY, 4).await?;
+    let mut pairs = Vec::new();
     for k in 0..opts.reps {
+        prepare(&fresh_pool, System::Agentd(None, false), backlog, true).await?;
+        let rep = agentd_rep(server, app, DB, None, false, c, backlog, cap).await?;
+        let fresh = rep.processed as f64 / rep.secs;
         prepare(&pool, System::Agentd(None, false), backlog, k == 0).await?;
-        let rep = agentd_rep(server, app, None, false, c, backlog, cap).await?;
+        let rep = agentd_rep(server, app, DB_HISTORY, None, false, c, backlog, cap).await?;
         let rate = rep.processed as f64 / rep.secs;
         eprintln!(
-            "bench:   agentd {} c={c} beside {} finished rows: {rate:.0} jobs/s",
+            "bench:   agentd {} c={c} beside {} finished rows: {rate:.0} jobs/s (fresh table just before: {fresh:.0})",
             human(backlog),
             human(k as u64 * backlog)
         );
-        rates.push(rate);
+        pairs.push((fresh, rate));
     }
+    fresh_pool.close().await;
     pool.close().await;
+    server.drop_db(DB_HISTORY).await?;
     let kept = (opts.reps as u64 - 1) * backlog;
-    let each: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
+    let each: Vec<String> = pairs
+        .iter()
+        .enumerate()
+        .map(|(k, (f, h))| {
+            format!(
+                "{}: {h:.0} vs {f:.0} (×{:.2})",
+                human(k as u64 * backlog),
+                h / f
+            )
+        })
+        .collect();
+    let (fresh, last) = pairs.last().copied().unwrap_or((f64::NAN, f64::NAN));
     report.push(
         Row::new(
             "drain",
@@ -333,12 +346,12 @@ async fn with_history(
                 human(backlog),
                 human(kept)
             ),
-            rates.last().copied().unwrap_or(f64::NAN),
+            last,
             "jobs/s",
         )
-        .baseline("on a fresh table", fresh_rate)
+        .baseline("fresh table, the repetition before", fresh)
         .note(format!(
-            "one table for {} repetitions, finished rows kept: {} jobs/s",
+            "one table for {} repetitions, finished rows kept; beside k finished rows vs a fresh table just before: {}",
             opts.reps,
             each.join(", ")
         )),
@@ -390,7 +403,7 @@ async fn drain_system(
             // Every repetition starts on a table holding just the backlog (see `with_history`).
             prepare(&pool, sys, backlog, true).await?;
             let rep = match sys {
-                System::Agentd(p, d) => agentd_rep(server, app, p, d, c, backlog, cap).await?,
+                System::Agentd(p, d) => agentd_rep(server, app, DB, p, d, c, backlog, cap).await?,
                 System::Graphile => unreachable!("graphile-worker runs in its own harness"),
                 System::ApalisDefault | System::ApalisTuned => {
                     baseline::apalis_rep(server, sys == System::ApalisTuned, c, backlog, cap)
@@ -543,7 +556,12 @@ async fn fill(pool: &PgPool, sys: System, n: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-struct Noop;
+/// Enqueues `n` no-op jobs through `enqueue_many`, 5,000 per statement.
+pub(super) async fn enqueue_noops(pool: &PgPool, n: u64) -> anyhow::Result<()> {
+    fill(pool, System::Agentd(None, false), n).await
+}
+
+pub(super) struct Noop;
 
 #[async_trait::async_trait]
 impl JobHandler for Noop {
@@ -559,14 +577,15 @@ impl JobHandler for Noop {
 async fn agentd_rep(
     server: &Server,
     app: &App,
+    db: &str,
     prefetch: Option<u32>,
     delete: bool,
     c: usize,
     target: u64,
     cap: f64,
 ) -> anyhow::Result<Rep> {
-    let pool = server.pool(DB, app.config.database.max_connections).await?;
-    let mut probe = Probe::start(server, DB, "agentd_jobs").await?;
+    let pool = server.pool(db, app.config.database.max_connections).await?;
+    let mut probe = Probe::start(server, db, "agentd_jobs").await?;
     let kind = KindRuntime {
         kind: KIND.into(),
         handler: Arc::new(Noop),
@@ -596,7 +615,7 @@ async fn agentd_rep(
     let cost = probe.finish(server, total).await?;
     // Every row of one claim shares its started_at, every row of one ack its finished_at.
     // (Deleted rows leave nothing to count.)
-    let pool = server.pool(DB, 1).await?;
+    let pool = server.pool(db, 1).await?;
     let (jobs, claims, acks): (i64, i64, i64) = sqlx::query_as(
         "SELECT count(*), count(DISTINCT started_at), count(DISTINCT finished_at)
            FROM agentd_jobs WHERE state = 'succeeded' AND started_at >= $1",
@@ -626,6 +645,6 @@ pub async fn agentd_once(
     let pool = server.agentd_db(DB, 4).await?;
     prepare(&pool, System::Agentd(None, false), backlog, true).await?;
     pool.close().await;
-    let rep = agentd_rep(server, app, None, false, c, backlog, cap).await?;
+    let rep = agentd_rep(server, app, DB, None, false, c, backlog, cap).await?;
     Ok((rep.processed, rep.secs, rep.commits_per_job))
 }

@@ -15,6 +15,7 @@ pub mod chaos;
 pub mod cost;
 pub mod drain;
 pub mod fairness;
+pub mod history;
 pub mod hostile;
 mod memory;
 pub mod peer;
@@ -51,6 +52,8 @@ pub struct Opts {
     pub no_peers: bool,
     /// agentd's drain also runs with this prefetch (and claims at least this big); 0: not.
     pub prefetch: u32,
+    /// `history`: jobs per day (None: the default size).
+    pub day_jobs: Option<u64>,
 }
 
 impl Opts {
@@ -333,6 +336,7 @@ pub enum Part {
     Memory,
     Redact,
     Hostile,
+    History,
 }
 
 /// Runs `parts` in order into one report (a failing part becomes an error line).
@@ -359,6 +363,7 @@ pub async fn run(app: &App, opts: &Opts, parts: &[Part]) -> anyhow::Result<Repor
             }
             Part::Approvals => approvals::run(&server, app, opts, &mut report).await,
             Part::Hostile => hostile::run(&server, app, &mut report).await,
+            Part::History => history::run(&server, app, opts, &mut report).await,
         };
         if let Err(e) = res {
             report.push(Row::text(

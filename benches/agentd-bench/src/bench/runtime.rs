@@ -21,10 +21,24 @@ pub fn spawn_worker(
     CancellationToken,
     tokio::task::JoinHandle<WorkerReport>,
 ) {
+    spawn_worker_on(pool, app, kind, agentd::clock::system(), tune)
+}
+
+/// [`spawn_worker`] on `clock` (the history bench compresses a week).
+pub fn spawn_worker_on(
+    pool: PgPool,
+    app: &App,
+    kind: KindRuntime,
+    clock: agentd::clock::SharedClock,
+    tune: impl FnOnce(&mut WorkerOptions),
+) -> (
+    Arc<WorkerStats>,
+    CancellationToken,
+    tokio::task::JoinHandle<WorkerReport>,
+) {
     let mut wopts = WorkerOptions::from_config(&app.config.worker);
     wopts.worker_id = format!("bench:{}", uuid::Uuid::new_v4().simple());
     tune(&mut wopts);
-    let clock = agentd::clock::system();
     let stop = CancellationToken::new();
     let w = agentd::queue::apalis::build_worker(pool, clock, &wopts, kind);
     (w.stats(), stop.clone(), tokio::spawn(w.run(stop)))
