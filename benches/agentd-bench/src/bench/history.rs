@@ -90,6 +90,7 @@ pub async fn run(
         },
         delete_on_success: false,
         max_running_per_org: None,
+        newcomer_slots: 0,
     };
     let (stats, worker_stop, worker) =
         spawn_worker_on(worker_pool.clone(), app, kind, shared, |_| {});
