@@ -534,10 +534,11 @@ async fn ten_thousand_orgs_with_a_hundred_signals_make_a_hundred_model_runs() {
         .await
         .unwrap();
     assert_eq!(inserted, 10_000, "one nightly job per org");
+    // What a nightly run owes while its org shows a signal (issue 28: the run's goal): the
+    // overview, then a suggestion about the failed document it names, then a last word. The
+    // 100 runs interleave, so each answer is computed from the request it answers.
     let p = Arc::new(ScriptedProvider::new(
-        (0..100)
-            .map(|_| Turn::text("Nothing to add tonight."))
-            .collect(),
+        (0..300).map(|_| Turn::Dynamic(nightly_answer)).collect(),
     ));
     let mut app = f.app.clone();
     app.provider = p.clone();
@@ -568,7 +569,16 @@ async fn ten_thousand_orgs_with_a_hundred_signals_make_a_hundred_model_runs() {
     .await
     .unwrap();
     assert_eq!(succeeded, 10_000);
-    assert_eq!(p.calls(), 100, "one model call per org with a signal");
+    assert_eq!(
+        p.calls(),
+        300,
+        "three model calls (overview, suggestion, last word) per org with a signal"
+    );
+    let suggested: i64 = sqlx::query_scalar("SELECT count(DISTINCT org_id) FROM suggestions")
+        .fetch_one(&f.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(suggested, 100, "a suggestion in each org with a signal");
     p.assert_complete();
     let mut ran: Vec<Uuid> = sqlx::query_scalar("SELECT org_id FROM agent_runs ORDER BY org_id")
         .fetch_all(&f.db.pool)
@@ -580,4 +590,67 @@ async fn ten_thousand_orgs_with_a_hundred_signals_make_a_hundred_model_runs() {
         ran, with_work,
         "one model run for each of the 100, none else"
     );
+}
+
+/// One answer of a nightly run, from the tool results it has been given: none yet → the
+/// overview; the overview → a suggestion to retry the failed document it names; then a word.
+fn nightly_answer(
+    req: &agentd::llm::CompletionRequest,
+) -> Result<agentd::llm::CompletionResponse, agentd::llm::LlmError> {
+    use agentd::llm::{Block, CompletionResponse, FinishReason, Message, Role, Usage};
+    let results: Vec<&str> = req
+        .messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|b| match b {
+            Block::ToolResult { content, .. } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    let uuid =
+        regex::Regex::new(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}").unwrap();
+    let (content, finish) = match results.as_slice() {
+        [] => (
+            vec![Block::ToolUse {
+                id: "a".into(),
+                name: "org_overview".into(),
+                arguments: "{}".into(),
+            }],
+            FinishReason::ToolUse,
+        ),
+        [overview] => {
+            let doc = uuid
+                .find(overview)
+                .map(|m| m.as_str().to_string())
+                .unwrap_or_default();
+            let args = json!({"kind": "retry_failed", "title": "Retry a.txt",
+                              "message": "Its auto-create failed.", "document_id": doc});
+            (
+                vec![Block::ToolUse {
+                    id: "b".into(),
+                    name: "create_suggestion".into(),
+                    arguments: args.to_string(),
+                }],
+                FinishReason::ToolUse,
+            )
+        }
+        _ => (
+            vec![Block::Text {
+                text: "Wrote one suggestion.".into(),
+            }],
+            FinishReason::EndTurn,
+        ),
+    };
+    Ok(CompletionResponse {
+        message: Message {
+            role: Role::Assistant,
+            content,
+        },
+        usage: Usage {
+            input_tokens: 100,
+            output_tokens: 20,
+        },
+        finish,
+        model: "scripted".into(),
+    })
 }

@@ -38,9 +38,11 @@ const CANDIDATES: &str = "Candidate fields agentd found in the whole text (name:
     also document data). Choose the fields from them, rename or retype where wrong, add what \
     they miss.";
 
-/// Said about the redaction tokens in every first message about a document.
-const TOKENS: &str = "Tokens like PERSON_1, PHONE_2, EMAIL_1, IBAN_1, CARD_1, ID_1 hide personal \
-    data: they are values, never field names (say customer_name, phone) or text in a schema or \
+/// Said about the redaction tokens in every first message about a document. Written without
+/// a token-shaped example (`PERSON_1`): at the provider boundary such a literal becomes a token
+/// of its own (review L1), and the model would read `ID_1` where the text meant `PERSON_1`.
+const TOKENS: &str = "Tokens such as PERSON_n, PHONE_n, EMAIL_n, IBAN_n, CARD_n, ID_n (n a \
+    number) hide personal data: they are values, never field names (say customer_name, phone) or text in a schema or \
     prompt.";
 
 /// Candidates listed in the first message at most (each costs ~15 tokens in every round).

@@ -66,8 +66,20 @@ const INVARIANTS: &[Invariant] = &[
         checked: "SELECT (SELECT count(*) FROM schemas) + (SELECT count(*) FROM prompts)
                        + (SELECT count(*) FROM extractions) + (SELECT count(*) FROM suggestions)",
         violating: "WITH effects AS (
-                        SELECT run_id, 'create_schema' AS tool, count(DISTINCT schema_id) AS n FROM schemas
-                         WHERE run_id IS NOT NULL AND version = 1 GROUP BY run_id
+                        -- create_schema makes a new schema, or reuses the org's (issue 28):
+                        -- as it is (recorded on the run) or as a new version of the run's
+                        -- (versions past 1 that no update_schema of the run made).
+                        SELECT run_id, 'create_schema' AS tool, sum(n)::bigint AS n FROM (
+                            SELECT run_id, count(DISTINCT schema_id) AS n FROM schemas
+                             WHERE run_id IS NOT NULL AND version = 1 GROUP BY run_id
+                            UNION ALL
+                            SELECT id, 1 FROM agent_runs WHERE reused_schema_id IS NOT NULL
+                            UNION ALL
+                            SELECT s.run_id, count(*) - (SELECT count(*) FROM audit_events a
+                                     WHERE a.run_id = s.run_id AND a.tool = 'update_schema'
+                                       AND NOT a.is_error AND a.decision = 'auto_approved')
+                              FROM schemas s WHERE s.run_id IS NOT NULL AND s.version > 1
+                             GROUP BY s.run_id) made GROUP BY run_id
                         UNION ALL
                         SELECT run_id, 'create_prompt', count(DISTINCT prompt_id) FROM prompts
                          WHERE run_id IS NOT NULL AND version = 1 GROUP BY run_id
