@@ -753,6 +753,18 @@ async fn fan_out_spreads_the_orgs_of_a_time_zone_over_the_window() {
     let flat = offsets("nightly_flat", tick).await;
     assert_eq!(flat.len(), 600);
     assert!(flat.values().all(|s| *s == 0.0));
+    // The offset counts from the nightly hour, not from the tick: a tick five hours after it
+    // (a worker started late) enqueues every org's job due at once.
+    let late = tick + CDuration::hours(5);
+    agentd::queue::cron::enqueue_tick(&db.pool, &entry("nightly_late", 3600), late)
+        .await
+        .unwrap();
+    let caught_up = offsets("nightly_late", late).await;
+    assert_eq!(caught_up.len(), 600);
+    assert!(
+        caught_up.values().all(|s| *s == 0.0),
+        "caught up at the tick, not spread past it"
+    );
 }
 
 /// Issue 30's job-file settings are checked at load: newcomer slots must leave the busy org a

@@ -137,13 +137,19 @@ pub async fn enqueue_tick(
         // org's night is its local date at the tick (`orgs.timezone`); it is due once its local
         // hour reached `orgs.nightly_hour`, and the key (org, local date) makes it once per local
         // date — a DST change that repeats or skips the hour changes neither. Its job runs at
-        // the tick plus the org's offset into `spread_secs` (issue 30: the orgs of a time zone
-        // no longer all start in the same minute).
+        // its nightly hour plus the org's offset into `spread_secs` (issue 30: the orgs of a
+        // time zone no longer all start in the same minute), or at the tick if that is past: an
+        // org caught up hours later (a worker started at 07:00 for `nightly_hour` 0) runs at
+        // once, and an org keeps its own time whichever tick enqueues it. The hour's start is
+        // never after the tick (the tick is past the hour, or it would not be due): where the
+        // local hour happens twice (autumn), `AT TIME ZONE` reads the second, and the first wins.
         Some(FanOut::Orgs) => sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO agentd_jobs (kind, payload, priority, max_attempts, unique_key, run_at)
              SELECT $1, jsonb_build_object('org_id', o.id, 'night', l.night), $3, $4,
                     $1 || ':' || o.id || ':' || l.night,
-                    $2 + ({SPREAD_OFFSET}) * interval '1 second'
+                    GREATEST($2, LEAST($2, (date_trunc('day', lt.t) + o.nightly_hour * interval '1 hour')
+                                               AT TIME ZONE o.timezone)
+                                 + ({SPREAD_OFFSET}) * interval '1 second')
                FROM orgs o
               CROSS JOIN LATERAL (SELECT ($2::timestamptz AT TIME ZONE o.timezone) AS t) lt
               CROSS JOIN LATERAL (SELECT lt.t::date AS night) l
