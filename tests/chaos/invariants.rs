@@ -93,6 +93,8 @@ const INVARIANTS: &[Invariant] = &[
                         SELECT run_id, tool, count(*) AS n FROM audit_events
                          WHERE run_id IS NOT NULL AND NOT is_error AND decision = 'auto_approved'
                            AND tool IN ('create_schema', 'create_prompt', 'run_extraction', 'create_suggestion')
+                           -- a suggestion the night already has is found, not written again
+                           AND NOT (tool = 'create_suggestion' AND outcome->>'duplicate' = 'true')
                          GROUP BY run_id, tool)
                     SELECT 'run ' || COALESCE(e.run_id, a.run_id) || ' ' || COALESCE(e.tool, a.tool)
                            || ': ' || COALESCE(e.n, 0) || ' effects, ' || COALESCE(a.n, 0) || ' audit rows'
