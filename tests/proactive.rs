@@ -597,7 +597,7 @@ async fn ten_thousand_orgs_with_a_hundred_signals_make_a_hundred_model_runs() {
 fn nightly_answer(
     req: &agentd::llm::CompletionRequest,
 ) -> Result<agentd::llm::CompletionResponse, agentd::llm::LlmError> {
-    use agentd::llm::{Block, CompletionResponse, FinishReason, Message, Role, Usage};
+    use agentd::llm::Block;
     let results: Vec<&str> = req
         .messages
         .iter()
@@ -609,48 +609,27 @@ fn nightly_answer(
         .collect();
     let uuid =
         regex::Regex::new(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}").unwrap();
-    let (content, finish) = match results.as_slice() {
-        [] => (
-            vec![Block::ToolUse {
-                id: "a".into(),
-                name: "org_overview".into(),
-                arguments: "{}".into(),
-            }],
-            FinishReason::ToolUse,
-        ),
+    let turn = match results.as_slice() {
+        [] => Turn::tool("a", "org_overview", json!({})),
         [overview] => {
             let doc = uuid
                 .find(overview)
                 .map(|m| m.as_str().to_string())
                 .unwrap_or_default();
-            let args = json!({"kind": "retry_failed", "title": "Retry a.txt",
-                              "message": "Its auto-create failed.", "document_id": doc});
-            (
-                vec![Block::ToolUse {
-                    id: "b".into(),
-                    name: "create_suggestion".into(),
-                    arguments: args.to_string(),
-                }],
-                FinishReason::ToolUse,
+            Turn::tool(
+                "b",
+                "create_suggestion",
+                json!({"kind": "retry_failed", "title": "Retry a.txt",
+                       "message": "Its auto-create failed.", "document_id": doc}),
             )
         }
-        _ => (
-            vec![Block::Text {
-                text: "Wrote one suggestion.".into(),
-            }],
-            FinishReason::EndTurn,
-        ),
+        _ => Turn::text("Wrote one suggestion."),
     };
-    Ok(CompletionResponse {
-        message: Message {
-            role: Role::Assistant,
-            content,
-        },
-        usage: Usage {
+    turn.answer(
+        req,
+        agentd::llm::Usage {
             input_tokens: 100,
             output_tokens: 20,
         },
-        finish,
-        model: "scripted".into(),
-    })
+    )
 }

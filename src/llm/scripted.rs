@@ -37,6 +37,42 @@ impl Turn {
     pub fn text(t: &str) -> Self {
         Turn::Text(t.into())
     }
+
+    /// This turn as the answer to `req`, reporting `usage` (what the scripted provider sends;
+    /// a `Dynamic` turn may build its answer from another turn the same way).
+    pub fn answer(
+        self,
+        req: &CompletionRequest,
+        usage: Usage,
+    ) -> Result<CompletionResponse, LlmError> {
+        let (content, finish) = match self {
+            Turn::Text(t) => (vec![Block::Text { text: t }], FinishReason::EndTurn),
+            Turn::Tools(calls) => (
+                calls
+                    .into_iter()
+                    .map(|(id, name, arguments)| Block::ToolUse {
+                        id,
+                        name,
+                        arguments,
+                    })
+                    .collect(),
+                FinishReason::ToolUse,
+            ),
+            Turn::Error { message, retryable } => {
+                return Err(LlmError::new("scripted", message, retryable));
+            }
+            Turn::Dynamic(f) => return f(req),
+        };
+        Ok(CompletionResponse {
+            message: Message {
+                role: Role::Assistant,
+                content,
+            },
+            usage,
+            finish,
+            model: req.model.clone(),
+        })
+    }
 }
 
 /// Replays turns; counts calls.
@@ -102,32 +138,6 @@ impl LlmProvider for ScriptedProvider {
                     false,
                 )
             })?;
-        let (content, finish) = match turn {
-            Turn::Text(t) => (vec![Block::Text { text: t }], FinishReason::EndTurn),
-            Turn::Tools(calls) => (
-                calls
-                    .into_iter()
-                    .map(|(id, name, arguments)| Block::ToolUse {
-                        id,
-                        name,
-                        arguments,
-                    })
-                    .collect(),
-                FinishReason::ToolUse,
-            ),
-            Turn::Error { message, retryable } => {
-                return Err(LlmError::new("scripted", message, retryable));
-            }
-            Turn::Dynamic(f) => return f(&req),
-        };
-        Ok(CompletionResponse {
-            message: Message {
-                role: Role::Assistant,
-                content,
-            },
-            usage: self.usage,
-            finish,
-            model: req.model,
-        })
+        turn.answer(&req, self.usage)
     }
 }
