@@ -93,6 +93,9 @@ pub enum StartError {
     /// The kinds asked for, or their concurrency against the pool, do not fit.
     #[error("{0}")]
     Input(String),
+    /// The database did not answer the start-up checks (after retries): exit 1, not 2.
+    #[error("database: {0}")]
+    Database(#[source] crate::llm::org_keys::StartupCheckError),
     /// `http.addr` cannot be bound.
     #[error("http.addr {addr}: cannot listen: {source}")]
     Listen {
@@ -289,7 +292,10 @@ impl App {
         let cipher = crate::llm::org_keys::Cipher::from_config(&self.config.llm);
         crate::llm::org_keys::check_startup(&self.pool, cipher.as_deref())
             .await
-            .map_err(StartError::Input)?;
+            .map_err(|e| match e {
+                crate::llm::org_keys::StartupCheckError::Database(_) => StartError::Database(e),
+                e => StartError::Input(e.to_string()),
+            })?;
         let cfg = &self.config;
         crate::db::check_worker_fits(
             cfg.database.max_connections,
