@@ -272,35 +272,7 @@ async fn open_pool(
     }
 }
 
-/// Hides the password of a URL for logs and output: the one in the userinfo and a
-/// `password=` query parameter (libpq accepts both; review #22).
-pub fn redact(url: &str) -> String {
-    let url = match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            match (url.get(..s + 3), url.get(s + 3..at), url.get(at..)) {
-                (Some(scheme), Some(creds), Some(rest)) => match creds.split_once(':') {
-                    Some((user, _)) => format!("{scheme}{user}:***{rest}"),
-                    None => url.to_string(),
-                },
-                _ => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    };
-    match url.split_once('?') {
-        None => url,
-        Some((base, query)) => {
-            let params: Vec<String> = query
-                .split('&')
-                .map(|p| match p.split_once('=') {
-                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
-                    _ => p.to_string(),
-                })
-                .collect();
-            format!("{base}?{}", params.join("&"))
-        }
-    }
-}
+pub use crate::config::redact;
 
 #[cfg(test)]
 mod redact_tests {

@@ -9,7 +9,6 @@ use super::{LlmError, SharedProvider};
 pub use crate::store::org_keys::Sealed;
 use aes_gcm::aead::{Aead, AeadCore, KeyInit, OsRng, Payload};
 use aes_gcm::{Aes256Gcm, Nonce};
-use base64::Engine as _;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -77,20 +76,7 @@ impl std::fmt::Debug for Cipher {
 impl Cipher {
     /// The cipher of `llm.org_key_encryption_key` (32 bytes in standard base64).
     pub fn from_base64(b64: &str) -> Result<Self, String> {
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(b64.trim())
-            .map_err(|_| {
-                "llm.org_key_encryption_key must be 32 random bytes in base64 (generate one with \
-                 `openssl rand -base64 32`); it is not base64"
-                    .to_string()
-            })?;
-        if bytes.len() != 32 {
-            return Err(format!(
-                "llm.org_key_encryption_key must be 32 bytes in base64 (`openssl rand -base64 \
-                 32`); it decodes to {} bytes",
-                bytes.len()
-            ));
-        }
+        let bytes = crate::config::decode_org_key(b64)?;
         let aead = Aes256Gcm::new_from_slice(&bytes)
             .map_err(|_| "llm.org_key_encryption_key must be 32 bytes".to_string())?;
         Ok(Self { aead })
