@@ -14,6 +14,7 @@ pub mod pause;
 pub mod reconcile;
 pub mod rescue;
 pub mod store;
+pub mod vacuum;
 pub mod worker;
 
 use chrono::{DateTime, Utc};
