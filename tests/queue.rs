@@ -8,7 +8,7 @@ use agentd::clock::{Clock, ManualClock, SharedClock, SystemClock};
 use agentd::queue::cron::{CronEntry, Scheduler};
 use agentd::queue::maintenance::{Rescuer, Retention};
 use agentd::queue::store::{self, FailOutcome};
-use agentd::queue::vacuum::JobsVacuum;
+use agentd::queue::vacuum::{JobsVacuum, MAX_PER_PASS};
 use agentd::queue::{NewJob, enqueue, enqueue_committed, enqueue_many};
 use chrono::{Duration as CDuration, TimeZone, Utc};
 use common::TestDb;
@@ -562,15 +562,16 @@ async fn retention_vacuums_the_job_table_once_enough_rows_are_dead() {
     assert_eq!(retention(100_000).run_once().await.unwrap(), 3_000);
     assert_eq!(vacuums(&db).await, 0, "3,000 dead rows are below 100,000");
 
-    // Past it: one VACUUM, which PostgreSQL refuses inside a transaction block, so it ran on
-    // its own; the dead rows it removed are gone from the table's count of live ones.
+    // Past it: a VACUUM, which PostgreSQL refuses inside a transaction block, so it ran on its
+    // own.
     finished_jobs(&db, 3_000, now - CDuration::days(10)).await;
     let unit = retention(2_000);
     assert_eq!(unit.run_once().await.unwrap(), 3_000);
-    assert_eq!(
-        vacuums(&db).await,
-        1,
-        "3,000 rows deleted in the pass pass 2,000: vacuumed"
+    // (Statistics of the deletes that arrive after the first vacuum may start one more.)
+    let after = vacuums(&db).await;
+    assert!(
+        (1..=i64::from(MAX_PER_PASS)).contains(&after),
+        "3,000 rows deleted in the pass pass 2,000: vacuumed, at most {MAX_PER_PASS} times ({after})"
     );
     let left: i64 = sqlx::query_scalar("SELECT count(*) FROM agentd_jobs")
         .fetch_one(&db.pool)
@@ -586,7 +587,7 @@ async fn retention_vacuums_the_job_table_once_enough_rows_are_dead() {
         .execute(&db.pool)
         .await
         .unwrap();
-    assert_eq!(vacuums(&db).await, 2);
+    assert_eq!(vacuums(&db).await, after + 1);
     let mut conn = db.pool.acquire().await.unwrap();
     for _ in 0..6 {
         sqlx::query("UPDATE agentd_jobs SET attempt = attempt + 1")
@@ -607,11 +608,15 @@ async fn retention_vacuums_the_job_table_once_enough_rows_are_dead() {
     );
     assert_eq!(
         vacuums(&db).await,
-        3,
-        "3,000 dead row versions: vacuumed again"
+        after + 2,
+        "3,000 dead row versions: vacuumed again, once (none dead after it)"
     );
     assert_eq!(unit.run_once().await.unwrap(), 0);
-    assert_eq!(vacuums(&db).await, 3, "nothing dead since: no vacuum");
+    assert_eq!(
+        vacuums(&db).await,
+        after + 2,
+        "nothing dead since: no vacuum"
+    );
 }
 
 /// Waits until agentd_jobs' statistics satisfy `cond` (every backend flushed its counts).
