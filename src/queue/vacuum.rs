@@ -2,7 +2,8 @@
 //! (the claim, the ack, retention's delete); autovacuum looks at a table at most once a naptime
 //! and can be off, and a queue table that is not vacuumed grows without end (a compressed week
 //! with autovacuum on: 72 → 476 MiB). So the retention unit, after each pass, reads the dead
-//! rows PostgreSQL counts for `agentd_jobs` and runs `VACUUM (ANALYZE, SKIP_LOCKED)` on it when
+//! rows PostgreSQL counts for `agentd_jobs` and runs `VACUUM (ANALYZE, SKIP_LOCKED, TRUNCATE
+//! false)` on it when
 //! they pass [`JobsVacuum::dead_rows`] and a tenth of the live rows.
 //!
 //! Bounded: at most [`MAX_PER_PASS`] vacuums per retention pass (back to back only while the
@@ -81,11 +82,13 @@ impl JobsVacuum {
             }
             let t0 = Instant::now();
             // A statement of its own on a pooled connection: never inside a transaction block.
-            // The first vacuum of a pass also refreshes the planner's statistics.
+            // The first vacuum of a pass also refreshes the planner's statistics. No truncation
+            // of empty pages at the end: it takes an exclusive lock on the hot table, and the
+            // next jobs would only extend it again.
             let sql = if ran == 0 {
-                "VACUUM (ANALYZE, SKIP_LOCKED) agentd_jobs"
+                "VACUUM (ANALYZE, SKIP_LOCKED, TRUNCATE false) agentd_jobs"
             } else {
-                "VACUUM (SKIP_LOCKED) agentd_jobs"
+                "VACUUM (SKIP_LOCKED, TRUNCATE false) agentd_jobs"
             };
             sqlx::raw_sql(sql).execute(pool).await?;
             ran += 1;
