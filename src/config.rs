@@ -297,6 +297,10 @@ pub struct RetentionConfig {
     pub finished_after_hours: u64,
     pub batch: u32,
     pub interval_secs: u64,
+    /// The retention unit vacuums `agentd_jobs` when it holds this many dead rows (and at least
+    /// a tenth of its live rows); 0: never, left to autovacuum (`queue::vacuum`).
+    #[serde(default = "default_vacuum_dead_rows")]
+    pub vacuum_dead_rows: u64,
     /// Transcripts of finished runs are compacted (text removed) after this many days.
     #[serde(default = "default_transcripts_after_days")]
     pub transcripts_after_days: u64,
@@ -311,6 +315,10 @@ pub struct RetentionConfig {
     pub audit_after_days: u64,
     #[serde(default = "default_audit_after_days")]
     pub provider_calls_after_days: u64,
+}
+
+fn default_vacuum_dead_rows() -> u64 {
+    50_000
 }
 
 fn default_runs_after_days() -> u64 {

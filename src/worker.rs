@@ -146,6 +146,7 @@ impl App {
             keep: chrono::Duration::hours(cfg.retention.finished_after_hours as i64),
             batch: cfg.retention.batch,
             interval: Duration::from_secs(cfg.retention.interval_secs),
+            vacuum: crate::queue::vacuum::JobsVacuum::new(cfg.retention.vacuum_dead_rows),
         };
         tokio::spawn(retention.run(background.clone()));
         let transcripts = crate::pii::retention::TranscriptRetention {

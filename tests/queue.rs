@@ -8,6 +8,7 @@ use agentd::clock::{Clock, ManualClock, SharedClock, SystemClock};
 use agentd::queue::cron::{CronEntry, Scheduler};
 use agentd::queue::maintenance::{Rescuer, Retention};
 use agentd::queue::store::{self, FailOutcome};
+use agentd::queue::vacuum::{JobsVacuum, MAX_PER_PASS};
 use agentd::queue::{NewJob, enqueue, enqueue_committed, enqueue_many};
 use chrono::{Duration as CDuration, TimeZone, Utc};
 use common::TestDb;
@@ -496,6 +497,7 @@ async fn retention_deletes_only_old_finished_jobs() {
         keep: CDuration::days(7),
         batch: 2,
         interval: Duration::from_secs(60),
+        vacuum: JobsVacuum::new(0),
     };
     assert_eq!(r.run_once().await.unwrap(), 3, "batches of 2 until done");
     let left: Vec<i64> = sqlx::query_scalar("SELECT id FROM agentd_jobs ORDER BY id")
@@ -507,6 +509,159 @@ async fn retention_deletes_only_old_finished_jobs() {
         vec![ids[3], ids[4]],
         "recent dead and available jobs stay"
     );
+}
+
+/// Vacuums of agentd_jobs so far (not autovacuum's).
+async fn vacuums(db: &TestDb) -> i64 {
+    sqlx::query_scalar("SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'agentd_jobs'")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+}
+
+/// `n` succeeded jobs finished `age` ago.
+async fn finished_jobs(db: &TestDb, n: i64, finished_at: chrono::DateTime<Utc>) {
+    sqlx::query(
+        "INSERT INTO agentd_jobs (kind, payload, state, finished_at)
+         SELECT 't', '{}', 'succeeded', $2 FROM generate_series(1, $1)",
+    )
+    .bind(n)
+    .bind(finished_at)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn retention_vacuums_the_job_table_once_enough_rows_are_dead() {
+    let db = TestDb::new().await;
+    let now = Utc::now();
+    finished_jobs(&db, 3_000, now - CDuration::days(10)).await;
+    finished_jobs(&db, 500, now - CDuration::hours(1)).await;
+    let retention = |dead_rows| Retention {
+        pool: db.pool.clone(),
+        clock: ManualClock::new(now),
+        keep: CDuration::days(7),
+        batch: 1_000,
+        interval: Duration::from_secs(60),
+        vacuum: JobsVacuum::new(dead_rows),
+    };
+    assert_eq!(vacuums(&db).await, 0, "a fresh table was never vacuumed");
+
+    // Off (0): deletes, never vacuums.
+    finished_jobs(&db, 3_000, now - CDuration::days(10)).await;
+    assert_eq!(retention(0).run_once().await.unwrap(), 6_000);
+    assert_eq!(
+        vacuums(&db).await,
+        0,
+        "vacuum_dead_rows = 0 leaves it to autovacuum"
+    );
+
+    // Below the threshold: no vacuum.
+    finished_jobs(&db, 3_000, now - CDuration::days(10)).await;
+    assert_eq!(retention(100_000).run_once().await.unwrap(), 3_000);
+    assert_eq!(vacuums(&db).await, 0, "3,000 dead rows are below 100,000");
+
+    // Past it: a VACUUM, which PostgreSQL refuses inside a transaction block, so it ran on its
+    // own.
+    finished_jobs(&db, 3_000, now - CDuration::days(10)).await;
+    let unit = retention(2_000);
+    assert_eq!(unit.run_once().await.unwrap(), 3_000);
+    // (Statistics of the deletes that arrive after the first vacuum may start one more.)
+    let after = vacuums(&db).await;
+    assert!(
+        (1..=i64::from(MAX_PER_PASS)).contains(&after),
+        "3,000 rows deleted in the pass pass 2,000: vacuumed, at most {MAX_PER_PASS} times ({after})"
+    );
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM agentd_jobs")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(left, 500);
+
+    // Dead rows the pass did not delete (a claim's and an ack's old row versions) count too,
+    // once PostgreSQL's statistics hold them. First every connection's statistics are in (a
+    // backend may hold them up to 10 s) and a manual VACUUM resets the dead count to the truth.
+    settled(&db, "n_tup_ins = 12500 AND n_tup_del = 12000").await;
+    sqlx::raw_sql("VACUUM agentd_jobs")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(vacuums(&db).await, after + 1);
+    // Claims and acks change `state`, so their old row versions are dead rows (not HOT).
+    let mut conn = db.pool.acquire().await.unwrap();
+    for state in [
+        "dead",
+        "succeeded",
+        "dead",
+        "succeeded",
+        "dead",
+        "succeeded",
+    ] {
+        sqlx::query("UPDATE agentd_jobs SET state = $1")
+            .bind(state)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+    }
+    sqlx::query("SELECT pg_stat_force_next_flush()")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    drop(conn);
+    settled(&db, "n_tup_upd = 3000").await;
+    // What PostgreSQL counts (page pruning may already have removed some).
+    let dead: i64 = sqlx::query_scalar(
+        "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'agentd_jobs'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(dead >= 100, "the updates left dead rows ({dead})");
+    let dead = u64::try_from(dead).unwrap();
+    assert_eq!(retention(dead + 1).run_once().await.unwrap(), 0);
+    assert_eq!(
+        vacuums(&db).await,
+        after + 1,
+        "{dead} dead rows, threshold one more: none"
+    );
+    let unit = retention(dead);
+    assert_eq!(
+        unit.run_once().await.unwrap(),
+        0,
+        "nothing old is left to delete"
+    );
+    assert_eq!(
+        vacuums(&db).await,
+        after + 2,
+        "{dead} dead row versions reach the threshold: vacuumed, once (none dead after it)"
+    );
+    assert_eq!(unit.run_once().await.unwrap(), 0);
+    assert_eq!(
+        vacuums(&db).await,
+        after + 2,
+        "nothing dead since: no vacuum"
+    );
+}
+
+/// Waits until agentd_jobs' statistics satisfy `cond` (every backend flushed its counts).
+async fn settled(db: &TestDb, cond: &'static str) {
+    let sql = format!("SELECT {cond} FROM pg_stat_user_tables WHERE relname = 'agentd_jobs'");
+    let t0 = std::time::Instant::now();
+    loop {
+        let ok: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.clone()))
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        if ok {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "statistics never flushed: {cond}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 #[tokio::test]

@@ -1,10 +1,12 @@
 //! Maintenance services, each a small unit with a `run_once` that tests call directly and a
 //! `run` that repeats it ([`every`]): the rescuer (re-queues jobs whose lease expired) and
-//! retention (deletes old finished jobs); the reconciler (`jobs::reconcile`) and transcript
+//! retention (deletes old finished jobs and vacuums the job table, `vacuum.rs`); the reconciler
+//! (`jobs::reconcile`) and transcript
 //! retention (`pii::retention`) run the same way.
 
 use super::QueueError;
 use super::store::{self, RescueReport};
+use super::vacuum::JobsVacuum;
 use crate::clock::SharedClock;
 use sqlx::PgPool;
 use std::time::Duration;
@@ -94,13 +96,16 @@ impl Rescuer {
     }
 }
 
-/// Deletes finished jobs older than the retention, in batches (no table bloat, no long locks).
+/// Deletes finished jobs older than the retention, in batches (no long locks), then vacuums
+/// the job table when its dead rows pass the threshold ([`JobsVacuum`]), so the table stays
+/// flat without autovacuum keeping up.
 pub struct Retention {
     pub pool: PgPool,
     pub clock: SharedClock,
     pub keep: chrono::Duration,
     pub batch: u32,
     pub interval: Duration,
+    pub vacuum: JobsVacuum,
 }
 
 impl Retention {
@@ -111,6 +116,10 @@ impl Retention {
         let total = drain(self.batch, purge).await?;
         if total > 0 {
             info!(deleted = total, "retention deleted finished jobs");
+        }
+        // The deletes are done and stay done whatever the vacuum does.
+        if let Err(e) = self.vacuum.check(&self.pool, total).await {
+            warn!(error = %e, "vacuum of agentd_jobs failed");
         }
         Ok(total)
     }

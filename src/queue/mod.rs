@@ -13,6 +13,7 @@ pub mod maintenance;
 pub mod pause;
 pub mod rescue;
 pub mod store;
+pub mod vacuum;
 pub mod worker;
 
 use chrono::{DateTime, Utc};

@@ -1,13 +1,16 @@
 //! A compressed week (issue 30 item 5): 7 "days" of `--day-jobs` no-op jobs each (1,000,000;
 //! 100,000 with `--quick`), enqueued through `enqueue_many` and drained by agentd's worker as
 //! configured at c=32, while the service's own retention (`queue::maintenance::Retention`,
-//! `retention.batch` as configured, a pass a second) deletes finished jobs older than a day.
-//! No manual VACUUM: only autovacuum, with the table's settings from the migrations.
+//! `retention.batch` and `retention.vacuum_dead_rows` as configured, a pass a second) deletes
+//! finished jobs older than a day and vacuums the table when its dead rows pass the threshold
+//! (`queue::vacuum`; `vacuum_dead_rows = 0` in a `--config` file leaves it to autovacuum). No
+//! VACUUM by the bench itself.
 //!
 //! Time is a manual clock shared by the worker (it writes `finished_at`) and the retention: a
 //! day is 10 slices of a tenth of its jobs, the clock moving 2.4 hours per slice, so retention
 //! works through the day as it would in service. After each day: the table's and its indexes'
-//! sizes, live and dead rows, autovacuum runs so far, and the day's drain rate. The target:
+//! sizes, live and dead rows, vacuums (the unit's) and autovacuums so far, and the day's drain
+//! rate. The target:
 //! from day 3 on, sizes within 10 % of day 2's.
 
 use super::drain::{KIND, Noop, enqueue_noops};
@@ -17,6 +20,7 @@ use agentd::app::App;
 use agentd::clock::{ManualClock, SharedClock};
 use agentd::queue::backoff::Backoff;
 use agentd::queue::maintenance::Retention;
+use agentd::queue::vacuum::JobsVacuum;
 use agentd::queue::worker::KindRuntime;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -34,17 +38,18 @@ struct Day {
     indexes: i64,
     rows: i64,
     dead: i64,
+    vacuums: i64,
     autovacuums: i64,
     rate: f64,
 }
 
-async fn sample(pool: &sqlx::PgPool) -> anyhow::Result<(i64, i64, i64, i64, i64)> {
+async fn sample(pool: &sqlx::PgPool) -> anyhow::Result<(i64, i64, i64, i64, i64, i64)> {
     // The statistics collector flushes every 500 ms.
     tokio::time::sleep(Duration::from_millis(600)).await;
     Ok(sqlx::query_as(
         "SELECT pg_table_size('agentd_jobs'), pg_indexes_size('agentd_jobs'),
                 (SELECT count(*) FROM agentd_jobs),
-                n_dead_tup, autovacuum_count
+                n_dead_tup, vacuum_count, autovacuum_count
            FROM pg_stat_user_tables WHERE relname = 'agentd_jobs'",
     )
     .fetch_one(pool)
@@ -77,6 +82,7 @@ pub async fn run(
         keep: chrono::Duration::hours(24),
         batch: app.config.retention.batch,
         interval: Duration::from_secs(1),
+        vacuum: JobsVacuum::new(app.config.retention.vacuum_dead_rows),
     };
     let retention = tokio::spawn(retention.run(stop.clone()));
     let kind = KindRuntime {
@@ -116,22 +122,24 @@ pub async fn run(
             }
             drain_secs += t0.elapsed().as_secs_f64();
         }
-        let (table, indexes, rows, dead, autovacuums) = sample(&pool).await?;
+        let (table, indexes, rows, dead, vacuums, autovacuums) = sample(&pool).await?;
         let d = Day {
             table,
             indexes,
             rows,
             dead,
+            vacuums,
             autovacuums,
             rate: (per_slice * u64::from(SLICES)) as f64 / drain_secs,
         };
         eprintln!(
-            "bench:   day {}: table {}, indexes {}, {} rows, {} dead, {} autovacuums, drained at {:.0} jobs/s",
+            "bench:   day {}: table {}, indexes {}, {} rows, {} dead, {} vacuums, {} autovacuums, drained at {:.0} jobs/s",
             day + 1,
             mib(d.table),
             mib(d.indexes),
             d.rows,
             d.dead,
+            d.vacuums,
             d.autovacuums,
             d.rate
         );
@@ -145,8 +153,9 @@ pub async fn run(
     pool.close().await;
 
     let label = format!(
-        "{} jobs/day at c={c}, finished jobs kept 24 h",
-        super::drain::human(day_jobs)
+        "{} jobs/day at c={c}, finished jobs kept 24 h, vacuum_dead_rows {}",
+        super::drain::human(day_jobs),
+        app.config.retention.vacuum_dead_rows
     );
     for (i, d) in days.iter().enumerate() {
         report.push(
@@ -157,11 +166,12 @@ pub async fn run(
                 "MiB",
             )
             .note(format!(
-                "table {}, indexes {}; {} rows ({} dead), {} autovacuums so far; drained at {} jobs/s",
+                "table {}, indexes {}; {} rows ({} dead), {} vacuums and {} autovacuums so far; drained at {} jobs/s",
                 mib(d.table),
                 mib(d.indexes),
                 d.rows,
                 d.dead,
+                d.vacuums,
                 d.autovacuums,
                 num(d.rate)
             )),
