@@ -1736,8 +1736,9 @@ async fn an_approval_a_person_found_stale_is_reproposed_by_the_next_sweep() {
 }
 
 /// Claims the waiting re-proposal job and runs it with `p`; the run it made.
-async fn run_reproposal(f: &Fixture, p: Arc<ScriptedProvider>) -> runs::RunRow {
-    let app = f.with_provider(p);
+async fn run_reproposal(f: &Fixture, p: Arc<dyn agentd::llm::LlmProvider>) -> runs::RunRow {
+    let mut app = f.app.clone();
+    app.provider = p;
     let claimed = agentd::queue::store::claim(
         &f.db.pool,
         &["approval_expiry".to_string()],
@@ -1861,4 +1862,33 @@ async fn a_reproposal_run_that_answers_in_prose_is_nudged_then_capped() {
         ("succeeded", Some("completed"))
     );
     assert_eq!(f.approval(id).await.status, "stale", "left for a person");
+
+    // The offline model re-proposes the stale action unchanged: the goal is met.
+    let third = f.doc("c.txt").await;
+    let args = json!({"document_id": third, "metadata": {"k": "w"}});
+    f.propose("update_document", args.clone(), Duration::hours(TTL), true)
+        .await;
+    f.touch(third, json!({"edit": 2})).await;
+    assert_eq!(
+        f.sweeper(100)
+            .run_once(None)
+            .await
+            .unwrap()
+            .reproposals_enqueued,
+        1
+    );
+    let offline = Arc::new(agentd::llm::offline::OfflineProvider::default());
+    let run = run_reproposal(&f, offline).await;
+    assert_eq!(
+        (run.status.as_str(), run.stop_reason.as_deref()),
+        ("succeeded", Some("completed"))
+    );
+    let again: Vec<Value> = sqlx::query_scalar(
+        "SELECT args FROM pending_approvals WHERE run_id = $1 AND status = 'pending'",
+    )
+    .bind(run.id)
+    .fetch_all(&f.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(again, vec![args], "the same action, for a person to decide");
 }

@@ -21,6 +21,9 @@
 //! - **refine** (the first message carries `<reviewer_instructions>`): "add field X", "rename X
 //!   to Y", "remove field X" applied to the proposal's schema → `update_schema` →
 //!   `update_prompt` → `run_extraction` → a summary naming each change (`offline/refine.rs`).
+//! - **re-proposal** (the first message says `went stale: <tool> with <args>`): the same call
+//!   again, unchanged, for a person to decide on the current data → a summary
+//!   (`offline/repropose.rs`).
 //! - `tool_choice: none`, or nothing it knows how to do: a one-line summary of the transcript.
 //!
 //! Token usage is estimated as characters / 4. `llm.offline_latency_ms` adds a fixed delay to
@@ -36,6 +39,7 @@ use std::collections::HashMap;
 mod nightly;
 mod proposal;
 mod refine;
+mod repropose;
 
 pub use proposal::{
     Field, extract, fields_arg, fields_listed, fields_of, infer_fields, prompt_content,
@@ -153,6 +157,8 @@ fn find_str<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a str> {
 
 enum Next {
     Call(&'static str, Value),
+    /// A call of a tool the first message names (a re-proposal's).
+    CallNamed(String, Value),
     Say(String),
 }
 
@@ -320,6 +326,12 @@ impl LlmProvider for OfflineProvider {
                 nightly::proactive(&r)
             } else if let Some(first) = first_user_text(&req).filter(|t| refine::is_refine(t)) {
                 refine::next(&first, &r)
+            } else if let Some(action) = first_user_text(&req)
+                .as_deref()
+                .and_then(repropose::stale_action)
+            {
+                let offered: Vec<String> = req.tools.iter().map(|t| t.name.clone()).collect();
+                repropose::next(action, &offered, &r)
             } else if has("create_schema") || has("create_prompt") || has("run_extraction") {
                 // Any auto_create stage (guided mode offers one stage's tools at a time).
                 let start = Start::of(first_user_text(&req).as_deref());
@@ -327,8 +339,13 @@ impl LlmProvider for OfflineProvider {
             } else {
                 Next::Say("offline model: nothing to do for this job.".into())
             };
-            match next {
-                Next::Call(name, args) => {
+            let call = match next {
+                Next::Call(name, args) => Ok((name.to_string(), args)),
+                Next::CallNamed(name, args) => Ok((name, args)),
+                Next::Say(t) => Err(t),
+            };
+            match call {
+                Ok((name, args)) => {
                     let n = req
                         .messages
                         .iter()
@@ -337,13 +354,13 @@ impl LlmProvider for OfflineProvider {
                     (
                         vec![Block::ToolUse {
                             id: format!("offline_{n}"),
-                            name: name.into(),
+                            name,
                             arguments: args.to_string(),
                         }],
                         FinishReason::ToolUse,
                     )
                 }
-                Next::Say(t) => (vec![Block::Text { text: t }], FinishReason::EndTurn),
+                Err(t) => (vec![Block::Text { text: t }], FinishReason::EndTurn),
             }
         };
         let out_len: usize = content
