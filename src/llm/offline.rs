@@ -11,6 +11,8 @@
 //!   plan, then it stops with a summary. A schema, prompt or tags the first message says a
 //!   person chose (`jobs/start.rs`) are reused: no `create_schema` for a chosen schema, only
 //!   `run_extraction` for a chosen prompt, the tags on the prompt.
+//! - **the one call** (a `response_format` named `proposal`, under constrained calls): the
+//!   same schema and prompt as one JSON answer.
 //! - **extraction requests** (a `response_format` is given): answers with JSON holding, for each
 //!   schema property, the value of the candidate of that name (or label) in the analysis of the
 //!   request's text (numbers and `YYYY-MM-DD` dates normalised, missing values `null`).
@@ -193,6 +195,46 @@ impl Start {
     }
 }
 
+/// The document's name and the fields the offline model proposes for it: the candidates the
+/// first message lists (the whole document), else the text's own.
+fn document_fields(doc: &Value) -> (&str, Vec<Field>) {
+    let text = find_str(doc, &["text", "excerpt", "content"]).unwrap_or("");
+    let name = find_str(doc, &["name"]).unwrap_or("document");
+    let listed = doc
+        .get("candidates")
+        .and_then(Value::as_str)
+        .map(crate::analysis::parse_brief)
+        .unwrap_or_default();
+    let fields = if listed.is_empty() {
+        infer_fields(text)
+    } else {
+        fields_listed(&listed)
+    };
+    (name, fields)
+}
+
+/// The one call for the schema and the prompt (`agent::one_call`, a `response_format` named
+/// `proposal`): the same schema and prompt the step-by-step path makes, as one JSON answer
+/// (the schema in the `fields` form its step path sends, list fields included: a heuristic,
+/// not a server that constrains decoding).
+fn one_call(req: &CompletionRequest) -> Option<String> {
+    let named = req
+        .response_format
+        .as_ref()
+        .and_then(|f| f.pointer("/json_schema/name"))
+        .is_some_and(|n| n == "proposal");
+    if !named {
+        return None;
+    }
+    let doc = document_in_first_message(req)?;
+    let (name, fields) = document_fields(&doc);
+    let answer = json!({
+        "schema": {"name": format!("{name} fields"), "fields": fields_arg(&fields)},
+        "prompt": {"name": format!("Extract {name}"), "content": prompt_content(&fields)},
+    });
+    Some(answer.to_string())
+}
+
 fn auto_create(
     r: &HashMap<String, (Vec<Value>, u32)>,
     shown: Option<&Value>,
@@ -217,19 +259,7 @@ fn auto_create(
             Next::Call("get_document", json!({}))
         };
     };
-    let text = find_str(doc, &["text", "excerpt", "content"]).unwrap_or("");
-    let name = find_str(doc, &["name"]).unwrap_or("document");
-    // The candidates the first message lists (the whole document), else the text's own.
-    let listed = doc
-        .get("candidates")
-        .and_then(Value::as_str)
-        .map(crate::analysis::parse_brief)
-        .unwrap_or_default();
-    let fields = if listed.is_empty() {
-        infer_fields(text)
-    } else {
-        fields_listed(&listed)
-    };
+    let (name, fields) = document_fields(doc);
     let chosen = start.schema.as_ref().map(|s| json!({"schema_revid": s}));
     let Some(schema) = ok("create_schema").or(chosen.as_ref()) else {
         if errors("create_schema") >= 2 {
@@ -299,7 +329,9 @@ impl LlmProvider for OfflineProvider {
             .response_format
             .as_ref()
             .filter(|_| req.tools.is_empty());
-        let (content, finish) = if let Some(rf) = extraction {
+        let (content, finish) = if let Some(text) = one_call(&req) {
+            (vec![Block::Text { text }], FinishReason::EndTurn)
+        } else if let Some(rf) = extraction {
             let text = req
                 .messages
                 .iter()
