@@ -215,6 +215,7 @@ impl App {
             night: None,
             max_suggestions: a.max_suggestions,
             chain: None,
+            repropose: None,
             settings: crate::agent::LoopSettings::for_job(&self.config.llm, a),
             start: Default::default(),
             decisions: None,

@@ -161,10 +161,13 @@ async fn candidates_reach_the_model_and_name_constrained_fields() {
     let mut config = common::test_config();
     config.llm.constrained_calls = agentd::config::Constrained::On;
     let mut app = common::app_with(&db, Arc::new(SystemClock) as SharedClock, config);
-    let p = Arc::new(ScriptedProvider::new(script(
+    let mut turns = script(
         json!([{"name": "invoice_number", "type": "string"}, {"name": "total", "type": "number"}]),
         |_| json_answer(json!({"invoice_number": "RE-2026-1183", "total": 1763.58})),
-    )));
+    );
+    // Nothing flagged under constrained calls: the summary comes from the run's records.
+    turns.pop();
+    let p = Arc::new(ScriptedProvider::new(turns));
     app.provider = p.clone();
     let org = org(&db).await;
     let (doc, _) = add_document(&app, org, "rechnung.txt", INVOICE_DE, true)
@@ -190,24 +193,16 @@ async fn candidates_reach_the_model_and_name_constrained_fields() {
     // ... in words the provider boundary leaves alone (a token-shaped example would leave as
     // a token of its own, review L1).
     assert!(!first.contains("ID_1, ID_2"), "{first}");
-    // The constrained create_schema round offers the candidate names beside free names.
+    // The first round is the one call for the schema and the prompt: create_schema's fields
+    // offer the candidate names beside free names.
     let rf = requests[0]
         .response_format
         .as_ref()
         .expect("a constrained call");
-    let schema = &rf["json_schema"]["schema"];
-    // One offered tool is its call schema; several are alternatives.
-    let calls: Vec<&Value> = match schema["anyOf"].as_array() {
-        Some(any) => any.iter().collect(),
-        None => vec![schema],
-    };
-    let create = calls
-        .into_iter()
-        .find(|c| c["properties"]["name"]["const"] == "create_schema")
-        .unwrap_or_else(|| panic!("create_schema is offered: {rf}"));
-    let name = create
-        .pointer("/properties/arguments/properties/fields/items/properties/name")
-        .unwrap_or_else(|| panic!("create_schema's field name in {create}"));
+    assert_eq!(rf["json_schema"]["name"], "proposal", "{rf}");
+    let name = rf
+        .pointer("/json_schema/schema/properties/schema/properties/fields/items/properties/name")
+        .unwrap_or_else(|| panic!("create_schema's field name in {rf}"));
     let offered: Vec<&str> = name["anyOf"][0]["enum"]
         .as_array()
         .expect("an enum of candidate names")

@@ -1734,3 +1734,161 @@ async fn an_approval_a_person_found_stale_is_reproposed_by_the_next_sweep() {
         0
     );
 }
+
+/// Claims the waiting re-proposal job and runs it with `p`; the run it made.
+async fn run_reproposal(f: &Fixture, p: Arc<dyn agentd::llm::LlmProvider>) -> runs::RunRow {
+    let mut app = f.app.clone();
+    app.provider = p;
+    let claimed = agentd::queue::store::claim(
+        &f.db.pool,
+        &["approval_expiry".to_string()],
+        1,
+        "test",
+        Utc::now() + Duration::minutes(1),
+        Duration::minutes(5),
+    )
+    .await
+    .unwrap();
+    let job = claimed.into_iter().next().expect("a re-proposal job");
+    let id = job.id;
+    ApprovalExpiry { app }
+        .handle(JobContext {
+            job,
+            cancel: CancellationToken::new(),
+        })
+        .await
+        .unwrap();
+    runs::run_for_job(&f.db.pool, id)
+        .await
+        .unwrap()
+        .expect("a run")
+}
+
+/// A re-proposal run owes the action proposed again (issue 28, item 5): one that answers in
+/// prose is nudged, and after the nudges it ends capped (`max_nudges`), not `succeeded` with
+/// nothing stored; one whose document is gone owes nothing.
+#[tokio::test]
+async fn a_reproposal_run_that_answers_in_prose_is_nudged_then_capped() {
+    let f = fixture().await;
+    let doc = f.doc("a.txt").await;
+    let id = f
+        .propose(
+            "update_document",
+            json!({"document_id": doc, "metadata": {"k": "v"}}),
+            Duration::hours(TTL),
+            true,
+        )
+        .await;
+    f.touch(doc, json!({"edit": 1})).await;
+    assert_eq!(
+        f.sweeper(100)
+            .run_once(None)
+            .await
+            .unwrap()
+            .reproposals_enqueued,
+        1
+    );
+    let p = Arc::new(ScriptedProvider::new(vec![
+        Turn::text("The data changed; it looks fine."),
+        Turn::text("Still fine."),
+        Turn::text("Nothing to do."),
+    ]));
+    let run = run_reproposal(&f, p.clone()).await;
+    p.assert_complete();
+    assert_eq!(
+        (run.status.as_str(), run.stop_reason.as_deref()),
+        ("capped", Some("max_nudges"))
+    );
+    // The nudges named the action to propose again.
+    let reqs = p.requests.lock().unwrap().clone();
+    assert_eq!(reqs[0].tool_choice, agentd::llm::ToolChoice::Required);
+    let nudge = reqs[1]
+        .messages
+        .iter()
+        .map(|m| m.joined_text())
+        .find(|t| t.starts_with("Not finished"))
+        .expect("a nudge");
+    assert!(
+        nudge.contains("no re-proposal") && nudge.contains("`update_document`"),
+        "{nudge}"
+    );
+    assert_eq!(
+        f.count(&format!(
+            "SELECT count(*) FROM audit_events WHERE run_id = '{}' AND decision = 'nudged'",
+            run.id
+        ))
+        .await,
+        2
+    );
+    assert_eq!(
+        f.count("SELECT count(*) FROM pending_approvals WHERE status = 'pending'")
+            .await,
+        0,
+        "nothing was proposed"
+    );
+
+    // Its document deleted, a stale approval owes nothing: a prose answer ends the run.
+    let other = f.doc("b.txt").await;
+    let id2 = f
+        .propose(
+            "update_document",
+            json!({"document_id": other, "metadata": {"k": "v"}}),
+            Duration::hours(TTL),
+            true,
+        )
+        .await;
+    f.touch(other, json!({"edit": 1})).await;
+    assert_eq!(
+        f.sweeper(100)
+            .run_once(None)
+            .await
+            .unwrap()
+            .reproposals_enqueued,
+        1
+    );
+    assert_eq!(f.approval(id2).await.status, "stale");
+    sqlx::query("DELETE FROM documents WHERE id = $1")
+        .bind(other)
+        .execute(&f.db.pool)
+        .await
+        .unwrap();
+    let p = Arc::new(ScriptedProvider::new(vec![Turn::text(
+        "The document is gone; nothing to re-propose.",
+    )]));
+    let run = run_reproposal(&f, p.clone()).await;
+    p.assert_complete();
+    assert_eq!(
+        (run.status.as_str(), run.stop_reason.as_deref()),
+        ("succeeded", Some("completed"))
+    );
+    assert_eq!(f.approval(id).await.status, "stale", "left for a person");
+
+    // The offline model re-proposes the stale action unchanged: the goal is met.
+    let third = f.doc("c.txt").await;
+    let args = json!({"document_id": third, "metadata": {"k": "w"}});
+    f.propose("update_document", args.clone(), Duration::hours(TTL), true)
+        .await;
+    f.touch(third, json!({"edit": 2})).await;
+    assert_eq!(
+        f.sweeper(100)
+            .run_once(None)
+            .await
+            .unwrap()
+            .reproposals_enqueued,
+        1
+    );
+    let offline = Arc::new(agentd::llm::offline::OfflineProvider::default());
+    let run = run_reproposal(&f, offline).await;
+    assert_eq!(
+        (run.status.as_str(), run.stop_reason.as_deref()),
+        ("succeeded", Some("completed"))
+    );
+    let again: Vec<Value> = sqlx::query_scalar(
+        "SELECT args FROM pending_approvals WHERE run_id = $1 AND status = 'pending'",
+    )
+    .bind(run.id)
+    .fetch_all(&f.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(again, vec![args], "the same action, for a person to decide");
+}

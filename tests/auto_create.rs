@@ -610,3 +610,154 @@ async fn malformed_payloads_and_missing_documents_are_dead_at_once() {
     assert_eq!(attempt, 1);
     assert!(err.contains("not found in org"), "{err}");
 }
+
+/// The one call (issue 28, item 5): with constrained calls on, the first round asks for the
+/// schema and the prompt at once; the answer runs as `create_schema`, `create_prompt` (with the
+/// new schema) and `run_extraction`, each audited; the extraction is the second call, and
+/// with nothing flagged the summary comes from the run's records: 2 model calls.
+#[tokio::test]
+async fn one_call_proposes_schema_and_prompt_where_output_is_structured() {
+    let db = TestDb::new().await;
+    let mut config = common::test_config();
+    config.llm.constrained_calls = agentd::config::Constrained::On;
+    let mut app = common::app_with(&db, Arc::new(SystemClock) as SharedClock, config);
+    let p = Arc::new(ScriptedProvider::new(vec![
+        Turn::Dynamic(|req| {
+            let rf = req.response_format.as_ref().expect("a response_format");
+            assert_eq!(rf["json_schema"]["name"], "proposal", "{rf}");
+            let names = rf
+                .pointer("/json_schema/schema/properties/schema/properties/fields/items/properties/name/anyOf/0/enum")
+                .expect("the candidates' names are offered")
+                .to_string();
+            assert!(names.contains("invoice_number"), "{names}");
+            let text = json!({
+                "schema": {"fields": [{"name": "invoice_number", "type": "string"},
+                                      {"name": "total_due", "type": "number"}]},
+                "prompt": {"name": "Invoice", "content": "Extract the invoice number and the total due as JSON."},
+            });
+            answer(
+                vec![Block::Text {
+                    text: text.to_string(),
+                }],
+                FinishReason::EndTurn,
+            )
+        }),
+        // run_extraction's own call, with the new schema as its response_format.
+        Turn::Dynamic(|req| {
+            assert!(req.tools.is_empty(), "the extraction call");
+            let props = req
+                .response_format
+                .as_ref()
+                .and_then(|f| f.pointer("/json_schema/schema/properties"))
+                .expect("the schema's format")
+                .to_string();
+            assert!(props.contains("total_due"), "{props}");
+            answer(
+                vec![Block::Text {
+                    text: json!({"invoice_number": "INV-77", "total_due": 1250.0}).to_string(),
+                }],
+                FinishReason::EndTurn,
+            )
+        }),
+    ]));
+    app.provider = p.clone();
+    let org = org(&db, "acme").await;
+    let (doc, _) = add_document(&app, org, "invoice.txt", INVOICE, true)
+        .await
+        .unwrap();
+    drain(&app, &[doc]).await;
+    p.assert_complete();
+    assert_eq!(
+        p.calls(),
+        2,
+        "one call for schema and prompt, one extraction"
+    );
+    assert_eq!(status(&db, doc).await, "proposed");
+    let (sid, sv, pid, run): (Uuid, i32, Uuid, Uuid) = sqlx::query_as(
+        "SELECT proposed_schema_id, proposed_schema_version, proposed_prompt_id, auto_create_run_id
+           FROM documents WHERE id = $1",
+    )
+    .bind(doc)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    // The prompt is for the schema the same answer proposed.
+    let (ps, pv): (Uuid, i32) =
+        sqlx::query_as("SELECT schema_id, schema_version FROM prompts WHERE prompt_id = $1")
+            .bind(pid)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!((ps, pv), (sid, sv));
+    let audit: Vec<(String, String, Value)> = sqlx::query_as(
+        "SELECT tool, decision, args FROM audit_events WHERE run_id = $1 ORDER BY id",
+    )
+    .bind(run)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    let tools: Vec<(&str, &str)> = audit
+        .iter()
+        .map(|(t, d, _)| (t.as_str(), d.as_str()))
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            ("create_schema", "auto_approved"),
+            ("create_prompt", "auto_approved"),
+            ("run_extraction", "auto_approved"),
+        ]
+    );
+    assert_eq!(
+        audit[1].2["schema_revid"],
+        json!(format!("{sid}:{sv}")),
+        "the prompt's audit row names the schema it was filled in with"
+    );
+    let (st, reason, rounds, calls, text): (String, String, i32, i32, String) = sqlx::query_as(
+        "SELECT status, stop_reason, rounds, tool_calls, final_text FROM agent_runs WHERE id = $1",
+    )
+    .bind(run)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (st.as_str(), reason.as_str(), rounds, calls),
+        ("succeeded", "completed", 1, 3)
+    );
+    assert!(text.contains("from the run's records"), "{text}");
+}
+
+/// A flagged value leaves the model something to add: the summary round is asked for.
+#[tokio::test]
+async fn one_call_asks_the_model_again_when_the_extraction_flags_a_value() {
+    let db = TestDb::new().await;
+    let mut config = common::test_config();
+    config.llm.constrained_calls = agentd::config::Constrained::On;
+    let mut app = common::app_with(&db, Arc::new(SystemClock) as SharedClock, config);
+    let p = Arc::new(ScriptedProvider::new(vec![
+        Turn::text(
+            &json!({
+                "schema": {"fields": [{"name": "invoice_number", "type": "string"}]},
+                "prompt": {"name": "Invoice", "content": "Extract the invoice number."},
+            })
+            .to_string(),
+        ),
+        // A number the document does not contain: flagged.
+        Turn::text(&json!({"invoice_number": "INV-99999"}).to_string()),
+        Turn::text("Proposed; the invoice number is flagged for the reviewer."),
+    ]));
+    app.provider = p.clone();
+    let org = org(&db, "acme").await;
+    let (doc, _) = add_document(&app, org, "invoice.txt", INVOICE, true)
+        .await
+        .unwrap();
+    drain(&app, &[doc]).await;
+    p.assert_complete();
+    assert_eq!(p.calls(), 3);
+    assert_eq!(status(&db, doc).await, "proposed");
+    let last = p.requests.lock().unwrap()[2].clone();
+    assert!(
+        last.response_format.is_none() && !last.tools.is_empty(),
+        "the summary round"
+    );
+}

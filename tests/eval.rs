@@ -401,7 +401,22 @@ async fn eval_runs_offline_through_the_queue_and_prints_consistent_json() {
     assert_eq!(names, ["invoice_de", "invoice_en", "receipt_ocr"]);
     for d in docs {
         assert_eq!(d["status"], "proposed", "{d}");
-        assert!(d["model_calls"].as_i64().unwrap() >= 1);
+        // Every answer: the loop's rounds and run_extraction's own call(s).
+        let (rounds, extractions): (i32, i64) = sqlx::query_as(
+            "SELECT r.rounds, (SELECT count(*) FROM agent_steps s
+                                WHERE s.run_id = r.id AND s.kind = 'tool_model')
+               FROM agent_runs r WHERE r.subject = $1",
+        )
+        .bind(d["document_id"].as_str().unwrap())
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        assert!(extractions >= 1, "{d}");
+        assert_eq!(
+            d["model_calls"],
+            json!(i64::from(rounds) + extractions),
+            "{d}"
+        );
         assert_eq!(d["split"], "dev");
         assert!(d["tool_calls"].as_i64().unwrap() >= 3, "{d}");
         assert!(d["tokens"].as_i64().unwrap() > 0);
@@ -740,4 +755,50 @@ async fn a_scoped_claim_takes_only_its_orgs_jobs() {
         .collect();
     ns.sort();
     assert_eq!(ns, [1, 3]);
+}
+
+/// With constrained calls the offline model answers the one call for the schema and the prompt
+/// (issue 28, item 5): the same proposals in at most 3 model calls a document (the one call,
+/// the extraction, a summary round only when a value is flagged), fewer than step by step, and
+/// the eval counts each of them.
+#[tokio::test]
+async fn the_one_call_proposes_the_same_fields_in_fewer_counted_calls() {
+    let run = |constrained: bool| {
+        let db_fut = TestDb::new();
+        async move {
+            let db = db_fut.await;
+            let mut args = vec![
+                "eval",
+                "--provider",
+                "offline",
+                "--json",
+                "--only",
+                "invoice_en,receipt_ocr,invoice_de",
+            ];
+            if constrained {
+                args.push("--constrained");
+            }
+            let out = agentd(&db, &args);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let r: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+            r["documents"].as_array().unwrap().clone()
+        }
+    };
+    let (step, one) = (run(false).await, run(true).await);
+    for (a, b) in step.iter().zip(&one) {
+        assert_eq!(b["status"], "proposed", "{b}");
+        assert_eq!(a["field_recall"], b["field_recall"], "{a}\n{b}");
+        assert_eq!(a["value_accuracy"], b["value_accuracy"], "{a}\n{b}");
+        let (calls_a, calls_b) = (
+            a["model_calls"].as_i64().unwrap(),
+            b["model_calls"].as_i64().unwrap(),
+        );
+        assert!((2..=3).contains(&calls_b), "{b}");
+        assert!(calls_b < calls_a, "{calls_b} vs {calls_a}");
+        assert!(b["tokens"].as_i64().unwrap() < a["tokens"].as_i64().unwrap());
+    }
 }

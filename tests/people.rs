@@ -1111,7 +1111,12 @@ async fn a_re_proposal_run_sees_the_decisions_on_its_document() {
     .await
     .unwrap();
     let job = claimed.into_iter().find(|j| j.id == id).expect("claimed");
-    let p = Arc::new(ScriptedProvider::new(vec![Turn::text("Not again.")]));
+    // A re-proposal owes the action again: a prose answer is nudged (agent.max_nudges = 2).
+    let p = Arc::new(ScriptedProvider::new(vec![
+        Turn::text("Not again."),
+        Turn::text("Not again."),
+        Turn::text("Not again."),
+    ]));
     let mut app = api.app.clone();
     app.provider = p.clone();
     agentd::jobs::approval_expiry::ApprovalExpiry { app }

@@ -63,7 +63,7 @@ pub fn call_format(
 /// In `create_schema`'s list of `{name, type}` fields, the name is one of `candidates` or any
 /// other name (both described): the candidates come first so a model that cannot name a field
 /// well picks one.
-fn offer_names(args: &mut Value, candidates: &[String]) {
+pub(super) fn offer_names(args: &mut Value, candidates: &[String]) {
     if candidates.is_empty() {
         return;
     }
@@ -81,7 +81,10 @@ fn offer_names(args: &mut Value, candidates: &[String]) {
 }
 
 /// Arguments whose only right value this run already knows.
-fn pins(goal: Option<&GoalState>, document_id: Option<Uuid>) -> Vec<(&'static str, String)> {
+pub(super) fn pins(
+    goal: Option<&GoalState>,
+    document_id: Option<Uuid>,
+) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     if let Some(g) = goal {
         if let Some(s) = &g.schema {

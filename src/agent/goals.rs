@@ -2,13 +2,15 @@
 //! what the model says). auto_create's goal is a schema (created or reused), a prompt and an
 //! extraction for its document; the nightly `proactive_suggestion`'s is a read of the org's
 //! overview and a suggestion (or an action proposed for approval), while the overview shows
-//! something worth one and the night has room for it. The same state
+//! something worth one and the night has room for it; a re-proposal run's (`approval_expiry`
+//! with a stale approval) is the action proposed again (or any write it proposed or made),
+//! while what the action is about still exists. The same state
 //! gives the working-state block each round carries, the next step named in nudges and errors,
-//! and guided mode's tool subset. Kinds without a declared goal end when the model answers, as
-//! before.
+//! and guided mode's tool subset. Every kind that runs a model declares one; a run without a
+//! goal (goals off) ends when the model answers.
 
 use super::RunSpec;
-use crate::store::{auto_create, schemas, suggestions};
+use crate::store::{approvals, auto_create, documents, schemas, suggestions};
 use crate::tools::revid;
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
@@ -24,6 +26,16 @@ pub enum Part {
     Overview,
     /// The nightly run's suggestion.
     Suggestion,
+    /// A re-proposal run's action, proposed again.
+    Reproposal,
+}
+
+/// A re-proposal run's stale approval: the action to propose again and the document it is
+/// about (none: not about a document).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reproposal {
+    pub tool: String,
+    pub document_id: Option<Uuid>,
 }
 
 impl Part {
@@ -35,6 +47,7 @@ impl Part {
             Part::Extraction => "extraction",
             Part::Overview => "overview",
             Part::Suggestion => "suggestion",
+            Part::Reproposal => "re-proposal",
         }
     }
 
@@ -59,6 +72,15 @@ impl Part {
                 "create_suggestion",
                 "list_documents",
                 "get_document",
+            ],
+            // The re-proposal job's tools: the action is one of them.
+            Part::Reproposal => &[
+                "get_document",
+                "list_tags",
+                "update_document",
+                "create_tag",
+                "delete_document",
+                "run_extraction",
             ],
         }
     }
@@ -86,6 +108,8 @@ pub struct GoalState {
     pub revise_prompt: Option<Uuid>,
     /// The nightly run: the suggestions it made (`None` for auto_create).
     pub suggestions: Option<i64>,
+    /// A re-proposal run: the stale approval's tool (`None` for other kinds).
+    pub repropose: Option<String>,
 }
 
 impl GoalState {
@@ -119,6 +143,11 @@ impl GoalState {
             Some(Part::Suggestion) => "call `create_suggestion` with a title, a message and the \
                  document the most useful action the overview shows is about"
                 .to_string(),
+            Some(Part::Reproposal) => format!(
+                "call `{}` again with arguments that fit the current data (read it first if \
+                 you have not); it is stored for a person to approve",
+                self.repropose.as_deref().unwrap_or("?")
+            ),
             None => "answer with a one-paragraph summary of what you proposed".to_string(),
         }
     }
@@ -127,14 +156,15 @@ impl GoalState {
     /// fields), so their results may shrink to one line; the nightly block does not (the
     /// overview stays readable for every suggestion).
     pub fn names_what_calls_made(&self) -> bool {
-        self.suggestions.is_none()
+        self.suggestions.is_none() && self.repropose.is_none()
     }
 
     /// The tools guided mode offers once the goal is met.
     pub fn done_tools(&self) -> &'static [&'static str] {
-        match self.suggestions {
-            Some(_) => Part::Suggestion.tools(),
-            None => &GUIDED_DONE_TOOLS,
+        match (self.suggestions, &self.repropose) {
+            (Some(_), _) => Part::Suggestion.tools(),
+            (None, Some(_)) => Part::Reproposal.tools(),
+            (None, None) => &GUIDED_DONE_TOOLS,
         }
     }
 
@@ -143,6 +173,16 @@ impl GoalState {
         if let Some(n) = self.suggestions {
             return format!(
                 "[run state] suggestions written by this run: {n}. Next: {}.",
+                self.next_step()
+            );
+        }
+        if let Some(tool) = &self.repropose {
+            let state = match self.met() {
+                true => "done",
+                false => "not yet proposed",
+            };
+            return format!(
+                "[run state] re-proposal of `{tool}`: {state}. Next: {}.",
                 self.next_step()
             );
         }
@@ -184,6 +224,11 @@ pub async fn state(
         && let Some(night) = spec.night
     {
         return nightly(pool, spec, run_id, night, now).await.map(Some);
+    }
+    if spec.settings.goals
+        && let Some(r) = &spec.repropose
+    {
+        return reproposal(pool, spec, run_id, r).await.map(Some);
     }
     let (true, Some(doc)) = (
         spec.settings.goals && spec.kind == "auto_create",
@@ -251,6 +296,32 @@ async fn nightly(
             g.missing.push(Part::Overview);
         }
         g.missing.push(Part::Suggestion);
+    }
+    Ok(g)
+}
+
+/// The re-proposal goal: the action proposed again (or any write this run proposed or made),
+/// unless the document it is about is gone — then there is nothing to propose.
+async fn reproposal(
+    pool: &PgPool,
+    spec: &RunSpec,
+    run_id: Uuid,
+    r: &Reproposal,
+) -> sqlx::Result<GoalState> {
+    let mut conn = pool.acquire().await?;
+    let mut g = GoalState {
+        repropose: Some(r.tool.clone()),
+        ..GoalState::default()
+    };
+    if approvals::acted_by_run(&mut conn, spec.org_id, run_id).await? > 0 {
+        return Ok(g);
+    }
+    let subject = match r.document_id {
+        Some(d) => documents::exists(&mut conn, spec.org_id, d).await?,
+        None => true,
+    };
+    if subject {
+        g.missing.push(Part::Reproposal);
     }
     Ok(g)
 }

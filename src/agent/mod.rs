@@ -14,6 +14,7 @@ mod guard;
 mod marks;
 mod metering;
 mod model_step;
+mod one_call;
 mod outcome;
 mod round;
 pub mod settings;
@@ -65,6 +66,8 @@ pub struct RunSpec {
     pub max_suggestions: Option<u32>,
     /// For re-proposals: the chain given to the approvals this run proposes.
     pub chain: Option<crate::store::approvals::Chain>,
+    /// For re-proposals: the stale approval's action (the run's goal).
+    pub repropose: Option<goals::Reproposal>,
     /// Nudges, repeat guard, guided mode, tool_choice and sizes.
     pub settings: LoopSettings,
     /// What the run starts from besides its document: a schema, prompt and tags a person
@@ -316,6 +319,23 @@ impl Engine {
                     }
                 }
             }
+            // Nothing for a model to add (a constrained run whose extraction flags nothing): the
+            // summary is built from the run's records instead of asked for.
+            let constrained = round::constrained(self, spec);
+            if recorded.is_none()
+                && one_call::nothing_to_add(constrained, goal.as_ref(), &t)
+                && let Some(g) = &goal
+            {
+                let text = one_call::summary(g);
+                return self
+                    .finish(
+                        run.id,
+                        RunStatus::Succeeded,
+                        StopReason::Completed,
+                        Some(&text),
+                    )
+                    .await;
+            }
             let now = self.clock.now();
             let past_deadline = marks::active_time(run.started_at, &steps, now) >= deadline;
             let capped = recorded.or_else(|| cap_reached(spec, &t, tokens, past_deadline));
@@ -356,6 +376,19 @@ impl Engine {
                     false,
                 )));
             }
+            // The one call for the schema and the prompt; `plain` is the round without it.
+            let plain = match req.tool_choice == crate::llm::ToolChoice::Required
+                && one_call::applies(spec, constrained, goal.as_ref(), &t, &first_message)
+            {
+                true => {
+                    let mut plain = req.clone();
+                    plain.response_format = None;
+                    let candidates = crate::analysis::names_in_brief(&first_message);
+                    one_call::shape(&mut req, &self.env.registry, &candidates);
+                    Some(plain)
+                }
+                false => None,
+            };
             // Reserve the call's estimate against the org budget; settled at the checkpoint. An
             // org without a budget (just read) has nothing to reserve against.
             let reservation = match org_budget {
@@ -372,7 +405,7 @@ impl Engine {
             let this_round = round::span(t.rounds);
             round = Some(this_round.clone());
             let resp = tokio::select! {
-                r = round::call(self, spec, run.id, req).instrument(this_round.clone()) => r,
+                r = round::call(self, spec, run.id, req, plain).instrument(this_round.clone()) => r,
                 _ = cancel.cancelled() => {
                     budget::release(&self.pool, &reservation).await;
                     return Err(RunError::Cancelled);
@@ -450,7 +483,8 @@ impl Engine {
         goal: Option<&goals::GoalState>,
     ) -> Result<Written, RunError> {
         let registry = &self.env.registry;
-        let (fixed, _notes) = guard::repaired(registry, call);
+        let call = one_call::fill_pins(registry, goal, call);
+        let (fixed, _notes) = guard::repaired(registry, &call);
         if spec.settings.compact
             && let Some(earlier) = guard::repeat_of(t, registry, &fixed.1, &fixed.2)
         {

@@ -5,7 +5,7 @@
 
 use super::goals::GoalState;
 use super::transcript::Transcript;
-use super::{Engine, RunError, RunSpec, StopReason, constrain, context, guard, summary};
+use super::{Engine, RunError, RunSpec, StopReason, constrain, context, guard, one_call, summary};
 use crate::config::Constrained;
 use crate::llm::{
     CompletionRequest, CompletionResponse, LlmError, Message, Role, ToolChoice, ToolSpec,
@@ -65,16 +65,7 @@ pub fn build(
     } else {
         ToolChoice::Auto
     };
-    let constrained = match s.constrained_calls {
-        Constrained::On => true,
-        Constrained::Off => false,
-        Constrained::Auto => engine
-            .env
-            .provider
-            .endpoint()
-            .is_some_and(|e| !schema_output::refused(e)),
-    };
-    let response_format = if constrained && tool_choice == ToolChoice::Required {
+    let response_format = if constrained(engine, spec) && tool_choice == ToolChoice::Required {
         let candidates = crate::analysis::names_in_brief(first_message);
         constrain::call_format(
             &tools,
@@ -106,6 +97,20 @@ pub fn build(
     }
 }
 
+/// Whether this run's rounds that require a call are constrained (`llm.constrained_calls`:
+/// on, off, or "auto": while the provider's endpoint has not refused a `response_format`).
+pub fn constrained(engine: &Engine, spec: &RunSpec) -> bool {
+    match spec.settings.constrained_calls {
+        Constrained::On => true,
+        Constrained::Off => false,
+        Constrained::Auto => engine
+            .env
+            .provider
+            .endpoint()
+            .is_some_and(|e| !schema_output::refused(e)),
+    }
+}
+
 /// The span of round `round` (0-based): its provider calls, then the tool calls it asked for
 /// (`Engine::run_call` opens theirs under it), until the next round.
 pub fn span(round: u32) -> tracing::Span {
@@ -113,19 +118,22 @@ pub fn span(round: u32) -> tracing::Span {
 }
 
 /// Calls the provider for `req`; on an unparsed-output error retries once with [`PARSE_HINT`].
-/// Returns the answer with usage filled in (estimated when the provider sent none).
+/// Returns the answer with usage filled in (estimated when the provider sent none). `plain`:
+/// the round as it is without constrained calls, asked instead when "auto" finds the endpoint
+/// refusing a `response_format` (else `req` without its format).
 pub async fn call(
     engine: &Engine,
     spec: &RunSpec,
     run_id: Uuid,
     mut req: CompletionRequest,
+    mut plain: Option<CompletionRequest>,
 ) -> Result<CompletionResponse, LlmError> {
     let mut hinted = false;
     loop {
         let result = engine.env.provider.complete(req.clone()).await;
         match result {
             Ok(mut resp) => {
-                if req.tool_choice != ToolChoice::None {
+                if one_call::split(&req, &mut resp) == 0 && req.tool_choice != ToolChoice::None {
                     // Any tool of the job counts, also one this round did not offer (guided).
                     let n = textcalls::recover(&mut resp, &spec.policy.allow);
                     if n > 0 {
@@ -154,7 +162,10 @@ pub async fn call(
                 {
                     warn!(error = %e, endpoint, "the server refused a response_format JSON Schema; constrained calls are off for it from now on");
                     schema_output::mark_refused(endpoint);
-                    req.response_format = None;
+                    match plain.take() {
+                        Some(p) => req = p,
+                        None => req.response_format = None,
+                    }
                     continue;
                 }
                 if hinted || !e.is_unparsed_output() {

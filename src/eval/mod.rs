@@ -75,7 +75,7 @@ pub struct DocResult {
 /// What documents cost: summed over runs, then over documents.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
 pub struct Work {
-    /// Model answers (one per round).
+    /// Model answers: one per round, and each of run_extraction's own.
     pub model_calls: i64,
     pub tool_calls: i64,
     pub tokens: i64,
@@ -84,11 +84,12 @@ pub struct Work {
 }
 
 impl Work {
-    /// A run's work; a run still going counts until `now`.
-    pub fn of_run(r: &RunRow, now: DateTime<Utc>) -> Self {
+    /// A run's work, with `tool_answers` model answers its tools asked for (run_extraction's); a
+    /// run still going counts until `now`.
+    pub fn of_run(r: &RunRow, tool_answers: i64, now: DateTime<Utc>) -> Self {
         let end = r.finished_at.unwrap_or(now);
         Work {
-            model_calls: i64::from(r.counters.rounds),
+            model_calls: i64::from(r.counters.rounds) + tool_answers,
             tool_calls: i64::from(r.counters.tool_calls),
             tokens: r.counters.tokens(),
             seconds: (end - r.started_at).num_milliseconds() as f64 / 1000.0,
@@ -187,6 +188,8 @@ pub async fn run(
     worker.join().await;
     let wall_seconds = started.elapsed().as_secs_f64();
     let all_runs = runs::list_runs(&app.pool, Some(org.id), Some("auto_create"), 10_000).await?;
+    let run_ids: Vec<uuid::Uuid> = all_runs.iter().map(|r| r.id).collect();
+    let tool_answers = runs::tool_model_answers(&app.pool, &run_ids).await?;
     let mut by_doc: HashMap<String, Vec<&runs::RunRow>> = HashMap::new();
     for r in &all_runs {
         by_doc.entry(r.subject.clone()).or_default().push(r);
@@ -234,7 +237,8 @@ pub async fn run(
             stop_reason: last_run.and_then(|r| r.stop_reason.clone()),
             runs: doc_runs.len(),
             work: doc_runs.iter().fold(Work::default(), |mut w, r| {
-                w += Work::of_run(r, app.clock.now());
+                let extra = tool_answers.get(&r.id).copied().unwrap_or(0);
+                w += Work::of_run(r, extra, app.clock.now());
                 w
             }),
             error,

@@ -138,12 +138,16 @@ impl JobHandler for ApprovalExpiry {
         run_spec.chain = Some(a.chain.next());
         // What people decided about the same document (else the same chain).
         use crate::store::decisions::DecisionScope;
-        run_spec.decisions = Some(
-            match crate::approvals::acted_on_document(&a.action.tool, &a.action.args) {
-                Some(doc) => DecisionScope::Document(doc),
-                None => DecisionScope::Chain(a.chain.id),
-            },
-        );
+        let about = crate::approvals::acted_on_document(&a.action.tool, &a.action.args);
+        run_spec.decisions = Some(match about {
+            Some(doc) => DecisionScope::Document(doc),
+            None => DecisionScope::Chain(a.chain.id),
+        });
+        // Its goal: the action proposed again while its document exists.
+        run_spec.repropose = Some(crate::agent::goals::Reproposal {
+            tool: a.action.tool.clone(),
+            document_id: about,
+        });
         let o = super::run_loop(app, spec, &run_spec, &job).await?;
         info!(run_id = %o.run_id, status = %o.status, "re-proposal run done");
         Ok(())

@@ -11,6 +11,8 @@
 //!   plan, then it stops with a summary. A schema, prompt or tags the first message says a
 //!   person chose (`jobs/start.rs`) are reused: no `create_schema` for a chosen schema, only
 //!   `run_extraction` for a chosen prompt, the tags on the prompt.
+//! - **the one call** (a `response_format` named `proposal`, under constrained calls): the
+//!   same schema and prompt as one JSON answer.
 //! - **extraction requests** (a `response_format` is given): answers with JSON holding, for each
 //!   schema property, the value of the candidate of that name (or label) in the analysis of the
 //!   request's text (numbers and `YYYY-MM-DD` dates normalised, missing values `null`).
@@ -21,6 +23,9 @@
 //! - **refine** (the first message carries `<reviewer_instructions>`): "add field X", "rename X
 //!   to Y", "remove field X" applied to the proposal's schema → `update_schema` →
 //!   `update_prompt` → `run_extraction` → a summary naming each change (`offline/refine.rs`).
+//! - **re-proposal** (the first message says `went stale: <tool> with <args>`): the same call
+//!   again, unchanged, for a person to decide on the current data → a summary
+//!   (`offline/repropose.rs`).
 //! - `tool_choice: none`, or nothing it knows how to do: a one-line summary of the transcript.
 //!
 //! Token usage is estimated as characters / 4. `llm.offline_latency_ms` adds a fixed delay to
@@ -36,6 +41,7 @@ use std::collections::HashMap;
 mod nightly;
 mod proposal;
 mod refine;
+mod repropose;
 
 pub use proposal::{
     Field, extract, fields_arg, fields_listed, fields_of, infer_fields, prompt_content,
@@ -153,6 +159,8 @@ fn find_str<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a str> {
 
 enum Next {
     Call(&'static str, Value),
+    /// A call of a tool the first message names (a re-proposal's).
+    CallNamed(String, Value),
     Say(String),
 }
 
@@ -187,6 +195,46 @@ impl Start {
     }
 }
 
+/// The document's name and the fields the offline model proposes for it: the candidates the
+/// first message lists (the whole document), else the text's own.
+fn document_fields(doc: &Value) -> (&str, Vec<Field>) {
+    let text = find_str(doc, &["text", "excerpt", "content"]).unwrap_or("");
+    let name = find_str(doc, &["name"]).unwrap_or("document");
+    let listed = doc
+        .get("candidates")
+        .and_then(Value::as_str)
+        .map(crate::analysis::parse_brief)
+        .unwrap_or_default();
+    let fields = if listed.is_empty() {
+        infer_fields(text)
+    } else {
+        fields_listed(&listed)
+    };
+    (name, fields)
+}
+
+/// The one call for the schema and the prompt (`agent::one_call`, a `response_format` named
+/// `proposal`): the same schema and prompt the step-by-step path makes, as one JSON answer
+/// (the schema in the `fields` form its step path sends, list fields included: a heuristic,
+/// not a server that constrains decoding).
+fn one_call(req: &CompletionRequest) -> Option<String> {
+    let named = req
+        .response_format
+        .as_ref()
+        .and_then(|f| f.pointer("/json_schema/name"))
+        .is_some_and(|n| n == "proposal");
+    if !named {
+        return None;
+    }
+    let doc = document_in_first_message(req)?;
+    let (name, fields) = document_fields(&doc);
+    let answer = json!({
+        "schema": {"name": format!("{name} fields"), "fields": fields_arg(&fields)},
+        "prompt": {"name": format!("Extract {name}"), "content": prompt_content(&fields)},
+    });
+    Some(answer.to_string())
+}
+
 fn auto_create(
     r: &HashMap<String, (Vec<Value>, u32)>,
     shown: Option<&Value>,
@@ -211,19 +259,7 @@ fn auto_create(
             Next::Call("get_document", json!({}))
         };
     };
-    let text = find_str(doc, &["text", "excerpt", "content"]).unwrap_or("");
-    let name = find_str(doc, &["name"]).unwrap_or("document");
-    // The candidates the first message lists (the whole document), else the text's own.
-    let listed = doc
-        .get("candidates")
-        .and_then(Value::as_str)
-        .map(crate::analysis::parse_brief)
-        .unwrap_or_default();
-    let fields = if listed.is_empty() {
-        infer_fields(text)
-    } else {
-        fields_listed(&listed)
-    };
+    let (name, fields) = document_fields(doc);
     let chosen = start.schema.as_ref().map(|s| json!({"schema_revid": s}));
     let Some(schema) = ok("create_schema").or(chosen.as_ref()) else {
         if errors("create_schema") >= 2 {
@@ -293,7 +329,9 @@ impl LlmProvider for OfflineProvider {
             .response_format
             .as_ref()
             .filter(|_| req.tools.is_empty());
-        let (content, finish) = if let Some(rf) = extraction {
+        let (content, finish) = if let Some(text) = one_call(&req) {
+            (vec![Block::Text { text }], FinishReason::EndTurn)
+        } else if let Some(rf) = extraction {
             let text = req
                 .messages
                 .iter()
@@ -320,6 +358,12 @@ impl LlmProvider for OfflineProvider {
                 nightly::proactive(&r)
             } else if let Some(first) = first_user_text(&req).filter(|t| refine::is_refine(t)) {
                 refine::next(&first, &r)
+            } else if let Some(action) = first_user_text(&req)
+                .as_deref()
+                .and_then(repropose::stale_action)
+            {
+                let offered: Vec<String> = req.tools.iter().map(|t| t.name.clone()).collect();
+                repropose::next(action, &offered, &r)
             } else if has("create_schema") || has("create_prompt") || has("run_extraction") {
                 // Any auto_create stage (guided mode offers one stage's tools at a time).
                 let start = Start::of(first_user_text(&req).as_deref());
@@ -327,8 +371,13 @@ impl LlmProvider for OfflineProvider {
             } else {
                 Next::Say("offline model: nothing to do for this job.".into())
             };
-            match next {
-                Next::Call(name, args) => {
+            let call = match next {
+                Next::Call(name, args) => Ok((name.to_string(), args)),
+                Next::CallNamed(name, args) => Ok((name, args)),
+                Next::Say(t) => Err(t),
+            };
+            match call {
+                Ok((name, args)) => {
                     let n = req
                         .messages
                         .iter()
@@ -337,13 +386,13 @@ impl LlmProvider for OfflineProvider {
                     (
                         vec![Block::ToolUse {
                             id: format!("offline_{n}"),
-                            name: name.into(),
+                            name,
                             arguments: args.to_string(),
                         }],
                         FinishReason::ToolUse,
                     )
                 }
-                Next::Say(t) => (vec![Block::Text { text: t }], FinishReason::EndTurn),
+                Err(t) => (vec![Block::Text { text: t }], FinishReason::EndTurn),
             }
         };
         let out_len: usize = content

@@ -156,6 +156,23 @@ pub async fn lock(
         .await
 }
 
+/// Calls of a write or destructive tool that run `run_id` proposed or made (audited, not
+/// refused or failed): what a re-proposal run has done.
+pub async fn acted_by_run(
+    conn: &mut sqlx::PgConnection,
+    org_id: Uuid,
+    run_id: Uuid,
+) -> sqlx::Result<i64> {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM audit_events WHERE org_id = $1 AND run_id = $2 AND NOT is_error
+            AND category IN ('write', 'destructive') AND decision IN ('proposed', 'auto_approved')",
+    )
+    .bind(org_id)
+    .bind(run_id)
+    .fetch_one(conn)
+    .await
+}
+
 /// One approval.
 pub async fn get<'e, E: PgExecutor<'e>>(exec: E, id: Uuid) -> sqlx::Result<Option<ApprovalRow>> {
     let get = "SELECT * FROM pending_approvals WHERE id = $1";

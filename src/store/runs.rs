@@ -179,6 +179,22 @@ pub async fn create_run(conn: &mut PgConnection, r: &NewRun<'_>) -> sqlx::Result
     }
 }
 
+/// Model answers a tool asked for itself (`run_extraction`'s `tool_model` checkpoints) per
+/// run of `run_ids`: the calls a run made besides its rounds.
+pub async fn tool_model_answers<'e, E: PgExecutor<'e>>(
+    exec: E,
+    run_ids: &[Uuid],
+) -> sqlx::Result<std::collections::HashMap<Uuid, i64>> {
+    let rows: Vec<(Uuid, i64)> = sqlx::query_as(
+        "SELECT run_id, count(*) FROM agent_steps WHERE run_id = ANY($1) AND kind = 'tool_model'
+          GROUP BY run_id",
+    )
+    .bind(run_ids)
+    .fetch_all(exec)
+    .await?;
+    Ok(rows.into_iter().collect())
+}
+
 /// The checkpoints of a run, in order.
 pub async fn steps<'e, E: PgExecutor<'e>>(exec: E, run_id: Uuid) -> sqlx::Result<Vec<StepRow>> {
     sqlx::query_as("SELECT seq, kind, call_id, payload, created_at FROM agent_steps WHERE run_id = $1 ORDER BY seq")
