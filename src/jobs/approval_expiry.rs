@@ -139,7 +139,11 @@ impl JobHandler for ApprovalExpiry {
         // What people decided about the same document (else the same chain).
         use crate::store::decisions::DecisionScope;
         run_spec.decisions = Some(
-            match crate::approvals::acted_on_document(&a.action.tool, &a.action.args) {
+            match app
+                .registry
+                .get(&a.action.tool)
+                .and_then(|t| t.document(&a.action.args))
+            {
                 Some(doc) => DecisionScope::Document(doc),
                 None => DecisionScope::Chain(a.chain.id),
             },

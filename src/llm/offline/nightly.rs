@@ -5,24 +5,28 @@
 //! tag because it cannot read what the tags mean.
 
 use super::{Next, find_str};
+use crate::tools::Declaration;
+use crate::tools::documents::UpdateDocument;
+use crate::tools::suggestions::{CreateSuggestion, OrgOverview};
+use crate::tools::tags::ListTags;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
 /// The next step of a nightly run, from the tool results so far.
 pub(super) fn proactive(r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
-    let Some(overview) = r.get("org_overview").and_then(|(v, _)| v.last()) else {
-        return Next::Call("org_overview", json!({}));
+    let Some(overview) = r.get(OrgOverview::NAME).and_then(|(v, _)| v.last()) else {
+        return Next::Call(OrgOverview::NAME, json!({}));
     };
     let done = r
-        .get("create_suggestion")
+        .get(CreateSuggestion::NAME)
         .map(|(v, e)| v.len() as u32 + e)
         .unwrap_or(0);
     let mut candidates = Vec::new();
     collect_signals(overview, "", &mut candidates);
     let wants_tags = candidates.iter().any(|c| c.0 == "tag_documents");
-    let tags = r.get("list_tags");
+    let tags = r.get(ListTags::NAME);
     if wants_tags && tags.is_none() {
-        return Next::Call("list_tags", json!({}));
+        return Next::Call(ListTags::NAME, json!({}));
     }
     // The org's first tag: (id, name).
     let tag = tags
@@ -41,12 +45,12 @@ pub(super) fn proactive(r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
                     "{title}. Found by the nightly review (offline model): it proposes the tag \
                      '{tag_name}', the organisation's first."
                 ));
-                args["proposed_action"] = json!({"tool": "update_document",
+                args["proposed_action"] = json!({"tool": UpdateDocument::NAME,
                     "args": {"document_id": d, "tag_ids": [tag_id]}});
             }
             args["document_id"] = Value::String(d);
         }
-        return Next::Call("create_suggestion", args);
+        return Next::Call(CreateSuggestion::NAME, args);
     }
     Next::Say(format!(
         "offline model: reviewed the organisation and wrote {done} suggestion(s)."

@@ -10,6 +10,10 @@
 use super::Next;
 use super::proposal::{Field, prompt_content};
 use crate::analysis::lexicon::snake;
+use crate::tools::Declaration;
+use crate::tools::extraction::RunExtraction;
+use crate::tools::prompts::UpdatePrompt;
+use crate::tools::schemas::UpdateSchema;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 
@@ -151,8 +155,8 @@ pub fn next(first: &str, r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
     let (edited, applied) = apply(&rf, &changes(instructions));
     if applied.is_empty() {
         let current = quoted_after(first, "prompt_revid").unwrap_or_default();
-        if ok("run_extraction").is_none() && errors("run_extraction") < 2 {
-            return Next::Call("run_extraction", json!({"prompt_revid": current}));
+        if ok(RunExtraction::NAME).is_none() && errors(RunExtraction::NAME) < 2 {
+            return Next::Call(RunExtraction::NAME, json!({"prompt_revid": current}));
         }
         return Next::Say(
             "offline model: no change it understands in the instructions (it knows \"add \
@@ -161,18 +165,18 @@ pub fn next(first: &str, r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
                 .into(),
         );
     }
-    let Some(schema) = ok("update_schema") else {
-        if errors("update_schema") >= 2 {
+    let Some(schema) = ok(UpdateSchema::NAME) else {
+        if errors(UpdateSchema::NAME) >= 2 {
             return Next::Say("offline model: update_schema was refused twice; stopping.".into());
         }
         return Next::Call(
-            "update_schema",
+            UpdateSchema::NAME,
             json!({"schema_id": schema_id, "response_format": edited}),
         );
     };
     let schema_revid = find(schema, "schema_revid").unwrap_or_default();
-    let Some(prompt) = ok("update_prompt") else {
-        if errors("update_prompt") >= 2 {
+    let Some(prompt) = ok(UpdatePrompt::NAME) else {
+        if errors(UpdatePrompt::NAME) >= 2 {
             return Next::Say("offline model: update_prompt was refused twice; stopping.".into());
         }
         let fields: Vec<Field> = edited
@@ -181,17 +185,17 @@ pub fn next(first: &str, r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
             .map(fields_of)
             .unwrap_or_default();
         return Next::Call(
-            "update_prompt",
+            UpdatePrompt::NAME,
             json!({"prompt_id": prompt_id, "schema_revid": schema_revid,
                    "content": prompt_content(&fields)}),
         );
     };
     let prompt_revid = find(prompt, "prompt_revid").unwrap_or_default();
-    if ok("run_extraction").is_none() {
-        if errors("run_extraction") >= 2 {
+    if ok(RunExtraction::NAME).is_none() {
+        if errors(RunExtraction::NAME) >= 2 {
             return Next::Say("offline model: run_extraction failed twice; stopping.".into());
         }
-        return Next::Call("run_extraction", json!({"prompt_revid": prompt_revid}));
+        return Next::Call(RunExtraction::NAME, json!({"prompt_revid": prompt_revid}));
     }
     let said: Vec<String> = applied.iter().map(Change::words).collect();
     Next::Say(format!(
