@@ -1,5 +1,6 @@
-//! Wiring: the shared application context, and the worker process (workers, cron, rescuer,
-//! retention, HTTP) with its shutdown.
+//! Wiring: the shared application context job handlers, commands and the API are given, and
+//! the worker process's options and handle (`crate::worker` starts it: workers, cron, rescuer,
+//! retention, HTTP).
 
 use crate::agent::{Caps, Engine, Policy, RunSpec};
 use crate::approvals::ToolEnv;
@@ -8,14 +9,12 @@ use crate::catalog::JobSpec;
 use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::llm::SharedProvider;
-use crate::queue::backoff::Backoff;
-use crate::queue::cron::{CronEntry, Scheduler};
-use crate::queue::maintenance::{Rescuer, Retention};
-use crate::queue::worker::{KindRuntime, WorkerOptions, WorkerReport, WorkerStats};
+use crate::queue::cron::CronEntry;
+use crate::queue::worker::{WorkerReport, WorkerStats};
 use crate::tools::Registry;
 use sqlx::PgPool;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -72,7 +71,7 @@ pub struct RunningWorker {
     pub stats: Vec<Arc<WorkerStats>>,
     pub http_addr: Option<std::net::SocketAddr>,
     pub shutdown: CancellationToken,
-    handle: tokio::task::JoinHandle<WorkerReport>,
+    pub(crate) handle: tokio::task::JoinHandle<WorkerReport>,
 }
 
 impl RunningWorker {
@@ -93,6 +92,9 @@ pub enum StartError {
     /// The kinds asked for, or their concurrency against the pool, do not fit.
     #[error("{0}")]
     Input(String),
+    /// The database did not answer the start-up checks (after retries): exit 1, not 2.
+    #[error("database: {0}")]
+    Database(#[source] crate::llm::org_keys::StartupCheckError),
     /// `http.addr` cannot be bound.
     #[error("http.addr {addr}: cannot listen: {source}")]
     Listen {
@@ -219,48 +221,6 @@ impl App {
         }
     }
 
-    /// The queue runtimes for `args.kinds` (validated against the catalog).
-    pub fn runtimes(&self, args: &WorkerArgs) -> Result<Vec<KindRuntime>, String> {
-        let handlers = crate::jobs::handlers(self);
-        let kinds: Vec<String> = if args.kinds.is_empty() {
-            handlers.keys().cloned().collect()
-        } else {
-            args.kinds.clone()
-        };
-        let mut out = Vec::new();
-        for kind in kinds {
-            let spec = self.catalog.get(&kind).ok_or_else(|| {
-                format!(
-                    "--kinds: unknown job kind `{kind}` (known: {})",
-                    self.catalog
-                        .kinds
-                        .keys()
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            })?;
-            let handler = handlers
-                .get(&kind)
-                .cloned()
-                .ok_or_else(|| format!("--kinds: `{kind}` has no handler in this build"))?;
-            out.push(KindRuntime {
-                kind: kind.clone(),
-                handler,
-                concurrency: args.concurrency.unwrap_or(spec.queue.concurrency as usize),
-                timeout: Duration::from_secs(spec.queue.timeout_secs),
-                backoff: Backoff {
-                    base: Duration::from_millis(spec.queue.backoff_base_ms),
-                    max: Duration::from_millis(spec.queue.backoff_max_ms),
-                },
-                delete_on_success: spec.queue.delete_on_success,
-                max_running_per_org: spec.queue.max_running_per_org,
-                newcomer_slots: spec.queue.newcomer_slots as usize,
-            });
-        }
-        Ok(out)
-    }
-
     /// The cron entries of every kind with a schedule.
     pub fn cron_entries(&self) -> Vec<CronEntry> {
         self.catalog
@@ -278,134 +238,7 @@ impl App {
             })
             .collect()
     }
-
-    /// Starts workers, cron, rescuer, retention and the HTTP endpoints.
-    pub async fn start_worker(
-        &self,
-        args: WorkerArgs,
-        shutdown: CancellationToken,
-    ) -> Result<RunningWorker, StartError> {
-        let runtimes = self.runtimes(&args).map_err(StartError::Input)?;
-        let cipher = crate::llm::org_keys::Cipher::from_config(&self.config.llm);
-        crate::llm::org_keys::check_startup(&self.pool, cipher.as_deref())
-            .await
-            .map_err(StartError::Input)?;
-        let cfg = &self.config;
-        crate::db::check_worker_fits(
-            cfg.database.max_connections,
-            &runtimes
-                .iter()
-                .map(|k| (k.kind.clone(), k.concurrency))
-                .collect::<Vec<_>>(),
-        )
-        .map_err(|e| StartError::Input(e.to_string()))?;
-        let opts = WorkerOptions::from_config(&cfg.worker);
-        // apalis 1.0 is the one runtime: one apalis worker per kind over our backend.
-        let workers: Vec<_> = runtimes
-            .into_iter()
-            .map(|k| {
-                crate::queue::apalis::build_scoped_worker(
-                    self.pool.clone(),
-                    self.clock.clone(),
-                    &opts,
-                    k,
-                    args.only_org,
-                )
-            })
-            .collect();
-        let stats: Vec<Arc<WorkerStats>> = workers.iter().map(|w| w.stats()).collect();
-        let run: RunAll = Box::new(move |t: CancellationToken| {
-            Box::pin(async move {
-                let runs = workers.into_iter().map(|w| w.run(t.clone()));
-                let reports = futures::future::join_all(runs).await;
-                reports
-                    .into_iter()
-                    .fold(WorkerReport::default(), |a, r| WorkerReport {
-                        succeeded: a.succeeded + r.succeeded,
-                        failed: a.failed + r.failed,
-                        released: a.released + r.released,
-                    })
-            })
-        });
-        let background = CancellationToken::new();
-        let running = Arc::new(AtomicBool::new(true));
-        let mut http_addr = None;
-        if !cfg.http.addr.is_empty() {
-            let listener = tokio::net::TcpListener::bind(&cfg.http.addr)
-                .await
-                .map_err(|source| StartError::Listen {
-                    addr: cfg.http.addr.clone(),
-                    source,
-                })?;
-            http_addr = listener.local_addr().ok();
-            let state = crate::http::HealthState {
-                pool: self.pool.clone(),
-                workers_running: running.clone(),
-                metrics: crate::http::metrics_handle(),
-                kinds: self.catalog.kinds.keys().cloned().collect(),
-            };
-            tokio::spawn(crate::http::serve(listener, state, background.clone()));
-            info!(addr = ?http_addr, "serving /healthz /readyz /metrics");
-        }
-        if args.cron {
-            let s = Scheduler::new(self.pool.clone(), self.clock.clone(), self.cron_entries());
-            tokio::spawn(s.run(background.clone()));
-        }
-        let rescuer = Rescuer {
-            pool: self.pool.clone(),
-            clock: self.clock.clone(),
-            interval: Duration::from_secs(cfg.worker.rescue_interval_secs),
-            batch: 1000,
-            backoff: crate::queue::store::RescueBackoff::from_catalog(&self.catalog),
-        };
-        tokio::spawn(rescuer.run(background.clone()));
-        let retention = Retention {
-            pool: self.pool.clone(),
-            clock: self.clock.clone(),
-            keep: chrono::Duration::hours(cfg.retention.finished_after_hours as i64),
-            batch: cfg.retention.batch,
-            interval: Duration::from_secs(cfg.retention.interval_secs),
-        };
-        tokio::spawn(retention.run(background.clone()));
-        let transcripts = crate::pii::retention::TranscriptRetention {
-            pool: self.pool.clone(),
-            clock: self.clock.clone(),
-            keep: chrono::Duration::days(cfg.retention.transcripts_after_days as i64),
-            batch: 100,
-            interval: Duration::from_secs(cfg.retention.interval_secs),
-        };
-        tokio::spawn(transcripts.run(background.clone()));
-        let history = crate::pii::history::HistoryRetention::from_config(
-            self.pool.clone(),
-            self.clock.clone(),
-            &cfg.retention,
-        );
-        tokio::spawn(history.run(background.clone()));
-        tokio::spawn(crate::queue::reconcile::Reconciler::for_app(self).run(background.clone()));
-        crate::jobs::start_background(self, background.clone());
-        let token = shutdown.clone();
-        let handle = tokio::spawn(async move {
-            let report = run(token).await;
-            running.store(false, Ordering::Relaxed);
-            background.cancel();
-            report
-        });
-        Ok(RunningWorker {
-            stats,
-            http_addr,
-            shutdown,
-            handle,
-        })
-    }
 }
-
-/// Runs every worker of the process until the token is cancelled.
-type RunAll = Box<
-    dyn FnOnce(
-            CancellationToken,
-        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = WorkerReport> + Send>>
-        + Send,
->;
 
 /// Cancels `token` on SIGINT or SIGTERM.
 pub fn cancel_on_signals(token: CancellationToken) {

@@ -8,11 +8,11 @@ mod invalid;
 mod layering;
 mod otel;
 mod providers;
-pub use choices::{LogFormat, OtlpProtocol, PrefetchSetting, ProviderChoice};
+pub use choices::{LogFormat, OtlpProtocol, Prefetch, PrefetchSetting, ProviderChoice};
 pub use duration::{MAX_DURATION_SECS, TimeUnit, duration_at_most};
 pub use invalid::{Invalid, at_least};
 pub use otel::OtelConfig;
-pub use providers::{ProviderEntry, ProviderKind, env_var};
+pub use providers::{ProviderEntry, ProviderKind, decode_org_key, env_var};
 
 use layering::{merge, parse_env_value};
 use serde::Deserialize;
@@ -165,12 +165,42 @@ pub struct DatabaseConfig {
     pub listen_url: String,
 }
 
+/// Hides the password of a URL for logs and output: the one in the userinfo and a
+/// `password=` query parameter (libpq accepts both; review #22).
+pub fn redact(url: &str) -> String {
+    let url = match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            match (url.get(..s + 3), url.get(s + 3..at), url.get(at..)) {
+                (Some(scheme), Some(creds), Some(rest)) => match creds.split_once(':') {
+                    Some((user, _)) => format!("{scheme}{user}:***{rest}"),
+                    None => url.to_string(),
+                },
+                _ => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    };
+    match url.split_once('?') {
+        None => url,
+        Some((base, query)) => {
+            let params: Vec<String> = query
+                .split('&')
+                .map(|p| match p.split_once('=') {
+                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                    _ => p.to_string(),
+                })
+                .collect();
+            format!("{base}?{}", params.join("&"))
+        }
+    }
+}
+
 impl std::fmt::Debug for DatabaseConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DatabaseConfig")
-            .field("url", &crate::db::redact(&self.url))
-            .field("local_url", &crate::db::redact(&self.local_url))
-            .field("listen_url", &crate::db::redact(&self.listen_url))
+            .field("url", &redact(&self.url))
+            .field("local_url", &redact(&self.local_url))
+            .field("listen_url", &redact(&self.listen_url))
             .field("max_connections", &self.max_connections)
             .field("private_dir", &self.private_dir)
             .field("private_port", &self.private_port)
@@ -231,10 +261,8 @@ fn default_lock_timeout_ms() -> u64 {
 
 impl WorkerConfig {
     /// `prefetch`, checked by [`Config::validate`] (an invalid word reads as `"auto"` here).
-    pub fn prefetch(&self) -> crate::queue::worker::Prefetch {
-        self.prefetch
-            .parse()
-            .unwrap_or(crate::queue::worker::Prefetch::Auto)
+    pub fn prefetch(&self) -> Prefetch {
+        self.prefetch.parse().unwrap_or(Prefetch::Auto)
     }
 }
 
@@ -253,7 +281,7 @@ pub struct WorkerConfig {
     pub runtime: Option<String>,
     pub claim_batch: u32,
     /// Jobs claimed ahead of free slots into a local buffer: `"auto"` (sized by the measured
-    /// job duration) or a count (0: none). See [`crate::queue::Prefetch`].
+    /// job duration) or a count (0: none). See [`Prefetch`].
     pub prefetch: PrefetchSetting,
     pub poll_interval_ms: u64,
     pub lease_secs: u64,
@@ -272,7 +300,7 @@ pub struct RetentionConfig {
     /// Transcripts of finished runs are compacted (text removed) after this many days.
     #[serde(default = "default_transcripts_after_days")]
     pub transcripts_after_days: u64,
-    /// History deleted after this many days (0: kept), in batches (`pii::history`).
+    /// History deleted after this many days (0: kept), in batches (`store::history`).
     #[serde(default = "default_runs_after_days")]
     pub runs_after_days: u64,
     #[serde(default = "default_events_after_days")]
@@ -309,6 +337,14 @@ pub struct HttpConfig {
 }
 
 /// The LLM provider. `Debug` hides the API key (review #22).
+/// A model's price, in cents per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelPrice {
+    pub input_cents_per_mtok: f64,
+    pub output_cents_per_mtok: f64,
+}
+
 #[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LlmConfig {
@@ -317,7 +353,7 @@ pub struct LlmConfig {
     pub api_key: String,
     /// Prices per model (cents per million tokens) for per-org cost caps.
     #[serde(default)]
-    pub prices: std::collections::BTreeMap<String, crate::org_settings::ModelPrice>,
+    pub prices: std::collections::BTreeMap<String, ModelPrice>,
     pub model: String,
     /// The model run_extraction asks (empty: `model`). Never chosen by the agent.
     #[serde(default)]
@@ -386,8 +422,12 @@ pub struct LlmConfig {
     pub org_key_encryption_key: String,
 }
 
+/// The share of an endpoint's rate one org may take while others wait, when the config says
+/// nothing (`llm.org_share_percent`).
+pub const DEFAULT_ORG_SHARE_PERCENT: u8 = 50;
+
 fn default_org_share_percent() -> u8 {
-    crate::llm::limits::DEFAULT_ORG_SHARE_PERCENT
+    DEFAULT_ORG_SHARE_PERCENT
 }
 
 fn default_breaker_failures() -> u32 {
@@ -429,11 +469,32 @@ impl<'de> Deserialize<'de> for Constrained {
     }
 }
 
+/// Default of `llm.max_response_bytes`: the raw body, JSON or SSE, of one answer.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 32 << 20;
+
 fn default_max_response_bytes() -> usize {
-    crate::llm::openai::DEFAULT_MAX_RESPONSE_BYTES
+    DEFAULT_MAX_RESPONSE_BYTES
 }
 
+/// Where Anthropic's SDKs send requests when `ANTHROPIC_BASE_URL` is unset.
+pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+
 impl LlmConfig {
+    /// The Anthropic endpoint and key `llm.*` names: `llm.base_url`, else `ANTHROPIC_BASE_URL`,
+    /// else [`ANTHROPIC_DEFAULT_BASE_URL`]; `llm.api_key`, else `ANTHROPIC_API_KEY`. `env`
+    /// reads one environment variable.
+    pub fn anthropic_endpoint(&self, env: impl Fn(&str) -> Option<String>) -> (String, String) {
+        let set = |v: &str| Some(v.to_string()).filter(|v| !v.trim().is_empty());
+        let env = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+        let base_url = set(&self.base_url)
+            .or_else(|| env("ANTHROPIC_BASE_URL"))
+            .unwrap_or_else(|| ANTHROPIC_DEFAULT_BASE_URL.to_string());
+        let api_key = set(&self.api_key)
+            .or_else(|| env("ANTHROPIC_API_KEY"))
+            .unwrap_or_default();
+        (base_url, api_key)
+    }
+
     /// The models an org may choose for its runs: `org_models`, else the priced models, `model`,
     /// `extraction_model` and the entries' `models` — in either case only those a provider
     /// entry serves (a model no entry serves would fail every run of the org).
@@ -472,12 +533,12 @@ impl LlmConfig {
         if self.provider == ProviderChoice::Anthropic {
             // As Anthropic's SDKs: the config's key and URL, else ANTHROPIC_API_KEY and
             // ANTHROPIC_BASE_URL (an empty URL is the public API).
-            let s = crate::llm::anthropic::AnthropicSettings::from_config(self, env_var);
+            let (base_url, api_key) = self.anthropic_endpoint(env_var);
             return vec![ProviderEntry {
                 name: ProviderKind::Anthropic.as_str().to_string(),
                 kind: ProviderKind::Anthropic,
-                base_url: s.base_url,
-                api_key: s.api_key,
+                base_url,
+                api_key,
                 api_key_env: String::new(),
                 models: Vec::new(),
                 requests_per_minute: self.requests_per_minute,

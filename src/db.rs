@@ -135,6 +135,21 @@ fn is_unreachable(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Io(_)) || e.to_string().contains("Connection refused")
 }
 
+/// True for an error that says the connection, not the statement, failed: the socket broke
+/// (`Io`, a cut protocol stream), the pool found no connection in time, or the server ended the
+/// session (SQLSTATE class 08 "connection exception", 57P01–57P03: terminated by an administrator,
+/// crash or shutdown, not accepting connections yet). Worth retrying the same statement on a new
+/// connection; every other error is the statement's own.
+pub fn is_connection_error(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Protocol(_) => true,
+        sqlx::Error::Database(d) => d
+            .code()
+            .is_some_and(|c| c.starts_with("08") || matches!(&*c, "57P01" | "57P02" | "57P03")),
+        _ => false,
+    }
+}
+
 /// Connect options for `url` with agentd's defaults: no TLS over loopback unless the URL asks
 /// for it, and the OS user when the URL names none (like psql).
 pub fn connect_options(url: &str) -> Result<PgConnectOptions, DbError> {
@@ -257,35 +272,7 @@ async fn open_pool(
     }
 }
 
-/// Hides the password of a URL for logs and output: the one in the userinfo and a
-/// `password=` query parameter (libpq accepts both; review #22).
-pub fn redact(url: &str) -> String {
-    let url = match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            match (url.get(..s + 3), url.get(s + 3..at), url.get(at..)) {
-                (Some(scheme), Some(creds), Some(rest)) => match creds.split_once(':') {
-                    Some((user, _)) => format!("{scheme}{user}:***{rest}"),
-                    None => url.to_string(),
-                },
-                _ => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    };
-    match url.split_once('?') {
-        None => url,
-        Some((base, query)) => {
-            let params: Vec<String> = query
-                .split('&')
-                .map(|p| match p.split_once('=') {
-                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
-                    _ => p.to_string(),
-                })
-                .collect();
-            format!("{base}?{}", params.join("&"))
-        }
-    }
-}
+pub use crate::config::redact;
 
 #[cfg(test)]
 mod redact_tests {

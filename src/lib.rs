@@ -9,7 +9,7 @@
 //! # Layout
 //!
 //! - [`queue`]: the durable queue — enqueue, batched claims, leases and fencing, retries,
-//!   cron, maintenance (rescuer, retention, reconciler); [`queue::apalis`] runs it under apalis.
+//!   cron, maintenance (rescuer, retention); [`queue::apalis`] runs it under apalis.
 //! - [`jobs`]: one handler per job kind; what a finished run means for the domain.
 //! - [`agent`]: the one tool loop — caps, goals and nudges, checkpoints, resume.
 //! - [`llm`]: providers (OpenAI-compatible, scripted, offline) and the tolerant boundary
@@ -29,7 +29,9 @@
 //! - [`org_settings`]: per-org settings and their one validator.
 //! - [`eval`]: auto-create over labelled samples (`agentd eval`).
 //! - [`app`], [`config`], [`catalog`], [`db`], [`clock`]: wiring, settings, job files, pool,
-//!   time.
+//!   time; [`worker`]: the worker process started from an `App`.
+//!
+//! The modules form layers without cycles (ARCHITECTURE.md § Layers, `tests/module_graph.rs`).
 //! - [`telemetry`]: the log and the OpenTelemetry trace export; `traceparent` through the queue.
 //! - [`cli`], [`http`]: the operator's edges (commands, health and metrics). The benchmarks
 //!   are a workspace member of their own (`benches/agentd-bench`); `agentd bench` runs it.
@@ -57,6 +59,7 @@ pub mod store;
 pub mod telemetry;
 pub mod tools;
 pub mod webhooks;
+pub mod worker;
 
 /// The names of every tool the registry knows (the job files are validated against it).
 pub fn known_tool_names() -> Vec<&'static str> {

@@ -8,18 +8,12 @@
 
 use crate::config::Config;
 use crate::store::org_settings::{self as store, OrgSettings};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-/// A model's price, in cents per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelPrice {
-    pub input_cents_per_mtok: f64,
-    pub output_cents_per_mtok: f64,
-}
+pub use crate::config::ModelPrice;
 
 /// Longest approval TTL an org may set (30 days).
 pub const MAX_APPROVAL_TTL_SECS: i64 = 30 * 24 * 3600;

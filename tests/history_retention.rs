@@ -1,12 +1,12 @@
 //! Time-based retention of runs, suggestions, events, audit rows and provider calls (review
-//! #10, `agentd::pii::history`): what is older than its table's retention is deleted in batches;
+//! #10, `agentd::store::history`): what is older than its table's retention is deleted in batches;
 //! what a running run, a pending approval, a pending suggestion or a waiting job still needs
 //! stays; 0 keeps everything; the append-only tables keep their last 30 days whatever is set.
 
 mod common;
 
 use agentd::clock::{ManualClock, SharedClock};
-use agentd::pii::history::{HistoryDays, HistoryRetention, Purged};
+use agentd::store::history::{HistoryDays, HistoryRetention, Purged};
 use chrono::{DateTime, Duration, Utc};
 use common::TestDb;
 use sqlx::PgPool;

@@ -713,6 +713,89 @@ async fn a_stored_org_key_without_an_encryption_key_refuses_to_start_workers() {
     );
 }
 
+/// A TCP stand-in for a PostgreSQL server that is restarting: the first `refuse` connections
+/// are closed as soon as they open, later ones are piped to the real server. Returns its port
+/// and the count of connections it closed.
+async fn restarting_server(refuse: usize) -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::Ordering;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let closed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = closed.clone();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            if seen.load(Ordering::SeqCst) < refuse {
+                seen.fetch_add(1, Ordering::SeqCst);
+                drop(client);
+                continue;
+            }
+            tokio::spawn(async move {
+                if let Ok(mut server) = tokio::net::TcpStream::connect("127.0.0.1:5432").await {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                }
+            });
+        }
+    });
+    (port, closed)
+}
+
+/// An App whose pool reaches `db` through `port` (connections opened lazily).
+fn app_through(db: &TestDb, port: u16, config: Config) -> App {
+    let opts = agentd::db::connect_options(&db.url).unwrap().port(port);
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(std::time::Duration::from_millis(500))
+        .connect_lazy_with(opts);
+    App::new(
+        pool,
+        ManualClock::new(chrono::Utc::now()),
+        config,
+        Catalog::builtin(&agentd::known_tool_names()).unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn a_worker_started_while_the_database_restarts_waits_for_it_and_one_that_never_answers_is_not_bad_input()
+ {
+    let db = TestDb::new().await;
+    let fake = Fake::start(Mode::Think).await;
+    let c = config(
+        vec![entry("main", &fake, "sk-operator-000000000000000000")],
+        3,
+    );
+
+    // Three connections dropped, then the server answers: the start-up check retries.
+    let (port, closed) = restarting_server(3).await;
+    let stop = CancellationToken::new();
+    let running = app_through(&db, port, c.clone())
+        .start_worker(
+            agentd::app::WorkerArgs::serving(&["auto_create"], Some(1)),
+            stop.clone(),
+        )
+        .await
+        .expect("the worker starts once the database answers");
+    assert_eq!(closed.load(std::sync::atomic::Ordering::SeqCst), 3);
+    stop.cancel();
+    running.join().await;
+
+    // A database that never answers: a database error (exit 1, a supervisor retries), not
+    // the operator's input (exit 2).
+    let (port, _) = restarting_server(usize::MAX).await;
+    let err = app_through(&db, port, c)
+        .start_worker(
+            agentd::app::WorkerArgs::serving(&["auto_create"], Some(1)),
+            CancellationToken::new(),
+        )
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(err, agentd::app::StartError::Database(_)),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("org_provider_keys"), "{err}");
+}
+
 /// `agentd` with the test database and no model server in the environment.
 fn agentd(db: &TestDb, args: &[&str], env: &[(&str, &str)], stdin: &str) -> std::process::Output {
     use std::io::Write;

@@ -4,7 +4,6 @@
 //! the tool's side effects and its audit row, so a crashed run resumes from its last checkpoint
 //! without repeating a provider call or re-executing a tool.
 
-pub mod budget;
 mod caps;
 mod constrain;
 mod context;
@@ -16,7 +15,6 @@ mod marks;
 mod metering;
 mod model_step;
 mod outcome;
-pub mod policy;
 mod round;
 pub mod settings;
 mod step;
@@ -38,6 +36,9 @@ use transcript::Transcript;
 use uuid::Uuid;
 
 use caps::cap_reached;
+// Budget reservation is `llm::budget` (approvals reserve too); the tool policy `tools::policy`.
+pub use crate::llm::budget;
+pub use crate::tools::policy;
 pub use caps::{Caps, StopReason};
 pub use context::fenced;
 pub use outcome::{RunError, RunOutcome};

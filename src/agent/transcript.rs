@@ -7,9 +7,7 @@ use crate::tools::Registry;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 
-/// The checkpoint format this build writes (the `v` field of every step's payload; see
-/// `store::runs::insert_step`). Steps without `v` predate versioning and read as version 1.
-pub const CHECKPOINT_VERSION: u64 = 1;
+pub use crate::store::runs::CHECKPOINT_VERSION;
 
 /// A checkpoint this build cannot read: the run fails with this instead of a panic.
 #[derive(Debug, thiserror::Error)]

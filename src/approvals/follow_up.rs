@@ -3,8 +3,8 @@
 //! valid, and its arguments must stay on the follow-up's subject (the suggestion's document).
 
 use super::{ProposalOrigin, propose};
-use crate::agent::Policy;
 use crate::catalog::PolicyDecision;
+use crate::tools::policy::Policy;
 use crate::tools::{FollowUp, Registry, ToolCtx, ToolError, scope};
 use uuid::Uuid;
 

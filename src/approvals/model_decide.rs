@@ -6,8 +6,8 @@
 //! Two people approving at once may both pay for a call; only one applies it.
 
 use super::{DecideError, DecideOutcome, Recorded, ToolEnv, changed_snapshot, record, unchanged};
-use crate::agent::budget;
 use crate::clock::SharedClock;
+use crate::llm::budget;
 use crate::store::approvals::{self as store, ApprovalRow, ApprovalStatus};
 use crate::store::budget::Reservation;
 use crate::store::runs;

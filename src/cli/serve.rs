@@ -23,7 +23,10 @@ pub async fn run(app: &App, cmd: ServeCmd) -> anyhow::Result<()> {
     let cipher = crate::llm::org_keys::Cipher::from_config(&app.config.llm);
     crate::llm::org_keys::check_startup(&app.pool, cipher.as_deref())
         .await
-        .map_err(bad)?;
+        .map_err(|e| match e {
+            e @ crate::llm::org_keys::StartupCheckError::Database(_) => anyhow::Error::new(e),
+            e => bad(e),
+        })?;
     let addr: std::net::SocketAddr = cmd.addr.parse().map_err(|_| {
         bad(format!(
             "--addr must be host:port, e.g. 127.0.0.1:8080 (got {:?})",

@@ -1,7 +1,7 @@
 //! `agentd worker`: workers, cron, rescuer and retention until SIGINT/SIGTERM.
 
 use super::bad;
-use crate::app::{App, WorkerArgs};
+use crate::app::{App, StartError, WorkerArgs};
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
@@ -32,7 +32,11 @@ pub(super) async fn run(app: &App, w: WorkerCmd) -> anyhow::Result<()> {
             shutdown,
         )
         .await
-        .map_err(bad)?;
+        .map_err(|e| match e {
+            // The database, not the operator's input: exit 1 so a supervisor retries.
+            StartError::Database(_) => anyhow::Error::new(e),
+            e => bad(e),
+        })?;
     let report = running.join().await;
     tracing::info!(
         succeeded = report.succeeded,

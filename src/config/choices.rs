@@ -112,6 +112,21 @@ mod tests {
     }
 }
 
+/// How many jobs a worker claims beyond its free slots into a local buffer (graphile-worker's
+/// local queue): the claims of a backlog of short jobs grow from one slot's worth to hundreds,
+/// one commit for all of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prefetch {
+    /// Always this many (0: claim only what fits the free slots).
+    Fixed(u32),
+    /// As many as the worker finishes in [`crate::queue::worker::AUTO_PREFETCH_WINDOW`] at the job duration it
+    /// measured (recent successful jobs, weighted toward the latest; a failure says nothing of
+    /// how long work takes): hundreds for jobs of microseconds, none for agent runs of seconds —
+    /// so a busy worker never sits on more than a few milliseconds of work another worker could
+    /// start. Nothing before the first job succeeds.
+    Auto,
+}
+
 /// `worker.prefetch` as written: `"auto"` or a count (an environment override arrives as text).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(untagged)]
@@ -122,8 +137,7 @@ pub enum PrefetchSetting {
 
 impl PrefetchSetting {
     /// The setting, or what is wrong with it.
-    pub fn parse(&self) -> Result<crate::queue::worker::Prefetch, String> {
-        use crate::queue::worker::Prefetch;
+    pub fn parse(&self) -> Result<Prefetch, String> {
         match self {
             PrefetchSetting::Count(n) => Ok(Prefetch::Fixed(*n)),
             PrefetchSetting::Word(w) if w.trim().eq_ignore_ascii_case("auto") => Ok(Prefetch::Auto),

@@ -247,11 +247,31 @@ pub(super) fn validate(llm: &super::LlmConfig) -> Result<(), Invalid> {
         super::TimeUnit::Secs,
     )?;
     if !llm.org_key_encryption_key.is_empty()
-        && let Err(m) = crate::llm::org_keys::Cipher::from_base64(&llm.org_key_encryption_key)
+        && let Err(m) = decode_org_key(&llm.org_key_encryption_key)
     {
         return bad("llm.org_key_encryption_key".into(), m);
     }
     Ok(())
+}
+
+/// The bytes of `llm.org_key_encryption_key`: 32 in standard base64, or what is wrong with it.
+pub fn decode_org_key(b64: &str) -> Result<Vec<u8>, String> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .map_err(|_| {
+            "llm.org_key_encryption_key must be 32 random bytes in base64 (generate one with \
+             `openssl rand -base64 32`); it is not base64"
+                .to_string()
+        })?;
+    if bytes.len() != 32 {
+        return Err(format!(
+            "llm.org_key_encryption_key must be 32 bytes in base64 (`openssl rand -base64 \
+             32`); it decodes to {} bytes",
+            bytes.len()
+        ));
+    }
+    Ok(bytes)
 }
 
 #[cfg(test)]

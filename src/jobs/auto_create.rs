@@ -149,7 +149,7 @@ impl JobHandler for AutoCreate {
         }
         // At most one run per document (a unique index on running runs backs this up).
         if let Some((run, other)) =
-            crate::queue::reconcile::other_active_run(&mut *tx, p.org_id, p.document_id, job.job.id)
+            super::reconcile::other_active_run(&mut *tx, p.org_id, p.document_id, job.job.id)
                 .await?
         {
             return Err(JobError::fatal(format_args!(

@@ -4,6 +4,7 @@
 pub mod approval_expiry;
 pub mod auto_create;
 pub mod proactive;
+pub mod reconcile;
 pub mod refine;
 pub mod start;
 pub mod webhook_delivery;

@@ -38,9 +38,7 @@ use tokio::sync::OnceCell;
 /// the failure is retryable — a database blip must not kill runs (review N5).
 pub const LIMITER_UNREACHABLE: &str = "the database could not be asked";
 
-/// The share of an endpoint's rate one org may take while others wait, when the config says
-/// nothing (`llm.org_share_percent`).
-pub const DEFAULT_ORG_SHARE_PERCENT: u8 = 50;
+pub use crate::config::DEFAULT_ORG_SHARE_PERCENT;
 
 tokio::task_local! {
     /// The org whose run makes the provider calls of this task (see [`for_org`]).

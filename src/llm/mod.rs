@@ -6,11 +6,13 @@
 //! with fallback and circuit breakers; `org_keys` the provider keys orgs bring.
 
 pub mod anthropic;
+pub mod budget;
 pub mod chain;
 pub mod limits;
 pub mod offline;
 pub mod openai;
 pub mod org_keys;
+pub mod redacting;
 pub mod repair;
 pub mod scripted;
 pub mod textcalls;

@@ -9,7 +9,6 @@ use super::{LlmError, SharedProvider};
 pub use crate::store::org_keys::Sealed;
 use aes_gcm::aead::{Aead, AeadCore, KeyInit, OsRng, Payload};
 use aes_gcm::{Aes256Gcm, Nonce};
-use base64::Engine as _;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -77,20 +76,7 @@ impl std::fmt::Debug for Cipher {
 impl Cipher {
     /// The cipher of `llm.org_key_encryption_key` (32 bytes in standard base64).
     pub fn from_base64(b64: &str) -> Result<Self, String> {
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(b64.trim())
-            .map_err(|_| {
-                "llm.org_key_encryption_key must be 32 random bytes in base64 (generate one with \
-                 `openssl rand -base64 32`); it is not base64"
-                    .to_string()
-            })?;
-        if bytes.len() != 32 {
-            return Err(format!(
-                "llm.org_key_encryption_key must be 32 bytes in base64 (`openssl rand -base64 \
-                 32`); it decodes to {} bytes",
-                bytes.len()
-            ));
-        }
+        let bytes = crate::config::decode_org_key(b64)?;
         let aead = Aes256Gcm::new_from_slice(&bytes)
             .map_err(|_| "llm.org_key_encryption_key must be 32 bytes".to_string())?;
         Ok(Self { aead })
@@ -275,20 +261,43 @@ pub async fn set_key(
     Ok(())
 }
 
+/// Why [`check_startup`] refuses to start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupCheckError {
+    /// Keys are stored and nothing can decrypt them: the operator's configuration is wrong.
+    #[error(
+        "{0} org(s) stored a provider key, but llm.org_key_encryption_key is not set: set it \
+         (AGENTD_LLM__ORG_KEY_ENCRYPTION_KEY) to the key they were stored with"
+    )]
+    KeysWithoutCipher(i64),
+    /// The database did not answer, after retries: not the configuration's fault.
+    #[error("could not read org_provider_keys: {0}")]
+    Database(#[source] sqlx::Error),
+}
+
 /// Refuses to start a process that would read org keys it cannot decrypt: a stored key and no
-/// `llm.org_key_encryption_key`.
-pub async fn check_startup(pool: &PgPool, cipher: Option<&Cipher>) -> Result<(), String> {
+/// `llm.org_key_encryption_key`. A connection lost while it reads (a restarting or
+/// terminated backend) is retried with backoff for about ten seconds before it is an error.
+pub async fn check_startup(
+    pool: &PgPool,
+    cipher: Option<&Cipher>,
+) -> Result<(), StartupCheckError> {
+    use backon::{ExponentialBuilder, Retryable};
     if cipher.is_some() {
         return Ok(());
     }
-    let n = crate::store::org_keys::count(pool)
+    let n = (|| crate::store::org_keys::count(pool))
+        .retry(
+            ExponentialBuilder::default()
+                .with_min_delay(std::time::Duration::from_millis(100))
+                .with_max_delay(std::time::Duration::from_secs(2))
+                .with_max_times(8),
+        )
+        .when(crate::db::is_connection_error)
         .await
-        .map_err(|e| format!("could not read org_provider_keys: {e}"))?;
+        .map_err(StartupCheckError::Database)?;
     if n > 0 {
-        return Err(format!(
-            "{n} org(s) stored a provider key, but llm.org_key_encryption_key is not set: set it \
-             (AGENTD_LLM__ORG_KEY_ENCRYPTION_KEY) to the key they were stored with"
-        ));
+        return Err(StartupCheckError::KeysWithoutCipher(n));
     }
     Ok(())
 }

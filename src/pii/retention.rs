@@ -10,7 +10,6 @@
 
 use super::audit::summarise;
 use crate::clock::SharedClock;
-use crate::store::sql;
 use serde_json::{Map, Value, json};
 use sqlx::{PgConnection, PgPool};
 use std::time::Duration;
@@ -87,18 +86,14 @@ pub async fn compact_run(conn: &mut PgConnection, run_id: Uuid) -> sqlx::Result<
     .bind(&payloads)
     .execute(&mut *conn)
     .await?;
-    sql::execute(
-        &mut *conn,
-        "DELETE FROM pii_tokens WHERE run_id = $1",
-        run_id,
-    )
-    .await?;
-    sql::execute(
-        &mut *conn,
-        "UPDATE agent_runs SET transcript_compacted = true WHERE id = $1",
-        run_id,
-    )
-    .await?;
+    sqlx::query("DELETE FROM pii_tokens WHERE run_id = $1")
+        .bind(run_id)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("UPDATE agent_runs SET transcript_compacted = true WHERE id = $1")
+        .bind(run_id)
+        .execute(&mut *conn)
+        .await?;
     Ok(seqs.len() as u64)
 }
 
@@ -323,7 +318,10 @@ pub async fn delete_org(
     .rows_affected();
     // Cascades to every table that references the org (migrations 0002, 0003, 0010, 0020,
     // 0030): transcripts and symbol tables go with the runs.
-    sql::execute(&mut *conn, "DELETE FROM orgs WHERE id = $1", org_id).await?;
+    sqlx::query("DELETE FROM orgs WHERE id = $1")
+        .bind(org_id)
+        .execute(&mut *conn)
+        .await?;
     Ok(Some(OrgErasure {
         documents: documents as u64,
         runs: runs as u64,

@@ -1,6 +1,6 @@
 //! Maintenance services, each a small unit with a `run_once` that tests call directly and a
 //! `run` that repeats it ([`every`]): the rescuer (re-queues jobs whose lease expired) and
-//! retention (deletes old finished jobs); the reconciler (`reconcile.rs`) and transcript
+//! retention (deletes old finished jobs); the reconciler (`jobs::reconcile`) and transcript
 //! retention (`pii::retention`) run the same way.
 
 use super::QueueError;

@@ -11,7 +11,6 @@ pub mod fair;
 pub mod lease;
 pub mod maintenance;
 pub mod pause;
-pub mod reconcile;
 pub mod rescue;
 pub mod store;
 pub mod worker;

@@ -52,20 +52,7 @@ pub struct KindRuntime {
     pub newcomer_slots: usize,
 }
 
-/// How many jobs a worker claims beyond its free slots into a local buffer (graphile-worker's
-/// local queue): the claims of a backlog of short jobs grow from one slot's worth to hundreds,
-/// one commit for all of them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Prefetch {
-    /// Always this many (0: claim only what fits the free slots).
-    Fixed(u32),
-    /// As many as the worker finishes in [`AUTO_PREFETCH_WINDOW`] at the job duration it
-    /// measured (recent successful jobs, weighted toward the latest; a failure says nothing of
-    /// how long work takes): hundreds for jobs of microseconds, none for agent runs of seconds —
-    /// so a busy worker never sits on more than a few milliseconds of work another worker could
-    /// start. Nothing before the first job succeeds.
-    Auto,
-}
+pub use crate::config::Prefetch;
 
 /// How much work, in time, an automatic prefetch buffer holds at most.
 pub const AUTO_PREFETCH_WINDOW: Duration = Duration::from_millis(20);

@@ -14,6 +14,7 @@ pub mod decisions;
 pub mod documents;
 pub mod events;
 pub mod extractions;
+pub mod history;
 pub mod org_keys;
 pub mod org_settings;
 pub mod orgs;

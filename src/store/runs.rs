@@ -52,6 +52,11 @@ pub struct StepRow {
     pub created_at: DateTime<Utc>,
 }
 
+/// The checkpoint format this build writes (the `v` field of every step's payload, added by
+/// [`StepRow::written`]; checked by `agent::transcript` on resume). Steps without `v` predate
+/// versioning and read as version 1.
+pub const CHECKPOINT_VERSION: u64 = 1;
+
 impl StepRow {
     /// The row as stored: text cleaned of what PostgreSQL refuses, the checkpoint format
     /// version `v` added (checked when a run resumes), the time at the database's precision.
@@ -65,10 +70,7 @@ impl StepRow {
     ) -> Self {
         let mut payload = super::documents::clean_json(payload);
         if let Value::Object(o) = &mut payload {
-            o.insert(
-                "v".into(),
-                Value::from(crate::agent::transcript::CHECKPOINT_VERSION),
-            );
+            o.insert("v".into(), Value::from(CHECKPOINT_VERSION));
         }
         Self {
             seq,

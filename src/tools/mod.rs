@@ -11,6 +11,7 @@ pub mod extraction;
 mod extraction_model;
 mod field_names;
 pub mod help;
+pub mod policy;
 pub mod prompts;
 pub mod registry;
 pub mod schema_check;

@@ -540,7 +540,15 @@ pub async fn run(opts: &Opts) -> anyhow::Result<Report> {
         ("AGENTD_LLM__REQUEST_TIMEOUT_SECS", "30"),
         ("AGENTD_LLM__CONSTRAINED_CALLS", "false"),
         ("AGENTD_WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true"),
-        ("AGENTD_LOG", "error"),
+        // With AGENTD_CHAOS_LOG_DIR (procs.rs) the children's warnings are kept too.
+        (
+            "AGENTD_LOG",
+            if std::env::var_os("AGENTD_CHAOS_LOG_DIR").is_some() {
+                "warn"
+            } else {
+                "error"
+            },
+        ),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))

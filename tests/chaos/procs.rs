@@ -1,7 +1,7 @@
 //! The suite's processes: its own PostgreSQL cluster (agentd's `PrivateCluster`, as the demo
 //! starts one) and `agentd worker` / `agentd serve` children of the real binary.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -94,12 +94,15 @@ impl Proc {
         env: &[(String, String)],
         watch_addr: bool,
     ) -> anyhow::Result<(Self, Option<mpsc::Receiver<String>>)> {
+        // AGENTD_CHAOS_LOG_DIR=DIR keeps each child's stderr (its tracing log) in
+        // DIR/<pid>.log, to see why a process exited on its own.
+        let log_dir = std::env::var_os("AGENTD_CHAOS_LOG_DIR").map(PathBuf::from);
         let mut c = Command::new(bin);
         c.args(args)
             .env_remove("OPENAI_API_KEY")
             .env_remove("AGENTD_CONFIG")
             .stdout(Stdio::null())
-            .stderr(if watch_addr {
+            .stderr(if watch_addr || log_dir.is_some() {
                 Stdio::piped()
             } else {
                 Stdio::null()
@@ -110,18 +113,30 @@ impl Proc {
         let mut child = c.spawn()?;
         let pid = child.id();
         let rx = match child.stderr.take() {
-            Some(err) if watch_addr => {
+            Some(err) => {
                 let (tx, rx) = mpsc::channel();
+                let mut log = match &log_dir {
+                    Some(d) => {
+                        std::fs::create_dir_all(d)?;
+                        let mut f = std::fs::File::create(d.join(format!("{pid}.log")))?;
+                        writeln!(f, "agentd {}", args.join(" "))?;
+                        Some(f)
+                    }
+                    None => None,
+                };
                 std::thread::spawn(move || {
                     for line in BufReader::new(err).lines().map_while(Result::ok) {
+                        if let Some(f) = log.as_mut() {
+                            let _ = writeln!(f, "{line}");
+                        }
                         if let Some(rest) = line.split("listening on http://").nth(1) {
                             let _ = tx.send(rest.split_whitespace().next().unwrap_or("").into());
                         }
                     }
                 });
-                Some(rx)
+                watch_addr.then_some(rx)
             }
-            _ => None,
+            None => None,
         };
         Ok((Self { child, pid }, rx))
     }

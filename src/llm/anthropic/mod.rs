@@ -19,7 +19,7 @@
 //! - **Transport** (`transport.rs`): the fleet limiter (`llm::limits`) before every attempt and a
 //!   429 recorded for the fleet; every body read through `llm.max_response_bytes`.
 //!
-//! Redaction of personal data, metering and budgets wrap every provider alike (`pii::provider`,
+//! Redaction of personal data, metering and budgets wrap every provider alike (`llm::redacting`,
 //! `agent::metering`): this module sees only what already passed them. Error messages never
 //! contain the API key.
 
@@ -41,7 +41,7 @@ const PROVIDER: &str = "anthropic";
 pub const API_VERSION: &str = "2023-06-01";
 
 /// Where Anthropic's SDKs send requests when `ANTHROPIC_BASE_URL` is unset.
-pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+pub use crate::config::ANTHROPIC_DEFAULT_BASE_URL as DEFAULT_BASE_URL;
 
 /// The longest `retry-after` waited out inside one call (what Anthropic's SDKs wait at most);
 /// a longer one fails the call as retryable and the job's own backoff takes over.
@@ -90,15 +90,10 @@ impl AnthropicSettings {
     /// [`DEFAULT_BASE_URL`]; `llm.api_key`, else `ANTHROPIC_API_KEY`. `env` reads one
     /// environment variable (the process environment in [`from_config`]).
     pub fn from_config(c: &crate::config::LlmConfig, env: impl Fn(&str) -> Option<String>) -> Self {
-        let set = |v: &str| Some(v.to_string()).filter(|v| !v.trim().is_empty());
-        let env = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+        let (base_url, api_key) = c.anthropic_endpoint(env);
         AnthropicSettings {
-            base_url: set(&c.base_url)
-                .or_else(|| env("ANTHROPIC_BASE_URL"))
-                .unwrap_or_else(|| DEFAULT_BASE_URL.to_string()),
-            api_key: set(&c.api_key)
-                .or_else(|| env("ANTHROPIC_API_KEY"))
-                .unwrap_or_default(),
+            base_url,
+            api_key,
             timeout: Duration::from_secs(c.request_timeout_secs),
             max_retries: c.max_retries,
             stream: c.stream,

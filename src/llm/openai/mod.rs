@@ -71,9 +71,8 @@ pub struct OpenAiSettings {
 
 /// Default of [`OpenAiProvider::with_max_stream_bytes`] (`llm.max_stream_bytes`).
 pub const DEFAULT_MAX_STREAM_BYTES: usize = 4 << 20;
-/// Default of [`OpenAiProvider::with_max_response_bytes`] (`llm.max_response_bytes`): the raw
-/// body, JSON or SSE, of one answer.
-pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 32 << 20;
+/// Default of [`OpenAiProvider::with_max_response_bytes`] (`llm.max_response_bytes`).
+pub use crate::config::DEFAULT_MAX_RESPONSE_BYTES;
 
 impl std::fmt::Debug for OpenAiSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

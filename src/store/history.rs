@@ -6,7 +6,7 @@
 //! Never deleted: a run still running, or one a pending approval, a pending or shown suggestion
 //! or a waiting or running job still names; a suggestion still pending or shown, one a pending
 //! approval names, or a dismissal the nightly run still reads
-//! ([`crate::store::suggestions::DISMISSED_DAYS`]); an event a webhook delivery still has to
+//! ([`super::suggestions::DISMISSED_DAYS`]); an event a webhook delivery still has to
 //! send. Audit rows and provider calls are append-only: they go through
 //! `agentd_purge_history` (migration 0080), which runs as the schema owner, keeps the rows of
 //! running runs and whatever is younger than `agentd_history_min_days()` (30) days. "Now" comes
@@ -125,8 +125,7 @@ impl HistoryRetention {
             p.runs = self.delete(RUNS, c, None).await?;
         }
         if let Some(c) = cutoff(self.days.suggestions) {
-            let dismissals =
-                now - chrono::Duration::days(crate::store::suggestions::DISMISSED_DAYS);
+            let dismissals = now - chrono::Duration::days(super::suggestions::DISMISSED_DAYS);
             p.suggestions = self.delete(SUGGESTIONS, c, Some(dismissals)).await?;
         }
         if let Some(c) = cutoff(self.days.events) {

@@ -1,7 +1,7 @@
 //! The tool policy of a job kind: an allow-list, a decision per category and per-tool overrides.
 
+use super::Category;
 use crate::catalog::{PolicyDecision, PolicySpec};
-use crate::tools::Category;
 use std::collections::BTreeMap;
 
 /// What the loop may do with each tool.

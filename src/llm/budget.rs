@@ -3,7 +3,7 @@
 //! real usage when the answer is checkpointed. Concurrent runs therefore cannot overshoot the
 //! limit by more than the amount by which real calls exceed their estimates.
 
-use crate::llm::{Block, CompletionRequest, CompletionResponse};
+use super::{Block, CompletionRequest, CompletionResponse};
 use crate::store::agent_loop::{self, Counters, Flush, Settle, Settled};
 use crate::store::budget::{self as store, Reservation};
 use crate::store::runs::{self, StepRow};

@@ -9,10 +9,10 @@
 //! running: that job will finish it.
 //!
 //! `jobs cancel` ends the run and the document in the same statement as the cancel
-//! ([`super::store::cancel`]); the reconciler catches everything else.
+//! ([`crate::queue::store::cancel`]); the reconciler catches everything else.
 
-use super::QueueError;
 use crate::clock::SharedClock;
+use crate::queue::QueueError;
 use crate::store::states::RunStatus;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -81,7 +81,7 @@ impl Reconciler {
             }
         }
         let end = || end_documents(&self.pool, now, self.batch);
-        report.documents_failed = super::maintenance::drain(self.batch, end).await?;
+        report.documents_failed = crate::queue::maintenance::drain(self.batch, end).await?;
         if report != ReconcileReport::default() {
             warn!(
                 runs_failed = report.runs_failed,
@@ -99,7 +99,7 @@ impl Reconciler {
     /// Runs until `stop`.
     pub async fn run(self, stop: CancellationToken) {
         let interval = self.interval;
-        super::maintenance::every(interval, stop, "reconcile", || self.run_once()).await
+        crate::queue::maintenance::every(interval, stop, "reconcile", || self.run_once()).await
     }
 }
 

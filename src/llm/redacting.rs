@@ -1,10 +1,55 @@
-//! The boundary: a provider that redacts what goes out and rehydrates what comes back.
+//! The redaction boundary (`pii`) around a provider: a provider that redacts what goes out and
+//! rehydrates what comes back, and the provider a run or a decision talks to.
 
-use super::Vault;
-use crate::llm::{
-    Block, CompletionRequest, CompletionResponse, LlmError, LlmProvider, SharedProvider,
-};
+use super::{Block, CompletionRequest, CompletionResponse, LlmError, LlmProvider, SharedProvider};
+use crate::pii::{PiiSettings, Vault};
+use sqlx::PgPool;
 use std::sync::Arc;
+use uuid::Uuid;
+
+impl PiiSettings {
+    /// The provider a run talks to: `inner` behind the run's redaction boundary when the
+    /// service and the org have redaction on (recorded on the run), else `inner` itself; with
+    /// the run's table, which its audit rows are redacted with too (review N10).
+    pub async fn provider_for_run(
+        &self,
+        pool: &PgPool,
+        org_id: Uuid,
+        run_id: Uuid,
+        inner: SharedProvider,
+    ) -> sqlx::Result<(SharedProvider, Option<Arc<Vault>>)> {
+        if !self.enabled || !crate::store::pii::org_redacts(pool, org_id).await? {
+            return Ok((inner, None));
+        }
+        crate::store::pii::mark_run_redacted(pool, run_id).await?;
+        let vault = Arc::new(
+            Vault::for_run(
+                pool.clone(),
+                org_id,
+                run_id,
+                self.extra_ids.as_ref().clone(),
+            )
+            .await?,
+        );
+        let provider = Arc::new(RedactingProvider::new(inner, vault.clone()));
+        Ok((provider, Some(vault)))
+    }
+
+    /// For a call outside a run (a person approving a proposed `run_extraction`): an
+    /// in-memory table.
+    pub async fn provider_for_decision(
+        &self,
+        pool: &PgPool,
+        org_id: Uuid,
+        inner: SharedProvider,
+    ) -> sqlx::Result<SharedProvider> {
+        if !self.enabled || !crate::store::pii::org_redacts(pool, org_id).await? {
+            return Ok(inner);
+        }
+        let vault = Vault::in_memory(self.extra_ids.as_ref().clone());
+        Ok(Arc::new(RedactingProvider::new(inner, Arc::new(vault))))
+    }
+}
 
 /// Wraps a provider for one run (or one decision): requests leave with tokens in place of
 /// personal data; answers come back with the real values.

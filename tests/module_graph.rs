@@ -1,0 +1,671 @@
+//! The module graph of `src/` (issue 34, item 4): the top-level modules form layers, each using
+//! only modules of the layers below it, so there is no cycle between them. This test reads the
+//! library's source (the modules reachable from `src/lib.rs`, without comments, string literals
+//! and `#[cfg(test)]` items), collects every path that reaches a top-level module
+//! (`crate::x…`, `crate::{x, y::z}`, `super::…` climbing to the crate root), and fails on a
+//! cycle between top-level modules (naming its modules and the edges inside it) or on an edge
+//! [`LAYERS`] forbids (naming a site). ARCHITECTURE.md § Layers draws the same table; the test
+//! checks that it does. No database.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The layers, top to bottom. A module may use only modules of the layers below its own (not
+/// its own layer's peers). Every top-level module of `src/` is in exactly one layer.
+const LAYERS: &[&[&str]] = &[
+    &["cli"],
+    &["api", "eval"],
+    &["worker", "documents"],
+    &["jobs", "http"],
+    &["app"],
+    &["agent"],
+    &["approvals"],
+    &["tools"],
+    &["llm", "org_settings", "webhooks"],
+    &["store"],
+    &["pii"],
+    &["queue"],
+    &["catalog", "db", "telemetry"],
+    &["config", "clock", "analysis", "console"],
+];
+
+/// One use of a top-level module by another: `from → to` at `file:line`.
+#[derive(Debug, Clone)]
+struct Edge {
+    from: String,
+    to: String,
+    site: String,
+}
+
+#[test]
+fn top_level_modules_form_the_declared_layers_without_cycles() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = read_library(&root);
+    let tops: BTreeSet<String> = graph.modules.iter().cloned().collect();
+    let problems = check(&tops, &graph.edges, LAYERS);
+    assert!(
+        problems.is_empty(),
+        "the module graph of src/ breaks its layering (tests/module_graph.rs LAYERS, \
+         ARCHITECTURE.md § Layers):\n{}",
+        problems.join("\n")
+    );
+    // A module that uses no other sits in the bottom layer (this also shows that the reader
+    // found the paths of every other module).
+    let lowest = LAYERS.len() - 1;
+    for m in &tops {
+        if layer_of(m, LAYERS) != Some(lowest) {
+            assert!(
+                graph.edges.iter().any(|e| &e.from == m),
+                "`{m}` uses no other module of src/: it belongs in the bottom layer of LAYERS"
+            );
+        }
+    }
+}
+
+#[test]
+fn architecture_md_draws_the_same_layers() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md");
+    let text = std::fs::read_to_string(&path).expect("ARCHITECTURE.md");
+    let drawn = drawn_layers(&text);
+    let declared: Vec<Vec<String>> = LAYERS
+        .iter()
+        .map(|l| l.iter().map(|m| m.to_string()).collect())
+        .collect();
+    assert_eq!(
+        drawn, declared,
+        "ARCHITECTURE.md § Layers (the numbered block) and LAYERS in tests/module_graph.rs differ"
+    );
+}
+
+/// The checker itself, on a made-up crate: a back edge is named with its site, a cycle with its
+/// modules and edges; `#[cfg(test)]` items, comments and strings are not read; groups and
+/// `super::` paths are.
+#[test]
+fn the_checker_names_a_forbidden_edge_and_a_cycle() {
+    let dir = std::env::temp_dir().join(format!("module_graph_{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let src = dir.join("src");
+    std::fs::create_dir_all(src.join("top")).unwrap();
+    let write = |p: &str, s: &str| std::fs::write(src.join(p), s).unwrap();
+    write("lib.rs", "pub mod top;\npub mod mid;\npub mod low;\n");
+    write(
+        "top/mod.rs",
+        "mod inner;\nuse crate::{mid::{self, X}, low::Y};\n",
+    );
+    write(
+        "top/inner.rs",
+        "fn f() { let _ = \"crate::mid\"; } // crate::low\n",
+    );
+    write(
+        "mid.rs",
+        "pub struct X;\nfn g() { super::low::h(); }\n#[cfg(test)]\nmod tests { use crate::top::T; }\n",
+    );
+    write("low.rs", "pub struct Y;\npub fn h() {}\n");
+    let layers: &[&[&str]] = &[&["top"], &["mid"], &["low"]];
+    let g = read_library(&src);
+    let tops: BTreeSet<String> = g.modules.iter().cloned().collect();
+    let edges: BTreeSet<(String, String)> = g
+        .edges
+        .iter()
+        .map(|e| (e.from.clone(), e.to.clone()))
+        .collect();
+    let want: BTreeSet<(String, String)> = [("top", "mid"), ("top", "low"), ("mid", "low")]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(edges, want, "what the reader found");
+    assert!(check(&tops, &g.edges, layers).is_empty());
+
+    // A back edge low → top: forbidden by the layers, and a cycle top → low → top.
+    write("low.rs", "pub struct Y;\npub fn h() { crate::top::f(); }\n");
+    let g = read_library(&src);
+    let problems = check(&tops, &g.edges, layers).join("\n");
+    assert!(
+        problems.contains("low → top") && problems.contains("low.rs:2"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("cycle between low, mid, top"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("mid → low"),
+        "the cycle's edges: {problems}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The check.
+
+fn layer_of(m: &str, layers: &[&[&str]]) -> Option<usize> {
+    layers.iter().position(|l| l.contains(&m))
+}
+
+/// Every problem: a module missing from the layers (or named there but absent), an edge to a
+/// module not strictly below, a cycle.
+fn check(tops: &BTreeSet<String>, edges: &[Edge], layers: &[&[&str]]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for m in tops {
+        if layer_of(m, layers).is_none() {
+            problems.push(format!("module `{m}` is in no layer"));
+        }
+    }
+    for m in layers.iter().flat_map(|l| l.iter()) {
+        if !tops.contains(*m) {
+            problems.push(format!("layer names `{m}`, which src/ does not have"));
+        }
+    }
+    let mut by_edge: BTreeMap<(String, String), Vec<&str>> = BTreeMap::new();
+    for e in edges {
+        by_edge
+            .entry((e.from.clone(), e.to.clone()))
+            .or_default()
+            .push(&e.site);
+    }
+    for ((from, to), sites) in &by_edge {
+        if let (Some(a), Some(b)) = (layer_of(from, layers), layer_of(to, layers))
+            && b <= a
+        {
+            problems.push(format!(
+                "forbidden edge {from} → {to} ({} site(s), first {}): `{to}` is not below `{from}`",
+                sites.len(),
+                sites[0]
+            ));
+        }
+    }
+    for scc in cycles(tops, &by_edge) {
+        let set: BTreeSet<&String> = scc.iter().collect();
+        let inside: Vec<String> = by_edge
+            .iter()
+            .filter(|((a, b), _)| set.contains(a) && set.contains(b))
+            .map(|((a, b), s)| format!("{a} → {b} ({})", s[0]))
+            .collect();
+        problems.push(format!(
+            "cycle between {}: {}",
+            scc.join(", "),
+            inside.join("; ")
+        ));
+    }
+    problems
+}
+
+/// The strongly connected components of more than one module (Tarjan), each sorted.
+fn cycles(
+    tops: &BTreeSet<String>,
+    by_edge: &BTreeMap<(String, String), Vec<&str>>,
+) -> Vec<Vec<String>> {
+    struct T<'a> {
+        next: BTreeMap<&'a str, Vec<&'a str>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        count: usize,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(t: &mut T<'a>, v: &'a str) {
+        t.index.insert(v, t.count);
+        t.low.insert(v, t.count);
+        t.count += 1;
+        t.stack.push(v);
+        t.on.insert(v);
+        for w in t.next.get(v).cloned().unwrap_or_default() {
+            if !t.index.contains_key(w) {
+                visit(t, w);
+                let l = t.low[v].min(t.low[w]);
+                t.low.insert(v, l);
+            } else if t.on.contains(w) {
+                let l = t.low[v].min(t.index[w]);
+                t.low.insert(v, l);
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut comp = Vec::new();
+            while let Some(w) = t.stack.pop() {
+                t.on.remove(w);
+                comp.push(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                comp.sort();
+                t.out.push(comp);
+            }
+        }
+    }
+    let mut t = T {
+        next: BTreeMap::new(),
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        count: 0,
+        out: Vec::new(),
+    };
+    for (a, b) in by_edge.keys() {
+        t.next.entry(a.as_str()).or_default().push(b.as_str());
+    }
+    for m in tops {
+        if !t.index.contains_key(m.as_str()) {
+            visit(&mut t, m.as_str());
+        }
+    }
+    t.out
+}
+
+/// The numbered block of ARCHITECTURE.md § Layers: lines `N  a · b   what they are`.
+fn drawn_layers(text: &str) -> Vec<Vec<String>> {
+    let section = text
+        .split("\n## ")
+        .find(|s| s.starts_with("Layers"))
+        .expect("ARCHITECTURE.md has a `## Layers` section");
+    let block = section
+        .split("```")
+        .nth(1)
+        .expect("§ Layers opens with a fenced block");
+    let mut out = Vec::new();
+    for line in block.lines() {
+        let line = line.trim();
+        let Some((n, rest)) = line.split_once(char::is_whitespace) else {
+            continue;
+        };
+        if n.parse::<usize>().is_err() {
+            continue;
+        }
+        let names = rest.trim_start().split("  ").next().unwrap_or_default();
+        out.push(
+            names
+                .split('·')
+                .map(|m| m.trim().trim_end_matches('/').to_string())
+                .filter(|m| !m.is_empty())
+                .collect(),
+        );
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading the source.
+
+struct Library {
+    /// The top-level modules (`mod x;` in lib.rs).
+    modules: Vec<String>,
+    edges: Vec<Edge>,
+}
+
+/// The modules reachable from `root/lib.rs` and every path of theirs that names another
+/// top-level module.
+fn read_library(root: &Path) -> Library {
+    let lib = root.join("lib.rs");
+    let toks = tokens(&std::fs::read_to_string(&lib).expect("src/lib.rs"));
+    let (children, _) = scan(&toks, &[], &[]);
+    let modules: Vec<String> = children.clone();
+    let mut edges = Vec::new();
+    let mut todo: Vec<(PathBuf, Vec<String>)> = children
+        .iter()
+        .map(|c| (module_file(root, c), vec![c.clone()]))
+        .collect();
+    while let Some((file, path)) = todo.pop() {
+        let text =
+            std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let toks = tokens(&text);
+        let (children, refs) = scan(&toks, &path, &modules);
+        let rel = file
+            .strip_prefix(root)
+            .unwrap_or(&file)
+            .display()
+            .to_string();
+        for (to, line) in refs {
+            if to != path[0] {
+                edges.push(Edge {
+                    from: path[0].clone(),
+                    to,
+                    site: format!("src/{rel}:{line}"),
+                });
+            }
+        }
+        let dir = if file.file_name().is_some_and(|n| n == "mod.rs") {
+            file.parent().unwrap().to_path_buf()
+        } else {
+            file.with_extension("")
+        };
+        for c in children {
+            let mut p = path.clone();
+            p.push(c.clone());
+            todo.push((module_file(&dir, &c), p));
+        }
+    }
+    Library { modules, edges }
+}
+
+/// `dir/name.rs`, else `dir/name/mod.rs`.
+fn module_file(dir: &Path, name: &str) -> PathBuf {
+    let flat = dir.join(format!("{name}.rs"));
+    if flat.exists() {
+        return flat;
+    }
+    let nested = dir.join(name).join("mod.rs");
+    assert!(
+        nested.exists(),
+        "`mod {name};` in {}: neither {} nor {}",
+        dir.display(),
+        flat.display(),
+        nested.display()
+    );
+    nested
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    /// `::`
+    Path,
+    Punct(char),
+}
+
+/// The tokens of `src` with their lines: identifiers, `::` and punctuation; comments, string,
+/// char and number literals and lifetimes dropped.
+fn tokens(src: &str) -> Vec<(Tok, usize)> {
+    let c: Vec<char> = src.chars().collect();
+    let mut out = Vec::new();
+    let (mut i, mut line) = (0usize, 1usize);
+    let at = |i: usize| c.get(i).copied().unwrap_or('\0');
+    while i < c.len() {
+        let ch = c[i];
+        if ch == '\n' {
+            line += 1;
+            i += 1;
+        } else if ch.is_whitespace() {
+            i += 1;
+        } else if ch == '/' && at(i + 1) == '/' {
+            while i < c.len() && c[i] != '\n' {
+                i += 1;
+            }
+        } else if ch == '/' && at(i + 1) == '*' {
+            let mut depth = 0;
+            loop {
+                if i >= c.len() {
+                    break;
+                }
+                if c[i] == '/' && at(i + 1) == '*' {
+                    depth += 1;
+                    i += 2;
+                } else if c[i] == '*' && at(i + 1) == '/' {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    if c[i] == '\n' {
+                        line += 1;
+                    }
+                    i += 1;
+                }
+            }
+        } else if ch == '"' {
+            i = skip_string(&c, i + 1, &mut line);
+        } else if (ch == 'r' || ch == 'b' || ch == 'c')
+            && let Some(end) = raw_or_byte_string(&c, i, &mut line)
+        {
+            i = end;
+        } else if ch == '\'' {
+            if at(i + 1) == '\\' {
+                // An escaped char literal: to the closing quote.
+                i += 2;
+                while i < c.len() && c[i] != '\'' {
+                    i += 1;
+                }
+                i += 1;
+            } else if at(i + 2) == '\'' {
+                i += 3;
+            } else {
+                // A lifetime or label.
+                i += 1;
+                while i < c.len() && (c[i].is_alphanumeric() || c[i] == '_') {
+                    i += 1;
+                }
+            }
+        } else if ch.is_alphabetic() || ch == '_' {
+            let start = i;
+            while i < c.len() && (c[i].is_alphanumeric() || c[i] == '_') {
+                i += 1;
+            }
+            let word: String = c[start..i].iter().collect();
+            // A raw identifier `r#name` reads as `name`.
+            if word == "r" && at(i) == '#' && (at(i + 1).is_alphabetic() || at(i + 1) == '_') {
+                continue;
+            }
+            out.push((Tok::Ident(word), line));
+        } else if ch.is_ascii_digit() {
+            while i < c.len() && (c[i].is_alphanumeric() || c[i] == '_') {
+                i += 1;
+            }
+        } else if ch == ':' && at(i + 1) == ':' {
+            out.push((Tok::Path, line));
+            i += 2;
+        } else {
+            out.push((Tok::Punct(ch), line));
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Past the closing quote of a string whose body starts at `i`.
+fn skip_string(c: &[char], mut i: usize, line: &mut usize) -> usize {
+    while i < c.len() {
+        match c[i] {
+            '\\' => i += 2,
+            '"' => return i + 1,
+            '\n' => {
+                *line += 1;
+                i += 1
+            }
+            _ => i += 1,
+        }
+    }
+    i
+}
+
+/// `r"…"`, `r#"…"#`, `b"…"`, `br#"…"#`, `c"…"`, `b'x'`: past its end, or `None` if `i` starts
+/// an identifier instead.
+fn raw_or_byte_string(c: &[char], i: usize, line: &mut usize) -> Option<usize> {
+    let at = |k: usize| c.get(k).copied().unwrap_or('\0');
+    let mut k = i;
+    if matches!(at(k), 'b' | 'c') {
+        k += 1;
+        if at(k) == '"' {
+            return Some(skip_string(c, k + 1, line));
+        }
+        if at(i) == 'b' && at(k) == '\'' {
+            let mut j = k + 1;
+            if at(j) == '\\' {
+                j += 1;
+            }
+            j += 1;
+            while j < c.len() && c[j] != '\'' {
+                j += 1;
+            }
+            return Some(j + 1);
+        }
+    }
+    if at(k) != 'r' {
+        return None;
+    }
+    k += 1;
+    let mut hashes = 0;
+    while at(k) == '#' {
+        hashes += 1;
+        k += 1;
+    }
+    if at(k) != '"' {
+        return None;
+    }
+    k += 1;
+    while k < c.len() {
+        if c[k] == '\n' {
+            *line += 1;
+        }
+        if c[k] == '"' && (1..=hashes).all(|h| at(k + h) == '#') {
+            return Some(k + 1 + hashes);
+        }
+        k += 1;
+    }
+    Some(k)
+}
+
+/// The `mod x;` children of a file (not `#[cfg(test)]` ones) and every top-level module its
+/// non-test code names, with the line. `path` is the file's module path (`[]` for lib.rs).
+fn scan(
+    toks: &[(Tok, usize)],
+    path: &[String],
+    tops: &[String],
+) -> (Vec<String>, Vec<(String, usize)>) {
+    let ident = |i: usize| match toks.get(i) {
+        Some((Tok::Ident(s), _)) => Some(s.as_str()),
+        _ => None,
+    };
+    let is = |i: usize, t: &Tok| toks.get(i).map(|x| &x.0) == Some(t);
+    let mut children = Vec::new();
+    let mut refs = Vec::new();
+    // Inline modules open at these brace depths.
+    let mut inline: Vec<usize> = Vec::new();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < toks.len() {
+        // `#[cfg(test)]` and the item it gates.
+        if is(i, &Tok::Punct('#'))
+            && is(i + 1, &Tok::Punct('['))
+            && ident(i + 2) == Some("cfg")
+            && is(i + 3, &Tok::Punct('('))
+            && ident(i + 4) == Some("test")
+            && is(i + 5, &Tok::Punct(')'))
+            && is(i + 6, &Tok::Punct(']'))
+        {
+            i = skip_item(toks, i + 7);
+            continue;
+        }
+        match &toks[i].0 {
+            Tok::Punct('{') => depth += 1,
+            Tok::Punct('}') => {
+                depth = depth.saturating_sub(1);
+                if inline.last() == Some(&depth) {
+                    inline.pop();
+                }
+            }
+            Tok::Ident(w) if w == "mod" => {
+                if let Some(name) = ident(i + 1) {
+                    if is(i + 2, &Tok::Punct(';')) && inline.is_empty() {
+                        children.push(name.to_string());
+                    } else if is(i + 2, &Tok::Punct('{')) {
+                        inline.push(depth);
+                    }
+                }
+            }
+            Tok::Ident(w) if (w == "crate" || w == "super") && is(i + 1, &Tok::Path) => {
+                // Where the path starts: the crate root (`crate`, `$crate`, or enough `super`s).
+                let mut j = i;
+                let at_root = if w == "crate" {
+                    j += 2;
+                    true
+                } else {
+                    let mut ups = 0;
+                    while ident(j) == Some("super") && is(j + 1, &Tok::Path) {
+                        ups += 1;
+                        j += 2;
+                    }
+                    ups == path.len() + inline.len()
+                };
+                if at_root {
+                    let line = toks[i].1;
+                    if let Some(name) = ident(j) {
+                        if tops.iter().any(|t| t == name) {
+                            refs.push((name.to_string(), line));
+                        }
+                    } else if is(j, &Tok::Punct('{')) {
+                        // A group: the first name of each element.
+                        let mut k = j + 1;
+                        let mut d = 0;
+                        let mut first = true;
+                        while k < toks.len() {
+                            match &toks[k].0 {
+                                Tok::Punct('{') => d += 1,
+                                Tok::Punct('}') if d == 0 => break,
+                                Tok::Punct('}') => d -= 1,
+                                Tok::Punct(',') if d == 0 => first = true,
+                                Tok::Ident(n) if first && d == 0 => {
+                                    first = false;
+                                    if tops.iter().any(|t| t == n) {
+                                        refs.push((n.clone(), toks[k].1));
+                                    }
+                                }
+                                _ => {}
+                            }
+                            k += 1;
+                        }
+                    }
+                }
+                i = j.max(i + 1);
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    (children, refs)
+}
+
+/// Past the item starting at `i` (after its attributes): to its `;`, or to the `}` closing its
+/// first top-level `{`.
+fn skip_item(toks: &[(Tok, usize)], mut i: usize) -> usize {
+    // Further attributes.
+    while matches!(toks.get(i), Some((Tok::Punct('#'), _))) {
+        let mut d = 0;
+        i += 1;
+        while i < toks.len() {
+            match toks[i].0 {
+                Tok::Punct('[') => d += 1,
+                Tok::Punct(']') => {
+                    d -= 1;
+                    if d == 0 {
+                        i += 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+    }
+    let mut paren = 0i32;
+    while i < toks.len() {
+        match toks[i].0 {
+            Tok::Punct('(') | Tok::Punct('[') => paren += 1,
+            Tok::Punct(')') | Tok::Punct(']') => paren -= 1,
+            Tok::Punct(';') if paren == 0 => return i + 1,
+            Tok::Punct('{') if paren == 0 => {
+                let mut d = 0;
+                while i < toks.len() {
+                    match toks[i].0 {
+                        Tok::Punct('{') => d += 1,
+                        Tok::Punct('}') => {
+                            d -= 1;
+                            if d == 0 {
+                                return i + 1;
+                            }
+                        }
+                        _ => {}
+                    }
+                    i += 1;
+                }
+                return i;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    i
+}
