@@ -30,15 +30,10 @@ use super::{
     Block, CompletionRequest, CompletionResponse, FinishReason, LlmError, LlmProvider, Message,
     Role, ToolChoice, Usage,
 };
-use crate::tools::Declaration;
-use crate::tools::documents::GetDocument;
-use crate::tools::extraction::RunExtraction;
-use crate::tools::prompts::CreatePrompt;
-use crate::tools::schemas::CreateSchema;
-use crate::tools::suggestions::OrgOverview;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 
+pub mod names;
 mod nightly;
 mod proposal;
 mod refine;
@@ -202,19 +197,19 @@ fn auto_create(
     let errors = |t: &str| r.get(t).map(|(_, e)| *e).unwrap_or(0);
     // A prompt a person chose: only the extraction is left to do.
     if let Some(prompt_revid) = &start.prompt {
-        if ok(RunExtraction::NAME).is_none() && errors(RunExtraction::NAME) < 2 {
-            return Next::Call(RunExtraction::NAME, json!({"prompt_revid": prompt_revid}));
+        if ok(names::RUN_EXTRACTION).is_none() && errors(names::RUN_EXTRACTION) < 2 {
+            return Next::Call(names::RUN_EXTRACTION, json!({"prompt_revid": prompt_revid}));
         }
         return Next::Say(format!(
             "offline model: reused prompt {prompt_revid} and ran the extraction."
         ));
     }
     // The text shown in the first message needs no get_document call.
-    let Some(doc) = shown.or_else(|| ok(GetDocument::NAME)) else {
-        return if errors(GetDocument::NAME) > 0 {
+    let Some(doc) = shown.or_else(|| ok(names::GET_DOCUMENT)) else {
+        return if errors(names::GET_DOCUMENT) > 0 {
             Next::Say("offline model: the document could not be read; nothing proposed.".into())
         } else {
-            Next::Call(GetDocument::NAME, json!({}))
+            Next::Call(names::GET_DOCUMENT, json!({}))
         };
     };
     let text = find_str(doc, &["text", "excerpt", "content"]).unwrap_or("");
@@ -231,23 +226,23 @@ fn auto_create(
         fields_listed(&listed)
     };
     let chosen = start.schema.as_ref().map(|s| json!({"schema_revid": s}));
-    let Some(schema) = ok(CreateSchema::NAME).or(chosen.as_ref()) else {
-        if errors(CreateSchema::NAME) >= 2 {
+    let Some(schema) = ok(names::CREATE_SCHEMA).or(chosen.as_ref()) else {
+        if errors(names::CREATE_SCHEMA) >= 2 {
             return Next::Say(
                 "offline model: create_schema was refused twice; stopping without a proposal."
                     .into(),
             );
         }
         return Next::Call(
-            CreateSchema::NAME,
+            names::CREATE_SCHEMA,
             json!({"name": format!("{name} fields"), "fields": fields_arg(&fields)}),
         );
     };
     let schema_revid = find_str(schema, &["schema_revid", "revid"])
         .unwrap_or_default()
         .to_string();
-    let Some(prompt) = ok(CreatePrompt::NAME) else {
-        if errors(CreatePrompt::NAME) >= 2 {
+    let Some(prompt) = ok(names::CREATE_PROMPT) else {
+        if errors(names::CREATE_PROMPT) >= 2 {
             return Next::Say("offline model: create_prompt was refused twice; stopping.".into());
         }
         let mut args = json!({"name": format!("Extract {name}"), "schema_revid": schema_revid,
@@ -255,16 +250,16 @@ fn auto_create(
         if !start.tags.is_empty() {
             args["tag_ids"] = json!(start.tags);
         }
-        return Next::Call(CreatePrompt::NAME, args);
+        return Next::Call(names::CREATE_PROMPT, args);
     };
     let prompt_revid = find_str(prompt, &["prompt_revid", "revid"])
         .unwrap_or_default()
         .to_string();
-    if ok(RunExtraction::NAME).is_none() {
-        if errors(RunExtraction::NAME) >= 2 {
+    if ok(names::RUN_EXTRACTION).is_none() {
+        if errors(names::RUN_EXTRACTION) >= 2 {
             return Next::Say("offline model: run_extraction failed twice; schema and prompt are proposed without an extraction.".into());
         }
-        return Next::Call(RunExtraction::NAME, json!({"prompt_revid": prompt_revid}));
+        return Next::Call(names::RUN_EXTRACTION, json!({"prompt_revid": prompt_revid}));
     }
     Next::Say(format!(
         "offline model: proposed schema {schema_revid} with {} field(s) ({}), prompt {prompt_revid}, and ran the extraction.",
@@ -322,11 +317,13 @@ impl LlmProvider for OfflineProvider {
                     "offline model: stopping; {} tool result(s) so far.",
                     r.values().map(|(v, e)| v.len() as u32 + e).sum::<u32>()
                 ))
-            } else if has(OrgOverview::NAME) {
+            } else if has(names::ORG_OVERVIEW) {
                 nightly::proactive(&r)
             } else if let Some(first) = first_user_text(&req).filter(|t| refine::is_refine(t)) {
                 refine::next(&first, &r)
-            } else if has(CreateSchema::NAME) || has(CreatePrompt::NAME) || has(RunExtraction::NAME)
+            } else if has(names::CREATE_SCHEMA)
+                || has(names::CREATE_PROMPT)
+                || has(names::RUN_EXTRACTION)
             {
                 // Any auto_create stage (guided mode offers one stage's tools at a time).
                 let start = Start::of(first_user_text(&req).as_deref());

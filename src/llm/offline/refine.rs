@@ -7,13 +7,9 @@
 //! naming each change. Instructions it does not understand change nothing: it re-runs the
 //! extraction with the current prompt and says so. It is a heuristic, not a language model.
 
-use super::Next;
 use super::proposal::{Field, prompt_content};
+use super::{Next, names};
 use crate::analysis::lexicon::snake;
-use crate::tools::Declaration;
-use crate::tools::extraction::RunExtraction;
-use crate::tools::prompts::UpdatePrompt;
-use crate::tools::schemas::UpdateSchema;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 
@@ -155,8 +151,8 @@ pub fn next(first: &str, r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
     let (edited, applied) = apply(&rf, &changes(instructions));
     if applied.is_empty() {
         let current = quoted_after(first, "prompt_revid").unwrap_or_default();
-        if ok(RunExtraction::NAME).is_none() && errors(RunExtraction::NAME) < 2 {
-            return Next::Call(RunExtraction::NAME, json!({"prompt_revid": current}));
+        if ok(names::RUN_EXTRACTION).is_none() && errors(names::RUN_EXTRACTION) < 2 {
+            return Next::Call(names::RUN_EXTRACTION, json!({"prompt_revid": current}));
         }
         return Next::Say(
             "offline model: no change it understands in the instructions (it knows \"add \
@@ -165,18 +161,18 @@ pub fn next(first: &str, r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
                 .into(),
         );
     }
-    let Some(schema) = ok(UpdateSchema::NAME) else {
-        if errors(UpdateSchema::NAME) >= 2 {
+    let Some(schema) = ok(names::UPDATE_SCHEMA) else {
+        if errors(names::UPDATE_SCHEMA) >= 2 {
             return Next::Say("offline model: update_schema was refused twice; stopping.".into());
         }
         return Next::Call(
-            UpdateSchema::NAME,
+            names::UPDATE_SCHEMA,
             json!({"schema_id": schema_id, "response_format": edited}),
         );
     };
     let schema_revid = find(schema, "schema_revid").unwrap_or_default();
-    let Some(prompt) = ok(UpdatePrompt::NAME) else {
-        if errors(UpdatePrompt::NAME) >= 2 {
+    let Some(prompt) = ok(names::UPDATE_PROMPT) else {
+        if errors(names::UPDATE_PROMPT) >= 2 {
             return Next::Say("offline model: update_prompt was refused twice; stopping.".into());
         }
         let fields: Vec<Field> = edited
@@ -185,17 +181,17 @@ pub fn next(first: &str, r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
             .map(fields_of)
             .unwrap_or_default();
         return Next::Call(
-            UpdatePrompt::NAME,
+            names::UPDATE_PROMPT,
             json!({"prompt_id": prompt_id, "schema_revid": schema_revid,
                    "content": prompt_content(&fields)}),
         );
     };
     let prompt_revid = find(prompt, "prompt_revid").unwrap_or_default();
-    if ok(RunExtraction::NAME).is_none() {
-        if errors(RunExtraction::NAME) >= 2 {
+    if ok(names::RUN_EXTRACTION).is_none() {
+        if errors(names::RUN_EXTRACTION) >= 2 {
             return Next::Say("offline model: run_extraction failed twice; stopping.".into());
         }
-        return Next::Call(RunExtraction::NAME, json!({"prompt_revid": prompt_revid}));
+        return Next::Call(names::RUN_EXTRACTION, json!({"prompt_revid": prompt_revid}));
     }
     let said: Vec<String> = applied.iter().map(Change::words).collect();
     Next::Say(format!(
