@@ -102,7 +102,8 @@ impl TypedTool for GetPrompt {
 tool! {
     /// `list_prompts` (no arguments).
     ListPrompts {} = Read "list_prompts",
-    "List the organisation's prompts (latest version of each): prompt_revid, name, schema_revid, model, status and the start of the content."
+    "List the organisation's prompts (latest version of each): prompt_revid, name, \
+    schema_revid, model, status and the start of the content."
 }
 
 impl TypedTool for ListPrompts {

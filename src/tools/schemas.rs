@@ -222,7 +222,8 @@ impl TypedTool for GetSchema {
 tool! {
     /// `list_schemas` (no arguments).
     ListSchemas {} = Read "list_schemas",
-    "List the organisation's schemas (latest version of each): schema_revid, name, status and the top-level field names."
+    "List the organisation's schemas (latest version of each): schema_revid, name, status and \
+    the top-level field names."
 }
 
 impl TypedTool for ListSchemas {
@@ -505,7 +506,8 @@ tool! {
         /// The schema's id.
         schema_id: AnyVersionId,
     } = Destructive "delete_schema",
-    "Delete a schema {schema_id} with all its versions. Refused while prompts use it: delete or re-point those prompts first."
+    "Delete a schema {schema_id} with all its versions. Refused while prompts use it: delete or \
+    re-point those prompts first."
 }
 
 impl TypedTool for DeleteSchema {
