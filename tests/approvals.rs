@@ -761,10 +761,14 @@ async fn swept_approvals_leave_no_personal_value_in_the_audit() {
 async fn an_extraction_field_summary_names_the_path() {
     let f = fixture().await;
     let mut conn = f.db.pool.acquire().await.unwrap();
+    let registry = agentd::tools::builtin_registry();
+    let tool = registry
+        .get("update_extraction_field")
+        .expect("a built-in tool");
     let line = agentd::approvals::summary::summarize(
         &mut conn,
         f.org,
-        "update_extraction_field",
+        tool.as_ref(),
         &json!({"extraction_id": Uuid::now_v7(), "path": "total.amount", "value": 12.5}),
     )
     .await

@@ -431,8 +431,9 @@ async fn old_transcripts_are_compacted_and_still_load() {
     );
     assert!(text.contains("create_schema"), "tool names stay: {text}");
     let steps = agentd::store::runs::steps(&db.pool, run).await.unwrap();
-    let t =
-        agentd::agent::transcript::Transcript::from_steps(&steps).expect("compacted steps load");
+    let registry = agentd::tools::builtin_registry();
+    let t = agentd::agent::transcript::Transcript::from_steps(&steps, &registry)
+        .expect("compacted steps load");
     assert!(
         t.rounds >= 3 && t.tool_calls >= 3,
         "a compacted transcript still loads"

@@ -35,13 +35,10 @@ pub fn call_format(
     let calls: Vec<Value> = tools
         .iter()
         .map(|t| {
-            let mut args = registry
+            let args = registry
                 .get(&t.name)
-                .map(|x| x.guided_parameters())
+                .map(|x| x.guided_parameters(candidates))
                 .unwrap_or_else(|| t.parameters.clone());
-            if t.name == "create_schema" {
-                offer_names(&mut args, candidates);
-            }
             call_schema(&t.name, args, &pins)
         })
         .collect();
@@ -58,26 +55,6 @@ pub fn call_format(
             "schema": schema,
         }
     }))
-}
-
-/// In `create_schema`'s list of `{name, type}` fields, the name is one of `candidates` or any
-/// other name (both described): the candidates come first so a model that cannot name a field
-/// well picks one.
-pub(super) fn offer_names(args: &mut Value, candidates: &[String]) {
-    if candidates.is_empty() {
-        return;
-    }
-    let Some(name) = args.pointer_mut("/properties/fields/items/properties/name") else {
-        return;
-    };
-    let free = name.clone();
-    *name = json!({
-        "description": format!(
-            "snake_case, after what the value is; preferably one of the candidates: {}",
-            candidates.join(", ")
-        ),
-        "anyOf": [{"type": "string", "enum": candidates}, free],
-    });
 }
 
 /// Arguments whose only right value this run already knows.
@@ -123,7 +100,7 @@ pub fn all_without_arguments(tools: &[ToolSpec], registry: &Registry) -> bool {
         && tools.iter().all(|t| {
             let args = registry
                 .get(&t.name)
-                .map(|x| x.guided_parameters())
+                .map(|x| x.guided_parameters(&[]))
                 .unwrap_or_else(|| t.parameters.clone());
             takes_no_arguments(&args)
         })
@@ -163,6 +140,8 @@ fn call_schema(name: &str, mut args: Value, pins: &[(&'static str, String)]) -> 
 mod tests {
     use super::*;
     use crate::agent::goals::Part;
+    use crate::tools::Declaration;
+    use crate::tools::{extraction::RunExtraction, prompts::CreatePrompt, schemas::CreateSchema};
 
     fn tool(name: &str, props: Value) -> ToolSpec {
         ToolSpec {
@@ -181,14 +160,14 @@ mod tests {
             ..GoalState::default()
         };
         let t = tool(
-            "create_prompt",
+            CreatePrompt::NAME,
             json!({"schema_revid": {"type": "string", "description": "from create_schema"},
                    "content": {"type": "string"}}),
         );
         let f = call_format(&[t], &Registry::default(), Some(&goal), None, &[]).expect("a format");
         assert_eq!(f["type"], "json_schema");
         let s = &f["json_schema"]["schema"];
-        assert_eq!(s["properties"]["name"]["const"], "create_prompt");
+        assert_eq!(s["properties"]["name"]["const"], CreatePrompt::NAME);
         let args = &s["properties"]["arguments"];
         assert_eq!(args["properties"]["schema_revid"]["enum"], json!(["s:1"]));
         assert_eq!(
@@ -208,11 +187,11 @@ mod tests {
             prompt: Some("p:2".into()),
             ..GoalState::default()
         };
-        let specs = registry.specs(&["create_schema".into(), "run_extraction".into()]);
+        let specs = registry.specs(&[CreateSchema::NAME.into(), RunExtraction::NAME.into()]);
         let f = call_format(&specs, &registry, Some(&goal), None, &[]).expect("a format");
         let any = &f["json_schema"]["schema"]["anyOf"];
         let args = |i: usize| any[i]["properties"]["arguments"].clone();
-        let (schema, extraction) = if any[0]["properties"]["name"]["const"] == "create_schema" {
+        let (schema, extraction) = if any[0]["properties"]["name"]["const"] == CreateSchema::NAME {
             (args(0), args(1))
         } else {
             (args(1), args(0))
@@ -234,8 +213,11 @@ mod tests {
     #[test]
     fn several_tools_are_alternatives_and_unknown_ids_stay_free() {
         let tools = [
-            tool("create_schema", json!({"fields": {"type": "object"}})),
-            tool("create_prompt", json!({"schema_revid": {"type": "string"}})),
+            tool(CreateSchema::NAME, json!({"fields": {"type": "object"}})),
+            tool(
+                CreatePrompt::NAME,
+                json!({"schema_revid": {"type": "string"}}),
+            ),
         ];
         let f = call_format(
             &tools,
@@ -259,7 +241,7 @@ mod tests {
     #[test]
     fn candidate_names_are_offered_beside_free_names() {
         let registry = crate::tools::builtin_registry();
-        let specs = registry.specs(&["create_schema".into()]);
+        let specs = registry.specs(&[CreateSchema::NAME.into()]);
         let names = vec!["invoice_number".to_string(), "total".to_string()];
         let f = call_format(&specs, &registry, None, None, &names).expect("a format");
         let name = f

@@ -15,6 +15,8 @@ use super::{Engine, RunSpec};
 use crate::catalog::PolicyDecision;
 use crate::llm::{Block, CompletionRequest, Message, ToolSpec, tokens};
 use crate::store::documents;
+use crate::tools::Declaration;
+use crate::tools::documents::{GetDocument, GetOcrText};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -142,10 +144,10 @@ pub fn compact(
             if rec.round < current_round && superseded(rec) {
                 *content = format!("[earlier result, compacted] {}", one_line(rec));
             } else if text_shown
-                && matches!(rec.tool.as_str(), "get_document" | "get_ocr_text")
+                && matches!(rec.tool.as_str(), GetDocument::NAME | GetOcrText::NAME)
                 && let Ok(mut v) = serde_json::from_str::<Value>(content)
                 && v.get("text").is_some_and(Value::is_string)
-                && (rec.tool == "get_document"
+                && (rec.tool == GetDocument::NAME
                     || v.get("page").is_none_or(|p| p.as_i64() == Some(1)))
             {
                 v["text"] = Value::String(SHOWN.into());

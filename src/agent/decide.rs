@@ -4,7 +4,7 @@
 //! decision: execute, propose or deny, with the audit row and the checkpoint.
 
 use super::step::Decided;
-use super::transcript::{Transcript, is_refinement};
+use super::transcript::Transcript;
 use super::{Engine, RunError, RunSpec};
 use crate::catalog::PolicyDecision;
 use crate::store::documents::bounded_error;
@@ -150,7 +150,8 @@ pub(super) async fn plan(
             }
             // A paid-for failed answer counts as a refinement like a successful redo.
             let earlier = t.successes.get(name).copied().unwrap_or(0) + failed;
-            if is_refinement(name, earlier) && t.refinements + failed >= spec.caps.max_refinements {
+            if tool.refines().counts(earlier) && t.refinements + failed >= spec.caps.max_refinements
+            {
                 return Ok(Plan::Done(Decided::error(
                     cat,
                     "capped",

@@ -112,6 +112,8 @@ fn cut(s: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::Declaration;
+    use crate::tools::documents::UpdateDocument;
     use serde_json::json;
     use uuid::Uuid;
 
@@ -119,7 +121,7 @@ mod tests {
         Decided {
             source: "approval".into(),
             id: Uuid::nil(),
-            action: "update_document".into(),
+            action: UpdateDocument::NAME.into(),
             args: Some(json!({"tags": ["x"]})),
             summary: Some("Tag it".into()),
             outcome: outcome.into(),

@@ -11,7 +11,16 @@
 
 use super::RunSpec;
 use crate::store::{approvals, auto_create, documents, schemas, suggestions};
-use crate::tools::revid;
+use crate::tools::documents::{
+    DeleteDocument, GetDocument, GetOcrText, ListDocuments, UpdateDocument,
+};
+use crate::tools::extraction::{GetExtractionResult, RunExtraction, UpdateExtractionField};
+use crate::tools::help::{HelpPrompts, HelpSchemas};
+use crate::tools::prompts::CreatePrompt;
+use crate::tools::schemas::{CreateSchema, ListSchemas};
+use crate::tools::suggestions::{CreateSuggestion, OrgOverview};
+use crate::tools::tags::{CreateTag, ListTags};
+use crate::tools::{Declaration, revid};
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -59,28 +68,28 @@ impl Part {
             // create_schema validates (no validate_schema); the working state names the ids
             // and fields (no get_schema / get_prompt).
             Part::Schema => &[
-                "create_schema",
-                "list_schemas",
-                "help_schemas",
-                "create_prompt",
+                CreateSchema::NAME,
+                ListSchemas::NAME,
+                HelpSchemas::NAME,
+                CreatePrompt::NAME,
             ],
-            Part::Prompt => &["create_prompt", "help_prompts"],
-            Part::Extraction => &["run_extraction"],
-            Part::Overview => &["org_overview"],
+            Part::Prompt => &[CreatePrompt::NAME, HelpPrompts::NAME],
+            Part::Extraction => &[RunExtraction::NAME],
+            Part::Overview => &[OrgOverview::NAME],
             Part::Suggestion => &[
-                "org_overview",
-                "create_suggestion",
-                "list_documents",
-                "get_document",
+                OrgOverview::NAME,
+                CreateSuggestion::NAME,
+                ListDocuments::NAME,
+                GetDocument::NAME,
             ],
             // The re-proposal job's tools: the action is one of them.
             Part::Reproposal => &[
-                "get_document",
-                "list_tags",
-                "update_document",
-                "create_tag",
-                "delete_document",
-                "run_extraction",
+                GetDocument::NAME,
+                ListTags::NAME,
+                UpdateDocument::NAME,
+                CreateTag::NAME,
+                DeleteDocument::NAME,
+                RunExtraction::NAME,
             ],
         }
     }
@@ -88,10 +97,10 @@ impl Part {
 
 /// Read tools offered in every guided round (the document text is in the first message; more
 /// pages come from `get_ocr_text`).
-pub const GUIDED_READ_TOOLS: [&str; 1] = ["get_ocr_text"];
+pub const GUIDED_READ_TOOLS: [&str; 1] = [GetOcrText::NAME];
 
 /// Tools guided mode offers once the goal is met: check and correct the extraction, or answer.
-pub const GUIDED_DONE_TOOLS: [&str; 2] = ["get_extraction_result", "update_extraction_field"];
+pub const GUIDED_DONE_TOOLS: [&str; 2] = [GetExtractionResult::NAME, UpdateExtractionField::NAME];
 
 /// Where a run stands against its kind's goal.
 #[derive(Debug, Clone, Default)]

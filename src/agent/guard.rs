@@ -15,10 +15,6 @@ use crate::tools::{Category, Registry};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-/// Tools whose answer comes from a model: the same call may answer differently (their own caps,
-/// refinements and `agent.max_failed_extractions`, bound them).
-const MODEL_TOOLS: [&str; 1] = ["run_extraction"];
-
 /// `raw` parsed and re-serialized with sorted keys; the trimmed text when it is not JSON.
 pub fn canonical(raw: &str) -> String {
     fn sort(v: &Value) -> Value {
@@ -41,27 +37,21 @@ pub fn canonical(raw: &str) -> String {
 }
 
 /// The earlier call that `(tool, raw)` repeats, if nothing that could change its answer
-/// (a successful call of a write tool) happened since.
+/// (a successful call of a write tool) happened since. A tool whose answer comes from a model
+/// ([`crate::tools::Tool::calls_model`]) repeats nothing: the same call may answer differently
+/// (its own caps, refinements and `agent.max_failed_extractions`, bound it).
 pub fn repeat_of<'t>(
     t: &'t Transcript,
     registry: &Registry,
     tool: &str,
     raw: &str,
 ) -> Option<&'t CallRecord> {
-    if MODEL_TOOLS.contains(&tool) {
+    if registry.get(tool).is_some_and(|t| t.calls_model()) {
         return None;
     }
     let key = canonical(raw);
     for rec in t.history.iter().rev() {
         if rec.tool == tool && rec.decision != "repeated" && canonical(&rec.raw_args) == key {
-            // A tool that asks a model (run_extraction) may answer differently the next time;
-            // its failed attempts are bounded by max_failed_extractions instead.
-            if rec.is_error
-                && rec.decision == "auto_approved"
-                && registry.get(tool).is_some_and(|x| x.calls_model())
-            {
-                return None;
-            }
             return Some(rec);
         }
         let writes = registry

@@ -266,7 +266,7 @@ impl Engine {
             }
             #[cfg(debug_assertions)]
             self.check_memory(run.id, &steps).await?;
-            let mut t = Transcript::from_steps(&steps)?;
+            let mut t = Transcript::from_steps(&steps, &self.env.registry)?;
             if let Some(call) = t.pending.first().cloned() {
                 // Under the round that asked for it (none on a resume: then the run's).
                 let parent = round.clone().unwrap_or_else(tracing::Span::current);

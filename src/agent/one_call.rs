@@ -73,15 +73,15 @@ pub fn shape(req: &mut CompletionRequest, registry: &Registry, candidates: &[Str
 /// The `response_format`: an object of the two tools' guided arguments, the schema's field names
 /// offered from the candidates, the prompt's `schema_revid` left out (agentd fills it in).
 pub fn format(registry: &Registry, candidates: &[String]) -> Value {
-    let guided = |name: &str| {
+    let guided = |name: &str, candidates: &[String]| {
         registry
             .get(name)
-            .map(|t| t.guided_parameters())
+            .map(|t| t.guided_parameters(candidates))
             .unwrap_or_else(|| json!({"type": "object"}))
     };
-    let mut schema = guided(CreateSchema::NAME);
-    constrain::offer_names(&mut schema, candidates);
-    let mut prompt = guided(CreatePrompt::NAME);
+    // create_schema's guided parameters offer the candidates as field names.
+    let schema = guided(CreateSchema::NAME, candidates);
+    let mut prompt = guided(CreatePrompt::NAME, &[]);
     if let Some(p) = prompt.get_mut("properties").and_then(Value::as_object_mut) {
         p.remove("schema_revid");
     }
@@ -281,7 +281,10 @@ mod tests {
         assert_eq!(split(&r, &mut resp), 3);
         let calls = resp.message.tool_calls();
         let names: Vec<&str> = calls.iter().map(|c| c.1).collect();
-        assert_eq!(names, ["create_schema", "create_prompt", "run_extraction"]);
+        assert_eq!(
+            names,
+            [CreateSchema::NAME, CreatePrompt::NAME, RunExtraction::NAME]
+        );
         assert!(!calls[1].2.contains("schema_revid"), "an invented id goes");
         assert_eq!(resp.finish, FinishReason::ToolUse);
         // Prose, or a request that was not the one call, is left alone.
@@ -305,7 +308,7 @@ mod tests {
         };
         let call = (
             "c".to_string(),
-            "create_prompt".to_string(),
+            CreatePrompt::NAME.to_string(),
             r#"{"content":"x"}"#.to_string(),
         );
         let (_, _, raw) = fill_pins(&registry, Some(&goal), &call);
@@ -314,11 +317,11 @@ mod tests {
         // Given, it stays; an optional argument (run_extraction's prompt) is not filled.
         let given = (
             "c".into(),
-            "create_prompt".into(),
+            CreatePrompt::NAME.into(),
             r#"{"content":"x","schema_revid":"t:2"}"#.into(),
         );
         assert_eq!(fill_pins(&registry, Some(&goal), &given), given);
-        let ex = ("c".into(), "run_extraction".into(), "{}".into());
+        let ex = ("c".into(), RunExtraction::NAME.into(), "{}".into());
         assert_eq!(fill_pins(&registry, Some(&goal), &ex), ex);
         // Without a schema, nothing to fill: the tool says what is missing.
         assert_eq!(fill_pins(&registry, None, &call), call);

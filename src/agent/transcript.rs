@@ -3,6 +3,7 @@
 
 use crate::llm::{Block, CompletionResponse, Message, Role};
 use crate::store::runs::StepRow;
+use crate::tools::Registry;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 
@@ -75,18 +76,10 @@ pub struct CallRecord {
     pub round: u32,
 }
 
-/// Tools whose successful calls are refinements of an earlier proposal.
-pub fn is_refinement(tool: &str, earlier_successes: u32) -> bool {
-    matches!(
-        tool,
-        "update_schema" | "update_prompt" | "update_extraction_field"
-    ) || (matches!(tool, "create_schema" | "create_prompt" | "run_extraction")
-        && earlier_successes > 0)
-}
-
 impl Transcript {
-    /// Rebuilds from checkpoints in order.
-    pub fn from_steps(steps: &[StepRow]) -> Result<Self, CheckpointError> {
+    /// Rebuilds from checkpoints in order; `registry` says which calls were refinements
+    /// ([`crate::tools::Tool::refines`]).
+    pub fn from_steps(steps: &[StepRow], registry: &Registry) -> Result<Self, CheckpointError> {
         let mut t = Transcript::default();
         let mut answered = HashSet::new();
         let mut last_calls: Vec<(String, String, String)> = Vec::new();
@@ -148,7 +141,10 @@ impl Transcript {
                     });
                     if !r.is_error && r.decision == "auto_approved" {
                         let n = t.successes.entry(r.tool.clone()).or_default();
-                        if is_refinement(&r.tool, *n) {
+                        if registry
+                            .get(&r.tool)
+                            .is_some_and(|x| x.refines().counts(*n))
+                        {
                             t.refinements += 1;
                         }
                         *n += 1;

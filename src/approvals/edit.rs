@@ -57,7 +57,7 @@ pub(super) async fn apply(
         None => Value::Null,
     };
     let hash = snapshot_hash(&row.action.tool, &args, &data);
-    let line = summary::summarize(conn, row.org_id, &row.action.tool, &args).await?;
+    let line = summary::summarize(conn, row.org_id, tool, &args).await?;
     store::set_edited(conn, row.id, &args, &data, &hash, &line).await?;
     let outcome =
         json!({"before": row.action.args, "before_hash": row.snapshot_hash, "after_hash": hash});

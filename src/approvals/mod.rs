@@ -17,7 +17,7 @@ use crate::clock::SharedClock;
 use crate::llm::SharedProvider;
 use crate::store::approvals::{self as store, ApprovalRow, ApprovalStatus, Chain, NewApproval};
 use crate::store::runs::{self, NewAudit};
-use crate::tools::{Registry, Tool, ToolCtx, ToolError};
+use crate::tools::{Registry, Snapshot, Tool, ToolCtx, ToolError};
 use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -81,30 +81,17 @@ pub fn snapshot_hash(tool: &str, args: &Value, data: &Value) -> String {
     hex::encode(Sha256::digest(canonical))
 }
 
-/// Tools whose snapshot is their document's row ([`crate::store::documents::DocumentLock::snapshot`]
-/// of `args.document_id`): their approvals record the row's version, and the sweep re-validates
-/// them set-based. `delete_document` is not one: its snapshot covers the document's extractions
-/// too (review #14b: a deletion approved after a new extraction would remove one nobody saw),
-/// which the row's version does not follow, so the sweep re-checks it through the tool.
-pub(crate) const DOCUMENT_SNAPSHOT_TOOLS: [&str; 1] = ["update_document"];
-
-/// Tools whose approvals act on one document (`args.document_id`).
-const DOCUMENT_TOOLS: [&str; 2] = ["update_document", "delete_document"];
-
-/// The document an approval of `tool(args)` depends on, if its snapshot is that document's row.
-pub(crate) fn document_target(tool: &str, args: &Value) -> Option<Uuid> {
-    if !DOCUMENT_SNAPSHOT_TOOLS.contains(&tool) {
+/// The document an approval of `tool(args)` depends on, if its snapshot is that document's
+/// row ([`Snapshot::DocumentRow`]): its approvals record the row's version, and the sweep
+/// re-validates them set-based. `delete_document`'s is not: its snapshot covers the document's
+/// extractions too (review #14b: a deletion approved after a new extraction would remove one
+/// nobody saw), which the row's version does not follow, so the sweep re-checks it through the
+/// tool.
+pub(crate) fn document_target(tool: &dyn Tool, args: &Value) -> Option<Uuid> {
+    if tool.snapshot_kind() != Snapshot::DocumentRow {
         return None;
     }
-    acted_on_document(tool, args)
-}
-
-/// The document an approval of `tool(args)` acts on, whatever its snapshot covers.
-pub(crate) fn acted_on_document(tool: &str, args: &Value) -> Option<Uuid> {
-    if !DOCUMENT_TOOLS.contains(&tool) {
-        return None;
-    }
-    Uuid::parse_str(args.get("document_id")?.as_str()?).ok()
+    tool.document(args)
 }
 
 /// Where a proposal comes from.
@@ -145,7 +132,7 @@ pub async fn propose(
     let hash = snapshot_hash(tool.name(), args, &data);
     // The document row the snapshot was read from (the tool locked it): the sweep compares its
     // version instead of the snapshot while the row stays that version.
-    let document_version = match document_target(tool.name(), args) {
+    let document_version = match document_target(tool, args) {
         Some(doc) => crate::store::documents::version(&mut *ctx.conn, ctx.org_id, doc).await?,
         None => None,
     };
@@ -156,7 +143,7 @@ pub async fn propose(
         .and_then(|s| s.approval_ttl_secs)
         .map(|secs| chrono::Duration::seconds(i64::from(secs)))
         .unwrap_or(origin.ttl);
-    let line = summary::summarize(ctx.conn, ctx.org_id, tool.name(), args).await?;
+    let line = summary::summarize(ctx.conn, ctx.org_id, tool, args).await?;
     let rationale = origin
         .rationale
         .map(str::trim)

@@ -11,13 +11,14 @@
 //! and ended in one more statement. Row by row (`Sweeper::row_by_row`, the reference) reads every
 //! approval and re-validates it through its tool.
 
-use super::{DOCUMENT_SNAPSHOT_TOOLS, ToolEnv, snapshot_hash};
+use super::{ToolEnv, snapshot_hash};
 use crate::clock::SharedClock;
 use crate::queue::NewJob;
 use crate::store::approvals::ApprovalRow;
 use crate::store::approvals_sweep::{self as store, Reproposals};
 use crate::store::documents;
 use crate::store::states::ApprovalStatus;
+use crate::tools::Snapshot;
 use crate::tools::ToolError;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -338,11 +339,18 @@ impl Sweeper {
         Ok(n)
     }
 
-    /// [`DOCUMENT_SNAPSHOT_TOOLS`] this registry has.
+    /// The tools of this registry whose snapshot is their document's row
+    /// ([`Snapshot::DocumentRow`]).
     fn document_tools(&self) -> Vec<&'static str> {
-        DOCUMENT_SNAPSHOT_TOOLS
+        let registry = &self.env.registry;
+        registry
+            .names()
             .into_iter()
-            .filter(|t| self.env.registry.get(t).is_some())
+            .filter(|t| {
+                registry
+                    .get(t)
+                    .is_some_and(|x| x.snapshot_kind() == Snapshot::DocumentRow)
+            })
             .collect()
     }
 
@@ -360,8 +368,12 @@ impl Sweeper {
             return Ok(Vec::new());
         }
         let on_document = |row: &ApprovalRow| {
-            let batched = !self.row_by_row && self.env.registry.get(&row.action.tool).is_some();
-            batched.then(|| super::document_target(&row.action.tool, &row.action.args))?
+            let tool = self
+                .env
+                .registry
+                .get(&row.action.tool)
+                .filter(|_| !self.row_by_row)?;
+            super::document_target(tool.as_ref(), &row.action.args)
         };
         let targets: Vec<Option<Uuid>> = rows.iter().map(on_document).collect();
         let mut keys: Vec<(Uuid, Uuid)> = rows

@@ -138,7 +138,10 @@ impl JobHandler for ApprovalExpiry {
         run_spec.chain = Some(a.chain.next());
         // What people decided about the same document (else the same chain).
         use crate::store::decisions::DecisionScope;
-        let about = crate::approvals::acted_on_document(&a.action.tool, &a.action.args);
+        let about = app
+            .registry
+            .get(&a.action.tool)
+            .and_then(|t| t.document(&a.action.args));
         run_spec.decisions = Some(match about {
             Some(doc) => DecisionScope::Document(doc),
             None => DecisionScope::Chain(a.chain.id),

@@ -15,6 +15,10 @@ use crate::store::documents::AutoCreateStatus;
 use crate::store::extractions::ExtractionRow;
 use crate::store::runs::NewAudit;
 use crate::store::{prompts, schemas, sql};
+use crate::tools::Declaration;
+use crate::tools::documents::UpdateDocument;
+use crate::tools::prompts::CreatePrompt;
+use crate::tools::schemas::CreateSchema;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -30,7 +34,7 @@ const MAX_RESULT_CHARS: usize = 4000;
 
 /// Tools a refine run is not offered: it writes new versions of its proposal, nothing new and
 /// not the document.
-pub const NOT_IN_REFINE: [&str; 3] = ["create_schema", "create_prompt", "update_document"];
+pub const NOT_IN_REFINE: [&str; 3] = [CreateSchema::NAME, CreatePrompt::NAME, UpdateDocument::NAME];
 
 /// The `refine` part of an `auto_create` payload.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

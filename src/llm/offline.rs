@@ -38,6 +38,7 @@ use super::{
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 
+pub mod names;
 mod nightly;
 mod proposal;
 mod refine;
@@ -244,40 +245,40 @@ fn auto_create(
     let errors = |t: &str| r.get(t).map(|(_, e)| *e).unwrap_or(0);
     // A prompt a person chose: only the extraction is left to do.
     if let Some(prompt_revid) = &start.prompt {
-        if ok("run_extraction").is_none() && errors("run_extraction") < 2 {
-            return Next::Call("run_extraction", json!({"prompt_revid": prompt_revid}));
+        if ok(names::RUN_EXTRACTION).is_none() && errors(names::RUN_EXTRACTION) < 2 {
+            return Next::Call(names::RUN_EXTRACTION, json!({"prompt_revid": prompt_revid}));
         }
         return Next::Say(format!(
             "offline model: reused prompt {prompt_revid} and ran the extraction."
         ));
     }
     // The text shown in the first message needs no get_document call.
-    let Some(doc) = shown.or_else(|| ok("get_document")) else {
-        return if errors("get_document") > 0 {
+    let Some(doc) = shown.or_else(|| ok(names::GET_DOCUMENT)) else {
+        return if errors(names::GET_DOCUMENT) > 0 {
             Next::Say("offline model: the document could not be read; nothing proposed.".into())
         } else {
-            Next::Call("get_document", json!({}))
+            Next::Call(names::GET_DOCUMENT, json!({}))
         };
     };
     let (name, fields) = document_fields(doc);
     let chosen = start.schema.as_ref().map(|s| json!({"schema_revid": s}));
-    let Some(schema) = ok("create_schema").or(chosen.as_ref()) else {
-        if errors("create_schema") >= 2 {
+    let Some(schema) = ok(names::CREATE_SCHEMA).or(chosen.as_ref()) else {
+        if errors(names::CREATE_SCHEMA) >= 2 {
             return Next::Say(
                 "offline model: create_schema was refused twice; stopping without a proposal."
                     .into(),
             );
         }
         return Next::Call(
-            "create_schema",
+            names::CREATE_SCHEMA,
             json!({"name": format!("{name} fields"), "fields": fields_arg(&fields)}),
         );
     };
     let schema_revid = find_str(schema, &["schema_revid", "revid"])
         .unwrap_or_default()
         .to_string();
-    let Some(prompt) = ok("create_prompt") else {
-        if errors("create_prompt") >= 2 {
+    let Some(prompt) = ok(names::CREATE_PROMPT) else {
+        if errors(names::CREATE_PROMPT) >= 2 {
             return Next::Say("offline model: create_prompt was refused twice; stopping.".into());
         }
         let mut args = json!({"name": format!("Extract {name}"), "schema_revid": schema_revid,
@@ -285,16 +286,16 @@ fn auto_create(
         if !start.tags.is_empty() {
             args["tag_ids"] = json!(start.tags);
         }
-        return Next::Call("create_prompt", args);
+        return Next::Call(names::CREATE_PROMPT, args);
     };
     let prompt_revid = find_str(prompt, &["prompt_revid", "revid"])
         .unwrap_or_default()
         .to_string();
-    if ok("run_extraction").is_none() {
-        if errors("run_extraction") >= 2 {
+    if ok(names::RUN_EXTRACTION).is_none() {
+        if errors(names::RUN_EXTRACTION) >= 2 {
             return Next::Say("offline model: run_extraction failed twice; schema and prompt are proposed without an extraction.".into());
         }
-        return Next::Call("run_extraction", json!({"prompt_revid": prompt_revid}));
+        return Next::Call(names::RUN_EXTRACTION, json!({"prompt_revid": prompt_revid}));
     }
     Next::Say(format!(
         "offline model: proposed schema {schema_revid} with {} field(s) ({}), prompt {prompt_revid}, and ran the extraction.",
@@ -354,7 +355,7 @@ impl LlmProvider for OfflineProvider {
                     "offline model: stopping; {} tool result(s) so far.",
                     r.values().map(|(v, e)| v.len() as u32 + e).sum::<u32>()
                 ))
-            } else if has("org_overview") {
+            } else if has(names::ORG_OVERVIEW) {
                 nightly::proactive(&r)
             } else if let Some(first) = first_user_text(&req).filter(|t| refine::is_refine(t)) {
                 refine::next(&first, &r)
@@ -364,7 +365,10 @@ impl LlmProvider for OfflineProvider {
             {
                 let offered: Vec<String> = req.tools.iter().map(|t| t.name.clone()).collect();
                 repropose::next(action, &offered, &r)
-            } else if has("create_schema") || has("create_prompt") || has("run_extraction") {
+            } else if has(names::CREATE_SCHEMA)
+                || has(names::CREATE_PROMPT)
+                || has(names::RUN_EXTRACTION)
+            {
                 // Any auto_create stage (guided mode offers one stage's tools at a time).
                 let start = Start::of(first_user_text(&req).as_deref());
                 auto_create(&r, document_in_first_message(&req).as_ref(), &start)

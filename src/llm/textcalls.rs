@@ -154,9 +154,12 @@ fn collect(v: &Value, offered: &[String], out: &mut Vec<TextCall>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::Declaration;
+    use crate::tools::{documents::GetDocument, schemas::CreateSchema};
 
+    /// The tools offered; the texts below are model output, which names them.
     fn offered() -> Vec<String> {
-        vec!["create_schema".into(), "get_document".into()]
+        vec![CreateSchema::NAME.into(), GetDocument::NAME.into()]
     }
 
     #[test]
@@ -165,8 +168,11 @@ mod tests {
         assert_eq!(
             parse(t, &offered()),
             vec![
-                ("get_document".to_string(), "{}".to_string()),
-                ("create_schema".to_string(), r#"{"name":"x"}"#.to_string())
+                (GetDocument::NAME.to_string(), "{}".to_string()),
+                (
+                    CreateSchema::NAME.to_string(),
+                    r#"{"name":"x"}"#.to_string()
+                )
             ]
         );
     }
@@ -191,10 +197,10 @@ mod tests {
             parse(t, &offered()),
             vec![
                 (
-                    "create_schema".to_string(),
+                    CreateSchema::NAME.to_string(),
                     r#"{"name":"claim"}"#.to_string()
                 ),
-                ("get_document".to_string(), "{}".to_string())
+                (GetDocument::NAME.to_string(), "{}".to_string())
             ]
         );
     }
@@ -205,11 +211,11 @@ mod tests {
         assert_eq!(
             cut_call(t, &offered()),
             Some((
-                "create_schema".to_string(),
+                CreateSchema::NAME.to_string(),
                 format!(r#"{{"fields": {{"a": "string", "b": "str{CUT_MARK}"#)
             ))
         );
-        assert_eq!(cut_call(t, &["get_document".to_string()]), None);
+        assert_eq!(cut_call(t, &[GetDocument::NAME.to_string()]), None);
         // Only an answer that hit the cap is read this way.
         let mut resp = CompletionResponse {
             message: super::super::Message::text(super::super::Role::Assistant, t),

@@ -255,19 +255,21 @@ pub async fn kept_for_document(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::Declaration;
+    use crate::tools::documents::GetDocument;
 
     #[test]
     fn compaction_keeps_names_and_ids_and_drops_text() {
         let step = json!({"response": {"message": {"role": "assistant", "content": [
             {"type": "text", "text": "Jane Doe owes 12 EUR"},
-            {"type": "tool_use", "id": "r1.0", "name": "get_document",
+            {"type": "tool_use", "id": "r1.0", "name": GetDocument::NAME,
              "arguments": "{\"document_id\":\"d1\",\"note\":\"Jane Doe\"}"}]}}});
         let c = compact_payload(&step);
         let s = c.to_string();
         assert!(!s.contains("Jane"), "{s}");
         assert_eq!(c["compacted"], true);
         let block = &c["response"]["message"]["content"][1];
-        assert_eq!(block["name"], "get_document");
+        assert_eq!(block["name"], GetDocument::NAME);
         assert_eq!(block["id"], "r1.0");
         let args: Value = serde_json::from_str(block["arguments"].as_str().unwrap()).unwrap();
         assert_eq!(args["document_id"], "d1");

@@ -2,9 +2,10 @@
 //! `update_document` and `delete_document`. Text is shown as a bounded excerpt
 //! (`ctx.excerpt_chars` characters) with its full length and a `truncated` flag.
 
+use super::summary::Summary;
 use super::tags::checked_tag_ids;
-use super::typed::tool;
 use super::typed::{Id, TagId, any_object};
+use super::typed::{Snapshot, tool};
 use super::{Target, ToolCtx, ToolError, TypedTool, listing, not_in_org, revid};
 use crate::store::documents::{self as store, AutoCreateStatus, DocumentFilter, DocumentLock};
 use crate::store::sql;
@@ -202,9 +203,28 @@ tool! {
 
 impl TypedTool for UpdateDocument {
     const PROPOSABLE: bool = true;
+    const SNAPSHOT: Snapshot = Snapshot::DocumentRow;
 
     fn targets(&self) -> Vec<Target> {
         vec![Target::Document(Id::uuid(self.document_id))]
+    }
+    fn document(&self) -> Option<Uuid> {
+        Id::uuid(self.document_id)
+    }
+    /// `Update document 'a.txt': metadata, tag_ids`: the keys it sets.
+    async fn summary(&self, s: &mut Summary<'_>) -> sqlx::Result<Option<String>> {
+        let doc = s.document().await?;
+        let keys: Vec<&str> = s
+            .args()
+            .as_object()
+            .map(|o| {
+                o.iter()
+                    .filter(|(k, v)| *k != "document_id" && !v.is_null())
+                    .map(|(k, _)| k.as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Some(format!("Update {doc}: {}", keys.join(", "))))
     }
     async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         let id = document_id_or_default(ctx, self.document_id)?;
@@ -262,6 +282,13 @@ impl TypedTool for DeleteDocument {
 
     fn targets(&self) -> Vec<Target> {
         vec![Target::Document(Some(self.document_id.0))]
+    }
+    fn document(&self) -> Option<Uuid> {
+        Some(self.document_id.0)
+    }
+    /// `Delete document 'a.txt'`.
+    async fn summary(&self, s: &mut Summary<'_>) -> sqlx::Result<Option<String>> {
+        Ok(Some(format!("Delete {}", s.document().await?)))
     }
     async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         let Id(id) = self.document_id;

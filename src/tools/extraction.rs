@@ -5,8 +5,8 @@
 use super::documents::{document_id_or_default, existing_document};
 use super::extraction_model::{apply_extraction, prepare_extraction};
 use super::schemas::{inner_schema, validate_instance};
-use super::typed::Id;
-use super::typed::tool;
+use super::summary::{Summary, quoted};
+use super::typed::{Id, Refines, tool};
 use super::{ModelCall, Target, ToolCtx, ToolError, TypedTool, revid, unfenced};
 use crate::analysis::ground;
 use crate::llm::CompletionResponse;
@@ -106,12 +106,21 @@ pub(crate) async fn prompt_for(
 
 impl TypedTool for RunExtraction {
     const PROPOSABLE: bool = true;
+    const CALLS_MODEL: bool = true;
+    /// A second extraction in a run redoes the first.
+    const REFINES: Refines = Refines::Again;
 
-    fn guided_parameters() -> Option<Value> {
+    fn guided_parameters(_candidates: &[String]) -> Option<Value> {
         // The document defaults to the run's; the constraint pins the run's prompt.
         Some(super::typed::guided::<Self>(&["prompt_revid"]))
     }
-    const CALLS_MODEL: bool = true;
+    /// `Run the extraction on document 'a.txt'`.
+    async fn summary(&self, s: &mut Summary<'_>) -> sqlx::Result<Option<String>> {
+        Ok(Some(format!(
+            "Run the extraction on {}",
+            s.document().await?
+        )))
+    }
 
     fn targets(&self) -> Vec<Target> {
         vec![Target::Document(Id::uuid(self.document_id))]
@@ -313,6 +322,19 @@ impl UpdateExtractionField {
 
 impl TypedTool for UpdateExtractionField {
     const PROPOSABLE: bool = true;
+    const REFINES: Refines = Refines::Always;
+
+    /// `Set field 'total' of an extraction to 12.5`.
+    async fn summary(&self, s: &mut Summary<'_>) -> sqlx::Result<Option<String>> {
+        Ok(Some(format!(
+            "Set field {} of an extraction to {}",
+            quoted(s.str("path")),
+            s.args()
+                .get("value")
+                .map(Value::to_string)
+                .unwrap_or_default()
+        )))
+    }
 
     fn targets(&self) -> Vec<Target> {
         match self.extraction_id {

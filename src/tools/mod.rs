@@ -21,6 +21,7 @@ pub mod schemas;
 pub mod scope;
 pub mod strict;
 pub mod suggestions;
+pub mod summary;
 pub mod tags;
 pub mod typed;
 mod versioned;
@@ -35,7 +36,7 @@ use uuid::Uuid;
 
 pub use registry::Registry;
 pub use scope::{Subject, Target};
-pub use typed::{Id, Typed, TypedTool};
+pub use typed::{Declaration, Id, Refines, Snapshot, Typed, TypedTool};
 
 /// Every built-in tool.
 pub fn builtin_registry() -> Registry {
@@ -218,8 +219,10 @@ pub trait Tool: Send + Sync {
     /// before the handler runs.
     fn parameters(&self) -> Value;
     /// The arguments a constrained call fills (`agent::constrain`, `llm.constrained_calls`):
-    /// the parameters, or a narrower schema a tool declares for small models.
-    fn guided_parameters(&self) -> Value {
+    /// the parameters, or a narrower schema a tool declares for small models; `candidates` are
+    /// the run's candidate field names (`analysis::names_in_brief`), for a tool that offers
+    /// them.
+    fn guided_parameters(&self, _candidates: &[String]) -> Value {
         self.parameters()
     }
     /// Read, write or destructive.
@@ -251,6 +254,29 @@ pub trait Tool: Send + Sync {
     /// The data the action depends on, read with the subject rows locked (`FOR UPDATE`) so a
     /// decision can compare and act atomically. `None`: this tool cannot be proposed.
     async fn snapshot(&self, ctx: &mut ToolCtx<'_>, args: &Value) -> Declared<Value>;
+    /// Whether a successful call counts toward the run's refinements (`max_refinements`).
+    fn refines(&self) -> Refines {
+        Refines::Never
+    }
+    /// What a proposed call's snapshot is: the tool's own, or its document's row.
+    fn snapshot_kind(&self) -> Snapshot {
+        Snapshot::Own
+    }
+    /// The document a proposed call of `args` acts on, if it acts on one (decisions about
+    /// it are scoped by it; with [`Snapshot::DocumentRow`], its row is the snapshot).
+    fn document(&self, _args: &Value) -> Option<Uuid> {
+        None
+    }
+    /// The one-line summary a reviewer reads of a proposed call of `args` in org `org_id`;
+    /// `None`: the tool declares none (`approvals::summary` writes the generic one).
+    async fn summary(
+        &self,
+        _conn: &mut PgConnection,
+        _org_id: Uuid,
+        _args: &Value,
+    ) -> sqlx::Result<Option<String>> {
+        Ok(None)
+    }
 }
 
 /// The result of a part of a tool only some tools declare (a model phase, a snapshot): `None`

@@ -48,6 +48,9 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::Declaration;
+    use crate::tools::documents::{DeleteDocument, UpdateDocument};
+    use crate::tools::suggestions::CreateSuggestion;
 
     #[test]
     fn overrides_win_over_categories() {
@@ -56,18 +59,18 @@ mod tests {
             read: PolicyDecision::Auto,
             write: PolicyDecision::Propose,
             destructive: PolicyDecision::Deny,
-            overrides: [("create_suggestion".to_string(), PolicyDecision::Auto)].into(),
+            overrides: [(CreateSuggestion::NAME.to_string(), PolicyDecision::Auto)].into(),
         };
         assert_eq!(
-            p.decide("update_document", Category::Write),
+            p.decide(UpdateDocument::NAME, Category::Write),
             PolicyDecision::Propose
         );
         assert_eq!(
-            p.decide("create_suggestion", Category::Write),
+            p.decide(CreateSuggestion::NAME, Category::Write),
             PolicyDecision::Auto
         );
         assert_eq!(
-            p.decide("delete_document", Category::Destructive),
+            p.decide(DeleteDocument::NAME, Category::Destructive),
             PolicyDecision::Deny
         );
         assert!(p.allows("a") && !p.allows("b"));

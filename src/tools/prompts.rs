@@ -1,13 +1,14 @@
 //! Tools of the `prompts` group: `get_prompt`, `list_prompts`, `create_prompt`,
 //! `update_prompt` (new version) and `delete_prompt`. A prompt version names the schema
 //! version its extraction answers with (`schema_revid`). What prompts share with schemas (get,
-//! list, delete, update's targets and snapshot) is in [`super::versioned`], declared here by
-//! `kind_tools!` from how a prompt reads ([`Kind`]).
+//! list, delete, update's targets and snapshot) is in [`super::versioned`], called by the tools
+//! declared here, with how a prompt reads ([`Kind`]).
 
+use super::summary::Summary;
 use super::tags::checked_tag_ids;
-use super::typed::tool;
 use super::typed::{AnyVersionId, TagId, nullable};
-use super::versioned::{Kind, ids, kind_tools, latest_locked, merged};
+use super::typed::{Refines, tool};
+use super::versioned::{self, Kind, Out, ids, latest_locked, merged};
 use super::{Target, ToolCtx, ToolError, TypedTool};
 use super::{resolve, revid};
 use crate::store::prompts::{self as store, PromptFields, PromptRow};
@@ -82,12 +83,33 @@ fn model_arg(model: Option<&str>) -> Result<Option<String>, ToolError> {
     }
 }
 
-kind_tools! {
-    prompt: PromptRow,
-    get GetPrompt(prompt_revid) "content, schema_revid, model, tag_ids, status",
-    list ListPrompts "prompt_revid, name, schema_revid, model, status and the start of the content",
-    update UpdatePrompt(prompt_id),
-    delete DeletePrompt "Extractions made with it are kept.",
+tool! {
+    /// `get_prompt`.
+    GetPrompt {
+        /// "<prompt_id>:<version>", as returned by create_prompt.
+        prompt_revid: String,
+    } = Read "get_prompt",
+    "Get one prompt version {prompt_revid: \"<prompt_id>:<version>\"} (a bare prompt_id means its \
+    latest version): content, schema_revid, model, tag_ids, status."
+}
+
+impl TypedTool for GetPrompt {
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Out {
+        versioned::get::<PromptRow>(ctx, &self.prompt_revid).await
+    }
+}
+
+tool! {
+    /// `list_prompts` (no arguments).
+    ListPrompts {} = Read "list_prompts",
+    "List the organisation's prompts (latest version of each): prompt_revid, name, \
+    schema_revid, model, status and the start of the content."
+}
+
+impl TypedTool for ListPrompts {
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Out {
+        versioned::list::<PromptRow>(ctx).await
+    }
 }
 
 tool! {
@@ -114,8 +136,10 @@ tool! {
 
 impl TypedTool for CreatePrompt {
     const PROPOSABLE: bool = true;
+    /// A second prompt in a run redoes the first.
+    const REFINES: Refines = Refines::Again;
 
-    fn guided_parameters() -> Option<Value> {
+    fn guided_parameters(_candidates: &[String]) -> Option<Value> {
         Some(super::typed::guided::<Self>(&[
             "name",
             "schema_revid",
@@ -148,6 +172,9 @@ impl TypedTool for CreatePrompt {
             result["completed"] = json!(["no name was given: named it \"Extraction prompt\""]);
         }
         Ok(result)
+    }
+    async fn summary(&self, s: &mut Summary<'_>) -> sqlx::Result<Option<String>> {
+        Ok(Some(versioned::summary::<PromptRow>("Create", s)))
     }
     /// The schema version, if it exists: what a new prompt depends on.
     async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
@@ -214,5 +241,49 @@ impl UpdatePrompt {
         let p = store::create_version(ctx.conn, ctx.org_id, &prev, &f, ctx.run_id, ctx.now).await?;
         let after = json!({"previous_version": prev.version, "status": p.status});
         Ok(merged(revids(&p), after))
+    }
+}
+
+impl TypedTool for UpdatePrompt {
+    const PROPOSABLE: bool = true;
+    const REFINES: Refines = Refines::Always;
+
+    fn targets(&self) -> Vec<Target> {
+        vec![PromptRow::target(self.prompt_id.0)]
+    }
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Out {
+        self.save(ctx).await
+    }
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Out {
+        versioned::update_snapshot::<PromptRow>(ctx, self.prompt_id.0).await
+    }
+    async fn summary(&self, s: &mut Summary<'_>) -> sqlx::Result<Option<String>> {
+        Ok(Some(versioned::summary::<PromptRow>("Update", s)))
+    }
+}
+
+tool! {
+    /// `delete_prompt`.
+    DeletePrompt {
+        /// The prompt's id.
+        prompt_id: AnyVersionId,
+    } = Destructive "delete_prompt",
+    "Delete a prompt {prompt_id} with all its versions. Extractions made with it are kept."
+}
+
+impl TypedTool for DeletePrompt {
+    const PROPOSABLE: bool = true;
+
+    fn targets(&self) -> Vec<Target> {
+        vec![PromptRow::target(self.prompt_id.0)]
+    }
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Out {
+        versioned::delete::<PromptRow>(ctx, self.prompt_id.0).await
+    }
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Out {
+        versioned::delete_snapshot::<PromptRow>(ctx, self.prompt_id.0).await
+    }
+    async fn summary(&self, s: &mut Summary<'_>) -> sqlx::Result<Option<String>> {
+        Ok(Some(versioned::summary::<PromptRow>("Delete", s)))
     }
 }

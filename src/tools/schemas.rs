@@ -2,13 +2,14 @@
 //! `create_schema`, `update_schema` (new version) and `delete_schema`. The checks a
 //! `response_format` and an extraction result go through are in [`super::schema_check`]. What
 //! schemas share with prompts (get, list, delete, update's targets and snapshot) is in
-//! [`super::versioned`], declared here by `kind_tools!` from how a schema reads ([`Kind`]).
+//! [`super::versioned`], called by the tools declared here, with how a schema reads ([`Kind`]).
 
 use super::schema_check::clip;
 pub use super::schema_check::{validate_instance, validate_response_format};
-use super::typed::tool;
+use super::summary::Summary;
 use super::typed::{AnyVersionId, any_object};
-use super::versioned::{Kind, ids, kind_tools, latest_locked, merged};
+use super::typed::{Refines, tool};
+use super::versioned::{self, Kind, Out, ids, latest_locked, merged};
 use super::{Target, ToolCtx, ToolError, TypedTool, not_in_org, revid};
 use super::{field_names, schema_forms, schema_reuse};
 use crate::analysis;
@@ -202,12 +203,33 @@ impl Kind for SchemaRow {
     }
 }
 
-kind_tools! {
-    schema: SchemaRow,
-    get GetSchema(schema_revid) "name, status and response_format",
-    list ListSchemas "schema_revid, name, status and the top-level field names",
-    update UpdateSchema(schema_id),
-    delete DeleteSchema "Refused while prompts use it: delete or re-point those prompts first.",
+tool! {
+    /// `get_schema`.
+    GetSchema {
+        /// "<schema_id>:<version>", as returned by create_schema.
+        schema_revid: String,
+    } = Read "get_schema",
+    "Get one schema version {schema_revid: \"<schema_id>:<version>\"} (a bare schema_id means its \
+    latest version): name, status and response_format."
+}
+
+impl TypedTool for GetSchema {
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Out {
+        versioned::get::<SchemaRow>(ctx, &self.schema_revid).await
+    }
+}
+
+tool! {
+    /// `list_schemas` (no arguments).
+    ListSchemas {} = Read "list_schemas",
+    "List the organisation's schemas (latest version of each): schema_revid, name, status and \
+    the top-level field names."
+}
+
+impl TypedTool for ListSchemas {
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Out {
+        versioned::list::<SchemaRow>(ctx).await
+    }
 }
 
 tool! {
@@ -257,12 +279,15 @@ tool! {
 
 impl TypedTool for CreateSchema {
     const PROPOSABLE: bool = true;
+    /// A second schema in a run redoes the first.
+    const REFINES: Refines = Refines::Again;
 
     /// A list of `{"name", "type"}` fields with scalar types, nothing else: the form a small
     /// model fills right. Given a map, a 0.5B model wrote JSON Schema words as field names
     /// (`{"type": "string", "description": "string"}`) or the document's name as one field; the
     /// `response_format` it filled with prose and the schema's own name (defaulted) are left out.
-    fn guided_parameters() -> Option<Value> {
+    /// A field's name offers the run's `candidates` ([`offer_names`]).
+    fn guided_parameters(candidates: &[String]) -> Option<Value> {
         let mut v = super::typed::guided::<Self>(&["fields"]);
         v["properties"]["fields"] = json!({
             "description": "One entry per value worth extracting from this document, named in \
@@ -280,7 +305,11 @@ impl TypedTool for CreateSchema {
                 "additionalProperties": false,
             },
         });
+        offer_names(&mut v, candidates);
         Some(v)
+    }
+    async fn summary(&self, s: &mut Summary<'_>) -> sqlx::Result<Option<String>> {
+        Ok(Some(versioned::summary::<SchemaRow>("Create", s)))
     }
     async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         // A missing name is only a missing label (small models often send just the fields).
@@ -399,6 +428,26 @@ async fn reuse(
     Ok(Some(result))
 }
 
+/// In the guided list of `{name, type}` fields, the name is one of `candidates` or any
+/// other name (both described): the candidates come first so a model that cannot name a field
+/// well picks one.
+fn offer_names(args: &mut Value, candidates: &[String]) {
+    if candidates.is_empty() {
+        return;
+    }
+    let Some(name) = args.pointer_mut("/properties/fields/items/properties/name") else {
+        return;
+    };
+    let free = name.clone();
+    *name = json!({
+        "description": format!(
+            "snake_case, after what the value is; preferably one of the candidates: {}",
+            candidates.join(", ")
+        ),
+        "anyOf": [{"type": "string", "enum": candidates}, free],
+    });
+}
+
 tool! {
     /// `update_schema`.
     UpdateSchema {
@@ -430,5 +479,50 @@ impl UpdateSchema {
             .ok_or_else(|| not_in_org("schema", id))?;
         let after = json!({"previous_version": latest.version, "status": s.status});
         Ok(with_notes(merged(ids(&s), after), built.notes))
+    }
+}
+
+impl TypedTool for UpdateSchema {
+    const PROPOSABLE: bool = true;
+    const REFINES: Refines = Refines::Always;
+
+    fn targets(&self) -> Vec<Target> {
+        vec![SchemaRow::target(self.schema_id.0)]
+    }
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Out {
+        self.save(ctx).await
+    }
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Out {
+        versioned::update_snapshot::<SchemaRow>(ctx, self.schema_id.0).await
+    }
+    async fn summary(&self, s: &mut Summary<'_>) -> sqlx::Result<Option<String>> {
+        Ok(Some(versioned::summary::<SchemaRow>("Update", s)))
+    }
+}
+
+tool! {
+    /// `delete_schema`.
+    DeleteSchema {
+        /// The schema's id.
+        schema_id: AnyVersionId,
+    } = Destructive "delete_schema",
+    "Delete a schema {schema_id} with all its versions. Refused while prompts use it: delete or \
+    re-point those prompts first."
+}
+
+impl TypedTool for DeleteSchema {
+    const PROPOSABLE: bool = true;
+
+    fn targets(&self) -> Vec<Target> {
+        vec![SchemaRow::target(self.schema_id.0)]
+    }
+    async fn run(self, ctx: &mut ToolCtx<'_>) -> Out {
+        versioned::delete::<SchemaRow>(ctx, self.schema_id.0).await
+    }
+    async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Out {
+        versioned::delete_snapshot::<SchemaRow>(ctx, self.schema_id.0).await
+    }
+    async fn summary(&self, s: &mut Summary<'_>) -> sqlx::Result<Option<String>> {
+        Ok(Some(versioned::summary::<SchemaRow>("Delete", s)))
     }
 }

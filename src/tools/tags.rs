@@ -1,6 +1,7 @@
 //! Tools of the `tags` group: `list_tags`, `create_tag` (idempotent by name), `delete_tag`.
 //! Also the tag-id checks the documents and prompts tools share.
 
+use super::summary::{Summary, quoted};
 use super::typed::tool;
 use super::typed::{Id, TagId};
 use super::{Target, ToolCtx, ToolError, TypedTool, listing, missing, not_in_org};
@@ -97,6 +98,17 @@ impl CreateTag {
 impl TypedTool for CreateTag {
     const PROPOSABLE: bool = true;
 
+    /// `Create tag 'urgent' (#ff0000)`.
+    async fn summary(&self, s: &mut Summary<'_>) -> sqlx::Result<Option<String>> {
+        Ok(Some(format!(
+            "Create tag {}{}",
+            quoted(s.str("name")),
+            s.str("color")
+                .map(|c| format!(" ({c})"))
+                .unwrap_or_default()
+        )))
+    }
+
     async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         let (name, color) = (self.name()?, self.color()?);
         let (tag, existing) =
@@ -127,6 +139,12 @@ tool! {
 
 impl TypedTool for DeleteTag {
     const PROPOSABLE: bool = true;
+
+    /// `Delete tag '<tag_id>'`.
+    async fn summary(&self, s: &mut Summary<'_>) -> sqlx::Result<Option<String>> {
+        let tag = s.str("tag_id").or(s.str("name"));
+        Ok(Some(format!("Delete tag {}", quoted(tag))))
+    }
 
     fn targets(&self) -> Vec<Target> {
         vec![Target::Shared("a tag")]

@@ -11,6 +11,7 @@
 //! and `properties` are always present. Argument types with their own error text ([`Id`],
 //! [`TagId`], [`AnyVersionId`]) say what is wrong with a value; [`parse`] prefixes the field path.
 
+use super::summary::Summary;
 use super::{Category, Declared, FollowUp, ModelCall, Target, Tool, ToolCtx, ToolError};
 use crate::llm::CompletionResponse;
 use schemars::generate::SchemaSettings;
@@ -67,6 +68,41 @@ macro_rules! tool {
 }
 pub(crate) use tool;
 
+/// Whether a successful call counts toward a run's refinements (`max_refinements`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refines {
+    /// Never: reads, and writes that are not part of a proposal.
+    Never,
+    /// Every call: it revises what was proposed (a new version, a corrected field).
+    Always,
+    /// A call after an earlier success of the same tool in the run: a second schema, prompt
+    /// or extraction redoes the first.
+    Again,
+}
+
+impl Refines {
+    /// Whether a successful call after `earlier_successes` successful calls of the same tool
+    /// is a refinement.
+    pub fn counts(self, earlier_successes: u32) -> bool {
+        match self {
+            Refines::Never => false,
+            Refines::Always => true,
+            Refines::Again => earlier_successes > 0,
+        }
+    }
+}
+
+/// What a proposable tool's snapshot is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Snapshot {
+    /// The tool's own: a decision re-reads it through the tool.
+    Own,
+    /// The row of the document the call acts on ([`TypedTool::document`];
+    /// `store::documents::DocumentLock::snapshot`): an approval records the row's version and
+    /// the sweep re-validates such approvals set-based.
+    DocumentRow,
+}
+
 /// A tool, as its arguments: `self` is one call's parsed arguments. [`Typed`] makes it a
 /// [`Tool`]; handlers are plain `async fn`s.
 pub trait TypedTool: Declaration + DeserializeOwned + JsonSchema + Send + Sync + 'static {
@@ -74,13 +110,29 @@ pub trait TypedTool: Declaration + DeserializeOwned + JsonSchema + Send + Sync +
     /// [`Self::apply`].
     const CALLS_MODEL: bool = false;
     /// Whether a call can be stored as a pending approval: such a tool also implements
-    /// [`Self::snapshot`] (what the action depends on).
+    /// [`Self::snapshot`] (what the action depends on) and usually [`Self::summary`].
     const PROPOSABLE: bool = false;
+    /// See [`Tool::refines`].
+    const REFINES: Refines = Refines::Never;
+    /// See [`Tool::snapshot_kind`].
+    const SNAPSHOT: Snapshot = Snapshot::Own;
 
     /// The arguments a constrained call of this tool fills (see [`Tool::guided_parameters`]);
     /// `None`: all of them. [`guided`] builds the usual narrowing.
-    fn guided_parameters() -> Option<Value> {
+    fn guided_parameters(_candidates: &[String]) -> Option<Value> {
         None
+    }
+    /// The document a proposed call acts on (see [`Tool::document`]).
+    fn document(&self) -> Option<Uuid> {
+        None
+    }
+    /// The one-line summary of a proposed call a reviewer reads before the JSON
+    /// (`approvals::summary`); `None`: the generic "Call `tool` with key=value, …".
+    fn summary(
+        &self,
+        _s: &mut Summary<'_>,
+    ) -> impl Future<Output = sqlx::Result<Option<String>>> + Send {
+        async { Ok(None) }
     }
     /// Runs the tool; the result is the JSON the model reads.
     fn run(self, ctx: &mut ToolCtx<'_>) -> impl Future<Output = Result<Value, ToolError>> + Send;
@@ -147,8 +199,8 @@ impl<T: TypedTool> Tool for Typed<T> {
     fn parameters(&self) -> Value {
         parameters::<T>()
     }
-    fn guided_parameters(&self) -> Value {
-        T::guided_parameters().unwrap_or_else(parameters::<T>)
+    fn guided_parameters(&self, candidates: &[String]) -> Value {
+        T::guided_parameters(candidates).unwrap_or_else(parameters::<T>)
     }
     fn category(&self) -> Category {
         T::CATEGORY
@@ -179,6 +231,27 @@ impl<T: TypedTool> Tool for Typed<T> {
     }
     async fn snapshot(&self, ctx: &mut ToolCtx<'_>, args: &Value) -> Declared<Value> {
         declared(T::PROPOSABLE, args, async |a: T| a.snapshot(ctx).await).await
+    }
+    fn refines(&self) -> Refines {
+        T::REFINES
+    }
+    fn snapshot_kind(&self) -> Snapshot {
+        T::SNAPSHOT
+    }
+    fn document(&self, args: &Value) -> Option<Uuid> {
+        parse::<T>(args).ok()?.document()
+    }
+    async fn summary(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        org_id: Uuid,
+        args: &Value,
+    ) -> sqlx::Result<Option<String>> {
+        // Arguments that do not parse get the generic summary.
+        let Ok(a) = parse::<T>(args) else {
+            return Ok(None);
+        };
+        a.summary(&mut Summary::new(conn, org_id, args)).await
     }
 }
 

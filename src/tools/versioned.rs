@@ -1,10 +1,11 @@
 //! What the tools of prompts and schemas share. Both kinds are versioned ([`Versioned`]: a
-//! revid `"<id>:<version>"` names a version, an update inserts version + 1), so `get_<kind>`,
-//! `list_<kind>s` and `delete_<kind>` are written once here for any [`Kind`] and declared for
-//! each kind by [`kind_tools!`], which also gives `update_<kind>` its targets and snapshot
-//! (both act on one [`Item`]). A kind's module says how its rows read to the model ([`Kind`])
-//! and how a new version is made (its update tool's `save`).
+//! revid `"<id>:<version>"` names a version, an update inserts version + 1), so what
+//! `get_<kind>`, `list_<kind>s`, `update_<kind>` (its snapshot) and `delete_<kind>` do is
+//! written once here for any [`Kind`]; each kind's module declares its tools and calls these.
+//! A kind's module also says how its rows read to the model ([`Kind`]) and how a new version
+//! is made (its update tool's `run`).
 
+use super::summary::{Summary, quoted};
 use super::{Target, ToolCtx, ToolError, listing, missing, not_in_org, resolve, revid};
 use crate::store::versions::{self, Versioned};
 use serde_json::{Value, json};
@@ -80,142 +81,51 @@ pub(crate) async fn latest_locked<R: Kind>(
         .ok_or_else(|| not_in_org(R::KIND, id))
 }
 
-/// The arguments of `update_<kind>` and `delete_<kind>`: one item of kind `Row`, every version.
-pub(crate) trait Item: Sync {
-    type Row: Kind;
-    /// The item's id.
-    fn id(&self) -> Uuid;
-}
-
-/// `update_<kind>`'s snapshot: the latest version, locked.
-pub(crate) async fn update_snapshot<A: Item>(args: &A, ctx: &mut ToolCtx<'_>) -> Out {
-    let id = args.id();
+/// `update_<kind>`'s snapshot: the latest version of `id`, locked.
+pub(crate) async fn update_snapshot<R: Kind>(ctx: &mut ToolCtx<'_>, id: Uuid) -> Out {
     Ok(
-        match versions::latest::<A::Row>(ctx.conn, ctx.org_id, id, true).await? {
+        match versions::latest::<R>(ctx.conn, ctx.org_id, id, true).await? {
             Some(row) => row.latest_snapshot(),
-            None => missing(A::Row::ID, id),
+            None => missing(R::ID, id),
         },
     )
 }
 
-/// `delete_<kind>`: every version, once [`Kind::check_delete`] passed.
-pub(crate) async fn delete<A: Item>(args: &A, ctx: &mut ToolCtx<'_>) -> Out {
-    let id = args.id();
-    A::Row::check_delete(ctx, id).await?;
-    let n = versions::delete::<A::Row>(ctx.conn, ctx.org_id, id).await?;
+/// `delete_<kind>`: every version of `id`, once [`Kind::check_delete`] passed.
+pub(crate) async fn delete<R: Kind>(ctx: &mut ToolCtx<'_>, id: Uuid) -> Out {
+    R::check_delete(ctx, id).await?;
+    let n = versions::delete::<R>(ctx.conn, ctx.org_id, id).await?;
     if n == 0 {
-        return Err(not_in_org(A::Row::KIND, id));
+        return Err(not_in_org(R::KIND, id));
     }
     let mut out = json!({"deleted": true, "versions_deleted": n});
-    out[A::Row::ID] = json!(id);
+    out[R::ID] = json!(id);
     Ok(out)
 }
 
-/// `delete_<kind>`'s snapshot: every version, locked, and the rows depending on them.
-pub(crate) async fn delete_snapshot<A: Item>(args: &A, ctx: &mut ToolCtx<'_>) -> Out {
-    let id = args.id();
-    let versions = versions::lock_all::<A::Row>(ctx.conn, ctx.org_id, id).await?;
+/// `delete_<kind>`'s snapshot: every version of `id`, locked, and the rows depending on them.
+pub(crate) async fn delete_snapshot<R: Kind>(ctx: &mut ToolCtx<'_>, id: Uuid) -> Out {
+    let versions = versions::lock_all::<R>(ctx.conn, ctx.org_id, id).await?;
     if versions.is_empty() {
-        return Ok(missing(A::Row::ID, id));
+        return Ok(missing(R::ID, id));
     }
     let versions: Vec<Value> = versions.iter().map(Kind::version_snapshot).collect();
     let mut out = json!({"exists": true, "versions": versions});
-    out[A::Row::ID] = json!(id);
-    A::Row::dependents(ctx, id, &mut out).await?;
+    out[R::ID] = json!(id);
+    R::dependents(ctx, id, &mut out).await?;
     Ok(out)
 }
 
-/// Declares the tools of kind `$kind` (`prompt`, `schema`; its rows `$row`, a [`Kind`]) that are
-/// the same for every kind, their descriptions from one text each: `get_<kind>` (`$get`, its
-/// argument `$revid`; `$shows` says what it shows), `list_<kind>s` (`$list`; `$lists`, what it
-/// lists) and `delete_<kind>` (`$delete`; `$deletes`, what else deleting does); and the handler
-/// of `update_<kind>` (`$update`, its argument `$id`), whose arguments the kind's module
-/// declares, with their `save`.
-macro_rules! kind_tools {
-    // `update_<kind>` and `delete_<kind>`: proposable, on every version of item `$id`, which is
-    // what they touch; `$run` and `$snapshot` take the arguments and the context.
-    (@item $tool:ident($id:ident): $row:ty, $run:path, $snapshot:path) => {
-        impl $crate::tools::versioned::Item for $tool {
-            type Row = $row;
-            fn id(&self) -> ::uuid::Uuid {
-                self.$id.0
-            }
-        }
-
-        impl $crate::tools::TypedTool for $tool {
-            const PROPOSABLE: bool = true;
-
-            fn targets(&self) -> Vec<$crate::tools::Target> {
-                vec![<$row as $crate::tools::versioned::Kind>::target(self.$id.0)]
-            }
-            async fn run(self, ctx: &mut $crate::tools::ToolCtx<'_>)
-                -> $crate::tools::versioned::Out {
-                $run(&self, ctx).await
-            }
-            async fn snapshot(&self, ctx: &mut $crate::tools::ToolCtx<'_>)
-                -> $crate::tools::versioned::Out {
-                $snapshot(self, ctx).await
-            }
-        }
-    };
-    (
-        $kind:ident: $row:ty,
-        get $get:ident($revid:ident) $shows:literal,
-        list $list:ident $lists:literal,
-        update $update:ident($id:ident),
-        delete $delete:ident $deletes:literal $(,)?
-    ) => {
-        $crate::tools::typed::tool! {
-            #[doc = concat!("`get_", stringify!($kind), "`.")]
-            $get {
-                #[doc = concat!("\"<", stringify!($kind), "_id>:<version>\", as returned by ",
-                                "create_", stringify!($kind), ".")]
-                $revid: String,
-            } = Read concat!("get_", stringify!($kind)),
-            concat!("Get one ", stringify!($kind), " version {", stringify!($revid), ": \"<",
-                    stringify!($kind), "_id>:<version>\"} (a bare ", stringify!($kind),
-                    "_id means its latest version): ", $shows, ".")
-        }
-
-        impl $crate::tools::TypedTool for $get {
-            async fn run(self, ctx: &mut $crate::tools::ToolCtx<'_>)
-                -> $crate::tools::versioned::Out {
-                $crate::tools::versioned::get::<$row>(ctx, &self.$revid).await
-            }
-        }
-
-        $crate::tools::typed::tool! {
-            #[doc = concat!("`list_", stringify!($kind), "s` (no arguments).")]
-            $list {} = Read concat!("list_", stringify!($kind), "s"),
-            concat!("List the organisation's ", stringify!($kind), "s (latest version of each): ",
-                    $lists, ".")
-        }
-
-        impl $crate::tools::TypedTool for $list {
-            async fn run(self, ctx: &mut $crate::tools::ToolCtx<'_>)
-                -> $crate::tools::versioned::Out {
-                $crate::tools::versioned::list::<$row>(ctx).await
-            }
-        }
-
-        $crate::tools::versioned::kind_tools!(@item $update($id): $row,
-            Self::save, $crate::tools::versioned::update_snapshot);
-
-        $crate::tools::typed::tool! {
-            #[doc = concat!("`delete_", stringify!($kind), "`.")]
-            $delete {
-                #[doc = concat!("The ", stringify!($kind), "'s id.")]
-                $id: $crate::tools::typed::AnyVersionId,
-            } = Destructive concat!("delete_", stringify!($kind)),
-            concat!("Delete a ", stringify!($kind), " {", stringify!($id),
-                    "} with all its versions. ", $deletes)
-        }
-
-        $crate::tools::versioned::kind_tools!(@item $delete($id): $row,
-            $crate::tools::versioned::delete, $crate::tools::versioned::delete_snapshot);
-    };
+/// The approval summary of `<verb>_<kind>` (`verb` capitalised): `Create schema 'Invoice'`,
+/// `Delete prompt <prompt_id>` — the name given, else the id as given.
+pub(crate) fn summary<R: Versioned>(verb: &str, s: &Summary<'_>) -> String {
+    let name = s
+        .str("name")
+        .map(|n| format!(" {}", quoted(Some(n))))
+        .or_else(|| s.str(R::ID).map(|i| format!(" {i}")))
+        .unwrap_or_default();
+    format!("{verb} {}{name}", R::KIND)
 }
-pub(crate) use kind_tools;
 
 /// What a tool answers.
 pub(crate) type Out = Result<Value, ToolError>;

@@ -4,25 +4,25 @@
 //! person approves or not); then a summary. A heuristic, not a judgement: it proposes the first
 //! tag because it cannot read what the tags mean.
 
-use super::{Next, find_str};
+use super::{Next, find_str, names};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
 /// The next step of a nightly run, from the tool results so far.
 pub(super) fn proactive(r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
-    let Some(overview) = r.get("org_overview").and_then(|(v, _)| v.last()) else {
-        return Next::Call("org_overview", json!({}));
+    let Some(overview) = r.get(names::ORG_OVERVIEW).and_then(|(v, _)| v.last()) else {
+        return Next::Call(names::ORG_OVERVIEW, json!({}));
     };
     let done = r
-        .get("create_suggestion")
+        .get(names::CREATE_SUGGESTION)
         .map(|(v, e)| v.len() as u32 + e)
         .unwrap_or(0);
     let mut candidates = Vec::new();
     collect_signals(overview, "", &mut candidates);
     let wants_tags = candidates.iter().any(|c| c.0 == "tag_documents");
-    let tags = r.get("list_tags");
+    let tags = r.get(names::LIST_TAGS);
     if wants_tags && tags.is_none() {
-        return Next::Call("list_tags", json!({}));
+        return Next::Call(names::LIST_TAGS, json!({}));
     }
     // The org's first tag: (id, name).
     let tag = tags
@@ -41,12 +41,12 @@ pub(super) fn proactive(r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
                     "{title}. Found by the nightly review (offline model): it proposes the tag \
                      '{tag_name}', the organisation's first."
                 ));
-                args["proposed_action"] = json!({"tool": "update_document",
+                args["proposed_action"] = json!({"tool": names::UPDATE_DOCUMENT,
                     "args": {"document_id": d, "tag_ids": [tag_id]}});
             }
             args["document_id"] = Value::String(d);
         }
-        return Next::Call("create_suggestion", args);
+        return Next::Call(names::CREATE_SUGGESTION, args);
     }
     Next::Say(format!(
         "offline model: reviewed the organisation and wrote {done} suggestion(s)."

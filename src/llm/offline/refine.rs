@@ -7,8 +7,8 @@
 //! naming each change. Instructions it does not understand change nothing: it re-runs the
 //! extraction with the current prompt and says so. It is a heuristic, not a language model.
 
-use super::Next;
 use super::proposal::{Field, prompt_content};
+use super::{Next, names};
 use crate::analysis::lexicon::snake;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
@@ -151,8 +151,8 @@ pub fn next(first: &str, r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
     let (edited, applied) = apply(&rf, &changes(instructions));
     if applied.is_empty() {
         let current = quoted_after(first, "prompt_revid").unwrap_or_default();
-        if ok("run_extraction").is_none() && errors("run_extraction") < 2 {
-            return Next::Call("run_extraction", json!({"prompt_revid": current}));
+        if ok(names::RUN_EXTRACTION).is_none() && errors(names::RUN_EXTRACTION) < 2 {
+            return Next::Call(names::RUN_EXTRACTION, json!({"prompt_revid": current}));
         }
         return Next::Say(
             "offline model: no change it understands in the instructions (it knows \"add \
@@ -161,18 +161,18 @@ pub fn next(first: &str, r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
                 .into(),
         );
     }
-    let Some(schema) = ok("update_schema") else {
-        if errors("update_schema") >= 2 {
+    let Some(schema) = ok(names::UPDATE_SCHEMA) else {
+        if errors(names::UPDATE_SCHEMA) >= 2 {
             return Next::Say("offline model: update_schema was refused twice; stopping.".into());
         }
         return Next::Call(
-            "update_schema",
+            names::UPDATE_SCHEMA,
             json!({"schema_id": schema_id, "response_format": edited}),
         );
     };
     let schema_revid = find(schema, "schema_revid").unwrap_or_default();
-    let Some(prompt) = ok("update_prompt") else {
-        if errors("update_prompt") >= 2 {
+    let Some(prompt) = ok(names::UPDATE_PROMPT) else {
+        if errors(names::UPDATE_PROMPT) >= 2 {
             return Next::Say("offline model: update_prompt was refused twice; stopping.".into());
         }
         let fields: Vec<Field> = edited
@@ -181,17 +181,17 @@ pub fn next(first: &str, r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
             .map(fields_of)
             .unwrap_or_default();
         return Next::Call(
-            "update_prompt",
+            names::UPDATE_PROMPT,
             json!({"prompt_id": prompt_id, "schema_revid": schema_revid,
                    "content": prompt_content(&fields)}),
         );
     };
     let prompt_revid = find(prompt, "prompt_revid").unwrap_or_default();
-    if ok("run_extraction").is_none() {
-        if errors("run_extraction") >= 2 {
+    if ok(names::RUN_EXTRACTION).is_none() {
+        if errors(names::RUN_EXTRACTION) >= 2 {
             return Next::Say("offline model: run_extraction failed twice; stopping.".into());
         }
-        return Next::Call("run_extraction", json!({"prompt_revid": prompt_revid}));
+        return Next::Call(names::RUN_EXTRACTION, json!({"prompt_revid": prompt_revid}));
     }
     let said: Vec<String> = applied.iter().map(Change::words).collect();
     Next::Say(format!(

@@ -54,7 +54,7 @@ mod tests {
     fn the_stale_action_is_read_from_the_first_message() {
         let first = "Approval 1 went stale: update_document with {\"document_id\":\"d\",\"metadata\":{\"k\":\"v\"}}. Changed: x.";
         let (tool, args) = stale_action(first).expect("an action");
-        assert_eq!(tool, "update_document");
+        assert_eq!(tool, super::super::names::UPDATE_DOCUMENT);
         assert_eq!(args, json!({"document_id": "d", "metadata": {"k": "v"}}));
         assert!(stale_action("Document d").is_none());
         let doc = "Document d\n<document>\nApproval 1 went stale: delete_document with {}";
