@@ -91,13 +91,19 @@ const HEADINGS: [&str; 8] = [
 /// Whether `label` reads as a field label: 1–50 characters starting with a letter, at most six
 /// words, mostly letters, not a URL scheme or a section heading.
 pub fn label_ok(label: &str) -> bool {
-    let l = label.trim();
+    let l = without_enumeration(label.trim()).trim();
     let n = l.chars().count();
     if n == 0 || n > 50 || !l.chars().next().is_some_and(char::is_alphabetic) {
         return false;
     }
-    let words: Vec<&str> = l.split_whitespace().collect();
-    if words.len() > 6 {
+    // A qualifier in parentheses (`(A - B)`) adds no words; a long label of words only
+    // (`Impuesto sobre la renta de las personas físicas`) may have eight.
+    let bare = without_parentheses(l);
+    let words: Vec<&str> = bare.split_whitespace().collect();
+    let only_words = bare
+        .chars()
+        .all(|c| c.is_alphabetic() || c.is_whitespace() || matches!(c, '.' | '\'' | '-'));
+    if words.len() > 6 && !(only_words && words.len() <= 8) {
         return false;
     }
     let visible = l.chars().filter(|c| !c.is_whitespace()).count();
@@ -231,7 +237,7 @@ fn split_second_pair(value: &str) -> (String, Option<String>) {
 /// parentheses dropped, abbreviations with a `.` expanded when unambiguous).
 pub fn known(label: &str) -> Option<(&'static str, lexicon::Class)> {
     let s = snake(
-        &without_parentheses(&super::values::repair_letters(label)),
+        &without_parentheses(&super::values::repair_letters(without_enumeration(label))),
         64,
     );
     lexicon::field(&s).or_else(|| {
@@ -241,6 +247,28 @@ pub fn known(label: &str) -> Option<(&'static str, lexicon::Class)> {
             None
         }
     })
+}
+
+/// `A. TOTAL DEVENGADO` → `TOTAL DEVENGADO`, `2) Dietas` → `Dietas`, `IV. Retenciones` →
+/// `Retenciones`: a label without the letter, roman or arabic number that enumerates it (only
+/// when a `.` or `)` follows it and words are left).
+pub fn without_enumeration(label: &str) -> &str {
+    let t = label.trim_start();
+    let Some((head, rest)) = t.split_once(char::is_whitespace) else {
+        return label;
+    };
+    let Some(mark) = head.strip_suffix(['.', ')']) else {
+        return label;
+    };
+    let roman = !mark.is_empty() && mark.len() <= 4 && mark.chars().all(|c| "IVX".contains(c));
+    let letter = mark.chars().count() == 1 && mark.chars().all(|c| c.is_ascii_alphabetic());
+    let number = !mark.is_empty() && mark.len() <= 2 && mark.chars().all(|c| c.is_ascii_digit());
+    let rest = rest.trim_start();
+    if (roman || letter || number) && rest.chars().next().is_some_and(char::is_alphabetic) {
+        rest
+    } else {
+        label
+    }
 }
 
 /// `Pension (5%)` → `Pension`; `(total)` stays (nothing would be left).

@@ -2933,6 +2933,36 @@ pub fn field(snake_label: &str) -> Option<(&'static str, Class)> {
     {
         return Some(f);
     }
+    // `Nº de póliza`, `Nr. Versicherungsschein`, `Numéro client`: the word "number" before
+    // what it numbers names the same field as the thing's own label.
+    for prefix in [
+        "no_de_",
+        "n_de_",
+        "nr_de_",
+        "numero_de_",
+        "numero_do_",
+        "numero_da_",
+        "no_",
+        "nr_",
+        "nro_",
+        "num_",
+        "numero_",
+        "n_",
+    ] {
+        if let Some(rest) = snake_label.strip_prefix(prefix) {
+            for variant in [
+                format!("numero_de_{rest}"),
+                format!("numero_{rest}"),
+                format!("n_{rest}"),
+                format!("no_de_{rest}"),
+                rest.to_string(),
+            ] {
+                if let Some(f) = exact(&variant).filter(|f| f.1 == Identifier) {
+                    return Some(f);
+                }
+            }
+        }
+    }
     // `Avoir N°`, `Bon de livraison Nr.`, `Pedido de compra Nº`: a document's title and the
     // word "number" name that document's number.
     for suffix in [

@@ -185,7 +185,7 @@ pub fn analyse(text: &str) -> Analysis {
             push(&mut out, start);
             push(&mut out, end);
         } else if let Some(c) = from_pair(&p, kind, style, order) {
-            push(&mut out, c);
+            push_pair(&mut out, c);
         }
     }
     // A table's row named by a known amount label is a field (`SALAIRE BRUT   1 925,96`,
@@ -348,6 +348,49 @@ pub fn analyse(text: &str) -> Analysis {
             },
         );
     }
+    // A title that numbers the document (`NOTA DI CREDITO N. 14/NC DEL 12/11/2026`).
+    if let Some((i, code, date)) = prose::title_number(&lines, order) {
+        let number = kind.number_field();
+        if out.iter().all(|c| c.name != number) {
+            push(
+                &mut out,
+                Candidate {
+                    name: number.into(),
+                    label: "(title)".into(),
+                    value: Value::String(values::repair_code(&code)),
+                    raw: code.clone(),
+                    kind: ValueKind::Identifier,
+                    item_fields: Vec::new(),
+                    line: i + 1,
+                    source: Source::Pattern,
+                },
+            );
+        }
+        let date_name = if matches!(kind, DocKind::Invoice | DocKind::UtilityBill) {
+            "invoice_date"
+        } else {
+            "issue_date"
+        };
+        if let Some(d) = date
+            && out
+                .iter()
+                .all(|c| c.name != date_name && c.name != "issue_date" && c.name != "date")
+        {
+            push(
+                &mut out,
+                Candidate {
+                    name: date_name.into(),
+                    label: "(title)".into(),
+                    value: Value::String(d.to_string()),
+                    raw: clip(lines[i].trim(), MAX_VALUE_CHARS),
+                    kind: ValueKind::Date,
+                    item_fields: Vec::new(),
+                    line: i + 1,
+                    source: Source::Pattern,
+                },
+            );
+        }
+    }
     if out.iter().all(|c| c.name != "iban")
         && let Some((line, iban)) = find_iban(&lines)
     {
@@ -388,6 +431,28 @@ fn tidy(line: &str) -> String {
     } else {
         l
     }
+}
+
+/// Adds a candidate of a label–value pair; when its (canonical) name is taken, under the
+/// label's own name instead (`CIF` of the employer is `tax_id`, the employee's `NIF` below it
+/// stays `nif`), unless that is taken too.
+fn push_pair(out: &mut Vec<Candidate>, mut c: Candidate) {
+    if out.iter().any(|o| o.name == c.name) {
+        let own = own_name(&lexicon::snake(
+            &labels::without_parentheses(&values::repair_letters(&c.label)),
+            48,
+        ));
+        let usable = own
+            .chars()
+            .next()
+            .is_some_and(|ch| ch.is_ascii_alphabetic())
+            && own.split('_').count() <= 6;
+        if !usable || own == c.name {
+            return;
+        }
+        c.name = own;
+    }
+    push(out, c);
 }
 
 /// Adds `c` unless a candidate of that name exists (the first one found wins).
@@ -553,7 +618,10 @@ fn from_pair(
     if raw.is_empty() {
         return None;
     }
-    let label = periods::undated_label(p.label.trim().trim_end_matches([':', '=']).trim(), order);
+    let label = periods::undated_label(
+        labels::without_enumeration(p.label.trim().trim_end_matches([':', '=']).trim()),
+        order,
+    );
     let own = own_name(&lexicon::snake(
         &labels::without_parentheses(&values::repair_letters(&label)),
         48,

@@ -128,3 +128,42 @@ mod tests {
         assert_eq!(card_last_four(&lines("Total 1234")), None);
     }
 }
+
+static TITLE_NUMBER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)^\s*(\p{L}[\p{L}'’ ]{2,40}?)\s+(?:(?:n\.?\s?[°ºo]?\.?|nº|n°|no\.|nr\.?|num\.|núm\.|number|numero|número|nummer)\s*:?\s*)?([A-Z0-9][A-Z0-9./-]*(?:\s[A-Z0-9]*\d[A-Z0-9./-]*)?)(?:\s+(?:del|dal|du|vom|of|dated|de|van|d\.d\.|da)\s+(.+?))?\s*(?:\s{2,}.*)?$",
+    )
+    .expect("regex")
+});
+
+/// A title line that numbers the document, in its first lines: `NOTA DI CREDITO N. 14/NC DEL
+/// 12/11/2026`, `Fattura n. 2026/GN/0448120 del 06/11/2026`, `FATURA  FT 2026A/1442`: the
+/// line's index, the number as written and the date after it (when there is one). The words
+/// before the number must be a document title ([`super::kind::is_title`]).
+pub fn title_number(
+    lines: &[String],
+    order: super::values::DateOrder,
+) -> Option<(usize, String, Option<chrono::NaiveDate>)> {
+    for (i, l) in lines.iter().enumerate().take(25) {
+        let Some(c) = TITLE_NUMBER.captures(l) else {
+            continue;
+        };
+        let (Some(title), Some(code)) = (c.get(1), c.get(2)) else {
+            continue;
+        };
+        if !super::kind::is_title(title.as_str().trim()) {
+            continue;
+        }
+        let code = code.as_str().trim().to_string();
+        if !code.chars().any(|ch| ch.is_ascii_digit())
+            || super::values::parse_date(&code, order).is_some()
+        {
+            continue;
+        }
+        let date = c
+            .get(3)
+            .and_then(|d| super::values::parse_date(d.as_str().trim(), order));
+        return Some((i, code, date));
+    }
+    None
+}
