@@ -78,6 +78,20 @@ impl DocKind {
         }
     }
 
+    /// The name of whom a document of this kind is addressed to (the name in its address
+    /// block), when it has one.
+    pub fn addressee_field(self) -> Option<&'static str> {
+        match self {
+            DocKind::Invoice | DocKind::CreditNote | DocKind::UtilityBill => Some("customer"),
+            DocKind::Payslip => Some("employee_name"),
+            DocKind::InsuranceClaim => Some("policyholder"),
+            DocKind::TaxForm => Some("taxpayer"),
+            DocKind::BankStatement => Some("account_holder"),
+            DocKind::DeliveryNote => Some("consignee"),
+            _ => None,
+        }
+    }
+
     /// The name of a list of table rows in a document of this kind.
     pub fn rows_field(self) -> &'static str {
         match self {

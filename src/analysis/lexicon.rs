@@ -1944,6 +1944,43 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
         ],
     ),
     (
+        "social_security_number",
+        Identifier,
+        &[
+            "social_security_number",
+            "social_security_no",
+            "ssn",
+            "national_insurance_number",
+            "national_insurance_no",
+            "ni_number",
+            "ni_no",
+            "nino",
+            "sozialversicherungsnummer",
+            "sv_nummer",
+            "sv_nr",
+            "rentenversicherungsnummer",
+            "rv_nummer",
+            "numero_de_securite_sociale",
+            "n_de_securite_sociale",
+            "n_securite_sociale",
+            "no_de_securite_sociale",
+            "n_ss",
+            "afiliacion_s_s",
+            "afiliacion_ss",
+            "n_afiliacion_s_s",
+            "n_afiliacion",
+            "numero_de_afiliacion",
+            "numero_afiliacion",
+            "numero_seguridad_social",
+            "n_seguridad_social",
+            "numero_di_previdenza",
+            "n_seg_social",
+            "numero_seguranca_social",
+            "n_seguranca_social",
+            "niss",
+        ],
+    ),
+    (
         "social_security",
         Amount,
         &[
@@ -1951,6 +1988,8 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
             "social_security_contributions",
             "sozialversicherung",
             "sozialversicherungsbeitrage",
+            "sv_beitrage",
+            "sv_beitraege",
             "securite_sociale",
             "cotisations_sociales",
             "seguridad_social",
@@ -2971,6 +3010,23 @@ pub fn field(snake_label: &str) -> Option<(&'static str, Class)> {
         if let Some(stem) = snake_label.strip_suffix(suffix)
             && let Some(f) = exact(stem).filter(|f| f.1 == Identifier)
         {
+            return Some(f);
+        }
+    }
+    // `Líquido total a percibir`, `Summe SV-Beiträge`, `Total IVA`, `Jahresbeitrag gesamt`: a
+    // known amount with a word for "total" around or inside it.
+    let totalless: Vec<&str> = snake_label
+        .split('_')
+        .filter(|w| {
+            !matches!(
+                *w,
+                "total" | "totale" | "totaal" | "summe" | "gesamt" | "sum" | "somme" | "som"
+            )
+        })
+        .collect();
+    if !totalless.is_empty() && totalless.len() < snake_label.split('_').count() {
+        let t = totalless.join("_");
+        if let Some(f) = exact(&t).filter(|f| f.1 == Amount) {
             return Some(f);
         }
     }

@@ -348,6 +348,25 @@ pub fn analyse(text: &str) -> Analysis {
             },
         );
     }
+    // The name in the address block (`Herrn` over `Tobias Reinke`): whom the document is for.
+    if let Some(field) = kind.addressee_field()
+        && out.iter().all(|c| c.name != field)
+        && let Some((i, name)) = prose::addressee(&lines)
+    {
+        push(
+            &mut out,
+            Candidate {
+                name: field.into(),
+                label: "(address block)".into(),
+                value: Value::String(name.clone()),
+                raw: name,
+                kind: ValueKind::Text,
+                item_fields: Vec::new(),
+                line: i + 1,
+                source: Source::Pattern,
+            },
+        );
+    }
     // A title that numbers the document (`NOTA DI CREDITO N. 14/NC DEL 12/11/2026`).
     if let Some((i, code, date)) = prose::title_number(&lines, order) {
         let number = kind.number_field();
@@ -630,8 +649,24 @@ fn from_pair(
         return None;
     }
     // A bare `N°` / `No.` labels the document's own number.
+    // A bare `Azienda`, `Empresa`, `Firma` names the party that issued the document.
+    let company_word = matches!(
+        own.as_str(),
+        "azienda"
+            | "empresa"
+            | "firma"
+            | "entreprise"
+            | "societe"
+            | "bedrijf"
+            | "company"
+            | "unternehmen"
+            | "ditta"
+            | "sociedade"
+    );
     let known = if lexicon::number_word(&own) {
         Some((kind.number_field(), Class::Identifier))
+    } else if company_word && labels::known(&label).is_none() {
+        Some((kind.issuer_field(), Class::Party))
     } else {
         labels::known(&label)
     };
@@ -703,13 +738,34 @@ fn from_pair(
     } else if let Some(n) = number.filter(|_| !matches!(class, Some(Class::Party | Class::Text))) {
         // A deduction or a tax printed negative (`Total des retenues  -412,51`) is an amount;
         // only a balance keeps its sign.
-        let signed = known.is_none_or(|(canonical, _)| {
-            matches!(
-                canonical,
-                "opening_balance" | "closing_balance" | "amount_due" | "refund_amount"
-            )
-        });
-        let n = if signed || class != Some(Class::Amount) {
+        // Under a label the lexicon does not know, only a balance or a result keeps its sign
+        // (`Heffingskortingen € -3.987`, `Déjà réglé -380,00` are amounts).
+        let signed = known.map_or_else(
+            || {
+                own.split('_').any(|w| {
+                    matches!(
+                        w,
+                        "saldo"
+                            | "balance"
+                            | "solde"
+                            | "resultado"
+                            | "result"
+                            | "resultat"
+                            | "differenz"
+                            | "verschil"
+                            | "difference"
+                            | "diferencia"
+                    )
+                })
+            },
+            |(canonical, _)| {
+                matches!(
+                    canonical,
+                    "opening_balance" | "closing_balance" | "amount_due" | "refund_amount"
+                )
+            },
+        );
+        let n = if signed || !matches!(class, Some(Class::Amount) | None) {
             n
         } else {
             n.abs()
@@ -752,6 +808,22 @@ fn from_pair(
     if kind == DocKind::Payslip && name == "amount_due" {
         name = "net_pay".into();
     }
+    // Pay words name a payslip's fields only (`Total ilíquido` on an invoice is its own
+    // total), and on a payslip a gross total is the gross pay (`Gesamt-Brutto`).
+    if kind != DocKind::Payslip
+        && matches!(name.as_str(), "gross_pay" | "net_pay" | "total_deductions")
+    {
+        name = expand_number(&own);
+    }
+    if kind == DocKind::Payslip && name == "total" {
+        let f = values::fold(&label);
+        if ["brut", "gross", "lord", "bruto"]
+            .iter()
+            .any(|w| f.contains(w))
+        {
+            name = "gross_pay".into();
+        }
+    }
     // On a policy, the date a cover runs out (`Scadenza`, `Vervaldatum`) is its end.
     if kind == DocKind::InsuranceClaim && name == "due_date" {
         name = "end_date".into();
@@ -790,16 +862,26 @@ fn issuer(
         .enumerate()
         .take(8)
         .find(|(_, l)| !l.trim().is_empty())?;
-    let t = line.trim();
-    // Drop a trailing "— PAYSLIP" and the like: the part before a dash is the name.
-    let name_part = t
-        .split(" — ")
-        .next()
-        .and_then(|p| p.split(" - ").next())
-        .unwrap_or(t)
-        .trim()
-        .trim_end_matches(['*', ' '])
-        .to_string();
+    let mut t = line.trim();
+    // A sender line (`Elektro Hansen GmbH & Co. KG · Industriestraße 8 · 33602 Bielefeld`):
+    // its first part.
+    for sep in [" · ", " | ", " • "] {
+        if let Some((head, _)) = t.split_once(sep) {
+            t = head.trim();
+        }
+    }
+    // Drop a trailing "— PAYSLIP" and the like: the part before a dash is the name (unless
+    // the whole line ends as a company's name: `SOLTEJO - MATERIAIS DE CONSTRUÇÃO, LDA.`).
+    let name_part = if has_company_suffix(t) {
+        t.to_string()
+    } else {
+        t.split(" — ")
+            .next()
+            .and_then(|p| p.split(" - ").next())
+            .unwrap_or(t)
+            .to_string()
+    };
+    let name_part = name_part.trim().trim_end_matches(['*', ' ']).to_string();
     let letters: Vec<char> = name_part.chars().filter(|c| c.is_alphabetic()).collect();
     if letters.len() < 3 || name_part.chars().count() > 60 || name_part.contains(':') {
         return None;

@@ -167,3 +167,65 @@ pub fn title_number(
     }
     None
 }
+
+/// Words that open an address block on a line of their own (`Herrn`, `Spett.le`,
+/// `Exmo(s). Senhor(es)`), folded, without punctuation.
+const SALUTATIONS: [&str; 26] = [
+    "herrn",
+    "herr",
+    "frau",
+    "firma",
+    "an",
+    "to",
+    "mr",
+    "mrs",
+    "ms",
+    "monsieur",
+    "madame",
+    "messieurs",
+    "mme",
+    "spett le",
+    "spettabile",
+    "gentile",
+    "egregio",
+    "exmo s senhor es",
+    "exmos senhores",
+    "exmo senhor",
+    "exma senhora",
+    "sr",
+    "sra",
+    "senor",
+    "senora",
+    "aan",
+];
+
+/// The name under a salutation on a line of its own in the first lines (`Herrn` over `Tobias
+/// Reinke`, `Spett.le` over `STUDIO DENTISTICO SORRISO SRL`): its line and the name, when the
+/// next line reads as one (letters, at most six words, no digit, no label).
+pub fn addressee(lines: &[String]) -> Option<(usize, String)> {
+    let limit = lines.len().min(30);
+    for i in 0..limit {
+        let folded = super::values::fold(lines[i].trim());
+        let words: String = folded
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+        if words.is_empty() || !SALUTATIONS.contains(&words.as_str()) {
+            continue;
+        }
+        let next = lines.get(i + 1)?.trim();
+        let n_words = next.split_whitespace().count();
+        let letters = next.chars().filter(|c| c.is_alphabetic()).count();
+        if next.is_empty()
+            || n_words > 6
+            || letters < 3
+            || next.chars().any(|c| c.is_ascii_digit())
+            || next.contains(':')
+        {
+            continue;
+        }
+        return Some((i + 1, next.split_whitespace().collect::<Vec<_>>().join(" ")));
+    }
+    None
+}
