@@ -232,6 +232,21 @@ pub fn decimal_style(text: &str) -> DecimalStyle {
             _ => {}
         }
     }
+    if point == comma {
+        // No amount with decimals decides: whole amounts grouped in thousands do
+        // (`€ 48.312` groups with a point, so a comma would mark decimals).
+        static GROUPED: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r"(?:^|[^\d.,])\d{1,3}([.,])\d{3}(?:[^\d.,]|[.,](?:[^\d]|$)|$)")
+                .expect("regex")
+        });
+        for c in GROUPED.captures_iter(text).take(2000) {
+            match c.get(1).map(|m| m.as_str()) {
+                Some(".") => comma += 1,
+                Some(",") => point += 1,
+                _ => {}
+            }
+        }
+    }
     match point.cmp(&comma) {
         std::cmp::Ordering::Greater => DecimalStyle::Point,
         std::cmp::Ordering::Less => DecimalStyle::Comma,
