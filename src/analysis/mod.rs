@@ -601,11 +601,8 @@ fn expand_number(name: &str) -> String {
 
 /// A label whose value is a date range (`Periodo: 01/10/2026 - 31/10/2026`) as two candidates,
 /// its start and its end: `start_date`/`end_date` on an insurance document,
-/// `period_start`/`period_end` elsewhere. A utility bill's billing period stays one field.
+/// `period_start`/`period_end` elsewhere.
 fn range_pair(p: &labels::Pair, kind: DocKind, order: DateOrder) -> Option<[Candidate; 2]> {
-    if kind == DocKind::UtilityBill {
-        return None;
-    }
     let (start, end) = periods::range(&p.value, order)?;
     let label = p.label.trim().trim_end_matches([':', '=']).trim();
     let (first, last) = if kind == DocKind::InsuranceClaim {

@@ -147,9 +147,17 @@ pub fn tables(lines: &[String], style: DecimalStyle, order: DateOrder) -> Vec<Ta
         }
         // A header none of whose columns is a known one needs several rows to be a table
         // (a letter head of three words over an address line is not).
+        // Two known field labels over one row are labels over their values (`Data de emissão
+        // Data de vencimento   Requisição` over `05-11-2026   05-12-2026   REQ-8812`).
         let known = header
             .iter()
-            .any(|s| lexicon::column(&snake(&s.text, 40)).is_some());
+            .any(|s| lexicon::column(&snake(&s.text, 40)).is_some())
+            || (rows.len() == 1
+                && header
+                    .iter()
+                    .filter(|s| super::labels::known(&s.text).is_some())
+                    .count()
+                    >= 2);
         if rows.is_empty() || (!known && rows.len() < 3) {
             i += 1;
             continue;
