@@ -693,7 +693,39 @@ fn from_pair(
         && raw.contains(['-', '/'])
         && raw.chars().any(char::is_alphabetic)
         && values::currency_of(&raw).is_none();
-    let measured = matches!(class, Some(Class::Amount | Class::Quantity));
+    // `1 284 kWh (index relevé …)`, `150 € por siniestro`: a number and its unit open the
+    // value of a label the lexicon does not know.
+    let unit_first = class.is_none() && {
+        let rest = values::leading_number(&repaired, style).and_then(|_| {
+            let at = repaired.find(|c: char| !(c.is_ascii_digit() || " .,".contains(c)))?;
+            repaired.get(at..)
+        });
+        rest.and_then(|r| r.split_whitespace().next())
+            .map(|u| u.trim_end_matches([',', '.', ';']).to_lowercase())
+            .is_some_and(|u| {
+                matches!(
+                    u.as_str(),
+                    "kwh"
+                        | "mwh"
+                        | "smc"
+                        | "m3"
+                        | "m³"
+                        | "kg"
+                        | "km"
+                        | "l"
+                        | "€"
+                        | "eur"
+                        | "gj"
+                        | "kvarh"
+                        | "usd"
+                        | "$"
+                        | "£"
+                        | "gbp"
+                        | "chf"
+                )
+            })
+    };
+    let measured = matches!(class, Some(Class::Amount | Class::Quantity)) || unit_first;
     let number = values::parse_number(&raw, style)
         .or_else(|| values::parse_number(&repaired, style))
         .or_else(|| {
