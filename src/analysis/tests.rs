@@ -633,3 +633,69 @@ fn fields_of_running_text() {
         "SHELL STATION\nRECEIPT\nPump: 06\nTOTAL       $87.28\nMASTERCARD ****5519        $87.28\n";
     has(r, "card_last_four", json!("5519"));
 }
+
+#[test]
+fn enumerated_and_qualified_labels_are_known() {
+    let t = "NÓMINA\nA. TOTAL DEVENGADO                 2.036,00\nB. TOTAL A DEDUCIR       368,56\n\
+             LÍQUIDO TOTAL A PERCIBIR (A - B)        1.667,44\n";
+    has(t, "gross_pay", json!(2036));
+    has(t, "total_deductions", json!(368.56));
+    has(t, "net_pay", json!(1667.44));
+    assert!(labels::without_enumeration("II. Retenciones") == "Retenciones");
+    assert!(labels::without_enumeration("A4 Papier") == "A4 Papier");
+}
+
+#[test]
+fn a_repeated_label_keeps_its_own_name() {
+    // The employer's CIF is the tax id; the employee's NIF below it is a field of its own.
+    let t = "EMPRESA: TRANSPORTES GALLARDO, S.L.     CIF: B-41872290\n\
+             TRABAJADOR: JAVIER ORTEGA     NIF: 28934571-G\n";
+    has(t, "tax_id", json!("B-41872290"));
+    has(t, "nif", json!("28934571-G"));
+    // A bare `Empresa` names the issuer.
+    assert!(analyse(t).get("empresa").is_none());
+}
+
+#[test]
+fn a_title_numbers_the_document_and_dates_it() {
+    let t = "TIPOGRAFIA LOMBARDI SNC\n\nNOTA DI CREDITO N. 14/NC DEL 12/11/2026\n\nImponibile   118,50\n";
+    has(t, "credit_note_number", json!("14/NC"));
+    has(t, "issue_date", json!("2026-11-12"));
+    let t = "SOLTEJO - MATERIAIS DE CONSTRUÇÃO, LDA.\n\nFATURA  FT 2026A/1442          Original\nTotal   675,39\n";
+    has(t, "invoice_number", json!("FT 2026A/1442"));
+    has(
+        t,
+        "supplier",
+        json!("SOLTEJO - MATERIAIS DE CONSTRUÇÃO, LDA."),
+    );
+}
+
+#[test]
+fn the_name_under_a_salutation_is_the_addressee() {
+    let t = "Elektro Hansen GmbH & Co. KG · Industriestraße 8 · 33602 Bielefeld\n\nHerrn\nTobias Reinke\n\
+             Am Kreuzkamp 17\n\nGehaltsabrechnung Oktober 2026\nNettoverdienst   2.673,87\n";
+    has(t, "employer", json!("Elektro Hansen GmbH & Co. KG"));
+    has(t, "employee_name", json!("Tobias Reinke"));
+}
+
+#[test]
+fn labels_over_values_and_signs_and_grouped_whole_amounts() {
+    let t = "FATURA\nData de emissão     Data de vencimento     Requisição\n\
+             05-11-2026          05-12-2026             REQ-8812\n\n\
+             Heffingskortingen                 € -3.987\nVerzamelinkomen     € 49.516\n\
+             Saldo                             € -245\n";
+    has(t, "invoice_date", json!("2026-11-05"));
+    has(t, "due_date", json!("2026-12-05"));
+    has(t, "requisicao", json!("REQ-8812"));
+    // No amount with decimals: `49.516` groups thousands, and a credit is a magnitude while
+    // a balance keeps its sign.
+    has(t, "verzamelinkomen", json!(49516));
+    has(t, "heffingskortingen", json!(3987));
+    has(t, "saldo", json!(-245));
+}
+
+#[test]
+fn an_iban_behind_the_redaction_boundary_is_its_token() {
+    let t = "LOONSTROOK\nNetto loon     2.210,97\nUitbetaald op rekening IBAN_1\n";
+    has(t, "iban", json!("IBAN_1"));
+}
