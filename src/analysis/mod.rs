@@ -201,10 +201,11 @@ pub fn analyse(text: &str) -> Analysis {
                 continue;
             };
             let amount = labels::known(first).is_some_and(|(_, c)| c == Class::Amount);
-            if cells.len() >= 2 && amount && values::parse_number(last, style).is_some() {
+            let last = values::repair_digits(last);
+            if cells.len() >= 2 && amount && values::parse_number(&last, style).is_some() {
                 let p = labels::Pair {
                     label: (*first).to_string(),
-                    value: (*last).to_string(),
+                    value: last.clone(),
                     line: t.row_lines.get(k).copied().unwrap_or(t.header_line),
                     how: How::Spaced,
                 };
@@ -296,6 +297,24 @@ pub fn analyse(text: &str) -> Analysis {
                 value: Value::String(digits.clone()),
                 raw: digits,
                 kind: ValueKind::Identifier,
+                item_fields: Vec::new(),
+                line: i + 1,
+                source: Source::Pattern,
+            },
+        );
+    }
+    if kind == DocKind::Receipt
+        && out.iter().all(|c| c.name != "item_count")
+        && let Some((i, n)) = prose::item_count(&lines)
+    {
+        push(
+            &mut out,
+            Candidate {
+                name: "item_count".into(),
+                label: "(count of items)".into(),
+                value: json!(n),
+                raw: n.to_string(),
+                kind: ValueKind::Number,
                 item_fields: Vec::new(),
                 line: i + 1,
                 source: Source::Pattern,

@@ -66,14 +66,44 @@ pub fn tax_year(lines: &[String]) -> Option<(usize, i32)> {
 }
 
 static MASKED_CARD: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:[*xX•]{4}[ -]?){1,3}[*xX•]{0,4}[ -]?(\d{4})\b").expect("regex")
+    Regex::new(r"(?:[*xX•]{4}[ -]{0,3}){1,3}[*xX•]{0,4}[ -]{0,3}([0-9lIO]{4})\b").expect("regex")
 });
 
 /// The last four digits of the first masked card number (`****5519`, `XXXX XXXX XXXX 1234`).
 pub fn card_last_four(lines: &[String]) -> Option<(usize, String)> {
     lines.iter().enumerate().find_map(|(i, l)| {
         let c = MASKED_CARD.captures(l)?;
-        Some((i, c.get(1)?.as_str().to_string()))
+        // An OCR reads `7l03` for `7103`.
+        let digits: String = c
+            .get(1)?
+            .as_str()
+            .chars()
+            .map(|ch| match ch {
+                'l' | 'I' => '1',
+                'O' => '0',
+                other => other,
+            })
+            .collect();
+        let real = c
+            .get(1)?
+            .as_str()
+            .chars()
+            .filter(char::is_ascii_digit)
+            .count();
+        (real >= 2).then_some((i, digits))
+    })
+}
+
+static ITEM_COUNT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)^\s*(\d{1,3})\s+(?:articles?|items?|artikel|art\.|art[ií]culos|articoli|artigos|artikelen|stuks|pi[eè]ces|pcs|st[üu]ck)\s*$")
+        .expect("regex")
+});
+
+/// A receipt's count of items on a line of its own (`5 ARTICLES`, `12 Artikel`).
+pub fn item_count(lines: &[String]) -> Option<(usize, u32)> {
+    lines.iter().enumerate().find_map(|(i, l)| {
+        let c = ITEM_COUNT.captures(l)?;
+        Some((i, c.get(1)?.as_str().parse().ok()?))
     })
 }
 
