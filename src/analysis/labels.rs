@@ -556,7 +556,11 @@ fn spaced(line: &str, i: usize, style: DecimalStyle, order: DateOrder) -> Option
         }
         let value = last.text.trim();
         let class = known(&label).map(|k| k.1);
+        // A date label's value may go on after its date (`01/12/2026 a las 00:00 horas`).
+        let one_date = class == Some(lexicon::Class::Date)
+            && super::values::dates_in(&repair_digits(value), order).len() == 1;
         let ok = typed(value, style, order)
+            || one_date
             || (matches!(
                 class,
                 Some(lexicon::Class::Amount | lexicon::Class::Quantity)

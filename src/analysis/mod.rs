@@ -745,6 +745,16 @@ fn from_pair(
             })
     };
     let measured = matches!(class, Some(Class::Amount | Class::Quantity)) || unit_first;
+    // `VW Golf 1.5 TSI`, `OL-SO 482`: words before the digits under a label the lexicon does
+    // not know make a name or a code, not a number (a currency is no word here).
+    let wordy = class.is_none() && !unit_first && {
+        let head: String = raw.chars().take_while(|c| !c.is_ascii_digit()).collect();
+        let words: Vec<&str> = head
+            .split(|c: char| !c.is_alphabetic())
+            .filter(|w| !w.is_empty())
+            .collect();
+        !words.is_empty() && words.iter().all(|w| values::currency_of(w).is_none())
+    };
     let number = values::parse_number(&raw, style)
         .or_else(|| values::parse_number(&repaired, style))
         .or_else(|| {
@@ -752,7 +762,7 @@ fn from_pair(
                 .then(|| values::leading_number(&repaired, style))
                 .flatten()
         })
-        .filter(|_| !lettered_code);
+        .filter(|_| !lettered_code && !wordy);
     let digits_only = |s: &str| s.chars().all(|c| c.is_ascii_digit());
     let long_digits = digits_only(&repaired) && (repaired.len() >= 7 || repaired.starts_with('0'));
     let is_identifier = class == Some(Class::Identifier)
@@ -862,6 +872,17 @@ fn from_pair(
         && matches!(name.as_str(), "gross_pay" | "net_pay" | "total_deductions")
     {
         name = expand_number(&own);
+    }
+    // A tax form has no total: what it asks to pay is the amount due.
+    if kind == DocKind::TaxForm && name == "total" {
+        name = "amount_due".into();
+    }
+    // `Aan:`, `To:`, `An:` name whom the document is addressed to.
+    if known.is_none()
+        && matches!(own.as_str(), "aan" | "to" | "an")
+        && let Some(field) = kind.addressee_field()
+    {
+        name = field.into();
     }
     if kind == DocKind::Payslip && name == "total" {
         let f = values::fold(&label);
@@ -1009,12 +1030,24 @@ fn letterhead_address(lines: &[String], issuer: &Candidate, kind: DocKind) -> Op
     })
 }
 
+/// Whether a name ends as a company's (`… GmbH`, `…, Lda.`) or has a company form after a
+/// comma with words after it (`SEGUROS MEDITERRÁNEO, S.A. de Seguros y Reaseguros`).
 fn has_company_suffix(name: &str) -> bool {
-    name.split(|c: char| c.is_whitespace() || c == ',')
+    let words: Vec<String> = name
+        .split(|c: char| c.is_whitespace() || c == ',')
         .filter(|w| !w.is_empty())
-        .next_back()
         .map(|w| values::fold(w.trim_end_matches('.')))
-        .is_some_and(|w| COMPANY_SUFFIXES.contains(&w.as_str()))
+        .collect();
+    let last = words
+        .last()
+        .is_some_and(|w| COMPANY_SUFFIXES.contains(&w.as_str()));
+    let after_comma = name.split_once(',').is_some_and(|(_, rest)| {
+        rest.split_whitespace()
+            .next()
+            .map(|w| values::fold(w.trim_end_matches('.')))
+            .is_some_and(|w| COMPANY_SUFFIXES.contains(&w.as_str()) || w == "s.a" || w == "s.l")
+    });
+    last || after_comma
 }
 
 /// The first IBAN in the text that passes the ISO 13616 mod-97 check, as written.

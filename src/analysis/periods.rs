@@ -34,8 +34,12 @@ pub fn range(value: &str, order: DateOrder) -> Option<(NaiveDate, NaiveDate)> {
     let after = v.get(b.end..)?.trim();
     let opener_ok = before.is_empty() || OPENERS.contains(&before.as_str());
     let joiner_ok = JOINERS.contains(&between.as_str());
+    // A note after a comma or a dash (`…, verlängert sich um je ein Jahr`) is not the range's.
     let after_ok = after.is_empty()
         || (after.starts_with('(') && after.ends_with(')'))
+        || after.starts_with([',', ';'])
+        || after.starts_with("- ")
+        || after.starts_with("– ")
         || after
             .trim_matches(|c: char| c == '.' || c == ',')
             .is_empty();
