@@ -471,7 +471,7 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
         ],
     ),
     (
-        "subtotal",
+        "net_amount",
         Amount,
         &[
             "importe_neto_gravado",
@@ -511,7 +511,7 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
         ],
     ),
     (
-        "vat_amount",
+        "vat",
         Amount,
         &[
             "zzgl_mwst",
@@ -1271,7 +1271,7 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
         ],
     ),
     (
-        "pay_date",
+        "payment_date",
         Date,
         &[
             "pay_date",
@@ -3170,7 +3170,7 @@ mod tests {
         ] {
             assert_eq!(field(l).map(|f| f.0), Some("invoice_number"), "{l}");
         }
-        assert_eq!(field("mwst_19").map(|f| f.0), Some("vat_amount"));
+        assert_eq!(field("mwst_19").map(|f| f.0), Some("vat"));
         assert_eq!(field("summe_eur").map(|f| f.0), Some("total"));
         assert_eq!(field("total_cholesterol"), None);
         assert_eq!(abbreviated("rueckg").map(|f| f.0), Some("change"));

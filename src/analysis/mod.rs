@@ -839,8 +839,8 @@ fn from_pair(
         None => expand_number(&own),
     };
     // `VAT: 20 %` is a rate, not an amount.
-    if matches!(name.as_str(), "vat_amount" | "tax_amount") && raw.contains('%') {
-        name = if name == "vat_amount" {
+    if matches!(name.as_str(), "vat" | "tax_amount") && raw.contains('%') {
+        name = if name == "vat" {
             "vat_rate".into()
         } else {
             "tax_rate".into()

@@ -35,8 +35,8 @@ fn german_invoice() {
     has(t, "invoice_date", json!("2026-11-05"));
     has(t, "customer_number", json!("K-40712"));
     has(t, "order_number", json!("4500098812"));
-    has(t, "subtotal", json!(1482));
-    has(t, "vat_amount", json!(281.58));
+    has(t, "net_amount", json!(1482));
+    has(t, "vat", json!(281.58));
     has(t, "total", json!(1763.58));
     has(t, "vat_id", json!("DE 812 345 678"));
     has(t, "iban", json!("DE89 3704 0044 0532 0130 00"));
@@ -61,8 +61,8 @@ fn french_hotel_invoice_with_space_before_colon() {
     has(t, "customer", json!("M. Julien Perrin"));
     has(t, "arrival_date", json!("2026-11-05"));
     has(t, "nights", json!(3));
-    has(t, "subtotal", json!(451.98));
-    has(t, "vat_amount", json!(53.12));
+    has(t, "net_amount", json!(451.98));
+    has(t, "vat", json!(53.12));
     has(t, "total", json!(506.1));
     has(t, "payment_method", json!("Carte bancaire"));
     has(t, "amount_due", json!(406.1));
@@ -77,8 +77,8 @@ fn spanish_invoice_with_comma_decimals() {
     has(t, "invoice_date", json!("2026-10-14"));
     has(t, "tax_id", json!("30-71234567-8"));
     has(t, "customer", json!("Distribuidora Sur S.R.L."));
-    has(t, "subtotal", json!(110000));
-    has(t, "vat_amount", json!(23100));
+    has(t, "net_amount", json!(110000));
+    has(t, "vat", json!(23100));
     has(t, "total", json!(133100));
     assert_eq!(analyse(t).kind, DocKind::Invoice);
 }
@@ -317,7 +317,7 @@ fn the_letter_head_gives_the_issuer_and_its_address() {
 fn leaders_bars_and_local_variants() {
     has(
         "Subtotal ........ 12.00\nTotal.........14.40",
-        "subtotal",
+        "net_amount",
         json!(12),
     );
     has(
@@ -334,7 +334,7 @@ fn leaders_bars_and_local_variants() {
         .expect("a table");
     assert_eq!(rows.value[1]["amount"], json!(2.1));
     has("N.º de factura: A-123", "invoice_number", json!("A-123"));
-    has("zzgl. 19% MwSt.: 19,00 €", "vat_amount", json!(19));
+    has("zzgl. 19% MwSt.: 19,00 €", "vat", json!(19));
     has("Date: 05-NOV-2026", "date", json!("2026-11-05"));
 }
 
@@ -551,7 +551,7 @@ fn spaced_lines_around_the_label_and_the_value() {
     has(t, "total_ordinary_dividends", json!(2418.62));
     has(t, "tax_withheld", json!(0));
     has(t, "arbeitspreis", json!(922.92));
-    has(t, "vat_amount", json!(12.53));
+    has(t, "vat", json!(12.53));
     let lab = "LABORATOIRE\nHémoglobine ................ 13,4 g/dL       (12,0 – 16,0)\n";
     has(lab, "hemoglobine", json!(13.4));
     // A known label takes a few words after its amount, a known party any short text.
