@@ -559,8 +559,19 @@ fn spaced(line: &str, i: usize, style: DecimalStyle, order: DateOrder) -> Option
         // A date label's value may go on after its date (`01/12/2026 a las 00:00 horas`).
         let one_date = class == Some(lexicon::Class::Date)
             && super::values::dates_in(&repair_digits(value), order).len() == 1;
+        // An amount and what it is for (`4 500 000 € par sinistre`, `150 € por siniestro`).
+        let amount_first = leading_number(value, style).is_some() && {
+            let rest = value.trim_start_matches(|c: char| c.is_ascii_digit() || " .,".contains(c));
+            rest.split_whitespace().next().is_some_and(|u| {
+                matches!(
+                    u.trim_end_matches([',', '.']).to_lowercase().as_str(),
+                    "€" | "eur" | "euro" | "euros" | "$" | "usd" | "£" | "gbp" | "chf"
+                )
+            })
+        };
         let ok = typed(value, style, order)
             || one_date
+            || amount_first
             || (matches!(
                 class,
                 Some(lexicon::Class::Amount | lexicon::Class::Quantity)

@@ -259,9 +259,13 @@ pub fn analyse(text: &str) -> Analysis {
             push(&mut out, c);
         }
     }
-    // Amounts a sentence names (`Der Erstattungsbetrag von 1.342,88 € wird …`).
+    // Amounts a sentence names (`Der Erstattungsbetrag von 1.342,88 € wird …`) and numbers
+    // it names (`titulaire du contrat n° RCP-0448-2291-B`).
     for (i, l) in lines.iter().enumerate().filter(|(i, _)| !in_table(*i)) {
-        for p in prose::named_amounts(l, i) {
+        for p in prose::named_amounts(l, i)
+            .into_iter()
+            .chain(prose::numbered_refs(l, i))
+        {
             if let Some(c) = from_pair(&p, kind, style, order) {
                 push(&mut out, c);
             }
@@ -854,6 +858,10 @@ fn from_pair(
             "account_holder" => name = "customer".into(),
             _ => {}
         }
+    }
+    // On a credit note, an invoice's number is the invoice it credits.
+    if kind == DocKind::CreditNote && name == "invoice_number" {
+        name = "original_invoice".into();
     }
     // On an invoice or a credit note, whom it is sent to is the customer.
     if matches!(kind, DocKind::Invoice | DocKind::CreditNote) && name == "consignee" {

@@ -259,3 +259,43 @@ pub fn addressee(lines: &[String]) -> Option<(usize, String)> {
     }
     None
 }
+
+static NUMBERED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)((?:\p{L}[\p{L}'’-]*\s+){0,2}\p{L}[\p{L}'’-]*)\s+(?:n[°º]|n\.\s?[°º]|no\.|nr\.?|n\.|num\.|núm\.|number|numéro|numero|número|nummer)\s*:?\s*([A-Z0-9][A-Z0-9./-]*)",
+    )
+    .expect("regex")
+});
+
+/// Numbers running text names with a word the lexicon knows as an identifier and a word for
+/// "number" (`est titulaire du contrat n° RCP-0448-2291-B`, `della fattura n. 388 del …`):
+/// (`contrat n°`, `RCP-0448-2291-B`). The code has a digit.
+pub fn numbered_refs(line: &str, i: usize) -> Vec<Pair> {
+    let mut out = Vec::new();
+    for c in NUMBERED.captures_iter(line).take(8) {
+        let (Some(words), Some(code)) = (c.get(1), c.get(2)) else {
+            continue;
+        };
+        let code = code.as_str().trim_end_matches(['.', ',', ';']);
+        if !code.chars().any(|ch| ch.is_ascii_digit()) {
+            continue;
+        }
+        let words: Vec<&str> = words.as_str().split_whitespace().collect();
+        // The longest tail of the words that, with "n°", the lexicon knows as an identifier.
+        let label = (0..words.len()).find_map(|k| {
+            let l = format!("{} n°", words.get(k..)?.join(" "));
+            labels::known(&l)
+                .is_some_and(|(_, class)| class == Class::Identifier)
+                .then_some(l)
+        });
+        if let Some(label) = label {
+            out.push(Pair {
+                label,
+                value: code.to_string(),
+                line: i,
+                how: How::Spaced,
+            });
+        }
+    }
+    out
+}
