@@ -390,6 +390,36 @@ pub fn analyse(text: &str) -> Analysis {
             },
         );
     }
+    // A range in running text (`… pour la période du 01/01/2026 au 31/12/2026, …`) when no
+    // label gave one.
+    let (first, last) = if kind == DocKind::InsuranceClaim {
+        ("start_date", "end_date")
+    } else {
+        ("period_start", "period_end")
+    };
+    if out.iter().all(|c| c.name != first)
+        && let Some((i, (start, end))) = lines
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !in_table(*i))
+            .find_map(|(i, l)| periods::range_in_text(l, order).map(|r| (i, r)))
+    {
+        for (name, d) in [(first, start), (last, end)] {
+            push(
+                &mut out,
+                Candidate {
+                    name: name.into(),
+                    label: "(period in a sentence)".into(),
+                    value: Value::String(d.to_string()),
+                    raw: clip(lines[i].trim(), MAX_VALUE_CHARS),
+                    kind: ValueKind::Date,
+                    item_fields: Vec::new(),
+                    line: i + 1,
+                    source: Source::Pattern,
+                },
+            );
+        }
+    }
     // A title that numbers the document (`NOTA DI CREDITO N. 14/NC DEL 12/11/2026`).
     if let Some((i, code, date)) = prose::title_number(&lines, order) {
         let number = kind.number_field();
@@ -900,6 +930,10 @@ fn from_pair(
         {
             name = "gross_pay".into();
         }
+    }
+    // A policy's contract number is the policy's number.
+    if kind == DocKind::InsuranceClaim && name == "contract_number" {
+        name = "policy_number".into();
     }
     // On a policy, the date a cover runs out (`Scadenza`, `Vervaldatum`) is its end.
     if kind == DocKind::InsuranceClaim && name == "due_date" {

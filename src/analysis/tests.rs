@@ -699,3 +699,39 @@ fn an_iban_behind_the_redaction_boundary_is_its_token() {
     let t = "LOONSTROOK\nNetto loon     2.210,97\nUitbetaald op rekening IBAN_1\n";
     has(t, "iban", json!("IBAN_1"));
 }
+
+#[test]
+fn numbers_and_periods_running_text_names() {
+    let t = "MUTUELLE DES BÂTISSEURS\nAttestation d'assurance\n\n\
+             est titulaire du contrat n° RCP-0448-2291-B, en cours de validité pour la période\n\
+             du 01/01/2026 au 31/12/2026, pour les activités suivantes : Couverture.\n";
+    has(t, "policy_number", json!("RCP-0448-2291-B"));
+    has(t, "start_date", json!("2026-01-01"));
+    has(t, "end_date", json!("2026-12-31"));
+    let t =
+        "NOTA DI CREDITO N. 14/NC DEL 12/11/2026\na storno della fattura n. 388 del 30/09/2026\n";
+    has(t, "original_invoice", json!("388"));
+}
+
+#[test]
+fn receipt_counts_cards_and_payments() {
+    let t = "CARREF0UR MARKET\nTICKET N° 0l48\n5 ARTICLES\nT0TAL TTC              EUR  l8,40\n\
+             CB EMV                      l8,40\n CARTE ****  ****  **** 7l03\n";
+    let a = analyse(t);
+    assert_eq!(a.kind, DocKind::Receipt);
+    has(t, "item_count", json!(5));
+    has(t, "card_last_four", json!("7103"));
+    has(t, "amount_paid", json!(18.4));
+    has(t, "total", json!(18.4));
+}
+
+#[test]
+fn words_before_digits_are_no_number() {
+    let t = "Versicherungsschein\nFahrzeug                 VW Golf 1.5 TSI\nAmtl. Kennzeichen        OL-SO 482\n";
+    let a = analyse(t);
+    assert!(
+        a.candidates.iter().all(|c| c.kind != ValueKind::Number),
+        "{:?}",
+        found(t)
+    );
+}
