@@ -262,14 +262,15 @@ pub fn addressee(lines: &[String]) -> Option<(usize, String)> {
 
 static NUMBERED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)((?:\p{L}[\p{L}'’-]*\s+){0,2}\p{L}[\p{L}'’-]*)\s+(?:n[°º]|n\.\s?[°º]|no\.|nr\.?|n\.|num\.|núm\.|number|numéro|numero|número|nummer)\s*:?\s*([A-Z0-9][A-Z0-9./-]*)",
+        r"(?i)((?:\p{L}[\p{L}'’-]*\s+){0,2}\p{L}[\p{L}'’-]*)\s+(?:n[°º]|n\.\s?[°º]|no\.|nr\.?|n\.|num\.|núm\.|number|numéro|numero|número|nummer)\s*:?\s*([A-Z0-9][A-Z0-9_./-]*)",
     )
     .expect("regex")
 });
 
 /// Numbers running text names with a word the lexicon knows as an identifier and a word for
 /// "number" (`est titulaire du contrat n° RCP-0448-2291-B`, `della fattura n. 388 del …`):
-/// (`contrat n°`, `RCP-0448-2291-B`). The code has a digit.
+/// (`contrat n°`, `RCP-0448-2291-B`). The code has a digit; a redaction token inside it
+/// (`RCP-PHONE_1-B`) is kept, to be filled in again in the answer.
 pub fn numbered_refs(line: &str, i: usize) -> Vec<Pair> {
     let mut out = Vec::new();
     for c in NUMBERED.captures_iter(line).take(8) {
