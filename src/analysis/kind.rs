@@ -489,10 +489,14 @@ pub fn is_title(line: &str) -> bool {
 
 /// The kind of document `text` most likely is ([`DocKind::Other`] when no word names one).
 pub fn guess(text: &str) -> DocKind {
+    // The first lines, and a title on a line of its own below a letter's address block.
     let head: String = text
         .lines()
         .filter(|l| !l.trim().is_empty())
-        .take(6)
+        .take(25)
+        .enumerate()
+        .filter(|(k, l)| *k < 6 || is_title(l.trim()))
+        .map(|(_, l)| l)
         .collect::<Vec<_>>()
         .join("\n");
     let head = fold(&head);

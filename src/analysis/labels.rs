@@ -197,9 +197,11 @@ fn separated(text: &str) -> Option<(String, String, Option<String>)> {
 
 /// Whether `text` starts with `Label:` (a short label, at most four words).
 fn starts_pair(text: &str) -> bool {
+    // A label spans no column gap (`K-20788      Bezug:` is a value, then a label).
     separator_at(text).is_some_and(|(at, _)| {
-        text.get(..at)
-            .is_some_and(|l| label_ok(l) && l.split_whitespace().count() <= 4)
+        text.get(..at).is_some_and(|l| {
+            label_ok(l) && l.split_whitespace().count() <= 4 && !l.trim().contains("   ")
+        })
     })
 }
 
