@@ -312,6 +312,41 @@ pub fn pairs(
             out.extend(found);
             continue;
         }
+        // `KASSA 04   BON 2217   KASSIER: 118`: pieces before wide gaps that are each a known
+        // label and its value one space apart are pairs of their own; the rest is read on.
+        let segs = segments(trimmed);
+        let mut k = 0;
+        let mut found = Vec::new();
+        // Only when a label follows (`incl. VAT 20%   15.63` is one pair).
+        let labelled_rest = |k: usize| {
+            segs.get(k + 1..)
+                .is_some_and(|r| r.iter().any(|s| s.text.chars().any(char::is_alphabetic)))
+        };
+        while k + 1 < segs.len() && !segs[k].text.contains(':') && labelled_rest(k) {
+            if let Some(p) = spaced(&segs[k].text, i, style, order)
+                && known(&p.label).is_some()
+            {
+                found.push(p);
+            }
+            k += 1;
+        }
+        if found.is_empty() {
+            k = 0;
+        }
+        out.extend(found);
+        let rest_of_line;
+        let trimmed = if k > 0 {
+            rest_of_line = segs
+                .get(k..)
+                .unwrap_or(&[])
+                .iter()
+                .map(|s| s.text.as_str())
+                .collect::<Vec<_>>()
+                .join("   ");
+            rest_of_line.as_str()
+        } else {
+            trimmed
+        };
         // `RELEVÉ DE COMPTE N° 9        Date d'arrêté : 30/09/2026`: the piece before a wide gap
         // is read on its own, the pairs after it as a line of their own.
         let (head, trimmed) = match head_piece(trimmed) {

@@ -180,6 +180,17 @@ pub fn analyse(text: &str) -> Analysis {
     pairs.retain(|p| {
         kind != DocKind::Receipt || p.how != How::Spaced || labels::known(&p.label).is_some()
     });
+    // A label that opens with a quantity (`2 x Fish & Chips`, `x Pint`) is an item bought.
+    pairs.retain(|p| {
+        let l = p
+            .label
+            .trim_start()
+            .trim_start_matches(|c: char| c.is_ascii_digit());
+        !(l.starts_with("x ")
+            || l.starts_with("× ")
+            || l.starts_with(" x ")
+            || l.starts_with(" × "))
+    });
     for p in pairs {
         if let Some([start, end]) = range_pair(&p, kind, order) {
             push(&mut out, start);
