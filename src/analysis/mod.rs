@@ -226,6 +226,42 @@ pub fn analyse(text: &str) -> Analysis {
             }
         }
     }
+    // A matrix whose columns are known amounts (`Festsetzung  Einkommensteuer
+    // Solidaritätszuschlag  Kirchensteuer` over `festgesetzt werden  14.872,00 €  0,00 €
+    // 1.338,48 €`): each column's first row is that field (no column is an item table's).
+    for t in &tables {
+        let amounts: Vec<usize> = t
+            .labels
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter(|(_, l)| labels::known(l).is_some_and(|(_, c)| c == Class::Amount))
+            .map(|(k, _)| k)
+            .collect();
+        let item_table = t
+            .labels
+            .iter()
+            .any(|l| lexicon::column(&lexicon::snake(l, 40)).is_some());
+        if amounts.len() < 2 || item_table {
+            continue;
+        }
+        for k in amounts {
+            let (Some(label), Some(cell)) =
+                (t.labels.get(k), t.raw_rows.first().and_then(|r| r.get(k)))
+            else {
+                continue;
+            };
+            let p = labels::Pair {
+                label: label.clone(),
+                value: values::repair_digits(cell.trim()),
+                line: t.header_line,
+                how: How::Spaced,
+            };
+            if let Some(c) = from_pair(&p, kind, style, order) {
+                push(&mut out, c);
+            }
+        }
+    }
     // Rows of results (a lab report's analytes) are fields of their own: `Haemoglobin  13.8`.
     // (Only there: a purchase order's `Wert` column is an amount, not a result.)
     let results_kinds = matches!(kind, DocKind::LabReport | DocKind::Other);

@@ -200,7 +200,12 @@ pub fn title_number(
 
 /// Words that open an address block on a line of their own (`Herrn`, `Spett.le`,
 /// `Exmo(s). Senhor(es)`), folded, without punctuation.
-const SALUTATIONS: [&str; 26] = [
+const SALUTATIONS: [&str; 31] = [
+    "herrn und frau",
+    "herr und frau",
+    "m et mme",
+    "mr and mrs",
+    "mr mrs",
     "herrn",
     "herr",
     "frau",

@@ -735,3 +735,19 @@ fn words_before_digits_are_no_number() {
         found(t)
     );
 }
+
+#[test]
+fn a_matrix_of_known_amounts_and_pieces_of_a_line() {
+    let t = "Steuerbescheid für 2025\n\nHerrn und Frau\nMarkus und Elena Hoffmann\n\n\
+             Festsetzung                      Einkommensteuer   Solidaritätszuschlag   Kirchensteuer\n\
+             festgesetzt werden                   14.872,00 €                0,00 €         1.338,48 €\n\
+             ab Steuerabzug vom Lohn              16.104,00 €                0,00 €         1.449,36 €\n\
+             verbleibende Beträge                 -1.232,00 €                0,00 €          -110,88 €\n";
+    has(t, "income_tax", json!(14872));
+    has(t, "church_tax", json!(1338.48));
+    has(t, "taxpayer", json!("Markus und Elena Hoffmann"));
+    let t =
+        "KASSABON\nKASSA 04   BON 2217   KASSIER: 118\nTOTAAL     10,65\nincl. VAT 20%     1,78\n";
+    has(t, "receipt_number", json!("2217"));
+    has(t, "cashier", json!("118"));
+}
