@@ -751,3 +751,13 @@ fn a_matrix_of_known_amounts_and_pieces_of_a_line() {
     has(t, "receipt_number", json!("2217"));
     has(t, "cashier", json!("118"));
 }
+
+#[test]
+fn a_header_row_with_one_known_label_over_short_cells() {
+    let t = "Entgeltabrechnung Oktober 2026\n\n\
+             Personal-Nr.     Eintritt      Steuerklasse   Krankenkasse\n\
+             \x20 4711           01.04.2019    III            AOK NordWest\n\n\
+             Auszahlungsbetrag       2.633,87\n";
+    has(t, "employee_number", json!("4711"));
+    has(t, "steuerklasse", json!("III"));
+}
