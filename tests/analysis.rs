@@ -214,8 +214,8 @@ async fn candidates_reach_the_model_and_name_constrained_fields() {
         "invoice_date",
         "customer_number",
         "order_number",
-        "subtotal",
-        "vat_amount",
+        "net_amount",
+        "vat",
         "total",
     ] {
         assert!(offered.contains(&n), "{n} not offered: {offered:?}");
@@ -239,15 +239,15 @@ async fn an_ungrounded_value_is_flagged_for_the_reviewer() {
     let db = TestDb::new().await;
     let mut app = common::app(&db, Arc::new(SystemClock) as SharedClock);
     let p = Arc::new(ScriptedProvider::new(script(
-        json!({"invoice_number": "string", "invoice_date": "date", "subtotal": "number",
-               "total": "number", "customer_number": "string", "vat_amount": "number"}),
+        json!({"invoice_number": "string", "invoice_date": "date", "net_amount": "number",
+               "total": "number", "customer_number": "string", "vat": "number"}),
         // Written differently from the document (ISO date, plain numbers) but there, except
         // the total (invented) and the customer number (not in the document).
         |_| {
             json_answer(
                 json!({"invoice_number": "RE-2026-1183", "invoice_date": "2026-11-05",
-            "subtotal": 1482, "total": 9999.99, "customer_number": "K-99999",
-            "vat_amount": null}),
+            "net_amount": 1482, "total": 9999.99, "customer_number": "K-99999",
+            "vat": null}),
             )
         },
     )));
@@ -287,7 +287,7 @@ async fn an_ungrounded_value_is_flagged_for_the_reviewer() {
         "{result}"
     );
     assert_eq!(
-        result["empty_but_in_document"][0]["field"], "vat_amount",
+        result["empty_but_in_document"][0]["field"], "vat",
         "{result}"
     );
     assert_eq!(

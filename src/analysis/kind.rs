@@ -78,6 +78,20 @@ impl DocKind {
         }
     }
 
+    /// The name of whom a document of this kind is addressed to (the name in its address
+    /// block), when it has one.
+    pub fn addressee_field(self) -> Option<&'static str> {
+        match self {
+            DocKind::Invoice | DocKind::CreditNote | DocKind::UtilityBill => Some("customer"),
+            DocKind::Payslip => Some("employee_name"),
+            DocKind::InsuranceClaim => Some("policyholder"),
+            DocKind::TaxForm => Some("taxpayer"),
+            DocKind::BankStatement => Some("account_holder"),
+            DocKind::DeliveryNote => Some("consignee"),
+            _ => None,
+        }
+    }
+
     /// The name of a list of table rows in a document of this kind.
     pub fn rows_field(self) -> &'static str {
         match self {
@@ -155,6 +169,22 @@ const WORDS: &[(DocKind, &[&str])] = &[
             "unleaded",
             "till",
             "thank you for shopping",
+            "thank you for dining",
+            "covers",
+            "service charge",
+            "contactless",
+            "auth code",
+            "kassier",
+            "bon",
+            "caisse",
+            "rendu",
+            "numerario",
+            "troco",
+            "pin",
+            "wisselgeld",
+            "merci de votre visite",
+            "fatura simplificada",
+            "artigos",
         ],
     ),
     (
@@ -198,6 +228,29 @@ const WORDS: &[(DocKind, &[&str])] = &[
             "loonstrook",
             "salarisstrook",
             "recibo de vencimento",
+            "lohnsteuer",
+            "steuerklasse",
+            "nettoverdienst",
+            "auszahlungsbetrag",
+            "gesamtbrutto",
+            "gesamt-brutto",
+            "bezuge",
+            "devengos",
+            "total devengado",
+            "liquido total a percibir",
+            "total a deducir",
+            "netto in busta",
+            "totale competenze",
+            "totale trattenute",
+            "salaire brut",
+            "net a payer",
+            "net paye",
+            "brutoloon",
+            "nettoloon",
+            "netto loon",
+            "abonos",
+            "remuneracao",
+            "payroll",
             "net pay",
             "gross pay",
             "national insurance",
@@ -305,6 +358,19 @@ const WORDS: &[(DocKind, &[&str])] = &[
             "energierekening",
             "fatura de eletricidade",
             "utility",
+            "gas naturale",
+            "smc",
+            "pdr",
+            "point de livraison",
+            "pdl",
+            "consommation",
+            "lettura",
+            "contatore",
+            "stroom",
+            "aardgas",
+            "eletricidade",
+            "electricity supply",
+            "kva",
         ],
     ),
     (
@@ -371,6 +437,19 @@ const WORDS: &[(DocKind, &[&str])] = &[
             "aanslag inkomstenbelasting",
             "autoridade tributaria",
             "nota de liquidacao",
+            "p60",
+            "end of year certificate",
+            "tax year",
+            "paye",
+            "inkomstenbelasting",
+            "verzamelinkomen",
+            "revenu fiscal de reference",
+            "base liquidable",
+            "modello 730",
+            "730",
+            "imposta lorda",
+            "irs",
+            "liquidacao",
         ],
     ),
     (
@@ -412,10 +491,14 @@ pub fn is_title(line: &str) -> bool {
 
 /// The kind of document `text` most likely is ([`DocKind::Other`] when no word names one).
 pub fn guess(text: &str) -> DocKind {
+    // The first lines, and a title on a line of its own below a letter's address block.
     let head: String = text
         .lines()
         .filter(|l| !l.trim().is_empty())
-        .take(6)
+        .take(25)
+        .enumerate()
+        .filter(|(k, l)| *k < 6 || is_title(l.trim()))
+        .map(|(_, l)| l)
         .collect::<Vec<_>>()
         .join("\n");
     let head = fold(&head);

@@ -91,13 +91,19 @@ const HEADINGS: [&str; 8] = [
 /// Whether `label` reads as a field label: 1–50 characters starting with a letter, at most six
 /// words, mostly letters, not a URL scheme or a section heading.
 pub fn label_ok(label: &str) -> bool {
-    let l = label.trim();
+    let l = without_enumeration(label.trim()).trim();
     let n = l.chars().count();
     if n == 0 || n > 50 || !l.chars().next().is_some_and(char::is_alphabetic) {
         return false;
     }
-    let words: Vec<&str> = l.split_whitespace().collect();
-    if words.len() > 6 {
+    // A qualifier in parentheses (`(A - B)`) adds no words; a long label of words only
+    // (`Impuesto sobre la renta de las personas físicas`) may have eight.
+    let bare = without_parentheses(l);
+    let words: Vec<&str> = bare.split_whitespace().collect();
+    let only_words = bare
+        .chars()
+        .all(|c| c.is_alphabetic() || c.is_whitespace() || matches!(c, '.' | '\'' | '-'));
+    if words.len() > 6 && !(only_words && words.len() <= 8) {
         return false;
     }
     let visible = l.chars().filter(|c| !c.is_whitespace()).count();
@@ -191,9 +197,11 @@ fn separated(text: &str) -> Option<(String, String, Option<String>)> {
 
 /// Whether `text` starts with `Label:` (a short label, at most four words).
 fn starts_pair(text: &str) -> bool {
+    // A label spans no column gap (`K-20788      Bezug:` is a value, then a label).
     separator_at(text).is_some_and(|(at, _)| {
-        text.get(..at)
-            .is_some_and(|l| label_ok(l) && l.split_whitespace().count() <= 4)
+        text.get(..at).is_some_and(|l| {
+            label_ok(l) && l.split_whitespace().count() <= 4 && !l.trim().contains("   ")
+        })
     })
 }
 
@@ -231,7 +239,7 @@ fn split_second_pair(value: &str) -> (String, Option<String>) {
 /// parentheses dropped, abbreviations with a `.` expanded when unambiguous).
 pub fn known(label: &str) -> Option<(&'static str, lexicon::Class)> {
     let s = snake(
-        &without_parentheses(&super::values::repair_letters(label)),
+        &without_parentheses(&super::values::repair_letters(without_enumeration(label))),
         64,
     );
     lexicon::field(&s).or_else(|| {
@@ -241,6 +249,28 @@ pub fn known(label: &str) -> Option<(&'static str, lexicon::Class)> {
             None
         }
     })
+}
+
+/// `A. TOTAL DEVENGADO` → `TOTAL DEVENGADO`, `2) Dietas` → `Dietas`, `IV. Retenciones` →
+/// `Retenciones`: a label without the letter, roman or arabic number that enumerates it (only
+/// when a `.` or `)` follows it and words are left).
+pub fn without_enumeration(label: &str) -> &str {
+    let t = label.trim_start();
+    let Some((head, rest)) = t.split_once(char::is_whitespace) else {
+        return label;
+    };
+    let Some(mark) = head.strip_suffix(['.', ')']) else {
+        return label;
+    };
+    let roman = !mark.is_empty() && mark.len() <= 4 && mark.chars().all(|c| "IVX".contains(c));
+    let letter = mark.chars().count() == 1 && mark.chars().all(|c| c.is_ascii_alphabetic());
+    let number = !mark.is_empty() && mark.len() <= 2 && mark.chars().all(|c| c.is_ascii_digit());
+    let rest = rest.trim_start();
+    if (roman || letter || number) && rest.chars().next().is_some_and(char::is_alphabetic) {
+        rest
+    } else {
+        label
+    }
 }
 
 /// `Pension (5%)` → `Pension`; `(total)` stays (nothing would be left).
@@ -282,6 +312,41 @@ pub fn pairs(
             out.extend(found);
             continue;
         }
+        // `KASSA 04   BON 2217   KASSIER: 118`: pieces before wide gaps that are each a known
+        // label and its value one space apart are pairs of their own; the rest is read on.
+        let segs = segments(trimmed);
+        let mut k = 0;
+        let mut found = Vec::new();
+        // Only when a label follows (`incl. VAT 20%   15.63` is one pair).
+        let labelled_rest = |k: usize| {
+            segs.get(k + 1..)
+                .is_some_and(|r| r.iter().any(|s| s.text.chars().any(char::is_alphabetic)))
+        };
+        while k + 1 < segs.len() && !segs[k].text.contains(':') && labelled_rest(k) {
+            if let Some(p) = spaced(&segs[k].text, i, style, order)
+                && known(&p.label).is_some()
+            {
+                found.push(p);
+            }
+            k += 1;
+        }
+        if found.is_empty() {
+            k = 0;
+        }
+        out.extend(found);
+        let rest_of_line;
+        let trimmed = if k > 0 {
+            rest_of_line = segs
+                .get(k..)
+                .unwrap_or(&[])
+                .iter()
+                .map(|s| s.text.as_str())
+                .collect::<Vec<_>>()
+                .join("   ");
+            rest_of_line.as_str()
+        } else {
+            trimmed
+        };
         // `RELEVÉ DE COMPTE N° 9        Date d'arrêté : 30/09/2026`: the piece before a wide gap
         // is read on its own, the pairs after it as a line of their own.
         let (head, trimmed) = match head_piece(trimmed) {
@@ -528,7 +593,22 @@ fn spaced(line: &str, i: usize, style: DecimalStyle, order: DateOrder) -> Option
         }
         let value = last.text.trim();
         let class = known(&label).map(|k| k.1);
+        // A date label's value may go on after its date (`01/12/2026 a las 00:00 horas`).
+        let one_date = class == Some(lexicon::Class::Date)
+            && super::values::dates_in(&repair_digits(value), order).len() == 1;
+        // An amount and what it is for (`4 500 000 € par sinistre`, `150 € por siniestro`).
+        let amount_first = leading_number(value, style).is_some() && {
+            let rest = value.trim_start_matches(|c: char| c.is_ascii_digit() || " .,".contains(c));
+            rest.split_whitespace().next().is_some_and(|u| {
+                matches!(
+                    u.trim_end_matches([',', '.']).to_lowercase().as_str(),
+                    "€" | "eur" | "euro" | "euros" | "$" | "usd" | "£" | "gbp" | "chf"
+                )
+            })
+        };
         let ok = typed(value, style, order)
+            || one_date
+            || amount_first
             || (matches!(
                 class,
                 Some(lexicon::Class::Amount | lexicon::Class::Quantity)

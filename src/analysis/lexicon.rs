@@ -223,6 +223,7 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
         "order_number",
         Identifier,
         &[
+            "order",
             "order_number",
             "order_no",
             "order_nr",
@@ -471,7 +472,7 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
         ],
     ),
     (
-        "subtotal",
+        "net_amount",
         Amount,
         &[
             "importe_neto_gravado",
@@ -511,7 +512,7 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
         ],
     ),
     (
-        "vat_amount",
+        "vat",
         Amount,
         &[
             "zzgl_mwst",
@@ -699,6 +700,29 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
             "pago",
             "dinheiro",
             "pago_em",
+            "mastercard",
+            "mastercard_contactless",
+            "visa",
+            "visa_contactless",
+            "visa_debit",
+            "contactless",
+            "card_payment",
+            "paid_by_card",
+            "maestro",
+            "girocard",
+            "ec_karte",
+            "pinnen",
+            "pinbetaling",
+            "numerario",
+            "cb",
+            "cb_emv",
+            "carte_bancaire",
+            "paiement_cb",
+            "tarjeta",
+            "pago_con_tarjeta",
+            "pagamento_carta",
+            "carta_di_credito",
+            "multibanco",
         ],
     ),
     (
@@ -923,6 +947,12 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
             "nif",
             "cif",
             "nif_cif",
+            "contribuinte_n_o",
+            "contribuinte_n",
+            "contribuinte_no",
+            "n_contribuinte",
+            "numero_de_contribuinte",
+            "n_de_contribuinte",
             "cuit",
             "rfc",
             "rut",
@@ -1255,7 +1285,7 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
         ],
     ),
     (
-        "pay_date",
+        "payment_date",
         Date,
         &[
             "pay_date",
@@ -1779,6 +1809,18 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
             "numero_di_articoli",
             "aantal_artikelen",
             "numero_de_itens",
+            "artigos",
+            "n_artigos",
+            "numero_de_artigos",
+            "articles",
+            "nb_articles",
+            "nombre_d_articles",
+            "artikel",
+            "anzahl",
+            "articoli",
+            "n_articoli",
+            "artikelen",
+            "aantal",
         ],
     ),
     (
@@ -1944,6 +1986,130 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
         ],
     ),
     (
+        "contract_number",
+        Identifier,
+        &[
+            "contract_number",
+            "contract_no",
+            "contract_nr",
+            "contract",
+            "vertragsnummer",
+            "vertrags_nr",
+            "vertrag_nr",
+            "vertrag",
+            "numero_de_contrat",
+            "n_de_contrat",
+            "n_contrat",
+            "contrat_n",
+            "contrat",
+            "numero_de_contrato",
+            "n_de_contrato",
+            "contrato_n",
+            "contrato",
+            "numero_contratto",
+            "numero_di_contratto",
+            "contratto_n",
+            "contratto",
+            "contractnummer",
+            "numero_do_contrato",
+        ],
+    ),
+    (
+        "service_charge",
+        Amount,
+        &[
+            "service_charge",
+            "service",
+            "tip",
+            "gratuity",
+            "trinkgeld",
+            "bedienung",
+            "pourboire",
+            "propina",
+            "mancia",
+            "servizio",
+            "coperto",
+            "fooi",
+            "gorjeta",
+            "taxa_de_servico",
+        ],
+    ),
+    (
+        "last_name",
+        Party,
+        &[
+            "last_name",
+            "surname",
+            "family_name",
+            "nachname",
+            "familienname",
+            "nom_de_famille",
+            "apellidos",
+            "primer_apellido",
+            "cognome",
+            "achternaam",
+            "apelido",
+            "apelidos",
+        ],
+    ),
+    (
+        "first_name",
+        Party,
+        &[
+            "first_name",
+            "first_names",
+            "given_name",
+            "given_names",
+            "forename",
+            "forenames",
+            "vorname",
+            "vornamen",
+            "prenom",
+            "prenoms",
+            "nombre_de_pila",
+            "voornaam",
+            "voornamen",
+            "primeiro_nome",
+        ],
+    ),
+    (
+        "social_security_number",
+        Identifier,
+        &[
+            "social_security_number",
+            "social_security_no",
+            "ssn",
+            "national_insurance_number",
+            "national_insurance_no",
+            "ni_number",
+            "ni_no",
+            "nino",
+            "sozialversicherungsnummer",
+            "sv_nummer",
+            "sv_nr",
+            "rentenversicherungsnummer",
+            "rv_nummer",
+            "numero_de_securite_sociale",
+            "n_de_securite_sociale",
+            "n_securite_sociale",
+            "no_de_securite_sociale",
+            "n_ss",
+            "afiliacion_s_s",
+            "afiliacion_ss",
+            "n_afiliacion_s_s",
+            "n_afiliacion",
+            "numero_de_afiliacion",
+            "numero_afiliacion",
+            "numero_seguridad_social",
+            "n_seguridad_social",
+            "numero_di_previdenza",
+            "n_seg_social",
+            "numero_seguranca_social",
+            "n_seguranca_social",
+            "niss",
+        ],
+    ),
+    (
         "social_security",
         Amount,
         &[
@@ -1951,6 +2117,8 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
             "social_security_contributions",
             "sozialversicherung",
             "sozialversicherungsbeitrage",
+            "sv_beitrage",
+            "sv_beitraege",
             "securite_sociale",
             "cotisations_sociales",
             "seguridad_social",
@@ -2933,6 +3101,36 @@ pub fn field(snake_label: &str) -> Option<(&'static str, Class)> {
     {
         return Some(f);
     }
+    // `Nº de póliza`, `Nr. Versicherungsschein`, `Numéro client`: the word "number" before
+    // what it numbers names the same field as the thing's own label.
+    for prefix in [
+        "no_de_",
+        "n_de_",
+        "nr_de_",
+        "numero_de_",
+        "numero_do_",
+        "numero_da_",
+        "no_",
+        "nr_",
+        "nro_",
+        "num_",
+        "numero_",
+        "n_",
+    ] {
+        if let Some(rest) = snake_label.strip_prefix(prefix) {
+            for variant in [
+                format!("numero_de_{rest}"),
+                format!("numero_{rest}"),
+                format!("n_{rest}"),
+                format!("no_de_{rest}"),
+                rest.to_string(),
+            ] {
+                if let Some(f) = exact(&variant).filter(|f| f.1 == Identifier) {
+                    return Some(f);
+                }
+            }
+        }
+    }
     // `Avoir N°`, `Bon de livraison Nr.`, `Pedido de compra Nº`: a document's title and the
     // word "number" name that document's number.
     for suffix in [
@@ -2941,6 +3139,23 @@ pub fn field(snake_label: &str) -> Option<(&'static str, Class)> {
         if let Some(stem) = snake_label.strip_suffix(suffix)
             && let Some(f) = exact(stem).filter(|f| f.1 == Identifier)
         {
+            return Some(f);
+        }
+    }
+    // `Líquido total a percibir`, `Summe SV-Beiträge`, `Total IVA`, `Jahresbeitrag gesamt`: a
+    // known amount with a word for "total" around or inside it.
+    let totalless: Vec<&str> = snake_label
+        .split('_')
+        .filter(|w| {
+            !matches!(
+                *w,
+                "total" | "totale" | "totaal" | "summe" | "gesamt" | "sum" | "somme" | "som"
+            )
+        })
+        .collect();
+    if !totalless.is_empty() && totalless.len() < snake_label.split('_').count() {
+        let t = totalless.join("_");
+        if let Some(f) = exact(&t).filter(|f| f.1 == Amount) {
             return Some(f);
         }
     }
@@ -3018,7 +3233,7 @@ mod tests {
         ] {
             assert_eq!(field(l).map(|f| f.0), Some("invoice_number"), "{l}");
         }
-        assert_eq!(field("mwst_19").map(|f| f.0), Some("vat_amount"));
+        assert_eq!(field("mwst_19").map(|f| f.0), Some("vat"));
         assert_eq!(field("summe_eur").map(|f| f.0), Some("total"));
         assert_eq!(field("total_cholesterol"), None);
         assert_eq!(abbreviated("rueckg").map(|f| f.0), Some("change"));

@@ -34,8 +34,12 @@ pub fn range(value: &str, order: DateOrder) -> Option<(NaiveDate, NaiveDate)> {
     let after = v.get(b.end..)?.trim();
     let opener_ok = before.is_empty() || OPENERS.contains(&before.as_str());
     let joiner_ok = JOINERS.contains(&between.as_str());
+    // A note after a comma or a dash (`…, verlängert sich um je ein Jahr`) is not the range's.
     let after_ok = after.is_empty()
         || (after.starts_with('(') && after.ends_with(')'))
+        || after.starts_with([',', ';'])
+        || after.starts_with("- ")
+        || after.starts_with("– ")
         || after
             .trim_matches(|c: char| c == '.' || c == ',')
             .is_empty();
@@ -183,4 +187,29 @@ mod tests {
         assert_eq!(place_date("paid on delivery, 12/01/2026", o), None);
         assert_eq!(place_date("Total, 12/01/2026 and more", o), None);
     }
+}
+
+/// A range running text opens with a word (`… pour la période du 01/01/2026 au 31/12/2026,
+/// pour …`, `valid from 1 May 2026 to 30 April 2027`): the first in `line` whose two dates are
+/// joined by a joiner and opened by an opener.
+pub fn range_in_text(line: &str, order: DateOrder) -> Option<(NaiveDate, NaiveDate)> {
+    let found = dates_in(line, order);
+    for w in found.windows(2) {
+        let [a, b] = w else { continue };
+        let between = fold(line.get(a.end..b.start)?.trim());
+        let opener = line
+            .get(..a.start)?
+            .split_whitespace()
+            .next_back()
+            .map(fold)
+            .unwrap_or_default();
+        let (Some(start), Some(end)) = (a.readings.first(), b.readings.first()) else {
+            continue;
+        };
+        if JOINERS.contains(&between.as_str()) && OPENERS.contains(&opener.as_str()) && start <= end
+        {
+            return Some((*start, *end));
+        }
+    }
+    None
 }

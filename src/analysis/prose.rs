@@ -66,14 +66,44 @@ pub fn tax_year(lines: &[String]) -> Option<(usize, i32)> {
 }
 
 static MASKED_CARD: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:[*xX•]{4}[ -]?){1,3}[*xX•]{0,4}[ -]?(\d{4})\b").expect("regex")
+    Regex::new(r"(?:[*xX•]{4}[ -]{0,3}){1,3}[*xX•]{0,4}[ -]{0,3}([0-9lIO]{4})\b").expect("regex")
 });
 
 /// The last four digits of the first masked card number (`****5519`, `XXXX XXXX XXXX 1234`).
 pub fn card_last_four(lines: &[String]) -> Option<(usize, String)> {
     lines.iter().enumerate().find_map(|(i, l)| {
         let c = MASKED_CARD.captures(l)?;
-        Some((i, c.get(1)?.as_str().to_string()))
+        // An OCR reads `7l03` for `7103`.
+        let digits: String = c
+            .get(1)?
+            .as_str()
+            .chars()
+            .map(|ch| match ch {
+                'l' | 'I' => '1',
+                'O' => '0',
+                other => other,
+            })
+            .collect();
+        let real = c
+            .get(1)?
+            .as_str()
+            .chars()
+            .filter(char::is_ascii_digit)
+            .count();
+        (real >= 2).then_some((i, digits))
+    })
+}
+
+static ITEM_COUNT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)^\s*(\d{1,3})\s+(?:articles?|items?|artikel|art\.|art[ií]culos|articoli|artigos|artikelen|stuks|pi[eè]ces|pcs|st[üu]ck)\s*$")
+        .expect("regex")
+});
+
+/// A receipt's count of items on a line of its own (`5 ARTICLES`, `12 Artikel`).
+pub fn item_count(lines: &[String]) -> Option<(usize, u32)> {
+    lines.iter().enumerate().find_map(|(i, l)| {
+        let c = ITEM_COUNT.captures(l)?;
+        Some((i, c.get(1)?.as_str().parse().ok()?))
     })
 }
 
@@ -127,4 +157,151 @@ mod tests {
         );
         assert_eq!(card_last_four(&lines("Total 1234")), None);
     }
+}
+
+static TITLE_NUMBER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)^\s*(\p{L}[\p{L}'’ ]{2,40}?)\s+(?:(?:n\.?\s?[°ºo]?\.?|nº|n°|no\.|nr\.?|num\.|núm\.|number|numero|número|nummer)\s*:?\s*)?([A-Z0-9][A-Z0-9./-]*(?:\s[A-Z0-9]*\d[A-Z0-9./-]*)?)(?:\s+(?:del|dal|du|vom|of|dated|de|van|d\.d\.|da)\s+(.+?))?\s*(?:\s{2,}.*)?$",
+    )
+    .expect("regex")
+});
+
+/// A title line that numbers the document, in its first lines: `NOTA DI CREDITO N. 14/NC DEL
+/// 12/11/2026`, `Fattura n. 2026/GN/0448120 del 06/11/2026`, `FATURA  FT 2026A/1442`: the
+/// line's index, the number as written and the date after it (when there is one). The words
+/// before the number must be a document title ([`super::kind::is_title`]).
+pub fn title_number(
+    lines: &[String],
+    order: super::values::DateOrder,
+) -> Option<(usize, String, Option<chrono::NaiveDate>)> {
+    for (i, l) in lines.iter().enumerate().take(25) {
+        let Some(c) = TITLE_NUMBER.captures(l) else {
+            continue;
+        };
+        let (Some(title), Some(code)) = (c.get(1), c.get(2)) else {
+            continue;
+        };
+        if !super::kind::is_title(title.as_str().trim()) {
+            continue;
+        }
+        let code = code.as_str().trim().to_string();
+        if !code.chars().any(|ch| ch.is_ascii_digit())
+            || super::values::parse_date(&code, order).is_some()
+        {
+            continue;
+        }
+        let date = c
+            .get(3)
+            .and_then(|d| super::values::parse_date(d.as_str().trim(), order));
+        return Some((i, code, date));
+    }
+    None
+}
+
+/// Words that open an address block on a line of their own (`Herrn`, `Spett.le`,
+/// `Exmo(s). Senhor(es)`), folded, without punctuation.
+const SALUTATIONS: [&str; 31] = [
+    "herrn und frau",
+    "herr und frau",
+    "m et mme",
+    "mr and mrs",
+    "mr mrs",
+    "herrn",
+    "herr",
+    "frau",
+    "firma",
+    "an",
+    "to",
+    "mr",
+    "mrs",
+    "ms",
+    "monsieur",
+    "madame",
+    "messieurs",
+    "mme",
+    "spett le",
+    "spettabile",
+    "gentile",
+    "egregio",
+    "exmo s senhor es",
+    "exmos senhores",
+    "exmo senhor",
+    "exma senhora",
+    "sr",
+    "sra",
+    "senor",
+    "senora",
+    "aan",
+];
+
+/// The name under a salutation on a line of its own in the first lines (`Herrn` over `Tobias
+/// Reinke`, `Spett.le` over `STUDIO DENTISTICO SORRISO SRL`): its line and the name, when the
+/// next line reads as one (letters, at most six words, no digit, no label).
+pub fn addressee(lines: &[String]) -> Option<(usize, String)> {
+    let limit = lines.len().min(30);
+    for i in 0..limit {
+        let folded = super::values::fold(lines[i].trim());
+        let words: String = folded
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+        if words.is_empty() || !SALUTATIONS.contains(&words.as_str()) {
+            continue;
+        }
+        let next = lines.get(i + 1)?.trim();
+        let n_words = next.split_whitespace().count();
+        let letters = next.chars().filter(|c| c.is_alphabetic()).count();
+        if next.is_empty()
+            || n_words > 6
+            || letters < 3
+            || next.chars().any(|c| c.is_ascii_digit())
+            || next.contains(':')
+        {
+            continue;
+        }
+        return Some((i + 1, next.split_whitespace().collect::<Vec<_>>().join(" ")));
+    }
+    None
+}
+
+static NUMBERED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)((?:\p{L}[\p{L}'’-]*\s+){0,2}\p{L}[\p{L}'’-]*)\s+(?:n[°º]|n\.\s?[°º]|no\.|nr\.?|n\.|num\.|núm\.|number|numéro|numero|número|nummer)\s*:?\s*([A-Z0-9][A-Z0-9_./-]*)",
+    )
+    .expect("regex")
+});
+
+/// Numbers running text names with a word the lexicon knows as an identifier and a word for
+/// "number" (`est titulaire du contrat n° RCP-0448-2291-B`, `della fattura n. 388 del …`):
+/// (`contrat n°`, `RCP-0448-2291-B`). The code has a digit; a redaction token inside it
+/// (`RCP-PHONE_1-B`) is kept, to be filled in again in the answer.
+pub fn numbered_refs(line: &str, i: usize) -> Vec<Pair> {
+    let mut out = Vec::new();
+    for c in NUMBERED.captures_iter(line).take(8) {
+        let (Some(words), Some(code)) = (c.get(1), c.get(2)) else {
+            continue;
+        };
+        let code = code.as_str().trim_end_matches(['.', ',', ';']);
+        if !code.chars().any(|ch| ch.is_ascii_digit()) {
+            continue;
+        }
+        let words: Vec<&str> = words.as_str().split_whitespace().collect();
+        // The longest tail of the words that, with "n°", the lexicon knows as an identifier.
+        let label = (0..words.len()).find_map(|k| {
+            let l = format!("{} n°", words.get(k..)?.join(" "));
+            labels::known(&l)
+                .is_some_and(|(_, class)| class == Class::Identifier)
+                .then_some(l)
+        });
+        if let Some(label) = label {
+            out.push(Pair {
+                label,
+                value: code.to_string(),
+                line: i,
+                how: How::Spaced,
+            });
+        }
+    }
+    out
 }

@@ -147,9 +147,24 @@ pub fn tables(lines: &[String], style: DecimalStyle, order: DateOrder) -> Vec<Ta
         }
         // A header none of whose columns is a known one needs several rows to be a table
         // (a letter head of three words over an address line is not).
+        // Two known field labels over one row are labels over their values (`Data de emissão
+        // Data de vencimento   Requisição` over `05-11-2026   05-12-2026   REQ-8812`).
         let known = header
             .iter()
-            .any(|s| lexicon::column(&snake(&s.text, 40)).is_some());
+            .any(|s| lexicon::column(&snake(&s.text, 40)).is_some())
+            || (rows.len() == 1 && {
+                let labels_known = header
+                    .iter()
+                    .filter(|s| super::labels::known(&s.text).is_some())
+                    .count();
+                // One known label will do when every column has one short cell below it
+                // (`Personal-Nr.  Eintritt  Steuerklasse` over `4711  01.04.2019  III`).
+                let filled = rows.first().is_some_and(|r| {
+                    r.iter()
+                        .all(|c| !c.trim().is_empty() && c.chars().count() <= 25)
+                }) && segments(&lines[i + 1]).len() == header.len();
+                labels_known >= 2 || (labels_known == 1 && header.len() >= 3 && filled)
+            });
         if rows.is_empty() || (!known && rows.len() < 3) {
             i += 1;
             continue;

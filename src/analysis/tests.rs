@@ -35,8 +35,8 @@ fn german_invoice() {
     has(t, "invoice_date", json!("2026-11-05"));
     has(t, "customer_number", json!("K-40712"));
     has(t, "order_number", json!("4500098812"));
-    has(t, "subtotal", json!(1482));
-    has(t, "vat_amount", json!(281.58));
+    has(t, "net_amount", json!(1482));
+    has(t, "vat", json!(281.58));
     has(t, "total", json!(1763.58));
     has(t, "vat_id", json!("DE 812 345 678"));
     has(t, "iban", json!("DE89 3704 0044 0532 0130 00"));
@@ -61,8 +61,8 @@ fn french_hotel_invoice_with_space_before_colon() {
     has(t, "customer", json!("M. Julien Perrin"));
     has(t, "arrival_date", json!("2026-11-05"));
     has(t, "nights", json!(3));
-    has(t, "subtotal", json!(451.98));
-    has(t, "vat_amount", json!(53.12));
+    has(t, "net_amount", json!(451.98));
+    has(t, "vat", json!(53.12));
     has(t, "total", json!(506.1));
     has(t, "payment_method", json!("Carte bancaire"));
     has(t, "amount_due", json!(406.1));
@@ -77,8 +77,8 @@ fn spanish_invoice_with_comma_decimals() {
     has(t, "invoice_date", json!("2026-10-14"));
     has(t, "tax_id", json!("30-71234567-8"));
     has(t, "customer", json!("Distribuidora Sur S.R.L."));
-    has(t, "subtotal", json!(110000));
-    has(t, "vat_amount", json!(23100));
+    has(t, "net_amount", json!(110000));
+    has(t, "vat", json!(23100));
     has(t, "total", json!(133100));
     assert_eq!(analyse(t).kind, DocKind::Invoice);
 }
@@ -317,7 +317,7 @@ fn the_letter_head_gives_the_issuer_and_its_address() {
 fn leaders_bars_and_local_variants() {
     has(
         "Subtotal ........ 12.00\nTotal.........14.40",
-        "subtotal",
+        "net_amount",
         json!(12),
     );
     has(
@@ -334,7 +334,7 @@ fn leaders_bars_and_local_variants() {
         .expect("a table");
     assert_eq!(rows.value[1]["amount"], json!(2.1));
     has("N.º de factura: A-123", "invoice_number", json!("A-123"));
-    has("zzgl. 19% MwSt.: 19,00 €", "vat_amount", json!(19));
+    has("zzgl. 19% MwSt.: 19,00 €", "vat", json!(19));
     has("Date: 05-NOV-2026", "date", json!("2026-11-05"));
 }
 
@@ -551,7 +551,7 @@ fn spaced_lines_around_the_label_and_the_value() {
     has(t, "total_ordinary_dividends", json!(2418.62));
     has(t, "tax_withheld", json!(0));
     has(t, "arbeitspreis", json!(922.92));
-    has(t, "vat_amount", json!(12.53));
+    has(t, "vat", json!(12.53));
     let lab = "LABORATOIRE\nHémoglobine ................ 13,4 g/dL       (12,0 – 16,0)\n";
     has(lab, "hemoglobine", json!(13.4));
     // A known label takes a few words after its amount, a known party any short text.
@@ -632,4 +632,132 @@ fn fields_of_running_text() {
     let r =
         "SHELL STATION\nRECEIPT\nPump: 06\nTOTAL       $87.28\nMASTERCARD ****5519        $87.28\n";
     has(r, "card_last_four", json!("5519"));
+}
+
+#[test]
+fn enumerated_and_qualified_labels_are_known() {
+    let t = "NÓMINA\nA. TOTAL DEVENGADO                 2.036,00\nB. TOTAL A DEDUCIR       368,56\n\
+             LÍQUIDO TOTAL A PERCIBIR (A - B)        1.667,44\n";
+    has(t, "gross_pay", json!(2036));
+    has(t, "total_deductions", json!(368.56));
+    has(t, "net_pay", json!(1667.44));
+    assert!(labels::without_enumeration("II. Retenciones") == "Retenciones");
+    assert!(labels::without_enumeration("A4 Papier") == "A4 Papier");
+}
+
+#[test]
+fn a_repeated_label_keeps_its_own_name() {
+    // The employer's CIF is the tax id; the employee's NIF below it is a field of its own.
+    let t = "EMPRESA: TRANSPORTES GALLARDO, S.L.     CIF: B-41872290\n\
+             TRABAJADOR: JAVIER ORTEGA     NIF: 28934571-G\n";
+    has(t, "tax_id", json!("B-41872290"));
+    has(t, "nif", json!("28934571-G"));
+    // A bare `Empresa` names the issuer.
+    assert!(analyse(t).get("empresa").is_none());
+}
+
+#[test]
+fn a_title_numbers_the_document_and_dates_it() {
+    let t = "TIPOGRAFIA LOMBARDI SNC\n\nNOTA DI CREDITO N. 14/NC DEL 12/11/2026\n\nImponibile   118,50\n";
+    has(t, "credit_note_number", json!("14/NC"));
+    has(t, "issue_date", json!("2026-11-12"));
+    let t = "SOLTEJO - MATERIAIS DE CONSTRUÇÃO, LDA.\n\nFATURA  FT 2026A/1442          Original\nTotal   675,39\n";
+    has(t, "invoice_number", json!("FT 2026A/1442"));
+    has(
+        t,
+        "supplier",
+        json!("SOLTEJO - MATERIAIS DE CONSTRUÇÃO, LDA."),
+    );
+}
+
+#[test]
+fn the_name_under_a_salutation_is_the_addressee() {
+    let t = "Elektro Hansen GmbH & Co. KG · Industriestraße 8 · 33602 Bielefeld\n\nHerrn\nTobias Reinke\n\
+             Am Kreuzkamp 17\n\nGehaltsabrechnung Oktober 2026\nNettoverdienst   2.673,87\n";
+    has(t, "employer", json!("Elektro Hansen GmbH & Co. KG"));
+    has(t, "employee_name", json!("Tobias Reinke"));
+}
+
+#[test]
+fn labels_over_values_and_signs_and_grouped_whole_amounts() {
+    let t = "FATURA\nData de emissão     Data de vencimento     Requisição\n\
+             05-11-2026          05-12-2026             REQ-8812\n\n\
+             Heffingskortingen                 € -3.987\nVerzamelinkomen     € 49.516\n\
+             Saldo                             € -245\n";
+    has(t, "invoice_date", json!("2026-11-05"));
+    has(t, "due_date", json!("2026-12-05"));
+    has(t, "requisicao", json!("REQ-8812"));
+    // No amount with decimals: `49.516` groups thousands, and a credit is a magnitude while
+    // a balance keeps its sign.
+    has(t, "verzamelinkomen", json!(49516));
+    has(t, "heffingskortingen", json!(3987));
+    has(t, "saldo", json!(-245));
+}
+
+#[test]
+fn an_iban_behind_the_redaction_boundary_is_its_token() {
+    let t = "LOONSTROOK\nNetto loon     2.210,97\nUitbetaald op rekening IBAN_1\n";
+    has(t, "iban", json!("IBAN_1"));
+}
+
+#[test]
+fn numbers_and_periods_running_text_names() {
+    let t = "MUTUELLE DES BÂTISSEURS\nAttestation d'assurance\n\n\
+             est titulaire du contrat n° RCP-0448-2291-B, en cours de validité pour la période\n\
+             du 01/01/2026 au 31/12/2026, pour les activités suivantes : Couverture.\n";
+    has(t, "policy_number", json!("RCP-0448-2291-B"));
+    has(t, "start_date", json!("2026-01-01"));
+    has(t, "end_date", json!("2026-12-31"));
+    let t =
+        "NOTA DI CREDITO N. 14/NC DEL 12/11/2026\na storno della fattura n. 388 del 30/09/2026\n";
+    has(t, "original_invoice", json!("388"));
+}
+
+#[test]
+fn receipt_counts_cards_and_payments() {
+    let t = "CARREF0UR MARKET\nTICKET N° 0l48\n5 ARTICLES\nT0TAL TTC              EUR  l8,40\n\
+             CB EMV                      l8,40\n CARTE ****  ****  **** 7l03\n";
+    let a = analyse(t);
+    assert_eq!(a.kind, DocKind::Receipt);
+    has(t, "item_count", json!(5));
+    has(t, "card_last_four", json!("7103"));
+    has(t, "amount_paid", json!(18.4));
+    has(t, "total", json!(18.4));
+}
+
+#[test]
+fn words_before_digits_are_no_number() {
+    let t = "Versicherungsschein\nFahrzeug                 VW Golf 1.5 TSI\nAmtl. Kennzeichen        OL-SO 482\n";
+    let a = analyse(t);
+    assert!(
+        a.candidates.iter().all(|c| c.kind != ValueKind::Number),
+        "{:?}",
+        found(t)
+    );
+}
+
+#[test]
+fn a_matrix_of_known_amounts_and_pieces_of_a_line() {
+    let t = "Steuerbescheid für 2025\n\nHerrn und Frau\nMarkus und Elena Hoffmann\n\n\
+             Festsetzung                      Einkommensteuer   Solidaritätszuschlag   Kirchensteuer\n\
+             festgesetzt werden                   14.872,00 €                0,00 €         1.338,48 €\n\
+             ab Steuerabzug vom Lohn              16.104,00 €                0,00 €         1.449,36 €\n\
+             verbleibende Beträge                 -1.232,00 €                0,00 €          -110,88 €\n";
+    has(t, "income_tax", json!(14872));
+    has(t, "church_tax", json!(1338.48));
+    has(t, "taxpayer", json!("Markus und Elena Hoffmann"));
+    let t =
+        "KASSABON\nKASSA 04   BON 2217   KASSIER: 118\nTOTAAL     10,65\nincl. VAT 20%     1,78\n";
+    has(t, "receipt_number", json!("2217"));
+    has(t, "cashier", json!("118"));
+}
+
+#[test]
+fn a_header_row_with_one_known_label_over_short_cells() {
+    let t = "Entgeltabrechnung Oktober 2026\n\n\
+             Personal-Nr.     Eintritt      Steuerklasse   Krankenkasse\n\
+             \x20 4711           01.04.2019    III            AOK NordWest\n\n\
+             Auszahlungsbetrag       2.633,87\n";
+    has(t, "employee_number", json!("4711"));
+    has(t, "steuerklasse", json!("III"));
 }

@@ -226,10 +226,37 @@ pub fn decimal_style(text: &str) -> DecimalStyle {
         LazyLock::new(|| Regex::new(r"\d([.,])\d{2}(?:[^\d.,]|$)").expect("regex"));
     let (mut point, mut comma) = (0usize, 0usize);
     for c in TWO_DECIMALS.captures_iter(text).take(2000) {
+        // The tail of a dotted code (`1234.56.782.H.56.01`) is no amount: its digits follow a
+        // separator after a letter.
+        let start = c.get(0).map_or(0, |m| m.start());
+        let mut before = text.get(..start).unwrap_or("").chars().rev();
+        let lead = before.by_ref().take_while(char::is_ascii_digit).count();
+        let coded = lead < 8 && {
+            let mut rest = text.get(..start).unwrap_or("").chars().rev().skip(lead);
+            matches!(rest.next(), Some('.' | ',')) && rest.next().is_some_and(char::is_alphabetic)
+        };
+        if coded {
+            continue;
+        }
         match c.get(1).map(|m| m.as_str()) {
             Some(".") => point += 1,
             Some(",") => comma += 1,
             _ => {}
+        }
+    }
+    if point == comma {
+        // No amount with decimals decides: whole amounts grouped in thousands do
+        // (`€ 48.312` groups with a point, so a comma would mark decimals).
+        static GROUPED: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r"(?:^|[^\d.,])\d{1,3}([.,])\d{3}(?:[^\d.,]|[.,](?:[^\d]|$)|$)")
+                .expect("regex")
+        });
+        for c in GROUPED.captures_iter(text).take(2000) {
+            match c.get(1).map(|m| m.as_str()) {
+                Some(".") => comma += 1,
+                Some(",") => point += 1,
+                _ => {}
+            }
         }
     }
     match point.cmp(&comma) {
