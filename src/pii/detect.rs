@@ -138,7 +138,19 @@ pub fn detect(text: &str, extra_ids: &[Regex]) -> Vec<Finding> {
             push(g.start(), g.end(), Kind::Phone);
         }
     }
-    for m in PHONE.find_iter(text).filter(|m| !in_uuid(m)) {
+    // An IBAN's shape with a wrong checksum is no IBAN, but its digit groups are no phone
+    // number either; nor are digit groups glued into a code (`RCP-0448-2291-B`).
+    let iban_shaped: Vec<(usize, usize)> =
+        IBAN.find_iter(text).map(|m| (m.start(), m.end())).collect();
+    let in_iban = |m: &regex::Match| {
+        iban_shaped
+            .iter()
+            .any(|&(s, e)| s <= m.start() && m.end() <= e)
+    };
+    for m in PHONE
+        .find_iter(text)
+        .filter(|m| !in_uuid(m) && !in_iban(m) && !inside_code(text, m.start(), m.end()))
+    {
         let n = digits(m.as_str());
         if (7..=15).contains(&n) && !looks_like_date(m.as_str()) {
             push(m.start(), m.end(), Kind::Phone);
@@ -236,6 +248,26 @@ fn resolve_overlaps(mut v: Vec<Finding>) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// Whether `text[start..end]` is glued into a longer code: a letter or digit joined to it by a
+/// `-` or `_` on either side (`RCP-0448-2291-B`, `INV_0301 234567`), or a letter right before
+/// it. A phone number stands apart from its neighbours.
+fn inside_code(text: &str, start: usize, end: usize) -> bool {
+    let before = text.get(..start).unwrap_or("");
+    let after = text.get(end..).unwrap_or("");
+    let mut b = before.chars().rev();
+    let joined_before = match b.next() {
+        Some('-' | '_') => b.next().is_some_and(char::is_alphanumeric),
+        Some(c) => c.is_alphabetic(),
+        None => false,
+    };
+    let mut a = after.chars();
+    let joined_after = match a.next() {
+        Some('-' | '_') => a.next().is_some_and(char::is_alphanumeric),
+        _ => false,
+    };
+    joined_before || joined_after
 }
 
 fn digits(s: &str) -> usize {
@@ -348,6 +380,31 @@ mod tests {
             found("id 01a20b4e-0327-7067-a558-b250dde540bf, tel 030 1234567"),
             vec![(Kind::Phone, "030 1234567".to_string())]
         );
+    }
+
+    /// Digit groups inside a code or an IBAN-shaped run are not a phone number; a phone
+    /// number written apart still is.
+    #[test]
+    fn digit_groups_inside_codes_and_iban_shapes_are_not_phones() {
+        for text in [
+            "Beleg RCP-0448-2291-B vom 3.11.",
+            "Ref. AB-0301-234567",
+            "order_0301 234567_x",
+            "IBAN DE00 3704 0044 0532 0130 00 (checksum wrong)",
+        ] {
+            assert_eq!(found(text), vec![], "{text}");
+        }
+        for (text, phone) in [
+            ("Tel. 030 1234567", "030 1234567"),
+            ("call 030-1234567.", "030-1234567"),
+            ("(030 1234567)", "030 1234567"),
+        ] {
+            assert_eq!(
+                found(text),
+                vec![(Kind::Phone, phone.to_string())],
+                "{text}"
+            );
+        }
     }
 
     #[test]
