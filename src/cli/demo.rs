@@ -23,7 +23,7 @@ use crate::clock::{Clock, ManualClock, SharedClock};
 use crate::documents::{SAMPLES, add_document};
 use crate::jobs::approval_expiry::ApprovalExpiry;
 use crate::org_settings::{self, Patch};
-use crate::queue;
+use crate::queue::{self, JobState};
 use crate::store::api_reads::SuggestionItem;
 use crate::store::states::{ApprovalStatus, AutoCreateStatus};
 use crate::store::{api_reads, approvals as astore, auto_create, documents, events, orgs, runs};
@@ -265,8 +265,8 @@ async fn nightly_step(app: &App, org: Uuid, cmd: &DemoCmd) -> anyhow::Result<Val
         let state = queue::store::get(&app.pool, job_id)
             .await?
             .map(|j| j.state)
-            .unwrap_or_else(|| "succeeded".into());
-        if matches!(state.as_str(), "succeeded" | "dead" | "cancelled") {
+            .unwrap_or(JobState::Succeeded);
+        if state.is_finished() {
             break state;
         }
         if Instant::now() > deadline {
