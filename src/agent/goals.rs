@@ -8,6 +8,7 @@
 //! before.
 
 use super::RunSpec;
+use crate::kinds::{self, JobKind};
 use crate::store::{auto_create, schemas, suggestions};
 use crate::tools::revid;
 use chrono::{DateTime, Utc};
@@ -180,13 +181,13 @@ pub async fn state(
     now: DateTime<Utc>,
 ) -> sqlx::Result<Option<GoalState>> {
     if spec.settings.goals
-        && spec.kind == "proactive_suggestion"
+        && spec.kind == kinds::ProactiveSuggestion::NAME
         && let Some(night) = spec.night
     {
         return nightly(pool, spec, run_id, night, now).await.map(Some);
     }
     let (true, Some(doc)) = (
-        spec.settings.goals && spec.kind == "auto_create",
+        spec.settings.goals && spec.kind == kinds::AutoCreate::NAME,
         spec.document_id,
     ) else {
         return Ok(None);

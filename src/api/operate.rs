@@ -8,6 +8,7 @@
 use super::auth::{Admin, Scoped};
 use super::error::{ApiResult, Problem, ok};
 use super::extract::{Id, JsonBody};
+use crate::kinds::{self, JobKind};
 use crate::queue::JobState;
 use crate::queue::pause::{self, PausedKind};
 use crate::queue::store as queue_store;
@@ -233,7 +234,7 @@ impl utoipa::IntoParams for KindParam {
 /// org's — at most `limit` a call either way.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"kind": "auto_create", "limit": 100}))]
+#[schema(example = json!({"kind": kinds::AutoCreate::NAME, "limit": 100}))]
 pub struct DeadJobs {
     /// Only dead jobs of this kind.
     #[schema(schema_with = optional_kind)]
