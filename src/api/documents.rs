@@ -31,7 +31,7 @@ const MAX_NAME_CHARS: usize = 500;
 /// A document to upload.
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"name": "invoice.txt", "text": "Invoice Number: INV-42\nTotal: 120.00", "auto_create": true}))]
+#[schema(example = json!({"name": "invoice.txt", "text": "Invoice Number: INV-42\nTotal: 120.00", "auto_create": true}))] // not a job kind: the upload's field
 pub struct NewDocument {
     /// Shown in lists; 1–500 characters, not only spaces, no NUL.
     #[schema(
