@@ -80,3 +80,30 @@ pub trait JobKind {
             .map_err(|e| JobError::fatal(format_args!("malformed {} payload: {e}", Self::NAME)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_type_has_a_builtin_job_file_and_every_job_file_a_type() {
+        let mut typed = NAMES.to_vec();
+        typed.sort_unstable();
+        let mut files: Vec<&str> = crate::catalog::BUILTIN.iter().map(|(k, _)| *k).collect();
+        files.sort_unstable();
+        assert_eq!(typed, files);
+    }
+
+    #[test]
+    fn a_malformed_payload_is_fatal_and_names_the_kind_not_the_payload() {
+        let bad = serde_json::json!({"org_id": "secret-ish", "night": "2026-11-27"});
+        let e = ProactiveSuggestion::parse(&bad).expect_err("not a uuid");
+        assert!(!e.is_retryable());
+        let text = e.to_string();
+        assert!(
+            text.starts_with("malformed proactive_suggestion payload: "),
+            "{text}"
+        );
+        assert!(!text.contains("2026-11-27"), "{text}");
+    }
+}
