@@ -169,7 +169,9 @@ impl App {
     pub fn approval_tool_env(&self, run_kind: Option<&str>) -> ToolEnv {
         let spec = run_kind
             .and_then(|k| self.catalog.get(k))
-            .unwrap_or_else(|| self.spec("proactive_suggestion"));
+            .unwrap_or_else(|| {
+                self.spec(<crate::kinds::ProactiveSuggestion as crate::kinds::JobKind>::NAME)
+            });
         self.tool_env(spec)
     }
 

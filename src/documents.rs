@@ -5,6 +5,7 @@
 use crate::app::App;
 use crate::jobs::auto_create::upload_job;
 use crate::jobs::start::StartIds;
+use crate::kinds::{self, JobKind};
 use crate::queue;
 use crate::store::extractions::ExtractionRow;
 use crate::store::{auto_create, documents, prompts, runs, schemas, sql};
@@ -53,7 +54,7 @@ pub async fn enqueue_auto_create(
     traceparent: Option<String>,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Option<i64>, queue::QueueError> {
-    let q = &app.spec("auto_create").queue;
+    let q = &app.spec(kinds::AutoCreate::NAME).queue;
     let job = upload_job(org_id, id, ids, q).traceparent(traceparent);
     let job = queue::enqueue(&mut *tx, &job).await?;
     auto_create::set_status(&mut *tx, org_id, id, "queued", None, None, now).await?;

@@ -51,6 +51,7 @@ pub mod documents;
 pub mod eval;
 pub mod http;
 pub mod jobs;
+pub mod kinds;
 pub mod llm;
 pub mod org_settings;
 pub mod pii;

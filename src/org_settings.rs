@@ -109,12 +109,15 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     Option::<T>::deserialize(d).map(Some)
 }
 
+/// The setting that turns uploads' auto-create on or off.
+const AUTO_CREATE: &str = "auto_create"; // not a job kind: the org setting named after it
+
 /// The keys and what each takes (for `orgs set` and error messages).
 pub const KEYS: [(&str, &str); 8] = [
     ("monthly_token_budget", "integer ≥ 0 or null"),
     ("cost_cap_cents", "integer ≥ 0 or null"),
     ("model", "model name or null"),
-    ("auto_create", "true or false"),
+    (AUTO_CREATE, "true or false"),
     ("timezone", "IANA time zone"),
     ("nightly_hour", "0–23"),
     ("approval_ttl_secs", "60–2592000 or null"),
@@ -156,9 +159,9 @@ pub fn parse_pairs(pairs: &[String]) -> Result<Patch, SettingError> {
         let value = match (k, v) {
             (_, "null") => Value::Null,
             ("model" | "timezone", _) => json!(v),
-            ("auto_create" | "repropose_expired", "true" | "on" | "yes") => json!(true),
-            ("auto_create" | "repropose_expired", "false" | "off" | "no") => json!(false),
-            ("auto_create" | "repropose_expired", _) => {
+            (AUTO_CREATE | "repropose_expired", "true" | "on" | "yes") => json!(true),
+            (AUTO_CREATE | "repropose_expired", "false" | "off" | "no") => json!(false),
+            (AUTO_CREATE | "repropose_expired", _) => {
                 return Err(err(k, format!("must be {takes} (got {v:?})")));
             }
             _ => json!(

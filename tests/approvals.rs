@@ -1426,10 +1426,14 @@ async fn stale_approvals_are_reproposed_in_a_chain_up_to_the_cap() {
         let r = f.sweeper(100).run_once(None).await.unwrap();
         assert_eq!(r.stale, 1);
         assert_eq!(f.approval(current).await.status, "stale");
-        let jobs =
-            agentd::queue::store::list(&f.db.pool, Some("approval_expiry"), Some("available"), 10)
-                .await
-                .unwrap();
+        let jobs = agentd::queue::store::list(
+            &f.db.pool,
+            Some("approval_expiry"),
+            Some(agentd::queue::JobState::Available),
+            10,
+        )
+        .await
+        .unwrap();
         if depth == max as i32 {
             assert_eq!(
                 (r.reproposals_enqueued, jobs.len()),

@@ -17,7 +17,7 @@ use uuid::Uuid;
 /// Full-width digits (U+FF11, U+FF12: three bytes each) where an IBAN's check digits go.
 const POISON: &str = "DE１２ABCDABCDABCD";
 
-async fn job_state(db: &TestDb, id: i64) -> (String, Option<String>) {
+async fn job_state(db: &TestDb, id: i64) -> (queue::JobState, Option<String>) {
     let job = queue::store::get(&db.pool, id).await.unwrap().unwrap();
     (job.state, job.last_error)
 }
@@ -105,7 +105,7 @@ async fn a_document_named_and_holding_full_width_iban_digits_reaches_proposed() 
     .expect("a new job");
     wait_until(60, "the nightly job ends", || async {
         let (state, _) = job_state(&db, job).await;
-        state == "succeeded" || state == "failed" || state == "dead"
+        state.is_finished()
     })
     .await;
     stop.cancel();

@@ -23,7 +23,7 @@ const LAYERS: &[&[&str]] = &[
     &["tools"],
     &["llm", "org_settings", "webhooks"],
     &["store"],
-    &["pii"],
+    &["pii", "kinds"],
     &["queue"],
     &["catalog", "db", "telemetry"],
     &["config", "clock", "analysis", "console"],

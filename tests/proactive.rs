@@ -131,7 +131,7 @@ impl Fixture {
             .unwrap()
     }
 
-    async fn job_state(&self, id: i64) -> String {
+    async fn job_state(&self, id: i64) -> queue::JobState {
         queue::store::get(&self.db.pool, id)
             .await
             .unwrap()

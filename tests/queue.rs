@@ -22,7 +22,7 @@ fn kinds(k: &str) -> Vec<String> {
     vec![k.to_string()]
 }
 
-async fn state_of(db: &TestDb, id: i64) -> (String, i32, i32, Option<String>) {
+async fn state_of(db: &TestDb, id: i64) -> (agentd::queue::JobState, i32, i32, Option<String>) {
     let r = store::get(&db.pool, id).await.unwrap().unwrap();
     (r.state, r.attempt, r.released, r.last_error)
 }

@@ -10,6 +10,7 @@
 //! goal (goals off) ends when the model answers.
 
 use super::RunSpec;
+use crate::kinds::{self, JobKind};
 use crate::store::{approvals, auto_create, documents, schemas, suggestions};
 use crate::tools::documents::{
     DeleteDocument, GetDocument, GetOcrText, ListDocuments, UpdateDocument,
@@ -229,7 +230,7 @@ pub async fn state(
     now: DateTime<Utc>,
 ) -> sqlx::Result<Option<GoalState>> {
     if spec.settings.goals
-        && spec.kind == "proactive_suggestion"
+        && spec.kind == kinds::ProactiveSuggestion::NAME
         && let Some(night) = spec.night
     {
         return nightly(pool, spec, run_id, night, now).await.map(Some);
@@ -240,7 +241,7 @@ pub async fn state(
         return reproposal(pool, spec, run_id, r).await.map(Some);
     }
     let (true, Some(doc)) = (
-        spec.settings.goals && spec.kind == "auto_create",
+        spec.settings.goals && spec.kind == kinds::AutoCreate::NAME,
         spec.document_id,
     ) else {
         return Ok(None);

@@ -6,6 +6,7 @@ use super::auth::Role;
 use super::auth::{Admin, Scoped};
 use super::error::{ApiResult, Problem, ok};
 use super::extract::{Id, Page, Paged, Params, page_params, query_param, state};
+use crate::queue::JobState;
 use crate::store::console_reads::{self, Bucket, Retry};
 use crate::store::states::RunStatus;
 use crate::store::status::{ReadyAge, StateCount};
@@ -82,7 +83,7 @@ pub struct DeadJob {
 pub struct RetriedJob {
     pub id: i64,
     /// `available`: it runs again.
-    pub state: String,
+    pub state: JobState,
 }
 
 /// The org's queue: depth by kind and state, ready jobs and the oldest one's age, finished
@@ -141,7 +142,7 @@ pub async fn retry(req: Scoped<Admin>, Id(id): Id<i64>) -> ApiResult {
     match console_reads::retry_dead(&mut conn, req.org_id(), id, req.app.clock.now()).await? {
         Retry::Done => ok(&RetriedJob {
             id,
-            state: "available".into(),
+            state: JobState::Available,
         }),
         Retry::NotFound => Err(Problem::not_found("job", id)),
         Retry::NotDead(state) => Err(Problem::conflict(format!(

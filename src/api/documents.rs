@@ -8,6 +8,7 @@ use super::error::{ApiResult, Problem, json_response, ok};
 use super::extract::{Id, JsonBody, Listing, Paged};
 use crate::jobs::refine::{self, RefineError, RefineQueued};
 use crate::jobs::start::{self, StartIds};
+use crate::kinds::{self, JobKind};
 use crate::store::documents::{self, AutoCreateStatus, DocumentSummary};
 use crate::store::{api_keys, auto_create};
 use axum::http::{HeaderMap, StatusCode};
@@ -30,7 +31,7 @@ const MAX_NAME_CHARS: usize = 500;
 /// A document to upload.
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"name": "invoice.txt", "text": "Invoice Number: INV-42\nTotal: 120.00", "auto_create": true}))]
+#[schema(example = json!({"name": "invoice.txt", "text": "Invoice Number: INV-42\nTotal: 120.00", "auto_create": true}))] // not a job kind: the upload's field
 pub struct NewDocument {
     /// Shown in lists; 1–500 characters, not only spaces, no NUL.
     #[schema(
@@ -367,7 +368,7 @@ pub async fn refine(
 ) -> ApiResult {
     let (app, org) = (&req.app, req.org_id());
     let by = format!("key {}", req.caller.key_id);
-    let q = &app.spec("auto_create").queue;
+    let q = &app.spec(kinds::AutoCreate::NAME).queue;
     let now = app.clock.now();
     let e = match refine::request(&app.pool, q, org, id, &body.instructions, &by, now).await {
         Ok(queued) => return Ok(json_response(StatusCode::ACCEPTED, &queued)),

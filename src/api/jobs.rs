@@ -6,11 +6,12 @@ use super::error::{ApiResult, Problem, json_response, ok};
 use super::extract::{Id, JsonBody};
 use crate::jobs::proactive;
 use crate::jobs::start::StartIds;
-use crate::queue::{self, NewJob};
+use crate::jobs::{approval_expiry, auto_create};
+use crate::kinds::{self, JobKind};
+use crate::queue;
 use crate::store::{api_reads, documents};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -47,9 +48,9 @@ impl EnqueueKind {
     /// The job kind's name.
     pub fn as_str(self) -> &'static str {
         match self {
-            EnqueueKind::AutoCreate => "auto_create",
-            EnqueueKind::ProactiveSuggestion => "proactive_suggestion",
-            EnqueueKind::ApprovalExpiry => "approval_expiry",
+            EnqueueKind::AutoCreate => kinds::AutoCreate::NAME,
+            EnqueueKind::ProactiveSuggestion => kinds::ProactiveSuggestion::NAME,
+            EnqueueKind::ApprovalExpiry => kinds::ApprovalExpiry::NAME,
         }
     }
 }
@@ -60,7 +61,7 @@ impl EnqueueKind {
 /// (one object per kind, each titled: the class a generated client names after it) is read from.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-#[schema(example = json!({"kind": "auto_create", "document_id": "01a20876-e194-7505-88ab-8e4b4f516c4e"}))]
+#[schema(example = json!({"kind": kinds::AutoCreate::NAME, "document_id": "01a20876-e194-7505-88ab-8e4b4f516c4e"}))]
 pub enum NewJobRequest {
     /// Auto-create on one of the org's documents.
     #[schema(title = "AutoCreateJob")]
@@ -256,13 +257,7 @@ pub async fn create(
                 tag_ids: tag_ids.unwrap_or_default(),
             };
             super::documents::check_start(&mut conn, org, &ids).await?;
-            let key = if force {
-                format!("auto_create:{doc}:{}", Uuid::new_v4())
-            } else {
-                format!("auto_create:{doc}")
-            };
-            let payload = crate::jobs::auto_create::payload(org, doc, force, &ids);
-            NewJob::new(kind, payload).unique_key(key)
+            kinds::AutoCreate::job(&auto_create::Payload::new(org, doc, force, &ids))
         }
         NewJobRequest::ProactiveSuggestion { night } => {
             let today = proactive::night_of(&app.pool, org, app.clock.now())
@@ -316,7 +311,10 @@ pub async fn create(
                     ids
                 }
             };
-            NewJob::new(kind, json!({"approval_ids": ids}))
+            kinds::ApprovalExpiry::job(&approval_expiry::Payload {
+                approval_ids: Some(ids),
+                ..Default::default()
+            })
         }
     }
     .priority(q.priority)

@@ -8,6 +8,8 @@
 use super::auth::{Admin, Scoped};
 use super::error::{ApiResult, Problem, ok};
 use super::extract::{Id, JsonBody};
+use crate::kinds::{self, JobKind};
+use crate::queue::JobState;
 use crate::queue::pause::{self, PausedKind};
 use crate::queue::store as queue_store;
 use crate::store::console_reads::{self, DeadAction, DeadBatch};
@@ -28,7 +30,7 @@ pub struct CancelledJob {
     /// The job.
     pub id: i64,
     /// `cancelled`.
-    pub state: String,
+    pub state: JobState,
     /// The job's run, if it had one: `cancelled` too (a running attempt stops at its next step,
     /// when its worker's heartbeat finds the job no longer its own).
     pub run_id: Option<Uuid>,
@@ -52,7 +54,7 @@ async fn cancel_job(req: &Scoped<Admin>, id: i64) -> ApiResult {
     tx.commit().await?;
     ok(&CancelledJob {
         id,
-        state: "cancelled".into(),
+        state: JobState::Cancelled,
         run_id: run.map(|r| r.id),
     })
 }
@@ -232,7 +234,7 @@ impl utoipa::IntoParams for KindParam {
 /// org's — at most `limit` a call either way.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"kind": "auto_create", "limit": 100}))]
+#[schema(example = json!({"kind": kinds::AutoCreate::NAME, "limit": 100}))]
 pub struct DeadJobs {
     /// Only dead jobs of this kind.
     #[schema(schema_with = optional_kind)]

@@ -5,6 +5,7 @@ use super::auth::{Admin, Scoped};
 use super::error::{ApiResult, Problem, json_response, ok};
 use super::extract::{Id, JsonBody};
 use crate::config::Invalid;
+use crate::kinds::{self, JobKind};
 use crate::store::events::EventType;
 use crate::store::webhooks::{self, NewWebhook, WebhookRow};
 use axum::http::StatusCode;
@@ -63,7 +64,7 @@ pub async fn create(req: Scoped<Admin>, JsonBody(r): JsonBody<NewWebhookRequest>
     crate::webhooks::validate_events(&r.events).map_err(invalid)?;
     crate::webhooks::validate_secret(&r.secret).map_err(invalid)?;
     let app = &req.app;
-    let spec = app.spec("webhook_delivery");
+    let spec = app.spec(kinds::WebhookDelivery::NAME);
     let max = spec.webhook.as_ref().map_or(20, |w| w.max_per_org);
     // Count and insert with the org row locked: concurrent requests cannot pass the cap
     // together (review L4).

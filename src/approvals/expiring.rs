@@ -5,13 +5,14 @@
 //! (`sweep.max_reproposals`) bounds them too.
 
 use super::{ProposalOrigin, ToolEnv, propose, snapshot_hash};
+use crate::kinds::approval_expiry::{Payload, Reproposal};
+use crate::kinds::{ApprovalExpiry, JobKind};
 use crate::queue::{self, NewJob};
 use crate::store::approval_life::{self as store, Reproposals};
 use crate::store::events::{self, EventType};
 use crate::tools::ToolError;
 use chrono::{DateTime, Datelike, Duration, NaiveDate, TimeZone, Utc, Weekday};
 use chrono_tz::Tz;
-use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -64,12 +65,10 @@ pub fn repropose_at(tz: Tz, nightly_hour: u32, at: DateTime<Utc>) -> DateTime<Ut
     local_hour(tz, next_working_day(local_day), nightly_hour)
 }
 
-/// The `approval_expiry` job that re-proposes approval `id`: payload `{key: id}`, unique key
-/// `key:id` held until the job is purged (one re-proposal per approval, ever).
-pub fn reproposal_job(r: &Reproposals<'_>, key: &str, id: Uuid) -> NewJob {
-    NewJob::new("approval_expiry", json!({ key: id }))
-        .unique_key(format!("{key}:{id}"))
-        .unique_until_purged()
+/// The job that re-proposes approval `id`, keyed by it until the job is purged (one
+/// re-proposal per approval, ever: [`ApprovalExpiry::unique`]).
+pub fn reproposal_job(r: &Reproposals<'_>, which: Reproposal, id: Uuid) -> NewJob {
+    ApprovalExpiry::job(&Payload::reproposal(which, id))
         .priority(r.priority)
         .max_attempts(r.max_attempts)
 }
@@ -91,7 +90,7 @@ pub async fn enqueue_reproposals(pool: &PgPool, r: &Reproposals<'_>) -> sqlx::Re
         .map(|row| {
             let tz: Tz = row.timezone.parse().unwrap_or(chrono_tz::UTC);
             let at = repropose_at(tz, row.nightly_hour.clamp(0, 23) as u32, row.decided_at);
-            let mut j = reproposal_job(r, "repropose_expired", row.id);
+            let mut j = reproposal_job(r, Reproposal::Expired, row.id);
             j.run_at = Some(at);
             j
         })

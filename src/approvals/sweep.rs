@@ -13,6 +13,7 @@
 
 use super::{ToolEnv, snapshot_hash};
 use crate::clock::SharedClock;
+use crate::kinds::approval_expiry::Reproposal;
 use crate::queue::NewJob;
 use crate::store::approvals::ApprovalRow;
 use crate::store::approvals_sweep::{self as store, Reproposals};
@@ -443,7 +444,7 @@ impl Sweeper {
         let rows = store::stale_to_repropose(&self.pool, r).await?;
         let jobs: Vec<NewJob> = rows
             .iter()
-            .map(|row| super::expiring::reproposal_job(r, "repropose", row.id))
+            .map(|row| super::expiring::reproposal_job(r, Reproposal::Stale, row.id))
             .collect();
         super::expiring::enqueue_reproposal_jobs(&self.pool, &jobs).await
     }

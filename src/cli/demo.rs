@@ -22,8 +22,9 @@ use crate::approvals::{self, Decision, DecisionExtra};
 use crate::clock::{Clock, ManualClock, SharedClock};
 use crate::documents::{SAMPLES, add_document};
 use crate::jobs::approval_expiry::ApprovalExpiry;
+use crate::kinds::{self, JobKind};
 use crate::org_settings::{self, Patch};
-use crate::queue;
+use crate::queue::{self, JobState};
 use crate::store::api_reads::SuggestionItem;
 use crate::store::states::{ApprovalStatus, AutoCreateStatus};
 use crate::store::{api_reads, approvals as astore, auto_create, documents, events, orgs, runs};
@@ -78,7 +79,10 @@ pub async fn run(app: &App, cmd: DemoCmd) -> anyhow::Result<()> {
     config.http.addr = String::new();
     demo_app.config = std::sync::Arc::new(config);
     let stop = CancellationToken::new();
-    let args = WorkerArgs::serving(&["auto_create", "proactive_suggestion"], None);
+    let args = WorkerArgs::serving(
+        &[kinds::AutoCreate::NAME, kinds::ProactiveSuggestion::NAME],
+        None,
+    );
     let worker = demo_app
         .start_worker(args, stop.clone())
         .await
@@ -199,7 +203,7 @@ async fn refine_step(app: &App, org: Uuid, docs: &[Value], cmd: &DemoCmd) -> any
     if before["auto_create_status"] != "proposed" {
         return Ok(json!({"skipped": "the first sample has no proposal to refine"}));
     }
-    let q = &app.spec("auto_create").queue;
+    let q = &app.spec(kinds::AutoCreate::NAME).queue;
     let (words, now) = (REFINE_INSTRUCTIONS, app.clock.now());
     let queued = crate::jobs::refine::request(&app.pool, q, org, id, words, "demo:reviewer", now)
         .await
@@ -254,7 +258,7 @@ async fn nightly_step(app: &App, org: Uuid, cmd: &DemoCmd) -> anyhow::Result<Val
     .await
     .map_err(|e| anyhow::anyhow!("org settings: {e}"))?;
     let night = now.with_timezone(&org_settings::tz(&settings)).date_naive();
-    let q = &app.spec("proactive_suggestion").queue;
+    let q = &app.spec(kinds::ProactiveSuggestion::NAME).queue;
     let job = crate::jobs::proactive::nightly_job(q, org, night);
     let job_id = queue::enqueue(&app.pool, &job)
         .await?
@@ -265,8 +269,8 @@ async fn nightly_step(app: &App, org: Uuid, cmd: &DemoCmd) -> anyhow::Result<Val
         let state = queue::store::get(&app.pool, job_id)
             .await?
             .map(|j| j.state)
-            .unwrap_or_else(|| "succeeded".into());
-        if matches!(state.as_str(), "succeeded" | "dead" | "cancelled") {
+            .unwrap_or(JobState::Succeeded);
+        if state.is_finished() {
             break state;
         }
         if Instant::now() > deadline {
@@ -338,7 +342,7 @@ async fn later_step(app: &App, org: Uuid) -> anyhow::Result<Value> {
     let mut approved = None;
     if pending.len() >= 3 {
         let a = &pending[pending.len() - 1];
-        let env = app.tool_env(app.spec("proactive_suggestion"));
+        let env = app.tool_env(app.spec(kinds::ProactiveSuggestion::NAME));
         let by = PERSON.to_string();
         let out = approvals::decide(
             &app.pool,

@@ -5,6 +5,7 @@ use super::output::{print_json, print_list};
 use super::report::{document_report, print_report};
 use crate::app::App;
 use crate::documents::add_document;
+use crate::kinds::{self, JobKind};
 use crate::store::{auto_create, documents, orgs};
 use clap::Subcommand;
 use serde_json::{Value, json};
@@ -182,7 +183,7 @@ pub async fn run(app: &App, cmd: DocumentsCmd) -> anyhow::Result<()> {
                 "" => return Err(bad("--by must name who asks, e.g. --by alice")),
                 who => format!("cli:{who}"),
             };
-            let q = &app.spec("auto_create").queue;
+            let q = &app.spec(kinds::AutoCreate::NAME).queue;
             let now = app.clock.now();
             let queued = match request(&app.pool, q, org, id, &instructions, &by, now).await {
                 Ok(q) => q,

@@ -2,9 +2,9 @@
 
 use super::bad;
 use crate::app::App;
+use crate::kinds::{self, JobKind};
 use crate::queue::{self, NewJob};
 use clap::Subcommand;
-use serde_json::json;
 
 #[derive(Subcommand, Debug)]
 pub enum EnqueueCmd {
@@ -58,7 +58,7 @@ pub(super) async fn run(app: &App, e: EnqueueCmd) -> anyhow::Result<()> {
             document,
             force,
         } => {
-            let q = spec("auto_create");
+            let q = spec(kinds::AutoCreate::NAME);
             let document_id = uuid::Uuid::parse_str(&document).map_err(|_| {
                 bad(format!(
                     "--document must be a document id (UUID), got {document:?}"
@@ -66,21 +66,16 @@ pub(super) async fn run(app: &App, e: EnqueueCmd) -> anyhow::Result<()> {
             })?;
             let org_id = uuid::Uuid::parse_str(&org)
                 .map_err(|_| bad(format!("--org must be an org id (UUID), got {org:?}")))?;
-            let key = if force {
-                format!("auto_create:{document_id}:{}", uuid::Uuid::new_v4())
-            } else {
-                format!("auto_create:{document_id}")
+            let payload = kinds::auto_create::Payload {
+                org_id,
+                document_id,
+                force,
+                ..Default::default()
             };
-            NewJob::new(
-                "auto_create",
-                json!({"org_id": org_id, "document_id": document_id, "force": force}),
-            )
-            .unique_key(key)
-            .priority(q.priority)
-            .max_attempts(q.max_attempts)
+            kinds::AutoCreate::queued(&payload, &q)
         }
         EnqueueCmd::Proactive { org, night } => {
-            let q = spec("proactive_suggestion");
+            let q = spec(kinds::ProactiveSuggestion::NAME);
             let org_id = uuid::Uuid::parse_str(&org)
                 .map_err(|_| bad(format!("--org must be an org id (UUID), got {org:?}")))?;
             let night = match night {
@@ -92,15 +87,12 @@ pub(super) async fn run(app: &App, e: EnqueueCmd) -> anyhow::Result<()> {
             crate::jobs::proactive::nightly_job(&q, org_id, night)
         }
         EnqueueCmd::ApprovalExpiry { approval_ids } => {
-            let q = spec("approval_expiry");
-            let payload = if approval_ids.is_empty() {
-                json!({})
-            } else {
-                json!({"approval_ids": approval_ids})
+            let q = spec(kinds::ApprovalExpiry::NAME);
+            let payload = kinds::approval_expiry::Payload {
+                approval_ids: (!approval_ids.is_empty()).then_some(approval_ids),
+                ..Default::default()
             };
-            NewJob::new("approval_expiry", payload)
-                .priority(q.priority)
-                .max_attempts(q.max_attempts)
+            kinds::ApprovalExpiry::queued(&payload, &q)
         }
         EnqueueCmd::Raw {
             kind,

@@ -8,6 +8,7 @@ use crate::app::App;
 use crate::config::ProviderChoice;
 use crate::eval::labels::Split;
 use crate::eval::{self, EvalOptions, baseline, labels};
+use crate::kinds::{self, JobKind};
 use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
@@ -105,7 +106,7 @@ fn eval_app(app: &App, cmd: &EvalCmd) -> anyhow::Result<App> {
             spec.agent.model = String::new();
         }
     }
-    if let Some(spec) = catalog.kinds.get_mut("auto_create") {
+    if let Some(spec) = catalog.kinds.get_mut(kinds::AutoCreate::NAME) {
         spec.agent.reuse_schemas = cmd.reuse;
     }
     if cmd.guided {
@@ -208,7 +209,7 @@ pub async fn run(app: &App, cmd: EvalCmd) -> anyhow::Result<()> {
         timeout: Duration::from_secs(cmd.timeout_secs),
         // `job`: the job file decides (auto_create is guided by default).
         guided: eapp.config.llm.guided == "on"
-            || (eapp.config.llm.guided == "job" && eapp.spec("auto_create").agent.guided),
+            || (eapp.config.llm.guided == "job" && eapp.spec(kinds::AutoCreate::NAME).agent.guided),
         constrained: eapp.config.llm.constrained_calls == crate::config::Constrained::On,
     };
     eprintln!(

@@ -4,7 +4,7 @@ use super::bad;
 use super::output::changed_or;
 use super::output::{print_json, print_list};
 use crate::app::App;
-use crate::queue::store;
+use crate::queue::{JobState, store};
 use clap::Subcommand;
 
 #[derive(Subcommand, Debug)]
@@ -40,14 +40,11 @@ pub(super) async fn run(app: &App, cmd: JobsCmd) -> anyhow::Result<()> {
             limit,
             json,
         } => {
-            if let Some(s) = &state
-                && !["available", "running", "succeeded", "dead", "cancelled"].contains(&s.as_str())
-            {
-                return Err(bad(format!(
-                    "--state must be one of available, running, succeeded, dead, cancelled (got {s:?})"
-                )));
-            }
-            let rows = store::list(&app.pool, kind.as_deref(), state.as_deref(), limit).await?;
+            let state = state
+                .map(|s| s.parse::<JobState>())
+                .transpose()
+                .map_err(|e| bad(format!("--state {e}")))?;
+            let rows = store::list(&app.pool, kind.as_deref(), state, limit).await?;
             let header = format!(
                 "{:>8}  {:<22} {:<10} {:>7}  {:<25} last_error",
                 "id", "kind", "state", "attempt", "run_at"

@@ -13,6 +13,7 @@ pub mod reuse;
 pub mod score;
 
 use crate::app::{App, WorkerArgs};
+use crate::kinds::{self, JobKind};
 use crate::store::runs::RunRow;
 use crate::store::states::AutoCreateStatus;
 use crate::store::{orgs, runs};
@@ -153,7 +154,7 @@ pub async fn run(
     let stop = CancellationToken::new();
     let started = Instant::now();
     // Only this org's jobs: another org's waiting auto_create job is not the eval's to run.
-    let args = WorkerArgs::serving(&["auto_create"], opts.concurrency).for_org(org.id);
+    let args = WorkerArgs::serving(&[kinds::AutoCreate::NAME], opts.concurrency).for_org(org.id);
     let worker = app
         .start_worker(args, stop.clone())
         .await
@@ -187,7 +188,13 @@ pub async fn run(
     stop.cancel();
     worker.join().await;
     let wall_seconds = started.elapsed().as_secs_f64();
-    let all_runs = runs::list_runs(&app.pool, Some(org.id), Some("auto_create"), 10_000).await?;
+    let all_runs = runs::list_runs(
+        &app.pool,
+        Some(org.id),
+        Some(kinds::AutoCreate::NAME),
+        10_000,
+    )
+    .await?;
     let run_ids: Vec<uuid::Uuid> = all_runs.iter().map(|r| r.id).collect();
     let tool_answers = runs::tool_model_answers(&app.pool, &run_ids).await?;
     let mut by_doc: HashMap<String, Vec<&runs::RunRow>> = HashMap::new();
@@ -250,7 +257,7 @@ pub async fn run(
     }
     Ok(EvalReport::new(
         app.provider.name().to_string(),
-        app.model_for(app.spec("auto_create")),
+        app.model_for(app.spec(kinds::AutoCreate::NAME)),
         opts,
         org.id,
         wall_seconds,

@@ -15,6 +15,7 @@
 
 use super::labels::Sample;
 use crate::app::{App, WorkerArgs};
+use crate::kinds::{self, JobKind};
 use crate::store::orgs;
 use serde::Serialize;
 use serde_json::Value;
@@ -128,7 +129,7 @@ pub async fn run(
         }
         let org = orgs::ensure(&app.pool, &name).await?;
         let stop = CancellationToken::new();
-        let args = WorkerArgs::serving(&["auto_create"], Some(1)).for_org(org.id);
+        let args = WorkerArgs::serving(&[kinds::AutoCreate::NAME], Some(1)).for_org(org.id);
         let worker = app
             .start_worker(args, stop.clone())
             .await

@@ -1,33 +1,16 @@
 //! `approval_expiry`: the sweep (`{}`, a cron `{tick}`, or `{approval_ids}`), or a capped
 //! re-proposal run for one stale approval (`{repropose}`), through the same tool loop.
 
-use super::{parse_payload, render};
+use super::render;
 use crate::app::App;
 use crate::approvals::Sweeper;
+use crate::kinds::{self, JobKind};
 use crate::queue::JobError;
 use crate::queue::worker::{JobContext, JobHandler};
 use crate::store::approvals::{self, ApprovalStatus};
-use serde::Deserialize;
 use tracing::info;
-use uuid::Uuid;
 
-/// The payload.
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct Payload {
-    /// Set by cron ticks; informational.
-    #[serde(default)]
-    pub tick: Option<chrono::DateTime<chrono::Utc>>,
-    /// Only these approvals.
-    #[serde(default)]
-    pub approval_ids: Option<Vec<Uuid>>,
-    /// Re-propose this stale approval.
-    #[serde(default)]
-    pub repropose: Option<Uuid>,
-    /// Re-propose this expired approval unchanged, if its data did not change.
-    #[serde(default)]
-    pub repropose_expired: Option<Uuid>,
-}
+pub use crate::kinds::approval_expiry::Payload;
 
 /// The handler.
 pub struct ApprovalExpiry {
@@ -37,7 +20,7 @@ pub struct ApprovalExpiry {
 impl ApprovalExpiry {
     /// The sweeper with the job file's settings.
     pub fn sweeper(app: &App) -> Sweeper {
-        let spec = app.spec("approval_expiry");
+        let spec = app.spec(kinds::ApprovalExpiry::NAME);
         let sweep = spec.sweep.clone().unwrap_or(crate::catalog::SweepSpec {
             batch: 5000,
             workers: 2,
@@ -67,12 +50,12 @@ impl ApprovalExpiry {
 #[async_trait::async_trait]
 impl JobHandler for ApprovalExpiry {
     async fn handle(&self, job: JobContext) -> Result<(), JobError> {
-        let p: Payload = parse_payload("approval_expiry", &job.job.payload)?;
+        let p = kinds::ApprovalExpiry::parse(&job.job.payload)?;
         let app = &self.app;
         if let Some(id) = p.repropose_expired {
-            let spec = app.spec("approval_expiry");
+            let spec = app.spec(kinds::ApprovalExpiry::NAME);
             let ttl = chrono::Duration::seconds(spec.agent.approval_ttl_secs as i64);
-            let env = app.tool_env(app.spec("proactive_suggestion"));
+            let env = app.tool_env(app.spec(kinds::ProactiveSuggestion::NAME));
             let out = crate::approvals::expiring::repropose_expired(
                 &app.pool,
                 &env,
@@ -113,7 +96,7 @@ impl JobHandler for ApprovalExpiry {
             info!(approval_id = %a.id, "stale approval of an inactive org: not re-proposed");
             return Ok(());
         }
-        let spec = app.spec("approval_expiry");
+        let spec = app.spec(kinds::ApprovalExpiry::NAME);
         let changes = a
             .result
             .as_ref()

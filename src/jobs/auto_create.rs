@@ -8,10 +8,11 @@
 //! reviewer's `refine` (`jobs/refine.rs`): the run starts from the document's proposal and a
 //! failed refine leaves the document `proposed` with that proposal and the error.
 
-use super::refine::{self, Refine};
+use super::refine;
+use super::render;
 use super::start::{self, StartIds};
-use super::{parse_payload, render};
 use crate::app::App;
+use crate::kinds::{AutoCreate as Kind, JobKind};
 use crate::queue::JobError;
 use crate::queue::worker::{JobContext, JobHandler};
 use crate::store::auto_create as store;
@@ -19,31 +20,10 @@ use crate::store::auto_create::StartFrom;
 use crate::store::decisions::DecisionScope;
 use crate::store::documents::AutoCreateStatus;
 use crate::store::runs::{self, RunStatus};
-use serde::Deserialize;
 use tracing::info;
 use uuid::Uuid;
 
-/// The payload: `{org_id, document_id, force?, schema_id?, prompt_id?, tag_ids?, refine?}`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Payload {
-    pub org_id: Uuid,
-    pub document_id: Uuid,
-    #[serde(default)]
-    pub force: bool,
-    /// Start from this schema (its latest version), reused.
-    #[serde(default)]
-    pub schema_id: Option<Uuid>,
-    /// Start from this prompt (its latest version), reused.
-    #[serde(default)]
-    pub prompt_id: Option<Uuid>,
-    /// Tags for the prompt the run makes.
-    #[serde(default)]
-    pub tag_ids: Vec<Uuid>,
-    /// A reviewer's refine of the document's proposal.
-    #[serde(default)]
-    pub refine: Option<Refine>,
-}
+pub use crate::kinds::auto_create::Payload;
 
 impl Payload {
     /// What the payload names to start from.
@@ -54,35 +34,31 @@ impl Payload {
             tag_ids: self.tag_ids.clone(),
         }
     }
+
+    /// The payload of an `AutoCreate` job of `document_id` (of `org_id`) starting from `ids`
+    /// (`force`: run even if the document has a proposal).
+    pub fn new(org_id: Uuid, document_id: Uuid, force: bool, ids: &StartIds) -> Self {
+        Payload {
+            org_id,
+            document_id,
+            force,
+            schema_id: ids.schema_id,
+            prompt_id: ids.prompt_id,
+            tag_ids: ids.tag_ids.clone(),
+            refine: None,
+        }
+    }
 }
 
-/// The payload of an `auto_create` job of `document_id` (of `org_id`) starting from `ids`
-/// (`force`: run even if the document has a proposal).
-pub fn payload(org_id: Uuid, document_id: Uuid, force: bool, ids: &StartIds) -> serde_json::Value {
-    let mut payload = serde_json::json!({"org_id": org_id, "document_id": document_id});
-    if force {
-        payload["force"] = serde_json::json!(true);
-    }
-    if let (Some(obj), Ok(serde_json::Value::Object(named))) =
-        (payload.as_object_mut(), serde_json::to_value(ids))
-    {
-        obj.extend(named);
-    }
-    payload
-}
-
-/// The `auto_create` job of a new document of `org_id` (an upload), starting from `ids`, under
-/// the document's unique key, with the job file's priority and attempts (`q`).
+/// The job of a new document of `org_id` (an upload), starting from `ids`, under the
+/// document's unique key, with the job file's priority and attempts (`q`).
 pub fn upload_job(
     org_id: Uuid,
     document_id: Uuid,
     ids: &StartIds,
     q: &crate::catalog::QueuePolicy,
 ) -> crate::queue::NewJob {
-    crate::queue::NewJob::new("auto_create", payload(org_id, document_id, false, ids))
-        .unique_key(format!("auto_create:{document_id}"))
-        .priority(q.priority)
-        .max_attempts(q.max_attempts)
+    Kind::queued(&Payload::new(org_id, document_id, false, ids), q)
 }
 
 /// Added to the job file's system prompt for a refine run.
@@ -98,7 +74,7 @@ pub struct AutoCreate {
 #[async_trait::async_trait]
 impl JobHandler for AutoCreate {
     async fn handle(&self, job: JobContext) -> Result<(), JobError> {
-        let p: Payload = parse_payload("auto_create", &job.job.payload)?;
+        let p = Kind::parse(&job.job.payload)?;
         let app = &self.app;
         let now = app.clock.now();
         let mut tx = app.pool.begin().await?;
@@ -194,7 +170,7 @@ impl JobHandler for AutoCreate {
         .await?;
         tx.commit().await?;
 
-        let spec = app.spec("auto_create");
+        let spec = app.spec(Kind::NAME);
         let mut conn = app.pool.acquire().await?;
         let first = match &p.refine {
             Some(r) => {
@@ -305,7 +281,7 @@ impl AutoCreate {
             return Err(stale(job));
         }
         if let Some(run) = run_id
-            && self.app.spec("auto_create").agent.cleanup_on_failure
+            && self.app.spec(Kind::NAME).agent.cleanup_on_failure
         {
             let n = store::remove_proposed(&mut tx, p.org_id, run).await?;
             info!(run_id = %run, removed = n, "removed the failed run's proposed artifacts");

@@ -11,9 +11,9 @@ pub mod webhook_delivery;
 
 use crate::agent::RunError;
 use crate::app::App;
+use crate::kinds::{ApprovalExpiry, AutoCreate, JobKind, ProactiveSuggestion, WebhookDelivery};
 use crate::queue::JobError;
 use crate::queue::worker::JobHandler;
-use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -22,19 +22,19 @@ use tokio_util::sync::CancellationToken;
 pub fn handlers(app: &App) -> BTreeMap<String, Arc<dyn JobHandler>> {
     let mut m: BTreeMap<String, Arc<dyn JobHandler>> = BTreeMap::new();
     m.insert(
-        "auto_create".into(),
+        AutoCreate::NAME.into(),
         Arc::new(auto_create::AutoCreate { app: app.clone() }),
     );
     m.insert(
-        "proactive_suggestion".into(),
+        ProactiveSuggestion::NAME.into(),
         Arc::new(proactive::Proactive { app: app.clone() }),
     );
     m.insert(
-        "approval_expiry".into(),
+        ApprovalExpiry::NAME.into(),
         Arc::new(approval_expiry::ApprovalExpiry { app: app.clone() }),
     );
     m.insert(
-        "webhook_delivery".into(),
+        WebhookDelivery::NAME.into(),
         Arc::new(webhook_delivery::WebhookDelivery::new(app)),
     );
     m
@@ -53,16 +53,6 @@ pub fn unimplemented_kinds(app: &App) -> Vec<String> {
 
 /// Background services that belong to job kinds (none: the expiry sweep runs as cron jobs).
 pub fn start_background(_app: &App, _stop: CancellationToken) {}
-
-/// Parses a job payload; a malformed one is fatal and names what is wrong (the error, not the
-/// payload: it can be large and carry a producer's data into the job's error text, review #21).
-pub fn parse_payload<T: DeserializeOwned>(
-    kind: &str,
-    payload: &serde_json::Value,
-) -> Result<T, JobError> {
-    serde_json::from_value(payload.clone())
-        .map_err(|e| JobError::fatal(format_args!("malformed {kind} payload: {e}")))
-}
 
 /// Fills `{name}` placeholders of a job file's message.
 pub fn render(template: &str, vars: &[(&str, String)]) -> String {

@@ -2,23 +2,17 @@
 //! suggestions; every other write or destructive action becomes a pending approval (policy in
 //! `jobs/proactive_suggestion.toml`).
 
-use super::{parse_payload, render};
+use super::render;
 use crate::app::App;
+use crate::kinds::{JobKind, ProactiveSuggestion};
 use crate::queue::JobError;
 use crate::queue::worker::{JobContext, JobHandler};
 use crate::store::orgs;
 use chrono::NaiveDate;
-use serde::Deserialize;
 use tracing::info;
 use uuid::Uuid;
 
-/// The payload: `{org_id, night}`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Payload {
-    pub org_id: Uuid,
-    pub night: NaiveDate,
-}
+pub use crate::kinds::proactive_suggestion::Payload;
 
 /// The handler.
 pub struct Proactive {
@@ -28,7 +22,7 @@ pub struct Proactive {
 #[async_trait::async_trait]
 impl JobHandler for Proactive {
     async fn handle(&self, job: JobContext) -> Result<(), JobError> {
-        let p: Payload = parse_payload("proactive_suggestion", &job.job.payload)?;
+        let p = ProactiveSuggestion::parse(&job.job.payload)?;
         let app = &self.app;
         let org = orgs::find(&app.pool, &p.org_id.to_string()).await?;
         let org = JobError::when_gone(org, || format!("org {} does not exist", p.org_id))?;
@@ -36,7 +30,7 @@ impl JobHandler for Proactive {
             info!(org_id = %p.org_id, "org is inactive; no suggestions");
             return Ok(());
         }
-        let spec = app.spec("proactive_suggestion");
+        let spec = app.spec(ProactiveSuggestion::NAME);
         if spec.agent.only_with_signals {
             // The same overview `org_overview` gives the model (one row per list is enough to
             // know whether it is empty): an org with nothing to do costs no model call.
@@ -74,23 +68,13 @@ impl JobHandler for Proactive {
     }
 }
 
-/// The nightly job of `org` for `night`, however it is produced (`POST /v1/jobs`, `agentd
-/// enqueue proactive`, `agentd demo`; the cron fan-out writes the same key in SQL,
-/// `queue/cron.rs`): one per org and night, and the key stays taken after the job finished,
-/// until retention purges it — a night is reviewed once.
+/// The nightly job of `org` for `night` (its key: [`ProactiveSuggestion::unique`]).
 pub fn nightly_job(
     q: &crate::catalog::QueuePolicy,
     org: Uuid,
     night: NaiveDate,
 ) -> crate::queue::NewJob {
-    crate::queue::NewJob::new(
-        "proactive_suggestion",
-        serde_json::json!({"org_id": org, "night": night}),
-    )
-    .unique_key(format!("proactive_suggestion:{org}:{night}"))
-    .unique_until_purged()
-    .priority(q.priority)
-    .max_attempts(q.max_attempts)
+    ProactiveSuggestion::queued(&Payload { org_id: org, night }, q)
 }
 
 /// The org's night at `now`: its local date (`orgs.timezone`), as the cron fan-out reckons it;

@@ -12,6 +12,7 @@
 //! ([`crate::queue::store::cancel`]); the reconciler catches everything else.
 
 use crate::clock::SharedClock;
+use crate::kinds::{AutoCreate, JobKind};
 use crate::queue::QueueError;
 use crate::store::states::RunStatus;
 use chrono::{DateTime, Utc};
@@ -69,7 +70,7 @@ impl Reconciler {
                 } else {
                     report.runs_failed += 1;
                 }
-                if self.cleanup_auto_create && r.kind == "auto_create" {
+                if self.cleanup_auto_create && r.kind == AutoCreate::NAME {
                     let mut conn = self.pool.acquire().await?;
                     report.artifacts_removed +=
                         crate::store::auto_create::remove_proposed(&mut conn, r.org_id, r.id)
@@ -187,7 +188,7 @@ impl Reconciler {
             batch: 500,
             cleanup_auto_create: app
                 .catalog
-                .get("auto_create")
+                .get(AutoCreate::NAME)
                 .is_some_and(|s| s.agent.cleanup_on_failure),
         }
     }

@@ -9,7 +9,9 @@
 //! the old one and the error.
 
 use crate::agent::fenced;
-use crate::queue::{self, NewJob, QueueError};
+use crate::kinds::auto_create::Payload;
+use crate::kinds::{AutoCreate, JobKind};
+use crate::queue::{self, QueueError};
 use crate::store::auto_create::{self, Proposed};
 use crate::store::documents::AutoCreateStatus;
 use crate::store::extractions::ExtractionRow;
@@ -20,7 +22,7 @@ use crate::tools::documents::UpdateDocument;
 use crate::tools::prompts::CreatePrompt;
 use crate::tools::schemas::CreateSchema;
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
@@ -36,15 +38,7 @@ const MAX_RESULT_CHARS: usize = 4000;
 /// not the document.
 pub const NOT_IN_REFINE: [&str; 3] = [CreateSchema::NAME, CreatePrompt::NAME, UpdateDocument::NAME];
 
-/// The `refine` part of an `auto_create` payload.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Refine {
-    /// The reviewer's words, verbatim (checked by [`check_instructions`]).
-    pub instructions: String,
-    /// Who asked (`key <id>`, `cli:<who>`), as the audit row names them.
-    pub requested_by: String,
-}
+pub use crate::kinds::auto_create::Refine;
 
 /// Why a refine was not enqueued (nothing was written).
 #[derive(Debug, thiserror::Error)]
@@ -128,11 +122,13 @@ pub async fn request(
         instructions,
         requested_by: by.to_string(),
     };
-    let payload = json!({"org_id": org_id, "document_id": document_id, "refine": refine});
-    let job = NewJob::new("auto_create", payload)
-        .unique_key(format!("auto_create:{document_id}"))
-        .priority(queue_spec.priority)
-        .max_attempts(queue_spec.max_attempts);
+    let payload = Payload {
+        org_id,
+        document_id,
+        refine: Some(refine.clone()),
+        ..Payload::default()
+    };
+    let job = AutoCreate::queued(&payload, queue_spec);
     let Some(job_id) = queue::enqueue(&mut *tx, &job).await? else {
         return Err(RefineError::Busy(document_id));
     };

@@ -4,25 +4,16 @@
 //! with the last error (`agentd jobs list --kind webhook_delivery`). A subscription deleted in
 //! the meantime ends the job without sending.
 
-use super::parse_payload;
 use crate::app::App;
+use crate::kinds::{self, JobKind};
 use crate::queue::JobError;
 use crate::queue::worker::{JobContext, JobHandler};
 use crate::store::{events, webhooks};
 use crate::webhooks::delivery::Sender;
-use serde::Deserialize;
 use std::time::Duration;
 use tracing::info;
-use uuid::Uuid;
 
-/// The payload.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Payload {
-    pub org_id: Uuid,
-    pub event_id: i64,
-    pub webhook_id: Uuid,
-}
+pub use crate::kinds::webhook_delivery::Payload;
 
 /// The handler.
 pub struct WebhookDelivery {
@@ -37,7 +28,7 @@ impl WebhookDelivery {
     pub fn new(app: &App) -> Self {
         let w = app
             .catalog
-            .get("webhook_delivery")
+            .get(kinds::WebhookDelivery::NAME)
             .and_then(|s| s.webhook.as_ref());
         let secs = w.map_or(10, |w| w.request_timeout_secs);
         let connect = w.map_or(2, |w| w.connect_timeout_secs);
@@ -56,7 +47,7 @@ impl WebhookDelivery {
 #[async_trait::async_trait]
 impl JobHandler for WebhookDelivery {
     async fn handle(&self, job: JobContext) -> Result<(), JobError> {
-        let p: Payload = parse_payload("webhook_delivery", &job.job.payload)?;
+        let p = kinds::WebhookDelivery::parse(&job.job.payload)?;
         let pool = &self.app.pool;
         let Some((url, secret, open_until)) =
             webhooks::target(pool, p.org_id, p.webhook_id).await?

@@ -12,6 +12,7 @@ pub mod lease;
 pub mod maintenance;
 pub mod pause;
 pub mod rescue;
+pub mod state;
 pub mod store;
 pub mod vacuum;
 pub mod worker;
@@ -21,6 +22,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use enqueue::{enqueue, enqueue_committed, enqueue_many};
+pub use state::JobState;
 
 /// The NOTIFY channel the insert trigger signals on (once per statement).
 pub const NOTIFY_CHANNEL: &str = "agentd_jobs";
@@ -108,7 +110,7 @@ pub struct JobRow {
     pub kind: String,
     #[schema(value_type = Object)]
     pub payload: Value,
-    pub state: String,
+    pub state: JobState,
     pub priority: i16,
     pub run_at: DateTime<Utc>,
     pub attempt: i32,

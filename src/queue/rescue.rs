@@ -85,7 +85,7 @@ pub async fn rescue_expired_with(
     let bases: Vec<f64> = backoff.per_kind.iter().map(|(_, b)| ms(b.base)).collect();
     let maxes: Vec<f64> = backoff.per_kind.iter().map(|(_, b)| ms(b.max)).collect();
     // `$1`: the lease clock, `NULL` for the database's (review #11).
-    let rows: Vec<(i64, String)> = sqlx::query_as(
+    let rows: Vec<(i64, super::JobState)> = sqlx::query_as(
         "WITH p AS (SELECT * FROM unnest($3::text[], $4::float8[], $5::float8[]) AS p(kind, base_ms, max_ms))
          UPDATE agentd_jobs j
             SET state = CASE WHEN attempt - released >= max_attempts THEN 'dead' ELSE 'available' END,
@@ -114,7 +114,10 @@ pub async fn rescue_expired_with(
     .bind(ms(backoff.fallback.max))
     .fetch_all(pool)
     .await?;
-    let dead = rows.iter().filter(|(_, s)| s == "dead").count() as u64;
+    let dead = rows
+        .iter()
+        .filter(|(_, s)| *s == super::JobState::Dead)
+        .count() as u64;
     Ok(RescueReport {
         requeued: rows.len() as u64 - dead,
         dead,

@@ -215,7 +215,7 @@ pub async fn fail(
     retry_at: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<FailOutcome, QueueError> {
-    let state: Option<String> = sqlx::query_scalar(
+    let state: Option<super::JobState> = sqlx::query_scalar(
         "UPDATE agentd_jobs
             SET state = CASE WHEN $4 OR attempt - released >= max_attempts THEN 'dead' ELSE 'available' END,
                 run_at = CASE WHEN $4 OR attempt - released >= max_attempts THEN run_at ELSE $5 END,
@@ -232,8 +232,8 @@ pub async fn fail(
     .bind(now)
     .fetch_optional(pool)
     .await?;
-    Ok(match state.as_deref() {
-        Some("dead") => FailOutcome::Dead,
+    Ok(match state {
+        Some(super::JobState::Dead) => FailOutcome::Dead,
         Some(_) => FailOutcome::Retry,
         None => FailOutcome::Stale,
     })
@@ -391,7 +391,7 @@ pub async fn get<'e, E: PgExecutor<'e>>(exec: E, id: i64) -> Result<Option<JobRo
 pub async fn list(
     pool: &PgPool,
     kind: Option<&str>,
-    state: Option<&str>,
+    state: Option<super::JobState>,
     limit: i64,
 ) -> Result<Vec<JobRow>, QueueError> {
     Ok(sqlx::query_as::<_, JobRow>(

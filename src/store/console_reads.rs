@@ -5,6 +5,7 @@
 //! "now"; which jobs belong to an org is [`super::api_reads::JOB_OF_ORG`].
 
 use super::api_reads::JOB_OF_ORG;
+use crate::queue::JobState;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgExecutor;
@@ -80,7 +81,7 @@ pub enum Retry {
     /// Another job with the same unique key is waiting or running.
     UniqueKeyBusy,
     /// The org's job exists but is not dead (its state).
-    NotDead(String),
+    NotDead(JobState),
     /// No such job in this org.
     NotFound,
 }

@@ -5,7 +5,7 @@
 
 use super::api_reads::JOB_OF_ORG;
 pub use super::states::{ApprovalStatus, RunStatus};
-use crate::queue::JobRow;
+use crate::queue::{JobRow, JobState};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{PgExecutor, PgPool};
@@ -23,7 +23,7 @@ fn jobs(columns: &str, rest: &str) -> sqlx::AssertSqlSafe<String> {
 #[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 pub struct StateCount {
     pub kind: String,
-    pub state: String,
+    pub state: JobState,
     pub count: i64,
 }
 

@@ -5,6 +5,7 @@
 //! Figures, not a test: nothing here asserts a speed.
 
 use crate::app::{App, WorkerArgs};
+use crate::kinds::{self, JobKind};
 use crate::store::events::{self, EventType, NewEvent};
 use clap::Args;
 use serde_json::json;
@@ -145,7 +146,7 @@ pub async fn run(app: &App, c: EventsBenchCmd) -> anyhow::Result<()> {
     // 1. Writes with no subscription, then with one (each write also enqueues a delivery).
     let plain = write(&pool, org, c.events, c.writers).await?;
     let mut catalog = (*app.catalog).clone();
-    if let Some(s) = catalog.kinds.get_mut("webhook_delivery") {
+    if let Some(s) = catalog.kinds.get_mut(kinds::WebhookDelivery::NAME) {
         s.queue.backoff_base_ms = 10;
         s.queue.backoff_max_ms = 1000;
     }
@@ -163,7 +164,7 @@ pub async fn run(app: &App, c: EventsBenchCmd) -> anyhow::Result<()> {
         }),
         ..app.clone()
     };
-    let spec = bapp.spec("webhook_delivery");
+    let spec = bapp.spec(kinds::WebhookDelivery::NAME);
     crate::store::webhooks::insert(
         &pool,
         &crate::store::webhooks::NewWebhook {
@@ -187,7 +188,7 @@ pub async fn run(app: &App, c: EventsBenchCmd) -> anyhow::Result<()> {
     // 2. Deliveries through the queue: a worker drains the backlog of delivery jobs.
     let shutdown = CancellationToken::new();
     let started = Instant::now();
-    let args = WorkerArgs::serving(&["webhook_delivery"], Some(c.concurrency));
+    let args = WorkerArgs::serving(&[kinds::WebhookDelivery::NAME], Some(c.concurrency));
     let worker = bapp
         .start_worker(args, shutdown.clone())
         .await

@@ -11,7 +11,7 @@ mod events;
 
 // What `events` (written inside the library) names as `crate::…`.
 use agentd::webhooks::{delivery, verify};
-use agentd::{app, clock, store};
+use agentd::{app, clock, kinds, store};
 
 use clap::Parser;
 use std::path::PathBuf;
