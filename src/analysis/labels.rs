@@ -395,6 +395,26 @@ pub fn pairs(
             }
             continue;
         }
+        // `Gewerbepark Ost 3 | 89231 Neu-Ulm | USt-IdNr. DE 287 441 905`: a letter head's
+        // address with a known identifier and its code as a later piece.
+        // `P.IVA 02234560981 - C.F. 02234560981`: ids joined by a dash are pieces too.
+        let pieces: Vec<&str> = segs
+            .iter()
+            .flat_map(|s| s.text.split(" - ").flat_map(|t| t.split(" – ")))
+            .collect();
+        if k == 0 && pieces.len() >= 2 && known(&segs[0].text).is_none() {
+            let dashed = pieces.len() > segs.len();
+            let ids: Vec<Pair> = pieces
+                .iter()
+                .skip(usize::from(!dashed))
+                .filter_map(|s| spaced(s, i, style, order))
+                .filter(|p| known(&p.label).is_some_and(|(_, c)| c == lexicon::Class::Identifier))
+                .collect();
+            if !ids.is_empty() {
+                out.extend(ids);
+                continue;
+            }
+        }
         if let Some(p) = spaced(trimmed, i, style, order) {
             out.push(p);
             continue;
@@ -638,7 +658,21 @@ fn spaced(line: &str, i: usize, style: DecimalStyle, order: DateOrder) -> Option
         return None;
     }
     let mut label = words.get(..k)?.join(" ");
-    let value = words.get(k..)?.join(" ");
+    let mut value = words.get(k..)?.join(" ");
+    // A VAT number's country prefix is the code's (`USt-IdNr. DE 287 441 905`, `VAT No. GB 284
+    // 6120 53`).
+    if known(&label).is_none()
+        && k >= 2
+        && words
+            .get(k - 1)
+            .is_some_and(|w| w.len() == 2 && w.chars().all(|c| c.is_ascii_uppercase()))
+        && words.get(..k - 1).is_some_and(|l| {
+            known(&l.join(" ")).is_some_and(|(_, c)| c == lexicon::Class::Identifier)
+        })
+    {
+        label = words.get(..k - 1)?.join(" ");
+        value = words.get(k - 1..)?.join(" ");
+    }
     if known(&label).is_none()
         && k >= 2
         && words

@@ -191,11 +191,27 @@ pub fn analyse(text: &str) -> Analysis {
             || l.starts_with(" x ")
             || l.starts_with(" × "))
     });
+    // The addressee's block (`Spett.le` over a name, its address, `P.IVA …`): a tax id in it
+    // is the customer's, not the issuer's.
+    let customer_block = (kind.addressee_field() == Some("customer"))
+        .then(|| prose::addressee(&lines))
+        .flatten()
+        .map(|(i, _)| {
+            let end = (i..lines.len().min(i + 8))
+                .find(|k| lines[*k].trim().is_empty())
+                .unwrap_or(lines.len().min(i + 8));
+            i..end
+        });
     for p in pairs {
         if let Some([start, end]) = range_pair(&p, kind, order) {
             push(&mut out, start);
             push(&mut out, end);
-        } else if let Some(c) = from_pair(&p, kind, style, order) {
+        } else if let Some(mut c) = from_pair(&p, kind, style, order) {
+            if matches!(c.name.as_str(), "vat_id" | "tax_id")
+                && customer_block.as_ref().is_some_and(|b| b.contains(&p.line))
+            {
+                c.name = format!("customer_{}", c.name);
+            }
             push_pair(&mut out, c);
         }
     }
@@ -320,7 +336,7 @@ pub fn analyse(text: &str) -> Analysis {
     }
     if kind == DocKind::TaxForm
         && out.iter().all(|c| c.name != "tax_year")
-        && let Some((i, y)) = prose::tax_year(&lines)
+        && let Some((i, y)) = prose::tax_year(&lines).or_else(|| prose::title_year(&lines))
     {
         push(
             &mut out,
@@ -330,6 +346,49 @@ pub fn analyse(text: &str) -> Analysis {
                 value: json!(y),
                 raw: y.to_string(),
                 kind: ValueKind::Number,
+                item_fields: Vec::new(),
+                line: i + 1,
+                source: Source::Pattern,
+            },
+        );
+    }
+    // A due date a sentence sets (`U moet het bedrag uiterlijk op 31 oktober 2026 betalen.`).
+    if out.iter().all(|c| c.name != "due_date")
+        && let Some((i, d)) = lines
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !in_table(*i))
+            .find_map(|(i, l)| prose::due_in_sentence(l, order).map(|d| (i, d)))
+    {
+        push(
+            &mut out,
+            Candidate {
+                name: "due_date".into(),
+                label: "(date to pay by)".into(),
+                value: Value::String(d.to_string()),
+                raw: clip(lines[i].trim(), MAX_VALUE_CHARS),
+                kind: ValueKind::Date,
+                item_fields: Vec::new(),
+                line: i + 1,
+                source: Source::Pattern,
+            },
+        );
+    }
+    // A payslip's month in its title (`für Oktober 2026`).
+    if kind == DocKind::Payslip
+        && out
+            .iter()
+            .all(|c| !matches!(c.name.as_str(), "pay_period" | "period_start" | "period"))
+        && let Some((i, month)) = prose::title_month(&lines)
+    {
+        push(
+            &mut out,
+            Candidate {
+                name: "pay_period".into(),
+                label: "(month in the title)".into(),
+                value: Value::String(month.clone()),
+                raw: month,
+                kind: ValueKind::Text,
                 item_fields: Vec::new(),
                 line: i + 1,
                 source: Source::Pattern,
@@ -527,6 +586,9 @@ pub fn analyse(text: &str) -> Analysis {
             },
         );
     }
+    // Fields the lexicon names come first, so that a cap on the fields (here or in a
+    // proposal) drops the labels it does not know before them.
+    out.sort_by_key(|c| lexicon::class_of(&c.name).is_none());
     out.truncate(MAX_CANDIDATES);
     Analysis {
         kind,
