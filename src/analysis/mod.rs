@@ -395,6 +395,43 @@ pub fn analyse(text: &str) -> Analysis {
             },
         );
     }
+    // A receipt's card line (`VISA DEBIT   GBP 5.72`) says how it was paid as well as how much.
+    if kind == DocKind::Receipt
+        && out.iter().all(|c| c.name != "payment_method")
+        && let Some(c) = out.iter().find(|c| {
+            c.name == "amount_paid" && matches!(c.source, Source::Label(_)) && card_scheme(&c.label)
+        })
+    {
+        // Without a currency written before the amount (`VISA DEBIT   GBP 5.72`).
+        let words: Vec<&str> = c
+            .label
+            .trim()
+            .trim_end_matches(':')
+            .split_whitespace()
+            .collect();
+        let keep = words.len()
+            - usize::from(
+                words.len() > 1
+                    && words
+                        .last()
+                        .is_some_and(|w| values::currency_of(w).is_some()),
+            );
+        let method = words.get(..keep).unwrap_or_default().join(" ");
+        let line = c.line;
+        push(
+            &mut out,
+            Candidate {
+                name: "payment_method".into(),
+                label: "(card line)".into(),
+                value: Value::String(method.clone()),
+                raw: method,
+                kind: ValueKind::Text,
+                item_fields: Vec::new(),
+                line,
+                source: Source::Pattern,
+            },
+        );
+    }
     if kind == DocKind::Receipt
         && out.iter().all(|c| c.name != "card_last_four")
         && let Some((i, digits)) = prose::card_last_four(&lines)
@@ -634,6 +671,34 @@ fn push_pair(out: &mut Vec<Candidate>, mut c: Candidate) {
         c.name = own;
     }
     push(out, c);
+}
+
+/// Whether a label names a card scheme or a card payment (`VISA DEBIT`, `MASTERCARD`,
+/// `Girocard`, `CB EMV`, `PINNEN`), not cash.
+fn card_scheme(label: &str) -> bool {
+    let f = values::fold(label);
+    let words: Vec<&str> = f.split(|c: char| !c.is_alphanumeric()).collect();
+    [
+        "visa",
+        "mastercard",
+        "maestro",
+        "amex",
+        "girocard",
+        "debit",
+        "credit",
+        "cb",
+        "pinnen",
+        "card",
+        "carte",
+        "karte",
+        "tarjeta",
+        "carta",
+        "cartao",
+        "contactless",
+        "pin",
+    ]
+    .iter()
+    .any(|w| words.contains(w))
 }
 
 /// Adds `c` unless a candidate of that name exists (the first one found wins).
@@ -1019,6 +1084,11 @@ fn from_pair(
         && matches!(name.as_str(), "gross_pay" | "net_pay" | "total_deductions")
     {
         name = expand_number(&own);
+    }
+    // A receipt's `Subtotal` is what the items add up to (tax and service may be in it or
+    // follow), not a net amount.
+    if kind == DocKind::Receipt && name == "net_amount" && own.starts_with("sub") {
+        name = "subtotal".into();
     }
     // A tax form has no total: what it asks to pay is the amount due.
     if kind == DocKind::TaxForm && name == "total" {
