@@ -99,10 +99,21 @@ pub fn label_ok(label: &str) -> bool {
     // A qualifier in parentheses (`(A - B)`) adds no words; a long label of words only
     // (`Impuesto sobre la renta de las personas físicas`) may have eight.
     let bare = without_parentheses(l);
-    let words: Vec<&str> = bare.split_whitespace().collect();
-    let only_words = bare
-        .chars()
-        .all(|c| c.is_alphabetic() || c.is_whitespace() || matches!(c, '.' | '\'' | '-'));
+    // A date in the label (`Somme qui vous a été remboursée le 25/07/2026`) is no word of it.
+    let numeric_date = |w: &&str| {
+        w.chars().any(|c| c.is_ascii_digit())
+            && w.chars()
+                .all(|c| c.is_ascii_digit() || matches!(c, '.' | '/' | '-'))
+            && w.chars().filter(|c| matches!(c, '.' | '/' | '-')).count() == 2
+    };
+    let words: Vec<&str> = bare
+        .split_whitespace()
+        .filter(|w| !numeric_date(w))
+        .collect();
+    let only_words = words.iter().all(|w| {
+        w.chars()
+            .all(|c| c.is_alphabetic() || matches!(c, '.' | '\'' | '-'))
+    });
     if words.len() > 6 && !(only_words && words.len() <= 8) {
         return false;
     }

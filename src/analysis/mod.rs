@@ -517,7 +517,7 @@ pub fn analyse(text: &str) -> Analysis {
     // The name in the address block (`Herrn` over `Tobias Reinke`): whom the document is for.
     if let Some(field) = kind.addressee_field()
         && out.iter().all(|c| c.name != field)
-        && let Some((i, name)) = prose::addressee(&lines)
+        && let Some((i, name)) = prose::addressee(&lines).or_else(|| prose::titled_name(&lines))
     {
         push(
             &mut out,
@@ -671,6 +671,25 @@ fn push_pair(out: &mut Vec<Candidate>, mut c: Candidate) {
         c.name = own;
     }
     push(out, c);
+}
+
+/// Whether a (snake) label speaks of a refund (`somme_qui_vous_a_ete_remboursee`,
+/// `wird_erstattet`, `te_ontvangen_teruggave`).
+fn refund_words(own: &str) -> bool {
+    [
+        "rembours",
+        "erstatt",
+        "refund",
+        "devolu",
+        "devolv",
+        "rimbors",
+        "teruggaaf",
+        "teruggave",
+        "terugbetaal",
+        "reembols",
+    ]
+    .iter()
+    .any(|w| own.contains(w))
 }
 
 /// Whether a label names a card scheme or a card payment (`VISA DEBIT`, `MASTERCARD`,
@@ -891,6 +910,9 @@ fn from_pair(
         Some((kind.number_field(), Class::Identifier))
     } else if company_word && labels::known(&label).is_none() {
         Some((kind.issuer_field(), Class::Party))
+    } else if kind == DocKind::TaxForm && labels::known(&label).is_none() && refund_words(&own) {
+        // `Somme qui vous a été remboursée`, `Ihnen wird erstattet`: a refund in a sentence.
+        Some(("refund_amount", Class::Amount))
     } else {
         labels::known(&label)
     };

@@ -231,6 +231,25 @@ mod tests {
     }
 
     #[test]
+    fn a_name_with_a_courtesy_title() {
+        assert_eq!(
+            titled_name(&lines(
+                "Vos références\n\nMme Claire Bonnefoy\n14 rue des Tanneurs"
+            )),
+            Some((2, "Mme Claire Bonnefoy".into()))
+        );
+        // No address below; a sentence.
+        assert_eq!(
+            titled_name(&lines("Mme Claire Bonnefoy\nDétail du calcul")),
+            None
+        );
+        assert_eq!(
+            titled_name(&lines("M. le directeur vous informe\n12 rue")),
+            None
+        );
+    }
+
+    #[test]
     fn a_month_in_a_title() {
         assert_eq!(
             title_month(&lines(
@@ -375,6 +394,36 @@ const SALUTATIONS: [&str; 31] = [
     "senora",
     "aan",
 ];
+
+/// Courtesy titles that open a name in an address block (`Mme Claire Bonnefoy`, `Herrn
+/// Dr. Jens Albrecht`), folded, without punctuation.
+const TITLES: [&str; 18] = [
+    "mme", "mlle", "m", "mr", "mrs", "ms", "miss", "herrn", "herr", "frau", "sr", "sra", "srta",
+    "sig", "sigra", "dhr", "mevr", "mw",
+];
+
+/// A name that opens with a courtesy title on a line of its own, an address line with a digit
+/// below it (`Mme Claire Bonnefoy` over `14 rue des Tanneurs`): its line and the name as written.
+pub fn titled_name(lines: &[String]) -> Option<(usize, String)> {
+    let limit = lines.len().min(30);
+    (0..limit).find_map(|i| {
+        let l = lines[i].trim();
+        let first = l.split_whitespace().next()?;
+        let title = super::values::fold(first.trim_end_matches('.'));
+        let n_words = l.split_whitespace().count();
+        let next = lines.get(i + 1)?.trim();
+        (TITLES.contains(&title.as_str())
+            && (2..=6).contains(&n_words)
+            && !l.contains("  ")
+            && !l.contains(':')
+            && !l.chars().any(|c| c.is_ascii_digit())
+            && l.split_whitespace()
+                .skip(1)
+                .all(|w| w.chars().next().is_some_and(char::is_uppercase))
+            && next.chars().any(|c| c.is_ascii_digit()))
+        .then(|| (i, l.split_whitespace().collect::<Vec<_>>().join(" ")))
+    })
+}
 
 /// The name under a salutation on a line of its own in the first lines (`Herrn` over `Tobias
 /// Reinke`, `Spett.le` over `STUDIO DENTISTICO SORRISO SRL`): its line and the name, when the
