@@ -129,10 +129,27 @@ pub fn label_ok(label: &str) -> bool {
     !(HEADINGS.contains(&first.as_str()) && words.len() <= 2)
 }
 
+/// The amount after a count of instalments (`12 x £34.35`, `4 × 103,05 €` → `£34.35`,
+/// `103,05 €`), when the value is that and nothing else.
+pub fn instalment(value: &str) -> Option<&str> {
+    let t = value.trim();
+    let at = t.find(|c: char| !c.is_ascii_digit())?;
+    let (count, rest) = (t.get(..at)?, t.get(at..)?.trim_start());
+    let rest = rest.strip_prefix(['x', 'X', '×'])?.trim();
+    let digits = rest.chars().filter(char::is_ascii_digit).count();
+    // Digits and a currency only (`30x20x11` is a size).
+    let other: String = rest
+        .chars()
+        .filter(|c| !(c.is_ascii_digit() || " .,€$£".contains(*c)))
+        .collect();
+    let currency = other.is_empty() || matches!(other.as_str(), "EUR" | "GBP" | "USD" | "CHF");
+    ((1..=3).contains(&count.len()) && digits > 0 && currency).then_some(rest)
+}
+
 /// Whether a value is typed enough to stand after a label with no separator: a number, a
 /// date, or a code with digits.
 fn typed(value: &str, style: DecimalStyle, order: DateOrder) -> bool {
-    let v = value.trim();
+    let v = instalment(value).unwrap_or(value).trim();
     if v.is_empty() || !v.chars().any(|c| c.is_ascii_digit()) {
         return false;
     }
@@ -769,6 +786,14 @@ mod tests {
 
     fn pair(l: &str, v: &str, h: How) -> (String, String, How) {
         (l.into(), v.into(), h)
+    }
+
+    #[test]
+    fn a_count_of_instalments() {
+        assert_eq!(instalment("12 x £34.35"), Some("£34.35"));
+        assert_eq!(instalment("4 × 103,05 €"), Some("103,05 €"));
+        assert_eq!(instalment("30x20x11"), None);
+        assert_eq!(instalment("34.35"), None);
     }
 
     #[test]

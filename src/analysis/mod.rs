@@ -797,6 +797,39 @@ fn without_trailing_date(raw: &str, order: DateOrder) -> String {
     }
 }
 
+/// A label without a last word saying it is included (`Insurance Premium Tax included`, `IVA
+/// INCLUIDO`, `MwSt. inbegriffen`): the same field.
+fn without_included(label: &str) -> String {
+    let words: Vec<&str> = label.split_whitespace().collect();
+    let included = words.last().is_some_and(|w| {
+        matches!(
+            values::fold(w.trim_end_matches(['.', ')', ':'])).as_str(),
+            "included"
+                | "incl"
+                | "inclus"
+                | "incluse"
+                | "incluido"
+                | "incluida"
+                | "incluso"
+                | "inclusa"
+                | "incluidos"
+                | "inbegriffen"
+                | "inkl"
+                | "inclusief"
+        )
+    });
+    if included && words.len() >= 2 {
+        words.get(..words.len() - 1).unwrap_or_default().join(" ")
+    } else {
+        label.to_string()
+    }
+}
+
+/// The amount of one instalment in `12 x £34.35` / `4 × 103,05 €` ([`labels::instalment`]).
+fn instalment(raw: &str) -> Option<String> {
+    labels::instalment(raw).map(str::to_string)
+}
+
 /// Names of labels the lexicon does not know that read as dates (`preleve_le`, `edite_le`,
 /// `date_of_birth`, `bill_date`).
 fn date_name(name: &str) -> bool {
@@ -880,10 +913,12 @@ fn from_pair(
     if raw.is_empty() {
         return None;
     }
-    let label = periods::undated_label(
+    let label = without_included(&periods::undated_label(
         labels::without_enumeration(p.label.trim().trim_end_matches([':', '=']).trim()),
         order,
-    );
+    ));
+    // `12 x £34.35` (twelve instalments of £34.35): the amount of one.
+    let raw = instalment(&raw).unwrap_or(raw);
     let own = own_name(&lexicon::snake(
         &labels::without_parentheses(&values::repair_letters(&label)),
         48,
