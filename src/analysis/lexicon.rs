@@ -932,6 +932,18 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
         ],
     ),
     (
+        // A German `Steuernummer` (the tax office's number) is not the personal `Steuer-ID`.
+        "tax_number",
+        Identifier,
+        &[
+            "steuernummer",
+            "st_nr",
+            "steuer_nr",
+            "stnr",
+            "steuer_nummer",
+        ],
+    ),
+    (
         "tax_id",
         Identifier,
         &[
@@ -940,10 +952,6 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
             "tax_no",
             "tin",
             "ein",
-            "steuernummer",
-            "st_nr",
-            "steuer_nr",
-            "stnr",
             "nif",
             "cif",
             "nif_cif",

@@ -207,7 +207,7 @@ pub fn analyse(text: &str) -> Analysis {
             push(&mut out, start);
             push(&mut out, end);
         } else if let Some(mut c) = from_pair(&p, kind, style, order) {
-            if matches!(c.name.as_str(), "vat_id" | "tax_id")
+            if matches!(c.name.as_str(), "vat_id" | "tax_id" | "tax_number")
                 && customer_block.as_ref().is_some_and(|b| b.contains(&p.line))
             {
                 c.name = format!("customer_{}", c.name);
@@ -1350,7 +1350,20 @@ fn find_iban(lines: &[String]) -> Option<(usize, String)> {
             }
         }
     }
-    token
+    // Right after the word `IBAN` a code of an IBAN's shape is one even when its check digits
+    // fail (a typo or an OCR slip is still the field's value).
+    static LABELLED: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"\bIBAN:?\s+([A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?)\b")
+            .expect("regex")
+    });
+    let labelled = lines.iter().enumerate().find_map(|(i, l)| {
+        let m = LABELLED.captures(l)?.get(1)?;
+        let n = m.as_str().chars().filter(|c| !c.is_whitespace()).count();
+        (15..=34)
+            .contains(&n)
+            .then(|| (i, m.as_str().trim().to_string()))
+    });
+    token.or(labelled)
 }
 
 fn iban_ok(iban: &str) -> bool {

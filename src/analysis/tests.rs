@@ -761,3 +761,9 @@ fn a_header_row_with_one_known_label_over_short_cells() {
     has(t, "employee_number", json!("4711"));
     has(t, "steuerklasse", json!("III"));
 }
+
+#[test]
+fn an_iban_after_its_word_even_with_wrong_check_digits() {
+    let t = "Bescheid für 2025\n\nDer Erstattungsbetrag von 1.342,88 € wird auf das Konto\nIBAN DE88 3705 0198 1932 0044 17 überwiesen.\n";
+    has(t, "iban", json!("DE88 3705 0198 1932 0044 17"));
+}
