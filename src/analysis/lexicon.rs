@@ -2595,6 +2595,35 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
         ],
     ),
     (
+        // A restaurant bill's table and the number of guests (`Table 14   Covers 3`).
+        "table_number",
+        Identifier,
+        &[
+            "table",
+            "table_no",
+            "table_number",
+            "tisch",
+            "tisch_nr",
+            "mesa",
+            "tavolo",
+            "tafel",
+            "mesa_n",
+        ],
+    ),
+    (
+        "covers",
+        Quantity,
+        &[
+            "covers",
+            "couverts",
+            "coperti",
+            "comensales",
+            "gedecke",
+            "guests",
+            "pax",
+        ],
+    ),
+    (
         "monthly_instalment",
         Amount,
         &[
