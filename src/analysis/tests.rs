@@ -99,7 +99,8 @@ fn ocr_damaged_german_receipt() {
     has(t, "amount_paid", json!(20));
     has(t, "change", json!(6.03));
     has(t, "phone", json!("0228 / 55 12 09"));
-    has(t, "tax_id", json!("205/5710/1234"));
+    // A German `St.Nr.` is the tax office's number, not a personal tax id.
+    has(t, "tax_number", json!("205/5710/1234"));
     has(t, "merchant", json!("SUPERMARKT FRISCHE ECKE"));
     assert!(a.get("hauptstr_l2").is_none(), "an address line is no pair");
 }
