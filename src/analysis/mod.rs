@@ -825,11 +825,6 @@ fn without_included(label: &str) -> String {
     }
 }
 
-/// The amount of one instalment in `12 x £34.35` / `4 × 103,05 €` ([`labels::instalment`]).
-fn instalment(raw: &str) -> Option<String> {
-    labels::instalment(raw).map(str::to_string)
-}
-
 /// Names of labels the lexicon does not know that read as dates (`preleve_le`, `edite_le`,
 /// `date_of_birth`, `bill_date`).
 fn date_name(name: &str) -> bool {
@@ -918,7 +913,7 @@ fn from_pair(
         order,
     ));
     // `12 x £34.35` (twelve instalments of £34.35): the amount of one.
-    let raw = instalment(&raw).unwrap_or(raw);
+    let raw = labels::instalment(&raw).map_or(raw.clone(), str::to_string);
     let own = own_name(&lexicon::snake(
         &labels::without_parentheses(&values::repair_letters(&label)),
         48,
