@@ -99,10 +99,21 @@ pub fn label_ok(label: &str) -> bool {
     // A qualifier in parentheses (`(A - B)`) adds no words; a long label of words only
     // (`Impuesto sobre la renta de las personas físicas`) may have eight.
     let bare = without_parentheses(l);
-    let words: Vec<&str> = bare.split_whitespace().collect();
-    let only_words = bare
-        .chars()
-        .all(|c| c.is_alphabetic() || c.is_whitespace() || matches!(c, '.' | '\'' | '-'));
+    // A date in the label (`Somme qui vous a été remboursée le 25/07/2026`) is no word of it.
+    let numeric_date = |w: &&str| {
+        w.chars().any(|c| c.is_ascii_digit())
+            && w.chars()
+                .all(|c| c.is_ascii_digit() || matches!(c, '.' | '/' | '-'))
+            && w.chars().filter(|c| matches!(c, '.' | '/' | '-')).count() == 2
+    };
+    let words: Vec<&str> = bare
+        .split_whitespace()
+        .filter(|w| !numeric_date(w))
+        .collect();
+    let only_words = words.iter().all(|w| {
+        w.chars()
+            .all(|c| c.is_alphabetic() || matches!(c, '.' | '\'' | '-'))
+    });
     if words.len() > 6 && !(only_words && words.len() <= 8) {
         return false;
     }
@@ -118,10 +129,27 @@ pub fn label_ok(label: &str) -> bool {
     !(HEADINGS.contains(&first.as_str()) && words.len() <= 2)
 }
 
+/// The amount after a count of instalments (`12 x £34.35`, `4 × 103,05 €` → `£34.35`,
+/// `103,05 €`), when the value is that and nothing else.
+pub fn instalment(value: &str) -> Option<&str> {
+    let t = value.trim();
+    let at = t.find(|c: char| !c.is_ascii_digit())?;
+    let (count, rest) = (t.get(..at)?, t.get(at..)?.trim_start());
+    let rest = rest.strip_prefix(['x', 'X', '×'])?.trim();
+    let digits = rest.chars().filter(char::is_ascii_digit).count();
+    // Digits and a currency only (`30x20x11` is a size).
+    let other: String = rest
+        .chars()
+        .filter(|c| !(c.is_ascii_digit() || " .,€$£".contains(*c)))
+        .collect();
+    let currency = other.is_empty() || matches!(other.as_str(), "EUR" | "GBP" | "USD" | "CHF");
+    ((1..=3).contains(&count.len()) && digits > 0 && currency).then_some(rest)
+}
+
 /// Whether a value is typed enough to stand after a label with no separator: a number, a
 /// date, or a code with digits.
 fn typed(value: &str, style: DecimalStyle, order: DateOrder) -> bool {
-    let v = value.trim();
+    let v = instalment(value).unwrap_or(value).trim();
     if v.is_empty() || !v.chars().any(|c| c.is_ascii_digit()) {
         return false;
     }
@@ -395,6 +423,26 @@ pub fn pairs(
             }
             continue;
         }
+        // `Gewerbepark Ost 3 | 89231 Neu-Ulm | USt-IdNr. DE 287 441 905`: a letter head's
+        // address with a known identifier and its code as a later piece.
+        // `P.IVA 02234560981 - C.F. 02234560981`: ids joined by a dash are pieces too.
+        let pieces: Vec<&str> = segs
+            .iter()
+            .flat_map(|s| s.text.split(" - ").flat_map(|t| t.split(" – ")))
+            .collect();
+        if k == 0 && pieces.len() >= 2 && known(&segs[0].text).is_none() {
+            let dashed = pieces.len() > segs.len();
+            let ids: Vec<Pair> = pieces
+                .iter()
+                .skip(usize::from(!dashed))
+                .filter_map(|s| spaced(s, i, style, order))
+                .filter(|p| known(&p.label).is_some_and(|(_, c)| c == lexicon::Class::Identifier))
+                .collect();
+            if !ids.is_empty() {
+                out.extend(ids);
+                continue;
+            }
+        }
         if let Some(p) = spaced(trimmed, i, style, order) {
             out.push(p);
             continue;
@@ -638,7 +686,21 @@ fn spaced(line: &str, i: usize, style: DecimalStyle, order: DateOrder) -> Option
         return None;
     }
     let mut label = words.get(..k)?.join(" ");
-    let value = words.get(k..)?.join(" ");
+    let mut value = words.get(k..)?.join(" ");
+    // A VAT number's country prefix is the code's (`USt-IdNr. DE 287 441 905`, `VAT No. GB 284
+    // 6120 53`).
+    if known(&label).is_none()
+        && k >= 2
+        && words
+            .get(k - 1)
+            .is_some_and(|w| w.len() == 2 && w.chars().all(|c| c.is_ascii_uppercase()))
+        && words.get(..k - 1).is_some_and(|l| {
+            known(&l.join(" ")).is_some_and(|(_, c)| c == lexicon::Class::Identifier)
+        })
+    {
+        label = words.get(..k - 1)?.join(" ");
+        value = words.get(k - 1..)?.join(" ");
+    }
     if known(&label).is_none()
         && k >= 2
         && words
@@ -724,6 +786,14 @@ mod tests {
 
     fn pair(l: &str, v: &str, h: How) -> (String, String, How) {
         (l.into(), v.into(), h)
+    }
+
+    #[test]
+    fn a_count_of_instalments() {
+        assert_eq!(instalment("12 x £34.35"), Some("£34.35"));
+        assert_eq!(instalment("4 × 103,05 €"), Some("103,05 €"));
+        assert_eq!(instalment("30x20x11"), None);
+        assert_eq!(instalment("34.35"), None);
     }
 
     #[test]

@@ -191,11 +191,27 @@ pub fn analyse(text: &str) -> Analysis {
             || l.starts_with(" x ")
             || l.starts_with(" × "))
     });
+    // The addressee's block (`Spett.le` over a name, its address, `P.IVA …`): a tax id in it
+    // is the customer's, not the issuer's.
+    let customer_block = (kind.addressee_field() == Some("customer"))
+        .then(|| prose::addressee(&lines))
+        .flatten()
+        .map(|(i, _)| {
+            let end = (i..lines.len().min(i + 8))
+                .find(|k| lines[*k].trim().is_empty())
+                .unwrap_or(lines.len().min(i + 8));
+            i..end
+        });
     for p in pairs {
         if let Some([start, end]) = range_pair(&p, kind, order) {
             push(&mut out, start);
             push(&mut out, end);
-        } else if let Some(c) = from_pair(&p, kind, style, order) {
+        } else if let Some(mut c) = from_pair(&p, kind, style, order) {
+            if matches!(c.name.as_str(), "vat_id" | "tax_id" | "tax_number")
+                && customer_block.as_ref().is_some_and(|b| b.contains(&p.line))
+            {
+                c.name = format!("customer_{}", c.name);
+            }
             push_pair(&mut out, c);
         }
     }
@@ -320,7 +336,7 @@ pub fn analyse(text: &str) -> Analysis {
     }
     if kind == DocKind::TaxForm
         && out.iter().all(|c| c.name != "tax_year")
-        && let Some((i, y)) = prose::tax_year(&lines)
+        && let Some((i, y)) = prose::tax_year(&lines).or_else(|| prose::title_year(&lines))
     {
         push(
             &mut out,
@@ -332,6 +348,86 @@ pub fn analyse(text: &str) -> Analysis {
                 kind: ValueKind::Number,
                 item_fields: Vec::new(),
                 line: i + 1,
+                source: Source::Pattern,
+            },
+        );
+    }
+    // A due date a sentence sets (`U moet het bedrag uiterlijk op 31 oktober 2026 betalen.`).
+    if out.iter().all(|c| c.name != "due_date")
+        && let Some((i, d)) = lines
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !in_table(*i))
+            .find_map(|(i, l)| prose::due_in_sentence(l, order).map(|d| (i, d)))
+    {
+        push(
+            &mut out,
+            Candidate {
+                name: "due_date".into(),
+                label: "(date to pay by)".into(),
+                value: Value::String(d.to_string()),
+                raw: clip(lines[i].trim(), MAX_VALUE_CHARS),
+                kind: ValueKind::Date,
+                item_fields: Vec::new(),
+                line: i + 1,
+                source: Source::Pattern,
+            },
+        );
+    }
+    // A payslip's month in its title (`für Oktober 2026`).
+    if kind == DocKind::Payslip
+        && out
+            .iter()
+            .all(|c| !matches!(c.name.as_str(), "pay_period" | "period_start" | "period"))
+        && let Some((i, month)) = prose::title_month(&lines)
+    {
+        push(
+            &mut out,
+            Candidate {
+                name: "pay_period".into(),
+                label: "(month in the title)".into(),
+                value: Value::String(month.clone()),
+                raw: month,
+                kind: ValueKind::Text,
+                item_fields: Vec::new(),
+                line: i + 1,
+                source: Source::Pattern,
+            },
+        );
+    }
+    // A receipt's card line (`VISA DEBIT   GBP 5.72`) says how it was paid as well as how much.
+    if kind == DocKind::Receipt
+        && out.iter().all(|c| c.name != "payment_method")
+        && let Some(c) = out.iter().find(|c| {
+            c.name == "amount_paid" && matches!(c.source, Source::Label(_)) && card_scheme(&c.label)
+        })
+    {
+        // Without a currency written before the amount (`VISA DEBIT   GBP 5.72`).
+        let words: Vec<&str> = c
+            .label
+            .trim()
+            .trim_end_matches(':')
+            .split_whitespace()
+            .collect();
+        let keep = words.len()
+            - usize::from(
+                words.len() > 1
+                    && words
+                        .last()
+                        .is_some_and(|w| values::currency_of(w).is_some()),
+            );
+        let method = words.get(..keep).unwrap_or_default().join(" ");
+        let line = c.line;
+        push(
+            &mut out,
+            Candidate {
+                name: "payment_method".into(),
+                label: "(card line)".into(),
+                value: Value::String(method.clone()),
+                raw: method,
+                kind: ValueKind::Text,
+                item_fields: Vec::new(),
+                line,
                 source: Source::Pattern,
             },
         );
@@ -421,7 +517,7 @@ pub fn analyse(text: &str) -> Analysis {
     // The name in the address block (`Herrn` over `Tobias Reinke`): whom the document is for.
     if let Some(field) = kind.addressee_field()
         && out.iter().all(|c| c.name != field)
-        && let Some((i, name)) = prose::addressee(&lines)
+        && let Some((i, name)) = prose::addressee(&lines).or_else(|| prose::titled_name(&lines))
     {
         push(
             &mut out,
@@ -527,6 +623,9 @@ pub fn analyse(text: &str) -> Analysis {
             },
         );
     }
+    // Fields the lexicon names come first, so that a cap on the fields (here or in a
+    // proposal) drops the labels it does not know before them.
+    out.sort_by_key(|c| lexicon::class_of(&c.name).is_none());
     out.truncate(MAX_CANDIDATES);
     Analysis {
         kind,
@@ -572,6 +671,53 @@ fn push_pair(out: &mut Vec<Candidate>, mut c: Candidate) {
         c.name = own;
     }
     push(out, c);
+}
+
+/// Whether a (snake) label speaks of a refund (`somme_qui_vous_a_ete_remboursee`,
+/// `wird_erstattet`, `te_ontvangen_teruggave`).
+fn refund_words(own: &str) -> bool {
+    [
+        "rembours",
+        "erstatt",
+        "refund",
+        "devolu",
+        "devolv",
+        "rimbors",
+        "teruggaaf",
+        "teruggave",
+        "terugbetaal",
+        "reembols",
+    ]
+    .iter()
+    .any(|w| own.contains(w))
+}
+
+/// Whether a label names a card scheme or a card payment (`VISA DEBIT`, `MASTERCARD`,
+/// `Girocard`, `CB EMV`, `PINNEN`), not cash.
+fn card_scheme(label: &str) -> bool {
+    let f = values::fold(label);
+    let words: Vec<&str> = f.split(|c: char| !c.is_alphanumeric()).collect();
+    [
+        "visa",
+        "mastercard",
+        "maestro",
+        "amex",
+        "girocard",
+        "debit",
+        "credit",
+        "cb",
+        "pinnen",
+        "card",
+        "carte",
+        "karte",
+        "tarjeta",
+        "carta",
+        "cartao",
+        "contactless",
+        "pin",
+    ]
+    .iter()
+    .any(|w| words.contains(w))
 }
 
 /// Adds `c` unless a candidate of that name exists (the first one found wins).
@@ -648,6 +794,34 @@ fn without_trailing_date(raw: &str, order: DateOrder) -> String {
         code
     } else {
         raw.to_string()
+    }
+}
+
+/// A label without a last word saying it is included (`Insurance Premium Tax included`, `IVA
+/// INCLUIDO`, `MwSt. inbegriffen`): the same field.
+fn without_included(label: &str) -> String {
+    let words: Vec<&str> = label.split_whitespace().collect();
+    let included = words.last().is_some_and(|w| {
+        matches!(
+            values::fold(w.trim_end_matches(['.', ')', ':'])).as_str(),
+            "included"
+                | "incl"
+                | "inclus"
+                | "incluse"
+                | "incluido"
+                | "incluida"
+                | "incluso"
+                | "inclusa"
+                | "incluidos"
+                | "inbegriffen"
+                | "inkl"
+                | "inclusief"
+        )
+    });
+    if included && words.len() >= 2 {
+        words.get(..words.len() - 1).unwrap_or_default().join(" ")
+    } else {
+        label.to_string()
     }
 }
 
@@ -734,10 +908,12 @@ fn from_pair(
     if raw.is_empty() {
         return None;
     }
-    let label = periods::undated_label(
+    let label = without_included(&periods::undated_label(
         labels::without_enumeration(p.label.trim().trim_end_matches([':', '=']).trim()),
         order,
-    );
+    ));
+    // `12 x £34.35` (twelve instalments of £34.35): the amount of one.
+    let raw = labels::instalment(&raw).map_or(raw.clone(), str::to_string);
     let own = own_name(&lexicon::snake(
         &labels::without_parentheses(&values::repair_letters(&label)),
         48,
@@ -764,6 +940,9 @@ fn from_pair(
         Some((kind.number_field(), Class::Identifier))
     } else if company_word && labels::known(&label).is_none() {
         Some((kind.issuer_field(), Class::Party))
+    } else if kind == DocKind::TaxForm && labels::known(&label).is_none() && refund_words(&own) {
+        // `Somme qui vous a été remboursée`, `Ihnen wird erstattet`: a refund in a sentence.
+        Some(("refund_amount", Class::Amount))
     } else {
         labels::known(&label)
     };
@@ -957,6 +1136,11 @@ fn from_pair(
         && matches!(name.as_str(), "gross_pay" | "net_pay" | "total_deductions")
     {
         name = expand_number(&own);
+    }
+    // A receipt's `Subtotal` is what the items add up to (tax and service may be in it or
+    // follow), not a net amount.
+    if kind == DocKind::Receipt && name == "net_amount" && own.starts_with("sub") {
+        name = "subtotal".into();
     }
     // A tax form has no total: what it asks to pay is the amount due.
     if kind == DocKind::TaxForm && name == "total" {
@@ -1161,7 +1345,20 @@ fn find_iban(lines: &[String]) -> Option<(usize, String)> {
             }
         }
     }
-    token
+    // Right after the word `IBAN` a code of an IBAN's shape is one even when its check digits
+    // fail (a typo or an OCR slip is still the field's value).
+    static LABELLED: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"\bIBAN:?\s+([A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?)\b")
+            .expect("regex")
+    });
+    let labelled = lines.iter().enumerate().find_map(|(i, l)| {
+        let m = LABELLED.captures(l)?.get(1)?;
+        let n = m.as_str().chars().filter(|c| !c.is_whitespace()).count();
+        (15..=34)
+            .contains(&n)
+            .then(|| (i, m.as_str().trim().to_string()))
+    });
+    token.or(labelled)
 }
 
 fn iban_ok(iban: &str) -> bool {

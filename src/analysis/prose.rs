@@ -107,9 +107,170 @@ pub fn item_count(lines: &[String]) -> Option<(usize, u32)> {
     })
 }
 
+/// Words that put a deadline before a date in running text (`uiterlijk op`, `spätestens
+/// am`, `au plus tard le`, `no later than`, `entro il`, `antes del`), longest first.
+static DEADLINE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)\b(?:uiterlijk\s+op|uiterlijk|v[oó]{2}r|sp[äa]testens\s+(?:am|bis\s+zum|zum|bis)|bis\s+(?:zum|sp[äa]testens)|bis|au\s+plus\s+tard\s+le|au\s+plus\s+tard|avant\s+le|no\s+later\s+than|on\s+or\s+before|by|before|entro\s+il|entro\s+e\s+non\s+oltre\s+il|entro|antes\s+del|antes\s+de|hasta\s+el|at[ée]\s+(?:ao\s+dia|a|ao)|at[ée])\s+",
+    )
+    .expect("regex")
+});
+
+/// Stems of words for paying, folded (`betalen`, `zahlen`, `payer`, `pay`, `pagar`, `pagare`,
+/// `überweisen`, `fällig`, `due`, `régler`, `versare`).
+const PAY_WORDS: [&str; 14] = [
+    "betal",
+    "zahl",
+    "uberweis",
+    "fallig",
+    "pay",
+    "paie",
+    "regl",
+    "pag",
+    "versa",
+    "due",
+    "verschuldigd",
+    "vencim",
+    "scaden",
+    "echeanc",
+];
+
+/// The due date a sentence about paying sets (`U moet het bedrag uiterlijk op 31 oktober 2026
+/// betalen.`, `Please pay by 18 November 2026`, `à régler avant le 19/11/2026`): the date right
+/// after a deadline word, on a line with a word for paying. Lines of `Label: value` are not
+/// sentences.
+pub fn due_in_sentence(line: &str, order: super::values::DateOrder) -> Option<chrono::NaiveDate> {
+    if line.contains(':') || line.trim().contains("   ") {
+        return None;
+    }
+    let folded = super::values::fold(line);
+    if !PAY_WORDS.iter().any(|w| folded.contains(w)) {
+        return None;
+    }
+    let dates = super::values::dates_in(line, order);
+    DEADLINE.find_iter(line).take(8).find_map(|m| {
+        let d = dates.iter().find(|d| d.start == m.end())?;
+        d.readings.first().copied()
+    })
+}
+
+static MONTH_YEAR: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?:^|\s)(\p{L}{3,10}\.?)\s+((?:19|20)\d{2})\s*$").expect("regex")
+});
+
+/// The month a title names as its period, in the first lines: `Abrechnung der
+/// Brutto/Netto-Bezüge` over `für Oktober 2026`, `Loonstrook oktober 2026`, `Payslip for
+/// October 2026`: the line and the month and year as written. A line of a pair or a table
+/// (a colon, a run of spaces) or with a day before the month is no title.
+pub fn title_month(lines: &[String]) -> Option<(usize, String)> {
+    lines.iter().enumerate().take(15).find_map(|(i, l)| {
+        let t = l.trim();
+        if t.contains(':') || t.contains("   ") || t.split_whitespace().count() > 8 {
+            return None;
+        }
+        let c = MONTH_YEAR.captures(t)?;
+        let (month, year) = (c.get(1)?, c.get(2)?);
+        // `15. Oktober 2026` is a date, not a month.
+        let before = t.get(..month.start())?.trim_end();
+        if before.ends_with(|ch: char| ch.is_ascii_digit() || ch == '.') {
+            return None;
+        }
+        super::values::month_of(month.as_str())?;
+        Some((i, format!("{} {}", month.as_str(), year.as_str())))
+    })
+}
+
+static TITLE_YEAR: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^\s*\p{L}[\p{L}'’ -]{3,80}?\s+((?:19|20)\d{2})\s*$").expect("regex")
+});
+
+/// A tax form's title ending in the year it is for (`Aanslag inkomstenbelasting en premie
+/// volksverzekeringen 2025`), when no line names the year with a preposition (see
+/// [`tax_year`]): words only, then the year.
+pub fn title_year(lines: &[String]) -> Option<(usize, i32)> {
+    lines.iter().enumerate().take(15).find_map(|(i, l)| {
+        if l.trim().contains("   ") {
+            return None;
+        }
+        let c = TITLE_YEAR.captures(l)?;
+        if l.split_whitespace().count() < 3 {
+            return None;
+        }
+        Some((i, c.get(1)?.as_str().parse().ok()?))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_due_date_in_a_sentence() {
+        use super::super::values::DateOrder;
+        let d = |y, m, day| chrono::NaiveDate::from_ymd_opt(y, m, day);
+        assert_eq!(
+            due_in_sentence(
+                "U moet het bedrag uiterlijk op 31 oktober 2026 betalen.",
+                DateOrder::DayFirst
+            ),
+            d(2026, 10, 31)
+        );
+        assert_eq!(
+            due_in_sentence("Please pay by 18 November 2026.", DateOrder::MonthFirst),
+            d(2026, 11, 18)
+        );
+        // No word for paying; a pair line.
+        assert_eq!(
+            due_in_sentence("Valable jusqu'au 31/12/2026", DateOrder::DayFirst),
+            None
+        );
+        assert_eq!(
+            due_in_sentence("Zahlbar bis: 30.11.2026", DateOrder::DayFirst),
+            None
+        );
+    }
+
+    #[test]
+    fn a_name_with_a_courtesy_title() {
+        assert_eq!(
+            titled_name(&lines(
+                "Vos références\n\nMme Claire Bonnefoy\n14 rue des Tanneurs"
+            )),
+            Some((2, "Mme Claire Bonnefoy".into()))
+        );
+        // No address below; a sentence.
+        assert_eq!(
+            titled_name(&lines("Mme Claire Bonnefoy\nDétail du calcul")),
+            None
+        );
+        assert_eq!(
+            titled_name(&lines("M. le directeur vous informe\n12 rue")),
+            None
+        );
+    }
+
+    #[test]
+    fn a_month_in_a_title() {
+        assert_eq!(
+            title_month(&lines(
+                "Abrechnung der Brutto/Netto-Bezüge\nfür Oktober 2026"
+            )),
+            Some((1, "Oktober 2026".into()))
+        );
+        assert_eq!(title_month(&lines("Köln, den 15. Oktober 2026")), None);
+        assert_eq!(title_month(&lines("Zeitraum:  Oktober 2026")), None);
+    }
+
+    #[test]
+    fn a_year_ending_a_title() {
+        assert_eq!(
+            title_year(&lines(
+                "Belastingdienst\nAanslag inkomstenbelasting en premie volksverzekeringen 2025"
+            )),
+            Some((1, 2025))
+        );
+        assert_eq!(title_year(&lines("Datum  2025")), None);
+    }
 
     fn lines(t: &str) -> Vec<String> {
         t.lines().map(str::to_string).collect()
@@ -233,6 +394,36 @@ const SALUTATIONS: [&str; 31] = [
     "senora",
     "aan",
 ];
+
+/// Courtesy titles that open a name in an address block (`Mme Claire Bonnefoy`, `Herrn
+/// Dr. Jens Albrecht`), folded, without punctuation.
+const TITLES: [&str; 18] = [
+    "mme", "mlle", "m", "mr", "mrs", "ms", "miss", "herrn", "herr", "frau", "sr", "sra", "srta",
+    "sig", "sigra", "dhr", "mevr", "mw",
+];
+
+/// A name that opens with a courtesy title on a line of its own, an address line with a digit
+/// below it (`Mme Claire Bonnefoy` over `14 rue des Tanneurs`): its line and the name as written.
+pub fn titled_name(lines: &[String]) -> Option<(usize, String)> {
+    let limit = lines.len().min(30);
+    (0..limit).find_map(|i| {
+        let l = lines[i].trim();
+        let first = l.split_whitespace().next()?;
+        let title = super::values::fold(first.trim_end_matches('.'));
+        let n_words = l.split_whitespace().count();
+        let next = lines.get(i + 1)?.trim();
+        (TITLES.contains(&title.as_str())
+            && (2..=6).contains(&n_words)
+            && !l.contains("  ")
+            && !l.contains(':')
+            && !l.chars().any(|c| c.is_ascii_digit())
+            && l.split_whitespace()
+                .skip(1)
+                .all(|w| w.chars().next().is_some_and(char::is_uppercase))
+            && next.chars().any(|c| c.is_ascii_digit()))
+        .then(|| (i, l.split_whitespace().collect::<Vec<_>>().join(" ")))
+    })
+}
 
 /// The name under a salutation on a line of its own in the first lines (`Herrn` over `Tobias
 /// Reinke`, `Spett.le` over `STUDIO DENTISTICO SORRISO SRL`): its line and the name, when the

@@ -99,7 +99,8 @@ fn ocr_damaged_german_receipt() {
     has(t, "amount_paid", json!(20));
     has(t, "change", json!(6.03));
     has(t, "phone", json!("0228 / 55 12 09"));
-    has(t, "tax_id", json!("205/5710/1234"));
+    // A German `St.Nr.` is the tax office's number, not a personal tax id.
+    has(t, "tax_number", json!("205/5710/1234"));
     has(t, "merchant", json!("SUPERMARKT FRISCHE ECKE"));
     assert!(a.get("hauptstr_l2").is_none(), "an address line is no pair");
 }
@@ -760,4 +761,10 @@ fn a_header_row_with_one_known_label_over_short_cells() {
              Auszahlungsbetrag       2.633,87\n";
     has(t, "employee_number", json!("4711"));
     has(t, "steuerklasse", json!("III"));
+}
+
+#[test]
+fn an_iban_after_its_word_even_with_wrong_check_digits() {
+    let t = "Bescheid für 2025\n\nDer Erstattungsbetrag von 1.342,88 € wird auf das Konto\nIBAN DE88 3705 0198 1932 0044 17 überwiesen.\n";
+    has(t, "iban", json!("DE88 3705 0198 1932 0044 17"));
 }
