@@ -8,12 +8,15 @@
 //! 1. `top`: the highest priority among the kind's ready jobs, and the first org with ready jobs
 //!    at it (where the ring wraps to). Priorities stay strict: only the orgs with jobs at that
 //!    priority share the claim; lower priorities get the slots that are left (the next round).
+//!    It starts past the jobs of that org this process already claimed (its [`Head`]), whose
+//!    index entries stay until a vacuum; it still looks at every higher priority and lower org.
 //! 2. `ring`: up to `n` orgs with ready jobs at that priority, in org order starting after a
 //!    cursor and wrapping around (a skip scan: one index descent per org, however long each
 //!    org's backlog is). The cursor is where the previous claim of the kind in this process
 //!    stopped, so when more orgs wait than a claim has slots, claims take turns round robin.
 //! 3. Each org of the ring takes `n / m` of its oldest ready jobs (`m` orgs; the first `n % m`
-//!    take one more), walking its own part of the index in `run_at, id` order under
+//!    take one more), walking its own part of the index in `run_at, id` order (`top`'s org
+//!    from `top`'s job on) under
 //!    `FOR UPDATE SKIP LOCKED`: concurrent claimers skip each other's rows within each org, as
 //!    the single walk of before did within the kind.
 //!
@@ -236,7 +239,7 @@ struct Head {
 }
 
 /// How long a head is used before a claim probes from the start of the index again.
-const HEAD_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+pub const HEAD_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 
 static RINGS: LazyLock<Mutex<HashMap<(String, String), Ring>>> = LazyLock::new(Default::default);
 
@@ -427,8 +430,58 @@ pub async fn claim_capped(
 
 #[cfg(test)]
 mod tests {
-    use super::{org_key, ring_end};
+    use super::{ClaimedJob, ClaimedRow, HEAD_TTL, Head, next_head, org_key, ring_end};
+    use chrono::{DateTime, Utc};
     use serde_json::json;
+    use std::time::Instant;
+
+    fn row(id: i64, org: &str, run_at: DateTime<Utc>) -> ClaimedRow {
+        ClaimedRow {
+            job: ClaimedJob {
+                id,
+                kind: "k".into(),
+                payload: json!({ "org_id": org }),
+                attempt: 1,
+                counted_attempts: 1,
+                max_attempts: 3,
+                traceparent: None,
+            },
+            priority: 0,
+            run_at,
+        }
+    }
+
+    fn head_of(rows: &[ClaimedRow], old: Option<Head>, since: Instant) -> Option<Head> {
+        let keys: Vec<String> = rows.iter().map(|r| org_key(&r.job.payload)).collect();
+        next_head(old, rows, &keys, since)
+    }
+
+    #[test]
+    fn the_head_is_the_last_job_taken_of_the_lowest_org_and_only_moves_on() {
+        let t = Utc::now();
+        let later = t + chrono::Duration::seconds(1);
+        let now = Instant::now();
+        let rows = [
+            row(5, "b", t),
+            row(9, "a", t),
+            row(7, "a", t),
+            row(1, "a", later),
+        ];
+        let h = head_of(&rows, None, now).expect("a head");
+        assert_eq!((h.org.as_str(), h.id, h.run_at), ("a", 1, later));
+        // A concurrent claim that returns after it with jobs before it leaves it.
+        let h = head_of(&[row(3, "a", t)], Some(h), now).expect("a head");
+        assert_eq!(h.id, 1);
+        // Another org (say, a lower one got ready jobs) replaces it.
+        let h = head_of(&[row(2, "0", t)], Some(h), now).expect("a head");
+        assert_eq!((h.org.as_str(), h.id), ("0", 2));
+        // An expired head is replaced even by a position before it.
+        let old = now.checked_sub(HEAD_TTL * 2).unwrap_or(now);
+        let h = head_of(&[row(50, "0", later)], Some(Head { since: old, ..h }), old);
+        let h = head_of(&[row(1, "0", t)], h, now).expect("a head");
+        assert_eq!(h.id, 1);
+        assert!(head_of(&[], None, now).is_none());
+    }
 
     #[test]
     fn the_ring_ends_at_the_last_org_after_wrapping() {
