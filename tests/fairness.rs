@@ -590,3 +590,69 @@ async fn newcomer_slots_start_another_orgs_job_at_once_and_cost_nothing_alone() 
         "beside another org, A holds at most concurrency - newcomer_slots"
     );
 }
+
+/// A claim starts past the jobs of the first org this process already took (the head), yet
+/// higher priorities and lower orgs that became ready are still seen at once, and a job made
+/// ready before the head is claimed once the head expires.
+#[tokio::test]
+async fn claims_past_the_taken_head_still_see_every_ready_job() {
+    let db = TestDb::new().await;
+    let kind = "fair_head";
+    let k = [kind.to_string()];
+    enqueue_many(&db.pool, &jobs(kind, Some("org-b"), 100))
+        .await
+        .unwrap();
+    let first = store::claim(&db.pool, &k, 32, "w", Utc::now(), lease())
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 32);
+    // A higher priority (same org) and a lower org (same priority) after the head was set.
+    enqueue_many(
+        &db.pool,
+        &[NewJob::new(kind, json!({ "org_id": "org-b", "urgent": true })).priority(3)],
+    )
+    .await
+    .unwrap();
+    let got = store::claim(&db.pool, &k, 1, "w", Utc::now(), lease())
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        got[0].payload["urgent"],
+        json!(true),
+        "priorities stay strict"
+    );
+    enqueue_many(&db.pool, &jobs(kind, Some("org-a"), 1))
+        .await
+        .unwrap();
+    let got = store::claim(&db.pool, &k, 4, "w", Utc::now(), lease())
+        .await
+        .unwrap();
+    assert_eq!(orgs_of(&got).get("org-a"), Some(&1), "a lower org is seen");
+    // B's next jobs in order: nothing of B skipped, nothing taken twice.
+    let ids_b: Vec<i64> = first
+        .iter()
+        .chain(got.iter())
+        .filter(|j| j.payload["org_id"] == json!("org-b"))
+        .map(|j| j.id)
+        .collect();
+    let mut sorted = ids_b.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 35);
+    assert_eq!(
+        sorted[34] - sorted[0],
+        34,
+        "B's oldest 35 jobs, none skipped"
+    );
+    // A job of B made ready before the head (an older run_at): claimed once the head expires.
+    let old = NewJob::new(kind, json!({ "org_id": "org-b", "old": true }))
+        .run_at(Utc::now() - CDuration::hours(1));
+    enqueue_many(&db.pool, &[old]).await.unwrap();
+    tokio::time::sleep(agentd::queue::fair::HEAD_TTL + std::time::Duration::from_millis(100)).await;
+    let got = store::claim(&db.pool, &k, 1, "w", Utc::now(), lease())
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].payload["old"], json!(true), "oldest first again");
+}

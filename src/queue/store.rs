@@ -109,10 +109,13 @@ pub(super) fn lease_now(param: &str) -> String {
 /// Runs a claim statement. Through a pooler a statement outside a transaction commits when its
 /// connection returns to the pool, after this call returned; the jobs' first statements (on
 /// other connections) must see the claim, so it commits here (db/pooling.rs).
-pub(super) async fn fetch_claimed<'q>(
+pub(super) async fn fetch_claimed<'q, T>(
     pool: &PgPool,
-    q: sqlx::query::QueryAs<'q, sqlx::Postgres, ClaimedJob, sqlx::postgres::PgArguments>,
-) -> Result<Vec<ClaimedJob>, QueueError> {
+    q: sqlx::query::QueryAs<'q, sqlx::Postgres, T, sqlx::postgres::PgArguments>,
+) -> Result<Vec<T>, QueueError>
+where
+    T: Send + Unpin + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+{
     if crate::db::pooling::is_pooled(pool) {
         let mut tx = pool.begin().await?;
         let jobs = q.fetch_all(&mut *tx).await?;
