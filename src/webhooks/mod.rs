@@ -9,8 +9,6 @@
 //! A receiver recomputes the HMAC over the raw body, compares in constant time, and rejects a
 //! timestamp further than [`REPLAY_WINDOW_SECS`] from its clock (see [`verify`]).
 
-// `bench.rs` (`agentd bench events`) is compiled into the `agentd-bench` binary
-// (benches/agentd-bench), not into this library.
 pub mod delivery;
 pub mod guard;
 mod hmac;

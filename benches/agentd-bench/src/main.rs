@@ -4,9 +4,8 @@
 
 mod bench;
 mod cli;
-/// `agentd bench events` stays beside the webhooks code it measures; it is compiled here, not
-/// into the library.
-#[path = "../../../src/webhooks/bench.rs"]
+/// `agentd bench events`: written against the library's paths (`crate::app`, `crate::store`,
+/// re-exported below), compiled only here.
 mod events;
 
 // What `events` (written inside the library) names as `crate::…`.
