@@ -2,7 +2,7 @@
 //! before the goal was met, and the cap that ends a run, recorded before its forced summary so
 //! a resumed run makes the same request; and each resume, so the deadline counts active time.
 
-use super::{Engine, RunError, RunSpec, StopReason, goals};
+use super::{Engine, RunError, RunSpec, StopReason};
 use crate::store::agent_loop;
 use crate::store::runs::{self, StepRow};
 use serde_json::json;
@@ -15,10 +15,9 @@ impl Engine {
         spec: &RunSpec,
         run_id: Uuid,
         seq: i32,
-        goal: &goals::GoalState,
+        text: &str,
+        missing: &[&str],
     ) -> Result<StepRow, RunError> {
-        let text = goal.nudge();
-        let missing: Vec<&str> = goal.missing.iter().map(|p| p.noun()).collect();
         let now = self.clock.now();
         let mut tx = self.pool.begin().await?;
         let payload = json!({"text": text, "missing": missing});
