@@ -8,7 +8,7 @@
 //! result.
 
 use super::step::{Decided, finish_step};
-use super::transcript::{CallRecord, Transcript};
+use super::transcript::{CallRecord, ToolCall, Transcript};
 use super::{Engine, RunError, RunSpec, Written};
 use crate::llm::{Block, Message, Role, repair};
 use crate::tools::{Category, Registry};
@@ -103,11 +103,15 @@ pub async fn refuse(
     spec: &RunSpec,
     run_id: Uuid,
     seq: i32,
-    call: &(String, String, String),
+    call: &ToolCall,
     earlier: &CallRecord,
     next_step: &str,
 ) -> Result<Written, RunError> {
-    let (call_id, name, raw) = call;
+    let ToolCall {
+        id: call_id,
+        name,
+        args: raw,
+    } = call;
     let msg = format!(
         "repeated call: `{name}` already ran with these arguments (call {}: {}); calling it again \
          gives the same answer. Next: {next_step}.",
@@ -135,16 +139,19 @@ pub async fn refuse(
 }
 
 /// The call with its arguments repaired against the tool's schema, and the repair notes.
-pub fn repaired(
-    registry: &Registry,
-    call: &(String, String, String),
-) -> ((String, String, String), Vec<String>) {
-    let (id, name, raw) = call;
-    let Some(tool) = registry.get(name) else {
+pub fn repaired(registry: &Registry, call: &ToolCall) -> (ToolCall, Vec<String>) {
+    let Some(tool) = registry.get(&call.name) else {
         return (call.clone(), Vec::new());
     };
-    let r = repair::repair(raw, &tool.parameters());
-    ((id.clone(), name.clone(), r.raw), r.notes)
+    let r = repair::repair(&call.args, &tool.parameters());
+    let args = r.raw;
+    (
+        ToolCall {
+            args,
+            ..call.clone()
+        },
+        r.notes,
+    )
 }
 
 /// Shows repairs in the rebuilt transcript: the assistant's calls carry the repaired
@@ -160,10 +167,10 @@ pub fn annotate_repairs(t: &mut Transcript, registry: &Registry) {
                     name,
                     arguments,
                 } => {
-                    let ((_, _, fixed), n) =
-                        repaired(registry, &(id.clone(), name.clone(), arguments.clone()));
+                    let call = ToolCall::new(id.clone(), name.clone(), arguments.clone());
+                    let (fixed, n) = repaired(registry, &call);
                     if !n.is_empty() {
-                        *arguments = fixed;
+                        *arguments = fixed.args;
                         notes.insert(id.clone(), n.join("; "));
                     }
                 }

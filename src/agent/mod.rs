@@ -392,14 +392,14 @@ impl Engine {
         spec: &RunSpec,
         run_id: Uuid,
         t: &Transcript,
-        call: &(String, String, String),
+        call: &transcript::ToolCall,
         goal: Option<&goals::GoalState>,
     ) -> Result<Written, RunError> {
         let registry = &self.env.registry;
         let call = one_call::fill_pins(registry, goal, call);
         let (fixed, _notes) = guard::repaired(registry, &call);
         if spec.settings.compact
-            && let Some(earlier) = guard::repeat_of(t, registry, &fixed.1, &fixed.2)
+            && let Some(earlier) = guard::repeat_of(t, registry, &fixed.name, &fixed.args)
         {
             let next = goal
                 .map(|g| g.next_step())
@@ -408,7 +408,7 @@ impl Engine {
         }
         let over_calls = t.tool_calls >= spec.caps.max_tool_calls;
         step::execute_call(self, spec, run_id, t.next_seq, &fixed, t, over_calls)
-            .instrument(info_span!("tool", name = %call.1, call_id = %call.0))
+            .instrument(info_span!("tool", name = %call.name, call_id = %call.id))
             .await
     }
 

@@ -6,7 +6,7 @@
 
 use super::caps::{Caps, StopReason, cap_reached};
 use super::goals::GoalState;
-use super::transcript::Transcript;
+use super::transcript::{ToolCall, Transcript};
 use super::{one_call, summary};
 use crate::store::runs::{Budget, RunStatus};
 
@@ -64,7 +64,7 @@ impl Finish {
 #[derive(Debug, PartialEq)]
 pub(super) enum Next {
     /// Run (or refuse) the first call of the last response still waiting for its result.
-    Call((String, String, String)),
+    Call(ToolCall),
     /// The model answered in prose before the goal was met: checkpoint a nudge naming what is
     /// missing.
     Nudge {
@@ -222,9 +222,9 @@ mod tests {
 
     #[test]
     fn a_pending_call_runs_first_whatever_else_holds() {
-        let call = ("c1".to_string(), "list_tags".to_string(), "{}".to_string());
+        let call = ToolCall::new("c1", "list_tags", "{}");
         let t = Transcript {
-            pending: vec![call.clone(), ("c2".into(), "x".into(), "{}".into())],
+            pending: vec![call.clone(), ToolCall::new("c2", "x", "{}")],
             summary_done: true,
             cap: Some("max_rounds".into()),
             ..Transcript::default()

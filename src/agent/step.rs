@@ -6,7 +6,7 @@
 use super::decide::{Plan, may_write, plan, refused};
 use super::model_step;
 use super::step_conn::StepConn;
-use super::transcript::{ToolResultStep, Transcript};
+use super::transcript::{ToolCall, ToolResultStep, Transcript};
 use super::{BudgetSeen, Engine, RunError, RunSpec, Written, budget};
 use crate::approvals::{self, ProposalOrigin};
 use crate::llm::{Block, CompletionResponse};
@@ -180,11 +180,15 @@ pub(super) async fn execute_call(
     spec: &RunSpec,
     run_id: Uuid,
     seq: i32,
-    call: &(String, String, String),
+    call: &ToolCall,
     t: &Transcript,
     over_call_cap: bool,
 ) -> Result<Written, RunError> {
-    let (call_id, name, raw) = call;
+    let ToolCall {
+        id: call_id,
+        name,
+        args: raw,
+    } = call;
     let started = Instant::now();
     let now = engine.clock.now();
     let registry = engine.env.registry.clone();

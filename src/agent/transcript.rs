@@ -18,6 +18,25 @@ pub struct CheckpointError {
     pub reason: String,
 }
 
+/// A tool call the model asked for: its id, the tool's name and the arguments as sent (raw
+/// JSON text, parsed and repaired only when run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub args: String,
+}
+
+impl ToolCall {
+    pub fn new(id: impl Into<String>, name: impl Into<String>, args: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            args: args.into(),
+        }
+    }
+}
+
 /// A tool result as checkpointed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ToolResultStep {
@@ -41,8 +60,8 @@ pub struct Transcript {
     pub tool_calls: u32,
     /// Next checkpoint sequence number.
     pub next_seq: i32,
-    /// Calls of the last response with no result yet, in order: (id, name, raw args).
-    pub pending: Vec<(String, String, String)>,
+    /// Calls of the last response with no result yet, in order.
+    pub pending: Vec<ToolCall>,
     /// The last response had no tool calls: its text ends the run.
     pub final_text: Option<String>,
     /// Successful calls per tool (refinement accounting).
@@ -82,7 +101,7 @@ impl Transcript {
     pub fn from_steps(steps: &[StepRow], registry: &Registry) -> Result<Self, CheckpointError> {
         let mut t = Transcript::default();
         let mut answered = HashSet::new();
-        let mut last_calls: Vec<(String, String, String)> = Vec::new();
+        let mut last_calls: Vec<ToolCall> = Vec::new();
         let mut args_of: HashMap<String, (String, u32)> = HashMap::new();
         for s in steps {
             t.next_seq = s.seq + 1;
@@ -113,10 +132,10 @@ impl Transcript {
                         .message
                         .tool_calls()
                         .into_iter()
-                        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+                        .map(|(id, name, args)| ToolCall::new(id, name, args))
                         .collect();
-                    for (id, _, raw) in &last_calls {
-                        args_of.insert(id.clone(), (raw.clone(), t.rounds - 1));
+                    for c in &last_calls {
+                        args_of.insert(c.id.clone(), (c.args.clone(), t.rounds - 1));
                     }
                     t.final_text = last_calls.is_empty().then(|| resp.message.joined_text());
                     t.messages.push(resp.message);
@@ -172,7 +191,7 @@ impl Transcript {
         }
         t.pending = last_calls
             .into_iter()
-            .filter(|(id, _, _)| !answered.contains(id))
+            .filter(|c| !answered.contains(&c.id))
             .collect();
         Ok(t)
     }
