@@ -4,7 +4,7 @@
 
 use super::{Engine, RunError, RunSpec, StopReason};
 use crate::store::agent_loop;
-use crate::store::runs::{self, StepRow};
+use crate::store::runs::{self, StepKind, StepRow};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -21,7 +21,8 @@ impl Engine {
         let now = self.clock.now();
         let mut tx = self.pool.begin().await?;
         let payload = json!({"text": text, "missing": missing});
-        let row = agent_loop::insert_mark(&mut tx, run_id, seq, "nudge", &payload, now).await?;
+        let row =
+            agent_loop::insert_mark(&mut tx, run_id, seq, StepKind::Nudge, &payload, now).await?;
         let actor = format!("agent:{}", spec.kind);
         runs::insert_audit(
             &mut *tx,
@@ -48,7 +49,10 @@ impl Engine {
     pub(super) async fn record_resume(&self, run_id: Uuid, seq: i32) -> Result<StepRow, RunError> {
         let mut conn = self.pool.acquire().await?;
         let now = self.clock.now();
-        Ok(agent_loop::insert_mark(&mut conn, run_id, seq, "resume", &json!({}), now).await?)
+        Ok(
+            agent_loop::insert_mark(&mut conn, run_id, seq, StepKind::Resume, &json!({}), now)
+                .await?,
+        )
     }
 
     /// Checkpoints the cap that ends the run (the forced summary follows).
@@ -61,7 +65,7 @@ impl Engine {
         let mut conn = self.pool.acquire().await?;
         let payload = json!({"reason": reason.as_str()});
         let now = self.clock.now();
-        Ok(agent_loop::insert_mark(&mut conn, run_id, seq, "cap", &payload, now).await?)
+        Ok(agent_loop::insert_mark(&mut conn, run_id, seq, StepKind::Cap, &payload, now).await?)
     }
 }
 
@@ -75,7 +79,7 @@ pub fn active_time(
     let mut idle = chrono::Duration::zero();
     let mut last = started_at;
     for s in steps {
-        if s.kind == "resume" {
+        if s.step_kind() == Some(StepKind::Resume) {
             idle += (s.created_at - last).max(chrono::Duration::zero());
         }
         last = last.max(s.created_at);

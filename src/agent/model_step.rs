@@ -166,7 +166,13 @@ async fn checkpoint(
 ) -> Result<StepRow, RunError> {
     let now = engine.clock.now();
     let payload = json!({"state": state, "response": resp});
-    let row = StepRow::written(seq, "tool_model", Some(model_call_id), &payload, now);
+    let row = StepRow::written(
+        seq,
+        crate::store::runs::StepKind::ToolModel,
+        Some(model_call_id),
+        &payload,
+        now,
+    );
     budget::checkpoint_answer(
         &engine.pool,
         spec.org_id,

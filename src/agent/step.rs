@@ -13,7 +13,7 @@ use crate::llm::{Block, CompletionResponse};
 use crate::store::agent_loop::{self, Counters, Flush};
 use crate::store::budget::Reservation;
 pub use crate::store::documents::bounded_error;
-use crate::store::runs::{NewAudit, StepRow};
+use crate::store::runs::{NewAudit, StepKind, StepRow};
 use crate::tools::registry::CallError;
 use crate::tools::{Registry, Tool, ToolCtx, ToolError};
 use chrono::{DateTime, Utc};
@@ -59,7 +59,7 @@ pub(super) async fn checkpoint_response(
     // milliseconds and flushes this one with it; only a crash of the database server in between
     // loses the answer, and the call is made again (ARCHITECTURE.md, "Loop").
     let payload = json!({"response": resp, "summary": summary});
-    let row = StepRow::written(seq, "llm_response", None, &payload, now);
+    let row = StepRow::written(seq, StepKind::LlmResponse, None, &payload, now);
     let settled = budget::checkpoint_answer(
         &engine.pool,
         spec.org_id,
@@ -316,7 +316,7 @@ pub(super) async fn finish_step(
     };
     // checked: strings, a bool and a `Value`: serialising to a `Value` cannot fail
     let payload = serde_json::to_value(&step).expect("step serializes");
-    let row = StepRow::written(seq, "tool_result", Some(call_id), &payload, now);
+    let row = StepRow::written(seq, StepKind::ToolResult, Some(call_id), &payload, now);
     let add = Counters {
         tool_calls: 1,
         ..Counters::default()

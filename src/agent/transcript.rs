@@ -2,7 +2,7 @@
 //! counters the caps look at, and the tool calls still waiting for a result.
 
 use crate::llm::{Block, CompletionResponse, Message, Role};
-use crate::store::runs::StepRow;
+use crate::store::runs::{StepKind, StepRow};
 use crate::tools::Registry;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -119,8 +119,8 @@ impl Transcript {
                     )));
                 }
             }
-            match s.kind.as_str() {
-                "llm_response" => {
+            match s.step_kind() {
+                Some(StepKind::LlmResponse) => {
                     let resp: CompletionResponse =
                         serde_json::from_value(s.payload["response"].clone())
                             .map_err(|e| bad(format!("malformed response: {e}")))?;
@@ -140,7 +140,7 @@ impl Transcript {
                     t.final_text = last_calls.is_empty().then(|| resp.message.joined_text());
                     t.messages.push(resp.message);
                 }
-                "tool_result" => {
+                Some(StepKind::ToolResult) => {
                     let r: ToolResultStep = serde_json::from_value(s.payload.clone())
                         .map_err(|e| bad(format!("malformed tool result: {e}")))?;
                     t.tool_calls += 1;
@@ -177,13 +177,13 @@ impl Transcript {
                         }],
                     });
                 }
-                "nudge" => {
+                Some(StepKind::Nudge) => {
                     t.nudges += 1;
                     t.final_text = None;
                     let text = s.payload["text"].as_str().unwrap_or_default();
                     t.messages.push(Message::text(Role::User, text));
                 }
-                "cap" => {
+                Some(StepKind::Cap) => {
                     t.cap = s.payload["reason"].as_str().map(str::to_string);
                 }
                 _ => {}
