@@ -11,6 +11,7 @@ use super::step::{Decided, finish_step};
 use super::transcript::{CallRecord, ToolCall, Transcript};
 use super::{Engine, RunError, RunSpec, Written};
 use crate::llm::{Block, Message, Role, repair};
+use crate::store::runs::AuditDecision;
 use crate::tools::{Category, Registry};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -51,13 +52,16 @@ pub fn repeat_of<'t>(
     }
     let key = canonical(raw);
     for rec in t.history.iter().rev() {
-        if rec.tool == tool && rec.decision != "repeated" && canonical(&rec.raw_args) == key {
+        if rec.tool == tool
+            && rec.decision != AuditDecision::Repeated
+            && canonical(&rec.raw_args) == key
+        {
             return Some(rec);
         }
         let writes = registry
             .get(&rec.tool)
             .is_some_and(|x| x.category() != Category::Read);
-        if writes && !rec.is_error && rec.decision != "repeated" {
+        if writes && !rec.is_error && rec.decision != AuditDecision::Repeated {
             return None;
         }
     }
@@ -125,7 +129,7 @@ pub async fn refuse(
     let outcome = json!({"error": msg, "repeats": earlier.call_id});
     let decided = Decided {
         category: "guard",
-        decision: "repeated",
+        decision: AuditDecision::Repeated,
         content: msg,
         is_error: true,
         outcome,
@@ -133,7 +137,7 @@ pub async fn refuse(
     let call = (call_id.as_str(), name.as_str(), &args);
     let vault = engine.vault.as_deref();
     let written = finish_step(tx, vault, spec, (run_id, seq), call, decided, (0, 0), now).await?;
-    metrics::counter!("agentd_tool_calls_total", "tool" => name.clone(), "decision" => "repeated")
+    metrics::counter!("agentd_tool_calls_total", "tool" => name.clone(), "decision" => AuditDecision::Repeated.as_str())
         .increment(1);
     Ok(written)
 }

@@ -4,7 +4,7 @@
 
 use super::{Engine, RunError, RunSpec, StopReason};
 use crate::store::agent_loop;
-use crate::store::runs::{self, StepKind, StepRow};
+use crate::store::runs::{self, AuditDecision, StepKind, StepRow};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -34,7 +34,7 @@ impl Engine {
                     &actor,
                     "nudge",
                     "loop",
-                    "nudged",
+                    AuditDecision::Nudged,
                     now,
                 )
             },

@@ -222,7 +222,7 @@ mod tests {
 
     #[test]
     fn a_pending_call_runs_first_whatever_else_holds() {
-        let call = ToolCall::new("c1", "list_tags", "{}");
+        let call = ToolCall::new("c1", "some_tool", "{}");
         let t = Transcript {
             pending: vec![call.clone(), ToolCall::new("c2", "x", "{}")],
             summary_done: true,

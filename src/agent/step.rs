@@ -13,7 +13,7 @@ use crate::llm::{Block, CompletionResponse};
 use crate::store::agent_loop::{self, Counters, Flush};
 use crate::store::budget::Reservation;
 pub use crate::store::documents::bounded_error;
-use crate::store::runs::{NewAudit, StepKind, StepRow};
+use crate::store::runs::{AuditDecision, NewAudit, StepKind, StepRow};
 use crate::tools::registry::CallError;
 use crate::tools::{Registry, Tool, ToolCtx, ToolError};
 use chrono::{DateTime, Utc};
@@ -84,7 +84,7 @@ pub(super) async fn checkpoint_response(
                     &actor,
                     "dropped_calls",
                     "cap",
-                    "capped",
+                    AuditDecision::Capped,
                     now,
                 )
             },
@@ -118,7 +118,7 @@ pub(crate) fn drop_calls_past(resp: &mut CompletionResponse, keep: usize) -> usi
 /// What happened to a call: recorded on the audit row and the tool_result checkpoint.
 pub(super) struct Decided {
     pub category: &'static str,
-    pub decision: &'static str,
+    pub decision: AuditDecision,
     pub content: String,
     pub is_error: bool,
     pub outcome: Value,
@@ -126,7 +126,7 @@ pub(super) struct Decided {
 
 impl Decided {
     /// An error result (NUL removed, truncated).
-    pub fn error(category: &'static str, decision: &'static str, msg: String) -> Self {
+    pub fn error(category: &'static str, decision: AuditDecision, msg: String) -> Self {
         let msg = bounded_error(&msg);
         Self {
             category,
@@ -137,7 +137,7 @@ impl Decided {
         }
     }
 
-    fn ok(category: &'static str, decision: &'static str, v: Value) -> Self {
+    fn ok(category: &'static str, decision: AuditDecision, v: Value) -> Self {
         Self {
             category,
             decision,
@@ -266,7 +266,7 @@ pub(super) async fn execute_call(
     } else {
         "unknown".to_string()
     };
-    metrics::counter!("agentd_tool_calls_total", "tool" => label, "decision" => decision)
+    metrics::counter!("agentd_tool_calls_total", "tool" => label, "decision" => decision.as_str())
         .increment(1);
     Ok(written)
 }
@@ -312,7 +312,7 @@ pub(super) async fn finish_step(
         tool: name.to_string(),
         content: decided.content,
         is_error: decided.is_error,
-        decision: decided.decision.to_string(),
+        decision: decided.decision.as_str().to_string(),
     };
     // checked: strings, a bool and a `Value`: serialising to a `Value` cannot fail
     let payload = serde_json::to_value(&step).expect("step serializes");
@@ -371,10 +371,14 @@ async fn propose_call(
             if let Some(reason) = off {
                 v["off_subject"] = json!(reason);
             }
-            Ok(Decided::ok(category, "proposed", v))
+            Ok(Decided::ok(category, AuditDecision::Proposed, v))
         }
         Err(ToolError::Db(e)) => Err(e.into()),
-        Err(e) => Ok(Decided::error(category, "error", e.to_string())),
+        Err(e) => Ok(Decided::error(
+            category,
+            AuditDecision::Error,
+            e.to_string(),
+        )),
     }
 }
 
@@ -396,7 +400,7 @@ async fn auto_call(
         Err(e) => {
             return Ok(Err(Decided::error(
                 category,
-                "auto_approved",
+                AuditDecision::AutoApproved,
                 e.to_string(),
             )));
         }
@@ -416,7 +420,7 @@ async fn auto_call(
             Err(refused) => v["proposed_action_error"] = json!(bounded_error(&refused.to_string())),
         }
     }
-    Ok(Ok(Decided::ok(category, "auto_approved", v)))
+    Ok(Ok(Decided::ok(category, AuditDecision::AutoApproved, v)))
 }
 
 fn truncate(s: String) -> String {

@@ -2,7 +2,7 @@
 //! counters the caps look at, and the tool calls still waiting for a result.
 
 use crate::llm::{Block, CompletionResponse, Message, Role};
-use crate::store::runs::{StepKind, StepRow};
+use crate::store::runs::{AuditDecision, StepKind, StepRow};
 use crate::tools::Registry;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -145,7 +145,7 @@ impl Transcript {
                         .map_err(|e| bad(format!("malformed tool result: {e}")))?;
                     t.tool_calls += 1;
                     answered.insert(r.call_id.clone());
-                    if r.decision == "repeated" {
+                    if r.decision == AuditDecision::Repeated {
                         t.repeats += 1;
                     }
                     let (raw_args, round) = args_of.get(&r.call_id).cloned().unwrap_or_default();
@@ -158,7 +158,7 @@ impl Transcript {
                         content: r.content.clone(),
                         round,
                     });
-                    if !r.is_error && r.decision == "auto_approved" {
+                    if !r.is_error && r.decision == AuditDecision::AutoApproved {
                         let n = t.successes.entry(r.tool.clone()).or_default();
                         if registry
                             .get(&r.tool)

@@ -152,7 +152,7 @@ pub async fn request(
             &actor,
             "refine_document",
             "document",
-            "requested",
+            crate::store::runs::AuditDecision::Requested,
             now,
         )
     };
