@@ -816,7 +816,7 @@ async fn audit_rows_cannot_be_updated_or_deleted() {
             actor: "t",
             tool: "x",
             category: "read",
-            decision: "auto_approved",
+            decision: runs::AuditDecision::AutoApproved,
             args: None,
             outcome: None,
             is_error: false,

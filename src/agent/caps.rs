@@ -1,7 +1,6 @@
 //! The limits of a run and why it stopped: [`Caps`], [`StopReason`] and the check of which cap
 //! a transcript has reached.
 
-use super::RunSpec;
 use super::transcript::Transcript;
 use serde::Serialize;
 use std::time::Duration;
@@ -69,14 +68,14 @@ impl StopReason {
     }
 }
 
-/// The first cap `t` has reached, if any.
+/// The first cap `t` has reached, if any (`max_repeats`: `LoopSettings::max_repeats`, 0 off).
 pub(super) fn cap_reached(
-    spec: &RunSpec,
+    c: &Caps,
+    max_repeats: u32,
     t: &Transcript,
     tokens: u64,
     past_deadline: bool,
 ) -> Option<StopReason> {
-    let c = &spec.caps;
     if t.refinements > c.max_refinements {
         Some(StopReason::MaxRefinements)
     } else if past_deadline {
@@ -85,7 +84,7 @@ pub(super) fn cap_reached(
         Some(StopReason::MaxTokens)
     } else if t.tool_calls >= c.max_tool_calls {
         Some(StopReason::MaxToolCalls)
-    } else if spec.settings.max_repeats > 0 && t.repeats >= spec.settings.max_repeats {
+    } else if max_repeats > 0 && t.repeats >= max_repeats {
         Some(StopReason::MaxRepeats)
     } else if t.rounds >= c.max_rounds {
         Some(StopReason::MaxRounds)

@@ -8,7 +8,7 @@ use super::transcript::Transcript;
 use super::{Engine, RunError, RunSpec};
 use crate::catalog::PolicyDecision;
 use crate::store::documents::bounded_error;
-use crate::store::runs;
+use crate::store::runs::{self, AuditDecision};
 use crate::tools::registry::CallError;
 use crate::tools::{Category, Registry, Tool, ToolCtx, ToolError, scope};
 use serde_json::{Value, json};
@@ -46,7 +46,7 @@ pub(super) fn refused<'a>(
     if over_call_cap {
         return Err(Decided::error(
             "cap",
-            "capped",
+            AuditDecision::Capped,
             format!(
                 "not executed: the tool call limit of this run ({}) is reached",
                 spec.caps.max_tool_calls
@@ -57,7 +57,7 @@ pub(super) fn refused<'a>(
         let offered = spec.policy.allow.join(", ");
         return Err(Decided::error(
             "unknown",
-            "error",
+            AuditDecision::Error,
             format!(
                 "unknown tool `{}`; the tools you can call are: {offered}",
                 bounded_error(&name.chars().take(100).collect::<String>())
@@ -73,7 +73,7 @@ pub(super) fn refused<'a>(
     valid.map(|a| (tool.as_ref(), a)).map_err(|msg| {
         Decided::error(
             tool.category().as_str(),
-            "error",
+            AuditDecision::Error,
             format!("{msg}. Fix the arguments and call `{name}` again."),
         )
     })
@@ -113,12 +113,12 @@ pub(super) async fn plan(
             let mut d = match &off {
                 Some(reason) => Decided::error(
                     cat,
-                    "denied",
+                    AuditDecision::Denied,
                     format!("refused: {reason}; do not call it again for that"),
                 ),
                 None => Decided::error(
                     cat,
-                    "denied",
+                    AuditDecision::Denied,
                     format!(
                         "refused: the policy of this job denies `{name}` ({cat} tools); do not call it again"
                     ),
@@ -141,7 +141,7 @@ pub(super) async fn plan(
             if tool.calls_model() && failed >= max_failed {
                 return Ok(Plan::Done(Decided::error(
                     cat,
-                    "capped",
+                    AuditDecision::Capped,
                     format!(
                         "not executed: the extraction model's answer failed {failed} time(s) in \
                          this run (max_failed_extractions = {max_failed}); finish with what you have"
@@ -154,7 +154,7 @@ pub(super) async fn plan(
             {
                 return Ok(Plan::Done(Decided::error(
                     cat,
-                    "capped",
+                    AuditDecision::Capped,
                     format!(
                         "not executed: the refinement limit of this run ({}) is reached; finish with what you have",
                         spec.caps.max_refinements

@@ -8,9 +8,10 @@
 //! result.
 
 use super::step::{Decided, finish_step};
-use super::transcript::{CallRecord, Transcript};
+use super::transcript::{CallRecord, ToolCall, Transcript};
 use super::{Engine, RunError, RunSpec, Written};
 use crate::llm::{Block, Message, Role, repair};
+use crate::store::runs::AuditDecision;
 use crate::tools::{Category, Registry};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -51,13 +52,16 @@ pub fn repeat_of<'t>(
     }
     let key = canonical(raw);
     for rec in t.history.iter().rev() {
-        if rec.tool == tool && rec.decision != "repeated" && canonical(&rec.raw_args) == key {
+        if rec.tool == tool
+            && rec.decision != AuditDecision::Repeated
+            && canonical(&rec.raw_args) == key
+        {
             return Some(rec);
         }
         let writes = registry
             .get(&rec.tool)
             .is_some_and(|x| x.category() != Category::Read);
-        if writes && !rec.is_error && rec.decision != "repeated" {
+        if writes && !rec.is_error && rec.decision != AuditDecision::Repeated {
             return None;
         }
     }
@@ -103,11 +107,15 @@ pub async fn refuse(
     spec: &RunSpec,
     run_id: Uuid,
     seq: i32,
-    call: &(String, String, String),
+    call: &ToolCall,
     earlier: &CallRecord,
     next_step: &str,
 ) -> Result<Written, RunError> {
-    let (call_id, name, raw) = call;
+    let ToolCall {
+        id: call_id,
+        name,
+        args: raw,
+    } = call;
     let msg = format!(
         "repeated call: `{name}` already ran with these arguments (call {}: {}); calling it again \
          gives the same answer. Next: {next_step}.",
@@ -121,7 +129,7 @@ pub async fn refuse(
     let outcome = json!({"error": msg, "repeats": earlier.call_id});
     let decided = Decided {
         category: "guard",
-        decision: "repeated",
+        decision: AuditDecision::Repeated,
         content: msg,
         is_error: true,
         outcome,
@@ -129,22 +137,25 @@ pub async fn refuse(
     let call = (call_id.as_str(), name.as_str(), &args);
     let vault = engine.vault.as_deref();
     let written = finish_step(tx, vault, spec, (run_id, seq), call, decided, (0, 0), now).await?;
-    metrics::counter!("agentd_tool_calls_total", "tool" => name.clone(), "decision" => "repeated")
+    metrics::counter!("agentd_tool_calls_total", "tool" => name.clone(), "decision" => AuditDecision::Repeated.as_str())
         .increment(1);
     Ok(written)
 }
 
 /// The call with its arguments repaired against the tool's schema, and the repair notes.
-pub fn repaired(
-    registry: &Registry,
-    call: &(String, String, String),
-) -> ((String, String, String), Vec<String>) {
-    let (id, name, raw) = call;
-    let Some(tool) = registry.get(name) else {
+pub fn repaired(registry: &Registry, call: &ToolCall) -> (ToolCall, Vec<String>) {
+    let Some(tool) = registry.get(&call.name) else {
         return (call.clone(), Vec::new());
     };
-    let r = repair::repair(raw, &tool.parameters());
-    ((id.clone(), name.clone(), r.raw), r.notes)
+    let r = repair::repair(&call.args, &tool.parameters());
+    let args = r.raw;
+    (
+        ToolCall {
+            args,
+            ..call.clone()
+        },
+        r.notes,
+    )
 }
 
 /// Shows repairs in the rebuilt transcript: the assistant's calls carry the repaired
@@ -160,10 +171,10 @@ pub fn annotate_repairs(t: &mut Transcript, registry: &Registry) {
                     name,
                     arguments,
                 } => {
-                    let ((_, _, fixed), n) =
-                        repaired(registry, &(id.clone(), name.clone(), arguments.clone()));
+                    let call = ToolCall::new(id.clone(), name.clone(), arguments.clone());
+                    let (fixed, n) = repaired(registry, &call);
                     if !n.is_empty() {
-                        *arguments = fixed;
+                        *arguments = fixed.args;
                         notes.insert(id.clone(), n.join("; "));
                     }
                 }

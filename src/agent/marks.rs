@@ -2,9 +2,9 @@
 //! before the goal was met, and the cap that ends a run, recorded before its forced summary so
 //! a resumed run makes the same request; and each resume, so the deadline counts active time.
 
-use super::{Engine, RunError, RunSpec, StopReason, goals};
+use super::{Engine, RunError, RunSpec, StopReason};
 use crate::store::agent_loop;
-use crate::store::runs::{self, StepRow};
+use crate::store::runs::{self, AuditDecision, StepKind, StepRow};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -15,14 +15,14 @@ impl Engine {
         spec: &RunSpec,
         run_id: Uuid,
         seq: i32,
-        goal: &goals::GoalState,
+        text: &str,
+        missing: &[&str],
     ) -> Result<StepRow, RunError> {
-        let text = goal.nudge();
-        let missing: Vec<&str> = goal.missing.iter().map(|p| p.noun()).collect();
         let now = self.clock.now();
         let mut tx = self.pool.begin().await?;
         let payload = json!({"text": text, "missing": missing});
-        let row = agent_loop::insert_mark(&mut tx, run_id, seq, "nudge", &payload, now).await?;
+        let row =
+            agent_loop::insert_mark(&mut tx, run_id, seq, StepKind::Nudge, &payload, now).await?;
         let actor = format!("agent:{}", spec.kind);
         runs::insert_audit(
             &mut *tx,
@@ -34,7 +34,7 @@ impl Engine {
                     &actor,
                     "nudge",
                     "loop",
-                    "nudged",
+                    AuditDecision::Nudged,
                     now,
                 )
             },
@@ -49,7 +49,10 @@ impl Engine {
     pub(super) async fn record_resume(&self, run_id: Uuid, seq: i32) -> Result<StepRow, RunError> {
         let mut conn = self.pool.acquire().await?;
         let now = self.clock.now();
-        Ok(agent_loop::insert_mark(&mut conn, run_id, seq, "resume", &json!({}), now).await?)
+        Ok(
+            agent_loop::insert_mark(&mut conn, run_id, seq, StepKind::Resume, &json!({}), now)
+                .await?,
+        )
     }
 
     /// Checkpoints the cap that ends the run (the forced summary follows).
@@ -62,7 +65,7 @@ impl Engine {
         let mut conn = self.pool.acquire().await?;
         let payload = json!({"reason": reason.as_str()});
         let now = self.clock.now();
-        Ok(agent_loop::insert_mark(&mut conn, run_id, seq, "cap", &payload, now).await?)
+        Ok(agent_loop::insert_mark(&mut conn, run_id, seq, StepKind::Cap, &payload, now).await?)
     }
 }
 
@@ -76,7 +79,7 @@ pub fn active_time(
     let mut idle = chrono::Duration::zero();
     let mut last = started_at;
     for s in steps {
-        if s.kind == "resume" {
+        if s.step_kind() == Some(StepKind::Resume) {
             idle += (s.created_at - last).max(chrono::Duration::zero());
         }
         last = last.max(s.created_at);

@@ -14,6 +14,7 @@ mod guard;
 mod marks;
 mod metering;
 mod model_step;
+mod next;
 mod one_call;
 mod outcome;
 mod round;
@@ -25,8 +26,6 @@ pub mod transcript;
 
 use crate::approvals::ToolEnv;
 use crate::clock::SharedClock;
-use crate::llm::LlmError;
-use crate::store::budget::Reservation;
 use crate::store::runs::{self, NewRun, RunRow, RunStatus};
 use chrono::NaiveDate;
 use serde_json::json;
@@ -36,7 +35,7 @@ use tracing::{Instrument, info, info_span, warn};
 use transcript::Transcript;
 use uuid::Uuid;
 
-use caps::cap_reached;
+use next::{Next, Round};
 // Budget reservation is `llm::budget` (approvals reserve too); the tool policy `tools::policy`.
 pub use crate::llm::budget;
 pub use crate::tools::policy;
@@ -247,16 +246,13 @@ impl Engine {
         // Recomputed only after a tool step (only tools make a goal's parts).
         let mut goal = goals::state(&self.pool, spec, run.id, self.clock.now()).await?;
         let tools = self.env.registry.specs(&spec.policy.allow);
-        let first_message = match spec.settings.compact {
-            true => match context::document_intro(self, spec).await? {
-                Some(intro) => format!("{}\n\n{intro}", spec.first_message),
-                None => spec.first_message.clone(),
-            },
-            false => spec.first_message.clone(),
-        };
-        let first_message = match decisions::block(&self.pool, spec, self.clock.now()).await? {
-            Some(block) => format!("{first_message}\n\n{block}"),
-            None => first_message,
+        let first_message = self.first_message(spec).await?;
+        let cx = round::RunCtx {
+            spec,
+            run_id: run.id,
+            first_message: &first_message,
+            tools: &tools,
+            cancel,
         };
         // The span of the last round: the tool calls it asked for run under it.
         let mut round: Option<tracing::Span> = None;
@@ -267,180 +263,97 @@ impl Engine {
             #[cfg(debug_assertions)]
             self.check_memory(run.id, &steps).await?;
             let mut t = Transcript::from_steps(&steps, &self.env.registry)?;
-            if let Some(call) = t.pending.first().cloned() {
-                // Under the round that asked for it (none on a resume: then the run's).
-                let parent = round.clone().unwrap_or_else(tracing::Span::current);
-                let w = self
-                    .run_call(spec, run.id, &t, &call, goal.as_ref())
-                    .instrument(parent)
-                    .await?;
-                if w.charged {
-                    seen = w.budget;
-                }
-                w.apply(&mut steps, &mut tokens);
-                goal = goals::state(&self.pool, spec, run.id, self.clock.now()).await?;
-                continue;
-            }
-            let recorded = t.cap.as_deref().and_then(StopReason::parse);
-            if t.summary_done {
-                let reason = recorded.unwrap_or(StopReason::MaxRounds);
-                let text = summary::final_text(t.final_text.as_deref(), &t, goal.as_ref(), reason);
-                return self
-                    .finish(run.id, RunStatus::Capped, reason, Some(&text))
-                    .await;
-            }
-            if let Some(text) = t.final_text.clone()
-                && recorded.is_none()
-            {
-                match &goal {
-                    Some(g) if !g.met() && t.nudges < spec.settings.max_nudges => {
-                        steps.push(self.nudge(spec, run.id, t.next_seq, g).await?);
-                        continue;
-                    }
-                    Some(g) if !g.met() => {
-                        return self
-                            .finish(
-                                run.id,
-                                RunStatus::Capped,
-                                StopReason::MaxNudges,
-                                Some(&text),
-                            )
-                            .await;
-                    }
-                    _ => {
-                        return self
-                            .finish(
-                                run.id,
-                                RunStatus::Succeeded,
-                                StopReason::Completed,
-                                Some(&text),
-                            )
-                            .await;
-                    }
-                }
-            }
-            // Nothing for a model to add (a constrained run whose extraction flags nothing): the
-            // summary is built from the run's records instead of asked for.
-            let constrained = round::constrained(self, spec);
-            if recorded.is_none()
-                && one_call::nothing_to_add(constrained, goal.as_ref(), &t)
-                && let Some(g) = &goal
-            {
-                let text = one_call::summary(g);
-                return self
-                    .finish(
-                        run.id,
-                        RunStatus::Succeeded,
-                        StopReason::Completed,
-                        Some(&text),
-                    )
-                    .await;
-            }
             let now = self.clock.now();
-            let past_deadline = marks::active_time(run.started_at, &steps, now) >= deadline;
-            let capped = recorded.or_else(|| cap_reached(spec, &t, tokens, past_deadline));
+            let state = next::State {
+                t: &t,
+                goal: goal.as_ref(),
+                caps: &spec.caps,
+                max_nudges: spec.settings.max_nudges,
+                max_repeats: spec.settings.max_repeats,
+                tokens,
+                past_deadline: marks::active_time(run.started_at, &steps, now) >= deadline,
+                constrained: round::constrained(self, spec),
+            };
+            let due = match next::next_step(&state) {
+                Next::Call(call) => {
+                    // Under the round that asked for it (none on a resume: then the run's).
+                    let parent = round.clone().unwrap_or_else(tracing::Span::current);
+                    let w = self
+                        .run_call(spec, run.id, &t, &call, goal.as_ref())
+                        .instrument(parent)
+                        .await?;
+                    if w.charged {
+                        seen = w.budget;
+                    }
+                    w.apply(&mut steps, &mut tokens);
+                    goal = goals::state(&self.pool, spec, run.id, self.clock.now()).await?;
+                    continue;
+                }
+                Next::Nudge { text, missing } => {
+                    steps.push(
+                        self.nudge(spec, run.id, t.next_seq, &text, &missing)
+                            .await?,
+                    );
+                    continue;
+                }
+                Next::Finish(f) => return self.finish(run.id, f).await,
+                Next::Round(due) => due,
+            };
             let org_budget = match seen.take() {
                 Some(s) => s.at(now),
                 None => runs::budget(&self.pool, spec.org_id, now).await?,
             };
-            if let Some(b) = &org_budget
-                && b.tokens_used >= b.monthly_limit
-            {
-                warn!(org_id = %spec.org_id, used = b.tokens_used, limit = b.monthly_limit, "org budget exhausted; provider call refused");
-                let reason = capped.unwrap_or(StopReason::Budget);
-                let text = summary::final_text(None, &t, goal.as_ref(), reason);
-                return self
-                    .finish(run.id, RunStatus::Capped, reason, Some(&text))
-                    .await;
-            }
-            if let Some(reason) = capped
-                && recorded.is_none()
-            {
-                // Recorded first, so a resumed run makes the same forced summary.
-                steps.push(self.record_cap(run.id, t.next_seq, reason).await?);
-                continue;
-            }
-            let mut req = round::build(
-                self,
-                spec,
-                &first_message,
-                &mut t,
-                &tools,
-                goal.as_ref(),
-                capped,
-            );
-            if let Err(msg) = context::fit(&mut req, spec.settings.context_window_tokens) {
-                return Err(round::provider_error(LlmError::new(
-                    self.env.provider.name(),
-                    msg,
-                    false,
-                )));
-            }
-            // The one call for the schema and the prompt; `plain` is the round without it.
-            let plain = match req.tool_choice == crate::llm::ToolChoice::Required
-                && one_call::applies(spec, constrained, goal.as_ref(), &t, &first_message)
-            {
-                true => {
-                    let mut plain = req.clone();
-                    plain.response_format = None;
-                    let candidates = crate::analysis::names_in_brief(&first_message);
-                    one_call::shape(&mut req, &self.env.registry, &candidates);
-                    Some(plain)
+            match due.given(org_budget, &t, goal.as_ref()) {
+                Round::OutOfBudget(f) => {
+                    if let Some(b) = &org_budget {
+                        warn!(org_id = %spec.org_id, used = b.tokens_used, limit = b.monthly_limit, "org budget exhausted; provider call refused");
+                    }
+                    return self.finish(run.id, f).await;
                 }
-                false => None,
-            };
-            // Reserve the call's estimate against the org budget; settled at the checkpoint. An
-            // org without a budget (just read) has nothing to reserve against.
-            let reservation = match org_budget {
-                None => Reservation::Unlimited,
-                Some(_) => budget::reserve(&self.pool, spec.org_id, &req, now).await?,
-            };
-            if matches!(reservation, Reservation::Refused { .. }) {
-                let text = summary::final_text(None, &t, goal.as_ref(), StopReason::Budget);
-                return self
-                    .finish(run.id, RunStatus::Capped, StopReason::Budget, Some(&text))
-                    .await;
-            }
-            // Raced with the token: a lost lease or a cancel stops the call (issue 12, item 5).
-            let this_round = round::span(t.rounds);
-            round = Some(this_round.clone());
-            let resp = tokio::select! {
-                r = round::call(self, spec, run.id, req, plain).instrument(this_round.clone()) => r,
-                _ = cancel.cancelled() => {
-                    budget::release(&self.pool, &reservation).await;
-                    return Err(RunError::Cancelled);
+                Round::RecordCap(reason) => {
+                    steps.push(self.record_cap(run.id, t.next_seq, reason).await?);
                 }
-            };
-            if resp.is_err() {
-                budget::release(&self.pool, &reservation).await;
-            }
-            let resp = match (resp, capped) {
-                (Ok(r), _) => r,
-                (Err(e), Some(reason)) => {
-                    // The summary is a courtesy: the run ends with one built from its records.
-                    warn!(error = %e, "the forced summary failed; using the run's records");
-                    let text = summary::final_text(None, &t, goal.as_ref(), reason);
-                    return self
-                        .finish(run.id, RunStatus::Capped, reason, Some(&text))
-                        .await;
+                Round::Ask { capped } => {
+                    let budgeted = org_budget.is_some();
+                    let asked = self
+                        .ask(
+                            &cx,
+                            &mut t,
+                            goal.as_ref(),
+                            capped,
+                            budgeted,
+                            now,
+                            &mut round,
+                        )
+                        .await?;
+                    match asked {
+                        round::Asked::Written(w) => {
+                            seen = w.budget;
+                            w.apply(&mut steps, &mut tokens);
+                        }
+                        round::Asked::Finish(f) => return self.finish(run.id, f).await,
+                    }
                 }
-                (Err(e), None) => return Err(round::provider_error(e)),
-            };
-            let w = step::checkpoint_response(
-                self,
-                spec,
-                run.id,
-                (t.next_seq, t.rounds),
-                resp,
-                capped.is_some(),
-                &reservation,
-                spec.caps.max_tool_calls.saturating_sub(t.tool_calls),
-            )
-            .instrument(this_round)
-            .await?;
-            seen = w.budget;
-            w.apply(&mut steps, &mut tokens);
+            }
         }
+    }
+
+    /// The run's first message: the job's, with the document's intro (compact runs) and what
+    /// people decided.
+    async fn first_message(&self, spec: &RunSpec) -> Result<String, RunError> {
+        let first_message = match spec.settings.compact {
+            true => match context::document_intro(self, spec).await? {
+                Some(intro) => format!("{}\n\n{intro}", spec.first_message),
+                None => spec.first_message.clone(),
+            },
+            false => spec.first_message.clone(),
+        };
+        Ok(
+            match decisions::block(&self.pool, spec, self.clock.now()).await? {
+                Some(block) => format!("{first_message}\n\n{block}"),
+                None => first_message,
+            },
+        )
     }
 
     /// Debug builds (every test) check that what the loop keeps in memory is what a resume
@@ -479,14 +392,14 @@ impl Engine {
         spec: &RunSpec,
         run_id: Uuid,
         t: &Transcript,
-        call: &(String, String, String),
+        call: &transcript::ToolCall,
         goal: Option<&goals::GoalState>,
     ) -> Result<Written, RunError> {
         let registry = &self.env.registry;
         let call = one_call::fill_pins(registry, goal, call);
         let (fixed, _notes) = guard::repaired(registry, &call);
         if spec.settings.compact
-            && let Some(earlier) = guard::repeat_of(t, registry, &fixed.1, &fixed.2)
+            && let Some(earlier) = guard::repeat_of(t, registry, &fixed.name, &fixed.args)
         {
             let next = goal
                 .map(|g| g.next_step())
@@ -495,17 +408,17 @@ impl Engine {
         }
         let over_calls = t.tool_calls >= spec.caps.max_tool_calls;
         step::execute_call(self, spec, run_id, t.next_seq, &fixed, t, over_calls)
-            .instrument(info_span!("tool", name = %call.1, call_id = %call.0))
+            .instrument(info_span!("tool", name = %call.name, call_id = %call.id))
             .await
     }
 
-    async fn finish(
-        &self,
-        run_id: Uuid,
-        status: RunStatus,
-        reason: StopReason,
-        text: Option<&str>,
-    ) -> Result<RunOutcome, RunError> {
+    async fn finish(&self, run_id: Uuid, f: next::Finish) -> Result<RunOutcome, RunError> {
+        let next::Finish {
+            status,
+            reason,
+            text,
+        } = f;
+        let text = Some(text.as_str());
         let now = self.clock.now();
         let mut tx = self.pool.begin().await?;
         let changed = runs::finish_run(
@@ -527,7 +440,7 @@ impl Engine {
                 &mut *tx,
                 &runs::NewAudit {
                     outcome: Some(&json!({"rounds": run.counters.rounds, "tool_calls": run.counters.tool_calls, "tokens": run.counters.tokens()})),
-                    ..runs::NewAudit::new(run.org_id, Some(run_id), &actor, reason.as_str(), "cap", "capped", now)
+                    ..runs::NewAudit::new(run.org_id, Some(run_id), &actor, reason.as_str(), "cap", runs::AuditDecision::Capped, now)
                 },
             )
             .await?;

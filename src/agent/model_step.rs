@@ -10,7 +10,7 @@ use super::{Engine, RunError, RunSpec, budget};
 use crate::llm::CompletionResponse;
 use crate::store::agent_loop::Flush;
 use crate::store::budget::Reservation;
-use crate::store::runs::{self, StepRow};
+use crate::store::runs::{self, AuditDecision, StepKind, StepRow};
 use crate::tools::{Tool, ToolError};
 use serde_json::{Value, json};
 use sqlx::{Postgres, Transaction};
@@ -55,7 +55,7 @@ pub(super) async fn run(
                 Some(Err(e)) => {
                     let tx = engine.pool.begin().await?;
                     return Ok((
-                        Decided::error(cat, "auto_approved", e.to_string()),
+                        Decided::error(cat, AuditDecision::AutoApproved, e.to_string()),
                         0,
                         tx,
                         None,
@@ -64,7 +64,7 @@ pub(super) async fn run(
                 None => {
                     let tx = engine.pool.begin().await?;
                     let msg = format!("`{}` cannot run here", tool.name());
-                    return Ok((Decided::error(cat, "error", msg), 0, tx, None));
+                    return Ok((Decided::error(cat, AuditDecision::Error, msg), 0, tx, None));
                 }
             };
             let reservation =
@@ -74,7 +74,7 @@ pub(super) async fn run(
                 let msg = "not executed: the organisation's monthly token budget cannot hold \
                            this model call; finish with what you have"
                     .to_string();
-                return Ok((Decided::error(cat, "capped", msg), 0, tx, None));
+                return Ok((Decided::error(cat, AuditDecision::Capped, msg), 0, tx, None));
             }
             let input_estimate = crate::llm::tokens::request(&call.request) as i64;
             let result = engine.env.provider.complete(call.request).await;
@@ -111,7 +111,12 @@ pub(super) async fn run(
                     }
                     let tx = engine.pool.begin().await?;
                     let msg = format!("provider error: the extraction model failed: {e}");
-                    return Ok((Decided::error(cat, "auto_approved", msg), spent, tx, None));
+                    return Ok((
+                        Decided::error(cat, AuditDecision::AutoApproved, msg),
+                        spent,
+                        tx,
+                        None,
+                    ));
                 }
             }
         }
@@ -131,7 +136,7 @@ pub(super) async fn run(
             v["usage"] = usage;
             Decided {
                 category: cat,
-                decision: "auto_approved",
+                decision: AuditDecision::AutoApproved,
                 content: v.to_string(),
                 is_error: false,
                 outcome: v,
@@ -139,7 +144,11 @@ pub(super) async fn run(
         }
         Err(ToolError::Db(e)) => return Err(e.into()),
         Err(e) => {
-            let mut d = Decided::error(cat, "auto_approved", bounded_error(&e.to_string()));
+            let mut d = Decided::error(
+                cat,
+                AuditDecision::AutoApproved,
+                bounded_error(&e.to_string()),
+            );
             d.outcome["usage"] = usage;
             d
         }
@@ -166,7 +175,7 @@ async fn checkpoint(
 ) -> Result<StepRow, RunError> {
     let now = engine.clock.now();
     let payload = json!({"state": state, "response": resp});
-    let row = StepRow::written(seq, "tool_model", Some(model_call_id), &payload, now);
+    let row = StepRow::written(seq, StepKind::ToolModel, Some(model_call_id), &payload, now);
     budget::checkpoint_answer(
         &engine.pool,
         spec.org_id,

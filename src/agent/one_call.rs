@@ -16,7 +16,7 @@
 
 use super::constrain;
 use super::goals::{GoalState, Part};
-use super::transcript::Transcript;
+use super::transcript::{ToolCall, Transcript};
 use super::{RunSpec, context};
 use crate::llm::{Block, CompletionRequest, CompletionResponse, FinishReason, Message, Role};
 use crate::tools::Registry;
@@ -157,16 +157,11 @@ fn parse(text: &str) -> Option<(Map<String, Value>, Map<String, Value>)> {
 /// A pending call with a required argument missing whose only right value the run holds (the
 /// run's schema for `create_prompt`'s `schema_revid`, as constrained calls pin it): the call
 /// with that argument filled in. Other calls are returned unchanged.
-pub fn fill_pins(
-    registry: &Registry,
-    goal: Option<&GoalState>,
-    call: &(String, String, String),
-) -> (String, String, String) {
-    let (id, name, raw) = call;
-    let Some(tool) = registry.get(name) else {
+pub fn fill_pins(registry: &Registry, goal: Option<&GoalState>, call: &ToolCall) -> ToolCall {
+    let Some(tool) = registry.get(&call.name) else {
         return call.clone();
     };
-    let Ok(Value::Object(mut args)) = serde_json::from_str::<Value>(raw) else {
+    let Ok(Value::Object(mut args)) = serde_json::from_str::<Value>(&call.args) else {
         return call.clone();
     };
     let params = tool.parameters();
@@ -182,7 +177,10 @@ pub fn fill_pins(
         }
     }
     match filled {
-        true => (id.clone(), name.clone(), Value::Object(args).to_string()),
+        true => ToolCall {
+            args: Value::Object(args).to_string(),
+            ..call.clone()
+        },
         false => call.clone(),
     }
 }
@@ -306,22 +304,18 @@ mod tests {
             prompt: Some("p:1".into()),
             ..GoalState::default()
         };
-        let call = (
-            "c".to_string(),
-            CreatePrompt::NAME.to_string(),
-            r#"{"content":"x"}"#.to_string(),
-        );
-        let (_, _, raw) = fill_pins(&registry, Some(&goal), &call);
-        let v: Value = serde_json::from_str(&raw).unwrap();
+        let call = ToolCall::new("c", CreatePrompt::NAME, r#"{"content":"x"}"#);
+        let filled = fill_pins(&registry, Some(&goal), &call);
+        let v: Value = serde_json::from_str(&filled.args).unwrap();
         assert_eq!(v["schema_revid"], "s:1");
         // Given, it stays; an optional argument (run_extraction's prompt) is not filled.
-        let given = (
-            "c".into(),
-            CreatePrompt::NAME.into(),
-            r#"{"content":"x","schema_revid":"t:2"}"#.into(),
+        let given = ToolCall::new(
+            "c",
+            CreatePrompt::NAME,
+            r#"{"content":"x","schema_revid":"t:2"}"#,
         );
         assert_eq!(fill_pins(&registry, Some(&goal), &given), given);
-        let ex = ("c".into(), RunExtraction::NAME.into(), "{}".into());
+        let ex = ToolCall::new("c", RunExtraction::NAME, "{}");
         assert_eq!(fill_pins(&registry, Some(&goal), &ex), ex);
         // Without a schema, nothing to fill: the tool says what is missing.
         assert_eq!(fill_pins(&registry, None, &call), call);

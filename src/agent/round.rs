@@ -4,15 +4,21 @@
 //! tokenizer when the provider sent no usage. Failed calls after generation are charged too.
 
 use super::goals::GoalState;
+use super::next::Finish;
 use super::transcript::Transcript;
-use super::{Engine, RunError, RunSpec, StopReason, constrain, context, guard, one_call, summary};
+use super::{
+    Engine, RunError, RunSpec, StopReason, Written, budget, constrain, context, guard, one_call,
+    step, summary,
+};
 use crate::config::Constrained;
 use crate::llm::{
     CompletionRequest, CompletionResponse, LlmError, Message, Role, ToolChoice, ToolSpec,
     schema_output, textcalls, tokens,
 };
 use crate::store::agent_loop;
-use tracing::warn;
+use crate::store::budget::Reservation;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, warn};
 use uuid::Uuid;
 
 /// Appended (once) when the server could not parse what the model generated.
@@ -204,4 +210,110 @@ async fn charge_failed(engine: &Engine, spec: &RunSpec, run_id: Uuid, req: &Comp
 /// Provider failures end the round as before.
 pub fn provider_error(e: LlmError) -> RunError {
     RunError::Provider(e)
+}
+
+/// What a run keeps for every round: its spec, id, first message, tools and cancel token.
+pub(super) struct RunCtx<'a> {
+    pub spec: &'a RunSpec,
+    pub run_id: Uuid,
+    pub first_message: &'a str,
+    pub tools: &'a [ToolSpec],
+    pub cancel: &'a CancellationToken,
+}
+
+/// How a round ended: its checkpoint written, or the run's end.
+pub(super) enum Asked {
+    Written(Written),
+    Finish(Finish),
+}
+
+impl Engine {
+    /// One provider round: the request built and fitted to the context window, shaped as the
+    /// one call where it applies, its estimate reserved against the org's budget (`budgeted`:
+    /// the org has one), the call raced with the cancel token, and its answer checkpointed.
+    /// `capped`: the forced summary of that cap, whose failure ends the run with a summary
+    /// built from its records. `round` becomes this round's span.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn ask(
+        &self,
+        cx: &RunCtx<'_>,
+        t: &mut Transcript,
+        goal: Option<&GoalState>,
+        capped: Option<StopReason>,
+        budgeted: bool,
+        now: chrono::DateTime<chrono::Utc>,
+        round: &mut Option<tracing::Span>,
+    ) -> Result<Asked, RunError> {
+        let (spec, run_id) = (cx.spec, cx.run_id);
+        let mut req = build(self, spec, cx.first_message, t, cx.tools, goal, capped);
+        if let Err(msg) = context::fit(&mut req, spec.settings.context_window_tokens) {
+            return Err(provider_error(LlmError::new(
+                self.env.provider.name(),
+                msg,
+                false,
+            )));
+        }
+        // The one call for the schema and the prompt; `plain` is the round without it.
+        let plain = match req.tool_choice == ToolChoice::Required
+            && one_call::applies(spec, constrained(self, spec), goal, t, cx.first_message)
+        {
+            true => {
+                let mut plain = req.clone();
+                plain.response_format = None;
+                let candidates = crate::analysis::names_in_brief(cx.first_message);
+                one_call::shape(&mut req, &self.env.registry, &candidates);
+                Some(plain)
+            }
+            false => None,
+        };
+        // Reserve the call's estimate against the org budget; settled at the checkpoint. An
+        // org without a budget (just read) has nothing to reserve against.
+        let reservation = match budgeted {
+            false => Reservation::Unlimited,
+            true => budget::reserve(&self.pool, spec.org_id, &req, now).await?,
+        };
+        if matches!(reservation, Reservation::Refused { .. }) {
+            return Ok(Asked::Finish(Finish::capped(
+                StopReason::Budget,
+                None,
+                t,
+                goal,
+            )));
+        }
+        // Raced with the token: a lost lease or a cancel stops the call (issue 12, item 5).
+        let this_round = span(t.rounds);
+        *round = Some(this_round.clone());
+        let resp = tokio::select! {
+            r = call(self, spec, run_id, req, plain).instrument(this_round.clone()) => r,
+            _ = cx.cancel.cancelled() => {
+                budget::release(&self.pool, &reservation).await;
+                return Err(RunError::Cancelled);
+            }
+        };
+        if resp.is_err() {
+            budget::release(&self.pool, &reservation).await;
+        }
+        let resp = match (resp, capped) {
+            (Ok(r), _) => r,
+            (Err(e), Some(reason)) => {
+                // The summary is a courtesy: the run ends with one built from its records.
+                warn!(error = %e, "the forced summary failed; using the run's records");
+                return Ok(Asked::Finish(Finish::capped(reason, None, t, goal)));
+            }
+            (Err(e), None) => return Err(provider_error(e)),
+        };
+        let w = step::checkpoint_response(
+            self,
+            spec,
+            run_id,
+            (t.next_seq, t.rounds),
+            resp,
+            capped.is_some(),
+            &reservation,
+            spec.caps.max_tool_calls.saturating_sub(t.tool_calls),
+        )
+        .instrument(this_round)
+        .await?;
+        Ok(Asked::Written(w))
+    }
 }

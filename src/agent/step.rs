@@ -6,14 +6,14 @@
 use super::decide::{Plan, may_write, plan, refused};
 use super::model_step;
 use super::step_conn::StepConn;
-use super::transcript::{ToolResultStep, Transcript};
+use super::transcript::{ToolCall, ToolResultStep, Transcript};
 use super::{BudgetSeen, Engine, RunError, RunSpec, Written, budget};
 use crate::approvals::{self, ProposalOrigin};
 use crate::llm::{Block, CompletionResponse};
 use crate::store::agent_loop::{self, Counters, Flush};
 use crate::store::budget::Reservation;
 pub use crate::store::documents::bounded_error;
-use crate::store::runs::{NewAudit, StepRow};
+use crate::store::runs::{AuditDecision, NewAudit, StepKind, StepRow};
 use crate::tools::registry::CallError;
 use crate::tools::{Registry, Tool, ToolCtx, ToolError};
 use chrono::{DateTime, Utc};
@@ -59,7 +59,7 @@ pub(super) async fn checkpoint_response(
     // milliseconds and flushes this one with it; only a crash of the database server in between
     // loses the answer, and the call is made again (ARCHITECTURE.md, "Loop").
     let payload = json!({"response": resp, "summary": summary});
-    let row = StepRow::written(seq, "llm_response", None, &payload, now);
+    let row = StepRow::written(seq, StepKind::LlmResponse, None, &payload, now);
     let settled = budget::checkpoint_answer(
         &engine.pool,
         spec.org_id,
@@ -84,7 +84,7 @@ pub(super) async fn checkpoint_response(
                     &actor,
                     "dropped_calls",
                     "cap",
-                    "capped",
+                    AuditDecision::Capped,
                     now,
                 )
             },
@@ -118,7 +118,7 @@ pub(crate) fn drop_calls_past(resp: &mut CompletionResponse, keep: usize) -> usi
 /// What happened to a call: recorded on the audit row and the tool_result checkpoint.
 pub(super) struct Decided {
     pub category: &'static str,
-    pub decision: &'static str,
+    pub decision: AuditDecision,
     pub content: String,
     pub is_error: bool,
     pub outcome: Value,
@@ -126,7 +126,7 @@ pub(super) struct Decided {
 
 impl Decided {
     /// An error result (NUL removed, truncated).
-    pub fn error(category: &'static str, decision: &'static str, msg: String) -> Self {
+    pub fn error(category: &'static str, decision: AuditDecision, msg: String) -> Self {
         let msg = bounded_error(&msg);
         Self {
             category,
@@ -137,7 +137,7 @@ impl Decided {
         }
     }
 
-    fn ok(category: &'static str, decision: &'static str, v: Value) -> Self {
+    fn ok(category: &'static str, decision: AuditDecision, v: Value) -> Self {
         Self {
             category,
             decision,
@@ -180,11 +180,15 @@ pub(super) async fn execute_call(
     spec: &RunSpec,
     run_id: Uuid,
     seq: i32,
-    call: &(String, String, String),
+    call: &ToolCall,
     t: &Transcript,
     over_call_cap: bool,
 ) -> Result<Written, RunError> {
-    let (call_id, name, raw) = call;
+    let ToolCall {
+        id: call_id,
+        name,
+        args: raw,
+    } = call;
     let started = Instant::now();
     let now = engine.clock.now();
     let registry = engine.env.registry.clone();
@@ -262,7 +266,7 @@ pub(super) async fn execute_call(
     } else {
         "unknown".to_string()
     };
-    metrics::counter!("agentd_tool_calls_total", "tool" => label, "decision" => decision)
+    metrics::counter!("agentd_tool_calls_total", "tool" => label, "decision" => decision.as_str())
         .increment(1);
     Ok(written)
 }
@@ -308,11 +312,11 @@ pub(super) async fn finish_step(
         tool: name.to_string(),
         content: decided.content,
         is_error: decided.is_error,
-        decision: decided.decision.to_string(),
+        decision: decided.decision.as_str().to_string(),
     };
     // checked: strings, a bool and a `Value`: serialising to a `Value` cannot fail
     let payload = serde_json::to_value(&step).expect("step serializes");
-    let row = StepRow::written(seq, "tool_result", Some(call_id), &payload, now);
+    let row = StepRow::written(seq, StepKind::ToolResult, Some(call_id), &payload, now);
     let add = Counters {
         tool_calls: 1,
         ..Counters::default()
@@ -367,10 +371,14 @@ async fn propose_call(
             if let Some(reason) = off {
                 v["off_subject"] = json!(reason);
             }
-            Ok(Decided::ok(category, "proposed", v))
+            Ok(Decided::ok(category, AuditDecision::Proposed, v))
         }
         Err(ToolError::Db(e)) => Err(e.into()),
-        Err(e) => Ok(Decided::error(category, "error", e.to_string())),
+        Err(e) => Ok(Decided::error(
+            category,
+            AuditDecision::Error,
+            e.to_string(),
+        )),
     }
 }
 
@@ -392,7 +400,7 @@ async fn auto_call(
         Err(e) => {
             return Ok(Err(Decided::error(
                 category,
-                "auto_approved",
+                AuditDecision::AutoApproved,
                 e.to_string(),
             )));
         }
@@ -412,7 +420,7 @@ async fn auto_call(
             Err(refused) => v["proposed_action_error"] = json!(bounded_error(&refused.to_string())),
         }
     }
-    Ok(Ok(Decided::ok(category, "auto_approved", v)))
+    Ok(Ok(Decided::ok(category, AuditDecision::AutoApproved, v)))
 }
 
 fn truncate(s: String) -> String {

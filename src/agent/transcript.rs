@@ -2,7 +2,7 @@
 //! counters the caps look at, and the tool calls still waiting for a result.
 
 use crate::llm::{Block, CompletionResponse, Message, Role};
-use crate::store::runs::StepRow;
+use crate::store::runs::{AuditDecision, StepKind, StepRow};
 use crate::tools::Registry;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -16,6 +16,25 @@ pub struct CheckpointError {
     pub seq: i32,
     pub kind: String,
     pub reason: String,
+}
+
+/// A tool call the model asked for: its id, the tool's name and the arguments as sent (raw
+/// JSON text, parsed and repaired only when run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub args: String,
+}
+
+impl ToolCall {
+    pub fn new(id: impl Into<String>, name: impl Into<String>, args: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            args: args.into(),
+        }
+    }
 }
 
 /// A tool result as checkpointed.
@@ -41,8 +60,8 @@ pub struct Transcript {
     pub tool_calls: u32,
     /// Next checkpoint sequence number.
     pub next_seq: i32,
-    /// Calls of the last response with no result yet, in order: (id, name, raw args).
-    pub pending: Vec<(String, String, String)>,
+    /// Calls of the last response with no result yet, in order.
+    pub pending: Vec<ToolCall>,
     /// The last response had no tool calls: its text ends the run.
     pub final_text: Option<String>,
     /// Successful calls per tool (refinement accounting).
@@ -82,7 +101,7 @@ impl Transcript {
     pub fn from_steps(steps: &[StepRow], registry: &Registry) -> Result<Self, CheckpointError> {
         let mut t = Transcript::default();
         let mut answered = HashSet::new();
-        let mut last_calls: Vec<(String, String, String)> = Vec::new();
+        let mut last_calls: Vec<ToolCall> = Vec::new();
         let mut args_of: HashMap<String, (String, u32)> = HashMap::new();
         for s in steps {
             t.next_seq = s.seq + 1;
@@ -100,8 +119,8 @@ impl Transcript {
                     )));
                 }
             }
-            match s.kind.as_str() {
-                "llm_response" => {
+            match s.step_kind() {
+                Some(StepKind::LlmResponse) => {
                     let resp: CompletionResponse =
                         serde_json::from_value(s.payload["response"].clone())
                             .map_err(|e| bad(format!("malformed response: {e}")))?;
@@ -113,20 +132,20 @@ impl Transcript {
                         .message
                         .tool_calls()
                         .into_iter()
-                        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+                        .map(|(id, name, args)| ToolCall::new(id, name, args))
                         .collect();
-                    for (id, _, raw) in &last_calls {
-                        args_of.insert(id.clone(), (raw.clone(), t.rounds - 1));
+                    for c in &last_calls {
+                        args_of.insert(c.id.clone(), (c.args.clone(), t.rounds - 1));
                     }
                     t.final_text = last_calls.is_empty().then(|| resp.message.joined_text());
                     t.messages.push(resp.message);
                 }
-                "tool_result" => {
+                Some(StepKind::ToolResult) => {
                     let r: ToolResultStep = serde_json::from_value(s.payload.clone())
                         .map_err(|e| bad(format!("malformed tool result: {e}")))?;
                     t.tool_calls += 1;
                     answered.insert(r.call_id.clone());
-                    if r.decision == "repeated" {
+                    if r.decision == AuditDecision::Repeated {
                         t.repeats += 1;
                     }
                     let (raw_args, round) = args_of.get(&r.call_id).cloned().unwrap_or_default();
@@ -139,7 +158,7 @@ impl Transcript {
                         content: r.content.clone(),
                         round,
                     });
-                    if !r.is_error && r.decision == "auto_approved" {
+                    if !r.is_error && r.decision == AuditDecision::AutoApproved {
                         let n = t.successes.entry(r.tool.clone()).or_default();
                         if registry
                             .get(&r.tool)
@@ -158,13 +177,13 @@ impl Transcript {
                         }],
                     });
                 }
-                "nudge" => {
+                Some(StepKind::Nudge) => {
                     t.nudges += 1;
                     t.final_text = None;
                     let text = s.payload["text"].as_str().unwrap_or_default();
                     t.messages.push(Message::text(Role::User, text));
                 }
-                "cap" => {
+                Some(StepKind::Cap) => {
                     t.cap = s.payload["reason"].as_str().map(str::to_string);
                 }
                 _ => {}
@@ -172,7 +191,7 @@ impl Transcript {
         }
         t.pending = last_calls
             .into_iter()
-            .filter(|(id, _, _)| !answered.contains(id))
+            .filter(|c| !answered.contains(&c.id))
             .collect();
         Ok(t)
     }

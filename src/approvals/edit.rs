@@ -5,7 +5,7 @@
 
 use super::{DecideError, ToolEnv, snapshot_hash, summary};
 use crate::store::approvals::{self as store, ApprovalRow};
-use crate::store::runs::{self, NewAudit};
+use crate::store::runs::{self, AuditDecision, NewAudit};
 use crate::tools::{Registry, Tool, ToolError};
 use serde_json::{Value, json};
 use sqlx::PgConnection;
@@ -65,7 +65,7 @@ pub(super) async fn apply(
     let audit = NewAudit {
         args: Some(&args),
         outcome: Some(&outcome),
-        ..super::decision_audit(&row, &call_id, actor, "edited", now)
+        ..super::decision_audit(&row, &call_id, actor, AuditDecision::Edited, now)
     };
     runs::insert_audit(&mut *conn, &audit).await?;
     row.action.args = args;

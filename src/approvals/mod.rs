@@ -16,7 +16,7 @@ mod view;
 use crate::clock::SharedClock;
 use crate::llm::SharedProvider;
 use crate::store::approvals::{self as store, ApprovalRow, ApprovalStatus, Chain, NewApproval};
-use crate::store::runs::{self, NewAudit};
+use crate::store::runs::{self, AuditDecision, NewAudit};
 use crate::tools::{Registry, Snapshot, Tool, ToolCtx, ToolError};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -310,9 +310,9 @@ pub async fn decide(
         result: None,
     };
     let (status, decision_name, result) = if !approve {
-        (ApprovalStatus::Rejected, "human_rejected", None)
+        (ApprovalStatus::Rejected, AuditDecision::HumanRejected, None)
     } else if now >= row.expires_at {
-        (ApprovalStatus::Expired, "expired", None)
+        (ApprovalStatus::Expired, AuditDecision::Expired, None)
     } else {
         if !org_active(&mut tx, row.org_id).await? {
             return Err(DecideError::OrgInactive(id));
@@ -332,7 +332,7 @@ pub async fn decide(
             outcome.changes = Some(changes.clone());
             (
                 ApprovalStatus::Stale,
-                "stale",
+                AuditDecision::Stale,
                 Some(json!({"changes": changes})),
             )
         } else if tool.calls_model() {
@@ -347,7 +347,11 @@ pub async fn decide(
                 .execute(&mut ctx, &row.action.tool, &row.action.args)
                 .await
             {
-                Ok(v) => (ApprovalStatus::Executed, "human_approved", Some(v)),
+                Ok(v) => (
+                    ApprovalStatus::Executed,
+                    AuditDecision::HumanApproved,
+                    Some(v),
+                ),
                 Err(crate::tools::registry::CallError::Tool(ToolError::Db(e))) => {
                     return Err(e.into());
                 }
@@ -357,7 +361,7 @@ pub async fn decide(
                         .await?;
                     (
                         ApprovalStatus::Failed,
-                        "error",
+                        AuditDecision::Error,
                         Some(json!({"error": e.to_string()})),
                     )
                 }
@@ -430,7 +434,7 @@ async fn changed_snapshot(
 /// What a decision records.
 struct Recorded<'a> {
     status: ApprovalStatus,
-    decision: &'a str,
+    decision: AuditDecision,
     actor: &'a str,
     result: Option<&'a Value>,
     tokens: i64,
@@ -470,7 +474,7 @@ fn decision_audit<'a>(
     row: &'a ApprovalRow,
     call_id: &'a str,
     actor: &'a str,
-    decision: &'a str,
+    decision: AuditDecision,
     now: chrono::DateTime<chrono::Utc>,
 ) -> NewAudit<'a> {
     NewAudit {

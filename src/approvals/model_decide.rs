@@ -10,7 +10,7 @@ use crate::clock::SharedClock;
 use crate::llm::budget;
 use crate::store::approvals::{self as store, ApprovalRow, ApprovalStatus};
 use crate::store::budget::Reservation;
-use crate::store::runs;
+use crate::store::runs::{self, AuditDecision};
 use crate::tools::{Tool, ToolError};
 use serde_json::{Value, json};
 use sqlx::{PgPool, Postgres, Transaction};
@@ -109,7 +109,17 @@ pub(super) async fn approve(
     if let Some(changes) = changed_snapshot(&mut tx, env, &row, actor, now).await? {
         let result = json!({"changes": changes});
         let stale = ApprovalStatus::Stale;
-        let mut out = finish(tx, &row, stale, "stale", actor, Some(result), tokens, now).await?;
+        let mut out = finish(
+            tx,
+            &row,
+            stale,
+            AuditDecision::Stale,
+            actor,
+            Some(result),
+            tokens,
+            now,
+        )
+        .await?;
         out.changes = Some(changes);
         return Ok(out);
     }
@@ -139,7 +149,7 @@ pub(super) async fn approve(
                 tx,
                 &row,
                 executed,
-                "human_approved",
+                AuditDecision::HumanApproved,
                 actor,
                 Some(v),
                 tokens,
@@ -168,7 +178,17 @@ async fn failed(
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<DecideOutcome, DecideError> {
     let status = ApprovalStatus::Failed;
-    finish(tx, row, status, "error", actor, Some(result), tokens, now).await
+    finish(
+        tx,
+        row,
+        status,
+        AuditDecision::Error,
+        actor,
+        Some(result),
+        tokens,
+        now,
+    )
+    .await
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -176,7 +196,7 @@ async fn finish(
     mut tx: Transaction<'static, Postgres>,
     row: &ApprovalRow,
     status: ApprovalStatus,
-    decision: &str,
+    decision: AuditDecision,
     actor: &str,
     result: Option<Value>,
     tokens: i64,

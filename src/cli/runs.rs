@@ -85,8 +85,8 @@ pub async fn run(app: &App, cmd: RunsCmd) -> anyhow::Result<()> {
             }
             println!("\ntranscript:");
             for s in &steps {
-                match s.kind.as_str() {
-                    "llm_response" => {
+                match s.step_kind() {
+                    Some(crate::store::runs::StepKind::LlmResponse) => {
                         for b in s.payload["response"]["message"]["content"]
                             .as_array()
                             .into_iter()

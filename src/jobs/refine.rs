@@ -148,7 +148,7 @@ pub async fn request(
             &actor,
             "refine_document",
             "document",
-            "requested",
+            crate::store::runs::AuditDecision::Requested,
             now,
         )
     };

@@ -2,7 +2,7 @@
 //! sent no usage, a call that failed after the model generated), and loop marks (a nudge, the
 //! cap that ends a run) that share the run's step sequence.
 
-use super::runs::StepRow;
+use super::runs::{StepKind, StepRow};
 use super::sql;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -16,14 +16,14 @@ pub async fn insert_mark(
     conn: &mut PgConnection,
     run_id: Uuid,
     seq: i32,
-    kind: &str,
+    kind: StepKind,
     payload: &Value,
     now: DateTime<Utc>,
 ) -> sqlx::Result<StepRow> {
     // As read back: marks carry no version and no call id.
     let row = StepRow {
         seq,
-        kind: kind.to_string(),
+        kind: kind.as_str().to_string(),
         call_id: None,
         payload: payload.clone(),
         created_at: chrono::SubsecRound::trunc_subsecs(now, 6),
@@ -33,7 +33,7 @@ pub async fn insert_mark(
     )
     .bind(run_id)
     .bind(seq)
-    .bind(kind)
+    .bind(kind.as_str())
     .bind(payload)
     .bind(row.created_at)
     .execute(conn)

@@ -36,6 +36,79 @@ pub struct AuditRow {
     pub created_at: DateTime<Utc>,
 }
 
+/// What an audit row records was decided. The names are a stable format: stored in
+/// `audit_events.decision` (its CHECK lists them, migration 0073), shown by the API and the
+/// console, and repeated in the `tool_result` checkpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditDecision {
+    /// A call ran without approval.
+    AutoApproved,
+    /// A call became an approval.
+    Proposed,
+    /// The policy refused a call.
+    Denied,
+    /// A person (or the approval model) approved, or rejected, an approval.
+    HumanApproved,
+    HumanRejected,
+    /// An approval expired, or went stale (what it is about changed).
+    Expired,
+    Stale,
+    /// A call (or an approval's execution) failed.
+    Error,
+    /// A cap refused a call or ended the run.
+    Capped,
+    /// The loop nudged the model; refused a repeated call.
+    Nudged,
+    Repeated,
+    /// A person edited an approval's arguments.
+    Edited,
+    /// A person asked for a refine.
+    Requested,
+}
+
+impl AuditDecision {
+    pub const ALL: [AuditDecision; 13] = [
+        AuditDecision::AutoApproved,
+        AuditDecision::Proposed,
+        AuditDecision::Denied,
+        AuditDecision::HumanApproved,
+        AuditDecision::HumanRejected,
+        AuditDecision::Expired,
+        AuditDecision::Stale,
+        AuditDecision::Error,
+        AuditDecision::Capped,
+        AuditDecision::Nudged,
+        AuditDecision::Repeated,
+        AuditDecision::Edited,
+        AuditDecision::Requested,
+    ];
+
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditDecision::AutoApproved => "auto_approved",
+            AuditDecision::Proposed => "proposed",
+            AuditDecision::Denied => "denied",
+            AuditDecision::HumanApproved => "human_approved",
+            AuditDecision::HumanRejected => "human_rejected",
+            AuditDecision::Expired => "expired",
+            AuditDecision::Stale => "stale",
+            AuditDecision::Error => "error",
+            AuditDecision::Capped => "capped",
+            AuditDecision::Nudged => "nudged",
+            AuditDecision::Repeated => "repeated",
+            AuditDecision::Edited => "edited",
+            AuditDecision::Requested => "requested",
+        }
+    }
+}
+
+impl PartialEq<AuditDecision> for String {
+    fn eq(&self, other: &AuditDecision) -> bool {
+        self == other.as_str()
+    }
+}
+
 /// An audit row to append.
 #[derive(Debug, Clone)]
 pub struct NewAudit<'a> {
@@ -45,7 +118,7 @@ pub struct NewAudit<'a> {
     pub actor: &'a str,
     pub tool: &'a str,
     pub category: &'a str,
-    pub decision: &'a str,
+    pub decision: AuditDecision,
     pub args: Option<&'a Value>,
     pub outcome: Option<&'a Value>,
     pub is_error: bool,
@@ -64,7 +137,7 @@ impl<'a> NewAudit<'a> {
         actor: &'a str,
         tool: &'a str,
         category: &'a str,
-        decision: &'a str,
+        decision: AuditDecision,
         now: DateTime<Utc>,
     ) -> Self {
         NewAudit {
@@ -109,7 +182,7 @@ fn audit_values(args: &mut PgArguments, a: &NewAudit<'_>) -> Result<(), BoxDynEr
     args.add(a.actor)?;
     args.add(a.tool)?;
     args.add(a.category)?;
-    args.add(a.decision)?;
+    args.add(a.decision.as_str())?;
     // Model output may hold NUL characters, which PostgreSQL text and jsonb cannot store.
     // The trail proves without copying: redacted arguments, a summary + SHA-256 of the result.
     args.add(
@@ -149,4 +222,29 @@ pub async fn audit_for_run<'e, E: PgExecutor<'e>>(
         .bind(run_id)
         .fetch_all(exec)
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AuditDecision;
+
+    #[test]
+    fn every_audit_decision_is_one_the_check_allows_and_none_is_missing() {
+        // The last migration that sets `audit_events_decision_check`.
+        let sql = include_str!("../../migrations/0073_people_decisions.sql");
+        let list = sql
+            .rsplit_once("CHECK (decision IN (")
+            .and_then(|(_, rest)| rest.split_once("))"))
+            .map(|(list, _)| list)
+            .unwrap_or_default();
+        let mut checked: Vec<&str> = list
+            .split(',')
+            .map(|s| s.trim().trim_matches('\''))
+            .filter(|s| !s.is_empty())
+            .collect();
+        checked.sort();
+        let mut ours: Vec<&str> = AuditDecision::ALL.iter().map(|d| d.as_str()).collect();
+        ours.sort();
+        assert_eq!(ours, checked, "AuditDecision and the audit_events CHECK");
+    }
 }

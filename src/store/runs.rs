@@ -1,7 +1,7 @@
 //! SQL for agent runs, their checkpoints (`agent_steps`) and org token budgets. Audit rows are
 //! [`super::audit`]'s (re-exported here, where their callers look for them).
 
-pub use super::audit::{AuditRow, NewAudit, audit_for_run, insert_audit};
+pub use super::audit::{AuditDecision, AuditRow, NewAudit, audit_for_run, insert_audit};
 use super::sql;
 
 pub use super::agent_loop::Counters;
@@ -38,12 +38,58 @@ pub struct RunRow {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
+/// What a checkpoint is. The names are a stable format: stored in `agent_steps.kind` and
+/// `agent_loop_marks.kind` (their CHECKs list them, migrations 0031 and 0007), shown by the API
+/// and read back by every later agentd on resume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepKind {
+    /// A provider answer of the loop.
+    LlmResponse,
+    /// A tool call's result.
+    ToolResult,
+    /// A model-calling tool's provider answer, ahead of its result.
+    ToolModel,
+    /// Loop marks: a nudge sent to the model, the cap that ends the run, a resume.
+    Nudge,
+    Cap,
+    Resume,
+}
+
+impl StepKind {
+    pub const ALL: [StepKind; 6] = [
+        StepKind::LlmResponse,
+        StepKind::ToolResult,
+        StepKind::ToolModel,
+        StepKind::Nudge,
+        StepKind::Cap,
+        StepKind::Resume,
+    ];
+
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepKind::LlmResponse => "llm_response",
+            StepKind::ToolResult => "tool_result",
+            StepKind::ToolModel => "tool_model",
+            StepKind::Nudge => "nudge",
+            StepKind::Cap => "cap",
+            StepKind::Resume => "resume",
+        }
+    }
+
+    /// The kind stored as `name` (`None`: not one this build knows).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
 /// A checkpoint row (`RunStep` in the OpenAPI document).
 #[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 #[schema(as = RunStep)]
 pub struct StepRow {
     pub seq: i32,
-    /// `llm_response`, `tool_result`, or a loop mark (cap, nudge, resume).
+    /// `llm_response`, `tool_result`, `tool_model`, or a loop mark (cap, nudge, resume): a
+    /// [`StepKind`]'s name.
     pub kind: String,
     pub call_id: Option<String>,
     /// The checkpoint as written (a model answer, a tool result, …).
@@ -61,9 +107,14 @@ impl StepRow {
     /// The row as stored: text cleaned of what PostgreSQL refuses, the checkpoint format
     /// version `v` added (checked when a run resumes), the time at the database's precision.
     /// The loop keeps these in memory instead of reading back what it wrote.
+    /// What this checkpoint is (`None`: a kind this build does not know).
+    pub fn step_kind(&self) -> Option<StepKind> {
+        StepKind::parse(&self.kind)
+    }
+
     pub fn written(
         seq: i32,
-        kind: &str,
+        kind: StepKind,
         call_id: Option<&str>,
         payload: &Value,
         now: DateTime<Utc>,
@@ -74,7 +125,7 @@ impl StepRow {
         }
         Self {
             seq,
-            kind: kind.to_string(),
+            kind: kind.as_str().to_string(),
             call_id: call_id.map(str::to_string),
             payload,
             created_at: chrono::SubsecRound::trunc_subsecs(now, 6),
@@ -460,4 +511,41 @@ pub async fn failed_model_answers(
     .bind(tool)
     .fetch_one(conn)
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StepKind;
+
+    /// The kinds each table's CHECK allows, as the last migration that set it lists them.
+    fn checked(sql: &str) -> Vec<String> {
+        let list = sql
+            .rsplit_once("CHECK (kind IN (")
+            .and_then(|(_, rest)| rest.split_once("))"))
+            .map(|(list, _)| list)
+            .unwrap_or_default();
+        list.split(',')
+            .map(|s| s.trim().trim_matches('\'').to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+
+    #[test]
+    fn every_step_kind_is_a_stored_name_and_reads_back() {
+        let steps = checked(include_str!("../../migrations/0031_step_kinds.sql"));
+        let marks = checked(include_str!("../../migrations/0007_resume_marks.sql"));
+        let mut stored: Vec<String> = steps.into_iter().chain(marks).collect();
+        stored.sort();
+        stored.dedup();
+        let mut ours: Vec<String> = StepKind::ALL.iter().map(|k| k.as_str().into()).collect();
+        ours.sort();
+        assert_eq!(
+            ours, stored,
+            "StepKind and the CHECKs of agent_steps / agent_loop_marks"
+        );
+        for k in StepKind::ALL {
+            assert_eq!(StepKind::parse(k.as_str()), Some(k));
+        }
+        assert_eq!(StepKind::parse("llm-response"), None);
+    }
 }
