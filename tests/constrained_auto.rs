@@ -47,15 +47,10 @@ async fn answer(State(f): State<Fake>, body: Bytes) -> Response {
     ([("content-type", "application/json")], body.to_string()).into_response()
 }
 
-/// Runs auto_create on one document against a fake; returns the requests it saw.
-async fn run_against(refuses: bool) -> Vec<Value> {
-    let fake = Fake {
-        refuses,
-        seen: Arc::default(),
-    };
-    let router = axum::Router::new()
-        .fallback(answer)
-        .with_state(fake.clone());
+/// Serves `router` as the model server on a real port and runs auto_create on a one-page
+/// invoice against it with the default (unconfigured) constrained calls; the database (kept
+/// alive for the caller's queries) and the run's outcome.
+async fn run_invoice(router: axum::Router) -> (TestDb, agentd::agent::RunOutcome) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
@@ -103,6 +98,19 @@ async fn run_against(refuses: bool) -> Vec<Value> {
         .run(&rs, &CancellationToken::new())
         .await
         .expect("the run ends without a provider error");
+    (db, out)
+}
+
+/// Runs auto_create on one document against a fake; returns the requests it saw.
+async fn run_against(refuses: bool) -> Vec<Value> {
+    let fake = Fake {
+        refuses,
+        seen: Arc::default(),
+    };
+    let router = axum::Router::new()
+        .fallback(answer)
+        .with_state(fake.clone());
+    let (_db, out) = run_invoice(router).await;
     assert_ne!(out.status, "failed", "{out:?}");
     let seen = fake.seen.lock().unwrap().clone();
     seen
@@ -261,48 +269,7 @@ async fn propose_against(
     let router = axum::Router::new()
         .fallback(serve_structured)
         .with_state(server.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    let db = TestDb::new().await;
-    let mut app = common::app(&db, Arc::new(SystemClock) as SharedClock);
-    app.provider = Arc::new(OpenAiProvider::new(OpenAiSettings {
-        base_url,
-        api_key: String::new(),
-        timeout: Duration::from_secs(10),
-        max_retries: 0,
-        stream: false,
-    }));
-    let org = agentd::store::orgs::ensure(&db.pool, "acme")
-        .await
-        .unwrap()
-        .id;
-    let mut conn = db.pool.acquire().await.unwrap();
-    let doc = agentd::store::documents::insert(
-        &mut conn,
-        org,
-        "invoice.txt",
-        Some("Invoice Number: INV-1\nTotal: 12.50\n"),
-        &json!({}),
-        chrono::Utc::now(),
-    )
-    .await
-    .unwrap();
-    drop(conn);
-    let spec = app.spec("auto_create");
-    let mut rs = app.run_spec(
-        spec,
-        org,
-        doc.to_string(),
-        Some(1),
-        format!("Document {doc}"),
-    );
-    rs.document_id = Some(doc);
-    let out = app
-        .engine(spec)
-        .run(&rs, &CancellationToken::new())
-        .await
-        .expect("the run ends without a provider error");
+    let (db, out) = run_invoice(router).await;
     assert_eq!(out.status, "succeeded", "{out:?}");
     let audit: Vec<(String, String)> = sqlx::query_as(
         "SELECT tool, decision FROM audit_events WHERE run_id = $1 AND NOT is_error ORDER BY id",
