@@ -107,6 +107,30 @@ pub struct Candidate {
     pub source: Source,
 }
 
+impl Candidate {
+    /// A value found by a pattern rather than under a label (a date line, a due date in a
+    /// sentence, a masked card): `label` says in words what matched.
+    fn pattern(
+        name: &str,
+        label: &str,
+        value: Value,
+        raw: String,
+        kind: ValueKind,
+        line: usize,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            label: label.into(),
+            value,
+            raw,
+            kind,
+            item_fields: Vec::new(),
+            line,
+            source: Source::Pattern,
+        }
+    }
+}
+
 /// What the analysis found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Analysis {
@@ -340,16 +364,14 @@ pub fn analyse(text: &str) -> Analysis {
     {
         push(
             &mut out,
-            Candidate {
-                name: "tax_year".into(),
-                label: "(year of the form)".into(),
-                value: json!(y),
-                raw: y.to_string(),
-                kind: ValueKind::Number,
-                item_fields: Vec::new(),
-                line: i + 1,
-                source: Source::Pattern,
-            },
+            Candidate::pattern(
+                "tax_year",
+                "(year of the form)",
+                json!(y),
+                y.to_string(),
+                ValueKind::Number,
+                i + 1,
+            ),
         );
     }
     // A due date a sentence sets (`U moet het bedrag uiterlijk op 31 oktober 2026 betalen.`).
@@ -362,16 +384,14 @@ pub fn analyse(text: &str) -> Analysis {
     {
         push(
             &mut out,
-            Candidate {
-                name: "due_date".into(),
-                label: "(date to pay by)".into(),
-                value: Value::String(d.to_string()),
-                raw: clip(lines[i].trim(), MAX_VALUE_CHARS),
-                kind: ValueKind::Date,
-                item_fields: Vec::new(),
-                line: i + 1,
-                source: Source::Pattern,
-            },
+            Candidate::pattern(
+                "due_date",
+                "(date to pay by)",
+                Value::String(d.to_string()),
+                clip(lines[i].trim(), MAX_VALUE_CHARS),
+                ValueKind::Date,
+                i + 1,
+            ),
         );
     }
     // A payslip's month in its title (`für Oktober 2026`).
@@ -383,16 +403,14 @@ pub fn analyse(text: &str) -> Analysis {
     {
         push(
             &mut out,
-            Candidate {
-                name: "pay_period".into(),
-                label: "(month in the title)".into(),
-                value: Value::String(month.clone()),
-                raw: month,
-                kind: ValueKind::Text,
-                item_fields: Vec::new(),
-                line: i + 1,
-                source: Source::Pattern,
-            },
+            Candidate::pattern(
+                "pay_period",
+                "(month in the title)",
+                Value::String(month.clone()),
+                month,
+                ValueKind::Text,
+                i + 1,
+            ),
         );
     }
     // A receipt's card line (`VISA DEBIT   GBP 5.72`) says how it was paid as well as how much.
@@ -420,16 +438,14 @@ pub fn analyse(text: &str) -> Analysis {
         let line = c.line;
         push(
             &mut out,
-            Candidate {
-                name: "payment_method".into(),
-                label: "(card line)".into(),
-                value: Value::String(method.clone()),
-                raw: method,
-                kind: ValueKind::Text,
-                item_fields: Vec::new(),
+            Candidate::pattern(
+                "payment_method",
+                "(card line)",
+                Value::String(method.clone()),
+                method,
+                ValueKind::Text,
                 line,
-                source: Source::Pattern,
-            },
+            ),
         );
     }
     if kind == DocKind::Receipt
@@ -438,16 +454,14 @@ pub fn analyse(text: &str) -> Analysis {
     {
         push(
             &mut out,
-            Candidate {
-                name: "card_last_four".into(),
-                label: "(masked card number)".into(),
-                value: Value::String(digits.clone()),
-                raw: digits,
-                kind: ValueKind::Identifier,
-                item_fields: Vec::new(),
-                line: i + 1,
-                source: Source::Pattern,
-            },
+            Candidate::pattern(
+                "card_last_four",
+                "(masked card number)",
+                Value::String(digits.clone()),
+                digits,
+                ValueKind::Identifier,
+                i + 1,
+            ),
         );
     }
     if kind == DocKind::Receipt
@@ -456,16 +470,14 @@ pub fn analyse(text: &str) -> Analysis {
     {
         push(
             &mut out,
-            Candidate {
-                name: "item_count".into(),
-                label: "(count of items)".into(),
-                value: json!(n),
-                raw: n.to_string(),
-                kind: ValueKind::Number,
-                item_fields: Vec::new(),
-                line: i + 1,
-                source: Source::Pattern,
-            },
+            Candidate::pattern(
+                "item_count",
+                "(count of items)",
+                json!(n),
+                n.to_string(),
+                ValueKind::Number,
+                i + 1,
+            ),
         );
     }
     // A date alone on its line (a receipt's `15-11-2026 09:12`) when nothing else is a date.
@@ -480,16 +492,14 @@ pub fn analyse(text: &str) -> Analysis {
     {
         push(
             &mut out,
-            Candidate {
-                name: "date".into(),
-                label: "(date line)".into(),
-                value: Value::String(d.to_string()),
-                raw: clip(lines[i].trim(), MAX_VALUE_CHARS),
-                kind: ValueKind::Date,
-                item_fields: Vec::new(),
-                line: i + 1,
-                source: Source::Pattern,
-            },
+            Candidate::pattern(
+                "date",
+                "(date line)",
+                Value::String(d.to_string()),
+                clip(lines[i].trim(), MAX_VALUE_CHARS),
+                ValueKind::Date,
+                i + 1,
+            ),
         );
     }
     if out
@@ -502,16 +512,14 @@ pub fn analyse(text: &str) -> Analysis {
     {
         push(
             &mut out,
-            Candidate {
-                name: "issue_date".into(),
-                label: "(place and date)".into(),
-                value: Value::String(d.to_string()),
-                raw: clip(lines[i].trim(), MAX_VALUE_CHARS),
-                kind: ValueKind::Date,
-                item_fields: Vec::new(),
-                line: i + 1,
-                source: Source::Pattern,
-            },
+            Candidate::pattern(
+                "issue_date",
+                "(place and date)",
+                Value::String(d.to_string()),
+                clip(lines[i].trim(), MAX_VALUE_CHARS),
+                ValueKind::Date,
+                i + 1,
+            ),
         );
     }
     // The name in the address block (`Herrn` over `Tobias Reinke`): whom the document is for.
@@ -521,16 +529,14 @@ pub fn analyse(text: &str) -> Analysis {
     {
         push(
             &mut out,
-            Candidate {
-                name: field.into(),
-                label: "(address block)".into(),
-                value: Value::String(name.clone()),
-                raw: name,
-                kind: ValueKind::Text,
-                item_fields: Vec::new(),
-                line: i + 1,
-                source: Source::Pattern,
-            },
+            Candidate::pattern(
+                field,
+                "(address block)",
+                Value::String(name.clone()),
+                name,
+                ValueKind::Text,
+                i + 1,
+            ),
         );
     }
     // A range in running text (`… pour la période du 01/01/2026 au 31/12/2026, …`) when no
@@ -550,16 +556,14 @@ pub fn analyse(text: &str) -> Analysis {
         for (name, d) in [(first, start), (last, end)] {
             push(
                 &mut out,
-                Candidate {
-                    name: name.into(),
-                    label: "(period in a sentence)".into(),
-                    value: Value::String(d.to_string()),
-                    raw: clip(lines[i].trim(), MAX_VALUE_CHARS),
-                    kind: ValueKind::Date,
-                    item_fields: Vec::new(),
-                    line: i + 1,
-                    source: Source::Pattern,
-                },
+                Candidate::pattern(
+                    name,
+                    "(period in a sentence)",
+                    Value::String(d.to_string()),
+                    clip(lines[i].trim(), MAX_VALUE_CHARS),
+                    ValueKind::Date,
+                    i + 1,
+                ),
             );
         }
     }
@@ -569,16 +573,14 @@ pub fn analyse(text: &str) -> Analysis {
         if out.iter().all(|c| c.name != number) {
             push(
                 &mut out,
-                Candidate {
-                    name: number.into(),
-                    label: "(title)".into(),
-                    value: Value::String(values::repair_code(&code)),
-                    raw: code.clone(),
-                    kind: ValueKind::Identifier,
-                    item_fields: Vec::new(),
-                    line: i + 1,
-                    source: Source::Pattern,
-                },
+                Candidate::pattern(
+                    number,
+                    "(title)",
+                    Value::String(values::repair_code(&code)),
+                    code.clone(),
+                    ValueKind::Identifier,
+                    i + 1,
+                ),
             );
         }
         let date_name = if matches!(kind, DocKind::Invoice | DocKind::UtilityBill) {
@@ -593,16 +595,14 @@ pub fn analyse(text: &str) -> Analysis {
         {
             push(
                 &mut out,
-                Candidate {
-                    name: date_name.into(),
-                    label: "(title)".into(),
-                    value: Value::String(d.to_string()),
-                    raw: clip(lines[i].trim(), MAX_VALUE_CHARS),
-                    kind: ValueKind::Date,
-                    item_fields: Vec::new(),
-                    line: i + 1,
-                    source: Source::Pattern,
-                },
+                Candidate::pattern(
+                    date_name,
+                    "(title)",
+                    Value::String(d.to_string()),
+                    clip(lines[i].trim(), MAX_VALUE_CHARS),
+                    ValueKind::Date,
+                    i + 1,
+                ),
             );
         }
     }
@@ -611,16 +611,14 @@ pub fn analyse(text: &str) -> Analysis {
     {
         push(
             &mut out,
-            Candidate {
-                name: "iban".into(),
-                label: "IBAN".into(),
-                value: Value::String(iban.clone()),
-                raw: iban,
-                kind: ValueKind::Identifier,
-                item_fields: Vec::new(),
-                line: line + 1,
-                source: Source::Pattern,
-            },
+            Candidate::pattern(
+                "iban",
+                "IBAN",
+                Value::String(iban.clone()),
+                iban,
+                ValueKind::Identifier,
+                line + 1,
+            ),
         );
     }
     // Fields the lexicon names come first, so that a cap on the fields (here or in a
