@@ -188,8 +188,13 @@ async fn candidates_reach_the_model_and_name_constrained_fields() {
         "{first}"
     );
     assert!(first.contains("line_items: array of {"), "{first}");
-    // The model is told what the redaction tokens are.
-    assert!(first.contains("PERSON_n, PHONE_n"), "{first}");
+    // The model is told what the redaction tokens the document will show are (an IBAN), and
+    // only those.
+    assert!(
+        first.contains("IBAN_n (n a number) hide personal data"),
+        "{first}"
+    );
+    assert!(!first.contains("PHONE_n"), "{first}");
     // ... in words the provider boundary leaves alone (a token-shaped example would leave as
     // a token of its own, review L1).
     assert!(!first.contains("ID_1, ID_2"), "{first}");
@@ -224,6 +229,13 @@ async fn candidates_reach_the_model_and_name_constrained_fields() {
         name["anyOf"][1]["type"], "string",
         "a free-form name is still allowed"
     );
+    // With more candidates than that, at least six fields are asked for (a list of one
+    // satisfied the small model).
+    assert_eq!(
+        rf.pointer("/json_schema/schema/properties/schema/properties/fields/minItems"),
+        Some(&json!(6)),
+        "{rf}"
+    );
     // Everything the model answered is in the document: nothing flagged.
     let ungrounded: Vec<String> =
         sqlx::query_scalar("SELECT ungrounded FROM extractions WHERE document_id = $1")
@@ -235,19 +247,21 @@ async fn candidates_reach_the_model_and_name_constrained_fields() {
 }
 
 #[tokio::test]
-async fn an_ungrounded_value_is_flagged_for_the_reviewer() {
+async fn an_ungrounded_value_is_flagged_and_one_the_document_reads_is_filled_in() {
     let db = TestDb::new().await;
     let mut app = common::app(&db, Arc::new(SystemClock) as SharedClock);
     let p = Arc::new(ScriptedProvider::new(script(
         json!({"invoice_number": "string", "invoice_date": "date", "net_amount": "number",
-               "total": "number", "customer_number": "string", "vat": "number"}),
+               "total": "number", "customer_number": "string", "vat": "number",
+               "contract_number": "string"}),
         // Written differently from the document (ISO date, plain numbers) but there, except
-        // the total (invented) and the customer number (not in the document).
+        // the total (invented), the customer number (another one) and the contract number
+        // (the document has none); the VAT left empty.
         |_| {
             json_answer(
                 json!({"invoice_number": "RE-2026-1183", "invoice_date": "2026-11-05",
             "net_amount": 1482, "total": 9999.99, "customer_number": "K-99999",
-            "vat": null}),
+            "vat": null, "contract_number": "V-777"}),
             )
         },
     )));
@@ -258,42 +272,57 @@ async fn an_ungrounded_value_is_flagged_for_the_reviewer() {
         .unwrap();
     assert_eq!(drain(&app, doc).await, "proposed");
     p.assert_complete();
-    let mut ungrounded: Vec<String> =
-        sqlx::query_scalar("SELECT ungrounded FROM extractions WHERE document_id = $1")
+    let (result, ungrounded): (Value, Vec<String>) =
+        sqlx::query_as("SELECT result, ungrounded FROM extractions WHERE document_id = $1")
             .bind(doc)
             .fetch_one(&db.pool)
             .await
             .unwrap();
-    ungrounded.sort();
-    assert_eq!(ungrounded, vec!["/customer_number", "/total"]);
-    // The reviewer's read of the document shows them beside the result.
+    // What the document reads under the field's label replaced the invented and the empty
+    // values; what it has no reading for stays as answered, flagged.
+    assert_eq!(result["total"], json!(1763.58), "{result}");
+    assert_eq!(result["vat"], json!(281.58), "{result}");
+    assert_eq!(result["customer_number"], "K-40712", "{result}");
+    assert_eq!(result["contract_number"], "V-777", "{result}");
+    assert_eq!(result["invoice_number"], "RE-2026-1183", "{result}");
+    assert_eq!(ungrounded, vec!["/contract_number"]);
+    // The reviewer's read of the document shows the flag beside the result.
     let report = agentd::documents::document_report(&app, doc)
         .await
         .unwrap()
         .unwrap();
-    let mut shown: Vec<String> =
+    let shown: Vec<String> =
         serde_json::from_value(report["extraction"]["ungrounded"].clone()).unwrap();
-    shown.sort();
     assert_eq!(shown, ungrounded);
-    // The model saw the flags and the empty field the document has a value for.
+    // The model saw the flag and each value that was filled in, with what it had answered.
     let requests = p.requests.lock().unwrap().clone();
-    let result = requests
+    let seen = requests
         .last()
         .map(last_result)
         .expect("the summary round saw run_extraction's result");
+    assert_eq!(seen["ungrounded"], json!(["/contract_number"]), "{seen}");
+    let mut filled: Vec<(String, Value)> = seen["filled_from_document"]
+        .as_array()
+        .expect("filled_from_document")
+        .iter()
+        .map(|f| {
+            (
+                f["field"].as_str().unwrap_or_default().to_string(),
+                f["was"].clone(),
+            )
+        })
+        .collect();
+    filled.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(
-        result["ungrounded"].as_array().map(Vec::len),
-        Some(2),
-        "{result}"
+        filled,
+        vec![
+            ("customer_number".to_string(), json!("K-99999")),
+            ("total".to_string(), json!(9999.99)),
+            ("vat".to_string(), Value::Null),
+        ],
+        "{seen}"
     );
-    assert_eq!(
-        result["empty_but_in_document"][0]["field"], "vat",
-        "{result}"
-    );
-    assert_eq!(
-        result["empty_but_in_document"][0]["label"], "MwSt. 19 %",
-        "{result}"
-    );
+    assert!(seen.get("empty_but_in_document").is_none(), "{seen}");
 }
 
 #[tokio::test]

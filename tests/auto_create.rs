@@ -737,13 +737,14 @@ async fn one_call_asks_the_model_again_when_the_extraction_flags_a_value() {
     let p = Arc::new(ScriptedProvider::new(vec![
         Turn::text(
             &json!({
-                "schema": {"fields": [{"name": "invoice_number", "type": "string"}]},
-                "prompt": {"name": "Invoice", "content": "Extract the invoice number."},
+                "schema": {"fields": [{"name": "contract_number", "type": "string"}]},
+                "prompt": {"name": "Invoice", "content": "Extract the contract number."},
             })
             .to_string(),
         ),
-        // A number the document does not contain: flagged.
-        Turn::text(&json!({"invoice_number": "INV-99999"}).to_string()),
+        // A number the document does not contain, under a field it has no reading for (one it
+        // has would be filled in from the document): flagged.
+        Turn::text(&json!({"contract_number": "C-99999"}).to_string()),
         Turn::text("Proposed; the invoice number is flagged for the reviewer."),
     ]));
     app.provider = p.clone();

@@ -57,7 +57,7 @@ pub(super) async fn checkpoint_response(
     let now = engine.clock.now();
     // The step that follows (a tool result, a nudge, the run's end) commits durably within
     // milliseconds and flushes this one with it; only a crash of the database server in between
-    // loses the answer, and the call is made again (ARCHITECTURE.md, "Loop").
+    // loses the answer, and the call is made again (ARCHITECTURE.md, "The step engine").
     let payload = json!({"response": resp, "summary": summary});
     let row = StepRow::written(seq, StepKind::LlmResponse, None, &payload, now);
     let settled = budget::checkpoint_answer(

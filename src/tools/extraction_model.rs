@@ -120,6 +120,7 @@ pub(crate) async fn apply_extraction(
         .await?
         .map(|d| d.text)
         .unwrap_or_default();
+    let (result, filled) = fill_from_document(result, inner_schema(&schema.response_format), &text);
     let ungrounded = ground::ungrounded(&result, &text);
     let e = store::insert(
         ctx.conn,
@@ -139,6 +140,14 @@ pub(crate) async fn apply_extraction(
              update_extraction_field."
         );
     }
+    if !filled.is_empty() {
+        out["filled_from_document"] = json!(filled);
+        out["filled_note"] = json!(
+            "the answer left these fields empty or gave values the document does not contain; \
+             they hold what the document says under that field's label instead (`was`: the \
+             answer's value). If one is wrong, correct it with update_extraction_field."
+        );
+    }
     let missed = empty_with_candidate(&result, &text);
     if !missed.is_empty() {
         out["empty_but_in_document"] = json!(missed);
@@ -152,6 +161,53 @@ pub(crate) async fn apply_extraction(
         out["finish_reason"] = json!("length");
     }
     Ok(out)
+}
+
+/// Top-level scalar fields of `result` that are null, or hold a value `text` does not contain,
+/// while the analysis of `text` reads a value for that field (by its name or label, as the
+/// offline extraction does): that value replaces the answer's when the result stays valid for
+/// `schema`. Returns the result and `{field, label, value, was}` per replaced field (at most
+/// 20). A small model names the right field and copies a neighbour's value, or none; the
+/// document's own reading is better than either, and the tool result says what changed.
+fn fill_from_document(result: Value, schema: &Value, text: &str) -> (Value, Vec<Value>) {
+    let Some(obj) = result.as_object() else {
+        return (result, Vec::new());
+    };
+    let ungrounded = ground::ungrounded(&result, text);
+    let wants = |k: &str, v: &Value| {
+        let scalar = !v.is_array() && !v.is_object();
+        let pointer = format!("/{}", k.replace('~', "~0").replace('/', "~1"));
+        scalar && (v.is_null() || ungrounded.contains(&pointer))
+    };
+    if !obj.iter().any(|(k, v)| wants(k, v)) {
+        return (result, Vec::new());
+    }
+    let read = crate::llm::offline::extract(text, schema);
+    let a = analysis::analyse(text);
+    let mut filled_obj = obj.clone();
+    let mut filled = Vec::new();
+    for (k, v) in obj {
+        if filled.len() >= 20 || !wants(k, v) {
+            continue;
+        }
+        let Some(new) = read
+            .get(k)
+            .filter(|n| !n.is_null() && !n.is_array() && !n.is_object())
+        else {
+            continue;
+        };
+        if new == v || !ground::ungrounded(new, text).is_empty() {
+            continue;
+        }
+        let label = a.get(k).map(|c| c.label.clone()).unwrap_or_default();
+        filled.push(json!({"field": k, "label": label, "value": new, "was": v}));
+        filled_obj.insert(k.clone(), new.clone());
+    }
+    let filled_result = Value::Object(filled_obj);
+    if filled.is_empty() || validate_instance(schema, &filled_result).is_err() {
+        return (result, Vec::new());
+    }
+    (filled_result, filled)
 }
 
 /// Top-level fields of `result` that are null while the analysis of `text` has a candidate of

@@ -439,6 +439,10 @@ fn offer_names(args: &mut Value, candidates: &[String]) {
         return;
     };
     let free = name.clone();
+    // A list of one field satisfies `minItems: 1`, and the 0.5B model stopped there (a credit
+    // note proposed as `type`): with candidates, ask for as many as there are, up to
+    // MIN_FIELDS_OFFERED, which it fills from the offered names.
+    let at_least = candidates.len().min(MIN_FIELDS_OFFERED);
     *name = json!({
         "description": format!(
             "snake_case, after what the value is; preferably one of the candidates: {}",
@@ -446,7 +450,14 @@ fn offer_names(args: &mut Value, candidates: &[String]) {
         ),
         "anyOf": [{"type": "string", "enum": candidates}, free],
     });
+    if let Some(min) = args.pointer_mut("/properties/fields/minItems") {
+        *min = json!(at_least.max(1));
+    }
 }
+
+/// How many fields a constrained `create_schema` must list at least when the analysis offers
+/// that many candidates (labelled documents of the eval have 5–11 fields).
+const MIN_FIELDS_OFFERED: usize = 6;
 
 tool! {
     /// `update_schema`.
