@@ -328,7 +328,7 @@ async fn fan_out(server: &Server, app: &App, report: &mut Report) -> anyhow::Res
             first,
             "s",
         )
-        .note(format!("{inserted} jobs, one statement")),
+        .note(format!("{inserted} jobs, one read and one insert")),
     );
     report.push(
         Row::new("approvals", "same tick again (a second node)", second, "s")
