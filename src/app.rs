@@ -233,8 +233,9 @@ impl App {
                 Some(CronEntry {
                     kind: spec.kind.clone(),
                     schedule: spec.cron()?,
-                    fan_out: spec.schedule.as_ref()?.fan_out,
-                    spread_secs: spec.schedule.as_ref()?.spread_secs,
+                    fan_out: spec.schedule.as_ref().and_then(|s| {
+                        Some(crate::store::nightly::fan_out(s.fan_out?, s.spread_secs))
+                    }),
                     priority: spec.queue.priority,
                     max_attempts: spec.queue.max_attempts,
                 })

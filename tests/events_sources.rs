@@ -130,7 +130,7 @@ async fn a_cancelled_auto_create_job_writes_auto_create_failed_from_plain_sql() 
         .await
         .unwrap();
     assert!(
-        agentd::queue::store::cancel(&db.pool, job, now())
+        agentd::jobs::cancel::cancel(&mut db.pool.acquire().await.unwrap(), job, now())
             .await
             .unwrap()
     );

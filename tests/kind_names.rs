@@ -7,7 +7,10 @@
 //! not the name). A literal that only happens to be spelt like a kind (an org setting, an
 //! upload's field) carries `// not a job kind: <what it is>` on its line. No database.
 
-use std::path::{Path, PathBuf};
+mod source_scan;
+
+use source_scan::{rust_files, string_literals};
+use std::path::Path;
 
 /// The job kinds: the stems of `jobs/*.toml`.
 fn kind_names(root: &Path) -> Vec<String> {
@@ -20,94 +23,6 @@ fn kind_names(root: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("readable dir")
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
-
-/// The string literals of Rust source `text` with the line each starts on: plain (`"…"`, with
-/// escapes as written) and raw (`r"…"`, `r#"…"#`); comments and char literals are skipped.
-fn string_literals(text: &str) -> Vec<(usize, String)> {
-    let b = text.as_bytes();
-    let (mut i, mut line, mut out) = (0, 1, Vec::new());
-    let count = |s: &[u8]| s.iter().filter(|&&c| c == b'\n').count();
-    while i < b.len() {
-        match b[i] {
-            b'\n' => {
-                line += 1;
-                i += 1;
-            }
-            b'/' if b.get(i + 1) == Some(&b'/') => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                let end = text[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2);
-                line += count(&b[i..end]);
-                i = end;
-            }
-            b'r' if (b.get(i + 1) == Some(&b'"') || b.get(i + 1) == Some(&b'#'))
-                && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_')) =>
-            {
-                let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
-                let open = i + 1 + hashes;
-                if b.get(open) != Some(&b'"') {
-                    i += 1;
-                    continue;
-                }
-                let close = format!("\"{}", "#".repeat(hashes));
-                let end = text[open + 1..]
-                    .find(&close)
-                    .map_or(b.len(), |e| open + 1 + e);
-                out.push((line, text[open + 1..end].to_string()));
-                line += count(&b[i..end]);
-                i = (end + close.len()).min(b.len());
-            }
-            b'"' => {
-                let start = i + 1;
-                let mut j = start;
-                while j < b.len() && b[j] != b'"' {
-                    j += if b[j] == b'\\' { 2 } else { 1 };
-                }
-                let end = j.min(b.len());
-                out.push((line, text[start..end].to_string()));
-                line += count(&b[i..end]);
-                i = end + 1;
-            }
-            b'\'' => {
-                // A char literal ('x', '\n', '\'', '\u{..}') or a lifetime ('a): skip the char.
-                if b.get(i + 1) == Some(&b'\\') {
-                    let end = text[i + 2..].find('\'').map_or(b.len(), |e| i + 2 + e + 1);
-                    i = end;
-                } else if b.get(i + 2) == Some(&b'\'') {
-                    i += 3;
-                } else {
-                    let ch = text[i + 1..].chars().next().map_or(1, char::len_utf8);
-                    i += if b.get(i + 1 + ch) == Some(&b'\'') {
-                        ch + 2
-                    } else {
-                        1
-                    };
-                }
-            }
-            _ => i += 1,
-        }
-    }
-    out
 }
 
 /// Where `text` (the file `rel`) names a kind in a literal it should not: `rel:line: "…"`.
@@ -144,10 +59,8 @@ fn a_kind_name_is_written_in_its_own_module_and_the_catalog_only() {
         kinds.len() >= 4,
         "the job files were not found in jobs/: {kinds:?}"
     );
-    let mut files = Vec::new();
-    rust_files(&root.join("src"), &mut files);
     let mut problems = Vec::new();
-    for path in &files {
+    for path in &rust_files(&root.join("src")) {
         let rel = path
             .strip_prefix(root)
             .expect("under the manifest dir")

@@ -146,8 +146,10 @@ async fn walk(f: &F, start: chrono::DateTime<Utc>, days: i64) -> BTreeMap<Uuid, 
     let entry = CronEntry {
         kind: "proactive_suggestion".into(),
         schedule: cron::Schedule::from_str("0 */15 * * * *").unwrap(),
-        fan_out: Some(agentd::catalog::FanOut::Orgs),
-        spread_secs: 0,
+        fan_out: Some(agentd::store::nightly::fan_out(
+            agentd::catalog::FanOut::Orgs,
+            0,
+        )),
         priority: 0,
         max_attempts: 3,
     };

@@ -5,8 +5,12 @@
 //! (`crate::x…`, `crate::{x, y::z}`, `super::…` climbing to the crate root), and fails on a
 //! cycle between top-level modules (naming its modules and the edges inside it) or on an edge
 //! [`LAYERS`] forbids (naming a site). ARCHITECTURE.md § Layers draws the same table; the test
-//! checks that it does. No database.
+//! checks that it does. The queue, low in the layers, also names no domain table in its SQL
+//! ([`QUEUE_TABLES`]; the tables are read from `migrations/`). No database.
 
+mod source_scan;
+
+use source_scan::{Tok, rust_files, tokens, without_test_items};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -75,6 +79,181 @@ fn architecture_md_draws_the_same_layers() {
         drawn, declared,
         "ARCHITECTURE.md § Layers (the numbered block) and LAYERS in tests/module_graph.rs differ"
     );
+}
+
+/// The queue's own tables (what `src/queue` may name in SQL); every other table the migrations
+/// create is the domain's.
+const QUEUE_TABLES: &[&str] = &[
+    "agentd_jobs",
+    "agentd_org_queue_limits",
+    "agentd_paused_kinds",
+];
+
+/// The queue is a library under the domain (River knows `river_job` only): no SQL in the
+/// non-test code of `src/queue` names a domain table. What a job drove is ended by its caller
+/// (`jobs::cancel`), and a fan-out's targets come from the domain (`store::nightly`).
+#[test]
+fn the_queue_names_no_domain_table_in_sql() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tables = created_tables(&root.join("migrations"));
+    for q in QUEUE_TABLES {
+        assert!(
+            tables.iter().any(|t| t == q),
+            "QUEUE_TABLES names `{q}`, which no migration creates (renamed or dropped?)"
+        );
+    }
+    let domain: Vec<String> = tables
+        .into_iter()
+        .filter(|t| !QUEUE_TABLES.contains(&t.as_str()))
+        .collect();
+    assert!(
+        domain.iter().any(|t| t == "orgs") && domain.iter().any(|t| t == "agent_runs"),
+        "the domain tables read from migrations/: {domain:?}"
+    );
+    let mut problems = Vec::new();
+    for f in rust_files(&root.join("src/queue")) {
+        let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let rel = f.strip_prefix(root).unwrap_or(&f).display().to_string();
+        problems.extend(domain_sql(&rel, &text, &domain));
+    }
+    assert!(
+        problems.is_empty(),
+        "SQL in src/queue names domain tables (move the statement to where the domain lives and \
+         give the queue a hook or return what the caller needs):\n{}",
+        problems.join("\n")
+    );
+}
+
+/// The checker of the queue's SQL, on made-up source: a domain table in a statement is found
+/// with its line (also qualified, `documents.id`); a queue table, a longer word, a message that
+/// is not SQL, a comment and a `#[cfg(test)]` item are not.
+#[test]
+fn the_sql_checker_finds_domain_tables_in_statements_only() {
+    let domain = vec!["orgs".to_string(), "documents".to_string()];
+    let text = "// SELECT 1 FROM orgs\n\
+                const A: &str = \"SELECT 1 FROM agentd_jobs WHERE org = $1\";\n\
+                const B: &str = \"UPDATE documents SET x = 1\";\n\
+                const C: &str = r#\"WITH s AS (SELECT 1)\n SELECT documents.id FROM s\"#;\n\
+                const D: &str = \"slots kept for other orgs\";\n\
+                const E: &str = \"SELECT auto_create_status, orgs_seen FROM agentd_jobs\";\n\
+                #[cfg(test)]\nmod tests { const F: &str = \"SELECT * FROM orgs\"; }\n";
+    assert_eq!(
+        domain_sql("src/queue/x.rs", text, &domain),
+        vec![
+            "src/queue/x.rs:3: `documents`".to_string(),
+            "src/queue/x.rs:4: `documents`".to_string(),
+        ]
+    );
+    assert_eq!(
+        created_tables_in(
+            "-- CREATE TABLE old_notes (id int);\n\
+             CREATE TABLE orgs (id uuid);\ncreate table if not exists public.documents (id int);\n\
+             CREATE UNLOGGED TABLE scratch (x int);\nALTER TABLE scratch RENAME TO scratch_2;\n\
+             CREATE TABLE gone (x int);\nDROP TABLE IF EXISTS gone;\n"
+        ),
+        vec!["documents", "orgs", "scratch_2"]
+    );
+}
+
+/// `rel:line: \`table\`` for each domain table a string literal of `text`'s non-test code names
+/// when the literal reads as SQL (it has `SELECT`, `INSERT`, `UPDATE`, `DELETE`, `FROM` or
+/// `JOIN` as a word, in any case). A table counts as a whole word (`documents.id` names
+/// `documents`; `auto_create_status` no table).
+fn domain_sql(rel: &str, text: &str, domain: &[String]) -> Vec<String> {
+    const SQL_WORDS: &[&str] = &["select", "insert", "update", "delete", "from", "join"];
+    let mut out = Vec::new();
+    for (t, line) in without_test_items(&tokens(text)) {
+        let Tok::Str(lit) = t else { continue };
+        let words: Vec<&str> = lit
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        if !words
+            .iter()
+            .any(|w| SQL_WORDS.contains(&w.to_ascii_lowercase().as_str()))
+        {
+            continue;
+        }
+        for table in domain {
+            if words.contains(&table.as_str()) {
+                out.push(format!("{rel}:{line}: `{table}`"));
+            }
+        }
+    }
+    out
+}
+
+/// The tables the migrations under `dir` leave (created, renamed, not dropped), sorted.
+fn created_tables(dir: &Path) -> Vec<String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sql"))
+        .collect();
+    files.sort();
+    let all: String = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display())))
+        .collect::<Vec<_>>()
+        .join("\n");
+    created_tables_in(&all)
+}
+
+/// The tables SQL text `sql` leaves, in order of the statements (`--` comments skipped):
+/// `CREATE [UNLOGGED|TEMP] TABLE [IF NOT EXISTS] x`, `ALTER TABLE x RENAME TO y`,
+/// `DROP TABLE [IF EXISTS] x`; a schema prefix (`public.`) dropped. Sorted.
+fn created_tables_in(sql: &str) -> Vec<String> {
+    let code: String = sql
+        .lines()
+        .map(|l| l.split("--").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n")
+        .to_ascii_lowercase();
+    let w: Vec<&str> = code
+        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let at = |i: usize| w.get(i).copied().unwrap_or_default();
+    // The name at `i`, past `IF [NOT] EXISTS` and `ONLY`.
+    let name = |mut i: usize| {
+        if at(i) == "if" {
+            i += 2 + usize::from(at(i + 1) == "not");
+        }
+        if at(i) == "only" {
+            i += 1;
+        }
+        at(i).rsplit('.').next().unwrap_or_default().to_string()
+    };
+    let mut tables: BTreeSet<String> = BTreeSet::new();
+    for i in 0..w.len() {
+        match at(i) {
+            "create" => {
+                let t = if matches!(at(i + 1), "unlogged" | "temp" | "temporary") {
+                    i + 2
+                } else {
+                    i + 1
+                };
+                if at(t) == "table" {
+                    tables.insert(name(t + 1));
+                }
+            }
+            "alter" if at(i + 1) == "table" => {
+                // ALTER TABLE [IF EXISTS] [ONLY] x RENAME TO y
+                let from = name(i + 2);
+                let rename = (i + 3..i + 7).find(|&k| at(k) == "rename" && at(k + 1) == "to");
+                if let Some(k) = rename
+                    && tables.remove(&from)
+                {
+                    tables.insert(name(k + 2));
+                }
+            }
+            "drop" if at(i + 1) == "table" => {
+                tables.remove(&name(i + 2));
+            }
+            _ => {}
+        }
+    }
+    tables.into_iter().collect()
 }
 
 /// The checker itself, on a made-up crate: a back edge is named with its site, a cycle with its
@@ -295,11 +474,19 @@ struct Library {
     edges: Vec<Edge>,
 }
 
+/// The tokens of a file's non-test code, without string literals (a path in a string is no use).
+fn code_tokens(text: &str) -> Vec<(Tok, usize)> {
+    without_test_items(&tokens(text))
+        .into_iter()
+        .filter(|(t, _)| !matches!(t, Tok::Str(_)))
+        .collect()
+}
+
 /// The modules reachable from `root/lib.rs` and every path of theirs that names another
 /// top-level module.
 fn read_library(root: &Path) -> Library {
     let lib = root.join("lib.rs");
-    let toks = tokens(&std::fs::read_to_string(&lib).expect("src/lib.rs"));
+    let toks = code_tokens(&std::fs::read_to_string(&lib).expect("src/lib.rs"));
     let (children, _) = scan(&toks, &[], &[]);
     let modules: Vec<String> = children.clone();
     let mut edges = Vec::new();
@@ -310,7 +497,7 @@ fn read_library(root: &Path) -> Library {
     while let Some((file, path)) = todo.pop() {
         let text =
             std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        let toks = tokens(&text);
+        let toks = code_tokens(&text);
         let (children, refs) = scan(&toks, &path, &modules);
         let rel = file
             .strip_prefix(root)
@@ -357,168 +544,8 @@ fn module_file(dir: &Path, name: &str) -> PathBuf {
     nested
 }
 
-#[derive(Debug, Clone, PartialEq)]
-enum Tok {
-    Ident(String),
-    /// `::`
-    Path,
-    Punct(char),
-}
-
-/// The tokens of `src` with their lines: identifiers, `::` and punctuation; comments, string,
-/// char and number literals and lifetimes dropped.
-fn tokens(src: &str) -> Vec<(Tok, usize)> {
-    let c: Vec<char> = src.chars().collect();
-    let mut out = Vec::new();
-    let (mut i, mut line) = (0usize, 1usize);
-    let at = |i: usize| c.get(i).copied().unwrap_or('\0');
-    while i < c.len() {
-        let ch = c[i];
-        if ch == '\n' {
-            line += 1;
-            i += 1;
-        } else if ch.is_whitespace() {
-            i += 1;
-        } else if ch == '/' && at(i + 1) == '/' {
-            while i < c.len() && c[i] != '\n' {
-                i += 1;
-            }
-        } else if ch == '/' && at(i + 1) == '*' {
-            let mut depth = 0;
-            loop {
-                if i >= c.len() {
-                    break;
-                }
-                if c[i] == '/' && at(i + 1) == '*' {
-                    depth += 1;
-                    i += 2;
-                } else if c[i] == '*' && at(i + 1) == '/' {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    if c[i] == '\n' {
-                        line += 1;
-                    }
-                    i += 1;
-                }
-            }
-        } else if ch == '"' {
-            i = skip_string(&c, i + 1, &mut line);
-        } else if (ch == 'r' || ch == 'b' || ch == 'c')
-            && let Some(end) = raw_or_byte_string(&c, i, &mut line)
-        {
-            i = end;
-        } else if ch == '\'' {
-            if at(i + 1) == '\\' {
-                // An escaped char literal: to the closing quote.
-                i += 2;
-                while i < c.len() && c[i] != '\'' {
-                    i += 1;
-                }
-                i += 1;
-            } else if at(i + 2) == '\'' {
-                i += 3;
-            } else {
-                // A lifetime or label.
-                i += 1;
-                while i < c.len() && (c[i].is_alphanumeric() || c[i] == '_') {
-                    i += 1;
-                }
-            }
-        } else if ch.is_alphabetic() || ch == '_' {
-            let start = i;
-            while i < c.len() && (c[i].is_alphanumeric() || c[i] == '_') {
-                i += 1;
-            }
-            let word: String = c[start..i].iter().collect();
-            // A raw identifier `r#name` reads as `name`.
-            if word == "r" && at(i) == '#' && (at(i + 1).is_alphabetic() || at(i + 1) == '_') {
-                continue;
-            }
-            out.push((Tok::Ident(word), line));
-        } else if ch.is_ascii_digit() {
-            while i < c.len() && (c[i].is_alphanumeric() || c[i] == '_') {
-                i += 1;
-            }
-        } else if ch == ':' && at(i + 1) == ':' {
-            out.push((Tok::Path, line));
-            i += 2;
-        } else {
-            out.push((Tok::Punct(ch), line));
-            i += 1;
-        }
-    }
-    out
-}
-
-/// Past the closing quote of a string whose body starts at `i`.
-fn skip_string(c: &[char], mut i: usize, line: &mut usize) -> usize {
-    while i < c.len() {
-        match c[i] {
-            '\\' => i += 2,
-            '"' => return i + 1,
-            '\n' => {
-                *line += 1;
-                i += 1
-            }
-            _ => i += 1,
-        }
-    }
-    i
-}
-
-/// `r"…"`, `r#"…"#`, `b"…"`, `br#"…"#`, `c"…"`, `b'x'`: past its end, or `None` if `i` starts
-/// an identifier instead.
-fn raw_or_byte_string(c: &[char], i: usize, line: &mut usize) -> Option<usize> {
-    let at = |k: usize| c.get(k).copied().unwrap_or('\0');
-    let mut k = i;
-    if matches!(at(k), 'b' | 'c') {
-        k += 1;
-        if at(k) == '"' {
-            return Some(skip_string(c, k + 1, line));
-        }
-        if at(i) == 'b' && at(k) == '\'' {
-            let mut j = k + 1;
-            if at(j) == '\\' {
-                j += 1;
-            }
-            j += 1;
-            while j < c.len() && c[j] != '\'' {
-                j += 1;
-            }
-            return Some(j + 1);
-        }
-    }
-    if at(k) != 'r' {
-        return None;
-    }
-    k += 1;
-    let mut hashes = 0;
-    while at(k) == '#' {
-        hashes += 1;
-        k += 1;
-    }
-    if at(k) != '"' {
-        return None;
-    }
-    k += 1;
-    while k < c.len() {
-        if c[k] == '\n' {
-            *line += 1;
-        }
-        if c[k] == '"' && (1..=hashes).all(|h| at(k + h) == '#') {
-            return Some(k + 1 + hashes);
-        }
-        k += 1;
-    }
-    Some(k)
-}
-
-/// The `mod x;` children of a file (not `#[cfg(test)]` ones) and every top-level module its
-/// non-test code names, with the line. `path` is the file's module path (`[]` for lib.rs).
+/// The `mod x;` children of a file and every top-level module it names, with the line (`toks`:
+/// its [`code_tokens`], without `#[cfg(test)]` items). `path` is the file's module path (`[]` for lib.rs).
 fn scan(
     toks: &[(Tok, usize)],
     path: &[String],
@@ -536,18 +563,6 @@ fn scan(
     let mut depth = 0usize;
     let mut i = 0;
     while i < toks.len() {
-        // `#[cfg(test)]` and the item it gates.
-        if is(i, &Tok::Punct('#'))
-            && is(i + 1, &Tok::Punct('['))
-            && ident(i + 2) == Some("cfg")
-            && is(i + 3, &Tok::Punct('('))
-            && ident(i + 4) == Some("test")
-            && is(i + 5, &Tok::Punct(')'))
-            && is(i + 6, &Tok::Punct(']'))
-        {
-            i = skip_item(toks, i + 7);
-            continue;
-        }
         match &toks[i].0 {
             Tok::Punct('{') => depth += 1,
             Tok::Punct('}') => {
@@ -616,56 +631,4 @@ fn scan(
         i += 1;
     }
     (children, refs)
-}
-
-/// Past the item starting at `i` (after its attributes): to its `;`, or to the `}` closing its
-/// first top-level `{`.
-fn skip_item(toks: &[(Tok, usize)], mut i: usize) -> usize {
-    // Further attributes.
-    while matches!(toks.get(i), Some((Tok::Punct('#'), _))) {
-        let mut d = 0;
-        i += 1;
-        while i < toks.len() {
-            match toks[i].0 {
-                Tok::Punct('[') => d += 1,
-                Tok::Punct(']') => {
-                    d -= 1;
-                    if d == 0 {
-                        i += 1;
-                        break;
-                    }
-                }
-                _ => {}
-            }
-            i += 1;
-        }
-    }
-    let mut paren = 0i32;
-    while i < toks.len() {
-        match toks[i].0 {
-            Tok::Punct('(') | Tok::Punct('[') => paren += 1,
-            Tok::Punct(')') | Tok::Punct(']') => paren -= 1,
-            Tok::Punct(';') if paren == 0 => return i + 1,
-            Tok::Punct('{') if paren == 0 => {
-                let mut d = 0;
-                while i < toks.len() {
-                    match toks[i].0 {
-                        Tok::Punct('{') => d += 1,
-                        Tok::Punct('}') => {
-                            d -= 1;
-                            if d == 0 {
-                                return i + 1;
-                            }
-                        }
-                        _ => {}
-                    }
-                    i += 1;
-                }
-                return i;
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    i
 }

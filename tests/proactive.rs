@@ -525,8 +525,10 @@ async fn ten_thousand_orgs_with_a_hundred_signals_make_a_hundred_model_runs() {
     let entry = agentd::queue::cron::CronEntry {
         kind: "proactive_suggestion".into(),
         schedule: "0 */15 * * * *".parse().unwrap(),
-        fan_out: Some(agentd::catalog::FanOut::Orgs),
-        spread_secs: 0,
+        fan_out: Some(agentd::store::nightly::fan_out(
+            agentd::catalog::FanOut::Orgs,
+            0,
+        )),
         priority: 0,
         max_attempts: 3,
     };

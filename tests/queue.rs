@@ -672,7 +672,6 @@ async fn three_schedulers_racing_on_one_tick_enqueue_one_job() {
         kind: "approval_expiry".into(),
         schedule: cron::Schedule::from_str("0 */5 * * * *").unwrap(),
         fan_out: None,
-        spread_secs: 0,
         priority: 0,
         max_attempts: 3,
     };
@@ -705,7 +704,6 @@ async fn after_downtime_only_the_latest_missed_tick_runs() {
         kind: "approval_expiry".into(),
         schedule: cron::Schedule::from_str("0 */5 * * * *").unwrap(),
         fan_out: None,
-        spread_secs: 0,
         priority: 0,
         max_attempts: 3,
     };
@@ -739,8 +737,10 @@ async fn fan_out_enqueues_one_job_per_active_org_once() {
     let entry = CronEntry {
         kind: "proactive_suggestion".into(),
         schedule: cron::Schedule::from_str("0 0 2 * * *").unwrap(),
-        fan_out: Some(agentd::catalog::FanOut::Orgs),
-        spread_secs: 0,
+        fan_out: Some(agentd::store::nightly::fan_out(
+            agentd::catalog::FanOut::Orgs,
+            0,
+        )),
         priority: 0,
         max_attempts: 3,
     };
@@ -845,8 +845,10 @@ async fn fan_out_spreads_the_orgs_of_a_time_zone_over_the_window() {
     let entry = |kind: &str, spread_secs| CronEntry {
         kind: kind.into(),
         schedule: cron::Schedule::from_str("0 0 2 * * *").unwrap(),
-        fan_out: Some(agentd::catalog::FanOut::Orgs),
-        spread_secs,
+        fan_out: Some(agentd::store::nightly::fan_out(
+            agentd::catalog::FanOut::Orgs,
+            spread_secs,
+        )),
         priority: 0,
         max_attempts: 3,
     };

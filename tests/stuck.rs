@@ -250,7 +250,14 @@ async fn jobs_cancel_ends_the_run_and_the_document_and_stops_the_provider_call()
         hangs.entered.load(Ordering::SeqCst) == 1
     })
     .await;
-    assert!(store::cancel(&db.pool, job, app.clock.now()).await.unwrap());
+    let now = app.clock.now();
+    let mut conn = db.pool.acquire().await.unwrap();
+    assert!(
+        agentd::jobs::cancel::cancel(&mut conn, job, now)
+            .await
+            .unwrap()
+    );
+    drop(conn);
     let runs = runs_of(&db, doc).await;
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].0, "cancelled");
@@ -354,7 +361,6 @@ async fn a_finished_or_dead_cron_tick_is_not_enqueued_again() {
         kind: "tick".into(),
         schedule: "0 0 * * * *".parse().unwrap(),
         fan_out: None,
-        spread_secs: 0,
         priority: 0,
         max_attempts: 1,
     };

@@ -11,7 +11,6 @@ use super::extract::{Id, JsonBody};
 use crate::kinds::{self, JobKind};
 use crate::queue::JobState;
 use crate::queue::pause::{self, PausedKind};
-use crate::queue::store as queue_store;
 use crate::store::console_reads::{self, DeadAction, DeadBatch};
 use crate::store::{api_reads, runs};
 use axum::extract::Path;
@@ -43,7 +42,7 @@ async fn cancel_job(req: &Scoped<Admin>, id: i64) -> ApiResult {
     let job = api_reads::job(&mut *tx, org, id)
         .await?
         .ok_or_else(|| Problem::not_found("job", id))?;
-    if !queue_store::cancel(&mut *tx, id, req.app.clock.now()).await? {
+    if !crate::jobs::cancel::cancel(&mut tx, id, req.app.clock.now()).await? {
         return Err(Problem::conflict(format!(
             "job {id} is {}; only a waiting or running job can be cancelled",
             job.state

@@ -119,7 +119,8 @@ pub(super) async fn run(app: &App, cmd: JobsCmd) -> anyhow::Result<()> {
             format!("job {id} cannot be retried: it does not exist or is running or succeeded"),
         )?,
         JobsCmd::Cancel { id } => changed_or(
-            store::cancel(&app.pool, id, app.clock.now()).await?,
+            crate::jobs::cancel::cancel(&mut *app.pool.acquire().await?, id, app.clock.now())
+                .await?,
             format!("job {id} cancelled"),
             format!("job {id} cannot be cancelled: it does not exist or already finished"),
         )?,

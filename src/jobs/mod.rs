@@ -3,6 +3,7 @@
 
 pub mod approval_expiry;
 pub mod auto_create;
+pub mod cancel;
 pub mod proactive;
 pub mod reconcile;
 pub mod refine;

@@ -8,8 +8,8 @@
 //! re-enqueue can start over. It never touches a run or document whose job is waiting or
 //! running: that job will finish it.
 //!
-//! `jobs cancel` ends the run and the document in the same statement as the cancel
-//! ([`crate::queue::store::cancel`]); the reconciler catches everything else.
+//! `jobs cancel` ends the run and the document in the same transaction as the cancel
+//! ([`super::cancel`]); the reconciler catches everything else.
 
 use crate::clock::SharedClock;
 use crate::kinds::{AutoCreate, JobKind};

@@ -4,8 +4,8 @@
 //! uploads, re-proposals) builds its jobs through [`JobKind::job`], and every handler reads its
 //! payload with [`JobKind::parse`]; a kind's name is written in its own module here and in the
 //! catalog only (`tests/kind_names.rs` keeps it so). The handlers are in `jobs/<kind>.rs`.
-//! Producers that are SQL (the cron fan-out, the webhook dispatcher trigger) write the same
-//! payloads and keys in their statements.
+//! The nightly fan-out (`store::nightly`) and the SQL producer (the webhook dispatcher trigger)
+//! write the same payloads and keys.
 
 pub mod approval_expiry;
 pub mod auto_create;

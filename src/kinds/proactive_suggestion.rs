@@ -21,8 +21,8 @@ impl JobKind for ProactiveSuggestion {
     type Payload = Payload;
 
     /// One job per org and night, however it is produced (`POST /v1/jobs`, `agentd enqueue
-    /// proactive`, `agentd demo`; the cron fan-out writes the same key in SQL,
-    /// `queue/cron.rs`), and the key stays taken after the job finished, until retention purges
+    /// proactive`, `agentd demo`; the cron fan-out writes the same key,
+    /// `store/nightly.rs`), and the key stays taken after the job finished, until retention purges
     /// it: a night is reviewed once.
     fn unique(p: &Payload) -> Option<Unique> {
         Some(Unique {

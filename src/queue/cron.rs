@@ -1,16 +1,18 @@
 //! Periodic jobs. The `cron` crate computes ticks; each tick is enqueued under a unique key
 //! (schedule, tick), so any number of worker processes produce exactly one job per tick (or,
-//! for a fan-out schedule, one per org per local date: the org's nightly job is due once its
-//! local time reached its `nightly_hour`, so the schedule of a fan-out kind ticks often). After downtime only the latest missed
+//! for a fan-out schedule, one job per target its [`FanOut`] finds due at the tick, each under
+//! the key the fan-out gives it: the nightly fan-out over orgs is `store::nightly`, the caller's,
+//! since the queue knows only its own table). After downtime only the latest missed
 //! tick is enqueued, never a burst. A tick's key keeps binding after its job finished (checked
 //! at enqueue, until retention purges the job), so a finished tick is not run again.
 
 use super::QueueError;
-use crate::catalog::FanOut;
 use crate::clock::SharedClock;
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgPool;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -20,12 +22,34 @@ use tracing::{info, warn};
 pub struct CronEntry {
     pub kind: String,
     pub schedule: cron::Schedule,
-    pub fan_out: Option<FanOut>,
-    /// With a fan-out: each org's job is due up to this many seconds after the tick (its own
-    /// offset, [`SPREAD_OFFSET`]), so the orgs of a time zone do not all start in one minute.
-    pub spread_secs: u32,
+    /// `None`: one job per tick. Else one job per target the fan-out finds due at the tick.
+    pub fan_out: Option<Arc<dyn FanOut>>,
     pub priority: i16,
     pub max_attempts: i32,
+}
+
+/// The targets of a fan-out schedule: a tick enqueues one job for each (River's periodic job
+/// constructor, for many jobs). Implemented where the targets live (`store::nightly`).
+#[async_trait]
+pub trait FanOut: Send + Sync + std::fmt::Debug {
+    /// The jobs of `kind` due at `tick`, whether or not an earlier tick enqueued them already
+    /// (their unique keys make that a no-op).
+    async fn due(
+        &self,
+        pool: &PgPool,
+        kind: &str,
+        tick: DateTime<Utc>,
+    ) -> Result<Vec<TickJob>, QueueError>;
+}
+
+/// One job a fan-out tick enqueues (kind, priority and attempts are the schedule's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TickJob {
+    pub payload: serde_json::Value,
+    /// Binds while the job waits or runs and, checked at enqueue, until retention purges it: a
+    /// target is enqueued once per key however many ticks find it due.
+    pub unique_key: String,
+    pub run_at: DateTime<Utc>,
 }
 
 /// What one tick enqueued.
@@ -108,18 +132,13 @@ impl Scheduler {
     }
 }
 
-/// An org's offset into the fan-out's spread window, in seconds (`$5` the window; 0: none): the
-/// first 32 bits of the md5 of its id, modulo the window — the same for an org every night and
-/// on every node, and even over the orgs of a time zone.
-pub const SPREAD_OFFSET: &str = "CASE WHEN $5::int > 0 THEN ('x' || substr(md5(o.id::text), 1, 8))::bit(32)::bigint % $5::int ELSE 0 END";
-
 /// Enqueues one tick of `e`; returns the number of jobs inserted.
 pub async fn enqueue_tick(
     pool: &PgPool,
     e: &CronEntry,
     tick: DateTime<Utc>,
 ) -> Result<u64, QueueError> {
-    let done = match e.fan_out {
+    let done = match &e.fan_out {
         None => sqlx::query(
             "INSERT INTO agentd_jobs (kind, payload, priority, max_attempts, unique_key, run_at)
              SELECT $1, jsonb_build_object('tick', $2::timestamptz), $3, $4, 'cron:' || $1 || ':' || $5, $2
@@ -133,38 +152,36 @@ pub async fn enqueue_tick(
         .bind(tick.to_rfc3339())
         .execute(pool)
         .await?,
-        // One set-based statement for every active org: 10,000 orgs are one round trip. Each
-        // org's night is its local date at the tick (`orgs.timezone`); it is due once its local
-        // hour reached `orgs.nightly_hour`, and the key (org, local date) makes it once per local
-        // date — a DST change that repeats or skips the hour changes neither. Its job runs at
-        // its nightly hour plus the org's offset into `spread_secs` (issue 30: the orgs of a
-        // time zone no longer all start in the same minute), or at the tick if that is past: an
-        // org caught up hours later (a worker started at 07:00 for `nightly_hour` 0) runs at
-        // once, and an org keeps its own time whichever tick enqueues it. The hour's start is
-        // never after the tick (the tick is past the hour, or it would not be due): where the
-        // local hour happens twice (autumn), `AT TIME ZONE` reads the second, and the first wins.
-        Some(FanOut::Orgs) => sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO agentd_jobs (kind, payload, priority, max_attempts, unique_key, run_at)
-             SELECT $1, jsonb_build_object('org_id', o.id, 'night', l.night), $3, $4,
-                    $1 || ':' || o.id || ':' || l.night,
-                    GREATEST($2, LEAST($2, (date_trunc('day', lt.t) + o.nightly_hour * interval '1 hour')
-                                               AT TIME ZONE o.timezone)
-                                 + ({SPREAD_OFFSET}) * interval '1 second')
-               FROM orgs o
-              CROSS JOIN LATERAL (SELECT ($2::timestamptz AT TIME ZONE o.timezone) AS t) lt
-              CROSS JOIN LATERAL (SELECT lt.t::date AS night) l
-              WHERE o.active AND extract(hour FROM lt.t) >= o.nightly_hour
-                AND NOT EXISTS (SELECT 1 FROM agentd_jobs j
-                                 WHERE j.unique_key = $1 || ':' || o.id || ':' || l.night)
-             ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'running') DO NOTHING",
-        )))
-        .bind(&e.kind)
-        .bind(tick)
-        .bind(e.priority)
-        .bind(e.max_attempts)
-        .bind(i32::try_from(e.spread_secs).unwrap_or(i32::MAX))
-        .execute(pool)
-        .await?,
+        // Two round trips whatever the number of targets (10,000 orgs: one read, one insert).
+        // A key already taken (another node, an earlier tick of the same period, a finished job
+        // not yet purged) inserts nothing.
+        Some(fan_out) => {
+            let jobs = fan_out.due(pool, &e.kind, tick).await?;
+            if jobs.is_empty() {
+                return Ok(0);
+            }
+            let (mut payloads, mut keys, mut run_ats) = (Vec::new(), Vec::new(), Vec::new());
+            for j in jobs {
+                payloads.push(j.payload);
+                keys.push(j.unique_key);
+                run_ats.push(j.run_at);
+            }
+            sqlx::query(
+                "INSERT INTO agentd_jobs (kind, payload, priority, max_attempts, unique_key, run_at)
+                 SELECT $1, t.payload, $2, $3, t.unique_key, t.run_at
+                   FROM unnest($4::jsonb[], $5::text[], $6::timestamptz[]) AS t(payload, unique_key, run_at)
+                  WHERE NOT EXISTS (SELECT 1 FROM agentd_jobs j WHERE j.unique_key = t.unique_key)
+                 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'running') DO NOTHING",
+            )
+            .bind(&e.kind)
+            .bind(e.priority)
+            .bind(e.max_attempts)
+            .bind(payloads)
+            .bind(keys)
+            .bind(run_ats)
+            .execute(pool)
+            .await?
+        }
     };
     Ok(done.rows_affected())
 }

@@ -14,9 +14,9 @@
 //!    cursor and wrapping around (a skip scan: one index descent per org, however long each
 //!    org's backlog is). The cursor is where the previous claim of the kind in this process
 //!    stopped, so when more orgs wait than a claim has slots, claims take turns round robin.
-//! 3. Each org of the ring takes `n / m` of its oldest ready jobs (`m` orgs; the first `n % m`
-//!    take one more), walking its own part of the index in `run_at, id` order (`top`'s org
-//!    from `top`'s job on) under
+//! 3. Each org of the ring not walked past (`sharing`) takes `n / m` of its oldest ready jobs
+//!    (`m` orgs; the first `n % m` take one more), walking its own part of the index in
+//!    `run_at, id` order (`top`'s org from `top`'s job on) under
 //!    `FOR UPDATE SKIP LOCKED`: concurrent claimers skip each other's rows within each org, as
 //!    the single walk of before did within the kind.
 //!
@@ -143,13 +143,13 @@ static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
                    SELECT x.org, ({paused_x} OR coalesce({held_x}, false) OR x.org IN (SELECT org FROM busy)) AS skip
                      FROM (SELECT {next} AS org OFFSET 0) x) x
              WHERE r.held < $2 AND x.org <> r.first),
-         orgs AS (SELECT org, row_number() OVER (ORDER BY n) AS n, count(*) OVER () AS m
+         sharing AS (SELECT org, row_number() OVER (ORDER BY n) AS n, count(*) OVER () AS m
                     FROM ring WHERE NOT skip)
          UPDATE agentd_jobs
             SET state = 'running', attempt = attempt + 1, locked_by = $3,
                 lease_expires_at = {now} + $5 * interval '1 millisecond', started_at = {now}
           WHERE id = ANY(ARRAY(
-                SELECT j.id FROM orgs o CROSS JOIN top CROSS JOIN LATERAL (
+                SELECT j.id FROM sharing o CROSS JOIN top CROSS JOIN LATERAL (
                        SELECT id FROM agentd_jobs
                         WHERE {ready} AND {k} = o.org
                           AND (run_at, id) >= (CASE WHEN o.org = top.lo THEN top.r

@@ -344,40 +344,32 @@ pub async fn retry<'e, E: PgExecutor<'e>>(
     Ok(state)
 }
 
+/// A job [`cancel`] ended: what its caller needs to end what the job drove (its run, its
+/// document: `jobs::cancel`), since the queue knows only its own table.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Cancelled {
+    pub id: i64,
+    pub kind: String,
+    pub payload: serde_json::Value,
+}
+
 /// Cancels an `available` or `running` job. A running attempt is fenced out: its ack is ignored.
-/// In the same statement the job's run (if still running) becomes `cancelled`, and an
-/// auto_create document waiting on this job (and on no other) becomes `failed` with the reason.
+/// `None` when the job does not exist or already finished.
 pub async fn cancel<'e, E: PgExecutor<'e>>(
     exec: E,
     id: i64,
     now: DateTime<Utc>,
-) -> Result<bool, QueueError> {
-    let cancelled: Option<i64> = sqlx::query_scalar(
-        "WITH c AS (
-            UPDATE agentd_jobs
-               SET state = 'cancelled', finished_at = $2, lease_expires_at = NULL, locked_by = NULL
-             WHERE id = $1 AND state IN ('available', 'running')
-         RETURNING id, kind, payload),
-         r AS (
-            UPDATE agent_runs SET status = 'cancelled', stop_reason = 'cancelled', finished_at = $2,
-                   error = 'job ' || $1 || ' was cancelled'
-             WHERE job_id = (SELECT id FROM c) AND status = 'running'),
-         d AS (
-            UPDATE documents SET auto_create_status = 'failed', updated_at = $2,
-                   auto_create_error = 'auto_create job ' || $1 || ' was cancelled'
-             WHERE id::text = (SELECT payload->>'document_id' FROM c WHERE kind = 'auto_create')
-               AND auto_create_status IN ('queued', 'running')
-               AND NOT EXISTS (SELECT 1 FROM agentd_jobs a
-                                WHERE a.kind = 'auto_create' AND a.id <> $1
-                                  AND a.payload->>'document_id' = documents.id::text
-                                  AND a.state IN ('available', 'running')))
-         SELECT id FROM c",
+) -> Result<Option<Cancelled>, QueueError> {
+    Ok(sqlx::query_as::<_, Cancelled>(
+        "UPDATE agentd_jobs
+            SET state = 'cancelled', finished_at = $2, lease_expires_at = NULL, locked_by = NULL
+          WHERE id = $1 AND state IN ('available', 'running')
+      RETURNING id, kind, payload",
     )
     .bind(id)
     .bind(now)
     .fetch_optional(exec)
-    .await?;
-    Ok(cancelled.is_some())
+    .await?)
 }
 
 /// One job by id.

@@ -1,6 +1,7 @@
 //! SQL for the auto-create pipeline: a document's proposal state, the artifacts a run proposed,
 //! cleanup of a failed run's orphans, and accept/reject.
 
+use crate::kinds::{AutoCreate, JobKind};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{PgConnection, PgExecutor};
@@ -168,6 +169,35 @@ pub async fn set_status<'e, E: PgExecutor<'e>>(
     .execute(exec)
     .await?;
     Ok(())
+}
+
+/// Fails a document's auto-create (`queued` or `running`) because its job `job_id` was
+/// cancelled, unless another auto_create job of the document is waiting or running (that one
+/// will finish it). Whether the document changed.
+pub async fn fail_cancelled<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    document_id: Uuid,
+    job_id: i64,
+    now: DateTime<Utc>,
+) -> sqlx::Result<bool> {
+    let done = sqlx::query(
+        "UPDATE documents d SET auto_create_status = 'failed', updated_at = $4,
+                auto_create_error = 'auto_create job ' || $3 || ' was cancelled'
+          WHERE d.org_id = $1 AND d.id = $2 AND d.auto_create_status IN ('queued', 'running')
+            AND NOT EXISTS (SELECT 1 FROM agentd_jobs a
+                             WHERE a.kind = $5 AND a.id <> $3
+                               AND a.payload->>'document_id' = d.id::text
+                               AND a.state IN ('available', 'running'))",
+    )
+    .bind(org_id)
+    .bind(document_id)
+    .bind(job_id)
+    .bind(now)
+    .bind(AutoCreate::NAME)
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected() > 0)
 }
 
 /// What run `run_id` created in `org_id` for `document_id`, as the proposal it would record. The

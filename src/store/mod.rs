@@ -15,6 +15,7 @@ pub mod documents;
 pub mod events;
 pub mod extractions;
 pub mod history;
+pub mod nightly;
 pub mod org_keys;
 pub mod org_settings;
 pub mod orgs;

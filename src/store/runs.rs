@@ -144,6 +144,25 @@ pub async fn run_for_job<'e, E: PgExecutor<'e>>(
         .await
 }
 
+/// Ends the run job `job_id` drives, if still running, as `cancelled` (the job was cancelled:
+/// `jobs::cancel`). The number of runs ended (0 or 1).
+pub async fn cancel_for_job<'e, E: PgExecutor<'e>>(
+    exec: E,
+    job_id: i64,
+    now: DateTime<Utc>,
+) -> sqlx::Result<u64> {
+    let done = sqlx::query(
+        "UPDATE agent_runs SET status = 'cancelled', stop_reason = 'cancelled', finished_at = $2,
+                error = 'job ' || $1 || ' was cancelled'
+          WHERE job_id = $1 AND status = 'running'",
+    )
+    .bind(job_id)
+    .bind(now)
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected())
+}
+
 /// Unlinks a finished run from its job (the job is retried with a fresh run).
 pub async fn detach_from_job<'e, E: PgExecutor<'e>>(exec: E, run_id: Uuid) -> sqlx::Result<()> {
     sql::execute(

@@ -219,6 +219,11 @@ async fn fan_out(server: &Server, app: &App, report: &mut Report) -> anyhow::Res
         .into_iter()
         .find(|e| e.fan_out.is_some())
         .ok_or_else(|| anyhow::anyhow!("no job kind with a fan-out schedule"))?;
+    let spread_secs = bapp
+        .catalog
+        .get(&entry.kind)
+        .and_then(|s| s.schedule.as_ref())
+        .map_or(0, |s| s.spread_secs);
     let now = bapp.clock.now();
     let tick = Scheduler::latest_tick(&entry.schedule, now).unwrap_or(now);
     let t0 = Instant::now();
@@ -300,7 +305,7 @@ async fn fan_out(server: &Server, app: &App, report: &mut Report) -> anyhow::Res
         .note(format!(
             "{} orgs of one time zone, spread over {} s",
             super::num(orgs as f64),
-            entry.spread_secs
+            spread_secs
         )),
     );
     report.push(
@@ -328,7 +333,7 @@ async fn fan_out(server: &Server, app: &App, report: &mut Report) -> anyhow::Res
             first,
             "s",
         )
-        .note(format!("{inserted} jobs, one statement")),
+        .note(format!("{inserted} jobs, one read and one insert")),
     );
     report.push(
         Row::new("approvals", "same tick again (a second node)", second, "s")
