@@ -9,7 +9,7 @@
 
 mod common;
 
-use sqlx::Executor;
+use sqlx::{Executor, SqlSafeStr};
 use std::path::{Path, PathBuf};
 
 /// The directories whose SQL must read whole.
@@ -130,7 +130,7 @@ async fn every_statement_file_prepares_against_the_schema() {
     let mut failed = Vec::new();
     for (name, text) in &statements {
         if let Err(e) = (&db.pool)
-            .describe(sqlx::AssertSqlSafe(text.as_str()))
+            .describe(sqlx::AssertSqlSafe(text.clone()).into_sql_str())
             .await
         {
             failed.push(format!("{name}: {e}"));
