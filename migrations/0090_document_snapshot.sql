@@ -22,25 +22,3 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
                        'text_sha256', encode(sha256(convert_to(COALESCE(d.text, ''), 'UTF8')), 'hex'))
            END
 $$;
-
--- What the audit row of an approval the expiry sweep decided keeps: for `args`, the SHA-256 of
--- the arguments; for `outcome`, the status, the names of the changed parts (stale ones) and
--- the SHA-256 of the result. Never the values (review N2: they hold document metadata,
--- extraction values and before/after copies, and the trail is append-only); the approval's
--- proposal has its own audit row with the arguments redacted. One definition for the
--- set-based sweep and the row-by-row one (`src/store/sql/approvals_*.sql`), so both write the
--- same rows; before, a Rust macro spliced this SQL into both.
-CREATE FUNCTION swept_audit_args(args jsonb) RETURNS jsonb
-LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    SELECT jsonb_build_object('sha256', encode(sha256(convert_to(args::text, 'UTF8')), 'hex'))
-$$;
-
-CREATE FUNCTION swept_audit_outcome(status text, result jsonb) RETURNS jsonb
-LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    SELECT jsonb_strip_nulls(jsonb_build_object(
-             'status', status,
-             'changed', (SELECT jsonb_agg(k ORDER BY k)
-                           FROM jsonb_object_keys(CASE WHEN jsonb_typeof(result -> 'changes') = 'object'
-                                                       THEN result -> 'changes' END) AS k),
-             'sha256', encode(sha256(convert_to(result::text, 'UTF8')), 'hex')))
-$$;

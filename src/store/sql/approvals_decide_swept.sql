@@ -12,7 +12,16 @@ audit AS (
   INSERT INTO audit_events (org_id, run_id, call_id, actor, tool, category, decision, args,
                             outcome, created_at)
   SELECT org_id, run_id, 'approval:' || id, $5, tool, 'approval', status,
-         swept_audit_args(args), swept_audit_outcome(status, result), $1
+         -- for `args` the SHA-256 of the arguments; for `outcome` the status, the names of the
+         -- changed parts and the SHA-256 of the result: never the values (review N2)
+         jsonb_build_object('sha256', encode(sha256(convert_to(args::text, 'UTF8')), 'hex')),
+         jsonb_strip_nulls(jsonb_build_object(
+           'status', status,
+           'changed', (SELECT jsonb_agg(k ORDER BY k)
+                         FROM jsonb_object_keys(CASE WHEN jsonb_typeof(result -> 'changes') = 'object'
+                                                     THEN result -> 'changes' END) AS k),
+           'sha256', encode(sha256(convert_to(result::text, 'UTF8')), 'hex'))),
+         $1
     FROM up ORDER BY id),
 events AS (
   INSERT INTO agentd_events (org_id, type, subject_id, occurred_at, payload, dedupe_key)
