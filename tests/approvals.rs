@@ -776,11 +776,16 @@ async fn an_extraction_field_summary_names_the_path() {
     assert_eq!(line, "Set field 'total.amount' of an extraction to 12.5");
 }
 
-/// The SQL form of a document's snapshot (what the set-based sweep compares stored snapshots
-/// with) is the tools' own `DocumentLock::snapshot`, for documents written on a whole second, a
-/// whole millisecond and a microsecond, metadata with a decimal written `1.50`, tags, and no text.
+/// The document snapshot as SQL defines it (migration 0090's `document_snapshot`: what the tools
+/// read, `documents::snapshot`, and the set-based sweep compares stored snapshots with) is the
+/// JSON agentd's Rust built before, reproduced here from the row's columns (`DocumentLock::
+/// snapshot`: `json!` of the name, tags, metadata and the SHA-256 of the text): for documents
+/// written on a whole second, a whole millisecond and a microsecond, metadata with a decimal
+/// written `1.50` and an exponent, tags, no text, one that never existed and another org's. The
+/// batch reads (`documents::snapshots`, locked or not) give the same.
 #[tokio::test]
-async fn the_sql_document_snapshot_is_the_tools() {
+async fn the_sql_document_snapshot_is_the_one_rust_built() {
+    use sha2::{Digest, Sha256};
     let f = fixture().await;
     f.clock.set(f.clock.now().trunc_subsecs(0));
     let mut docs = vec![f.doc("second.txt").await];
@@ -811,19 +816,78 @@ async fn the_sql_document_snapshot_is_the_tools() {
     .await
     .unwrap();
     docs.push(odd);
+    docs.push(Uuid::now_v7());
     docs.sort();
-    let in_sql = documents::snapshots_in_sql(&mut conn, f.org, &docs)
+    let keys: Vec<(Uuid, Uuid)> = docs.iter().map(|d| (f.org, *d)).collect();
+    let read = documents::snapshots(&mut conn, &keys, false).await.unwrap();
+    let locked = documents::snapshots(&mut conn, &keys, true).await.unwrap();
+    assert_eq!(read, locked);
+    assert_eq!(read.len(), docs.len());
+    for ((org, id, snapshot), doc) in read.into_iter().zip(&docs) {
+        assert_eq!((org, id), (f.org, *doc));
+        let row: Option<(String, Vec<Uuid>, Value, Option<String>)> = sqlx::query_as(
+            "SELECT name, tag_ids, metadata, text FROM documents WHERE org_id = $1 AND id = $2",
+        )
+        .bind(f.org)
+        .bind(id)
+        .fetch_optional(&mut *conn)
         .await
         .unwrap();
-    assert_eq!(in_sql.len(), docs.len());
-    for (id, sql) in in_sql {
-        let tool = agentd::store::sql::by_id::<documents::DocumentLock>(&mut conn, f.org, id, true)
-            .await
-            .unwrap()
-            .unwrap()
-            .snapshot();
-        assert_eq!(sql, tool, "document {id}");
+        let before = match row {
+            Some((name, tag_ids, metadata, text)) => json!({
+                "exists": true, "document_id": id, "name": name, "tag_ids": tag_ids,
+                "metadata": metadata,
+                "text_sha256": hex::encode(Sha256::digest(text.unwrap_or_default())),
+            }),
+            None => json!({"exists": false, "document_id": id}),
+        };
+        assert_eq!(snapshot, before, "document {id}");
+        let one = documents::snapshot(&mut conn, f.org, id).await.unwrap();
+        assert_eq!(one, before, "document {id}");
     }
+    let other = orgs::ensure(&f.db.pool, "other").await.unwrap().id;
+    let theirs = documents::snapshot(&mut conn, other, odd).await.unwrap();
+    assert_eq!(theirs, json!({"exists": false, "document_id": odd}));
+}
+
+/// The hash of a pending approval on a fixed document (fixed id, name, tag, text, and metadata
+/// with a decimal written `1.50`, an exponent, a number past `u64` and a non-ASCII string) is
+/// the one agentd computed before the snapshot was defined once, in SQL: an upgrade must not turn
+/// the stored hashes of pending approvals stale. The literal was printed by this test run on
+/// the code before that change (commit 218b59f, `DocumentLock::snapshot` built with `json!`).
+#[tokio::test]
+async fn a_documents_snapshot_hash_is_the_one_stored_before_the_upgrade() {
+    let f = fixture().await;
+    let doc = Uuid::parse_str("0192b3c4-d5e6-7f80-9a1b-2c3d4e5f6a7b").unwrap();
+    let tag = Uuid::parse_str("0192b3c4-d5e6-7f80-9a1b-2c3d4e5f6a7c").unwrap();
+    sqlx::query(
+        "INSERT INTO tags (id, org_id, name, color, created_at) VALUES ($2, $1, 'paid', '#112233', now())",
+    )
+    .bind(f.org)
+    .bind(tag)
+    .execute(&f.db.pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO documents (id, org_id, name, text, metadata, tag_ids, created_at, updated_at)
+         VALUES ($3, $1, 'odd \"name\" ü.txt', E'Invoice Number: INV-1\\n',
+                 '{\"amount\": 1.50, \"n\": [1, 2.0e3], \"big\": 123456789012345678901234,
+                   \"s\": \"ü\"}', ARRAY[$2]::uuid[], now(), now())",
+    )
+    .bind(f.org)
+    .bind(tag)
+    .bind(doc)
+    .execute(&f.db.pool)
+    .await
+    .unwrap();
+    let mut conn = f.db.pool.acquire().await.unwrap();
+    let snapshot = documents::snapshot(&mut conn, f.org, doc).await.unwrap();
+    let args = json!({"document_id": doc, "metadata": {"amount": 2}});
+    let hash = approvals::snapshot_hash("update_document", &args, &snapshot);
+    assert_eq!(
+        hash,
+        "d9a01a806b372a014c14f87e23075fde9a7aa7079454f1497739c9428b54bc0d"
+    );
 }
 
 /// One sweep over a mixed population, set-based and row by row on two databases built the same

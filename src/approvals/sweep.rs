@@ -384,22 +384,18 @@ impl Sweeper {
             .collect();
         keys.sort_unstable_by_key(|k| (k.1, k.0));
         keys.dedup();
-        let docs: std::collections::HashMap<(Uuid, Uuid), documents::DocumentLock> =
-            documents::snapshot_many(conn, &keys, lock)
+        let docs: std::collections::HashMap<(Uuid, Uuid), Value> =
+            documents::snapshots(conn, &keys, lock)
                 .await?
                 .into_iter()
-                .map(|(org, d)| ((org, d.id), d))
+                .map(|(org, id, snapshot)| ((org, id), snapshot))
                 .collect();
         let mut out = Vec::with_capacity(rows.len());
         for (row, target) in rows.iter().zip(targets) {
-            let change = match target {
-                Some(doc) => {
-                    let current = docs
-                        .get(&(row.org_id, doc))
-                        .map(documents::DocumentLock::snapshot)
-                        .unwrap_or_else(|| documents::DocumentLock::missing_snapshot(doc));
-                    changes(row, &current)
-                }
+            // Every key read has its snapshot (a missing document's too); one absent would be
+            // re-checked through its tool.
+            let change = match target.and_then(|doc| docs.get(&(row.org_id, doc))) {
+                Some(current) => changes(row, current),
                 None => self.recheck(conn, row, now).await?,
             };
             out.push(change);

@@ -14,22 +14,7 @@
 use super::{NewJob, QueueError};
 use sqlx::{PgExecutor, PgPool};
 
-/// The single-row insert; `$from` names what the row is selected from (`""`: nothing).
-macro_rules! insert_one {
-    ($with:literal, $from:literal) => {
-        concat!(
-            $with,
-            "INSERT INTO agentd_jobs (kind, payload, priority, run_at, max_attempts, unique_key,
-                                      traceparent)
-             SELECT $1, $2, $3, COALESCE($4, now()), $5, $6, $8",
-            $from,
-            " WHERE NOT ($7 AND EXISTS (SELECT 1 FROM agentd_jobs WHERE unique_key = $6))
-             ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'running') DO NOTHING
-             RETURNING id"
-        )
-    };
-}
-
+/// Runs `sql` (`sql/enqueue_one*.sql`) for `job`.
 async fn insert_one<'e, E: PgExecutor<'e>>(
     exec: E,
     sql: &'static str,
@@ -56,7 +41,7 @@ pub async fn enqueue<'e, E: PgExecutor<'e>>(
     exec: E,
     job: &NewJob,
 ) -> Result<Option<i64>, QueueError> {
-    insert_one(exec, insert_one!("", ""), job).await
+    insert_one(exec, include_str!("sql/enqueue_one.sql"), job).await
 }
 
 /// [`enqueue`] in a transaction of its own, with the wake-up NOTIFY sent after the commit
@@ -74,10 +59,7 @@ pub async fn enqueue_committed(pool: &PgPool, job: &NewJob) -> Result<Option<i64
         return Ok(id);
     }
     let mut conn = pool.acquire().await?;
-    let sql = insert_one!(
-        "WITH defer AS (SELECT set_config('agentd.jobs_notify', 'after_commit', true)) ",
-        " FROM defer"
-    );
+    let sql = include_str!("sql/enqueue_one_notify_after_commit.sql");
     let id = insert_one(&mut *conn, sql, job).await?;
     if id.is_some() {
         let notified = sqlx::query("SELECT pg_notify($1, '')")

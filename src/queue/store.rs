@@ -125,36 +125,25 @@ where
     Ok(q.fetch_all(pool).await?)
 }
 
-/// `$head` on the jobs `j` whose attempt in `done` still runs them (ids `$1`), returning the ids
-/// it touched: `[one attempt for all ($2 a number), an attempt per job ($2 a parallel array)]`.
-/// Primary-key lookups either way: the join form (`FROM unnest(...)`) got a nested loop over
-/// every running row when statistics said "one running row" (0.4–1.2 s per ack under load,
+/// A statement on the jobs whose attempt in `done` still runs them, written twice: `uniform`
+/// for one attempt for all (`$2` a number), `mixed` for an attempt per job (`$2` a parallel
+/// array). Primary-key lookups either way: the join form (`FROM unnest(...)`) got a nested loop
+/// over every running row when statistics said "one running row" (0.4–1.2 s per ack under load,
 /// measured by `agentd bench`). A batch's jobs are nearly always on the same attempt (the
 /// first); the parallel array's `array_position` walks the ids for every row (O(batch²) per
 /// statement, ~4 % of the server's CPU in a 200k drain), so it is kept for mixed batches.
-macro_rules! on_held_attempts {
-    ($head:literal) => {
-        [
-            concat!(
-                $head,
-                " WHERE j.id = ANY($1::int8[]) AND j.state = 'running' AND j.attempt = $2::int4
-              RETURNING j.id"
-            ),
-            concat!(
-                $head,
-                " WHERE j.id = ANY($1::int8[]) AND j.state = 'running'
-                AND j.attempt = ($2::int4[])[array_position($1::int8[], j.id)]
-              RETURNING j.id"
-            ),
-        ]
-    };
+struct OnHeldAttempts {
+    /// One attempt for all the jobs: `$2` a number.
+    uniform: &'static str,
+    /// An attempt per job: `$2` an array parallel to the ids.
+    mixed: &'static str,
 }
 
-/// Runs one of `sql` (see [`on_held_attempts`]) on the attempts in `done`, with `now` as `$3`
+/// Runs one of `sql` (see [`OnHeldAttempts`]) on the attempts in `done`, with `now` as `$3`
 /// when given; returns the ids whose attempt still held.
 async fn on_held(
     pool: &PgPool,
-    [uniform, mixed]: [&'static str; 2],
+    OnHeldAttempts { uniform, mixed }: OnHeldAttempts,
     done: &[(i64, i32)],
     now: Option<DateTime<Utc>>,
 ) -> Result<Vec<i64>, QueueError> {
@@ -181,18 +170,20 @@ pub async fn complete_many(
     done: &[(i64, i32)],
     now: DateTime<Utc>,
 ) -> Result<Vec<i64>, QueueError> {
-    let complete = on_held_attempts!(
-        "UPDATE agentd_jobs j
-            SET state = 'succeeded', finished_at = $3, lease_expires_at = NULL, locked_by = NULL,
-                last_error = NULL"
-    );
+    let complete = OnHeldAttempts {
+        uniform: include_str!("sql/jobs_complete.sql"),
+        mixed: include_str!("sql/jobs_complete_mixed.sql"),
+    };
     on_held(pool, complete, done, Some(now)).await
 }
 
 /// Deletes succeeded attempts in one statement (kinds with `delete_on_success`); returns the
 /// ids whose ack counted (stale attempts are left out and keep their row).
 pub async fn delete_succeeded(pool: &PgPool, done: &[(i64, i32)]) -> Result<Vec<i64>, QueueError> {
-    let delete = on_held_attempts!("DELETE FROM agentd_jobs j");
+    let delete = OnHeldAttempts {
+        uniform: include_str!("sql/jobs_delete_succeeded.sql"),
+        mixed: include_str!("sql/jobs_delete_succeeded_mixed.sql"),
+    };
     on_held(pool, delete, done, None).await
 }
 

@@ -166,26 +166,7 @@ pub async fn checkpoint_settled(
     flush: Flush,
 ) -> sqlx::Result<Settled> {
     let (run_tokens, used, limit): (i64, Option<i64>, Option<i64>) = sqlx::query_as_with(
-        "WITH unflushed AS (
-            SELECT set_config('synchronous_commit', 'off', true) WHERE $15),
-         step AS (
-            INSERT INTO agent_steps (run_id, seq, kind, call_id, payload, created_at)
-            VALUES ($1, $2, $3, $4, $5, $6)),
-         released AS (DELETE FROM budget_reservations WHERE id = $11),
-         charged AS (
-            UPDATE org_budgets
-               SET tokens_used = CASE WHEN period_start = $14 THEN tokens_used + $13 ELSE $13 END,
-                   period_start = $14
-             WHERE org_id = $12
-         RETURNING tokens_used, monthly_limit),
-         run AS (
-            UPDATE agent_runs
-               SET rounds = rounds + $7, tool_calls = tool_calls + $8,
-                   input_tokens = input_tokens + $9, output_tokens = output_tokens + $10
-             WHERE id = $1
-         RETURNING input_tokens + output_tokens AS tokens)
-         SELECT run.tokens, charged.tokens_used, charged.monthly_limit
-           FROM run LEFT JOIN charged ON true LEFT JOIN unflushed ON true",
+        include_str!("sql/agent_checkpoint_settled.sql"),
         step_arguments(PgArguments::default(), run_id, step, add)?,
     )
     .bind(settle.reservation)
@@ -243,20 +224,7 @@ pub async fn checkpoint_audited(
     audit: &super::audit::NewAudit<'_>,
 ) -> sqlx::Result<i64> {
     sqlx::query_scalar_with(
-        concat!(
-            "WITH audit AS (
-                INSERT INTO audit_events (",
-            super::audit::audit_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)),
-             step AS (
-                INSERT INTO agent_steps (run_id, seq, kind, call_id, payload, created_at)
-                VALUES ($14, $15, $16, $17, $18, $19))
-             UPDATE agent_runs
-                SET rounds = rounds + $20, tool_calls = tool_calls + $21,
-                    input_tokens = input_tokens + $22, output_tokens = output_tokens + $23
-              WHERE id = $14
-          RETURNING input_tokens + output_tokens"
-        ),
+        include_str!("sql/agent_checkpoint_audited.sql"),
         step_arguments(super::audit::audit_arguments(audit)?, run_id, step, add)?,
     )
     .fetch_one(conn)

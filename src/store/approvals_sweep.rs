@@ -22,17 +22,6 @@ pub struct Batch<'a> {
     pub limit: i64,
 }
 
-/// The condition and order of a [`Batch`] over `pending_approvals p`, parameters `$1`–`$5`.
-macro_rules! batch_where {
-    () => {
-        "p.status = 'pending'
-           AND (CASE WHEN $2 THEN p.expires_at <= $1 ELSE p.expires_at > $1 END)
-           AND p.id > $3
-           AND ($4::uuid[] IS NULL OR p.id = ANY($4))
-         ORDER BY p.id LIMIT $5"
-    };
-}
-
 impl<'a> Batch<'a> {
     /// Binds `$1`–`$5`.
     fn bind<O>(
@@ -55,19 +44,10 @@ pub async fn pending_batch(
     batch: &Batch<'_>,
     lock: bool,
 ) -> sqlx::Result<Vec<ApprovalRow>> {
-    macro_rules! select {
-        ($lock:literal) => {
-            concat!(
-                "SELECT * FROM pending_approvals p WHERE ",
-                batch_where!(),
-                $lock
-            )
-        };
-    }
     let sql = if lock {
-        select!(" FOR UPDATE SKIP LOCKED")
+        include_str!("sql/approvals_batch_locked.sql")
     } else {
-        select!("")
+        include_str!("sql/approvals_batch.sql")
     };
     batch.bind(sqlx::query_as(sql)).fetch_all(conn).await
 }
@@ -83,78 +63,10 @@ pub async fn pending_ids(
     doc_tools: &[&str],
 ) -> sqlx::Result<Vec<(Uuid, bool)>> {
     batch
-        .bind(sqlx::query_as(concat!(
-            "SELECT s.id,
-                    $2 OR NOT COALESCE(s.tool = ANY($6) AND d.version = s.document_version, false)
-               FROM (SELECT p.id, p.org_id, p.tool, p.document_id, p.document_version
-                       FROM pending_approvals p
-                      WHERE ",
-            batch_where!(),
-            ") s
-               LEFT JOIN documents d ON NOT $2 AND d.org_id = s.org_id AND d.id = s.document_id
-              ORDER BY s.id"
-        )))
+        .bind(sqlx::query_as(include_str!("sql/approvals_batch_ids.sql")))
         .bind(doc_tools)
         .fetch_all(conn)
         .await
-}
-
-/// What the audit row of an approval the sweep decided keeps (`args`, `outcome`), as SQL over the
-/// expressions `$args`, `$result` and `$status`: the SHA-256 of the arguments, and the status,
-/// the names of the changed parts (stale ones) and the SHA-256 of the result — never the values
-/// (review N2: they hold document metadata, extraction values and before/after copies, and the
-/// trail is append-only). The approval's proposal has its own audit row with the arguments
-/// redacted. One definition for the set-based sweep and the row-by-row one, so both write the
-/// same rows.
-macro_rules! swept_audit_values {
-    ($args:literal, $result:literal, $status:literal) => {
-        concat!(
-            "jsonb_build_object('sha256', encode(sha256(convert_to((",
-            $args,
-            ")::text, 'UTF8')), 'hex')),
-             jsonb_strip_nulls(jsonb_build_object(
-               'status', ",
-            $status,
-            ",
-               'changed', (SELECT jsonb_agg(k ORDER BY k)
-                             FROM jsonb_object_keys(CASE WHEN jsonb_typeof((",
-            $result,
-            ") -> 'changes') = 'object'
-                                                         THEN (",
-            $result,
-            ") -> 'changes' END) AS k),
-               'sha256', encode(sha256(convert_to((",
-            $result,
-            ")::text, 'UTF8')), 'hex')))"
-        )
-    };
-}
-
-/// The audit rows and events of the approvals a sweep statement just decided: its CTE `up`
-/// returns them (`id, org_id, run_id, suggestion_id, tool, args, status, result`); `$by`, `$now`
-/// and `$event` name the statement's parameters. The same rows as [`decide_many`] and
-/// `approvals::notify::swept` write, in id order.
-macro_rules! swept_tail {
-    ($by:literal, $now:literal, $event:literal) => {
-        concat!(
-            ", audit AS (
-               INSERT INTO audit_events (org_id, run_id, call_id, actor, tool, category, decision,
-                                         args, outcome, created_at)
-               SELECT org_id, run_id, 'approval:' || id, ", $by, ", tool, 'approval', status, ",
-            swept_audit_values!("args", "result", "status"),
-            ", ", $now, "
-                 FROM up ORDER BY id),
-             events AS (
-               INSERT INTO agentd_events (org_id, type, subject_id, occurred_at, payload, dedupe_key)
-               SELECT org_id, ", $event, ", id, ", $now, ",
-                      jsonb_build_object('approval_id', id, 'tool', tool, 'status', status,
-                                         'decided_by', ", $by, ", 'run_id', run_id,
-                                         'suggestion_id', suggestion_id),
-                      ", $event, " || ':' || id
-                 FROM up ORDER BY id
-               ON CONFLICT (dedupe_key) DO NOTHING)"
-        )
-    };
 }
 
 /// What [`sweep_batch`] did with one batch of pending approvals.
@@ -171,32 +83,23 @@ pub struct SweptBatch {
     pub recheck: Vec<Uuid>,
 }
 
-/// `approvals::diff` of the `jsonb` objects `c.s` (the stored snapshot) and `c.cur` (the row's
-/// now): every key of either whose values differ, as `{"before": …, "after": …}` (`null` for a
-/// missing one). Equal to the Rust function for objects without numbers (`jsonb` compares `1` and
-/// `1.0` equal, `serde_json` does not, and `serde_json` reads a long number as the nearest
-/// `f64`): the sweep uses it only on such snapshots.
-macro_rules! diff_sql {
-    () => {
-        "(SELECT COALESCE(jsonb_object_agg(k, jsonb_build_object('before', c.s -> k,
-                                                                 'after', c.cur -> k)),
-                          '{}'::jsonb)
-            FROM (SELECT jsonb_object_keys(c.s) UNION SELECT jsonb_object_keys(c.cur)) AS keys(k)
-           WHERE (c.s -> k) IS DISTINCT FROM (c.cur -> k))"
-    };
-}
-
-/// The set-based expiry sweep's statement for the approvals `ids` (a batch [`pending_ids`] read)
-/// that are still pending and past their TTL at `now` (`expired_only`) or not. Approvals of
+/// The set-based expiry sweep's statement (`sql/approvals_sweep_expired.sql` with
+/// `expired_only`, else `sql/approvals_sweep_live.sql`) for the approvals `ids` (a batch
+/// [`pending_ids`] read) that are still pending and past their TTL at `now` (`expired_only`) or
+/// not. Approvals of
 /// `doc_tools` (whose snapshot is their document's row) are judged here:
 /// - **unchanged** when the row is still the version their snapshot was read from, or else when
-///   their stored snapshot equals [`super::documents::snapshot_sql!`] of the row now (or the
-///   missing document's snapshot). The stored snapshot is the one its hash was computed from
+///   their stored snapshot equals the row's snapshot now (`document_snapshot`, migration 0090,
+///   the one definition [`super::documents::snapshot`] reads too; a missing document's form if
+///   it is gone). The stored snapshot is the one its hash was computed from
 ///   (every writer stores both together, and the version with them or none), so an unchanged
 ///   snapshot means an unchanged hash. With `expired_only` these end `expired` with `result`.
 /// - **changed** when the two snapshots differ and neither holds a number: they hash differently
 ///   (the canonical JSON of a string, boolean or array of them is the value itself), and
-///   [`diff_sql!`] is what `approvals::diff` writes. These end `stale` with `{"changes": …}`, in
+///   the statement's diff is what `approvals::diff` writes (every key of either whose values
+///   differ, as `{"before": …, "after": …}`; equal to the Rust function for objects without
+///   numbers: `jsonb` compares `1` and `1.0` equal, `serde_json` does not, and `serde_json`
+///   reads a long number as the nearest `f64`). These end `stale` with `{"changes": …}`, in
 ///   both passes, as the caller would end them.
 /// - the rest (another tool, a `document_id` not in the hyphenated form, migration 0063, a number in a snapshot) are named in
 ///   [`SweptBatch::recheck`] for the caller to re-check in Rust.
@@ -216,82 +119,27 @@ pub async fn sweep_batch(
     by: &str,
     result: &Value,
 ) -> sqlx::Result<SweptBatch> {
-    macro_rules! sweep {
-        ($lock:literal, $ends:literal) => {
-            concat!(
-                "WITH b AS MATERIALIZED (
-                   SELECT p.id, p.org_id, p.snapshot, p.document_version,
-                          CASE WHEN p.tool = ANY($4) THEN p.document_id END AS doc
-                     FROM pending_approvals p
-                    WHERE p.id = ANY($3) AND p.status = 'pending'
-                      AND (CASE WHEN $2 THEN p.expires_at <= $1 ELSE p.expires_at > $1 END)
-                    ORDER BY p.id",
-                $lock,
-                "),
-                 n AS MATERIALIZED (
-                   SELECT b.id, b.snapshot AS s,
-                          CASE WHEN b.doc IS NULL OR b.document_version = d.version THEN NULL
-                               WHEN d.id IS NULL
-                                 THEN jsonb_build_object('exists', false, 'document_id', b.doc)
-                               ELSE ",
-                super::documents::snapshot_sql!(),
-                " END AS cur,
-                          b.doc IS NOT NULL AND b.document_version = d.version AS same_version
-                     FROM b LEFT JOIN documents d ON d.org_id = b.org_id AND d.id = b.doc),
-                 c AS MATERIALIZED (
-                   SELECT n.id, n.s, n.cur,
-                          CASE WHEN n.same_version THEN 'same'
-                               WHEN n.cur IS NULL THEN 'recheck'
-                               WHEN n.s = n.cur THEN 'same'
-                               WHEN jsonb_typeof(n.s) = 'object'
-                                AND NOT jsonb_path_exists(n.s, 'lax $.** ? (@.type() == \"number\")')
-                                AND NOT jsonb_path_exists(n.cur, 'lax $.** ? (@.type() == \"number\")')
-                                 THEN 'changed'
-                               ELSE 'recheck' END AS verdict
-                     FROM n),
-                 e AS MATERIALIZED (
-                   SELECT c.id,
-                          CASE c.verdict WHEN 'same' THEN 'expired' ELSE 'stale' END AS status,
-                          CASE c.verdict WHEN 'same' THEN $6
-                               ELSE jsonb_build_object('changes', ",
-                diff_sql!(),
-                ") END AS result
-                     FROM c WHERE c.verdict IN ",
-                $ends,
-                "),
-                 up AS (
-                   UPDATE pending_approvals p
-                      SET status = x.status, decided_by = $5, decided_at = $1, result = x.result
-                     FROM unnest(ARRAY(SELECT e.id FROM e ORDER BY e.id),
-                                 ARRAY(SELECT e.status FROM e ORDER BY e.id),
-                                 ARRAY(SELECT e.result FROM e ORDER BY e.id)) AS x(id, status, result)
-                    WHERE p.id = x.id AND p.status = 'pending'
-                   RETURNING p.id, p.org_id, p.run_id, p.suggestion_id, p.tool, p.args, p.status,
-                             p.result)",
-                swept_tail!("$5", "$1", "(CASE status WHEN 'expired' THEN $7 ELSE $8 END)"),
-                " SELECT c.id, c.verdict <> 'recheck',
-                         (SELECT count(*) FROM up WHERE up.status = 'expired'),
-                         (SELECT count(*) FROM up WHERE up.status = 'stale')
-                    FROM c ORDER BY c.id"
-            )
-        };
-    }
-    let sql = if expired_only {
-        sweep!(" FOR UPDATE OF p SKIP LOCKED", "('same', 'changed')")
+    let rows: Vec<(Uuid, bool, i64, i64)> = if expired_only {
+        sqlx::query_as(include_str!("sql/approvals_sweep_expired.sql"))
+            .bind(now)
+            .bind(ids)
+            .bind(doc_tools)
+            .bind(by)
+            .bind(result)
+            .bind(EventType::ApprovalExpired.as_str())
+            .bind(EventType::ApprovalStale.as_str())
+            .fetch_all(conn)
+            .await?
     } else {
-        sweep!("", "('changed')")
+        sqlx::query_as(include_str!("sql/approvals_sweep_live.sql"))
+            .bind(now)
+            .bind(ids)
+            .bind(doc_tools)
+            .bind(by)
+            .bind(EventType::ApprovalStale.as_str())
+            .fetch_all(conn)
+            .await?
     };
-    let rows: Vec<(Uuid, bool, i64, i64)> = sqlx::query_as(sql)
-        .bind(now)
-        .bind(expired_only)
-        .bind(ids)
-        .bind(doc_tools)
-        .bind(by)
-        .bind(result)
-        .bind(EventType::ApprovalExpired.as_str())
-        .bind(EventType::ApprovalStale.as_str())
-        .fetch_all(conn)
-        .await?;
     Ok(SweptBatch {
         seen: rows.len() as u64,
         expired: rows.first().map_or(0, |r| r.2 as u64),
@@ -315,7 +163,7 @@ pub async fn pending_by_ids(
 }
 
 /// [`decide_many`] with the events (`event`, as `approvals::notify::swept` writes them) in the
-/// same single statement; only ids and results are sent. Returns how many were decided (the
+/// same single statement (`sql/approvals_decide_swept.sql`); only ids and results are sent. Returns how many were decided (the
 /// others were no longer pending).
 pub async fn decide_swept(
     conn: &mut PgConnection,
@@ -330,24 +178,15 @@ pub async fn decide_swept(
     }
     let ids: Vec<Uuid> = rows.iter().map(|(r, _)| r.id).collect();
     let results: Vec<&Value> = rows.iter().map(|(_, v)| v).collect();
-    let n: i64 = sqlx::query_scalar(concat!(
-        "WITH up AS (
-           UPDATE pending_approvals p
-              SET status = $4, decided_by = $5, decided_at = $1, result = d.result
-             FROM unnest($2::uuid[], $3::jsonb[]) AS d(id, result)
-            WHERE p.id = d.id AND p.status = 'pending'
-           RETURNING p.id, p.org_id, p.run_id, p.suggestion_id, p.tool, p.args, p.status, p.result)",
-        swept_tail!("$5", "$1", "$6"),
-        " SELECT count(*) FROM up"
-    ))
-    .bind(now)
-    .bind(&ids)
-    .bind(&results)
-    .bind(status)
-    .bind(by)
-    .bind(event)
-    .fetch_one(conn)
-    .await?;
+    let n: i64 = sqlx::query_scalar(include_str!("sql/approvals_decide_swept.sql"))
+        .bind(now)
+        .bind(&ids)
+        .bind(&results)
+        .bind(status)
+        .bind(by)
+        .bind(event)
+        .fetch_one(conn)
+        .await?;
     Ok(n as u64)
 }
 
@@ -390,24 +229,18 @@ pub async fn decide_many(
     let runs: Vec<Option<Uuid>> = rows.iter().map(|(r, _)| r.run_id).collect();
     let tools: Vec<&str> = rows.iter().map(|(r, _)| r.action.tool.as_str()).collect();
     let args: Vec<&Value> = rows.iter().map(|(r, _)| &r.action.args).collect();
-    sqlx::query(concat!(
-        "INSERT INTO audit_events (org_id, run_id, call_id, actor, tool, category, decision, args, outcome, created_at)
-         SELECT o, r, 'approval:' || i, $6, t, 'approval', $7, ",
-        swept_audit_values!("a", "res", "$7"),
-        ", $8
-           FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::jsonb[], $9::jsonb[]) AS x(o, r, i, t, a, res)",
-    ))
-    .bind(&orgs)
-    .bind(&runs)
-    .bind(&ids)
-    .bind(&tools)
-    .bind(&args)
-    .bind(by)
-    .bind(status)
-    .bind(now)
-    .bind(&results)
-    .execute(&mut *conn)
-    .await?;
+    sqlx::query(include_str!("sql/approvals_audit_decided.sql"))
+        .bind(&orgs)
+        .bind(&runs)
+        .bind(&ids)
+        .bind(&tools)
+        .bind(&args)
+        .bind(by)
+        .bind(status)
+        .bind(now)
+        .bind(&results)
+        .execute(&mut *conn)
+        .await?;
     Ok(rows.len() as u64)
 }
 

@@ -158,17 +158,10 @@ impl<'a> NewAudit<'a> {
     }
 }
 
-/// The columns of an appended audit row, in the order [`audit_arguments`] binds them (a macro,
-/// so statements can `concat!` it).
-macro_rules! audit_columns {
-    () => {
-        "org_id, run_id, call_id, actor, tool, category, decision, args, outcome, is_error, duration_ms, tokens, created_at"
-    };
-}
-pub(crate) use audit_columns;
-
-/// The values of `a` for [`audit_columns`], as the first 13 parameters (`$1`..`$13`) of a
-/// statement; more can be bound after them.
+/// The values of `a` as the first 13 parameters (`$1`..`$13`) of a statement that appends an
+/// audit row: `org_id, run_id, call_id, actor, tool, category, decision, args, outcome,
+/// is_error, duration_ms, tokens, created_at`, in that order ([`insert_audit`],
+/// `sql/agent_checkpoint_audited.sql`); more can be bound after them.
 pub(crate) fn audit_arguments(a: &NewAudit<'_>) -> sqlx::Result<PgArguments> {
     let mut args = PgArguments::default();
     audit_values(&mut args, a).map_err(sqlx::Error::Encode)?;
@@ -202,11 +195,10 @@ fn audit_values(args: &mut PgArguments, a: &NewAudit<'_>) -> Result<(), BoxDynEr
 /// Appends an audit row.
 pub async fn insert_audit<'e, E: PgExecutor<'e>>(exec: E, a: &NewAudit<'_>) -> sqlx::Result<i64> {
     sqlx::query_scalar_with(
-        concat!(
-            "INSERT INTO audit_events (",
-            audit_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id"
-        ),
+        "INSERT INTO audit_events (org_id, run_id, call_id, actor, tool, category, decision, args,
+                                   outcome, is_error, duration_ms, tokens, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+         RETURNING id",
         audit_arguments(a)?,
     )
     .fetch_one(exec)

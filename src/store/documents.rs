@@ -3,7 +3,7 @@
 //! [`clean_json`] first. Reads of document text are bounded in SQL (`left(text, n)`), so a
 //! 5 MB document never crosses the wire whole for an excerpt.
 
-use super::sql::{self, Table};
+use super::sql;
 pub use super::states::AutoCreateStatus;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -259,111 +259,44 @@ pub async fn delete(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> sqlx::Re
     Ok(sql::affected(conn, delete, org_id, id).await? > 0)
 }
 
-/// What an action on a document depends on, read with the row locked: its name, tags, metadata
-/// and text — what `update_document` and `delete_document` act on or a reviewer judges them
-/// by. Not `updated_at` nor `auto_create_status` (issue 33, item 5): accepting or rejecting the
-/// document's proposal writes both and changes nothing such an action depends on, so it must
-/// not turn the action's approval stale.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-pub struct DocumentLock {
-    pub id: Uuid,
-    pub name: String,
-    pub tag_ids: Vec<Uuid>,
-    pub metadata: Value,
-    /// SHA-256 (hex) of the UTF-8 text: the text itself is too big for a snapshot.
-    pub text_sha256: String,
+/// The snapshot of an action on this org's document `id` (what an approval's hash covers),
+/// with its row locked until the transaction ends; `{"exists": false, "document_id": id}` when
+/// the document is missing or another org's. Defined once, in SQL (migration 0090's
+/// `document_snapshot`), which the set-based expiry sweep compares stored snapshots with.
+pub async fn snapshot(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> sqlx::Result<Value> {
+    sqlx::query_scalar(include_str!("sql/document_snapshot.sql"))
+        .bind(org_id)
+        .bind(id)
+        .fetch_one(conn)
+        .await
 }
 
-impl Table for DocumentLock {
-    const SELECT: &'static str = "SELECT id, name, tag_ids, metadata,
-                encode(sha256(convert_to(COALESCE(text, ''), 'UTF8')), 'hex') AS text_sha256
-           FROM documents";
-}
-
-impl DocumentLock {
-    /// The snapshot of an action on this document (what an approval's hash covers).
-    pub fn snapshot(&self) -> Value {
-        serde_json::json!({
-            "exists": true, "document_id": self.id, "name": self.name, "tag_ids": self.tag_ids,
-            "metadata": self.metadata, "text_sha256": self.text_sha256,
-        })
-    }
-
-    /// The snapshot when the document is missing or another org's.
-    pub fn missing_snapshot(id: Uuid) -> Value {
-        serde_json::json!({"exists": false, "document_id": id})
-    }
-}
-
-/// [`DocumentLock::snapshot`] as a SQL `jsonb` expression over the `documents` row `d`: equal to
-/// it for every document. The set-based expiry sweep compares it with the stored snapshots; an approval whose
-/// snapshot differs from it (or a value this expression would write differently) is re-checked in
-/// Rust, so a mismatch here costs time, never a wrong verdict.
-macro_rules! snapshot_sql {
-    () => {
-        "jsonb_build_object('exists', true, 'document_id', d.id, 'name', d.name,
-            'tag_ids', to_jsonb(d.tag_ids), 'metadata', d.metadata,
-            'text_sha256', encode(sha256(convert_to(COALESCE(d.text, ''), 'UTF8')), 'hex'))"
-    };
-}
-pub(crate) use snapshot_sql;
-
-/// [`snapshot_sql!`] evaluated for documents of `org_id` (the tests hold it to
-/// [`DocumentLock::snapshot`]).
-#[doc(hidden)]
-pub async fn snapshots_in_sql(
-    conn: &mut PgConnection,
-    org_id: Uuid,
-    ids: &[Uuid],
-) -> sqlx::Result<Vec<(Uuid, Value)>> {
-    sqlx::query_as(concat!(
-        "SELECT d.id, ",
-        snapshot_sql!(),
-        " FROM documents d WHERE d.org_id = $1 AND d.id = ANY($2) ORDER BY d.id"
-    ))
-    .bind(org_id)
-    .bind(ids)
-    .fetch_all(conn)
-    .await
-}
-
-/// What [`lock`] reads, for many `(org_id, id)` pairs in one statement; with `lock` the rows are
-/// locked too (in id order). The expiry sweep re-validates a batch of document approvals this way.
-pub async fn snapshot_many(
+/// [`snapshot`] of many documents `(org_id, id)` in one statement, in id order, one for each
+/// key; with `lock` their rows are locked (in id order). The expiry sweep re-validates a batch
+/// of document approvals this way.
+pub async fn snapshots(
     conn: &mut PgConnection,
     keys: &[(Uuid, Uuid)],
     lock: bool,
-) -> sqlx::Result<Vec<(Uuid, DocumentLock)>> {
-    #[derive(sqlx::FromRow)]
-    struct OrgLock {
-        org_id: Uuid,
-        #[sqlx(flatten)]
-        doc: DocumentLock,
-    }
-    macro_rules! read {
-        ($lock:literal) => {
-            concat!(
-                "SELECT d.org_id, d.id, d.name, d.tag_ids, d.metadata,
-                        encode(sha256(convert_to(COALESCE(d.text, ''), 'UTF8')), 'hex') AS text_sha256
-                   FROM documents d
-                  WHERE (d.org_id, d.id) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[]))
-                  ORDER BY d.id",
-                $lock
-            )
-        };
-    }
+) -> sqlx::Result<Vec<(Uuid, Uuid, Value)>> {
     let sql = if lock {
-        read!(" FOR UPDATE OF d")
+        include_str!("sql/document_snapshots_locked.sql")
     } else {
-        read!("")
+        include_str!("sql/document_snapshots.sql")
     };
     let (orgs, ids): (Vec<Uuid>, Vec<Uuid>) = keys.iter().copied().unzip();
-    let rows: Vec<OrgLock> = sqlx::query_as(sql)
+    sqlx::query_as(sql)
         .bind(&orgs)
         .bind(&ids)
         .fetch_all(conn)
-        .await?;
-    Ok(rows.into_iter().map(|r| (r.org_id, r.doc)).collect())
+        .await
+}
+
+/// Locks this org's document `id` until the transaction ends; false: no such document.
+pub async fn lock(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> sqlx::Result<bool> {
+    let lock = "SELECT id FROM documents WHERE org_id = $1 AND id = $2 FOR UPDATE";
+    let locked: Option<Uuid> = sql::scalar(lock, org_id, id).fetch_optional(conn).await?;
+    Ok(locked.is_some())
 }
 
 /// The document's version (migration 0061: a new number for every row version), if it exists.

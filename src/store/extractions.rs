@@ -2,7 +2,7 @@
 //! version) over a document. "Latest" is by insertion order (`seq`), not by the Clock.
 
 use super::documents::clean_json;
-use super::sql::{self, row};
+use super::sql::{self, Table};
 pub use super::states::ExtractionStatus;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -10,24 +10,26 @@ use serde_json::Value;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-row! {
-    /// An extraction.
-    #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-    pub struct ExtractionRow in "extractions" {
-        pub id: Uuid,
-        pub document_id: Uuid,
-        pub prompt_id: Uuid,
-        pub prompt_version: i32,
-        pub schema_id: Uuid,
-        pub schema_version: i32,
-        pub result: Value,
-        pub status: ExtractionStatus,
-        pub run_id: Option<Uuid>,
-        pub created_at: DateTime<Utc>,
-        /// JSON pointers of values the document's text does not contain (migration 0068;
-        /// [`crate::analysis::ground`]).
-        pub ungrounded: Vec<String>,
-    }
+/// An extraction.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct ExtractionRow {
+    pub id: Uuid,
+    pub document_id: Uuid,
+    pub prompt_id: Uuid,
+    pub prompt_version: i32,
+    pub schema_id: Uuid,
+    pub schema_version: i32,
+    pub result: Value,
+    pub status: ExtractionStatus,
+    pub run_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+    /// JSON pointers of values the document's text does not contain (migration 0068;
+    /// [`crate::analysis::ground`]).
+    pub ungrounded: Vec<String>,
+}
+
+impl Table for ExtractionRow {
+    const SELECT: &'static str = "SELECT * FROM extractions";
 }
 
 /// What a new extraction was made from.
@@ -52,13 +54,12 @@ pub async fn insert(
     run_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> sqlx::Result<ExtractionRow> {
-    sqlx::query_as(concat!(
+    sqlx::query_as(
         "INSERT INTO extractions (id, org_id, document_id, prompt_id, prompt_version, schema_id,
                                   schema_version, result, status, run_id, created_at, ungrounded)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'proposed', $9, $10, $11)
-      RETURNING ",
-        columns!()
-    ))
+      RETURNING *",
+    )
     .bind(Uuid::now_v7())
     .bind(org_id)
     .bind(src.document_id)
@@ -96,12 +97,11 @@ pub async fn update_result(
     result: &Value,
     ungrounded: &[String],
 ) -> sqlx::Result<Option<ExtractionRow>> {
-    sqlx::query_as(concat!(
+    sqlx::query_as(
         "UPDATE extractions SET result = $3, ungrounded = $4
           WHERE org_id = $1 AND id = $2 AND status = 'proposed'
-      RETURNING ",
-        columns!()
-    ))
+      RETURNING *",
+    )
     .bind(org_id)
     .bind(id)
     .bind(clean_json(result))

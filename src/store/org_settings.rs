@@ -22,25 +22,12 @@ pub struct OrgSettings {
     pub cost_cap_cents: Option<i64>,
 }
 
-/// The columns of [`OrgSettings`] (a budget set before migration 0045 counts as asked for).
-macro_rules! columns {
-    () => {
-        "SELECT id AS org_id, timezone, nightly_hour, approval_ttl_secs, repropose_expired, model,
-                auto_create,
-                COALESCE(token_budget, (SELECT monthly_limit FROM org_budgets b
-                                         WHERE b.org_id = orgs.id AND orgs.cost_cap_cents IS NULL))
-                  AS token_budget,
-                cost_cap_cents
-           FROM orgs WHERE id = $1"
-    };
-}
-
 /// The settings of one org.
 pub async fn get<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Uuid,
 ) -> sqlx::Result<Option<OrgSettings>> {
-    sqlx::query_as(columns!())
+    sqlx::query_as(include_str!("sql/org_settings.sql"))
         .bind(org_id)
         .fetch_optional(exec)
         .await
@@ -48,8 +35,7 @@ pub async fn get<'e, E: PgExecutor<'e>>(
 
 /// The settings of one org, its row locked until the transaction ends.
 pub async fn lock(conn: &mut PgConnection, org_id: Uuid) -> sqlx::Result<Option<OrgSettings>> {
-    let locked = concat!(columns!(), " FOR UPDATE");
-    sqlx::query_as(locked)
+    sqlx::query_as(include_str!("sql/org_settings_locked.sql"))
         .bind(org_id)
         .fetch_optional(conn)
         .await

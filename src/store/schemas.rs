@@ -2,7 +2,7 @@
 //! update inserts version + 1. Versions are immutable once written.
 
 use super::documents::{clean_json, clean_text};
-use super::sql::{self, row};
+use super::sql::{self, Table};
 use super::versions;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -10,19 +10,21 @@ use serde_json::Value;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-row! {
-    /// One version of a schema.
-    #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-    pub struct SchemaRow in "schemas" {
-        pub schema_id: Uuid,
-        pub version: i32,
-        pub name: String,
-        /// OpenAI structured-output `response_format`.
-        pub response_format: Value,
-        pub status: String,
-        pub run_id: Option<Uuid>,
-        pub created_at: DateTime<Utc>,
-    }
+/// One version of a schema.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct SchemaRow {
+    pub schema_id: Uuid,
+    pub version: i32,
+    pub name: String,
+    /// OpenAI structured-output `response_format`.
+    pub response_format: Value,
+    pub status: String,
+    pub run_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl Table for SchemaRow {
+    const SELECT: &'static str = "SELECT * FROM schemas";
 }
 
 // Deleting one (`versions::delete`): the caller checks for dependent prompts first (the
@@ -90,13 +92,12 @@ async fn insert(
     run_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> sqlx::Result<SchemaRow> {
-    sqlx::query_as(concat!(
+    sqlx::query_as(
         "INSERT INTO schemas (schema_id, version, org_id, name, response_format, status, run_id,
                               created_at)
          VALUES ($1, $2, $3, $4, $5, 'proposed', $6, $7)
-      RETURNING ",
-        columns!()
-    ))
+      RETURNING *",
+    )
     .bind(schema_id)
     .bind(version)
     .bind(org_id)
@@ -165,16 +166,13 @@ pub async fn reuse_candidates(
     run_id: Uuid,
     limit: i64,
 ) -> sqlx::Result<Vec<ReuseCandidate>> {
-    let each = format!(
-        "SELECT DISTINCT ON (schema_id) {}, document_kind FROM schemas",
-        columns!()
-    );
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT * FROM ({each} WHERE org_id = $1 ORDER BY schema_id, version DESC) v
+    sqlx::query_as(
+        "SELECT * FROM (SELECT DISTINCT ON (schema_id) * FROM schemas
+                         WHERE org_id = $1 ORDER BY schema_id, version DESC) v
           WHERE NOT EXISTS (SELECT 1 FROM schemas o WHERE o.org_id = $1
                                AND o.schema_id = v.schema_id AND o.run_id = $2)
-          ORDER BY created_at DESC, schema_id LIMIT $3"
-    )))
+          ORDER BY created_at DESC, schema_id LIMIT $3",
+    )
     .bind(org_id)
     .bind(run_id)
     .bind(limit)

@@ -98,36 +98,3 @@ pub async fn affected<'e, 'q: 'e>(
         .await?;
     Ok(done.rows_affected())
 }
-
-/// Declares a row type and its columns from one field list, so the struct and the SQL that
-/// reads it cannot drift: the struct as written (its derives include `sqlx::FromRow`), a
-/// `columns!()` macro naming its fields in order (for a `RETURNING`), and its [`Table`] impl
-/// reading them from `$table`.
-macro_rules! row {
-    (
-        $(#[$meta:meta])*
-        pub struct $name:ident in $table:literal {
-            $(#[$m1:meta])* pub $f1:ident: $t1:ty,
-            $($(#[$m:meta])* pub $f:ident: $t:ty,)*
-        }
-    ) => {
-        $(#[$meta])*
-        pub struct $name {
-            $(#[$m1])* pub $f1: $t1,
-            $($(#[$m])* pub $f: $t,)*
-        }
-
-        /// The columns of the row type, in the order of its fields.
-        #[allow(unused_macros)]
-        macro_rules! columns {
-            () => {
-                concat!(stringify!($f1) $(, ", ", stringify!($f))*)
-            };
-        }
-
-        impl $crate::store::sql::Table for $name {
-            const SELECT: &'static str = concat!("SELECT ", columns!(), " FROM ", $table);
-        }
-    };
-}
-pub(crate) use row;

@@ -2,22 +2,24 @@
 //! is the existing one. Deleting a tag also removes it from this org's documents and prompts.
 
 use super::documents::clean_text;
-use super::sql::{self, row};
+use super::sql::{self, Table};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-row! {
-    /// A tag.
-    #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-    pub struct TagRow in "tags" {
-        pub id: Uuid,
-        pub name: String,
-        pub color: String,
-        pub run_id: Option<Uuid>,
-        pub created_at: DateTime<Utc>,
-    }
+/// A tag.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct TagRow {
+    pub id: Uuid,
+    pub name: String,
+    pub color: String,
+    pub run_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl Table for TagRow {
+    const SELECT: &'static str = "SELECT * FROM tags";
 }
 
 /// A tag with how many of the org's documents carry it.

@@ -7,8 +7,7 @@ use super::tags::checked_tag_ids;
 use super::typed::{Id, TagId, any_object};
 use super::typed::{Snapshot, tool};
 use super::{Target, ToolCtx, ToolError, TypedTool, listing, not_in_org, revid};
-use crate::store::documents::{self as store, AutoCreateStatus, DocumentFilter, DocumentLock};
-use crate::store::sql;
+use crate::store::documents::{self as store, AutoCreateStatus, DocumentFilter};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
@@ -236,10 +235,7 @@ impl TypedTool for UpdateDocument {
         }
         // Check the document first, so another org's document id reads as not found even
         // when the tag ids are wrong too.
-        if sql::by_id::<DocumentLock>(ctx.conn, ctx.org_id, id, true)
-            .await?
-            .is_none()
-        {
+        if !store::lock(ctx.conn, ctx.org_id, id).await? {
             return Err(document_not_found(id));
         }
         let tag_ids = checked_tag_ids(ctx, self.tag_ids.as_deref(), "tag_ids").await?;
@@ -260,12 +256,7 @@ impl TypedTool for UpdateDocument {
 /// What an action on a document depends on, with the row locked; `{"exists": false}` when the
 /// document is missing or another org's.
 async fn document_snapshot(ctx: &mut ToolCtx<'_>, id: Uuid) -> Result<Value, ToolError> {
-    Ok(
-        match sql::by_id::<DocumentLock>(ctx.conn, ctx.org_id, id, true).await? {
-            Some(d) => d.snapshot(),
-            None => store::DocumentLock::missing_snapshot(id),
-        },
-    )
+    Ok(store::snapshot(ctx.conn, ctx.org_id, id).await?)
 }
 
 tool! {

@@ -10,7 +10,7 @@ use super::typed::{Id, Refines, tool};
 use super::{ModelCall, Target, ToolCtx, ToolError, TypedTool, revid, unfenced};
 use crate::analysis::ground;
 use crate::llm::CompletionResponse;
-use crate::store::documents::{self as documents, DocumentLock, clean_json};
+use crate::store::documents::{self as documents, clean_json};
 use crate::store::extractions::{self as store, ExtractionRow, ExtractionStatus};
 use crate::store::prompts::{self as prompts, PromptRow};
 use crate::store::schemas;
@@ -153,11 +153,12 @@ impl TypedTool for RunExtraction {
     /// The document's text and the prompt's versions, locked: what the extraction depends on.
     async fn snapshot(&self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         let doc_id = document_id_or_default(ctx, self.document_id)?;
-        let document = match sql::by_id::<DocumentLock>(ctx.conn, ctx.org_id, doc_id, true).await? {
-            Some(d) => json!({"exists": true, "document_id": doc_id,
-                              "text_sha256": d.text_sha256}),
-            None => json!({"exists": false, "document_id": doc_id}),
-        };
+        // The document's snapshot (locked) cut to what an extraction depends on: whether it
+        // exists and its text, not its name, tags or metadata.
+        let mut document = documents::snapshot(ctx.conn, ctx.org_id, doc_id).await?;
+        if let Value::Object(parts) = &mut document {
+            parts.retain(|k, _| matches!(k.as_str(), "exists" | "document_id" | "text_sha256"));
+        }
         let prompt = match prompt_for(ctx, self.prompt_revid.as_deref()).await {
             Ok(p) => {
                 // Lock the prompt's versions so it cannot go away before the decision.

@@ -6,8 +6,7 @@ use super::documents::existing_document;
 use super::typed::tool;
 use super::typed::{Id, any_object};
 use super::{FollowUp, Subject, ToolCtx, ToolError, TypedTool};
-use crate::store::documents::DocumentLock;
-use crate::store::sql;
+use crate::store::documents;
 use crate::store::suggestions::{self as store, Created, SuggestionFields};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -153,10 +152,7 @@ impl TypedTool for CreateSuggestion {
                 // action on one document (two nights) each held that share lock and waited for
                 // the other's to lock the row — a deadlock (found by the chaos suite). Locking
                 // it first makes the second wait for the first instead.
-                if sql::by_id::<DocumentLock>(ctx.conn, ctx.org_id, d, true)
-                    .await?
-                    .is_none()
-                {
+                if !documents::lock(ctx.conn, ctx.org_id, d).await? {
                     existing_document(ctx, d).await?;
                 }
             } else {

@@ -98,7 +98,7 @@ pub enum Snapshot {
     /// The tool's own: a decision re-reads it through the tool.
     Own,
     /// The row of the document the call acts on ([`TypedTool::document`];
-    /// `store::documents::DocumentLock::snapshot`): an approval records the row's version and
+    /// `store::documents::snapshot`): an approval records the row's version and
     /// the sweep re-validates such approvals set-based.
     DocumentRow,
 }

@@ -1,0 +1,26 @@
+-- A model turn's checkpoint ($1 run, $2 seq, $3 kind, $4 call id, $5 payload, $6 time), the
+-- run's counters (+$7 rounds, +$8 tool calls, +$9 input and +$10 output tokens), the turn's
+-- budget reservation $11 (if any) released and its $13 tokens charged to org $12's budget of the period
+-- starting $14, in one statement (`store::agent_loop::checkpoint_settled`); with $15 the commit
+-- does not wait for the WAL flush. Returns the run's token total and the org's budget after
+-- the charge (NULLs: no budget).
+WITH unflushed AS (
+  SELECT set_config('synchronous_commit', 'off', true) WHERE $15),
+step AS (
+  INSERT INTO agent_steps (run_id, seq, kind, call_id, payload, created_at)
+  VALUES ($1, $2, $3, $4, $5, $6)),
+released AS (DELETE FROM budget_reservations WHERE id = $11),
+charged AS (
+  UPDATE org_budgets
+     SET tokens_used = CASE WHEN period_start = $14 THEN tokens_used + $13 ELSE $13 END,
+         period_start = $14
+   WHERE org_id = $12
+  RETURNING tokens_used, monthly_limit),
+run AS (
+  UPDATE agent_runs
+     SET rounds = rounds + $7, tool_calls = tool_calls + $8,
+         input_tokens = input_tokens + $9, output_tokens = output_tokens + $10
+   WHERE id = $1
+  RETURNING input_tokens + output_tokens AS tokens)
+SELECT run.tokens, charged.tokens_used, charged.monthly_limit
+  FROM run LEFT JOIN charged ON true LEFT JOIN unflushed ON true
