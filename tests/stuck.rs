@@ -408,3 +408,68 @@ async fn retrying_a_dead_job_whose_key_is_taken_again_is_refused_with_the_reason
     );
     assert_eq!(job_state(&db, old).await.0, "dead");
 }
+
+/// Rows every node of a `EXPLAIN (ANALYZE, FORMAT JSON)` plan produced, over all its loops.
+fn rows_handled(node: &serde_json::Value) -> f64 {
+    let own =
+        node["Actual Rows"].as_f64().unwrap_or(0.0) * node["Actual Loops"].as_f64().unwrap_or(1.0);
+    let below: f64 = node["Plans"]
+        .as_array()
+        .map(|plans| plans.iter().map(rows_handled).sum())
+        .unwrap_or(0.0);
+    own + below
+}
+
+#[tokio::test]
+async fn ending_jobless_documents_reads_each_waiting_document_once_not_every_job_per_document() {
+    let db = TestDb::new().await;
+    let app = app(&db);
+    let org = org(&db, "acme").await;
+    // A fresh backlog nothing has analysed yet (autovacuum off or not yet run): 2,000 queued
+    // documents, each with its waiting auto_create job, and one queued document without a job.
+    const QUEUED: usize = 2000;
+    let ids: Vec<Uuid> = sqlx::query_scalar(
+        "INSERT INTO documents (id, org_id, name, text, metadata, created_at, updated_at, auto_create_status)
+         SELECT gen_random_uuid(), $1, 'doc-' || n, 'Total: 1.00', '{}', now(), now(), 'queued'
+           FROM generate_series(1, $2) n
+         RETURNING id",
+    )
+    .bind(org)
+    .bind(QUEUED as i32 + 1)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    let (jobless, with_jobs) = ids.split_last().unwrap();
+    let jobs: Vec<NewJob> = with_jobs
+        .iter()
+        .map(|d| NewJob::new("auto_create", json!({"org_id": org, "document_id": d})))
+        .collect();
+    agentd::queue::enqueue_many(&db.pool, &jobs).await.unwrap();
+
+    let mut tx = db.pool.begin().await.unwrap();
+    let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN (ANALYZE, FORMAT JSON) {}",
+        agentd::jobs::reconcile::END_DOCUMENTS
+    )))
+    .bind(chrono::Utc::now())
+    .bind(500_i64)
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    tx.rollback().await.unwrap();
+    let handled = rows_handled(&plan[0]["Plan"]);
+    // One probe per queued document: a few rows each. A nested loop over every waiting job
+    // per document handles about QUEUED² / 2 (2,000,000) rows.
+    assert!(
+        handled < (20 * QUEUED) as f64,
+        "the statement handled {handled} rows for {QUEUED} queued documents: {plan}"
+    );
+
+    let report = Reconciler::for_app(&app).run_once().await.unwrap();
+    assert_eq!(
+        report.documents_failed, 1,
+        "only the document without a job"
+    );
+    assert_eq!(doc_state(&db, *jobless).await.0, "failed");
+    assert_eq!(doc_state(&db, with_jobs[0]).await.0, "queued");
+}

@@ -141,10 +141,14 @@ async fn end_runs(
         .await?)
 }
 
-/// Documents `queued`/`running` for auto-create with no auto_create job waiting or running.
-async fn end_documents(pool: &PgPool, now: DateTime<Utc>, limit: u32) -> Result<u64, QueueError> {
-    let done = sqlx::query(
-        "WITH s AS (
+/// Ends documents `queued`/`running` for auto-create with no auto_create job waiting or running
+/// (`$1`: now, `$2`: at most this many). The waiting or running job is looked up per document
+/// by a scalar subquery, one probe of `agentd_jobs_auto_create_doc_idx` each: as `NOT EXISTS`
+/// the planner may make it an anti join, and on a table without statistics (a fresh backlog,
+/// autovacuum off or not yet run) it chose a nested loop over every waiting job materialised —
+/// documents × jobs rows, 1–6 s a pass with 6,000 queued documents (`agentd bench fairness`).
+/// Public for the test that counts the rows it reads.
+pub const END_DOCUMENTS: &str = "WITH s AS (
             SELECT d.id, j.id AS job_id, j.state AS job_state, j.attempt, j.last_error
               FROM documents d
               LEFT JOIN LATERAL (
@@ -152,10 +156,10 @@ async fn end_documents(pool: &PgPool, now: DateTime<Utc>, limit: u32) -> Result<
                     WHERE kind = 'auto_create' AND payload->>'document_id' = d.id::text
                     ORDER BY id DESC LIMIT 1) j ON true
              WHERE d.auto_create_status IN ('queued', 'running')
-               AND NOT EXISTS (
-                   SELECT 1 FROM agentd_jobs a
-                    WHERE a.kind = 'auto_create' AND a.payload->>'document_id' = d.id::text
-                      AND a.state IN ('available', 'running'))
+               AND (SELECT a.id FROM agentd_jobs a
+                     WHERE a.kind = 'auto_create' AND a.payload->>'document_id' = d.id::text
+                       AND a.state IN ('available', 'running')
+                     LIMIT 1) IS NULL
              LIMIT $2
              FOR UPDATE OF d SKIP LOCKED)
          UPDATE documents d
@@ -168,12 +172,15 @@ async fn end_documents(pool: &PgPool, now: DateTime<Utc>, limit: u32) -> Result<
                     ELSE 'auto_create job ' || s.job_id || ' ended ' || s.job_state
                          || ' without finishing this document' END, 4000)
            FROM s
-          WHERE d.id = s.id AND d.auto_create_status IN ('queued', 'running')",
-    )
-    .bind(now)
-    .bind(i64::from(limit))
-    .execute(pool)
-    .await?;
+          WHERE d.id = s.id AND d.auto_create_status IN ('queued', 'running')";
+
+/// Documents `queued`/`running` for auto-create with no auto_create job waiting or running.
+async fn end_documents(pool: &PgPool, now: DateTime<Utc>, limit: u32) -> Result<u64, QueueError> {
+    let done = sqlx::query(END_DOCUMENTS)
+        .bind(now)
+        .bind(i64::from(limit))
+        .execute(pool)
+        .await?;
     Ok(done.rows_affected())
 }
 

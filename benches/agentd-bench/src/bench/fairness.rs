@@ -4,6 +4,10 @@
 //! org's pickup (enqueue → claim) p50/p95 beside the same trickle with no noisy org (measured
 //! first, same process, same server), and the noisy org's throughput.
 //!
+//! `--max-secs` bounds each phase — the quiet orgs alone, the noisy org's enqueue, its drain
+//! beside the quiet trickle, each webhooks half — so a run always ends and prints what it
+//! measured: how many jobs each side enqueued and how many of the noisy org's ran.
+//!
 //! Then the webhooks half: the nine quiet orgs each subscribe a receiver that answers at once
 //! and write one event per `--interval-ms`; beside them one org whose receiver accepts the
 //! connection and never answers (black-holed) writes as many events at once. Printed: the quiet
@@ -36,8 +40,9 @@ pub struct FairnessCmd {
     /// Each quiet org enqueues one job every this many milliseconds.
     #[arg(long, default_value_t = 100)]
     pub interval_ms: u64,
-    /// Longest time a phase may take, seconds; the noisy org's rate is then measured over what
-    /// it did.
+    /// Longest time each phase may take, seconds: the quiet orgs alone, the noisy org's
+    /// enqueue, its drain beside the quiet orgs, each webhooks half. A phase that reaches it stops
+    /// (enqueuing fewer jobs, or leaving jobs undrained) and the figures are of what it did.
     #[arg(long, default_value_t = 3600)]
     pub max_secs: u64,
     /// The PostgreSQL server; the bench creates and drops its own database there.
@@ -76,10 +81,23 @@ pub struct Phase {
     /// and most. Fair claims keep it near one per ring of orgs.
     pub overtaken_p50: f64,
     pub overtaken_max: i64,
+    /// The noisy org's jobs not yet claimed when the last quiet job was: the quiet figures are
+    /// of a drain still under way when this is above 0.
+    pub noisy_waiting_at_last_quiet: i64,
+    /// The noisy org's jobs asked for and enqueued (fewer when the enqueue reached the cap),
+    /// and how long the enqueue took.
+    pub noisy_wanted: usize,
     pub noisy_jobs: usize,
+    pub enqueue_secs: f64,
+    /// The quiet orgs' jobs asked for and enqueued (the trickle stops at the cap).
+    pub quiet_wanted: usize,
+    pub quiet_enqueued: usize,
     pub noisy_done: i64,
     pub noisy_per_sec: Option<f64>,
+    /// Until the noisy org's last job was done, or the end of the phase.
     pub secs: f64,
+    /// The phase ended at `--max-secs` with jobs left.
+    pub capped: bool,
 }
 
 /// Both phases.
@@ -97,12 +115,17 @@ pub struct FairnessReport {
 #[derive(Debug, Clone, Serialize)]
 pub struct HookPhase {
     pub quiet: Pickup,
+    /// Events the quiet orgs wrote (fewer than `--webhook-events` when the phase reached the
+    /// cap first).
+    pub quiet_sent: usize,
     pub blackholed_events: usize,
     /// Attempts of the black-holed org's deliveries that ended (timed out) during the phase.
     pub blackholed_attempts: i64,
     /// Whether its subscription's breaker opened (`failing`).
     pub breaker_open: bool,
     pub secs: f64,
+    /// The phase ended at `--max-secs` with deliveries left.
+    pub capped: bool,
 }
 
 /// Both webhooks phases.
@@ -186,9 +209,23 @@ fn print(r: &FairnessReport) {
     } else {
         "release"
     };
+    let w = &r.with_noisy;
     println!(
         "auto_create, offline provider, {build} build: {} jobs, the noisy org {} at once, {QUIET_ORGS} quiet orgs {} as one job each per {} ms",
-        r.jobs, r.with_noisy.noisy_jobs, r.alone.quiet_all.jobs, r.interval_ms
+        r.jobs, w.noisy_wanted, w.quiet_wanted, r.interval_ms
+    );
+    println!(
+        "enqueued: the noisy org {} of {} in {:.1} s{}; quiet orgs {} alone, {} beside it",
+        w.noisy_jobs,
+        w.noisy_wanted,
+        w.enqueue_secs,
+        if w.noisy_jobs < w.noisy_wanted {
+            " (reached --max-secs)"
+        } else {
+            ""
+        },
+        r.alone.quiet_enqueued,
+        w.quiet_enqueued
     );
     println!(
         "{:<10} {:>6} {:>14} {:>14} {:>14} {:>14} {:>12}",
@@ -244,20 +281,33 @@ fn print(r: &FairnessReport) {
         }
     );
     println!(
-        "noisy org's jobs claimed while a quiet job waited to be claimed: p50 {}, most {}",
-        r.with_noisy.overtaken_p50, r.with_noisy.overtaken_max
+        "noisy org's jobs claimed while a quiet job waited to be claimed: p50 {}, most {}; still waiting when the last quiet job was claimed: {}",
+        w.overtaken_p50, w.overtaken_max, w.noisy_waiting_at_last_quiet
     );
     let ratio = r.with_noisy.quiet_all.p95_ms / r.alone.quiet_all.p95_ms;
     println!(
         "quiet orgs' p95 pickup with the noisy org ×{ratio:.2} of alone (target ≤ ×2: {})",
         if ratio <= 2.0 { "met" } else { "MISSED" }
     );
-    match r.with_noisy.noisy_per_sec {
+    match w.noisy_per_sec {
         Some(rate) => println!(
-            "noisy org: {} of {} jobs done in {:.1} s = {rate:.1} jobs/s",
-            r.with_noisy.noisy_done, r.with_noisy.noisy_jobs, r.with_noisy.secs
+            "noisy org: {} of {} jobs done in {:.1} s = {rate:.1} jobs/s{}",
+            w.noisy_done,
+            w.noisy_jobs,
+            w.secs,
+            if w.capped {
+                " (the drain reached --max-secs)"
+            } else {
+                ""
+            }
         ),
         None => println!("noisy org: none"),
+    }
+    if r.alone.capped {
+        println!(
+            "the quiet orgs alone reached --max-secs with jobs left ({} enqueued)",
+            r.alone.quiet_enqueued
+        );
     }
     if let Some(h) = &r.webhooks {
         let (n, a) = (&h.with_blackhole, &h.alone);
@@ -273,6 +323,14 @@ fn print(r: &FairnessReport) {
             "{:<10} {:>6} {:>14.1} {:>14.1} {:>14.1} {:>14.1}",
             "quiet", n.quiet.jobs, n.quiet.p50_ms, n.quiet.p95_ms, a.quiet.p50_ms, a.quiet.p95_ms
         );
+        for (name, p) in [("alone", a), ("beside the black hole", n)] {
+            if p.capped || p.quiet_sent < h.events {
+                println!(
+                    "webhooks {name}: reached --max-secs ({} of {} events written, {} delivered)",
+                    p.quiet_sent, h.events, p.quiet.jobs
+                );
+            }
+        }
         let over = n.quiet.p95_ms - a.quiet.p95_ms;
         println!(
             "quiet orgs' p95 delivery beside the black hole {over:+.0} ms of alone (target ≤ +1,000 ms: {}); the black-holed org: {} attempts timed out in {:.1} s, breaker {}",
@@ -286,33 +344,63 @@ fn print(r: &FairnessReport) {
 
 /// Documents of `org`, each with its auto_create job, in transactions of up to 500.
 async fn upload(app: &App, org: Uuid, n: usize, tag: &str) -> anyhow::Result<()> {
-    let q = app.spec("auto_create").queue.clone();
-    let mut left = n;
     let mut i = 0;
-    while left > 0 {
-        let now = app.clock.now();
-        let mut tx = app.pool.begin().await?;
-        for _ in 0..left.min(500) {
-            let id = documents::insert(
-                &mut tx,
-                org,
-                &format!("{tag}-{i}"),
-                Some(TEXT),
-                &json!({}),
-                now,
-            )
-            .await?;
-            let job = NewJob::new("auto_create", json!({"org_id": org, "document_id": id}))
-                .unique_key(format!("auto_create:{id}"))
-                .priority(q.priority)
-                .max_attempts(q.max_attempts);
-            enqueue(&mut *tx, &job).await?;
-            auto_create::set_status(&mut *tx, org, id, "queued", None, None, now).await?;
-            i += 1;
-            left -= 1;
-        }
-        tx.commit().await?;
+    while i < n {
+        let k = (n - i).min(500);
+        upload_batch(app, org, i, k, tag).await?;
+        i += k;
     }
+    Ok(())
+}
+
+/// As [`upload`], but no further transaction is started at or after `deadline`: how many
+/// documents were uploaded.
+async fn upload_until(
+    app: &App,
+    org: Uuid,
+    n: usize,
+    tag: &str,
+    deadline: Instant,
+) -> anyhow::Result<usize> {
+    let mut i = 0;
+    while i < n && Instant::now() < deadline {
+        let k = (n - i).min(500);
+        upload_batch(app, org, i, k, tag).await?;
+        i += k;
+    }
+    Ok(i)
+}
+
+/// Documents `first..first + n` of `org` (named `{tag}-{i}`), each with its auto_create job, in
+/// one transaction.
+async fn upload_batch(
+    app: &App,
+    org: Uuid,
+    first: usize,
+    n: usize,
+    tag: &str,
+) -> anyhow::Result<()> {
+    let q = app.spec("auto_create").queue.clone();
+    let now = app.clock.now();
+    let mut tx = app.pool.begin().await?;
+    for i in first..first + n {
+        let id = documents::insert(
+            &mut tx,
+            org,
+            &format!("{tag}-{i}"),
+            Some(TEXT),
+            &json!({}),
+            now,
+        )
+        .await?;
+        let job = NewJob::new("auto_create", json!({"org_id": org, "document_id": id}))
+            .unique_key(format!("auto_create:{id}"))
+            .priority(q.priority)
+            .max_attempts(q.max_attempts);
+        enqueue(&mut *tx, &job).await?;
+        auto_create::set_status(&mut *tx, org, id, "queued", None, None, now).await?;
+    }
+    tx.commit().await?;
     Ok(())
 }
 
@@ -401,8 +489,26 @@ async fn overtaken(pool: &PgPool, noisy: Uuid, quiet: &[Uuid]) -> anyhow::Result
     Ok((p50, n.last().copied().unwrap_or(0)))
 }
 
-/// One phase on a fresh database: `noisy` jobs of one org at once, then the quiet trickle of
-/// `quiet` jobs over nine orgs while a worker (the job file's concurrency) drains.
+/// The jobs of `noisy` not claimed when the last job of `quiet` was (0 when none of `quiet`
+/// was claimed).
+async fn waiting_at_last(pool: &PgPool, noisy: Uuid, quiet: &[Uuid]) -> anyhow::Result<i64> {
+    let keys: Vec<String> = quiet.iter().map(|o| o.to_string()).collect();
+    Ok(sqlx::query_scalar(
+        "WITH last AS (SELECT max(started_at) AS at FROM agentd_jobs
+                        WHERE kind = 'auto_create' AND payload->>'org_id' = ANY($2))
+         SELECT count(*) FROM agentd_jobs, last
+          WHERE kind = 'auto_create' AND payload->>'org_id' = $1
+            AND last.at IS NOT NULL AND (started_at IS NULL OR started_at > last.at)",
+    )
+    .bind(noisy.to_string())
+    .bind(&keys)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// One phase on a fresh database: `noisy` jobs of one org at once (at most `--max-secs` of
+/// enqueuing), then the quiet trickle of `quiet` jobs over nine orgs while a worker (the job
+/// file's concurrency) drains, until everything is done or `--max-secs` has passed.
 async fn phase(
     server: &Server,
     app: &App,
@@ -419,14 +525,23 @@ async fn phase(
     for i in 0..QUIET_ORGS {
         quiet_orgs.push(orgs::ensure(&pool, &format!("bench-quiet-{i}")).await?.id);
     }
-    upload(&bapp, noisy_org, noisy, "noisy").await?;
+    let cap = Duration::from_secs(cmd.max_secs);
+    let enqueue_started = Instant::now();
+    let noisy_wanted = noisy;
+    let noisy = upload_until(&bapp, noisy_org, noisy, "noisy", enqueue_started + cap).await?;
+    let enqueue_secs = enqueue_started.elapsed().as_secs_f64();
+    if noisy < noisy_wanted {
+        eprintln!(
+            "bench: fairness: the enqueue reached --max-secs: {noisy} of {noisy_wanted} noisy jobs in {enqueue_secs:.1} s"
+        );
+    }
     let stop = CancellationToken::new();
     let worker = bapp
         .start_worker(WorkerArgs::serving(&["auto_create"], None), stop.clone())
         .await
         .map_err(|e| anyhow::anyhow!(e))?;
     let t0 = Instant::now();
-    let cap = Duration::from_secs(cmd.max_secs);
+    let deadline = t0 + cap;
     let result = async {
         // The trickle: every interval, one job from each quiet org that has some left.
         let per_org: Vec<usize> = (0..QUIET_ORGS)
@@ -434,21 +549,23 @@ async fn phase(
             .collect();
         let rounds = per_org.iter().copied().max().unwrap_or(0);
         let mut tick = tokio::time::interval(Duration::from_millis(cmd.interval_ms));
+        let mut quiet_enqueued = 0;
         for r in 0..rounds {
             tick.tick().await;
+            if Instant::now() >= deadline {
+                break;
+            }
             for (org, n) in quiet_orgs.iter().zip(&per_org) {
                 if r < *n {
                     upload(&bapp, *org, 1, &format!("quiet-{r}")).await?;
+                    quiet_enqueued += 1;
                 }
-            }
-            if t0.elapsed() > cap {
-                break;
             }
         }
         // Until every quiet document and the noisy backlog are done (or the cap).
         let mut noisy_done;
         let mut noisy_secs = None;
-        loop {
+        let capped = loop {
             noisy_done = done(&pool, noisy_org).await?;
             if noisy_secs.is_none() && noisy_done as usize >= noisy {
                 noisy_secs = Some(t0.elapsed().as_secs_f64());
@@ -457,33 +574,60 @@ async fn phase(
             for o in &quiet_orgs {
                 quiet_done += done(&pool, *o).await?;
             }
-            if (quiet_done as usize >= quiet && noisy_secs.is_some()) || t0.elapsed() > cap {
-                break;
+            if quiet_done as usize >= quiet_enqueued && noisy_secs.is_some() {
+                break false;
+            }
+            if Instant::now() >= deadline {
+                break true;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        };
         let noisy_secs = noisy_secs.unwrap_or_else(|| t0.elapsed().as_secs_f64());
         let mut per = Vec::with_capacity(QUIET_ORGS);
         for o in &quiet_orgs {
             per.push(pickup(&pool, std::slice::from_ref(o)).await?);
         }
         let (overtaken_p50, overtaken_max) = overtaken(&pool, noisy_org, &quiet_orgs).await?;
+        let noisy_waiting_at_last_quiet = waiting_at_last(&pool, noisy_org, &quiet_orgs).await?;
         Ok::<_, anyhow::Error>(Phase {
             quiet: per,
             quiet_all: pickup(&pool, &quiet_orgs).await?,
             quiet_start: started(&pool, &quiet_orgs).await?,
             overtaken_p50,
             overtaken_max,
+            noisy_waiting_at_last_quiet,
+            noisy_wanted,
             noisy_jobs: noisy,
+            enqueue_secs,
+            quiet_wanted: quiet,
+            quiet_enqueued,
             noisy_done,
             noisy_per_sec: (noisy > 0).then(|| noisy_done as f64 / noisy_secs.max(1e-9)),
             secs: noisy_secs,
+            capped,
         })
     }
     .await;
     stop.cancel();
     worker.join().await;
     pool.close().await;
+    if let Ok(p) = &result {
+        eprintln!(
+            "bench: fairness: phase done in {:.1} s{}: quiet {} of {} enqueued, p50 {:.1} ms, p95 {:.1} ms; noisy {} of {} done",
+            t0.elapsed().as_secs_f64(),
+            if p.capped {
+                " (reached --max-secs)"
+            } else {
+                ""
+            },
+            p.quiet_enqueued,
+            p.quiet_wanted,
+            p.quiet_all.p50_ms,
+            p.quiet_all.p95_ms,
+            p.noisy_done,
+            p.noisy_jobs
+        );
+    }
     result
 }
 
@@ -627,13 +771,16 @@ async fn hook_phase(
         .await
         .map_err(|e| anyhow::anyhow!(e))?;
     let t0 = Instant::now();
-    let cap = Duration::from_secs(cmd.max_secs);
+    let deadline = t0 + Duration::from_secs(cmd.max_secs);
     let result = async {
         let rounds = n.div_ceil(QUIET_ORGS);
         let mut tick = tokio::time::interval(Duration::from_millis(cmd.interval_ms));
         let mut sent = 0;
         for _ in 0..rounds {
             tick.tick().await;
+            if Instant::now() >= deadline {
+                break;
+            }
             for org in &quiet_orgs {
                 if sent < n {
                     events(&pool, *org, 1).await?;
@@ -641,13 +788,16 @@ async fn hook_phase(
                 }
             }
         }
-        loop {
+        let capped = loop {
             let d = delivered(&pool, &quiet_orgs).await?;
-            if d.jobs as usize >= n || t0.elapsed() > cap {
-                break;
+            if d.jobs as usize >= sent {
+                break false;
+            }
+            if Instant::now() >= deadline {
+                break true;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        };
         let secs = t0.elapsed().as_secs_f64();
         let attempts: i64 = sqlx::query_scalar(
             "SELECT coalesce(sum(attempt - CASE WHEN state = 'running' THEN 1 ELSE 0 END), 0)::int8
@@ -665,10 +815,12 @@ async fn hook_phase(
         .unwrap_or(0);
         Ok::<_, anyhow::Error>(HookPhase {
             quiet: delivered(&pool, &quiet_orgs).await?,
+            quiet_sent: sent,
             blackholed_events: if blackholed { n } else { 0 },
             blackholed_attempts: attempts,
             breaker_open: failing > 0,
             secs,
+            capped,
         })
     }
     .await;
