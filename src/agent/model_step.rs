@@ -7,7 +7,7 @@
 
 use super::step::{Decided, run_ctx};
 use super::{Engine, RunError, RunSpec};
-use crate::store::runs::{self, AuditDecision, StepRow};
+use crate::store::runs::{self, AuditCategory, AuditDecision, StepRow};
 use crate::tools::model_phase::{self, ChargeTo, Phase};
 use crate::tools::{Tool, ToolError};
 use serde_json::Value;
@@ -34,7 +34,7 @@ pub(super) async fn run(
     args: &Value,
     mut tx: Transaction<'static, Postgres>,
 ) -> Result<ModelStep, RunError> {
-    let cat = tool.category().as_str();
+    let cat = tool.category().into();
     let model_call_id = format!("{call_id}#model");
     let checkpointed = runs::step_for_call(&mut tx, run_id, &model_call_id).await?;
     let (state, answer, written) = match checkpointed.as_ref().and_then(model_phase::checkpointed) {
@@ -110,7 +110,7 @@ pub(super) async fn run(
 /// step transaction.
 async fn failed(
     engine: &Engine,
-    cat: &'static str,
+    cat: AuditCategory,
     decision: AuditDecision,
     msg: String,
     spent: i64,

@@ -479,7 +479,7 @@ fn decision_audit<'a>(
             row.run_id,
             actor,
             &row.action.tool,
-            "approval",
+            runs::AuditCategory::Approval,
             decision,
             now,
         )
