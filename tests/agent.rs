@@ -815,7 +815,7 @@ async fn audit_rows_cannot_be_updated_or_deleted() {
             call_id: None,
             actor: "t",
             tool: "x",
-            category: "read",
+            category: runs::AuditCategory::Read,
             decision: runs::AuditDecision::AutoApproved,
             args: None,
             outcome: None,

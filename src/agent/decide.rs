@@ -8,7 +8,7 @@ use super::transcript::Transcript;
 use super::{Engine, RunError, RunSpec};
 use crate::catalog::PolicyDecision;
 use crate::store::documents::bounded_error;
-use crate::store::runs::{self, AuditDecision};
+use crate::store::runs::{self, AuditCategory, AuditDecision};
 use crate::tools::registry::CallError;
 use crate::tools::{Category, Registry, Tool, ToolCtx, ToolError, scope};
 use serde_json::{Value, json};
@@ -45,7 +45,7 @@ pub(super) fn refused<'a>(
 ) -> Result<(&'a dyn Tool, &'a Value), Decided> {
     if over_call_cap {
         return Err(Decided::error(
-            "cap",
+            AuditCategory::Cap,
             AuditDecision::Capped,
             format!(
                 "not executed: the tool call limit of this run ({}) is reached",
@@ -56,7 +56,7 @@ pub(super) fn refused<'a>(
     let Some(tool) = tool else {
         let offered = spec.policy.allow.join(", ");
         return Err(Decided::error(
-            "unknown",
+            AuditCategory::Unknown,
             AuditDecision::Error,
             format!(
                 "unknown tool `{}`; the tools you can call are: {offered}",
@@ -72,7 +72,7 @@ pub(super) fn refused<'a>(
     };
     valid.map(|a| (tool.as_ref(), a)).map_err(|msg| {
         Decided::error(
-            tool.category().as_str(),
+            tool.category().into(),
             AuditDecision::Error,
             format!("{msg}. Fix the arguments and call `{name}` again."),
         )
@@ -91,7 +91,7 @@ pub(super) async fn plan(
 ) -> Result<Plan, RunError> {
     let name = tool.name();
     let category = tool.category();
-    let cat = category.as_str();
+    let cat = AuditCategory::from(category);
     let mut decision = spec.policy.decide(name, category);
     let mut off = None;
     match scope::check(ctx, tool, args).await {
@@ -120,7 +120,8 @@ pub(super) async fn plan(
                     cat,
                     AuditDecision::Denied,
                     format!(
-                        "refused: the policy of this job denies `{name}` ({cat} tools); do not call it again"
+                        "refused: the policy of this job denies `{name}` ({} tools); do not call it again",
+                        category.as_str()
                     ),
                 ),
             };

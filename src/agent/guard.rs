@@ -11,7 +11,7 @@ use super::step::{Decided, finish_step};
 use super::transcript::{CallRecord, ToolCall, Transcript};
 use super::{Engine, RunError, RunSpec, Written};
 use crate::llm::{Block, Message, Role, repair};
-use crate::store::runs::AuditDecision;
+use crate::store::runs::{AuditCategory, AuditDecision};
 use crate::tools::{Category, Registry};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -128,7 +128,7 @@ pub async fn refuse(
     let args = serde_json::from_str::<Value>(raw).unwrap_or_else(|_| json!({"raw": raw}));
     let outcome = json!({"error": msg, "repeats": earlier.call_id});
     let decided = Decided {
-        category: "guard",
+        category: AuditCategory::Guard,
         decision: AuditDecision::Repeated,
         content: msg,
         is_error: true,

@@ -33,7 +33,7 @@ impl Engine {
                     Some(run_id),
                     &actor,
                     "nudge",
-                    "loop",
+                    runs::AuditCategory::Loop,
                     AuditDecision::Nudged,
                     now,
                 )

@@ -440,7 +440,7 @@ impl Engine {
                 &mut *tx,
                 &runs::NewAudit {
                     outcome: Some(&json!({"rounds": run.counters.rounds, "tool_calls": run.counters.tool_calls, "tokens": run.counters.tokens()})),
-                    ..runs::NewAudit::new(run.org_id, Some(run_id), &actor, reason.as_str(), "cap", runs::AuditDecision::Capped, now)
+                    ..runs::NewAudit::new(run.org_id, Some(run_id), &actor, reason.as_str(), runs::AuditCategory::Cap, runs::AuditDecision::Capped, now)
                 },
             )
             .await?;

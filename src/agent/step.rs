@@ -13,7 +13,7 @@ use crate::llm::{Block, CompletionResponse};
 use crate::store::agent_loop::{self, Counters, Flush};
 use crate::store::budget::Reservation;
 pub use crate::store::documents::bounded_error;
-use crate::store::runs::{AuditDecision, NewAudit, StepKind, StepRow};
+use crate::store::runs::{AuditCategory, AuditDecision, NewAudit, StepKind, StepRow};
 use crate::tools::registry::CallError;
 use crate::tools::{Registry, Tool, ToolCtx, ToolError};
 use chrono::{DateTime, Utc};
@@ -83,7 +83,7 @@ pub(super) async fn checkpoint_response(
                     Some(run_id),
                     &actor,
                     "dropped_calls",
-                    "cap",
+                    AuditCategory::Cap,
                     AuditDecision::Capped,
                     now,
                 )
@@ -117,7 +117,7 @@ pub(crate) fn drop_calls_past(resp: &mut CompletionResponse, keep: usize) -> usi
 
 /// What happened to a call: recorded on the audit row and the tool_result checkpoint.
 pub(super) struct Decided {
-    pub category: &'static str,
+    pub category: AuditCategory,
     pub decision: AuditDecision,
     pub content: String,
     pub is_error: bool,
@@ -126,7 +126,7 @@ pub(super) struct Decided {
 
 impl Decided {
     /// An error result (NUL removed, truncated).
-    pub fn error(category: &'static str, decision: AuditDecision, msg: String) -> Self {
+    pub fn error(category: AuditCategory, decision: AuditDecision, msg: String) -> Self {
         let msg = bounded_error(&msg);
         Self {
             category,
@@ -137,7 +137,7 @@ impl Decided {
         }
     }
 
-    fn ok(category: &'static str, decision: AuditDecision, v: Value) -> Self {
+    fn ok(category: AuditCategory, decision: AuditDecision, v: Value) -> Self {
         Self {
             category,
             decision,
@@ -352,7 +352,7 @@ async fn propose_call(
     args: &Value,
     off: Option<String>,
 ) -> Result<Decided, RunError> {
-    let category = tool.category().as_str();
+    let category = tool.category().into();
     let origin = ProposalOrigin {
         call_id: Some(call_id),
         suggestion_id: None,
@@ -392,7 +392,7 @@ async fn auto_call(
     tool: &dyn Tool,
     args: &Value,
 ) -> Result<Result<Decided, Decided>, RunError> {
-    let category = tool.category().as_str();
+    let category = tool.category().into();
     // No savepoint (two round trips a step): on an error the caller rolls the transaction back.
     let mut v = match registry.execute(ctx, tool.name(), args).await {
         Ok(v) => v,

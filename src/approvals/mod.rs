@@ -338,15 +338,14 @@ pub async fn decide(
         } else if tool.calls_model() {
             return model_decide::approve(pool, clock, env, tx, row, tool.as_ref(), &actor).await;
         } else {
-            sqlx::query("SAVEPOINT approval_exec")
-                .execute(&mut *tx)
-                .await?;
+            // On a savepoint: a refused call's partial writes are undone, its record stays.
             let mut ctx = env.ctx(&mut tx, row.org_id, row.run_id, actor.clone(), now);
-            match env
-                .registry
-                .execute(&mut ctx, &row.action.tool, &row.action.args)
-                .await
-            {
+            let (name, args) = (&row.action.tool, &row.action.args);
+            let executed = ctx
+                .savepoint(async |c| env.registry.execute(c, name, args).await)
+                .await?;
+            drop(ctx);
+            match executed {
                 Ok(v) => (
                     ApprovalStatus::Executed,
                     AuditDecision::HumanApproved,
@@ -355,16 +354,11 @@ pub async fn decide(
                 Err(crate::tools::registry::CallError::Tool(ToolError::Db(e))) => {
                     return Err(e.into());
                 }
-                Err(e) => {
-                    sqlx::query("ROLLBACK TO SAVEPOINT approval_exec")
-                        .execute(&mut *tx)
-                        .await?;
-                    (
-                        ApprovalStatus::Failed,
-                        AuditDecision::Error,
-                        Some(json!({"error": e.to_string()})),
-                    )
-                }
+                Err(e) => (
+                    ApprovalStatus::Failed,
+                    AuditDecision::Error,
+                    Some(json!({"error": e.to_string()})),
+                ),
             }
         }
     };
@@ -485,7 +479,7 @@ fn decision_audit<'a>(
             row.run_id,
             actor,
             &row.action.tool,
-            "approval",
+            runs::AuditCategory::Approval,
             decision,
             now,
         )

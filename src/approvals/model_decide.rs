@@ -1,16 +1,18 @@
-//! Approving an action that calls a model (run_extraction) with no transaction open while the
-//! model answers: the inputs are read with the approval locked, the transaction ends, the model
-//! is called (its estimate reserved on the org budget), the usage is charged to the org and to
-//! the approval's run in a short transaction, and a last transaction re-locks the approval,
-//! re-checks that it is still pending with an unchanged snapshot, and applies the answer.
-//! Two people approving at once may both pay for a call; only one applies it.
+//! Approving an action that calls a model (run_extraction): the model phase of
+//! [`crate::tools::model_phase`] (the protocol the loop shares), with no transaction open while
+//! the model answers. The inputs are read with the approval locked and the transaction ends; the
+//! call's usage is charged to the org and to the approval's run; a last transaction re-locks the
+//! approval, re-checks that it is still pending with an unchanged snapshot, and applies the
+//! answer on a savepoint. Two people approving at once may both pay for a call; only one
+//! applies it.
 
 use super::{DecideError, DecideOutcome, Recorded, ToolEnv, changed_snapshot, record, unchanged};
 use crate::clock::SharedClock;
-use crate::llm::budget;
+use crate::llm::org_keys::ScopeError;
+use crate::llm::traced::Traced;
 use crate::store::approvals::{self as store, ApprovalRow, ApprovalStatus};
-use crate::store::budget::Reservation;
-use crate::store::runs::{self, AuditDecision};
+use crate::store::runs::AuditDecision;
+use crate::tools::model_phase::{self, ChargeTo, Phase};
 use crate::tools::{Tool, ToolError};
 use serde_json::{Value, json};
 use sqlx::{PgPool, Postgres, Transaction};
@@ -46,57 +48,35 @@ pub(super) async fn approve(
     // the record then name the arguments that actually ran (review N4). Without an edit nothing
     // was written and the commit ends a read-only transaction.
     tx.commit().await?;
-    let reservation = budget::reserve(pool, row.org_id, &call.request, now).await?;
-    if let Reservation::Refused { used, limit, .. } = reservation {
-        return Err(DecideError::Budget(row.id, used, limit));
-    }
-    let input_estimate = crate::llm::tokens::request(&call.request) as i64;
     // Behind the redaction boundary like a run's own calls (an in-memory symbol table).
-    // Scoped to the org like a run's calls (its key, the provider-call audit).
-    let scoped = crate::llm::org_keys::provider_for_org(
+    // Scoped to the org like a run's calls (its key, the provider-call audit). A key that cannot
+    // be used fails the call after the budget check, like a provider's refusal.
+    let provider = match crate::llm::org_keys::provider_for_org(
         &env.provider,
         pool,
         env.org_key_cipher.as_deref(),
         row.org_id,
         row.run_id,
     )
-    .await;
-    let answer = match scoped {
-        Err(crate::llm::org_keys::ScopeError::Db(e)) => {
-            budget::release(pool, &reservation).await;
-            return Err(e.into());
-        }
-        Err(crate::llm::org_keys::ScopeError::Unusable(e)) => Err(e),
-        Ok(scoped) => {
-            let provider = env
-                .pii
-                .provider_for_decision(pool, row.org_id, crate::llm::traced::Traced::wrap(scoped))
-                .await?;
-            provider.complete(call.request).await
-        }
+    .await
+    {
+        Err(ScopeError::Db(e)) => return Err(e.into()),
+        Err(ScopeError::Unusable(e)) => Err(e),
+        Ok(scoped) => Ok(env
+            .pii
+            .provider_for_decision(pool, row.org_id, Traced::wrap(scoped))
+            .await?),
     };
-    let mut tokens = 0;
-    if let Ok(resp) = &answer {
-        tokens = resp.usage.total_i64();
-        let mut charge = pool.begin().await?;
-        if let Some(run) = row.run_id {
-            let (i, o) = resp.usage.split_i64();
-            runs::add_tokens(&mut charge, run, i, o).await?;
-        }
-        budget::settle(&mut charge, row.org_id, &reservation, tokens, clock.now()).await?;
-        charge.commit().await?;
-    } else if answer.as_ref().is_err_and(|e| e.after_generation()) {
-        // Failed after the model generated: the input was spent and is charged (estimated).
-        tokens = input_estimate;
-        let mut charge = pool.begin().await?;
-        if let Some(run) = row.run_id {
-            runs::add_tokens(&mut charge, run, tokens, 0).await?;
-        }
-        budget::settle(&mut charge, row.org_id, &reservation, tokens, clock.now()).await?;
-        charge.commit().await?;
-    } else {
-        budget::release(pool, &reservation).await;
-    }
+    let charge_to = ChargeTo::Run(row.run_id);
+    let (answer, tokens) =
+        match model_phase::call(pool, clock, row.org_id, charge_to, call, provider).await? {
+            Phase::Refused { used, limit } => return Err(DecideError::Budget(row.id, used, limit)),
+            Phase::Answered { state, answer, .. } => {
+                let tokens = answer.usage.total_i64();
+                (Ok((state, answer)), tokens)
+            }
+            Phase::Failed { error, spent } => (Err(error), spent),
+        };
     let now = clock.now();
     let mut tx = pool.begin().await?;
     let row = store::lock(&mut tx, row.id, Some(row.org_id))
@@ -123,27 +103,19 @@ pub(super) async fn approve(
         out.changes = Some(changes);
         return Ok(out);
     }
-    let resp = match answer {
-        Ok(r) => r,
+    let (state, answer) = match answer {
+        Ok(a) => a,
         Err(e) => {
             let result =
                 json!({"error": format!("provider error: the extraction model failed: {e}")});
             return failed(tx, &row, actor, result, tokens, now).await;
         }
     };
-    sqlx::query("SAVEPOINT approval_exec")
-        .execute(&mut *tx)
-        .await?;
     let mut ctx = env.ctx(&mut tx, row.org_id, row.run_id, actor.to_string(), now);
-    let applied = tool
-        .apply(&mut ctx, &row.action.args, (&call.state, &resp))
-        .await;
+    let applied = model_phase::apply(&mut ctx, tool, &row.action.args, (&state, &answer)).await?;
     drop(ctx);
-    let usage = json!({"input_tokens": resp.usage.input_tokens,
-                       "output_tokens": resp.usage.output_tokens});
     match applied {
-        Ok(mut v) => {
-            v["usage"] = usage;
+        Ok(v) => {
             let executed = ApprovalStatus::Executed;
             finish(
                 tx,
@@ -157,12 +129,8 @@ pub(super) async fn approve(
             )
             .await
         }
-        Err(ToolError::Db(e)) => Err(e.into()),
-        Err(e) => {
-            sqlx::query("ROLLBACK TO SAVEPOINT approval_exec")
-                .execute(&mut *tx)
-                .await?;
-            let result = json!({"error": e.to_string(), "usage": usage});
+        Err(rejected) => {
+            let result = json!({"error": rejected.error.to_string(), "usage": rejected.usage});
             failed(tx, &row, actor, result, tokens, now).await
         }
     }

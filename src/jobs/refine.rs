@@ -147,7 +147,7 @@ pub async fn request(
             None,
             &actor,
             "refine_document",
-            "document",
+            crate::store::runs::AuditCategory::Document,
             crate::store::runs::AuditDecision::Requested,
             now,
         )

@@ -109,6 +109,57 @@ impl PartialEq<AuditDecision> for String {
     }
 }
 
+/// What an audit row is about. The names are a stable format: stored in
+/// `audit_events.category` (no CHECK constrains it) and shown by the API and the console.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditCategory {
+    /// A call of a tool of that category (`tools::Category`).
+    Read,
+    Write,
+    Destructive,
+    /// A call of a tool the run does not have.
+    Unknown,
+    /// A person's (or the sweep's) step on an approval.
+    Approval,
+    /// A cap refused a call or ended the run.
+    Cap,
+    /// The repeat guard refused a call.
+    Guard,
+    /// The loop itself (a nudge).
+    Loop,
+    /// A request about a document (a refine).
+    Document,
+}
+
+impl AuditCategory {
+    pub const ALL: [AuditCategory; 9] = [
+        AuditCategory::Read,
+        AuditCategory::Write,
+        AuditCategory::Destructive,
+        AuditCategory::Unknown,
+        AuditCategory::Approval,
+        AuditCategory::Cap,
+        AuditCategory::Guard,
+        AuditCategory::Loop,
+        AuditCategory::Document,
+    ];
+
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditCategory::Read => "read",
+            AuditCategory::Write => "write",
+            AuditCategory::Destructive => "destructive",
+            AuditCategory::Unknown => "unknown",
+            AuditCategory::Approval => "approval",
+            AuditCategory::Cap => "cap",
+            AuditCategory::Guard => "guard",
+            AuditCategory::Loop => "loop",
+            AuditCategory::Document => "document",
+        }
+    }
+}
+
 /// An audit row to append.
 #[derive(Debug, Clone)]
 pub struct NewAudit<'a> {
@@ -117,7 +168,7 @@ pub struct NewAudit<'a> {
     pub call_id: Option<&'a str>,
     pub actor: &'a str,
     pub tool: &'a str,
-    pub category: &'a str,
+    pub category: AuditCategory,
     pub decision: AuditDecision,
     pub args: Option<&'a Value>,
     pub outcome: Option<&'a Value>,
@@ -136,7 +187,7 @@ impl<'a> NewAudit<'a> {
         run_id: Option<Uuid>,
         actor: &'a str,
         tool: &'a str,
-        category: &'a str,
+        category: AuditCategory,
         decision: AuditDecision,
         now: DateTime<Utc>,
     ) -> Self {
@@ -174,7 +225,7 @@ fn audit_values(args: &mut PgArguments, a: &NewAudit<'_>) -> Result<(), BoxDynEr
     args.add(a.call_id)?;
     args.add(a.actor)?;
     args.add(a.tool)?;
-    args.add(a.category)?;
+    args.add(a.category.as_str())?;
     args.add(a.decision.as_str())?;
     // Model output may hold NUL characters, which PostgreSQL text and jsonb cannot store.
     // The trail proves without copying: redacted arguments, a summary + SHA-256 of the result.

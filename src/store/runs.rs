@@ -1,7 +1,9 @@
 //! SQL for agent runs, their checkpoints (`agent_steps`) and org token budgets. Audit rows are
 //! [`super::audit`]'s (re-exported here, where their callers look for them).
 
-pub use super::audit::{AuditDecision, AuditRow, NewAudit, audit_for_run, insert_audit};
+pub use super::audit::{
+    AuditCategory, AuditDecision, AuditRow, NewAudit, audit_for_run, insert_audit,
+};
 use super::sql;
 
 pub use super::agent_loop::Counters;

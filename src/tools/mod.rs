@@ -11,6 +11,7 @@ pub mod extraction;
 mod extraction_model;
 mod field_names;
 pub mod help;
+pub mod model_phase;
 pub mod policy;
 pub mod prompts;
 pub mod registry;
@@ -77,6 +78,17 @@ pub enum Category {
     Read,
     Write,
     Destructive,
+}
+
+impl From<Category> for crate::store::audit::AuditCategory {
+    /// A call's audit category is its tool's (the same name).
+    fn from(c: Category) -> Self {
+        match c {
+            Category::Read => Self::Read,
+            Category::Write => Self::Write,
+            Category::Destructive => Self::Destructive,
+        }
+    }
 }
 
 impl Category {
@@ -362,6 +374,18 @@ pub(crate) fn unfenced(text: &str) -> &str {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_tool_category_is_audited_under_its_own_name_and_audit_names_are_distinct() {
+        use crate::store::audit::AuditCategory;
+        for c in [Category::Read, Category::Write, Category::Destructive] {
+            assert_eq!(AuditCategory::from(c).as_str(), c.as_str());
+        }
+        let mut names: Vec<&str> = AuditCategory::ALL.iter().map(|c| c.as_str()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), AuditCategory::ALL.len());
+    }
 
     #[test]
     fn rev_refs_and_their_errors() {
