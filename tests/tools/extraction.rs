@@ -89,7 +89,11 @@ async fn run_extraction_calls_the_model_and_stores_a_proposed_result() {
             json!({"prompt_revid": p2, "document_id": w.doc_a}),
         )
         .await;
-    assert_eq!(v2["result"]["total"], 13);
+    // 13 is not in the document, which reads 12.5 under its total: the value the document
+    // reads is filled in, and the result says what the answer was.
+    assert_eq!(v2["result"]["total"], 12.5);
+    assert_eq!(v2["filled_from_document"][0]["field"], "total", "{v2}");
+    assert_eq!(v2["filled_from_document"][0]["was"], 13, "{v2}");
     assert_eq!(provider2.requests.lock().unwrap()[0].model, "test-model");
     let g = w
         .ok(&c, "get_extraction_result", json!({"document_id": w.doc_a}))
