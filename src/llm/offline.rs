@@ -45,8 +45,8 @@ mod refine;
 mod repropose;
 
 pub use proposal::{
-    Field, extract, fields_arg, fields_listed, fields_of, infer_fields, prompt_content,
-    response_format,
+    Field, extract, extract_from, fields_arg, fields_listed, fields_of, infer_fields,
+    prompt_content, response_format,
 };
 
 /// The deterministic heuristic model.

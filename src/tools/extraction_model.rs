@@ -8,12 +8,13 @@ use super::extraction::{
 };
 use super::schemas::{inner_schema, validate_instance};
 use super::{ModelCall, ToolCtx, ToolError, revid};
-use crate::analysis::{self, ground};
+use crate::analysis::{self, Analysis, ground};
 use crate::llm::{CompletionRequest, CompletionResponse, FinishReason, Message, Role, ToolChoice};
 use crate::store::documents::{self as documents, clean_json};
 use crate::store::extractions::{self as store, ExtractionSource};
 use crate::store::schemas;
 use serde_json::{Value, json};
+use std::cell::OnceCell;
 use uuid::Uuid;
 
 /// Reads the document, prompt and schema and builds the extraction request. The model is the
@@ -120,7 +121,14 @@ pub(crate) async fn apply_extraction(
         .await?
         .map(|d| d.text)
         .unwrap_or_default();
-    let (result, filled) = fill_from_document(result, inner_schema(&schema.response_format), &text);
+    // The analysis of the text, made once and only when a fill or the empty fields need it.
+    let analysed = OnceCell::new();
+    let (result, filled) = fill_from_document(
+        result,
+        inner_schema(&schema.response_format),
+        &text,
+        &analysed,
+    );
     let ungrounded = ground::ungrounded(&result, &text);
     let e = store::insert(
         ctx.conn,
@@ -148,7 +156,7 @@ pub(crate) async fn apply_extraction(
              answer's value). If one is wrong, correct it with update_extraction_field."
         );
     }
-    let missed = empty_with_candidate(&result, &text);
+    let missed = empty_with_candidate(&result, &text, &analysed);
     if !missed.is_empty() {
         out["empty_but_in_document"] = json!(missed);
         out["empty_note"] = json!(
@@ -169,7 +177,12 @@ pub(crate) async fn apply_extraction(
 /// `schema`. Returns the result and `{field, label, value, was}` per replaced field (at most
 /// 20). A small model names the right field and copies a neighbour's value, or none; the
 /// document's own reading is better than either, and the tool result says what changed.
-fn fill_from_document(result: Value, schema: &Value, text: &str) -> (Value, Vec<Value>) {
+fn fill_from_document(
+    result: Value,
+    schema: &Value,
+    text: &str,
+    analysed: &OnceCell<Analysis>,
+) -> (Value, Vec<Value>) {
     let Some(obj) = result.as_object() else {
         return (result, Vec::new());
     };
@@ -182,8 +195,8 @@ fn fill_from_document(result: Value, schema: &Value, text: &str) -> (Value, Vec<
     if !obj.iter().any(|(k, v)| wants(k, v)) {
         return (result, Vec::new());
     }
-    let read = crate::llm::offline::extract(text, schema);
-    let a = analysis::analyse(text);
+    let a = analysed.get_or_init(|| analysis::analyse(text));
+    let read = crate::llm::offline::extract_from(a, text, schema);
     let mut filled_obj = obj.clone();
     let mut filled = Vec::new();
     for (k, v) in obj {
@@ -212,14 +225,14 @@ fn fill_from_document(result: Value, schema: &Value, text: &str) -> (Value, Vec<
 
 /// Top-level fields of `result` that are null while the analysis of `text` has a candidate of
 /// that name: `{field, label, value}` each (at most 10).
-fn empty_with_candidate(result: &Value, text: &str) -> Vec<Value> {
+fn empty_with_candidate(result: &Value, text: &str, analysed: &OnceCell<Analysis>) -> Vec<Value> {
     let Some(obj) = result.as_object() else {
         return Vec::new();
     };
     if !obj.values().any(Value::is_null) {
         return Vec::new();
     }
-    let a = analysis::analyse(text);
+    let a = analysed.get_or_init(|| analysis::analyse(text));
     obj.iter()
         .filter(|(_, v)| v.is_null())
         .filter_map(|(k, _)| a.get(k))

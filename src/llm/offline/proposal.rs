@@ -256,7 +256,11 @@ fn typed(c: &Candidate, p: &Value, text: &str) -> Value {
 /// The extraction answer: each property's value from the analysis of `text`, found by the
 /// property's name or by its label (a schema someone else named after the document's label).
 pub fn extract(text: &str, schema: &Value) -> Value {
-    let a = analysis::analyse(text);
+    extract_from(&analysis::analyse(text), text, schema)
+}
+
+/// [`extract`] from an analysis of `text` already made.
+pub fn extract_from(a: &analysis::Analysis, text: &str, schema: &Value) -> Value {
     let mut out = Map::new();
     if let Some(props) = schema.get("properties").and_then(Value::as_object) {
         for (name, p) in props {
