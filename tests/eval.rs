@@ -476,6 +476,32 @@ async fn eval_runs_offline_through_the_queue_and_prints_consistent_json() {
     .await
     .unwrap();
     assert_eq!(jobs, 3);
+    // Then the org's nightly review, with the same provider: the org's first tag made, its
+    // three documents untagged and proposed, one proactive_suggestion job, one attempt.
+    let n = &r["nightly"];
+    assert_eq!(n["state"], "succeeded", "{n}");
+    assert_eq!(n["attempts"], 1, "{n}");
+    assert_eq!(n["run_status"], "succeeded", "{n}");
+    assert_eq!(n["signals"]["untagged_documents"], 3, "{n}");
+    assert!(n["model_calls"].as_i64().unwrap() >= 1, "{n}");
+    assert!(n["tokens"].as_i64().unwrap() > 0, "{n}");
+    // Every suggestion the run wrote is counted, and the offline model's (a tag for each
+    // untagged document) are all about documents the overview listed.
+    let (written, run_tokens): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM suggestions s WHERE s.run_id = r.id),
+                r.input_tokens + r.output_tokens
+           FROM agent_runs r JOIN agentd_jobs j ON j.id = r.job_id
+          WHERE j.kind = 'proactive_suggestion'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(written >= 1, "{n}");
+    assert_eq!(n["suggestions"], written, "{n}");
+    assert_eq!(n["by_kind"]["tag_documents"], written, "{n}");
+    assert_eq!(n["grounded"], written, "{n}");
+    assert_eq!(n["tokens"], run_tokens, "{n}");
+    assert_eq!(n["titles"].as_array().map(Vec::len), Some(written as usize));
 }
 
 #[tokio::test]
@@ -550,13 +576,25 @@ async fn a_run_below_its_baseline_exits_1_naming_the_metric_and_split() {
     let saved = dir.path().join("base.json");
     let saved_s = saved.to_str().unwrap();
     // A run stored as the baseline, then the same run against it: no regression.
-    let out = eval_only(&db, "invoice_en,receipt_ocr", &["--save", saved_s]);
+    let out = eval_only(
+        &db,
+        "invoice_en,receipt_ocr",
+        &["--save", saved_s, "--no-nightly"],
+    );
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let stored: Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
+    // `--no-nightly`: no nightly review, in the report or the queue.
+    assert!(stored.get("nightly").is_none(), "{stored}");
+    let nightly: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM agentd_jobs WHERE kind = 'proactive_suggestion'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(nightly, 0);
     let dev = &stored["by_split"]["dev"];
     let recall = dev["field_recall"].as_f64().unwrap();
     // (A baseline above what this code reaches is made by raising the stored figure, even past
@@ -710,11 +748,12 @@ async fn the_eval_worker_leaves_another_orgs_waiting_job_alone() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The production job, the eval's two auto_creates and its org's nightly review.
     let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM agentd_jobs")
         .fetch_one(&db.pool)
         .await
         .unwrap();
-    assert_eq!(jobs, 3);
+    assert_eq!(jobs, 4);
 }
 
 #[tokio::test]

@@ -591,6 +591,95 @@ async fn newcomer_slots_start_another_orgs_job_at_once_and_cost_nothing_alone() 
     );
 }
 
+/// Issue 30, newcomer claims (`queue::apalis::AgentdBackend`): one org's backlog fills a
+/// worker's slots and its prefetch buffer; a job another org enqueues then is claimed at the
+/// next free slot and put ahead of the buffer, so it starts at most a slot or two later — not
+/// after the buffered jobs (here eight of 300 ms on two slots), and not at the poll (10 s).
+#[tokio::test]
+async fn another_orgs_job_is_claimed_ahead_of_a_full_buffer() {
+    use agentd::queue::worker::{KindRuntime, Prefetch, WorkerOptions};
+    let db = TestDb::new().await;
+    let opts = WorkerOptions {
+        worker_id: "fair-front".into(),
+        claim_batch: 16,
+        prefetch: Prefetch::Fixed(8),
+        poll_interval: std::time::Duration::from_secs(10),
+        lease: std::time::Duration::from_secs(30),
+        heartbeat: std::time::Duration::from_secs(5),
+        shutdown_grace: std::time::Duration::from_millis(200),
+    };
+    let kind = "fair_front";
+    enqueue_many(&db.pool, &timed_jobs(kind, "org-a", 40, 300, 0))
+        .await
+        .unwrap();
+    let h = Arc::new(Timed::default());
+    let worker = agentd::queue::apalis::build_worker(
+        db.pool.clone(),
+        Arc::new(SystemClock) as SharedClock,
+        &opts,
+        KindRuntime {
+            kind: kind.into(),
+            handler: h.clone(),
+            concurrency: 2,
+            timeout: std::time::Duration::from_secs(60),
+            backoff: agentd::queue::backoff::Backoff {
+                base: std::time::Duration::from_millis(10),
+                max: std::time::Duration::from_millis(20),
+            },
+            delete_on_success: false,
+            max_running_per_org: None,
+            newcomer_slots: 0,
+        },
+    );
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(worker.run(stop.clone()));
+    wait_until(30, "A's first two jobs running", || async {
+        h.running.lock().unwrap().get("org-a").copied() == Some(2)
+    })
+    .await;
+    // The buffer is full: A's jobs claimed and not started.
+    let buffered = || async {
+        let claimed: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM agentd_jobs WHERE kind = 'fair_front' AND state = 'running'",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        claimed as usize - h.running.lock().unwrap().values().sum::<usize>()
+    };
+    wait_until(30, "A's jobs buffered", || async { buffered().await >= 6 }).await;
+    let sent = Instant::now();
+    enqueue_many(&db.pool, &timed_jobs(kind, "org-b", 1, 10, 0))
+        .await
+        .unwrap();
+    wait_until(30, "B's job started", || async {
+        h.started.lock().unwrap().iter().any(|(o, ..)| o == "org-b")
+    })
+    .await;
+    stop.cancel();
+    run.await.unwrap();
+    let started = h.started.lock().unwrap().clone();
+    let b_at = started
+        .iter()
+        .find(|(o, ..)| o == "org-b")
+        .map(|(_, _, at, _)| *at)
+        .unwrap();
+    let a_between = started
+        .iter()
+        .filter(|(o, _, at, _)| o == "org-a" && *at > sent && *at < b_at)
+        .count();
+    assert!(
+        a_between <= 2,
+        "{a_between} of A's buffered jobs started before B's (enqueued {:?} earlier)",
+        b_at.duration_since(sent)
+    );
+    assert!(
+        b_at.duration_since(sent) < std::time::Duration::from_secs(2),
+        "B's job started {:?} after it was enqueued",
+        b_at.duration_since(sent)
+    );
+}
+
 /// A claim starts past the jobs of the first org this process already took (the head), yet
 /// higher priorities and lower orgs that became ready are still seen at once, and a job made
 /// ready before the head is claimed once the head expires.

@@ -73,6 +73,11 @@ pub struct EvalCmd {
     /// Org name for the documents (default: a new `eval-<time>` org).
     #[arg(long)]
     pub org: Option<String>,
+    /// Skip the nightly review of the eval's org that follows its auto-creates (the org's
+    /// first tag made, its `proactive_suggestion` job run with the same provider, its
+    /// suggestions counted and checked against the org's overview).
+    #[arg(long)]
+    pub no_nightly: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -211,6 +216,7 @@ pub async fn run(app: &App, cmd: EvalCmd) -> anyhow::Result<()> {
         guided: eapp.config.llm.guided == "on"
             || (eapp.config.llm.guided == "job" && eapp.spec(kinds::AutoCreate::NAME).agent.guided),
         constrained: eapp.config.llm.constrained_calls == crate::config::Constrained::On,
+        nightly: !cmd.no_nightly,
     };
     eprintln!(
         "agentd eval: {} samples from {}, provider {}, org {}",

@@ -8,6 +8,7 @@
 
 pub mod baseline;
 pub mod labels;
+pub mod nightly;
 pub mod report;
 pub mod reuse;
 pub mod score;
@@ -40,6 +41,8 @@ pub struct EvalOptions {
     pub guided: bool,
     /// Constrained calls were on (`llm.constrained_calls`; recorded in the report).
     pub constrained: bool,
+    /// Run the org's nightly review after its auto-creates ([`nightly`]).
+    pub nightly: bool,
 }
 
 /// One document's outcome.
@@ -255,14 +258,18 @@ pub async fn run(
             score,
         });
     }
-    Ok(EvalReport::new(
+    let mut report = EvalReport::new(
         app.provider.name().to_string(),
         app.model_for(app.spec(kinds::AutoCreate::NAME)),
         opts,
         org.id,
         wall_seconds,
         documents,
-    ))
+    );
+    if opts.nightly {
+        report.nightly = Some(nightly::run(app, org.id, opts.timeout).await?);
+    }
+    Ok(report)
 }
 
 /// Whether the document's extraction is valid for its proposed schema: `(None, why)` when

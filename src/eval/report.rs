@@ -99,6 +99,9 @@ pub struct EvalReport {
     pub by_language: BTreeMap<String, Totals>,
     /// Per kind of document (`invoice`, `receipt`, …).
     pub by_kind: BTreeMap<String, Totals>,
+    /// The org's nightly review after its auto-creates (`None`: not run, `--no-nightly`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nightly: Option<super::nightly::NightlyResult>,
 }
 
 impl EvalReport {
@@ -122,6 +125,7 @@ impl EvalReport {
             by_split: grouped(&documents, |d| d.split.to_string()),
             by_language: grouped(&documents, |d| d.language.clone()),
             by_kind: grouped(&documents, |d| d.kind.clone()),
+            nightly: None,
             documents,
         }
     }
@@ -270,6 +274,9 @@ pub fn render_table(r: &EvalReport) -> String {
     for d in r.documents.iter().filter(|d| d.error.is_some()) {
         let e: String = d.error.as_deref().unwrap_or("").chars().take(160).collect();
         let _ = writeln!(out, "  {}: {e}", d.sample);
+    }
+    if let Some(n) = &r.nightly {
+        out.push_str(&super::nightly::render(n));
     }
     out
 }

@@ -33,6 +33,9 @@ pub(super) struct Shared {
     pub(super) newcomer_slots: usize,
     /// When this worker last claimed a job of each org (kept for [`NEWCOMER_WINDOW`]).
     pub(super) seen: Mutex<HashMap<String, Instant>>,
+    /// Set by every NOTIFY (a job was enqueued): a newcomer claim may be due (see
+    /// [`AgentdBackend`]).
+    pub(super) arrived: Arc<Notify>,
 }
 
 /// How long after this worker last claimed a job of another org the newcomer slots stay kept.
@@ -70,6 +73,21 @@ impl Shared {
         })
     }
 
+    /// The share of a newcomer claim: one job for each org that holds none of this worker's
+    /// jobs (the orgs holding some are at their cap, walked past). `None` when nothing is held
+    /// (the ordinary claim serves every org) or claims here are not shared by org (several
+    /// kinds, or one org's jobs only).
+    pub(super) fn newcomer_claim_share(&self) -> Option<crate::queue::fair::WorkerShare> {
+        if self.kinds.len() != 1 || self.only_org.is_some() {
+            return None;
+        }
+        let mut holds: HashMap<String, u32> = HashMap::new();
+        for h in self.held.lock().expect("held").values() {
+            *holds.entry(h.org.clone()).or_default() += 1;
+        }
+        (!holds.is_empty()).then_some(crate::queue::fair::WorkerShare { max: 1, holds })
+    }
+
     /// Takes in how long one handler ran (a moving average: each job weighs 1/16).
     pub(super) fn record_duration(&self, took: Duration) {
         let us = took.as_secs_f64() * 1e6;
@@ -103,7 +121,7 @@ impl Shared {
         let mut bg = self.background.lock().expect("background");
         bg.push(tokio::spawn(crate::queue::worker::listen(
             crate::db::pooling::listen_pool(&self.pool),
-            vec![self.wake.clone()],
+            vec![self.wake.clone(), self.arrived.clone()],
             self.closing.clone(),
         )));
         bg.push(tokio::spawn(heartbeat_loop(self.clone())));
@@ -253,10 +271,23 @@ impl Shared {
 }
 
 /// The apalis backend over `agentd_jobs` for a set of kinds.
+///
+/// Jobs are claimed into a buffer (free slots plus the prefetch) and start in claim order as
+/// slots free up. **Newcomer claims** (issue 30): while the buffer holds jobs, a job enqueued
+/// meanwhile (its NOTIFY) would wait for the buffer to drain to half and the next read-ahead
+/// claim to reach it, behind every job buffered before it. So at the next free slot after a
+/// NOTIFY, one claim (at most `concurrency` jobs, [`Shared::newcomer_claim_share`]) takes one
+/// ready job of each org that holds none of this worker's jobs, and puts them at the front of
+/// the buffer: another org's upload starts at the next free slot after that, whatever one org's
+/// backlog has buffered. Nothing is preempted; an org already holding a job here waits its turn
+/// in the ordinary claims. A drain with nothing enqueued meanwhile makes no such claim.
 pub struct AgentdBackend {
     pub(super) sh: Arc<Shared>,
     pub(super) buffer: VecDeque<ClaimedJob>,
     pub(super) claim: Option<JoinHandle<Result<Vec<ClaimedJob>, QueueError>>>,
+    /// The claim in flight is a newcomer claim: its jobs go to the front of the buffer, and it
+    /// says nothing about the backlog.
+    pub(super) front: bool,
     pub(super) want: u32,
     /// The last claim was full (a backlog): the next one may wait briefly for more free slots.
     pub(super) last_full: bool,
@@ -307,11 +338,13 @@ impl AgentdBackend {
             started: AtomicBool::new(false),
             newcomer_slots: kinds_newcomer_slots,
             seen: Mutex::new(HashMap::new()),
+            arrived: Arc::new(Notify::new()),
         });
         Self {
             sh,
             buffer: VecDeque::new(),
             claim: None,
+            front: false,
             want: 0,
             last_full: false,
             waited: false,
@@ -342,6 +375,18 @@ impl AgentdBackend {
         let res = res
             .map_err(|e| QueueError::Invalid(format!("claim task failed: {e}")))
             .and_then(|r| r);
+        if std::mem::take(&mut self.front) {
+            // A newcomer claim: its jobs start next; an error is the ordinary claims' to see.
+            match res {
+                Ok(jobs) => {
+                    for j in jobs.into_iter().rev() {
+                        self.buffer.push_front(j);
+                    }
+                }
+                Err(e) => debug!(kinds = ?self.sh.kinds, error = %e, "newcomer claim failed"),
+            }
+            return;
+        }
         match res {
             Ok(jobs) => {
                 self.sh.stats.db_ok.store(true, Ordering::Relaxed);
@@ -400,6 +445,19 @@ impl Backend for AgentdBackend {
                     Poll::Pending if self.buffer.is_empty() => return Poll::Pending,
                     Poll::Pending => {}
                 }
+            }
+            // A job was enqueued while jobs wait in the buffer: a newcomer claim (see above).
+            if self.claim.is_none()
+                && !self.buffer.is_empty()
+                && self.sh.arrived.notified().now_or_never().is_some()
+                && let Some(share) = self.sh.newcomer_claim_share()
+            {
+                let want = u32::try_from(self.sh.concurrency)
+                    .unwrap_or(u32::MAX)
+                    .min(self.sh.opts.claim_batch.max(1));
+                self.front = true;
+                self.claim = Some(tokio::spawn(self.sh.clone().claim(want, Some(share))));
+                continue;
             }
             let prefetch = self.sh.prefetch();
             // Read ahead: with a backlog (the last claim was full) and the buffer down to half
