@@ -447,18 +447,33 @@ pub fn pairs(
             out.push(p);
             continue;
         }
+        // `BILL OF LADING …        B/L No. NBLU 26114877`: a title, then a known label and its
+        // number as the line's last piece.
+        if k == 0
+            && segs.len() >= 2
+            && let Some(p) = segs
+                .last()
+                .and_then(|s| spaced(&s.text, i, style, order))
+                .filter(|p| known(&p.label).is_some_and(|(_, c)| c == lexicon::Class::Identifier))
+        {
+            out.push(p);
+            continue;
+        }
         // A known label alone on its line, its value below (any short text for a party).
-        let class = known(trimmed).map(|k| k.1);
+        let head = party_head(trimmed);
+        let class = known(trimmed)
+            .map(|k| k.1)
+            .or(head.is_some().then_some(lexicon::Class::Party));
+        let words = if head.is_some() { 6 } else { 4 };
+        let label = head.unwrap_or_else(|| trimmed.to_string());
         if class.is_some()
-            && trimmed.split_whitespace().count() <= 4
+            && trimmed.split_whitespace().count() <= words
             && let Some(v) = next_line_value(lines, i, skip)
             && (typed(&v, style, order)
-                || (class == Some(lexicon::Class::Party)
-                    && v.chars().count() <= 60
-                    && known(&v).is_none()))
+                || (class == Some(lexicon::Class::Party) && party_line(&v) && known(&v).is_none()))
         {
             out.push(Pair {
-                label: trimmed.to_string(),
+                label,
                 value: v,
                 line: i,
                 how: How::NextLine,
@@ -466,6 +481,90 @@ pub fn pairs(
         }
     }
     out
+}
+
+/// Whether a line below a party's label reads as its name: at most 60 characters, or a name
+/// of at most 60 before a comma that starts its address (`Cerámicas del Levante S.L., Calle
+/// Ribera 14, 46011 Valencia, Spain`).
+fn party_line(v: &str) -> bool {
+    let name = v
+        .match_indices(", ")
+        .map(|(at, _)| at)
+        .find(|at| {
+            v.get(at + 2..)
+                .is_some_and(|r| r.chars().any(|c| c.is_ascii_digit()))
+        })
+        .and_then(|at| v.get(..at))
+        .unwrap_or(v);
+    name.chars().count() <= 60
+}
+
+/// `Vessel / Voyage` over `NORDIC SWAN / 2647S`: two labels joined by ` / ` and as many values
+/// joined the same way are that many pairs.
+pub fn slashed(p: &Pair) -> Option<Vec<Pair>> {
+    let labels: Vec<&str> = p.label.split(" / ").map(str::trim).collect();
+    let values: Vec<&str> = p.value.split(" / ").map(str::trim).collect();
+    let ok = (2..=3).contains(&labels.len())
+        && labels.len() == values.len()
+        && labels.iter().all(|l| label_ok(l))
+        && values.iter().all(|v| !v.is_empty());
+    ok.then(|| {
+        labels
+            .iter()
+            .zip(&values)
+            .map(|(l, v)| Pair {
+                label: (*l).to_string(),
+                value: (*v).to_string(),
+                line: p.line,
+                how: p.how,
+            })
+            .collect()
+    })
+}
+
+/// Words around a party's label that say what of it follows (`Employer's full name and
+/// address`, `Name und Anschrift des Arbeitgebers`).
+const PARTY_FILLER: [&str; 16] = [
+    "full",
+    "name",
+    "names",
+    "and",
+    "address",
+    "details",
+    "of",
+    "the",
+    "s",
+    "und",
+    "name",
+    "anschrift",
+    "des",
+    "nom",
+    "et",
+    "adresse",
+];
+
+/// The party a lone heading names (`Employer's full name and address` → `Employer`, `Azienda`
+/// → `Azienda`): a word for a company, or a known party label with only words like "name" and
+/// "address" around it.
+pub fn party_head(label: &str) -> Option<String> {
+    let t = label.trim().trim_end_matches(':').trim();
+    if lexicon::company_word(&snake(t, 64)) {
+        return Some(t.to_string());
+    }
+    let words: Vec<&str> = t.split_whitespace().collect();
+    if words.len() < 2 || words.len() > 6 {
+        return None;
+    }
+    words.iter().enumerate().find_map(|(k, w)| {
+        let bare = w.trim_end_matches("'s").trim_end_matches("’s");
+        let party = known(bare).is_some_and(|(_, c)| c == lexicon::Class::Party);
+        let rest_filler = words
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != k)
+            .all(|(_, o)| PARTY_FILLER.contains(&snake(o, 32).as_str()));
+        (party && rest_filler).then(|| bare.to_string())
+    })
 }
 
 /// A pair written at the end of a value, in parentheses or after a dash (`MediPlus GmbH
@@ -688,12 +787,12 @@ fn spaced(line: &str, i: usize, style: DecimalStyle, order: DateOrder) -> Option
     let mut label = words.get(..k)?.join(" ");
     let mut value = words.get(k..)?.join(" ");
     // A VAT number's country prefix is the code's (`USt-IdNr. DE 287 441 905`, `VAT No. GB 284
-    // 6120 53`).
+    // 6120 53`), and so is a carrier's or an owner's prefix (`B/L No. NBLU 26114877`).
     if known(&label).is_none()
         && k >= 2
-        && words
-            .get(k - 1)
-            .is_some_and(|w| w.len() == 2 && w.chars().all(|c| c.is_ascii_uppercase()))
+        && words.get(k - 1).is_some_and(|w| {
+            (2..=4).contains(&w.len()) && w.chars().all(|c| c.is_ascii_uppercase())
+        })
         && words.get(..k - 1).is_some_and(|l| {
             known(&l.join(" ")).is_some_and(|(_, c)| c == lexicon::Class::Identifier)
         })

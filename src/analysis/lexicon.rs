@@ -3263,6 +3263,24 @@ pub fn number_word(snake_label: &str) -> bool {
     )
 }
 
+/// Whether a label is only the word for a company (`Azienda`, `Empresa`, `Firma`): the party
+/// that issued the document.
+pub fn company_word(snake_label: &str) -> bool {
+    matches!(
+        snake_label,
+        "azienda"
+            | "empresa"
+            | "firma"
+            | "entreprise"
+            | "societe"
+            | "bedrijf"
+            | "company"
+            | "unternehmen"
+            | "ditta"
+            | "sociedade"
+    )
+}
+
 /// The canonical column name of a table header in snake_case.
 pub fn column(snake_header: &str) -> Option<&'static str> {
     COLUMNS
