@@ -92,13 +92,13 @@ const HEADINGS: [&str; 8] = [
 /// words, mostly letters, not a URL scheme or a section heading.
 pub fn label_ok(label: &str) -> bool {
     let l = without_enumeration(label.trim()).trim();
-    let n = l.chars().count();
+    // A qualifier in parentheses (`(A - B)`, `(taux 2,1 %)`) adds no words nor length; a long
+    // label of words only (`Impuesto sobre la renta de las personas físicas`) may have eight.
+    let bare = without_parentheses(l);
+    let n = bare.chars().count();
     if n == 0 || n > 50 || !l.chars().next().is_some_and(char::is_alphabetic) {
         return false;
     }
-    // A qualifier in parentheses (`(A - B)`) adds no words; a long label of words only
-    // (`Impuesto sobre la renta de las personas físicas`) may have eight.
-    let bare = without_parentheses(l);
     // A date in the label (`Somme qui vous a été remboursée le 25/07/2026`) is no word of it.
     let numeric_date = |w: &&str| {
         w.chars().any(|c| c.is_ascii_digit())
@@ -700,8 +700,12 @@ fn spaced(line: &str, i: usize, style: DecimalStyle, order: DateOrder) -> Option
     if segs.len() >= 2 {
         let (last, head) = segs.split_last()?;
         // A piece that starts with a letter is no number (`IVA 21 %` is a label).
+        // A rate alone between the label and the amount (`IRPF   12,00 %   244,32`) is working,
+        // not a column of numbers (a rate and a base, `4,70 %  sobre 1.826,00`, are a table's).
+        let rate_only = head.len() == 2 && head.last().is_some_and(|s| s.text.ends_with('%'));
         let pure_number = |s: &str| {
             !s.chars().next().is_some_and(char::is_alphabetic)
+                && !(rate_only && s.ends_with('%'))
                 && parse_number(&repair_digits(s), style).is_some()
         };
         // A form's box number in a column of its own (`4   Federal income tax withheld`).

@@ -540,9 +540,7 @@ pub fn analyse(text: &str) -> Analysis {
             .iter()
             .enumerate()
             .filter(|(i, _)| !in_table(*i))
-            .find_map(|(i, l)| {
-                values::parse_date(&values::repair_digits(l.trim()), order).map(|d| (i, d))
-            })
+            .find_map(|(i, l)| date_line(l, order).map(|d| (i, d)))
     {
         push(
             &mut out,
@@ -684,6 +682,24 @@ pub fn analyse(text: &str) -> Analysis {
         candidates: out,
         truncated,
     }
+}
+
+/// The date a line is, or opens with before a time of day (a receipt's `15-11-2026 09:12`,
+/// `21.11.2026  10:42   Bed.: 31`).
+fn date_line(line: &str, order: DateOrder) -> Option<chrono::NaiveDate> {
+    let l = values::repair_digits(line.trim());
+    values::parse_date(&l, order).or_else(|| {
+        let mut words = l.split_whitespace();
+        let (first, second) = (words.next()?, words.next()?);
+        let time = second.split_once(':').is_some_and(|(h, m)| {
+            (1..=2).contains(&h.len())
+                && m.len() >= 2
+                && h.chars()
+                    .chain(m.chars())
+                    .all(|c| c.is_ascii_digit() || c == ':')
+        });
+        time.then(|| values::parse_date(first, order)).flatten()
+    })
 }
 
 /// A line as the readers expect it: no-break spaces as spaces, dot leaders

@@ -26,12 +26,12 @@ pub struct ColumnTotal {
     pub line: usize,
 }
 
-/// Whether `label` opens with a word for "total" (`Total for year`, `Total des opérations :`)
-/// and the lexicon does not know it as one field (`Total TTC` is the document's total).
+/// Whether `label` opens with a word for "total" (`Total for year`, `Total des opérations :`,
+/// `Gesamt`).
 fn total_label(label: &str) -> bool {
     let t = label.trim().trim_end_matches(':').trim();
     let first = t.split_whitespace().next().map(fold).unwrap_or_default();
-    TOTAL_WORDS.contains(&first.as_str()) && t.split_whitespace().count() >= 2 && known(t).is_none()
+    TOTAL_WORDS.contains(&first.as_str())
 }
 
 /// The field a column's total is named by, if any.
@@ -40,6 +40,8 @@ fn field_of(header: &str) -> Option<String> {
     match lexicon::column(&own) {
         Some("debit") => return Some("total_debits".into()),
         Some("credit") => return Some("total_credits".into()),
+        // Rates add up to nothing: amounts under a tax column (`MwSt`, `IVA`) are the tax.
+        Some("vat_rate") => return Some("vat".into()),
         Some(_) => return None,
         None => {}
     }
