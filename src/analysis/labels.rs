@@ -617,9 +617,6 @@ fn party_columns(lines: &[String], i: usize, skip: &dyn Fn(usize) -> bool) -> Op
         let t = t.trim().trim_end_matches(':').trim();
         !t.contains(':') && !t.chars().any(|c| c.is_ascii_digit()) && known(t).is_some()
     };
-    if !heads.iter().all(|h| party(&h.text)) {
-        return None;
-    }
     let (j, next) = lines
         .iter()
         .enumerate()
@@ -630,6 +627,35 @@ fn party_columns(lines: &[String], i: usize, skip: &dyn Fn(usize) -> bool) -> Op
         return None;
     }
     let cells = segments(next);
+    // `Destinatario   Luogo di destinazione` over two names that start under them: a known
+    // party's label beside a label the lexicon does not know is a pair of columns too.
+    let labelish = |t: &str| {
+        let t = t.trim().trim_end_matches(':').trim();
+        !t.contains(':')
+            && !t.chars().any(|c| c.is_ascii_digit())
+            && label_ok(t)
+            && t.split_whitespace().count() <= 4
+    };
+    // Values, not the next row of labels (`Risicoadres   Lindenlaan 23, …` under
+    // `Verzekeringnemer   mevr. S.M. Bakker-Visser` is a pair below a pair).
+    let aligned = cells.len() == heads.len()
+        && cells
+            .iter()
+            .zip(&heads)
+            .all(|(c, h)| c.start.abs_diff(h.start) <= 2)
+        && !heads.iter().any(|h| h.text.contains(':'))
+        && !cells
+            .iter()
+            .any(|c| c.text.contains(':') || known(&c.text).is_some())
+        && spaced(next.trim(), j, DecimalStyle::Unknown, DateOrder::DayFirst).is_none();
+    let all_parties = heads.iter().all(|h| party(&h.text));
+    let first_party = heads.first().is_some_and(|h| {
+        let t = h.text.trim().trim_end_matches(':').trim();
+        known(t).is_some_and(|(_, c)| c == lexicon::Class::Party)
+    });
+    if !(all_parties || (first_party && aligned && heads.iter().all(|h| labelish(&h.text)))) {
+        return None;
+    }
     let mut out = Vec::new();
     for cell in &cells {
         // The column whose label starts nearest the cell's start.
