@@ -730,9 +730,9 @@ fn spaced(line: &str, i: usize, style: DecimalStyle, order: DateOrder) -> Option
         // not a column of numbers (a rate and a base, `4,70 %  sobre 1.826,00`, are a table's).
         let rate_only = head.len() == 2 && head.last().is_some_and(|s| s.text.ends_with('%'));
         let pure_number = |s: &str| {
-            !s.chars().next().is_some_and(char::is_alphabetic)
-                && !(rate_only && s.ends_with('%'))
-                && parse_number(&repair_digits(s), style).is_some()
+            let lettered = s.chars().next().is_some_and(char::is_alphabetic);
+            let rate = rate_only && s.ends_with('%');
+            !lettered && !rate && parse_number(&repair_digits(s), style).is_some()
         };
         // A form's box number in a column of its own (`4   Federal income tax withheld`).
         let head = match head {
