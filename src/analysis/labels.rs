@@ -92,13 +92,13 @@ const HEADINGS: [&str; 8] = [
 /// words, mostly letters, not a URL scheme or a section heading.
 pub fn label_ok(label: &str) -> bool {
     let l = without_enumeration(label.trim()).trim();
-    let n = l.chars().count();
+    // A qualifier in parentheses (`(A - B)`, `(taux 2,1 %)`) adds no words nor length; a long
+    // label of words only (`Impuesto sobre la renta de las personas físicas`) may have eight.
+    let bare = without_parentheses(l);
+    let n = bare.chars().count();
     if n == 0 || n > 50 || !l.chars().next().is_some_and(char::is_alphabetic) {
         return false;
     }
-    // A qualifier in parentheses (`(A - B)`) adds no words; a long label of words only
-    // (`Impuesto sobre la renta de las personas físicas`) may have eight.
-    let bare = without_parentheses(l);
     // A date in the label (`Somme qui vous a été remboursée le 25/07/2026`) is no word of it.
     let numeric_date = |w: &&str| {
         w.chars().any(|c| c.is_ascii_digit())
@@ -447,18 +447,33 @@ pub fn pairs(
             out.push(p);
             continue;
         }
+        // `BILL OF LADING …        B/L No. NBLU 26114877`: a title, then a known label and its
+        // number as the line's last piece.
+        if k == 0
+            && segs.len() >= 2
+            && let Some(p) = segs
+                .last()
+                .and_then(|s| spaced(&s.text, i, style, order))
+                .filter(|p| known(&p.label).is_some_and(|(_, c)| c == lexicon::Class::Identifier))
+        {
+            out.push(p);
+            continue;
+        }
         // A known label alone on its line, its value below (any short text for a party).
-        let class = known(trimmed).map(|k| k.1);
+        let head = party_head(trimmed);
+        let class = known(trimmed)
+            .map(|k| k.1)
+            .or(head.is_some().then_some(lexicon::Class::Party));
+        let words = if head.is_some() { 6 } else { 4 };
+        let label = head.unwrap_or_else(|| trimmed.to_string());
         if class.is_some()
-            && trimmed.split_whitespace().count() <= 4
+            && trimmed.split_whitespace().count() <= words
             && let Some(v) = next_line_value(lines, i, skip)
             && (typed(&v, style, order)
-                || (class == Some(lexicon::Class::Party)
-                    && v.chars().count() <= 60
-                    && known(&v).is_none()))
+                || (class == Some(lexicon::Class::Party) && party_line(&v) && known(&v).is_none()))
         {
             out.push(Pair {
-                label: trimmed.to_string(),
+                label,
                 value: v,
                 line: i,
                 how: How::NextLine,
@@ -466,6 +481,90 @@ pub fn pairs(
         }
     }
     out
+}
+
+/// Whether a line below a party's label reads as its name: at most 60 characters, or a name
+/// of at most 60 before a comma that starts its address (`Cerámicas del Levante S.L., Calle
+/// Ribera 14, 46011 Valencia, Spain`).
+fn party_line(v: &str) -> bool {
+    let name = v
+        .match_indices(", ")
+        .map(|(at, _)| at)
+        .find(|at| {
+            v.get(at + 2..)
+                .is_some_and(|r| r.chars().any(|c| c.is_ascii_digit()))
+        })
+        .and_then(|at| v.get(..at))
+        .unwrap_or(v);
+    name.chars().count() <= 60
+}
+
+/// `Vessel / Voyage` over `NORDIC SWAN / 2647S`: two labels joined by ` / ` and as many values
+/// joined the same way are that many pairs.
+pub fn slashed(p: &Pair) -> Option<Vec<Pair>> {
+    let labels: Vec<&str> = p.label.split(" / ").map(str::trim).collect();
+    let values: Vec<&str> = p.value.split(" / ").map(str::trim).collect();
+    let ok = (2..=3).contains(&labels.len())
+        && labels.len() == values.len()
+        && labels.iter().all(|l| label_ok(l))
+        && values.iter().all(|v| !v.is_empty());
+    ok.then(|| {
+        labels
+            .iter()
+            .zip(&values)
+            .map(|(l, v)| Pair {
+                label: (*l).to_string(),
+                value: (*v).to_string(),
+                line: p.line,
+                how: p.how,
+            })
+            .collect()
+    })
+}
+
+/// Words around a party's label that say what of it follows (`Employer's full name and
+/// address`, `Name und Anschrift des Arbeitgebers`).
+const PARTY_FILLER: [&str; 16] = [
+    "full",
+    "name",
+    "names",
+    "and",
+    "address",
+    "details",
+    "of",
+    "the",
+    "s",
+    "und",
+    "name",
+    "anschrift",
+    "des",
+    "nom",
+    "et",
+    "adresse",
+];
+
+/// The party a lone heading names (`Employer's full name and address` → `Employer`, `Azienda`
+/// → `Azienda`): a word for a company, or a known party label with only words like "name" and
+/// "address" around it.
+pub fn party_head(label: &str) -> Option<String> {
+    let t = label.trim().trim_end_matches(':').trim();
+    if lexicon::company_word(&snake(t, 64)) {
+        return Some(t.to_string());
+    }
+    let words: Vec<&str> = t.split_whitespace().collect();
+    if words.len() < 2 || words.len() > 6 {
+        return None;
+    }
+    words.iter().enumerate().find_map(|(k, w)| {
+        let bare = w.trim_end_matches("'s").trim_end_matches("’s");
+        let party = known(bare).is_some_and(|(_, c)| c == lexicon::Class::Party);
+        let rest_filler = words
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != k)
+            .all(|(_, o)| PARTY_FILLER.contains(&snake(o, 32).as_str()));
+        (party && rest_filler).then(|| bare.to_string())
+    })
 }
 
 /// A pair written at the end of a value, in parentheses or after a dash (`MediPlus GmbH
@@ -518,9 +617,6 @@ fn party_columns(lines: &[String], i: usize, skip: &dyn Fn(usize) -> bool) -> Op
         let t = t.trim().trim_end_matches(':').trim();
         !t.contains(':') && !t.chars().any(|c| c.is_ascii_digit()) && known(t).is_some()
     };
-    if !heads.iter().all(|h| party(&h.text)) {
-        return None;
-    }
     let (j, next) = lines
         .iter()
         .enumerate()
@@ -531,6 +627,35 @@ fn party_columns(lines: &[String], i: usize, skip: &dyn Fn(usize) -> bool) -> Op
         return None;
     }
     let cells = segments(next);
+    // `Destinatario   Luogo di destinazione` over two names that start under them: a known
+    // party's label beside a label the lexicon does not know is a pair of columns too.
+    let labelish = |t: &str| {
+        let t = t.trim().trim_end_matches(':').trim();
+        !t.contains(':')
+            && !t.chars().any(|c| c.is_ascii_digit())
+            && label_ok(t)
+            && t.split_whitespace().count() <= 4
+    };
+    // Values, not the next row of labels (`Risicoadres   Lindenlaan 23, …` under
+    // `Verzekeringnemer   mevr. S.M. Bakker-Visser` is a pair below a pair).
+    let aligned = cells.len() == heads.len()
+        && cells
+            .iter()
+            .zip(&heads)
+            .all(|(c, h)| c.start.abs_diff(h.start) <= 2)
+        && !heads.iter().any(|h| h.text.contains(':'))
+        && !cells
+            .iter()
+            .any(|c| c.text.contains(':') || known(&c.text).is_some())
+        && spaced(next.trim(), j, DecimalStyle::Unknown, DateOrder::DayFirst).is_none();
+    let all_parties = heads.iter().all(|h| party(&h.text));
+    let first_party = heads.first().is_some_and(|h| {
+        let t = h.text.trim().trim_end_matches(':').trim();
+        known(t).is_some_and(|(_, c)| c == lexicon::Class::Party)
+    });
+    if !(all_parties || (first_party && aligned && heads.iter().all(|h| labelish(&h.text)))) {
+        return None;
+    }
     let mut out = Vec::new();
     for cell in &cells {
         // The column whose label starts nearest the cell's start.
@@ -601,9 +726,13 @@ fn spaced(line: &str, i: usize, style: DecimalStyle, order: DateOrder) -> Option
     if segs.len() >= 2 {
         let (last, head) = segs.split_last()?;
         // A piece that starts with a letter is no number (`IVA 21 %` is a label).
+        // A rate alone between the label and the amount (`IRPF   12,00 %   244,32`) is working,
+        // not a column of numbers (a rate and a base, `4,70 %  sobre 1.826,00`, are a table's).
+        let rate_only = head.len() == 2 && head.last().is_some_and(|s| s.text.ends_with('%'));
         let pure_number = |s: &str| {
-            !s.chars().next().is_some_and(char::is_alphabetic)
-                && parse_number(&repair_digits(s), style).is_some()
+            let lettered = s.chars().next().is_some_and(char::is_alphabetic);
+            let rate = rate_only && s.ends_with('%');
+            !lettered && !rate && parse_number(&repair_digits(s), style).is_some()
         };
         // A form's box number in a column of its own (`4   Federal income tax withheld`).
         let head = match head {
@@ -688,12 +817,12 @@ fn spaced(line: &str, i: usize, style: DecimalStyle, order: DateOrder) -> Option
     let mut label = words.get(..k)?.join(" ");
     let mut value = words.get(k..)?.join(" ");
     // A VAT number's country prefix is the code's (`USt-IdNr. DE 287 441 905`, `VAT No. GB 284
-    // 6120 53`).
+    // 6120 53`), and so is a carrier's or an owner's prefix (`B/L No. NBLU 26114877`).
     if known(&label).is_none()
         && k >= 2
-        && words
-            .get(k - 1)
-            .is_some_and(|w| w.len() == 2 && w.chars().all(|c| c.is_ascii_uppercase()))
+        && words.get(k - 1).is_some_and(|w| {
+            (2..=4).contains(&w.len()) && w.chars().all(|c| c.is_ascii_uppercase())
+        })
         && words.get(..k - 1).is_some_and(|l| {
             known(&l.join(" ")).is_some_and(|(_, c)| c == lexicon::Class::Identifier)
         })

@@ -2542,7 +2542,17 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
             "lohnsteuer",
             "impot_sur_le_revenu",
             "impot_sur_le_revenu_net",
+            "impot_sur_le_revenu_preleve_a_la_source",
             "impot_net",
+            "impuesto_sobre_la_renta",
+            "impuesto_sobre_la_renta_de_las_personas_fisicas",
+            "retencion_irpf",
+            "ritenute_irpef",
+            "ritenuta_irpef",
+            "imposto_sobre_o_rendimento",
+            "tax_deducted",
+            "income_tax_deducted",
+            "paye_tax",
             "irpf",
             "cuota_integra",
             "imposta_sul_reddito",
@@ -3260,6 +3270,24 @@ pub fn number_word(snake_label: &str) -> bool {
     matches!(
         snake_label,
         "n" | "no" | "n_o" | "nr" | "nro" | "num" | "numero" | "number" | "nummer" | "nbr"
+    )
+}
+
+/// Whether a label is only the word for a company (`Azienda`, `Empresa`, `Firma`): the party
+/// that issued the document.
+pub fn company_word(snake_label: &str) -> bool {
+    matches!(
+        snake_label,
+        "azienda"
+            | "empresa"
+            | "firma"
+            | "entreprise"
+            | "societe"
+            | "bedrijf"
+            | "company"
+            | "unternehmen"
+            | "ditta"
+            | "sociedade"
     )
 }
 

@@ -23,6 +23,7 @@ pub mod lexicon;
 pub mod periods;
 pub mod prose;
 pub mod tables;
+pub mod totals;
 pub mod values;
 
 pub use kind::DocKind;
@@ -226,6 +227,10 @@ pub fn analyse(text: &str) -> Analysis {
                 .unwrap_or(lines.len().min(i + 8));
             i..end
         });
+    let pairs: Vec<labels::Pair> = pairs
+        .into_iter()
+        .flat_map(|p| labels::slashed(&p).unwrap_or_else(|| vec![p]))
+        .collect();
     for p in pairs {
         if let Some([start, end]) = range_pair(&p, kind, order) {
             push(&mut out, start);
@@ -300,6 +305,32 @@ pub fn analyse(text: &str) -> Analysis {
             if let Some(c) = from_pair(&p, kind, style, order) {
                 push(&mut out, c);
             }
+        }
+    }
+    // A total row under columns of amounts (`Total for year   £41,250.00   £5,737.80`).
+    for t in &tables {
+        for c in totals::column_totals(t, &lines, style) {
+            // The total line read as one pair (`Total des opérations : 653,46   2 460,55`) is
+            // these fields, not a text.
+            out.retain(|o| !(o.line == c.line + 1 && o.kind == ValueKind::Text));
+            // A row read as its own pair already (`TOTALE COMPETENZE   2.428,57`).
+            let value = number_value(c.value.abs());
+            if out.iter().any(|o| o.line == c.line + 1 && o.value == value) {
+                continue;
+            }
+            push(
+                &mut out,
+                Candidate {
+                    name: c.name,
+                    label: clip(&c.label, 60),
+                    value,
+                    raw: clip(&c.raw, MAX_VALUE_CHARS),
+                    kind: ValueKind::Number,
+                    item_fields: Vec::new(),
+                    line: c.line + 1,
+                    source: Source::Label(How::Spaced),
+                },
+            );
         }
     }
     // Rows of results (a lab report's analytes) are fields of their own: `Haemoglobin  13.8`.
@@ -387,6 +418,29 @@ pub fn analyse(text: &str) -> Analysis {
             Candidate::pattern(
                 "due_date",
                 "(date to pay by)",
+                Value::String(d.to_string()),
+                clip(lines[i].trim(), MAX_VALUE_CHARS),
+                ValueKind::Date,
+                i + 1,
+            ),
+        );
+    }
+    // When a payslip's pay was sent (`Überweisung am 30.10.2026 auf IBAN …`).
+    if kind == DocKind::Payslip
+        && out
+            .iter()
+            .all(|c| !matches!(c.name.as_str(), "payment_date" | "pay_date"))
+        && let Some((i, d)) = lines
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !in_table(*i))
+            .find_map(|(i, l)| prose::paid_in_sentence(l, order).map(|d| (i, d)))
+    {
+        push(
+            &mut out,
+            Candidate::pattern(
+                "payment_date",
+                "(date pay was sent)",
                 Value::String(d.to_string()),
                 clip(lines[i].trim(), MAX_VALUE_CHARS),
                 ValueKind::Date,
@@ -486,9 +540,7 @@ pub fn analyse(text: &str) -> Analysis {
             .iter()
             .enumerate()
             .filter(|(i, _)| !in_table(*i))
-            .find_map(|(i, l)| {
-                values::parse_date(&values::repair_digits(l.trim()), order).map(|d| (i, d))
-            })
+            .find_map(|(i, l)| date_line(l, order).map(|d| (i, d)))
     {
         push(
             &mut out,
@@ -632,6 +684,24 @@ pub fn analyse(text: &str) -> Analysis {
     }
 }
 
+/// The date a line is, or opens with before a time of day (a receipt's `15-11-2026 09:12`,
+/// `21.11.2026  10:42   Bed.: 31`).
+fn date_line(line: &str, order: DateOrder) -> Option<chrono::NaiveDate> {
+    let l = values::repair_digits(line.trim());
+    values::parse_date(&l, order).or_else(|| {
+        let mut words = l.split_whitespace();
+        let (first, second) = (words.next()?, words.next()?);
+        let time = second.split_once(':').is_some_and(|(h, m)| {
+            (1..=2).contains(&h.len())
+                && m.len() >= 2
+                && h.chars()
+                    .chain(m.chars())
+                    .all(|c| c.is_ascii_digit() || c == ':')
+        });
+        time.then(|| values::parse_date(first, order)).flatten()
+    })
+}
+
 /// A line as the readers expect it: no-break spaces as spaces, dot leaders
 /// (`Subtotal ........ 12.00`) and the bars of a drawn table (`| Date | Amount |`) as column
 /// gaps.
@@ -741,6 +811,10 @@ fn identifier_name(name: &str) -> bool {
     .iter()
     .any(|e| name.ends_with(e))
         || matches!(name, "id" | "no" | "nr" | "ref" | "code")
+        // `Référence client`, `Numero cliente`, `Code article`: the word for a number first.
+        || ["reference_", "referencia_", "riferimento_", "numero_", "code_", "codigo_", "codice_"]
+            .iter()
+            .any(|s| name.starts_with(s))
 }
 
 /// A label's own name, tidied: `n_o_mecanografico` (`N.º mecanográfico`) → `n_mecanografico`;
@@ -856,7 +930,40 @@ fn party_name(raw: &str) -> String {
             break;
         }
     }
-    v.get(..cut).unwrap_or(v).trim().to_string()
+    let v = v.get(..cut).unwrap_or(v).trim();
+    without_trailing_phone(v)
+}
+
+/// `Gary Lunn 07700 900481` → `Gary Lunn`: a name without the phone number written after it
+/// (its last words only digits, `+`, `(`, `)`, `-`, `/` or `.`, six digits or more between
+/// them, after a word with letters).
+fn without_trailing_phone(v: &str) -> String {
+    let words: Vec<&str> = v.split_whitespace().collect();
+    // Behind the redaction boundary the number is its token (`PHONE_1`).
+    let token = |w: &str| {
+        w.strip_prefix("PHONE_")
+            .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+    };
+    let phone_word = |w: &&str| {
+        token(w)
+            || w.chars().any(|c| c.is_ascii_digit())
+                && w.chars()
+                    .all(|c| c.is_ascii_digit() || matches!(c, '+' | '(' | ')' | '-' | '/' | '.'))
+    };
+    let tail = words.iter().rev().take_while(|w| phone_word(w)).count();
+    let digits: usize = words
+        .iter()
+        .rev()
+        .take(tail)
+        .map(|w| w.chars().filter(char::is_ascii_digit).count())
+        .sum();
+    let head = words.get(..words.len() - tail).unwrap_or_default();
+    let lettered = head.iter().any(|w| w.chars().any(char::is_alphabetic));
+    let tokens = words.iter().rev().take(tail).any(|w| token(w));
+    if tail == 0 || (digits < 6 && !tokens) || !lettered {
+        return v.to_string();
+    }
+    head.join(" ")
 }
 
 /// `manifest_no` → `manifest_number` (English abbreviations of "number").
@@ -921,19 +1028,7 @@ fn from_pair(
     }
     // A bare `N°` / `No.` labels the document's own number.
     // A bare `Azienda`, `Empresa`, `Firma` names the party that issued the document.
-    let company_word = matches!(
-        own.as_str(),
-        "azienda"
-            | "empresa"
-            | "firma"
-            | "entreprise"
-            | "societe"
-            | "bedrijf"
-            | "company"
-            | "unternehmen"
-            | "ditta"
-            | "sociedade"
-    );
+    let company_word = lexicon::company_word(&own);
     let known = if lexicon::number_word(&own) {
         Some((kind.number_field(), Class::Identifier))
     } else if company_word && labels::known(&label).is_none() {
@@ -947,8 +1042,17 @@ fn from_pair(
     let class = known.map(|k| k.1);
     // A person or firm ends where its address or a note starts (`Kliniken Südwest gGmbH,
     // Zentraleinkauf, Postfach 1140`, `Mme Sophie Durand, née le 11/02/1990`).
+    // A contact under a label the lexicon does not know (`Site contact: Gary Lunn 07700
+    // 900481`) is a person too.
+    let person = class.is_none()
+        && matches!(
+            own.rsplit('_').next(),
+            Some("contact" | "name" | "person" | "ansprechpartner" | "contacto" | "contatto")
+        );
     let raw = if class == Some(Class::Party) {
         party_name(&raw)
+    } else if person {
+        without_trailing_phone(&raw)
     } else {
         raw
     };
@@ -972,11 +1076,16 @@ fn from_pair(
         && values::currency_of(&raw).is_none();
     // `1 284 kWh (index relevé …)`, `150 € por siniestro`: a number and its unit open the
     // value of a label the lexicon does not know.
-    let unit_first = class.is_none() && {
-        let rest = values::leading_number(&repaired, style).and_then(|_| {
-            let at = repaired.find(|c: char| !(c.is_ascii_digit() || " .,".contains(c)))?;
-            repaired.get(at..)
+    // The number before the first other character (`1 284` of `1 284 kWh (index relevé 48 912
+    // → 50 196)`), and what follows it.
+    let before_unit = repaired
+        .find(|c: char| !(c.is_ascii_digit() || " .,".contains(c)))
+        .and_then(|at| {
+            let n = values::parse_number(repaired.get(..at)?.trim(), style)?;
+            Some((n, repaired.get(at..)?))
         });
+    let unit_first = class.is_none() && {
+        let rest = before_unit.map(|(_, r)| r);
         rest.and_then(|r| r.split_whitespace().next())
             .map(|u| u.trim_end_matches([',', '.', ';']).to_lowercase())
             .is_some_and(|u| {
@@ -999,6 +1108,26 @@ fn from_pair(
                         | "£"
                         | "gbp"
                         | "chf"
+                        // Things counted: `46 pallets`, `12 Kolli`.
+                        | "pallets"
+                        | "pallet"
+                        | "packages"
+                        | "pkgs"
+                        | "pcs"
+                        | "pieces"
+                        | "cartons"
+                        | "ctns"
+                        | "boxes"
+                        | "colli"
+                        | "kolli"
+                        | "bultos"
+                        | "palets"
+                        | "paletten"
+                        | "packstücke"
+                        | "colis"
+                        | "palettes"
+                        | "pezzi"
+                        | "bancali"
                 )
             })
     };
@@ -1017,22 +1146,51 @@ fn from_pair(
         .or_else(|| values::parse_number(&repaired, style))
         .or_else(|| {
             measured
-                .then(|| values::leading_number(&repaired, style))
+                .then(|| {
+                    values::leading_number(&repaired, style)
+                        .or_else(|| unit_first.then(|| before_unit.map(|(n, _)| n)).flatten())
+                })
                 .flatten()
         })
         .filter(|_| !lettered_code && !wordy);
     let digits_only = |s: &str| s.chars().all(|c| c.is_ascii_digit());
     let long_digits = digits_only(&repaired) && (repaired.len() >= 7 || repaired.starts_with('0'));
+    // `6 014 227 893`, `24 110 558 902 417`: ten digits or more in groups, with no decimals or
+    // currency, number an account or a meter; no amount on a document is that large.
+    let grouped_digits = {
+        let groups: Vec<&str> = repaired.split(' ').collect();
+        groups.len() >= 2
+            && groups.iter().all(|g| !g.is_empty() && digits_only(g))
+            && groups.iter().map(|g| g.len()).sum::<usize>() >= 10
+    };
     let is_identifier = class == Some(Class::Identifier)
         || (class.is_none() && identifier_name(&own))
-        || long_digits;
+        || long_digits
+        || (grouped_digits && !measured);
     // `CMD-26-1554 du 29/10/2026` under a label the lexicon does not know: the code.
     let coded = without_trailing_date(&raw, order);
     let dated_code = class.is_none()
         && coded != raw
         && labels::looks_like_code(&coded)
         && coded.split_whitespace().count() == 1;
-    let (value, vkind) = if dated_code {
+    // `Rechnung RE-2026-4471 vom 28.10.2026` under `Bezug`: the number a known label names in
+    // the value.
+    let named_code = class
+        .is_none()
+        .then(|| {
+            let c = without_trailing_date(&raw, order);
+            let (head, code) = c.trim().rsplit_once(' ')?;
+            let numbered = labels::known(head).is_some_and(|(_, k)| k == Class::Identifier);
+            (numbered && labels::looks_like_code(code) && code.chars().any(|c| c.is_ascii_digit()))
+                .then(|| code.to_string())
+        })
+        .flatten();
+    let (value, vkind) = if let Some(code) = named_code {
+        (
+            Value::String(values::repair_code(&code)),
+            ValueKind::Identifier,
+        )
+    } else if dated_code {
         (
             Value::String(values::repair_code(&coded)),
             ValueKind::Identifier,
@@ -1041,10 +1199,16 @@ fn from_pair(
         // A code keeps its letters; its digit groups get their OCR repairs (`O7731` → `07731`,
         // `GPN-2O26-1147` → `GPN-2026-1147`); a date after it is the date of what it numbers
         // (`F-26-0917 du 20 octobre 2026`).
+        // `#58312`: the sign says "number", it is not part of it.
+        let unsigned = |s: &str| {
+            s.strip_prefix('#')
+                .filter(|r| r.starts_with(|c: char| c.is_ascii_alphanumeric()))
+                .map_or_else(|| s.to_string(), str::to_string)
+        };
         let v = if digits_only(&repaired) {
             repaired.clone()
         } else {
-            values::repair_code(&without_trailing_date(&raw, order))
+            unsigned(&values::repair_code(&without_trailing_date(&raw, order)))
         };
         (Value::String(v), ValueKind::Identifier)
     } else if let Some(d) = date {
@@ -1160,6 +1324,10 @@ fn from_pair(
             name = "gross_pay".into();
         }
     }
+    // `Freight: PREPAID` says who pays the freight, not how much.
+    if name == "shipping_cost" && vkind == ValueKind::Text {
+        name = "freight_terms".into();
+    }
     // A policy's contract number is the policy's number.
     if kind == DocKind::InsuranceClaim && name == "contract_number" {
         name = "policy_number".into();
@@ -1230,8 +1398,24 @@ fn issuer(
         return None;
     }
     let upper = letters.iter().filter(|c| c.is_uppercase()).count() * 10 >= letters.len() * 8;
-    let digits = name_part.chars().filter(|c| c.is_ascii_digit()).count();
-    if !(upper || has_company_suffix(&name_part)) || digits > 2 {
+    // A shop's number after its name (`ALBERT HEIJN 1432`) is part of the name as printed.
+    let words: Vec<&str> = name_part.split_whitespace().collect();
+    let store_number = words.len() >= 2
+        && words
+            .last()
+            .is_some_and(|w| w.len() <= 6 && w.chars().all(|c| c.is_ascii_digit()));
+    let digits = name_part
+        .chars()
+        .filter(|c| c.is_ascii_digit())
+        .count()
+        .saturating_sub(if store_number && upper {
+            words.last().map_or(0, |w| w.len())
+        } else {
+            0
+        });
+    if !(upper || has_company_suffix(&name_part) || titled_name_over_address(lines, i, &words))
+        || digits > 2
+    {
         return None;
     }
     if values::parse_date(&name_part, order).is_some()
@@ -1253,6 +1437,33 @@ fn issuer(
         line: i + 1,
         source: Source::Heading,
     })
+}
+
+/// Whether the words of a letter head's first line read as a name in title case (`Lumis
+/// Énergie`, `Stadtwerke Neuburg`: at most five words, each capitalised or a short joining
+/// word, no digit, no word naming a kind of document) and the line below reads as an address
+/// (a digit or a comma, no `label:`).
+fn titled_name_over_address(lines: &[String], i: usize, words: &[&str]) -> bool {
+    const JOINING: [&str; 14] = [
+        "de", "des", "du", "la", "le", "of", "the", "and", "&", "und", "y", "e", "di", "van",
+    ];
+    let titled = (1..=5).contains(&words.len())
+        && words
+            .first()
+            .is_some_and(|w| w.chars().next().is_some_and(char::is_uppercase))
+        && words.iter().all(|w| {
+            w.chars().next().is_some_and(char::is_uppercase)
+                || JOINING.contains(&values::fold(w).as_str())
+        })
+        && !words.iter().any(|w| w.chars().any(|c| c.is_ascii_digit()))
+        && kind::guess(&words.join(" ")) == DocKind::Other;
+    let below = lines.get(i + 1).map(|l| l.trim()).unwrap_or("");
+    let address = !below.is_empty()
+        && (below.chars().any(|c| c.is_ascii_digit()) || below.contains(','))
+        && !below.contains(':')
+        && below.chars().count() <= 80
+        && kind::guess(below) == DocKind::Other;
+    titled && address
 }
 
 /// The issuer's address: the lines right below its name, up to a blank line, that read as an

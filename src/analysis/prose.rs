@@ -154,6 +154,44 @@ pub fn due_in_sentence(line: &str, order: super::values::DateOrder) -> Option<ch
     })
 }
 
+/// Words that open a line saying when pay was sent (`Überweisung am 30.10.2026 auf IBAN …`,
+/// `Pagamento: bonifico del 27/10/2026`, `Virement effectué le 31/10/2026`).
+const PAID_WORDS: [&str; 16] = [
+    "uberweisung",
+    "auszahlung",
+    "zahlung",
+    "bonifico",
+    "pagamento",
+    "pagato",
+    "virement",
+    "paiement",
+    "transferencia",
+    "pago",
+    "abonado",
+    "payment",
+    "paid",
+    "betaling",
+    "uitbetaling",
+    "overboeking",
+];
+
+/// The date pay was sent, from a line that opens with a word for paying or transferring and
+/// names one date (the first two lines of a payslip's pay block may say it twice: the first
+/// such line wins). A line with a date range or two dates says something else.
+pub fn paid_in_sentence(line: &str, order: super::values::DateOrder) -> Option<chrono::NaiveDate> {
+    let folded = super::values::fold(line.trim());
+    let first = folded
+        .split(|c: char| !c.is_alphanumeric())
+        .find(|w| !w.is_empty())?;
+    if !PAID_WORDS.contains(&first) {
+        return None;
+    }
+    match super::values::dates_in(line, order).as_slice() {
+        [d] => d.readings.first().copied(),
+        _ => None,
+    }
+}
+
 static MONTH_YEAR: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(?:^|\s)(\p{L}{3,10}\.?)\s+((?:19|20)\d{2})\s*$").expect("regex")
 });

@@ -768,3 +768,145 @@ fn an_iban_after_its_word_even_with_wrong_check_digits() {
     let t = "Bescheid für 2025\n\nDer Erstattungsbetrag von 1.342,88 € wird auf das Konto\nIBAN DE88 3705 0198 1932 0044 17 überwiesen.\n";
     has(t, "iban", json!("DE88 3705 0198 1932 0044 17"));
 }
+
+fn lacks(text: &str, name: &str) {
+    assert!(
+        analyse(text).get(name).is_none(),
+        "unexpected {name} in {:?}",
+        found(text)
+    );
+}
+
+#[test]
+fn the_letter_head_with_a_store_number_or_in_title_case() {
+    // A shop's number after its name is part of the name as printed.
+    let t = "   SPAR EXPRESS 0815\n  Bahnhofstr. 3, 1010 Wien\n\nKASSENBON\nSUMME  EUR      4,20\nBAR              5,00\n";
+    has(t, "merchant", json!("SPAR EXPRESS 0815"));
+    // A name in title case over an address line.
+    let t = "Stadtwerke Neuburg\nHafenstraße 4, 86633 Neuburg\n\nRECHNUNG\nRechnungsnummer: R-2026-77\nGesamtbetrag: 120,00 €\n";
+    has(t, "supplier", json!("Stadtwerke Neuburg"));
+    // Not a sentence or a title in title case without an address below it.
+    let t = "Dear Customer\n\nINVOICE\nInvoice Number: INV-9\nTotal: 12.00\n";
+    lacks(t, "supplier");
+}
+
+#[test]
+fn codes_in_values() {
+    // Ten digits or more in groups number an account, not an amount.
+    let t = "FACTURE\nRéférence client : 7 112 334 556\nPoint de comptage : 31 220 448 190 007\nTotal TTC : 1 234,50 €\n";
+    has(t, "reference_client", json!("7 112 334 556"));
+    has(t, "point_de_comptage", json!("31 220 448 190 007"));
+    has(t, "total", json!(1234.5));
+    // `#` says "number".
+    has(
+        "RECEIPT\nOrder number: #77120\nTotal: 9.80\n",
+        "order_number",
+        json!("77120"),
+    );
+    // A number a known label names inside the value, without the date after it.
+    has(
+        "GUTSCHRIFT\nBezug: Rechnung RE-2026-9 vom 02.10.2026\nGutschriftsbetrag: 40,00 €\n",
+        "bezug",
+        json!("RE-2026-9"),
+    );
+}
+
+#[test]
+fn a_number_and_its_unit_open_a_long_value() {
+    let t = "BOLLETTA\nConsumo fatturato: 1 284 kWh (lettura precedente 48 912 → attuale 50 196)\n";
+    has(t, "consumo_fatturato", json!(1284));
+    let t = "BILL OF LADING\nTotal packages: 12 cartons\n";
+    has(t, "total_packages", json!(12));
+}
+
+#[test]
+fn a_phone_number_after_a_contact() {
+    let t =
+        "DELIVERY NOTE\nContact person: Anna Berg 0171 2233445\nSite contact: Tom Hale PHONE_1\n";
+    has(t, "contact", json!("Anna Berg"));
+    has(t, "site_contact", json!("Tom Hale"));
+}
+
+#[test]
+fn a_total_row_under_columns_of_amounts() {
+    let t = "RELEVÉ DE COMPTE\n\n\
+             Date        Libellé                       Débit         Crédit\n\
+             02/09/2026  Loyer                         650,00\n\
+             05/09/2026  Salaire                                     2 460,55\n\
+             Total des opérations :                    650,00        2 460,55\n";
+    has(t, "total_debits", json!(650));
+    has(t, "total_credits", json!(2460.55));
+    lacks(t, "total_des_operations");
+    // A receipt's VAT table and its total row.
+    let t = "KASSENBON\nSumme                 51,25\n\n\
+             MwSt-Satz      Netto    MwSt    Brutto\n\
+             A 19%          26,17    4,97     31,14\n\
+             C  0%          20,00    0,00     20,00\n\
+             Gesamt         46,17    4,97     51,14\n";
+    has(t, "vat", json!(4.97));
+    has(t, "net_amount", json!(46.17));
+}
+
+#[test]
+fn a_payslips_pay_date_in_a_sentence() {
+    let t = "Lohnabrechnung für Oktober 2026\n\nAuszahlungsbetrag      2.100,00\n\n\
+             Überweisung am 29.10.2026 auf Ihr Konto\n";
+    has(t, "payment_date", json!("2026-10-29"));
+    // Two dates say something else.
+    let t = "Lohnabrechnung für Oktober 2026\nÜberweisung vom 01.10.2026 bis 31.10.2026\n";
+    lacks(t, "payment_date");
+}
+
+#[test]
+fn a_partys_heading_over_its_name() {
+    let t = "P60 End of Year Certificate\n\nEmployer's full name and address\nNORTHWIND TRADING LTD\n1 High Street, Leeds LS1 4AB\n";
+    has(t, "employer", json!("NORTHWIND TRADING LTD"));
+    let t = "CEDOLINO PAGA\n\nAzienda\nFONDERIE RIUNITE S.P.A.\nVia Po 3, 10100 Torino\nNETTO IN BUSTA   1.500,00\n";
+    has(t, "employer", json!("FONDERIE RIUNITE S.P.A."));
+    // A name on the line below with its address after a comma.
+    let t = "BILL OF LADING\n\nNotify Party\nHarbour Foods Trading Ltd., 12 Dock Road, Felixstowe IP11 3AA\n";
+    has(t, "notify_party", json!("Harbour Foods Trading Ltd."));
+}
+
+#[test]
+fn slashed_pairs_a_title_then_a_number_and_freight_terms() {
+    let t = "SEA WAYBILL                       B/L No. MAEU 123456789\n\n\
+             Vessel / Voyage: MAERSK KALMAR / 612W\nFreight: COLLECT\n";
+    has(t, "bill_of_lading_number", json!("MAEU 123456789"));
+    has(t, "vessel", json!("MAERSK KALMAR"));
+    has(t, "voyage_number", json!("612W"));
+    has(t, "freight_terms", json!("COLLECT"));
+}
+
+#[test]
+fn a_receipts_date_before_its_time() {
+    let t = "BÄCKEREI KORN\nKASSENBON\n12.03.2026  18:44   Kasse 2\nSUMME  EUR   3,10\n";
+    has(t, "date", json!("2026-03-12"));
+}
+
+#[test]
+fn a_rate_alone_between_a_label_and_its_amount() {
+    let t = "NÓMINA\nSalario base                        2.000,00\n\
+             Impuesto sobre la renta de las personas físicas   15,00 %   300,00\n\
+             LÍQUIDO A PERCIBIR                  1.700,00\n";
+    has(t, "income_tax", json!(300));
+    // A label's qualifier in parentheses does not make it too long.
+    let t = "BULLETIN DE SALAIRE\nImpôt sur le revenu prélevé à la source (taux personnalisé 2,1 %)      -31,78\nNET PAYÉ     1 481,67\n";
+    has(t, "income_tax", json!(31.78));
+    // A rate and a base before the amount are a row of working, not a field.
+    let t = "NÓMINA\nContingencias comunes        4,70 %  sobre 1.826,00     85,82\n";
+    lacks(t, "contingencias_comunes");
+}
+
+#[test]
+fn a_known_party_beside_an_unknown_label_over_two_values() {
+    let t = "DOCUMENTO DI TRASPORTO\n\n\
+             Destinatario                 Punto di scarico\n\
+             Rossi Alimentari S.p.A.      Deposito Nord\n\
+             Via Verdi 2                  Via dei Campi 9\n";
+    has(t, "consignee", json!("Rossi Alimentari S.p.A."));
+    has(t, "punto_di_scarico", json!("Deposito Nord"));
+    // A pair below a pair is no pair of columns.
+    let t = "POLISBLAD\nVerzekeringnemer            mevr. J. de Wit\nRisicoadres                 Dorpsstraat 4, 1234 AB Ede\n";
+    has(t, "policyholder", json!("mevr. J. de Wit"));
+}

@@ -680,6 +680,13 @@ fn repair_letter_word(w: &str) -> String {
     let w: String = fixed.iter().collect();
     let w = w.as_str();
     let chars = fixed;
+    // A digit after a capital inside a word of mixed case is a name's own (`HbA1c`, `SpO2`):
+    // an OCR slip makes a digit of a small letter among small ones (`Tota1`, `Te1`).
+    let inner_capital_digit = (1..chars.len())
+        .any(|i| chars[i].is_ascii_digit() && chars[i - 1].is_uppercase() && i - 1 > 0);
+    if inner_capital_digit && chars.iter().any(|c| c.is_lowercase()) {
+        return w.to_string();
+    }
     let letters = chars.iter().filter(|c| c.is_alphabetic()).count();
     let digits: Vec<usize> = (0..chars.len())
         .filter(|i| chars[*i].is_ascii_digit())
@@ -842,6 +849,13 @@ mod tests {
         assert_eq!(repair_letters("Vie1en"), "Vielen");
         assert_eq!(repair_letters("M1LCH 3,5%"), "MILCH 3,5%");
         assert_eq!(repair_letters("Win10 Last4 CO2"), "Win10 Last4 CO2");
+    }
+
+    #[test]
+    fn a_digit_after_an_inner_capital_is_kept() {
+        assert_eq!(repair_letters("HbA1c"), "HbA1c");
+        assert_eq!(repair_letters("SpO2 Tota1"), "SpO2 Total");
+        assert_eq!(repair_letters("C1ient"), "Client");
     }
 
     #[test]
