@@ -36,6 +36,12 @@ pub(super) struct Shared {
     /// Set by every NOTIFY (a job was enqueued): a newcomer claim may be due (see
     /// [`AgentdBackend`]).
     pub(super) arrived: Arc<Notify>,
+    /// Jobs of newcomer claims, handed out before the buffer.
+    pub(super) front: Mutex<VecDeque<ClaimedJob>>,
+    /// Stops newcomer claims (the worker is closing); the task is awaited before the held jobs
+    /// are released, so none is claimed after.
+    pub(super) stop_claims: CancellationToken,
+    pub(super) newcomer_task: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// How long after this worker last claimed a job of another org the newcomer slots stay kept.
@@ -127,6 +133,11 @@ impl Shared {
         bg.push(tokio::spawn(heartbeat_loop(self.clone())));
         if let Some(rx) = self.ack_rx.lock().expect("ack rx").take() {
             bg.push(tokio::spawn(ack_loop(self.clone(), rx)));
+        }
+        drop(bg);
+        if self.kinds.len() == 1 && self.only_org.is_none() {
+            *self.newcomer_task.lock().expect("newcomer task") =
+                Some(tokio::spawn(newcomer_loop(self.clone())));
         }
     }
 
@@ -275,19 +286,17 @@ impl Shared {
 /// Jobs are claimed into a buffer (free slots plus the prefetch) and start in claim order as
 /// slots free up. **Newcomer claims** (issue 30): while the buffer holds jobs, a job enqueued
 /// meanwhile (its NOTIFY) would wait for the buffer to drain to half and the next read-ahead
-/// claim to reach it, behind every job buffered before it. So at the next free slot after a
-/// NOTIFY, one claim (at most `concurrency` jobs, [`Shared::newcomer_claim_share`]) takes one
-/// ready job of each org that holds none of this worker's jobs, and puts them at the front of
-/// the buffer: another org's upload starts at the next free slot after that, whatever one org's
-/// backlog has buffered. Nothing is preempted; an org already holding a job here waits its turn
-/// in the ordinary claims. A drain with nothing enqueued meanwhile makes no such claim.
+/// claim to reach it, behind every job buffered before it. So on a NOTIFY while claimed jobs
+/// wait here, a task of the worker's ([`newcomer_loop`]) makes one claim at once (at most
+/// `concurrency` jobs, [`Shared::newcomer_claim_share`]): one ready job of each org that holds
+/// none of this worker's jobs, handed out before the buffer. Another org's upload is claimed
+/// when it arrives and starts at the next free slot, whatever one org's backlog has buffered.
+/// Nothing is preempted; an org already holding a job here waits its turn in the ordinary
+/// claims. A drain with nothing enqueued meanwhile makes no such claim.
 pub struct AgentdBackend {
     pub(super) sh: Arc<Shared>,
     pub(super) buffer: VecDeque<ClaimedJob>,
     pub(super) claim: Option<JoinHandle<Result<Vec<ClaimedJob>, QueueError>>>,
-    /// The claim in flight is a newcomer claim: its jobs go to the front of the buffer, and it
-    /// says nothing about the backlog.
-    pub(super) front: bool,
     pub(super) want: u32,
     /// The last claim was full (a backlog): the next one may wait briefly for more free slots.
     pub(super) last_full: bool,
@@ -339,12 +348,14 @@ impl AgentdBackend {
             newcomer_slots: kinds_newcomer_slots,
             seen: Mutex::new(HashMap::new()),
             arrived: Arc::new(Notify::new()),
+            front: Mutex::new(VecDeque::new()),
+            stop_claims: CancellationToken::new(),
+            newcomer_task: Mutex::new(None),
         });
         Self {
             sh,
             buffer: VecDeque::new(),
             claim: None,
-            front: false,
             want: 0,
             last_full: false,
             waited: false,
@@ -375,18 +386,6 @@ impl AgentdBackend {
         let res = res
             .map_err(|e| QueueError::Invalid(format!("claim task failed: {e}")))
             .and_then(|r| r);
-        if std::mem::take(&mut self.front) {
-            // A newcomer claim: its jobs start next; an error is the ordinary claims' to see.
-            match res {
-                Ok(jobs) => {
-                    for j in jobs.into_iter().rev() {
-                        self.buffer.push_front(j);
-                    }
-                }
-                Err(e) => debug!(kinds = ?self.sh.kinds, error = %e, "newcomer claim failed"),
-            }
-            return;
-        }
         match res {
             Ok(jobs) => {
                 self.sh.stats.db_ok.store(true, Ordering::Relaxed);
@@ -442,22 +441,14 @@ impl Backend for AgentdBackend {
                         continue;
                     }
                     // A read-ahead claim is in flight: serve the buffer meanwhile.
-                    Poll::Pending if self.buffer.is_empty() => return Poll::Pending,
+                    Poll::Pending
+                        if self.buffer.is_empty()
+                            && self.sh.front.lock().expect("front").is_empty() =>
+                    {
+                        return Poll::Pending;
+                    }
                     Poll::Pending => {}
                 }
-            }
-            // A job was enqueued while jobs wait in the buffer: a newcomer claim (see above).
-            if self.claim.is_none()
-                && !self.buffer.is_empty()
-                && self.sh.arrived.notified().now_or_never().is_some()
-                && let Some(share) = self.sh.newcomer_claim_share()
-            {
-                let want = u32::try_from(self.sh.concurrency)
-                    .unwrap_or(u32::MAX)
-                    .min(self.sh.opts.claim_batch.max(1));
-                self.front = true;
-                self.claim = Some(tokio::spawn(self.sh.clone().claim(want, Some(share))));
-                continue;
             }
             let prefetch = self.sh.prefetch();
             // Read ahead: with a backlog (the last claim was full) and the buffer down to half
@@ -473,7 +464,12 @@ impl Backend for AgentdBackend {
                 let cap = self.sh.newcomer_share(prefetch);
                 self.claim = Some(tokio::spawn(self.sh.clone().claim(self.want, cap)));
             }
-            if let Some(job) = self.buffer.pop_front() {
+            // Newcomer claims' jobs first (see above), then the buffer.
+            let next = {
+                let front = self.sh.front.lock().expect("front").pop_front();
+                front.or_else(|| self.buffer.pop_front())
+            };
+            if let Some(job) = next {
                 let cancel = {
                     let held = self.sh.held.lock().expect("held");
                     match held.get(&job.id) {
@@ -529,6 +525,12 @@ impl Backend for AgentdBackend {
                     if let Some(c) = claim {
                         let _ = c.await;
                     }
+                    sh.stop_claims.cancel();
+                    let newcomers = sh.newcomer_task.lock().expect("newcomer task").take();
+                    if let Some(t) = newcomers {
+                        let _ = t.await;
+                    }
+                    sh.front.lock().expect("front").clear();
                     // apalis drains every task future before poll_close (call_all.rs 162-167):
                     // whatever is still held was claimed but never started.
                     sh.release_held("claimed but not started before shutdown")
@@ -565,6 +567,36 @@ impl BackendConfig for AgentdBackend {
         AroundLayer(Grace {
             grace_over: self.sh.grace_over.clone(),
         })
+    }
+}
+
+/// Newcomer claims (see [`AgentdBackend`]): on each NOTIFY while claimed jobs wait in this
+/// worker (held beyond the running ones), one claim of one job per org holding none here; the
+/// jobs go to [`Shared::front`] and the backend is woken to hand them out.
+pub(super) async fn newcomer_loop(sh: Arc<Shared>) {
+    let want = u32::try_from(sh.concurrency)
+        .unwrap_or(u32::MAX)
+        .min(sh.opts.claim_batch.max(1));
+    loop {
+        tokio::select! {
+            _ = sh.arrived.notified() => {},
+            _ = sh.stop_claims.cancelled() => return,
+        }
+        let waiting = sh.held.lock().expect("held").len() > sh.running.load(Ordering::SeqCst);
+        if !waiting {
+            continue;
+        }
+        let Some(share) = sh.newcomer_claim_share() else {
+            continue;
+        };
+        match sh.clone().claim(want, Some(share)).await {
+            Ok(jobs) if jobs.is_empty() => {}
+            Ok(jobs) => {
+                sh.front.lock().expect("front").extend(jobs);
+                sh.wake.notify_one();
+            }
+            Err(e) => debug!(kinds = ?sh.kinds, error = %e, "newcomer claim failed"),
+        }
     }
 }
 
