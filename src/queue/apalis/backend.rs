@@ -292,7 +292,9 @@ impl Shared {
 /// none of this worker's jobs, handed out before the buffer. Another org's upload is claimed
 /// when it arrives and starts at the next free slot, whatever one org's backlog has buffered.
 /// Nothing is preempted; an org already holding a job here waits its turn in the ordinary
-/// claims. A drain with nothing enqueued meanwhile makes no such claim.
+/// claims. A drain with nothing enqueued meanwhile makes no such claim, and a stream of
+/// NOTIFYs makes at most one every [`NEWCOMER_PAUSE_FOUND`] (every [`NEWCOMER_PAUSE_EMPTY`]
+/// while they find nothing).
 pub struct AgentdBackend {
     pub(super) sh: Arc<Shared>,
     pub(super) buffer: VecDeque<ClaimedJob>,
@@ -589,16 +591,36 @@ pub(super) async fn newcomer_loop(sh: Arc<Shared>) {
         let Some(share) = sh.newcomer_claim_share() else {
             continue;
         };
-        match sh.clone().claim(want, Some(share)).await {
-            Ok(jobs) if jobs.is_empty() => {}
+        let found = match sh.clone().claim(want, Some(share)).await {
+            Ok(jobs) if jobs.is_empty() => false,
             Ok(jobs) => {
                 sh.front.lock().expect("front").extend(jobs);
                 sh.wake.notify_one();
+                true
             }
-            Err(e) => debug!(kinds = ?sh.kinds, error = %e, "newcomer claim failed"),
+            Err(e) => {
+                debug!(kinds = ?sh.kinds, error = %e, "newcomer claim failed");
+                false
+            }
+        };
+        // A bound on the statements: NOTIFYs during the pause make one claim after it (a busy
+        // org's own enqueues, say, while it alone holds jobs here, find nothing to take).
+        let pause = if found {
+            NEWCOMER_PAUSE_FOUND
+        } else {
+            NEWCOMER_PAUSE_EMPTY
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {},
+            _ = sh.stop_claims.cancelled() => return,
         }
     }
 }
+
+/// The least time between two newcomer claims of a worker after one that took jobs.
+pub const NEWCOMER_PAUSE_FOUND: Duration = Duration::from_millis(20);
+/// The least time between two newcomer claims of a worker after one that took none.
+pub const NEWCOMER_PAUSE_EMPTY: Duration = Duration::from_millis(100);
 
 pub(super) async fn heartbeat_loop(sh: Arc<Shared>) {
     loop {
