@@ -470,6 +470,47 @@ fn timed_jobs(kind: &str, org: &str, n: usize, ms: u64, from: usize) -> Vec<NewJ
         .collect()
 }
 
+/// A worker of `kind` running `h` at `concurrency`, with a fixed prefetch of `prefetch`, a
+/// poll of 10 s (so only NOTIFYs wake it in time) and `newcomer_slots`.
+fn timed_worker(
+    db: &TestDb,
+    id: &str,
+    prefetch: u32,
+    kind: &str,
+    h: Arc<Timed>,
+    concurrency: usize,
+    newcomer_slots: usize,
+) -> agentd::queue::apalis::ApalisWorker {
+    use agentd::queue::worker::{KindRuntime, Prefetch, WorkerOptions};
+    let opts = WorkerOptions {
+        worker_id: id.into(),
+        claim_batch: 16,
+        prefetch: Prefetch::Fixed(prefetch),
+        poll_interval: std::time::Duration::from_secs(10),
+        lease: std::time::Duration::from_secs(30),
+        heartbeat: std::time::Duration::from_secs(5),
+        shutdown_grace: std::time::Duration::from_millis(200),
+    };
+    agentd::queue::apalis::build_worker(
+        db.pool.clone(),
+        Arc::new(SystemClock) as SharedClock,
+        &opts,
+        KindRuntime {
+            kind: kind.into(),
+            handler: h,
+            concurrency,
+            timeout: std::time::Duration::from_secs(60),
+            backoff: agentd::queue::backoff::Backoff {
+                base: std::time::Duration::from_millis(10),
+                max: std::time::Duration::from_millis(20),
+            },
+            delete_on_success: false,
+            max_running_per_org: None,
+            newcomer_slots,
+        },
+    )
+}
+
 /// Issue 30 (the fairness benchmark's target): with newcomer slots, an org whose backlog fills
 /// a worker keeps at most `concurrency - newcomer_slots` of its slots while other orgs' jobs
 /// ran there lately, so another org's job arriving starts at once (here well within the poll
@@ -477,37 +518,8 @@ fn timed_jobs(kind: &str, org: &str, n: usize, ms: u64, from: usize) -> Vec<NewJ
 /// for a slot to free; alone, the org has every slot.
 #[tokio::test]
 async fn newcomer_slots_start_another_orgs_job_at_once_and_cost_nothing_alone() {
-    use agentd::queue::worker::{KindRuntime, Prefetch, WorkerOptions};
     let db = TestDb::new().await;
-    let opts = WorkerOptions {
-        worker_id: "fair-newcomer".into(),
-        claim_batch: 16,
-        prefetch: Prefetch::Fixed(0),
-        poll_interval: std::time::Duration::from_secs(10),
-        lease: std::time::Duration::from_secs(30),
-        heartbeat: std::time::Duration::from_secs(5),
-        shutdown_grace: std::time::Duration::from_millis(200),
-    };
-    let worker = |kind: &str, h: Arc<Timed>| {
-        agentd::queue::apalis::build_worker(
-            db.pool.clone(),
-            Arc::new(SystemClock) as SharedClock,
-            &opts,
-            KindRuntime {
-                kind: kind.into(),
-                handler: h,
-                concurrency: 4,
-                timeout: std::time::Duration::from_secs(60),
-                backoff: agentd::queue::backoff::Backoff {
-                    base: std::time::Duration::from_millis(10),
-                    max: std::time::Duration::from_millis(20),
-                },
-                delete_on_success: false,
-                max_running_per_org: None,
-                newcomer_slots: 1,
-            },
-        )
-    };
+    let worker = |kind: &str, h: Arc<Timed>| timed_worker(&db, "fair-newcomer", 0, kind, h, 4, 1);
 
     // Alone: A's backlog takes all four slots.
     let kind = "fair_newcomer_alone";
@@ -597,40 +609,13 @@ async fn newcomer_slots_start_another_orgs_job_at_once_and_cost_nothing_alone() 
 /// after the buffered jobs (here eight of 300 ms on two slots), and not at the poll (10 s).
 #[tokio::test]
 async fn another_orgs_job_is_claimed_ahead_of_a_full_buffer() {
-    use agentd::queue::worker::{KindRuntime, Prefetch, WorkerOptions};
     let db = TestDb::new().await;
-    let opts = WorkerOptions {
-        worker_id: "fair-front".into(),
-        claim_batch: 16,
-        prefetch: Prefetch::Fixed(8),
-        poll_interval: std::time::Duration::from_secs(10),
-        lease: std::time::Duration::from_secs(30),
-        heartbeat: std::time::Duration::from_secs(5),
-        shutdown_grace: std::time::Duration::from_millis(200),
-    };
     let kind = "fair_front";
     enqueue_many(&db.pool, &timed_jobs(kind, "org-a", 40, 300, 0))
         .await
         .unwrap();
     let h = Arc::new(Timed::default());
-    let worker = agentd::queue::apalis::build_worker(
-        db.pool.clone(),
-        Arc::new(SystemClock) as SharedClock,
-        &opts,
-        KindRuntime {
-            kind: kind.into(),
-            handler: h.clone(),
-            concurrency: 2,
-            timeout: std::time::Duration::from_secs(60),
-            backoff: agentd::queue::backoff::Backoff {
-                base: std::time::Duration::from_millis(10),
-                max: std::time::Duration::from_millis(20),
-            },
-            delete_on_success: false,
-            max_running_per_org: None,
-            newcomer_slots: 0,
-        },
-    );
+    let worker = timed_worker(&db, "fair-front", 8, kind, h.clone(), 2, 0);
     let stop = CancellationToken::new();
     let run = tokio::spawn(worker.run(stop.clone()));
     wait_until(30, "A's first two jobs running", || async {

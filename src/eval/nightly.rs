@@ -58,8 +58,15 @@ pub struct NightlyResult {
     pub titles: Vec<String>,
 }
 
-/// The kind of suggestion each signal of `o` asks for, and the documents it lists.
-fn signalled(o: &Overview) -> (HashSet<&'static str>, HashSet<Uuid>) {
+/// What an overview showed: the kinds of suggestion its signals ask for, and the documents
+/// they list.
+pub struct Signalled {
+    kinds: HashSet<&'static str>,
+    docs: HashSet<Uuid>,
+}
+
+/// The signals of `o`.
+pub fn signalled(o: &Overview) -> Signalled {
     let mut kinds = HashSet::new();
     let mut docs = HashSet::new();
     if !o.waiting_proposals.is_empty() {
@@ -78,19 +85,20 @@ fn signalled(o: &Overview) -> (HashSet<&'static str>, HashSet<Uuid>) {
         kinds.insert(SuggestionKind::RerunExtraction.as_str());
         docs.extend(o.outdated_extractions.iter().map(|d| d.document_id));
     }
-    (kinds, docs)
+    Signalled { kinds, docs }
 }
 
-/// Whether `s` is about what the overview `o` showed: a document listed under a signal, or the
-/// org as a whole with a kind one of its signals asks for.
-pub fn grounded(o: &Overview, s: &suggestions::SuggestionFields) -> bool {
-    let (kinds, docs) = signalled(o);
-    let doc = s
-        .document_id
-        .or_else(|| Uuid::parse_str(s.subject.trim()).ok());
-    match doc {
-        Some(id) => docs.contains(&id),
-        None => kinds.contains(s.kind.as_str()),
+impl Signalled {
+    /// Whether `s` is about what the overview showed: a document listed under a signal, or the
+    /// org as a whole with a kind one of its signals asks for.
+    pub fn grounds(&self, s: &suggestions::SuggestionFields) -> bool {
+        let doc = s
+            .document_id
+            .or_else(|| Uuid::parse_str(s.subject.trim()).ok());
+        match doc {
+            Some(id) => self.docs.contains(&id),
+            None => self.kinds.contains(s.kind.as_str()),
+        }
     }
 }
 
@@ -147,11 +155,13 @@ pub async fn run(app: &App, org: Uuid, timeout: Duration) -> anyhow::Result<Nigh
     };
     let written: Vec<SuggestionItem> =
         api_reads::page(&app.pool, org, None, None, None, 1_000).await?;
+    let run_id = run.as_ref().map(|r| r.id);
     let mine: Vec<&SuggestionItem> = written
         .iter()
         .rev()
-        .filter(|s| run.is_some() && s.row.run_id == run.as_ref().map(|r| r.id))
+        .filter(|s| run_id.is_some() && s.row.run_id == run_id)
         .collect();
+    let signals = signalled(&overview);
     let mut by_kind = BTreeMap::new();
     for s in &mine {
         *by_kind.entry(s.row.fields.kind.clone()).or_insert(0) += 1;
@@ -174,7 +184,7 @@ pub async fn run(app: &App, org: Uuid, timeout: Duration) -> anyhow::Result<Nigh
         by_kind,
         grounded: mine
             .iter()
-            .filter(|s| grounded(&overview, &s.row.fields))
+            .filter(|s| signals.grounds(&s.row.fields))
             .count(),
         titles: mine.iter().map(|s| s.row.fields.title.clone()).collect(),
     })
@@ -221,7 +231,7 @@ pub fn render(n: &NightlyResult) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::grounded;
+    use super::signalled;
     use crate::store::suggestions::{DocumentRef, FailedDocument, Overview, SuggestionFields};
     use chrono::NaiveDate;
     use uuid::Uuid;
@@ -261,21 +271,16 @@ mod tests {
             outdated_extractions: vec![],
             suggestions_this_night: 0,
         };
+        let signals = signalled(&o);
         // A document listed under a signal, named by its id or by the subject.
-        assert!(grounded(
-            &o,
-            &suggestion("tag_documents", "", Some(untagged))
-        ));
-        assert!(grounded(
-            &o,
-            &suggestion("retry_failed", &failed.to_string(), None)
-        ));
+        assert!(signals.grounds(&suggestion("tag_documents", "", Some(untagged))));
+        assert!(signals.grounds(&suggestion("retry_failed", &failed.to_string(), None)));
         // A document the overview did not list, and an org-wide kind with no signal.
-        assert!(!grounded(&o, &suggestion("tag_documents", "", Some(other))));
-        assert!(!grounded(&o, &suggestion("review_proposal", "", None)));
-        assert!(!grounded(&o, &suggestion("other", "", None)));
+        assert!(!signals.grounds(&suggestion("tag_documents", "", Some(other))));
+        assert!(!signals.grounds(&suggestion("review_proposal", "", None)));
+        assert!(!signals.grounds(&suggestion("other", "", None)));
         // The org as a whole, with a kind one of its signals asks for.
-        assert!(grounded(&o, &suggestion("tag_documents", "", None)));
-        assert!(grounded(&o, &suggestion("retry_failed", "  ", None)));
+        assert!(signals.grounds(&suggestion("tag_documents", "", None)));
+        assert!(signals.grounds(&suggestion("retry_failed", "  ", None)));
     }
 }

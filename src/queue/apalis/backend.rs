@@ -57,10 +57,7 @@ impl Shared {
         if n == 0 || self.kinds.len() != 1 || self.only_org.is_some() {
             return None;
         }
-        let mut holds: HashMap<String, u32> = HashMap::new();
-        for h in self.held.lock().expect("held").values() {
-            *holds.entry(h.org.clone()).or_default() += 1;
-        }
+        let holds = self.holds();
         // Two orgs or more lately: those holding jobs here and those claimed in the window.
         let lately = self
             .seen
@@ -87,11 +84,17 @@ impl Shared {
         if self.kinds.len() != 1 || self.only_org.is_some() {
             return None;
         }
+        let holds = self.holds();
+        (!holds.is_empty()).then_some(crate::queue::fair::WorkerShare { max: 1, holds })
+    }
+
+    /// How many jobs each org holds in this worker (claimed, buffered or running).
+    fn holds(&self) -> HashMap<String, u32> {
         let mut holds: HashMap<String, u32> = HashMap::new();
         for h in self.held.lock().expect("held").values() {
             *holds.entry(h.org.clone()).or_default() += 1;
         }
-        (!holds.is_empty()).then_some(crate::queue::fair::WorkerShare { max: 1, holds })
+        holds
     }
 
     /// Takes in how long one handler ran (a moving average: each job weighs 1/16).
