@@ -156,7 +156,7 @@ fn first_user_text(req: &CompletionRequest) -> String {
 }
 
 #[tokio::test]
-async fn candidates_reach_the_model_and_name_constrained_fields() {
+async fn candidates_reach_the_model_and_are_each_decided_in_the_one_call() {
     let db = TestDb::new().await;
     let mut config = common::test_config();
     config.llm.constrained_calls = agentd::config::Constrained::On;
@@ -198,19 +198,19 @@ async fn candidates_reach_the_model_and_name_constrained_fields() {
     // ... in words the provider boundary leaves alone (a token-shaped example would leave as
     // a token of its own, review L1).
     assert!(!first.contains("ID_1, ID_2"), "{first}");
-    // The first round is the one call for the schema and the prompt: create_schema's fields
-    // offer the candidate names beside free names.
+    // The first round is the one call for the schema and the prompt: the schema is asked for
+    // as a decision on each candidate (a required boolean each), beside fields it may add.
     let rf = requests[0]
         .response_format
         .as_ref()
         .expect("a constrained call");
     assert_eq!(rf["json_schema"]["name"], "proposal", "{rf}");
-    let name = rf
-        .pointer("/json_schema/schema/properties/schema/properties/fields/items/properties/name")
-        .unwrap_or_else(|| panic!("create_schema's field name in {rf}"));
-    let offered: Vec<&str> = name["anyOf"][0]["enum"]
+    let keep = rf
+        .pointer("/json_schema/schema/properties/schema/properties/keep")
+        .unwrap_or_else(|| panic!("a decision per candidate in {rf}"));
+    let required: Vec<&str> = keep["required"]
         .as_array()
-        .expect("an enum of candidate names")
+        .expect("every candidate decided")
         .iter()
         .filter_map(Value::as_str)
         .collect();
@@ -222,19 +222,17 @@ async fn candidates_reach_the_model_and_name_constrained_fields() {
         "net_amount",
         "vat",
         "total",
+        "line_items",
     ] {
-        assert!(offered.contains(&n), "{n} not offered: {offered:?}");
+        assert!(required.contains(&n), "{n} not offered: {required:?}");
+        assert_eq!(keep["properties"][n]["type"], "boolean", "{keep}");
     }
     assert_eq!(
-        name["anyOf"][1]["type"], "string",
-        "a free-form name is still allowed"
-    );
-    // With more candidates than that, at least six fields are asked for (a list of one
-    // satisfied the small model).
-    assert_eq!(
-        rf.pointer("/json_schema/schema/properties/schema/properties/fields/minItems"),
-        Some(&json!(6)),
-        "{rf}"
+        rf.pointer(
+            "/json_schema/schema/properties/schema/properties/more/items/properties/name/type"
+        ),
+        Some(&json!("string")),
+        "a field the analysis missed can still be added: {rf}"
     );
     // Everything the model answered is in the document: nothing flagged.
     let ungrounded: Vec<String> =

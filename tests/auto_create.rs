@@ -625,15 +625,32 @@ async fn one_call_proposes_schema_and_prompt_where_output_is_structured() {
         Turn::Dynamic(|req| {
             let rf = req.response_format.as_ref().expect("a response_format");
             assert_eq!(rf["json_schema"]["name"], "proposal", "{rf}");
-            let names = rf
-                .pointer("/json_schema/schema/properties/schema/properties/fields/items/properties/name/anyOf/0/enum")
-                .expect("the candidates' names are offered")
-                .to_string();
-            assert!(names.contains("invoice_number"), "{names}");
+            // The schema is asked for as a decision on each candidate (a required boolean
+            // each) and the fields the candidates miss.
+            let keep = rf
+                .pointer("/json_schema/schema/properties/schema/properties/keep")
+                .expect("a decision per candidate");
+            let names: Vec<String> = keep["properties"]
+                .as_object()
+                .expect("the candidates")
+                .keys()
+                .cloned()
+                .collect();
+            assert!(names.contains(&"invoice_number".to_string()), "{names:?}");
+            assert_eq!(keep["required"].as_array().map(Vec::len), Some(names.len()));
+            // The invoice number and the date kept, the rest left out, one field added.
+            let decided: serde_json::Map<String, Value> = names
+                .iter()
+                .map(|n| {
+                    (
+                        n.clone(),
+                        json!(n == "invoice_number" || n == "invoice_date"),
+                    )
+                })
+                .collect();
             let text = json!({
-                "schema": {"fields": [{"name": "invoice_number", "type": "string"},
-                                      {"name": "total_due", "type": "number"}]},
-                "prompt": {"name": "Invoice", "content": "Extract the invoice number and the total due as JSON."},
+                "schema": {"keep": decided, "more": [{"name": "amount_in_words", "type": "string"}]},
+                "prompt": {"name": "Invoice", "content": "Extract the invoice number and the date as JSON."},
             });
             answer(
                 vec![Block::Text {
@@ -651,10 +668,12 @@ async fn one_call_proposes_schema_and_prompt_where_output_is_structured() {
                 .and_then(|f| f.pointer("/json_schema/schema/properties"))
                 .expect("the schema's format")
                 .to_string();
-            assert!(props.contains("total_due"), "{props}");
+            assert!(props.contains("invoice_date"), "{props}");
             answer(
                 vec![Block::Text {
-                    text: json!({"invoice_number": "INV-77", "total_due": 1250.0}).to_string(),
+                    text: json!({"invoice_number": "INV-77", "invoice_date": "2026-11-02",
+                                 "amount_in_words": null})
+                    .to_string(),
                 }],
                 FinishReason::EndTurn,
             )
@@ -681,6 +700,32 @@ async fn one_call_proposes_schema_and_prompt_where_output_is_structured() {
     .fetch_one(&db.pool)
     .await
     .unwrap();
+    // The schema holds the kept candidates with the types the analysis listed (the date a
+    // date) and the added field, nothing the model left out.
+    let rf: Value = sqlx::query_scalar(
+        "SELECT response_format FROM schemas WHERE schema_id = $1 AND version = $2",
+    )
+    .bind(sid)
+    .bind(sv)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let props = rf
+        .pointer("/json_schema/schema/properties")
+        .and_then(Value::as_object)
+        .expect("properties");
+    let mut fields: Vec<&str> = props.keys().map(String::as_str).collect();
+    fields.sort_unstable();
+    assert_eq!(
+        fields,
+        ["amount_in_words", "invoice_date", "invoice_number"]
+    );
+    assert!(
+        props["invoice_date"]["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("date")),
+        "{rf}"
+    );
     // The prompt is for the schema the same answer proposed.
     let (ps, pv): (Uuid, i32) =
         sqlx::query_as("SELECT schema_id, schema_version FROM prompts WHERE prompt_id = $1")

@@ -101,7 +101,13 @@ async fn job_state(db: &TestDb, id: i64) -> (String, Option<String>) {
 #[tokio::test]
 async fn a_job_that_dies_on_its_last_attempt_is_reconciled_and_can_be_enqueued_again() {
     let db = TestDb::new().await;
-    let mut app = app(&db);
+    // The worker's own reconciler (every `rescue_interval_secs`, 1 s in tests) would end the run
+    // as soon as the job is dead, racing the assertions below that the panic left it running:
+    // this test runs the reconciler's pass itself, so the worker's waits an hour after its
+    // first pass (made at start, while the job is still waiting).
+    let mut config = common::test_config();
+    config.worker.rescue_interval_secs = 3600;
+    let mut app = common::app_with(&db, Arc::new(SystemClock) as SharedClock, config);
     app.provider = Arc::new(Panics);
     let org = org(&db, "acme").await;
     let (doc, job) = add_document(&app, org, "inv.txt", INVOICE, true)

@@ -18,6 +18,7 @@ use super::constrain;
 use super::goals::{GoalState, Part};
 use super::transcript::{ToolCall, Transcript};
 use super::{RunSpec, context};
+use crate::analysis::{self, Listed};
 use crate::llm::{Block, CompletionRequest, CompletionResponse, FinishReason, Message, Role};
 use crate::tools::Registry;
 use crate::tools::extraction::RunExtraction;
@@ -29,12 +30,29 @@ use serde_json::{Map, Value, json};
 /// The `json_schema` name of the one-call format (how its answer is told apart).
 pub const FORMAT_NAME: &str = "proposal";
 
-/// The round's instruction, after the working-state block.
+/// The round's instruction, after the working-state block, when the analysis listed no
+/// candidates: the model names the fields itself.
 pub const INSTRUCTION: &str = "Answer with one JSON object and nothing else: \"schema\" holds \
     the arguments of `create_schema` (the fields worth extracting from this document, \
     preferably named after the candidates), \"prompt\" those of `create_prompt` without \
     schema_revid (a name, and content: the instructions the extraction model gets with the \
     document text). agentd creates the schema, then the prompt for it, then runs the extraction.";
+
+/// The instruction when the analysis listed candidates: the model decides on each of them.
+pub const INSTRUCTION_DECIDE: &str = "Answer with one JSON object and nothing else. \
+    \"schema\": \"keep\" maps every candidate to true (a value a reviewer of this kind of \
+    document wants extracted) or false (leave it out); \"more\" lists fields the candidates \
+    miss, if any, as {name, type}. \"prompt\": a name, and content: short instructions the \
+    extraction model gets with the document text. agentd creates the schema from the kept \
+    candidates (their names and types as listed), then the prompt for it, then runs the \
+    extraction.";
+
+/// Longest prompt content the one call asks for, in characters: instructions, not a copy of
+/// the document (a 0.5B model otherwise writes until the output cap).
+pub const MAX_PROMPT_CHARS: u64 = 600;
+
+/// Fields the decision form lets a model add beside the candidates.
+pub const MAX_MORE_FIELDS: u64 = 4;
 
 /// Whether the next round of this run is the one call: constrained calls on, an auto_create
 /// goal missing all three parts (nothing to start from, not a refine), no call made yet, the
@@ -64,26 +82,36 @@ pub fn applies(
 }
 
 /// Makes `req` (a constrained round as built) the one call: its `response_format` and the
-/// instruction. `candidates`: the names of the first message's candidate list.
-pub fn shape(req: &mut CompletionRequest, registry: &Registry, candidates: &[String]) {
+/// instruction. `candidates`: the first message's candidate list.
+pub fn shape(req: &mut CompletionRequest, registry: &Registry, candidates: &[Listed]) {
     req.response_format = Some(format(registry, candidates));
-    req.messages.push(Message::text(Role::User, INSTRUCTION));
+    let instruction = match candidates.is_empty() {
+        true => INSTRUCTION,
+        false => INSTRUCTION_DECIDE,
+    };
+    req.messages.push(Message::text(Role::User, instruction));
 }
 
-/// The `response_format`: an object of the two tools' guided arguments, the schema's field names
-/// offered from the candidates, the prompt's `schema_revid` left out (agentd fills it in).
-pub fn format(registry: &Registry, candidates: &[String]) -> Value {
-    let guided = |name: &str, candidates: &[String]| {
+/// The `response_format`: an object of the schema and the prompt, the prompt's `schema_revid`
+/// left out (agentd fills it in). With candidates the schema part is the decision form
+/// ([`decision_form`]); without, `create_schema`'s guided arguments.
+pub fn format(registry: &Registry, candidates: &[Listed]) -> Value {
+    let guided = |name: &str| {
         registry
             .get(name)
-            .map(|t| t.guided_parameters(candidates))
+            .map(|t| t.guided_parameters(&[]))
             .unwrap_or_else(|| json!({"type": "object"}))
     };
-    // create_schema's guided parameters offer the candidates as field names.
-    let schema = guided(CreateSchema::NAME, candidates);
-    let mut prompt = guided(CreatePrompt::NAME, &[]);
+    let schema = match candidates.is_empty() {
+        true => guided(CreateSchema::NAME),
+        false => decision_form(candidates),
+    };
+    let mut prompt = guided(CreatePrompt::NAME);
     if let Some(p) = prompt.get_mut("properties").and_then(Value::as_object_mut) {
         p.remove("schema_revid");
+        if let Some(content) = p.get_mut("content").and_then(Value::as_object_mut) {
+            content.insert("maxLength".into(), json!(MAX_PROMPT_CHARS));
+        }
     }
     if let Some(r) = prompt.get_mut("required").and_then(Value::as_array_mut) {
         r.retain(|k| k != "schema_revid");
@@ -103,6 +131,106 @@ pub fn format(registry: &Registry, candidates: &[String]) -> Value {
     })
 }
 
+/// The schema part as decisions on the analysis' candidates (issue 28): `keep`, an object with
+/// one required boolean per candidate, and `more`, at most [`MAX_MORE_FIELDS`] `{name, type}`
+/// fields the candidates miss. Under a grammar a model cannot invent a name for a value the
+/// analysis found, nor mistype it: it says yes or no to each, and agentd builds the fields
+/// from the kept candidates' names and types ([`decided_fields`]). A capable model still adds
+/// what the analysis missed.
+pub fn decision_form(candidates: &[Listed]) -> Value {
+    let mut keep = Map::new();
+    for c in candidates {
+        keep.insert(c.name.clone(), json!({"type": "boolean"}));
+    }
+    let names: Vec<&str> = candidates.iter().map(|c| c.name.as_str()).collect();
+    json!({
+        "type": "object",
+        "properties": {
+            "keep": {
+                "description": "Every candidate: true to extract it, false to leave it out.",
+                "type": "object",
+                "properties": keep,
+                "required": names,
+                "additionalProperties": false,
+            },
+            "more": {
+                "description": "Fields the candidates miss (usually none), snake_case.",
+                "type": "array",
+                "maxItems": MAX_MORE_FIELDS,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1, "maxLength": 64},
+                        "type": {"enum": ["string", "number", "integer", "boolean", "date"]},
+                    },
+                    "required": ["name", "type"],
+                    "additionalProperties": false,
+                },
+            },
+        },
+        "required": ["keep"],
+        "additionalProperties": false,
+    })
+}
+
+/// `create_schema`'s `fields` from a decision-form answer: the kept candidates with their
+/// listed types (a table's rows a list of its columns), then the `more` fields not already
+/// there (a candidate's name added there keeps its listed type). `None` when `schema` is not a decision (no `keep` object).
+pub fn decided_fields(schema: &Map<String, Value>, candidates: &[Listed]) -> Option<Value> {
+    let keep = schema.get("keep")?.as_object()?;
+    let mut fields = Map::new();
+    for c in candidates {
+        if keep.get(&c.name) == Some(&Value::Bool(true)) {
+            fields.insert(c.name.clone(), listed_type(c));
+        }
+    }
+    for m in schema
+        .get("more")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let Some(name) = m.get("name").and_then(Value::as_str).map(str::trim) else {
+            continue;
+        };
+        if name.is_empty() || fields.contains_key(name) {
+            continue;
+        }
+        let ty = match candidates.iter().find(|c| c.name == name) {
+            Some(c) => listed_type(c),
+            None => m.get("type").cloned().unwrap_or_else(|| json!("string")),
+        };
+        fields.insert(name.to_string(), ty);
+    }
+    Some(Value::Object(fields))
+}
+
+/// A listed candidate's type in `create_schema`'s `fields` form.
+fn listed_type(c: &Listed) -> Value {
+    if c.field_type != "array" {
+        return json!(c.field_type);
+    }
+    let mut item = Map::new();
+    for (n, t) in &c.items {
+        item.insert(n.clone(), json!(t));
+    }
+    match item.is_empty() {
+        true => json!(["string"]),
+        false => json!([item]),
+    }
+}
+
+/// The candidates listed in the first user message of `req` that holds a brief.
+fn listed_in(req: &CompletionRequest) -> Vec<Listed> {
+    req.messages
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .map(|m| m.joined_text())
+        .find(|t| t.contains("<candidates"))
+        .map(|t| analysis::parse_brief(&t))
+        .unwrap_or_default()
+}
+
 /// If `req` was the one call and `resp` holds its answer as text (no calls), replaces the text
 /// with the three calls. Returns how many calls it made (0: `resp` unchanged).
 pub fn split(req: &CompletionRequest, resp: &mut CompletionResponse) -> usize {
@@ -114,9 +242,18 @@ pub fn split(req: &CompletionRequest, resp: &mut CompletionResponse) -> usize {
     if !ours || !resp.message.tool_calls().is_empty() {
         return 0;
     }
-    let Some((schema, mut prompt)) = parse(&resp.message.joined_text()) else {
+    let Some((mut schema, mut prompt)) = parse(&resp.message.joined_text()) else {
         return 0;
     };
+    // A decision-form answer becomes `create_schema`'s fields (the candidates it kept).
+    if let Some(fields) = decided_fields(&schema, &listed_in(req)) {
+        let name = schema.remove("name");
+        schema = Map::new();
+        if let Some(name) = name {
+            schema.insert("name".into(), name);
+        }
+        schema.insert("fields".into(), fields);
+    }
     // The prompt is for the schema the first call makes; an id written here is invented.
     prompt.remove("schema_revid");
     let calls = [
@@ -242,30 +379,125 @@ mod tests {
             max_tokens: None,
             response_format: None,
         };
-        shape(&mut r, registry, &["invoice_number".into()]);
+        shape(&mut r, registry, &[]);
         r
     }
 
+    fn listed(name: &str, field_type: &str, items: &[(&str, &str)]) -> Listed {
+        Listed {
+            name: name.into(),
+            field_type: field_type.into(),
+            label: None,
+            items: items
+                .iter()
+                .map(|(n, t)| (n.to_string(), t.to_string()))
+                .collect(),
+        }
+    }
+
     #[test]
-    fn the_format_asks_for_both_tools_arguments_with_the_candidates() {
+    fn the_format_asks_for_a_decision_on_each_candidate_and_the_prompt() {
         let registry = crate::tools::builtin_registry();
-        let f = format(&registry, &["invoice_number".into(), "total".into()]);
+        let candidates = [
+            listed("invoice_number", "string", &[]),
+            listed("total", "number", &[]),
+        ];
+        let f = format(&registry, &candidates);
         let s = &f["json_schema"]["schema"];
         assert_eq!(f["json_schema"]["name"], FORMAT_NAME);
         assert_eq!(s["required"], json!(["schema", "prompt"]));
-        let name = s
-            .pointer("/properties/schema/properties/fields/items/properties/name/anyOf/0/enum")
-            .expect("candidate names");
-        assert_eq!(name, &json!(["invoice_number", "total"]));
+        let keep = s
+            .pointer("/properties/schema/properties/keep")
+            .expect("a decision per candidate");
+        assert_eq!(keep["required"], json!(["invoice_number", "total"]));
+        assert_eq!(keep["properties"]["total"], json!({"type": "boolean"}));
+        assert_eq!(keep["additionalProperties"], json!(false));
+        assert_eq!(
+            s.pointer("/properties/schema/properties/more/maxItems"),
+            Some(&json!(MAX_MORE_FIELDS))
+        );
         let prompt = &s["properties"]["prompt"];
         assert!(
             prompt["properties"].get("schema_revid").is_none(),
             "{prompt}"
         );
-        assert!(prompt["properties"].get("content").is_some(), "{prompt}");
+        assert_eq!(
+            prompt["properties"]["content"]["maxLength"],
+            json!(MAX_PROMPT_CHARS),
+            "{prompt}"
+        );
         assert!(
             !prompt["required"].to_string().contains("schema_revid"),
             "{prompt}"
+        );
+        // Without candidates the model names the fields: create_schema's guided arguments.
+        let f = format(&registry, &[]);
+        assert!(
+            f.pointer("/json_schema/schema/properties/schema/properties/fields")
+                .is_some(),
+            "{f}"
+        );
+    }
+
+    #[test]
+    fn a_decision_becomes_the_kept_candidates_with_their_listed_types() {
+        let candidates = [
+            listed("invoice_number", "string", &[]),
+            listed("invoice_date", "date", &[]),
+            listed("supplier_address", "string", &[]),
+            listed(
+                "line_items",
+                "array",
+                &[("description", "string"), ("amount", "number")],
+            ),
+        ];
+        let answer = json!({
+            "keep": {"invoice_number": true, "invoice_date": true, "supplier_address": false,
+                     "line_items": true, "not_a_candidate": true},
+            "more": [{"name": "iban", "type": "string"}, {"name": "invoice_number", "type": "number"},
+                     {"name": "  ", "type": "string"}, {"type": "string"}],
+        });
+        let fields = decided_fields(answer.as_object().unwrap(), &candidates).unwrap();
+        assert_eq!(
+            fields,
+            json!({"invoice_number": "string", "invoice_date": "date",
+                   "line_items": [{"description": "string", "amount": "number"}],
+                   "iban": "string"})
+        );
+        // Not a decision: the schema part is create_schema's arguments as they are.
+        let fields_form = json!({"fields": [{"name": "total", "type": "number"}]});
+        assert_eq!(
+            decided_fields(fields_form.as_object().unwrap(), &candidates),
+            None
+        );
+    }
+
+    #[test]
+    fn a_decision_answer_becomes_create_schema_fields_from_the_requests_brief() {
+        let registry = crate::tools::builtin_registry();
+        let brief = "Document:\nTotal: 12.00\n<candidates kind=\"receipt\">\n\
+                     total: number = 12.00\nshop: string = Corner\n</candidates>";
+        let mut r = CompletionRequest {
+            model: "m".into(),
+            messages: vec![Message::text(Role::User, brief)],
+            tools: vec![],
+            tool_choice: crate::llm::ToolChoice::Required,
+            max_tokens: None,
+            response_format: None,
+        };
+        let candidates = analysis::parse_brief(brief);
+        assert_eq!(candidates.len(), 2);
+        shape(&mut r, &registry, &candidates);
+        assert_eq!(r.messages.last().unwrap().joined_text(), INSTRUCTION_DECIDE);
+        let text = json!({"schema": {"name": "Receipt", "keep": {"total": true, "shop": false}},
+                          "prompt": {"name": "P", "content": "Extract."}});
+        let mut resp = answer(&text.to_string());
+        assert_eq!(split(&r, &mut resp), 3);
+        let calls = resp.message.tool_calls();
+        let schema: Value = serde_json::from_str(calls[0].2).unwrap();
+        assert_eq!(
+            schema,
+            json!({"name": "Receipt", "fields": {"total": "number"}})
         );
     }
 

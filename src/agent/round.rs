@@ -260,7 +260,7 @@ impl Engine {
             true => {
                 let mut plain = req.clone();
                 plain.response_format = None;
-                let candidates = crate::analysis::names_in_brief(cx.first_message);
+                let candidates = crate::analysis::parse_brief(cx.first_message);
                 one_call::shape(&mut req, &self.env.registry, &candidates);
                 Some(plain)
             }
