@@ -163,7 +163,22 @@ async fn candidates_reach_the_model_and_are_each_decided_in_the_one_call() {
     let mut app = common::app_with(&db, Arc::new(SystemClock) as SharedClock, config);
     let mut turns = script(
         json!([{"name": "invoice_number", "type": "string"}, {"name": "total", "type": "number"}]),
-        |_| json_answer(json!({"invoice_number": "RE-2026-1183", "total": 1763.58})),
+        |req| {
+            // The extraction request carries the analysis' readings of the schema's fields,
+            // after the document text.
+            let last = req
+                .messages
+                .last()
+                .map(|m| m.joined_text())
+                .unwrap_or_default();
+            assert!(
+                last.starts_with(agentd::analysis::READINGS_START)
+                    && last.contains(r#""invoice_number":"RE-2026-1183""#)
+                    && last.contains(r#""total":1763.58"#),
+                "{last}"
+            );
+            json_answer(json!({"invoice_number": "RE-2026-1183", "total": 1763.58}))
+        },
     );
     // Nothing flagged under constrained calls: the summary comes from the run's records.
     turns.pop();
@@ -199,18 +214,16 @@ async fn candidates_reach_the_model_and_are_each_decided_in_the_one_call() {
     // a token of its own, review L1).
     assert!(!first.contains("ID_1, ID_2"), "{first}");
     // The first round is the one call for the schema and the prompt: the schema is asked for
-    // as a decision on each candidate (a required boolean each), beside fields it may add.
+    // as the candidates to leave out (every other becomes a field), beside fields to add.
     let rf = requests[0]
         .response_format
         .as_ref()
         .expect("a constrained call");
     assert_eq!(rf["json_schema"]["name"], "proposal", "{rf}");
-    let keep = rf
-        .pointer("/json_schema/schema/properties/schema/properties/keep")
-        .unwrap_or_else(|| panic!("a decision per candidate in {rf}"));
-    let required: Vec<&str> = keep["required"]
-        .as_array()
-        .expect("every candidate decided")
+    let offered: Vec<&str> = rf
+        .pointer("/json_schema/schema/properties/schema/properties/drop/items/enum")
+        .and_then(Value::as_array)
+        .unwrap_or_else(|| panic!("the candidates to decide on in {rf}"))
         .iter()
         .filter_map(Value::as_str)
         .collect();
@@ -224,8 +237,7 @@ async fn candidates_reach_the_model_and_are_each_decided_in_the_one_call() {
         "total",
         "line_items",
     ] {
-        assert!(required.contains(&n), "{n} not offered: {required:?}");
-        assert_eq!(keep["properties"][n]["type"], "boolean", "{keep}");
+        assert!(offered.contains(&n), "{n} not offered: {offered:?}");
     }
     assert_eq!(
         rf.pointer(

@@ -625,32 +625,24 @@ async fn one_call_proposes_schema_and_prompt_where_output_is_structured() {
         Turn::Dynamic(|req| {
             let rf = req.response_format.as_ref().expect("a response_format");
             assert_eq!(rf["json_schema"]["name"], "proposal", "{rf}");
-            // The schema is asked for as a decision on each candidate (a required boolean
-            // each) and the fields the candidates miss.
-            let keep = rf
-                .pointer("/json_schema/schema/properties/schema/properties/keep")
-                .expect("a decision per candidate");
-            let names: Vec<String> = keep["properties"]
-                .as_object()
-                .expect("the candidates")
-                .keys()
-                .cloned()
-                .collect();
-            assert!(names.contains(&"invoice_number".to_string()), "{names:?}");
-            assert_eq!(keep["required"].as_array().map(Vec::len), Some(names.len()));
-            // The invoice number and the date kept, the rest left out, one field added.
-            let decided: serde_json::Map<String, Value> = names
-                .iter()
-                .map(|n| {
-                    (
-                        n.clone(),
-                        json!(n == "invoice_number" || n == "invoice_date"),
-                    )
-                })
-                .collect();
+            // The schema is asked for as the candidates to leave out and the fields the
+            // candidates miss.
+            let drop = rf
+                .pointer("/json_schema/schema/properties/schema/properties/drop/items/enum")
+                .and_then(Value::as_array)
+                .expect("the candidates to choose from");
+            let names: Vec<&str> = drop.iter().filter_map(Value::as_str).collect();
+            assert_eq!(
+                names,
+                ["invoice_number", "invoice_date", "total", "customer"],
+                "the analysis' candidates"
+            );
+            // The customer left out (at most a quarter of the candidates may be), one field
+            // added.
+            let decided = ["customer"];
             let text = json!({
-                "schema": {"keep": decided, "more": [{"name": "amount_in_words", "type": "string"}]},
-                "prompt": {"name": "Invoice", "content": "Extract the invoice number and the date as JSON."},
+                "schema": {"drop": decided, "more": [{"name": "amount_in_words", "type": "string"}]},
+                "prompt": {"name": "Invoice", "content": "Extract the invoice's number, date and total as JSON."},
             });
             answer(
                 vec![Block::Text {
@@ -672,7 +664,7 @@ async fn one_call_proposes_schema_and_prompt_where_output_is_structured() {
             answer(
                 vec![Block::Text {
                     text: json!({"invoice_number": "INV-77", "invoice_date": "2026-11-02",
-                                 "amount_in_words": null})
+                                 "total": 1250.0, "amount_in_words": null})
                     .to_string(),
                 }],
                 FinishReason::EndTurn,
@@ -718,7 +710,7 @@ async fn one_call_proposes_schema_and_prompt_where_output_is_structured() {
     fields.sort_unstable();
     assert_eq!(
         fields,
-        ["amount_in_words", "invoice_date", "invoice_number"]
+        ["amount_in_words", "invoice_date", "invoice_number", "total"]
     );
     assert!(
         props["invoice_date"]["description"]

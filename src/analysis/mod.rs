@@ -1628,6 +1628,11 @@ pub fn brief(a: &Analysis) -> String {
     out
 }
 
+/// How the extraction request's message of the analysis' readings starts
+/// (`tools::extraction_model`); the offline model, which reads the document itself, leaves
+/// that message out.
+pub const READINGS_START: &str = "Readings of the document above by agentd's analysis";
+
 /// A candidate as a [`brief`] lists it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Listed {

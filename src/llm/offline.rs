@@ -333,11 +333,13 @@ impl LlmProvider for OfflineProvider {
         let (content, finish) = if let Some(text) = one_call(&req) {
             (vec![Block::Text { text }], FinishReason::EndTurn)
         } else if let Some(rf) = extraction {
+            // The document, not agentd's readings of it (which come from the same analysis).
             let text = req
                 .messages
                 .iter()
                 .filter(|m| m.role == Role::User)
                 .map(|m| m.joined_text())
+                .filter(|t| !t.starts_with(crate::analysis::READINGS_START))
                 .collect::<Vec<_>>()
                 .join("\n");
             let schema = &rf["json_schema"]["schema"];
