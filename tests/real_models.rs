@@ -976,8 +976,19 @@ async fn constrained_calls_carry_a_call_schema_and_a_small_model_proposes() {
         .await
         .unwrap();
     assert_eq!(pinned, format!("{sid}:{sv}"));
-    // create_schema's round offers the list form only: no response_format argument.
-    let first_rf = rounds[0]["response_format"].to_string();
-    assert!(first_rf.contains("\"minItems\""), "{first_rf}");
-    assert!(!first_rf.contains("\"response_format\""), "{first_rf}");
+    // The first round is the one call: the schema asked for as a drop list over the
+    // candidates, with no response_format argument to fill.
+    let first_rf = &rounds[0]["response_format"];
+    assert_eq!(first_rf["json_schema"]["name"], "proposal", "{first_rf}");
+    assert!(
+        first_rf
+            .pointer("/json_schema/schema/properties/schema/properties/drop/items/enum")
+            .and_then(Value::as_array)
+            .is_some_and(|c| c.iter().any(|n| n == "invoice_number")),
+        "{first_rf}"
+    );
+    assert!(
+        !first_rf.to_string().contains("\"response_format\""),
+        "{first_rf}"
+    );
 }
