@@ -16,8 +16,11 @@
 //! hint, not a cage — a field the analysis missed can still be named.
 
 use super::goals::GoalState;
+use super::transcript::CallRecord;
 use crate::llm::ToolSpec;
+use crate::tools::Declaration;
 use crate::tools::Registry;
+use crate::tools::suggestions::OrgOverview;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
@@ -134,6 +137,72 @@ fn call_schema(name: &str, mut args: Value, pins: &[(&'static str, String)]) -> 
         "required": ["name", "arguments"],
         "additionalProperties": false,
     })
+}
+
+/// Document ids a constrained call offers at most ([`offer_documents`]).
+pub const MAX_OFFERED_DOCUMENTS: usize = 50;
+
+/// The document ids the run's `org_overview` results listed under `signals` (each signal's
+/// `[{id, name}]`), in order, without repeats, at most [`MAX_OFFERED_DOCUMENTS`]. A result
+/// shown cut (not JSON) offers none.
+pub fn overview_documents(history: &[CallRecord]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in history
+        .iter()
+        .filter(|r| r.tool == OrgOverview::NAME && !r.is_error)
+    {
+        let Ok(v) = serde_json::from_str::<Value>(&r.content) else {
+            continue;
+        };
+        let Some(signals) = v.get("signals").and_then(Value::as_object) else {
+            continue;
+        };
+        for item in signals.values().filter_map(Value::as_array).flatten() {
+            let Some(id) = item.get("id").and_then(Value::as_str) else {
+                continue;
+            };
+            if Uuid::parse_str(id).is_ok() && !out.iter().any(|o| o == id) {
+                out.push(id.to_string());
+            }
+            if out.len() == MAX_OFFERED_DOCUMENTS {
+                return out;
+            }
+        }
+    }
+    out
+}
+
+/// In a constrained call's format (from [`call_format`]), a `document_id` argument that is not
+/// pinned becomes one of `documents` (the ids the run's overview listed): a small model copies
+/// a 36-character id badly — measured with the 0.5B model in a nightly run, an id one digit off
+/// the overview's, asked again until `max_repeats`. Nothing changes without `documents`.
+pub fn offer_documents(format: &mut Value, documents: &[String]) {
+    if documents.is_empty() {
+        return;
+    }
+    let Some(schema) = format.pointer_mut("/json_schema/schema") else {
+        return;
+    };
+    let calls: Vec<&mut Value> = match schema.get_mut("anyOf").and_then(Value::as_array_mut) {
+        Some(calls) => calls.iter_mut().collect(),
+        None => vec![schema],
+    };
+    for call in calls {
+        let Some(p) = call.pointer_mut("/properties/arguments/properties/document_id") else {
+            continue;
+        };
+        if p.get("enum").is_some() {
+            continue;
+        }
+        let description = p.get("description").cloned();
+        let mut offered = Map::new();
+        if let Some(d) = description {
+            offered.insert("description".into(), d);
+        }
+        offered.insert("type".into(), json!("string"));
+        offered.insert("enum".into(), json!(documents));
+        *p = Value::Object(offered);
+    }
 }
 
 #[cfg(test)]
@@ -265,5 +334,74 @@ mod tests {
             )
             .expect("the field name schema");
         assert!(plain_name.get("anyOf").is_none());
+    }
+
+    #[test]
+    fn a_document_id_not_pinned_is_one_of_the_overviews_documents() {
+        let a = "01a21eb2-4688-7295-8d29-ab1e624bf6da";
+        let b = "01a21eb2-4685-7680-a7a3-af9c68b1c9af";
+        let overview = json!({"signals": {
+            "untagged_documents": [{"id": a, "name": "x.txt"}, {"id": b, "name": "y.txt"}],
+            "failed_auto_creates": [{"id": a, "name": "x.txt"}, {"id": "not-an-id"}],
+            "proposals_waiting_over_3_days": [],
+        }, "tags": 1});
+        let record = |tool: &str, content: String, is_error: bool| CallRecord {
+            call_id: "c".into(),
+            tool: tool.into(),
+            raw_args: "{}".into(),
+            is_error,
+            decision: "auto_approved".into(),
+            content,
+            round: 0,
+        };
+        let history = [
+            record(OrgOverview::NAME, overview.to_string(), false),
+            record(OrgOverview::NAME, "cut {".into(), false),
+            record(
+                "get_document",
+                json!({"signals": {"x": [{"id": b}]}}).to_string(),
+                false,
+            ),
+        ];
+        let docs = overview_documents(&history);
+        let (ua, ub) = (a.to_string(), b.to_string());
+        assert_eq!(docs.len(), 2, "{docs:?}");
+        assert!(docs.contains(&ua) && docs.contains(&ub), "{docs:?}");
+        let specs = [
+            tool(
+                "create_suggestion",
+                json!({"document_id": {"type": "string", "description": "the document"},
+                                             "title": {"type": "string"}}),
+            ),
+            tool("get_document", json!({"document_id": {"type": "string"}})),
+            tool("org_overview", json!({})),
+        ];
+        let mut f = call_format(&specs, &Registry::default(), None, None, &[]).expect("a format");
+        offer_documents(&mut f, &docs);
+        let calls = f["json_schema"]["schema"]["anyOf"].as_array().unwrap();
+        for c in &calls[..2] {
+            let d = &c["properties"]["arguments"]["properties"]["document_id"];
+            assert_eq!(d["enum"].as_array().map(Vec::len), Some(2), "{d}");
+        }
+        assert_eq!(
+            calls[0]["properties"]["arguments"]["properties"]["document_id"]["description"],
+            "the document"
+        );
+        // A pinned id stays pinned; no ids, nothing changes.
+        let mut pinned = call_format(
+            &specs[1..2],
+            &Registry::default(),
+            None,
+            Some(Uuid::nil()),
+            &[],
+        )
+        .unwrap();
+        let before = pinned.clone();
+        offer_documents(&mut pinned, &docs);
+        assert_eq!(pinned, before);
+        let mut none = call_format(&specs, &Registry::default(), None, None, &[]).unwrap();
+        let before = none.clone();
+        offer_documents(&mut none, &[]);
+        assert_eq!(none, before);
     }
 }

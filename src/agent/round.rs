@@ -80,6 +80,10 @@ pub fn build(
             spec.document_id,
             &candidates,
         )
+        .map(|mut f| {
+            constrain::offer_documents(&mut f, &constrain::overview_documents(&t.history));
+            f
+        })
     } else {
         None
     };
