@@ -338,6 +338,8 @@ mod tests {
 
     #[test]
     fn a_document_id_not_pinned_is_one_of_the_overviews_documents() {
+        use crate::tools::documents::GetDocument;
+        use crate::tools::suggestions::CreateSuggestion;
         let a = "01a21eb2-4688-7295-8d29-ab1e624bf6da";
         let b = "01a21eb2-4685-7680-a7a3-af9c68b1c9af";
         let overview = json!({"signals": {
@@ -358,7 +360,7 @@ mod tests {
             record(OrgOverview::NAME, overview.to_string(), false),
             record(OrgOverview::NAME, "cut {".into(), false),
             record(
-                "get_document",
+                GetDocument::NAME,
                 json!({"signals": {"x": [{"id": b}]}}).to_string(),
                 false,
             ),
@@ -369,12 +371,15 @@ mod tests {
         assert!(docs.contains(&ua) && docs.contains(&ub), "{docs:?}");
         let specs = [
             tool(
-                "create_suggestion",
+                CreateSuggestion::NAME,
                 json!({"document_id": {"type": "string", "description": "the document"},
                                              "title": {"type": "string"}}),
             ),
-            tool("get_document", json!({"document_id": {"type": "string"}})),
-            tool("org_overview", json!({})),
+            tool(
+                GetDocument::NAME,
+                json!({"document_id": {"type": "string"}}),
+            ),
+            tool(OrgOverview::NAME, json!({})),
         ];
         let mut f = call_format(&specs, &Registry::default(), None, None, &[]).expect("a format");
         offer_documents(&mut f, &docs);
