@@ -158,15 +158,7 @@ pub fn decision_form(candidates: &[Listed]) -> Value {
                 "description": "Fields the candidates miss (usually none), snake_case.",
                 "type": "array",
                 "maxItems": MAX_MORE_FIELDS,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "name": {"type": "string", "minLength": 1, "maxLength": 64},
-                        "type": {"enum": ["string", "number", "integer", "boolean", "date"]},
-                    },
-                    "required": ["name", "type"],
-                    "additionalProperties": false,
-                },
+                "items": crate::tools::schemas::guided_field(),
             },
         },
         "required": ["drop"],

@@ -295,15 +295,7 @@ impl TypedTool for CreateSchema {
             "type": "array",
             "minItems": 1,
             "maxItems": 40,
-            "items": {
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "minLength": 1, "maxLength": 64},
-                    "type": {"enum": ["string", "number", "integer", "boolean", "date"]},
-                },
-                "required": ["name", "type"],
-                "additionalProperties": false,
-            },
+            "items": guided_field(),
         });
         offer_names(&mut v, candidates);
         Some(v)
@@ -426,6 +418,20 @@ async fn reuse(
     result["reused"] = json!(true);
     result["note"] = json!(note);
     Ok(Some(result))
+}
+
+/// One field of the guided list form, `{"name", "type"}` with a scalar type: what a constrained
+/// `create_schema` lists, and what the one call's `more` adds (`agent::one_call`).
+pub fn guided_field() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "minLength": 1, "maxLength": 64},
+            "type": {"enum": ["string", "number", "integer", "boolean", "date"]},
+        },
+        "required": ["name", "type"],
+        "additionalProperties": false,
+    })
 }
 
 /// In the guided list of `{name, type}` fields, the name is one of `candidates` or any
