@@ -634,12 +634,14 @@ async fn one_call_proposes_schema_and_prompt_where_output_is_structured() {
             let names: Vec<&str> = drop.iter().filter_map(Value::as_str).collect();
             assert_eq!(
                 names,
-                ["invoice_number", "invoice_date", "total", "customer"],
-                "the analysis' candidates"
+                ["loyalty_points"],
+                "of the analysis' candidates (invoice_number, invoice_date, total, customer, \
+                 loyalty_points), only the one whose name the lexicon does not give may be \
+                 left out"
             );
-            // The customer left out (at most a quarter of the candidates may be), one field
-            // added.
-            let decided = ["customer"];
+            // The points left out; the customer too, which the form does not offer (a server
+            // that ignores the grammar): it stays. One field added.
+            let decided = ["customer", "loyalty_points"];
             let text = json!({
                 "schema": {"drop": decided, "more": [{"name": "amount_in_words", "type": "string"}]},
                 "prompt": {"name": "Invoice", "content": "Extract the invoice's number, date and total as JSON."},
@@ -664,7 +666,9 @@ async fn one_call_proposes_schema_and_prompt_where_output_is_structured() {
             answer(
                 vec![Block::Text {
                     text: json!({"invoice_number": "INV-77", "invoice_date": "2026-11-02",
-                                 "total": 1250.0, "amount_in_words": null})
+                                 // The customer's name reaches the model as a token.
+                                 "total": 1250.0, "customer": "PERSON_1",
+                                 "amount_in_words": null})
                     .to_string(),
                 }],
                 FinishReason::EndTurn,
@@ -673,7 +677,8 @@ async fn one_call_proposes_schema_and_prompt_where_output_is_structured() {
     ]));
     app.provider = p.clone();
     let org = org(&db, "acme").await;
-    let (doc, _) = add_document(&app, org, "invoice.txt", INVOICE, true)
+    let text = format!("{INVOICE}Loyalty Points: 120\n");
+    let (doc, _) = add_document(&app, org, "invoice.txt", &text, true)
         .await
         .unwrap();
     drain(&app, &[doc]).await;
@@ -710,7 +715,13 @@ async fn one_call_proposes_schema_and_prompt_where_output_is_structured() {
     fields.sort_unstable();
     assert_eq!(
         fields,
-        ["amount_in_words", "invoice_date", "invoice_number", "total"]
+        [
+            "amount_in_words",
+            "customer",
+            "invoice_date",
+            "invoice_number",
+            "total"
+        ]
     );
     assert!(
         props["invoice_date"]["description"]

@@ -673,6 +673,34 @@ pub fn analyse(text: &str) -> Analysis {
             ),
         );
     }
+    // Amounts that add up to the line below them are its breakdown (a payslip's contributions
+    // over `Summe SV-Beiträge`, a bill's charges over its total): the sum is the field. A part
+    // the lexicon names (`Lohnsteuer`, `VAT`) or a subtotal of its own stays, and so does a net
+    // amount and its tax (`Prima neta` and `Recargos e impuestos` over the premium).
+    let amount =
+        |c: &Candidate| c.kind == ValueKind::Number && matches!(c.source, Source::Label(_));
+    let amounts: Vec<(usize, f64)> = out
+        .iter()
+        .filter(|c| amount(c))
+        .filter_map(|c| c.value.as_f64().map(|v| (c.line, v)))
+        .collect();
+    let label_at = |line: usize| {
+        out.iter()
+            .find(|c| c.line == line && amount(c))
+            .map(|c| lexicon::snake(&c.label, 60))
+            .unwrap_or_default()
+    };
+    let parts: Vec<usize> = totals::parts_of_sums(&amounts)
+        .into_iter()
+        .filter(|g| !(g.len() == 2 && g.iter().any(|l| totals::tax_words(&label_at(*l)))))
+        .flatten()
+        .collect();
+    out.retain(|c| {
+        !(amount(c)
+            && parts.contains(&c.line)
+            && lexicon::class_of(&c.name).is_none()
+            && !totals::sum_words(&lexicon::snake(&c.label, 60)))
+    });
     // Fields the lexicon names come first, so that a cap on the fields (here or in a
     // proposal) drops the labels it does not know before them.
     out.sort_by_key(|c| lexicon::class_of(&c.name).is_none());

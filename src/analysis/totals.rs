@@ -28,7 +28,7 @@ pub struct ColumnTotal {
 
 /// Whether `label` opens with a word for "total" (`Total for year`, `Total des opérations :`,
 /// `Gesamt`).
-fn total_label(label: &str) -> bool {
+pub fn total_label(label: &str) -> bool {
     let t = label.trim().trim_end_matches(':').trim();
     let first = t.split_whitespace().next().map(fold).unwrap_or_default();
     TOTAL_WORDS.contains(&first.as_str())
@@ -114,6 +114,94 @@ pub fn column_totals(t: &Table, lines: &[String], style: DecimalStyle) -> Vec<Co
     Vec::new()
 }
 
+/// Amounts that are parts of a sum written below them: `k ≥ 2` amounts on consecutive lines
+/// (at most one line between two of them) whose values add up, to the cent, to the amount on
+/// the line right after them (`Krankenversicherung 341,78` … `Arbeitslosenversicherung 52,74`
+/// over `Summe SV-Beiträge 844,82`). `amounts` are `(0-based line, value)` in any order;
+/// returns the lines of the parts. The sum is the field a reader files; its parts are the
+/// document's breakdown of it, as a table's rows are. At most [`MAX_PARTS`] parts a sum; each
+/// sum's parts are one group, in line order.
+pub fn parts_of_sums(amounts: &[(usize, f64)]) -> Vec<Vec<usize>> {
+    let mut sorted: Vec<(usize, f64)> = amounts
+        .iter()
+        .copied()
+        .filter(|(_, v)| v.is_finite())
+        .collect();
+    sorted.sort_by_key(|(l, _)| *l);
+    sorted.dedup_by_key(|(l, _)| *l);
+    let mut parts = Vec::new();
+    for (t, &(line, total)) in sorted.iter().enumerate() {
+        if total.abs() < 0.005 {
+            continue;
+        }
+        // The amounts right above, nearest first, while no more than one line separates two.
+        let mut above: Vec<(usize, f64)> = Vec::new();
+        let mut next = line;
+        for &(l, v) in sorted.get(..t).unwrap_or_default().iter().rev() {
+            if next - l > 2 || above.len() == MAX_PARTS {
+                break;
+            }
+            above.push((l, v));
+            next = l;
+        }
+        let (mut sum, mut sum_abs) = (0.0, 0.0);
+        for (k, &(_, v)) in above.iter().enumerate() {
+            sum += v;
+            sum_abs += v.abs();
+            let adds_up = (sum - total).abs() < 0.005 || (sum_abs - total.abs()).abs() < 0.005;
+            if k >= 1 && adds_up {
+                let mut group: Vec<usize> = above.iter().take(k + 1).map(|(l, _)| *l).collect();
+                group.reverse();
+                parts.push(group);
+                break;
+            }
+        }
+    }
+    parts
+}
+
+/// Whether a (snake) label speaks of a tax (`recargos_e_impuestos`, `assurantiebelasting`,
+/// `vat_20`, `mwst`): the second half of a net amount and its tax.
+pub fn tax_words(snake: &str) -> bool {
+    const STEMS: [&str; 12] = [
+        "tax",
+        "vat",
+        "iva",
+        "tva",
+        "mwst",
+        "ust",
+        "steuer",
+        "impost",
+        "impuest",
+        "belasting",
+        "btw",
+        "gst",
+    ];
+    // Compounds end with theirs (`versicherungsteuer`, `assurantiebelasting`, `salestax`).
+    const ENDS: [&str; 3] = ["steuer", "belasting", "tax"];
+    snake
+        .split('_')
+        .any(|w| STEMS.iter().any(|s| w.starts_with(s)) || ENDS.iter().any(|s| w.ends_with(s)))
+}
+
+/// Whether a (snake) label names a total or subtotal anywhere in it (`subtotal`,
+/// `total_hors_tva`, `zwischensumme`, `summe_steuern`): a sum of its own, never a mere part.
+pub fn sum_words(snake: &str) -> bool {
+    [
+        "total",
+        "totaal",
+        "summe",
+        "somme",
+        "gesamt",
+        "importe_total",
+    ]
+    .iter()
+    .any(|w| snake.contains(w))
+}
+
+/// The most amounts one sum is checked against.
+pub const MAX_PARTS: usize = 12;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,5 +250,56 @@ mod tests {
                     Widget             2       3.00           6.00\n\
                     Total items        2                      6.00\n";
         assert!(totals_of(text, DecimalStyle::Point).is_empty());
+    }
+
+    #[test]
+    fn amounts_that_add_up_to_the_next_line_are_its_parts() {
+        // A payslip's social insurance block: four contributions over their sum.
+        let amounts = [
+            (20, 341.78),
+            (21, 73.02),
+            (22, 377.28),
+            (23, 52.74),
+            (24, 844.82),
+            (26, 2673.87),
+        ];
+        assert_eq!(parts_of_sums(&amounts), vec![vec![20, 21, 22, 23]]);
+        // Deductions written negative add up by their size as well.
+        assert_eq!(
+            parts_of_sums(&[(3, 100.0), (4, -20.0), (5, 120.0)]),
+            vec![vec![3, 4]]
+        );
+    }
+
+    #[test]
+    fn amounts_that_do_not_add_up_or_stand_apart_are_no_parts() {
+        // One amount above is a repetition, not a breakdown.
+        assert!(parts_of_sums(&[(1, 50.0), (2, 50.0)]).is_empty());
+        assert!(parts_of_sums(&[(1, 10.0), (2, 20.0), (3, 31.0)]).is_empty());
+        // Three lines apart: another block.
+        assert!(parts_of_sums(&[(1, 10.0), (5, 20.0), (6, 30.0)]).is_empty());
+        assert!(parts_of_sums(&[(1, 0.0), (2, 0.0), (3, 0.0)]).is_empty());
+        assert!(parts_of_sums(&[(1, f64::NAN), (2, 1.0), (3, 1.0)]).is_empty());
+    }
+
+    #[test]
+    fn tax_words_in_several_languages() {
+        for l in [
+            "recargos_e_impuestos",
+            "assurantiebelasting",
+            "vat_20",
+            "mwst",
+            "tva",
+        ] {
+            assert!(tax_words(l), "{l}");
+        }
+        for l in [
+            "august_payment",
+            "prima_neta",
+            "grundpreis",
+            "vencimento_base",
+        ] {
+            assert!(!tax_words(l), "{l}");
+        }
     }
 }
