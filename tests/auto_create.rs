@@ -640,10 +640,10 @@ async fn one_call_proposes_schema_and_prompt_where_output_is_structured() {
                  left out"
             );
             // The points left out; the customer too, which the form does not offer (a server
-            // that ignores the grammar): it stays. One field added.
+            // that ignores the grammar): it stays. One field added, named after the document's words.
             let decided = ["customer", "loyalty_points"];
             let text = json!({
-                "schema": {"drop": decided, "more": [{"name": "amount_in_words", "type": "string"}]},
+                "schema": {"drop": decided, "more": [{"name": "Total Due", "type": "number"}]},
                 "prompt": {"name": "Invoice", "content": "Extract the invoice's number, date and total as JSON."},
             });
             answer(
@@ -668,7 +668,7 @@ async fn one_call_proposes_schema_and_prompt_where_output_is_structured() {
                     text: json!({"invoice_number": "INV-77", "invoice_date": "2026-11-02",
                                  // The customer's name reaches the model as a token.
                                  "total": 1250.0, "customer": "PERSON_1",
-                                 "amount_in_words": null})
+                                 "total_due": 1250.0})
                     .to_string(),
                 }],
                 FinishReason::EndTurn,
@@ -716,11 +716,11 @@ async fn one_call_proposes_schema_and_prompt_where_output_is_structured() {
     assert_eq!(
         fields,
         [
-            "amount_in_words",
             "customer",
             "invoice_date",
             "invoice_number",
-            "total"
+            "total",
+            "total_due"
         ]
     );
     assert!(

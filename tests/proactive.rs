@@ -635,3 +635,93 @@ fn nightly_answer(
         },
     )
 }
+
+/// Under constrained calls (issue 28), a nightly run's suggestion is asked for as one of the
+/// overview's signals with its kind and one of its documents: the guided first round reads the
+/// overview, the next round's `response_format` offers `create_suggestion` as `retry_failed`
+/// about a failed document or `review_proposal` about the waiting proposal, nothing else, and
+/// the suggestion written from that answer is grounded.
+#[tokio::test]
+async fn a_constrained_suggestion_is_one_of_the_overviews_signals_with_its_kind() {
+    let db = TestDb::new().await;
+    let mut config = common::test_config();
+    config.llm.constrained_calls = agentd::config::Constrained::On;
+    let app = common::app_with(&db, Arc::new(SystemClock) as SharedClock, config);
+    let org = orgs::ensure(&db.pool, "acme").await.unwrap().id;
+    let f = Fixture { db, app, org };
+    let failed = [f.doc("a.txt").await, f.doc("b.txt").await];
+    for d in failed {
+        f.set_status(d, "failed", Some("provider down"), Utc::now())
+            .await;
+    }
+    let waiting = f.doc("c.txt").await;
+    f.set_status(waiting, "proposed", None, Utc::now() - Duration::days(5))
+        .await;
+    let p = Arc::new(ScriptedProvider::new(vec![
+        Turn::tool("a", "org_overview", json!({})),
+        Turn::Dynamic(|req| {
+            let rf = req.response_format.as_ref().expect("a constrained call");
+            let schema = &rf["json_schema"]["schema"];
+            let calls: Vec<&Value> = match schema["anyOf"].as_array() {
+                Some(calls) => calls.iter().collect(),
+                None => vec![schema],
+            };
+            let suggestion = calls
+                .iter()
+                .find(|c| c["properties"]["name"]["const"] == "create_suggestion")
+                .unwrap_or_else(|| panic!("create_suggestion offered in {rf}"));
+            let variants = suggestion["properties"]["arguments"]["anyOf"]
+                .as_array()
+                .unwrap_or_else(|| panic!("one alternative per signal in {suggestion}"));
+            let offered: Vec<(String, Vec<String>)> = variants
+                .iter()
+                .map(|v| {
+                    let kind = v["properties"]["kind"]["enum"][0].as_str().unwrap_or("");
+                    let ids = v["properties"]["document_id"]["enum"]
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(Value::as_str)
+                                .map(String::from)
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    (kind.to_string(), ids)
+                })
+                .collect();
+            let kinds: Vec<&str> = offered.iter().map(|(k, _)| k.as_str()).collect();
+            assert_eq!(kinds, ["review_proposal", "retry_failed"], "{offered:?}");
+            assert_eq!(offered[0].1.len(), 1, "{offered:?}");
+            assert_eq!(offered[1].1.len(), 2, "{offered:?}");
+            for v in variants {
+                assert_eq!(
+                    v["required"],
+                    json!(["kind", "title", "message", "document_id"])
+                );
+            }
+            Turn::tool(
+                "b",
+                "create_suggestion",
+                json!({"kind": "retry_failed", "title": "Retry b.txt",
+                       "message": "Its auto-create failed.", "document_id": offered[1].1[1]}),
+            )
+            .answer(
+                req,
+                agentd::llm::Usage {
+                    input_tokens: 100,
+                    output_tokens: 20,
+                },
+            )
+        }),
+        Turn::text("Wrote one suggestion."),
+    ]));
+    f.handle(p, night(), "n1").await;
+    let written = f.suggestions(night()).await;
+    assert_eq!(written.len(), 1, "{written:?}");
+    let (kind, doc, _) = &written[0];
+    assert_eq!(kind, "retry_failed");
+    assert!(
+        doc.is_some_and(|d| failed.contains(&d)),
+        "about a failed document: {written:?}"
+    );
+}

@@ -20,7 +20,7 @@ use super::transcript::CallRecord;
 use crate::llm::ToolSpec;
 use crate::tools::Declaration;
 use crate::tools::Registry;
-use crate::tools::suggestions::OrgOverview;
+use crate::tools::suggestions::{OrgOverview, SIGNALS, SuggestionKind};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
@@ -142,11 +142,33 @@ fn call_schema(name: &str, mut args: Value, pins: &[(&'static str, String)]) -> 
 /// Document ids a constrained call offers at most ([`offer_documents`]).
 pub const MAX_OFFERED_DOCUMENTS: usize = 50;
 
-/// The document ids the run's `org_overview` results listed under `signals` (each signal's
-/// `[{id, name}]`), in order, without repeats, at most [`MAX_OFFERED_DOCUMENTS`]. A result
-/// shown cut (not JSON) offers none.
-pub fn overview_documents(history: &[CallRecord]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
+/// What the run's `org_overview` results listed under their signals: per signal (in
+/// [`SIGNALS`]' order) the kind of suggestion it asks for and the ids of its documents, in the
+/// overview's order, without repeats within a signal, at most [`MAX_OFFERED_DOCUMENTS`] ids in
+/// all. A result shown cut (not JSON) lists none.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Signalled {
+    pub lists: Vec<(SuggestionKind, Vec<String>)>,
+}
+
+impl Signalled {
+    /// Every listed document id once, in order.
+    pub fn documents(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for id in self.lists.iter().flat_map(|(_, ids)| ids) {
+            if !out.contains(id) {
+                out.push(id.clone());
+            }
+        }
+        out
+    }
+}
+
+/// The signals of the run's successful `org_overview` results ([`Signalled`]). A signal's
+/// item names its document by `document_id` (an outdated extraction) or by `id`.
+pub fn overview_signals(history: &[CallRecord]) -> Signalled {
+    let mut lists: Vec<(SuggestionKind, Vec<String>)> = Vec::new();
+    let mut total = 0;
     for r in history
         .iter()
         .filter(|r| r.tool == OrgOverview::NAME && !r.is_error)
@@ -154,29 +176,49 @@ pub fn overview_documents(history: &[CallRecord]) -> Vec<String> {
         let Ok(v) = serde_json::from_str::<Value>(&r.content) else {
             continue;
         };
-        let Some(signals) = v.get("signals").and_then(Value::as_object) else {
-            continue;
-        };
-        for item in signals.values().filter_map(Value::as_array).flatten() {
-            let Some(id) = item.get("id").and_then(Value::as_str) else {
-                continue;
-            };
-            if Uuid::parse_str(id).is_ok() && !out.iter().any(|o| o == id) {
-                out.push(id.to_string());
-            }
-            if out.len() == MAX_OFFERED_DOCUMENTS {
-                return out;
+        for (key, kind) in SIGNALS {
+            let items = v
+                .pointer(&format!("/signals/{key}"))
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten();
+            for item in items {
+                let id = item
+                    .get("document_id")
+                    .or_else(|| item.get("id"))
+                    .and_then(Value::as_str)
+                    .filter(|id| Uuid::parse_str(id).is_ok());
+                let Some(id) = id else { continue };
+                if total == MAX_OFFERED_DOCUMENTS {
+                    break;
+                }
+                let list = match lists.iter().position(|(k, _)| *k == kind) {
+                    Some(i) => &mut lists[i].1,
+                    None => {
+                        lists.push((kind, Vec::new()));
+                        &mut lists.last_mut().expect("just pushed").1
+                    }
+                };
+                if !list.iter().any(|o| o == id) {
+                    list.push(id.to_string());
+                    total += 1;
+                }
             }
         }
     }
-    out
+    lists.sort_by_key(|(k, _)| SIGNALS.iter().position(|(_, s)| s == k));
+    Signalled { lists }
 }
 
 /// In a constrained call's format (from [`call_format`]), a `document_id` argument that is not
-/// pinned becomes one of `documents` (the ids the run's overview listed): a small model copies
-/// a 36-character id badly — measured with the 0.5B model in a nightly run, an id one digit off
-/// the overview's, asked again until `max_repeats`. Nothing changes without `documents`.
-pub fn offer_documents(format: &mut Value, documents: &[String]) {
+/// pinned becomes one of the documents the run's overview listed (`signalled`): a small model
+/// copies a 36-character id badly — measured with the 0.5B model in a nightly run, an id one
+/// digit off the overview's, asked again until `max_repeats`. A call that also names a
+/// suggestion's `kind` (`create_suggestion`) gets one alternative per signal: that signal's
+/// kind with one of its documents (measured: the 0.5B model wrote `review_proposal` about an
+/// untagged document). Nothing changes when the overview listed no document.
+pub fn offer_documents(format: &mut Value, signalled: &Signalled) {
+    let documents = signalled.documents();
     if documents.is_empty() {
         return;
     }
@@ -188,20 +230,52 @@ pub fn offer_documents(format: &mut Value, documents: &[String]) {
         None => vec![schema],
     };
     for call in calls {
-        let Some(p) = call.pointer_mut("/properties/arguments/properties/document_id") else {
+        let Some(args) = call.pointer_mut("/properties/arguments") else {
             continue;
         };
-        if p.get("enum").is_some() {
+        let Some(doc) = args.pointer("/properties/document_id") else {
+            continue;
+        };
+        if doc.get("enum").is_some() {
             continue;
         }
-        let description = p.get("description").cloned();
-        let mut offered = Map::new();
-        if let Some(d) = description {
-            offered.insert("description".into(), d);
+        let description = doc.get("description").cloned();
+        let offered = |ids: &[String]| {
+            let mut m = Map::new();
+            if let Some(d) = &description {
+                m.insert("description".into(), d.clone());
+            }
+            m.insert("type".into(), json!("string"));
+            m.insert("enum".into(), json!(ids));
+            Value::Object(m)
+        };
+        if args.pointer("/properties/kind").is_none() {
+            args["properties"]["document_id"] = offered(&documents);
+            continue;
         }
-        offered.insert("type".into(), json!("string"));
-        offered.insert("enum".into(), json!(documents));
-        *p = Value::Object(offered);
+        let variants: Vec<Value> = signalled
+            .lists
+            .iter()
+            .filter(|(_, ids)| !ids.is_empty())
+            .map(|(kind, ids)| {
+                let mut v = args.clone();
+                v["properties"]["kind"] = json!({"type": "string", "enum": [kind.as_str()]});
+                v["properties"]["document_id"] = offered(ids);
+                let mut required: Vec<Value> = v
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                for k in ["kind", "document_id"] {
+                    if !required.iter().any(|r| r == k) {
+                        required.push(json!(k));
+                    }
+                }
+                v["required"] = Value::Array(required);
+                v
+            })
+            .collect();
+        *args = json!({"anyOf": variants});
     }
 }
 
@@ -342,10 +416,15 @@ mod tests {
         use crate::tools::suggestions::CreateSuggestion;
         let a = "01a21eb2-4688-7295-8d29-ab1e624bf6da";
         let b = "01a21eb2-4685-7680-a7a3-af9c68b1c9af";
+        let extraction = "01a21eb2-0000-7000-8000-000000000001";
         let overview = json!({"signals": {
             "untagged_documents": [{"id": a, "name": "x.txt"}, {"id": b, "name": "y.txt"}],
             "failed_auto_creates": [{"id": a, "name": "x.txt"}, {"id": "not-an-id"}],
             "proposals_waiting_over_3_days": [],
+            // An outdated extraction names its document by document_id (its id is the
+            // extraction's).
+            "extractions_on_old_schema_version": [{"id": extraction, "document_id": b}],
+            "untagged_documents_total": 2,
         }, "tags": 1});
         let record = |tool: &str, content: String, is_error: bool| CallRecord {
             call_id: "c".into(),
@@ -361,19 +440,27 @@ mod tests {
             record(OrgOverview::NAME, "cut {".into(), false),
             record(
                 GetDocument::NAME,
-                json!({"signals": {"x": [{"id": b}]}}).to_string(),
+                json!({"signals": {"untagged_documents": [{"id": extraction}]}}).to_string(),
                 false,
             ),
         ];
-        let docs = overview_documents(&history);
+        let signalled = overview_signals(&history);
         let (ua, ub) = (a.to_string(), b.to_string());
-        assert_eq!(docs.len(), 2, "{docs:?}");
-        assert!(docs.contains(&ua) && docs.contains(&ub), "{docs:?}");
+        assert_eq!(
+            signalled.lists,
+            vec![
+                (SuggestionKind::RetryFailed, vec![ua.clone()]),
+                (SuggestionKind::TagDocuments, vec![ua.clone(), ub.clone()]),
+                (SuggestionKind::RerunExtraction, vec![ub.clone()]),
+            ]
+        );
+        assert_eq!(signalled.documents(), vec![ua.clone(), ub.clone()]);
         let specs = [
             tool(
                 CreateSuggestion::NAME,
-                json!({"document_id": {"type": "string", "description": "the document"},
-                                             "title": {"type": "string"}}),
+                json!({"kind": {"type": "string", "enum": ["review_proposal", "other"]},
+                       "document_id": {"type": "string", "description": "the document"},
+                       "title": {"type": "string"}}),
             ),
             tool(
                 GetDocument::NAME,
@@ -382,15 +469,41 @@ mod tests {
             tool(OrgOverview::NAME, json!({})),
         ];
         let mut f = call_format(&specs, &Registry::default(), None, None, &[]).expect("a format");
-        offer_documents(&mut f, &docs);
+        offer_documents(&mut f, &signalled);
         let calls = f["json_schema"]["schema"]["anyOf"].as_array().unwrap();
-        for c in &calls[..2] {
-            let d = &c["properties"]["arguments"]["properties"]["document_id"];
-            assert_eq!(d["enum"].as_array().map(Vec::len), Some(2), "{d}");
-        }
+        // A suggestion: one alternative per signal, its kind with one of its documents.
+        let variants = calls[0]["properties"]["arguments"]["anyOf"]
+            .as_array()
+            .unwrap_or_else(|| panic!("alternatives in {}", calls[0]));
+        let pairs: Vec<(Value, Value)> = variants
+            .iter()
+            .map(|v| {
+                (
+                    v["properties"]["kind"]["enum"].clone(),
+                    v["properties"]["document_id"]["enum"].clone(),
+                )
+            })
+            .collect();
         assert_eq!(
-            calls[0]["properties"]["arguments"]["properties"]["document_id"]["description"],
-            "the document"
+            pairs,
+            vec![
+                (json!(["retry_failed"]), json!([a])),
+                (json!(["tag_documents"]), json!([a, b])),
+                (json!(["rerun_extraction"]), json!([b])),
+            ]
+        );
+        for v in variants {
+            assert_eq!(v["required"], json!(["kind", "document_id"]), "{v}");
+            assert_eq!(
+                v["properties"]["document_id"]["description"],
+                "the document"
+            );
+            assert_eq!(v["properties"]["title"], json!({"type": "string"}));
+        }
+        // Another tool's document: any the overview listed.
+        assert_eq!(
+            calls[1]["properties"]["arguments"]["properties"]["document_id"]["enum"],
+            json!([a, b])
         );
         // A pinned id stays pinned; no ids, nothing changes.
         let mut pinned = call_format(
@@ -402,11 +515,11 @@ mod tests {
         )
         .unwrap();
         let before = pinned.clone();
-        offer_documents(&mut pinned, &docs);
+        offer_documents(&mut pinned, &signalled);
         assert_eq!(pinned, before);
         let mut none = call_format(&specs, &Registry::default(), None, None, &[]).unwrap();
         let before = none.clone();
-        offer_documents(&mut none, &[]);
+        offer_documents(&mut none, &Signalled::default());
         assert_eq!(none, before);
     }
 }

@@ -81,7 +81,7 @@ pub fn build(
             &candidates,
         )
         .map(|mut f| {
-            constrain::offer_documents(&mut f, &constrain::overview_documents(&t.history));
+            constrain::offer_documents(&mut f, &constrain::overview_signals(&t.history));
             f
         })
     } else {

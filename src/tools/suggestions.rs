@@ -38,6 +38,21 @@ impl SuggestionKind {
     }
 }
 
+/// The signals `org_overview` lists (its `signals` keys), each with the kind of suggestion it
+/// asks for.
+pub const SIGNALS: [(&str, SuggestionKind); 4] = [
+    (
+        "proposals_waiting_over_3_days",
+        SuggestionKind::ReviewProposal,
+    ),
+    ("failed_auto_creates", SuggestionKind::RetryFailed),
+    ("untagged_documents", SuggestionKind::TagDocuments),
+    (
+        "extractions_on_old_schema_version",
+        SuggestionKind::RerunExtraction,
+    ),
+];
+
 /// A proposal waiting longer than this many days is a signal.
 pub const WAITING_AFTER_DAYS: i32 = 3;
 /// Longest list per signal.
@@ -65,18 +80,24 @@ impl TypedTool for OrgOverview {
             SIGNAL_LIMIT,
         )
         .await?;
+        let lists = [
+            json!(o.waiting_proposals),
+            json!(o.failed_auto_creates),
+            json!(o.untagged_documents),
+            json!(o.outdated_extractions),
+        ];
+        let mut signals: Map<String, Value> = SIGNALS
+            .iter()
+            .zip(lists)
+            .map(|((key, _), list)| (key.to_string(), list))
+            .collect();
+        signals.insert("untagged_documents_total".into(), json!(o.untagged_total));
         Ok(json!({
             "documents": {"total": o.documents_total, "by_status": o.documents_by_status},
             "tags": o.tags,
             "schemas": o.schemas,
             "prompts": o.prompts,
-            "signals": {
-                "proposals_waiting_over_3_days": o.waiting_proposals,
-                "failed_auto_creates": o.failed_auto_creates,
-                "untagged_documents": o.untagged_documents,
-                "untagged_documents_total": o.untagged_total,
-                "extractions_on_old_schema_version": o.outdated_extractions,
-            },
+            "signals": signals,
             "suggestions": {
                 "night": night,
                 "written": o.suggestions_this_night,
