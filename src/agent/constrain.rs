@@ -192,12 +192,15 @@ pub fn overview_signals(history: &[CallRecord]) -> Signalled {
                 if total == MAX_OFFERED_DOCUMENTS {
                     break;
                 }
-                let list = match lists.iter().position(|(k, _)| *k == kind) {
-                    Some(i) => &mut lists[i].1,
+                let i = match lists.iter().position(|(k, _)| *k == kind) {
+                    Some(i) => i,
                     None => {
                         lists.push((kind, Vec::new()));
-                        &mut lists.last_mut().expect("just pushed").1
+                        lists.len() - 1
                     }
+                };
+                let Some((_, list)) = lists.get_mut(i) else {
+                    continue;
                 };
                 if !list.iter().any(|o| o == id) {
                     list.push(id.to_string());

@@ -41,6 +41,19 @@ pub const CORPUS: &[(&str, &[(Kind, &str)])] = &[
         ],
     ),
     (
+        "RIVERSIDE PATHOLOGY SERVICES\n\
+         Patient: HARGREAVES, Eleanor        DOB: 14/03/1961      Sex: F\n\
+         NHS No: 943 476 5919                MRN: RPS-0088213\n\
+         Specimen received: 09/11/2026 10:12       Reported: 10/11/2026 16:40\n\
+         Lab No: 26B-448120\nSodium   138   mmol/L   133 - 146",
+        &[
+            (Person, "HARGREAVES, Eleanor"),
+            (Id, "14/03/1961"),
+            (Id, "943 476 5919"),
+            (Id, "RPS-0088213"),
+        ],
+    ),
+    (
         "Laborbefund\nPatientin: Anna Becker\nVersichertennummer: A123456789\n\
          Geburtsdatum: 02.03.1975\nGlukose 95 mg/dl\nKreatinin 0,9 mg/dl",
         &[

@@ -77,10 +77,15 @@ patterns! {
     SSN = r"\b[0-9]{3}-[0-9]{2}-[0-9]{4}\b";
     /// UK National Insurance number.
     NINO = r"\b[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?[0-9]{2} ?[0-9]{2} ?[0-9]{2} ?[A-D]\b";
-    /// A label announcing a personal id (patient, member, insurance, tax, passport).
-    ID_LABELLED = r"(?im)\b(?:patient(?:en)?[ -]?(?:id|nr|no|number|nummer)|mrn|member[ -]?(?:id|no|number)|versicherten[ -]?(?:nr|nummer)|insurance[ -]?(?:id|no|number)|ssn|social security(?: number)?|tax[ -]?id|steuer[ -]?id|passport(?: no| number)?|date of birth|dob|geburtsdatum|geb\.)\.?[ \t]*[:：#][ \t]*([A-Za-z0-9][A-Za-z0-9./ -]{2,30}[A-Za-z0-9])";
-    /// A label announcing a person, then 1–4 capitalised words (an optional title first).
-    PERSON_LABELLED = r"(?im)\b(?:name|full name|patient(?:in)?|customer|client|bill to|billed to|ship to|sold to|attn|attention|contact(?: person)?|account holder|cardholder|recipient|employee|driver|consignee|kunde|kundin|ansprechpartner(?:in)?|empfänger(?:in)?|kontoinhaber(?:in)?|inhaber(?:in)?|rechnungsempfänger|nom|destinataire|titulaire)\s*[:：][ \t]*((?:(?:mr|mrs|ms|dr|prof|herr|frau|m|mme)\.?[ \t]+)?\p{Lu}[\p{L}'’-]+(?:[ \t]+\p{Lu}[\p{L}'’.-]*){1,3})";
+    /// A label announcing a personal id (patient, member, insurance, tax, passport); the value
+    /// has single spaces only, so it ends at a column gap (`DOB: 14/03/1961      Sex: F`).
+    ID_LABELLED = r"(?im)\b(?:patient(?:en)?[ -]?(?:id|nr|no|number|nummer)|mrn|member[ -]?(?:id|no|number)|versicherten[ -]?(?:nr|nummer)|insurance[ -]?(?:id|no|number)|ssn|social security(?: number)?|nhs[ -]?(?:no|nr|number)|tax[ -]?id|steuer[ -]?id|passport(?: no| number)?|date of birth|dob|geburtsdatum|geb\.)\.?[ \t]*[:：#][ \t]*([A-Za-z0-9](?: ?[A-Za-z0-9./-]){2,30}[A-Za-z0-9])";
+    /// A labelled id's value where it stands (after a type name in a candidates line).
+    ID_VALUE = r"^[A-Za-z0-9](?: ?[A-Za-z0-9./-]){2,30}[A-Za-z0-9]";
+    /// A label announcing a person, then 1–4 capitalised words (an optional title first; the
+    /// surname first with a comma, `HARGREAVES, Eleanor`), one space or tab between words so
+    /// that a column gap ends the name.
+    PERSON_LABELLED = r"(?im)\b(?:name|full name|patient(?:in)?|customer|client|bill to|billed to|ship to|sold to|attn|attention|contact(?: person)?|account holder|cardholder|recipient|employee|driver|consignee|kunde|kundin|ansprechpartner(?:in)?|empfänger(?:in)?|kontoinhaber(?:in)?|inhaber(?:in)?|rechnungsempfänger|nom|destinataire|titulaire)\s*[:：][ \t]*((?:(?:mr|mrs|ms|dr|prof|herr|frau|m|mme)\.?[ \t]+)?\p{Lu}[\p{L}'’-]+,?(?:[ \t]\p{Lu}[\p{L}'’.-]*){1,3})";
     /// JSON keys whose string values are personal.
     PERSON_KEYS = r#"(?i)"(?:full_name|first_name|last_name|given_name|family_name|customer_name|patient_name|contact_name|account_holder|cardholder|recipient_name|employee_name|email|email_address|phone|phone_number|telephone|mobile|iban|date_of_birth|dob|ssn|patient_id)"\s*:\s*"((?:[^"\\]|\\.){2,80})""#;
     /// Company suffixes: a labelled "name" ending with one is an organisation, not a person.
@@ -125,12 +130,26 @@ pub fn detect(text: &str, extra_ids: &[Regex]) -> Vec<Finding> {
     }
     for c in ID_LABELLED.captures_iter(text) {
         let Some(g) = c.get(1) else { continue };
+        let (mut start, mut end) = (g.start(), g.end());
+        // The analysis' candidates line (`dob: date = 1961-03-14`): the label's value follows
+        // its type name (taken for the value, "date" would be replaced in every request).
+        if placeholder(g.as_str()) {
+            let after = text.get(end..).unwrap_or_default();
+            let Some(v) = after
+                .strip_prefix(" = ")
+                .and_then(|rest| ID_VALUE.find(rest))
+            else {
+                continue;
+            };
+            start = end + 3 + v.start();
+            end = end + 3 + v.end();
+        }
         // A labelled UUID is longer than the pattern takes: the whole of it is the id.
         let end = uuids
             .iter()
-            .find(|&&(s, e)| s == g.start() && g.end() < e)
-            .map_or(g.end(), |&(_, e)| e);
-        push(g.start(), end, Kind::Id);
+            .find(|&&(s, e)| s == start && end < e)
+            .map_or(end, |&(_, e)| e);
+        push(start, end, Kind::Id);
     }
     for c in PHONE_LABELLED.captures_iter(text) {
         let Some(g) = c.get(1) else { continue };
@@ -277,7 +296,9 @@ fn digits(s: &str) -> usize {
 /// `01.02.2024`, `2024-01-02`: dates share the phone rule's shape.
 fn looks_like_date(s: &str) -> bool {
     static DATE: LazyLock<Regex> = LazyLock::new(|| {
-        re(r"^(?:[0-9]{1,2}[./-][0-9]{1,2}[./-][0-9]{2,4}|[0-9]{4}-[0-9]{2}-[0-9]{2})$")
+        re(
+            r"^(?:[0-9]{1,2}[./-][0-9]{1,2}[./-][0-9]{2,4}|[0-9]{4}-[0-9]{2}-[0-9]{2})(?:[ T]+[0-9]{1,2})?$",
+        )
     });
     DATE.is_match(s.trim())
 }
@@ -356,6 +377,27 @@ mod tests {
             .into_iter()
             .map(|f| (f.kind, text[f.start..f.end].to_string()))
             .collect()
+    }
+
+    /// A lab report's header (`../samples/eval/lab_report_table_en.txt`): the surname first
+    /// with a comma is a person, a labelled date of birth ends at the column gap (not
+    /// `… Sex`), an NHS number is an id, and a date with its hour is no phone number.
+    #[test]
+    fn a_lab_reports_header() {
+        let text = "Patient: HARGREAVES, Eleanor        DOB: 14/03/1961      Sex: F\n\
+                    NHS No: 943 476 5919                MRN: RPS-0088213\n\
+                    Specimen received: 09/11/2026 10:12       Reported: 10/11/2026 16:40\n";
+        let mut got = found(text);
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                (Kind::Id, "14/03/1961".to_string()),
+                (Kind::Id, "943 476 5919".to_string()),
+                (Kind::Id, "RPS-0088213".to_string()),
+                (Kind::Person, "HARGREAVES, Eleanor".to_string()),
+            ]
+        );
     }
 
     /// A UUID whose groups are all digits looks like a phone number (`0327-7067`), a card or an

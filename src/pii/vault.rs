@@ -181,7 +181,12 @@ impl Vault {
         let findings = detect(text, &self.extra_ids);
         let mut t = self.table();
         for f in &findings {
-            if let Some(value) = text.get(f.start..f.end) {
+            // A type name is never personal data, whatever a rule took it for: as a value of
+            // the table it would be replaced in every JSON Schema that follows.
+            if let Some(value) = text
+                .get(f.start..f.end)
+                .filter(|v| !super::detect::placeholder(v))
+            {
                 t.token_for(value, f.kind);
             }
         }
@@ -553,6 +558,35 @@ mod tests {
         let text = r#"{"name":"create_schema","arguments":{"fields":{"patient_id":"string","sample_id":"string"}}}"#;
         assert_eq!(v.redact(text), text);
         assert!(v.is_empty());
+    }
+
+    #[test]
+    fn the_candidates_lines_keep_their_type_names() {
+        // The analysis' brief (`name: type = value`) in a first message: under a personal
+        // label the type is not the value. Learnt as an id, "string" and "date" were replaced
+        // in every later request, the extraction's JSON Schema too, and a server refused it
+        // (`unrecognized type ID_5`) on every attempt of a lab report's run.
+        let v = Vault::in_memory(Vec::new());
+        let brief = "<candidates kind=\"lab_report\">\n\
+                     nhs_number: string = 943 476 5919 (label: NHS No)\n\
+                     dob: date = 1961-03-14 (label: DOB)\n\
+                     mrn: string = RPS-0088213 (label: MRN)\n</candidates>";
+        let out = v.redact(brief);
+        assert!(out.contains("nhs_number: string = "), "{out}");
+        assert!(out.contains("dob: date = "), "{out}");
+        assert!(
+            !out.contains("RPS-0088213"),
+            "the value is still redacted: {out}"
+        );
+        assert!(
+            !out.contains("1961-03-14"),
+            "a labelled date of birth after its type name is redacted: {out}"
+        );
+        assert!(out.starts_with("<candidates kind="), "{out}");
+        assert_eq!(
+            v.redact_strings(&serde_json::json!({"type": ["string", "null"], "format": "date"})),
+            serde_json::json!({"type": ["string", "null"], "format": "date"})
+        );
     }
 
     #[test]
