@@ -747,6 +747,30 @@ fn tidy(line: &str) -> String {
     }
 }
 
+/// A value up to a column gap (three spaces or more, or a tab) when words stand after it: they
+/// are the next column's (`PERRIN, Julien          tél. portable sur demande`, `01 Nov 2026
+/// Place and date of issue: …`). Amounts after the gap stay: the line is a row of columns of
+/// amounts (`Total des opérations :   653,46      2 460,55`), read as such elsewhere.
+fn column_cut(value: &str) -> String {
+    let Some(cut) = [value.find("   "), value.find('\t')]
+        .into_iter()
+        .flatten()
+        .min()
+    else {
+        return value.to_string();
+    };
+    let (head, rest) = (
+        value.get(..cut).unwrap_or(value).trim(),
+        value.get(cut..).unwrap_or_default().trim_start(),
+    );
+    let words_after = rest.starts_with(char::is_alphabetic)
+        && values::currency_of(rest.split_whitespace().next().unwrap_or_default()).is_none();
+    match !head.is_empty() && words_after {
+        true => head.to_string(),
+        false => value.to_string(),
+    }
+}
+
 /// Adds a candidate of a label–value pair; when its (canonical) name is taken, under the
 /// label's own name instead (`CIF` of the employer is `tax_id`, the employee's `NIF` below it
 /// stays `nif`), unless that is taken too.
@@ -1037,7 +1061,7 @@ fn from_pair(
     style: DecimalStyle,
     order: DateOrder,
 ) -> Option<Candidate> {
-    let raw = clip(p.value.trim(), MAX_VALUE_CHARS);
+    let raw = column_cut(&clip(p.value.trim(), MAX_VALUE_CHARS));
     if raw.is_empty() {
         return None;
     }
@@ -1095,6 +1119,17 @@ fn from_pair(
                 [d] if is_date => d.readings.first().copied(),
                 _ => None,
             }
+        })
+        // A value that opens with a date and goes on in words says where or how
+        // (`09/12/2026 au dépôt de Lyon-Gerland`): the date, under a label the lexicon does
+        // not know as something else.
+        .or_else(|| {
+            let first = values::dates_in(&repaired, order).into_iter().next()?;
+            let rest = repaired.get(first.end..)?.trim_start();
+            let opens = first.start == 0
+                && matches!(class, None | Some(Class::Date))
+                && rest.starts_with(|c: char| c.is_lowercase());
+            opens.then(|| first.readings.first().copied()).flatten()
         });
     // `47781203-K`, `B-17552209`: a code with a letter after a dash is no negative number.
     let lettered_code = labels::looks_like_code(&raw)

@@ -910,3 +910,32 @@ fn a_known_party_beside_an_unknown_label_over_two_values() {
     let t = "POLISBLAD\nVerzekeringnemer            mevr. J. de Wit\nRisicoadres                 Dorpsstraat 4, 1234 AB Ede\n";
     has(t, "policyholder", json!("mevr. J. de Wit"));
 }
+#[test]
+fn a_value_ends_at_a_column_gap_and_a_date_opens_a_value_in_words() {
+    let a = analyse(
+        "Date d'expédition : 03 déc. 2026       Lieu et date d'émission : Vienne, 04 déc. 2026\n\
+         Livraison prévue : 09/12/2026 au dépôt de Lyon-Gerland\n\
+         Statut : Expédié le 03/12/2026\n\
+         Réceptionnaire : PERRIN, Julien          tél. portable sur demande\n",
+    );
+    let value = |n: &str| a.get(n).map(|c| (c.value.clone(), c.kind));
+    assert_eq!(
+        value("livraison_prevue"),
+        Some((json!("2026-12-09"), ValueKind::Date)),
+        "{:?}",
+        a.candidates
+    );
+    assert_eq!(
+        value("receptionnaire"),
+        Some((json!("PERRIN, Julien"), ValueKind::Text))
+    );
+    assert_eq!(
+        value("lieu_et_date_d_emission"),
+        Some((json!("2026-12-04"), ValueKind::Date))
+    );
+    // Words first: a status that names a date stays the status.
+    assert_eq!(
+        value("statut"),
+        Some((json!("Expédié le 03/12/2026"), ValueKind::Text))
+    );
+}
