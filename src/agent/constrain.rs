@@ -167,7 +167,10 @@ impl Signalled {
 /// The signals of the run's successful `org_overview` results ([`Signalled`]). A signal's
 /// item names its document by `document_id` (an outdated extraction) or by `id`.
 pub fn overview_signals(history: &[CallRecord]) -> Signalled {
-    let mut lists: Vec<(SuggestionKind, Vec<String>)> = Vec::new();
+    let mut lists: Vec<(SuggestionKind, Vec<String>)> = SIGNALS
+        .iter()
+        .map(|(_, kind)| (*kind, Vec::new()))
+        .collect();
     let mut total = 0;
     for r in history
         .iter()
@@ -176,7 +179,7 @@ pub fn overview_signals(history: &[CallRecord]) -> Signalled {
         let Ok(v) = serde_json::from_str::<Value>(&r.content) else {
             continue;
         };
-        for (key, kind) in SIGNALS {
+        for ((key, _), (_, list)) in SIGNALS.iter().zip(lists.iter_mut()) {
             let items = v
                 .pointer(&format!("/signals/{key}"))
                 .and_then(Value::as_array)
@@ -192,16 +195,6 @@ pub fn overview_signals(history: &[CallRecord]) -> Signalled {
                 if total == MAX_OFFERED_DOCUMENTS {
                     break;
                 }
-                let i = match lists.iter().position(|(k, _)| *k == kind) {
-                    Some(i) => i,
-                    None => {
-                        lists.push((kind, Vec::new()));
-                        lists.len() - 1
-                    }
-                };
-                let Some((_, list)) = lists.get_mut(i) else {
-                    continue;
-                };
                 if !list.iter().any(|o| o == id) {
                     list.push(id.to_string());
                     total += 1;
@@ -209,7 +202,7 @@ pub fn overview_signals(history: &[CallRecord]) -> Signalled {
             }
         }
     }
-    lists.sort_by_key(|(k, _)| SIGNALS.iter().position(|(_, s)| s == k));
+    lists.retain(|(_, ids)| !ids.is_empty());
     Signalled { lists }
 }
 

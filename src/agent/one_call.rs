@@ -220,10 +220,8 @@ pub fn decided_fields(
             fields.insert(c.name.clone(), listed_type(c));
         }
     }
-    let words: Vec<String> = snake(document, usize::MAX)
-        .split('_')
-        .map(str::to_string)
-        .collect();
+    // The document's words, read once and only when a field is added.
+    let mut words: Option<Vec<String>> = None;
     for m in schema
         .get("more")
         .and_then(Value::as_array)
@@ -236,7 +234,16 @@ pub fn decided_fields(
             continue;
         };
         let name = name.as_str();
-        if name.is_empty() || fields.contains_key(name) || !named_from(name, &words) {
+        if name.is_empty() || fields.contains_key(name) {
+            continue;
+        }
+        let words = words.get_or_insert_with(|| {
+            snake(document, usize::MAX)
+                .split('_')
+                .map(str::to_string)
+                .collect()
+        });
+        if !named_from(name, words) {
             continue;
         }
         let ty = match candidates.iter().find(|c| c.name == name) {

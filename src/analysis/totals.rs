@@ -187,16 +187,11 @@ pub fn tax_words(snake: &str) -> bool {
 /// Whether a (snake) label names a total or subtotal anywhere in it (`subtotal`,
 /// `total_hors_tva`, `zwischensumme`, `summe_steuern`): a sum of its own, never a mere part.
 pub fn sum_words(snake: &str) -> bool {
-    [
-        "total",
-        "totaal",
-        "summe",
-        "somme",
-        "gesamt",
-        "importe_total",
-    ]
-    .iter()
-    .any(|w| snake.contains(w))
+    // Inside words too (`zwischensumme`), but not the bare `sum` (`consumo`).
+    TOTAL_WORDS
+        .iter()
+        .filter(|w| w.len() > 3)
+        .any(|w| snake.contains(w))
 }
 
 /// The most amounts one sum is checked against.
