@@ -45,6 +45,27 @@ fn values_match_after_normalising_case_space_numbers_and_dates() {
         &json!("Blue Fox Analytics GmbH"),
         Some(&json!("Blue Fox Analytics"))
     ));
+    // A form of address before a name is no part of it, on either side; other words are.
+    assert!(values_match(
+        &json!("Mme Inès Carpentier"),
+        Some(&json!("Inès Carpentier"))
+    ));
+    assert!(values_match(
+        &json!("Ahmet Yilmaz"),
+        Some(&json!("Hr. Ahmet Yilmaz"))
+    ));
+    assert!(values_match(
+        &json!("dhr. R.J. Kamphuis"),
+        Some(&json!("R.J. Kamphuis"))
+    ));
+    assert!(!values_match(
+        &json!("Dr. Ana Ruiz"),
+        Some(&json!("Ana Ruiz"))
+    ));
+    assert!(!values_match(
+        &json!("Mr Samuel Adeyemi"),
+        Some(&json!("Mr Samuel"))
+    ));
     // Numbers in English, German, French and Swiss notation, with currency or unit.
     for s in [
         "1,763.58",
@@ -58,6 +79,15 @@ fn values_match_after_normalising_case_space_numbers_and_dates() {
     }
     assert!(values_match(&json!(76684), Some(&json!("76,684 kg"))));
     assert!(values_match(&json!(-12.5), Some(&json!("(12.50)"))));
+    // A table is labelled by its number of rows.
+    assert!(values_match(
+        &json!(2),
+        Some(&json!([{"d": "a"}, {"d": "b"}]))
+    ));
+    assert!(!values_match(
+        &json!(3),
+        Some(&json!([{"d": "a"}, {"d": "b"}]))
+    ));
     assert!(!values_match(&json!(1763.58), Some(&json!("1,763.85"))));
     assert!(!values_match(&json!(55120), Some(&json!("PO-55120 and 7"))));
     assert!(values_match(&json!(9.26), Some(&json!(9.26))));
@@ -159,7 +189,7 @@ fn score_counts_recall_by_name_or_alias_and_accuracy_over_expected_fields() {
         "vat".into(),
     ];
     let extracted = json!({"InvoiceNumber": "inv-1", "total": "897.60", "invoice_date": "2026-11-03", "vat": 1});
-    let s = score(&expected, &props, &extracted);
+    let s = score(&expected, &[], &props, &extracted);
     assert_eq!(
         (s.fields_expected, s.fields_found, s.values_correct),
         (4, 3, 2)
@@ -174,28 +204,76 @@ fn score_counts_recall_by_name_or_alias_and_accuracy_over_expected_fields() {
     assert_eq!(s.fields[1].matched.as_deref(), Some("total"));
     assert_eq!(s.fields[3].matched, None);
     // A value cannot count for a field the schema does not have, even if the extraction has it.
-    let s = score(&expected[3..], &[], &json!({"currency": "GBP"}));
+    let s = score(&expected[3..], &[], &[], &json!({"currency": "GBP"}));
     assert_eq!((s.fields_found, s.values_correct), (0, 0));
     // A property serves one label only; a label's own name wins over another's alias.
     let two = vec![
         field("due_date", &["date"], json!("2026-12-02")),
         field("date", &[], json!("2026-11-02")),
     ];
-    let s = score(&two, &["date".to_string()], &json!({"date": "2026-11-02"}));
+    let s = score(
+        &two,
+        &[],
+        &["date".to_string()],
+        &json!({"date": "2026-11-02"}),
+    );
     assert_eq!(s.fields[1].matched.as_deref(), Some("date"));
     assert_eq!(s.fields[0].matched, None);
     assert_eq!((s.fields_found, s.fields_proposed), (1, 1));
     assert_eq!((s.field_precision, s.field_recall), (1.0, 0.5));
     assert!((s.field_f1 - 2.0 / 3.0).abs() < 1e-12);
     // Nothing proposed: precision, recall and F1 are 0, not NaN.
-    let s = score(&two, &[], &Value::Null);
+    let s = score(&two, &[], &[], &Value::Null);
     assert_eq!(
         (s.field_precision, s.field_recall, s.field_f1),
         (0.0, 0.0, 0.0)
     );
     // No extraction at all: recall still counts, accuracy is zero.
-    let s = score(&expected, &props, &Value::Null);
+    let s = score(&expected, &[], &props, &Value::Null);
     assert_eq!((s.fields_found, s.values_correct), (3, 0));
+}
+
+#[test]
+fn an_acceptable_field_counts_for_precision_and_never_for_recall() {
+    let expected = vec![
+        field("invoice_number", &[], json!("INV-1")),
+        field("total", &["amount"], json!(10.0)),
+    ];
+    let acceptable = vec![
+        field("supplier", &["vendor"], json!("Acme Ltd")),
+        field("line_items", &["items"], json!(2)),
+        // An acceptable label may share nothing with the expected ones, but a property an
+        // expected label takes is not offered to it.
+        field("amount_paid", &["amount"], json!(10.0)),
+    ];
+    let props: Vec<String> = ["invoice_number", "amount", "vendor", "items", "colour"]
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    let extracted = json!({"invoice_number": "INV-1", "amount": 10, "vendor": "ACME LTD",
+        "items": [{"d": "a"}, {"d": "b"}], "colour": "red"});
+    let s = score(&expected, &acceptable, &props, &extracted);
+    // Recall and accuracy: the expected fields alone.
+    assert_eq!(
+        (s.fields_found, s.fields_expected, s.values_correct),
+        (2, 2, 2)
+    );
+    assert_eq!(s.field_recall, 1.0);
+    // Precision: 2 expected + 2 acceptable of 5; `colour` counts against it; strict: 2 of 5.
+    assert_eq!(s.fields_acceptable, 2);
+    assert_eq!(s.field_precision, 0.8);
+    assert_eq!(s.strict_precision, 0.4);
+    assert_eq!(s.unmatched, ["colour"]);
+    let names: Vec<_> = s.acceptable.iter().map(|f| f.field.as_str()).collect();
+    assert_eq!(names, ["supplier", "line_items"]);
+    // A table's value is its number of rows; the supplier's is compared without case.
+    assert_eq!(s.acceptable_values_correct, 2);
+    let wrong = json!({"vendor": "Other", "items": [{"d": "a"}]});
+    let s = score(&expected, &acceptable, &props, &wrong);
+    assert_eq!((s.fields_acceptable, s.acceptable_values_correct), (2, 0));
+    // Missing acceptable fields cost nothing.
+    let s = score(&expected, &acceptable, &props[..2], &extracted);
+    assert_eq!((s.field_precision, s.field_recall), (1.0, 1.0));
 }
 
 const HEAD: &str = "split = \"dev\"\nlanguage = \"en\"\nkind = \"invoice\"\n";
@@ -270,7 +348,42 @@ fn labels_errors_name_the_file_and_key() {
         "split = \"test\"\nlanguage = \"fr\"\nkind = \"receipt\"\n[fields]\nd = 2026-11-02\n",
     )
     .unwrap();
-    assert_eq!(fields[0].value, json!("2026-11-02"));
+    assert_eq!(fields.expected[0].value, json!("2026-11-02"));
+    assert!(fields.acceptable.is_empty());
+    // Acceptable fields: same entries, in their own section, never a second label of an
+    // expected field.
+    let (_, fields) = parse_labels(
+        f,
+        &format!("{HEAD}[fields]\ntotal = {{ value = 9, aliases = [\"amount\"] }}\n[acceptable]\nsupplier = {{ value = \"Acme\", aliases = [\"vendor\"] }}\nline_items = 3\n"),
+    )
+    .unwrap();
+    assert_eq!(fields.acceptable.len(), 2);
+    let rows = fields.acceptable.iter().find(|a| a.name == "line_items");
+    assert_eq!(rows.map(|a| &a.value), Some(&json!(3)));
+    let e = parse_labels(
+        f,
+        &format!("{HEAD}[fields]\ntotal = {{ value = 9, aliases = [\"amount\"] }}\n[acceptable]\npaid = {{ value = 9, aliases = [\"Amount\"] }}\n"),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("x.labels.toml: acceptable.paid: `Amount` already names fields.total"),
+        "{e}"
+    );
+    let e = parse_labels(
+        f,
+        &format!("{HEAD}[fields]\na = 1\n[acceptable]\nb = {{ vlaue = 2 }}\n"),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("acceptable.b.vlaue: unknown key"),
+        "{e}"
+    );
+    let e = parse_labels(f, &format!("{HEAD}acceptable = 1\n[fields]\na = 1\n")).unwrap_err();
+    assert!(
+        e.to_string().contains("`acceptable` must be a table"),
+        "{e}"
+    );
     assert_eq!(
         (h.split, h.language.as_str(), h.kind.as_str()),
         (Split::Test, "fr", "receipt")
@@ -285,6 +398,13 @@ fn the_shipped_set_has_sixty_samples_in_four_languages_with_a_test_part() {
     for s in &samples {
         assert!(!s.text.trim().is_empty(), "{} has no text", s.name);
         assert!(!s.fields.is_empty(), "{} has no labels", s.name);
+        // Precision needs the document's other real fields too: without them a proposal's
+        // supplier or IBAN would count as junk.
+        assert!(
+            !s.acceptable.is_empty(),
+            "{} has no [acceptable] fields",
+            s.name
+        );
     }
     let big = samples
         .iter()
@@ -366,12 +486,28 @@ fn check_doc(doc: &Value) {
     assert!((recall - found as f64 / fields.len() as f64).abs() < 1e-9);
     let acc = doc["value_accuracy"].as_f64().unwrap();
     assert!((acc - correct as f64 / fields.len() as f64).abs() < 1e-9);
-    // Precision: the matched properties over all proposed; the rest are listed as unmatched.
+    // Precision: the properties matched to an expected or an acceptable label over all
+    // proposed; the rest are listed as unmatched. Strict precision counts the expected alone.
     assert_eq!(doc["fields_proposed"], json!(proposed.len()));
+    let acceptable = doc["acceptable"].as_array().expect("acceptable");
+    assert_eq!(doc["fields_acceptable"], json!(acceptable.len()));
+    for a in acceptable {
+        assert!(
+            proposed.contains(&norm_name(a["matched"].as_str().expect("matched"))),
+            "{a}"
+        );
+    }
     let unmatched = doc["unmatched"].as_array().expect("unmatched");
-    assert_eq!(unmatched.len() + found, proposed.len(), "{doc}");
+    assert_eq!(
+        unmatched.len() + found + acceptable.len(),
+        proposed.len(),
+        "{doc}"
+    );
     let precision = doc["field_precision"].as_f64().unwrap();
-    assert!((precision - found as f64 / proposed.len() as f64).abs() < 1e-9);
+    let labelled = (found + acceptable.len()) as f64;
+    assert!((precision - labelled / proposed.len() as f64).abs() < 1e-9);
+    let strict = doc["strict_precision"].as_f64().unwrap();
+    assert!((strict - found as f64 / proposed.len() as f64).abs() < 1e-9);
 }
 
 #[tokio::test]
@@ -442,14 +578,20 @@ async fn eval_runs_offline_through_the_queue_and_prints_consistent_json() {
         "tokens",
         "fields_expected",
         "fields_found",
+        "fields_acceptable",
         "values_correct",
     ] {
         assert_eq!(t[k].as_i64().unwrap(), sum(k), "{k}");
     }
     let recall = t["field_recall"].as_f64().unwrap();
     assert!((recall - sum("fields_found") as f64 / sum("fields_expected") as f64).abs() < 1e-9);
+    let labelled = (sum("fields_found") + sum("fields_acceptable")) as f64;
     let precision = t["field_precision"].as_f64().unwrap();
-    assert!((precision - sum("fields_found") as f64 / sum("fields_proposed") as f64).abs() < 1e-9);
+    assert!((precision - labelled / sum("fields_proposed") as f64).abs() < 1e-9);
+    let strict = t["strict_precision"].as_f64().unwrap();
+    assert!((strict - sum("fields_found") as f64 / sum("fields_proposed") as f64).abs() < 1e-9);
+    // The shipped labels name the proposals' other real fields: some match an acceptable one.
+    assert!(sum("fields_acceptable") > 0, "{t}");
     // Every proposal's extraction is checked against its schema; the offline model's are valid.
     for d in docs {
         assert_eq!(d["schema_valid"], json!(true), "{d}");

@@ -133,6 +133,10 @@ const WORDS: &[(DocKind, &[&str])] = &[
             "nota di credito",
             "creditnota",
             "rechnungskorrektur",
+            // Spain's corrective invoice, which credits all or part of an earlier one.
+            "factura rectificativa",
+            "factura de abono",
+            "nota de abono",
         ],
     ),
     (

@@ -345,10 +345,18 @@ pub fn pairs(
         let segs = segments(trimmed);
         let mut k = 0;
         let mut found = Vec::new();
-        // Only when a label follows (`incl. VAT 20%   15.63` is one pair).
+        // Only when a label follows (`incl. VAT 20%   15.63` is one pair); an amount with its
+        // currency or its side of the account (`2.118,40 EUR`, `3.412,08 H`, `12.50 CR`) is no
+        // label (`Alter Kontostand vom 30.09.2026   3.412,08 H` is one pair).
         let labelled_rest = |k: usize| {
-            segs.get(k + 1..)
-                .is_some_and(|r| r.iter().any(|s| s.text.chars().any(char::is_alphabetic)))
+            segs.get(k + 1..).is_some_and(|r| {
+                r.iter().any(|s| {
+                    let marked = super::values::currency_of(&s.text).is_some()
+                        || super::values::account_side(&s.text).is_some();
+                    let amount = marked && parse_number(&repair_digits(&s.text), style).is_some();
+                    s.text.chars().any(char::is_alphabetic) && !amount
+                })
+            })
         };
         while k + 1 < segs.len() && !segs[k].text.contains(':') && labelled_rest(k) {
             if let Some(p) = spaced(&segs[k].text, i, style, order)

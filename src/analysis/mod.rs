@@ -216,17 +216,31 @@ pub fn analyse(text: &str) -> Analysis {
             || l.starts_with(" x ")
             || l.starts_with(" × "))
     });
-    // The addressee's block (`Spett.le` over a name, its address, `P.IVA …`): a tax id in it
-    // is the customer's, not the issuer's.
-    let customer_block = (kind.addressee_field() == Some("customer"))
-        .then(|| prose::addressee(&lines))
-        .flatten()
-        .map(|(i, _)| {
-            let end = (i..lines.len().min(i + 8))
-                .find(|k| lines[*k].trim().is_empty())
-                .unwrap_or(lines.len().min(i + 8));
-            i..end
-        });
+    // The addressee's block (`Spett.le` over a name, its address, `P.IVA …`; `Cliente:` and
+    // the customer's name, then its `NIF: …`): a tax id in it is the customer's, not the
+    // issuer's. The block runs to the next blank line (eight lines at most).
+    let block = |i: usize| {
+        let end = (i..lines.len().min(i + 8))
+            .find(|k| lines.get(*k).is_some_and(|l| l.trim().is_empty()))
+            .unwrap_or(lines.len().min(i + 8));
+        i..end
+    };
+    let customer_blocks: Vec<std::ops::Range<usize>> = if kind.addressee_field() == Some("customer")
+    {
+        prose::addressee(&lines)
+            .map(|(i, _)| i)
+            .into_iter()
+            .chain(
+                pairs
+                    .iter()
+                    .filter(|p| labels::known(&p.label).is_some_and(|(name, _)| name == "customer"))
+                    .map(|p| p.line),
+            )
+            .map(block)
+            .collect()
+    } else {
+        Vec::new()
+    };
     let pairs: Vec<labels::Pair> = pairs
         .into_iter()
         .flat_map(|p| labels::slashed(&p).unwrap_or_else(|| vec![p]))
@@ -237,7 +251,7 @@ pub fn analyse(text: &str) -> Analysis {
             push(&mut out, end);
         } else if let Some(mut c) = from_pair(&p, kind, style, order) {
             if matches!(c.name.as_str(), "vat_id" | "tax_id" | "tax_number")
-                && customer_block.as_ref().is_some_and(|b| b.contains(&p.line))
+                && customer_blocks.iter().any(|b| b.contains(&p.line))
             {
                 c.name = format!("customer_{}", c.name);
             }
@@ -1308,7 +1322,18 @@ fn from_pair(
                 )
             },
         );
-        let n = if signed || !matches!(class, Some(Class::Amount) | None) {
+        // A balance marked as a debit (`1.250,00 S`, `86.00 DR`) is below zero.
+        let n = if values::account_side(&raw) == Some(false) {
+            -n.abs()
+        } else {
+            n
+        };
+        // A credit note prints what it credits below zero (`Base imponible: -178,00 €`): the
+        // sign is the document's.
+        let n = if signed
+            || kind == DocKind::CreditNote
+            || !matches!(class, Some(Class::Amount) | None)
+        {
             n
         } else {
             n.abs()

@@ -939,3 +939,31 @@ fn a_value_ends_at_a_column_gap_and_a_date_opens_a_value_in_words() {
         Some((json!("Expédié le 03/12/2026"), ValueKind::Text))
     );
 }
+
+#[test]
+fn a_balance_after_its_date_is_the_amount_with_its_side() {
+    let t = "Stadtsparkasse Rheinfelden        Kontoauszug 11/2026\n\n\
+             Alter Kontostand vom 31.10.2026                    2.118,40 H\n\n\
+             03.11.   03.11.   Lastschrift Stadtwerke          -86,00\n\
+             14.11.   14.11.   Gutschrift Gehalt            2.940,15\n\n\
+             Neuer Kontostand vom 30.11.2026                      120,00 S\n";
+    has(t, "opening_balance", json!(2118.4));
+    // `S` (Soll): the account is overdrawn.
+    has(t, "closing_balance", json!(-120));
+    assert_eq!(values::account_side("3.412,08 H"), Some(true));
+    assert_eq!(values::account_side("54.37 DR"), Some(false));
+    assert_eq!(values::account_side("Kasse S"), None);
+    assert_eq!(values::account_side("H"), None);
+}
+
+#[test]
+fn a_credit_note_keeps_the_sign_it_prints() {
+    let t = "CREDITNOTA  CN-2026-0031\nDatum: 12-11-2026\nBetreft factuur 2026-0412\n\n\
+             Subtotaal:        -240,00 €\nBTW 21%:           -50,40 €\nTotaal:           -290,40 €\n";
+    assert_eq!(analyse(t).kind, DocKind::CreditNote);
+    has(t, "total", json!(-290.4));
+    // On an invoice a deduction printed negative is an amount.
+    let t = "FACTUUR 2026-0412\nDatum: 12-11-2026\n\nSubtotaal:   1.240,00 €\nKorting:   -40,00 €\n\
+             Totaal:   1.200,00 €\n";
+    has(t, "total", json!(1200));
+}

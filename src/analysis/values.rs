@@ -35,6 +35,22 @@ fn separator(c: char) -> bool {
     matches!(c, '.' | ',' | ' ' | '\'' | '’' | '\u{a0}' | '\u{202f}')
 }
 
+/// The side of the account an amount is marked with after it, as statements write it:
+/// `3.412,08 H` (Haben), `86,00 S` (Soll), `1,204.55 CR`, `54.37 DR` — `Some(true)` for a
+/// credit, `Some(false)` for a debit.
+pub fn account_side(s: &str) -> Option<bool> {
+    let last = s.split_whitespace().last()?;
+    let before = s.trim_end().strip_suffix(last)?.trim_end();
+    if !before.ends_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    match last.trim_end_matches('.').to_ascii_lowercase().as_str() {
+        "h" | "cr" | "haben" => Some(true),
+        "s" | "dr" | "soll" => Some(false),
+        _ => None,
+    }
+}
+
 /// A currency written beside an amount, as its ISO code.
 pub fn currency_of(s: &str) -> Option<&'static str> {
     let up = s.to_uppercase();

@@ -15,7 +15,11 @@ const METRICS: [(&str, fn(&Totals) -> (f64, usize, usize)); 3] = [
         (t.field_recall, t.fields_found, t.fields_expected)
     }),
     ("field_precision", |t| {
-        (t.field_precision, t.fields_found, t.fields_proposed)
+        (
+            t.field_precision,
+            t.fields_found + t.fields_acceptable,
+            t.fields_proposed,
+        )
     }),
     ("value_accuracy", |t| {
         (t.value_accuracy, t.values_correct, t.fields_expected)

@@ -11,7 +11,15 @@
 //! invoice_number = "INV-2026-0417"                       # a string, compared without case
 //! invoice_date = "2026-11-02"                            # YYYY-MM-DD: compared as a date
 //! total_due = { value = 897.60, aliases = ["total", "amount_due"] }   # a number
+//! [acceptable]                     # optional: other real fields a reviewer would keep
+//! supplier = { value = "Acme Ltd", aliases = ["vendor", "seller"] }
+//! line_items = 3                                         # a table: its number of rows
 //! ```
+//!
+//! `[fields]` are what a proposal must find (recall and value accuracy are measured on them);
+//! `[acceptable]` are the document's other fields a reviewer would accept in a schema: a
+//! proposed property that matches one does not count against precision, one left out does not
+//! count against recall. No acceptable name or alias may repeat a `[fields]` name or alias.
 //!
 //! Errors name the file and the key.
 
@@ -103,7 +111,17 @@ pub struct Sample {
     /// The document file (for messages).
     pub document_path: PathBuf,
     pub text: String,
+    /// What a proposal must find.
     pub fields: Vec<ExpectedField>,
+    /// The document's other fields a reviewer would accept.
+    pub acceptable: Vec<ExpectedField>,
+}
+
+/// A labels file's fields: the expected ones and the acceptable ones.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Fields {
+    pub expected: Vec<ExpectedField>,
+    pub acceptable: Vec<ExpectedField>,
 }
 
 /// A labels or document file that cannot be used; the message names the file and key.
@@ -133,17 +151,18 @@ fn to_json(v: &toml::Value) -> Option<Value> {
     })
 }
 
-const KEYS: [&str; 6] = [
+const KEYS: [&str; 7] = [
     "document",
     "description",
     "split",
     "language",
     "kind",
     "fields",
+    "acceptable",
 ];
 
 /// Parses one labels file's text; `file` names it in errors.
-pub fn parse_labels(file: &Path, text: &str) -> Result<(Header, Vec<ExpectedField>), LabelError> {
+pub fn parse_labels(file: &Path, text: &str) -> Result<(Header, Fields), LabelError> {
     let table: toml::Table = text
         .parse()
         .map_err(|e| err(file, format!("not valid TOML: {e}")))?;
@@ -203,6 +222,51 @@ pub fn parse_labels(file: &Path, text: &str) -> Result<(Header, Vec<ExpectedFiel
     if fields.is_empty() {
         return Err(err(file, "`[fields]` is empty: label at least one field"));
     }
+    let expected = entries(file, "fields", fields)?;
+    let acceptable = match table.get("acceptable") {
+        None => Vec::new(),
+        Some(toml::Value::Table(t)) => entries(file, "acceptable", t)?,
+        Some(_) => {
+            return Err(err(
+                file,
+                "`acceptable` must be a table: `[acceptable]` then one `name = value` per field",
+            ));
+        }
+    };
+    // A name is a label of one field only: matched both ways, it would count twice.
+    for a in &acceptable {
+        for n in std::iter::once(&a.name).chain(&a.aliases) {
+            let key = super::score::norm_name(n);
+            if let Some(f) = expected.iter().find(|f| {
+                std::iter::once(&f.name)
+                    .chain(&f.aliases)
+                    .any(|m| super::score::norm_name(m) == key)
+            }) {
+                return Err(err(
+                    file,
+                    format!(
+                        "acceptable.{}: `{n}` already names fields.{} (an acceptable field is another piece of data)",
+                        a.name, f.name
+                    ),
+                ));
+            }
+        }
+    }
+    Ok((
+        header,
+        Fields {
+            expected,
+            acceptable,
+        },
+    ))
+}
+
+/// The entries of a `[fields]` or `[acceptable]` table (`section` names it in errors).
+fn entries(
+    file: &Path,
+    section: &str,
+    fields: &toml::Table,
+) -> Result<Vec<ExpectedField>, LabelError> {
     let mut out = Vec::new();
     for (name, v) in fields {
         let (value, aliases) = match v {
@@ -211,27 +275,27 @@ pub fn parse_labels(file: &Path, text: &str) -> Result<(Header, Vec<ExpectedFiel
                     if k != "value" && k != "aliases" {
                         return Err(err(
                             file,
-                            format!("fields.{name}.{k}: unknown key (known: value, aliases)"),
+                            format!("{section}.{name}.{k}: unknown key (known: value, aliases)"),
                         ));
                     }
                 }
                 let value = t
                     .get("value")
-                    .ok_or_else(|| err(file, format!("fields.{name}.value is required")))?;
+                    .ok_or_else(|| err(file, format!("{section}.{name}.value is required")))?;
                 let aliases = match t.get("aliases") {
                     None => Vec::new(),
                     Some(toml::Value::Array(a)) => a
                         .iter()
                         .map(|x| {
                             x.as_str().map(str::to_string).ok_or_else(|| {
-                                err(file, format!("fields.{name}.aliases must list strings"))
+                                err(file, format!("{section}.{name}.aliases must list strings"))
                             })
                         })
                         .collect::<Result<_, _>>()?,
                     Some(_) => {
                         return Err(err(
                             file,
-                            format!("fields.{name}.aliases must be an array of strings"),
+                            format!("{section}.{name}.aliases must be an array of strings"),
                         ));
                     }
                 };
@@ -242,7 +306,7 @@ pub fn parse_labels(file: &Path, text: &str) -> Result<(Header, Vec<ExpectedFiel
         let value = to_json(value).ok_or_else(|| {
             err(
                 file,
-                format!("fields.{name}: the value must be a string, number, boolean or date"),
+                format!("{section}.{name}: the value must be a string, number, boolean or date"),
             )
         })?;
         out.push(ExpectedField {
@@ -251,7 +315,7 @@ pub fn parse_labels(file: &Path, text: &str) -> Result<(Header, Vec<ExpectedFiel
             value,
         });
     }
-    Ok((header, out))
+    Ok(out)
 }
 
 /// Loads every `*.labels.toml` in `dir` (sorted by name), keeping only the names in `only`
@@ -285,7 +349,7 @@ pub fn load_dir(
         }
         let text =
             std::fs::read_to_string(&file).map_err(|e| err(&file, format!("cannot read: {e}")))?;
-        let (header, fields) = parse_labels(&file, &text)?;
+        let (header, labelled) = parse_labels(&file, &text)?;
         if split.is_some_and(|s| s != header.split) {
             continue;
         }
@@ -309,7 +373,8 @@ pub fn load_dir(
             kind: header.kind,
             document_path,
             text: crate::store::documents::text_from_bytes(&bytes),
-            fields,
+            fields: labelled.expected,
+            acceptable: labelled.acceptable,
         });
     }
     for name in only {

@@ -121,7 +121,7 @@ pub fn score_report(sample: &Sample, report: &Value) -> (Vec<String>, score::Sco
         })
         .unwrap_or_default();
     let extracted = &report["extraction"]["result"];
-    let s = score::score(&sample.fields, &proposed, extracted);
+    let s = score::score(&sample.fields, &sample.acceptable, &proposed, extracted);
     (proposed, s)
 }
 

@@ -24,8 +24,18 @@ pub struct Totals {
     pub fields_proposed: usize,
     /// `fields_found / fields_expected`.
     pub field_recall: f64,
-    /// `fields_found / fields_proposed`: proposed properties no label names count against it.
+    /// Proposed properties that matched an acceptable label.
+    #[serde(default)]
+    pub fields_acceptable: usize,
+    /// Of those, the ones whose value matched.
+    #[serde(default)]
+    pub acceptable_values_correct: usize,
+    /// `(fields_found + fields_acceptable) / fields_proposed`: proposed properties no label
+    /// names, expected or acceptable, count against it.
     pub field_precision: f64,
+    /// `fields_found / fields_proposed`: against the expected fields alone.
+    #[serde(default)]
+    pub strict_precision: f64,
     pub field_f1: f64,
     /// `values_correct / fields_expected`.
     pub value_accuracy: f64,
@@ -54,13 +64,16 @@ pub fn totals<'a>(docs: impl IntoIterator<Item = &'a DocResult>) -> Totals {
         t.fields_found += d.score.fields_found;
         t.values_correct += d.score.values_correct;
         t.fields_proposed += d.score.fields_proposed;
+        t.fields_acceptable += d.score.fields_acceptable;
+        t.acceptable_values_correct += d.score.acceptable_values_correct;
         if let Some(valid) = d.schema_valid {
             t.answers += 1;
             t.valid_answers += usize::from(valid);
         }
     }
     t.field_recall = ratio(t.fields_found, t.fields_expected);
-    t.field_precision = ratio(t.fields_found, t.fields_proposed);
+    t.field_precision = ratio(t.fields_found + t.fields_acceptable, t.fields_proposed);
+    t.strict_precision = ratio(t.fields_found, t.fields_proposed);
     t.field_f1 = f1(t.field_precision, t.field_recall);
     t.value_accuracy = ratio(t.values_correct, t.fields_expected);
     t.valid_share = ratio(t.valid_answers, t.answers);
@@ -188,7 +201,7 @@ pub fn render_table(r: &EvalReport) -> String {
             d.work.tool_calls,
             d.work.tokens,
             d.work.seconds,
-            s.fields_found,
+            s.fields_found + s.fields_acceptable,
             s.fields_proposed,
             s.fields_found,
             s.fields_expected,
@@ -205,11 +218,12 @@ pub fn render_table(r: &EvalReport) -> String {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "{:<22} {:>5} {:>8} {:>7} {:>7} {:>6} {:>7} {:>7} {:>9} {:>7} {:>7}",
+        "{:<22} {:>5} {:>8} {:>7} {:>7} {:>7} {:>6} {:>7} {:>7} {:>9} {:>7} {:>7}",
         "totals",
         "docs",
         "proposed",
         "prec%",
+        "strict%",
         "recall%",
         "F1%",
         "values%",
@@ -228,11 +242,12 @@ pub fn render_table(r: &EvalReport) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<22} {:>5} {:>8} {:>7} {:>7} {:>6} {:>7} {:>7} {:>9.0} {:>7.1} {:>7.1}",
+            "{:<22} {:>5} {:>8} {:>7} {:>7} {:>7} {:>6} {:>7} {:>7} {:>9.0} {:>7.1} {:>7.1}",
             name,
             t.documents,
             format!("{}/{}", t.proposed, t.documents),
             pct(t.field_precision),
+            pct(t.strict_precision),
             pct(t.field_recall),
             pct(t.field_f1),
             pct(t.value_accuracy),
@@ -255,18 +270,23 @@ pub fn render_table(r: &EvalReport) -> String {
     let t = &r.totals;
     let _ = writeln!(
         out,
-        "proposed {}/{} ({} failed, {} other); fields: precision {}/{}, recall {}/{}; values {}/{}; \
-         valid extractions {}/{}; {:.0} tokens per proposed document",
+        "proposed {}/{} ({} failed, {} other); fields: precision {}/{} ({} expected + {} acceptable), \
+         recall {}/{}; values {}/{} (acceptable fields' {}/{}); valid extractions {}/{}; \
+         {:.0} tokens per proposed document",
         t.proposed,
         t.documents,
         t.failed,
         t.other,
-        t.fields_found,
+        t.fields_found + t.fields_acceptable,
         t.fields_proposed,
+        t.fields_found,
+        t.fields_acceptable,
         t.fields_found,
         t.fields_expected,
         t.values_correct,
         t.fields_expected,
+        t.acceptable_values_correct,
+        t.fields_acceptable,
         t.valid_answers,
         t.answers,
         t.tokens_per_proposed

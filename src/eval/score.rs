@@ -3,7 +3,9 @@
 //! properties that match a label; every other one counts against it), their F1, and value
 //! accuracy (extracted values equal to the expected ones after normalisation of case,
 //! whitespace, number formats and dates). A property matches at most one label, by the label's
-//! own name before any alias.
+//! own name before any alias. The properties left then try the acceptable labels (the
+//! document's other real fields, same order): one that matches counts for precision and not
+//! against it; recall and value accuracy stay over the expected fields alone.
 //!
 //! Normalisation never guesses one reading of an ambiguous value: `03/04/2026` may be 3 April
 //! or 4 March and `1.234` may be 1.234 or 1234, so each reading is a candidate and the value
@@ -30,6 +32,29 @@ pub fn norm_text(s: &str) -> String {
         .trim_matches(|c: char| c == '"' || c == '\'' || c == '.' || c == ',' || c == ';')
         .trim()
         .to_lowercase()
+}
+
+/// Forms of address a name may open with (`Mr`, `Mme`, `Hr.`, `dhr.`, `Sra.`): the labels keep
+/// them where the document writes them, a proposal may leave them out, and the reverse.
+const FORMS_OF_ADDRESS: [&str; 26] = [
+    "mr", "mrs", "ms", "miss", "m", "mme", "mlle", "hr", "herr", "herrn", "frau", "fr", "sr",
+    "sra", "srta", "d", "dna", "don", "sig", "sigra", "dhr", "mevr", "mevrouw", "exmo", "exma",
+    "mx",
+];
+
+/// `text` (normalised by [`norm_text`]) without a leading form of address, when a name
+/// follows it.
+fn without_form_of_address(text: &str) -> &str {
+    let Some((first, rest)) = text.split_once(' ') else {
+        return text;
+    };
+    let word: String = first.chars().filter(|c| c.is_alphanumeric()).collect();
+    let word = word.replace('ñ', "n");
+    if FORMS_OF_ADDRESS.contains(&word.as_str()) && rest.chars().any(char::is_alphabetic) {
+        rest.trim_start()
+    } else {
+        text
+    }
 }
 
 /// Every number `s` may denote: currency symbols and codes, `%`, spaces and apostrophes used
@@ -274,6 +299,8 @@ pub fn values_match(expected: &Value, actual: Option<&Value>) -> bool {
             let candidates = match actual {
                 Value::Number(a) => a.as_f64().into_iter().collect(),
                 Value::String(s) => number_candidates(s),
+                // A table is labelled by its number of rows.
+                Value::Array(rows) => vec![rows.len() as f64],
                 _ => Vec::new(),
             };
             candidates
@@ -297,7 +324,8 @@ pub fn values_match(expected: &Value, actual: Option<&Value>) -> bool {
             if let Some(d) = as_iso_date(e) {
                 return date_candidates(&a).contains(&d);
             }
-            norm_text(&a) == norm_text(e)
+            let (a, e) = (norm_text(&a), norm_text(e));
+            a == e || without_form_of_address(&a) == without_form_of_address(&e)
         }
         Value::Array(_) | Value::Object(_) => expected == actual,
     }
@@ -328,14 +356,26 @@ pub struct Score {
     pub fields_proposed: usize,
     /// `fields_found / fields_expected` (0 when nothing is expected).
     pub field_recall: f64,
-    /// `fields_found / fields_proposed`: a property no label names counts against it (0 when
-    /// nothing was proposed).
+    /// Proposed properties that matched an acceptable label (none of the expected).
+    #[serde(default)]
+    pub fields_acceptable: usize,
+    /// Of those, the ones whose extracted value matched (a table's by its number of rows).
+    #[serde(default)]
+    pub acceptable_values_correct: usize,
+    /// `(fields_found + fields_acceptable) / fields_proposed`: a property no label names —
+    /// expected or acceptable — counts against it (0 when nothing was proposed).
     pub field_precision: f64,
+    /// `fields_found / fields_proposed`: precision against the expected fields alone.
+    #[serde(default)]
+    pub strict_precision: f64,
     /// The harmonic mean of precision and recall (0 when both are 0).
     pub field_f1: f64,
     /// `values_correct / fields_expected`: a value cannot be right for a field not proposed.
     pub value_accuracy: f64,
     pub fields: Vec<FieldScore>,
+    /// The acceptable labels a property matched (unmatched ones are not listed).
+    #[serde(default)]
+    pub acceptable: Vec<FieldScore>,
     /// Proposed properties no label matched.
     pub unmatched: Vec<String>,
 }
@@ -354,24 +394,23 @@ pub fn f1(precision: f64, recall: f64) -> f64 {
     }
 }
 
-/// Scores a proposal: `properties` are the proposed schema's top-level property names,
-/// `extracted` the extraction result object (or null when there is none).
-pub fn score(expected: &[ExpectedField], properties: &[String], extracted: &Value) -> Score {
-    let empty = Map::new();
-    let values = extracted.as_object().unwrap_or(&empty);
-    let normed: Vec<String> = properties.iter().map(|p| norm_name(p)).collect();
-    let mut used = vec![false; properties.len()];
-    let mut matched: Vec<Option<usize>> = vec![None; expected.len()];
-    // Every label takes a property of its own name first, then the others try their aliases:
-    // `date` labelled on one field and listed as an alias of another goes to its own field.
-    for (i, f) in expected.iter().enumerate() {
+/// Matches labels to properties: each label takes an unused property of its own name first,
+/// then the labels still unmatched try their aliases (`date` labelled on one field and listed
+/// as an alias of another goes to its own field). Returns each label's property index.
+fn match_labels(
+    labels: &[ExpectedField],
+    normed: &[String],
+    used: &mut [bool],
+) -> Vec<Option<usize>> {
+    let mut matched: Vec<Option<usize>> = vec![None; labels.len()];
+    for (i, f) in labels.iter().enumerate() {
         let own = norm_name(&f.name);
         if let Some(j) = (0..normed.len()).find(|&j| !used[j] && normed[j] == own) {
             used[j] = true;
             matched[i] = Some(j);
         }
     }
-    for (i, f) in expected.iter().enumerate() {
+    for (i, f) in labels.iter().enumerate() {
         if matched[i].is_some() {
             continue;
         }
@@ -381,23 +420,58 @@ pub fn score(expected: &[ExpectedField], properties: &[String], extracted: &Valu
             matched[i] = Some(j);
         }
     }
-    let mut fields = Vec::new();
-    for (f, m) in expected.iter().zip(&matched) {
-        let property = m.and_then(|j| properties.get(j)).cloned();
-        let got = property
-            .as_ref()
-            .and_then(|p| values.get(p))
-            .cloned()
-            .unwrap_or(Value::Null);
-        let value_ok = property.is_some() && values_match(&f.value, Some(&got));
-        fields.push(FieldScore {
-            field: f.name.clone(),
-            matched: property,
-            expected: f.value.clone(),
-            got,
-            value_ok,
-        });
-    }
+    matched
+}
+
+/// How each label fared, given its matched property.
+fn field_scores(
+    labels: &[ExpectedField],
+    matched: &[Option<usize>],
+    properties: &[String],
+    values: &Map<String, Value>,
+) -> Vec<FieldScore> {
+    labels
+        .iter()
+        .zip(matched)
+        .map(|(f, m)| {
+            let property = m.and_then(|j| properties.get(j)).cloned();
+            let got = property
+                .as_ref()
+                .and_then(|p| values.get(p))
+                .cloned()
+                .unwrap_or(Value::Null);
+            let value_ok = property.is_some() && values_match(&f.value, Some(&got));
+            FieldScore {
+                field: f.name.clone(),
+                matched: property,
+                expected: f.value.clone(),
+                got,
+                value_ok,
+            }
+        })
+        .collect()
+}
+
+/// Scores a proposal: `properties` are the proposed schema's top-level property names,
+/// `extracted` the extraction result object (or null when there is none); `acceptable` are
+/// the document's other fields a reviewer would accept.
+pub fn score(
+    expected: &[ExpectedField],
+    acceptable: &[ExpectedField],
+    properties: &[String],
+    extracted: &Value,
+) -> Score {
+    let empty = Map::new();
+    let values = extracted.as_object().unwrap_or(&empty);
+    let normed: Vec<String> = properties.iter().map(|p| norm_name(p)).collect();
+    let mut used = vec![false; properties.len()];
+    let matched = match_labels(expected, &normed, &mut used);
+    let fields = field_scores(expected, &matched, properties, values);
+    let also = match_labels(acceptable, &normed, &mut used);
+    let accepted: Vec<FieldScore> = field_scores(acceptable, &also, properties, values)
+        .into_iter()
+        .filter(|f| f.matched.is_some())
+        .collect();
     let n = fields.len();
     let found = fields.iter().filter(|f| f.matched.is_some()).count();
     let correct = fields.iter().filter(|f| f.value_ok).count();
@@ -407,17 +481,22 @@ pub fn score(expected: &[ExpectedField], properties: &[String], extracted: &Valu
         .filter(|(_, u)| !**u)
         .map(|(p, _)| p.clone())
         .collect();
-    let (precision, recall) = (ratio(found, properties.len()), ratio(found, n));
+    let precision = ratio(found + accepted.len(), properties.len());
+    let recall = ratio(found, n);
     Score {
         fields_expected: n,
         fields_found: found,
         values_correct: correct,
         fields_proposed: properties.len(),
+        fields_acceptable: accepted.len(),
+        acceptable_values_correct: accepted.iter().filter(|f| f.value_ok).count(),
         field_recall: recall,
         field_precision: precision,
+        strict_precision: ratio(found, properties.len()),
         field_f1: f1(precision, recall),
         value_accuracy: ratio(correct, n),
         fields,
+        acceptable: accepted,
         unmatched,
     }
 }
