@@ -47,7 +47,9 @@ pub(crate) async fn prepare_extraction(
         Message::text(Role::System, prompt.fields.content.clone()),
         Message::text(Role::User, doc.text.clone()),
     ];
-    if let Some(r) = readings(&doc.text, inner_schema(&schema.response_format)) {
+    let read = crate::llm::offline::extract(&doc.text, inner_schema(&schema.response_format));
+    let tables = long_tables(&read);
+    if let Some(r) = readings(&read, &tables) {
         messages.push(Message::text(Role::User, r));
     }
     let request = CompletionRequest {
@@ -56,13 +58,14 @@ pub(crate) async fn prepare_extraction(
         tools: Vec::new(),
         tool_choice: ToolChoice::None,
         max_tokens: Some(EXTRACTION_MAX_TOKENS),
-        response_format: Some(schema.response_format.clone()),
+        response_format: Some(without_fields(&schema.response_format, &tables)),
     };
     let state = json!({
         "document_id": doc_id,
         "prompt_id": prompt.prompt_id, "prompt_version": prompt.version,
         "schema_id": schema.schema_id, "schema_version": schema.version,
         "input_truncated": input_truncated,
+        "tables_from_analysis": tables,
     });
     Ok(ModelCall { request, state })
 }
@@ -73,16 +76,57 @@ const MAX_READINGS: usize = 40;
 const MAX_READING_CHARS: usize = 200;
 const MAX_ROWS_JSON: usize = 1500;
 
+/// The top-level lists of `read` (the analysis' extraction for the schema) too long to show as
+/// a reading: tables the analysis read whole. The model is not asked to write them — at the
+/// speed a small local model writes (15 tokens a second on this project's machine) forty rows
+/// take longer than a request may — and the stored extraction takes the analysis' rows.
+fn long_tables(read: &Value) -> Vec<String> {
+    read.as_object()
+        .map(|o| {
+            o.iter()
+                .filter(|(_, v)| {
+                    v.as_array().is_some_and(|rows| !rows.is_empty())
+                        && v.to_string().len() > MAX_ROWS_JSON
+                })
+                .map(|(k, _)| k.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `response_format` without the top-level `fields` (from its properties and its required
+/// list): what the model is asked to answer.
+fn without_fields(response_format: &Value, fields: &[String]) -> Value {
+    let mut rf = response_format.clone();
+    if fields.is_empty() {
+        return rf;
+    }
+    if let Some(props) = rf
+        .pointer_mut("/json_schema/schema/properties")
+        .and_then(Value::as_object_mut)
+    {
+        for f in fields {
+            props.remove(f);
+        }
+    }
+    if let Some(required) = rf
+        .pointer_mut("/json_schema/schema/required")
+        .and_then(Value::as_array_mut)
+    {
+        required.retain(|r| r.as_str().is_none_or(|r| !fields.iter().any(|f| f == r)));
+    }
+    rf
+}
+
 /// The extraction request's hint (issue 28, item 2: the same analysis on the model path): the
-/// value the document analysis reads for each field of `schema` (by the field's name or its
-/// label, as the offline extraction does; a table's rows when short), as one JSON object after the document text;
-/// `None` when it reads none. A small model copies a right reading and has the text to correct
-/// a wrong one; measured with a 0.5B model its own readings were right for fewer fields than
-/// the analysis' (README, Evaluation). After the text, so the provider boundary has seen the
-/// document's personal data before this message (it redacts a value it knows wherever it
-/// appears).
-fn readings(text: &str, schema: &Value) -> Option<String> {
-    let read = crate::llm::offline::extract(text, schema);
+/// value the document analysis reads for each field of the schema (`read`: by the field's name
+/// or its label, as the offline extraction does; a table's rows when short), as one JSON object
+/// after the document text, and the `tables` the analysis fills in itself; `None` when it
+/// reads none. A small model copies a right reading and has the text to correct a wrong one;
+/// measured with a 0.5B model its own readings were right for fewer fields than the analysis'
+/// (README, Evaluation). After the text, so the provider boundary has seen the document's
+/// personal data before this message (it redacts a value it knows wherever it appears).
+fn readings(read: &Value, tables: &[String]) -> Option<String> {
     let shown: serde_json::Map<String, Value> = read
         .as_object()?
         .iter()
@@ -96,15 +140,28 @@ fn readings(text: &str, schema: &Value) -> Option<String> {
         .take(MAX_READINGS)
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    if shown.is_empty() {
+    if shown.is_empty() && tables.is_empty() {
         return None;
     }
-    Some(format!(
+    let mut out = format!(
         "{} (check each against the text; keep a reading that is right, correct \
          one that is wrong; a field without a reading is yours to find, or null):\n{}",
         analysis::READINGS_START,
         Value::Object(shown)
-    ))
+    );
+    if !tables.is_empty() {
+        let rows = |k: &String| read[k].as_array().map_or(0, Vec::len);
+        let listed: Vec<String> = tables
+            .iter()
+            .map(|k| format!("`{k}` ({} rows)", rows(k)))
+            .collect();
+        out.push_str(&format!(
+            "\nThe analysis reads {} from the document's table itself: leave it out of your \
+             answer.",
+            listed.join(", ")
+        ));
+    }
+    Some(out)
 }
 
 /// Validates the answer against the prompt's schema and stores it as a proposed extraction.
@@ -145,6 +202,20 @@ pub(crate) async fn apply_extraction(
         ))
     })?;
     let result = clean_json(&result);
+    let text = documents::get(ctx.conn, ctx.org_id, doc_id, ground::MAX_CHARS)
+        .await?
+        .map(|d| d.text)
+        .unwrap_or_default();
+    // The analysis of the text, made once and only when a table, a fill or the empty fields
+    // need it.
+    let analysed = OnceCell::new();
+    let (result, from_analysis) = with_tables(
+        result,
+        &string_list(&state["tables_from_analysis"]),
+        inner_schema(&schema.response_format),
+        &text,
+        &analysed,
+    );
     if let Err(errors) = validate_instance(inner_schema(&schema.response_format), &result) {
         return Err(ToolError::Invalid(format!(
             "the extraction result does not match schema {schema_revid} ({} problem(s): {}); \
@@ -161,12 +232,6 @@ pub(crate) async fn apply_extraction(
         schema_id,
         schema_version,
     };
-    let text = documents::get(ctx.conn, ctx.org_id, doc_id, ground::MAX_CHARS)
-        .await?
-        .map(|d| d.text)
-        .unwrap_or_default();
-    // The analysis of the text, made once and only when a fill or the empty fields need it.
-    let analysed = OnceCell::new();
     let (result, filled) = fill_from_document(
         result,
         inner_schema(&schema.response_format),
@@ -208,11 +273,61 @@ pub(crate) async fn apply_extraction(
              value is right, set it with update_extraction_field."
         );
     }
+    if !from_analysis.is_empty() {
+        out["tables_from_analysis"] = json!(from_analysis);
+        out["tables_note"] = json!(
+            "these tables were too long to ask the extraction model for: they hold the rows \
+             the document analysis read from the document."
+        );
+    }
     out["input_truncated"] = state["input_truncated"].clone();
     if cut {
         out["finish_reason"] = json!("length");
     }
     Ok(out)
+}
+
+/// The strings of a JSON list (none when it is not one).
+fn string_list(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `result` with each of `tables` set to the rows the analysis of `text` reads for it (the
+/// model was asked to leave them out), when `result` is an object and the analysis reads rows;
+/// `{field, rows}` per table set.
+fn with_tables(
+    result: Value,
+    tables: &[String],
+    schema: &Value,
+    text: &str,
+    analysed: &OnceCell<Analysis>,
+) -> (Value, Vec<Value>) {
+    let Value::Object(mut obj) = result else {
+        return (result, Vec::new());
+    };
+    if tables.is_empty() {
+        return (Value::Object(obj), Vec::new());
+    }
+    let a = analysed.get_or_init(|| analysis::analyse(text));
+    let read = crate::llm::offline::extract_from(a, text, schema);
+    let mut set = Vec::new();
+    for t in tables {
+        if let Some(rows) = read
+            .get(t)
+            .and_then(Value::as_array)
+            .filter(|r| !r.is_empty())
+        {
+            set.push(json!({"field": t, "rows": rows.len()}));
+            obj.insert(t.clone(), Value::Array(rows.clone()));
+        }
+    }
+    (Value::Object(obj), set)
 }
 
 /// Top-level scalar fields of `result` that are null, or hold a value `text` does not contain,
@@ -306,13 +421,66 @@ mod tests {
             "total_due": {"type": ["number", "null"]},
             "po_number": {"type": ["string", "null"]},
         }});
-        let r = readings(text, &schema).expect("readings");
+        let read = crate::llm::offline::extract(text, &schema);
+        assert!(long_tables(&read).is_empty());
+        let r = readings(&read, &[]).expect("readings");
         let (head, body) = r.split_once('\n').unwrap();
         assert!(head.starts_with(analysis::READINGS_START), "{r}");
         let read: Value = serde_json::from_str(body).unwrap();
         assert_eq!(read, json!({"invoice_number": "INV-77", "total_due": 1250}));
         // Nothing read, no message.
         let none = json!({"type": "object", "properties": {"po_number": {"type": "string"}}});
-        assert_eq!(readings(text, &none), None);
+        assert_eq!(
+            readings(&crate::llm::offline::extract(text, &none), &[]),
+            None
+        );
+    }
+
+    #[test]
+    fn a_long_table_is_read_by_the_analysis_not_asked_of_the_model() {
+        let mut text = String::from(
+            "Invoice Number: INV-78\nTotal Due: 4,100.00\n\n\
+            Item        Description                         Qty     Amount\n",
+        );
+        for k in 1..=40 {
+            text.push_str(&format!(
+                "SKU-{k:03}     Replacement filter cartridge type {k:<4}   {:>3}   {:>8}.00\n",
+                k % 7 + 1,
+                k * 10
+            ));
+        }
+        let rf = json!({"type": "json_schema", "json_schema": {"name": "x", "strict": true,
+            "schema": {"type": "object", "additionalProperties": false,
+                "required": ["invoice_number", "line_items"],
+                "properties": {
+                    "invoice_number": {"type": ["string", "null"]},
+                    "line_items": {"type": "array", "items": {"type": "object"}}}}}});
+        let read = crate::llm::offline::extract(&text, inner_schema(&rf));
+        let tables = long_tables(&read);
+        assert_eq!(tables, ["line_items"], "{read}");
+        // The model is asked for the rest only, and told why.
+        let asked = without_fields(&rf, &tables);
+        assert_eq!(
+            asked["json_schema"]["schema"]["required"],
+            json!(["invoice_number"])
+        );
+        assert!(
+            asked["json_schema"]["schema"]["properties"]
+                .get("line_items")
+                .is_none()
+        );
+        let r = readings(&read, &tables).expect("readings");
+        assert!(r.contains("`line_items` (40 rows)"), "{r}");
+        // The stored result takes the analysis' rows.
+        let (result, set) = with_tables(
+            json!({"invoice_number": "INV-78"}),
+            &tables,
+            inner_schema(&rf),
+            &text,
+            &OnceCell::new(),
+        );
+        assert_eq!(set, [json!({"field": "line_items", "rows": 40})]);
+        assert_eq!(result["line_items"].as_array().map(Vec::len), Some(40));
+        assert!(validate_instance(inner_schema(&rf), &result).is_ok());
     }
 }
