@@ -394,3 +394,82 @@ async fn a_personal_data_token_or_a_document_value_is_no_field_name() {
         "{created}"
     );
 }
+
+/// An invoice with a table of `rows` items.
+fn long_invoice(rows: usize) -> String {
+    let mut t = String::from(
+        "ACME Supplies Ltd\nINVOICE\nInvoice Number: INV-2026-0500\nInvoice Date: 02/11/2026\n\n\
+         Item      Description                          Qty    Unit Price      Amount\n",
+    );
+    let mut total = 0;
+    for k in 1..=rows {
+        let (qty, price) = (k % 5 + 1, 10 * k);
+        total += qty * price;
+        t.push_str(&format!(
+            "SKU-{k:03}   Replacement filter cartridge {k:<6}  {qty:>4}   {price:>10}.00   {:>9}.00\n",
+            qty * price
+        ));
+    }
+    t.push_str(&format!("\nTotal Due: {total}.00\n"));
+    t
+}
+
+#[tokio::test]
+async fn a_long_table_is_read_by_the_analysis_and_not_asked_of_the_extraction_model() {
+    let db = TestDb::new().await;
+    let mut app = common::app(&db, Arc::new(SystemClock) as SharedClock);
+    let p = Arc::new(ScriptedProvider::new(script(
+        json!({"invoice_number": "string", "total_due": "number",
+               "line_items": [{"description": "string", "quantity": "number", "amount": "number"}]}),
+        |req| {
+            // The model is asked for the scalar fields only, and told the table is read for it.
+            let rf = req
+                .response_format
+                .as_ref()
+                .expect("the schema's response_format");
+            let props = rf
+                .pointer("/json_schema/schema/properties")
+                .and_then(Value::as_object)
+                .expect("properties");
+            assert!(
+                props.contains_key("invoice_number") && !props.contains_key("line_items"),
+                "{rf}"
+            );
+            let last = req
+                .messages
+                .last()
+                .map(|m| m.joined_text())
+                .unwrap_or_default();
+            assert!(last.contains("`line_items` (30 rows)"), "{last}");
+            json_answer(json!({"invoice_number": "INV-2026-0500", "total_due": null}))
+        },
+    )));
+    app.provider = p.clone();
+    let org = org(&db).await;
+    let text = long_invoice(30);
+    let (doc, _) = add_document(&app, org, "invoice.txt", &text, true)
+        .await
+        .unwrap();
+    assert_eq!(drain(&app, doc).await, "proposed");
+    p.assert_complete();
+    let result: Value = sqlx::query_scalar("SELECT result FROM extractions WHERE document_id = $1")
+        .bind(doc)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let rows = result["line_items"].as_array().expect("the analysis' rows");
+    assert_eq!(rows.len(), 30, "{result}");
+    assert_eq!(rows[29]["amount"], json!(300), "{result}");
+    assert_eq!(result["invoice_number"], "INV-2026-0500");
+    // The model and the audit see where the rows came from.
+    let requests = p.requests.lock().unwrap().clone();
+    let seen = requests
+        .last()
+        .map(last_result)
+        .expect("run_extraction's result");
+    assert_eq!(
+        seen["tables_from_analysis"],
+        json!([{"field": "line_items", "rows": 30}]),
+        "{seen}"
+    );
+}

@@ -176,11 +176,17 @@ pub fn decision_form(candidates: &[Listed]) -> Value {
 /// stays. Offered every candidate, the 0.5B model left out the first ones listed — the
 /// lexicon's, the surest (on the dev part 78 % of them match a label, against 50 % of the
 /// others) — and its proposals lost more right fields than wrong ones.
+/// A name the analysis makes from a lexicon name for the addressee's copy of a field
+/// (`customer_tax_id` for the tax id in the customer's block) is the lexicon's as well.
 pub fn droppable(candidates: &[Listed]) -> Vec<&str> {
+    let known = |n: &str| {
+        let named = |n: &str| analysis::lexicon::class_of(n).is_some();
+        named(n) || n.strip_prefix(analysis::CUSTOMER_PREFIX).is_some_and(named)
+    };
     candidates
         .iter()
         .map(|c| c.name.as_str())
-        .filter(|n| analysis::lexicon::class_of(n).is_none())
+        .filter(|n| !known(n))
         .collect()
 }
 
@@ -501,6 +507,12 @@ mod tests {
             "a quarter of the candidates, at least one"
         );
         // Nothing to leave out when the lexicon names every candidate.
+        // A name made from the lexicon's for the customer's copy of a field is sure too.
+        let customer = [
+            listed("customer_tax_id", "string", &[]),
+            listed("cliente_lugar", "string", &[]),
+        ];
+        assert_eq!(droppable(&customer), ["cliente_lugar"]);
         let f = format(&registry, &candidates[..2]);
         assert_eq!(
             f.pointer("/json_schema/schema/properties/schema/properties/drop"),

@@ -161,6 +161,9 @@ fn clip(s: &str, n: usize) -> String {
     s.chars().take(n).collect()
 }
 
+/// What a field of the customer's block is named with before its name (`customer_tax_id`).
+pub const CUSTOMER_PREFIX: &str = "customer_";
+
 /// Analyses `text` (any UTF-8; see the module docs for the bounds).
 pub fn analyse(text: &str) -> Analysis {
     let total = text.chars().count();
@@ -253,7 +256,7 @@ pub fn analyse(text: &str) -> Analysis {
             if matches!(c.name.as_str(), "vat_id" | "tax_id" | "tax_number")
                 && customer_blocks.iter().any(|b| b.contains(&p.line))
             {
-                c.name = format!("customer_{}", c.name);
+                c.name = format!("{CUSTOMER_PREFIX}{}", c.name);
             }
             push_pair(&mut out, c);
         }
