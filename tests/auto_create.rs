@@ -625,25 +625,24 @@ async fn one_call_proposes_schema_and_prompt_where_output_is_structured() {
         Turn::Dynamic(|req| {
             let rf = req.response_format.as_ref().expect("a response_format");
             assert_eq!(rf["json_schema"]["name"], "proposal", "{rf}");
-            // The schema is asked for as the candidates to leave out and the fields the
-            // candidates miss.
-            let drop = rf
-                .pointer("/json_schema/schema/properties/schema/properties/drop/items/enum")
-                .and_then(Value::as_array)
-                .expect("the candidates to choose from");
-            let names: Vec<&str> = drop.iter().filter_map(Value::as_str).collect();
-            assert_eq!(
-                names,
-                ["loyalty_points"],
-                "of the analysis' candidates (invoice_number, invoice_date, total, customer, \
-                 loyalty_points), only the one whose name the lexicon does not give may be \
-                 left out"
+            // Every candidate is kept: the schema is asked for as the fields the candidates
+            // miss, nothing to leave out.
+            let schema_part = rf
+                .pointer("/json_schema/schema/properties/schema")
+                .expect("the schema part");
+            assert!(
+                schema_part.pointer("/properties/drop").is_none(),
+                "{schema_part}"
             );
-            // The points left out; the customer too, which the form does not offer (a server
-            // that ignores the grammar): it stays. One field added, named after the document's words.
-            let decided = ["customer", "loyalty_points"];
+            assert!(
+                schema_part.pointer("/properties/more").is_some(),
+                "{schema_part}"
+            );
+            // A server that ignores the grammar may still send a drop list: it is not
+            // followed. One field added, named after the document's words.
             let text = json!({
-                "schema": {"drop": decided, "more": [{"name": "Total Due", "type": "number"}]},
+                "schema": {"drop": ["customer", "loyalty_points"],
+                           "more": [{"name": "Total Due", "type": "number"}]},
                 "prompt": {"name": "Invoice", "content": "Extract the invoice's number, date and total as JSON."},
             });
             answer(
@@ -668,7 +667,7 @@ async fn one_call_proposes_schema_and_prompt_where_output_is_structured() {
                     text: json!({"invoice_number": "INV-77", "invoice_date": "2026-11-02",
                                  // The customer's name reaches the model as a token.
                                  "total": 1250.0, "customer": "PERSON_1",
-                                 "total_due": 1250.0})
+                                 "loyalty_points": 120, "total_due": 1250.0})
                     .to_string(),
                 }],
                 FinishReason::EndTurn,
@@ -697,8 +696,8 @@ async fn one_call_proposes_schema_and_prompt_where_output_is_structured() {
     .fetch_one(&db.pool)
     .await
     .unwrap();
-    // The schema holds the kept candidates with the types the analysis listed (the date a
-    // date) and the added field, nothing the model left out.
+    // The schema holds every candidate with the type the analysis listed (the date a date)
+    // and the added field.
     let rf: Value = sqlx::query_scalar(
         "SELECT response_format FROM schemas WHERE schema_id = $1 AND version = $2",
     )
@@ -719,6 +718,7 @@ async fn one_call_proposes_schema_and_prompt_where_output_is_structured() {
             "customer",
             "invoice_date",
             "invoice_number",
+            "loyalty_points",
             "total",
             "total_due"
         ]

@@ -976,16 +976,17 @@ async fn constrained_calls_carry_a_call_schema_and_a_small_model_proposes() {
         .await
         .unwrap();
     assert_eq!(pinned, format!("{sid}:{sv}"));
-    // The first round is the one call: the schema asked for as a drop list over the
-    // candidates, with no response_format argument to fill.
+    // The first round is the one call: every candidate kept, the schema asked for as the
+    // fields to add, with no response_format argument to fill.
     let first_rf = &rounds[0]["response_format"];
     assert_eq!(first_rf["json_schema"]["name"], "proposal", "{first_rf}");
-    let drop = first_rf
-        .pointer("/json_schema/schema/properties/schema/properties/drop")
-        .unwrap_or_else(|| panic!("a drop list in {first_rf}"));
+    let schema_part = first_rf
+        .pointer("/json_schema/schema/properties/schema")
+        .unwrap_or_else(|| panic!("the schema part in {first_rf}"));
+    assert_eq!(schema_part["required"], json!(["more"]), "{schema_part}");
     assert!(
-        !drop.to_string().contains("invoice_number"),
-        "a name the lexicon gives is no candidate to leave out: {drop}"
+        schema_part.pointer("/properties/drop").is_none(),
+        "{schema_part}"
     );
     assert!(
         !first_rf.to_string().contains("\"response_format\""),

@@ -39,13 +39,13 @@ pub const INSTRUCTION: &str = "Answer with one JSON object and nothing else: \"s
     schema_revid (a name, and content: the instructions the extraction model gets with the \
     document text). agentd creates the schema, then the prompt for it, then runs the extraction.";
 
-/// The instruction when the analysis listed candidates: the model decides on each of them.
+/// The instruction when the analysis listed candidates: every candidate becomes a field; the
+/// model adds what they miss and writes the prompt.
 pub const INSTRUCTION_DECIDE: &str = "Answer with one JSON object and nothing else. \
-    \"schema\": \"drop\" lists the candidates a reviewer of this kind of document would not \
-    want extracted (often none); every other candidate becomes a field, with the name and type \
-    listed. \"more\" lists fields the candidates miss, if any, as {name, type}. \"prompt\": a \
-    name, and content: short instructions the extraction model gets with the document text. \
-    agentd creates the schema, then the prompt for it, then runs the extraction.";
+    \"schema\": every candidate becomes a field, with the name and type listed; \"more\" lists \
+    fields the candidates miss, if any, as {name, type}. \"prompt\": a name, and content: short \
+    instructions the extraction model gets with the document text. agentd creates the schema, \
+    then the prompt for it, then runs the extraction.";
 
 /// Longest prompt content the one call asks for, in characters: instructions, not a copy of
 /// the document (a 0.5B model otherwise writes until the output cap).
@@ -104,7 +104,7 @@ pub fn format(registry: &Registry, candidates: &[Listed]) -> Value {
     };
     let schema = match candidates.is_empty() {
         true => guided(CreateSchema::NAME),
-        false => decision_form(candidates),
+        false => decision_form(),
     };
     let mut prompt = guided(CreatePrompt::NAME);
     if let Some(p) = prompt.get_mut("properties").and_then(Value::as_object_mut) {
@@ -131,33 +131,24 @@ pub fn format(registry: &Registry, candidates: &[Listed]) -> Value {
     })
 }
 
-/// The schema part as a decision on the analysis' candidates (issue 28): `drop`, the
-/// candidates left out (each at most once, from the list), and `more`, at most
-/// [`MAX_MORE_FIELDS`] `{name, type}` fields the candidates miss. Under a grammar a model can
-/// neither rename a value the analysis found after the document's own words nor mistype it: it
-/// leaves candidates out, and agentd builds the fields from the others' names and types
-/// ([`decided_fields`]). A capable model still adds what the analysis missed.
+/// The schema part as a decision on the analysis' candidates (issue 28): `more`, at most
+/// [`MAX_MORE_FIELDS`] `{name, type}` fields the candidates miss; every candidate is kept.
+/// Under a grammar a model can neither rename a value the analysis found after the document's
+/// own words nor mistype it: agentd builds the fields from the candidates' names and types
+/// ([`decided_fields`]). A capable model still adds what the analysis missed; a reviewer (or a
+/// later round's `update_schema`) removes what is not wanted, as with any proposal.
 ///
-/// Asked as `keep` (a required boolean per candidate) the 0.5B model said false to most good
-/// candidates of some documents — 3 of a French invoice's 13, 1 of a tax form's 10 (recall 60 %
-/// on 10 test documents against 75 % for the same candidates all kept): a list of what to
-/// leave out makes keeping the default.
-pub fn decision_form(candidates: &[Listed]) -> Value {
-    let names = droppable(candidates);
-    let drop = match names.is_empty() {
-        true => json!({"type": "array", "maxItems": 0}),
-        false => json!({
-            "description": "Candidates not worth extracting (often none).",
-            "type": "array",
-            "items": {"enum": names},
-            "uniqueItems": true,
-            "maxItems": max_dropped(candidates.len()).min(names.len()),
-        }),
-    };
+/// The form let the model leave candidates out (`drop`, up to a quarter of those the lexicon
+/// does not name) until 2026-11-28. Scored against the documents' acceptable fields as well as
+/// the expected ones, the 0.5B model's choices were the wrong way round: on 21 dev documents it
+/// left out 38 candidates, 32 of them real fields (13 expected, 19 acceptable), and its
+/// proposals scored recall 89.3 % and value accuracy 88.4 % against 94.4 % and 94.0 % for the
+/// same candidates all kept, at the same precision (92.0 %). Asked before that as `keep`, a
+/// required boolean per candidate, it said false to most good candidates of some documents.
+pub fn decision_form() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "drop": drop,
             "more": {
                 "description": "Fields the candidates miss (usually none), snake_case.",
                 "type": "array",
@@ -165,66 +156,28 @@ pub fn decision_form(candidates: &[Listed]) -> Value {
                 "items": crate::tools::schemas::guided_field(),
             },
         },
-        "required": ["drop"],
+        "required": ["more"],
         "additionalProperties": false,
     })
 }
 
-/// The candidates a decision may leave out: those whose name the lexicon does not know (a
-/// label kept in the document's own words, a table), in the brief's order. A name the lexicon
-/// gives (`invoice_number` for `N° de facture`) is a field documents of that kind share and
-/// stays. Offered every candidate, the 0.5B model left out the first ones listed — the
-/// lexicon's, the surest (on the dev part 78 % of them match a label, against 50 % of the
-/// others) — and its proposals lost more right fields than wrong ones.
-/// A name the analysis makes from a lexicon name for the addressee's copy of a field
-/// (`customer_tax_id` for the tax id in the customer's block) is the lexicon's as well.
-pub fn droppable(candidates: &[Listed]) -> Vec<&str> {
-    let known = |n: &str| {
-        let named = |n: &str| analysis::lexicon::class_of(n).is_some();
-        named(n) || n.strip_prefix(analysis::CUSTOMER_PREFIX).is_some_and(named)
-    };
-    candidates
-        .iter()
-        .map(|c| c.name.as_str())
-        .filter(|n| !known(n))
-        .collect()
-}
-
-/// How many of `n` candidates a decision may leave out: a quarter, at least one. Asked without
-/// a bound, the 0.5B model left out all but one of a bank statement's 9 right candidates and
-/// 7 of a receipt's 8 (10 test documents: recall 62 % against 75 % for all kept, precision
-/// 44 % against 47 %): its choices were noise, and a bound keeps them from costing more than
-/// a quarter of the fields. A reviewer (or a model in a later round, `update_schema`) removes
-/// the rest, as with any proposal; [`decided_fields`] holds a server that ignores the grammar
-/// to the same bound.
-pub fn max_dropped(n: usize) -> usize {
-    (n / 4).max(1)
-}
-
-/// `create_schema`'s `fields` from a decision-form answer: the candidates not dropped, with
-/// their listed types (a table's rows a list of its columns), then the `more` fields not
-/// already there (a candidate's name added there keeps its listed type) whose names are
-/// `document`'s words or the lexicon's ([`named_from`]). `None` when `schema` is not a decision
-/// (no `drop` list).
+/// `create_schema`'s `fields` from a decision-form answer: every candidate, with its listed
+/// type (a table's rows a list of its columns), then the `more` fields not already there (a
+/// candidate's name added there keeps its listed type) whose names are `document`'s words or the
+/// lexicon's ([`named_from`]). `None` when `schema` is not a decision (it has `fields`, or
+/// neither candidates nor `more`). A `drop` list a server let through the grammar (the form
+/// of before 2026-11-28) is not followed.
 pub fn decided_fields(
     schema: &Map<String, Value>,
     candidates: &[Listed],
     document: &str,
 ) -> Option<Value> {
-    let droppable = droppable(candidates);
-    let drop: Vec<&str> = schema
-        .get("drop")?
-        .as_array()?
-        .iter()
-        .filter_map(Value::as_str)
-        .filter(|n| droppable.contains(n))
-        .take(max_dropped(candidates.len()))
-        .collect();
+    if schema.contains_key("fields") || (candidates.is_empty() && !schema.contains_key("more")) {
+        return None;
+    }
     let mut fields = Map::new();
     for c in candidates {
-        if !drop.contains(&c.name.as_str()) {
-            fields.insert(c.name.clone(), listed_type(c));
-        }
+        fields.insert(c.name.clone(), listed_type(c));
     }
     // The document's words, read once and only when a field is added.
     let mut words: Option<Vec<String>> = None;
@@ -492,37 +445,14 @@ mod tests {
         let s = &f["json_schema"]["schema"];
         assert_eq!(f["json_schema"]["name"], FORMAT_NAME);
         assert_eq!(s["required"], json!(["schema", "prompt"]));
-        let drop = s
-            .pointer("/properties/schema/properties/drop")
-            .expect("a decision on the candidates");
-        assert_eq!(
-            drop["items"]["enum"],
-            json!(["standing_charges", "kfz_haftpflicht"]),
-            "only the names the lexicon does not give"
+        // Every candidate is kept: the decision is what to add.
+        assert!(
+            s.pointer("/properties/schema/properties/drop").is_none(),
+            "{s}"
         );
-        assert_eq!(drop["uniqueItems"], json!(true));
-        assert_eq!(
-            drop["maxItems"],
-            json!(1),
-            "a quarter of the candidates, at least one"
-        );
-        // Nothing to leave out when the lexicon names every candidate.
-        // A name made from the lexicon's for the customer's copy of a field is sure too.
-        let customer = [
-            listed("customer_tax_id", "string", &[]),
-            listed("cliente_lugar", "string", &[]),
-        ];
-        assert_eq!(droppable(&customer), ["cliente_lugar"]);
-        let f = format(&registry, &candidates[..2]);
-        assert_eq!(
-            f.pointer("/json_schema/schema/properties/schema/properties/drop"),
-            Some(&json!({"type": "array", "maxItems": 0})),
-            "{f}"
-        );
-        assert_eq!(max_dropped(13), 3);
         assert_eq!(
             s.pointer("/properties/schema/required"),
-            Some(&json!(["drop"]))
+            Some(&json!(["more"]))
         );
         assert_eq!(
             s.pointer("/properties/schema/properties/more/maxItems"),
@@ -552,7 +482,7 @@ mod tests {
     }
 
     #[test]
-    fn a_decision_becomes_the_candidates_not_dropped_with_their_listed_types() {
+    fn a_decision_keeps_every_candidate_with_its_listed_type_and_adds_named_fields() {
         let candidates = [
             listed("invoice_number", "string", &[]),
             listed("invoice_date", "date", &[]),
@@ -579,10 +509,11 @@ mod tests {
         assert_eq!(
             fields,
             json!({"invoice_number": "string", "invoice_date": "date",
+                   "supplier_address": "string",
                    "line_items": [{"description": "string", "amount": "number"}],
                    "iban": "string", "kundennummer": "string", "vat_rate": "number"}),
-            "a name the lexicon gives is not left out; an added name is the document's words \
-             (`Kundennummer`) or the lexicon's (`vat_rate`), not the request's \
+            "no candidate is left out (a `drop` list is not followed); an added name is the \
+             document's words (`Kundennummer`) or the lexicon's (`vat_rate`), not the request's \
              (`name`, `document_type`)"
         );
         // Not a decision: the schema part is create_schema's arguments as they are.
@@ -618,7 +549,7 @@ mod tests {
         let schema: Value = serde_json::from_str(calls[0].2).unwrap();
         assert_eq!(
             schema,
-            json!({"name": "Receipt", "fields": {"total": "number"}})
+            json!({"name": "Receipt", "fields": {"total": "number", "shop": "string"}})
         );
     }
 
