@@ -967,3 +967,18 @@ fn a_credit_note_keeps_the_sign_it_prints() {
              Totaal:   1.200,00 €\n";
     has(t, "total", json!(1200));
 }
+
+#[test]
+fn a_tax_id_under_the_customers_label_is_the_customers() {
+    let t = "FATURA  FT 2026B/0377\nData: 19-11-2026\n\nContabilidade Serra & Vieira, Lda.\n\
+             Rua de Santa Catarina 512, 4000-446 Porto\nNIF: 507 318 920\n\n\
+             Cliente: Padaria Flor do Bairro, Lda.\nNIF: 515 660 214\n\
+             Morada: Rua do Bonjardim 88, 4000-121 Porto\n\nTotal: 325,95 €\n";
+    has(t, "customer_tax_id", json!("515 660 214"));
+    let issuer: Vec<Value> = found(t)
+        .into_iter()
+        .filter(|(n, _)| n == "tax_id" || n == "vat_id")
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(issuer, [json!("507 318 920")]);
+}
