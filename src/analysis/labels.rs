@@ -41,8 +41,39 @@ pub struct Segment {
     pub text: String,
 }
 
-/// The segments of `line` (tabs count as a run of spaces).
+/// The segments of `line` (tabs count as a run of spaces). A currency sign or code in a column
+/// of its own before an amount (`Subtotaal      €  704,00`, `Total   USD    1,250.00`) is one
+/// segment with it: right-aligned amounts after a left-aligned sign leave a gap between them.
 pub fn segments(line: &str) -> Vec<Segment> {
+    let mut out: Vec<Segment> = Vec::new();
+    for s in spaced_pieces(line) {
+        let joins = out.last().is_some_and(|prev| currency_sign(&prev.text))
+            && s.text
+                .trim_start_matches(['-', '+'])
+                .starts_with(|c: char| c.is_ascii_digit());
+        match out.last_mut() {
+            Some(prev) if joins => {
+                prev.text = format!("{} {}", prev.text, s.text);
+                prev.end = s.end;
+            }
+            _ => out.push(s),
+        }
+    }
+    out
+}
+
+/// Whether a segment is only a currency: a sign (`€`, `$`, `R$`) or an upper-case code (`EUR`).
+fn currency_sign(text: &str) -> bool {
+    let t = text.trim();
+    let short = (1..=3).contains(&t.chars().count());
+    let shaped = t
+        .chars()
+        .all(|c| c.is_ascii_uppercase() || !c.is_alphanumeric());
+    short && shaped && super::values::currency_of(t).is_some()
+}
+
+/// The pieces of `line` between runs of two or more spaces or a tab.
+fn spaced_pieces(line: &str) -> Vec<Segment> {
     let chars: Vec<char> = line.chars().collect();
     let mut out = Vec::new();
     let mut i = 0;
@@ -970,7 +1001,7 @@ mod tests {
             vec![
                 pair("Rechnungsnummer", "RE-1183", How::Spaced),
                 pair("Total Paid Out", "£1,359.90", How::Spaced),
-                pair("SUMME EUR", "13,97", How::Spaced),
+                pair("SUMME", "EUR 13,97", How::Spaced),
             ]
         );
     }
@@ -1000,5 +1031,28 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![(0, "Pos."), (6, "Bezeichnung"), (20, "Menge")]
         );
+    }
+
+    #[test]
+    fn a_currency_in_its_own_column_goes_with_its_amount() {
+        let texts =
+            |line: &str| -> Vec<String> { segments(line).into_iter().map(|s| s.text).collect() };
+        assert_eq!(
+            texts("Subtotaal        €  704,00"),
+            ["Subtotaal", "€ 704,00"]
+        );
+        assert_eq!(
+            texts("Huur    3    €  45,00    €  135,00"),
+            ["Huur", "3", "€ 45,00", "€ 135,00"]
+        );
+        assert_eq!(
+            texts("Total   USD    -1,250.00"),
+            ["Total", "USD -1,250.00"]
+        );
+        // A code that is a word, or a currency before no amount, stays a column.
+        assert_eq!(texts("Amount   EUR   Notes"), ["Amount", "EUR", "Notes"]);
+        assert_eq!(texts("Dose   eur   12"), ["Dose", "eur", "12"]);
+        let s = segments("Net  €   70,00");
+        assert_eq!((s[1].start, s[1].end), (5, 14));
     }
 }

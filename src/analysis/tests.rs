@@ -982,3 +982,17 @@ fn a_tax_id_under_the_customers_label_is_the_customers() {
         .collect();
     assert_eq!(issuer, [json!("507 318 920")]);
 }
+
+#[test]
+fn an_amount_after_a_currency_column_is_read() {
+    let t = "CREDITNOTA  CN-2026-0142\nDatum: 12-11-2026\n\n\
+             Omschrijving                 Aantal    Prijs        Bedrag\n\
+             Retour gipsplaten               -20     €   8,40     €  -168,00\n\
+             Retour lijm                      -4     €  22,50     €   -90,00\n\n\
+             Subtotaal                                           €  -258,00\n\
+             BTW 21%                                             €   -54,18\n\
+             Totaal incl. BTW                                    €  -312,18\n";
+    has(t, "net_amount", json!(-258));
+    has(t, "vat", json!(-54.18));
+    has(t, "total", json!(-312.18));
+}
