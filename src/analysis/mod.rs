@@ -265,9 +265,12 @@ pub fn analyse(text: &str) -> Analysis {
     // `IVA 21 %   12,53 €`): its last cell.
     for t in tables.iter().chain(single.iter()) {
         for (k, r) in t.raw_rows.iter().enumerate().take(50) {
+            // The year-to-date column is not the document's amount.
             let cells: Vec<&str> = r
                 .iter()
-                .map(|c| c.trim())
+                .enumerate()
+                .filter(|(k, _)| !t.labels.get(*k).is_some_and(|l| tables::year_to_date(l)))
+                .map(|(_, c)| c.trim())
                 .filter(|c| !c.is_empty())
                 .collect();
             let (Some(first), Some(last)) = (cells.first(), cells.last()) else {
@@ -280,6 +283,45 @@ pub fn analyse(text: &str) -> Analysis {
                     label: (*first).to_string(),
                     value: last.clone(),
                     line: t.row_lines.get(k).copied().unwrap_or(t.header_line),
+                    how: How::Spaced,
+                };
+                if let Some(c) = from_pair(&p, kind, style, order) {
+                    push(&mut out, c);
+                }
+            }
+        }
+    }
+    // A known amount just below a table with a year-to-date column, one number under the
+    // column before it and one under it (`NET PAY   1,906.71   39,399.83`): the first.
+    for t in &tables {
+        let header = lines
+            .get(t.header_line)
+            .map(|l| labels::segments(l))
+            .unwrap_or_default();
+        let Some(ytd) = header
+            .iter()
+            .skip(1)
+            .find(|h| tables::year_to_date(&h.text))
+        else {
+            continue;
+        };
+        let after = t.row_lines.last().map_or(t.header_line, |l| *l) + 1;
+        for i in (after..lines.len().min(after + 4)).filter(|i| !in_table(*i)) {
+            let Some(line) = lines.get(i) else { break };
+            let segs = labels::segments(line);
+            let [label, current, year] = segs.as_slice() else {
+                continue;
+            };
+            let number = |s: &labels::Segment| {
+                values::parse_number(&values::repair_digits(&s.text), style).is_some()
+            };
+            let under = |s: &labels::Segment| s.end.min(ytd.end) > s.start.max(ytd.start);
+            let amount = labels::known(&label.text).is_some_and(|(_, c)| c == Class::Amount);
+            if amount && number(current) && number(year) && under(year) && !under(current) {
+                let p = labels::Pair {
+                    label: label.text.clone(),
+                    value: values::repair_digits(&current.text),
+                    line: i,
                     how: How::Spaced,
                 };
                 if let Some(c) = from_pair(&p, kind, style, order) {

@@ -123,17 +123,34 @@ pub fn tables(lines: &[String], style: DecimalStyle, order: DateOrder) -> Vec<Ta
             }
             let mut cells = vec![String::new(); header.len()];
             for s in &segs {
-                let best = spans
-                    .iter()
-                    .enumerate()
-                    .map(|(k, (a, b))| {
-                        let overlap = s.end.min(*b).saturating_sub(s.start.max(*a));
-                        let distance = if overlap > 0 { 0 } else { s.start.abs_diff(*a) };
-                        (k, overlap, distance)
+                // A number goes under the header it overlaps most: amounts right-aligned under
+                // right-aligned headers (`Current      YTD` over `2,496.00    51,168.00`)
+                // reach back into the span of the column before.
+                let under_header = parse_number(&repair_digits(&s.text), style)
+                    .and_then(|_| {
+                        header
+                            .iter()
+                            .enumerate()
+                            .map(|(k, h)| {
+                                (k, s.end.min(h.end).saturating_sub(s.start.max(h.start)))
+                            })
+                            .filter(|(_, overlap)| *overlap > 0)
+                            .max_by_key(|(_, overlap)| *overlap)
                     })
-                    .max_by(|x, y| x.1.cmp(&y.1).then(y.2.cmp(&x.2)))
-                    .map(|(k, _, _)| k)
-                    .unwrap_or(0);
+                    .map(|(k, _)| k);
+                let best = under_header.unwrap_or_else(|| {
+                    spans
+                        .iter()
+                        .enumerate()
+                        .map(|(k, (a, b))| {
+                            let overlap = s.end.min(*b).saturating_sub(s.start.max(*a));
+                            let distance = if overlap > 0 { 0 } else { s.start.abs_diff(*a) };
+                            (k, overlap, distance)
+                        })
+                        .max_by(|x, y| x.1.cmp(&y.1).then(y.2.cmp(&x.2)))
+                        .map(|(k, _, _)| k)
+                        .unwrap_or(0)
+                });
                 if let Some(cell) = cells.get_mut(best) {
                     if !cell.is_empty() {
                         cell.push(' ');
@@ -225,6 +242,32 @@ pub fn tables(lines: &[String], style: DecimalStyle, order: DateOrder) -> Vec<Ta
     out
 }
 
+/// Whether a column header names the year to date (`YTD`, `Cumul`, `Acumulado`): its amounts
+/// add up the year's, not the document's own.
+pub fn year_to_date(label: &str) -> bool {
+    const WORDS: [&str; 18] = [
+        "ytd",
+        "y_t_d",
+        "year_to_date",
+        "ytd_amount",
+        "ytd_total",
+        "cumul",
+        "cumuls",
+        "cumul_annuel",
+        "cumule",
+        "acumulado",
+        "acumulados",
+        "acumulado_anual",
+        "kumuliert",
+        "kumulativ",
+        "jahressumme",
+        "progressivo",
+        "progressivi",
+        "cumulativo",
+    ];
+    WORDS.contains(&snake(label, 40).as_str())
+}
+
 fn column_type<'a>(
     cells: impl Iterator<Item = &'a String>,
     style: DecimalStyle,
@@ -312,6 +355,21 @@ mod tests {
         assert_eq!(rows[0]["credit"], Value::Null);
         assert_eq!(rows[1]["credit"], json!(2710.44));
         assert_eq!(rows[1]["balance"], json!(4076.43));
+    }
+
+    #[test]
+    fn a_number_goes_under_the_header_it_sits_beneath() {
+        let t = "EARNINGS            Rate      Hours       Current          YTD\n\
+                 Regular Pay        31.20      80.00      2,496.00    51,168.00\n\
+                 Gross Earnings                           2,556.00    52,083.00";
+        let tabs = tables(&lines(t), DecimalStyle::Point, DateOrder::DayFirst);
+        let rows = &tabs[0].rows;
+        assert_eq!(rows[0]["current"], json!(2496));
+        assert_eq!(rows[0]["ytd"], json!(51168));
+        assert_eq!(rows[1]["current"], json!(2556));
+        assert_eq!(rows[1]["ytd"], json!(52083));
+        assert!(year_to_date(&tabs[0].labels[4]));
+        assert!(!year_to_date(&tabs[0].labels[3]));
     }
 
     #[test]

@@ -996,3 +996,22 @@ fn an_amount_after_a_currency_column_is_read() {
     has(t, "vat", json!(-54.18));
     has(t, "total", json!(-312.18));
 }
+
+#[test]
+fn a_total_row_takes_the_current_column_not_the_year_to_date() {
+    let t = "PAY STATEMENT\nEmployee: Priya Raman                 Pay Date:   2026-11-20\n\n\
+             EARNINGS            Rate      Hours       Current          YTD\n\
+             Regular Pay        31.20      80.00      2,496.00    51,168.00\n\
+             Shift Premium       2.50      24.00         60.00       915.00\n\
+             Gross Earnings                           2,556.00    52,083.00\n\n\
+             DEDUCTIONS                               Current          YTD\n\
+             Income Tax                                 389.12     7,958.44\n\
+             Union Dues                                  38.34       781.25\n\
+             Total Deductions                           427.46     8,739.69\n\n\
+             NET PAY                                  2,128.54    43,343.31\n";
+    has(t, "gross_pay", json!(2556));
+    has(t, "total_deductions", json!(427.46));
+    has(t, "net_pay", json!(2128.54));
+    // The columns' totals are the rows' labels', not fields named after the columns.
+    assert!(found(t).iter().all(|(n, _)| n != "ytd" && n != "current"));
+}

@@ -37,6 +37,12 @@ pub fn total_label(label: &str) -> bool {
 /// The field a column's total is named by, if any.
 fn field_of(header: &str) -> Option<String> {
     let own = snake(&without_parentheses(header), 48);
+    // A period's and the year's columns (`Current   YTD`) name no field: the row's label does.
+    if super::tables::year_to_date(header)
+        || matches!(own.as_str(), "current" | "this_period" | "current_period")
+    {
+        return None;
+    }
     match lexicon::column(&own) {
         Some("debit") => return Some("total_debits".into()),
         Some("credit") => return Some("total_credits".into()),
