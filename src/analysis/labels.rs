@@ -148,8 +148,17 @@ pub fn label_ok(label: &str) -> bool {
     if words.len() > 6 && !(only_words && words.len() <= 8) {
         return false;
     }
-    let visible = l.chars().filter(|c| !c.is_whitespace()).count();
-    let letters = l.chars().filter(|c| c.is_alphabetic()).count();
+    // A rate in the label (`VAT @ 23%`, `IVA 21 %`) is no more a value than a date is.
+    let rate = |w: &str| {
+        w == "@"
+            || (w.ends_with('%')
+                && w.trim_end_matches('%')
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || matches!(c, '.' | ',' | '(' | ')')))
+    };
+    let kept: String = l.split_whitespace().filter(|w| !rate(w)).collect();
+    let visible = kept.chars().count();
+    let letters = kept.chars().filter(|c| c.is_alphabetic()).count();
     if letters * 2 < visible {
         return false;
     }

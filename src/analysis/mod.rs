@@ -1410,9 +1410,13 @@ fn from_pair(
             _ => {}
         }
     }
-    // On a credit note, an invoice's number is the invoice it credits.
+    // On a credit note, an invoice's number is the invoice it credits, and its total credit
+    // (`Total credit:`) is its total, not a statement's sum of credits.
     if kind == DocKind::CreditNote && name == "invoice_number" {
         name = "original_invoice".into();
+    }
+    if kind == DocKind::CreditNote && name == "total_credits" {
+        name = "total".into();
     }
     // On an invoice or a credit note, whom it is sent to is the customer.
     if matches!(kind, DocKind::Invoice | DocKind::CreditNote) && name == "consignee" {

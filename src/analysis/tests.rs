@@ -1015,3 +1015,14 @@ fn a_total_row_takes_the_current_column_not_the_year_to_date() {
     // The columns' totals are the rows' labels', not fields named after the columns.
     assert!(found(t).iter().all(|(n, _)| n != "ytd" && n != "current"));
 }
+
+#[test]
+fn a_rate_in_a_label_and_a_credit_notes_total_credit() {
+    let t = "CREDIT NOTE\n\nCredit Note No.:   HCE-CR-00317\n\nNet credit:        97.50\n\
+             VAT @ 23%:          22.43\nTotal credit:      119.93\n";
+    has(t, "vat", json!(22.43));
+    has(t, "total", json!(119.93));
+    // On a statement, the total of the credits stays that.
+    let t = "STATEMENT OF ACCOUNT\nSort code: 20-00-00\n\nTotal credit:   2,631.06\n";
+    has(t, "total_credits", json!(2631.06));
+}
