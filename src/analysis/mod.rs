@@ -408,13 +408,49 @@ pub fn analyse(text: &str) -> Analysis {
             }
         }
     }
+    // A statement's balances and totals written as rows of its table (`SOLDE CRÉDITEUR AU
+    // 30/09/2026   1 845,12`) are fields, not movements.
+    let mut summary_rows: Vec<usize> = Vec::new();
+    if let (DocKind::BankStatement, Some(t)) =
+        (kind, tables.iter().max_by_key(|t| t.row_lines.len()))
+    {
+        for b in totals::balance_rows(t, style) {
+            summary_rows.push(b.row);
+            push(
+                &mut out,
+                Candidate {
+                    name: if b.opening {
+                        "opening_balance"
+                    } else {
+                        "closing_balance"
+                    }
+                    .into(),
+                    label: clip(&b.label, 60),
+                    value: number_value(b.value),
+                    raw: clip(&b.raw, MAX_VALUE_CHARS),
+                    kind: ValueKind::Number,
+                    item_fields: Vec::new(),
+                    line: t.row_lines.get(b.row).map_or(t.header_line, |l| *l) + 1,
+                    source: Source::Label(How::Spaced),
+                },
+            );
+        }
+        summary_rows.extend((0..t.raw_rows.len()).filter(|k| totals::total_row(t, *k, style)));
+    }
     if let Some(t) = tables.iter().max_by_key(|t| t.row_lines.len()) {
+        let rows: Vec<Value> = t
+            .rows
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| !summary_rows.contains(k))
+            .map(|(_, r)| r.clone())
+            .collect();
         push(
             &mut out,
             Candidate {
                 name: kind.rows_field().into(),
                 label: clip(&t.header, MAX_VALUE_CHARS),
-                value: Value::Array(t.rows.clone()),
+                value: Value::Array(rows),
                 raw: String::new(),
                 kind: ValueKind::List,
                 item_fields: t

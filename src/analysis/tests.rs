@@ -1026,3 +1026,23 @@ fn a_rate_in_a_label_and_a_credit_notes_total_credit() {
     let t = "STATEMENT OF ACCOUNT\nSort code: 20-00-00\n\nTotal credit:   2,631.06\n";
     has(t, "total_credits", json!(2631.06));
 }
+
+#[test]
+fn a_statements_balances_written_as_rows_of_its_table() {
+    let t = "ESTRATTO CONTO\nIBAN: IT60 X054 2811 1010 0000 0123 456\n\n\
+             Data      Descrizione                          Addebiti        Accrediti\n\
+             \x20         SALDO INIZIALE AL 30/09/2026                          3.482,17\n\
+             01/10     ADDEBITO SDD ENEL ENERGIA              96,40\n\
+             10/10     BONIFICO STIPENDIO                                    2.145,00\n\
+             \x20         SALDO INTERMEDIO                                      5.530,77\n\
+             14/10     PRELIEVO BANCOMAT                     150,00\n\
+             \x20         TOTALE MOVIMENTI                      246,40          2.145,00\n\
+             \x20         SALDO FINALE AL 31/10/2026                            5.380,77\n";
+    let a = analyse(t);
+    assert_eq!(a.kind, DocKind::BankStatement);
+    has(t, "opening_balance", json!(3482.17));
+    has(t, "closing_balance", json!(5380.77));
+    // The movements are the rows between; a running balance among them stays a row.
+    let rows = a.get("transactions").expect("the table");
+    assert_eq!(rows.value.as_array().map(Vec::len), Some(4));
+}

@@ -120,6 +120,82 @@ pub fn column_totals(t: &Table, lines: &[String], style: DecimalStyle) -> Vec<Co
     Vec::new()
 }
 
+/// Words that make a statement's row a balance (`SOLDE CRÉDITEUR AU 30/09/2026`, `Saldo
+/// anterior`, `Opening balance`).
+const BALANCE_WORDS: [&str; 5] = ["solde", "saldo", "balance", "kontostand", "saldi"];
+
+/// A balance written as a row of a statement's table: the row's index, whether it opens the
+/// statement (before every movement) or closes it (after them), its text, the amount as
+/// written and its value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BalanceRow {
+    pub row: usize,
+    pub opening: bool,
+    pub label: String,
+    pub raw: String,
+    pub value: f64,
+}
+
+/// A row's text cells (neither a number nor empty) and its number cells with their column.
+fn row_cells(t: &Table, k: usize, style: DecimalStyle) -> (Vec<String>, Vec<(usize, String, f64)>) {
+    let (mut text, mut numbers) = (Vec::new(), Vec::new());
+    for (c, cell) in t.raw_rows.get(k).into_iter().flatten().enumerate() {
+        let cell = cell.trim();
+        if cell.is_empty() {
+            continue;
+        }
+        match parse_number(&repair_digits(cell), style) {
+            Some(v) if t.types.get(c) != Some(&"date") => numbers.push((c, cell.to_string(), v)),
+            _ => text.push(cell.to_string()),
+        }
+    }
+    (text, numbers)
+}
+
+/// Whether row `k` of `t` is a total's (`TOTAL DES MOUVEMENTS   1 214,27   2 631,06`).
+pub fn total_row(t: &Table, k: usize, style: DecimalStyle) -> bool {
+    let (text, numbers) = row_cells(t, k, style);
+    !numbers.is_empty() && text.iter().any(|c| total_label(c))
+}
+
+/// The balances written as rows of a statement's table, one amount each: those before the
+/// first movement open it, those after the last close it (a running balance between is
+/// neither). A balance in the debit column is below zero.
+pub fn balance_rows(t: &Table, style: DecimalStyle) -> Vec<BalanceRow> {
+    let balance = |k: usize| -> Option<BalanceRow> {
+        let (text, numbers) = row_cells(t, k, style);
+        let [(column, raw, value)] = numbers.as_slice() else {
+            return None;
+        };
+        let label = text.join(" ");
+        let words = fold(&label);
+        let named = words
+            .split(|c: char| !c.is_alphanumeric())
+            .any(|w| BALANCE_WORDS.contains(&w));
+        let debit = t.columns.get(*column).is_some_and(|c| c == "debit");
+        named.then(|| BalanceRow {
+            row: k,
+            opening: false,
+            label,
+            raw: raw.clone(),
+            value: if debit { -value.abs() } else { *value },
+        })
+    };
+    let rows = t.raw_rows.len();
+    let movement = |k: usize| balance(k).is_none() && !total_row(t, k, style);
+    let (Some(first), Some(last)) = (
+        (0..rows).find(|k| movement(*k)),
+        (0..rows).rev().find(|k| movement(*k)),
+    ) else {
+        return Vec::new();
+    };
+    (0..first)
+        .filter_map(balance)
+        .map(|b| BalanceRow { opening: true, ..b })
+        .chain((last + 1..rows).filter_map(balance))
+        .collect()
+}
+
 /// Amounts that are parts of a sum written below them: `k ≥ 2` amounts on consecutive lines
 /// (at most one line between two of them) whose values add up, to the cent, to the amount on
 /// the line right after them (`Krankenversicherung 341,78` … `Arbeitslosenversicherung 52,74`
