@@ -307,7 +307,9 @@ fn split_second_pair(value: &str) -> (String, Option<String>) {
 /// parentheses dropped, abbreviations with a `.` expanded when unambiguous).
 pub fn known(label: &str) -> Option<(&'static str, lexicon::Class)> {
     let s = snake(
-        &without_parentheses(&super::values::repair_letters(without_enumeration(label))),
+        &without_parentheses(&super::values::repair_letters(without_rate(
+            without_enumeration(label),
+        ))),
         64,
     );
     lexicon::field(&s).or_else(|| {
@@ -317,6 +319,24 @@ pub fn known(label: &str) -> Option<(&'static str, lexicon::Class)> {
             None
         }
     })
+}
+
+/// A label without the rate in it and what follows (`DI CUI IVA 4% SU 7,50` → `DI CUI IVA`,
+/// `IVA 21 %` → `IVA`, `VAT @ 20%` → `VAT @`): the base a rate applies to is no part of the
+/// name. A label that is only a rate stays.
+pub fn without_rate(label: &str) -> &str {
+    let Some(at) = label.find('%') else {
+        return label;
+    };
+    let before = label.get(..at).unwrap_or(label).trim_end();
+    // Back over the rate's number (`4`, `5,5`, `9.25`).
+    let cut = before
+        .trim_end_matches(|c: char| c.is_ascii_digit() || matches!(c, '.' | ','))
+        .trim_end();
+    match cut.chars().any(char::is_alphabetic) {
+        true => cut,
+        false => label,
+    }
 }
 
 /// `A. TOTAL DEVENGADO` → `TOTAL DEVENGADO`, `2) Dietas` → `Dietas`, `IV. Retenciones` →
@@ -383,6 +403,10 @@ pub fn pairs(
         // `KASSA 04   BON 2217   KASSIER: 118`: pieces before wide gaps that are each a known
         // label and its value one space apart are pairs of their own; the rest is read on.
         let segs = segments(trimmed);
+        if let Some(found) = counted_total(&segs, i, style) {
+            out.extend(found);
+            continue;
+        }
         let mut k = 0;
         let mut found = Vec::new();
         // Only when a label follows (`incl. VAT 20%   15.63` is one pair); an amount with its
@@ -856,9 +880,12 @@ fn spaced(line: &str, i: usize, style: DecimalStyle, order: DateOrder) -> Option
     // One space: the words before the first one with a digit, when the lexicon knows them
     // (without a word that opens a range: `Période du 01/09/2026 au 30/09/2026`).
     let words: Vec<&str> = line.split(' ').filter(|w| !w.is_empty()).collect();
-    let k = words
-        .iter()
-        .position(|w| w.chars().any(|c| c.is_ascii_digit()))?;
+    // A digit an OCR put in a word of letters (`SC0NTRINO N. 0l27`) does not start the value.
+    let k = words.iter().position(|w| {
+        super::values::repair_letters(w)
+            .chars()
+            .any(|c| c.is_ascii_digit())
+    })?;
     if k == 0 || k > 4 {
         return None;
     }
@@ -894,6 +921,28 @@ fn spaced(line: &str, i: usize, style: DecimalStyle, order: DateOrder) -> Option
             line: i,
             how: How::Spaced,
         })
+}
+
+/// A total with its count of items between (`T0TAL  5  ARTICLES   18,83 EUR`,
+/// `TOTALE  4  PEZZI   10,85`): the total's pair and the count's.
+fn counted_total(segs: &[Segment], i: usize, style: DecimalStyle) -> Option<[Pair; 2]> {
+    let [label, count, word, amount] = segs else {
+        return None;
+    };
+    let named = |s: &Segment, name: &str| known(&s.text).is_some_and(|(n, _)| n == name);
+    let count_ok = repair_digits(&count.text)
+        .chars()
+        .all(|c| c.is_ascii_digit());
+    let amount_ok = parse_number(&repair_digits(&amount.text), style).is_some();
+    (named(label, "total") && named(word, "item_count") && count_ok && amount_ok).then(|| {
+        let pair = |label: &Segment, value: &Segment| Pair {
+            label: label.text.clone(),
+            value: value.text.clone(),
+            line: i,
+            how: How::Spaced,
+        };
+        [pair(label, amount), pair(word, count)]
+    })
 }
 
 /// Whether a label names an address (`Insured address`, `Risicoadres`, `Lieferanschrift`):
@@ -1040,6 +1089,17 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![(0, "Pos."), (6, "Bezeichnung"), (20, "Menge")]
         );
+    }
+
+    #[test]
+    fn a_rate_and_its_base_are_no_part_of_a_labels_name() {
+        assert_eq!(without_rate("DI CUI IVA 4% SU 7,50"), "DI CUI IVA");
+        assert_eq!(without_rate("IVA 21 %"), "IVA");
+        assert_eq!(without_rate("VAT @ 20%"), "VAT @");
+        assert_eq!(without_rate("TAX 9.25%"), "TAX");
+        assert_eq!(without_rate("20 %"), "20 %");
+        assert_eq!(without_rate("Total"), "Total");
+        assert_eq!(known("DI CUI IVA 4% SU 7,50").map(|k| k.0), Some("vat"));
     }
 
     #[test]

@@ -1827,6 +1827,8 @@ const FIELDS: &[(&str, Class, &[&str])] = &[
             "anzahl",
             "articoli",
             "n_articoli",
+            "pezzi",
+            "numero_pezzi",
             "artikelen",
             "aantal",
         ],

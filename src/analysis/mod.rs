@@ -827,14 +827,27 @@ fn date_line(line: &str, order: DateOrder) -> Option<chrono::NaiveDate> {
 
 /// A line as the readers expect it: no-break spaces as spaces, dot leaders
 /// (`Subtotal ........ 12.00`) and the bars of a drawn table (`| Date | Amount |`) as column
-/// gaps.
+/// gaps, a word spaced out for show (`T O T A L`) as a word.
 fn tidy(line: &str) -> String {
     use regex::Regex;
     use std::sync::LazyLock;
     static LEADERS: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(r"[ \t]*[.·_…]{3,}[ \t]*").expect("regex"));
+    // Letters spaced out for show (`B A C K S T U B E   M 0 L L`): four or more single
+    // characters one space apart, at least two of them letters, are one word.
+    static SPACED_OUT: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"\b\w(?: \w){3,}\b").expect("regex"));
     let l = line.replace(['\u{a0}', '\u{202f}'], " ");
     let l = LEADERS.replace_all(&l, "  ").into_owned();
+    let l = SPACED_OUT
+        .replace_all(&l, |c: &regex::Captures| {
+            let m = c.get(0).map_or("", |m| m.as_str());
+            match m.chars().filter(|c| c.is_alphabetic()).count() >= 2 {
+                true => m.replace(' ', ""),
+                false => m.to_string(),
+            }
+        })
+        .into_owned();
     if l.matches('|').count() >= 2 {
         l.replace('|', "  ")
     } else {

@@ -1046,3 +1046,26 @@ fn a_statements_balances_written_as_rows_of_its_table() {
     let rows = a.get("transactions").expect("the table");
     assert_eq!(rows.value.as_array().map(Vec::len), Some(4));
 }
+
+#[test]
+fn an_ocr_receipts_spaced_out_name_counted_total_and_rated_vat_line() {
+    let t = "   P A N I F I C I 0   B E R T 0 N I\n  Via Mazzini l4 - 37121 Verona\n\n\
+             \x20SC0NTRINO N. 0l27      CASSA 2\n 2l/ll/2026   08:l5\n\n\
+             \x20PANE INTEGRALE 500G           2,40\n F0CACCIA GEN0VESE             3,l0\n\n\
+             \x20T0TALE  2  PEZZI              5,50 EUR\n C 0 N T A N T I              10,00\n\
+             \x20RESTO                         4,50\n DI CUI IVA 4% SU 5,50         0,21\n";
+    assert_eq!(analyse(t).kind, DocKind::Receipt);
+    has(t, "merchant", json!("PANIFICIO BERTONI"));
+    has(t, "receipt_number", json!("0127"));
+    has(t, "total", json!(5.5));
+    has(t, "item_count", json!(2));
+    has(t, "amount_paid", json!(10));
+    has(t, "vat", json!(0.21));
+    // Single letters two spaces apart are columns, not a word spaced out.
+    assert_eq!(tidy("MwSt  A  7%   9,60"), "MwSt  A  7%   9,60");
+    assert_eq!(
+        tidy("Z W I S C H E N S U M M E  18,00"),
+        "ZWISCHENSUMME  18,00"
+    );
+    assert_eq!(tidy("Fig. 1 2 3 4"), "Fig. 1 2 3 4");
+}
