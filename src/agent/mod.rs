@@ -357,14 +357,16 @@ impl Engine {
     }
 
     /// Debug builds (every test) check that what the loop keeps in memory is what a resume
-    /// would read back.
+    /// would read back. Through a pooler in transaction mode a checkpoint written outside a
+    /// transaction commits when its connection returns to the pool, a moment after the call
+    /// (`db::pooling`): while the stored steps are a prefix of the remembered ones, the read
+    /// is made again, for a few seconds at most.
     #[cfg(debug_assertions)]
     async fn check_memory(
         &self,
         run_id: Uuid,
         steps: &[crate::store::runs::StepRow],
     ) -> Result<(), RunError> {
-        let stored = crate::store::agent_loop::steps_and_marks(&self.pool, run_id).await?;
         let key = |s: &crate::store::runs::StepRow| {
             (
                 s.seq,
@@ -374,10 +376,18 @@ impl Engine {
                 s.created_at,
             )
         };
-        let (mem, db): (Vec<_>, Vec<_>) = (
-            steps.iter().map(key).collect(),
-            stored.iter().map(key).collect(),
-        );
+        let mem: Vec<_> = steps.iter().map(key).collect();
+        let pooled = crate::db::pooling::is_pooled(&self.pool);
+        let until = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        let db = loop {
+            let stored = crate::store::agent_loop::steps_and_marks(&self.pool, run_id).await?;
+            let db: Vec<_> = stored.iter().map(key).collect();
+            let behind = db.len() < mem.len() && mem.starts_with(&db);
+            if !(pooled && behind && tokio::time::Instant::now() < until) {
+                break db;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        };
         assert_eq!(
             mem, db,
             "the loop's memory of run {run_id} differs from its checkpoints"
