@@ -775,9 +775,12 @@ async fn one_call_proposes_schema_and_prompt_where_output_is_structured() {
     assert!(text.contains("from the run's records"), "{text}");
 }
 
-/// A flagged value leaves the model something to add: the summary round is asked for.
+/// A flagged value gets one review (issue 28, item 3): a short call with the flagged fields and
+/// the document's lines that may hold them, without tools or the whole transcript; its
+/// corrections run as `update_extraction_field`, audited, and the run ends with a summary from
+/// its records.
 #[tokio::test]
-async fn one_call_asks_the_model_again_when_the_extraction_flags_a_value() {
+async fn a_flagged_value_is_reviewed_in_a_short_call_and_corrected() {
     let db = TestDb::new().await;
     let mut config = common::test_config();
     config.llm.constrained_calls = agentd::config::Constrained::On;
@@ -793,7 +796,27 @@ async fn one_call_asks_the_model_again_when_the_extraction_flags_a_value() {
         // A number the document does not contain, under a field it has no reading for (one it
         // has would be filled in from the document): flagged.
         Turn::text(&json!({"contract_number": "C-99999"}).to_string()),
-        Turn::text("Proposed; the invoice number is flagged for the reviewer."),
+        Turn::Dynamic(|req| {
+            let rf = req.response_format.as_ref().expect("a response_format");
+            assert_eq!(rf["json_schema"]["name"], "review", "{rf}");
+            assert!(req.tools.is_empty(), "no tools");
+            assert_eq!(req.messages.len(), 2, "the brief alone");
+            let brief = req.messages[1].joined_text();
+            assert!(
+                brief.contains("contract_number = \"C-99999\": not found in the document"),
+                "{brief}"
+            );
+            // The line with a word of the field's name, not the whole document.
+            assert!(brief.contains("1: Invoice Number: INV-77"), "{brief}");
+            assert!(!brief.contains("Total Due"), "{brief}");
+            answer(
+                vec![Block::Text {
+                    text: json!({"fixes": [{"field": "contract_number", "value": null}]})
+                        .to_string(),
+                }],
+                FinishReason::EndTurn,
+            )
+        }),
     ]));
     app.provider = p.clone();
     let org = org(&db, "acme").await;
@@ -804,9 +827,85 @@ async fn one_call_asks_the_model_again_when_the_extraction_flags_a_value() {
     p.assert_complete();
     assert_eq!(p.calls(), 3);
     assert_eq!(status(&db, doc).await, "proposed");
-    let last = p.requests.lock().unwrap()[2].clone();
-    assert!(
-        last.response_format.is_none() && !last.tools.is_empty(),
-        "the summary round"
+    let (result, ungrounded): (Value, Value) = sqlx::query_as(
+        "SELECT result, to_jsonb(ungrounded) FROM extractions WHERE document_id = $1",
+    )
+    .bind(doc)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(result, json!({"contract_number": null}));
+    assert_eq!(ungrounded, json!([]));
+    let run: Uuid = sqlx::query_scalar("SELECT auto_create_run_id FROM documents WHERE id = $1")
+        .bind(doc)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let tools: Vec<(String, String)> =
+        sqlx::query_as("SELECT tool, decision FROM audit_events WHERE run_id = $1 ORDER BY id")
+            .bind(run)
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        tools.last().map(|(t, d)| (t.as_str(), d.as_str())),
+        Some(("update_extraction_field", "auto_approved"))
     );
+    let (st, reason, rounds, text): (String, String, i32, String) = sqlx::query_as(
+        "SELECT status, stop_reason, rounds, final_text FROM agent_runs WHERE id = $1",
+    )
+    .bind(run)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (st.as_str(), reason.as_str(), rounds),
+        ("succeeded", "completed", 2)
+    );
+    assert!(text.contains("from the run's records"), "{text}");
+}
+
+/// A review that corrects nothing ends the run there: the value stays flagged.
+#[tokio::test]
+async fn a_review_that_corrects_nothing_ends_the_run_with_the_value_flagged() {
+    let db = TestDb::new().await;
+    let mut config = common::test_config();
+    config.llm.constrained_calls = agentd::config::Constrained::On;
+    let mut app = common::app_with(&db, Arc::new(SystemClock) as SharedClock, config);
+    let p = Arc::new(ScriptedProvider::new(vec![
+        Turn::text(
+            &json!({
+                "schema": {"fields": [{"name": "contract_number", "type": "string"}]},
+                "prompt": {"name": "Invoice", "content": "Extract the contract number."},
+            })
+            .to_string(),
+        ),
+        Turn::text(&json!({"contract_number": "C-99999"}).to_string()),
+        Turn::text(&json!({"fixes": []}).to_string()),
+    ]));
+    app.provider = p.clone();
+    let org = org(&db, "acme").await;
+    let (doc, _) = add_document(&app, org, "invoice.txt", INVOICE, true)
+        .await
+        .unwrap();
+    drain(&app, &[doc]).await;
+    p.assert_complete();
+    assert_eq!(p.calls(), 3);
+    assert_eq!(status(&db, doc).await, "proposed");
+    let ungrounded: Value =
+        sqlx::query_scalar("SELECT to_jsonb(ungrounded) FROM extractions WHERE document_id = $1")
+            .bind(doc)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(ungrounded, json!(["/contract_number"]));
+    let (st, text): (String, String) = sqlx::query_as(
+        "SELECT r.status, r.final_text FROM agent_runs r JOIN documents d ON d.auto_create_run_id = r.id WHERE d.id = $1",
+    )
+    .bind(doc)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(st, "succeeded");
+    assert!(text.contains("none was corrected"), "{text}");
 }

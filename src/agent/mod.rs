@@ -17,6 +17,7 @@ mod model_step;
 mod next;
 mod one_call;
 mod outcome;
+mod review;
 mod round;
 pub mod settings;
 mod step;

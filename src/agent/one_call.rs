@@ -22,7 +22,7 @@ use crate::analysis::lexicon::snake;
 use crate::analysis::{self, Listed};
 use crate::llm::{Block, CompletionRequest, CompletionResponse, FinishReason, Message, Role};
 use crate::tools::Registry;
-use crate::tools::extraction::RunExtraction;
+use crate::tools::extraction::{RunExtraction, UpdateExtractionField};
 use crate::tools::prompts::CreatePrompt;
 use crate::tools::schemas::CreateSchema;
 use crate::tools::typed::Declaration;
@@ -229,7 +229,7 @@ pub fn named_from(name: &str, document_words: &[String]) -> bool {
 
 /// The document's text in the first user message that holds it (between its `<document>`
 /// markers, [`context::document_intro`]), or "".
-fn document_in(req: &CompletionRequest) -> String {
+pub(super) fn document_in(req: &CompletionRequest) -> String {
     req.messages
         .iter()
         .filter(|m| m.role == Role::User)
@@ -361,13 +361,28 @@ pub fn fill_pins(registry: &Registry, goal: Option<&GoalState>, call: &ToolCall)
 
 /// Whether the model has nothing to add once the goal is met: the run's last call is a
 /// successful extraction whose result flags nothing (no value the document lacks, no field
-/// empty while the document has it, not cut, the whole text read). Then the run ends with a
-/// summary from its records instead of a summary round.
+/// empty while the document has it, not cut, the whole text read), or only corrections
+/// (`update_extraction_field`, as the review makes: [`super::review`]) followed it. Then the
+/// run ends with a summary from its records instead of a summary round.
 pub fn nothing_to_add(constrained: bool, goal: Option<&GoalState>, t: &Transcript) -> bool {
     let met = goal.is_some_and(|g| g.met() && g.suggestions.is_none() && g.extraction.is_some());
     let Some(last) = t.history.last() else {
         return false;
     };
+    // The corrections of a review (or of the model's own look) came after the extraction:
+    // what was flagged has had its look.
+    let extracted = t
+        .history
+        .iter()
+        .rposition(|c| c.tool == RunExtraction::NAME && !c.is_error);
+    let corrected = extracted.is_some_and(|i| {
+        t.history.get(i + 1..).is_some_and(|after| {
+            !after.is_empty() && after.iter().all(|c| c.tool == UpdateExtractionField::NAME)
+        })
+    });
+    if constrained && met && corrected && t.pending.is_empty() {
+        return true;
+    }
     if !(constrained && met && last.tool == RunExtraction::NAME && !last.is_error) {
         return false;
     }
@@ -384,8 +399,9 @@ pub fn nothing_to_add(constrained: bool, goal: Option<&GoalState>, t: &Transcrip
 /// The final text of a run that ended with nothing for the model to add.
 pub fn summary(goal: &GoalState) -> String {
     format!(
-        "Proposed schema {} (fields: {}), prompt {} and extraction {}; every extracted value \
-         was found in the document. (Summary written by agentd from the run's records.)",
+        "Proposed schema {} (fields: {}), prompt {} and extraction {}; values the document \
+         does not contain are flagged on the extraction. (Summary written by agentd from the \
+         run's records.)",
         goal.schema.as_deref().unwrap_or("?"),
         goal.schema_fields.join(", "),
         goal.prompt.as_deref().unwrap_or("?"),

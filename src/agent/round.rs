@@ -8,7 +8,7 @@ use super::next::Finish;
 use super::transcript::Transcript;
 use super::{
     Engine, RunError, RunSpec, StopReason, Written, budget, constrain, context, guard, one_call,
-    step, summary,
+    review, step, summary,
 };
 use crate::config::Constrained;
 use crate::llm::{
@@ -143,7 +143,10 @@ pub async fn call(
         let result = engine.env.provider.complete(req.clone()).await;
         match result {
             Ok(mut resp) => {
-                if one_call::split(&req, &mut resp) == 0 && req.tool_choice != ToolChoice::None {
+                if one_call::split(&req, &mut resp) == 0
+                    && review::split(&req, &mut resp) == 0
+                    && req.tool_choice != ToolChoice::None
+                {
                     // Any tool of the job counts, also one this round did not offer (guided).
                     let n = textcalls::recover(&mut resp, &spec.policy.allow);
                     if n > 0 {
@@ -232,6 +235,26 @@ pub(super) enum Asked {
 }
 
 impl Engine {
+    /// The properties of the run's schema (the goal's), for the review's format; empty when
+    /// the run has none or it is gone.
+    async fn schema_properties(
+        &self,
+        spec: &RunSpec,
+        goal: Option<&GoalState>,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, RunError> {
+        let Some((id, version)) = goal
+            .and_then(|g| g.schema.as_deref())
+            .and_then(crate::tools::split_revid)
+        else {
+            return Ok(Default::default());
+        };
+        let mut conn = self.pool.acquire().await?;
+        let schema = crate::store::schemas::get(&mut conn, spec.org_id, id, version).await?;
+        Ok(schema
+            .map(|s| review::properties(&s.response_format))
+            .unwrap_or_default())
+    }
+
     /// One provider round: the request built and fitted to the context window, shaped as the
     /// one call where it applies, its estimate reserved against the org's budget (`budgeted`:
     /// the org has one), the call raced with the cancel token, and its answer checkpointed.
@@ -268,7 +291,17 @@ impl Engine {
                 one_call::shape(&mut req, &self.env.registry, &candidates);
                 Some(plain)
             }
-            false => None,
+            false => match review::flags(spec, constrained(self, spec), goal, t) {
+                // The review of flagged values: a short brief in place of the round.
+                Some(flags) => {
+                    let mut plain = req.clone();
+                    plain.response_format = None;
+                    let properties = self.schema_properties(spec, goal).await?;
+                    req = review::request(&req, &flags, &properties);
+                    Some(plain)
+                }
+                None => None,
+            },
         };
         // Reserve the call's estimate against the org budget; settled at the checkpoint. An
         // org without a budget (just read) has nothing to reserve against.
