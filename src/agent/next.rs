@@ -325,6 +325,42 @@ mod tests {
     }
 
     #[test]
+    fn a_flagged_field_asks_again_a_flagged_table_cell_or_a_correction_ends_the_run() {
+        let goal = met();
+        let extraction = |content: &str| CallRecord {
+            call_id: "c3".into(),
+            tool: RunExtraction::NAME.into(),
+            raw_args: "{}".into(),
+            is_error: false,
+            decision: "auto_approved".into(),
+            content: content.into(),
+            round: 0,
+        };
+        let ends = |history: Vec<CallRecord>| {
+            let t = Transcript {
+                rounds: 2,
+                history,
+                ..Transcript::default()
+            };
+            let mut s = state(&t, Some(&goal));
+            s.constrained = true;
+            matches!(next_step(&s), Next::Finish(_))
+        };
+        let field = r#"{"result": {"total": 9}, "ungrounded": ["/total"], "ungrounded_note": "n"}"#;
+        let cell =
+            r#"{"result": {"t": [{"a": 9}]}, "ungrounded": ["/t/0/a"], "ungrounded_note": "n"}"#;
+        assert!(!ends(vec![extraction(field)]));
+        assert!(ends(vec![extraction(cell)]));
+        // The review's correction after the flagged field: the field has had its look.
+        let correction = CallRecord {
+            call_id: "c4".into(),
+            tool: crate::tools::extraction::UpdateExtractionField::NAME.into(),
+            ..extraction("{}")
+        };
+        assert!(ends(vec![extraction(field), correction]));
+    }
+
+    #[test]
     fn a_spent_budget_ends_the_run_under_the_cap_reached_or_budget() {
         let spent = Budget {
             monthly_limit: 1000,
