@@ -775,12 +775,11 @@ async fn one_call_proposes_schema_and_prompt_where_output_is_structured() {
     assert!(text.contains("from the run's records"), "{text}");
 }
 
-/// A flagged value gets one review (issue 28, item 3): a short call with the flagged fields and
-/// the document's lines that may hold them, without tools or the whole transcript; its
-/// corrections run as `update_extraction_field`, audited, and the run ends with a summary from
-/// its records.
-#[tokio::test]
-async fn a_flagged_value_is_reviewed_in_a_short_call_and_corrected() {
+/// A constrained run whose extraction flags a value (a contract number the document does not
+/// contain, under a field it has no reading for: one it has would be filled in from the
+/// document), with `review` as the model's answer to the third call. Returns the database, the
+/// document and the provider, drained.
+async fn flagged_run(review: Turn) -> (TestDb, Uuid, Arc<ScriptedProvider>) {
     let db = TestDb::new().await;
     let mut config = common::test_config();
     config.llm.constrained_calls = agentd::config::Constrained::On;
@@ -793,30 +792,8 @@ async fn a_flagged_value_is_reviewed_in_a_short_call_and_corrected() {
             })
             .to_string(),
         ),
-        // A number the document does not contain, under a field it has no reading for (one it
-        // has would be filled in from the document): flagged.
         Turn::text(&json!({"contract_number": "C-99999"}).to_string()),
-        Turn::Dynamic(|req| {
-            let rf = req.response_format.as_ref().expect("a response_format");
-            assert_eq!(rf["json_schema"]["name"], "review", "{rf}");
-            assert!(req.tools.is_empty(), "no tools");
-            assert_eq!(req.messages.len(), 2, "the brief alone");
-            let brief = req.messages[1].joined_text();
-            assert!(
-                brief.contains("contract_number = \"C-99999\": not found in the document"),
-                "{brief}"
-            );
-            // The line with a word of the field's name, not the whole document.
-            assert!(brief.contains("1: Invoice Number: INV-77"), "{brief}");
-            assert!(!brief.contains("Total Due"), "{brief}");
-            answer(
-                vec![Block::Text {
-                    text: json!({"fixes": [{"field": "contract_number", "value": null}]})
-                        .to_string(),
-                }],
-                FinishReason::EndTurn,
-            )
-        }),
+        review,
     ]));
     app.provider = p.clone();
     let org = org(&db, "acme").await;
@@ -827,6 +804,36 @@ async fn a_flagged_value_is_reviewed_in_a_short_call_and_corrected() {
     p.assert_complete();
     assert_eq!(p.calls(), 3);
     assert_eq!(status(&db, doc).await, "proposed");
+    (db, doc, p)
+}
+
+/// A flagged value gets one review (issue 28, item 3): a short call with the flagged fields and
+/// the document's lines that may hold them, without tools or the whole transcript; its
+/// corrections run as `update_extraction_field`, audited, and the run ends with a summary from
+/// its records.
+#[tokio::test]
+async fn a_flagged_value_is_reviewed_in_a_short_call_and_corrected() {
+    let (db, doc, _) = flagged_run(Turn::Dynamic(|req| {
+        let rf = req.response_format.as_ref().expect("a response_format");
+        assert_eq!(rf["json_schema"]["name"], "review", "{rf}");
+        assert!(req.tools.is_empty(), "no tools");
+        assert_eq!(req.messages.len(), 2, "the brief alone");
+        let brief = req.messages[1].joined_text();
+        assert!(
+            brief.contains("contract_number = \"C-99999\": not found in the document"),
+            "{brief}"
+        );
+        // The line with a word of the field's name, not the whole document.
+        assert!(brief.contains("1: Invoice Number: INV-77"), "{brief}");
+        assert!(!brief.contains("Total Due"), "{brief}");
+        answer(
+            vec![Block::Text {
+                text: json!({"fixes": [{"field": "contract_number", "value": null}]}).to_string(),
+            }],
+            FinishReason::EndTurn,
+        )
+    }))
+    .await;
     let (result, ungrounded): (Value, Value) = sqlx::query_as(
         "SELECT result, to_jsonb(ungrounded) FROM extractions WHERE document_id = $1",
     )
@@ -868,30 +875,7 @@ async fn a_flagged_value_is_reviewed_in_a_short_call_and_corrected() {
 /// A review that corrects nothing ends the run there: the value stays flagged.
 #[tokio::test]
 async fn a_review_that_corrects_nothing_ends_the_run_with_the_value_flagged() {
-    let db = TestDb::new().await;
-    let mut config = common::test_config();
-    config.llm.constrained_calls = agentd::config::Constrained::On;
-    let mut app = common::app_with(&db, Arc::new(SystemClock) as SharedClock, config);
-    let p = Arc::new(ScriptedProvider::new(vec![
-        Turn::text(
-            &json!({
-                "schema": {"fields": [{"name": "contract_number", "type": "string"}]},
-                "prompt": {"name": "Invoice", "content": "Extract the contract number."},
-            })
-            .to_string(),
-        ),
-        Turn::text(&json!({"contract_number": "C-99999"}).to_string()),
-        Turn::text(&json!({"fixes": []}).to_string()),
-    ]));
-    app.provider = p.clone();
-    let org = org(&db, "acme").await;
-    let (doc, _) = add_document(&app, org, "invoice.txt", INVOICE, true)
-        .await
-        .unwrap();
-    drain(&app, &[doc]).await;
-    p.assert_complete();
-    assert_eq!(p.calls(), 3);
-    assert_eq!(status(&db, doc).await, "proposed");
+    let (db, doc, _) = flagged_run(Turn::text(&json!({"fixes": []}).to_string())).await;
     let ungrounded: Value =
         sqlx::query_scalar("SELECT to_jsonb(ungrounded) FROM extractions WHERE document_id = $1")
             .bind(doc)

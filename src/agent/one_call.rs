@@ -359,6 +359,11 @@ pub fn fill_pins(registry: &Registry, goal: Option<&GoalState>, call: &ToolCall)
     }
 }
 
+/// Whether an auto_create goal is met: schema, prompt and extraction made.
+pub(super) fn proposal_made(goal: Option<&GoalState>) -> bool {
+    goal.is_some_and(|g| g.met() && g.suggestions.is_none() && g.extraction.is_some())
+}
+
 /// Whether the model has nothing to add once the goal is met: the run's last call is a
 /// successful extraction whose result flags nothing (no value the document lacks outside a
 /// table's cells, no field empty while the document has it, not cut, the whole text read), or
@@ -366,7 +371,7 @@ pub fn fill_pins(registry: &Registry, goal: Option<&GoalState>, call: &ToolCall)
 /// (`update_extraction_field`, as the review makes: [`super::review`]) followed it. Then the
 /// run ends with a summary from its records instead of a summary round.
 pub fn nothing_to_add(constrained: bool, goal: Option<&GoalState>, t: &Transcript) -> bool {
-    let met = goal.is_some_and(|g| g.met() && g.suggestions.is_none() && g.extraction.is_some());
+    let met = proposal_made(goal);
     let Some(last) = t.history.last() else {
         return false;
     };
@@ -399,7 +404,7 @@ pub fn nothing_to_add(constrained: bool, goal: Option<&GoalState>, t: &Transcrip
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .any(|p| p.strip_prefix('/').is_some_and(|f| !f.contains('/')));
+        .any(|p| analysis::ground::top_level_field(p).is_some());
     let flagged = top_level_ungrounded
         || ["empty_but_in_document", "finish_reason"]
             .iter()

@@ -15,6 +15,7 @@
 use super::goals::GoalState;
 use super::transcript::Transcript;
 use super::{RunSpec, one_call};
+use crate::analysis::ground;
 use crate::analysis::values::fold;
 use crate::llm::{Block, CompletionRequest, CompletionResponse, FinishReason, Message, Role};
 use crate::tools::extraction::{RunExtraction, UpdateExtractionField};
@@ -65,10 +66,9 @@ pub fn flags(
     goal: Option<&GoalState>,
     t: &Transcript,
 ) -> Option<Vec<Flag>> {
-    let met = goal.is_some_and(|g| g.met() && g.suggestions.is_none() && g.extraction.is_some());
     let last = t.history.last()?;
     if !(constrained
-        && met
+        && one_call::proposal_made(goal)
         && t.pending.is_empty()
         && last.tool == RunExtraction::NAME
         && !last.is_error
@@ -91,11 +91,9 @@ fn flags_of(out: &Map<String, Value>) -> Option<Vec<Flag>> {
     let mut flags: Vec<Flag> = Vec::new();
     let ungrounded = out.get("ungrounded").and_then(Value::as_array);
     for pointer in ungrounded.into_iter().flatten().filter_map(Value::as_str) {
-        // `/total`, not a table's cell (`/line_items/0/amount`).
-        let Some(field) = pointer.strip_prefix('/').filter(|f| !f.contains('/')) else {
+        let Some(field) = ground::top_level_field(pointer) else {
             continue;
         };
-        let field = field.replace("~1", "/").replace("~0", "~");
         if let Some(value) = result
             .get(&field)
             .filter(|v| !v.is_array() && !v.is_object())
@@ -276,16 +274,6 @@ pub fn request(
     }
 }
 
-/// The properties of the schema of the run's goal, from its `response_format` (empty when
-/// the schema is not found).
-pub fn properties(response_format: &Value) -> Map<String, Value> {
-    response_format
-        .pointer("/json_schema/schema/properties")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default()
-}
-
 /// If `req` was the review and `resp` holds its answer as text (no calls): the corrections
 /// become `update_extraction_field` calls (a field not asked about, or a value equal to the
 /// one held, is left out); with none, the text becomes [`NONE_CORRECTED`]. Returns how many
@@ -360,6 +348,14 @@ mod tests {
     use super::*;
     use crate::llm::Usage;
 
+    fn flag(field: &str, value: Value, read: Option<(&str, &str)>) -> Flag {
+        Flag {
+            field: field.into(),
+            value,
+            read: read.map(|(l, r)| (l.into(), r.into())),
+        }
+    }
+
     fn out(result: Value, ungrounded: &[&str], empties: Value) -> Map<String, Value> {
         let v =
             json!({"result": result, "ungrounded": ungrounded, "empty_but_in_document": empties});
@@ -380,16 +376,8 @@ mod tests {
         assert_eq!(
             f,
             [
-                Flag {
-                    field: "contract_number".into(),
-                    value: json!("C-9"),
-                    read: None
-                },
-                Flag {
-                    field: "total".into(),
-                    value: Value::Null,
-                    read: Some(("Total Due".into(), "1,250.00".into()))
-                },
+                flag("contract_number", json!("C-9"), None),
+                flag("total", Value::Null, Some(("Total Due", "1,250.00"))),
             ]
         );
         assert!(flags_of(&out(json!({"total": 1}), &[], json!([]))).is_none());
@@ -398,21 +386,9 @@ mod tests {
     #[test]
     fn the_brief_shows_each_field_with_the_lines_that_may_hold_it() {
         let flags = [
-            Flag {
-                field: "contract_number".into(),
-                value: json!("C-9"),
-                read: None,
-            },
-            Flag {
-                field: "total".into(),
-                value: Value::Null,
-                read: Some(("Total Due".into(), "1,250.00".into())),
-            },
-            Flag {
-                field: "iban".into(),
-                value: json!("DE00"),
-                read: None,
-            },
+            flag("contract_number", json!("C-9"), None),
+            flag("total", Value::Null, Some(("Total Due", "1,250.00"))),
+            flag("iban", json!("DE00"), None),
         ];
         let b = brief(&flags, DOC);
         assert!(
@@ -439,11 +415,7 @@ mod tests {
 
     #[test]
     fn the_format_types_each_value_as_the_schema_does_and_allows_null() {
-        let flags = [Flag {
-            field: "total".into(),
-            value: Value::Null,
-            read: None,
-        }];
+        let flags = [flag("total", Value::Null, None)];
         let props = json!({"total": {"type": "number"}})
             .as_object()
             .cloned()
@@ -474,16 +446,8 @@ mod tests {
 
     fn review_req() -> CompletionRequest {
         let flags = [
-            Flag {
-                field: "contract_number".into(),
-                value: json!("C-9"),
-                read: None,
-            },
-            Flag {
-                field: "total".into(),
-                value: Value::Null,
-                read: Some(("Total Due".into(), "1,250.00".into())),
-            },
+            flag("contract_number", json!("C-9"), None),
+            flag("total", Value::Null, Some(("Total Due", "1,250.00"))),
         ];
         let base = CompletionRequest {
             model: "m".into(),

@@ -251,7 +251,12 @@ impl Engine {
         let mut conn = self.pool.acquire().await?;
         let schema = crate::store::schemas::get(&mut conn, spec.org_id, id, version).await?;
         Ok(schema
-            .map(|s| review::properties(&s.response_format))
+            .and_then(|s| {
+                crate::tools::schemas::inner_schema(&s.response_format)
+                    .get("properties")
+                    .and_then(serde_json::Value::as_object)
+                    .cloned()
+            })
             .unwrap_or_default())
     }
 

@@ -131,6 +131,13 @@ impl Index {
     }
 }
 
+/// The top-level field a pointer of [`ungrounded`] names (`/total` → `total`, unescaped), or
+/// `None` for a value inside a table or an object (`/line_items/0/amount`).
+pub fn top_level_field(pointer: &str) -> Option<String> {
+    let field = pointer.strip_prefix('/').filter(|f| !f.contains('/'))?;
+    Some(field.replace("~1", "/").replace("~0", "~"))
+}
+
 /// The JSON pointers (`/total`, `/line_items/0/amount`) of the values of `result` that `text`
 /// does not contain, in document order of the result.
 pub fn ungrounded(result: &Value, text: &str) -> Vec<String> {
@@ -198,6 +205,15 @@ mod tests {
             flagged,
             vec!["/customer", "/date", "/items/0/sku", "/total"]
         );
+    }
+
+    #[test]
+    fn a_pointer_names_a_top_level_field_or_none() {
+        let flagged = ungrounded(&json!({"a/b~": "x", "t": [{"c": "y"}]}), "");
+        let fields: Vec<Option<String>> = flagged.iter().map(|p| top_level_field(p)).collect();
+        assert_eq!(fields, [Some("a/b~".to_string()), None]);
+        assert_eq!(top_level_field("/"), Some(String::new()));
+        assert_eq!(top_level_field("total"), None);
     }
 
     #[test]

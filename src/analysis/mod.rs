@@ -410,10 +410,10 @@ pub fn analyse(text: &str) -> Analysis {
     }
     // A statement's balances and totals written as rows of its table (`SOLDE CRÉDITEUR AU
     // 30/09/2026   1 845,12`) are fields, not movements.
+    // The document's main table: the rows field.
+    let main_table = tables.iter().max_by_key(|t| t.row_lines.len());
     let mut summary_rows: Vec<usize> = Vec::new();
-    if let (DocKind::BankStatement, Some(t)) =
-        (kind, tables.iter().max_by_key(|t| t.row_lines.len()))
-    {
+    if let (DocKind::BankStatement, Some(t)) = (kind, main_table) {
         for b in totals::balance_rows(t, style) {
             summary_rows.push(b.row);
             push(
@@ -437,7 +437,7 @@ pub fn analyse(text: &str) -> Analysis {
         }
         summary_rows.extend((0..t.raw_rows.len()).filter(|k| totals::total_row(t, *k, style)));
     }
-    if let Some(t) = tables.iter().max_by_key(|t| t.row_lines.len()) {
+    if let Some(t) = main_table {
         let rows: Vec<Value> = t
             .rows
             .iter()

@@ -181,18 +181,23 @@ pub fn balance_rows(t: &Table, style: DecimalStyle) -> Vec<BalanceRow> {
             value: if debit { -value.abs() } else { *value },
         })
     };
-    let rows = t.raw_rows.len();
-    let movement = |k: usize| balance(k).is_none() && !total_row(t, k, style);
+    // Each row read once: its balance, if it is one.
+    let mut balances: Vec<Option<BalanceRow>> = (0..t.raw_rows.len()).map(balance).collect();
+    let movement =
+        |k: usize| balances.get(k).is_some_and(Option::is_none) && !total_row(t, k, style);
     let (Some(first), Some(last)) = (
-        (0..rows).find(|k| movement(*k)),
-        (0..rows).rev().find(|k| movement(*k)),
+        (0..balances.len()).find(|k| movement(*k)),
+        (0..balances.len()).rev().find(|k| movement(*k)),
     ) else {
         return Vec::new();
     };
-    (0..first)
-        .filter_map(balance)
+    let closing = balances.split_off(last + 1);
+    balances
+        .into_iter()
+        .take(first)
+        .flatten()
         .map(|b| BalanceRow { opening: true, ..b })
-        .chain((last + 1..rows).filter_map(balance))
+        .chain(closing.into_iter().flatten())
         .collect()
 }
 
