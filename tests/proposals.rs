@@ -369,6 +369,46 @@ async fn a_schema_of_another_kind_of_document_is_not_reused() {
     assert!(p.create_schema_result.get("reused").is_none());
 }
 
+/// Both kinds known and not the same: the same field names are not enough (in one org, purchase
+/// orders and utility bills joined the invoice schema until it reached the field cap).
+#[tokio::test]
+async fn a_schema_made_for_another_known_kind_is_not_reused_even_with_the_same_fields() {
+    let db = TestDb::new().await;
+    let app = app(&db);
+    let org = org(&db).await;
+    let fields = ["invoice_number", "invoice_date", "total_due", "customer"];
+    let order = existing_schema(&db, org, "Purchase order", &fields).await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    agentd::store::schemas::set_document_kind(&mut conn, org, order, 1, "purchase_order")
+        .await
+        .unwrap();
+    drop(conn);
+    let p = propose(
+        &db,
+        &app,
+        org,
+        INVOICE,
+        proposal_turns(json!({"invoice_number": "string", "invoice_date": "date",
+                              "total_due": "number", "customer": "string"})),
+    )
+    .await;
+    assert_ne!(p.schema.0, order, "{}", p.create_schema_result);
+    assert_eq!(schema_rows(&db).await.len(), 2, "a schema of its own");
+    assert!(p.create_schema_result.get("reused").is_none());
+    let kind: Option<String> = sqlx::query_scalar(
+        "SELECT document_kind FROM schemas WHERE schema_id = $1 AND version = 1",
+    )
+    .bind(p.schema.0)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        kind.as_deref(),
+        Some("invoice"),
+        "the new schema's kind is recorded"
+    );
+}
+
 #[tokio::test]
 async fn rejecting_the_first_proposal_leaves_the_schema_another_document_reused() {
     let db = TestDb::new().await;

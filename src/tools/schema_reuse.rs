@@ -8,11 +8,14 @@
 //! names known labels in English in every language, so a German and a French invoice meet),
 //! and by the kind of document the analysis found (`crate::analysis::DocKind`; recorded on the
 //! schema, migration 0088): a schema made for the same kind of document fits when it shares a
-//! field name; any other when it shares at least [`MIN_SHARED`] names and at least
+//! field name; one made for **another** known kind never fits; one whose kind (or the new
+//! document's) is not known fits when it shares at least [`MIN_SHARED`] names and at least
 //! [`MIN_SHARE`] of the smaller of the two field sets. Field names alone are not enough: the
 //! offline provider's proposals for two utility bills share one field of 13 to 16, while an
-//! invoice and a receipt share `date`, `total` and `tax`. `agentd eval --reuse` measures it
-//! over uploads of the same kind.
+//! invoice and a receipt share `date`, `total` and `tax`, and an invoice and a purchase order
+//! or a utility bill share most of theirs — in one org, those joined the invoice schema, which
+//! grew to the field cap. `agentd eval --reuse` measures it over uploads of the same kind, and
+//! with `--mixed` over every kind in one org.
 
 use crate::store::schemas::{ReuseCandidate, SchemaRow};
 use serde_json::{Map, Value};
@@ -62,9 +65,34 @@ fn key(name: &str) -> String {
         .collect()
 }
 
-/// How `existing` fits `proposed` (both field names; `same_kind`: made for the same kind of
-/// document), or `None` when it does not.
-pub fn fit(proposed: &[String], existing: &[String], same_kind: bool) -> Option<Fit> {
+/// Whether two schemas were made for the same kind of document.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kinds {
+    Same,
+    /// Both kinds known, and not the same: never a fit.
+    Different,
+    /// One of them (or both) of no known kind: the field names decide.
+    Unknown,
+}
+
+impl Kinds {
+    /// The kinds of a new document and of an existing schema (`None`: not known).
+    pub fn of(new: Option<&str>, existing: Option<&str>) -> Kinds {
+        match (new, existing) {
+            (Some(a), Some(b)) if a == b => Kinds::Same,
+            (Some(_), Some(_)) => Kinds::Different,
+            _ => Kinds::Unknown,
+        }
+    }
+}
+
+/// How `existing` fits `proposed` (both field names, of schemas made for documents of `kinds`),
+/// or `None` when it does not.
+pub fn fit(proposed: &[String], existing: &[String], kinds: Kinds) -> Option<Fit> {
+    if kinds == Kinds::Different {
+        return None;
+    }
+    let same_kind = kinds == Kinds::Same;
     let mut theirs: Vec<String> = existing.iter().map(|n| key(n)).collect();
     theirs.sort();
     theirs.dedup();
@@ -88,8 +116,8 @@ pub fn fit(proposed: &[String], existing: &[String], same_kind: bool) -> Option<
     })
 }
 
-/// The schema of `rows` that fits `proposed` (a `response_format`, for a document of `kind`)
-/// best: one of the same kind first, then the largest share, then the most shared fields, then
+/// The schema of `rows` that fits `proposed` (a `response_format`, for a document of `kind`,
+/// `None` when not known) best: one of the same kind first, then the largest share, then the most shared fields, then
 /// an active one, then the newest (`rows` come newest first).
 pub fn best<'a>(
     proposed: &Value,
@@ -99,8 +127,8 @@ pub fn best<'a>(
     let ours = fields(proposed);
     let mut best: Option<(&ReuseCandidate, Fit)> = None;
     for c in rows {
-        let same_kind = kind.is_some() && c.document_kind.as_deref() == kind;
-        let Some(f) = fit(&ours, &fields(&c.row.response_format), same_kind) else {
+        let kinds = Kinds::of(kind, c.document_kind.as_deref());
+        let Some(f) = fit(&ours, &fields(&c.row.response_format), kinds) else {
             continue;
         };
         let better = match &best {
@@ -205,7 +233,7 @@ mod tests {
             "iban",
         ]);
         let other_invoice = names(&["Invoice Number", "issue_date", "total", "vat_id", "tax"]);
-        let f = fit(&other_invoice, &invoice, false).expect("fits");
+        let f = fit(&other_invoice, &invoice, Kinds::Unknown).expect("fits");
         assert_eq!(f.shared, 4);
         let receipt = names(&[
             "merchant",
@@ -216,22 +244,43 @@ mod tests {
             "items",
         ]);
         assert_eq!(
-            fit(&receipt, &invoice, false),
+            fit(&receipt, &invoice, Kinds::Unknown),
             None,
             "two shared names of six"
         );
         assert_eq!(
-            fit(&names(&["total"]), &invoice, false),
+            fit(&names(&["total"]), &invoice, Kinds::Unknown),
             None,
             "too few shared"
         );
-        assert_eq!(fit(&[], &invoice, false), None);
+        assert_eq!(fit(&[], &invoice, Kinds::Unknown), None);
         // Made for the same kind of document: one shared field is enough.
         let water = names(&["account_holder", "meter_number", "volume_m3"]);
         let power = names(&["account_holder", "kwh", "tariff", "supplier"]);
-        assert_eq!(fit(&water, &power, false), None);
-        assert!(fit(&water, &power, true).is_some_and(|f| f.same_kind));
-        assert_eq!(fit(&names(&["x"]), &power, true), None, "nothing shared");
+        assert_eq!(fit(&water, &power, Kinds::Unknown), None);
+        assert!(fit(&water, &power, Kinds::Same).is_some_and(|f| f.same_kind));
+        assert_eq!(
+            fit(&names(&["x"]), &power, Kinds::Same),
+            None,
+            "nothing shared"
+        );
+        // Made for another kind of document: no fit, however many names are shared (an invoice
+        // and a purchase order share most of theirs).
+        let order = names(&["invoice_number", "issue_date", "supplier", "total", "tax"]);
+        assert!(fit(&order, &invoice, Kinds::Unknown).is_some());
+        assert_eq!(fit(&order, &invoice, Kinds::Different), None);
+    }
+
+    #[test]
+    fn kinds_differ_only_when_both_are_known() {
+        assert_eq!(Kinds::of(Some("invoice"), Some("invoice")), Kinds::Same);
+        assert_eq!(
+            Kinds::of(Some("invoice"), Some("purchase_order")),
+            Kinds::Different
+        );
+        assert_eq!(Kinds::of(None, Some("invoice")), Kinds::Unknown);
+        assert_eq!(Kinds::of(Some("invoice"), None), Kinds::Unknown);
+        assert_eq!(Kinds::of(None, None), Kinds::Unknown);
     }
 
     #[test]
