@@ -808,20 +808,30 @@ pub fn analyse(text: &str) -> Analysis {
 }
 
 /// The date a line is, or opens with before a time of day (a receipt's `15-11-2026 09:12`,
-/// `21.11.2026  10:42   Bed.: 31`).
+/// `21.11.2026  10:42   Bed.: 31`), also in the short words that say on which day at what
+/// time (`Le 21/11/2026 à 08:14`, `Am 12.03.2026 um 18:44`, `el 21/11/2026 a las 08:14`).
 fn date_line(line: &str, order: DateOrder) -> Option<chrono::NaiveDate> {
     let l = values::repair_digits(line.trim());
     values::parse_date(&l, order).or_else(|| {
-        let mut words = l.split_whitespace();
-        let (first, second) = (words.next()?, words.next()?);
-        let time = second.split_once(':').is_some_and(|(h, m)| {
+        let small = |w: &&str| w.chars().count() <= 3 && w.chars().all(char::is_alphabetic);
+        let mut words = l.split_whitespace().peekable();
+        // One short word before the date at most (`Le`, `Am`, `On`).
+        if words.next_if(small).is_some() && words.peek().is_some_and(small) {
+            return None;
+        }
+        let date = words.next()?;
+        // Two short words between the date and the time at most (`à`, `um`, `a las`).
+        let between = std::iter::from_fn(|| words.next_if(small)).count();
+        let time = words.next()?.split_once(':').is_some_and(|(h, m)| {
             (1..=2).contains(&h.len())
                 && m.len() >= 2
                 && h.chars()
                     .chain(m.chars())
                     .all(|c| c.is_ascii_digit() || c == ':')
         });
-        time.then(|| values::parse_date(first, order)).flatten()
+        (between <= 2 && time)
+            .then(|| values::parse_date(date, order))
+            .flatten()
     })
 }
 

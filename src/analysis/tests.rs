@@ -882,6 +882,29 @@ fn slashed_pairs_a_title_then_a_number_and_freight_terms() {
 fn a_receipts_date_before_its_time() {
     let t = "BÄCKEREI KORN\nKASSENBON\n12.03.2026  18:44   Kasse 2\nSUMME  EUR   3,10\n";
     has(t, "date", json!("2026-03-12"));
+    // Said in words: on which day, at what time.
+    let t = "BOULANGERIE AU PAIN DORE\nTicket 2291      Caisse 1\nLe 21/11/2026 à 08:14\nTOTAL TTC   15,30\n";
+    has(t, "date", json!("2026-11-21"));
+    let t = "BÄCKEREI KORN\nAm 12.03.2026 um 18:44\nSUMME  EUR   3,10\n";
+    has(t, "date", json!("2026-03-12"));
+    // Words that are not the short ones of a day and a time make no date line.
+    let t = "BÄCKEREI KORN\nGeöffnet bis 12.03.2026 um 18:44\nSUMME  EUR   3,10\n";
+    lacks(t, "date");
+}
+
+#[test]
+fn of_which_vat_in_every_language_is_the_vat() {
+    for (line, vat) in [
+        ("dont TVA 5,5%                    0,80", 0.8),
+        ("waarvan BTW 9%                   1,24", 1.24),
+        ("del cual IVA 21%                 2,10", 2.1),
+        ("dos quais IVA 23%                3,45", 3.45),
+    ] {
+        let t = format!("TICKET\nTOTAL                           15,30\n{line}\n");
+        has(&t, "vat", json!(vat));
+    }
+    let t = "TICKET\nTOTAL TTC        15,30\nESPECES          20,00\nRENDU MONNAIE     4,70\n";
+    has(t, "change", json!(4.7));
 }
 
 #[test]

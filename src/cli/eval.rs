@@ -67,7 +67,9 @@ pub struct EvalCmd {
     /// auto_create worker concurrency (default: the job file's).
     #[arg(long)]
     pub concurrency: Option<usize>,
-    /// Stop waiting after this many seconds; unfinished documents are reported `timeout`.
+    /// Stop waiting when no document has finished for this many seconds (with `--reuse`: for
+    /// one upload; for the nightly review: its job); unfinished documents are reported
+    /// `timeout`.
     #[arg(long, default_value_t = 1800)]
     pub timeout_secs: u64,
     /// Org name for the documents (default: a new `eval-<time>` org).

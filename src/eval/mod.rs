@@ -35,7 +35,10 @@ pub struct EvalOptions {
     pub org_name: String,
     /// Worker concurrency for auto_create (None: the job file's).
     pub concurrency: Option<usize>,
-    /// Give up waiting for documents after this long; unfinished ones are reported `timeout`.
+    /// Give up waiting when no document has finished for this long (and, with `nightly`, on
+    /// the nightly job after this long); unfinished documents are reported `timeout`. Counted
+    /// from the last document done, not from the start: a whole test part with a slow local
+    /// model takes longer than any fixed limit fitting a stuck run.
     pub timeout: Duration,
     /// Guided mode was asked for (recorded in the report).
     pub guided: bool,
@@ -163,6 +166,7 @@ pub async fn run(
         .await
         .map_err(|e| anyhow::anyhow!(e))?;
     let mut last = usize::MAX;
+    let mut last_done_at = Instant::now();
     let mut reports: Vec<Value>;
     loop {
         reports = Vec::new();
@@ -182,8 +186,9 @@ pub async fn run(
         if done != last {
             progress(done, ids.len());
             last = done;
+            last_done_at = Instant::now();
         }
-        if done == ids.len() || started.elapsed() > opts.timeout {
+        if done == ids.len() || last_done_at.elapsed() > opts.timeout {
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -74,7 +74,7 @@ pub(crate) async fn prepare_extraction(
 /// longest list of rows (as JSON).
 const MAX_READINGS: usize = 40;
 const MAX_READING_CHARS: usize = 200;
-const MAX_ROWS_JSON: usize = 1500;
+const MAX_ROWS_JSON: usize = 600;
 
 /// The top-level lists of `read` (the analysis' extraction for the schema) too long to show as
 /// a reading: tables the analysis read whole. The model is not asked to write them — at the
