@@ -1,17 +1,18 @@
 # Build stage: the release binary of the `agentd` package.
 #
-# The workspace's root manifest names `benches/agentd-bench` as a member, so cargo cannot load
-# the workspace without that member's manifest and sources: they are copied (the image builds
-# only `-p agentd`; the benchmark code is not compiled). `build.rs` is copied because it is part
-# of the package (cargo would silently skip it otherwise).
+# The workspace's root manifest names every crate under `crates/` and `benches/agentd-bench` as
+# members, so cargo cannot load the workspace without their manifests and sources: they are
+# copied (the image builds only `-p agentd` and the crates it uses; the benchmark code is not
+# compiled). The crates read `migrations/`, `config/`, `jobs/` and `samples/` at build time.
 #
 # Checked without a Docker daemon: `scripts/docker-build-replay.sh` reads the COPY lines and the
 # `cargo build` line of this stage, copies exactly those paths into an empty folder and runs that
 # command there (CI runs it through `scripts/test`). A path this stage forgets fails there.
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
-COPY Cargo.toml Cargo.lock build.rs ./
+COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+COPY crates ./crates
 COPY migrations ./migrations
 COPY config ./config
 COPY jobs ./jobs

@@ -7,7 +7,14 @@
 # context and the binary it copies from the build stage must exist too.
 #
 #   scripts/docker-build-replay.sh            # the stage's own command (release, as the image)
-#   scripts/docker-build-replay.sh --debug    # the same without --release (faster; what CI runs)
+#   scripts/docker-build-replay.sh --debug    # the same without --release (faster)
+#   scripts/docker-build-replay.sh --check    # no second build (what scripts/test runs): the
+#                                             # workspace loads from the copied paths with the
+#                                             # lock file as it is, and every file of the
+#                                             # checkout the debug build of the `agentd` binary
+#                                             # read (its dep-info, target/debug/agentd.d, and
+#                                             # the build scripts' rerun-if-changed paths) is in
+#                                             # the copy. Needs that build done first.
 #
 # CARGO_TARGET_DIR (default: ./target) is reused, so the registry dependencies built before are
 # not built again; the folder is always emptied first. Run from anywhere; exits non-zero on any
@@ -20,8 +27,9 @@ profile=dockerfile
 case "${1:-}" in
   "") ;;
   --debug) profile=debug ;;
-  -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
-  *) echo "usage: $0 [--debug]" >&2; exit 2 ;;
+  --check) profile=check ;;
+  -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+  *) echo "usage: $0 [--debug|--check]" >&2; exit 2 ;;
 esac
 
 dockerfile="${DOCKERFILE:-$root/Dockerfile}"
@@ -156,6 +164,43 @@ done <<< "$stage"
 [ -n "$cargo_cmd" ] || { echo "Dockerfile: the build stage runs no 'cargo build'" >&2; exit 1; }
 echo "copied $copied path(s):"
 (cd "$context" && find . -maxdepth 1 -not -path . | sort | sed 's/^/  /')
+
+if [ "$profile" = check ]; then
+  depinfo="$target_dir/debug/agentd.d"
+  [ -f "$depinfo" ] || { echo "--check: $depinfo is missing (build the agentd binary in debug first)" >&2; exit 1; }
+  (cd "$context" && cargo metadata --locked --offline --format-version 1 >/dev/null) \
+    || { echo "Dockerfile: the workspace does not load from what the build stage copies (a member or Cargo.lock missing?)" >&2; exit 1; }
+  # Every file of the checkout the build read: the dep-info's paths (`target: dep dep …`, a
+  # space in a path escaped as `\ `), and what the workspace's build scripts watch.
+  read_files() {
+    sed -e 's/\\ /\x01/g' "$depinfo" | tr ' ' '\n' | sed -e 's/:$//' -e 's/\x01/ /g' | grep "^$root/" || true
+    for out in "$target_dir"/debug/build/agentd-*/output; do
+      [ -f "$out" ] || continue
+      name="$(basename "$(dirname "$out")")"
+      dir="$root/crates/${name%-*}"
+      [ -d "$dir" ] || dir="$root"
+      sed -n 's/^cargo::\{0,1\}rerun-if-changed=//p' "$out" | while read -r rel; do
+        find "$(realpath -m "$dir/$rel")" -type f 2>/dev/null || true
+      done
+    done
+  }
+  missing=0
+  checked=0
+  while IFS= read -r f; do
+    [ -n "$f" ] || continue
+    rel="${f#"$root"/}"
+    case "$rel" in target/*) continue ;; esac
+    checked=$((checked + 1))
+    if [ ! -e "$context/$rel" ]; then
+      echo "Dockerfile: the build reads $rel, which the build stage does not copy" >&2
+      missing=1
+    fi
+  done < <(read_files | sort -u)
+  [ "$missing" = 0 ] || exit 1
+  [ "$checked" -gt 0 ] || { echo "--check: no file of the checkout in $depinfo" >&2; exit 1; }
+  echo "docker build replay (check): the workspace loads, and the $checked files the build reads are copied"
+  exit 0
+fi
 
 # The stage's command, made to fail on a lock file that does not match, and in debug on request.
 cmd="$cargo_cmd"

@@ -36,45 +36,22 @@
 //! - [`cli`], [`http`]: the operator's edges (commands, health and metrics). The benchmarks
 //!   are a workspace member of their own (`benches/agentd-bench`); `agentd bench` runs it.
 
-pub mod agent;
-pub mod analysis;
-pub mod api;
-pub mod app;
-pub mod approvals;
-pub mod catalog;
+// The crates by layer, bottom to top, under the module names they had as one crate: the
+// tests, the benchmarks, the fuzz targets and the examples name `agentd::queue::…`,
+// `agentd::store::…` as before.
+pub use agentd_agent::{agent, approvals, tools};
+pub use agentd_analysis as analysis;
+pub use agentd_api::{api, console};
+pub use agentd_base::{catalog, clock, config, db, error_chain, telemetry};
+pub use agentd_llm as llm;
+pub use agentd_queue as queue;
+pub use agentd_store::{kinds, org_settings, pii, store};
+pub use agentd_worker::{app, documents, http, jobs, webhooks, worker};
+
 pub mod cli;
-pub mod clock;
-pub mod config;
-pub mod console;
-pub mod db;
-pub mod documents;
 pub mod eval;
-pub mod http;
-pub mod jobs;
-pub mod kinds;
-pub mod llm;
-pub mod org_settings;
-pub mod pii;
-pub mod queue;
-pub mod store;
-pub mod telemetry;
-pub mod tools;
-pub mod webhooks;
-pub mod worker;
 
 /// The names of every tool the registry knows (the job files are validated against it).
 pub fn known_tool_names() -> Vec<&'static str> {
     tools::builtin_registry().names()
-}
-
-/// `e` and its sources, joined with ": ".
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }

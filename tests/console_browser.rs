@@ -13,8 +13,11 @@
 //! each page are saved under `target/console-screenshots/`. Without Chromium, chromedriver and
 //! axe-core the test fails and says how to install them (`scripts/test` installs them).
 
+#[path = "it/api_support/mod.rs"]
 mod api_support;
+#[path = "it/common/mod.rs"]
 mod common;
+#[path = "it/console_support/mod.rs"]
 mod console_support;
 
 use agentd::api::Role;

@@ -10,6 +10,7 @@
 //! answered by `OfflineProvider`, and written out as a chat completion, so real runs reach their
 //! outcome through the HTTP adapter and the chain.
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use agentd::app::App;

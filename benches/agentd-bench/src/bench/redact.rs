@@ -1,7 +1,7 @@
 //! The redaction boundary's cost: µs per KB of document text to detect, to redact (new and
 //! warm symbol table) and to rehydrate, against JSON-encoding the same text (what every
 //! request pays anyway) measured in the same run. Also prints the detector's precision and
-//! recall on its labelled corpus (`src/pii/corpus.rs`).
+//! recall on its labelled corpus (`crates/agentd-store/src/pii/corpus.rs`).
 
 use super::{Report, Row};
 use agentd::pii::{Vault, corpus, detect};

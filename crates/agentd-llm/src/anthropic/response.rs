@@ -1,0 +1,377 @@
+//! Assembling answers from a Messages API body or from its stream of events
+//! (`message_start`, `content_block_start` / `_delta` / `_stop`, `message_delta`,
+//! `message_stop`, `ping`, `error`; unknown events are skipped, as Anthropic asks).
+
+use super::request::Extraction;
+use crate::{Block, CompletionResponse, FinishReason, Message, Role, Usage};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// One content block being put together.
+#[derive(Debug)]
+enum Part {
+    Text(String),
+    ToolUse {
+        id: Option<String>,
+        name: Option<String>,
+        /// `input` as sent whole (`content_block_start`, or a non-streamed body), as JSON text;
+        /// a string `input` (a model that stringified it) as that string.
+        input: String,
+        /// `input_json_delta` fragments; when any came they are the input.
+        partial: String,
+    },
+    /// Blocks this adapter does not use (thinking, server tools' results).
+    Other,
+}
+
+/// Usage as the API reports it; later reports overwrite the fields they carry.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct WireUsage {
+    input: u64,
+    output: u64,
+    cache_creation: u64,
+    cache_read: u64,
+}
+
+impl WireUsage {
+    fn merge(&mut self, v: &Value) {
+        let set = |field: &mut u64, key: &str| {
+            if let Some(n) = v[key].as_u64() {
+                *field = n;
+            }
+        };
+        set(&mut self.input, "input_tokens");
+        set(&mut self.output, "output_tokens");
+        set(&mut self.cache_creation, "cache_creation_input_tokens");
+        set(&mut self.cache_read, "cache_read_input_tokens");
+    }
+
+    /// Cache writes and reads are prompt tokens the call processed (Anthropic's `input_tokens`
+    /// excludes them): they are charged as input, as OpenAI's `prompt_tokens` include cached
+    /// ones.
+    fn neutral(self) -> Usage {
+        if self.cache_read > 0 {
+            metrics::counter!("agentd_llm_cached_tokens_total").increment(self.cache_read);
+        }
+        if self.cache_read > 0 || self.cache_creation > 0 {
+            tracing::debug!(
+                cache_read_input_tokens = self.cache_read,
+                cache_creation_input_tokens = self.cache_creation,
+                "anthropic prompt cache"
+            );
+        }
+        Usage {
+            input_tokens: self
+                .input
+                .saturating_add(self.cache_creation)
+                .saturating_add(self.cache_read),
+            output_tokens: self.output,
+        }
+    }
+}
+
+/// An answer being put together.
+#[derive(Debug, Default)]
+pub struct Assembled {
+    /// Keyed by the API's `index`.
+    parts: BTreeMap<u64, Part>,
+    stop_reason: Option<String>,
+    usage: Option<WireUsage>,
+    model: Option<String>,
+    /// Stream events seen (a stream with none never started).
+    pub(super) events: usize,
+    /// `message_stop` seen.
+    pub(super) stopped: bool,
+}
+
+/// What a stream event means for the reader.
+pub enum Event {
+    /// Keep reading.
+    More,
+    /// An `error` event: the failure is in the value.
+    Error,
+}
+
+impl Assembled {
+    /// Bytes accumulated so far (text, ids, names, inputs, plus a fixed cost per block so a
+    /// million empty blocks count too): what `llm.max_stream_bytes` bounds.
+    pub fn bytes(&self) -> usize {
+        self.parts
+            .values()
+            .map(|p| {
+                64 + match p {
+                    Part::Text(t) => t.len(),
+                    Part::ToolUse {
+                        id,
+                        name,
+                        input,
+                        partial,
+                    } => {
+                        id.as_ref().map_or(0, String::len)
+                            + name.as_ref().map_or(0, String::len)
+                            + input.len()
+                            + partial.len()
+                    }
+                    Part::Other => 0,
+                }
+            })
+            .sum()
+    }
+
+    /// A non-streamed message body (`{"type": "message", "content": [...], ...}`); `None`
+    /// when `v` is not one.
+    pub fn from_body(v: &Value) -> Option<Self> {
+        let content = v.get("content")?.as_array()?;
+        let mut acc = Assembled::default();
+        for (i, block) in content.iter().enumerate() {
+            acc.parts.insert(i as u64, part_of(block));
+        }
+        acc.stop_reason = v["stop_reason"].as_str().map(str::to_string);
+        acc.model = v["model"].as_str().map(str::to_string);
+        if v["usage"].is_object() {
+            let mut u = WireUsage::default();
+            u.merge(&v["usage"]);
+            acc.usage = Some(u);
+        }
+        Some(acc)
+    }
+
+    /// One stream event's data.
+    pub fn push_event(&mut self, v: &Value) -> Event {
+        self.events += 1;
+        let index = v["index"].as_u64().unwrap_or(0);
+        match v["type"].as_str().unwrap_or_default() {
+            "message_start" => {
+                let m = &v["message"];
+                self.model = m["model"]
+                    .as_str()
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string);
+                if m["usage"].is_object() {
+                    self.usage.get_or_insert_default().merge(&m["usage"]);
+                }
+            }
+            "content_block_start" => {
+                self.parts.insert(index, part_of(&v["content_block"]));
+            }
+            "content_block_delta" => {
+                let d = &v["delta"];
+                match (self.parts.get_mut(&index), d["type"].as_str()) {
+                    (Some(Part::Text(t)), Some("text_delta")) => {
+                        t.push_str(d["text"].as_str().unwrap_or_default())
+                    }
+                    (Some(Part::ToolUse { partial, .. }), Some("input_json_delta")) => {
+                        partial.push_str(d["partial_json"].as_str().unwrap_or_default())
+                    }
+                    // A delta without its start: a text block the server did not announce.
+                    (None, Some("text_delta")) => {
+                        let text = d["text"].as_str().unwrap_or_default().to_string();
+                        self.parts.insert(index, Part::Text(text));
+                    }
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(r) = v["delta"]["stop_reason"].as_str() {
+                    self.stop_reason = Some(r.to_string());
+                }
+                if v["usage"].is_object() {
+                    self.usage.get_or_insert_default().merge(&v["usage"]);
+                }
+            }
+            "message_stop" => self.stopped = true,
+            "error" => return Event::Error,
+            // content_block_stop, ping, and event types added later.
+            _ => {}
+        }
+        Event::More
+    }
+
+    /// Whether the answer is complete: a stop reason came (a stream cut before it is not).
+    pub fn finished(&self) -> bool {
+        self.stop_reason.is_some() || self.stopped
+    }
+
+    /// The neutral answer. `model` names the model when the server did not; `extraction`
+    /// turns the forced tool's input into the JSON text an extraction caller reads.
+    pub fn into_response(self, model: &str, extraction: Option<&Extraction>) -> CompletionResponse {
+        let mut content = Vec::new();
+        for part in self.parts.into_values() {
+            match part {
+                Part::Text(text) if !text.is_empty() => content.push(Block::Text { text }),
+                Part::ToolUse {
+                    id,
+                    name,
+                    input,
+                    partial,
+                } => content.push(Block::ToolUse {
+                    id: id.unwrap_or_else(|| format!("toolu_{}", uuid::Uuid::new_v4().simple())),
+                    name: name.unwrap_or_default(),
+                    arguments: unstringified(if partial.is_empty() { input } else { partial }),
+                }),
+                _ => {}
+            }
+        }
+        let has_calls = content.iter().any(|b| matches!(b, Block::ToolUse { .. }));
+        if has_calls {
+            // A stray newline beside calls is not an answer.
+            content.retain(|b| !matches!(b, Block::Text { text } if text.trim().is_empty()));
+        }
+        let mut finish = match self.stop_reason.as_deref() {
+            Some("max_tokens" | "model_context_window_exceeded") => FinishReason::MaxTokens,
+            Some("tool_use") => FinishReason::ToolUse,
+            _ if has_calls => FinishReason::ToolUse,
+            Some("end_turn" | "stop_sequence") => FinishReason::EndTurn,
+            // refusal, pause_turn (server tools, which are not offered), unknown.
+            Some(other) => {
+                tracing::warn!(stop_reason = other, "anthropic: the answer ended unusually");
+                FinishReason::Other
+            }
+            None => FinishReason::Other,
+        };
+        if let Some(ext) = extraction
+            && let Some(answer) = content.iter().find_map(|b| match b {
+                Block::ToolUse {
+                    name, arguments, ..
+                } if *name == ext.tool => Some(arguments.clone()),
+                _ => None,
+            })
+        {
+            let text = if ext.wrapped {
+                serde_json::from_str::<Value>(&answer)
+                    .ok()
+                    .and_then(|v| v.get("value").map(Value::to_string))
+                    .unwrap_or(answer)
+            } else {
+                answer
+            };
+            content = vec![Block::Text { text }];
+            if finish != FinishReason::MaxTokens {
+                finish = FinishReason::EndTurn;
+            }
+        }
+        CompletionResponse {
+            message: Message {
+                role: Role::Assistant,
+                content,
+            },
+            usage: self.usage.map(WireUsage::neutral).unwrap_or_default(),
+            finish,
+            model: self.model.unwrap_or_else(|| model.to_string()),
+        }
+    }
+}
+
+/// Arguments a model sent as one JSON string (`"input": "{\"a\": 1}"`, streamed or not) are
+/// that string's text; anything else stays as written.
+fn unstringified(arguments: String) -> String {
+    match serde_json::from_str::<Value>(&arguments) {
+        Ok(Value::String(inner)) => inner,
+        _ => arguments,
+    }
+}
+
+/// A content block of a body, or the start of one in a stream.
+fn part_of(block: &Value) -> Part {
+    let text = |k: &str| {
+        block[k]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    match block["type"].as_str() {
+        Some("text") => Part::Text(block["text"].as_str().unwrap_or_default().to_string()),
+        Some("tool_use") => Part::ToolUse {
+            id: text("id"),
+            name: text("name"),
+            input: match &block["input"] {
+                Value::Null => String::new(),
+                // A stringified input is the model's arguments as written.
+                Value::String(s) => s.clone(),
+                // `{}` at a stream's start is a placeholder for the deltas.
+                Value::Object(o) if o.is_empty() => "{}".to_string(),
+                other => other.to_string(),
+            },
+            partial: String::new(),
+        },
+        _ => Part::Other,
+    }
+}
+
+/// The adapter's assembly without the HTTP around it (fuzz targets, tests): a body, and a
+/// stream's event data in order. Errors are the server's message.
+#[doc(hidden)]
+pub mod assembly {
+    use super::*;
+
+    /// The answer in a non-streamed `body`.
+    pub fn body(body: &Value, model: &str) -> Result<CompletionResponse, String> {
+        if let Some((kind, message)) = super::super::failure::error_in(body) {
+            return Err(format!("{kind}: {message}"));
+        }
+        Assembled::from_body(body)
+            .map(|a| a.into_response(model, None))
+            .ok_or_else(|| "not a message".to_string())
+    }
+
+    /// The answer `events` assemble to, and the largest [`Assembled::bytes`] after an event.
+    pub fn stream(events: &[Value], model: &str) -> Result<(CompletionResponse, usize), String> {
+        let mut acc = Assembled::default();
+        let mut most = 0;
+        for e in events {
+            if let Event::Error = acc.push_event(e) {
+                let (kind, message) = super::super::failure::error_in(e).unwrap_or_default();
+                return Err(format!("{kind}: {message}"));
+            }
+            most = most.max(acc.bytes());
+        }
+        if !acc.finished() {
+            return Err("the stream ended before the model finished".into());
+        }
+        Ok((acc.into_response(model, None), most))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn stop_reasons_map_to_finish_reasons() {
+        let body = |reason: &str, content: Value| {
+            json!({"type": "message", "model": "claude-x", "content": content,
+                   "stop_reason": reason, "usage": {"input_tokens": 1, "output_tokens": 1}})
+        };
+        let text = json!([{"type": "text", "text": "hi"}]);
+        let call = json!([{"type": "tool_use", "id": "toolu_1", "name": "t", "input": {}}]);
+        for (reason, content, finish) in [
+            ("end_turn", &text, FinishReason::EndTurn),
+            ("stop_sequence", &text, FinishReason::EndTurn),
+            ("max_tokens", &text, FinishReason::MaxTokens),
+            ("tool_use", &call, FinishReason::ToolUse),
+            ("refusal", &text, FinishReason::Other),
+            ("pause_turn", &text, FinishReason::Other),
+            ("end_turn", &call, FinishReason::ToolUse),
+        ] {
+            let r = assembly::body(&body(reason, content.clone()), "m").unwrap();
+            assert_eq!(r.finish, finish, "{reason}");
+        }
+    }
+
+    #[test]
+    fn usage_counts_cache_writes_and_reads_as_input() {
+        let v = json!({"type": "message", "content": [], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 7, "output_tokens": 3,
+                      "cache_creation_input_tokens": 100, "cache_read_input_tokens": 1000}});
+        let r = assembly::body(&v, "m").unwrap();
+        assert_eq!(
+            r.usage,
+            Usage {
+                input_tokens: 1107,
+                output_tokens: 3
+            }
+        );
+        assert_eq!(r.model, "m", "the model asked when the body names none");
+    }
+}

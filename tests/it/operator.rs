@@ -1,0 +1,374 @@
+//! The operator's surface: /healthz, /readyz (503 while the database is unreachable, 200 again
+//! after), /metrics (parses as Prometheus text; counters move when jobs run), JSON logs that are
+//! valid JSON lines and carry no secret and no document text.
+
+use crate::common;
+use agentd::clock::SystemClock;
+use common::{TestDb, wait_until};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut s = match TcpStream::connect(addr) {
+        Ok(s) => s,
+        Err(_) => return (0, String::new()),
+    };
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut buf = String::new();
+    let _ = s.read_to_string(&mut buf);
+    let code = buf
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = buf
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+async fn admin(sql: String) {
+    let mut c = <sqlx::PgConnection as sqlx::Connection>::connect(&common::server_url())
+        .await
+        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .execute(&mut c)
+        .await
+        .unwrap();
+}
+
+fn counter(body: &str, name: &str, kind: &str) -> f64 {
+    let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string())))
+        .expect("Prometheus text");
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == name && s.labels.get("kind") == Some(kind))
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            _ => 0.0,
+        })
+        .sum()
+}
+
+#[tokio::test]
+async fn readyz_follows_the_database_and_metrics_count_jobs() {
+    let db = TestDb::new().await;
+    let mut config = common::test_config();
+    config.http.addr = "127.0.0.1:0".into();
+    let app = common::app_with(&db, Arc::new(SystemClock), config);
+    let (w, stop) = common::start_worker(&app, "auto_create", None).await;
+    let addr = w.http_addr.unwrap();
+    let a = addr;
+    assert_eq!(
+        tokio::task::spawn_blocking(move || get(a, "/healthz"))
+            .await
+            .unwrap()
+            .0,
+        200
+    );
+    let a = addr;
+    assert_eq!(
+        tokio::task::spawn_blocking(move || get(a, "/readyz"))
+            .await
+            .unwrap()
+            .0,
+        200
+    );
+
+    // Counters move when a job runs.
+    let a = addr;
+    let before = tokio::task::spawn_blocking(move || get(a, "/metrics"))
+        .await
+        .unwrap()
+        .1;
+    let org = agentd::store::orgs::ensure(&db.pool, "acme")
+        .await
+        .unwrap()
+        .id;
+    agentd::documents::add_document(
+        &app,
+        org,
+        "i.txt",
+        "Invoice Number: A-1\nTotal: 3.00\n",
+        true,
+    )
+    .await
+    .unwrap();
+    wait_until(30, "job succeeded", || async {
+        let n: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM agentd_jobs WHERE state = 'succeeded'")
+                .fetch_one(&db.pool)
+                .await
+                .unwrap();
+        n == 1
+    })
+    .await;
+    let a = addr;
+    let after = tokio::task::spawn_blocking(move || get(a, "/metrics"))
+        .await
+        .unwrap()
+        .1;
+    let name = "agentd_jobs_succeeded_total";
+    assert_eq!(
+        counter(&after, name, "auto_create") - counter(&before, name, "auto_create"),
+        1.0,
+        "{after}"
+    );
+    assert!(
+        after.contains("agentd_tool_calls_total"),
+        "tool calls are counted"
+    );
+    assert!(after.contains("agentd_agent_runs_total"));
+
+    // The database goes away: not ready. It comes back: ready again.
+    admin(format!(
+        "ALTER DATABASE {} WITH ALLOW_CONNECTIONS false",
+        db.name
+    ))
+    .await;
+    admin(format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}'",
+        db.name
+    ))
+    .await;
+    wait_until(30, "/readyz turns 503", || async move {
+        tokio::task::spawn_blocking(move || get(addr, "/readyz"))
+            .await
+            .unwrap()
+            .0
+            == 503
+    })
+    .await;
+    admin(format!(
+        "ALTER DATABASE {} WITH ALLOW_CONNECTIONS true",
+        db.name
+    ))
+    .await;
+    wait_until(30, "/readyz back to 200", || async move {
+        tokio::task::spawn_blocking(move || get(addr, "/readyz"))
+            .await
+            .unwrap()
+            .0
+            == 200
+    })
+    .await;
+    stop.cancel();
+    w.join().await;
+}
+
+#[tokio::test]
+async fn json_logs_are_valid_lines_without_secrets_or_document_text() {
+    let db = TestDb::new().await;
+    let secret = "sk-test-SUPERSECRET-0123456789";
+    let doc_text = "TOPSECRET-DOCTEXT Invoice Number: Z-1";
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("d.txt");
+    std::fs::write(&f, doc_text).unwrap();
+    let bin = env!("CARGO_BIN_EXE_agentd");
+    let add = Command::new(bin)
+        .args([
+            "documents",
+            "add",
+            "--org",
+            "acme",
+            "--name",
+            "d.txt",
+            "--text-file",
+            f.to_str().unwrap(),
+            "--auto-create",
+        ])
+        .env("DATABASE_URL", &db.url)
+        .output()
+        .unwrap();
+    assert!(add.status.success());
+    // First the offline provider reads the document and runs the whole pipeline at debug level.
+    let offline = worker_logs(
+        &db,
+        &[
+            ("AGENTD_LOG", "debug"),
+            ("OPENAI_API_KEY", ""),
+            ("AGENTD_LLM__PROVIDER", "offline"),
+        ],
+        "offline run proposed",
+        || async {
+            let s: String = sqlx::query_scalar("SELECT auto_create_status FROM documents")
+                .fetch_one(&db.pool)
+                .await
+                .unwrap();
+            s == "proposed"
+        },
+    )
+    .await;
+    assert!(offline.contains("proposal ready"), "{offline}");
+    assert!(
+        !offline.contains("TOPSECRET-DOCTEXT"),
+        "document text leaked into the logs"
+    );
+    // Then an OpenAI provider pointing at a closed port: every call fails and is logged.
+    let org: uuid::Uuid = sqlx::query_scalar("SELECT id FROM orgs")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let doc: uuid::Uuid = sqlx::query_scalar("SELECT id FROM documents")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let job = agentd::queue::NewJob::new(
+        "auto_create",
+        serde_json::json!({"org_id": org, "document_id": doc, "force": true}),
+    );
+    agentd::queue::enqueue(&db.pool, &job).await.unwrap();
+    let env = [
+        ("AGENTD_LOG", "debug"),
+        ("OPENAI_API_KEY", secret),
+        ("AGENTD_LLM__BASE_URL", "http://127.0.0.1:9/v1"),
+        ("AGENTD_LLM__REQUEST_TIMEOUT_SECS", "2"),
+        ("AGENTD_LLM__MAX_RETRIES", "0"),
+    ];
+    let logs = worker_logs(&db, &env, "a failed openai attempt", || async {
+        let n: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM agentd_jobs WHERE last_error IS NOT NULL")
+                .fetch_one(&db.pool)
+                .await
+                .unwrap();
+        n > 0
+    })
+    .await;
+    assert!(logs.contains("job failed"), "the failure is logged: {logs}");
+    assert!(!logs.contains(secret), "the API key leaked into the logs");
+    assert!(
+        !logs.contains("TOPSECRET-DOCTEXT"),
+        "document text leaked into the logs"
+    );
+    let err: String =
+        sqlx::query_scalar("SELECT last_error FROM agentd_jobs WHERE last_error IS NOT NULL")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert!(!err.contains(secret));
+}
+
+/// Runs `agentd --log-format json worker` until `done`, then SIGTERM; checks every line is JSON.
+async fn worker_logs<F, Fut>(db: &TestDb, env: &[(&str, &str)], what: &str, done: F) -> String
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentd"));
+    cmd.args(["--log-format", "json", "worker", "--no-cron"])
+        .env("DATABASE_URL", &db.url)
+        .env("AGENTD_HTTP__ADDR", "")
+        .env_remove("OPENAI_BASE_URL")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    // Drain stderr while the worker runs: a full pipe would block its logging.
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stderr.read_to_end(&mut buf);
+        buf
+    });
+    wait_until(90, what, done).await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(child.wait().unwrap().success());
+    let logs = String::from_utf8_lossy(&reader.join().unwrap()).to_string();
+    let mut lines = 0;
+    for line in logs.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+        assert!(
+            v.get("timestamp").is_some() && v.get("level").is_some(),
+            "{line}"
+        );
+        lines += 1;
+    }
+    assert!(lines > 3, "the worker logged: {logs}");
+    logs
+}
+
+/// Review N7: `agentd serve`'s public port answers `/metrics` only with the API's 401 (no
+/// operator data without a key) and `/readyz` without the reason; the operator's listener
+/// (`--ops-addr`) serves both.
+#[tokio::test]
+async fn metrics_live_on_the_operator_listener_only() {
+    let db = TestDb::new().await;
+    let app = common::app(&db, Arc::new(SystemClock));
+    let public = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ops = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (public_addr, ops_addr) = (public.local_addr().unwrap(), ops.local_addr().unwrap());
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(agentd::api::serve(public, Some(ops), app, stop.clone()));
+    let (code, body) = tokio::task::spawn_blocking(move || get(public_addr, "/metrics"))
+        .await
+        .unwrap();
+    assert_eq!(code, 401, "/metrics on the public port: {body}");
+    assert!(!body.contains("agentd_"), "{body}");
+    let (code, body) = tokio::task::spawn_blocking(move || get(public_addr, "/readyz"))
+        .await
+        .unwrap();
+    assert_eq!((code, body.as_str()), (200, "ready\n"));
+    let (code, body) = tokio::task::spawn_blocking(move || get(ops_addr, "/metrics"))
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("agentd_queue_ready"), "{body}");
+    stop.cancel();
+}
+
+/// Review N8: one org's job counts (`GET /v1/status`, the console's queue) read that org's jobs
+/// by index, not the whole table, however many jobs other orgs have.
+#[tokio::test]
+async fn an_orgs_job_counts_do_not_scan_every_job() {
+    let db = TestDb::new().await;
+    let (quiet, noisy) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    sqlx::query(
+        "INSERT INTO agentd_jobs (kind, payload, state, finished_at)
+         SELECT 'auto_create', jsonb_build_object('org_id', $1::text, 'document_id', gen_random_uuid()),
+                'succeeded', now()
+           FROM generate_series(1, 20000)",
+    )
+    .bind(noisy)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO agentd_jobs (kind, payload)
+         SELECT 'auto_create', jsonb_build_object('org_id', $1::text, 'document_id', gen_random_uuid())
+           FROM generate_series(1, 3)",
+    )
+    .bind(quiet)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE agentd_jobs")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let mut tx = db.pool.begin().await.unwrap();
+    let scans = "SELECT coalesce(seq_scan, 0), coalesce(idx_scan, 0) FROM pg_stat_xact_user_tables
+                  WHERE relname = 'agentd_jobs'";
+    let before: (i64, i64) = sqlx::query_as(scans).fetch_one(&mut *tx).await.unwrap();
+    let counts = agentd::store::status::job_counts(&mut *tx, Some(quiet))
+        .await
+        .unwrap();
+    let after: (i64, i64) = sqlx::query_as(scans).fetch_one(&mut *tx).await.unwrap();
+    assert_eq!(counts.iter().map(|c| c.count).sum::<i64>(), 3, "{counts:?}");
+    assert_eq!(after.0 - before.0, 0, "no sequential scan of agentd_jobs");
+    assert!(after.1 > before.1, "an index scan instead");
+}
