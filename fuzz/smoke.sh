@@ -21,6 +21,8 @@ fi
 # Safe Rust (agentd forbids unsafe_code): no sanitizer, twice the executions. Debug assertions
 # and overflow checks stay on (cargo-fuzz's default).
 flags=(--sanitizer none)
+# FUZZ_TARGET_DIR: where the build goes (default fuzz/target); .ci/run keeps it in its cache.
+if [ -n "${FUZZ_TARGET_DIR:-}" ]; then flags+=(--target-dir "$FUZZ_TARGET_DIR"); fi
 cargo "+$toolchain" fuzz build "${flags[@]}"
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT

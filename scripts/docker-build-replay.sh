@@ -168,7 +168,7 @@ echo "copied $copied path(s):"
 if [ "$profile" = check ]; then
   depinfo="$target_dir/debug/agentd.d"
   [ -f "$depinfo" ] || { echo "--check: $depinfo is missing (build the agentd binary in debug first)" >&2; exit 1; }
-  (cd "$context" && cargo metadata --locked --offline --format-version 1 >/dev/null) \
+  (cd "$context" && cargo metadata --locked --format-version 1 >/dev/null) \
     || { echo "Dockerfile: the workspace does not load from what the build stage copies (a member or Cargo.lock missing?)" >&2; exit 1; }
   # Every file of the checkout the build read: the dep-info's paths (`target: dep dep …`, a
   # space in a path escaped as `\ `), and what the workspace's build scripts watch.

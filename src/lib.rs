@@ -1,12 +1,19 @@
 //! agentd: a durable Postgres job-queue worker that runs a headless LLM agent.
 //!
-//! Workers pull `auto_create`, `proactive_suggestion` and `approval_expiry` jobs from the
-//! `agentd_jobs` table and run one tool loop under caps, writing proposed results, audit rows
+//! Workers pull `auto_create`, `proactive_suggestion`, `approval_expiry` and `webhook_delivery`
+//! jobs from the `agentd_jobs` table and run one tool loop under caps, writing proposed results, audit rows
 //! and checkpoints in one short transaction per step — never with a transaction open while a
 //! model answers. ARCHITECTURE.md is the map (layers, the life of a job, where each guarantee
 //! is enforced); the code is the contract.
 //!
 //! # Layout
+//!
+//! This package is the `agentd` binary (`cli`, `eval`) and a facade: every other module is a
+//! crate of the workspace, one per layer (`crates/`, ARCHITECTURE.md § Layers), re-exported here
+//! under its module name. Bottom to top: `agentd-analysis`, `agentd-base` (config, clock,
+//! catalog, db, telemetry), `agentd-queue`, `agentd-store` (store, pii, kinds, org_settings),
+//! `agentd-llm`, `agentd-agent` (tools, approvals, agent), `agentd-worker` (app, jobs, worker,
+//! documents, http, webhooks), `agentd-api` (api, console).
 //!
 //! - [`queue`]: the durable queue — enqueue, batched claims, leases and fencing, retries,
 //!   cron, maintenance (rescuer, retention); [`queue::apalis`] runs it under apalis.
@@ -31,10 +38,12 @@
 //! - [`app`], [`config`], [`catalog`], [`db`], [`clock`]: wiring, settings, job files, pool,
 //!   time; [`worker`]: the worker process started from an `App`.
 //!
-//! The modules form layers without cycles (ARCHITECTURE.md § Layers, `tests/module_graph.rs`).
 //! - [`telemetry`]: the log and the OpenTelemetry trace export; `traceparent` through the queue.
 //! - [`cli`], [`http`]: the operator's edges (commands, health and metrics). The benchmarks
 //!   are a workspace member of their own (`benches/agentd-bench`); `agentd bench` runs it.
+//!
+//! The crates form layers without cycles (Cargo refuses an edge upward); inside a crate of
+//! several modules `tests/it/module_graph.rs` keeps them.
 
 // The crates by layer, bottom to top, under the module names they had as one crate: the
 // tests, the benchmarks, the fuzz targets and the examples name `agentd::queue::…`,

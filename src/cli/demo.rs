@@ -259,7 +259,7 @@ async fn nightly_step(app: &App, org: Uuid, cmd: &DemoCmd) -> anyhow::Result<Val
     .map_err(|e| anyhow::anyhow!("org settings: {e}"))?;
     let night = now.with_timezone(&org_settings::tz(&settings)).date_naive();
     let q = &app.spec(kinds::ProactiveSuggestion::NAME).queue;
-    let job = crate::jobs::proactive::nightly_job(q, org, night);
+    let job = crate::jobs::proactive_suggestion::nightly_job(q, org, night);
     let job_id = queue::enqueue(&app.pool, &job)
         .await?
         .ok_or_else(|| anyhow::anyhow!("the nightly job of {night} already exists"))?;

@@ -80,11 +80,13 @@ pub(super) async fn run(app: &App, e: EnqueueCmd) -> anyhow::Result<()> {
                 .map_err(|_| bad(format!("--org must be an org id (UUID), got {org:?}")))?;
             let night = match night {
                 Some(n) => n,
-                None => crate::jobs::proactive::night_of(&app.pool, org_id, app.clock.now())
-                    .await?
-                    .ok_or_else(|| bad(format!("--org: no org with id {org_id}")))?,
+                None => {
+                    crate::jobs::proactive_suggestion::night_of(&app.pool, org_id, app.clock.now())
+                        .await?
+                        .ok_or_else(|| bad(format!("--org: no org with id {org_id}")))?
+                }
             };
-            crate::jobs::proactive::nightly_job(&q, org_id, night)
+            crate::jobs::proactive_suggestion::nightly_job(&q, org_id, night)
         }
         EnqueueCmd::ApprovalExpiry { approval_ids } => {
             let q = spec(kinds::ApprovalExpiry::NAME);

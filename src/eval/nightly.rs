@@ -109,7 +109,7 @@ pub async fn run(app: &App, org: Uuid, timeout: Duration) -> anyhow::Result<Nigh
     let now = app.clock.now();
     let mut conn = app.pool.acquire().await?;
     crate::store::tags::create(&mut conn, org, TAG, "#4a90d9", None, now).await?;
-    let night = crate::jobs::proactive::night_of(&app.pool, org, now)
+    let night = crate::jobs::proactive_suggestion::night_of(&app.pool, org, now)
         .await?
         .ok_or_else(|| anyhow::anyhow!("the eval's org {org} is gone"))?;
     // What the run's own `org_overview` will show (the same lists, the tool's cap).
@@ -117,7 +117,7 @@ pub async fn run(app: &App, org: Uuid, timeout: Duration) -> anyhow::Result<Nigh
         suggestions::overview(&mut conn, org, now, night, WAITING_AFTER_DAYS, 1_000).await?;
     drop(conn);
     let q = &app.spec(kinds::ProactiveSuggestion::NAME).queue;
-    let job = crate::jobs::proactive::nightly_job(q, org, night);
+    let job = crate::jobs::proactive_suggestion::nightly_job(q, org, night);
     let job_id = queue::enqueue(&app.pool, &job)
         .await?
         .ok_or_else(|| anyhow::anyhow!("the nightly job of {night} for org {org} exists"))?;

@@ -7,7 +7,7 @@
 //! 500s and streams cut mid-answer. Then faults stop, the queue drains, and the invariants
 //! (`invariants.rs`) are checked in SQL and printed with their counts.
 //!
-//! One module for both users: `tests/chaos.rs` (the short run, about 50 faults, in CI) and
+//! One module for both users: `tests/it/chaos.rs` (the short run, about 50 faults, in CI) and
 //! `agentd bench chaos` (`benches/agentd-bench`, 1,000 faults and more), which includes this
 //! file by path. The seed fixes the faults, their order and the gaps between them; what the
 //! processes are doing when a fault lands is up to the scheduler, so a replay repeats the

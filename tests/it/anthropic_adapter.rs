@@ -1,5 +1,5 @@
-//! The Anthropic adapter against an HTTP fake of the Messages API (tests/anthropic_support),
-//! streamed and not, in every mode the OpenAI adapter is tested in (tests/openai_adapter.rs):
+//! The Anthropic adapter against an HTTP fake of the Messages API (tests/it/anthropic_support),
+//! streamed and not, in every mode the OpenAI adapter is tested in (tests/it/openai_adapter.rs):
 //! answers, tool calls, the request body, retries (429 with retry-after, 529, 500, a cut
 //! stream, an error event), errors not retried (400, 401, 403, 404), timeouts, the key kept out
 //! of errors, and the stream and body bounds; plus what only Anthropic has (cache usage,

@@ -1,4 +1,4 @@
-//! Runs end to end against the Anthropic fake (tests/anthropic_support), streamed and not, with
+//! Runs end to end against the Anthropic fake (tests/it/anthropic_support), streamed and not, with
 //! the provider built from config (`llm.provider = "anthropic"`, a fleet limit on): auto_create
 //! proposes (also with real-model habits), the nightly proactive job writes its suggestion and
 //! proposes a `run_extraction` that a person approves, tokens — cache writes and reads

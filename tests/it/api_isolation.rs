@@ -435,7 +435,7 @@ async fn the_openapi_document_lists_every_route_and_every_listed_route_exists() 
     assert_eq!(doc.body["security"], json!([{"bearer": []}]));
     for (m, p) in ROUTES {
         if p == "/v1/events/stream" {
-            // An SSE stream never ends its body; tests/webhooks.rs reads it with resume.
+            // An SSE stream never ends its body; tests/it/webhooks.rs reads it with resume.
             continue;
         }
         let path = p

@@ -302,7 +302,7 @@ async fn schemathesis_finds_nothing_against_agentd_serve() {
         .args(["--checks", "all"])
         .args(["--phases", "examples,coverage,fuzzing,stateful"])
         .args(["--header", &format!("Authorization: Bearer {key}")])
-        // An event stream never ends its answer (tests/webhooks.rs reads it with resume).
+        // An event stream never ends its answer (tests/it/webhooks.rs reads it with resume).
         .args(["--exclude-operation-id", "streamEvents"])
         // One worker: Hypothesis' lambda introspection is not thread-safe (a runtime error, seen).
         .args(["--max-examples", "40", "--seed", "7", "--workers", "1"])

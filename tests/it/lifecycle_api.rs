@@ -21,7 +21,7 @@ async fn settings_approvals_and_suggestions_over_http() {
         (json!({"nightly_hour": -1}), "nightly_hour"),
         (json!({"approval_ttl_secs": 99999999}), "approval_ttl_secs"),
         // An org chooses among the offered (priced) models; the operator's path still refuses
-        // a cost cap on an unpriced model (tests/lifecycle.rs).
+        // a cost cap on an unpriced model (tests/it/lifecycle.rs).
         (json!({"cost_cap_cents": 5, "model": "unpriced"}), "model"),
     ] {
         let r = api

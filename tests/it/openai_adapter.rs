@@ -658,7 +658,7 @@ async fn tool_choice_required_is_sent_as_required() {
 #[tokio::test]
 async fn an_sse_parse_error_is_not_retried_verbatim_by_the_adapter() {
     // llama.cpp: the server cannot parse the model's tool call mid-stream. The loop retries
-    // once with a hint (tests/real_models.rs); the adapter must not repeat the same request.
+    // once with a hint (tests/it/real_models.rs); the adapter must not repeat the same request.
     let events = vec![
         chunk(
             json!({"role": "assistant", "content": "<tool_call>{\"na"}),

@@ -11,7 +11,7 @@ use crate::common;
 use agentd::api::Role;
 use agentd::app::App;
 use agentd::clock::{SharedClock, SystemClock};
-use agentd::jobs::proactive::Proactive;
+use agentd::jobs::proactive_suggestion::Proactive;
 use agentd::llm::scripted::{ScriptedProvider, Turn};
 use agentd::llm::{
     Block, CompletionRequest, CompletionResponse, FinishReason, LlmError, Message, Role as MsgRole,

@@ -1,13 +1,13 @@
 //! The nightly `proactive_suggestion` job against a real PostgreSQL: end to end through a worker
 //! with the offline provider (signals → de-duplicated suggestions, every tool call audited), and
 //! with a scripted provider (writes and deletes wait for approval, `create_suggestion` runs,
-//! the per-night cap holds). The cron fan-out itself is covered in tests/queue.rs
+//! the per-night cap holds). The cron fan-out itself is covered in tests/it/queue.rs
 //! (`fan_out_enqueues_one_job_per_active_org_once`: 2,000 orgs, one job each, once a night).
 
 use crate::common;
 use agentd::app::{App, WorkerArgs};
 use agentd::clock::{SharedClock, SystemClock};
-use agentd::jobs::proactive::Proactive;
+use agentd::jobs::proactive_suggestion::Proactive;
 use agentd::llm::scripted::{ScriptedProvider, Turn};
 use agentd::queue::worker::{JobContext, JobHandler};
 use agentd::queue::{self, NewJob};

@@ -1,6 +1,6 @@
 //! Queue guarantees against a real PostgreSQL: claims, leases and fencing, retries, dead jobs,
 //! unique keys, transactional enqueue, cron ticks, retention. The runtime (wake-ups, shutdown,
-//! heartbeats) is covered by tests/runtime_conformance.rs.
+//! heartbeats) is covered by tests/it/runtime_conformance.rs.
 
 use crate::common;
 use agentd::clock::{Clock, ManualClock, SharedClock, SystemClock};

@@ -41,7 +41,7 @@ async fn env() -> Env {
     let db = TestDb::new().await;
     let mut app = common::app(&db, Arc::new(SystemClock) as SharedClock);
     // These fakes play servers with a given habit; "auto" (the default) is tested on its own
-    // (tests/constrained_auto.rs): here constrained calls are on only where a test says so.
+    // (tests/it/constrained_auto.rs): here constrained calls are on only where a test says so.
     let mut config = (*app.config).clone();
     config.llm.constrained_calls = agentd::config::Constrained::Off;
     app.config = Arc::new(config);

@@ -571,7 +571,7 @@ async fn terminated_database_connections_lose_no_job_and_run_none_twice() {
         );
     }
     assert_audit_integrity(&db).await;
-    let _ = saw_unhealthy; // reported by /readyz; see tests/operator.rs for the 503 check
+    let _ = saw_unhealthy; // reported by /readyz; see tests/it/operator.rs for the 503 check
 }
 
 #[tokio::test]

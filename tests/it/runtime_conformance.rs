@@ -3,7 +3,7 @@
 //! database, dead jobs, panics and timeouts as failures, attempt fencing through the apalis
 //! acknowledger, lost leases, heartbeats, re-runs after a crashed worker's lease, wake-ups,
 //! on-time delayed jobs and graceful shutdown. It absorbed the native runtime's suite (the
-//! runtime section of tests/queue.rs) when that runtime was removed (issue 18).
+//! runtime section of tests/it/queue.rs) when that runtime was removed (issue 18).
 
 use crate::common;
 use agentd::clock::SystemClock;

@@ -4,7 +4,7 @@
 //! lease rescue and retention.
 //!
 //! **Crate.** `agentd-queue` (layer 12 of ARCHITECTURE.md § Layers) may use only `agentd-base`;
-//! it names no domain table (`tests/module_graph.rs`).
+//! it names no domain table (`tests/it/module_graph.rs`).
 
 // The modules of the crates below, under the names they had when they were one crate, so a
 // path reads `crate::store::…` wherever it is used. Only crates below this one can be named

@@ -2,7 +2,7 @@
 //! handler receives, one kind's settings, worker tuning, live counters, the LISTEN loop and the
 //! retry of queue writes. The one runtime is apalis 1.0 over our backend (`queue::apalis`); the
 //! native claim loop that used to live here was removed (issue 18), its tests folded into
-//! `tests/runtime_conformance.rs`.
+//! `tests/it/runtime_conformance.rs`.
 
 use super::backoff::Backoff;
 use super::{ClaimedJob, JobError, NOTIFY_CHANNEL};

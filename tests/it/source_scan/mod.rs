@@ -1,5 +1,5 @@
-//! Reading the crate's own source, for the tests that check it (`tests/kind_names.rs`,
-//! `tests/tool_names.rs`, `tests/module_graph.rs`): the `.rs` files under a directory and one
+//! Reading the crate's own source, for the tests that check it (`tests/it/kind_names.rs`,
+//! `tests/it/tool_names.rs`, `tests/it/module_graph.rs`): the `.rs` files under a directory and one
 //! lexer over Rust text. The lexer is not a parser: it knows what it must not misread —
 //! comments (block comments nest), plain, raw, byte and C strings, char and byte literals,
 //! lifetimes, raw identifiers and numbers — and gives identifiers, `::`, punctuation and string

@@ -1,6 +1,6 @@
 //! `agentd bench chaos` (issue 30, item 4): the chaos suite with 1,000 faults or more — the
 //! driver and the invariants are `tests/chaos/`, shared with the short run of the test suite
-//! (`tests/chaos.rs`) and included here by path. It starts a PostgreSQL cluster of its own,
+//! (`tests/it/chaos.rs`) and included here by path. It starts a PostgreSQL cluster of its own,
 //! `agentd serve` and 3 `agentd worker` processes (the `agentd` binary beside this one, or
 //! `--agentd`), prints the faults by type, the jobs by kind and state, and every invariant with
 //! its count; a violation prints the seed to replay and exits 1.

@@ -402,7 +402,7 @@ pub struct DecidedDocument {
 
 /// `GET /v1/documents/{id}`: the document's auto-create report (`documents::document_report`,
 /// also `agentd documents show --json`) and its text. Only its schema is used: the report is
-/// built as JSON; `tests/api.rs` checks the two key for key.
+/// built as JSON; `tests/it/api.rs` checks the two key for key.
 #[derive(ToSchema)]
 #[allow(dead_code)]
 pub struct DocumentReport {

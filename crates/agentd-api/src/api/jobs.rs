@@ -4,7 +4,7 @@
 use super::auth::{Role, Scoped, Uploader};
 use super::error::{ApiResult, Problem, json_response, ok};
 use super::extract::{Id, JsonBody};
-use crate::jobs::proactive;
+use crate::jobs::proactive_suggestion as proactive;
 use crate::jobs::start::StartIds;
 use crate::jobs::{approval_expiry, auto_create};
 use crate::kinds::{self, JobKind};

@@ -4,7 +4,7 @@
 //! completed here, once for every route, with what the shared layers answer: the problem details
 //! of authentication (401), of a stray or bad query parameter or path id (400), of an id not in
 //! the key's org (404) and of the body extractor (413, 415, 422), each with the `Problem`
-//! schema. `tests/api_openapi.rs` reads the served document back (unique operationIds, no query
+//! schema. `tests/it/api_openapi.rs` reads the served document back (unique operationIds, no query
 //! parameter in a path) and runs Schemathesis against a real `agentd serve`.
 
 use super::error::{self, ProblemBody};

@@ -121,7 +121,7 @@ where
     }
 }
 
-/// The export layer's filter: agentd's spans at INFO and above, and its WARN and ERROR events
+/// The export layer's filter: agentd's spans (its crates' targets) at INFO and above, and its WARN and ERROR events
 /// (as span events).
 ///
 /// Its callsites are `sometimes` interesting, never `always`: a per-layer filter hands its
@@ -152,7 +152,9 @@ impl<S> tracing_subscriber::layer::Filter<S> for Exported {
 
 /// What [`Exported`] takes.
 fn exported(meta: &Metadata<'_>) -> bool {
-    let ours = meta.target() == "agentd" || meta.target().starts_with("agentd::");
+    // The facade and binary (`agentd::…`) and the crates by layer (`agentd_worker::…`, …).
+    let t = meta.target();
+    let ours = t == "agentd" || t.starts_with("agentd::") || t.starts_with("agentd_");
     let level = if meta.is_span() {
         Level::INFO
     } else {
@@ -234,6 +236,16 @@ mod tests {
     #[test]
     fn only_agentds_spans_and_warnings_are_exported() {
         assert!(exported(&meta("agentd::agent", Level::INFO, Kind::SPAN)));
+        assert!(exported(&meta(
+            "agentd_agent::agent",
+            Level::INFO,
+            Kind::SPAN
+        )));
+        assert!(exported(&meta(
+            "agentd_llm::traced",
+            Level::WARN,
+            Kind::EVENT
+        )));
         assert!(!exported(&meta("agentd::agent", Level::DEBUG, Kind::SPAN)));
         assert!(exported(&meta("agentd::jobs", Level::WARN, Kind::EVENT)));
         assert!(!exported(&meta("agentd::jobs", Level::INFO, Kind::EVENT)));

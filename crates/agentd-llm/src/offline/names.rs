@@ -1,7 +1,7 @@
 //! The tools the offline model calls, by name. It plays a model, and a model names tools in
 //! the text it writes (model output is one of the places tool names are read); it sits below
 //! `tools` in the module layers, so it cannot use the tools' `NAME` constants. These are its
-//! only tool names: `tests/tool_names.rs` checks each is a registered tool, so renaming a tool
+//! only tool names: `tests/it/tool_names.rs` checks each is a registered tool, so renaming a tool
 //! fails that test instead of silently changing the offline eval.
 
 pub const CREATE_PROMPT: &str = "create_prompt";

@@ -3,7 +3,7 @@
 //! a job of it is built from the job file's queue policy. Every producer (API, CLI, demo, eval,
 //! uploads, re-proposals) builds its jobs through [`JobKind::job`], and every handler reads its
 //! payload with [`JobKind::parse`]; a kind's name is written in its own module here and in the
-//! catalog only (`tests/kind_names.rs` keeps it so). The handlers are in `jobs/<kind>.rs`.
+//! catalog only (`tests/it/kind_names.rs` keeps it so). The handlers are in `jobs/<kind>.rs`.
 //! The nightly fan-out (`store::nightly`) and the SQL producer (the webhook dispatcher trigger)
 //! write the same payloads and keys.
 

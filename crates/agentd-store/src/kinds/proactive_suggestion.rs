@@ -1,4 +1,4 @@
-//! `proactive_suggestion`: the nightly review of one org (handler: `jobs/proactive.rs`).
+//! `proactive_suggestion`: the nightly review of one org (handler: `jobs/proactive_suggestion.rs`).
 
 use super::{JobKind, Unique};
 use chrono::NaiveDate;

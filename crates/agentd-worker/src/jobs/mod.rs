@@ -4,7 +4,7 @@
 pub mod approval_expiry;
 pub mod auto_create;
 pub mod cancel;
-pub mod proactive;
+pub mod proactive_suggestion;
 pub mod reconcile;
 pub mod refine;
 pub mod start;
@@ -28,7 +28,7 @@ pub fn handlers(app: &App) -> BTreeMap<String, Arc<dyn JobHandler>> {
     );
     m.insert(
         ProactiveSuggestion::NAME.into(),
-        Arc::new(proactive::Proactive { app: app.clone() }),
+        Arc::new(proactive_suggestion::Proactive { app: app.clone() }),
     );
     m.insert(
         ApprovalExpiry::NAME.into(),
