@@ -614,8 +614,7 @@ async fn an_org_key_is_stored_encrypted_used_for_that_org_only_and_a_bad_one_fai
     assert_eq!(status, 200);
     let failed = try_auto_create(&app, org_b)
         .await
-        .err()
-        .expect("the run fails");
+        .expect_err("the run fails");
     assert!(
         !failed.is_retryable(),
         "a refused key is not retried: {failed}"

@@ -9,8 +9,11 @@ use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+/// A metric: its name and how to read it from the totals (value, numerator, denominator).
+type Metric = (&'static str, fn(&Totals) -> (f64, usize, usize));
+
 /// The metrics a run must not lose: `(name, value of totals, numerator, denominator)`.
-const METRICS: [(&str, fn(&Totals) -> (f64, usize, usize)); 3] = [
+const METRICS: [Metric; 3] = [
     ("field_recall", |t| {
         (t.field_recall, t.fields_found, t.fields_expected)
     }),

@@ -6,13 +6,13 @@
 //! more). `AGENTD_CHAOS_SEED=N` replays seed N; a failing run prints its seed.
 
 #[path = "../chaos/mod.rs"]
-mod chaos;
+mod suite;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_faults_leave_every_invariant_holding() {
-    let seed = chaos::seed_from_env(chaos::DEFAULT_SEED);
-    let opts = chaos::Opts::short(env!("CARGO_BIN_EXE_agentd").into(), seed);
-    let report = chaos::run(&opts).await.expect("the chaos suite ran");
+    let seed = suite::seed_from_env(suite::DEFAULT_SEED);
+    let opts = suite::Opts::short(env!("CARGO_BIN_EXE_agentd").into(), seed);
+    let report = suite::run(&opts).await.expect("the chaos suite ran");
     report.print();
     assert!(
         report.total_faults >= 50,
@@ -25,6 +25,6 @@ async fn fifty_faults_leave_every_invariant_holding() {
         report.violations(),
         0,
         "invariant violations with seed {seed}: replay with {}={seed}",
-        chaos::SEED_ENV
+        suite::SEED_ENV
     );
 }

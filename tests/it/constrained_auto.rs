@@ -111,8 +111,8 @@ async fn run_against(refuses: bool) -> Vec<Value> {
         .with_state(fake.clone());
     let (_db, out) = run_invoice(router).await;
     assert_ne!(out.status, "failed", "{out:?}");
-    let seen = fake.seen.lock().unwrap().clone();
-    seen
+    
+    fake.seen.lock().unwrap().clone()
 }
 
 fn constrained(req: &Value) -> bool {

@@ -130,6 +130,31 @@ pub fn place_date(line: &str, order: DateOrder) -> Option<NaiveDate> {
         .flatten()
 }
 
+/// A range running text opens with a word (`… pour la période du 01/01/2026 au 31/12/2026,
+/// pour …`, `valid from 1 May 2026 to 30 April 2027`): the first in `line` whose two dates are
+/// joined by a joiner and opened by an opener.
+pub fn range_in_text(line: &str, order: DateOrder) -> Option<(NaiveDate, NaiveDate)> {
+    let found = dates_in(line, order);
+    for w in found.windows(2) {
+        let [a, b] = w else { continue };
+        let between = fold(line.get(a.end..b.start)?.trim());
+        let opener = line
+            .get(..a.start)?
+            .split_whitespace()
+            .next_back()
+            .map(fold)
+            .unwrap_or_default();
+        let (Some(start), Some(end)) = (a.readings.first(), b.readings.first()) else {
+            continue;
+        };
+        if JOINERS.contains(&between.as_str()) && OPENERS.contains(&opener.as_str()) && start <= end
+        {
+            return Some((*start, *end));
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,29 +212,4 @@ mod tests {
         assert_eq!(place_date("paid on delivery, 12/01/2026", o), None);
         assert_eq!(place_date("Total, 12/01/2026 and more", o), None);
     }
-}
-
-/// A range running text opens with a word (`… pour la période du 01/01/2026 au 31/12/2026,
-/// pour …`, `valid from 1 May 2026 to 30 April 2027`): the first in `line` whose two dates are
-/// joined by a joiner and opened by an opener.
-pub fn range_in_text(line: &str, order: DateOrder) -> Option<(NaiveDate, NaiveDate)> {
-    let found = dates_in(line, order);
-    for w in found.windows(2) {
-        let [a, b] = w else { continue };
-        let between = fold(line.get(a.end..b.start)?.trim());
-        let opener = line
-            .get(..a.start)?
-            .split_whitespace()
-            .next_back()
-            .map(fold)
-            .unwrap_or_default();
-        let (Some(start), Some(end)) = (a.readings.first(), b.readings.first()) else {
-            continue;
-        };
-        if JOINERS.contains(&between.as_str()) && OPENERS.contains(&opener.as_str()) && start <= end
-        {
-            return Some((*start, *end));
-        }
-    }
-    None
 }

@@ -238,126 +238,6 @@ pub fn title_year(lines: &[String]) -> Option<(usize, i32)> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_due_date_in_a_sentence() {
-        use super::super::values::DateOrder;
-        let d = |y, m, day| chrono::NaiveDate::from_ymd_opt(y, m, day);
-        assert_eq!(
-            due_in_sentence(
-                "U moet het bedrag uiterlijk op 31 oktober 2026 betalen.",
-                DateOrder::DayFirst
-            ),
-            d(2026, 10, 31)
-        );
-        assert_eq!(
-            due_in_sentence("Please pay by 18 November 2026.", DateOrder::MonthFirst),
-            d(2026, 11, 18)
-        );
-        // No word for paying; a pair line.
-        assert_eq!(
-            due_in_sentence("Valable jusqu'au 31/12/2026", DateOrder::DayFirst),
-            None
-        );
-        assert_eq!(
-            due_in_sentence("Zahlbar bis: 30.11.2026", DateOrder::DayFirst),
-            None
-        );
-    }
-
-    #[test]
-    fn a_name_with_a_courtesy_title() {
-        assert_eq!(
-            titled_name(&lines(
-                "Vos références\n\nMme Claire Bonnefoy\n14 rue des Tanneurs"
-            )),
-            Some((2, "Mme Claire Bonnefoy".into()))
-        );
-        // No address below; a sentence.
-        assert_eq!(
-            titled_name(&lines("Mme Claire Bonnefoy\nDétail du calcul")),
-            None
-        );
-        assert_eq!(
-            titled_name(&lines("M. le directeur vous informe\n12 rue")),
-            None
-        );
-    }
-
-    #[test]
-    fn a_month_in_a_title() {
-        assert_eq!(
-            title_month(&lines(
-                "Abrechnung der Brutto/Netto-Bezüge\nfür Oktober 2026"
-            )),
-            Some((1, "Oktober 2026".into()))
-        );
-        assert_eq!(title_month(&lines("Köln, den 15. Oktober 2026")), None);
-        assert_eq!(title_month(&lines("Zeitraum:  Oktober 2026")), None);
-    }
-
-    #[test]
-    fn a_year_ending_a_title() {
-        assert_eq!(
-            title_year(&lines(
-                "Belastingdienst\nAanslag inkomstenbelasting en premie volksverzekeringen 2025"
-            )),
-            Some((1, 2025))
-        );
-        assert_eq!(title_year(&lines("Datum  2025")), None);
-    }
-
-    fn lines(t: &str) -> Vec<String> {
-        t.lines().map(str::to_string).collect()
-    }
-
-    #[test]
-    fn amounts_named_in_a_sentence() {
-        let p = named_amounts("Der Erstattungsbetrag von 1.342,88 € wird auf das Konto", 3);
-        assert_eq!(p.len(), 1);
-        assert_eq!(p[0].label, "Erstattungsbetrag");
-        assert_eq!(p[0].value, "1.342,88 €");
-        let p = named_amounts("We will send you a refund of £318.00 by cheque.", 0);
-        assert_eq!(p.first().map(|p| p.label.as_str()), Some("refund"));
-        assert!(named_amounts("a box of 12 eggs", 0).is_empty());
-    }
-
-    #[test]
-    fn the_year_a_tax_form_is_for() {
-        assert_eq!(
-            tax_year(&lines("Finanzamt\nBescheid für 2025\nüber Einkommensteuer")),
-            Some((1, 2025))
-        );
-        assert_eq!(
-            tax_year(&lines(
-                "AVIS D'IMPÔT 2026\nÉtabli au titre des revenus de l'année 2025"
-            )),
-            Some((1, 2025))
-        );
-        assert_eq!(
-            tax_year(&lines("ACME\n2025 Form 1099-DIV")),
-            Some((1, 2025))
-        );
-        assert_eq!(tax_year(&lines("Datum: 09.10.2025\nfür 12.10.2025")), None);
-    }
-
-    #[test]
-    fn a_masked_card_number() {
-        assert_eq!(
-            card_last_four(&lines("TOTAL 8.50\nMASTERCARD ****5519   $87.28")),
-            Some((1, "5519".to_string()))
-        );
-        assert_eq!(
-            card_last_four(&lines("Card: XXXX XXXX XXXX 1234")),
-            Some((0, "1234".to_string()))
-        );
-        assert_eq!(card_last_four(&lines("Total 1234")), None);
-    }
-}
-
 static TITLE_NUMBER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"(?i)^\s*(\p{L}[\p{L}'’ ]{2,40}?)\s+(?:(?:n\.?\s?[°ºo]?\.?|nº|n°|no\.|nr\.?|num\.|núm\.|number|numero|número|nummer)\s*:?\s*)?([A-Z0-9][A-Z0-9./-]*(?:\s[A-Z0-9]*\d[A-Z0-9./-]*)?)(?:\s+(?:del|dal|du|vom|of|dated|de|van|d\.d\.|da)\s+(.+?))?\s*(?:\s{2,}.*)?$",
@@ -533,4 +413,124 @@ pub fn numbered_refs(line: &str, i: usize) -> Vec<Pair> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_due_date_in_a_sentence() {
+        use super::super::values::DateOrder;
+        let d = |y, m, day| chrono::NaiveDate::from_ymd_opt(y, m, day);
+        assert_eq!(
+            due_in_sentence(
+                "U moet het bedrag uiterlijk op 31 oktober 2026 betalen.",
+                DateOrder::DayFirst
+            ),
+            d(2026, 10, 31)
+        );
+        assert_eq!(
+            due_in_sentence("Please pay by 18 November 2026.", DateOrder::MonthFirst),
+            d(2026, 11, 18)
+        );
+        // No word for paying; a pair line.
+        assert_eq!(
+            due_in_sentence("Valable jusqu'au 31/12/2026", DateOrder::DayFirst),
+            None
+        );
+        assert_eq!(
+            due_in_sentence("Zahlbar bis: 30.11.2026", DateOrder::DayFirst),
+            None
+        );
+    }
+
+    #[test]
+    fn a_name_with_a_courtesy_title() {
+        assert_eq!(
+            titled_name(&lines(
+                "Vos références\n\nMme Claire Bonnefoy\n14 rue des Tanneurs"
+            )),
+            Some((2, "Mme Claire Bonnefoy".into()))
+        );
+        // No address below; a sentence.
+        assert_eq!(
+            titled_name(&lines("Mme Claire Bonnefoy\nDétail du calcul")),
+            None
+        );
+        assert_eq!(
+            titled_name(&lines("M. le directeur vous informe\n12 rue")),
+            None
+        );
+    }
+
+    #[test]
+    fn a_month_in_a_title() {
+        assert_eq!(
+            title_month(&lines(
+                "Abrechnung der Brutto/Netto-Bezüge\nfür Oktober 2026"
+            )),
+            Some((1, "Oktober 2026".into()))
+        );
+        assert_eq!(title_month(&lines("Köln, den 15. Oktober 2026")), None);
+        assert_eq!(title_month(&lines("Zeitraum:  Oktober 2026")), None);
+    }
+
+    #[test]
+    fn a_year_ending_a_title() {
+        assert_eq!(
+            title_year(&lines(
+                "Belastingdienst\nAanslag inkomstenbelasting en premie volksverzekeringen 2025"
+            )),
+            Some((1, 2025))
+        );
+        assert_eq!(title_year(&lines("Datum  2025")), None);
+    }
+
+    fn lines(t: &str) -> Vec<String> {
+        t.lines().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn amounts_named_in_a_sentence() {
+        let p = named_amounts("Der Erstattungsbetrag von 1.342,88 € wird auf das Konto", 3);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].label, "Erstattungsbetrag");
+        assert_eq!(p[0].value, "1.342,88 €");
+        let p = named_amounts("We will send you a refund of £318.00 by cheque.", 0);
+        assert_eq!(p.first().map(|p| p.label.as_str()), Some("refund"));
+        assert!(named_amounts("a box of 12 eggs", 0).is_empty());
+    }
+
+    #[test]
+    fn the_year_a_tax_form_is_for() {
+        assert_eq!(
+            tax_year(&lines("Finanzamt\nBescheid für 2025\nüber Einkommensteuer")),
+            Some((1, 2025))
+        );
+        assert_eq!(
+            tax_year(&lines(
+                "AVIS D'IMPÔT 2026\nÉtabli au titre des revenus de l'année 2025"
+            )),
+            Some((1, 2025))
+        );
+        assert_eq!(
+            tax_year(&lines("ACME\n2025 Form 1099-DIV")),
+            Some((1, 2025))
+        );
+        assert_eq!(tax_year(&lines("Datum: 09.10.2025\nfür 12.10.2025")), None);
+    }
+
+    #[test]
+    fn a_masked_card_number() {
+        assert_eq!(
+            card_last_four(&lines("TOTAL 8.50\nMASTERCARD ****5519   $87.28")),
+            Some((1, "5519".to_string()))
+        );
+        assert_eq!(
+            card_last_four(&lines("Card: XXXX XXXX XXXX 1234")),
+            Some((0, "1234".to_string()))
+        );
+        assert_eq!(card_last_four(&lines("Total 1234")), None);
+    }
 }

@@ -151,7 +151,7 @@ fn digits_value(middle: &str, style: DecimalStyle) -> Option<f64> {
     // Spaces (and apostrophes) only ever group thousands: every group after the first has
     // three digits, the last may carry the decimals.
     let spaced: Vec<&str> = middle
-        .split(|c: char| c == ' ' || c == '\u{a0}' || c == '\u{202f}' || c == '\'' || c == '’')
+        .split([' ', '\u{a0}', '\u{202f}', '\'', '’'])
         .collect();
     if spaced.len() > 1 {
         let head_ok = !spaced[0].is_empty()
@@ -708,7 +708,7 @@ fn repair_letter_word(w: &str) -> String {
         .filter(|i| chars[*i].is_ascii_digit())
         .collect();
     let single = digits.iter().all(|&i| {
-        !(i > 0 && chars[i - 1].is_ascii_digit())
+        (i == 0 || !chars[i - 1].is_ascii_digit())
             && !chars.get(i + 1).is_some_and(char::is_ascii_digit)
     });
     // `F00DS`, `WH0LEMEAL`: zeros in a word of capitals are O's, even two together.

@@ -274,22 +274,6 @@ async fn open_pool(
 
 pub use crate::config::redact;
 
-#[cfg(test)]
-mod redact_tests {
-    #[test]
-    fn passwords_are_hidden_in_userinfo_and_query() {
-        assert_eq!(
-            super::redact("postgres://u:secret@h:5432/db"),
-            "postgres://u:***@h:5432/db"
-        );
-        assert_eq!(
-            super::redact("postgres://h/db?user=u&password=secret&sslmode=require"),
-            "postgres://h/db?user=u&password=***&sslmode=require"
-        );
-        assert_eq!(super::redact("postgres://h/db"), "postgres://h/db");
-    }
-}
-
 /// A PostgreSQL cluster owned by agentd.
 pub struct PrivateCluster {
     pub dir: PathBuf,
@@ -530,4 +514,20 @@ pub fn check_worker_fits(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod redact_tests {
+    #[test]
+    fn passwords_are_hidden_in_userinfo_and_query() {
+        assert_eq!(
+            super::redact("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(
+            super::redact("postgres://h/db?user=u&password=secret&sslmode=require"),
+            "postgres://h/db?user=u&password=***&sslmode=require"
+        );
+        assert_eq!(super::redact("postgres://h/db"), "postgres://h/db");
+    }
 }

@@ -34,6 +34,10 @@ pub async fn claim(
 /// kinds) or within the one org. The `id = ANY(ARRAY(SELECT … FOR UPDATE SKIP LOCKED))` form
 /// keeps the plan an index scan on the partial claim index even under a generic plan (the
 /// join form scans the table).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the claim's scope (kinds, org, worker, batch, lease, fairness) is each a separate choice of the caller"
+)]
 pub async fn claim_scoped(
     pool: &PgPool,
     kinds: &[String],
@@ -422,19 +426,6 @@ fn job_error_text(s: &str, max: usize) -> String {
     out
 }
 
-#[cfg(test)]
-mod error_text_tests {
-    use super::job_error_text;
-
-    #[test]
-    fn nul_is_replaced_and_the_cut_keeps_whole_characters() {
-        assert_eq!(job_error_text("a\0b", 100), "a\u{FFFD}b");
-        assert_eq!(job_error_text("ééé", 5), "éé");
-        assert_eq!(job_error_text("", 5), "");
-        assert!(job_error_text(&"x\0".repeat(10_000), 4000).len() <= 4000);
-    }
-}
-
 /// Fencing for a handler's terminal domain writes: true if `attempt` still owns job `id`
 /// (running, same attempt). Locks the job row `FOR SHARE` until the caller's transaction ends,
 /// so a rescue or cancel cannot slip in between this check and the caller's commit.
@@ -451,4 +442,17 @@ pub async fn holds_attempt(
     .fetch_optional(conn)
     .await?;
     Ok(held.is_some())
+}
+
+#[cfg(test)]
+mod error_text_tests {
+    use super::job_error_text;
+
+    #[test]
+    fn nul_is_replaced_and_the_cut_keeps_whole_characters() {
+        assert_eq!(job_error_text("a\0b", 100), "a\u{FFFD}b");
+        assert_eq!(job_error_text("ééé", 5), "éé");
+        assert_eq!(job_error_text("", 5), "");
+        assert!(job_error_text(&"x\0".repeat(10_000), 4000).len() <= 4000);
+    }
 }

@@ -453,7 +453,7 @@ mod tests {
             model: "m".into(),
             messages: vec![Message::text(
                 Role::User,
-                &format!("Propose.\n<document>\n{DOC}\n</document>"),
+                format!("Propose.\n<document>\n{DOC}\n</document>"),
             )],
             tools: Vec::new(),
             tool_choice: crate::llm::ToolChoice::Auto,

@@ -275,6 +275,10 @@ pub(super) async fn execute_call(
 /// its `tool_result` checkpoint at `seq` and the run's call counter, in `tx`, which it commits.
 /// `call` is the call's id, tool name and arguments; `spent` the step's milliseconds and the
 /// tokens of a model it asked.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one commit of everything a step ends with: its audit row, checkpoint and counters"
+)]
 pub(super) async fn finish_step(
     mut tx: StepConn,
     vault: Option<&crate::pii::Vault>,

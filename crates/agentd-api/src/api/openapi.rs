@@ -150,8 +150,8 @@ fn complete(op: &mut Operation, takes_id: bool) {
         if param.parameter_in != ParameterIn::Header {
             continue;
         }
-        if let Some(RefOr::T(Schema::Object(o))) = &mut param.schema {
-            if let SchemaType::Array(types) = &o.schema_type {
+        if let Some(RefOr::T(Schema::Object(o))) = &mut param.schema
+            && let SchemaType::Array(types) = &o.schema_type {
                 let mut types: Vec<Type> = types
                     .iter()
                     .filter(|t| **t != Type::Null)
@@ -161,7 +161,6 @@ fn complete(op: &mut Operation, takes_id: bool) {
                     o.schema_type = SchemaType::Type(types.remove(0));
                 }
             }
-        }
     }
     let mut shared = vec!["400", "401", "503"];
     if takes_id {
@@ -264,12 +263,11 @@ impl Modify for PageItems {
             let Some(RefOr::T(Schema::Array(items))) = o.properties.get_mut("items") else {
                 continue;
             };
-            if let ArrayItems::RefOrSchema(copy) = &items.items {
-                if **copy == RefOr::T(named) {
+            if let ArrayItems::RefOrSchema(copy) = &items.items
+                && **copy == RefOr::T(named) {
                     items.items =
                         ArrayItems::RefOrSchema(Box::new(Ref::from_schema_name(item).into()));
                 }
-            }
         }
     }
 }
