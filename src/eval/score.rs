@@ -217,9 +217,10 @@ pub fn date_candidates(s: &str) -> Vec<NaiveDate> {
     if let Some(head) = s
         .get(..10)
         .filter(|h| h.as_bytes()[4] == b'-' && h.as_bytes()[7] == b'-')
-        && let Ok(d) = NaiveDate::parse_from_str(head, "%Y-%m-%d") {
-            return vec![d];
-        }
+        && let Ok(d) = NaiveDate::parse_from_str(head, "%Y-%m-%d")
+    {
+        return vec![d];
+    }
     let mut numbers: Vec<&str> = Vec::new();
     let mut words: Vec<&str> = Vec::new();
     for token in s.split(|c: char| !c.is_alphanumeric()) {

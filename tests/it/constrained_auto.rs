@@ -111,7 +111,7 @@ async fn run_against(refuses: bool) -> Vec<Value> {
         .with_state(fake.clone());
     let (_db, out) = run_invoice(router).await;
     assert_ne!(out.status, "failed", "{out:?}");
-    
+
     fake.seen.lock().unwrap().clone()
 }
 

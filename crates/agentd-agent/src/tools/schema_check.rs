@@ -132,12 +132,13 @@ fn check_inner_schema(schema: &Value, strict: bool, errors: &mut Vec<String>) {
         ));
     }
     if errors.len() == before
-        && let Err(e) = jsonschema::draft7::new(schema) {
-            errors.push(format!(
-                "json_schema.schema cannot be compiled: {}",
-                clip(e.to_string(), 200)
-            ));
-        }
+        && let Err(e) = jsonschema::draft7::new(schema)
+    {
+        errors.push(format!(
+            "json_schema.schema cannot be compiled: {}",
+            clip(e.to_string(), 200)
+        ));
+    }
     if schema.get("type") != Some(&json!("object")) {
         errors.push(format!(
             "json_schema.schema.type must be \"object\" (got {}): the extraction result is one \

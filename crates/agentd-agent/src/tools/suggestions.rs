@@ -181,12 +181,13 @@ impl TypedTool for CreateSuggestion {
             }
         }
         if let Some(a) = &self.proposed_action
-            && super::builtin_registry().get(&a.tool).is_none() {
-                return Err(ToolError::Invalid(format!(
-                    "proposed_action.tool must be the name of a tool (got {:?})",
-                    a.tool
-                )));
-            }
+            && super::builtin_registry().get(&a.tool).is_none()
+        {
+            return Err(ToolError::Invalid(format!(
+                "proposed_action.tool must be the name of a tool (got {:?})",
+                a.tool
+            )));
+        }
         let proposed_action = self.proposed_action.as_ref().map(|a| json!(a));
         let night = ctx.night.unwrap_or_else(|| ctx.now.date_naive());
         let s = SuggestionFields {

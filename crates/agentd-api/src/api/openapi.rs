@@ -151,16 +151,17 @@ fn complete(op: &mut Operation, takes_id: bool) {
             continue;
         }
         if let Some(RefOr::T(Schema::Object(o))) = &mut param.schema
-            && let SchemaType::Array(types) = &o.schema_type {
-                let mut types: Vec<Type> = types
-                    .iter()
-                    .filter(|t| **t != Type::Null)
-                    .cloned()
-                    .collect();
-                if types.len() == 1 {
-                    o.schema_type = SchemaType::Type(types.remove(0));
-                }
+            && let SchemaType::Array(types) = &o.schema_type
+        {
+            let mut types: Vec<Type> = types
+                .iter()
+                .filter(|t| **t != Type::Null)
+                .cloned()
+                .collect();
+            if types.len() == 1 {
+                o.schema_type = SchemaType::Type(types.remove(0));
             }
+        }
     }
     let mut shared = vec!["400", "401", "503"];
     if takes_id {
@@ -264,10 +265,10 @@ impl Modify for PageItems {
                 continue;
             };
             if let ArrayItems::RefOrSchema(copy) = &items.items
-                && **copy == RefOr::T(named) {
-                    items.items =
-                        ArrayItems::RefOrSchema(Box::new(Ref::from_schema_name(item).into()));
-                }
+                && **copy == RefOr::T(named)
+            {
+                items.items = ArrayItems::RefOrSchema(Box::new(Ref::from_schema_name(item).into()));
+            }
         }
     }
 }

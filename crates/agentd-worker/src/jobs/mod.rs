@@ -119,9 +119,10 @@ pub async fn run_loop(
             if last_attempt(&e, &job.job) {
                 let run = crate::store::runs::run_for_job(&app.pool, job.job.id).await?;
                 if let Some(r) = run
-                    && fail_run_fenced(app, &job.job, r.id, &e.to_string()).await? {
-                        failed = Some((r.id, e.to_string()));
-                    }
+                    && fail_run_fenced(app, &job.job, r.id, &e.to_string()).await?
+                {
+                    failed = Some((r.id, e.to_string()));
+                }
             }
             Err(LoopError {
                 error: job_error(&e, &job.job),
