@@ -11,10 +11,10 @@
 #   scripts/docker-build-replay.sh --check    # no second build (what scripts/test runs): the
 #                                             # workspace loads from the copied paths with the
 #                                             # lock file as it is, and every file of the
-#                                             # checkout the debug build of the `agentd` binary
-#                                             # read (its dep-info, target/debug/agentd.d, and
-#                                             # the build scripts' rerun-if-changed paths) is in
-#                                             # the copy. Needs that build done first.
+#                                             # checkout the debug build of agentd's crates
+#                                             # read (rustc's dep-info, target/debug/deps/*.d,
+#                                             # and the build scripts' rerun-if-changed paths)
+#                                             # is in the copy. Needs that build done first.
 #
 # CARGO_TARGET_DIR (default: ./target) is reused, so the registry dependencies built before are
 # not built again; the folder is always emptied first. Run from anywhere; exits non-zero on any
@@ -166,14 +166,27 @@ echo "copied $copied path(s):"
 (cd "$context" && find . -maxdepth 1 -not -path . | sort | sed 's/^/  /')
 
 if [ "$profile" = check ]; then
-  depinfo="$target_dir/debug/agentd.d"
-  [ -f "$depinfo" ] || { echo "--check: $depinfo is missing (build the agentd binary in debug first)" >&2; exit 1; }
+  # rustc's dep-info of each crate the image builds (the `agentd` package and the crates under
+  # crates/, not the benchmarks, whose sources the image does not compile), in the debug build
+  # that ran before.
+  depinfos=()
+  for d in "$target_dir"/debug/deps/agentd-*.d "$target_dir"/debug/deps/agentd_*.d; do
+    case "$(basename "$d")" in agentd_bench-*) continue ;; esac
+    [ -f "$d" ] && depinfos+=("$d")
+  done
+  [ "${#depinfos[@]}" -gt 0 ] || { echo "--check: no dep-info of agentd's crates under $target_dir/debug/deps (build in debug first)" >&2; exit 1; }
   (cd "$context" && cargo metadata --locked --format-version 1 >/dev/null) \
     || { echo "Dockerfile: the workspace does not load from what the build stage copies (a member or Cargo.lock missing?)" >&2; exit 1; }
   # Every file of the checkout the build read: the dep-info's paths (`target: dep dep …`, a
   # space in a path escaped as `\ `), and what the workspace's build scripts watch.
   read_files() {
-    sed -e 's/\\ /\x01/g' "$depinfo" | tr ' ' '\n' | sed -e 's/:$//' -e 's/\x01/ /g' | grep "^$root/" || true
+    # cargo runs rustc from the workspace root, so a workspace crate's files are relative to it.
+    sed -e 's/\\ /\x01/g' "${depinfos[@]}" | tr ' ' '\n' | sed -e 's/:$//' -e 's/\x01/ /g' \
+      | while IFS= read -r p; do
+          [ -n "$p" ] || continue
+          case "$p" in /*) ;; *) p="$root/$p" ;; esac
+          realpath -m "$p"
+        done | grep "^$root/" || true
     for out in "$target_dir"/debug/build/agentd-*/output; do
       [ -f "$out" ] || continue
       name="$(basename "$(dirname "$out")")"
@@ -190,6 +203,8 @@ if [ "$profile" = check ]; then
     [ -n "$f" ] || continue
     rel="${f#"$root"/}"
     case "$rel" in target/*) continue ;; esac
+    # A path an older build read that this checkout no longer has is no input of this build.
+    [ -e "$f" ] || continue
     checked=$((checked + 1))
     if [ ! -e "$context/$rel" ]; then
       echo "Dockerfile: the build reads $rel, which the build stage does not copy" >&2
@@ -197,7 +212,7 @@ if [ "$profile" = check ]; then
     fi
   done < <(read_files | sort -u)
   [ "$missing" = 0 ] || exit 1
-  [ "$checked" -gt 0 ] || { echo "--check: no file of the checkout in $depinfo" >&2; exit 1; }
+  [ "$checked" -gt 0 ] || { echo "--check: no file of this checkout in the dep-info of $target_dir/debug/deps" >&2; exit 1; }
   echo "docker build replay (check): the workspace loads, and the $checked files the build reads are copied"
   exit 0
 fi
