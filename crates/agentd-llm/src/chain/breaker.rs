@@ -4,9 +4,16 @@
 //! success closes the breaker, its failure opens it for another cool-down. The state lives in
 //! the process's memory (each worker process learns an outage on its own, from its own calls);
 //! time comes from the app's [`crate::clock::Clock`], so tests move it instead of sleeping.
+//!
+//! A probe cannot stick. Its admission is a [`Probe`] guard: dropped without an outcome (the
+//! call's future cancelled, its job's lease lost or its timeout reached), it frees the probe's
+//! slot, so the next call probes. And a probe out longer than the longest one call may take
+//! (`probe_deadline`: the request timeout times its attempts) is presumed lost whatever
+//! happened to it: the next call probes. Before, a dropped probe left the breaker half-open
+//! with its slot taken until the process restarted, and every call to the entry was refused.
 
 use chrono::{DateTime, Duration, Utc};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Where a breaker is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,21 +24,56 @@ enum State {
     Open {
         until: DateTime<Utc>,
     },
-    /// Past the cool-down: `probing` while the one probe call is out.
+    /// Past the cool-down: the probe out (its number and when it left), if one is.
     HalfOpen {
-        probing: bool,
+        probe: Option<(u64, DateTime<Utc>)>,
     },
 }
 
 /// Whether a call may go to the entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Admit {
     /// The breaker is closed.
     Yes,
-    /// The one probe after a cool-down: its outcome decides.
-    Probe,
+    /// The one probe after a cool-down: its outcome decides. Keep the guard until the call
+    /// ends; dropping it without an outcome frees the probe's slot.
+    Probe(Probe),
     /// Open (until then), or another call is probing.
     No(DateTime<Utc>),
+}
+
+/// The admission of a probe: frees the probe's slot when dropped while the breaker still waits
+/// for this probe's outcome (a success, failure or neutral end settles it first).
+#[derive(Debug)]
+#[must_use = "dropping the probe frees its slot at once"]
+pub struct Probe {
+    breaker: Arc<Breaker>,
+    id: u64,
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        self.breaker.release(self.id);
+    }
+}
+
+/// The breaker's state as metrics and status show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    Closed,
+    Open,
+    HalfOpen,
+}
+
+impl Shown {
+    /// The gauge's value: 0 closed, 1 half-open (a probe may go or is out), 2 open.
+    pub fn gauge(self) -> f64 {
+        match self {
+            Shown::Closed => 0.0,
+            Shown::HalfOpen => 1.0,
+            Shown::Open => 2.0,
+        }
+    }
 }
 
 /// One entry's breaker.
@@ -39,40 +81,67 @@ pub enum Admit {
 pub struct Breaker {
     failures_to_open: u32,
     cooldown: Duration,
-    state: Mutex<State>,
+    probe_deadline: Duration,
+    state: Mutex<(State, u64)>,
 }
 
 impl Breaker {
-    /// A closed breaker opening after `failures_to_open` consecutive failures for `cooldown`.
-    pub fn new(failures_to_open: u32, cooldown: std::time::Duration) -> Self {
+    /// A closed breaker opening after `failures_to_open` consecutive failures for `cooldown`,
+    /// whose probe is presumed lost after `probe_deadline`.
+    pub fn new(
+        failures_to_open: u32,
+        cooldown: std::time::Duration,
+        probe_deadline: std::time::Duration,
+    ) -> Self {
         Self {
             failures_to_open: failures_to_open.max(1),
             cooldown: Duration::from_std(cooldown).unwrap_or(Duration::seconds(30)),
-            state: Mutex::new(State::Closed { failures: 0 }),
+            probe_deadline: Duration::from_std(probe_deadline).unwrap_or(Duration::minutes(5)),
+            state: Mutex::new((State::Closed { failures: 0 }, 0)),
         }
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+    fn state(&self) -> std::sync::MutexGuard<'_, (State, u64)> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether a call at `now` may go.
-    pub fn admit(&self, now: DateTime<Utc>) -> Admit {
+    pub fn admit(self: &Arc<Self>, now: DateTime<Utc>) -> Admit {
         let mut s = self.state();
-        match *s {
-            State::Closed { .. } => Admit::Yes,
-            State::Open { until } if now < until => Admit::No(until),
-            State::Open { .. } | State::HalfOpen { probing: false } => {
-                *s = State::HalfOpen { probing: true };
-                Admit::Probe
-            }
-            State::HalfOpen { probing: true } => Admit::No(now),
+        let (state, probes) = &mut *s;
+        let free = match *state {
+            State::Closed { .. } => return Admit::Yes,
+            State::Open { until } if now < until => return Admit::No(until),
+            State::Open { .. } | State::HalfOpen { probe: None } => true,
+            // A probe out past the deadline is lost (its outcome will never come).
+            State::HalfOpen {
+                probe: Some((_, since)),
+            } => now >= since + self.probe_deadline,
+        };
+        if !free {
+            return Admit::No(now);
+        }
+        *probes += 1;
+        *state = State::HalfOpen {
+            probe: Some((*probes, now)),
+        };
+        Admit::Probe(Probe {
+            breaker: self.clone(),
+            id: *probes,
+        })
+    }
+
+    /// Probe `id` ended without an outcome: its slot is free if it still holds it.
+    fn release(&self, id: u64) {
+        let mut s = self.state();
+        if matches!(s.0, State::HalfOpen { probe: Some((p, _)) } if p == id) {
+            s.0 = State::HalfOpen { probe: None };
         }
     }
 
     /// The entry answered: closed again.
     pub fn success(&self) {
-        *self.state() = State::Closed { failures: 0 };
+        self.state().0 = State::Closed { failures: 0 };
     }
 
     /// The entry failed in a way that counts (timeout, 5xx, overload, 429 past its wait).
@@ -82,15 +151,15 @@ impl Breaker {
         let open = State::Open {
             until: now + self.cooldown,
         };
-        match *s {
+        match s.0 {
             State::Closed { failures } if failures + 1 < self.failures_to_open => {
-                *s = State::Closed {
+                s.0 = State::Closed {
                     failures: failures + 1,
                 };
                 false
             }
             State::Closed { .. } | State::HalfOpen { .. } => {
-                *s = open;
+                s.0 = open;
                 true
             }
             State::Open { .. } => false,
@@ -101,14 +170,23 @@ impl Breaker {
     /// a probe's slot is freed for the next call; a closed breaker keeps its count.
     pub fn neutral(&self) {
         let mut s = self.state();
-        if *s == (State::HalfOpen { probing: true }) {
-            *s = State::HalfOpen { probing: false };
+        if matches!(s.0, State::HalfOpen { probe: Some(_) }) {
+            s.0 = State::HalfOpen { probe: None };
         }
     }
 
     /// Whether calls are being skipped at `now` (for metrics and status).
     pub fn is_open(&self, now: DateTime<Utc>) -> bool {
-        matches!(*self.state(), State::Open { until } if now < until)
+        matches!(self.state().0, State::Open { until } if now < until)
+    }
+
+    /// Where the breaker is at `now`, as metrics and status show it.
+    pub fn shown(&self, now: DateTime<Utc>) -> Shown {
+        match self.state().0 {
+            State::Closed { .. } => Shown::Closed,
+            State::Open { until } if now < until => Shown::Open,
+            State::Open { .. } | State::HalfOpen { .. } => Shown::HalfOpen,
+        }
     }
 }
 
@@ -116,28 +194,94 @@ impl Breaker {
 mod tests {
     use super::*;
 
+    fn breaker() -> Arc<Breaker> {
+        Arc::new(Breaker::new(
+            2,
+            std::time::Duration::from_secs(30),
+            std::time::Duration::from_secs(240),
+        ))
+    }
+
+    fn is_probe(a: &Admit) -> bool {
+        matches!(a, Admit::Probe(_))
+    }
+
     #[test]
     fn opens_after_k_failures_then_one_probe_decides() {
-        let b = Breaker::new(2, std::time::Duration::from_secs(30));
+        let b = breaker();
         let t0 = Utc::now();
-        assert_eq!(b.admit(t0), Admit::Yes);
+        assert!(matches!(b.admit(t0), Admit::Yes));
         assert!(!b.failure(t0), "one failure of two");
         assert!(b.failure(t0), "the second opens it");
         assert!(matches!(b.admit(t0), Admit::No(_)));
+        assert_eq!(b.shown(t0), Shown::Open);
         let later = t0 + Duration::seconds(31);
-        assert_eq!(b.admit(later), Admit::Probe);
+        assert_eq!(b.shown(later), Shown::HalfOpen);
+        let probe = b.admit(later);
+        assert!(is_probe(&probe));
         assert!(
             matches!(b.admit(later), Admit::No(_)),
             "one probe at a time"
         );
         assert!(b.failure(later), "a failed probe opens it again");
-        assert!(matches!(b.admit(later), Admit::No(_)));
+        drop(probe);
+        assert!(
+            matches!(b.admit(later), Admit::No(_)),
+            "a settled probe's guard frees nothing"
+        );
         let again = later + Duration::seconds(31);
-        assert_eq!(b.admit(again), Admit::Probe);
+        let probe = b.admit(again);
+        assert!(is_probe(&probe));
         b.success();
-        assert_eq!(b.admit(again), Admit::Yes);
+        drop(probe);
+        assert!(matches!(b.admit(again), Admit::Yes));
+        assert_eq!(b.shown(again), Shown::Closed);
         b.failure(again);
         b.success();
         assert!(!b.failure(again), "a success resets the count");
+    }
+
+    #[test]
+    fn a_dropped_probe_frees_its_slot_and_the_next_call_probes() {
+        let b = breaker();
+        let t0 = Utc::now();
+        b.failure(t0);
+        b.failure(t0);
+        let later = t0 + Duration::seconds(31);
+        let probe = b.admit(later);
+        assert!(is_probe(&probe));
+        assert!(matches!(b.admit(later), Admit::No(_)));
+        // The call's future is dropped (cancelled, lease lost, the job's timeout).
+        drop(probe);
+        let next = b.admit(later);
+        assert!(is_probe(&next), "{next:?}");
+        b.success();
+        drop(next);
+        assert!(matches!(b.admit(later), Admit::Yes));
+    }
+
+    #[test]
+    fn a_probe_out_past_its_deadline_is_lost_and_its_late_guard_frees_nothing() {
+        let b = breaker();
+        let t0 = Utc::now();
+        b.failure(t0);
+        b.failure(t0);
+        let later = t0 + Duration::seconds(31);
+        // A probe whose guard is never dropped (a call stuck for good).
+        let stuck = b.admit(later);
+        assert!(is_probe(&stuck));
+        assert!(matches!(
+            b.admit(later + Duration::seconds(239)),
+            Admit::No(_)
+        ));
+        let past = later + Duration::seconds(240);
+        let second = b.admit(past);
+        assert!(is_probe(&second), "past the deadline the next call probes");
+        // The lost probe's guard, dropped at last, does not free the second probe's slot.
+        drop(stuck);
+        assert!(matches!(b.admit(past), Admit::No(_)));
+        b.success();
+        drop(second);
+        assert!(matches!(b.admit(past), Admit::Yes));
     }
 }

@@ -96,10 +96,18 @@ pub fn from_config(
     }
 }
 
+/// An entry's breaker: its probe is presumed lost after the longest one call may take (every
+/// attempt of the request timeout, and a cool-down's worth for the waits between them).
 fn breaker_of(llm: &LlmConfig) -> Breaker {
+    let attempts = u64::from(llm.max_retries).saturating_add(1);
+    let probe_deadline = llm
+        .request_timeout_secs
+        .saturating_mul(attempts)
+        .saturating_add(llm.breaker_cooldown_secs);
     Breaker::new(
         llm.breaker_failures,
         std::time::Duration::from_secs(llm.breaker_cooldown_secs),
+        std::time::Duration::from_secs(probe_deadline),
     )
 }
 
@@ -108,6 +116,15 @@ fn breaker_of(llm: &LlmConfig) -> Breaker {
 /// and it was charged); a limiter that could not reach the database is ours.
 fn falls_back(e: &LlmError) -> bool {
     e.retryable && !e.after_generation() && !e.message.contains(super::limits::LIMITER_UNREACHABLE)
+}
+
+/// `agentd_provider_breaker_state{provider}` for the fleet's breaker of `e` (0 closed, 1
+/// half-open, 2 open); an org's own breaker is that org's and has no gauge.
+fn show_breaker(e: &Entry, now: chrono::DateTime<chrono::Utc>) {
+    if !e.org_key {
+        metrics::gauge!("agentd_provider_breaker_state", "provider" => e.name.clone())
+            .set(e.breaker.shown(now).gauge());
+    }
 }
 
 impl ProviderChain {
@@ -294,17 +311,24 @@ impl LlmProvider for ProviderChain {
         }
         let mut failures: Vec<String> = Vec::new();
         for e in candidates {
-            let admit = e.breaker.admit(self.shared.clock.now());
-            if let Admit::No(until) = admit {
-                failures.push(format!("{}: circuit open until {until}", e.name));
-                continue;
-            }
+            // A probe's guard lives to the end of this attempt: a call dropped before its
+            // outcome (cancelled, its lease lost, its job's timeout) frees the probe's slot.
+            let _probe = match Breaker::admit(&e.breaker, self.shared.clock.now()) {
+                Admit::No(until) => {
+                    show_breaker(e, self.shared.clock.now());
+                    failures.push(format!("{}: circuit open until {until}", e.name));
+                    continue;
+                }
+                Admit::Yes => None,
+                Admit::Probe(p) => Some(p),
+            };
             let started = Instant::now();
             let answer = e.provider.complete(req.clone()).await;
             let elapsed = started.elapsed();
             match answer {
                 Ok(resp) => {
                     e.breaker.success();
+                    show_breaker(e, self.shared.clock.now());
                     if !failures.is_empty() {
                         metrics::counter!("agentd_provider_fallbacks_total", "provider" => e.name.clone())
                             .increment(1);
@@ -327,9 +351,12 @@ impl LlmProvider for ProviderChain {
                     .await;
                     if !falls_back(&err) {
                         e.breaker.neutral();
+                        show_breaker(e, self.shared.clock.now());
                         return Err(err);
                     }
-                    if e.breaker.failure(self.shared.clock.now()) {
+                    let opened = e.breaker.failure(self.shared.clock.now());
+                    show_breaker(e, self.shared.clock.now());
+                    if opened {
                         warn!(provider = %e.name, error = %err, "provider circuit breaker opened");
                         metrics::counter!("agentd_provider_breaker_opened_total", "provider" => e.name.clone())
                             .increment(1);
@@ -350,5 +377,161 @@ impl LlmProvider for ProviderChain {
             ),
             true,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::{FinishReason, Message, Role, ToolChoice, Usage};
+    use chrono::Utc;
+    use std::collections::VecDeque;
+
+    /// What the endpoint does with the next call.
+    enum Next {
+        Unavailable,
+        /// Never answers: the call waits until its future is dropped.
+        Hang,
+        Answer,
+    }
+
+    /// An endpoint that does, call after call, what it is told.
+    struct Endpoint(Mutex<VecDeque<Next>>);
+
+    #[async_trait::async_trait]
+    impl LlmProvider for Endpoint {
+        fn name(&self) -> &str {
+            "endpoint"
+        }
+
+        async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
+            let next = self.0.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
+            match next {
+                Some(Next::Unavailable) => Err(LlmError::new("endpoint", "503 unavailable", true)),
+                Some(Next::Hang) => std::future::pending().await,
+                Some(Next::Answer) => Ok(CompletionResponse {
+                    message: Message::text(Role::Assistant, "ok"),
+                    usage: Usage::default(),
+                    finish: FinishReason::EndTurn,
+                    model: req.model,
+                }),
+                None => Err(LlmError::new("endpoint", "no call was expected", false)),
+            }
+        }
+    }
+
+    fn request() -> CompletionRequest {
+        CompletionRequest {
+            model: "m".into(),
+            messages: vec![Message::text(Role::User, "hello")],
+            tools: Vec::new(),
+            tool_choice: ToolChoice::Auto,
+            max_tokens: None,
+            response_format: None,
+        }
+    }
+
+    /// A chain of one entry in front of `script`, its breakers timed by `clock`: opens after 2
+    /// failures for 30 s; one call takes at most 60 s × 2 attempts.
+    fn chain(script: Vec<Next>, clock: Arc<ManualClock>) -> ProviderChain {
+        let mut llm = crate::config::Config::defaults().llm;
+        llm.breaker_failures = 2;
+        llm.breaker_cooldown_secs = 30;
+        llm.request_timeout_secs = 60;
+        llm.max_retries = 1;
+        ProviderChain {
+            entries: vec![Arc::new(Entry {
+                name: "primary".into(),
+                kind: ProviderKind::OpenAi,
+                models: Vec::new(),
+                provider: Arc::new(Endpoint(Mutex::new(script.into()))),
+                breaker: Arc::new(breaker_of(&llm)),
+                org_key: false,
+            })],
+            shared: Arc::new(Shared {
+                llm,
+                clock,
+                org_breakers: Mutex::default(),
+            }),
+            scope: None,
+        }
+    }
+
+    /// A call dropped before it answers: cancelled, or past its job's timeout.
+    async fn dropped(chain: &ProviderChain) {
+        let call = chain.complete(request());
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(50), call)
+                .await
+                .is_err(),
+            "the hanging call answered"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_outage_opens_the_breaker_and_dropped_probes_do_not_keep_it_from_recovering() {
+        let clock = ManualClock::new(Utc::now());
+        let c = chain(
+            vec![
+                Next::Unavailable,
+                Next::Unavailable,
+                Next::Hang,
+                Next::Hang,
+                Next::Answer,
+                Next::Answer,
+            ],
+            clock.clone(),
+        );
+        // The outage: two failures open the breaker; calls are refused without reaching it.
+        assert!(c.complete(request()).await.is_err());
+        assert!(c.complete(request()).await.is_err());
+        assert!(c.breaker_open("primary"));
+        let refused = c.complete(request()).await.expect_err("open");
+        assert!(refused.message.contains("circuit open"), "{refused}");
+        // Past the cool-down, the probe hangs and its call is dropped (cancelled); the next
+        // call probes again, and is dropped too (its job's timeout).
+        clock.advance(chrono::Duration::seconds(31));
+        dropped(&c).await;
+        dropped(&c).await;
+        // The endpoint is back: the next call is the probe, it answers, the breaker closes.
+        let answer = c.complete(request()).await.expect("the provider recovered");
+        assert_eq!(answer.model, "m");
+        assert!(!c.breaker_open("primary"));
+        c.complete(request()).await.expect("closed again");
+    }
+
+    #[tokio::test]
+    async fn a_probe_stuck_past_the_longest_call_is_presumed_lost() {
+        let clock = ManualClock::new(Utc::now());
+        let c = chain(
+            vec![
+                Next::Unavailable,
+                Next::Unavailable,
+                Next::Hang,
+                Next::Answer,
+            ],
+            clock.clone(),
+        );
+        assert!(c.complete(request()).await.is_err());
+        assert!(c.complete(request()).await.is_err());
+        clock.advance(chrono::Duration::seconds(31));
+        // A probe that never ends and is never dropped (a call nobody awaits or cancels).
+        let mut stuck = Box::pin(c.complete(request()));
+        assert!(futures::poll!(&mut stuck).is_pending(), "the probe is out");
+        let refused = c
+            .complete(request())
+            .await
+            .expect_err("one probe at a time");
+        assert!(refused.message.contains("circuit open"), "{refused}");
+        // Past the longest one call may take (60 s × 2 attempts + the cool-down), it is lost.
+        clock.advance(chrono::Duration::seconds(150));
+        c.complete(request()).await.expect("a new probe answers");
+        assert!(!c.breaker_open("primary"));
+        drop(stuck);
+        assert!(
+            !c.breaker_open("primary"),
+            "the lost probe's guard changes nothing"
+        );
     }
 }
