@@ -469,29 +469,28 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn an_outage_opens_the_breaker_and_dropped_probes_do_not_keep_it_from_recovering() {
+    /// An outage of the endpoint, then what `after` says it does: two failures open the
+    /// breaker, a call is then refused without reaching it, and the clock passes the cool-down.
+    async fn after_an_outage(after: Vec<Next>) -> (ProviderChain, Arc<ManualClock>) {
         let clock = ManualClock::new(Utc::now());
-        let c = chain(
-            vec![
-                Next::Unavailable,
-                Next::Unavailable,
-                Next::Hang,
-                Next::Hang,
-                Next::Answer,
-                Next::Answer,
-            ],
-            clock.clone(),
-        );
-        // The outage: two failures open the breaker; calls are refused without reaching it.
+        let mut script = vec![Next::Unavailable, Next::Unavailable];
+        script.extend(after);
+        let c = chain(script, clock.clone());
         assert!(c.complete(request()).await.is_err());
         assert!(c.complete(request()).await.is_err());
         assert!(c.breaker_open("primary"));
         let refused = c.complete(request()).await.expect_err("open");
         assert!(refused.message.contains("circuit open"), "{refused}");
+        clock.advance(chrono::Duration::seconds(31));
+        (c, clock)
+    }
+
+    #[tokio::test]
+    async fn an_outage_opens_the_breaker_and_dropped_probes_do_not_keep_it_from_recovering() {
+        let (c, _clock) =
+            after_an_outage(vec![Next::Hang, Next::Hang, Next::Answer, Next::Answer]).await;
         // Past the cool-down, the probe hangs and its call is dropped (cancelled); the next
         // call probes again, and is dropped too (its job's timeout).
-        clock.advance(chrono::Duration::seconds(31));
         dropped(&c).await;
         dropped(&c).await;
         // The endpoint is back: the next call is the probe, it answers, the breaker closes.
@@ -503,19 +502,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_probe_stuck_past_the_longest_call_is_presumed_lost() {
-        let clock = ManualClock::new(Utc::now());
-        let c = chain(
-            vec![
-                Next::Unavailable,
-                Next::Unavailable,
-                Next::Hang,
-                Next::Answer,
-            ],
-            clock.clone(),
-        );
-        assert!(c.complete(request()).await.is_err());
-        assert!(c.complete(request()).await.is_err());
-        clock.advance(chrono::Duration::seconds(31));
+        let (c, clock) = after_an_outage(vec![Next::Hang, Next::Answer]).await;
         // A probe that never ends and is never dropped (a call nobody awaits or cancels).
         let mut stuck = Box::pin(c.complete(request()));
         assert!(futures::poll!(&mut stuck).is_pending(), "the probe is out");
