@@ -372,3 +372,94 @@ async fn an_orgs_job_counts_do_not_scan_every_job() {
     assert_eq!(after.0 - before.0, 0, "no sequential scan of agentd_jobs");
     assert!(after.1 > before.1, "an index scan instead");
 }
+
+/// An `agentd --log-format json worker` with `env`, and the address its `/healthz /readyz
+/// /metrics` listener logged (`None` when it exited first: its exit status and what it said).
+fn worker_with_ops(
+    db: &TestDb,
+    env: &[(&str, &str)],
+) -> (std::process::Child, Result<SocketAddr, String>) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentd"));
+    cmd.args(["--log-format", "json", "worker", "--no-cron"])
+        .env("DATABASE_URL", &db.url)
+        .env_remove("AGENTD_HTTP__ADDR")
+        .env_remove("OPENAI_BASE_URL")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut said = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        let Ok(line) = rx.recv_timeout(left) else {
+            break;
+        };
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        if v["message"] == "serving /healthz /readyz /metrics" {
+            let addr = v["addr"].as_str().unwrap_or_default().parse();
+            return (child, addr.map_err(|e| format!("{e}: {line}")));
+        }
+        said.push(line);
+    }
+    let status = child.try_wait().ok().flatten();
+    (child, Err(format!("{status:?}: {}", said.join("\n"))))
+}
+
+fn stop(mut child: std::process::Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+/// Two `agentd worker`s on one host with the default config both run: the built-in
+/// `http.addr` taken, a worker serves `/healthz /readyz /metrics` on a port the system picks and
+/// says where. An address set on purpose that is taken still stops the worker with exit 2,
+/// naming the key.
+#[tokio::test]
+async fn two_workers_on_one_host_with_the_defaults_both_run() {
+    let db = TestDb::new().await;
+    let (first, a) = worker_with_ops(&db, &[]);
+    let (second, b) = worker_with_ops(&db, &[]);
+    let (a, b) = (a.expect("the first worker"), b.expect("the second worker"));
+    assert_ne!(a, b);
+    for addr in [a, b] {
+        let (code, body) = tokio::task::spawn_blocking(move || get(addr, "/healthz"))
+            .await
+            .unwrap();
+        assert_eq!(code, 200, "{addr}: {body}");
+    }
+    stop(first);
+    stop(second);
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = taken.local_addr().unwrap().to_string();
+    let (mut child, said) = worker_with_ops(&db, &[("AGENTD_HTTP__ADDR", &at)]);
+    let said = said.expect_err("a taken address set on purpose is an error");
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(2), "{said}");
+    assert!(
+        said.contains(&format!("http.addr {at}: cannot listen"))
+            && said.contains("in use")
+            && said.contains("AGENTD_HTTP__ADDR"),
+        "{said}"
+    );
+    drop(taken);
+}

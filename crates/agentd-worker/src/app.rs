@@ -95,8 +95,11 @@ pub enum StartError {
     /// The database did not answer the start-up checks (after retries): exit 1, not 2.
     #[error("database: {0}")]
     Database(#[source] crate::llm::org_keys::StartupCheckError),
-    /// `http.addr` cannot be bound.
-    #[error("http.addr {addr}: cannot listen: {source}")]
+    /// `http.addr` cannot be bound (an address set on purpose that is in use, one not on this
+    /// host, a port that needs privileges).
+    #[error(
+        "http.addr {addr}: cannot listen: {source} (set http.addr, AGENTD_HTTP__ADDR, to a free host:port, or to \"\" for no health and metrics listener)"
+    )]
     Listen {
         addr: String,
         source: std::io::Error,

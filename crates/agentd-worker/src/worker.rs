@@ -112,12 +112,7 @@ impl App {
         let running = Arc::new(AtomicBool::new(true));
         let mut http_addr = None;
         if !cfg.http.addr.is_empty() {
-            let listener = tokio::net::TcpListener::bind(&cfg.http.addr)
-                .await
-                .map_err(|source| StartError::Listen {
-                    addr: cfg.http.addr.clone(),
-                    source,
-                })?;
+            let listener = ops_listener(&cfg.http.addr).await?;
             http_addr = listener.local_addr().ok();
             let state = crate::http::HealthState {
                 pool: self.pool.clone(),
@@ -126,7 +121,9 @@ impl App {
                 kinds: self.catalog.kinds.keys().cloned().collect(),
             };
             tokio::spawn(crate::http::serve(listener, state, background.clone()));
-            info!(addr = ?http_addr, "serving /healthz /readyz /metrics");
+            if let Some(addr) = http_addr {
+                info!(%addr, "serving /healthz /readyz /metrics");
+            }
         }
         if args.cron {
             let s = Scheduler::new(self.pool.clone(), self.clock.clone(), self.cron_entries());
@@ -188,3 +185,44 @@ type RunAll = Box<
         ) -> std::pin::Pin<Box<dyn std::future::Future<Output = WorkerReport> + Send>>
         + Send,
 >;
+
+/// The listener of the worker's `/healthz /readyz /metrics` at `addr` (`http.addr`). When the
+/// built-in default address is taken — another worker on this host — it listens on a port the
+/// system picks on the same interface instead and says where (a second `agentd worker` with the
+/// defaults runs; a supervisor or scraper that needs a fixed port sets `http.addr` per worker).
+/// An address set on purpose that is taken stays an error naming the key.
+async fn ops_listener(addr: &str) -> Result<tokio::net::TcpListener, StartError> {
+    let listen = |source| StartError::Listen {
+        addr: addr.to_string(),
+        source,
+    };
+    match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => Ok(l),
+        Err(e)
+            if e.kind() == std::io::ErrorKind::AddrInUse
+                && addr == crate::config::Config::defaults().http.addr =>
+        {
+            let any_port = match addr.parse::<std::net::SocketAddr>() {
+                Ok(mut a) => {
+                    a.set_port(0);
+                    a
+                }
+                Err(_) => return Err(listen(e)),
+            };
+            let l = tokio::net::TcpListener::bind(any_port)
+                .await
+                .map_err(listen)?;
+            if let Ok(at) = l.local_addr() {
+                tracing::warn!(
+                    default = addr,
+                    %at,
+                    "the default http.addr is in use (another worker on this host?): serving \
+                     /healthz /readyz /metrics on a port of the system's choosing; set http.addr \
+                     (AGENTD_HTTP__ADDR) per worker for a fixed one"
+                );
+            }
+            Ok(l)
+        }
+        Err(e) => Err(listen(e)),
+    }
+}
