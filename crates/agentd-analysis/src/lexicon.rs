@@ -142,18 +142,16 @@ impl Lexicon {
                 .map_err(|e: toml::de::Error| err(F, format!("[{name}]: {}", e.message())))?;
             let labels = labels_of(F, &name, entry.labels)?;
             let i = lex.fields.len();
-            for l in &labels {
-                if let Some(j) = lex.field_by_label.insert(l.text.clone(), i) {
-                    let other = lex.fields.get(j).map_or(name.as_str(), |f| f.name.as_str());
-                    return Err(err(
-                        F,
-                        format!(
-                            "[{name}] {}: \"{}\" is also a label of [{other}]",
-                            l.language, l.text
-                        ),
-                    ));
-                }
-            }
+            let names: Vec<&str> = lex.fields.iter().map(|f| f.name.as_str()).collect();
+            index(
+                &mut lex.field_by_label,
+                &labels,
+                i,
+                &names,
+                &name,
+                "a label",
+            )
+            .map_err(|p| err(F, p))?;
             lex.field_by_name.insert(name.clone(), i);
             lex.fields.push(Field {
                 name,
@@ -162,34 +160,47 @@ impl Lexicon {
             });
         }
         for (name, value) in columns {
-            let toml::Value::Table(table) = value else {
-                return Err(err(C, format!("[{name}]: not a table of languages")));
-            };
-            let by_language: BTreeMap<String, Vec<String>> =
-                toml::Value::Table(table)
-                    .try_into()
-                    .map_err(|e: toml::de::Error| err(C, format!("[{name}]: {}", e.message())))?;
+            let by_language: BTreeMap<String, Vec<String>> = value
+                .try_into()
+                .map_err(|e: toml::de::Error| err(C, format!("[{name}]: {}", e.message())))?;
             let labels = labels_of(C, &name, by_language)?;
             let i = lex.columns.len();
-            for l in &labels {
-                if let Some(j) = lex.column_by_label.insert(l.text.clone(), i) {
-                    let other = lex
-                        .columns
-                        .get(j)
-                        .map_or(name.as_str(), |c| c.name.as_str());
-                    return Err(err(
-                        C,
-                        format!(
-                            "[{name}] {}: \"{}\" is also a header of [{other}]",
-                            l.language, l.text
-                        ),
-                    ));
-                }
-            }
+            let names: Vec<&str> = lex.columns.iter().map(|c| c.name.as_str()).collect();
+            index(
+                &mut lex.column_by_label,
+                &labels,
+                i,
+                &names,
+                &name,
+                "a header",
+            )
+            .map_err(|p| err(C, p))?;
             lex.columns.push(Column { name, labels });
         }
         Ok(lex)
     }
+}
+
+/// Indexes `labels` of entry `i` (table `name`; `names` the entries indexed before it) in
+/// `by_label`, or says which label another entry, or this one under another language, has too.
+fn index(
+    by_label: &mut HashMap<String, usize>,
+    labels: &[Label],
+    i: usize,
+    names: &[&str],
+    name: &str,
+    what: &str,
+) -> Result<(), String> {
+    for l in labels {
+        if let Some(j) = by_label.insert(l.text.clone(), i) {
+            let other = names.get(j).copied().unwrap_or(name);
+            return Err(format!(
+                "[{name}] {}: \"{}\" is also {what} of [{other}]",
+                l.language, l.text
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The labels of table `name` in `file`, by language, each checked: a known language, folded
