@@ -1,6 +1,6 @@
-//! The README's "Producing jobs from another service": the producer inserts its document and
+//! docs/queue.md's "Producing jobs from another service": the producer inserts its document and
 //! enqueues the `auto_create` job in its own transaction, so a rollback leaves no job. Built by
-//! `cargo test --all-targets`, so the README's example cannot stop compiling.
+//! `cargo test --all-targets`, so the example in the docs cannot stop compiling.
 //!
 //! Run against a migrated database with an org (`agentd orgs create acme`):
 //! `DATABASE_URL=postgres://… cargo run --example producer -- <org_id> ["document text"]`,

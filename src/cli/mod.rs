@@ -85,7 +85,7 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Auto-create over labelled samples: status, rounds, tokens, field recall, value accuracy.
     Eval(eval::EvalCmd),
-    /// The HTTP API (see README "HTTP API") plus /healthz /readyz /metrics.
+    /// The HTTP API (see docs/http-api.md) plus /healthz /readyz /metrics.
     Serve(serve::ServeCmd),
     /// Organisations: create one with its first API key.
     #[command(subcommand)]

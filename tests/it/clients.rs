@@ -7,7 +7,8 @@
 //! against the rows. The generators' output is never committed: it is made here, in a temporary
 //! folder, from the served document. `scripts/test` installs the tools under
 //! `$AGENTD_TOOLS_DIR` (default `~/.cache/agentd/tools`); without them a test fails and says how
-//! to install them. The README's client snippets are excerpts of the two programs (checked here).
+//! to install them. The client snippets of docs/http-api.md are excerpts of the two programs
+//! (checked here).
 
 use crate::common;
 use serde_json::Value;
@@ -422,17 +423,17 @@ fn excerpt(file: &str, lang: &str) -> String {
 }
 
 #[test]
-fn the_readme_shows_the_client_code_ci_runs() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+fn the_docs_show_the_client_code_ci_runs() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/http-api.md")).unwrap();
     for (file, lang, fence) in [
         ("python/flow.py", "Python", "```python\n"),
         ("ts/flow.ts", "TypeScript", "```ts\n"),
     ] {
         let code = format!("{fence}{}\n```", excerpt(file, lang));
         assert!(
-            readme.contains(&code),
-            "README.md does not show tests/clients/{file} as it is; it should hold:\n{code}"
+            doc.contains(&code),
+            "docs/http-api.md does not show tests/clients/{file} as it is; it should hold:\n{code}"
         );
     }
 }

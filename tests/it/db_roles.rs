@@ -1,5 +1,5 @@
 //! Defence in depth in the database (issue 12): foreign keys that include `org_id` refuse a row
-//! that references another organisation's row, and the application role the README recommends
+//! that references another organisation's row, and the application role the docs recommend
 //! (granted by `agentd_grant_app`) runs agentd but cannot disable the audit trigger or rewrite
 //! audit rows.
 

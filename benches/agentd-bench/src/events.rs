@@ -48,7 +48,7 @@ struct Seen {
     ids: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
-/// A receiver on 127.0.0.1 that does what the README asks of one: verifies each signature with
+/// A receiver on 127.0.0.1 that does what docs/events.md asks of one: verifies each signature with
 /// [`super::verify`] (401 when it fails), then dedupes by event id and answers 200.
 async fn receiver(stop: CancellationToken) -> anyhow::Result<(String, Arc<Seen>)> {
     let seen = Arc::new(Seen::default());

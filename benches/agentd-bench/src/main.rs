@@ -1,4 +1,4 @@
-//! `agentd-bench`: agentd's benchmarks (README "Benchmarks"). A workspace member of its own so
+//! `agentd-bench`: agentd's benchmarks (docs/benchmarks.md). A workspace member of its own so
 //! the shipped `agentd` binary carries no benchmark code; `agentd bench …` runs this binary with
 //! the same arguments. Exit codes as `agentd`'s: 0 ok, 1 runtime failure, 2 bad input.
 

@@ -46,7 +46,7 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations"
 /// may hold the migration lock while it migrates.
 ///
 /// When every migration is applied already, nothing runs: the application role (which may
-/// not create or alter anything, see README "Database roles") can start without the owner.
+/// not create or alter anything, see docs/operations.md) can start without the owner.
 pub async fn migrate(pool: &PgPool) -> Result<(), DbError> {
     // Behind a pooler in transaction mode, on the direct connection (the lock and the
     // `SET lock_timeout` are session state).

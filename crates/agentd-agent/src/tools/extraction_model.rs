@@ -124,7 +124,7 @@ fn without_fields(response_format: &Value, fields: &[String]) -> Value {
 /// after the document text, and the `tables` the analysis fills in itself; `None` when it
 /// reads none. A small model copies a right reading and has the text to correct a wrong one;
 /// measured with a 0.5B model its own readings were right for fewer fields than the analysis'
-/// (README, Evaluation). After the text, so the provider boundary has seen the document's
+/// (docs/analysis.md). After the text, so the provider boundary has seen the document's
 /// personal data before this message (it redacts a value it knows wherever it appears).
 fn readings(read: &Value, tables: &[String]) -> Option<String> {
     let shown: serde_json::Map<String, Value> = read

@@ -1,7 +1,7 @@
 //! The OpenAI-compatible provider: chat completions through async-openai against any
 //! OpenAI-compatible base URL (OpenAI, vLLM, Ollama, llama.cpp).
 //!
-//! What it survives (README.md, "Real models"): `content: ""` beside `tool_calls`; `id` and
+//! What it survives (docs/agent.md, "Real models"): `content: ""` beside `tool_calls`; `id` and
 //! `function.name` repeated in every stream delta (the first value wins); an SSE `error` event
 //! after a 200; HTTP 500 for model output the server could not parse; servers whose JSON does
 //! not match OpenAI's schema exactly (bodies are read leniently as `serde_json::Value`).

@@ -3,7 +3,7 @@
 //! the Luhn check and a known issuer prefix. Names are found only where a label says a person
 //! follows ("Name:", "Patient:", "Kunde:", "Bill to:" …) or where a JSON key says so
 //! (`"customer_name": "…"`); free-text names without such a cue are **not** found (see the
-//! README's limits). Configurable national-id patterns come from `[pii] national_id_patterns`.
+//! limits in the docs). Configurable national-id patterns come from `[pii] national_id_patterns`.
 
 use regex::Regex;
 use std::sync::LazyLock;

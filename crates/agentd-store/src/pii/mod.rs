@@ -11,7 +11,7 @@
 //!   tool-call arguments) is rehydrated before anything else in agentd sees it, so tools execute
 //!   with real values, extractions are stored with real values, and people see real values.
 //!
-//! Limits (also in the README): names written in free text with no label ("… signed by Jane
+//! Limits (docs/personal-data.md): names written in free text with no label ("… signed by Jane
 //! Doe") are found only if the same name was labelled elsewhere in the run; postal addresses and
 //! dates of birth without a label are not detected.
 
