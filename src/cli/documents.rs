@@ -50,9 +50,19 @@ pub enum DocumentsCmd {
         retention: bool,
     },
     /// Accept the proposal: schema and prompt become active, the extraction accepted.
-    Accept { id: Uuid },
+    Accept {
+        id: Uuid,
+        /// Who decides (recorded as `cli:<who>` on the audit row and the event).
+        #[arg(long, default_value = "operator")]
+        by: String,
+    },
     /// Reject the proposal: its artifacts are removed (the audit trail stays).
-    Reject { id: Uuid },
+    Reject {
+        id: Uuid,
+        /// Who decides (recorded as `cli:<who>` on the audit row and the event).
+        #[arg(long, default_value = "operator")]
+        by: String,
+    },
     /// Refine the proposal with instructions: a run starts from it and writes new versions of
     /// its schema and prompt and a new extraction; the document is `proposed` again after it.
     Refine {
@@ -203,22 +213,37 @@ pub async fn run(app: &App, cmd: DocumentsCmd) -> anyhow::Result<()> {
                 );
             }
         }
-        DocumentsCmd::Accept { id } | DocumentsCmd::Reject { id } => {
+        DocumentsCmd::Accept { id, ref by } | DocumentsCmd::Reject { id, ref by } => {
             let accept = matches!(cmd, DocumentsCmd::Accept { .. });
+            let by = match by.trim() {
+                "" => return Err(bad("--by must name who decides, e.g. --by alice")),
+                who => format!("cli:{who}"),
+            };
             let mut tx = app.pool.begin().await?;
             let st = auto_create::state(&mut *tx, None, id)
                 .await?
                 .ok_or_else(|| bad(format!("no document with id {id}")))?;
             let st = auto_create::lock_state(&mut tx, st.org_id, id)
                 .await?
-                .expect("exists");
+                .ok_or_else(|| bad(format!("document {id} was deleted meanwhile")))?;
             if st.auto_create_status != documents::AutoCreateStatus::Proposed {
                 return Err(bad(format!(
                     "document {id} has no proposal to decide (auto_create_status = {})",
                     st.auto_create_status
                 )));
             }
-            let run = st.auto_create_run_id.expect("a proposal has its run");
+            let run = st
+                .auto_create_run_id
+                .ok_or_else(|| bad(format!("document {id} is proposed without a run")))?;
+            use crate::api::acts::{Act, record_by};
+            let act = if accept {
+                Act::AcceptProposal
+            } else {
+                Act::RejectProposal
+            };
+            let about = serde_json::json!({"document_id": id, "run_id": run});
+            let now = app.clock.now();
+            record_by(&mut tx, st.org_id, &by, act, Some(id), about, now).await?;
             if accept {
                 auto_create::accept(&mut tx, st.org_id, id, run, app.clock.now()).await?;
                 tx.commit().await?;

@@ -199,7 +199,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     result
 }
 
-async fn run_with(config: Config, catalog: Catalog, command: Command) -> anyhow::Result<()> {
+async fn run_with(mut config: Config, catalog: Catalog, command: Command) -> anyhow::Result<()> {
+    if matches!(command, Command::Serve(_)) && config.database.statement_timeout_ms == 0 {
+        // A statement of a request never outlives the request (review D1).
+        config.database.statement_timeout_ms = config.api.request_timeout_secs.saturating_mul(1000);
+    }
     let db = connect(&config).await?;
     if !matches!(command, Command::Migrate) {
         crate::db::migrate(&db.pool).await?;

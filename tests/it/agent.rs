@@ -817,6 +817,7 @@ async fn audit_rows_cannot_be_updated_or_deleted() {
             category: runs::AuditCategory::Read,
             decision: runs::AuditDecision::AutoApproved,
             args: None,
+            args_as: runs::ArgsKept::Redacted,
             outcome: None,
             is_error: false,
             duration_ms: 0,

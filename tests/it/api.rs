@@ -574,6 +574,24 @@ async fn jobs_settings_suggestions_and_status() {
         .call("GET", &format!("/v1/jobs/{}", r.body["id"]), k, None)
         .await;
     assert_eq!(job.body["payload"]["approval_ids"], json!([a]));
+    // The sweep names its org (review D1), and while it waits the org's next one is a duplicate.
+    assert_eq!(job.body["payload"]["org_id"], json!(org));
+    let again = api
+        .call(
+            "POST",
+            "/v1/jobs",
+            k,
+            Some(json!({"kind": "approval_expiry", "approval_ids": [a]})),
+        )
+        .await;
+    assert_eq!(
+        (
+            again.status.as_u16(),
+            &again.body["duplicate"],
+            &again.body["id"]
+        ),
+        (200, &json!(true), &r.body["id"])
+    );
     api.call("POST", "/v1/jobs", k, Some(json!({"kind": "nightly"})))
         .await
         .problem(422, Some("kind"));

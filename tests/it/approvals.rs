@@ -683,6 +683,93 @@ async fn the_set_based_sweep_judges_like_the_tools() {
 /// Review N2: approvals the sweep ends (expired, and stale with before/after copies of the
 /// changed data) leave audit rows without the values of their arguments or results — the
 /// trail is append-only — in both sweeps.
+/// A person's decision on an approval audits the arguments as a digest (review D3): the
+/// approval holds the real values it executes with ("Jane Doe" in a key no rule calls personal),
+/// and a reviewer's edit may add more; neither reaches the append-only audit.
+#[tokio::test]
+async fn human_decisions_and_edits_leave_no_personal_value_in_the_audit() {
+    const NAME: &str = "Jane Doe";
+    const EDITED: &str = "Jane Doe, 12 High Street";
+    let f = fixture().await;
+    let (a, b) = (f.doc("a.txt").await, f.doc("b.txt").await);
+    let ttl = Duration::hours(TTL);
+    let approved = f
+        .propose(
+            "update_document",
+            json!({"document_id": a, "metadata": {"signed_by": NAME}}),
+            ttl,
+            false,
+        )
+        .await;
+    let rejected = f
+        .propose(
+            "update_document",
+            json!({"document_id": b, "metadata": {"signed_by": NAME}}),
+            ttl,
+            false,
+        )
+        .await;
+    let edited = f
+        .propose(
+            "update_document",
+            json!({"document_id": b, "metadata": {"value": NAME}}),
+            ttl,
+            false,
+        )
+        .await;
+    assert_eq!(
+        f.decide(approved, approve("alice")).await.status,
+        "executed"
+    );
+    let o = f
+        .decide(rejected, Decision::Reject { by: "bob".into() })
+        .await;
+    assert_eq!(o.status, "rejected");
+    let env = f.app.tool_env(f.app.spec("proactive_suggestion"));
+    let extra = DecisionExtra {
+        edited_args: Some(json!({"document_id": b, "metadata": {"value": EDITED}})),
+        ..Default::default()
+    };
+    let o = approvals::decide(
+        &f.db.pool,
+        &f.app.clock,
+        &env,
+        edited,
+        None,
+        approve("carol"),
+        extra,
+    )
+    .await
+    .unwrap();
+    assert_eq!(o.status, "executed");
+    assert_eq!(
+        f.metadata(b).await.0["value"],
+        json!(EDITED),
+        "the edit ran with the real value"
+    );
+    let rows: Vec<(String, Option<Value>, Option<Value>)> = sqlx::query_as(
+        "SELECT decision, args, outcome FROM audit_events WHERE category = 'approval' ORDER BY id",
+    )
+    .fetch_all(&f.db.pool)
+    .await
+    .unwrap();
+    let decisions: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    for d in ["human_approved", "human_rejected", "edited"] {
+        assert!(decisions.contains(&d), "{d}: {decisions:?}");
+    }
+    for (decision, args, outcome) in &rows {
+        let text = format!("{args:?} {outcome:?}");
+        assert!(!text.contains("Jane"), "{decision}: {text}");
+    }
+    let approved_args = rows
+        .iter()
+        .find(|r| r.0 == "human_approved")
+        .and_then(|r| r.1.clone())
+        .unwrap_or_default();
+    assert_eq!(approved_args["keys"], json!(["document_id", "metadata"]));
+    assert_eq!(approved_args["sha256"].as_str().map(str::len), Some(64));
+}
+
 #[tokio::test]
 async fn swept_approvals_leave_no_personal_value_in_the_audit() {
     const EMAIL: &str = "jane@example.com";
@@ -1454,7 +1541,7 @@ async fn one_sweep_pass_handles_a_mixed_batch() {
     assert_eq!(
         jobs,
         vec![(
-            json!({"repropose": stale_late[0]}),
+            json!({"org_id": f.org, "repropose": stale_late[0]}),
             Some(format!("repropose:{}", stale_late[0]))
         )]
     );
@@ -1507,7 +1594,15 @@ async fn stale_approvals_are_reproposed_in_a_chain_up_to_the_cap() {
         }
         assert_eq!(r.reproposals_enqueued, 1);
         assert_eq!(jobs.len(), 1);
-        assert_eq!(jobs[0].payload, json!({"repropose": current}));
+        assert_eq!(
+            jobs[0].payload,
+            json!({"org_id": f.org, "repropose": current})
+        );
+        // The org sees its re-proposal job (`GET /v1/jobs/{id}` reads it so), another org not
+        // (review D1).
+        let of = |org| agentd::store::api_reads::job(&f.db.pool, org, jobs[0].id);
+        assert!(of(f.org).await.unwrap().is_some());
+        assert!(of(uuid::Uuid::now_v7()).await.unwrap().is_none());
         // Run the job: the re-proposal run calls the same tool again, which is proposed.
         let p = Arc::new(ScriptedProvider::new(vec![
             Turn::tool("a", "get_document", json!({"document_id": doc})),
@@ -1794,7 +1889,7 @@ async fn an_approval_a_person_found_stale_is_reproposed_by_the_next_sweep() {
             .fetch_one(&f.db.pool)
             .await
             .unwrap();
-    assert_eq!(payload, json!({"repropose": id}));
+    assert_eq!(payload, json!({"org_id": f.org, "repropose": id}));
     // Idempotent: the next sweep does not enqueue it again.
     assert_eq!(
         f.sweeper(100)

@@ -249,6 +249,69 @@ async fn the_app_role_cannot_disable_the_audit_trigger_or_rewrite_audit_rows() {
     role.drop_role().await;
 }
 
+/// No function that runs as its owner (SECURITY DEFINER) may be executed by PUBLIC (review D4):
+/// a login with no grants at all is refused `agentd_purge_history`, and the application role
+/// (granted by `agentd_grant_app`) still calls it.
+#[tokio::test]
+async fn no_security_definer_function_is_executable_by_public_or_a_role_without_grants() {
+    let db = TestDb::new().await;
+    let definers: Vec<(String, bool)> = sqlx::query_as(
+        "SELECT p.oid::regprocedure::text, has_function_privilege('public', p.oid, 'EXECUTE')
+           FROM pg_proc p
+          WHERE p.pronamespace = current_schema()::regnamespace AND p.prosecdef
+          ORDER BY 1",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert!(
+        definers
+            .iter()
+            .any(|(f, _)| f.starts_with("agentd_purge_history(")),
+        "{definers:?}"
+    );
+    let public: Vec<&String> = definers.iter().filter(|d| d.1).map(|d| &d.0).collect();
+    assert!(public.is_empty(), "executable by PUBLIC: {public:?}");
+
+    // A login that may connect (PUBLIC's default) and nothing else.
+    let stranger = format!(
+        "agentd_nobody_{}",
+        &Uuid::new_v4().simple().to_string()[..12]
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE ROLE {stranger} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE"
+    )))
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let url = db
+        .url
+        .replacen("://postgres@", &format!("://{stranger}@"), 1);
+    let mut c = PgConnection::connect(&url).await.unwrap();
+    let e = sqlx::query_scalar::<_, i64>(
+        "SELECT agentd_purge_history('audit_events', 'infinity', 1000000000)",
+    )
+    .fetch_one(&mut c)
+    .await
+    .unwrap_err();
+    assert_eq!(sql_state(&e).as_deref(), Some("42501"), "{e}");
+    c.close().await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP ROLE {stranger}")))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+
+    let role = AppRole::create(&db).await;
+    let mut app = PgConnection::connect(&role.url).await.unwrap();
+    let n: i64 = sqlx::query_scalar("SELECT agentd_purge_history('audit_events', now(), 1000)")
+        .fetch_one(&mut app)
+        .await
+        .unwrap();
+    assert_eq!(n, 0, "the app role may call it");
+    app.close().await.unwrap();
+    role.drop_role().await;
+}
+
 /// Time-based retention (review #10) runs as this role too: it cannot delete audit rows or
 /// provider calls itself, even with the purge's setting, and `agentd_purge_history` removes only
 /// rows older than the owner's floor (30 days) whatever cutoff it is given.

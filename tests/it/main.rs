@@ -13,6 +13,7 @@ mod console_support;
 mod safety_common;
 mod source_scan;
 
+mod admin_acts;
 mod agent;
 mod analysis;
 mod anthropic_adapter;

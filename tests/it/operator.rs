@@ -356,21 +356,68 @@ async fn an_orgs_job_counts_do_not_scan_every_job() {
     .execute(&db.pool)
     .await
     .unwrap();
+    // Review D1: 10,000 approval sweeps of the noisy org made the old way (a list of its approval
+    // ids and no org), and the quiet org with approvals of its own, which the old condition
+    // probed once per such job.
+    sqlx::query(
+        "INSERT INTO agentd_jobs (kind, payload, state, finished_at)
+         SELECT 'approval_expiry',
+                jsonb_build_object('approval_ids', jsonb_build_array(gen_random_uuid(), gen_random_uuid())),
+                'succeeded', now()
+           FROM generate_series(1, 10000)",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    for org in [quiet, noisy] {
+        sqlx::query("INSERT INTO orgs (id, name) VALUES ($1, $1::text)")
+            .bind(org)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+    }
+    sqlx::query(
+        "INSERT INTO pending_approvals (id, org_id, tool, args, snapshot, snapshot_hash, created_at, expires_at, chain_id)
+         SELECT gen_random_uuid(), $1, 'update_document', '{}'::jsonb, '{}'::jsonb, 'h', now(),
+                now() + interval '1 day', gen_random_uuid()
+           FROM generate_series(1, 200)",
+    )
+    .bind(quiet)
+    .execute(&db.pool)
+    .await
+    .unwrap();
     sqlx::query("ANALYZE agentd_jobs")
         .execute(&db.pool)
         .await
         .unwrap();
     let mut tx = db.pool.begin().await.unwrap();
-    let scans = "SELECT coalesce(seq_scan, 0), coalesce(idx_scan, 0) FROM pg_stat_xact_user_tables
-                  WHERE relname = 'agentd_jobs'";
-    let before: (i64, i64) = sqlx::query_as(scans).fetch_one(&mut *tx).await.unwrap();
+    let scans = "SELECT relname::text, coalesce(seq_scan, 0), coalesce(idx_scan, 0)
+                   FROM pg_stat_xact_user_tables
+                  WHERE relname IN ('agentd_jobs', 'pending_approvals') ORDER BY relname";
+    let before: Vec<(String, i64, i64)> = sqlx::query_as(scans).fetch_all(&mut *tx).await.unwrap();
     let counts = agentd::store::status::job_counts(&mut *tx, Some(quiet))
         .await
         .unwrap();
-    let after: (i64, i64) = sqlx::query_as(scans).fetch_one(&mut *tx).await.unwrap();
+    let after: Vec<(String, i64, i64)> = sqlx::query_as(scans).fetch_all(&mut *tx).await.unwrap();
     assert_eq!(counts.iter().map(|c| c.count).sum::<i64>(), 3, "{counts:?}");
-    assert_eq!(after.0 - before.0, 0, "no sequential scan of agentd_jobs");
-    assert!(after.1 > before.1, "an index scan instead");
+    let delta = |table: &str| {
+        let of = |v: &[(String, i64, i64)]| {
+            v.iter()
+                .find(|r| r.0 == table)
+                .map(|r| (r.1, r.2))
+                .unwrap_or_default()
+        };
+        let (b, a) = (of(&before), of(&after));
+        (a.0 - b.0, a.1 - b.1)
+    };
+    let (jobs_seq, jobs_idx) = delta("agentd_jobs");
+    assert_eq!(jobs_seq, 0, "no sequential scan of agentd_jobs");
+    assert!(jobs_idx > 0, "an index scan instead");
+    assert_eq!(
+        delta("pending_approvals"),
+        (0, 0),
+        "an org's job counts do not read approvals for other orgs' sweeps"
+    );
 }
 
 /// An `agentd --log-format json worker` with `env`, and the address its `/healthz /readyz

@@ -158,6 +158,12 @@ pub struct DatabaseConfig {
     /// its locks and its hold on the xmin horizon.
     #[serde(default = "default_idle_in_transaction_timeout_ms")]
     pub idle_in_transaction_timeout_ms: u64,
+    /// `statement_timeout` of agentd's sessions (0 = off). `agentd serve` with 0 uses
+    /// `api.request_timeout_secs`: a statement of a request never outlives the request, so a
+    /// costly read that a client abandoned stops loading the database (review D1). Workers
+    /// keep 0 (a sweep's batch is a long statement by design).
+    #[serde(default)]
+    pub statement_timeout_ms: u64,
     /// `url` points at a pooler in transaction mode (PgBouncer): no session state, no
     /// prepared statements across transactions (see `db::pooling`).
     #[serde(default)]
@@ -764,6 +770,10 @@ impl Config {
             (
                 "database.idle_in_transaction_timeout_ms",
                 self.database.idle_in_transaction_timeout_ms,
+            ),
+            (
+                "database.statement_timeout_ms",
+                self.database.statement_timeout_ms,
             ),
         ] {
             // PostgreSQL takes these in milliseconds as a 32-bit integer.

@@ -56,11 +56,12 @@ pub async fn migrate(pool: &PgPool) -> Result<(), DbError> {
         return Ok(());
     }
     let mut conn = pool.acquire().await?;
-    sqlx::query("SET lock_timeout = 0")
+    // A migration may rewrite a large table: no statement timeout either.
+    sqlx::raw_sql("SET lock_timeout = 0; SET statement_timeout = 0")
         .execute(&mut *conn)
         .await?;
     let result = MIGRATOR.run(&mut *conn).await;
-    sqlx::query("RESET lock_timeout")
+    sqlx::raw_sql("RESET lock_timeout; RESET statement_timeout")
         .execute(&mut *conn)
         .await?;
     result?;
@@ -180,7 +181,7 @@ pub async fn pool_for(url: &str, max: u32, create: bool) -> Result<PgPool, DbErr
 }
 
 /// [`pool_for`] with the configured ceiling and session settings (`lock_timeout`,
-/// `idle_in_transaction_session_timeout`), sent as startup options: no extra round trip, and
+/// `idle_in_transaction_session_timeout`, `statement_timeout`), sent as startup options: no extra round trip, and
 /// every connection the pool ever opens has them.
 pub async fn pool_for_config(
     url: &str,
@@ -195,12 +196,16 @@ pub async fn pool_for_config(
 }
 
 /// The session settings of agentd's connections, as `(name, value)`.
-pub fn session_options(cfg: &DatabaseConfig) -> [(&'static str, String); 2] {
+pub fn session_options(cfg: &DatabaseConfig) -> [(&'static str, String); 3] {
     [
         ("lock_timeout", format!("{}ms", cfg.lock_timeout_ms)),
         (
             "idle_in_transaction_session_timeout",
             format!("{}ms", cfg.idle_in_transaction_timeout_ms),
+        ),
+        (
+            "statement_timeout",
+            format!("{}ms", cfg.statement_timeout_ms),
         ),
     ]
 }

@@ -214,8 +214,8 @@ pub enum SetKeyError {
 
 /// Checks `raw` (and `provider`, an entry that takes a key), encrypts it for `org` and stores
 /// it, replacing the key before (one path for the API and `agentd orgs set-key`).
-pub async fn set_key(
-    pool: &PgPool,
+pub async fn set_key<'e, E: sqlx::PgExecutor<'e>>(
+    exec: E,
     llm: &crate::config::LlmConfig,
     org: Uuid,
     raw: &str,
@@ -256,7 +256,7 @@ pub async fn set_key(
         )
     })?;
     let sealed = cipher.seal(org, &key).map_err(SetKeyError::Unavailable)?;
-    crate::store::org_keys::put(pool, org, provider, &sealed, &key.last4(), now).await?;
+    crate::store::org_keys::put(exec, org, provider, &sealed, &key.last4(), now).await?;
     tracing::info!(org_id = %org, "an org stored its own provider key");
     Ok(())
 }

@@ -6,7 +6,7 @@
 use super::QueueError;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::{PgExecutor, PgPool};
+use sqlx::{Acquire, PgConnection, PgExecutor};
 use uuid::Uuid;
 
 /// A SQL condition: the org key `{org}` (an expression in [`super::fair::ORG_KEY`]'s form) has
@@ -52,10 +52,10 @@ pub async fn pause<'e>(
     .await?)
 }
 
-/// Resumes `kind` for `org` and wakes the workers (the NOTIFY of an enqueue); false if it was
-/// not paused.
-pub async fn resume(pool: &PgPool, org: Uuid, kind: &str) -> Result<bool, QueueError> {
-    let mut tx = pool.begin().await?;
+/// Resumes `kind` for `org` and wakes the workers (the NOTIFY of an enqueue, sent when `conn`'s
+/// transaction commits); false if it was not paused.
+pub async fn resume(conn: &mut PgConnection, org: Uuid, kind: &str) -> Result<bool, QueueError> {
+    let mut tx = conn.begin().await?;
     let gone =
         sqlx::query("DELETE FROM agentd_paused_kinds WHERE kind = $1 AND org_key = $2::text")
             .bind(kind)

@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::store::org_settings::{self as store, OrgSettings};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 pub use crate::config::ModelPrice;
@@ -54,6 +54,25 @@ pub struct Patch {
     pub approval_ttl_secs: Option<Option<i64>>,
     /// Re-propose expired approvals whose data did not change, once, on the next working day.
     pub repropose_expired: Option<bool>,
+}
+
+impl Patch {
+    /// The keys the patch sets or clears (what an audit row of the change names).
+    pub fn keys(&self) -> Vec<&'static str> {
+        [
+            ("monthly_token_budget", self.monthly_token_budget.is_some()),
+            ("cost_cap_cents", self.cost_cap_cents.is_some()),
+            ("model", self.model.is_some()),
+            ("auto_create", self.auto_create.is_some()),
+            ("timezone", self.timezone.is_some()),
+            ("nightly_hour", self.nightly_hour.is_some()),
+            ("approval_ttl_secs", self.approval_ttl_secs.is_some()),
+            ("repropose_expired", self.repropose_expired.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, set)| set.then_some(k))
+        .collect()
+    }
 }
 
 /// `Timezone` in the OpenAPI document: one of the IANA names chrono-tz knows (every one of them
@@ -353,7 +372,21 @@ pub async fn apply(
     by: SetBy,
 ) -> Result<OrgSettings, ApplyError> {
     let mut tx = pool.begin().await?;
-    let current = store::lock(&mut tx, org_id)
+    let next = apply_in(&mut tx, config, org_id, p, now, by).await?;
+    tx.commit().await?;
+    Ok(next)
+}
+
+/// [`apply`] in the caller's transaction (which also records who changed what).
+pub async fn apply_in(
+    tx: &mut PgConnection,
+    config: &Config,
+    org_id: Uuid,
+    p: &Patch,
+    now: chrono::DateTime<chrono::Utc>,
+    by: SetBy,
+) -> Result<OrgSettings, ApplyError> {
+    let current = store::lock(&mut *tx, org_id)
         .await?
         .ok_or(ApplyError::NotFound(org_id))?;
     let next = merge(current.clone(), p)?;
@@ -374,8 +407,7 @@ pub async fn apply(
         )
         .into());
     }
-    store::save(&mut tx, &next, limit, now).await?;
-    tx.commit().await?;
+    store::save(&mut *tx, &next, limit, now).await?;
     Ok(next)
 }
 

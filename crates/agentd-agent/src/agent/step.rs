@@ -305,6 +305,7 @@ pub(super) async fn finish_step(
         category: decided.category,
         decision: decided.decision,
         args: Some(&args),
+        args_as: crate::store::runs::ArgsKept::Redacted,
         outcome: Some(&outcome),
         is_error: decided.is_error,
         duration_ms,

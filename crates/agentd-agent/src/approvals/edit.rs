@@ -59,6 +59,7 @@ pub(super) async fn apply(
     let hash = snapshot_hash(&row.action.tool, &args, &data);
     let line = summary::summarize(conn, row.org_id, tool, &args).await?;
     store::set_edited(conn, row.id, &args, &data, &hash, &line).await?;
+    // The outcome is stored as a summary (ids, counts, a hash: never a string value).
     let outcome =
         json!({"before": row.action.args, "before_hash": row.snapshot_hash, "after_hash": hash});
     let call_id = format!("approval:{}", row.id);

@@ -65,10 +65,10 @@ pub fn repropose_at(tz: Tz, nightly_hour: u32, at: DateTime<Utc>) -> DateTime<Ut
     local_hour(tz, next_working_day(local_day), nightly_hour)
 }
 
-/// The job that re-proposes approval `id`, keyed by it until the job is purged (one
-/// re-proposal per approval, ever: [`ApprovalExpiry::unique`]).
-pub fn reproposal_job(r: &Reproposals<'_>, which: Reproposal, id: Uuid) -> NewJob {
-    ApprovalExpiry::job(&Payload::reproposal(which, id))
+/// The job that re-proposes approval `id` of `org_id`, keyed by it until the job is purged
+/// (one re-proposal per approval, ever: [`ApprovalExpiry::unique`]).
+pub fn reproposal_job(r: &Reproposals<'_>, which: Reproposal, org_id: Uuid, id: Uuid) -> NewJob {
+    ApprovalExpiry::job(&Payload::reproposal(which, org_id, id))
         .priority(r.priority)
         .max_attempts(r.max_attempts)
 }
@@ -90,7 +90,7 @@ pub async fn enqueue_reproposals(pool: &PgPool, r: &Reproposals<'_>) -> sqlx::Re
         .map(|row| {
             let tz: Tz = row.timezone.parse().unwrap_or(chrono_tz::UTC);
             let at = repropose_at(tz, row.nightly_hour.clamp(0, 23) as u32, row.decided_at);
-            let mut j = reproposal_job(r, Reproposal::Expired, row.id);
+            let mut j = reproposal_job(r, Reproposal::Expired, row.org_id, row.id);
             j.run_at = Some(at);
             j
         })

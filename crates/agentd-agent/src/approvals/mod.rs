@@ -463,7 +463,8 @@ async fn record(conn: &mut PgConnection, row: &ApprovalRow, r: Recorded<'_>) -> 
 }
 
 /// The audit row of a person's (or the sweep's) step on `row`: `call_id` is
-/// `approval:<id>`, the category `approval`, the arguments the approval's.
+/// `approval:<id>`, the category `approval`, the arguments the approval's as a digest (they
+/// hold the real values the approval executes with, review D3).
 fn decision_audit<'a>(
     row: &'a ApprovalRow,
     call_id: &'a str,
@@ -474,6 +475,7 @@ fn decision_audit<'a>(
     NewAudit {
         call_id: Some(call_id),
         args: Some(&row.action.args),
+        args_as: runs::ArgsKept::Digest,
         ..NewAudit::new(
             row.org_id,
             row.run_id,

@@ -440,7 +440,7 @@ impl Sweeper {
         let rows = store::stale_to_repropose(&self.pool, r).await?;
         let jobs: Vec<NewJob> = rows
             .iter()
-            .map(|row| super::expiring::reproposal_job(r, Reproposal::Stale, row.id))
+            .map(|row| super::expiring::reproposal_job(r, Reproposal::Stale, row.org_id, row.id))
             .collect();
         super::expiring::enqueue_reproposal_jobs(&self.pool, &jobs).await
     }

@@ -315,6 +315,12 @@ async fn decide(req: Scoped<Reviewer>, id: Uuid, accept: bool) -> ApiResult {
             "document {id} is proposed without a run"
         )));
     };
+    let act = match accept {
+        true => super::acts::Act::AcceptProposal,
+        false => super::acts::Act::RejectProposal,
+    };
+    let about = json!({"document_id": id, "run_id": run});
+    super::acts::record(&mut tx, &req.caller, act, Some(id), about, now).await?;
     let body = if accept {
         auto_create::accept(&mut tx, org, id, run, now).await?;
         DecidedDocument {

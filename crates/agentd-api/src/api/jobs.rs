@@ -311,10 +311,7 @@ pub async fn create(
                     ids
                 }
             };
-            kinds::ApprovalExpiry::job(&approval_expiry::Payload {
-                approval_ids: Some(ids),
-                ..Default::default()
-            })
+            kinds::ApprovalExpiry::job(&approval_expiry::Payload::org_sweep(org, ids))
         }
     }
     .priority(q.priority)

@@ -2,12 +2,14 @@
 //! as `agentd keys list|create|revoke` manage them. A new key is shown once, in the answer that
 //! creates it; only its SHA-256 and prefix are stored.
 
+use super::acts::{self, Act};
 use super::auth::{Admin, Role, Scoped, create_key};
 use super::error::{ApiResult, Problem, json_response, ok};
 use super::extract::{Id, JsonBody};
 use crate::store::api_keys::{self, ApiKeyRow};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -50,7 +52,12 @@ pub async fn list(req: Scoped<Admin>) -> ApiResult {
     responses((status = 201, body = NewKey, description = "Made: the key, shown once"),
         (status = 403, description = "The key's role is below admin")))]
 pub async fn create(req: Scoped<Admin>, JsonBody(r): JsonBody<NewKeyRequest>) -> ApiResult {
-    let (id, key) = create_key(&req.app.pool, req.org_id(), r.role, req.app.clock.now()).await?;
+    let now = req.app.clock.now();
+    let mut tx = req.app.pool.begin().await?;
+    let (id, key) = create_key(&mut *tx, req.org_id(), r.role, now).await?;
+    let about = json!({"key_id": id, "role": r.role});
+    acts::record(&mut tx, &req.caller, Act::CreateKey, Some(id), about, now).await?;
+    tx.commit().await?;
     Ok(json_response(
         StatusCode::CREATED,
         &NewKey {
@@ -83,9 +90,15 @@ pub async fn revoke(req: Scoped<Admin>, Id(id): Id) -> ApiResult {
             "this is the key of this request; revoke it with another admin key or `agentd keys revoke`",
         ));
     }
-    if api_keys::revoke_key(pool, id, Some(org), req.app.clock.now()).await? {
+    let now = req.app.clock.now();
+    let mut tx = pool.begin().await?;
+    if api_keys::revoke_key(&mut *tx, id, Some(org), now).await? {
+        let about = json!({"key_id": id});
+        acts::record(&mut tx, &req.caller, Act::RevokeKey, Some(id), about, now).await?;
+        tx.commit().await?;
         return ok(&RevokedKey { id, revoked: true });
     }
+    drop(tx);
     let mine = api_keys::list_keys(pool, Some(org)).await?;
     match mine.iter().any(|k| k.id == id) {
         true => Err(Problem::conflict(format!("key {id} is already revoked"))),

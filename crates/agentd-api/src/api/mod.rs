@@ -3,6 +3,7 @@
 //! document generated from the handlers at `/v1/openapi.json`. One file per resource group;
 //! SQL stays in `store/` (`api_keys`, `api_reads`).
 
+pub mod acts;
 mod approvals;
 mod artifacts;
 pub mod auth;

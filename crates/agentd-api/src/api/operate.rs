@@ -5,6 +5,7 @@
 //! or cancel dead jobs in bulk (`POST /v1/jobs/dead/retry|cancel`, by kind and/or ids, at most
 //! [`MAX_BULK`] a call).
 
+use super::acts::{self, Act};
 use super::auth::{Admin, Scoped};
 use super::error::{ApiResult, Problem, ok};
 use super::extract::{Id, JsonBody};
@@ -50,6 +51,17 @@ async fn cancel_job(req: &Scoped<Admin>, id: i64) -> ApiResult {
         .extra(json!({"state": job.state})));
     }
     let run = runs::run_for_job(&mut *tx, id).await?;
+    let about = json!({"job_id": id, "kind": job.kind, "run_id": run.as_ref().map(|r| r.id)});
+    let (act, now) = (Act::CancelJob, req.app.clock.now());
+    acts::record(
+        &mut tx,
+        &req.caller,
+        act,
+        run.as_ref().map(|r| r.id),
+        about,
+        now,
+    )
+    .await?;
     tx.commit().await?;
     ok(&CancelledJob {
         id,
@@ -131,14 +143,12 @@ pub async fn pause_kind(
 ) -> ApiResult {
     let kind = known_kind(&req, kind)?;
     let now = req.app.clock.now();
-    let p: PausedKind = pause::pause(
-        &req.app.pool,
-        req.org_id(),
-        &kind,
-        Some(req.caller.key_id),
-        now,
-    )
-    .await?;
+    let mut tx = req.app.pool.begin().await?;
+    let p: PausedKind =
+        pause::pause(&mut *tx, req.org_id(), &kind, Some(req.caller.key_id), now).await?;
+    let about = json!({"kind": kind});
+    acts::record(&mut tx, &req.caller, Act::PauseQueue, None, about, now).await?;
+    tx.commit().await?;
     ok(&KindPause {
         kind,
         paused: true,
@@ -156,7 +166,12 @@ pub async fn resume_kind(
     kind: Result<Path<String>, PathRejection>,
 ) -> ApiResult {
     let kind = known_kind(&req, kind)?;
-    pause::resume(&req.app.pool, req.org_id(), &kind).await?;
+    let mut tx = req.app.pool.begin().await?;
+    if pause::resume(&mut tx, req.org_id(), &kind).await? {
+        let (about, now) = (json!({"kind": kind}), req.app.clock.now());
+        acts::record(&mut tx, &req.caller, Act::ResumeQueue, None, about, now).await?;
+    }
+    tx.commit().await?;
     ok(&KindPause {
         kind,
         paused: false,
@@ -292,10 +307,10 @@ impl DeadJobs {
 
 async fn on_dead(req: Scoped<Admin>, body: DeadJobs, action: DeadAction) -> ApiResult {
     let Picked { kind, ids, limit } = body.checked(&req.app)?;
-    let mut conn = req.app.pool.acquire().await?;
+    let mut tx = req.app.pool.begin().await?;
     let now = req.app.clock.now();
     let done = console_reads::on_dead(
-        &mut conn,
+        &mut tx,
         req.org_id(),
         action,
         kind.as_deref(),
@@ -310,6 +325,13 @@ async fn on_dead(req: Scoped<Admin>, body: DeadJobs, action: DeadAction) -> ApiR
         ),
         e => e.into(),
     })?;
+    let act = match action {
+        DeadAction::Retry => Act::RetryDeadJobs,
+        DeadAction::Cancel => Act::CancelDeadJobs,
+    };
+    let about = json!({"kind": kind, "ids": ids, "limit": limit, "done": &done});
+    acts::record(&mut tx, &req.caller, act, None, about, now).await?;
+    tx.commit().await?;
     ok(&done)
 }
 

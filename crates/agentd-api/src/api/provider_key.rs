@@ -3,6 +3,7 @@
 //! rotation); no route ever answers with it: `GET` says whether one is set, its last 4
 //! characters and when. The org's calls use it from its next run on.
 
+use super::acts::Act;
 use super::auth::{Admin, Scoped};
 use super::error::{ApiResult, Problem, ok};
 use super::extract::JsonBody;
@@ -12,6 +13,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use utoipa::ToSchema;
 
 /// A key to store. `Debug` hides it.
@@ -83,8 +85,15 @@ pub async fn put(req: Scoped<Admin>, JsonBody(body): JsonBody<ProviderKeyBody>) 
     let (app, org) = (&req.app, req.org_id());
     let now = app.clock.now();
     let provider = body.provider.as_deref();
-    match org_keys::set_key(&app.pool, &app.config.llm, org, &body.key, provider, now).await {
-        Ok(()) => {}
+    let mut tx = app.pool.begin().await?;
+    match org_keys::set_key(&mut *tx, &app.config.llm, org, &body.key, provider, now).await {
+        Ok(()) => {
+            // Which entry, never the key (nor its last characters).
+            let about = json!({"provider": provider});
+            super::acts::record(&mut tx, &req.caller, Act::SetProviderKey, None, about, now)
+                .await?;
+            tx.commit().await?;
+        }
         Err(SetKeyError::Invalid { field, message }) => {
             return Err(Problem::invalid(field, message));
         }
@@ -99,7 +108,12 @@ pub async fn put(req: Scoped<Admin>, JsonBody(body): JsonBody<ProviderKeyBody>) 
     responses((status = 204, description = "Removed (or none was set)"),
         (status = 403, description = "The key's role is below admin")))]
 pub async fn delete(req: Scoped<Admin>) -> ApiResult {
-    if stored::delete(&req.app.pool, req.org_id()).await? {
+    let mut tx = req.app.pool.begin().await?;
+    if stored::delete(&mut *tx, req.org_id()).await? {
+        let now = req.app.clock.now();
+        let act = Act::DeleteProviderKey;
+        super::acts::record(&mut tx, &req.caller, act, None, json!({}), now).await?;
+        tx.commit().await?;
         tracing::info!(org_id = %req.org_id(), "an org removed its own provider key");
     }
     Ok(StatusCode::NO_CONTENT.into_response())

@@ -10,6 +10,7 @@ use crate::app::App;
 use crate::org_settings::{self, ApplyError, Patch};
 use crate::store::{org_settings as store, runs};
 use serde::Serialize;
+use serde_json::json;
 use utoipa::ToSchema;
 
 /// The org's settings.
@@ -68,8 +69,15 @@ pub async fn get(req: Scoped<Admin>) -> ApiResult {
 pub async fn patch(req: Scoped<Admin>, JsonBody(p): JsonBody<Patch>) -> ApiResult {
     let (app, org) = (&req.app, req.org_id());
     let by = org_settings::SetBy::OrgAdmin;
-    match org_settings::apply(&app.pool, &app.config, org, &p, app.clock.now(), by).await {
-        Ok(_) => {}
+    let now = app.clock.now();
+    let mut tx = app.pool.begin().await?;
+    match org_settings::apply_in(&mut tx, &app.config, org, &p, now, by).await {
+        Ok(_) => {
+            let about = json!({"changed": p.keys()});
+            let act = super::acts::Act::UpdateSettings;
+            super::acts::record(&mut tx, &req.caller, act, None, about, now).await?;
+            tx.commit().await?;
+        }
         Err(ApplyError::Invalid(e)) => {
             return Err(Problem::invalid(e.field.clone(), e.to_string()));
         }

@@ -11,6 +11,7 @@ use crate::store::webhooks::{self, NewWebhook, WebhookRow};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde::Deserialize;
+use serde_json::json;
 use utoipa::ToSchema;
 
 /// A subscription to make.
@@ -91,6 +92,10 @@ pub async fn create(req: Scoped<Admin>, JsonBody(r): JsonBody<NewWebhookRequest>
         },
     )
     .await?;
+    // The events, never the secret nor the URL (its path or query may carry a token).
+    let about = json!({"webhook_id": row.id, "events": r.events});
+    let (act, now) = (super::acts::Act::CreateWebhook, app.clock.now());
+    super::acts::record(&mut tx, &req.caller, act, Some(row.id), about, now).await?;
     tx.commit().await?;
     Ok(json_response(StatusCode::CREATED, &row))
 }
@@ -109,7 +114,12 @@ pub async fn list(req: Scoped<Admin>) -> ApiResult {
     params(("id" = uuid::Uuid, Path, description = "The subscription's id")),
     responses((status = 204, description = "Deleted"), (status = 403, description = "The key's role is below admin")))]
 pub async fn delete(req: Scoped<Admin>, Id(id): Id) -> ApiResult {
-    if webhooks::delete(&req.app.pool, req.org_id(), id).await? {
+    let mut tx = req.app.pool.begin().await?;
+    if webhooks::delete(&mut *tx, req.org_id(), id).await? {
+        let (act, now) = (super::acts::Act::DeleteWebhook, req.app.clock.now());
+        let about = json!({"webhook_id": id});
+        super::acts::record(&mut tx, &req.caller, act, Some(id), about, now).await?;
+        tx.commit().await?;
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
         Err(Problem::not_found("webhook", id))

@@ -32,6 +32,20 @@ pub fn summarise(outcome: &Value) -> Value {
     Value::Object(s)
 }
 
+/// What an audit row keeps of arguments that may hold real personal values: the SHA-256 of their
+/// RFC 8785 canonical form and their top-level keys (sorted), never a value (review D3).
+pub fn digest(args: &Value) -> Value {
+    let digest = serde_jcs::to_vec(args)
+        .map(|b| hex::encode(Sha256::digest(b)))
+        .unwrap_or_default();
+    let mut keys: Vec<&String> = args
+        .as_object()
+        .map(|m| m.keys().collect())
+        .unwrap_or_default();
+    keys.sort();
+    json!({"sha256": digest, "keys": keys})
+}
+
 /// Tool arguments with personal values replaced by tokens.
 pub fn redact_args(args: &Value) -> Value {
     Vault::in_memory(Vec::new()).redact_json(args)
@@ -87,6 +101,17 @@ fn summarise_value(v: &Value, vault: &Vault, depth: usize) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_digest_keeps_the_hash_and_the_keys_never_a_value() {
+        let args = json!({"document_id": "d1", "metadata": {"signed_by": "Jane Doe"}});
+        let d = digest(&args);
+        assert!(!d.to_string().contains("Jane"), "{d}");
+        assert_eq!(d["keys"], json!(["document_id", "metadata"]));
+        let other = json!({"document_id": "d1", "metadata": {"signed_by": "John Roe"}});
+        assert_ne!(digest(&other)["sha256"], d["sha256"]);
+        assert_eq!(d["sha256"].as_str().map(str::len), Some(64));
+    }
 
     #[test]
     fn keeps_ids_counts_and_errors_never_text() {

@@ -197,16 +197,11 @@ impl Listed for SuggestionItem {
     }
 }
 
-/// The SQL condition "job `j` belongs to org `$1`": its payload names the org, or it is an
-/// approval sweep whose every approval id is the org's. Each branch matches an index of
-/// migration 0066 (`payload ? 'org_id'` and the `approval_ids` one), so the planner reads the
-/// org's jobs by index instead of the table (review N8).
-pub(crate) const JOB_OF_ORG: &str = "((j.payload ? 'org_id' AND j.payload->>'org_id' = $1::text)
-      OR (j.kind = 'approval_expiry' AND jsonb_typeof(j.payload->'approval_ids') = 'array'
-          AND jsonb_array_length(j.payload->'approval_ids') > 0
-          AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements_text(j.payload->'approval_ids') a(id)
-                           WHERE NOT EXISTS (SELECT 1 FROM pending_approvals p
-                                              WHERE p.org_id = $1 AND p.id::text = a.id))))";
+/// The SQL condition "job `j` belongs to org `$1`": its payload names the org. Every job made
+/// for one org does (an org's approval sweep and re-proposals too since review D1; migration
+/// 0091 wrote it into the older ones), and the condition matches the expression index of
+/// migration 0066, so an org's reads cost its own jobs, whatever other orgs enqueue (review N8).
+pub(crate) const JOB_OF_ORG: &str = "(j.payload ? 'org_id' AND j.payload->>'org_id' = $1::text)";
 
 /// A job of this org by id.
 pub async fn job<'e, E: PgExecutor<'e>>(
@@ -223,15 +218,20 @@ pub async fn job<'e, E: PgExecutor<'e>>(
     .await
 }
 
-/// The id of the job holding `unique_key`, if any (the answer to a deduplicated enqueue).
+/// The id of the job holding `unique_key`, if any (the answer to a deduplicated enqueue): the
+/// waiting or running one, else the newest (a key that binds only while its job waits or runs
+/// may also be on finished jobs).
 pub async fn job_id_by_unique_key<'e, E: PgExecutor<'e>>(
     exec: E,
     unique_key: &str,
 ) -> sqlx::Result<Option<i64>> {
-    sqlx::query_scalar("SELECT id FROM agentd_jobs WHERE unique_key = $1")
-        .bind(unique_key)
-        .fetch_optional(exec)
-        .await
+    sqlx::query_scalar(
+        "SELECT id FROM agentd_jobs WHERE unique_key = $1
+          ORDER BY state IN ('available', 'running') DESC, id DESC LIMIT 1",
+    )
+    .bind(unique_key)
+    .fetch_optional(exec)
+    .await
 }
 
 /// The org's pending approval ids (at most `limit`).
@@ -258,6 +258,19 @@ pub async fn approvals_of_org<'e, E: PgExecutor<'e>>(
 ) -> sqlx::Result<Vec<Uuid>> {
     let of_org = "SELECT id FROM pending_approvals WHERE org_id = $1 AND id = ANY($2)";
     super::sql::scalar(of_org, org_id, ids)
+        .fetch_all(exec)
+        .await
+}
+
+/// Which of `ids` are approvals of an org other than this one (ids of no approval are in
+/// neither list).
+pub async fn approvals_of_other_orgs<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    ids: &[Uuid],
+) -> sqlx::Result<Vec<Uuid>> {
+    let of_others = "SELECT id FROM pending_approvals WHERE org_id <> $1 AND id = ANY($2)";
+    super::sql::scalar(of_others, org_id, ids)
         .fetch_all(exec)
         .await
 }

@@ -68,6 +68,7 @@ pub async fn mark_expiring(
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ExpiredCandidate {
     pub id: Uuid,
+    pub org_id: Uuid,
     pub decided_at: DateTime<Utc>,
     pub timezone: String,
     pub nightly_hour: i16,
@@ -80,7 +81,7 @@ pub async fn expired_to_repropose<'e, E: PgExecutor<'e>>(
     r: &Reproposals<'_>,
 ) -> sqlx::Result<Vec<ExpiredCandidate>> {
     sqlx::query_as(
-        "SELECT p.id, p.decided_at, o.timezone, o.nightly_hour
+        "SELECT p.id, p.org_id, p.decided_at, o.timezone, o.nightly_hour
            FROM pending_approvals p JOIN orgs o ON o.id = p.org_id
           WHERE p.status = 'expired' AND p.reproposed_as IS NULL AND p.decided_at >= $1
             AND p.chain_depth < $3 AND o.repropose_expired

@@ -263,7 +263,7 @@ pub async fn stale_to_repropose<'e, E: PgExecutor<'e>>(
 }
 
 /// [`stale_to_repropose`] and their re-proposal jobs in one statement: one `approval_expiry`
-/// job `{"repropose": id}` per approval, unique key `repropose:<id>` held until purged (the
+/// job `{"org_id": org, "repropose": id}` per approval, unique key `repropose:<id>` held until purged (the
 /// same rows `queue::enqueue_many` writes for them). Returns how many were inserted.
 pub async fn enqueue_stale_reproposals<'e, E: PgExecutor<'e>>(
     exec: E,
@@ -271,7 +271,7 @@ pub async fn enqueue_stale_reproposals<'e, E: PgExecutor<'e>>(
 ) -> sqlx::Result<u64> {
     let done = sqlx::query(
         "INSERT INTO agentd_jobs (kind, payload, priority, run_at, max_attempts, unique_key)
-         SELECT 'approval_expiry', jsonb_build_object('repropose', p.id), $4, now(), $5,
+         SELECT 'approval_expiry', jsonb_build_object('org_id', p.org_id, 'repropose', p.id), $4, now(), $5,
                 'repropose:' || p.id
            FROM pending_approvals p
           WHERE p.status = 'stale' AND p.repropose AND p.chain_depth < $3 AND p.decided_at >= $1

@@ -64,10 +64,12 @@ pub enum AuditDecision {
     Edited,
     /// A person asked for a refine.
     Requested,
+    /// An admin's act through the API or the CLI (category `admin`, review D5).
+    Performed,
 }
 
 impl AuditDecision {
-    pub const ALL: [AuditDecision; 13] = [
+    pub const ALL: [AuditDecision; 14] = [
         AuditDecision::AutoApproved,
         AuditDecision::Proposed,
         AuditDecision::Denied,
@@ -81,6 +83,7 @@ impl AuditDecision {
         AuditDecision::Repeated,
         AuditDecision::Edited,
         AuditDecision::Requested,
+        AuditDecision::Performed,
     ];
 
     /// The stored name.
@@ -99,6 +102,7 @@ impl AuditDecision {
             AuditDecision::Repeated => "repeated",
             AuditDecision::Edited => "edited",
             AuditDecision::Requested => "requested",
+            AuditDecision::Performed => "performed",
         }
     }
 }
@@ -127,12 +131,14 @@ pub enum AuditCategory {
     Guard,
     /// The loop itself (a nudge).
     Loop,
-    /// A request about a document (a refine).
+    /// A request or decision about a document (a refine; accepting or rejecting a proposal).
     Document,
+    /// An admin's act on the org: keys, the provider key, webhooks, settings, the queue.
+    Admin,
 }
 
 impl AuditCategory {
-    pub const ALL: [AuditCategory; 9] = [
+    pub const ALL: [AuditCategory; 10] = [
         AuditCategory::Read,
         AuditCategory::Write,
         AuditCategory::Destructive,
@@ -142,6 +148,7 @@ impl AuditCategory {
         AuditCategory::Guard,
         AuditCategory::Loop,
         AuditCategory::Document,
+        AuditCategory::Admin,
     ];
 
     /// The stored name.
@@ -156,6 +163,7 @@ impl AuditCategory {
             AuditCategory::Guard => "guard",
             AuditCategory::Loop => "loop",
             AuditCategory::Document => "document",
+            AuditCategory::Admin => "admin",
         }
     }
 }
@@ -171,11 +179,26 @@ pub struct NewAudit<'a> {
     pub category: AuditCategory,
     pub decision: AuditDecision,
     pub args: Option<&'a Value>,
+    /// What the row keeps of `args`.
+    pub args_as: ArgsKept,
     pub outcome: Option<&'a Value>,
     pub is_error: bool,
     pub duration_ms: i32,
     pub tokens: i32,
     pub now: DateTime<Utc>,
+}
+
+/// What an audit row keeps of a call's arguments.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ArgsKept {
+    /// The arguments with personal values as tokens (the caller redacted them with the run's
+    /// table where it has one; the audit's rules run again).
+    #[default]
+    Redacted,
+    /// Their SHA-256 and top-level keys only ([`crate::pii::audit::digest`]): for arguments
+    /// holding real values no table knows — an approval's, rehydrated to execute, and a
+    /// reviewer's edit (review D3) — as the sweep writes them.
+    Digest,
 }
 
 impl<'a> NewAudit<'a> {
@@ -200,6 +223,7 @@ impl<'a> NewAudit<'a> {
             category,
             decision,
             args: None,
+            args_as: ArgsKept::Redacted,
             outcome: None,
             is_error: false,
             duration_ms: 0,
@@ -229,10 +253,10 @@ fn audit_values(args: &mut PgArguments, a: &NewAudit<'_>) -> Result<(), BoxDynEr
     args.add(a.decision.as_str())?;
     // Model output may hold NUL characters, which PostgreSQL text and jsonb cannot store.
     // The trail proves without copying: redacted arguments, a summary + SHA-256 of the result.
-    args.add(
-        a.args
-            .map(|v| super::documents::clean_json(&crate::pii::audit::redact_args(v))),
-    )?;
+    args.add(a.args.map(|v| match a.args_as {
+        ArgsKept::Redacted => super::documents::clean_json(&crate::pii::audit::redact_args(v)),
+        ArgsKept::Digest => crate::pii::audit::digest(v),
+    }))?;
     args.add(
         a.outcome
             .map(|v| super::documents::clean_json(&crate::pii::audit::summarise(v))),
@@ -274,7 +298,7 @@ mod tests {
     #[test]
     fn every_audit_decision_is_one_the_check_allows_and_none_is_missing() {
         // The last migration that sets `audit_events_decision_check`.
-        let sql = include_str!("../../../../migrations/0073_people_decisions.sql");
+        let sql = include_str!("../../../../migrations/0093_admin_actions_audited.sql");
         let list = sql
             .rsplit_once("CHECK (decision IN (")
             .and_then(|(_, rest)| rest.split_once("))"))

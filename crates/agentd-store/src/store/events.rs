@@ -25,11 +25,14 @@ pub enum EventType {
     SuggestionCreated,
     BudgetThreshold,
     RunFailed,
+    ProposalAccepted,
+    ProposalRejected,
+    AdminChanged,
 }
 
 impl EventType {
     /// Every type, for validation of webhook subscriptions and docs.
-    pub const ALL: [EventType; 10] = [
+    pub const ALL: [EventType; 13] = [
         EventType::ProposalReady,
         EventType::AutoCreateFailed,
         EventType::ApprovalCreated,
@@ -40,6 +43,9 @@ impl EventType {
         EventType::SuggestionCreated,
         EventType::BudgetThreshold,
         EventType::RunFailed,
+        EventType::ProposalAccepted,
+        EventType::ProposalRejected,
+        EventType::AdminChanged,
     ];
 
     /// The name consumers see, e.g. `approval.decided`.
@@ -55,6 +61,9 @@ impl EventType {
             EventType::SuggestionCreated => "suggestion.created",
             EventType::BudgetThreshold => "budget.threshold",
             EventType::RunFailed => "run.failed",
+            EventType::ProposalAccepted => "proposal.accepted",
+            EventType::ProposalRejected => "proposal.rejected",
+            EventType::AdminChanged => "admin.changed",
         }
     }
 

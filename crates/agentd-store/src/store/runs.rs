@@ -2,7 +2,7 @@
 //! [`super::audit`]'s (re-exported here, where their callers look for them).
 
 pub use super::audit::{
-    AuditCategory, AuditDecision, AuditRow, NewAudit, audit_for_run, insert_audit,
+    ArgsKept, AuditCategory, AuditDecision, AuditRow, NewAudit, audit_for_run, insert_audit,
 };
 use super::sql;
 

@@ -1,5 +1,6 @@
-//! `approval_expiry`: the sweep (`{}`, a cron `{tick}`, or `{approval_ids}`), or a capped
-//! re-proposal run for one stale approval (`{repropose}`), through the same tool loop.
+//! `approval_expiry`: the sweep (`{}`, a cron `{tick}`, or an org's `{org_id, approval_ids}`),
+//! or a capped re-proposal run for one stale approval (`{org_id, repropose}`), through the same
+//! tool loop. A job that names an org touches that org's approvals only.
 
 use super::render;
 use crate::app::App;
@@ -52,6 +53,22 @@ impl JobHandler for ApprovalExpiry {
     async fn handle(&self, job: JobContext) -> Result<(), JobError> {
         let p = kinds::ApprovalExpiry::parse(&job.job.payload)?;
         let app = &self.app;
+        if let Some(org) = p.org_id {
+            // A job of one org acts on that org's approvals only: the API checked the ids when
+            // it made the job, and this holds for any producer of the payload.
+            let named: Vec<_> = [p.repropose, p.repropose_expired]
+                .into_iter()
+                .flatten()
+                .chain(p.approval_ids.iter().flatten().copied())
+                .collect();
+            let others =
+                crate::store::api_reads::approvals_of_other_orgs(&app.pool, org, &named).await?;
+            if let Some(other) = others.first() {
+                return Err(JobError::fatal(format_args!(
+                    "approval {other} is another org's than the job's ({org}): nothing done"
+                )));
+            }
+        }
         if let Some(id) = p.repropose_expired {
             let spec = app.spec(kinds::ApprovalExpiry::NAME);
             let ttl = chrono::Duration::seconds(spec.agent.approval_ttl_secs as i64);
