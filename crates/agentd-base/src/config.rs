@@ -399,7 +399,9 @@ pub struct LlmConfig {
     /// a call of an offered tool satisfies (`agent::constrain`): servers that constrain
     /// decoding to a schema (llama.cpp, vLLM, Ollama) then cannot produce anything else.
     /// `true`, `false` or `"auto"` (the default): on for an HTTP provider until its endpoint
-    /// refuses a `response_format` (`llm::schema_output`).
+    /// refuses a `response_format` or answers outside one with no tool call (it enforces
+    /// neither), remembered per endpoint and model for the process (`llm::schema_output`).
+    /// Either way the run goes on with plain tool calls; `true` tries every run again.
     #[serde(default)]
     pub constrained_calls: Constrained,
     /// Requests per minute toward the provider endpoint across every worker process (0: no

@@ -24,6 +24,7 @@ pub mod openai;
 pub mod org_keys;
 pub mod redacting;
 pub mod repair;
+pub mod schema_output;
 pub mod scripted;
 pub mod textcalls;
 pub mod tokens;
@@ -252,10 +253,11 @@ impl LlmError {
 pub trait LlmProvider: Send + Sync {
     /// `openai`, `anthropic`, `scripted` or `offline`: stored on runs and audit rows.
     fn name(&self) -> &str;
-    /// The HTTP endpoint behind this provider, for one that may constrain its output to a
-    /// `response_format` JSON Schema (`llm.constrained_calls = "auto"` tries it there and
-    /// remembers a refusal, see [`schema_output`]); `None` for in-process providers.
-    fn endpoint(&self) -> Option<&str> {
+    /// The HTTP endpoint a call for `model` goes to, for a provider that may constrain its
+    /// output to a `response_format` JSON Schema (`llm.constrained_calls = "auto"` tries it there
+    /// and remembers an endpoint that refuses or ignores it, see [`schema_output`]); `None` for
+    /// in-process providers and those without the OpenAI format.
+    fn endpoint(&self, _model: &str) -> Option<schema_output::Endpoint<'_>> {
         None
     }
     /// The model a run is recorded with when its settings name `requested`: that one for a
@@ -279,42 +281,6 @@ pub trait LlmProvider: Send + Sync {
 
 /// A provider shared across tasks.
 pub type SharedProvider = Arc<dyn LlmProvider>;
-
-/// Which endpoints refused a `response_format` JSON Schema, learnt from their answers: asked
-/// once per endpoint and process (the first constrained round), remembered after a refusal, so
-/// `llm.constrained_calls = "auto"` needs no configuration with llama.cpp, vLLM or Ollama, and
-/// costs a server that refuses it one rejected request (issue 28, item 5).
-pub mod schema_output {
-    use std::collections::HashSet;
-    use std::sync::{Mutex, OnceLock};
-
-    fn refused_set() -> &'static Mutex<HashSet<String>> {
-        static REFUSED: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
-        REFUSED.get_or_init(Mutex::default)
-    }
-
-    /// Whether `endpoint` refused a `response_format` before.
-    pub fn refused(endpoint: &str) -> bool {
-        refused_set()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(endpoint)
-    }
-
-    /// Remembers that `endpoint` refused one.
-    pub fn mark_refused(endpoint: &str) {
-        refused_set()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(endpoint.to_string());
-    }
-
-    /// Whether `e` is a server refusing the request as invalid (HTTP 400 or 422), which is how
-    /// servers without JSON-Schema output answer one.
-    pub fn is_refusal(e: &super::LlmError) -> bool {
-        !e.retryable && (e.message.contains("HTTP 400") || e.message.contains("HTTP 422"))
-    }
-}
 
 /// The provider the config asks for: the chain of its provider entries ([`chain`]), which for a
 /// config without `[[llm.providers]]` is one entry — `anthropic` when `llm.provider =

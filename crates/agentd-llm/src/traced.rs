@@ -42,8 +42,8 @@ impl LlmProvider for Traced {
         self.inner.name()
     }
 
-    fn endpoint(&self) -> Option<&str> {
-        self.inner.endpoint()
+    fn endpoint(&self, model: &str) -> Option<crate::schema_output::Endpoint<'_>> {
+        self.inner.endpoint(model)
     }
 
     fn model_for<'a>(&'a self, requested: &'a str) -> &'a str {

@@ -9,20 +9,44 @@
 //! echoed the previous tool result instead of calling `create_prompt`.
 //!
 //! The tools stay in the request (the chat template shows them to the model); the schema only
-//! narrows what may be generated. A server that ignores `response_format` is no worse off.
+//! narrows what may be generated. A server that honours `tool_choice` over the format (OpenAI)
+//! answers with a tool call, which is used. One that takes the format and enforces neither it
+//! nor `tool_choice` — its answer neither a call nor readable as the format's ([`ignored`]) — is
+//! never asked that constraint again: the answer is discarded, the run asks the round again
+//! with plain tool calls and goes on so, and the endpoint is remembered as not constraining
+//! (`llm::schema_output`, decided for a run by `round::constrained`).
 //!
 //! `create_schema`'s field names offer the run's candidate names (the analysis listed in the
 //! first message, [`crate::analysis::names_in_brief`]) as an enum beside a free-form name: a
 //! hint, not a cage — a field the analysis missed can still be named.
 
 use super::goals::GoalState;
+use super::one_call;
 use super::transcript::CallRecord;
-use crate::llm::ToolSpec;
+use crate::llm::{CompletionRequest, CompletionResponse, ToolSpec};
 use crate::tools::Declaration;
 use crate::tools::Registry;
 use crate::tools::suggestions::{OrgOverview, SIGNALS, SuggestionKind};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
+
+/// The `json_schema` name of a constrained round's format (how its answer is told apart).
+pub const FORMAT_NAME: &str = "tool_call";
+
+/// Whether `resp`, the answer to `req` as the loop read it (the one call split, text calls
+/// recovered), shows that the server did not constrain a round that offered tools to its format
+/// ([`FORMAT_NAME`] or the one call's): no tool call came of it. The review (no tools) and the
+/// extraction are not such rounds.
+pub fn ignored(req: &CompletionRequest, resp: &CompletionResponse) -> bool {
+    let name = req
+        .response_format
+        .as_ref()
+        .and_then(|f| f.pointer("/json_schema/name"))
+        .and_then(Value::as_str);
+    matches!(name, Some(FORMAT_NAME | one_call::FORMAT_NAME))
+        && !req.tools.is_empty()
+        && resp.message.tool_calls().is_empty()
+}
 
 /// The `response_format` of a round whose answer must be one call of `tools`, or `None`
 /// when no tool is offered. Each tool's arguments are its guided parameters
@@ -53,7 +77,7 @@ pub fn call_format(
     Some(json!({
         "type": "json_schema",
         "json_schema": {
-            "name": "tool_call",
+            "name": FORMAT_NAME,
             "description": "One call of an offered tool.",
             "schema": schema,
         }
@@ -289,6 +313,48 @@ mod tests {
             parameters: json!({"type": "object", "properties": props, "additionalProperties": false}),
             strict: false,
         }
+    }
+
+    #[test]
+    fn an_answer_without_a_call_to_a_constrained_round_with_tools_ignored_it() {
+        use crate::llm::{Block, FinishReason, Message, Role, ToolChoice, Usage};
+        let t = tool(CreateSchema::NAME, json!({"fields": {"type": "object"}}));
+        let req = CompletionRequest {
+            model: "m".into(),
+            messages: vec![],
+            tools: vec![t.clone()],
+            tool_choice: ToolChoice::Required,
+            max_tokens: None,
+            response_format: call_format(&[t], &Registry::default(), None, None, &[]),
+        };
+        let answer = |content: Vec<Block>| CompletionResponse {
+            message: Message {
+                role: Role::Assistant,
+                content,
+            },
+            usage: Usage::default(),
+            finish: FinishReason::EndTurn,
+            model: "m".into(),
+        };
+        let prose = answer(vec![Block::Text {
+            text: "{\"invoice_number\": \"INV-1\"}".into(),
+        }]);
+        assert!(ignored(&req, &prose));
+        let call = answer(vec![Block::ToolUse {
+            id: "c".into(),
+            name: CreateSchema::NAME.into(),
+            arguments: "{}".into(),
+        }]);
+        assert!(
+            !ignored(&req, &call),
+            "a tool call (tool_choice honoured) is used"
+        );
+        let mut plain = req.clone();
+        plain.response_format = None;
+        assert!(!ignored(&plain, &prose), "not constrained");
+        let mut review = req.clone();
+        review.tools.clear();
+        assert!(!ignored(&review, &prose), "no tools offered");
     }
 
     #[test]

@@ -34,8 +34,8 @@ impl LlmProvider for Metered {
         self.inner.name()
     }
 
-    fn endpoint(&self) -> Option<&str> {
-        self.inner.endpoint()
+    fn endpoint(&self, model: &str) -> Option<crate::llm::schema_output::Endpoint<'_>> {
+        self.inner.endpoint(model)
     }
 
     fn model_for<'a>(&'a self, requested: &'a str) -> &'a str {

@@ -278,7 +278,7 @@ impl Engine {
                 max_repeats: spec.settings.max_repeats,
                 tokens,
                 past_deadline: marks::active_time(run.started_at, &steps, now) >= deadline,
-                constrained: round::constrained(self, spec),
+                constrained: round::constrained(self, spec, &t),
             };
             let due = match next::next_step(&state) {
                 Next::Call(call) => {

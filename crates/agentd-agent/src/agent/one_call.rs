@@ -10,9 +10,12 @@
 //! second call; when its result flags nothing ([`nothing_to_add`]) the run ends with a summary
 //! built from its records instead of a third call.
 //!
-//! A server that ignores the format answers as it would have (calls, text calls or prose: the
-//! step-by-step path goes on); one that refuses it gets the same round without it and without
-//! the instruction (the round as it was before, [`super::round::call`]).
+//! A server that honours `tool_choice` over the format answers with a tool call, and the
+//! step-by-step path goes on from it. One that refuses the format, or answers outside it with no
+//! call (JSON of another shape, prose: it enforces neither), gets the same round without it and
+//! without the instruction (the round as it was before, [`super::round::call`]); the run goes on
+//! with plain tool calls and the endpoint is remembered (`llm::schema_output`), so the next
+//! run there is not asked the one call.
 
 use super::constrain;
 use super::goals::{GoalState, Part};

@@ -11,9 +11,10 @@ use super::{
     review, step, summary,
 };
 use crate::config::Constrained;
+use crate::llm::schema_output::{self, Unconstrained};
 use crate::llm::{
-    CompletionRequest, CompletionResponse, LlmError, Message, Role, ToolChoice, ToolSpec,
-    schema_output, textcalls, tokens,
+    CompletionRequest, CompletionResponse, FinishReason, LlmError, Message, Role, ToolChoice,
+    ToolSpec, textcalls, tokens,
 };
 use crate::store::agent_loop;
 use crate::store::budget::Reservation;
@@ -71,7 +72,7 @@ pub fn build(
     } else {
         ToolChoice::Auto
     };
-    let response_format = if constrained(engine, spec) && tool_choice == ToolChoice::Required {
+    let response_format = if constrained(engine, spec, t) && tool_choice == ToolChoice::Required {
         let candidates = crate::analysis::names_in_brief(first_message);
         constrain::call_format(
             &tools,
@@ -107,17 +108,22 @@ pub fn build(
     }
 }
 
-/// Whether this run's rounds that require a call are constrained (`llm.constrained_calls`:
-/// on, off, or "auto": while the provider's endpoint has not refused a `response_format`).
-pub fn constrained(engine: &Engine, spec: &RunSpec) -> bool {
+/// Whether this run's next rounds that require a call are constrained — the one place that
+/// says so: not after a constrained round of the run went without its format (`t`), and then
+/// as `llm.constrained_calls` says: on, off, or "auto": while the endpoint the run's model is
+/// called at has neither refused nor ignored a constrained round (`llm::schema_output`).
+pub fn constrained(engine: &Engine, spec: &RunSpec, t: &Transcript) -> bool {
+    if t.unconstrained {
+        return false;
+    }
     match spec.settings.constrained_calls {
         Constrained::On => true,
         Constrained::Off => false,
         Constrained::Auto => engine
             .env
             .provider
-            .endpoint()
-            .is_some_and(|e| !schema_output::refused(e)),
+            .endpoint(&spec.model)
+            .is_some_and(|e| schema_output::constrains(e, &spec.model)),
     }
 }
 
@@ -128,17 +134,22 @@ pub fn span(round: u32) -> tracing::Span {
 }
 
 /// Calls the provider for `req`; on an unparsed-output error retries once with [`PARSE_HINT`].
-/// Returns the answer with usage filled in (estimated when the provider sent none). `plain`:
-/// the round as it is without constrained calls, asked instead when "auto" finds the endpoint
-/// refusing a `response_format` (else `req` without its format).
+/// Returns the answer with usage filled in (estimated when the provider sent none), and whether
+/// the round went without its constrained format: `plain`, the round as it is without
+/// constrained calls, is asked instead when the endpoint refuses the `response_format` (else
+/// `req` without its format); an answer outside the format with no tool call
+/// ([`constrain::ignored`]) is returned as such, for the loop to discard and ask the round
+/// again unconstrained (a new call, reserved on the budget as any round). Both are remembered
+/// for the endpoint ([`schema_output::fell_back`]).
 pub async fn call(
     engine: &Engine,
     spec: &RunSpec,
     run_id: Uuid,
     mut req: CompletionRequest,
     mut plain: Option<CompletionRequest>,
-) -> Result<CompletionResponse, LlmError> {
+) -> Result<(CompletionResponse, Option<Unconstrained>), LlmError> {
     let mut hinted = false;
+    let mut unconstrained = None;
     loop {
         let result = engine.env.provider.complete(req.clone()).await;
         match result {
@@ -159,22 +170,36 @@ pub async fn call(
                         warn!(error = %e, "could not mark the run's tokens as estimated");
                     }
                 }
-                return Ok(resp);
+                if constrain::ignored(&req, &resp) {
+                    // An answer cut at the output cap says nothing about the server's grammar.
+                    let remember = resp.finish != FinishReason::MaxTokens;
+                    schema_output::fell_back(
+                        engine.env.provider.endpoint(&req.model),
+                        engine.env.provider.name(),
+                        &req.model,
+                        Unconstrained::Ignored,
+                        remember,
+                    );
+                    return Ok((resp, Some(Unconstrained::Ignored)));
+                }
+                return Ok((resp, unconstrained));
             }
             Err(e) => {
                 metrics::counter!("agentd_provider_errors_total", "provider" => e.provider.clone(), "retryable" => e.retryable.to_string()).increment(1);
                 if e.after_generation() {
                     charge_failed(engine, spec, run_id, &req).await;
                 }
-                // "auto" constrained calls: a server that refuses the response_format is told
-                // apart from one that fails, remembered, and asked again without it.
-                if spec.settings.constrained_calls == Constrained::Auto
-                    && req.response_format.is_some()
-                    && schema_output::is_refusal(&e)
-                    && let Some(endpoint) = engine.env.provider.endpoint()
-                {
-                    warn!(error = %e, endpoint, "the server refused a response_format JSON Schema; constrained calls are off for it from now on");
-                    schema_output::mark_refused(endpoint);
+                // A server that refuses the response_format is told apart from one that fails,
+                // remembered, and asked the same round again without it.
+                if req.response_format.is_some() && schema_output::is_refusal(&e) {
+                    schema_output::fell_back(
+                        engine.env.provider.endpoint(&req.model),
+                        &e.provider,
+                        &req.model,
+                        Unconstrained::Refused,
+                        true,
+                    );
+                    unconstrained = Some(Unconstrained::Refused);
                     match plain.take() {
                         Some(p) => req = p,
                         None => req.response_format = None,
@@ -287,7 +312,7 @@ impl Engine {
         }
         // The one call for the schema and the prompt; `plain` is the round without it.
         let plain = match req.tool_choice == ToolChoice::Required
-            && one_call::applies(spec, constrained(self, spec), goal, t, cx.first_message)
+            && one_call::applies(spec, constrained(self, spec, t), goal, t, cx.first_message)
         {
             true => {
                 let mut plain = req.clone();
@@ -296,7 +321,7 @@ impl Engine {
                 one_call::shape(&mut req, &self.env.registry, &candidates);
                 Some(plain)
             }
-            false => match review::flags(spec, constrained(self, spec), goal, t) {
+            false => match review::flags(spec, constrained(self, spec, t), goal, t) {
                 // The review of flagged values: a short brief in place of the round.
                 Some(flags) => {
                     let mut plain = req.clone();
@@ -335,7 +360,7 @@ impl Engine {
         if resp.is_err() {
             budget::release(&self.pool, &reservation).await;
         }
-        let resp = match (resp, capped) {
+        let (resp, unconstrained) = match (resp, capped) {
             (Ok(r), _) => r,
             (Err(e), Some(reason)) => {
                 // The summary is a courtesy: the run ends with one built from its records.
@@ -350,7 +375,7 @@ impl Engine {
             run_id,
             (t.next_seq, t.rounds),
             resp,
-            capped.is_some(),
+            (capped.is_some(), unconstrained),
             &reservation,
             spec.caps.max_tool_calls.saturating_sub(t.tool_calls),
         )

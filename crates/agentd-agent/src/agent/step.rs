@@ -9,6 +9,7 @@ use super::step_conn::StepConn;
 use super::transcript::{ToolCall, ToolResultStep, Transcript};
 use super::{BudgetSeen, Engine, RunError, RunSpec, Written, budget};
 use crate::approvals::{self, ProposalOrigin};
+use crate::llm::schema_output::Unconstrained;
 use crate::llm::{Block, CompletionResponse};
 use crate::store::agent_loop::{self, Counters, Flush};
 use crate::store::budget::Reservation;
@@ -34,6 +35,9 @@ const MAX_RESULT_CHARS: usize = 20_000;
 /// before the answer is stored, with one audit row saying how many — a model or server that
 /// writes thousands of calls in one answer costs one row, not thousands (review N14). A forced
 /// summary (`summary`) keeps no call at all, and says so the same way (review #24).
+/// `unconstrained`: the round went without its constrained format (the run asks with plain
+/// tool calls from then on; an answer that ignored the format is kept as a record, charged, and
+/// not shown to the model: `Transcript::from_steps`).
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn checkpoint_response(
     engine: &Engine,
@@ -41,7 +45,7 @@ pub(super) async fn checkpoint_response(
     run_id: Uuid,
     (seq, round): (i32, u32),
     mut resp: CompletionResponse,
-    summary: bool,
+    (summary, unconstrained): (bool, Option<Unconstrained>),
     reservation: &Reservation,
     room: u32,
 ) -> Result<Written, RunError> {
@@ -58,7 +62,10 @@ pub(super) async fn checkpoint_response(
     // The step that follows (a tool result, a nudge, the run's end) commits durably within
     // milliseconds and flushes this one with it; only a crash of the database server in between
     // loses the answer, and the call is made again (ARCHITECTURE.md, "The step engine").
-    let payload = json!({"response": resp, "summary": summary});
+    let mut payload = json!({"response": resp, "summary": summary});
+    if let Some(why) = unconstrained {
+        payload["unconstrained"] = json!(why.as_str());
+    }
     let row = StepRow::written(seq, StepKind::LlmResponse, None, &payload, now);
     let settled = budget::checkpoint_answer(
         &engine.pool,

@@ -1,6 +1,7 @@
 //! Rebuilding a run's state from its checkpoints: the message list sent to the provider, the
 //! counters the caps look at, and the tool calls still waiting for a result.
 
+use crate::llm::schema_output::Unconstrained;
 use crate::llm::{Block, CompletionResponse, Message, Role};
 use crate::store::runs::{AuditDecision, StepKind, StepRow};
 use crate::tools::Registry;
@@ -78,6 +79,9 @@ pub struct Transcript {
     pub repeats: u32,
     /// Every answered call, in order (repeat guard, compaction, fallback summary).
     pub history: Vec<CallRecord>,
+    /// A constrained round of this run went without its format (refused, or answered outside
+    /// it: `llm::schema_output`): the run's rounds are asked with plain tool calls from then on.
+    pub unconstrained: bool,
 }
 
 /// One answered tool call.
@@ -128,6 +132,17 @@ impl Transcript {
                         t.summary_done = true;
                     }
                     t.rounds += 1;
+                    let why = s.payload["unconstrained"]
+                        .as_str()
+                        .and_then(Unconstrained::parse);
+                    t.unconstrained |= why.is_some();
+                    if why == Some(Unconstrained::Ignored) {
+                        // An answer outside its format, discarded: counted and charged, not
+                        // shown to the model; the round is asked again without the format.
+                        last_calls.clear();
+                        t.final_text = None;
+                        continue;
+                    }
                     last_calls = resp
                         .message
                         .tool_calls()
@@ -194,5 +209,56 @@ impl Transcript {
             .filter(|c| !answered.contains(&c.id))
             .collect();
         Ok(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{FinishReason, Usage};
+    use serde_json::json;
+
+    fn response(seq: i32, message: Message, unconstrained: Option<&str>) -> StepRow {
+        let resp = CompletionResponse {
+            message,
+            usage: Usage::default(),
+            finish: FinishReason::EndTurn,
+            model: "m".into(),
+        };
+        let mut payload = json!({"response": resp, "summary": false});
+        if let Some(why) = unconstrained {
+            payload["unconstrained"] = json!(why);
+        }
+        StepRow::written(
+            seq,
+            StepKind::LlmResponse,
+            None,
+            &payload,
+            chrono::Utc::now(),
+        )
+    }
+
+    #[test]
+    fn an_answer_that_ignored_its_format_is_counted_not_shown_and_the_run_goes_unconstrained() {
+        let registry = Registry::default();
+        let junk = Message::text(Role::Assistant, r#"{"invoice_number": "INV-1"}"#);
+        let t = Transcript::from_steps(&[response(0, junk, Some("ignored"))], &registry)
+            .expect("readable");
+        assert_eq!(t.rounds, 1, "the call counts");
+        assert!(t.messages.is_empty(), "the model does not see it");
+        assert_eq!(
+            t.final_text, None,
+            "no nudge follows: the round is asked again"
+        );
+        assert!(t.unconstrained);
+        // Refused: the answer is the plain round's, kept as any answer.
+        let text = Message::text(Role::Assistant, "Done.");
+        let t = Transcript::from_steps(&[response(0, text, Some("refused"))], &registry)
+            .expect("readable");
+        assert_eq!((t.messages.len(), t.unconstrained), (1, true));
+        assert_eq!(t.final_text.as_deref(), Some("Done."));
+        let plain = Message::text(Role::Assistant, "Done.");
+        let t = Transcript::from_steps(&[response(0, plain, None)], &registry).expect("readable");
+        assert!(!t.unconstrained);
     }
 }

@@ -214,7 +214,7 @@ impl LlmProvider for AnthropicProvider {
     /// None: the Messages API takes no OpenAI `response_format`, so `llm.constrained_calls =
     /// "auto"` stays off here. A round that requires a call is already constrained by
     /// `tool_choice: {"type": "any"}`, and an extraction by its forced tool.
-    fn endpoint(&self) -> Option<&str> {
+    fn endpoint(&self, _model: &str) -> Option<crate::schema_output::Endpoint<'_>> {
         None
     }
 

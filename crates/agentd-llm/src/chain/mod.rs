@@ -260,8 +260,19 @@ impl LlmProvider for ProviderChain {
         self.entries.first().map_or("none", |e| e.name.as_str())
     }
 
-    fn endpoint(&self) -> Option<&str> {
-        self.entries.first().and_then(|e| e.provider.endpoint())
+    /// The endpoint of the entry a call for `model` goes to: the first serving it whose breaker
+    /// is not open (else the first serving it), named as that entry.
+    fn endpoint(&self, model: &str) -> Option<crate::schema_output::Endpoint<'_>> {
+        let now = self.shared.clock.now();
+        let serving = || self.entries.iter().filter(|e| e.serves(model));
+        let e = serving()
+            .find(|e| !e.breaker.is_open(now))
+            .or_else(|| serving().next())?;
+        let endpoint = e.provider.endpoint(model)?;
+        Some(crate::schema_output::Endpoint {
+            provider: &e.name,
+            ..endpoint
+        })
     }
 
     /// The first entry serving `requested`: what a run records as its model before any call.

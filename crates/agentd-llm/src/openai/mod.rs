@@ -325,8 +325,11 @@ impl LlmProvider for OpenAiProvider {
         PROVIDER
     }
 
-    fn endpoint(&self) -> Option<&str> {
-        Some(&self.settings.base_url)
+    fn endpoint(&self, _model: &str) -> Option<crate::schema_output::Endpoint<'_>> {
+        Some(crate::schema_output::Endpoint {
+            provider: PROVIDER,
+            url: &self.settings.base_url,
+        })
     }
 
     async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
