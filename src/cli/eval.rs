@@ -18,7 +18,7 @@ use std::time::Duration;
 /// Options of `agentd eval`.
 #[derive(Args, Debug)]
 pub struct EvalCmd {
-    /// The provider: offline or openai (default: as configured, llm.provider).
+    /// The provider: offline, openai or anthropic (default: as configured, llm.provider).
     #[arg(long)]
     pub provider: Option<String>,
     /// OpenAI-compatible base URL, e.g. http://127.0.0.1:8089/v1 (implies --provider openai
@@ -91,12 +91,18 @@ fn eval_app(app: &App, cmd: &EvalCmd) -> anyhow::Result<App> {
     let mut config = (*app.config).clone();
     config.http.addr = String::new();
     if let Some(p) = &cmd.provider {
-        if !["offline", "openai"].contains(&p.as_str()) {
+        if !["offline", "openai", "anthropic"].contains(&p.as_str()) {
             return Err(bad(format!(
-                "--provider must be offline or openai (got {p:?})"
+                "--provider must be offline, openai or anthropic (got {p:?})"
             )));
         }
         config.llm.provider = ProviderChoice::try_from(p.clone()).map_err(bad)?;
+        if config.llm.provider == ProviderChoice::Anthropic
+            && cmd.model.is_none()
+            && config.llm.model == crate::config::DEFAULT_MODEL
+        {
+            config.llm.model = crate::config::ANTHROPIC_DEFAULT_MODEL.to_string();
+        }
     } else if cmd.base_url.is_some() {
         config.llm.provider = ProviderChoice::OpenAi;
     }
@@ -123,6 +129,7 @@ fn eval_app(app: &App, cmd: &EvalCmd) -> anyhow::Result<App> {
     if cmd.constrained {
         config.llm.constrained_calls = crate::config::Constrained::On;
     }
+    super::log_providers(&config.llm);
     Ok(App {
         provider: crate::llm::from_config(&config.llm),
         config: Arc::new(config),

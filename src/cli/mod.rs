@@ -175,6 +175,46 @@ pub fn init_tracing(format: &str, default_filter: &str) {
     let _ = crate::telemetry::install(format, default_filter, None);
 }
 
+/// Says at start which provider entries, model and endpoints the process will call (no key,
+/// only whether one is set), and warns when it runs on the offline heuristic only: a key that
+/// was meant to be there and is not shows at once, not in the proposals.
+pub fn log_providers(llm: &crate::config::LlmConfig) {
+    use crate::config::ProviderKind;
+    let endpoints = llm.endpoints();
+    for (name, kind, endpoint, key) in &endpoints {
+        if *kind == ProviderKind::Offline {
+            continue;
+        }
+        tracing::info!(
+            provider = %name,
+            kind = kind.as_str(),
+            model = %llm.model,
+            endpoint = %endpoint,
+            api_key = if *key { "set" } else { "not set" },
+            "model provider"
+        );
+        if !*key && *kind == ProviderKind::Anthropic {
+            tracing::warn!(provider = %name, "no API key for {name}: set ANTHROPIC_API_KEY or llm.api_key");
+        }
+    }
+    let anthropic_unused = endpoints.iter().all(|e| e.1 != ProviderKind::Anthropic)
+        && crate::config::env_var("ANTHROPIC_API_KEY").is_some();
+    if anthropic_unused && llm.providers.is_empty() {
+        tracing::warn!(
+            "ANTHROPIC_API_KEY is set but unused: llm.provider is {} (set \
+             AGENTD_LLM__PROVIDER=anthropic to use it)",
+            llm.provider.as_str()
+        );
+    }
+    if endpoints.iter().all(|e| e.1 == ProviderKind::Offline) {
+        tracing::warn!(
+            "no model provider is configured: runs use the OFFLINE HEURISTIC (no model is \
+             called). Set OPENAI_API_KEY, ANTHROPIC_API_KEY, or OPENAI_BASE_URL for a local \
+             OpenAI-compatible server (llama.cpp, vLLM, Ollama)"
+        );
+    }
+}
+
 async fn connect(config: &Config) -> anyhow::Result<crate::db::Database> {
     let db = crate::db::connect(&config.database).await?;
     Ok(db)
@@ -203,6 +243,9 @@ async fn run_with(mut config: Config, catalog: Catalog, command: Command) -> any
     if matches!(command, Command::Serve(_)) && config.database.statement_timeout_ms == 0 {
         // A statement of a request never outlives the request (review D1).
         config.database.statement_timeout_ms = config.api.request_timeout_secs.saturating_mul(1000);
+    }
+    if matches!(command, Command::Worker(_) | Command::Serve(_)) {
+        log_providers(&config.llm);
     }
     let db = connect(&config).await?;
     if !matches!(command, Command::Migrate) {

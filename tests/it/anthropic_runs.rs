@@ -670,3 +670,51 @@ async fn no_personal_value_reaches_the_anthropic_fake_and_the_extraction_holds_r
         );
     }
 }
+
+/// Issue 46, item 3: a user with only `ANTHROPIC_API_KEY` (and `ANTHROPIC_BASE_URL`, here at the
+/// fake) and the default config gets Anthropic with its default model: the document is proposed
+/// through the Messages API, with the key as the SDKs read it.
+#[tokio::test]
+async fn only_an_anthropic_key_in_the_environment_proposes_through_the_messages_api() {
+    let fake = AnthropicFake::start(pipeline(false)).await;
+    let db = TestDb::new().await;
+    let mut config = common::test_config();
+    // The defaults as a user has them: `provider = "auto"`, the default model, no entries.
+    let defaults = agentd::config::Config::defaults().llm;
+    config.llm.provider = defaults.provider;
+    config.llm.model = defaults.model.clone();
+    config.llm.extraction_model = String::new();
+    config.llm.base_url = String::new();
+    config.llm.api_key = String::new();
+    assert_eq!(config.llm.provider, ProviderChoice::Auto);
+    let env = [
+        ("ANTHROPIC_API_KEY", KEY.to_string()),
+        ("ANTHROPIC_BASE_URL", fake.base_url.clone()),
+    ];
+    let get = |k: &str| env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+    config.llm.follow_keys(get);
+    assert_eq!(config.llm.provider, ProviderChoice::Anthropic);
+    assert_eq!(config.llm.model, agentd::config::ANTHROPIC_DEFAULT_MODEL);
+    // The entry reads the process's variables when `llm.*` is empty; the tests share one process,
+    // so the same values go into `llm.*` here.
+    let (base, key) = config.llm.anthropic_endpoint(get);
+    config.llm.base_url = base;
+    config.llm.api_key = key;
+    let mut app = common::app_with(&db, Arc::new(SystemClock) as SharedClock, config);
+    app.provider = agentd::llm::from_config_with_limits(&app.config.llm, Some(&db.pool));
+    assert_eq!(app.provider.name(), "anthropic");
+    let org = orgs::ensure(&db.pool, "acme").await.unwrap().id;
+    runs::set_budget(&db.pool, org, 10_000_000, Utc::now())
+        .await
+        .unwrap();
+    let e = Env { db, app, org, fake };
+    let (_, status) = e.upload_and_drain(INVOICE).await;
+    assert_eq!(status, "proposed");
+    let seen = e.fake.seen();
+    assert!(!seen.is_empty());
+    for s in &seen {
+        assert_eq!(s.path, "/v1/messages");
+        assert_eq!(s.api_key.as_deref(), Some(KEY));
+        assert_eq!(s.body["model"], agentd::config::ANTHROPIC_DEFAULT_MODEL);
+    }
+}

@@ -666,9 +666,12 @@ async fn eval_bad_input_exits_2_naming_the_problem() {
     let out = agentd(&db, &["eval", "--only", "no_such_sample"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no sample `no_such_sample`"));
-    let out = agentd(&db, &["eval", "--provider", "anthropic"]);
+    let out = agentd(&db, &["eval", "--provider", "claude"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--provider must be offline or openai"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--provider must be offline, openai or anthropic")
+    );
     // Nothing was enqueued by the refused runs.
     let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM agentd_jobs")
         .fetch_one(&db.pool)

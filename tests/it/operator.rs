@@ -467,6 +467,130 @@ fn worker_with_ops(
     (child, Err(format!("{status:?}: {}", said.join("\n"))))
 }
 
+/// What a worker started with `env` (and without any provider variable of this process)
+/// logged before it served its ops endpoint, as JSON lines.
+fn start_log(db: &TestDb, env: &[(&str, &str)]) -> Vec<serde_json::Value> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentd"));
+    cmd.args(["--log-format", "json", "worker", "--no-cron"])
+        .env("DATABASE_URL", &db.url)
+        .env("AGENTD_HTTP__ADDR", "127.0.0.1:0");
+    for k in [
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "AGENTD_LLM__PROVIDER",
+        "AGENTD_LLM__MODEL",
+    ] {
+        cmd.env_remove(k);
+    }
+    cmd.stderr(Stdio::piped()).stdout(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut said = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        let Ok(line) = rx.recv_timeout(left) else {
+            break;
+        };
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        let serving = v["message"] == "serving /healthz /readyz /metrics";
+        said.push(v);
+        if serving {
+            break;
+        }
+    }
+    stop(child);
+    said
+}
+
+/// Issue 46, item 3: a worker says at start which provider, model and endpoint it will call
+/// (never the key), for each way a user sets a key, and warns when it runs on the offline
+/// heuristic or a key goes unused.
+#[tokio::test]
+async fn a_worker_logs_its_provider_model_and_endpoint_at_start() {
+    let db = TestDb::new().await;
+    let provider_line = |log: &[serde_json::Value]| {
+        log.iter()
+            .find(|v| v["message"] == "model provider")
+            .cloned()
+            .unwrap_or_default()
+    };
+    let warns = |log: &[serde_json::Value]| -> String {
+        log.iter()
+            .filter(|v| v["level"] == "WARN")
+            .map(|v| v["message"].to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let anthropic = start_log(&db, &[("ANTHROPIC_API_KEY", "sk-ant-test-000000000000")]);
+    let p = provider_line(&anthropic);
+    assert_eq!(
+        (&p["provider"], &p["model"], &p["endpoint"], &p["api_key"]),
+        (
+            &serde_json::json!("anthropic"),
+            &serde_json::json!("claude-sonnet-4-5"),
+            &serde_json::json!("https://api.anthropic.com"),
+            &serde_json::json!("set")
+        ),
+        "{anthropic:?}"
+    );
+    let text = format!("{anthropic:?}");
+    assert!(
+        !text.contains("sk-ant-test"),
+        "the key is never logged: {text}"
+    );
+
+    let openai = start_log(&db, &[("OPENAI_API_KEY", "sk-test-000000000000")]);
+    let p = provider_line(&openai);
+    assert_eq!(
+        (&p["provider"], &p["model"], &p["endpoint"]),
+        (
+            &serde_json::json!("openai"),
+            &serde_json::json!("gpt-4o-mini"),
+            &serde_json::json!("https://api.openai.com/v1")
+        ),
+        "{openai:?}"
+    );
+
+    let local = start_log(&db, &[("OPENAI_BASE_URL", "http://127.0.0.1:8089/v1")]);
+    let p = provider_line(&local);
+    assert_eq!(p["endpoint"], "http://127.0.0.1:8089/v1", "{local:?}");
+    assert_eq!(p["api_key"], "not set", "{local:?}");
+
+    let both = start_log(
+        &db,
+        &[
+            ("OPENAI_API_KEY", "sk-test-000000000000"),
+            ("ANTHROPIC_API_KEY", "sk-ant-test-000000000000"),
+        ],
+    );
+    assert_eq!(provider_line(&both)["provider"], "openai", "{both:?}");
+    assert!(
+        warns(&both).contains("ANTHROPIC_API_KEY is set but unused"),
+        "{both:?}"
+    );
+
+    let none = start_log(&db, &[]);
+    assert_eq!(provider_line(&none), serde_json::Value::Null, "{none:?}");
+    assert!(warns(&none).contains("OFFLINE HEURISTIC"), "{none:?}");
+}
+
 fn stop(mut child: std::process::Child) {
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),

@@ -496,8 +496,61 @@ fn default_max_response_bytes() -> usize {
 
 /// Where Anthropic's SDKs send requests when `ANTHROPIC_BASE_URL` is unset.
 pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// Where OpenAI's SDKs send requests when `OPENAI_BASE_URL` is unset.
+pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// `llm.model` of `config/default.toml` (an OpenAI model).
+pub const DEFAULT_MODEL: &str = "gpt-4o-mini";
+/// The model a provider picked by `ANTHROPIC_API_KEY` asks when `llm.model` was left at
+/// [`DEFAULT_MODEL`].
+pub const ANTHROPIC_DEFAULT_MODEL: &str = "claude-sonnet-4-5";
 
 impl LlmConfig {
+    /// `provider = "auto"` (the default) follows the keys a user already has, as the providers'
+    /// SDKs read them (issue 46, item 3): `OPENAI_API_KEY` or `OPENAI_BASE_URL` (or `llm.api_key`
+    /// / `llm.base_url`) → OpenAI; `ANTHROPIC_API_KEY` alone → Anthropic, asking
+    /// [`ANTHROPIC_DEFAULT_MODEL`] unless `llm.model` names another model than the default;
+    /// both → OpenAI (one model serves a run, and it is an OpenAI one unless set: choose with
+    /// `llm.provider`, or list both in `[[llm.providers]]`; the start-up log says the other key
+    /// is unused); none → offline. `[[llm.providers]]` and an explicit `provider` are left as
+    /// they are. `env` reads one environment variable.
+    pub fn follow_keys(&mut self, env: impl Fn(&str) -> Option<String>) {
+        if self.provider != ProviderChoice::Auto || !self.providers.is_empty() {
+            return;
+        }
+        let set = |v: &str| !v.trim().is_empty();
+        let env_set = |k: &str| env(k).is_some_and(|v| set(&v));
+        let openai = set(&self.api_key)
+            || set(&self.base_url)
+            || env_set("OPENAI_API_KEY")
+            || env_set("OPENAI_BASE_URL");
+        let anthropic = env_set("ANTHROPIC_API_KEY");
+        if anthropic && !openai {
+            self.provider = ProviderChoice::Anthropic;
+            if self.model == DEFAULT_MODEL {
+                self.model = ANTHROPIC_DEFAULT_MODEL.to_string();
+            }
+        }
+    }
+
+    /// What each entry will call, for the start-up log: `(name, kind, endpoint, key set)` in
+    /// the order calls try them (the endpoint without credentials).
+    pub fn endpoints(&self) -> Vec<(String, ProviderKind, String, bool)> {
+        self.ordered_entries()
+            .into_iter()
+            .map(|e| {
+                let endpoint = match (e.kind, e.base_url.trim()) {
+                    (ProviderKind::Offline, _) => "in-process".to_string(),
+                    (ProviderKind::OpenAi, "") => OPENAI_DEFAULT_BASE_URL.to_string(),
+                    (ProviderKind::Anthropic, "") => ANTHROPIC_DEFAULT_BASE_URL.to_string(),
+                    (_, url) => redact(url),
+                };
+                let key = !e.api_key.trim().is_empty()
+                    || (!e.api_key_env.is_empty() && env_var(&e.api_key_env).is_some());
+                (e.name, e.kind, endpoint, key)
+            })
+            .collect()
+    }
+
     /// The Anthropic endpoint and key `llm.*` names: `llm.base_url`, else `ANTHROPIC_BASE_URL`,
     /// else [`ANTHROPIC_DEFAULT_BASE_URL`]; `llm.api_key`, else `ANTHROPIC_API_KEY`. `env`
     /// reads one environment variable.
@@ -735,6 +788,8 @@ impl Config {
                     message,
                 }
             })?;
+        let mut config = config;
+        config.llm.follow_keys(env_var);
         config
             .validate()
             .map_err(|e| ConfigError::invalid(source, e))?;

@@ -282,6 +282,59 @@ mod tests {
         Config::load_text(Some(("agentd.toml", text)), std::iter::empty())
     }
 
+    /// Issue 46, item 3: `provider = "auto"` follows the keys in the environment.
+    #[test]
+    fn auto_follows_the_keys_a_user_has() {
+        use crate::config::{ANTHROPIC_DEFAULT_MODEL, DEFAULT_MODEL, ProviderChoice as P};
+        let follow = |toml: &str, env: &[(&str, &str)]| {
+            let mut llm = load(toml).unwrap().llm;
+            // Loading followed the process's keys: undo that, so only `env` counts here.
+            if !toml.contains("provider") {
+                llm.provider = P::Auto;
+            }
+            if !toml.contains("model") {
+                llm.model = DEFAULT_MODEL.to_string();
+            }
+            llm.follow_keys(|k| {
+                env.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            });
+            (llm.provider, llm.model)
+        };
+        let (openai, anthropic) = (("OPENAI_API_KEY", "sk-o"), ("ANTHROPIC_API_KEY", "sk-ant"));
+        let default = DEFAULT_MODEL.to_string();
+        assert_eq!(follow("", &[]), (P::Auto, default.clone()), "none: offline");
+        assert_eq!(follow("", &[openai]), (P::Auto, default.clone()), "openai");
+        assert_eq!(
+            follow("", &[("OPENAI_BASE_URL", "http://127.0.0.1:8089/v1")]),
+            (P::Auto, default.clone()),
+            "a local OpenAI-compatible server"
+        );
+        assert_eq!(
+            follow("", &[anthropic]),
+            (P::Anthropic, ANTHROPIC_DEFAULT_MODEL.to_string()),
+            "anthropic alone, with its default model"
+        );
+        assert_eq!(
+            follow("[llm]\nmodel = \"claude-opus-4-1\"\n", &[anthropic]),
+            (P::Anthropic, "claude-opus-4-1".to_string()),
+            "a model set on purpose stays"
+        );
+        assert_eq!(
+            follow("", &[openai, anthropic]),
+            (P::Auto, default.clone()),
+            "both: openai (llm.provider chooses)"
+        );
+        assert_eq!(
+            follow("[llm]\nprovider = \"openai\"\n", &[anthropic]).0,
+            P::OpenAi,
+            "an explicit provider is kept"
+        );
+        // Empty values are unset.
+        assert_eq!(follow("", &[("ANTHROPIC_API_KEY", " ")]).0, P::Auto);
+    }
+
     #[test]
     fn the_single_endpoint_keys_become_a_one_entry_list() {
         let c = load("[llm]\nbase_url = \"http://127.0.0.1:1/v1\"\napi_key = \"sk-x\"\n").unwrap();
