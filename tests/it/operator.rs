@@ -634,3 +634,65 @@ async fn two_workers_on_one_host_with_the_defaults_both_run() {
     );
     drop(taken);
 }
+
+/// Issue 46, item 7: text logs sent to a file or a pipe carry no ANSI colour codes (a terminal
+/// gets them, unless `NO_COLOR` is set: `telemetry::ansi`'s unit test).
+#[tokio::test]
+async fn text_logs_to_a_pipe_carry_no_colour_codes() {
+    let db = TestDb::new().await;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentd"));
+    cmd.args(["--log-format", "text", "worker", "--no-cron"])
+        .env("DATABASE_URL", &db.url)
+        .env("AGENTD_HTTP__ADDR", "127.0.0.1:0")
+        // Neither set here: the pipe alone must turn colour off.
+        .env_remove("NO_COLOR")
+        .env_remove("AGENTD_LOG")
+        .env_remove("RUST_LOG")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("ANTHROPIC_API_KEY")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut said = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        let Ok(line) = rx.recv_timeout(left) else {
+            break;
+        };
+        let serving = line.contains("serving /healthz /readyz /metrics");
+        said.push(line);
+        if serving {
+            break;
+        }
+    }
+    stop(child);
+    let log = said.join("\n");
+    assert!(
+        said.iter()
+            .any(|l| l.contains("serving /healthz /readyz /metrics")),
+        "the worker logged its start: {log}"
+    );
+    assert!(
+        !log.contains("\x1b["),
+        "no ANSI escape in a piped log: {log:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|l| l.contains(" WARN ") && l.contains("OFFLINE HEURISTIC")),
+        "levels are plain words: {log}"
+    );
+}

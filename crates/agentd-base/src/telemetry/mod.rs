@@ -108,17 +108,31 @@ pub fn install(
     })
 }
 
-/// The log: text or JSON lines to stderr.
+/// The log: text or JSON lines to stderr, coloured only on a terminal ([`ansi`]).
 fn log_layer<S>(format: &str) -> Box<dyn tracing_subscriber::Layer<S> + Send + Sync>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
-    let log = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    use std::io::IsTerminal;
+    let colour = ansi(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
+    let log = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(colour);
     if format == "json" {
         log.json().flatten_event(true).boxed()
     } else {
         log.boxed()
     }
+}
+
+/// Whether the log writes ANSI colour codes: only when stderr is a terminal, and not when
+/// `NO_COLOR` is set to anything but the empty string (<https://no-color.org>). A log sent to a
+/// file, a pipe or a collector gets plain text (issue 46, item 7).
+fn ansi(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 /// The export layer's filter: agentd's spans (its crates' targets) at INFO and above, and its WARN and ERROR events
@@ -210,6 +224,19 @@ mod tests {
     use tracing::callsite::Identifier;
     use tracing::field::FieldSet;
     use tracing::metadata::Kind;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        use std::ffi::OsStr;
+        assert!(ansi(true, None));
+        assert!(
+            ansi(true, Some(OsStr::new(""))),
+            "an empty NO_COLOR is unset"
+        );
+        assert!(!ansi(true, Some(OsStr::new("1"))));
+        assert!(!ansi(false, None), "a file or a pipe gets no escape codes");
+        assert!(!ansi(false, Some(OsStr::new("1"))));
+    }
 
     struct Site;
     impl tracing::Callsite for Site {
