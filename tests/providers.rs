@@ -671,6 +671,175 @@ async fn an_org_key_is_stored_encrypted_used_for_that_org_only_and_a_bad_one_fai
     );
 }
 
+/// The Authorization headers `fake` received from request `from` on.
+fn auth_since(fake: &Fake, from: usize) -> Vec<String> {
+    fake.auth()[from..].to_vec()
+}
+
+/// Review D2: an org's calls with its own key go only to the entry the key is for. Its entry
+/// answering 503, the run fails retryably and the healthy second entry (the operator's key)
+/// receives nothing; an org without a key still falls back to it; opted in
+/// (`byok_fallback = operator`) the keyed org falls back too; and a model the org's entry does
+/// not serve is refused, not sent to the operator's entries.
+#[tokio::test]
+async fn an_org_keys_calls_stay_on_its_entry_unless_the_org_opts_in_to_the_operators_entries() {
+    use agentd::org_settings::{Patch, SetBy, apply};
+    use agentd::store::org_settings::ByokFallback;
+    let db = TestDb::new().await;
+    let clock = ManualClock::new(chrono::Utc::now());
+    let (own, backup) = (
+        Fake::start(Mode::Status(503)).await,
+        Fake::start(Mode::Think).await,
+    );
+    const OPERATOR_OWN: &str = "sk-operator-own-0000000000000000";
+    const OPERATOR_BACKUP: &str = "sk-operator-backup-000000000000";
+    const ORG_KEY: &str = "sk-org-a-OWN-KEY-0123456789abcdef";
+    let mut c = config(
+        vec![
+            entry("own", &own, OPERATOR_OWN),
+            entry("backup", &backup, OPERATOR_BACKUP),
+        ],
+        2,
+    );
+    c.llm.org_key_encryption_key = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=".into();
+    let app = app(&db, clock.clone() as SharedClock, c.clone());
+    let org = |name: &'static str| {
+        let pool = db.pool.clone();
+        async move { agentd::store::orgs::ensure(&pool, name).await.unwrap().id }
+    };
+    let (org_a, org_b) = (org("a").await, org("b").await);
+    agentd::llm::org_keys::set_key(
+        &db.pool,
+        &app.config.llm,
+        org_a,
+        ORG_KEY,
+        Some("own"),
+        chrono::Utc::now(),
+    )
+    .await
+    .unwrap();
+    let settings = agentd::store::org_settings::get(&db.pool, org_a)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(settings.byok_fallback, ByokFallback::None, "the default");
+
+    // A's own entry fails: the run fails retryably, nothing reaches the operator's entry.
+    let failed = try_auto_create(&app, org_a)
+        .await
+        .expect_err("A's run fails");
+    assert!(failed.is_retryable(), "tried again later: {failed}");
+    let reason = failed.to_string();
+    assert!(reason.contains("byok_fallback = none"), "{reason}");
+    assert_eq!(
+        backup.requests(),
+        0,
+        "the operator's entry received nothing"
+    );
+    assert!(
+        !own.auth().is_empty() && own.auth().iter().all(|h| *h == format!("Bearer {ORG_KEY}")),
+        "A's calls carried A's key: {:?}",
+        own.auth()
+    );
+    let calls: Vec<(String, bool)> =
+        sqlx::query_as("SELECT provider, org_key FROM provider_calls WHERE org_id = $1")
+            .bind(org_a)
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert!(
+        !calls.is_empty() && calls.iter().all(|c| *c == ("own".to_string(), true)),
+        "{calls:?}"
+    );
+
+    // B has no key: its calls fall back to the operator's second entry, as before.
+    let (own_before, backup_before) = (own.requests(), backup.requests());
+    let b = run_auto_create(&app, org_b).await;
+    assert_eq!(b.status, RunStatus::Succeeded, "{b:?}");
+    assert!(
+        auth_since(&own, own_before)
+            .iter()
+            .all(|h| *h == format!("Bearer {OPERATOR_OWN}"))
+    );
+    let to_backup = auth_since(&backup, backup_before);
+    assert!(
+        !to_backup.is_empty()
+            && to_backup
+                .iter()
+                .all(|h| *h == format!("Bearer {OPERATOR_BACKUP}")),
+        "{to_backup:?}"
+    );
+
+    // A opts in (an org admin may: its calls then run as an org without a key would).
+    let opt_in = |b: ByokFallback| Patch {
+        byok_fallback: Some(b),
+        ..Patch::default()
+    };
+    let now = chrono::Utc::now();
+    apply(
+        &db.pool,
+        &c,
+        org_a,
+        &opt_in(ByokFallback::Operator),
+        now,
+        SetBy::OrgAdmin,
+    )
+    .await
+    .unwrap();
+    let (own_before, backup_before) = (own.requests(), backup.requests());
+    let a = run_auto_create(&app, org_a).await;
+    assert_eq!(a.status, RunStatus::Succeeded, "A falls back: {a:?}");
+    assert!(
+        auth_since(&own, own_before)
+            .iter()
+            .all(|h| *h == format!("Bearer {ORG_KEY}")),
+        "its own entry still carries its key"
+    );
+    let to_backup = auth_since(&backup, backup_before);
+    assert!(
+        !to_backup.is_empty()
+            && to_backup
+                .iter()
+                .all(|h| *h == format!("Bearer {OPERATOR_BACKUP}")),
+        "{to_backup:?}"
+    );
+
+    // Back to none, and A's entry does not serve the runs' model: refused, not retried, and
+    // not sent to the entry that does.
+    apply(
+        &db.pool,
+        &c,
+        org_a,
+        &opt_in(ByokFallback::None),
+        now,
+        SetBy::OrgAdmin,
+    )
+    .await
+    .unwrap();
+    let mut narrow = c.clone();
+    narrow.llm.providers[0].models = vec!["a-model-no-run-asks-for".into()];
+    let narrow = crate::app(&db, clock.clone() as SharedClock, narrow);
+    let (own_before, backup_before) = (own.requests(), backup.requests());
+    let refused = try_auto_create(&narrow, org_a).await.expect_err("refused");
+    assert!(!refused.is_retryable(), "{refused}");
+    let reason = refused.to_string();
+    let model = narrow.model_for(narrow.spec("auto_create"));
+    assert!(
+        reason.contains(&format!("{model:?}"))
+            && reason.contains("\"own\"")
+            && reason.contains("byok_fallback"),
+        "{reason}"
+    );
+    assert_eq!(
+        (own.requests(), backup.requests()),
+        (own_before, backup_before),
+        "nothing was sent"
+    );
+    // B (no key) is served by the entry that serves the model.
+    let b = run_auto_create(&narrow, org_b).await;
+    assert_eq!(b.status, RunStatus::Succeeded, "{b:?}");
+}
+
 #[tokio::test]
 async fn a_stored_org_key_without_an_encryption_key_refuses_to_start_workers() {
     let db = TestDb::new().await;

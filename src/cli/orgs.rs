@@ -25,7 +25,8 @@ pub enum OrgsCmd {
         json: bool,
     },
     /// Change an org's settings: key=value … (monthly_token_budget, cost_cap_cents, model,
-    /// auto_create, timezone, nightly_hour, approval_ttl_secs, repropose_expired; `null` clears).
+    /// auto_create, timezone, nightly_hour, approval_ttl_secs, repropose_expired, byok_fallback;
+    /// `null` clears).
     Set {
         org: String,
         #[arg(required = true)]
@@ -270,6 +271,7 @@ async fn show(app: &App, org_id: uuid::Uuid, name: &str, as_json: bool) -> anyho
         opt(s.approval_ttl_secs.map(|n| n.to_string()))
     );
     println!("  repropose_expired   {}", s.repropose_expired);
+    println!("  byok_fallback       {}", s.byok_fallback);
     println!("  model               {}", opt(s.model.clone()));
     println!("  auto_create         {}", s.auto_create);
     println!(

@@ -621,8 +621,38 @@ async fn jobs_settings_suggestions_and_status() {
         json!({"monthly_token_budget": null, "tokens_used_this_month": 0,
                "approval_ttl_secs": null, "auto_create": true, "cost_cap_cents": null,
                "effective_token_limit": null, "model": null, "nightly_hour": 2,
-               "repropose_expired": false, "timezone": "UTC"})
+               "repropose_expired": false, "timezone": "UTC", "byok_fallback": "none"})
     );
+    // Where calls with the org's own key may fall back (review D2): none or operator.
+    api.call(
+        "PATCH",
+        "/v1/settings",
+        k,
+        Some(json!({"byok_fallback": "anyone"})),
+    )
+    .await
+    .problem(422, Some("byok_fallback"));
+    let r = api
+        .call(
+            "PATCH",
+            "/v1/settings",
+            k,
+            Some(json!({"byok_fallback": "operator"})),
+        )
+        .await;
+    assert_eq!(
+        (r.status.as_u16(), r.body["byok_fallback"].clone()),
+        (200, json!("operator"))
+    );
+    let r = api
+        .call(
+            "PATCH",
+            "/v1/settings",
+            k,
+            Some(json!({"byok_fallback": "none"})),
+        )
+        .await;
+    assert_eq!(r.body["byok_fallback"], "none");
     api.call(
         "PATCH",
         "/v1/settings",

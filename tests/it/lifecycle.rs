@@ -823,9 +823,14 @@ fn orgs_set_parses_pairs_by_key_and_names_the_bad_one() {
         "nightly_hour=3".into(),
         "auto_create=off".into(),
         "approval_ttl_secs=null".into(),
+        "byok_fallback=operator".into(),
     ])
     .unwrap();
     assert_eq!(p.timezone.as_deref(), Some("Europe/Berlin"));
+    assert_eq!(
+        p.byok_fallback,
+        Some(agentd::store::org_settings::ByokFallback::Operator)
+    );
     assert_eq!(
         (p.nightly_hour, p.auto_create, p.approval_ttl_secs),
         (Some(3), Some(false), Some(None))
@@ -835,6 +840,8 @@ fn orgs_set_parses_pairs_by_key_and_names_the_bad_one() {
         ("nightly_hour=three", "nightly_hour"),
         ("auto_create=maybe", "auto_create"),
         ("timezone", "timezone"),
+        ("byok_fallback=anyone", "byok_fallback"),
+        ("byok_fallback=null", "byok_fallback"),
     ] {
         let e = org_settings::parse_pairs(&[pair.into()]).unwrap_err();
         assert_eq!(e.field, key, "{pair}: {e}");

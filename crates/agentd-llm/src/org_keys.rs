@@ -138,15 +138,19 @@ impl Cipher {
     }
 }
 
-/// What a call made for one org and run is scoped by: where its audit rows go, and the org's
-/// own key if it brought one (for `entry`, or the first keyed entry when `None`).
+/// What a call made for one org and run is scoped by: where its audit rows go, the org's own
+/// key if it brought one (for `entry`, or the first keyed entry when `None`), and whether calls
+/// with that key may fall back to the operator's entries (`orgs.byok_fallback`, review D2).
 #[derive(Debug, Clone)]
 pub struct CallScope {
     pub pool: PgPool,
     pub org_id: Uuid,
     pub run_id: Option<Uuid>,
     pub org_key: Option<(OrgKey, Option<String>)>,
+    pub byok_fallback: ByokFallback,
 }
+
+pub use crate::store::org_settings::ByokFallback;
 
 /// Why an org's calls cannot be made.
 #[derive(Debug, thiserror::Error)]
@@ -159,8 +163,9 @@ pub enum ScopeError {
 }
 
 /// The provider `base` scoped to `org_id` (and `run_id`): its calls audited per provider
-/// (`provider_calls`) and made with the org's own key where it stored one. A provider that is
-/// not a chain of entries (a test's scripted or offline one) is returned as it is.
+/// (`provider_calls`) and made with the org's own key where it stored one — then only to the
+/// entry the key is for, unless the org set `byok_fallback = operator`. A provider that is not
+/// a chain of entries (a test's scripted or offline one) is returned as it is.
 pub async fn provider_for_org(
     base: &SharedProvider,
     pool: &PgPool,
@@ -185,11 +190,20 @@ pub async fn provider_for_org(
             Some((key, row.provider))
         }
     };
+    // Only a keyed org's calls are confined; an org gone meanwhile keeps the default (none).
+    let byok_fallback = match org_key {
+        None => ByokFallback::default(),
+        Some(_) => crate::store::org_settings::get(pool, org_id)
+            .await?
+            .map(|s| s.byok_fallback)
+            .unwrap_or_default(),
+    };
     let scope = CallScope {
         pool: pool.clone(),
         org_id,
         run_id,
         org_key,
+        byok_fallback,
     };
     base.scoped(scope)
         .map_err(ScopeError::Unusable)

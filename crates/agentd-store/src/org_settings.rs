@@ -7,7 +7,7 @@
 //! holds whatever the mix).
 
 use crate::config::Config;
-use crate::store::org_settings::{self as store, OrgSettings};
+use crate::store::org_settings::{self as store, ByokFallback, OrgSettings};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
 use sqlx::{PgConnection, PgPool};
@@ -54,6 +54,10 @@ pub struct Patch {
     pub approval_ttl_secs: Option<Option<i64>>,
     /// Re-propose expired approvals whose data did not change, once, on the next working day.
     pub repropose_expired: Option<bool>,
+    /// With the org's own provider key: `none` (the default), its calls go only to the entry
+    /// the key is for; `operator`, the operator's entries (and keys) serve them when that
+    /// entry fails or does not serve the model.
+    pub byok_fallback: Option<ByokFallback>,
 }
 
 impl Patch {
@@ -68,6 +72,7 @@ impl Patch {
             ("nightly_hour", self.nightly_hour.is_some()),
             ("approval_ttl_secs", self.approval_ttl_secs.is_some()),
             ("repropose_expired", self.repropose_expired.is_some()),
+            ("byok_fallback", self.byok_fallback.is_some()),
         ]
         .into_iter()
         .filter_map(|(k, set)| set.then_some(k))
@@ -132,7 +137,7 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
 const AUTO_CREATE: &str = "auto_create"; // not a job kind: the org setting named after it
 
 /// The keys and what each takes (for `orgs set` and error messages).
-pub const KEYS: [(&str, &str); 8] = [
+pub const KEYS: [(&str, &str); 9] = [
     ("monthly_token_budget", "integer ≥ 0 or null"),
     ("cost_cap_cents", "integer ≥ 0 or null"),
     ("model", "model name or null"),
@@ -141,6 +146,7 @@ pub const KEYS: [(&str, &str); 8] = [
     ("nightly_hour", "0–23"),
     ("approval_ttl_secs", "60–2592000 or null"),
     ("repropose_expired", "true or false"),
+    ("byok_fallback", "none or operator"),
 ];
 
 /// A bad setting: the key and what is wrong.
@@ -176,6 +182,8 @@ pub fn parse_pairs(pairs: &[String]) -> Result<Patch, SettingError> {
             ));
         };
         let value = match (k, v) {
+            ("byok_fallback", _) if ByokFallback::ALL.iter().any(|b| b.as_str() == v) => json!(v),
+            ("byok_fallback", _) => return Err(err(k, format!("must be {takes} (got {v:?})"))),
             (_, "null") => Value::Null,
             ("model" | "timezone", _) => json!(v),
             (AUTO_CREATE | "repropose_expired", "true" | "on" | "yes") => json!(true),
@@ -292,6 +300,9 @@ pub fn merge(mut s: OrgSettings, p: &Patch) -> Result<OrgSettings, SettingError>
     }
     if let Some(b) = p.repropose_expired {
         s.repropose_expired = b;
+    }
+    if let Some(b) = p.byok_fallback {
+        s.byok_fallback = b;
     }
     Ok(s)
 }

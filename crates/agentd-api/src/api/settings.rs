@@ -1,6 +1,7 @@
 //! `GET /v1/settings` and `PATCH /v1/settings` (admin): the org's budget (tokens per month, an
 //! optional cost cap), model, auto-create, time zone and nightly hour, approval TTL and the
-//! re-proposal of expired approvals. Validation is [`crate::org_settings`]'s, shared with
+//! re-proposal of expired approvals, where calls with the org's own provider key may fall back
+//! (`byok_fallback`). Validation is [`crate::org_settings`]'s, shared with
 //! `agentd orgs set`: a bad key is a 422 naming it, and nothing is written.
 
 use super::auth::{Admin, Scoped};
@@ -32,6 +33,10 @@ pub struct Settings {
     /// Null: the job file's TTL.
     pub approval_ttl_secs: Option<i32>,
     pub repropose_expired: bool,
+    /// With the org's own provider key: `none`, its calls go only to the entry the key is for;
+    /// `operator`, the operator's entries (and keys) serve them when that entry fails or does
+    /// not serve the model.
+    pub byok_fallback: store::ByokFallback,
 }
 
 pub(super) async fn current(app: &App, org_id: uuid::Uuid) -> Result<Settings, Problem> {
@@ -50,6 +55,7 @@ pub(super) async fn current(app: &App, org_id: uuid::Uuid) -> Result<Settings, P
         nightly_hour: o.nightly_hour,
         approval_ttl_secs: o.approval_ttl_secs,
         repropose_expired: o.repropose_expired,
+        byok_fallback: o.byok_fallback,
     })
 }
 

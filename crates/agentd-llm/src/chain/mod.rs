@@ -11,12 +11,16 @@
 //! A chain scoped to one org and run ([`LlmProvider::scoped`], see `llm::org_keys`) records
 //! every attempt in `provider_calls` with the entry and the model that answered or failed, and
 //! calls with the org's own key where it stored one: that entry then has a breaker of its own
-//! per org, so one org's bad key or exhausted quota never opens the fleet's breaker.
+//! per org, so one org's bad key or exhausted quota never opens the fleet's breaker. Such a
+//! chain keeps only the entry the key is for (review D2): when it fails or is open the call
+//! fails retryably, and a model it does not serve is refused — the org's text never goes to
+//! the operator's entries on the operator's keys, unless the org opted in
+//! (`byok_fallback = operator`: the whole chain, its own entry in its place).
 
 pub mod breaker;
 mod build;
 
-use super::org_keys::{CallScope, OrgKey};
+use super::org_keys::{ByokFallback, CallScope, OrgKey};
 use super::{CompletionRequest, CompletionResponse, LlmError, LlmProvider, SharedProvider};
 use crate::clock::SharedClock;
 use crate::config::{LlmConfig, ProviderKind};
@@ -60,6 +64,9 @@ pub struct ProviderChain {
     shared: Arc<Shared>,
     /// Set on a chain made for one org's calls: where attempts are recorded.
     scope: Option<(sqlx::PgPool, Uuid, Option<Uuid>)>,
+    /// Set on a chain of one org's key without fallback: the entry the key is for, the only
+    /// one left (named in the errors).
+    confined: Option<String>,
 }
 
 /// The chain the config describes (`llm.providers` in `llm.fallback` order, or the one entry of
@@ -93,6 +100,7 @@ pub fn from_config(
             org_breakers: Mutex::default(),
         }),
         scope: None,
+        confined: None,
     }
 }
 
@@ -288,19 +296,29 @@ impl LlmProvider for ProviderChain {
     }
 
     fn scoped(&self, scope: CallScope) -> Result<Option<SharedProvider>, LlmError> {
-        let entries = match &scope.org_key {
-            None => self.entries.clone(),
+        let (entries, confined) = match &scope.org_key {
+            None => (self.entries.clone(), None),
             Some((key, named)) => {
                 let i = self
                     .org_entry(named.as_deref())
                     .map_err(|m| LlmError::new("org-key", m, false))?;
-                self.with_org_key(i, scope.org_id, key)
+                let mut entries = self.with_org_key(i, scope.org_id, key);
+                match scope.byok_fallback {
+                    ByokFallback::Operator => (entries, None),
+                    ByokFallback::None => {
+                        // Only what carries the org's key: no operator's key, no other provider.
+                        entries.retain(|e| e.org_key);
+                        let own = entries.first().map(|e| e.name.clone());
+                        (entries, own)
+                    }
+                }
             }
         };
         Ok(Some(Arc::new(ProviderChain {
             entries,
             shared: self.shared.clone(),
             scope: Some((scope.pool, scope.org_id, scope.run_id)),
+            confined,
         })))
     }
 
@@ -311,14 +329,21 @@ impl LlmProvider for ProviderChain {
             .filter(|e| e.serves(&req.model))
             .collect();
         if candidates.is_empty() {
-            return Err(LlmError::new(
-                self.name(),
-                format!(
+            let message = match &self.confined {
+                Some(own) => format!(
+                    "the model {:?} is not served by provider entry {own:?}, the entry the \
+                     org's own provider key is for (llm.providers[].models); other entries \
+                     serve it with the operator's keys, and the org's calls do not fall back to \
+                     them (byok_fallback = none): choose a model {own:?} serves, set the key for \
+                     another entry, or set byok_fallback = operator",
+                    req.model
+                ),
+                None => format!(
                     "no provider entry serves the model {:?} (llm.providers[].models)",
                     req.model
                 ),
-                false,
-            ));
+            };
+            return Err(LlmError::new(self.name(), message, false));
         }
         let mut failures: Vec<String> = Vec::new();
         for e in candidates {
@@ -379,10 +404,17 @@ impl LlmProvider for ProviderChain {
             }
         }
         // Every entry failed or is open: retryable, the job tries again later.
+        let confined = match &self.confined {
+            Some(own) => format!(
+                " (the org's own provider key is for {own:?} only; byok_fallback = none keeps \
+                 its calls off the operator's entries)"
+            ),
+            None => String::new(),
+        };
         Err(LlmError::new(
             self.name(),
             format!(
-                "no provider entry serving {:?} answered: {}",
+                "no provider entry serving {:?} answered: {}{confined}",
                 req.model,
                 failures.join("; ")
             ),
@@ -466,6 +498,7 @@ mod tests {
                 org_breakers: Mutex::default(),
             }),
             scope: None,
+            confined: None,
         }
     }
 

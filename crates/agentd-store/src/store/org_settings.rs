@@ -1,9 +1,11 @@
 //! SQL for per-org settings (migration 0045): time zone and nightly hour, approval TTL,
-//! re-proposal of expired approvals, model, auto-create, token budget and cost cap. The limit the
+//! re-proposal of expired approvals, model, auto-create, token budget and cost cap, and whether
+//! an org's calls with its own provider key fall back to the operator's entries (migration
+//! 0094). The limit the
 //! budget code enforces stays in `org_budgets.monthly_limit`; [`save`] writes it with the
 //! settings in one transaction.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
@@ -20,6 +22,43 @@ pub struct OrgSettings {
     /// The monthly token budget the org asked for (null: none).
     pub token_budget: Option<i64>,
     pub cost_cap_cents: Option<i64>,
+    /// Where the org's calls go when it brought its own provider key and that entry fails or
+    /// does not serve the model.
+    pub byok_fallback: ByokFallback,
+}
+
+/// Where an org's calls made with its own provider key may go beyond the entry the key is for
+/// (`orgs.byok_fallback`, review D2).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, sqlx::Type, utoipa::ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "text", rename_all = "lowercase")]
+pub enum ByokFallback {
+    /// Nowhere: the org's own entry only; its failures are the call's (retried later).
+    #[default]
+    None,
+    /// The operator's entries, with the operator's keys, as for an org without a key.
+    Operator,
+}
+
+impl ByokFallback {
+    /// The stored (and wire) values.
+    pub const ALL: [ByokFallback; 2] = [ByokFallback::None, ByokFallback::Operator];
+
+    /// The stored (and wire) value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ByokFallback::None => "none",
+            ByokFallback::Operator => "operator",
+        }
+    }
+}
+
+impl std::fmt::Display for ByokFallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
 }
 
 /// The settings of one org.
@@ -51,7 +90,7 @@ pub async fn save(
     sqlx::query(
         "UPDATE orgs SET timezone = $2, nightly_hour = $3, approval_ttl_secs = $4,
                 repropose_expired = $5, model = $6, auto_create = $7, token_budget = $8,
-                cost_cap_cents = $9
+                cost_cap_cents = $9, byok_fallback = $10
           WHERE id = $1",
     )
     .bind(s.org_id)
@@ -63,6 +102,7 @@ pub async fn save(
     .bind(s.auto_create)
     .bind(s.token_budget)
     .bind(s.cost_cap_cents)
+    .bind(s.byok_fallback)
     .execute(&mut *conn)
     .await?;
     match enforced_limit {
