@@ -840,6 +840,127 @@ async fn an_org_keys_calls_stay_on_its_entry_unless_the_org_opts_in_to_the_opera
     assert_eq!(b.status, RunStatus::Succeeded, "{b:?}");
 }
 
+/// `agentd status --json` of `db`, run as its own process.
+fn status_json(db: &TestDb) -> Value {
+    let o = agentd(db, &["status", "--json"], &[], "");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("status --json is JSON")
+}
+
+fn at(v: &Value) -> chrono::DateTime<chrono::Utc> {
+    v.as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("a timestamp: {v}"))
+}
+
+/// Issue 47, item 2: breakers live in each worker's memory; `agentd status`, another process,
+/// shows each live worker's entries and their states (since when) from the row the worker
+/// writes every heartbeat, follows a change at the next beat, and forgets a stopped worker.
+#[tokio::test]
+async fn status_shows_each_live_workers_provider_breakers_since_when() {
+    let db = TestDb::new().await;
+    let clock = ManualClock::new(chrono::Utc::now());
+    let (first, second) = (
+        Fake::start(Mode::Status(503)).await,
+        Fake::start(Mode::Think).await,
+    );
+    let mut c = config(
+        vec![
+            entry("primary", &first, "sk-primary-0000000000000000"),
+            entry("backup", &second, "sk-backup-00000000000000000"),
+        ],
+        2,
+    );
+    // Live a lease after its beat by the manual clock; status reads the wall clock.
+    c.worker.lease_secs = 120;
+    let app = app(&db, clock.clone() as SharedClock, c);
+    let none = status_json(&db);
+    assert_eq!(none["workers"], json!([]), "no worker yet");
+    let org = agentd::store::orgs::ensure(&db.pool, "acme")
+        .await
+        .unwrap()
+        .id;
+    // The first entry's breaker opens (2 failures); the run completes on the second.
+    let out = run_auto_create(&app, org).await;
+    assert_eq!(out.status, RunStatus::Succeeded, "{out:?}");
+    let worker = app
+        .start_worker(
+            agentd::app::WorkerArgs::serving(&["auto_create"], Some(1)),
+            CancellationToken::new(),
+        )
+        .await
+        .expect("the worker starts");
+
+    let v = status_json(&db);
+    let workers = v["workers"].as_array().expect("a list");
+    assert_eq!(workers.len(), 1, "{v}");
+    let w = &workers[0];
+    assert_eq!(
+        (w["kinds"].clone(), w["pid"].clone()),
+        (json!(["auto_create"]), json!(std::process::id()))
+    );
+    let b = w["breakers"].as_array().expect("breakers");
+    assert_eq!(
+        b.iter()
+            .map(|b| (b["provider"].as_str(), b["state"].as_str()))
+            .collect::<Vec<_>>(),
+        vec![
+            (Some("primary"), Some("open")),
+            (Some("backup"), Some("closed"))
+        ],
+        "{v}"
+    );
+    let opened = at(&b[0]["since"]);
+    assert_eq!(at(&b[0]["until"]) - opened, chrono::Duration::seconds(60));
+    assert_eq!(
+        (b[1]["since"].clone(), b[1]["failures"].clone()),
+        (Value::Null, json!(0)),
+        "closed since the worker started"
+    );
+    let o = agentd(&db, &["status"], &[], "");
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let line = |entry: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(entry))
+            .unwrap_or_else(|| panic!("a line for {entry}: {text}"))
+            .to_string()
+    };
+    assert!(
+        line("primary").contains(" open ") && line("primary").contains("probe from"),
+        "{text}"
+    );
+    assert!(
+        line("backup").contains("closed") && line("backup").contains("since the worker's start"),
+        "{text}"
+    );
+    assert!(text.contains("(auto_create) up since"), "{text}");
+
+    // Past the cool-down the next beat says half-open, since the cool-down's end.
+    clock.advance(chrono::Duration::seconds(61));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let half = loop {
+        let rows = agentd::store::workers::live(&db.pool, agentd::clock::Clock::now(&*clock))
+            .await
+            .unwrap();
+        let b = rows[0].breakers[0].clone();
+        if b["state"] == "half-open" {
+            break b;
+        }
+        assert!(std::time::Instant::now() < deadline, "no beat: {b}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert_eq!(at(&half["since"]), opened + chrono::Duration::seconds(60));
+
+    // Stopped: its row is gone.
+    worker.shutdown.cancel();
+    worker.join().await;
+    assert_eq!(status_json(&db)["workers"], json!([]));
+    let o = agentd(&db, &["status"], &[], "");
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(text.contains("(no live worker)"), "{text}");
+}
+
 #[tokio::test]
 async fn a_stored_org_key_without_an_encryption_key_refuses_to_start_workers() {
     let db = TestDb::new().await;

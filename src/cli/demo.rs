@@ -100,11 +100,19 @@ pub async fn run(app: &App, cmd: DemoCmd) -> anyhow::Result<()> {
     let (docs, refine, nightly, later) = steps?;
     let evs = readable_events(app, org.id).await?;
     let written = events::count_written(&app.pool, org.id).await?;
+    let period = runs::period_of(app.clock.now());
+    let usage = runs::month_usage(&app.pool, org.id, period).await?;
+    let (cost_usd, cost_note) = match usage.cost() {
+        Ok(c) => (Some(c.dollars()), None),
+        Err(why) => (None, Some(why)),
+    };
     let report = json!({
         "org": {"id": org.id, "name": org.name}, "provider": provider,
         "seconds": started.elapsed().as_secs_f64(),
         "documents": docs, "refine": refine, "nightly": nightly, "later": later,
         "events": evs, "event_counts": counts(&evs), "events_written": written,
+        "usage": {"runs": usage.runs, "tokens": usage.input_tokens + usage.output_tokens,
+            "cost_usd": cost_usd, "cost_note": cost_note},
     });
     if cmd.json {
         print_json(&report)?;
@@ -292,8 +300,12 @@ async fn nightly_step(app: &App, org: Uuid, cmd: &DemoCmd) -> anyhow::Result<Val
         "tag": {"id": tag.id, "name": tag.name},
         "settings": {"approval_ttl_secs": settings.approval_ttl_secs, "timezone": settings.timezone},
         "night": night, "job": {"id": job_id, "state": state},
-        "run": run.map(|r| json!({"id": r.id, "status": r.status, "tool_calls": r.counters.tool_calls,
-            "tokens": r.counters.tokens(), "summary": r.final_text})),
+        "run": run.map(|r| {
+            let cost = runs::CountersView::from(r.counters);
+            json!({"id": r.id, "status": r.status, "tool_calls": r.counters.tool_calls,
+            "tokens": r.counters.tokens(), "cost_usd": cost.cost_usd, "cost_note": cost.cost_note,
+            "summary": r.final_text})
+        }),
         "suggestions": suggestions.iter().rev().map(|s| json!({"id": s.row.id, "kind": s.row.fields.kind,
             "title": s.row.fields.title, "status": s.row.status, "approval_id": s.approval_id})).collect::<Vec<_>>(),
         "approvals": approvals.iter().map(|a| json!({"id": a.id, "tool": a.action.tool,
@@ -489,11 +501,12 @@ fn print_text(r: &Value) {
     );
     if let Some(run) = n["run"].as_object() {
         println!(
-            "  run {} {}: {} tool calls, {} tokens — {}",
+            "  run {} {}: {} tool calls, {} tokens, {} — {}",
             s(&run["id"]),
             s(&run["status"]),
             s(&run["tool_calls"]),
             s(&run["tokens"]),
+            super::report::cost_text(&run["cost_usd"]),
             s(&run["summary"])
         );
     }
@@ -567,6 +580,17 @@ fn print_text(r: &Value) {
             written - evs.len() as u64
         );
     }
+    let u = &r["usage"];
+    println!(
+        "\n5. Model use: {} runs, {} tokens, {}{}",
+        s(&u["runs"]),
+        s(&u["tokens"]),
+        super::report::cost_text(&u["cost_usd"]),
+        u["cost_note"]
+            .as_str()
+            .map(|why| format!(" ({why}; prices: [llm.prices])"))
+            .unwrap_or_else(|| " at [llm.prices]".into())
+    );
     let first_run = docs
         .iter()
         .find_map(|d| d["run"]["id"].as_str())

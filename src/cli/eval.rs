@@ -259,6 +259,9 @@ pub async fn run(app: &App, cmd: EvalCmd) -> anyhow::Result<()> {
     for s in &cmp.skipped {
         eprintln!("agentd eval: baseline: not compared: {s}");
     }
+    for line in baseline::work_against(&base, &report, &cmp.compared) {
+        eprintln!("agentd eval: against the baseline, {line}");
+    }
     if !cmp.regressions.is_empty() {
         let list: Vec<String> = cmp.regressions.iter().map(|r| r.to_string()).collect();
         anyhow::bail!(

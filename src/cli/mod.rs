@@ -4,6 +4,7 @@
 mod approvals;
 mod bench;
 mod demo;
+mod dev;
 mod documents;
 mod enqueue;
 mod eval;
@@ -87,6 +88,9 @@ pub enum Command {
     Eval(eval::EvalCmd),
     /// The HTTP API (see docs/http-api.md) plus /healthz /readyz /metrics.
     Serve(serve::ServeCmd),
+    /// serve, the console and a worker in one process on the embedded defaults, with a dev org,
+    /// a fresh admin key and the samples; prints the console URL, the key and a curl upload line.
+    Dev(dev::DevCmd),
     /// Organisations: create one with its first API key.
     #[command(subcommand)]
     Orgs(orgs::OrgsCmd),
@@ -223,7 +227,10 @@ async fn connect(config: &Config) -> anyhow::Result<crate::db::Database> {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let (config, catalog) = load(&cli)?;
     // The worker logs its work; one-shot commands only warnings, so their output stays readable.
-    let default_filter = if matches!(cli.command, Command::Worker(_) | Command::Serve(_)) {
+    let default_filter = if matches!(
+        cli.command,
+        Command::Worker(_) | Command::Serve(_) | Command::Dev(_)
+    ) {
         "info,sqlx=warn"
     } else {
         "warn,sqlx=warn"
@@ -240,11 +247,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 async fn run_with(mut config: Config, catalog: Catalog, command: Command) -> anyhow::Result<()> {
-    if matches!(command, Command::Serve(_)) && config.database.statement_timeout_ms == 0 {
-        // A statement of a request never outlives the request (review D1).
-        config.database.statement_timeout_ms = config.api.request_timeout_secs.saturating_mul(1000);
+    if matches!(command, Command::Serve(_)) {
+        serve::bound_statements(&mut config);
     }
-    if matches!(command, Command::Worker(_) | Command::Serve(_)) {
+    if matches!(
+        command,
+        Command::Worker(_) | Command::Serve(_) | Command::Dev(_)
+    ) {
         log_providers(&config.llm);
     }
     let db = connect(&config).await?;
@@ -252,7 +261,11 @@ async fn run_with(mut config: Config, catalog: Catalog, command: Command) -> any
         crate::db::migrate(&db.pool).await?;
     }
     let app = App::new(db.pool.clone(), crate::clock::system(), config, catalog);
-    let result = dispatch(&app, command).await;
+    let result = match command {
+        // dev opens a second pool for its API on the same database.
+        Command::Dev(c) => dev::run(&app, &db, c).await,
+        command => dispatch(&app, command).await,
+    };
     crate::db::pooling::close(&app.pool, std::time::Duration::from_secs(5)).await;
     drop(db);
     result
@@ -274,8 +287,9 @@ async fn dispatch(app: &App, command: Command) -> anyhow::Result<()> {
         Command::Runs(c) => runs::run(app, c).await,
         Command::Suggestions(c) => suggestions::run(app, c).await,
         Command::Demo(c) => demo::run(app, c).await,
-        // Handled in `main` before any configuration or database work.
-        Command::Bench(_) => Ok(()),
+        // bench: handled in `main` before any configuration or database work; dev: in
+        // `run_with`, which holds the database.
+        Command::Bench(_) | Command::Dev(_) => Ok(()),
         Command::Eval(c) => eval::run(app, c).await,
         Command::Serve(c) => serve::run(app, c).await,
         Command::Orgs(c) => orgs::run(app, c).await,

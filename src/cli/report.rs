@@ -3,6 +3,15 @@
 pub(super) use crate::documents::document_report;
 use serde_json::Value;
 
+/// A report's `cost_usd` as a person reads it: `$0.004215`, or `cost n/a` (null: a model
+/// without a price, such as the offline one).
+pub(super) fn cost_text(cost_usd: &Value) -> String {
+    match cost_usd.as_f64() {
+        Some(d) => crate::config::format_usd((d * 1e9).round() as i64),
+        None => "cost n/a".into(),
+    }
+}
+
 pub(super) fn print_report(r: &Value) {
     println!(
         "{} ({})",
@@ -18,7 +27,7 @@ pub(super) fn print_report(r: &Value) {
     }
     if let Some(run) = r["run"].as_object() {
         println!(
-            "  run {} [{}]: {} ({}), {} round(s), {} tool call(s), {} tokens, {}s",
+            "  run {} [{}]: {} ({}), {} round(s), {} tool call(s), {} tokens, {}, {}s",
             run["id"].as_str().unwrap_or(""),
             run["provider"].as_str().unwrap_or(""),
             run["status"].as_str().unwrap_or(""),
@@ -26,6 +35,7 @@ pub(super) fn print_report(r: &Value) {
             run["rounds"],
             run["tool_calls"],
             run["tokens"],
+            cost_text(&run["cost_usd"]),
             run["seconds"]
                 .as_f64()
                 .map(|s| format!("{s:.2}"))

@@ -43,7 +43,7 @@ pub async fn run(app: &App, cmd: RunsCmd) -> anyhow::Result<()> {
             let rows = runs::list_runs(&app.pool, org, kind.as_deref(), limit).await?;
             print_list(&rows, as_json, None, None, |r| {
                 format!(
-                    "{}  {:<20} {:<9} {:<15} rounds {:>2} calls {:>2} tokens {:>6}  [{}] {}",
+                    "{}  {:<20} {:<9} {:<15} rounds {:>2} calls {:>2} tokens {:>6} {:>9}  [{}] {}",
                     r.id,
                     r.kind,
                     r.status,
@@ -51,6 +51,7 @@ pub async fn run(app: &App, cmd: RunsCmd) -> anyhow::Result<()> {
                     r.counters.rounds,
                     r.counters.tool_calls,
                     r.counters.tokens(),
+                    r.counters.cost_text(),
                     r.provider,
                     r.started_at.format("%Y-%m-%d %H:%M:%S")
                 )
@@ -80,6 +81,7 @@ pub async fn run(app: &App, cmd: RunsCmd) -> anyhow::Result<()> {
                 r.counters.input_tokens,
                 r.counters.output_tokens
             );
+            println!("  {}", cost_line(&r.counters));
             if let Some(e) = &r.error {
                 println!("  error: {e}");
             }
@@ -126,6 +128,19 @@ pub async fn run(app: &App, cmd: RunsCmd) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `cost $0.004215 (1200 of the input from the prompt cache)`, or why the cost is not known.
+fn cost_line(c: &runs::Counters) -> String {
+    let cache = match (c.cache_read_tokens, c.cache_write_tokens) {
+        (0, 0) => String::new(),
+        (r, 0) => format!(" ({r} of the input read from the prompt cache)"),
+        (r, w) => format!(" ({r} of the input read from the prompt cache, {w} written to it)"),
+    };
+    match c.cost() {
+        Ok(cost) => format!("cost {cost} at llm.prices{cache}"),
+        Err(why) => format!("cost n/a: {why}{cache}"),
+    }
 }
 
 fn short(s: &str, max: usize) -> String {

@@ -18,15 +18,17 @@ pub struct ServeCmd {
     pub ops_addr: Option<String>,
 }
 
+/// A statement of a request never outlives the request (review D1): with no
+/// `database.statement_timeout_ms` set, the API's sessions get the request timeout.
+pub(super) fn bound_statements(config: &mut crate::config::Config) {
+    if config.database.statement_timeout_ms == 0 {
+        config.database.statement_timeout_ms = config.api.request_timeout_secs.saturating_mul(1000);
+    }
+}
+
 /// Runs the API server.
 pub async fn run(app: &App, cmd: ServeCmd) -> anyhow::Result<()> {
-    let cipher = crate::llm::org_keys::Cipher::from_config(&app.config.llm);
-    crate::llm::org_keys::check_startup(&app.pool, cipher.as_deref())
-        .await
-        .map_err(|e| match e {
-            e @ crate::llm::org_keys::StartupCheckError::Database(_) => anyhow::Error::new(e),
-            e => bad(e),
-        })?;
+    check_org_keys(app).await?;
     let addr: std::net::SocketAddr = cmd.addr.parse().map_err(|_| {
         bad(format!(
             "--addr must be host:port, e.g. 127.0.0.1:8080 (got {:?})",
@@ -62,10 +64,34 @@ pub async fn run(app: &App, cmd: ServeCmd) -> anyhow::Result<()> {
     };
     let stop = CancellationToken::new();
     crate::app::cancel_on_signals(stop.clone());
-    tracing::info!(addr = %local, "serving the API on /v1, and /healthz /readyz");
     eprintln!(
         "agentd serve: listening on http://{local} (API under /v1, OpenAPI at /v1/openapi.json)"
     );
+    serve_until(app, listener, ops, stop).await
+}
+
+/// The org keys stored in the database can be read with the configured encryption key (exit 2
+/// when not: the operator's to fix; 1 when the database does not answer).
+pub(super) async fn check_org_keys(app: &App) -> anyhow::Result<()> {
+    let cipher = crate::llm::org_keys::Cipher::from_config(&app.config.llm);
+    crate::llm::org_keys::check_startup(&app.pool, cipher.as_deref())
+        .await
+        .map_err(|e| match e {
+            e @ crate::llm::org_keys::StartupCheckError::Database(_) => anyhow::Error::new(e),
+            e => bad(e),
+        })
+}
+
+/// Serves the API (and the console) on `listener` until `stop` is cancelled; open requests end
+/// first.
+pub(super) async fn serve_until(
+    app: &App,
+    listener: tokio::net::TcpListener,
+    ops: Option<tokio::net::TcpListener>,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    let local = listener.local_addr()?;
+    tracing::info!(addr = %local, "serving the API on /v1, and /healthz /readyz");
     crate::api::serve(listener, ops, app.clone(), stop).await?;
     Ok(())
 }

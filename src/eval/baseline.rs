@@ -164,3 +164,41 @@ pub fn compare(
     }
     Ok(c)
 }
+
+/// What each compared split's proposals cost against the baseline's, for people (not a
+/// regression): tokens and dollars per proposed document, with the ratio to the baseline.
+pub fn work_against(baseline: &Baseline, run: &EvalReport, compared: &[String]) -> Vec<String> {
+    let ratio = |now: f64, before: f64| {
+        if before > 0.0 {
+            format!(", ×{:.2}", now / before)
+        } else {
+            String::new()
+        }
+    };
+    compared
+        .iter()
+        .filter_map(|split| {
+            let (b, n) = (baseline.by_split.get(split)?, run.by_split.get(split)?);
+            let cost = match (n.cost_usd_per_proposed, b.cost_usd_per_proposed) {
+                (Some(x), Some(y)) => format!(
+                    "{} (baseline {}{})",
+                    super::report::per_proposed_text(n),
+                    super::report::per_proposed_text(b),
+                    ratio(x, y)
+                ),
+                _ => format!(
+                    "{} (baseline {})",
+                    super::report::per_proposed_text(n),
+                    super::report::per_proposed_text(b)
+                ),
+            };
+            Some(format!(
+                "{split}: {:.0} tokens per proposed document (baseline {:.0}{}); cost {cost} per \
+                 proposed document",
+                n.tokens_per_proposed,
+                b.tokens_per_proposed,
+                ratio(n.tokens_per_proposed, b.tokens_per_proposed)
+            ))
+        })
+        .collect()
+}

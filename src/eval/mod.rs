@@ -80,14 +80,47 @@ pub struct DocResult {
 }
 
 /// What documents cost: summed over runs, then over documents.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct Work {
     /// Model answers: one per round, and each of run_extraction's own.
     pub model_calls: i64,
     pub tool_calls: i64,
     pub tokens: i64,
+    /// What the runs' model calls cost at `llm.prices`, in nano-dollars (shown and stored as
+    /// `cost_usd`, dollars); `None`: not known (a model without a price, such as the offline
+    /// one), for this and every sum it is part of.
+    #[serde(rename = "cost_usd", with = "usd", default)]
+    pub cost_nano_usd: Option<i64>,
     /// Active run time.
     pub seconds: f64,
+}
+
+impl Default for Work {
+    fn default() -> Self {
+        Work {
+            model_calls: 0,
+            tool_calls: 0,
+            tokens: 0,
+            cost_nano_usd: Some(0),
+            seconds: 0.0,
+        }
+    }
+}
+
+/// Nano-dollars as dollars (rounded to the micro-dollar) in the report's JSON.
+mod usd {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(n) => s.serialize_f64(crate::config::NanoUsd(*n).dollars()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.map(|x| (x * 1e9).round() as i64))
+    }
 }
 
 impl Work {
@@ -99,8 +132,15 @@ impl Work {
             model_calls: i64::from(r.counters.rounds) + tool_answers,
             tool_calls: i64::from(r.counters.tool_calls),
             tokens: r.counters.tokens(),
+            cost_nano_usd: r.counters.cost().ok().map(|c| c.0),
             seconds: (end - r.started_at).num_milliseconds() as f64 / 1000.0,
         }
+    }
+
+    /// The cost as a person reads it: `$0.004215`, or `n/a`.
+    pub fn cost_text(&self) -> String {
+        self.cost_nano_usd
+            .map_or_else(|| "n/a".into(), crate::config::format_usd)
     }
 }
 
@@ -109,6 +149,7 @@ impl std::ops::AddAssign for Work {
         self.model_calls += o.model_calls;
         self.tool_calls += o.tool_calls;
         self.tokens += o.tokens;
+        self.cost_nano_usd = self.cost_nano_usd.zip(o.cost_nano_usd).map(|(a, b)| a + b);
         self.seconds += o.seconds;
     }
 }

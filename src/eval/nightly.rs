@@ -199,7 +199,7 @@ pub fn render(n: &NightlyResult) -> String {
          \x20 signals: {} proposal(s) waiting > {} days, {} failed auto-create(s), {} untagged \
          document(s), {} outdated extraction(s)\n\
          \x20 suggestions: {} written, {} grounded in the overview{}\n\
-         \x20 work: {} model call(s), {} tool call(s), {} tokens, {:.1} s\n",
+         \x20 work: {} model call(s), {} tool call(s), {} tokens, cost {}, {:.1} s\n",
         n.job_id,
         n.state,
         n.attempts,
@@ -220,6 +220,7 @@ pub fn render(n: &NightlyResult) -> String {
         n.work.model_calls,
         n.work.tool_calls,
         n.work.tokens,
+        n.work.cost_text(),
         n.work.seconds,
     );
     if let Some(e) = &n.last_error {

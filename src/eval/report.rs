@@ -47,6 +47,10 @@ pub struct Totals {
     pub valid_share: f64,
     /// Tokens per proposed document (0 when none was proposed).
     pub tokens_per_proposed: f64,
+    /// Dollars per proposed document at `llm.prices` (null: a cost not known, or none
+    /// proposed).
+    #[serde(default)]
+    pub cost_usd_per_proposed: Option<f64>,
 }
 
 /// Sums the documents' figures.
@@ -82,7 +86,20 @@ pub fn totals<'a>(docs: impl IntoIterator<Item = &'a DocResult>) -> Totals {
     } else {
         t.work.tokens as f64 / t.proposed as f64
     };
+    t.cost_usd_per_proposed = t
+        .work
+        .cost_nano_usd
+        .filter(|_| t.proposed > 0)
+        .map(|n| crate::config::NanoUsd(n / t.proposed as i64).dollars());
     t
+}
+
+/// A cost per proposed document as a person reads it.
+pub fn per_proposed_text(t: &Totals) -> String {
+    t.cost_usd_per_proposed.map_or_else(
+        || "n/a".into(),
+        |d| crate::config::format_usd((d * 1e9).round() as i64),
+    )
 }
 
 /// Totals per value of `key` (sorted by that value).
@@ -169,7 +186,7 @@ pub fn render_table(r: &EvalReport) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<28} {:<4} {:<2} {:<9} {:<16} {:>4} {:>5} {:>5} {:>7} {:>6} {:>7} {:>7} {:>5} {:>7} {:>5}",
+        "{:<28} {:<4} {:<2} {:<9} {:<16} {:>4} {:>5} {:>5} {:>7} {:>9} {:>6} {:>7} {:>7} {:>5} {:>7} {:>5}",
         "document",
         "part",
         "la",
@@ -179,6 +196,7 @@ pub fn render_table(r: &EvalReport) -> String {
         "model",
         "tools",
         "tokens",
+        "cost",
         "secs",
         "prec",
         "recall",
@@ -190,7 +208,7 @@ pub fn render_table(r: &EvalReport) -> String {
         let s = &d.score;
         let _ = writeln!(
             out,
-            "{:<28} {:<4} {:<2} {:<9} {:<16} {:>4} {:>5} {:>5} {:>7} {:>6.1} {:>3}/{:<3} {:>3}/{:<3} {:>5} {:>3}/{:<3} {:>5}",
+            "{:<28} {:<4} {:<2} {:<9} {:<16} {:>4} {:>5} {:>5} {:>7} {:>9} {:>6.1} {:>3}/{:<3} {:>3}/{:<3} {:>5} {:>3}/{:<3} {:>5}",
             d.sample,
             d.split.as_str(),
             d.language,
@@ -200,6 +218,7 @@ pub fn render_table(r: &EvalReport) -> String {
             d.work.model_calls,
             d.work.tool_calls,
             d.work.tokens,
+            d.work.cost_text(),
             d.work.seconds,
             s.fields_found + s.fields_acceptable,
             s.fields_proposed,
@@ -218,7 +237,7 @@ pub fn render_table(r: &EvalReport) -> String {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "{:<22} {:>5} {:>8} {:>7} {:>7} {:>7} {:>6} {:>7} {:>7} {:>9} {:>7} {:>7}",
+        "{:<22} {:>5} {:>8} {:>7} {:>7} {:>7} {:>6} {:>7} {:>7} {:>9} {:>9} {:>7} {:>7}",
         "totals",
         "docs",
         "proposed",
@@ -229,6 +248,7 @@ pub fn render_table(r: &EvalReport) -> String {
         "values%",
         "valid%",
         "tok/prop",
+        "$/prop",
         "calls/d",
         "secs/d"
     );
@@ -242,7 +262,7 @@ pub fn render_table(r: &EvalReport) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<22} {:>5} {:>8} {:>7} {:>7} {:>7} {:>6} {:>7} {:>7} {:>9.0} {:>7.1} {:>7.1}",
+            "{:<22} {:>5} {:>8} {:>7} {:>7} {:>7} {:>6} {:>7} {:>7} {:>9.0} {:>9} {:>7.1} {:>7.1}",
             name,
             t.documents,
             format!("{}/{}", t.proposed, t.documents),
@@ -253,6 +273,7 @@ pub fn render_table(r: &EvalReport) -> String {
             pct(t.value_accuracy),
             pct(t.valid_share),
             t.tokens_per_proposed,
+            per_proposed_text(t),
             per_doc(t.work.model_calls as f64),
             per_doc(t.work.seconds)
         );
@@ -272,7 +293,8 @@ pub fn render_table(r: &EvalReport) -> String {
         out,
         "proposed {}/{} ({} failed, {} other); fields: precision {}/{} ({} expected + {} acceptable), \
          recall {}/{}; values {}/{} (acceptable fields' {}/{}); valid extractions {}/{}; \
-         {:.0} tokens per proposed document",
+         {:.0} tokens per proposed document; cost {} in all, {} per proposed document \
+         (llm.prices{})",
         t.proposed,
         t.documents,
         t.failed,
@@ -289,7 +311,14 @@ pub fn render_table(r: &EvalReport) -> String {
         t.fields_acceptable,
         t.valid_answers,
         t.answers,
-        t.tokens_per_proposed
+        t.tokens_per_proposed,
+        t.work.cost_text(),
+        per_proposed_text(t),
+        if t.work.cost_nano_usd.is_none() {
+            format!(": no price for model {:?}", r.model)
+        } else {
+            String::new()
+        }
     );
     for d in r.documents.iter().filter(|d| d.error.is_some()) {
         let e: String = d.error.as_deref().unwrap_or("").chars().take(160).collect();

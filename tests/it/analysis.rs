@@ -74,6 +74,7 @@ fn answer(content: Vec<Block>, finish: FinishReason) -> Result<CompletionRespons
         usage: Usage {
             input_tokens: 100,
             output_tokens: 20,
+            ..Default::default()
         },
         finish,
         model: "scripted".into(),

@@ -77,7 +77,8 @@ async fn a_text_answer_maps_text_usage_finish_and_the_request_carries_the_sdk_he
             resp.usage,
             Usage {
                 input_tokens: 12,
-                output_tokens: 3
+                output_tokens: 3,
+                ..Default::default()
             }
         );
         assert_eq!(resp.finish, FinishReason::EndTurn);
@@ -240,7 +241,9 @@ async fn streamed_tool_input_assembles_from_input_json_delta_fragments() {
         resp.usage,
         Usage {
             input_tokens: 2030,
-            output_tokens: 21
+            output_tokens: 21,
+            cache_read_tokens: 2000,
+            cache_write_tokens: 0,
         },
         "cache reads are input; output from message_delta"
     );
@@ -260,7 +263,9 @@ async fn usage_counts_cache_creation_and_reads_as_input_in_both_modes() {
             resp.usage,
             Usage {
                 input_tokens: 4605,
-                output_tokens: 2
+                output_tokens: 2,
+                cache_read_tokens: 3400,
+                cache_write_tokens: 1200,
             },
             "stream: {stream}"
         );

@@ -907,3 +907,63 @@ async fn a_client_trickling_headers_is_cut() {
     let ok = api.call("GET", "/healthz", None, None).await;
     assert_eq!(ok.status, 200);
 }
+
+/// Issue 47, item 5: a key past its rate gets 429 with `Retry-After` before its handler runs,
+/// a key past its rate of run-enqueuing requests cannot upload more (its reads go on), and
+/// another org's requests are not slowed.
+#[tokio::test]
+async fn a_key_over_its_rate_gets_429_with_retry_after_and_other_orgs_are_not_slowed() {
+    let api = Api::start_with(|c| {
+        c.api.requests_per_minute_per_key = 6;
+        c.api.requests_per_minute_per_org = 0;
+        c.api.runs_per_minute_per_key = 2;
+    })
+    .await;
+    let (_, a) = api.org("noisy", Role::Admin).await;
+    let (_, b) = api.org("quiet", Role::Admin).await;
+    let upload =
+        |n: usize| json!({"name": format!("{n}.txt"), "text": "Invoice 1", "auto_create": false});
+    for n in 0..2 {
+        let r = api
+            .call("POST", "/v1/documents", Some(&a), Some(upload(n)))
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let r = api
+        .call("POST", "/v1/documents", Some(&a), Some(upload(2)))
+        .await;
+    r.problem(429, None);
+    assert!(
+        r.body["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("api.runs_per_minute_per_key"),
+        "{}",
+        r.body
+    );
+    let wait: u64 = r.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert_eq!(wait, 30, "2 a minute: a token every 30 s");
+    assert_eq!(
+        api.count("SELECT count(*) FROM documents").await,
+        2,
+        "the refused upload stored nothing"
+    );
+    // The key still reads, up to its own rate: 6 in all, the 2 uploads counted (a refused
+    // request takes no token), so 4 reads.
+    for _ in 0..4 {
+        let r = api.call("GET", "/v1/me", Some(&a), None).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let r = api.call("GET", "/v1/me", Some(&a), None).await;
+    r.problem(429, None);
+    assert!(r.headers.contains_key("retry-after"));
+    // The other org is not slowed: its key has its own buckets.
+    for n in 0..2 {
+        let r = api
+            .call("POST", "/v1/documents", Some(&b), Some(upload(n)))
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let r = api.call("GET", "/v1/me", Some(&b), None).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+}

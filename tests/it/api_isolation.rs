@@ -10,7 +10,7 @@ use chrono::Duration;
 use serde_json::{Value, json};
 
 /// Every route of the API: (method, OpenAPI path).
-const ROUTES: [(&str, &str); 43] = [
+const ROUTES: [(&str, &str); 44] = [
     ("post", "/v1/documents"),
     ("get", "/v1/documents"),
     ("get", "/v1/documents/{id}"),
@@ -33,6 +33,7 @@ const ROUTES: [(&str, &str); 43] = [
     ("get", "/v1/queue"),
     ("post", "/v1/jobs/{id}/retry"),
     ("get", "/v1/status"),
+    ("get", "/v1/usage"),
     ("get", "/v1/events"),
     ("get", "/v1/events/stream"),
     ("post", "/v1/webhooks"),

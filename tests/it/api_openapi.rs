@@ -276,6 +276,11 @@ async fn schemathesis_finds_nothing_against_agentd_serve() {
             .args(["serve", "--addr", "127.0.0.1:0"])
             .env("DATABASE_URL", &db.url)
             .env("AGENTD_HTTP__ADDR", "")
+            // Schemathesis sends thousands of requests a minute with one key: the rate limits
+            // (tested in api.rs) would answer most of them 429.
+            .env("AGENTD_API__REQUESTS_PER_MINUTE_PER_KEY", "0")
+            .env("AGENTD_API__REQUESTS_PER_MINUTE_PER_ORG", "0")
+            .env("AGENTD_API__RUNS_PER_MINUTE_PER_KEY", "0")
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()

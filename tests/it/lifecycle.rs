@@ -422,6 +422,7 @@ fn with_rationale(req: &CompletionRequest) -> Result<CompletionResponse, LlmErro
         usage: Usage {
             input_tokens: 10,
             output_tokens: 10,
+            ..Default::default()
         },
         finish: FinishReason::ToolUse,
         model: "scripted".into(),

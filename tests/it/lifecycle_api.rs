@@ -216,14 +216,23 @@ async fn an_org_key_cannot_lift_the_operators_limits_or_pick_any_model() {
         (json!(1000), json!(50), serde_json::Value::Null),
         "nothing was written"
     );
-    // Lowering, and a model the service offers (priced in llm.prices), are the org's to choose.
+    // Lowering, and a model the service offers, are the org's to choose (here the configured
+    // model; a price in the built-in table alone is not an offer: `gpt-4.1-mini` is refused).
+    api.call(
+        "PATCH",
+        "/v1/settings",
+        k,
+        Some(json!({"model": "gpt-4.1-mini"})),
+    )
+    .await
+    .problem_in("a built-in price only", 422, Some("model"));
     let r = api
         .call(
             "PATCH",
             "/v1/settings",
             k,
             Some(
-                json!({"monthly_token_budget": 900, "cost_cap_cents": 40, "model": "gpt-4.1-mini"}),
+                json!({"monthly_token_budget": 900, "cost_cap_cents": 40, "model": "gpt-4o-mini"}),
             ),
         )
         .await;

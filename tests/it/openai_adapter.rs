@@ -214,7 +214,8 @@ async fn non_streaming_text_answer_maps_text_usage_and_finish() {
         resp.usage,
         Usage {
             input_tokens: 12,
-            output_tokens: 3
+            output_tokens: 3,
+            ..Default::default()
         }
     );
     assert_eq!(resp.finish, FinishReason::EndTurn);
@@ -306,7 +307,8 @@ async fn streaming_tool_calls_assemble_by_index_with_repeated_ids_and_names() {
         resp.usage,
         Usage {
             input_tokens: 40,
-            output_tokens: 9
+            output_tokens: 9,
+            ..Default::default()
         }
     );
     assert_eq!(resp.finish, FinishReason::ToolUse);

@@ -549,6 +549,7 @@ fn extraction_from_tokens(
         usage: agentd::llm::Usage {
             input_tokens: 10,
             output_tokens: 5,
+            ..Default::default()
         },
         finish: agentd::llm::FinishReason::EndTurn,
         model: "scripted".into(),

@@ -631,6 +631,7 @@ fn nightly_answer(
         agentd::llm::Usage {
             input_tokens: 100,
             output_tokens: 20,
+            ..Default::default()
         },
     )
 }
@@ -709,6 +710,7 @@ async fn a_constrained_suggestion_is_one_of_the_overviews_signals_with_its_kind(
                 agentd::llm::Usage {
                     input_tokens: 100,
                     output_tokens: 20,
+                    ..Default::default()
                 },
             )
         }),

@@ -53,6 +53,7 @@ impl Bot {
             usage: Usage {
                 input_tokens: 100,
                 output_tokens: 20,
+                ..Default::default()
             },
             delay: Duration::ZERO,
             extraction_delay: Duration::ZERO,
@@ -409,6 +410,7 @@ async fn concurrent_runs_cannot_overshoot_a_nearly_spent_budget() {
     bot.usage = Usage {
         input_tokens: 2500,
         output_tokens: 500,
+        ..Default::default()
     };
     bot.delay = Duration::from_millis(100);
     let bot = Arc::new(bot);

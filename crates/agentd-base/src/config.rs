@@ -7,6 +7,7 @@ mod duration;
 mod invalid;
 mod layering;
 mod otel;
+mod prices;
 mod providers;
 pub use choices::{
     AUTO_PREFETCH_WINDOW, LogFormat, OtlpProtocol, Prefetch, PrefetchSetting, ProviderChoice,
@@ -14,9 +15,10 @@ pub use choices::{
 pub use duration::{MAX_DURATION_SECS, TimeUnit, duration_at_most};
 pub use invalid::{Invalid, at_least};
 pub use otel::OtelConfig;
+pub use prices::{ModelPrice, NanoUsd, Prices, TokenCounts, cost, format_usd, price_of};
 pub use providers::{ProviderEntry, ProviderKind, decode_org_key, env_var};
 
-use layering::{merge, parse_env_value};
+use layering::{merge, parse_env_value, priced_models};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -99,6 +101,33 @@ pub struct ApiConfig {
     /// long after the server started waiting for it is closed: a client trickling headers, or
     /// an idle keep-alive connection (review S5).
     pub header_read_timeout_secs: u64,
+    /// Requests a minute one API key may make (0 = no limit); past it, 429 with `Retry-After`.
+    #[serde(default = "default_requests_per_minute_per_key")]
+    pub requests_per_minute_per_key: u32,
+    /// Requests a minute all of one org's keys may make together (0 = no limit).
+    #[serde(default = "default_requests_per_minute_per_org")]
+    pub requests_per_minute_per_org: u32,
+    /// Requests a minute one key may make that enqueue model runs: uploads, `POST /v1/jobs`,
+    /// refines (0 = no limit).
+    #[serde(default = "default_runs_per_minute_per_key")]
+    pub runs_per_minute_per_key: u32,
+    /// How many `agentd serve` processes share the traffic: each rate above is divided by it,
+    /// so the fleet's total is the configured rate (the limits are kept per process).
+    #[serde(default = "default_serve_processes")]
+    pub serve_processes: u32,
+}
+
+fn default_requests_per_minute_per_key() -> u32 {
+    1200
+}
+fn default_requests_per_minute_per_org() -> u32 {
+    3000
+}
+fn default_runs_per_minute_per_key() -> u32 {
+    120
+}
+fn default_serve_processes() -> u32 {
+    1
 }
 
 impl Default for ApiConfig {
@@ -107,6 +136,10 @@ impl Default for ApiConfig {
             request_timeout_secs: 60,
             max_concurrent_requests: 512,
             header_read_timeout_secs: 10,
+            requests_per_minute_per_key: default_requests_per_minute_per_key(),
+            requests_per_minute_per_org: default_requests_per_minute_per_org(),
+            runs_per_minute_per_key: default_runs_per_minute_per_key(),
+            serve_processes: default_serve_processes(),
         }
     }
 }
@@ -353,23 +386,21 @@ pub struct HttpConfig {
 }
 
 /// The LLM provider. `Debug` hides the API key (review #22).
-/// A model's price, in cents per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelPrice {
-    pub input_cents_per_mtok: f64,
-    pub output_cents_per_mtok: f64,
-}
-
 #[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LlmConfig {
     pub provider: ProviderChoice,
     pub base_url: String,
     pub api_key: String,
-    /// Prices per model (cents per million tokens) for per-org cost caps.
+    /// Prices per model (cents per million tokens: input, output, cache reads and writes): what
+    /// runs, documents and orgs are shown to cost, and what a cost cap buys (`prices`). A file
+    /// or the environment sets models over the built-in list prices, one by one.
     #[serde(default)]
-    pub prices: std::collections::BTreeMap<String, ModelPrice>,
+    pub prices: Prices,
+    /// The models whose price a file or the environment set (not only the built-in list
+    /// prices): the models an org may choose when `org_models` is empty.
+    #[serde(skip)]
+    pub operator_priced: Vec<String>,
     pub model: String,
     /// The model run_extraction asks (empty: `model`). Never chosen by the agent.
     #[serde(default)]
@@ -415,8 +446,9 @@ pub struct LlmConfig {
     /// in percent (1–100; 100: none). Alone an org has the whole rate (`llm::limits`).
     #[serde(default = "default_org_share_percent")]
     pub org_share_percent: u8,
-    /// The models an org may choose (`PATCH /v1/settings` `model`); empty: the models priced in
-    /// `prices`, `model` and `extraction_model` (review N13).
+    /// The models an org may choose (`PATCH /v1/settings` `model`); empty: the models a file
+    /// or the environment priced in `prices` (not the built-in list prices), `model` and
+    /// `extraction_model` (review N13).
     #[serde(default)]
     pub org_models: Vec<String>,
     /// The provider entries (`[[llm.providers]]`); empty: one entry made of `provider`,
@@ -580,7 +612,8 @@ impl LlmConfig {
         if !self.org_models.is_empty() {
             return self.org_models.clone();
         }
-        let mut m: Vec<String> = self.prices.keys().cloned().collect();
+        // Not every model of the built-in list prices: a price is not an offer.
+        let mut m: Vec<String> = self.operator_priced.clone();
         let named = self.providers.iter().flat_map(|e| e.models.iter());
         for own in [&self.model, &self.extraction_model]
             .into_iter()
@@ -718,11 +751,15 @@ impl Config {
             .parse()
             .map_err(|e| ConfigError::new("config/default.toml", format!("{e}")))?;
         let mut source = "config/default.toml".to_string();
+        let mut operator_priced = Vec::new();
         if let Some((name, text)) = file {
             let name = name.to_string();
             let over: toml::Table = text
                 .parse()
                 .map_err(|e| ConfigError::new(&name, format!("not valid TOML: {e}")))?;
+            if let Some(prices) = over.get("llm").and_then(|l| l.get("prices")) {
+                operator_priced.extend(priced_models("llm", "prices", prices));
+            }
             merge(&mut table, over, &name)?;
             source = name;
         }
@@ -763,7 +800,8 @@ impl Config {
                 (toml::Value::String(_), _) => toml::Value::String(raw.clone()),
                 (_, v) => v,
             };
-            sec.insert(field, value);
+            operator_priced.extend(priced_models(&section, &field, &value));
+            layering::set(sec, &section, field, value);
             env_names.push(key);
         }
         if !env_names.is_empty() {
@@ -789,6 +827,9 @@ impl Config {
                 }
             })?;
         let mut config = config;
+        operator_priced.sort();
+        operator_priced.dedup();
+        config.llm.operator_priced = operator_priced;
         config.llm.follow_keys(env_var);
         config
             .validate()
@@ -812,6 +853,7 @@ impl Config {
         at_least("worker.lease_secs", self.worker.lease_secs, 2)?;
         at_least("worker.heartbeat_secs", self.worker.heartbeat_secs, 1)?;
         at_least("api.request_timeout_secs", self.api.request_timeout_secs, 1)?;
+        at_least("api.serve_processes", self.api.serve_processes.into(), 1)?;
         at_least(
             "api.header_read_timeout_secs",
             self.api.header_read_timeout_secs,
@@ -997,6 +1039,9 @@ impl Config {
         }
         self.otel.validate()?;
         providers::validate(&self.llm)?;
+        for (model, price) in &self.llm.prices {
+            price.check(&format!("llm.prices.{model:?}"))?;
+        }
         for (i, p) in self.pii.national_id_patterns.iter().enumerate() {
             if let Err(e) = regex::Regex::new(p) {
                 let key = format!("pii.national_id_patterns[{i}]");

@@ -3,7 +3,8 @@
 //! real usage when the answer is checkpointed. Concurrent runs therefore cannot overshoot the
 //! limit by more than the amount by which real calls exceed their estimates.
 
-use super::{Block, CompletionRequest, CompletionResponse};
+use super::{Block, CompletionRequest, CompletionResponse, Usage};
+use crate::config::Prices;
 use crate::store::agent_loop::{self, Counters, Flush, Settle, Settled};
 use crate::store::budget::{self as store, Reservation};
 use crate::store::runs::{self, StepRow};
@@ -85,8 +86,31 @@ pub async fn settle(
     Ok(())
 }
 
-/// Checkpoints a model's answer `resp` as `row` of run `run_id`: its tokens (and `rounds` more
-/// rounds) added to the run's counters and the reservation replaced with them on `org_id`'s
+/// What `usage` adds to a run: its tokens, cache reads and writes, and their cost at `prices`
+/// for the first of `models` with a price (the model asked for, then the one that answered;
+/// `config::prices::cost`), or, none priced, its tokens as unpriced.
+pub fn charge(prices: &Prices, models: &[&str], usage: &Usage) -> Counters {
+    let t = usage.priced();
+    let cost = crate::config::cost(prices, models, &t);
+    let tokens = usage.total_i64();
+    Counters {
+        input_tokens: t.input as i64,
+        output_tokens: t.output as i64,
+        cache_read_tokens: t.cache_read as i64,
+        cache_write_tokens: t.cache_write as i64,
+        cost_nano_usd: Some(cost.map_or(0, |c| c.0)),
+        unpriced_tokens: if cost.is_some() { 0 } else { tokens },
+        ..Counters::default()
+    }
+}
+
+/// What the answer `resp` to a request for `asked` adds to its run ([`charge`]).
+pub fn charge_answer(prices: &Prices, asked: &str, resp: &CompletionResponse) -> Counters {
+    charge(prices, &[asked, &resp.model], &resp.usage)
+}
+
+/// Checkpoints a model's answer `resp` as `row` of run `run_id`: `add` (its [`charge`], and
+/// the rounds it counts) added to the run's counters and the reservation replaced with its tokens on `org_id`'s
 /// budget, in one statement, its own transaction (one round trip), committed with `flush`
 /// (`agent_loop::checkpoint_settled`). Above 80 % of the budget the month's threshold flags and
 /// events follow in a short transaction of their own (a crash between the two leaves them to
@@ -96,18 +120,11 @@ pub async fn checkpoint_answer(
     pool: &PgPool,
     org_id: Uuid,
     (run_id, row): (Uuid, &StepRow),
-    (resp, rounds): (&CompletionResponse, i32),
+    (resp, add): (&CompletionResponse, Counters),
     r: &Reservation,
     now: DateTime<Utc>,
     flush: Flush,
 ) -> sqlx::Result<Settled> {
-    let (input_tokens, output_tokens) = resp.usage.split_i64();
-    let add = Counters {
-        rounds,
-        input_tokens,
-        output_tokens,
-        ..Counters::default()
-    };
     let reservation = match r {
         Reservation::Held { id, .. } => Some(*id),
         _ => None,
@@ -134,6 +151,10 @@ pub async fn checkpoint_answer(
     }
     metrics::counter!("agentd_tokens_total", "model" => resp.model.clone())
         .increment(resp.usage.total());
+    if let Some(n) = add.cost_nano_usd.filter(|n| *n > 0) {
+        metrics::counter!("agentd_llm_cost_nano_usd_total", "model" => resp.model.clone())
+            .increment(n as u64);
+    }
     Ok(settled)
 }
 

@@ -148,11 +148,23 @@ pub struct CompletionRequest {
     pub response_format: Option<Value>,
 }
 
-/// Tokens used by one call.
+/// Tokens used by one call. `input_tokens` is every prompt token the call processed; of them,
+/// `cache_read_tokens` were read from the provider's prompt cache (OpenAI's `cached_tokens`,
+/// Anthropic's `cache_read_input_tokens`) and `cache_write_tokens` written to it (Anthropic's
+/// `cache_creation_input_tokens`), which are priced apart (`config::prices`). Zero counts are
+/// not written, so a checkpoint without cache reads the same as before they were counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The most tokens one call is charged for each of input and output. A server's usage is
@@ -184,6 +196,19 @@ impl Usage {
     /// (input, output) as `bigint`s, each bounded.
     pub fn split_i64(&self) -> (i64, i64) {
         (self.input() as i64, self.output() as i64)
+    }
+
+    /// The counts as they are priced: cache reads and writes bounded by the input they are
+    /// part of.
+    pub fn priced(&self) -> crate::config::TokenCounts {
+        let input = self.input();
+        let cache_read = self.cache_read_tokens.min(input);
+        crate::config::TokenCounts {
+            input,
+            cache_read,
+            cache_write: self.cache_write_tokens.min(input - cache_read),
+            output: self.output(),
+        }
     }
 }
 
@@ -259,6 +284,11 @@ pub trait LlmProvider: Send + Sync {
     /// in-process providers and those without the OpenAI format.
     fn endpoint(&self, _model: &str) -> Option<schema_output::Endpoint<'_>> {
         None
+    }
+    /// Its provider entries' circuit breakers at `now` (the fleet's, not an org key's), for
+    /// the worker's row of `agentd_workers`; none for a provider that is not a chain.
+    fn breakers(&self, _now: chrono::DateTime<chrono::Utc>) -> Vec<chain::breaker::Snapshot> {
+        Vec::new()
     }
     /// The model a run is recorded with when its settings name `requested`: that one for a
     /// provider that calls a model; the offline heuristic calls none and says so.

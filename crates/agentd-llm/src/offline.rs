@@ -71,6 +71,7 @@ fn estimate(req: &CompletionRequest, out_chars: usize) -> Usage {
     Usage {
         input_tokens: (input / 4 + 1) as u64,
         output_tokens: (out_chars / 4 + 1) as u64,
+        ..Default::default()
     }
 }
 

@@ -96,6 +96,7 @@ impl ScriptedProvider {
             usage: Usage {
                 input_tokens: 100,
                 output_tokens: 20,
+                ..Default::default()
             },
         }
     }

@@ -49,6 +49,7 @@ pub fn estimate(req: &CompletionRequest, m: &Message) -> Usage {
     Usage {
         input_tokens: request(req),
         output_tokens: answer(m),
+        ..Default::default()
     }
 }
 

@@ -3,8 +3,9 @@
 //! checked key by key, and a bad value is a [`SettingError`] naming the key (exit 2 /
 //! problem+json with `field`). The monthly token limit the budget code enforces is the smaller
 //! of `monthly_token_budget` and the tokens `cost_cap_cents` buys at the org's model's price
-//! (`llm.prices`, cents per million tokens; the larger of the input and output price, so the cap
-//! holds whatever the mix).
+//! (`llm.prices`, the table every cost agentd shows comes from: cents per million tokens; the
+//! highest of its input, output, cache-read and cache-write prices, so the cap holds whatever
+//! the mix).
 
 use crate::config::Config;
 use crate::store::org_settings::{self as store, ByokFallback, OrgSettings};
@@ -67,7 +68,7 @@ impl Patch {
             ("monthly_token_budget", self.monthly_token_budget.is_some()),
             ("cost_cap_cents", self.cost_cap_cents.is_some()),
             ("model", self.model.is_some()),
-            ("auto_create", self.auto_create.is_some()),
+            (AUTO_CREATE, self.auto_create.is_some()),
             ("timezone", self.timezone.is_some()),
             ("nightly_hour", self.nightly_hour.is_some()),
             ("approval_ttl_secs", self.approval_ttl_secs.is_some()),
@@ -210,7 +211,7 @@ pub fn enforced_limit(config: &Config, s: &OrgSettings) -> Result<Option<i64>, S
         None => None,
         Some(cents) => {
             let model = model_of(config, s);
-            let price = config.llm.prices.get(&model).ok_or_else(|| {
+            let price = crate::config::price_of(&config.llm.prices, &model).ok_or_else(|| {
                 err(
                     "cost_cap_cents",
                     format!(
@@ -219,7 +220,7 @@ pub fn enforced_limit(config: &Config, s: &OrgSettings) -> Result<Option<i64>, S
                     ),
                 )
             })?;
-            let per_mtok = price.input_cents_per_mtok.max(price.output_cents_per_mtok);
+            let per_mtok = price.max_cents_per_mtok();
             if per_mtok <= 0.0 {
                 None
             } else {

@@ -163,6 +163,7 @@ impl App {
             max_failed_extractions: spec.agent.max_failed_extractions,
             pii: crate::pii::PiiSettings::from_config(&self.config.pii),
             org_key_cipher: crate::llm::org_keys::Cipher::from_config(&self.config.llm),
+            prices: std::sync::Arc::new(self.config.llm.prices.clone()),
         }
     }
 

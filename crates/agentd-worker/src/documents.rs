@@ -110,8 +110,14 @@ pub async fn document_report(app: &App, id: Uuid) -> anyhow::Result<Option<Value
         "fields": fields,
         "prompt": prompt.as_ref().map(|p| json!({"revid": format!("{}:{}", p.prompt_id, p.version), "name": p.fields.name, "status": p.status, "content": p.fields.content})),
         "extraction": extraction.as_ref().map(|e| json!({"id": e.id, "status": e.status, "result": e.result, "ungrounded": e.ungrounded})),
-        "run": run.as_ref().map(|r| json!({"id": r.id, "provider": r.provider, "status": r.status, "stop_reason": r.stop_reason,
+        "run": run.as_ref().map(|r| {
+            let c = runs::CountersView::from(r.counters);
+            json!({"id": r.id, "provider": r.provider, "model": r.model, "status": r.status, "stop_reason": r.stop_reason,
             "rounds": r.counters.rounds, "tool_calls": r.counters.tool_calls, "tokens": r.counters.tokens(),
-            "seconds": r.finished_at.map(|f| (f - r.started_at).num_milliseconds() as f64 / 1000.0)})),
+            "input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
+            "cache_read_tokens": c.cache_read_tokens, "cache_write_tokens": c.cache_write_tokens,
+            "cost_usd": c.cost_usd, "cost_note": c.cost_note,
+            "seconds": r.finished_at.map(|f| (f - r.started_at).num_milliseconds() as f64 / 1000.0)})
+        }),
     })))
 }

@@ -1,7 +1,9 @@
 //! The worker process: the queue runtimes of the kinds this build handles (`jobs::handlers`),
 //! cron, the maintenance units (rescuer, retention, transcript and history retention, the
-//! reconciler) and the HTTP endpoints, started from an [`App`] (`App::start_worker`). It sits
-//! above `jobs` and `http`, so `app` (what handlers are given) depends on neither.
+//! reconciler), the HTTP endpoints and its row in the registry of live workers (its provider
+//! breakers every heartbeat, for `agentd status`: [`Registration`]), started from an [`App`]
+//! (`App::start_worker`). It sits above `jobs` and `http`, so `app` (what handlers are given)
+//! depends on neither.
 
 use crate::app::{App, RunningWorker, StartError, WorkerArgs};
 use crate::queue::backoff::Backoff;
@@ -81,6 +83,9 @@ impl App {
         )
         .map_err(|e| StartError::Input(e.to_string()))?;
         let opts = WorkerOptions::from_config(&cfg.worker);
+        let registration = Registration::new(self, &opts, &runtimes);
+        // The first beat before any job is claimed: status shows the worker at once.
+        registration.beat().await;
         // apalis 1.0 is the one runtime: one apalis worker per kind over our backend.
         let workers: Vec<_> = runtimes
             .into_iter()
@@ -162,11 +167,14 @@ impl App {
         tokio::spawn(history.run(background.clone()));
         tokio::spawn(crate::jobs::reconcile::Reconciler::for_app(self).run(background.clone()));
         crate::jobs::start_background(self, background.clone());
+        let registered = tokio::spawn(registration.run(background.clone()));
         let token = shutdown.clone();
         let handle = tokio::spawn(async move {
             let report = run(token).await;
             running.store(false, Ordering::Relaxed);
             background.cancel();
+            // Its row is gone when the worker's join returns.
+            let _ = registered.await;
             report
         });
         Ok(RunningWorker {
@@ -175,6 +183,80 @@ impl App {
             shutdown,
             handle,
         })
+    }
+}
+
+/// This process's row of `agentd_workers` (`store::workers`): written at start and every
+/// `worker.heartbeat_secs` with the provider chain's breakers, live for `worker.lease_secs`
+/// after each beat (as a job's lease), deleted when the worker stops. A beat that fails is
+/// logged and the next one tries again: the registry is for status, never in a job's way.
+struct Registration {
+    pool: sqlx::PgPool,
+    clock: crate::clock::SharedClock,
+    provider: crate::llm::SharedProvider,
+    row: crate::store::workers::Worker,
+    interval: Duration,
+    lease: chrono::Duration,
+}
+
+impl Registration {
+    fn new(app: &App, opts: &WorkerOptions, runtimes: &[KindRuntime]) -> Self {
+        let now = app.clock.now();
+        let host = opts
+            .worker_id
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        Self {
+            pool: app.pool.clone(),
+            clock: app.clock.clone(),
+            provider: app.provider.clone(),
+            row: crate::store::workers::Worker {
+                id: opts.worker_id.clone(),
+                host,
+                pid: i32::try_from(std::process::id()).unwrap_or(i32::MAX),
+                kinds: runtimes.iter().map(|k| k.kind.clone()).collect(),
+                started_at: now,
+                seen_at: now,
+                expires_at: now,
+                breakers: serde_json::Value::Array(Vec::new()),
+            },
+            interval: opts.heartbeat,
+            lease: chrono::Duration::from_std(opts.lease).unwrap_or(chrono::Duration::seconds(30)),
+        }
+    }
+
+    /// Writes the row with the breakers as they are now.
+    async fn beat(&self) {
+        let now = self.clock.now();
+        let breakers = serde_json::to_value(self.provider.breakers(now))
+            .unwrap_or_else(|_| serde_json::Value::Array(Vec::new()));
+        let row = crate::store::workers::Worker {
+            seen_at: now,
+            expires_at: now + self.lease,
+            breakers,
+            ..self.row.clone()
+        };
+        if let Err(e) = crate::store::workers::beat(&self.pool, &row).await {
+            tracing::warn!(error = %e, "could not write this worker's row of agentd_workers");
+        }
+    }
+
+    /// Beats until `stop`, then deletes the row.
+    async fn run(self, stop: CancellationToken) {
+        let mut tick = tokio::time::interval(self.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tick.tick() => self.beat().await,
+            }
+        }
+        if let Err(e) = crate::store::workers::gone(&self.pool, &self.row.id).await {
+            tracing::warn!(error = %e, "could not remove this worker's row of agentd_workers");
+        }
     }
 }
 

@@ -156,6 +156,7 @@ pub fn call(
         usage: agentd::llm::Usage {
             input_tokens: 100,
             output_tokens: 20,
+            ..Default::default()
         },
         finish: agentd::llm::FinishReason::ToolUse,
         model: "scripted".into(),

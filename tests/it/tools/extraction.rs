@@ -12,6 +12,7 @@ fn fenced_answer(req: &CompletionRequest) -> Result<CompletionResponse, LlmError
         usage: Usage {
             input_tokens: 50,
             output_tokens: 10,
+            ..Default::default()
         },
         finish: FinishReason::EndTurn,
         model: req.model.clone(),

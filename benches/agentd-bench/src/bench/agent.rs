@@ -85,6 +85,7 @@ impl LlmProvider for StepProvider {
             usage: Usage {
                 input_tokens: 100,
                 output_tokens: 20,
+                ..Default::default()
             },
             finish,
             model: req.model,

@@ -63,8 +63,8 @@ pub(super) async fn run(
                 model_call_id: &model_call_id,
             };
             let provider = Ok(engine.env.provider.clone());
-            let (pool, clock) = (&engine.pool, &engine.clock);
-            match model_phase::call(pool, clock, spec.org_id, charge_to, call, provider).await? {
+            let with = (&engine.pool, &engine.clock, &*engine.env.prices);
+            match model_phase::call(with, spec.org_id, charge_to, call, provider).await? {
                 Phase::Answered {
                     state,
                     answer,

@@ -221,11 +221,16 @@ pub async fn call(
 
 /// Charges the estimated input of a call that failed after the model generated.
 async fn charge_failed(engine: &Engine, spec: &RunSpec, run_id: Uuid, req: &CompletionRequest) {
-    let n = tokens::request(req) as i64;
+    let usage = crate::llm::Usage {
+        input_tokens: tokens::request(req),
+        ..Default::default()
+    };
+    let add = crate::llm::budget::charge(&engine.env.prices, &[&req.model], &usage);
     let now = engine.clock.now();
     let charged = async {
         let mut tx = engine.pool.begin().await?;
-        let warned = agent_loop::charge_failed_call(&mut tx, spec.org_id, run_id, n, now).await?;
+        let warned =
+            agent_loop::charge_failed_call(&mut tx, spec.org_id, run_id, &add, now).await?;
         tx.commit().await?;
         Ok::<_, sqlx::Error>(warned)
     }

@@ -67,11 +67,15 @@ pub(super) async fn checkpoint_response(
         payload["unconstrained"] = json!(why.as_str());
     }
     let row = StepRow::written(seq, StepKind::LlmResponse, None, &payload, now);
+    let add = Counters {
+        rounds: 1,
+        ..budget::charge_answer(&engine.env.prices, &spec.model, &resp)
+    };
     let settled = budget::checkpoint_answer(
         &engine.pool,
         spec.org_id,
         (run_id, &row),
-        (&resp, 1),
+        (&resp, add),
         reservation,
         now,
         Flush::Unflushed,

@@ -44,6 +44,8 @@ pub struct ToolEnv {
     pub pii: crate::pii::PiiSettings,
     /// Decrypts the provider keys orgs bring (`llm.org_key_encryption_key`; `None`: not set).
     pub org_key_cipher: Option<Arc<crate::llm::org_keys::Cipher>>,
+    /// `llm.prices`: what each model call costs (charged with its tokens).
+    pub prices: Arc<crate::config::Prices>,
 }
 
 impl ToolEnv {

@@ -71,15 +71,22 @@ pub(super) async fn approve(
         .await?),
     };
     let charge_to = ChargeTo::Run(row.run_id);
-    let (answer, tokens) =
-        match model_phase::call(pool, clock, row.org_id, charge_to, call, provider).await? {
-            Phase::Refused { used, limit } => return Err(DecideError::Budget(row.id, used, limit)),
-            Phase::Answered { state, answer, .. } => {
-                let tokens = answer.usage.total_i64();
-                (Ok((state, answer)), tokens)
-            }
-            Phase::Failed { error, spent } => (Err(error), spent),
-        };
+    let (answer, tokens) = match model_phase::call(
+        (pool, clock, &env.prices),
+        row.org_id,
+        charge_to,
+        call,
+        provider,
+    )
+    .await?
+    {
+        Phase::Refused { used, limit } => return Err(DecideError::Budget(row.id, used, limit)),
+        Phase::Answered { state, answer, .. } => {
+            let tokens = answer.usage.total_i64();
+            (Ok((state, answer)), tokens)
+        }
+        Phase::Failed { error, spent } => (Err(error), spent),
+    };
     let now = clock.now();
     let mut tx = pool.begin().await?;
     let row = store::lock(&mut tx, row.id, Some(row.org_id))

@@ -11,6 +11,7 @@
 
 use super::{ModelCall, Tool, ToolCtx, ToolError};
 use crate::clock::SharedClock;
+use crate::config::Prices;
 use crate::llm::{CompletionResponse, LlmError, SharedProvider, budget};
 use crate::store::agent_loop::Flush;
 use crate::store::budget::Reservation;
@@ -54,10 +55,10 @@ pub enum Phase {
 
 /// Runs `call` on `provider` for `org_id` with no transaction open (see the module doc).
 /// `provider` is `Err` when the org's provider cannot be used (its key): the call then fails
-/// after the budget check, like a provider that refused it. Errors only for the database.
+/// after the budget check, like a provider that refused it. What it spent is priced at
+/// `prices`. Errors only for the database.
 pub async fn call(
-    pool: &PgPool,
-    clock: &SharedClock,
+    (pool, clock, prices): (&PgPool, &SharedClock, &Prices),
     org_id: Uuid,
     charge_to: ChargeTo<'_>,
     call: ModelCall,
@@ -68,6 +69,7 @@ pub async fn call(
         return Ok(Phase::Refused { used, limit });
     }
     let input_estimate = crate::llm::tokens::request(&call.request) as i64;
+    let asked = call.request.model.clone();
     let answer = match provider {
         Ok(p) => p.complete(call.request).await,
         Err(e) => Err(e),
@@ -84,7 +86,8 @@ pub async fn call(
                     let payload = json!({"state": call.state, "response": answer});
                     let kind = StepKind::ToolModel;
                     let row = StepRow::written(seq, kind, Some(model_call_id), &payload, now);
-                    let (step, used) = ((run_id, &row), (&answer, 0));
+                    let add = budget::charge_answer(prices, &asked, &answer);
+                    let (step, used) = ((run_id, &row), (&answer, add));
                     budget::checkpoint_answer(
                         pool,
                         org_id,
@@ -98,8 +101,8 @@ pub async fn call(
                     Some(row)
                 }
                 ChargeTo::Run(run_id) => {
-                    let used = answer.usage.split_i64();
-                    charge(pool, org_id, run_id, used, &reservation, now).await?;
+                    let add = budget::charge_answer(prices, &asked, &answer);
+                    charge(pool, org_id, run_id, &add, &reservation, now).await?;
                     None
                 }
             };
@@ -122,7 +125,12 @@ pub async fn call(
                     ChargeTo::Checkpoint { run_id, .. } => Some(run_id),
                     ChargeTo::Run(run_id) => run_id,
                 };
-                charge(pool, org_id, run_id, (spent, 0), &reservation, now).await?;
+                let usage = crate::llm::Usage {
+                    input_tokens: spent as u64,
+                    ..Default::default()
+                };
+                let add = budget::charge(prices, &[&asked], &usage);
+                charge(pool, org_id, run_id, &add, &reservation, now).await?;
             } else {
                 budget::release(pool, &reservation).await;
             }
@@ -131,21 +139,21 @@ pub async fn call(
     }
 }
 
-/// Adds `(input, output)` tokens to the run's counters (if a run) and settles the reservation
-/// with their sum on the org's budget, in one short transaction.
+/// Adds `add` (tokens and their cost) to the run's counters (if a run) and settles the
+/// reservation with its tokens on the org's budget, in one short transaction.
 async fn charge(
     pool: &PgPool,
     org_id: Uuid,
     run_id: Option<Uuid>,
-    (input, output): (i64, i64),
+    add: &runs::Counters,
     reservation: &Reservation,
     now: chrono::DateTime<chrono::Utc>,
 ) -> sqlx::Result<()> {
     let mut tx = pool.begin().await?;
     if let Some(run) = run_id {
-        runs::add_tokens(&mut tx, run, input, output).await?;
+        runs::add_usage(&mut tx, run, add).await?;
     }
-    budget::settle(&mut tx, org_id, reservation, input + output, now).await?;
+    budget::settle(&mut tx, org_id, reservation, add.tokens(), now).await?;
     tx.commit().await
 }
 

@@ -243,6 +243,11 @@ pub async fn authenticate(State(s): State<ApiState>, mut req: Request, next: Nex
             org_id: owner.org_id,
             role: Role::parse(&owner.role).unwrap_or(Role::Reader),
         };
+        let runs = super::rate::enqueues_runs(&method, &path);
+        if let Err(limited) = s.limits.admit(&c, runs, Instant::now()) {
+            let refused = Problem::rate_limited(&limited).into_response();
+            return log(&method, &path, Some(c), started, refused);
+        }
         req.extensions_mut().insert(c);
         caller = Some(c);
     }

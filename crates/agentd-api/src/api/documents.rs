@@ -489,11 +489,25 @@ struct ReportExtraction {
 struct ReportRun {
     id: Uuid,
     provider: String,
+    /// The model the run asked for.
+    model: String,
     status: crate::store::states::RunStatus,
     stop_reason: Option<String>,
     rounds: i32,
     tool_calls: i32,
+    /// Input plus output tokens.
     tokens: i64,
+    input_tokens: i64,
+    output_tokens: i64,
+    /// Of `input_tokens`: read from the provider's prompt cache.
+    cache_read_tokens: i64,
+    /// Of `input_tokens`: written to the provider's prompt cache.
+    cache_write_tokens: i64,
+    /// What the run's model calls cost in US dollars at `llm.prices`; null: not known
+    /// (`cost_note` says why).
+    cost_usd: Option<f64>,
+    /// Why `cost_usd` is null (a model with no price, a run from before costs were recorded).
+    cost_note: Option<String>,
     /// Wall time of the run, once it ended.
     seconds: Option<f64>,
 }

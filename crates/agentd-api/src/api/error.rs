@@ -168,6 +168,26 @@ impl Problem {
     }
 }
 
+impl Problem {
+    /// 429 for a request past a rate of `api.*_per_minute_*` (`rate`), with `Retry-After`.
+    pub fn rate_limited(l: &super::rate::Limited) -> Response {
+        let secs = l.retry_after.as_secs().max(1);
+        let mut res = Problem::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate-limited",
+            format!(
+                "more than {} requests a minute ({}); retry after {secs} s",
+                l.per_minute, l.limit
+            ),
+        )
+        .into_response();
+        if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+            res.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        res
+    }
+}
+
 impl From<sqlx::Error> for Problem {
     fn from(e: sqlx::Error) -> Self {
         Problem::internal(e)

@@ -18,6 +18,7 @@ mod listen;
 pub mod openapi;
 mod operate;
 mod provider_key;
+pub mod rate;
 mod reads;
 mod settings;
 mod suggestions;
@@ -47,6 +48,8 @@ pub struct ApiState {
     pub events: events::EventWaker,
     /// Cancelled when the server stops: open event streams end.
     pub shutdown: CancellationToken,
+    /// Request rates per key and org (`rate`).
+    pub limits: Arc<rate::RateLimits>,
 }
 
 /// Body limit of every route but document upload.
@@ -74,6 +77,7 @@ pub fn router_until(app: App, stop: CancellationToken) -> Router {
     let timeout = std::time::Duration::from_secs(app.config.api.request_timeout_secs);
     let concurrency = app.config.api.max_concurrent_requests.max(1) as usize;
     let state = ApiState {
+        limits: Arc::new(rate::RateLimits::new(&app.config.api)),
         app,
         events: events::EventWaker::default(),
         shutdown: stop,
@@ -112,6 +116,7 @@ pub fn router_until(app: App, stop: CancellationToken) -> Router {
         .route("/v1/queue/{kind}/pause", post(operate::pause_kind))
         .route("/v1/queue/{kind}/resume", post(operate::resume_kind))
         .route("/v1/status", get(reads::status))
+        .route("/v1/usage", get(reads::usage))
         .route("/v1/jobs", post(jobs::create))
         .route("/v1/jobs/{id}", get(jobs::get))
         .route("/v1/settings", get(settings::get).patch(settings::patch))

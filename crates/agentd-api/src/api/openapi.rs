@@ -28,7 +28,7 @@ use utoipa::{Modify, OpenApi};
         documents::create, documents::list, documents::get, documents::accept, documents::reject,
         documents::refine, artifacts::schemas, artifacts::prompts, artifacts::tags,
         approvals::list, approvals::get, approvals::approve, approvals::reject,
-        reads::suggestions, suggestions::dismiss, suggestions::shown, reads::run, reads::status,
+        reads::suggestions, suggestions::dismiss, suggestions::shown, reads::run, reads::status, reads::usage,
         console_routes::me, console_routes::queue, console_routes::retry, console_routes::runs,
         jobs::create, jobs::get,
         operate::cancel, operate::cancel_run, operate::pause_kind, operate::resume_kind,
@@ -103,6 +103,11 @@ fn meaning(status: &str) -> &'static str {
             "Over the server's limits: more requests at once than `api.max_concurrent_requests` \
              (`Retry-After`), or not answered within `api.request_timeout_secs`; retry"
         }
+        "429" => {
+            "Past a rate of `api.requests_per_minute_per_key`, `api.requests_per_minute_per_org` \
+             or, for requests that enqueue model runs, `api.runs_per_minute_per_key`; retry after \
+             `Retry-After` seconds (nothing was read or written)"
+        }
         "422" => {
             "Well-formed but invalid: a wrong type, a missing or unknown field, a failed check \
              (`field` names it); nothing was written"
@@ -163,7 +168,7 @@ fn complete(op: &mut Operation, takes_id: bool) {
             }
         }
     }
-    let mut shared = vec!["400", "401", "503"];
+    let mut shared = vec!["400", "401", "429", "503"];
     if takes_id {
         shared.push("404");
     }

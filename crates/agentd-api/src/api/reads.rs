@@ -1,5 +1,6 @@
-//! Read-only routes: `GET /v1/suggestions`, `GET /v1/runs/{id}` (transcript and audit) and
-//! `GET /v1/status` (the org's queue at a glance, shaped like `agentd status --json`).
+//! Read-only routes: `GET /v1/suggestions`, `GET /v1/runs/{id}` (transcript and audit),
+//! `GET /v1/status` (the org's queue at a glance, shaped like `agentd status --json`) and
+//! `GET /v1/usage` (the month's tokens and what they cost).
 
 use super::auth::Scoped;
 use super::error::{ApiResult, Problem, ok};
@@ -75,6 +76,77 @@ pub async fn status(req: Scoped) -> ApiResult {
         budgets,
         kinds_without_handler: crate::jobs::unimplemented_kinds(app),
     })
+}
+
+/// The org's model use this month: runs, tokens and their cost in dollars.
+#[utoipa::path(get, path = "/v1/usage", tag = "status", operation_id = "getUsage",
+    responses((status = 200, body = OrgUsage, description = "The org's use this month")))]
+pub async fn usage(req: Scoped) -> ApiResult {
+    let (pool, org) = (&req.app.pool, req.org_id());
+    let now = req.app.clock.now();
+    let period = runs::period_of(now);
+    let u = runs::month_usage(pool, org, period).await?;
+    let budget = runs::budget(pool, org, now).await?;
+    ok(&OrgUsage::new(period, &u, budget))
+}
+
+/// `GET /v1/usage`: the org's runs started this month (UTC), their tokens and what they cost
+/// at the price table (`llm.prices`), beside its budget.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct OrgUsage {
+    /// The month, as its first day.
+    pub period_start: chrono::NaiveDate,
+    /// Runs started in it.
+    pub runs: i64,
+    /// Input plus output tokens of those runs.
+    pub tokens: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    /// Of `input_tokens`: read from the provider's prompt cache.
+    pub cache_read_tokens: i64,
+    /// Of `input_tokens`: written to the provider's prompt cache.
+    pub cache_write_tokens: i64,
+    /// What they cost in US dollars, rounded to the micro-dollar; null when it is not known
+    /// (`cost_note` says why).
+    pub cost_usd: Option<f64>,
+    /// The cost of the calls whose model has a price: all of `cost_usd`, or a lower bound when
+    /// that is null.
+    pub priced_cost_usd: f64,
+    /// Why `cost_usd` is null: tokens of a model with no price, runs from before costs were
+    /// recorded.
+    pub cost_note: Option<String>,
+    /// The monthly token limit enforced (the smaller of the budget and what the cost cap buys at
+    /// the model's highest price); null: none.
+    pub effective_token_limit: Option<i64>,
+    /// Tokens charged to that limit this month; null: no limit.
+    pub budget_tokens_used: Option<i64>,
+}
+
+impl OrgUsage {
+    pub fn new(
+        period_start: chrono::NaiveDate,
+        u: &runs::MonthUsage,
+        budget: Option<runs::Budget>,
+    ) -> Self {
+        let (cost_usd, cost_note) = match u.cost() {
+            Ok(c) => (Some(c.dollars()), None),
+            Err(why) => (None, Some(why)),
+        };
+        OrgUsage {
+            period_start,
+            runs: u.runs,
+            tokens: u.input_tokens + u.output_tokens,
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cache_read_tokens: u.cache_read_tokens,
+            cache_write_tokens: u.cache_write_tokens,
+            cost_usd,
+            priced_cost_usd: crate::config::NanoUsd(u.cost_nano_usd).dollars(),
+            cost_note,
+            effective_token_limit: budget.map(|b| b.monthly_limit),
+            budget_tokens_used: budget.map(|b| b.tokens_used),
+        }
+    }
 }
 
 /// `GET /v1/status`: the glance of `agentd status --json`, for the key's org.

@@ -40,8 +40,33 @@ pub(super) fn merge(
                     format!("unknown key `{section}.{k}`"),
                 ));
             }
-            base_sec.insert(k, v);
+            set(base_sec, &section, k, v);
         }
     }
     Ok(())
 }
+
+/// Sets `section.key` to `value`; `[llm.prices]` is set model by model over the built-in list
+/// prices (a file that prices one model keeps the others' list prices).
+pub(super) fn set(sec: &mut toml::Table, section: &str, key: String, value: toml::Value) {
+    if let (PRICES, toml::Value::Table(models)) = ((section, key.as_str()), &value)
+        && let Some(toml::Value::Table(base)) = sec.get_mut(&key)
+    {
+        for (model, price) in models {
+            base.insert(model.clone(), price.clone());
+        }
+        return;
+    }
+    sec.insert(key, value);
+}
+
+/// The models a layer (a file's table, or an environment value of `llm.prices`) prices.
+pub(super) fn priced_models(section: &str, key: &str, value: &toml::Value) -> Vec<String> {
+    match ((section, key), value) {
+        (PRICES, toml::Value::Table(models)) => models.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `(section, key)` of the price table.
+const PRICES: (&str, &str) = ("llm", "prices");

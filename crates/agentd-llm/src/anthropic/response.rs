@@ -66,6 +66,8 @@ impl WireUsage {
                 .saturating_add(self.cache_creation)
                 .saturating_add(self.cache_read),
             output_tokens: self.output,
+            cache_read_tokens: self.cache_read,
+            cache_write_tokens: self.cache_creation,
         }
     }
 }
@@ -369,7 +371,9 @@ mod tests {
             r.usage,
             Usage {
                 input_tokens: 1107,
-                output_tokens: 3
+                output_tokens: 3,
+                cache_read_tokens: 1000,
+                cache_write_tokens: 100,
             }
         );
         assert_eq!(r.model, "m", "the model asked when the body names none");

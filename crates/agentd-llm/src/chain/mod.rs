@@ -295,6 +295,14 @@ impl LlmProvider for ProviderChain {
         true
     }
 
+    fn breakers(&self, now: chrono::DateTime<chrono::Utc>) -> Vec<breaker::Snapshot> {
+        self.entries
+            .iter()
+            .filter(|e| !e.org_key)
+            .map(|e| e.breaker.snapshot(&e.name, now))
+            .collect()
+    }
+
     fn scoped(&self, scope: CallScope) -> Result<Option<SharedProvider>, LlmError> {
         let (entries, confined) = match &scope.org_key {
             None => (self.entries.clone(), None),
@@ -363,7 +371,7 @@ impl LlmProvider for ProviderChain {
             let elapsed = started.elapsed();
             match answer {
                 Ok(resp) => {
-                    e.breaker.success();
+                    e.breaker.success(self.shared.clock.now());
                     show_breaker(e, self.shared.clock.now());
                     if !failures.is_empty() {
                         metrics::counter!("agentd_provider_fallbacks_total", "provider" => e.name.clone())

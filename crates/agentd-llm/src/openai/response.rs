@@ -239,18 +239,21 @@ pub(super) fn content_text(v: &Value) -> String {
 
 pub(super) fn usage_from(v: &Value) -> Option<Usage> {
     let tokens = |a: &str, b: &str| v[a].as_u64().or_else(|| v[b].as_u64()).unwrap_or(0);
-    // Prefix-cache hits, where the server reports them (OpenAI, vLLM with prefix caching).
-    if let Some(cached) = v["prompt_tokens_details"]["cached_tokens"]
+    // Prefix-cache hits, where the server reports them (OpenAI, vLLM with prefix caching):
+    // part of the prompt tokens, priced at the cached-input price.
+    let cached = v["prompt_tokens_details"]["cached_tokens"]
         .as_u64()
         .or_else(|| v["input_tokens_details"]["cached_tokens"].as_u64())
-        .filter(|c| *c > 0)
-    {
+        .unwrap_or(0);
+    if cached > 0 {
         metrics::counter!("agentd_llm_cached_tokens_total").increment(cached);
         tracing::debug!(cached_tokens = cached, "provider prefix cache hit");
     }
     v.is_object().then(|| Usage {
         input_tokens: tokens("prompt_tokens", "input_tokens"),
         output_tokens: tokens("completion_tokens", "output_tokens"),
+        cache_read_tokens: cached,
+        cache_write_tokens: 0,
     })
 }
 

@@ -76,18 +76,19 @@ pub async fn is_estimated<'e, E: PgExecutor<'e>>(exec: E, run_id: Uuid) -> sqlx:
         .await
 }
 
-/// Charges the estimated input of a failed call to the run and its org, marked estimated.
-/// Returns `Some((used, limit))` when the org's use first crosses 80% of its budget.
+/// Charges the estimated input of a failed call to the run and its org, marked estimated: `add`
+/// holds its input tokens and their cost. Returns `Some((used, limit))` when the org's use first
+/// crosses 80% of its budget.
 pub async fn charge_failed_call(
     conn: &mut PgConnection,
     org_id: Uuid,
     run_id: Uuid,
-    input_tokens: i64,
+    add: &Counters,
     now: DateTime<Utc>,
 ) -> sqlx::Result<Option<(i64, i64)>> {
-    super::runs::add_tokens(&mut *conn, run_id, input_tokens, 0).await?;
+    super::runs::add_usage(&mut *conn, run_id, add).await?;
     mark_estimated(&mut *conn, run_id).await?;
-    super::runs::charge_budget(conn, org_id, input_tokens, now).await
+    super::runs::charge_budget(conn, org_id, add.tokens(), now).await
 }
 
 /// Begins a transaction that commits without waiting for its WAL to reach the disk
@@ -102,10 +103,10 @@ pub async fn begin_unflushed(
         .await
 }
 
-/// A run's counters (columns of `agent_runs`), and what a checkpoint adds to them.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, serde::Serialize, sqlx::FromRow, utoipa::ToSchema,
-)]
+/// A run's counters (columns of `agent_runs`), and what a checkpoint adds to them. Shown as
+/// [`CountersView`]: the cost in dollars, or why it is not known.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, sqlx::FromRow)]
+#[serde(into = "CountersView")]
 pub struct Counters {
     /// Model answers.
     pub rounds: i32,
@@ -114,12 +115,112 @@ pub struct Counters {
     /// Tokens the provider read and wrote, as it reported them (or as estimated).
     pub input_tokens: i64,
     pub output_tokens: i64,
+    /// Of `input_tokens`: read from the provider's prompt cache, and written to it.
+    pub cache_read_tokens: i64,
+    pub cache_write_tokens: i64,
+    /// The calls' cost in nano-dollars at `llm.prices` (`config::prices::cost`); `None`: a run
+    /// from before costs were recorded. Added to the run: `None` adds nothing.
+    pub cost_nano_usd: Option<i64>,
+    /// Tokens of calls whose model has no price (the run's cost is then not known).
+    pub unpriced_tokens: i64,
 }
 
 impl Counters {
     /// Tokens in and out: what budgets and caps count.
     pub fn tokens(&self) -> i64 {
         self.input_tokens + self.output_tokens
+    }
+
+    /// What the run cost, or why that is not known (a model without a price, a run from before
+    /// costs were recorded): a figure only when every call was priced.
+    pub fn cost(&self) -> Result<NanoUsd, String> {
+        if self.unpriced_tokens > 0 {
+            return Err(format!(
+                "{} of its tokens were of a model with no price in llm.prices",
+                self.unpriced_tokens
+            ));
+        }
+        match self.cost_nano_usd {
+            Some(n) => Ok(NanoUsd(n)),
+            None => Err("the run predates cost accounting".into()),
+        }
+    }
+
+    /// The cost as a person reads it: `$0.004215`, or `n/a`.
+    pub fn cost_text(&self) -> String {
+        match self.cost() {
+            Ok(c) => c.to_string(),
+            Err(_) => "n/a".into(),
+        }
+    }
+}
+
+use crate::config::NanoUsd;
+
+/// A run's counters as the API shows them (`Counters` in the OpenAPI document).
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+#[schema(as = Counters)]
+pub struct CountersView {
+    /// Model answers.
+    pub rounds: i32,
+    /// Tool calls answered.
+    pub tool_calls: i32,
+    /// Tokens the provider read (cache reads and writes included) and wrote, as it reported
+    /// them (or as estimated).
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    /// Of `input_tokens`: read from the provider's prompt cache (priced lower).
+    pub cache_read_tokens: i64,
+    /// Of `input_tokens`: written to the provider's prompt cache.
+    pub cache_write_tokens: i64,
+    /// What the run's model calls cost, in US dollars at `llm.prices` (list prices unless the
+    /// operator set others), rounded to the micro-dollar; null when it is not known
+    /// (`cost_note` says why).
+    pub cost_usd: Option<f64>,
+    /// Why `cost_usd` is null: a model with no price, or a run from before costs were recorded.
+    pub cost_note: Option<String>,
+}
+
+impl From<Counters> for CountersView {
+    fn from(c: Counters) -> Self {
+        let (cost_usd, cost_note) = match c.cost() {
+            Ok(n) => (Some(n.dollars()), None),
+            Err(why) => (None, Some(why)),
+        };
+        CountersView {
+            rounds: c.rounds,
+            tool_calls: c.tool_calls,
+            input_tokens: c.input_tokens,
+            output_tokens: c.output_tokens,
+            cache_read_tokens: c.cache_read_tokens,
+            cache_write_tokens: c.cache_write_tokens,
+            cost_usd,
+            cost_note,
+        }
+    }
+}
+
+impl utoipa::PartialSchema for Counters {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        <CountersView as utoipa::PartialSchema>::schema()
+    }
+}
+
+impl utoipa::ToSchema for Counters {
+    fn name() -> std::borrow::Cow<'static, str> {
+        <CountersView as utoipa::ToSchema>::name()
+    }
+
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        schemas.push((
+            Self::name().into_owned(),
+            <Self as utoipa::PartialSchema>::schema(),
+        ));
     }
 }
 
@@ -148,7 +249,8 @@ pub enum Flush {
     Unflushed,
 }
 
-/// Appends a checkpoint (see [`StepRow::written`]), adds `add` to the run's counters and settles
+/// Appends a checkpoint (see [`StepRow::written`]), adds `add` to the run's counters (its
+/// tokens, cache reads and writes, cost and unpriced tokens) and settles
 /// `settle` on the org's budget, in one statement (the charge's 80 %/100 % flags and events are
 /// the caller's: `runs::after_charge`). A second row at the same `seq` or for the same
 /// `(run_id, call_id)` is a unique violation: nothing of the statement is written.
@@ -174,6 +276,10 @@ pub async fn checkpoint_settled(
     .bind(settle.tokens)
     .bind(super::runs::period_of(settle.now))
     .bind(flush == Flush::Unflushed)
+    .bind(add.cache_read_tokens)
+    .bind(add.cache_write_tokens)
+    .bind(add.cost_nano_usd.unwrap_or(0))
+    .bind(add.unpriced_tokens)
     .fetch_one(conn)
     .await?;
     let budget = match (used, limit) {

@@ -33,3 +33,4 @@ pub mod suggestions;
 pub mod tags;
 pub mod versions;
 pub mod webhooks;
+pub mod workers;

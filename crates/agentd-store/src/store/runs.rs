@@ -6,7 +6,7 @@ pub use super::audit::{
 };
 use super::sql;
 
-pub use super::agent_loop::Counters;
+pub use super::agent_loop::{Counters, CountersView};
 pub use super::states::RunStatus;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
@@ -275,19 +275,26 @@ pub async fn steps<'e, E: PgExecutor<'e>>(exec: E, run_id: Uuid) -> sqlx::Result
         .await
 }
 
-/// Adds tokens a tool spent (its own model call) to the run.
-pub async fn add_tokens(
-    conn: &mut PgConnection,
-    run_id: Uuid,
-    input_tokens: i64,
-    output_tokens: i64,
-) -> sqlx::Result<()> {
-    sqlx::query("UPDATE agent_runs SET input_tokens = input_tokens + $2, output_tokens = output_tokens + $3 WHERE id = $1")
-        .bind(run_id)
-        .bind(input_tokens)
-        .bind(output_tokens)
-        .execute(conn)
-        .await?;
+/// Adds what a call charged outside a checkpoint (a tool's model call decided by a person, a
+/// failed call's estimate) to the run: its tokens, cache reads and writes, cost and unpriced
+/// tokens.
+pub async fn add_usage(conn: &mut PgConnection, run_id: Uuid, add: &Counters) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE agent_runs
+            SET input_tokens = input_tokens + $2, output_tokens = output_tokens + $3,
+                cache_read_tokens = cache_read_tokens + $4, cache_write_tokens = cache_write_tokens + $5,
+                cost_nano_usd = cost_nano_usd + $6, unpriced_tokens = unpriced_tokens + $7
+          WHERE id = $1",
+    )
+    .bind(run_id)
+    .bind(add.input_tokens)
+    .bind(add.output_tokens)
+    .bind(add.cache_read_tokens)
+    .bind(add.cache_write_tokens)
+    .bind(add.cost_nano_usd.unwrap_or(0))
+    .bind(add.unpriced_tokens)
+    .execute(conn)
+    .await?;
     Ok(())
 }
 
@@ -340,6 +347,75 @@ pub async fn fail_run<'e>(
 pub struct Budget {
     pub monthly_limit: i64,
     pub tokens_used: i64,
+}
+
+/// An org's model use in a month (UTC), summed over the runs started in it (`GET /v1/usage`,
+/// `agentd status`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, sqlx::FromRow)]
+pub struct MonthUsage {
+    pub runs: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cache_read_tokens: i64,
+    pub cache_write_tokens: i64,
+    /// The priced calls' cost (nano-dollars).
+    pub cost_nano_usd: i64,
+    /// Tokens of calls whose model has no price.
+    pub unpriced_tokens: i64,
+    /// Runs from before costs were recorded.
+    pub unrecorded_runs: i64,
+}
+
+impl MonthUsage {
+    /// The month's cost, or why it is not known (some calls unpriced or unrecorded).
+    pub fn cost(&self) -> Result<crate::config::NanoUsd, String> {
+        let mut why = Vec::new();
+        if self.unpriced_tokens > 0 {
+            why.push(format!(
+                "{} tokens were of a model with no price in llm.prices",
+                self.unpriced_tokens
+            ));
+        }
+        if self.unrecorded_runs > 0 {
+            why.push(format!(
+                "{} run(s) predate cost accounting",
+                self.unrecorded_runs
+            ));
+        }
+        match why.is_empty() {
+            true => Ok(crate::config::NanoUsd(self.cost_nano_usd)),
+            false => Err(why.join("; ")),
+        }
+    }
+}
+
+/// The org's use in the month that starts on `period` (the first of a month).
+pub async fn month_usage<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    period: NaiveDate,
+) -> sqlx::Result<MonthUsage> {
+    let next = period
+        .checked_add_months(chrono::Months::new(1))
+        .unwrap_or(NaiveDate::MAX);
+    let midnight = |d: NaiveDate| d.and_time(chrono::NaiveTime::MIN).and_utc();
+    sqlx::query_as(
+        "SELECT count(*) AS runs,
+                COALESCE(sum(input_tokens), 0)::bigint AS input_tokens,
+                COALESCE(sum(output_tokens), 0)::bigint AS output_tokens,
+                COALESCE(sum(cache_read_tokens), 0)::bigint AS cache_read_tokens,
+                COALESCE(sum(cache_write_tokens), 0)::bigint AS cache_write_tokens,
+                COALESCE(sum(cost_nano_usd), 0)::bigint AS cost_nano_usd,
+                COALESCE(sum(unpriced_tokens), 0)::bigint AS unpriced_tokens,
+                count(*) FILTER (WHERE cost_nano_usd IS NULL) AS unrecorded_runs
+           FROM agent_runs
+          WHERE org_id = $1 AND started_at >= $2 AND started_at < $3",
+    )
+    .bind(org_id)
+    .bind(midnight(period))
+    .bind(midnight(next))
+    .fetch_one(exec)
+    .await
 }
 
 /// The first day of `now`'s month: the budget period.

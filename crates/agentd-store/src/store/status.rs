@@ -208,6 +208,48 @@ pub struct BudgetUse {
     pub tokens_used: i64,
 }
 
+/// One org's model use this month (`agentd status`).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct OrgMonthUse {
+    pub org_id: Uuid,
+    pub org_name: String,
+    #[sqlx(flatten)]
+    pub usage: super::runs::MonthUsage,
+}
+
+/// The orgs whose runs started this month, the costliest first (then the most tokens).
+pub async fn month_use(
+    pool: &PgPool,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> sqlx::Result<Vec<OrgMonthUse>> {
+    let period = super::runs::period_of(now);
+    let next = period
+        .checked_add_months(chrono::Months::new(1))
+        .unwrap_or(chrono::NaiveDate::MAX);
+    let midnight = |d: chrono::NaiveDate| d.and_time(chrono::NaiveTime::MIN).and_utc();
+    sqlx::query_as(
+        "SELECT r.org_id, o.name AS org_name, count(*) AS runs,
+                sum(r.input_tokens)::bigint AS input_tokens,
+                sum(r.output_tokens)::bigint AS output_tokens,
+                sum(r.cache_read_tokens)::bigint AS cache_read_tokens,
+                sum(r.cache_write_tokens)::bigint AS cache_write_tokens,
+                COALESCE(sum(r.cost_nano_usd), 0)::bigint AS cost_nano_usd,
+                sum(r.unpriced_tokens)::bigint AS unpriced_tokens,
+                count(*) FILTER (WHERE r.cost_nano_usd IS NULL) AS unrecorded_runs
+           FROM agent_runs r JOIN orgs o ON o.id = r.org_id
+          WHERE r.started_at >= $1 AND r.started_at < $2
+          GROUP BY r.org_id, o.name
+          ORDER BY 8 DESC, sum(r.input_tokens + r.output_tokens) DESC, o.name
+          LIMIT $3",
+    )
+    .bind(midnight(period))
+    .bind(midnight(next))
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}
+
 /// Orgs with a budget, most used first.
 pub async fn budgets(
     pool: &PgPool,

@@ -69,6 +69,9 @@ C.flash = function flash(text, kind) {
 };
 
 C.fmtTime = (t) => (t ? new Date(t).toLocaleString() : "—");
+// Dollars as the API gives them (`cost_usd`, null when not known): six decimals under $1, four
+// from $1 up, as the CLI prints them.
+C.fmtUsd = (d) => (d === null || d === undefined ? "n/a" : "$" + d.toFixed(d >= 1 ? 4 : 6));
 C.fmtSecs = function fmtSecs(s) {
   if (s === null || s === undefined || Number.isNaN(s)) return "—";
   const neg = s < 0;

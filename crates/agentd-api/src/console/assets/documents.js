@@ -136,7 +136,7 @@
         ["schema", d.schema ? `${d.schema.name} (${d.schema.status})` : null],
         ["extraction", d.extraction ? d.extraction.status : null],
         ["run", run ? h("a", { href: "#/runs/" + encodeURIComponent(run.id) },
-          `${C.short(run.id)} — ${run.status}${run.stop_reason ? " (" + run.stop_reason + ")" : ""}, ${run.tokens} tokens`) : null]]),
+          `${C.short(run.id)} — ${run.status}${run.stop_reason ? " (" + run.stop_reason + ")" : ""}, ${run.tokens} tokens, ${C.fmtUsd(run.cost_usd)}`) : null]]),
       actions,
       refinable ? refineForm(id) : null,
       h("h3", {}, "Schema fields and extracted values"), fields,

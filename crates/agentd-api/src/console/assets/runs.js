@@ -1,4 +1,4 @@
-// Runs page: the org's runs (status, stop reason, tokens, timings); one run's transcript
+// Runs page: the org's runs (status, stop reason, tokens, cost, timings); one run's transcript
 // (checkpoints in order) and its audit trail; admins cancel a running run.
 "use strict";
 (function () {
@@ -11,10 +11,11 @@
     if (!r.ok) return C.page("Runs", h("p", { class: "error-text" }, C.problem(r)));
     C.page("Runs", C.table("Runs",
       ["run", "kind", "status", "stop reason", { label: "rounds", num: true }, { label: "tool calls", num: true },
-        { label: "tokens in/out", num: true }, "started", { label: "took", num: true }],
+        { label: "tokens in/out", num: true }, { label: "cost", num: true }, "started", { label: "took", num: true }],
       r.body.items.map((x) => [h("a", { href: "#/runs/" + encodeURIComponent(x.id) }, C.short(x.id)), x.kind,
         C.badge(x.status), x.stop_reason || "—", String(x.rounds), String(x.tool_calls),
-        `${x.input_tokens} / ${x.output_tokens}`, C.fmtTime(x.started_at), took(x)]),
+        `${x.input_tokens} / ${x.output_tokens}`, h("span", { title: x.cost_note || "at the price table (llm.prices)" }, C.fmtUsd(x.cost_usd)),
+        C.fmtTime(x.started_at), took(x)]),
       "No runs yet."));
   }
 
@@ -43,7 +44,10 @@
       C.facts([["status", C.badge(run.status)], ["stop reason", run.stop_reason], ["subject", run.subject],
         ["provider / model", `${run.provider} / ${run.model}`], ["rounds", String(run.rounds)],
         ["tool calls", String(run.tool_calls)],
-        ["tokens", `${run.input_tokens} in, ${run.output_tokens} out (${run.input_tokens + run.output_tokens} total)`],
+        ["tokens", `${run.input_tokens} in, ${run.output_tokens} out (${run.input_tokens + run.output_tokens} total)` +
+          (run.cache_read_tokens || run.cache_write_tokens
+            ? `; of the input ${run.cache_read_tokens} read from the prompt cache, ${run.cache_write_tokens} written to it` : "")],
+        ["cost", h("span", { id: "run-cost" }, C.fmtUsd(run.cost_usd) + (run.cost_note ? ` (${run.cost_note})` : " at the price table"))],
         ["started", C.fmtTime(run.started_at)], ["finished", C.fmtTime(run.finished_at)], ["took", took(run)],
         ["job", run.job_id === null ? null : String(run.job_id)],
         run.error ? ["error", h("span", { class: "error-text" }, run.error)] : null]),

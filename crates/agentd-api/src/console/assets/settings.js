@@ -15,9 +15,10 @@
   ];
 
   C.pages.settings = async function settings() {
-    const r = await C.api("GET", "/v1/settings");
+    const [r, u] = await Promise.all([C.api("GET", "/v1/settings"), C.api("GET", "/v1/usage")]);
     if (!r.ok) return C.page("Settings", h("p", { class: "error-text" }, C.problem(r)));
     const s = r.body;
+    const usage = u.ok ? u.body : null;
     const inputs = {};
     const rows = FIELDS.map(([k, label, type, empty]) => {
       const v = s[k];
@@ -46,6 +47,8 @@
     } }, rows, h("button", { type: "submit", class: "primary", id: "save-settings" }, "Save"));
     C.page("Settings",
       C.facts([["tokens used this month", String(s.tokens_used_this_month)],
+        usage ? ["runs this month", `${usage.runs} runs, ${usage.tokens} tokens, ` +
+          C.fmtUsd(usage.cost_usd) + (usage.cost_note ? ` (${usage.cost_note})` : " at the price table")] : null,
         ["enforced token limit", s.effective_token_limit === null ? "unlimited" : String(s.effective_token_limit)],
         ["nightly hour", String(s.nightly_hour)]]),
       form);

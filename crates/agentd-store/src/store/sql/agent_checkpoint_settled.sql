@@ -1,5 +1,7 @@
 -- A model turn's checkpoint ($1 run, $2 seq, $3 kind, $4 call id, $5 payload, $6 time), the
--- run's counters (+$7 rounds, +$8 tool calls, +$9 input and +$10 output tokens), the turn's
+-- run's counters (+$7 rounds, +$8 tool calls, +$9 input and +$10 output tokens, +$16 cache
+-- reads and +$17 cache writes of that input, +$18 nano-dollars of cost, +$19 tokens of a model
+-- without a price; a run's NULL cost, from before costs were recorded, stays NULL), the turn's
 -- budget reservation $11 (if any) released and its $13 tokens charged to org $12's budget of the period
 -- starting $14, in one statement (`store::agent_loop::checkpoint_settled`); with $15 the commit
 -- does not wait for the WAL flush. Returns the run's token total and the org's budget after
@@ -19,7 +21,9 @@ charged AS (
 run AS (
   UPDATE agent_runs
      SET rounds = rounds + $7, tool_calls = tool_calls + $8,
-         input_tokens = input_tokens + $9, output_tokens = output_tokens + $10
+         input_tokens = input_tokens + $9, output_tokens = output_tokens + $10,
+         cache_read_tokens = cache_read_tokens + $16, cache_write_tokens = cache_write_tokens + $17,
+         cost_nano_usd = cost_nano_usd + $18, unpriced_tokens = unpriced_tokens + $19
    WHERE id = $1
   RETURNING input_tokens + output_tokens AS tokens)
 SELECT run.tokens, charged.tokens_used, charged.monthly_limit

@@ -1,0 +1,253 @@
+//! Request rates per key and per org (issue 47, item 5; review N28/D1): a token bucket per API
+//! key and one per org, and a stricter one per key for the requests that enqueue model runs
+//! (an upload, `POST /v1/jobs`, a refine) — an uploader key looping on them spends the org's
+//! budget at the rate the operator chose, not as fast as the server answers. Past a bucket the
+//! request gets 429 with `Retry-After` (whole seconds until one token is back), before its
+//! handler runs: nothing is read or written.
+//!
+//! The buckets live in this `agentd serve` process. With P processes behind a load balancer a
+//! key gets at most P times the rate: the fleet bound. `api.serve_processes` divides each rate
+//! so the fleet's total is the configured one (round-robin balancing spreads a key's requests
+//! evenly; a skewed balancer makes the bound looser, never stricter than configured / P).
+//! Another org's requests never wait on these buckets: each org and key has its own.
+
+use super::auth::Caller;
+use crate::config::ApiConfig;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+/// Most buckets kept; past it, buckets that refilled completely are forgotten (they hold no
+/// state a new bucket would not have).
+const MAX_BUCKETS: usize = 100_000;
+
+/// What a request is charged to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Scope {
+    Key,
+    Org,
+    KeyRuns,
+}
+
+impl Scope {
+    fn name(self) -> &'static str {
+        match self {
+            Scope::Key => "api.requests_per_minute_per_key",
+            Scope::Org => "api.requests_per_minute_per_org",
+            Scope::KeyRuns => "api.runs_per_minute_per_key",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+/// The buckets of one process.
+#[derive(Debug)]
+pub struct RateLimits {
+    per_key: u32,
+    per_org: u32,
+    runs_per_key: u32,
+    buckets: Mutex<HashMap<(Scope, Uuid), Bucket>>,
+}
+
+/// A refusal: which limit, and when a token is back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limited {
+    pub limit: &'static str,
+    pub per_minute: u32,
+    pub retry_after: Duration,
+}
+
+/// Whether `method path` enqueues a model run (charged to the runs bucket too).
+pub fn enqueues_runs(method: &axum::http::Method, path: &str) -> bool {
+    if method != axum::http::Method::POST {
+        return false;
+    }
+    if path == "/v1/documents" || path == "/v1/jobs" {
+        return true;
+    }
+    path.strip_prefix("/v1/documents/")
+        .is_some_and(|rest| rest.ends_with("/refine"))
+}
+
+impl RateLimits {
+    /// The limits of `cfg`, each divided by `serve_processes` (0 = off).
+    pub fn new(cfg: &ApiConfig) -> Self {
+        let share = |rate: u32| match rate {
+            0 => 0,
+            r => (r / cfg.serve_processes.max(1)).max(1),
+        };
+        Self {
+            per_key: share(cfg.requests_per_minute_per_key),
+            per_org: share(cfg.requests_per_minute_per_org),
+            runs_per_key: share(cfg.runs_per_minute_per_key),
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Charges one request of `caller` (a run-enqueuing one to the runs bucket too) at `now`;
+    /// every bucket it needs must have a token, else none is taken.
+    pub fn admit(&self, caller: &Caller, runs: bool, now: Instant) -> Result<(), Limited> {
+        let mut charged = vec![
+            (Scope::Key, caller.key_id, self.per_key),
+            (Scope::Org, caller.org_id, self.per_org),
+        ];
+        if runs {
+            charged.push((Scope::KeyRuns, caller.key_id, self.runs_per_key));
+        }
+        charged.retain(|c| c.2 > 0);
+        if charged.is_empty() {
+            return Ok(());
+        }
+        let mut buckets = self
+            .buckets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if buckets.len() > MAX_BUCKETS {
+            let (per_key, per_org, runs) = (self.per_key, self.per_org, self.runs_per_key);
+            buckets.retain(|(scope, _), b| {
+                let rate = match scope {
+                    Scope::Key => per_key,
+                    Scope::Org => per_org,
+                    Scope::KeyRuns => runs,
+                };
+                refilled(*b, rate, now).tokens < f64::from(rate)
+            });
+        }
+        let mut next = Vec::with_capacity(charged.len());
+        for (scope, id, rate) in &charged {
+            let b = buckets.get(&(*scope, *id)).copied().unwrap_or(Bucket {
+                tokens: f64::from(*rate),
+                at: now,
+            });
+            let b = refilled(b, *rate, now);
+            if b.tokens < 1.0 {
+                let per_sec = f64::from(*rate) / 60.0;
+                let wait = ((1.0 - b.tokens) / per_sec).ceil().max(1.0);
+                return Err(Limited {
+                    limit: scope.name(),
+                    per_minute: *rate,
+                    retry_after: Duration::from_secs(wait as u64),
+                });
+            }
+            next.push(((*scope, *id), b));
+        }
+        for (k, mut b) in next {
+            b.tokens -= 1.0;
+            buckets.insert(k, b);
+        }
+        Ok(())
+    }
+}
+
+/// `b` at `now`: `rate` tokens a minute added, at most `rate` held.
+fn refilled(b: Bucket, rate: u32, now: Instant) -> Bucket {
+    let secs = now.saturating_duration_since(b.at).as_secs_f64();
+    let cap = f64::from(rate);
+    Bucket {
+        tokens: (b.tokens + secs * cap / 60.0).min(cap),
+        at: now,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::auth::Role;
+
+    fn caller(org: Uuid) -> Caller {
+        Caller {
+            key_id: Uuid::new_v4(),
+            org_id: org,
+            role: Role::Uploader,
+        }
+    }
+
+    fn limits(per_key: u32, per_org: u32, runs: u32) -> RateLimits {
+        RateLimits::new(&ApiConfig {
+            requests_per_minute_per_key: per_key,
+            requests_per_minute_per_org: per_org,
+            runs_per_minute_per_key: runs,
+            ..ApiConfig::default()
+        })
+    }
+
+    #[test]
+    fn a_key_past_its_rate_waits_for_a_token_and_others_do_not() {
+        let l = limits(3, 0, 0);
+        let (a, b) = (caller(Uuid::new_v4()), caller(Uuid::new_v4()));
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            l.admit(&a, false, t0).unwrap();
+        }
+        let refused = l.admit(&a, false, t0).unwrap_err();
+        assert_eq!(refused.limit, "api.requests_per_minute_per_key");
+        assert_eq!(
+            refused.retry_after,
+            Duration::from_secs(20),
+            "3 a minute: one per 20 s"
+        );
+        l.admit(&b, false, t0).unwrap();
+        // 20 s later one token is back, not two.
+        let t1 = t0 + Duration::from_secs(20);
+        l.admit(&a, false, t1).unwrap();
+        assert!(l.admit(&a, false, t1).is_err());
+    }
+
+    #[test]
+    fn an_org_bucket_is_shared_by_its_keys_and_a_refusal_takes_no_token() {
+        let l = limits(100, 2, 1);
+        let org = Uuid::new_v4();
+        let (k1, k2) = (caller(org), caller(org));
+        let t = Instant::now();
+        l.admit(&k1, true, t).unwrap();
+        // k1's runs bucket is empty: refused, and the org's token is not spent.
+        assert_eq!(
+            l.admit(&k1, true, t).unwrap_err().limit,
+            "api.runs_per_minute_per_key"
+        );
+        l.admit(&k2, false, t).unwrap();
+        assert_eq!(
+            l.admit(&k2, false, t).unwrap_err().limit,
+            "api.requests_per_minute_per_org"
+        );
+    }
+
+    #[test]
+    fn rates_are_shared_across_the_serve_processes_and_zero_is_off() {
+        let l = RateLimits::new(&ApiConfig {
+            requests_per_minute_per_key: 600,
+            requests_per_minute_per_org: 0,
+            runs_per_minute_per_key: 0,
+            serve_processes: 3,
+            ..ApiConfig::default()
+        });
+        assert_eq!((l.per_key, l.per_org, l.runs_per_key), (200, 0, 0));
+        let c = caller(Uuid::new_v4());
+        let t = Instant::now();
+        for _ in 0..200 {
+            l.admit(&c, true, t).unwrap();
+        }
+        assert!(l.admit(&c, true, t).is_err());
+    }
+
+    #[test]
+    fn which_requests_enqueue_runs() {
+        use axum::http::Method;
+        for (m, p, runs) in [
+            (Method::POST, "/v1/documents", true),
+            (Method::POST, "/v1/jobs", true),
+            (Method::POST, "/v1/documents/0190/refine", true),
+            (Method::POST, "/v1/documents/0190/accept", false),
+            (Method::GET, "/v1/documents", false),
+            (Method::POST, "/v1/webhooks", false),
+        ] {
+            assert_eq!(enqueues_runs(&m, p), runs, "{m} {p}");
+        }
+    }
+}
