@@ -35,35 +35,25 @@ pub async fn bounded<T>(
     }
 }
 
-/// An attempt a worker holds, as far as giving it up is concerned.
-pub trait HeldLease {
-    /// The attempt number (for the log line).
-    fn attempt(&self) -> i32;
-    /// When the claim or heartbeat that last extended the lease was sent.
-    fn renewed_at(&self) -> Instant;
-    /// Stops the handler (its provider call and tools).
-    fn cancel(&self);
-}
-
 /// After a failed heartbeat: cancels and removes from `held` every attempt whose lease may have
 /// expired, so its outcome is dropped (the rescuer decides what happens to the job).
-pub fn give_up_expired<V: HeldLease>(
-    held: &mut std::collections::HashMap<i64, V>,
+pub(crate) fn give_up_expired(
+    held: &mut std::collections::HashMap<i64, crate::apalis::Held>,
     lease: Duration,
     heartbeat: Duration,
 ) {
     let now = Instant::now();
     held.retain(|id, h| {
-        if !may_have_expired(h.renewed_at(), lease, heartbeat, now) {
+        if !may_have_expired(h.renewed_at, lease, heartbeat, now) {
             return true;
         }
         tracing::warn!(
             job.id = id,
-            attempt = h.attempt(),
+            attempt = h.attempt,
             "lease may have expired (heartbeats failing); stopping this attempt"
         );
         metrics::counter!("agentd_leases_abandoned_total").increment(1);
-        h.cancel();
+        h.cancel.cancel();
         false
     });
 }

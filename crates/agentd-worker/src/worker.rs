@@ -166,7 +166,6 @@ impl App {
         );
         tokio::spawn(history.run(background.clone()));
         tokio::spawn(crate::jobs::reconcile::Reconciler::for_app(self).run(background.clone()));
-        crate::jobs::start_background(self, background.clone());
         let registered = tokio::spawn(registration.run(background.clone()));
         let token = shutdown.clone();
         let handle = tokio::spawn(async move {

@@ -9,7 +9,7 @@
 pub mod documents;
 pub mod extraction;
 mod extraction_model;
-mod field_names;
+pub mod field_names;
 pub mod help;
 pub mod model_phase;
 pub mod policy;
@@ -209,14 +209,6 @@ pub enum ToolError {
     /// The database failed: not the model's fault; the step is rolled back and retried.
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
-}
-
-impl ToolError {
-    /// True if this error should fail the step (and the job attempt) instead of going back to
-    /// the model.
-    pub fn is_infrastructure(&self) -> bool {
-        matches!(self, ToolError::Db(_))
-    }
 }
 
 /// A tool as the registry, the loop and approvals see it: JSON in, JSON out. Every tool is a

@@ -199,26 +199,16 @@ pub struct KindPolicy {
     pub newcomer_slots: usize,
 }
 
-/// An attempt this process holds a lease on (claimed and not yet settled).
-struct Held {
-    attempt: i32,
+/// An attempt this process holds a lease on (claimed and not yet settled). After a failed
+/// heartbeat, [`crate::lease::give_up_expired`] cancels it if its lease may have expired.
+pub(crate) struct Held {
+    pub(crate) attempt: i32,
     /// The job's org ([`crate::fair::org_key`]): what newcomer slots count.
     org: String,
-    cancel: CancellationToken,
+    /// Stops the handler (its provider call and tools).
+    pub(crate) cancel: CancellationToken,
     /// When the claim or heartbeat that last extended this lease was sent.
-    renewed_at: Instant,
-}
-
-impl super::lease::HeldLease for Held {
-    fn attempt(&self) -> i32 {
-        self.attempt
-    }
-    fn renewed_at(&self) -> Instant {
-        self.renewed_at
-    }
-    fn cancel(&self) {
-        self.cancel.cancel();
-    }
+    pub(crate) renewed_at: Instant,
 }
 
 /// What a handler run produced, as the acker writes it.

@@ -17,7 +17,6 @@ use crate::queue::JobError;
 use crate::queue::worker::JobHandler;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
 
 /// The handlers this build has, by kind.
 pub fn handlers(app: &App) -> BTreeMap<String, Arc<dyn JobHandler>> {
@@ -51,9 +50,6 @@ pub fn unimplemented_kinds(app: &App) -> Vec<String> {
         .cloned()
         .collect()
 }
-
-/// Background services that belong to job kinds (none: the expiry sweep runs as cron jobs).
-pub fn start_background(_app: &App, _stop: CancellationToken) {}
 
 /// Fills `{name}` placeholders of a job file's message.
 pub fn render(template: &str, vars: &[(&str, String)]) -> String {
