@@ -886,3 +886,40 @@ async fn a_body_past_max_response_bytes_is_refused_in_both_modes() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_redirect_is_not_followed_and_the_key_goes_nowhere_else() {
+    // Review D10: reqwest keeps `x-api-key` (and, for 307/308, the body) on a redirect to
+    // another host. The endpoint answers 307 to a second server on a real port: the second
+    // receives nothing, and the call fails on the 3xx without a retry.
+    let elsewhere = AnthropicFake::scripted(vec![Reply::Message(sunny())]).await;
+    for (status, stream) in [(307, false), (308, true), (302, false)] {
+        let endpoint = AnthropicFake::scripted(vec![
+            Reply::Raw {
+                status,
+                headers: vec![(
+                    "location".into(),
+                    format!("{}/v1/messages", elsewhere.base_url),
+                )],
+                body: String::new(),
+            };
+            3
+        ])
+        .await;
+        let err = endpoint
+            .provider(stream, 2, SECOND)
+            .complete(request(vec![], ToolChoice::Auto))
+            .await
+            .unwrap_err();
+        assert!(!err.retryable, "{status}: {err}");
+        assert!(err.message.contains(&format!("HTTP {status}")), "{err}");
+        assert!(err.message.contains("redirect"), "{err}");
+        assert!(!err.to_string().contains(KEY), "{err}");
+        assert_eq!(endpoint.seen().len(), 1, "{status}: sent once, not retried");
+    }
+    assert!(
+        elsewhere.seen().is_empty(),
+        "the redirect target received {:?}",
+        elsewhere.seen()
+    );
+}

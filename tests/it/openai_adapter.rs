@@ -752,3 +752,38 @@ async fn a_body_past_max_response_bytes_is_refused_in_both_modes() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_redirect_is_not_followed_and_the_key_goes_nowhere_else() {
+    // Review D10: a provider endpoint answering 307 (which keeps the body) to a second server
+    // on a real port: the second receives nothing, and the call fails on the 3xx, not retried.
+    let elsewhere = Fake::start(vec![Canned::json(
+        200,
+        completion(json!({"role": "assistant", "content": "Sunny."}), "stop"),
+    )])
+    .await;
+    for (status, stream) in [(307, false), (308, true), (302, false)] {
+        let target = format!("{}/chat/completions", elsewhere.base_url);
+        let endpoint = Fake::start(vec![
+            Canned::json(status, json!({}))
+                .header("location", &target);
+            3
+        ])
+        .await;
+        let err = endpoint
+            .provider(stream, 2, SECOND)
+            .complete(request(vec![], ToolChoice::Auto))
+            .await
+            .unwrap_err();
+        assert!(!err.retryable, "{status}: {err}");
+        assert!(err.message.contains(&status.to_string()), "{err}");
+        assert!(err.message.contains("redirect"), "{err}");
+        assert!(!err.to_string().contains(KEY), "{err}");
+        assert_eq!(endpoint.seen().len(), 1, "{status}: sent once, not retried");
+    }
+    assert!(
+        elsewhere.seen().is_empty(),
+        "the redirect target received {:?}",
+        elsewhere.seen()
+    );
+}

@@ -246,6 +246,24 @@ mod key_tests {
     }
 }
 
+/// The HTTP client every provider sends through: redirects are not followed (review D10).
+/// reqwest drops only `Authorization`, `Cookie` and `Proxy-Authorization` on a redirect to
+/// another host, never Anthropic's `x-api-key`, and a 307 or 308 resends the body; a provider
+/// endpoint that redirects gets its 3xx back as the failure instead.
+pub fn provider_http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        // The same condition `reqwest::Client::new()` panics on (no TLS backend).
+        .expect("a reqwest client builds")
+}
+
+/// What a provider's failure says of a 3xx answer, which [`provider_http_client`] does not
+/// follow (the adapters read it as a non-retryable failure naming the setting).
+pub const REDIRECT_NOT_FOLLOWED: &str = "the server answered with a redirect, which is not \
+     followed (the request would carry the API key to wherever it points): set the provider's \
+     base_url to the URL it redirects to";
+
 /// What a response whose body passed `llm.max_response_bytes` fails with (in the body
 /// stream's error, which the adapter reads as a non-retryable failure naming the setting).
 pub const BODY_TOO_LARGE: &str = "the response body passed llm.max_response_bytes";
@@ -367,6 +385,12 @@ impl tower::Service<HttpRequestFactory> for LimitedService {
                 if let Err(e) = limiter.rate_limited(wait).await {
                     tracing::warn!(error = %e, endpoint = limiter.key(), "could not record a 429 for the fleet");
                 }
+            }
+            if response.status().is_redirection() {
+                return Err(OpenAIError::InvalidArgument(format!(
+                    "HTTP {}: {REDIRECT_NOT_FOLLOWED}",
+                    response.status().as_u16()
+                )));
             }
             bounded(response, max)
         })

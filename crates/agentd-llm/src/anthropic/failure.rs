@@ -122,6 +122,12 @@ impl AnthropicProvider {
                 " (check llm.base_url or ANTHROPIC_BASE_URL: the API host, e.g. \
                  https://api.anthropic.com, to which /v1/messages is appended; or llm.model)"
             }
+            // Not followed (`limits::provider_http_client`, review D10).
+            300..=399 => {
+                " (a redirect, which is not followed: the request would carry the API key to \
+                 wherever it points; set llm.base_url or ANTHROPIC_BASE_URL to the URL it \
+                 redirects to)"
+            }
             _ => "",
         };
         let kind = if kind.is_empty() {

@@ -134,7 +134,7 @@ impl AnthropicProvider {
         Self {
             settings,
             endpoint,
-            client: reqwest::Client::new(),
+            client: crate::limits::provider_http_client(),
             limiter: None,
         }
     }

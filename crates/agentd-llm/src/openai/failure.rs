@@ -207,6 +207,10 @@ impl OpenAiProvider {
             OpenAIError::InvalidArgument(m) if m.contains(crate::limits::BODY_TOO_LARGE) => {
                 self.failure(format!("{}: {m}", self.endpoint), false, false)
             }
+            OpenAIError::InvalidArgument(m) if m.contains(crate::limits::REDIRECT_NOT_FOLLOWED) => {
+                // A 3xx: the same endpoint answers the same again (review D10).
+                self.failure(format!("{m} (from {})", self.endpoint), false, false)
+            }
             OpenAIError::InvalidArgument(m) if m.contains(crate::limits::LIMITER_UNREACHABLE) => {
                 // Not sent: the fleet limiter's database did not answer. Retried here with
                 // backoff, then by the job (review N5).

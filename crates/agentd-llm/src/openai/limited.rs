@@ -33,7 +33,7 @@ pub(super) fn transport(p: &OpenAiProvider) -> Client<OpenAIConfig> {
     let service = tower::ServiceBuilder::new()
         .layer(OpenAIRetryLayer::default())
         .service(LimitedService::new(
-            reqwest::Client::new(),
+            crate::limits::provider_http_client(),
             p.limiter.clone(),
             p.max_response_bytes,
         ));
