@@ -25,8 +25,8 @@ pub enum OrgsCmd {
         json: bool,
     },
     /// Change an org's settings: key=value … (monthly_token_budget, cost_cap_cents, model,
-    /// auto_create, timezone, nightly_hour, approval_ttl_secs, repropose_expired, byok_fallback;
-    /// `null` clears).
+    /// auto_create, timezone, nightly_hour, approval_ttl_secs, repropose_expired, byok_fallback,
+    /// requests_per_minute, runs_per_minute; `null` clears).
     Set {
         org: String,
         #[arg(required = true)]
@@ -272,6 +272,14 @@ async fn show(app: &App, org_id: uuid::Uuid, name: &str, as_json: bool) -> anyho
     );
     println!("  repropose_expired   {}", s.repropose_expired);
     println!("  byok_fallback       {}", s.byok_fallback);
+    println!(
+        "  requests_per_minute {}",
+        opt(s.requests_per_minute.map(|n| n.to_string()))
+    );
+    println!(
+        "  runs_per_minute     {}",
+        opt(s.runs_per_minute.map(|n| n.to_string()))
+    );
     println!("  model               {}", opt(s.model.clone()));
     println!("  auto_create         {}", s.auto_create);
     println!(

@@ -621,7 +621,8 @@ async fn jobs_settings_suggestions_and_status() {
         json!({"monthly_token_budget": null, "tokens_used_this_month": 0,
                "approval_ttl_secs": null, "auto_create": true, "cost_cap_cents": null,
                "effective_token_limit": null, "model": null, "nightly_hour": 2,
-               "repropose_expired": false, "timezone": "UTC", "byok_fallback": "none"})
+               "repropose_expired": false, "timezone": "UTC", "byok_fallback": "none",
+               "requests_per_minute": null, "runs_per_minute": null})
     );
     // Where calls with the org's own key may fall back (review D2): none or operator.
     api.call(
@@ -966,4 +967,55 @@ async fn a_key_over_its_rate_gets_429_with_retry_after_and_other_orgs_are_not_sl
     }
     let r = api.call("GET", "/v1/me", Some(&b), None).await;
     assert_eq!(r.status, 200, "{}", r.body);
+
+    // An org's own rates (org settings) are the operator's: an org key cannot change them (it
+    // could lock itself out); the operator's takes effect at the next request.
+    let (c_org, c) = api.org("careful", Role::Admin).await;
+    for (body, field) in [
+        (json!({"runs_per_minute": 1}), "runs_per_minute"),
+        (json!({"requests_per_minute": 5}), "requests_per_minute"),
+    ] {
+        api.call("PATCH", "/v1/settings", Some(&c), Some(body.clone()))
+            .await
+            .problem_in(&body.to_string(), 422, Some(field));
+    }
+    let operator = |patch: Value| {
+        let app = api.app.clone();
+        async move {
+            let p: agentd::org_settings::Patch = serde_json::from_value(patch).unwrap();
+            let by = agentd::org_settings::SetBy::Operator;
+            agentd::org_settings::apply(&app.pool, &app.config, c_org, &p, app.clock.now(), by)
+                .await
+                .unwrap();
+        }
+    };
+    operator(json!({"runs_per_minute": 1})).await;
+    let s = api.call("GET", "/v1/settings", Some(&c), None).await;
+    assert_eq!(s.body["runs_per_minute"], 1, "{}", s.body);
+    let r = api
+        .call("POST", "/v1/documents", Some(&c), Some(upload(0)))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = api
+        .call("POST", "/v1/documents", Some(&c), Some(upload(1)))
+        .await;
+    r.problem(429, None);
+    assert!(
+        r.body["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the org's setting runs_per_minute"),
+        "{}",
+        r.body
+    );
+    assert_eq!(r.headers["retry-after"], "60", "1 a minute");
+    // The operator may raise an org past the service's rate (2 a minute here).
+    operator(json!({"runs_per_minute": 600})).await;
+    let c2 = api.key(c_org, Role::Uploader).await;
+    for n in 0..3 {
+        let r = api
+            .call("POST", "/v1/documents", Some(&c2), Some(upload(10 + n)))
+            .await;
+        assert_eq!(r.status, 201, "the operator's rate: {}", r.body);
+    }
 }

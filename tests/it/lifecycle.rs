@@ -825,8 +825,14 @@ fn orgs_set_parses_pairs_by_key_and_names_the_bad_one() {
         "auto_create=off".into(),
         "approval_ttl_secs=null".into(),
         "byok_fallback=operator".into(),
+        "requests_per_minute=600".into(),
+        "runs_per_minute=null".into(),
     ])
     .unwrap();
+    assert_eq!(
+        (p.requests_per_minute, p.runs_per_minute),
+        (Some(Some(600)), Some(None))
+    );
     assert_eq!(p.timezone.as_deref(), Some("Europe/Berlin"));
     assert_eq!(
         p.byok_fallback,
@@ -843,6 +849,7 @@ fn orgs_set_parses_pairs_by_key_and_names_the_bad_one() {
         ("timezone", "timezone"),
         ("byok_fallback=anyone", "byok_fallback"),
         ("byok_fallback=null", "byok_fallback"),
+        ("runs_per_minute=fast", "runs_per_minute"),
     ] {
         let e = org_settings::parse_pairs(&[pair.into()]).unwrap_err();
         assert_eq!(e.field, key, "{pair}: {e}");

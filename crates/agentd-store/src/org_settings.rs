@@ -59,7 +59,21 @@ pub struct Patch {
     /// the key is for; `operator`, the operator's entries (and keys) serve them when that
     /// entry fails or does not serve the model.
     pub byok_fallback: Option<ByokFallback>,
+    /// API requests a minute of all the org's keys together (1–1,000,000); null: the service's
+    /// `api.requests_per_minute_per_org`. Set by the operator: an org key gets 422.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 1000000)]
+    pub requests_per_minute: Option<Option<i64>>,
+    /// Requests a minute that enqueue model runs (uploads with auto-create, `POST /v1/jobs`,
+    /// refines), per key of the org (1–1,000,000); null: the service's
+    /// `api.runs_per_minute_per_key`. Set by the operator: an org key gets 422.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 1000000)]
+    pub runs_per_minute: Option<Option<i64>>,
 }
+
+/// Highest API rate an org may be given (requests a minute).
+pub const MAX_RATE_PER_MINUTE: i64 = 1_000_000;
 
 impl Patch {
     /// The keys the patch sets or clears (what an audit row of the change names).
@@ -74,6 +88,8 @@ impl Patch {
             ("approval_ttl_secs", self.approval_ttl_secs.is_some()),
             ("repropose_expired", self.repropose_expired.is_some()),
             ("byok_fallback", self.byok_fallback.is_some()),
+            ("requests_per_minute", self.requests_per_minute.is_some()),
+            ("runs_per_minute", self.runs_per_minute.is_some()),
         ]
         .into_iter()
         .filter_map(|(k, set)| set.then_some(k))
@@ -138,7 +154,7 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
 const AUTO_CREATE: &str = "auto_create"; // not a job kind: the org setting named after it
 
 /// The keys and what each takes (for `orgs set` and error messages).
-pub const KEYS: [(&str, &str); 9] = [
+pub const KEYS: [(&str, &str); 11] = [
     ("monthly_token_budget", "integer ≥ 0 or null"),
     ("cost_cap_cents", "integer ≥ 0 or null"),
     ("model", "model name or null"),
@@ -148,6 +164,8 @@ pub const KEYS: [(&str, &str); 9] = [
     ("approval_ttl_secs", "60–2592000 or null"),
     ("repropose_expired", "true or false"),
     ("byok_fallback", "none or operator"),
+    ("requests_per_minute", "1–1000000 or null"),
+    ("runs_per_minute", "1–1000000 or null"),
 ];
 
 /// A bad setting: the key and what is wrong.
@@ -305,6 +323,19 @@ pub fn merge(mut s: OrgSettings, p: &Patch) -> Result<OrgSettings, SettingError>
     if let Some(b) = p.byok_fallback {
         s.byok_fallback = b;
     }
+    let rate = |key: &str, v: Option<i64>| match v {
+        Some(n) if !(1..=MAX_RATE_PER_MINUTE).contains(&n) => Err(err(
+            key,
+            format!("must be 1–{MAX_RATE_PER_MINUTE} requests a minute or null (got {n})"),
+        )),
+        v => Ok(v.map(|n| n as i32)),
+    };
+    if let Some(v) = p.requests_per_minute {
+        s.requests_per_minute = rate("requests_per_minute", v)?;
+    }
+    if let Some(v) = p.runs_per_minute {
+        s.runs_per_minute = rate("runs_per_minute", v)?;
+    }
     Ok(s)
 }
 
@@ -325,7 +356,7 @@ pub enum SetBy {
     /// The operator (`agentd orgs set`, the demo): any value that is valid.
     Operator,
     /// The org's own admin key (`PATCH /v1/settings`): the budget and the cost cap may only be
-    /// lowered (the operator's limits are ceilings), and the model is one of
+    /// lowered (the operator's limits are ceilings), its API rates are the operator's alone, and the model is one of
     /// [`crate::config::LlmConfig::allowed_org_models`] (review N13).
     OrgAdmin,
 }
@@ -351,6 +382,25 @@ fn check_org_admin(
                 format!(
                     "may only be lowered with an org key (now {}); an operator raises or removes it with `agentd orgs set`",
                     now.map_or("unlimited".into(), |n| n.to_string())
+                ),
+            ));
+        }
+    }
+    // The org's API rates are the operator's to set: an org admin who lowered them could not
+    // lift them again, and one at 1 a minute would lock its own keys out.
+    for (key, now, then) in [
+        (
+            "requests_per_minute",
+            cur.requests_per_minute,
+            next.requests_per_minute,
+        ),
+        ("runs_per_minute", cur.runs_per_minute, next.runs_per_minute),
+    ] {
+        if now != then {
+            return Err(err(
+                key,
+                format!(
+                    "is set by the operator (`agentd orgs set ORG {key}=N`); an org key cannot change it"
                 ),
             ));
         }

@@ -244,7 +244,12 @@ pub async fn authenticate(State(s): State<ApiState>, mut req: Request, next: Nex
             role: Role::parse(&owner.role).unwrap_or(Role::Reader),
         };
         let runs = super::rate::enqueues_runs(&method, &path);
-        if let Err(limited) = s.limits.admit(&c, runs, Instant::now()) {
+        let rate = |r: Option<i32>| r.and_then(|r| u32::try_from(r).ok());
+        let own = super::rate::OrgRates {
+            requests_per_minute: rate(owner.requests_per_minute),
+            runs_per_minute: rate(owner.runs_per_minute),
+        };
+        if let Err(limited) = s.limits.admit(&c, own, runs, Instant::now()) {
             let refused = Problem::rate_limited(&limited).into_response();
             return log(&method, &path, Some(c), started, refused);
         }

@@ -10,6 +10,10 @@
 //! so the fleet's total is the configured one (round-robin balancing spreads a key's requests
 //! evenly; a skewed balancer makes the bound looser, never stricter than configured / P).
 //! Another org's requests never wait on these buckets: each org and key has its own.
+//!
+//! An org may have rates of its own (org settings `requests_per_minute`, `runs_per_minute`,
+//! migration 0097): they replace the service's per-org rate and per-key runs rate for it, and
+//! are shared across the processes the same way. The per-key request rate stays the service's.
 
 use super::auth::Caller;
 use crate::config::ApiConfig;
@@ -44,11 +48,23 @@ impl Scope {
 struct Bucket {
     tokens: f64,
     at: Instant,
+    /// Tokens a minute (and most held) when it was last charged.
+    rate: u32,
+}
+
+/// An org's own rates, over the service's (`None`: the service's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OrgRates {
+    /// Requests a minute of all the org's keys together.
+    pub requests_per_minute: Option<u32>,
+    /// Run-enqueuing requests a minute of each of its keys.
+    pub runs_per_minute: Option<u32>,
 }
 
 /// The buckets of one process.
 #[derive(Debug)]
 pub struct RateLimits {
+    processes: u32,
     per_key: u32,
     per_org: u32,
     runs_per_key: u32,
@@ -78,27 +94,49 @@ pub fn enqueues_runs(method: &axum::http::Method, path: &str) -> bool {
 impl RateLimits {
     /// The limits of `cfg`, each divided by `serve_processes` (0 = off).
     pub fn new(cfg: &ApiConfig) -> Self {
-        let share = |rate: u32| match rate {
-            0 => 0,
-            r => (r / cfg.serve_processes.max(1)).max(1),
-        };
+        let processes = cfg.serve_processes.max(1);
         Self {
-            per_key: share(cfg.requests_per_minute_per_key),
-            per_org: share(cfg.requests_per_minute_per_org),
-            runs_per_key: share(cfg.runs_per_minute_per_key),
+            processes,
+            per_key: share(cfg.requests_per_minute_per_key, processes),
+            per_org: share(cfg.requests_per_minute_per_org, processes),
+            runs_per_key: share(cfg.runs_per_minute_per_key, processes),
             buckets: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Charges one request of `caller` (a run-enqueuing one to the runs bucket too) at `now`;
-    /// every bucket it needs must have a token, else none is taken.
-    pub fn admit(&self, caller: &Caller, runs: bool, now: Instant) -> Result<(), Limited> {
+    /// Charges one request of `caller` (a run-enqueuing one to the runs bucket too) at `now`,
+    /// at the org's own `rates` where it has them; every bucket it needs must have a token, else
+    /// none is taken.
+    pub fn admit(
+        &self,
+        caller: &Caller,
+        rates: OrgRates,
+        runs: bool,
+        now: Instant,
+    ) -> Result<(), Limited> {
+        // (bucket, id, rate here, the setting that sets it)
+        let own = |r: Option<u32>, service: u32, scope: Scope, setting: &'static str| match r {
+            Some(r) => (share(r, self.processes), setting),
+            None => (service, scope.name()),
+        };
+        let (org_rate, org_limit) = own(
+            rates.requests_per_minute,
+            self.per_org,
+            Scope::Org,
+            "the org's setting requests_per_minute",
+        );
         let mut charged = vec![
-            (Scope::Key, caller.key_id, self.per_key),
-            (Scope::Org, caller.org_id, self.per_org),
+            (Scope::Key, caller.key_id, self.per_key, Scope::Key.name()),
+            (Scope::Org, caller.org_id, org_rate, org_limit),
         ];
         if runs {
-            charged.push((Scope::KeyRuns, caller.key_id, self.runs_per_key));
+            let (rate, limit) = own(
+                rates.runs_per_minute,
+                self.runs_per_key,
+                Scope::KeyRuns,
+                "the org's setting runs_per_minute",
+            );
+            charged.push((Scope::KeyRuns, caller.key_id, rate, limit));
         }
         charged.retain(|c| c.2 > 0);
         if charged.is_empty() {
@@ -109,28 +147,21 @@ impl RateLimits {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if buckets.len() > MAX_BUCKETS {
-            let (per_key, per_org, runs) = (self.per_key, self.per_org, self.runs_per_key);
-            buckets.retain(|(scope, _), b| {
-                let rate = match scope {
-                    Scope::Key => per_key,
-                    Scope::Org => per_org,
-                    Scope::KeyRuns => runs,
-                };
-                refilled(*b, rate, now).tokens < f64::from(rate)
-            });
+            buckets.retain(|_, b| refilled(*b, b.rate, now).tokens < f64::from(b.rate));
         }
         let mut next = Vec::with_capacity(charged.len());
-        for (scope, id, rate) in &charged {
+        for (scope, id, rate, limit) in &charged {
             let b = buckets.get(&(*scope, *id)).copied().unwrap_or(Bucket {
                 tokens: f64::from(*rate),
                 at: now,
+                rate: *rate,
             });
             let b = refilled(b, *rate, now);
             if b.tokens < 1.0 {
                 let per_sec = f64::from(*rate) / 60.0;
                 let wait = ((1.0 - b.tokens) / per_sec).ceil().max(1.0);
                 return Err(Limited {
-                    limit: scope.name(),
+                    limit: *limit,
                     per_minute: *rate,
                     retry_after: Duration::from_secs(wait as u64),
                 });
@@ -145,13 +176,23 @@ impl RateLimits {
     }
 }
 
-/// `b` at `now`: `rate` tokens a minute added, at most `rate` held.
+/// This process's share of `rate` a minute when `processes` share the traffic (0: off).
+fn share(rate: u32, processes: u32) -> u32 {
+    match rate {
+        0 => 0,
+        r => (r / processes.max(1)).max(1),
+    }
+}
+
+/// `b` at `now`: `rate` tokens a minute added, at most `rate` held (a rate changed since the
+/// bucket was last charged takes effect at once).
 fn refilled(b: Bucket, rate: u32, now: Instant) -> Bucket {
     let secs = now.saturating_duration_since(b.at).as_secs_f64();
     let cap = f64::from(rate);
     Bucket {
         tokens: (b.tokens + secs * cap / 60.0).min(cap),
         at: now,
+        rate,
     }
 }
 
@@ -183,20 +224,20 @@ mod tests {
         let (a, b) = (caller(Uuid::new_v4()), caller(Uuid::new_v4()));
         let t0 = Instant::now();
         for _ in 0..3 {
-            l.admit(&a, false, t0).unwrap();
+            l.admit(&a, OrgRates::default(), false, t0).unwrap();
         }
-        let refused = l.admit(&a, false, t0).unwrap_err();
+        let refused = l.admit(&a, OrgRates::default(), false, t0).unwrap_err();
         assert_eq!(refused.limit, "api.requests_per_minute_per_key");
         assert_eq!(
             refused.retry_after,
             Duration::from_secs(20),
             "3 a minute: one per 20 s"
         );
-        l.admit(&b, false, t0).unwrap();
+        l.admit(&b, OrgRates::default(), false, t0).unwrap();
         // 20 s later one token is back, not two.
         let t1 = t0 + Duration::from_secs(20);
-        l.admit(&a, false, t1).unwrap();
-        assert!(l.admit(&a, false, t1).is_err());
+        l.admit(&a, OrgRates::default(), false, t1).unwrap();
+        assert!(l.admit(&a, OrgRates::default(), false, t1).is_err());
     }
 
     #[test]
@@ -205,15 +246,19 @@ mod tests {
         let org = Uuid::new_v4();
         let (k1, k2) = (caller(org), caller(org));
         let t = Instant::now();
-        l.admit(&k1, true, t).unwrap();
+        l.admit(&k1, OrgRates::default(), true, t).unwrap();
         // k1's runs bucket is empty: refused, and the org's token is not spent.
         assert_eq!(
-            l.admit(&k1, true, t).unwrap_err().limit,
+            l.admit(&k1, OrgRates::default(), true, t)
+                .unwrap_err()
+                .limit,
             "api.runs_per_minute_per_key"
         );
-        l.admit(&k2, false, t).unwrap();
+        l.admit(&k2, OrgRates::default(), false, t).unwrap();
         assert_eq!(
-            l.admit(&k2, false, t).unwrap_err().limit,
+            l.admit(&k2, OrgRates::default(), false, t)
+                .unwrap_err()
+                .limit,
             "api.requests_per_minute_per_org"
         );
     }
@@ -231,9 +276,48 @@ mod tests {
         let c = caller(Uuid::new_v4());
         let t = Instant::now();
         for _ in 0..200 {
-            l.admit(&c, true, t).unwrap();
+            l.admit(&c, OrgRates::default(), true, t).unwrap();
         }
-        assert!(l.admit(&c, true, t).is_err());
+        assert!(l.admit(&c, OrgRates::default(), true, t).is_err());
+    }
+
+    #[test]
+    fn an_orgs_own_rates_replace_the_services_for_it_only() {
+        let l = RateLimits::new(&ApiConfig {
+            requests_per_minute_per_key: 1000,
+            requests_per_minute_per_org: 10,
+            runs_per_minute_per_key: 5,
+            serve_processes: 2,
+            ..ApiConfig::default()
+        });
+        let (slow, other) = (caller(Uuid::new_v4()), caller(Uuid::new_v4()));
+        let own = OrgRates {
+            requests_per_minute: Some(4),
+            runs_per_minute: Some(2),
+        };
+        let t = Instant::now();
+        // Its runs rate: 2 a minute over 2 processes, 1 here.
+        l.admit(&slow, own, true, t).unwrap();
+        let refused = l.admit(&slow, own, true, t).unwrap_err();
+        assert_eq!(
+            (refused.limit, refused.per_minute),
+            ("the org's setting runs_per_minute", 1)
+        );
+        // Its request rate: 4 a minute, 2 here (one spent above).
+        l.admit(&slow, own, false, t).unwrap();
+        let refused = l.admit(&slow, own, false, t).unwrap_err();
+        assert_eq!(
+            (refused.limit, refused.per_minute),
+            ("the org's setting requests_per_minute", 2)
+        );
+        // Another org keeps the service's: 5 of 10 here, 2 of 5 runs.
+        for _ in 0..2 {
+            l.admit(&other, OrgRates::default(), true, t).unwrap();
+        }
+        for _ in 0..3 {
+            l.admit(&other, OrgRates::default(), false, t).unwrap();
+        }
+        assert!(l.admit(&other, OrgRates::default(), false, t).is_err());
     }
 
     #[test]

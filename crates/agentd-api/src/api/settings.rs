@@ -1,7 +1,7 @@
 //! `GET /v1/settings` and `PATCH /v1/settings` (admin): the org's budget (tokens per month, an
 //! optional cost cap), model, auto-create, time zone and nightly hour, approval TTL and the
 //! re-proposal of expired approvals, where calls with the org's own provider key may fall back
-//! (`byok_fallback`). Validation is [`crate::org_settings`]'s, shared with
+//! (`byok_fallback`), and its own API request rates. Validation is [`crate::org_settings`]'s, shared with
 //! `agentd orgs set`: a bad key is a 422 naming it, and nothing is written.
 
 use super::auth::{Admin, Scoped};
@@ -37,6 +37,12 @@ pub struct Settings {
     /// `operator`, the operator's entries (and keys) serve them when that entry fails or does
     /// not serve the model.
     pub byok_fallback: store::ByokFallback,
+    /// API requests a minute of all the org's keys together; null: the service's
+    /// (`api.requests_per_minute_per_org`).
+    pub requests_per_minute: Option<i32>,
+    /// Run-enqueuing requests a minute per key; null: the service's
+    /// (`api.runs_per_minute_per_key`).
+    pub runs_per_minute: Option<i32>,
 }
 
 pub(super) async fn current(app: &App, org_id: uuid::Uuid) -> Result<Settings, Problem> {
@@ -56,6 +62,8 @@ pub(super) async fn current(app: &App, org_id: uuid::Uuid) -> Result<Settings, P
         approval_ttl_secs: o.approval_ttl_secs,
         repropose_expired: o.repropose_expired,
         byok_fallback: o.byok_fallback,
+        requests_per_minute: o.requests_per_minute,
+        runs_per_minute: o.runs_per_minute,
     })
 }
 

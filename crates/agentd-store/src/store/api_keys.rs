@@ -26,6 +26,9 @@ pub struct KeyOwner {
     pub key_id: Uuid,
     pub org_id: Uuid,
     pub role: String,
+    /// The org's own API rates (org settings, migration 0097; null: the service's).
+    pub requests_per_minute: Option<i32>,
+    pub runs_per_minute: Option<i32>,
 }
 
 /// Stores a new key by its hash.
@@ -59,7 +62,8 @@ pub async fn find_live<'e, E: PgExecutor<'e>>(
     key_hash: &str,
 ) -> sqlx::Result<Option<KeyOwner>> {
     sqlx::query_as(
-        "SELECT k.id AS key_id, k.org_id, k.role FROM api_keys k JOIN orgs o ON o.id = k.org_id
+        "SELECT k.id AS key_id, k.org_id, k.role, o.requests_per_minute, o.runs_per_minute
+           FROM api_keys k JOIN orgs o ON o.id = k.org_id
           WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND o.active",
     )
     .bind(key_hash)

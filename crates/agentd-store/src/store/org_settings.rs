@@ -1,7 +1,7 @@
 //! SQL for per-org settings (migration 0045): time zone and nightly hour, approval TTL,
 //! re-proposal of expired approvals, model, auto-create, token budget and cost cap, and whether
 //! an org's calls with its own provider key fall back to the operator's entries (migration
-//! 0094). The limit the
+//! 0094), and the org's own API request rates (migration 0097). The limit the
 //! budget code enforces stays in `org_budgets.monthly_limit`; [`save`] writes it with the
 //! settings in one transaction.
 
@@ -25,6 +25,10 @@ pub struct OrgSettings {
     /// Where the org's calls go when it brought its own provider key and that entry fails or
     /// does not serve the model.
     pub byok_fallback: ByokFallback,
+    /// The org's own API request rate, all its keys together (null: `api.requests_per_minute_per_org`).
+    pub requests_per_minute: Option<i32>,
+    /// The org's own rate of run-enqueuing requests per key (null: `api.runs_per_minute_per_key`).
+    pub runs_per_minute: Option<i32>,
 }
 
 /// Where an org's calls made with its own provider key may go beyond the entry the key is for
@@ -90,7 +94,8 @@ pub async fn save(
     sqlx::query(
         "UPDATE orgs SET timezone = $2, nightly_hour = $3, approval_ttl_secs = $4,
                 repropose_expired = $5, model = $6, auto_create = $7, token_budget = $8,
-                cost_cap_cents = $9, byok_fallback = $10
+                cost_cap_cents = $9, byok_fallback = $10, requests_per_minute = $11,
+                runs_per_minute = $12
           WHERE id = $1",
     )
     .bind(s.org_id)
@@ -103,6 +108,8 @@ pub async fn save(
     .bind(s.token_budget)
     .bind(s.cost_cap_cents)
     .bind(s.byok_fallback)
+    .bind(s.requests_per_minute)
+    .bind(s.runs_per_minute)
     .execute(&mut *conn)
     .await?;
     match enforced_limit {
