@@ -587,3 +587,74 @@ async fn serve_process_works_from_the_cli_and_never_logs_a_key() {
         );
     }
 }
+
+/// Review D11: a run's error (into which the reconciler copies a job's raw `last_error`) and a
+/// document's `auto_create_error` reach API readers as a class and a short message, never the
+/// provider's internal URL or the database's text; operators read them raw.
+#[tokio::test]
+async fn run_and_document_errors_reach_readers_as_a_class_not_raw_text() {
+    let api = Api::start().await;
+    let (org, reader) = api.org("a", Role::Reader).await;
+    let provider_raw = "provider failed: openai: HTTP 502 from http://10.0.0.5:8000/v1 (retryable)";
+    let db_raw = "database error: error returned from database: relation \"agentd_secret_table\" \
+                  does not exist at db-host-7";
+    let run = uuid::Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO agent_runs (id, org_id, kind, subject, provider, model, status, started_at,
+                                 finished_at, error)
+         VALUES ($1, $2, 'auto_create', 'x', 'openai', 'm', 'failed', now(), now(), $3)",
+    )
+    .bind(run)
+    .bind(org)
+    .bind(provider_raw)
+    .execute(&api.db.pool)
+    .await
+    .unwrap();
+    let doc = api.doc(org, "a").await;
+    sqlx::query(
+        "UPDATE documents SET auto_create_status = 'failed', auto_create_error = $2 WHERE id = $1",
+    )
+    .bind(doc)
+    .bind(db_raw)
+    .execute(&api.db.pool)
+    .await
+    .unwrap();
+
+    let one = api
+        .call("GET", &format!("/v1/runs/{run}"), Some(&reader), None)
+        .await;
+    assert_eq!(one.status, 200, "{}", one.body);
+    assert_eq!(
+        one.body["run"]["error"],
+        "provider: the model provider failed"
+    );
+    let list = api.call("GET", "/v1/runs", Some(&reader), None).await;
+    assert_eq!(list.status, 200, "{}", list.body);
+    assert_eq!(
+        list.body["items"][0]["error"], "provider: the model provider failed",
+        "{}",
+        list.body
+    );
+    let d = api
+        .call("GET", &format!("/v1/documents/{doc}"), Some(&reader), None)
+        .await;
+    assert_eq!(d.status, 200, "{}", d.body);
+    assert_eq!(
+        d.body["error"], "database: a database error interrupted the job",
+        "{}",
+        d.body
+    );
+    for body in [&one.body, &list.body, &d.body] {
+        let text = body.to_string();
+        for secret in ["10.0.0.5", "agentd_secret_table", "db-host-7"] {
+            assert!(!text.contains(secret), "{secret} reached a reader: {text}");
+        }
+    }
+    // The operator's view keeps the raw text.
+    let stored: (Option<String>,) = sqlx::query_as("SELECT error FROM agent_runs WHERE id = $1")
+        .bind(run)
+        .fetch_one(&api.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(stored.0.as_deref(), Some(provider_raw));
+}

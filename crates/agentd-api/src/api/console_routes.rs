@@ -187,7 +187,12 @@ pub async fn runs(req: Scoped, Params(q): Params<RunsQuery>) -> ApiResult {
         ));
     }
     let (pool, kind) = (&req.app.pool, q.kind.as_deref());
-    ok(&Paged::<RunRow>::fetch(pool, req.org_id(), &page, status, kind).await?)
+    let mut paged = Paged::<RunRow>::fetch(pool, req.org_id(), &page, status, kind).await?;
+    paged
+        .items
+        .iter_mut()
+        .for_each(super::reads::run_for_tenant);
+    ok(&paged)
 }
 
 /// In the OpenAPI document: `limit`, `cursor`, `status` (a run status) and `kind` (a job kind

@@ -266,6 +266,10 @@ pub async fn get(req: Scoped, Id(id): Id) -> ApiResult {
         .await?
         .filter(|r| r["org_id"] == json!(org))
         .ok_or_else(|| Problem::not_found("document", id))?;
+    // The stored error can name provider endpoints and database errors (review D11).
+    if let Some(raw) = report["error"].as_str() {
+        report["error"] = json!(super::jobs::tenant_error(raw));
+    }
     // The text beside the proposal (the console shows both), bounded.
     let mut conn = app.pool.acquire().await?;
     if let Some(d) = documents::get(&mut conn, org, id, MAX_TEXT_SHOWN).await? {

@@ -36,13 +36,21 @@ pub struct RunDetail {
     responses((status = 200, body = RunDetail, description = "The run, its transcript and audit trail")))]
 pub async fn run(req: Scoped, Id(id): Id) -> ApiResult {
     let pool = &req.app.pool;
-    let run = runs::get_run(pool, id)
+    let mut run = runs::get_run(pool, id)
         .await?
         .filter(|r| r.org_id == req.org_id())
         .ok_or_else(|| Problem::not_found("run", id))?;
+    run_for_tenant(&mut run);
     let steps = runs::steps(pool, id).await?;
     let audit = runs::audit_for_run(pool, id).await?;
     ok(&RunDetail { run, steps, audit })
+}
+
+/// A run as the org reads it: its error as a class and a short message, since the stored text
+/// can name provider endpoints and database errors (the reconciler copies a job's raw
+/// `last_error` into it; review D11). Operators read it raw (`agentd runs`).
+pub(super) fn run_for_tenant(run: &mut runs::RunRow) {
+    run.error = run.error.as_deref().map(super::jobs::tenant_error);
 }
 
 /// The org's queue, runs, approvals and budget at a glance.
