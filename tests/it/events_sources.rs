@@ -7,6 +7,7 @@
 use crate::common;
 use agentd::store::auto_create::{self as ac, Proposed};
 use agentd::store::runs::{self, NewRun};
+use agentd::store::states::AutoCreateStatus;
 use agentd::store::suggestions::{self, Created, SuggestionFields};
 use agentd::store::{documents, orgs};
 use chrono::{DateTime, Duration, SubsecRound, TimeZone, Utc};
@@ -89,15 +90,31 @@ async fn proposal_ready_and_auto_create_failed_once_per_transition_in_its_transa
 
     // Failed: rolled back → none; committed twice → one.
     let mut tx = db.pool.begin().await.unwrap();
-    ac::set_status(&mut *tx, org, doc, "failed", Some(r), Some("boom"), now())
-        .await
-        .unwrap();
+    ac::set_status(
+        &mut *tx,
+        org,
+        doc,
+        AutoCreateStatus::Failed,
+        Some(r),
+        Some("boom"),
+        now(),
+    )
+    .await
+    .unwrap();
     tx.rollback().await.unwrap();
     assert!(events(&db, "auto_create.failed").await.is_empty());
     for _ in 0..2 {
-        ac::set_status(&db.pool, org, doc, "failed", Some(r), Some("boom"), now())
-            .await
-            .unwrap();
+        ac::set_status(
+            &db.pool,
+            org,
+            doc,
+            AutoCreateStatus::Failed,
+            Some(r),
+            Some("boom"),
+            now(),
+        )
+        .await
+        .unwrap();
     }
     let ev = events(&db, "auto_create.failed").await;
     assert_eq!(ev.len(), 1, "{ev:?}");
@@ -106,12 +123,28 @@ async fn proposal_ready_and_auto_create_failed_once_per_transition_in_its_transa
     assert!(!ev[0].1.to_string().contains("boom"));
 
     // Re-enqueued, failing again with the same run id on the row: a second event.
-    ac::set_status(&db.pool, org, doc, "queued", None, None, now())
-        .await
-        .unwrap();
-    ac::set_status(&db.pool, org, doc, "failed", None, Some("again"), now())
-        .await
-        .unwrap();
+    ac::set_status(
+        &db.pool,
+        org,
+        doc,
+        AutoCreateStatus::Queued,
+        None,
+        None,
+        now(),
+    )
+    .await
+    .unwrap();
+    ac::set_status(
+        &db.pool,
+        org,
+        doc,
+        AutoCreateStatus::Failed,
+        None,
+        Some("again"),
+        now(),
+    )
+    .await
+    .unwrap();
     assert_eq!(events(&db, "auto_create.failed").await.len(), 2);
 }
 
@@ -125,9 +158,17 @@ async fn a_cancelled_auto_create_job_writes_auto_create_failed_from_plain_sql() 
     .await
     .unwrap()
     .unwrap();
-    ac::set_status(&db.pool, org, doc, "queued", None, None, now())
-        .await
-        .unwrap();
+    ac::set_status(
+        &db.pool,
+        org,
+        doc,
+        AutoCreateStatus::Queued,
+        None,
+        None,
+        now(),
+    )
+    .await
+    .unwrap();
     assert!(
         agentd::jobs::cancel::cancel(&mut db.pool.acquire().await.unwrap(), job, now())
             .await

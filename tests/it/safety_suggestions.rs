@@ -265,7 +265,7 @@ async fn error_text_with_nul_is_stored_cleaned_and_truncated() {
         &o.db.pool,
         o.org,
         o.doc,
-        "failed",
+        agentd::store::states::AutoCreateStatus::Failed,
         None,
         Some(&error),
         Utc::now(),

@@ -60,7 +60,16 @@ pub async fn enqueue_auto_create(
     let q = &app.spec(kinds::AutoCreate::NAME).queue;
     let job = upload_job(org_id, id, ids, q).traceparent(traceparent);
     let job = queue::enqueue(&mut *tx, &job).await?;
-    auto_create::set_status(&mut *tx, org_id, id, "queued", None, None, now).await?;
+    auto_create::set_status(
+        &mut *tx,
+        org_id,
+        id,
+        documents::AutoCreateStatus::Queued,
+        None,
+        None,
+        now,
+    )
+    .await?;
     Ok(job)
 }
 

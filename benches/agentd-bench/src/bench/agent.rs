@@ -222,7 +222,16 @@ async fn auto_create_e2e(
             .priority(q.priority)
             .max_attempts(q.max_attempts);
         enqueue(&mut *tx, &job).await?;
-        auto_create::set_status(&mut *tx, org.id, id, "queued", None, None, now).await?;
+        auto_create::set_status(
+            &mut *tx,
+            org.id,
+            id,
+            documents::AutoCreateStatus::Queued,
+            None,
+            None,
+            now,
+        )
+        .await?;
         tx.commit().await?;
     }
     let stop = CancellationToken::new();

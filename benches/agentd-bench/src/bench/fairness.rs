@@ -398,7 +398,16 @@ async fn upload_batch(
             .priority(q.priority)
             .max_attempts(q.max_attempts);
         enqueue(&mut *tx, &job).await?;
-        auto_create::set_status(&mut *tx, org, id, "queued", None, None, now).await?;
+        auto_create::set_status(
+            &mut *tx,
+            org,
+            id,
+            documents::AutoCreateStatus::Queued,
+            None,
+            None,
+            now,
+        )
+        .await?;
     }
     tx.commit().await?;
     Ok(())

@@ -1,6 +1,7 @@
 //! SQL for the auto-create pipeline: a document's proposal state, the artifacts a run proposed,
 //! cleanup of a failed run's orphans, and accept/reject.
 
+use super::states::AutoCreateStatus;
 use crate::kinds::{AutoCreate, JobKind};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -150,7 +151,7 @@ pub async fn set_status<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Uuid,
     document_id: Uuid,
-    status: &str,
+    status: AutoCreateStatus,
     run_id: Option<Uuid>,
     error: Option<&str>,
     now: DateTime<Utc>,
@@ -342,7 +343,16 @@ pub async fn accept(
             .execute(&mut *conn)
             .await?;
     }
-    set_status(&mut *conn, org_id, document_id, "accepted", None, None, now).await
+    set_status(
+        &mut *conn,
+        org_id,
+        document_id,
+        AutoCreateStatus::Accepted,
+        None,
+        None,
+        now,
+    )
+    .await
 }
 
 /// Rejects a proposal: the run's proposed artifacts are removed, the refs cleared.
@@ -363,6 +373,15 @@ pub async fn reject(
     .execute(&mut *conn)
     .await?;
     let n = remove_proposed(conn, org_id, run_id).await?;
-    set_status(&mut *conn, org_id, document_id, "rejected", None, None, now).await?;
+    set_status(
+        &mut *conn,
+        org_id,
+        document_id,
+        AutoCreateStatus::Rejected,
+        None,
+        None,
+        now,
+    )
+    .await?;
     Ok(n)
 }

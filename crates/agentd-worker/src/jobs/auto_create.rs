@@ -82,7 +82,16 @@ impl JobHandler for AutoCreate {
         };
         if let Some((reason, why)) = skip {
             let (org, doc) = (p.org_id, p.document_id);
-            store::set_status(&mut *tx, org, doc, "skipped", None, Some(reason), now).await?;
+            store::set_status(
+                &mut *tx,
+                org,
+                doc,
+                AutoCreateStatus::Skipped,
+                None,
+                Some(reason),
+                now,
+            )
+            .await?;
             tx.commit().await?;
             info!(document_id = %doc, "skipped: {why}");
             return Ok(());
@@ -112,7 +121,16 @@ impl JobHandler for AutoCreate {
         let start = if p.refine.is_some() {
             if !state.proposed.complete() {
                 let why = "the document has no proposal to refine any more";
-                store::set_status(&mut *tx, org, doc, "failed", None, Some(why), now).await?;
+                store::set_status(
+                    &mut *tx,
+                    org,
+                    doc,
+                    AutoCreateStatus::Failed,
+                    None,
+                    Some(why),
+                    now,
+                )
+                .await?;
                 tx.commit().await?;
                 return Err(JobError::fatal(format_args!("document {doc}: {why}")));
             }
@@ -127,7 +145,16 @@ impl JobHandler for AutoCreate {
                 Ok(s) => s,
                 Err(bad) => {
                     let why = format!("the job names what the org does not have: {bad}");
-                    store::set_status(&mut *tx, org, doc, "failed", None, Some(&why), now).await?;
+                    store::set_status(
+                        &mut *tx,
+                        org,
+                        doc,
+                        AutoCreateStatus::Failed,
+                        None,
+                        Some(&why),
+                        now,
+                    )
+                    .await?;
                     tx.commit().await?;
                     return Err(JobError::fatal(why));
                 }
@@ -137,7 +164,7 @@ impl JobHandler for AutoCreate {
             &mut *tx,
             p.org_id,
             p.document_id,
-            "running",
+            AutoCreateStatus::Running,
             None,
             None,
             now,
@@ -263,8 +290,8 @@ impl AutoCreate {
         }
         // A failed refine leaves the proposal it started from, and says why.
         let (status, run_id) = match p.refine {
-            Some(_) => ("proposed", None),
-            None => ("failed", run_id),
+            Some(_) => (AutoCreateStatus::Proposed, None),
+            None => (AutoCreateStatus::Failed, run_id),
         };
         store::set_status(
             &mut *tx,

@@ -132,7 +132,16 @@ pub async fn request(
     let Some(job_id) = queue::enqueue(&mut *tx, &job).await? else {
         return Err(RefineError::Busy(document_id));
     };
-    auto_create::set_status(&mut *tx, org_id, document_id, "queued", None, None, now).await?;
+    auto_create::set_status(
+        &mut *tx,
+        org_id,
+        document_id,
+        AutoCreateStatus::Queued,
+        None,
+        None,
+        now,
+    )
+    .await?;
     // The audit keeps who asked and a hash of the words, not the words (they may name people).
     let actor = format!("human:{by}");
     let args = json!({"document_id": document_id,
