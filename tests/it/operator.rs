@@ -696,3 +696,144 @@ async fn text_logs_to_a_pipe_carry_no_colour_codes() {
         "levels are plain words: {log}"
     );
 }
+
+/// `agentd worker --no-cron` on `url` with a JSON log: the child and its stderr lines.
+fn spawn_logged(
+    url: &str,
+    env: &[(&str, &str)],
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentd"));
+    cmd.args(["--log-format", "json", "worker", "--no-cron"])
+        .env("DATABASE_URL", url)
+        .env("AGENTD_HTTP__ADDR", "127.0.0.1:0")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
+/// A free port on 127.0.0.1 that nothing listens on (bound, then let go).
+fn unused_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Issue 47, item 4: a worker started while its database does not answer yet — nothing listens
+/// on its port, as while PostgreSQL restarts — waits for it, warning at each try, and serves once
+/// the database is there, instead of exiting (the chaos suite's workers that "exited on their
+/// own" around restarts). With nothing ever answering it gives up after
+/// `database.connect_wait_secs` with exit 1 (a supervisor's to retry), naming the database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_started_before_its_database_answers_waits_for_it_then_serves() {
+    let db = TestDb::new().await;
+    let port = unused_port();
+    let real: SocketAddr = {
+        let opts: sqlx::postgres::PgConnectOptions = db.url.parse().unwrap();
+        format!("{}:{}", opts.get_host(), opts.get_port())
+            .parse()
+            .unwrap()
+    };
+    let url = db
+        .url
+        .replace(&format!(":{}/", real.port()), &format!(":{port}/"));
+    assert_ne!(url, db.url);
+    let (mut child, rx) = spawn_logged(&url, &[]);
+    // Twelve seconds with nothing listening (past the pool's own 10 s connect timeout, where
+    // the worker used to exit), then a proxy to the real server on that port.
+    tokio::time::sleep(std::time::Duration::from_secs(12)).await;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let proxy = tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if let Ok(mut out) = tokio::net::TcpStream::connect(real).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                }
+            });
+        }
+    });
+    let lines = tokio::task::spawn_blocking(move || {
+        let mut said = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+            let Ok(line) = rx.recv_timeout(left) else {
+                break;
+            };
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+            let serving = v["message"] == "serving /healthz /readyz /metrics";
+            said.push(v);
+            if serving {
+                break;
+            }
+        }
+        said
+    })
+    .await
+    .unwrap();
+    let exited = child.try_wait().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    proxy.abort();
+    assert_eq!(exited, None, "the worker exited: {lines:?}");
+    let waits: Vec<_> = lines
+        .iter()
+        .filter(|v| {
+            v["level"] == "WARN"
+                && v["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("does not answer yet"))
+        })
+        .collect();
+    assert!(!waits.is_empty(), "no wait was logged: {lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|v| v["message"] == "serving /healthz /readyz /metrics"),
+        "the worker did not start: {lines:?}"
+    );
+
+    // Nothing ever answers: exit 1 after the wait, naming the database (its URL without a
+    // password).
+    let never = db.url.replace(
+        &format!(":{}/", real.port()),
+        &format!(":{}/", unused_port()),
+    );
+    let started = std::time::Instant::now();
+    let (mut child, rx) = spawn_logged(&never, &[("AGENTD_DATABASE__CONNECT_WAIT_SECS", "1")]);
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    let said: Vec<String> = rx.try_iter().collect();
+    assert_eq!(status.code(), Some(1), "{said:?}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "gave up after {:?}",
+        started.elapsed()
+    );
+    assert!(
+        said.iter().any(|l| l.contains("cannot connect")),
+        "{said:?}"
+    );
+}

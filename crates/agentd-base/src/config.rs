@@ -204,6 +204,16 @@ pub struct DatabaseConfig {
     /// A direct connection (not through the pooler) for LISTEN and migrations; empty: `url`.
     #[serde(default)]
     pub listen_url: String,
+    /// How long a starting process waits, retrying with backoff, for a database that does not
+    /// answer yet (nothing listening, a server starting up or shutting down, a restart) before
+    /// it exits 1 (0: no wait). A worker started during a PostgreSQL restart waits for it
+    /// instead of exiting (issue 47, item 4).
+    #[serde(default = "default_connect_wait_secs")]
+    pub connect_wait_secs: u64,
+}
+
+fn default_connect_wait_secs() -> u64 {
+    60
 }
 
 /// Hides the password of a URL for logs and output: the one in the userinfo and a
@@ -246,6 +256,7 @@ impl std::fmt::Debug for DatabaseConfig {
             .field("private_dir", &self.private_dir)
             .field("private_port", &self.private_port)
             .field("transaction_pooling", &self.transaction_pooling)
+            .field("connect_wait_secs", &self.connect_wait_secs)
             .finish_non_exhaustive()
     }
 }

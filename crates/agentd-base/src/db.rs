@@ -84,7 +84,7 @@ pub async fn connect(cfg: &DatabaseConfig) -> Result<Database, DbError> {
         std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty())
     };
     if let Some(url) = explicit {
-        let pool = pool_for_config(&url, cfg, true).await?;
+        let pool = pool_waiting(&url, cfg).await?;
         return Ok(Database {
             pool,
             display_url: redact(&url),
@@ -108,12 +108,42 @@ pub async fn connect(cfg: &DatabaseConfig) -> Result<Database, DbError> {
             private: Some(cluster),
         });
     }
-    let pool = pool_for_config(&cfg.local_url, cfg, true).await?;
+    let pool = pool_waiting(&cfg.local_url, cfg).await?;
     Ok(Database {
         pool,
         display_url: redact(&cfg.local_url),
         private: None,
     })
+}
+
+/// [`pool_for_config`], retried with backoff (0.2 s doubling to 5 s) while the server does not
+/// answer yet — nothing listens, it is starting up or shutting down, the connection broke — for
+/// at most `cfg.connect_wait_secs`, with a warning per try. Any other error (a bad password, a
+/// missing role) is returned at once: waiting would not change it.
+pub async fn pool_waiting(url: &str, cfg: &DatabaseConfig) -> Result<PgPool, DbError> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(cfg.connect_wait_secs);
+    let mut delay = Duration::from_millis(200);
+    let mut tries = 1u32;
+    loop {
+        match pool_for_config(url, cfg, true).await {
+            Err(DbError::Connect { url: shown, cause })
+                if is_connection_error(&cause) && std::time::Instant::now() < deadline =>
+            {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                tracing::warn!(
+                    url = %shown,
+                    error = %cause,
+                    tries,
+                    retry_in_ms = delay.min(left).as_millis() as u64,
+                    "the database does not answer yet; waiting for it (database.connect_wait_secs)"
+                );
+                tokio::time::sleep(delay.min(left)).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+                tries += 1;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// True unless connecting to the server of `url` fails at the network level (nothing listens).
