@@ -3,8 +3,10 @@
 //! cloud metadata address, fe80::/10), private (RFC 1918, RFC 6598's 100.64.0.0/10, fc00::/7),
 //! unspecified (0.0.0.0/8, ::), multicast and broadcast addresses, reserved ones (192.0.0.0/24,
 //! 198.18.0.0/15, 240.0.0.0/4, site-local fec0::/10), and IPv4 addresses written as IPv6 —
-//! IPv4-mapped, IPv4-compatible, NAT64 (`64:ff9b::/96`, `64:ff9b:1::/48`) and 6to4
-//! (`2002::/16`), each classified as the IPv4 address it reaches. Checked twice:
+//! IPv4-mapped, IPv4-compatible, SIIT's IPv4-translated (`::ffff:0:0/96`), NAT64
+//! (`64:ff9b::/96`, `64:ff9b:1::/48`) and 6to4 (`2002::/16`), each classified as the IPv4
+//! address it reaches — and Teredo (`2001::/32`), a tunnel whose relay reaches an IPv4
+//! address the guard cannot check, refused as a whole. Checked twice:
 //! when a subscription is made (IP literals, `localhost` names, and what the name resolves to
 //! then) and at every delivery, on the addresses the connection will actually use (a resolver
 //! installed in the delivery client, so a name that changes its answer later — DNS rebinding —
@@ -37,6 +39,11 @@ pub fn forbidden(ip: IpAddr) -> Option<&'static str> {
             } else if first & 0xfe00 == 0xfc00 || first & 0xffc0 == 0xfec0 {
                 // Unique local (fc00::/7) and the deprecated site-local fec0::/10.
                 Some("private")
+            } else if first == 0x2001 && v6.segments()[1] == 0 {
+                // Teredo (2001::/32, RFC 4380): a relay tunnels it to the IPv4 client address
+                // in the last 32 bits (inverted), on the deployment's network if it runs one
+                // (review D12).
+                Some("teredo")
             } else {
                 None
             }
@@ -45,7 +52,8 @@ pub fn forbidden(ip: IpAddr) -> Option<&'static str> {
 }
 
 /// The IPv4 address carried inside an IPv6 one that a gateway or tunnel turns back into IPv4:
-/// NAT64 (`64:ff9b::/96`, RFC 6052; the local-use `64:ff9b:1::/48`, RFC 8215), 6to4
+/// NAT64 (`64:ff9b::/96`, RFC 6052; the local-use `64:ff9b:1::/48`, RFC 8215), SIIT's
+/// IPv4-translated `::ffff:0:a.b.c.d` (`::ffff:0:0/96`, RFC 7915; review D12), 6to4
 /// (`2002::/16`, the address in segments 1–2) and the deprecated IPv4-compatible `::a.b.c.d`
 /// (`::/96`, except `::` and `::1`, which are classified as themselves). Each is classified as
 /// the IPv4 address it reaches: `64:ff9b::7f00:1` is loopback.
@@ -53,7 +61,10 @@ fn embedded_v4(v6: std::net::Ipv6Addr) -> Option<Ipv4Addr> {
     let s = v6.segments();
     let o = v6.octets();
     let tail = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
-    if s.starts_with(&[0x64, 0xff9b, 0, 0, 0, 0]) || s.starts_with(&[0x64, 0xff9b, 1]) {
+    if s.starts_with(&[0x64, 0xff9b, 0, 0, 0, 0])
+        || s.starts_with(&[0x64, 0xff9b, 1])
+        || s.starts_with(&[0, 0, 0, 0, 0xffff, 0])
+    {
         Some(tail)
     } else if s[0] == 0x2002 {
         Some(Ipv4Addr::new(o[2], o[3], o[4], o[5]))
@@ -208,7 +219,7 @@ mod tests {
     #[test]
     fn every_class_of_internal_address_is_named() {
         // Each class with its addresses; `None`: public (the edges of the ranges above).
-        let classes: [(Option<&str>, &[&str]); 8] = [
+        let classes: [(Option<&str>, &[&str]); 9] = [
             (
                 Some("loopback"),
                 &[
@@ -222,11 +233,19 @@ mod tests {
                     "64:ff9b:1::7f00:1",
                     "2002:7f00:1::1",
                     "::127.0.0.1",
+                    // SIIT's IPv4-translated form (review D12).
+                    "::ffff:0:7f00:1",
+                    "::ffff:0:127.0.0.1",
                 ],
             ),
             (
                 Some("link-local"),
-                &["169.254.169.254", "fe80::1", "64:ff9b::a9fe:a9fe"],
+                &[
+                    "169.254.169.254",
+                    "fe80::1",
+                    "64:ff9b::a9fe:a9fe",
+                    "::ffff:0:a9fe:a9fe",
+                ],
             ),
             (
                 Some("private"),
@@ -245,9 +264,25 @@ mod tests {
                     "64:ff9b::a00:5",
                     "2002:c0a8:101::1",
                     "::10.0.0.5",
+                    "::ffff:0:a00:5",
+                    "::ffff:0:192.168.1.1",
                 ],
             ),
-            (Some("unspecified"), &["0.0.0.0", "0.1.2.3", "::"]),
+            (
+                Some("unspecified"),
+                &["0.0.0.0", "0.1.2.3", "::", "::ffff:0:0.0.0.0"],
+            ),
+            (
+                // Teredo, whatever the server and client it names (review D12).
+                Some("teredo"),
+                &[
+                    "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+                    "2001::1",
+                    "2001:0:ffff:ffff:ffff:ffff:ffff:ffff",
+                    // Client 127.0.0.1 (inverted in the last 32 bits), server 10.0.0.5.
+                    "2001:0:a00:5::80ff:fffe",
+                ],
+            ),
             (
                 Some("multicast"),
                 &["224.0.0.1", "239.255.255.250", "ff02::1"],
@@ -273,6 +308,10 @@ mod tests {
                     "2606:4700::1111",
                     "64:ff9b::5db8:d822",
                     "2002:5db8:d822::1",
+                    "::ffff:0:5db8:d822",
+                    // Next to Teredo's /32: 2001:1::/32 and Google's 2001:4860::/32.
+                    "2001:1::1",
+                    "2001:4860:4860::8888",
                     "198.20.0.1",
                     "192.0.2.1",
                 ],
@@ -302,6 +341,9 @@ mod tests {
             "http://0x7f.1/hook",
             // Loopback through a NAT64 gateway (review N16).
             "http://[64:ff9b::7f00:1]/hook",
+            // SIIT and Teredo (review D12).
+            "http://[::ffff:0:7f00:1]/hook",
+            "http://[2001:0:a00:5::80ff:fffe]/hook",
         ] {
             let u = reqwest::Url::parse(url).unwrap();
             let e = check_literal(&u).unwrap_err();
