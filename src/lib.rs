@@ -1,10 +1,10 @@
 //! agentd: a durable Postgres job-queue worker that runs a headless LLM agent.
 //!
 //! Workers pull `auto_create`, `proactive_suggestion`, `approval_expiry` and `webhook_delivery`
-//! jobs from the `agentd_jobs` table and run one tool loop under caps, writing proposed results, audit rows
-//! and checkpoints in one short transaction per step — never with a transaction open while a
-//! model answers. ARCHITECTURE.md is the map (layers, the life of a job, where each guarantee
-//! is enforced); the code is the contract.
+//! jobs from the `agentd_jobs` table and run one tool loop under caps, writing proposed results,
+//! audit rows and checkpoints in one short transaction per step — never with a transaction open
+//! while a model answers. ARCHITECTURE.md is the map (layers, the life of a job, where each
+//! guarantee is enforced); the code is the contract.
 //!
 //! # Layout
 //!
@@ -19,8 +19,8 @@
 //!   cron, maintenance (rescuer, retention); [`queue::apalis`] runs it under apalis.
 //! - [`jobs`]: one handler per job kind; what a finished run means for the domain.
 //! - [`agent`]: the one tool loop — caps, goals and nudges, checkpoints, resume.
-//! - [`llm`]: providers (OpenAI-compatible, scripted, offline) and the tolerant boundary
-//!   (text tool calls, argument repair, token estimates).
+//! - [`llm`]: providers (OpenAI-compatible, Anthropic, scripted, offline) and the tolerant
+//!   boundary (text tool calls, argument repair, token estimates).
 //! - [`pii`]: the redaction boundary in front of every provider call; audit minimisation;
 //!   retention and erasure.
 //! - [`analysis`]: a deterministic reading of a document's text — candidate fields (label–value
@@ -31,6 +31,8 @@
 //! - [`approvals`]: pending actions with snapshot hashes; the expiry sweep.
 //! - [`webhooks`]: event delivery to subscribers (signing, the HTTP send).
 //! - [`store`]: all domain SQL, scoped by org.
+//! - [`kinds`]: the job kinds as types, each owning its name, payload, unique key and how a
+//!   job of it is built; every producer builds its jobs through them.
 //! - [`api`], [`console`]: the HTTP API (`agentd serve`) and the web console it serves.
 //! - [`documents`]: add a document with its job, its auto-create report, the bundled samples.
 //! - [`org_settings`]: per-org settings and their one validator.

@@ -414,7 +414,7 @@ pub struct DecidedDocument {
 /// also `agentd documents show --json`) and its text. Only its schema is used: the report is
 /// built as JSON; `tests/it/api.rs` checks the two key for key.
 #[derive(ToSchema)]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "schema only: the report is built as JSON")]
 pub struct DocumentReport {
     document_id: Uuid,
     org_id: Uuid,
@@ -442,7 +442,7 @@ pub struct DocumentReport {
 
 /// A schema of the report.
 #[derive(ToSchema)]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "schema only: the report is built as JSON")]
 struct ReportSchema {
     /// `<schema id>:<version>`.
     revid: String,
@@ -452,7 +452,7 @@ struct ReportSchema {
 
 /// A field of the report's schema.
 #[derive(ToSchema)]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "schema only: the report is built as JSON")]
 struct ReportField {
     name: String,
     /// The field's JSON Schema type (a name, a list of names, or null).
@@ -464,7 +464,7 @@ struct ReportField {
 
 /// A prompt of the report.
 #[derive(ToSchema)]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "schema only: the report is built as JSON")]
 struct ReportPrompt {
     /// `<prompt id>:<version>`.
     revid: String,
@@ -475,7 +475,7 @@ struct ReportPrompt {
 
 /// An extraction of the report.
 #[derive(ToSchema)]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "schema only: the report is built as JSON")]
 struct ReportExtraction {
     id: Uuid,
     status: crate::store::states::ExtractionStatus,
@@ -489,7 +489,7 @@ struct ReportExtraction {
 
 /// The run of the report.
 #[derive(ToSchema)]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "schema only: the report is built as JSON")]
 struct ReportRun {
     id: Uuid,
     provider: String,

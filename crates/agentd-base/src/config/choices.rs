@@ -53,7 +53,7 @@ choice!(
 choice!(
     /// `llm.providers[].kind`: what speaks to an entry's endpoint: `openai` (any
     /// OpenAI-compatible server), `offline` (the in-process heuristic), `anthropic` (the Messages
-    /// API, built by `llm::chain::build` once the Anthropic adapter is merged).
+    /// API, `llm::anthropic`). `llm::chain::build` makes each entry's provider from it.
     ProviderKind, "llm.providers[].kind", "one of openai, offline, anthropic" {
         OpenAi = "openai",
         Offline = "offline",
