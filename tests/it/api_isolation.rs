@@ -10,7 +10,7 @@ use chrono::Duration;
 use serde_json::{Value, json};
 
 /// Every route of the API: (method, OpenAPI path).
-const ROUTES: [(&str, &str); 44] = [
+const ROUTES: [(&str, &str); 45] = [
     ("post", "/v1/documents"),
     ("get", "/v1/documents"),
     ("get", "/v1/documents/{id}"),
@@ -40,6 +40,7 @@ const ROUTES: [(&str, &str); 44] = [
     ("get", "/v1/webhooks"),
     ("delete", "/v1/webhooks/{id}"),
     ("post", "/v1/jobs"),
+    ("get", "/v1/jobs"),
     ("get", "/v1/jobs/{id}"),
     ("get", "/v1/settings"),
     ("patch", "/v1/settings"),
@@ -134,11 +135,15 @@ async fn another_orgs_ids_are_not_found_on_every_route() {
             .await
             .problem(404, None);
     }
+    let (of_doc, of_subject) = (format!("/v1/jobs?document={doc}"), "/v1/runs?subject=x");
     for path in [
         "/v1/documents",
         "/v1/approvals",
         "/v1/suggestions",
         "/v1/runs",
+        "/v1/jobs",
+        of_doc.as_str(),
+        of_subject,
     ] {
         let r = api.call("GET", path, Some(&kb), None).await;
         assert_eq!(r.body["items"], json!([]), "{path}: {}", r.body);

@@ -20,6 +20,7 @@ mod anthropic_adapter;
 mod anthropic_runs;
 mod api;
 mod api_isolation;
+mod api_lists;
 mod api_openapi;
 mod approvals;
 mod auto_create;

@@ -167,27 +167,36 @@ pub struct RunsQuery {
     pub status: Option<String>,
     /// Only runs of this job kind.
     pub kind: Option<String>,
+    /// Only runs of this subject (a document id, or the night of a nightly run).
+    pub subject: Option<String>,
+    /// Only runs with this model.
+    pub model: Option<String>,
 }
 
+/// Longest `subject` and `model` filter (longer ones name no run).
+pub const MAX_FILTER_CHARS: usize = 200;
+
 /// The org's runs, newest first: kind, subject, status, stop reason, rounds, tool calls,
-/// tokens, timings.
+/// tokens, timings. Filters by status, kind, subject (a document's runs) and model.
 #[utoipa::path(get, path = "/v1/runs", tag = "runs", operation_id = "listRuns", params(RunsQuery),
     responses((status = 200, body = Paged<RunRow>, description = "A page of runs")))]
 pub async fn runs(req: Scoped, Params(q): Params<RunsQuery>) -> ApiResult {
     let page = Page::new(q.limit, q.cursor.as_deref())?;
     let status = state(q.status.as_deref())?;
-    if let Some(k) = &q.kind
-        && req.app.catalog.get(k).is_none()
-    {
-        let mut known: Vec<_> = req.app.catalog.kinds.keys().cloned().collect();
-        known.sort();
-        return Err(Problem::bad_request(
-            "kind",
-            format!("kind must be one of {} (got {k:?})", known.join(", ")),
-        ));
+    let mut filters = Vec::new();
+    if let Some(k) = &q.kind {
+        known_kind(&req.app, "kind", k)?;
+        filters.push(("kind", k.as_str()));
     }
-    let (pool, kind) = (&req.app.pool, q.kind.as_deref());
-    let mut paged = Paged::<RunRow>::fetch(pool, req.org_id(), &page, status, kind).await?;
+    if let Some(s) = &q.subject {
+        filters.push(("subject", text_filter("subject", s)?));
+    }
+    if let Some(m) = &q.model {
+        filters.push(("model", text_filter("model", m)?));
+    }
+    let pool = &req.app.pool;
+    let mut paged =
+        Paged::<RunRow>::fetch_where(pool, req.org_id(), &page, status, &filters).await?;
     paged
         .items
         .iter_mut()
@@ -195,16 +204,63 @@ pub async fn runs(req: Scoped, Params(q): Params<RunsQuery>) -> ApiResult {
     ok(&paged)
 }
 
-/// In the OpenAPI document: `limit`, `cursor`, `status` (a run status) and `kind` (a job kind
-/// of the built-in catalog), as [`RunsQuery`] is read.
+/// 400 naming `field` unless `kind` is a job kind of this server (the kinds listed).
+pub(super) fn known_kind(app: &crate::app::App, field: &str, kind: &str) -> Result<(), Problem> {
+    if app.catalog.get(kind).is_some() {
+        return Ok(());
+    }
+    let mut known: Vec<_> = app.catalog.kinds.keys().cloned().collect();
+    known.sort();
+    Err(Problem::bad_request(
+        field,
+        format!("{field} must be one of {} (got {kind:?})", known.join(", ")),
+    ))
+}
+
+/// A text filter: 1–200 characters without NUL (400 naming `field` otherwise).
+fn text_filter<'a>(field: &str, value: &'a str) -> Result<&'a str, Problem> {
+    let n = value.chars().count();
+    if n == 0 || n > MAX_FILTER_CHARS {
+        return Err(Problem::bad_request(
+            field,
+            format!("{field} must be 1–{MAX_FILTER_CHARS} characters (got {n})"),
+        ));
+    }
+    if value.contains('\0') {
+        return Err(Problem::bad_request(
+            field,
+            format!("{field} must not contain NUL (\\u0000)"),
+        ));
+    }
+    Ok(value)
+}
+
+/// A `subject` or `model` parameter in the OpenAPI document, as [`text_filter`] reads it.
+fn text_param(name: &str, description: &str) -> Parameter {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    let text = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(MAX_FILTER_CHARS))
+        .pattern(Some("^[^\\u0000]+$"));
+    query_param(name, description, text.into())
+}
+
+/// The job kinds of the built-in catalog as an enum (a `kind` parameter).
+pub(super) fn kind_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    let kinds = crate::catalog::BUILTIN.iter().map(|(k, _)| *k);
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(kinds))
+        .into()
+}
+
+/// In the OpenAPI document: `limit`, `cursor`, `status` (a run status), `kind` (a job kind
+/// of the built-in catalog), `subject` and `model`, as [`RunsQuery`] is read.
 impl utoipa::IntoParams for RunsQuery {
     fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
         use utoipa::PartialSchema;
-        use utoipa::openapi::schema::{ObjectBuilder, Type};
-        let kinds = crate::catalog::BUILTIN.iter().map(|(k, _)| *k);
-        let kind = ObjectBuilder::new()
-            .schema_type(Type::String)
-            .enum_values(Some(kinds));
         let mut params = page_params();
         params.push(query_param(
             "status",
@@ -214,8 +270,13 @@ impl utoipa::IntoParams for RunsQuery {
         params.push(query_param(
             "kind",
             "Only runs of this job kind",
-            kind.into(),
+            kind_schema(),
         ));
+        params.push(text_param(
+            "subject",
+            "Only runs of this subject: a document id (a document's runs), or the night of a nightly run",
+        ));
+        params.push(text_param("model", "Only runs with this model"));
         params
     }
 }

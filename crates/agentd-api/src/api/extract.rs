@@ -199,8 +199,9 @@ pub fn parse_query<T: DeserializeOwned>(query: Option<&str>) -> Result<T, Proble
 
 /// The routes that read a query string (with GET); the others answer a query string with 400
 /// naming its first parameter rather than ignoring it ([`no_stray_query`]).
-const TAKE_QUERY: [&str; 9] = [
+const TAKE_QUERY: [&str; 10] = [
     "/v1/documents",
+    "/v1/jobs",
     "/v1/schemas",
     "/v1/prompts",
     "/v1/tags",
@@ -378,6 +379,21 @@ pub fn page_params() -> Vec<Parameter> {
     ]
 }
 
+/// `limit` and `cursor` of `GET /v1/jobs`, as [`JobPage::new`] checks them: [`page_params`]
+/// with the pattern of a job cursor.
+pub fn job_page_params() -> Vec<Parameter> {
+    let mut params = page_params();
+    let cursor = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(JOB_CURSOR_PATTERN));
+    params[1] = query_param(
+        "cursor",
+        "`next_cursor` of the previous page, unchanged (others are 400)",
+        cursor.into(),
+    );
+    params
+}
+
 /// Query of the list routes that filter by state (`GET /v1/documents`, `/v1/approvals`,
 /// `/v1/suggestions`).
 #[derive(Debug, serde::Deserialize)]
@@ -475,6 +491,52 @@ pub const EARLIEST_CURSOR_TIME: DateTime<Utc> = match DateTime::from_timestamp(-
     None => DateTime::UNIX_EPOCH,
 };
 
+/// The `limit` and `cursor` of `GET /v1/jobs`: jobs are numbered, so its cursor is
+/// `(created_at, id)` with the job's number.
+#[derive(Debug, Clone, Copy)]
+pub struct JobPage {
+    pub limit: i64,
+    pub after: api_reads::JobAfter,
+}
+
+/// What a job cursor looks like: the hex of `<unix micros>.<job number>` (the time as in
+/// [`CURSOR_PATTERN`], the number positive, without leading zeros, of at most 18 digits).
+/// Exactly these strings decode ([`decode_job_cursor`]).
+pub const JOB_CURSOR_PATTERN: &str = "^(30|(2d)?3[1-9](3[0-9]){0,17})2e3[1-9](3[0-9]){0,17}$";
+
+impl JobPage {
+    /// Validates `limit` (as [`Page::new`]) and decodes `cursor` (400 naming it otherwise).
+    pub fn new(limit: Option<i64>, cursor: Option<&str>) -> Result<Self, Problem> {
+        let Page { limit, .. } = Page::new(limit, None)?;
+        let after = match cursor {
+            None => None,
+            Some(c) => Some(decode_job_cursor(c).ok_or_else(|| {
+                Problem::bad_request(
+                    "cursor",
+                    "cursor is not one this API returned; pass next_cursor from a previous page unchanged",
+                )
+            })?),
+        };
+        Ok(Self { limit, after })
+    }
+}
+
+/// The opaque cursor after a job: lowercase hex of `<unix micros>.<id>`.
+pub fn encode_job_cursor(created_at: DateTime<Utc>, id: i64) -> String {
+    hex::encode(format!("{}.{id}", created_at.timestamp_micros()))
+}
+
+fn decode_job_cursor(c: &str) -> Option<(DateTime<Utc>, i64)> {
+    let raw = String::from_utf8(hex::decode(c).ok()?).ok()?;
+    let (micros, id) = raw.split_once('.')?;
+    if micros.trim_start_matches('-').len() > CURSOR_DIGITS || id.len() > CURSOR_DIGITS {
+        return None;
+    }
+    let at = DateTime::from_timestamp_micros(micros.parse().ok()?)?;
+    let id: i64 = id.parse().ok().filter(|n| *n > 0)?;
+    (encode_job_cursor(at, id) == c).then_some((at.max(EARLIEST_CURSOR_TIME), id))
+}
+
 /// A page of items and the cursor of the next page (None: this was the last).
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct Paged<T> {
@@ -492,9 +554,21 @@ impl<T: Listed> Paged<T> {
         state: Option<T::State>,
         kind: Option<&str>,
     ) -> Result<Self, Problem> {
+        let kind = kind.zip(T::KIND).map(|(k, column)| (column, k));
+        Self::fetch_where(pool, org_id, page, state, kind.as_slice()).await
+    }
+
+    /// [`Paged::fetch`] with equality filters on `T`'s columns ([`api_reads::page_where`]).
+    pub async fn fetch_where(
+        pool: &sqlx::PgPool,
+        org_id: Uuid,
+        page: &Page,
+        state: Option<T::State>,
+        filters: &[(&'static str, &str)],
+    ) -> Result<Self, Problem> {
         let after = page.after;
         let mut rows: Vec<T> =
-            api_reads::page(pool, org_id, state, kind, after, page.limit + 1).await?;
+            api_reads::page_where(pool, org_id, state, filters, after, page.limit + 1).await?;
         let more = rows.len() as i64 > page.limit;
         rows.truncate(page.limit as usize);
         let next_cursor = rows.last().filter(|_| more).map(|r| {

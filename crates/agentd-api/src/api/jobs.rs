@@ -3,7 +3,9 @@
 
 use super::auth::{Role, Scoped, Uploader};
 use super::error::{ApiResult, Problem, json_response, ok};
-use super::extract::{Id, JsonBody};
+use super::extract::{
+    Id, JobPage, JsonBody, Paged, Params, encode_job_cursor, job_page_params, query_param,
+};
 use crate::jobs::proactive_suggestion as proactive;
 use crate::jobs::start::StartIds;
 use crate::jobs::{approval_expiry, auto_create};
@@ -11,8 +13,10 @@ use crate::kinds::{self, JobKind};
 use crate::queue;
 use crate::store::{api_reads, documents};
 use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa::openapi::path::{Parameter, ParameterIn};
 use uuid::Uuid;
 
 /// Most approvals one `approval_expiry` job from the API names.
@@ -337,6 +341,150 @@ pub async fn create(
                 duplicate: true,
             })
         }
+    }
+}
+
+/// Query of `GET /v1/jobs`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobsQuery {
+    /// 1–200 (default 50).
+    pub limit: Option<i64>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// Only jobs of this kind.
+    pub kind: Option<String>,
+    /// Only jobs in this state.
+    pub state: Option<String>,
+    /// Only jobs created at or after this time (RFC 3339).
+    pub created_after: Option<String>,
+    /// Only jobs created before this time (RFC 3339).
+    pub created_before: Option<String>,
+    /// Only the jobs of this document (its id).
+    pub document: Option<String>,
+}
+
+/// What the pattern of a `created_after` / `created_before` parameter says (with
+/// `format: date-time`): an RFC 3339 time with its offset.
+const TIME_PATTERN: &str = "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$";
+
+impl JobsQuery {
+    /// The filters as the store reads them (400 naming the bad parameter).
+    fn filter(&self, app: &crate::app::App) -> Result<api_reads::JobFilter, Problem> {
+        if let Some(k) = &self.kind {
+            super::console_routes::known_kind(app, "kind", k)?;
+        }
+        let state = self
+            .state
+            .as_deref()
+            .map(str::parse::<queue::JobState>)
+            .transpose()
+            .map_err(|e| Problem::bad_request("state", format!("state {e}")))?;
+        let document = self
+            .document
+            .as_deref()
+            .map(|d| {
+                Uuid::parse_str(d).map_err(|_| {
+                    Problem::bad_request(
+                        "document",
+                        format!("document must be a document id (a UUID; got {d:?})"),
+                    )
+                })
+            })
+            .transpose()?;
+        Ok(api_reads::JobFilter {
+            kind: self.kind.clone(),
+            state,
+            created_after: time("created_after", self.created_after.as_deref())?,
+            created_before: time("created_before", self.created_before.as_deref())?,
+            document,
+        })
+    }
+}
+
+/// A time parameter: RFC 3339 with an offset (400 naming `field` otherwise).
+fn time(field: &str, raw: Option<&str>) -> Result<Option<DateTime<Utc>>, Problem> {
+    raw.map(|t| {
+        DateTime::parse_from_rfc3339(t)
+            .map(|t| t.with_timezone(&Utc))
+            .map_err(|e| {
+                Problem::bad_request(
+                    field,
+                    format!("{field} must be an RFC 3339 time such as 2026-12-03T09:30:00Z ({e}; got {t:?})"),
+                )
+            })
+    })
+    .transpose()
+}
+
+/// The org's jobs, newest first (by creation), in keyset pages: only a kind, a state, those
+/// created in `[created_after, created_before)`, or a document's jobs (another org's document
+/// has none here). Each job as `GET /v1/jobs/{id}` shows it.
+#[utoipa::path(get, path = "/v1/jobs", tag = "jobs", operation_id = "listJobs", params(JobsQuery),
+    responses((status = 200, body = Paged<crate::queue::JobRow>, description = "A page of jobs")))]
+pub async fn list(req: Scoped, Params(q): Params<JobsQuery>) -> ApiResult {
+    let page = JobPage::new(q.limit, q.cursor.as_deref())?;
+    let filter = q.filter(&req.app)?;
+    let org = Some(req.org_id());
+    let mut rows =
+        api_reads::jobs_page(&req.app.pool, org, &filter, page.after, page.limit + 1).await?;
+    let more = rows.len() as i64 > page.limit;
+    rows.truncate(page.limit as usize);
+    let next_cursor = rows
+        .last()
+        .filter(|_| more)
+        .map(|j| encode_job_cursor(j.created_at, j.id));
+    rows.iter_mut().for_each(for_tenant);
+    ok(&Paged {
+        items: rows,
+        next_cursor,
+    })
+}
+
+/// In the OpenAPI document: `limit`, `cursor`, `kind` (a job kind of the built-in catalog),
+/// `state` (a job state), `created_after` and `created_before` (times) and `document` (a
+/// UUID), as [`JobsQuery`] is read.
+impl utoipa::IntoParams for JobsQuery {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        use utoipa::PartialSchema;
+        use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+        let time = || {
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+                .pattern(Some(TIME_PATTERN))
+                .into()
+        };
+        let uuid = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid)));
+        let mut params = job_page_params();
+        params.push(query_param(
+            "kind",
+            "Only jobs of this kind",
+            super::console_routes::kind_schema(),
+        ));
+        params.push(query_param(
+            "state",
+            "Only jobs in this state",
+            queue::JobState::schema(),
+        ));
+        params.push(query_param(
+            "created_after",
+            "Only jobs created at or after this time (RFC 3339, with its offset)",
+            time(),
+        ));
+        params.push(query_param(
+            "created_before",
+            "Only jobs created before this time (RFC 3339, with its offset)",
+            time(),
+        ));
+        params.push(query_param(
+            "document",
+            "Only the jobs of this document (its id): its auto-create runs and refines",
+            uuid.into(),
+        ));
+        params
     }
 }
 

@@ -117,7 +117,7 @@ pub fn router_until(app: App, stop: CancellationToken) -> Router {
         .route("/v1/queue/{kind}/resume", post(operate::resume_kind))
         .route("/v1/status", get(reads::status))
         .route("/v1/usage", get(reads::usage))
-        .route("/v1/jobs", post(jobs::create))
+        .route("/v1/jobs", get(jobs::list).post(jobs::create))
         .route("/v1/jobs/{id}", get(jobs::get))
         .route("/v1/settings", get(settings::get).patch(settings::patch))
         .route(

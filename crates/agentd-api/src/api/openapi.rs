@@ -30,7 +30,7 @@ use utoipa::{Modify, OpenApi};
         approvals::list, approvals::get, approvals::approve, approvals::reject,
         reads::suggestions, suggestions::dismiss, suggestions::shown, reads::run, reads::status, reads::usage,
         console_routes::me, console_routes::queue, console_routes::retry, console_routes::runs,
-        jobs::create, jobs::get,
+        jobs::create, jobs::list, jobs::get,
         operate::cancel, operate::cancel_run, operate::pause_kind, operate::resume_kind,
         operate::retry_dead, operate::cancel_dead,
         settings::get, settings::patch,

@@ -2,7 +2,8 @@
 //! `(created_at, id)` as the cursor) and which jobs an org may see. Every query
 //! takes the org; "now" is a parameter.
 
-use crate::queue::JobRow;
+use crate::kinds::JobKind;
+use crate::queue::{JobRow, JobState};
 use crate::store::approvals::ApprovalRow;
 use crate::store::documents::DocumentSummary;
 use crate::store::runs::RunRow;
@@ -45,14 +46,28 @@ pub async fn page<'e, T: Listed>(
     after: After,
     limit: i64,
 ) -> sqlx::Result<Vec<T>> {
+    let kind = kind.zip(T::KIND).map(|(k, column)| (column, k));
+    page_where(exec, org_id, state, kind.as_slice(), after, limit).await
+}
+
+/// [`page`] with equality filters: each `(column, value)` (a column of `T`'s table, named by
+/// the code, never by a request) must hold.
+pub async fn page_where<'e, T: Listed>(
+    exec: impl PgExecutor<'e>,
+    org_id: Uuid,
+    state: Option<T::State>,
+    filters: &[(&'static str, &str)],
+    after: After,
+    limit: i64,
+) -> sqlx::Result<Vec<T>> {
     let mut q = sqlx::QueryBuilder::new(T::SELECT);
     q.push(" WHERE org_id = ").push_bind(org_id);
     if let Some(state) = state {
         q.push(format_args!(" AND {} = ", T::STATE));
         q.push_bind(state.as_str());
     }
-    if let (Some(kind), Some(column)) = (kind, T::KIND) {
-        q.push(format_args!(" AND {column} = ")).push_bind(kind);
+    for (column, value) in filters {
+        q.push(format_args!(" AND {column} = ")).push_bind(*value);
     }
     if let Some((at, id)) = after {
         q.push(format_args!(" AND ({}, id) < (", T::ORDER));
@@ -216,6 +231,67 @@ pub async fn job<'e, E: PgExecutor<'e>>(
     .bind(id)
     .fetch_optional(exec)
     .await
+}
+
+/// What `GET /v1/jobs` and `agentd jobs list` filter by: every filter given must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobFilter {
+    pub kind: Option<String>,
+    pub state: Option<JobState>,
+    /// Created at or after this time.
+    pub created_after: Option<DateTime<Utc>>,
+    /// Created before this time (`[created_after, created_before)`: windows side by side
+    /// list each job once).
+    pub created_before: Option<DateTime<Utc>>,
+    /// Jobs whose payload names this document: `auto_create` jobs, the one kind whose payload
+    /// has a `document_id` (refines are `auto_create` jobs too).
+    pub document: Option<Uuid>,
+}
+
+/// Where a page of jobs starts: strictly after this `(created_at, id)` in newest-first order.
+pub type JobAfter = Option<(DateTime<Utc>, i64)>;
+
+/// A page of jobs, newest first by `(created_at, id)`: `limit` jobs after `after` that match
+/// `filter`, of the org `org` (of every org when `None`: the operator's `agentd jobs list`).
+/// The org is `$1` of [`JOB_OF_ORG`], as in `status.rs`, and the order is that of the index of
+/// migration 0098, so a page reads its own rows however many jobs the org or others have.
+pub async fn jobs_page<'e>(
+    exec: impl PgExecutor<'e>,
+    org: Option<Uuid>,
+    filter: &JobFilter,
+    after: JobAfter,
+    limit: i64,
+) -> sqlx::Result<Vec<JobRow>> {
+    let mut q = sqlx::QueryBuilder::new("SELECT j.* FROM agentd_jobs j WHERE (");
+    q.push_bind(org);
+    q.push(format_args!("::uuid IS NULL OR {JOB_OF_ORG})"));
+    if let Some(kind) = &filter.kind {
+        q.push(" AND j.kind = ").push_bind(kind.as_str());
+    }
+    if let Some(state) = filter.state {
+        q.push(" AND j.state = ").push_bind(state.as_str());
+    }
+    if let Some(at) = filter.created_after {
+        q.push(" AND j.created_at >= ").push_bind(at);
+    }
+    if let Some(at) = filter.created_before {
+        q.push(" AND j.created_at < ").push_bind(at);
+    }
+    if let Some(doc) = filter.document {
+        // The kind as a constant: it lets the planner take the partial index of a document's
+        // jobs (migration 0015, `WHERE kind = 'auto_create'`).
+        let kind = crate::kinds::AutoCreate::NAME;
+        q.push(format_args!(" AND j.kind = '{kind}'"));
+        q.push(" AND j.payload->>'document_id' = ")
+            .push_bind(doc.to_string());
+    }
+    if let Some((at, id)) = after {
+        q.push(" AND (j.created_at, j.id) < (").push_bind(at);
+        q.push(", ").push_bind(id).push(")");
+    }
+    q.push(" ORDER BY j.created_at DESC, j.id DESC LIMIT ")
+        .push_bind(limit);
+    q.build_query_as().fetch_all(exec).await
 }
 
 /// The id of the job holding `unique_key`, if any (the answer to a deduplicated enqueue): the
