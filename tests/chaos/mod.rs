@@ -106,6 +106,10 @@ pub enum Fault {
     WorkerKill,
     ConnTerminate,
     PgRestart,
+    /// A worker killed, then PostgreSQL crash-restarted once its leases ran out: while the
+    /// new worker process starts and the survivors' rescuer reclaims the dead one's jobs
+    /// (DBOS #716, #804: workflows left PENDING by a restart during recovery).
+    PgRestartInRecovery,
     ProviderStall,
     Provider429,
     Provider500,
@@ -114,10 +118,11 @@ pub enum Fault {
 
 impl Fault {
     /// Relative weights of the draw.
-    const WEIGHTS: [(Fault, u32); 7] = [
+    const WEIGHTS: [(Fault, u32); 8] = [
         (Fault::WorkerKill, 24),
         (Fault::ConnTerminate, 24),
         (Fault::PgRestart, 4),
+        (Fault::PgRestartInRecovery, 3),
         (Fault::ProviderStall, 12),
         (Fault::Provider429, 12),
         (Fault::Provider500, 12),
@@ -129,6 +134,7 @@ impl Fault {
             Fault::WorkerKill => "worker_sigkill",
             Fault::ConnTerminate => "pg_terminate_backend",
             Fault::PgRestart => "postgres_crash_restart",
+            Fault::PgRestartInRecovery => "postgres_restart_during_recovery",
             Fault::ProviderStall => "provider_stall_past_lease",
             Fault::Provider429 => "provider_429",
             Fault::Provider500 => "provider_500",
@@ -169,6 +175,8 @@ pub struct Report {
     /// Processes that exited on their own (a worker whose database was gone) and were started
     /// again.
     pub respawned: u64,
+    /// How each of those ended and its last lines.
+    pub exits: Vec<String>,
     /// Driver statements that failed because of its own faults (skipped work).
     pub driver_db_errors: u64,
     pub model_requests: u64,
@@ -311,6 +319,8 @@ struct Fleet {
     api: Proc,
     api_base: Arc<Mutex<String>>,
     respawned: u64,
+    exits: Vec<String>,
+    spawned: u64,
 }
 
 impl Fleet {
@@ -330,6 +340,8 @@ impl Fleet {
             api,
             api_base: Arc::new(Mutex::new(base)),
             respawned: 0,
+            exits: Vec::new(),
+            spawned: n as u64 + 1,
         })
     }
 
@@ -337,6 +349,7 @@ impl Fleet {
         if let Some(w) = self.workers.get_mut(i) {
             w.kill();
             *w = Proc::spawn(&self.bin, &["worker"], &self.env)?;
+            self.spawned += 1;
         }
         Ok(())
     }
@@ -345,16 +358,20 @@ impl Fleet {
     async fn keep_alive(&mut self) -> anyhow::Result<()> {
         for w in self.workers.iter_mut() {
             if w.exited() {
+                self.exits.push(format!("worker {}", w.exit_reason()));
                 *w = Proc::spawn(&self.bin, &["worker"], &self.env)?;
                 self.respawned += 1;
+                self.spawned += 1;
             }
         }
         if self.api.exited() {
+            self.exits.push(format!("serve {}", self.api.exit_reason()));
             let (b, e) = (self.bin.clone(), self.env.clone());
             let (api, base) = tokio::task::spawn_blocking(move || Proc::serve(&b, &e)).await??;
             self.api = api;
             *self.api_base.lock().unwrap_or_else(|p| p.into_inner()) = base;
             self.respawned += 1;
+            self.spawned += 1;
         }
         Ok(())
     }
@@ -669,6 +686,15 @@ pub async fn run(opts: &Opts) -> anyhow::Result<Report> {
                 let c = cluster.clone();
                 tokio::task::spawn_blocking(move || c.crash_restart()).await??;
             }
+            Fault::PgRestartInRecovery => {
+                let w = rng.random_range(0..fleet.workers.len());
+                fleet.kill_worker(w)?;
+                // Past the dead worker's leases: the rescuer (every second) is reclaiming them
+                // and the new process is starting when the server goes down.
+                tokio::time::sleep(Duration::from_millis(LEASE_SECS * 1000 + 300)).await;
+                let c = cluster.clone();
+                tokio::task::spawn_blocking(move || c.crash_restart()).await??;
+            }
             Fault::ProviderStall => model.arm(Habit::Stall(Duration::from_secs(LEASE_SECS + 2))),
             Fault::Provider429 => model.arm(Habit::RateLimited),
             Fault::Provider500 => model.arm(Habit::ServerError),
@@ -710,8 +736,10 @@ pub async fn run(opts: &Opts) -> anyhow::Result<Report> {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     report.settle_secs = t_settle.elapsed().as_secs_f64();
+    fleet.keep_alive().await?;
     fleet.stop();
     report.respawned = fleet.respawned;
+    report.exits = fleet.exits.clone();
 
     // ---- invariants ----
     report.retried = sqlx::query_scalar("SELECT count(*) FROM agentd_jobs WHERE attempt > 1")
@@ -734,6 +762,15 @@ pub async fn run(opts: &Opts) -> anyhow::Result<Report> {
     )
     .fetch_all(&pool)
     .await?;
+    // A worker or the API that finds its database gone waits for it (database.connect_wait_secs,
+    // reconnecting pools); none exits by itself.
+    report.checks.push(invariants::Check {
+        name: "no_process_exited",
+        what: "no worker or API process exited on its own (a lost database is waited for)",
+        checked: fleet.spawned as i64,
+        violations: report.exits.len(),
+        examples: report.exits.iter().take(5).cloned().collect(),
+    });
     report.checks.push(invariants::Check {
         name: "queue_drained",
         what: "once faults stop, every due job runs within the settle time",

@@ -1,11 +1,15 @@
 //! The suite's processes: its own PostgreSQL cluster (agentd's `PrivateCluster`, as the demo
 //! starts one) and `agentd worker` / `agentd serve` children of the real binary.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
+
+/// Lines of a child's stderr kept to say why it exited.
+const TAIL_LINES: usize = 8;
 
 /// A PostgreSQL cluster of the suite's own in a fresh directory on a free port; stopped and
 /// removed on drop. Nothing else on the machine is touched.
@@ -70,6 +74,8 @@ fn free_port() -> anyhow::Result<u16> {
 pub struct Proc {
     child: Child,
     pub pid: u32,
+    /// The last lines of its stderr (its errors: the suite runs children at `AGENTD_LOG=error`).
+    tail: Arc<Mutex<VecDeque<String>>>,
 }
 
 impl Proc {
@@ -102,16 +108,14 @@ impl Proc {
             .env_remove("OPENAI_API_KEY")
             .env_remove("AGENTD_CONFIG")
             .stdout(Stdio::null())
-            .stderr(if watch_addr || log_dir.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            });
+            .stderr(Stdio::piped());
         for (k, v) in env {
             c.env(k, v);
         }
         let mut child = c.spawn()?;
         let pid = child.id();
+        let tail: Arc<Mutex<VecDeque<String>>> = Arc::default();
+        let kept = tail.clone();
         let rx = match child.stderr.take() {
             Some(err) => {
                 let (tx, rx) = mpsc::channel();
@@ -129,6 +133,13 @@ impl Proc {
                         if let Some(f) = log.as_mut() {
                             let _ = writeln!(f, "{line}");
                         }
+                        {
+                            let mut t = kept.lock().unwrap_or_else(|p| p.into_inner());
+                            if t.len() == TAIL_LINES {
+                                t.pop_front();
+                            }
+                            t.push_back(line.clone());
+                        }
                         if let Some(rest) = line.split("listening on http://").nth(1) {
                             let _ = tx.send(rest.split_whitespace().next().unwrap_or("").into());
                         }
@@ -138,12 +149,26 @@ impl Proc {
             }
             None => None,
         };
-        Ok((Self { child, pid }, rx))
+        Ok((Self { child, pid, tail }, rx))
     }
 
     /// Whether it has exited (a worker exits when its database is gone long enough).
     pub fn exited(&mut self) -> bool {
         !matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// How it ended and the last lines it wrote (after [`Proc::exited`] said it did).
+    pub fn exit_reason(&mut self) -> String {
+        let status = match self.child.try_wait() {
+            Ok(Some(s)) => s.to_string(),
+            Ok(None) => "still running".into(),
+            Err(e) => format!("unknown ({e})"),
+        };
+        // The reader may still be draining the pipe's last lines.
+        std::thread::sleep(Duration::from_millis(100));
+        let tail = self.tail.lock().unwrap_or_else(|p| p.into_inner());
+        let said: Vec<&str> = tail.iter().map(|l| l.as_str()).collect();
+        format!("pid {} {status}: {}", self.pid, said.join(" | "))
     }
 
     /// SIGKILL, and reap.
