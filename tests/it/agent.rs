@@ -1029,3 +1029,69 @@ async fn a_panicking_tool_fails_its_call_and_the_run_goes_on() {
         "the run went on"
     );
 }
+
+/// Review D16: a model server's strings never become metric labels. The server answers as
+/// model `hostile-model-d16` and calls a tool no registry has, twice with the same arguments
+/// (the second is refused by the repeat guard): the tokens are counted under the model the run
+/// asked for, and both tool calls under `unknown`.
+#[tokio::test]
+async fn metric_labels_come_from_the_asked_model_and_the_registry_not_the_server() {
+    use agentd::llm::{CompletionRequest, CompletionResponse, LlmError};
+    fn hostile(req: &CompletionRequest) -> Result<CompletionResponse, LlmError> {
+        let mut r = Turn::tool("h", "zz_d16_invented_tool", json!({"a": 1}))
+            .answer(req, agentd::llm::Usage::default())?;
+        r.model = "hostile-model-d16".into();
+        r.usage.input_tokens = 100;
+        r.usage.output_tokens = 20;
+        Ok(r)
+    }
+    let metrics = agentd::http::metrics_handle();
+    let f = fixture().await;
+    let p = Arc::new(ScriptedProvider::new(vec![
+        Turn::Dynamic(hostile),
+        Turn::Dynamic(hostile),
+        Turn::text("done"),
+    ]));
+    let app = app_with(&f, p.clone());
+    let mut s = spec(&app, &f, 1);
+    s.settings.compact = true;
+    s.model = "configured-model-d16".into();
+    let out = app
+        .engine(app.spec("auto_create"))
+        .run(&s, &CancellationToken::new())
+        .await
+        .unwrap();
+    p.assert_complete();
+    let decisions: Vec<String> = audit(&f, out.run_id)
+        .await
+        .iter()
+        .map(|r| r.decision.as_str().to_string())
+        .collect();
+    assert!(
+        decisions.iter().any(|d| d == "repeated"),
+        "the second call is a repeat: {decisions:?}"
+    );
+    let rendered = metrics.render();
+    assert!(
+        !rendered.contains("hostile-model-d16") && !rendered.contains("zz_d16_invented_tool"),
+        "a server's string is a label: {rendered}"
+    );
+    let tokens = rendered
+        .lines()
+        .find(|l| {
+            l.starts_with("agentd_tokens_total{") && l.contains("model=\"configured-model-d16\"")
+        })
+        .unwrap_or_else(|| panic!("no tokens under the asked model: {rendered}"));
+    assert!(
+        tokens.ends_with(" 360"),
+        "three answers of 120 tokens: {tokens}"
+    );
+    assert!(
+        rendered
+            .lines()
+            .any(|l| l.starts_with("agentd_tool_calls_total{")
+                && l.contains("tool=\"unknown\"")
+                && l.contains("decision=\"repeated\"")),
+        "the repeat is counted under unknown: {rendered}"
+    );
+}

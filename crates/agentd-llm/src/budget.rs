@@ -114,13 +114,15 @@ pub fn charge_answer(prices: &Prices, asked: &str, resp: &CompletionResponse) ->
 /// budget, in one statement, its own transaction (one round trip), committed with `flush`
 /// (`agent_loop::checkpoint_settled`). Above 80 % of the budget the month's threshold flags and
 /// events follow in a short transaction of their own (a crash between the two leaves them to
-/// the org's next charge: the flags say whether they were sent). The tokens are counted by
-/// model. Returns the run's token total and the org's budget after the charge.
+/// the org's next charge: the flags say whether they were sent). The tokens (and their cost)
+/// are counted by `asked`, the model the request named — the configured one — never the
+/// string the server answered with, which would make the label's values unbounded (review
+/// D16). Returns the run's token total and the org's budget after the charge.
 pub async fn checkpoint_answer(
     pool: &PgPool,
     org_id: Uuid,
     (run_id, row): (Uuid, &StepRow),
-    (resp, add): (&CompletionResponse, Counters),
+    (asked, resp, add): (&str, &CompletionResponse, Counters),
     r: &Reservation,
     now: DateTime<Utc>,
     flush: Flush,
@@ -149,10 +151,10 @@ pub async fn checkpoint_answer(
             warn!(%org_id, used, limit, "org token budget is 80% used this month");
         }
     }
-    metrics::counter!("agentd_tokens_total", "model" => resp.model.clone())
+    metrics::counter!("agentd_tokens_total", "model" => asked.to_string())
         .increment(resp.usage.total());
     if let Some(n) = add.cost_nano_usd.filter(|n| *n > 0) {
-        metrics::counter!("agentd_llm_cost_nano_usd_total", "model" => resp.model.clone())
+        metrics::counter!("agentd_llm_cost_nano_usd_total", "model" => asked.to_string())
             .increment(n as u64);
     }
     Ok(settled)

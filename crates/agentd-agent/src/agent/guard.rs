@@ -137,7 +137,8 @@ pub async fn refuse(
     let call = (call_id.as_str(), name.as_str(), &args);
     let vault = engine.vault.as_deref();
     let written = finish_step(tx, vault, spec, (run_id, seq), call, decided, (0, 0), now).await?;
-    metrics::counter!("agentd_tool_calls_total", "tool" => name.clone(), "decision" => AuditDecision::Repeated.as_str())
+    let label = super::step::tool_label(&engine.env.registry, name);
+    metrics::counter!("agentd_tool_calls_total", "tool" => label, "decision" => AuditDecision::Repeated.as_str())
         .increment(1);
     Ok(written)
 }

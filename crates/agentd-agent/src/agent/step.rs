@@ -75,7 +75,7 @@ pub(super) async fn checkpoint_response(
         &engine.pool,
         spec.org_id,
         (run_id, &row),
-        (&resp, add),
+        (spec.model.as_str(), &resp, add),
         reservation,
         now,
         Flush::Unflushed,
@@ -271,15 +271,20 @@ pub(super) async fn execute_call(
     written.steps = steps;
     // A model the tool asked was charged to the org: the next round reads its budget afresh.
     written.charged = tokens != 0;
-    // Model-invented names share one label, so metric cardinality stays bounded.
-    let label = if registry.get(name).is_some() {
-        name.clone()
-    } else {
-        "unknown".to_string()
-    };
+    let label = tool_label(&registry, name);
     metrics::counter!("agentd_tool_calls_total", "tool" => label, "decision" => decision.as_str())
         .increment(1);
     Ok(written)
+}
+
+/// The `tool` label of a call to `name`: its name for a tool of the registry, `unknown` for a
+/// name the model invented, so the label's values stay bounded (review D16).
+pub(super) fn tool_label(registry: &Registry, name: &str) -> String {
+    if registry.get(name).is_some() {
+        name.to_string()
+    } else {
+        "unknown".to_string()
+    }
 }
 
 /// The end of every tool step (executed, proposed, refused, repeated): the call's audit row,

@@ -87,7 +87,7 @@ pub async fn call(
                     let kind = StepKind::ToolModel;
                     let row = StepRow::written(seq, kind, Some(model_call_id), &payload, now);
                     let add = budget::charge_answer(prices, &asked, &answer);
-                    let (step, used) = ((run_id, &row), (&answer, add));
+                    let (step, used) = ((run_id, &row), (asked.as_str(), &answer, add));
                     budget::checkpoint_answer(
                         pool,
                         org_id,
