@@ -11,13 +11,23 @@ use uuid::Uuid;
 /// Run commands.
 #[derive(Subcommand, Debug)]
 pub enum RunsCmd {
-    /// Recent runs.
+    /// Recent runs, newest first: the filters of `GET /v1/runs`, each optional.
     List {
-        /// Org id.
+        /// Only this org's runs (id or name; default: every org's).
         #[arg(long)]
-        org: Option<Uuid>,
+        org: Option<String>,
         #[arg(long)]
         kind: Option<String>,
+        /// running, succeeded, capped, failed or cancelled.
+        #[arg(long)]
+        status: Option<String>,
+        /// Only runs of this subject: a document id, or the night of a nightly run.
+        #[arg(long)]
+        subject: Option<String>,
+        /// Only runs with this model.
+        #[arg(long)]
+        model: Option<String>,
+        /// At most this many (1–1000).
         #[arg(long, default_value_t = 20)]
         limit: i64,
         #[arg(long)]
@@ -37,10 +47,40 @@ pub async fn run(app: &App, cmd: RunsCmd) -> anyhow::Result<()> {
         RunsCmd::List {
             org,
             kind,
+            status,
+            subject,
+            model,
             limit,
             json: as_json,
         } => {
-            let rows = runs::list_runs(&app.pool, org, kind.as_deref(), limit).await?;
+            if let Some(k) = &kind
+                && !crate::kinds::NAMES.contains(&k.as_str())
+            {
+                let known = crate::kinds::NAMES.join(", ");
+                return Err(bad(format!("--kind must be one of {known} (got {k:?})")));
+            }
+            let status = status
+                .map(|s| s.parse::<runs::RunStatus>())
+                .transpose()
+                .map_err(|e| bad(format!("--status {e}")))?;
+            for (option, v) in [("--subject", &subject), ("--model", &model)] {
+                if v.as_ref().is_some_and(|v| v.is_empty() || v.contains('\0')) {
+                    return Err(bad(format!("{option} must be some text without NUL")));
+                }
+            }
+            if !(1..=1000).contains(&limit) {
+                return Err(bad(format!(
+                    "--limit must be between 1 and 1000 (got {limit})"
+                )));
+            }
+            let filter = runs::RunFilter {
+                org_id: super::output::org_id(app, org.as_deref()).await?,
+                kind,
+                status,
+                subject,
+                model,
+            };
+            let rows = runs::find_runs(&app.pool, &filter, limit).await?;
             print_list(&rows, as_json, None, None, |r| {
                 format!(
                     "{}  {:<20} {:<9} {:<15} rounds {:>2} calls {:>2} tokens {:>6} {:>9}  [{}] {}",

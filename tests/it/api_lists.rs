@@ -383,6 +383,10 @@ async fn jobs_filter_by_kind_state_time_and_document_and_page_each_once_in_the_o
     assert_eq!(job_ids(all.body["items"].as_array().unwrap()), every);
     // No key: 401; POST with a query string is still refused naming it.
     assert_eq!(api.call("GET", "/v1/jobs", None, None).await.status, 401);
+    let body = serde_json::json!({"kind": "proactive_suggestion"});
+    api.call("POST", "/v1/jobs?state=dead", Some(&key), Some(body))
+        .await
+        .problem(400, Some("state"));
 }
 
 /// `s` as a query value (`+` of an offset must not read as a space).
@@ -715,4 +719,163 @@ async fn a_page_of_an_orgs_jobs_reads_a_page_by_index_however_many_jobs_there_ar
             .iter()
             .all(|j| j.payload["org_id"] == quiet.to_string())
     );
+}
+
+/// `agentd …` over `db`: exit code, stdout, stderr.
+fn cli(db: &TestDb, args: &[&str]) -> (Option<i32>, String, String) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
+        .args(args)
+        .env("DATABASE_URL", &db.url)
+        .env("AGENTD_HTTP__ADDR", "")
+        .env_remove("OPENAI_API_KEY")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run agentd");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (o.status.code(), text(&o.stdout), text(&o.stderr))
+}
+
+/// The ids a `--json` list printed.
+fn printed_ids(out: &str) -> Vec<Value> {
+    let rows: Value = serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_cli_lists_take_the_same_filters() {
+    let api = Api::start().await;
+    let (a, _) = api.org("acme", Role::Reader).await;
+    let (b, _) = api.org("other", Role::Reader).await;
+    let doc = api.doc(a, "one.txt").await;
+    let t0 = Utc::now().trunc_subsecs(6) - Duration::days(1);
+    let at = |m: i64| t0 + Duration::minutes(m);
+    let ac = |org: Uuid| serde_json::json!({"org_id": org, "document_id": doc});
+    let j1 = job(&api, "auto_create", ac(a), "dead", at(0)).await;
+    let j2 = job(&api, "auto_create", ac(a), "succeeded", at(2)).await;
+    let j3 = job(
+        &api,
+        "proactive_suggestion",
+        serde_json::json!({"org_id": a, "night": "2026-12-01"}),
+        "succeeded",
+        at(4),
+    )
+    .await;
+    let jb = job(&api, "auto_create", ac(b), "succeeded", at(3)).await;
+    let db = &api.db;
+    let list = |extra: &[&str]| {
+        let mut args = vec!["jobs", "list", "--json"];
+        args.extend_from_slice(extra);
+        let (code, out, err) = cli(db, &args);
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        printed_ids(&out)
+    };
+    let ids = |v: &[i64]| v.iter().map(|i| Value::from(*i)).collect::<Vec<_>>();
+    assert_eq!(
+        list(&[]),
+        ids(&[j3, jb, j2, j1]),
+        "every org's, newest first"
+    );
+    assert_eq!(list(&["--org", "acme"]), ids(&[j3, j2, j1]));
+    assert_eq!(
+        list(&["--org", &a.to_string(), "--kind", "auto_create"]),
+        ids(&[j2, j1])
+    );
+    assert_eq!(list(&["--org", "acme", "--state", "dead"]), ids(&[j1]));
+    let (after, before) = (at(1).to_rfc3339(), at(4).to_rfc3339());
+    assert_eq!(
+        list(&["--created-after", &after, "--created-before", &before]),
+        ids(&[jb, j2])
+    );
+    assert_eq!(list(&["--document", &doc.to_string()]), ids(&[jb, j2, j1]));
+    assert_eq!(
+        list(&["--document", &doc.to_string(), "--org", "other"]),
+        ids(&[jb])
+    );
+    assert_eq!(list(&["--org", "acme", "--limit", "1"]), ids(&[j3]));
+    for (bad, says) in [
+        (vec!["--kind", "nope"], "--kind must be one of"),
+        (vec!["--state", "failed"], "--state must be one of"),
+        (
+            vec!["--created-after", "yesterday"],
+            "--created-after must be an RFC 3339 time",
+        ),
+        (
+            vec!["--created-before", "2026-12-03"],
+            "--created-before must be an RFC 3339 time",
+        ),
+        (
+            vec!["--document", "doc-1"],
+            "--document must be a document id",
+        ),
+        (vec!["--org", "nobody"], "--org: no org"),
+        (vec!["--limit", "0"], "--limit must be between 1 and 1000"),
+    ] {
+        let mut args = vec!["jobs", "list"];
+        args.extend_from_slice(&bad);
+        let (code, _, err) = cli(db, &args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+
+    let subject = doc.to_string();
+    let r1 = run(db, a, "auto_create", &subject, "gpt-x", "succeeded", at(0)).await;
+    let r2 = run(db, a, "auto_create", &subject, "gpt-y", "failed", at(1)).await;
+    let r3 = run(
+        db,
+        a,
+        "proactive_suggestion",
+        "2026-12-01",
+        "gpt-x",
+        "succeeded",
+        at(2),
+    )
+    .await;
+    let rb = run(db, b, "auto_create", &subject, "gpt-x", "succeeded", at(3)).await;
+    let runs = |extra: &[&str]| {
+        let mut args = vec!["runs", "list", "--json"];
+        args.extend_from_slice(extra);
+        let (code, out, err) = cli(db, &args);
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        printed_ids(&out)
+    };
+    let rids = |v: &[Uuid]| {
+        v.iter()
+            .map(|i| Value::from(i.to_string()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(runs(&[]), rids(&[rb, r3, r2, r1]));
+    assert_eq!(
+        runs(&["--org", "acme", "--subject", &subject]),
+        rids(&[r2, r1])
+    );
+    assert_eq!(runs(&["--subject", &subject]), rids(&[rb, r2, r1]));
+    assert_eq!(
+        runs(&["--org", "acme", "--model", "gpt-x"]),
+        rids(&[r3, r1])
+    );
+    assert_eq!(runs(&["--status", "failed"]), rids(&[r2]));
+    assert_eq!(
+        runs(&["--kind", "proactive_suggestion", "--model", "gpt-x"]),
+        rids(&[r3])
+    );
+    for (bad, says) in [
+        (vec!["--kind", "nope"], "--kind must be one of"),
+        (vec!["--status", "done"], "--status must be one of"),
+        (vec!["--subject", ""], "--subject must be"),
+        (vec!["--org", "nobody"], "--org: no org"),
+        (
+            vec!["--limit", "1001"],
+            "--limit must be between 1 and 1000",
+        ),
+    ] {
+        let mut args = vec!["runs", "list"];
+        args.extend_from_slice(&bad);
+        let (code, _, err) = cli(db, &args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
 }

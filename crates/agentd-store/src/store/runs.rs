@@ -213,6 +213,45 @@ pub async fn list_runs<'e, E: PgExecutor<'e>>(
     .await
 }
 
+/// What `agentd runs list` filters by (as `GET /v1/runs`): every filter given must hold.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    /// Only this org's runs (default: every org's).
+    pub org_id: Option<Uuid>,
+    pub kind: Option<String>,
+    pub status: Option<RunStatus>,
+    /// A document id, or the night of a nightly run.
+    pub subject: Option<String>,
+    pub model: Option<String>,
+}
+
+/// The newest `limit` runs that match `f`.
+pub async fn find_runs<'e, E: PgExecutor<'e>>(
+    exec: E,
+    f: &RunFilter,
+    limit: i64,
+) -> sqlx::Result<Vec<RunRow>> {
+    let mut q = sqlx::QueryBuilder::new("SELECT * FROM agent_runs WHERE true");
+    if let Some(org) = f.org_id {
+        q.push(" AND org_id = ").push_bind(org);
+    }
+    if let Some(kind) = &f.kind {
+        q.push(" AND kind = ").push_bind(kind.as_str());
+    }
+    if let Some(status) = f.status {
+        q.push(" AND status = ").push_bind(status);
+    }
+    if let Some(subject) = &f.subject {
+        q.push(" AND subject = ").push_bind(subject.as_str());
+    }
+    if let Some(model) = &f.model {
+        q.push(" AND model = ").push_bind(model.as_str());
+    }
+    q.push(" ORDER BY started_at DESC, id DESC LIMIT ")
+        .push_bind(limit);
+    q.build_query_as().fetch_all(exec).await
+}
+
 /// New run parameters.
 pub struct NewRun<'a> {
     pub id: Uuid,
