@@ -20,11 +20,12 @@ from agentd_client import AuthenticatedClient
 from agentd_client.api.approvals import approve_approval, get_approval, list_approvals
 from agentd_client.api.documents import accept_document, create_document, get_document
 from agentd_client.api.events import list_events
-from agentd_client.api.jobs import create_job, get_job
+from agentd_client.api.jobs import create_job, get_job, list_jobs
 from agentd_client.models import (
     AutoCreateStatus,
     DecisionBody,
     ListApprovalsStatus,
+    ListJobsKind,
     NewDocument,
     Problem,
     ProactiveSuggestionJob,
@@ -87,6 +88,9 @@ while "approval.decided" not in (t for _, t in events) and time.monotonic() < de
     time.sleep(0 if got.events else 0.1)
 # README: Python, to here
 
+# The document's jobs, searched by its id and kind (`GET /v1/jobs`, listJobs).
+doc_jobs = list_jobs.sync(client=client, document=created.id, kind=ListJobsKind.AUTO_CREATE, limit=10)
+
 print(
     json.dumps(
         {
@@ -109,6 +113,7 @@ print(
             "decided_by": outcome.approval.decision.by,
             "events": events,
             "next_after": after,
+            "document_jobs": [j.id for j in doc_jobs.items],
         },
         default=str,
     )

@@ -97,6 +97,11 @@ while (!events.some(([, type]) => type === "approval.decided") && Date.now() < d
 }
 // README: TypeScript, to here
 
+// The document's jobs, searched by its id and kind (`GET /v1/jobs`, listJobs).
+const docJobs = ok(
+  await api.GET("/v1/jobs", { params: { query: { document: created.id, kind: "auto_create", limit: 10 } } }),
+);
+
 console.log(
   JSON.stringify({
     document_id: created.id,
@@ -118,5 +123,6 @@ console.log(
     decided_by: outcome.approval.decision?.by,
     events,
     next_after: after,
+    document_jobs: docJobs.items.map((j) => j.id),
   }),
 );
