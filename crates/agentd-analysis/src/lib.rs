@@ -23,6 +23,7 @@ pub mod ground;
 pub mod kind;
 pub mod labels;
 pub mod lexicon;
+pub mod origins;
 pub mod periods;
 pub mod prose;
 pub mod tables;

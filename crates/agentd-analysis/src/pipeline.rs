@@ -68,6 +68,27 @@ impl Doc {
         }
     }
 
+    /// The lines read (bounded and tidied), for [`crate::origins`].
+    pub(crate) fn lines(&self) -> &[String] {
+        &self.lines
+    }
+
+    /// Every table, of one row or more, for [`crate::origins`].
+    pub(crate) fn tables(&self) -> impl Iterator<Item = &Table> {
+        self.tables.iter().chain(self.single.iter())
+    }
+
+    /// Every label–value pair outside the tables as written, the items a receipt lists too,
+    /// for [`crate::origins`].
+    pub(crate) fn every_pair(&self) -> Vec<Pair> {
+        labels::pairs(
+            &self.lines,
+            &|i: usize| self.in_table(i),
+            self.style,
+            self.order,
+        )
+    }
+
     /// Whether line `i` (0-based) is a table's header or row.
     fn in_table(&self, i: usize) -> bool {
         self.table_lines.contains(&i)
