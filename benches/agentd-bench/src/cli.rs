@@ -54,6 +54,9 @@ pub enum BenchPart {
     /// pg_terminate_backend, PostgreSQL crash restarts, model stalls, 429/500, cut streams),
     /// then the invariants with their counts.
     Chaos(crate::bench::chaos::ChaosCmd),
+    /// A transaction held open for minutes while jobs flow at a steady rate: table size, dead
+    /// rows and claim latency before, during and after (not in `all`).
+    HeldXact(crate::bench::held::HeldCmd),
     /// A compressed week: 7 days of `--day-jobs` jobs drained with retention running; table and
     /// index sizes per day (not in `all`).
     History(BenchOpts),
@@ -115,6 +118,7 @@ pub async fn run(app: &App, cmd: BenchCmd) -> anyhow::Result<()> {
         BenchPart::Events(c) => return crate::events::run(app, c).await,
         BenchPart::Fairness(c) => return crate::bench::fairness::run(app, c).await,
         BenchPart::Chaos(c) => return crate::bench::chaos::run(c).await,
+        BenchPart::HeldXact(c) => return crate::bench::held::run(app, c).await,
         BenchPart::All(o) => (
             o,
             vec![

@@ -15,6 +15,7 @@ pub mod chaos;
 pub mod cost;
 pub mod drain;
 pub mod fairness;
+pub mod held;
 pub mod history;
 pub mod hostile;
 mod memory;
