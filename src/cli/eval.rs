@@ -22,9 +22,14 @@ pub struct EvalCmd {
     #[arg(long)]
     pub provider: Option<String>,
     /// OpenAI-compatible base URL, e.g. http://127.0.0.1:8089/v1 (implies --provider openai
-    /// unless given).
+    /// unless given). Takes --api-key: the configured keys are never sent to a URL given here.
     #[arg(long)]
     pub base_url: Option<String>,
+    /// The key sent to --base-url, and only there (a server that takes none takes any, e.g.
+    /// `none`); required with --base-url, so that the configured llm.api_key or OPENAI_API_KEY
+    /// never goes to a URL typed on the command line (review D17).
+    #[arg(long, env = "AGENTD_EVAL_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
     /// The model (overrides llm.model and the job file's).
     #[arg(long)]
     pub model: Option<String>,
@@ -106,8 +111,23 @@ fn eval_app(app: &App, cmd: &EvalCmd) -> anyhow::Result<App> {
     } else if cmd.base_url.is_some() {
         config.llm.provider = ProviderChoice::OpenAi;
     }
-    if let Some(u) = &cmd.base_url {
-        config.llm.base_url = u.clone();
+    match (&cmd.base_url, &cmd.api_key) {
+        (Some(u), Some(key)) if !key.trim().is_empty() => {
+            // That URL with that key only: not the configured entries and their keys.
+            config.llm.base_url = u.clone();
+            config.llm.api_key = key.clone();
+            config.llm.providers.clear();
+            config.llm.fallback.clear();
+        }
+        (Some(_), _) => {
+            return Err(bad(
+                "--base-url takes --api-key (or AGENTD_EVAL_API_KEY): the configured key \
+                 (llm.api_key, OPENAI_API_KEY) is not sent to a URL given on the command line; \
+                 a server that takes no key takes any, e.g. --api-key none",
+            ));
+        }
+        // Without --base-url the configured provider keeps its configured key.
+        (None, _) => {}
     }
     let mut catalog = (*app.catalog).clone();
     if let Some(m) = &cmd.model {
@@ -181,102 +201,119 @@ pub async fn run(app: &App, cmd: EvalCmd) -> anyhow::Result<()> {
              (its worker would run that org's waiting jobs): pick a new name or leave --org out"
         )));
     }
-    if cmd.reuse {
-        if cmd.baseline.is_some() {
-            return Err(bad("--reuse measures schema reuse; it takes no --baseline"));
+    let eval_org = org_name.clone();
+    let outcome: anyhow::Result<()> = async {
+        if cmd.reuse {
+            if cmd.baseline.is_some() {
+                return Err(bad("--reuse measures schema reuse; it takes no --baseline"));
+            }
+            eprintln!(
+                "agentd eval --reuse: {} samples from {} one after another, provider {}, org {}",
+                samples.len(),
+                cmd.dir.display(),
+                eapp.provider.name(),
+                org_name
+            );
+            let timeout = Duration::from_secs(cmd.timeout_secs);
+            let report = eval::reuse::run(
+                &eapp,
+                &samples,
+                &org_name,
+                cmd.mixed,
+                timeout,
+                |done, total| {
+                    eprint!("\r  {done}/{total} uploads done");
+                    let _ = std::io::stderr().flush();
+                },
+            )
+            .await?;
+            eprintln!();
+            match cmd.json {
+                true => print_json(&report)?,
+                false => print!("{}", eval::reuse::render(&report)),
+            }
+            if let Some(path) = &cmd.save {
+                let text = serde_json::to_string_pretty(&report)?;
+                std::fs::write(path, text + "\n")
+                    .map_err(|e| anyhow::anyhow!("--save {}: cannot write: {e}", path.display()))?;
+            }
+            return Ok(());
         }
+        let opts = EvalOptions {
+            org_name,
+            concurrency: cmd.concurrency,
+            timeout: Duration::from_secs(cmd.timeout_secs),
+            // `job`: the job file decides (auto_create is guided by default).
+            guided: eapp.config.llm.guided == "on"
+                || (eapp.config.llm.guided == "job"
+                    && eapp.spec(kinds::AutoCreate::NAME).agent.guided),
+            constrained: eapp.config.llm.constrained_calls == crate::config::Constrained::On,
+            nightly: !cmd.no_nightly,
+        };
         eprintln!(
-            "agentd eval --reuse: {} samples from {} one after another, provider {}, org {}",
+            "agentd eval: {} samples from {}, provider {}, org {}",
             samples.len(),
             cmd.dir.display(),
             eapp.provider.name(),
-            org_name
+            opts.org_name
         );
-        let timeout = Duration::from_secs(cmd.timeout_secs);
-        let report = eval::reuse::run(
-            &eapp,
-            &samples,
-            &org_name,
-            cmd.mixed,
-            timeout,
-            |done, total| {
-                eprint!("\r  {done}/{total} uploads done");
-                let _ = std::io::stderr().flush();
-            },
-        )
+        let report = eval::run(&eapp, &samples, &opts, |done, total| {
+            eprint!("\r  {done}/{total} documents done");
+            let _ = std::io::stderr().flush();
+        })
         .await?;
         eprintln!();
-        match cmd.json {
-            true => print_json(&report)?,
-            false => print!("{}", eval::reuse::render(&report)),
+        if cmd.json {
+            print_json(&report)?;
+        } else {
+            print!("{}", eval::render_table(&report));
         }
         if let Some(path) = &cmd.save {
             let text = serde_json::to_string_pretty(&report)?;
             std::fs::write(path, text + "\n")
                 .map_err(|e| anyhow::anyhow!("--save {}: cannot write: {e}", path.display()))?;
+            eprintln!("agentd eval: report saved to {}", path.display());
         }
-        return Ok(());
-    }
-    let opts = EvalOptions {
-        org_name,
-        concurrency: cmd.concurrency,
-        timeout: Duration::from_secs(cmd.timeout_secs),
-        // `job`: the job file decides (auto_create is guided by default).
-        guided: eapp.config.llm.guided == "on"
-            || (eapp.config.llm.guided == "job" && eapp.spec(kinds::AutoCreate::NAME).agent.guided),
-        constrained: eapp.config.llm.constrained_calls == crate::config::Constrained::On,
-        nightly: !cmd.no_nightly,
-    };
-    eprintln!(
-        "agentd eval: {} samples from {}, provider {}, org {}",
-        samples.len(),
-        cmd.dir.display(),
-        eapp.provider.name(),
-        opts.org_name
-    );
-    let report = eval::run(&eapp, &samples, &opts, |done, total| {
-        eprint!("\r  {done}/{total} documents done");
-        let _ = std::io::stderr().flush();
-    })
-    .await?;
-    eprintln!();
-    if cmd.json {
-        print_json(&report)?;
-    } else {
-        print!("{}", eval::render_table(&report));
-    }
-    if let Some(path) = &cmd.save {
-        let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, text + "\n")
-            .map_err(|e| anyhow::anyhow!("--save {}: cannot write: {e}", path.display()))?;
-        eprintln!("agentd eval: report saved to {}", path.display());
-    }
-    let (Some(base), Some(path)) = (base, &cmd.baseline) else {
-        return Ok(());
-    };
-    let cmp = baseline::compare(&base, &report, cmd.tolerance)
-        .map_err(|e| anyhow::anyhow!("--baseline {}: {e}", path.display()))?;
-    for s in &cmp.skipped {
-        eprintln!("agentd eval: baseline: not compared: {s}");
-    }
-    for line in baseline::work_against(&base, &report, &cmp.compared) {
-        eprintln!("agentd eval: against the baseline, {line}");
-    }
-    if !cmp.regressions.is_empty() {
-        let list: Vec<String> = cmp.regressions.iter().map(|r| r.to_string()).collect();
-        anyhow::bail!(
-            "eval regression against {} (provider {}; tolerance {:.1} points): {}",
+        let (Some(base), Some(path)) = (base, &cmd.baseline) else {
+            return Ok(());
+        };
+        let cmp = baseline::compare(&base, &report, cmd.tolerance)
+            .map_err(|e| anyhow::anyhow!("--baseline {}: {e}", path.display()))?;
+        for s in &cmp.skipped {
+            eprintln!("agentd eval: baseline: not compared: {s}");
+        }
+        for line in baseline::work_against(&base, &report, &cmp.compared) {
+            eprintln!("agentd eval: against the baseline, {line}");
+        }
+        if !cmp.regressions.is_empty() {
+            let list: Vec<String> = cmp.regressions.iter().map(|r| r.to_string()).collect();
+            anyhow::bail!(
+                "eval regression against {} (provider {}; tolerance {:.1} points): {}",
+                path.display(),
+                base.provider,
+                100.0 * cmd.tolerance,
+                list.join("; ")
+            );
+        }
+        eprintln!(
+            "agentd eval: no regression against {} (split {}; tolerance {:.1} points)",
             path.display(),
-            base.provider,
-            100.0 * cmd.tolerance,
-            list.join("; ")
+            cmp.compared.join(", "),
+            100.0 * cmd.tolerance
         );
+        Ok(())
     }
-    eprintln!(
-        "agentd eval: no regression against {} (split {}; tolerance {:.1} points)",
-        path.display(),
-        cmp.compared.join(", "),
-        100.0 * cmd.tolerance
-    );
-    Ok(())
+    .await;
+    // The eval's org stays for reading its documents and runs, but inactive: the nightly cron
+    // would otherwise review it every night on the configured provider (review D17).
+    match crate::store::orgs::find(&app.pool, &eval_org).await {
+        Ok(Some(org)) => {
+            if let Err(e) = crate::store::orgs::set_active(&app.pool, org.id, false).await {
+                eprintln!("agentd eval: could not deactivate org {eval_org}: {e}");
+            }
+        }
+        Ok(None) => {}
+        Err(e) => eprintln!("agentd eval: could not deactivate org {eval_org}: {e}"),
+    }
+    outcome
 }

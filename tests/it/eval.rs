@@ -985,3 +985,128 @@ async fn the_one_call_proposes_the_same_fields_in_fewer_counted_calls() {
         assert!(b["tokens"].as_i64().unwrap() < a["tokens"].as_i64().unwrap());
     }
 }
+
+/// Review D17: `agentd eval` on a shared database. `--base-url` without an explicit key is
+/// refused (the configured OPENAI_API_KEY is not sent to a typed URL) before anything is made;
+/// the eval's worker runs none of the fleet's maintenance — another org's expired lease is not
+/// rescued, its old finished job not purged, with every interval at 1 s; and the eval's org is
+/// inactive at the end, so the nightly cron skips it.
+#[tokio::test]
+async fn the_eval_sends_no_configured_key_to_its_url_runs_no_maintenance_and_ends_inactive() {
+    let db = TestDb::new().await;
+    let run = |args: &[&str], key: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_agentd"));
+        c.args(args)
+            .env("DATABASE_URL", &db.url)
+            .env("AGENTD_HTTP__ADDR", "")
+            .env("OPENAI_API_KEY", "sk-configured-D17-secret")
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("AGENTD_EVAL_API_KEY")
+            .env("AGENTD_WORKER__RESCUE_INTERVAL_SECS", "1")
+            .env("AGENTD_RETENTION__INTERVAL_SECS", "1")
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if let Some(k) = key {
+            c.env("AGENTD_EVAL_API_KEY", k);
+        }
+        c.output().expect("run agentd")
+    };
+    let out = run(
+        &[
+            "eval",
+            "--only",
+            "invoice_en",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+        ],
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--base-url takes --api-key"), "{stderr}");
+    let orgs: i64 = sqlx::query_scalar("SELECT count(*) FROM orgs")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(orgs, 0, "refused before an org or a job was made");
+
+    // Another org's rows that maintenance would act on: a job whose lease expired an hour ago
+    // (the rescuer re-queues it) and a job finished 30 days ago (retention deletes it).
+    let other = agentd::store::orgs::ensure(&db.pool, "production")
+        .await
+        .unwrap()
+        .id;
+    let expired: i64 = sqlx::query_scalar(
+        "INSERT INTO agentd_jobs (kind, payload, state, attempt, started_at, lease_expires_at,
+                                  locked_by)
+         VALUES ('approval_expiry', jsonb_build_object('org_id', $1::text), 'running', 1,
+                 now() - interval '2 hours', now() - interval '1 hour', 'gone-host:1:w1')
+         RETURNING id",
+    )
+    .bind(other)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let old: i64 = sqlx::query_scalar(
+        "INSERT INTO agentd_jobs (kind, payload, state, attempt, finished_at)
+         VALUES ('approval_expiry', jsonb_build_object('org_id', $1::text), 'succeeded', 1,
+                 now() - interval '30 days')
+         RETURNING id",
+    )
+    .bind(other)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+
+    let out = run(
+        &[
+            "eval",
+            "--provider",
+            "offline",
+            "--only",
+            "invoice_en,payslip",
+            "--json",
+            "--org",
+            "eval-d17",
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["totals"]["proposed"], 2, "{r}");
+    let state: String = sqlx::query_scalar("SELECT state::text FROM agentd_jobs WHERE id = $1")
+        .bind(expired)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        state, "running",
+        "the eval's worker rescued another org's job"
+    );
+    let kept: i64 = sqlx::query_scalar("SELECT count(*) FROM agentd_jobs WHERE id = $1")
+        .bind(old)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        kept, 1,
+        "the eval's worker purged another org's finished job"
+    );
+    let active: bool = sqlx::query_scalar("SELECT active FROM orgs WHERE name = 'eval-d17'")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert!(
+        !active,
+        "the eval's org stays active: the nightly cron would review it"
+    );
+    let production: bool = sqlx::query_scalar("SELECT active FROM orgs WHERE id = $1")
+        .bind(other)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert!(production, "only the eval's org is deactivated");
+}

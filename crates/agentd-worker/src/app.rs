@@ -43,6 +43,9 @@ pub struct WorkerArgs {
     pub cron: bool,
     /// Claim only jobs whose payload names this org (`agentd eval`, so that an eval on a shared
     /// database leaves every other org's jobs alone); `None`: every job of the kinds.
+    /// Such a worker runs none of the fleet's maintenance (the rescuer, job and transcript
+    /// retention, the history purge, the reconciler), which acts on every org's rows (review
+    /// D17).
     pub only_org: Option<uuid::Uuid>,
 }
 
@@ -58,7 +61,9 @@ impl WorkerArgs {
         }
     }
 
-    /// The same worker, claiming only the jobs of `org`.
+    /// The same worker, claiming only the jobs of `org`, and running none of the fleet's
+    /// maintenance: an eval on a shared database rescues, purges and reconciles nobody's rows
+    /// (review D17).
     pub fn for_org(mut self, org: uuid::Uuid) -> Self {
         self.only_org = Some(org);
         self

@@ -134,38 +134,42 @@ impl App {
             let s = Scheduler::new(self.pool.clone(), self.clock.clone(), self.cron_entries());
             tokio::spawn(s.run(background.clone()));
         }
-        let rescuer = Rescuer {
-            pool: self.pool.clone(),
-            clock: self.clock.clone(),
-            interval: Duration::from_secs(cfg.worker.rescue_interval_secs),
-            batch: 1000,
-            backoff: crate::queue::store::RescueBackoff::from_catalog(&self.catalog),
-        };
-        tokio::spawn(rescuer.run(background.clone()));
-        let retention = Retention {
-            pool: self.pool.clone(),
-            clock: self.clock.clone(),
-            keep: chrono::Duration::hours(cfg.retention.finished_after_hours as i64),
-            batch: cfg.retention.batch,
-            interval: Duration::from_secs(cfg.retention.interval_secs),
-            vacuum: crate::queue::vacuum::JobsVacuum::new(cfg.retention.vacuum_dead_rows),
-        };
-        tokio::spawn(retention.run(background.clone()));
-        let transcripts = crate::pii::retention::TranscriptRetention {
-            pool: self.pool.clone(),
-            clock: self.clock.clone(),
-            keep: chrono::Duration::days(cfg.retention.transcripts_after_days as i64),
-            batch: 100,
-            interval: Duration::from_secs(cfg.retention.interval_secs),
-        };
-        tokio::spawn(transcripts.run(background.clone()));
-        let history = crate::store::history::HistoryRetention::from_config(
-            self.pool.clone(),
-            self.clock.clone(),
-            &cfg.retention,
-        );
-        tokio::spawn(history.run(background.clone()));
-        tokio::spawn(crate::jobs::reconcile::Reconciler::for_app(self).run(background.clone()));
+        // The fleet's maintenance acts on every org's rows: not a worker scoped to one org
+        // (`agentd eval` on a shared database; review D17).
+        if args.only_org.is_none() {
+            let rescuer = Rescuer {
+                pool: self.pool.clone(),
+                clock: self.clock.clone(),
+                interval: Duration::from_secs(cfg.worker.rescue_interval_secs),
+                batch: 1000,
+                backoff: crate::queue::store::RescueBackoff::from_catalog(&self.catalog),
+            };
+            tokio::spawn(rescuer.run(background.clone()));
+            let retention = Retention {
+                pool: self.pool.clone(),
+                clock: self.clock.clone(),
+                keep: chrono::Duration::hours(cfg.retention.finished_after_hours as i64),
+                batch: cfg.retention.batch,
+                interval: Duration::from_secs(cfg.retention.interval_secs),
+                vacuum: crate::queue::vacuum::JobsVacuum::new(cfg.retention.vacuum_dead_rows),
+            };
+            tokio::spawn(retention.run(background.clone()));
+            let transcripts = crate::pii::retention::TranscriptRetention {
+                pool: self.pool.clone(),
+                clock: self.clock.clone(),
+                keep: chrono::Duration::days(cfg.retention.transcripts_after_days as i64),
+                batch: 100,
+                interval: Duration::from_secs(cfg.retention.interval_secs),
+            };
+            tokio::spawn(transcripts.run(background.clone()));
+            let history = crate::store::history::HistoryRetention::from_config(
+                self.pool.clone(),
+                self.clock.clone(),
+                &cfg.retention,
+            );
+            tokio::spawn(history.run(background.clone()));
+            tokio::spawn(crate::jobs::reconcile::Reconciler::for_app(self).run(background.clone()));
+        }
         let registered = tokio::spawn(registration.run(background.clone()));
         let token = shutdown.clone();
         let handle = tokio::spawn(async move {

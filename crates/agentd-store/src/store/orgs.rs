@@ -37,3 +37,19 @@ pub async fn ensure<'e, E: PgExecutor<'e>>(exec: E, name: &str) -> sqlx::Result<
     .fetch_one(exec)
     .await
 }
+
+/// Marks org `id` active or not: an inactive org's keys are refused, the nightly cron skips it
+/// and its jobs do nothing (`agentd eval` leaves its org so; review D17). False when no org has
+/// that id.
+pub async fn set_active<'e, E: PgExecutor<'e>>(
+    exec: E,
+    id: Uuid,
+    active: bool,
+) -> sqlx::Result<bool> {
+    let done = sqlx::query("UPDATE orgs SET active = $2 WHERE id = $1")
+        .bind(id)
+        .bind(active)
+        .execute(exec)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
