@@ -35,6 +35,7 @@ mod db_roles;
 mod db_session;
 mod demo;
 mod dev;
+mod document_words;
 mod eval;
 mod events;
 mod events_sources;

@@ -96,6 +96,11 @@ pub async fn document_report(app: &App, id: Uuid) -> anyhow::Result<Option<Value
         Some(r) => runs::get_run(&mut *conn, r).await?,
         None => None,
     };
+    // What the run's schema calls left out: names made of the document's words (migration 0099).
+    let dropped = match st.auto_create_run_id {
+        Some(r) => auto_create::dropped_fields(&mut *conn, r).await?,
+        None => json!([]),
+    };
     let fields: Vec<Value> = schema
         .as_ref()
         .and_then(|s| {
@@ -117,6 +122,7 @@ pub async fn document_report(app: &App, id: Uuid) -> anyhow::Result<Option<Value
         "auto_create_status": st.auto_create_status, "error": st.auto_create_error,
         "schema": schema.as_ref().map(|s| json!({"revid": format!("{}:{}", s.schema_id, s.version), "name": s.name, "status": s.status})),
         "fields": fields,
+        "dropped_fields": dropped,
         "prompt": prompt.as_ref().map(|p| json!({"revid": format!("{}:{}", p.prompt_id, p.version), "name": p.fields.name, "status": p.status, "content": p.fields.content})),
         "extraction": extraction.as_ref().map(|e| json!({"id": e.id, "status": e.status, "result": e.result, "ungrounded": e.ungrounded})),
         "run": run.as_ref().map(|r| {

@@ -77,6 +77,12 @@ pub async fn document_intro(engine: &Engine, spec: &RunSpec) -> sqlx::Result<Opt
         return Ok(None);
     };
     let mut analysis = crate::analysis::analyse(&d.text);
+    // Never offered: a candidate named after the document's own words other than a label (an
+    // instruction-like line's, a value's, an item's, the title's): create_schema records them.
+    let words = crate::analysis::origins::Words::of(&d.text, &analysis);
+    analysis
+        .candidates
+        .retain(|c| crate::tools::field_names::judge(&c.name, Some(&words)).is_none());
     analysis.candidates.truncate(MAX_LISTED);
     let candidates = if analysis.candidates.is_empty() {
         String::new()

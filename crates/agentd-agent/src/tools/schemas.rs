@@ -13,6 +13,7 @@ use super::versioned::{self, Kind, Out, ids, latest_locked, merged};
 use super::{Target, ToolCtx, ToolError, TypedTool, not_in_org, revid};
 use super::{field_names, schema_forms, schema_reuse};
 use crate::analysis;
+use crate::analysis::origins::Words;
 use crate::store::schemas::{self as store, SchemaRow};
 use crate::store::versions;
 use crate::store::{auto_create, documents};
@@ -84,10 +85,15 @@ fn schema_from_args(name: &str, args: &CreateSchema) -> Result<schema_forms::Bui
 /// the run's document (`n_0003_00012877`, the invoice's number → the candidate's name, e.g.
 /// `invoice_number`): a schema is reused for other documents, so a name must say what the
 /// value is. Each rename is a note.
-fn neutral_names(doc: Option<&analysis::Analysis>, built: &mut schema_forms::Built) {
+fn neutral_names(doc: Option<&(analysis::Analysis, Words)>, built: &mut schema_forms::Built) {
     let mut by_value: Vec<(String, String)> = Vec::new();
-    if let Some(a) = doc {
-        for c in &a.candidates {
+    if let Some((a, words)) = doc {
+        // Never into a name the document's words make that is no label (`system_override`).
+        let named = a
+            .candidates
+            .iter()
+            .filter(|c| field_names::judge(&c.name, Some(words)).is_none());
+        for c in named {
             if let serde_json::Value::String(v) = &c.value {
                 let key = schema_forms::snake(v, 64);
                 // Only values that could not be a field's own name: with a digit, or 2+ words.
@@ -113,13 +119,74 @@ fn neutral_names(doc: Option<&analysis::Analysis>, built: &mut schema_forms::Bui
     built.notes.extend(notes);
 }
 
-/// The analysis of the run's document, when the call has one.
-async fn document_analysis(ctx: &mut ToolCtx<'_>) -> Result<Option<analysis::Analysis>, ToolError> {
+/// The analysis of the run's document and where its words stand, when the call has one.
+async fn document_analysis(
+    ctx: &mut ToolCtx<'_>,
+) -> Result<Option<(analysis::Analysis, Words)>, ToolError> {
     let Some(doc) = ctx.document_id else {
         return Ok(None);
     };
     let d = documents::get(ctx.conn, ctx.org_id, doc, analysis::MAX_CHARS).await?;
-    Ok(d.map(|d| analysis::analyse(&d.text)))
+    Ok(d.map(|d| {
+        let a = analysis::analyse(&d.text);
+        let words = Words::of(&d.text, &a);
+        (a, words)
+    }))
+}
+
+/// Leaves out the fields named after the document's own words other than a label, a tool or
+/// an id ([`field_names::judge`]) and records on the run what was left out — those and the
+/// analysis' candidates the same check refused (`source: "candidate"`; the model was not
+/// offered them) — for the document's report. Refused when no field is left: the model
+/// can resend them named after what the values are. Returns the fields left out, for the result.
+async fn without_document_words(
+    ctx: &mut ToolCtx<'_>,
+    doc: Option<&(analysis::Analysis, Words)>,
+    built: &mut schema_forms::Built,
+) -> Result<Vec<field_names::Dropped>, ToolError> {
+    let words = doc.map(|(_, w)| w);
+    let dropped = field_names::drop_fields(&mut built.response_format, &|k| {
+        field_names::judge(k, words)
+    });
+    let left = inner_schema(&built.response_format)
+        .get("properties")
+        .and_then(Value::as_object)
+        .is_some_and(|p| !p.is_empty());
+    if !dropped.is_empty() && !left {
+        return Err(ToolError::Invalid(format!(
+            "no field left: {}",
+            field_names::dropped_note(&dropped)
+        )));
+    }
+    let mut recorded: Vec<Value> = dropped
+        .iter()
+        .map(|d| merged(json!(d), json!({"source": "proposed"})))
+        .collect();
+    if let Some((a, w)) = doc {
+        for c in &a.candidates {
+            let given = dropped.iter().any(|d| d.name == c.name);
+            if let Some(d) = field_names::judge(&c.name, Some(w)).filter(|_| !given) {
+                recorded.push(merged(json!(d), json!({"source": "candidate"})));
+            }
+        }
+    }
+    if let Some(run_id) = ctx.run_id
+        && !recorded.is_empty()
+    {
+        auto_create::add_dropped_fields(ctx.conn, ctx.org_id, run_id, &json!(recorded)).await?;
+    }
+    if !dropped.is_empty() {
+        built.notes.push(field_names::dropped_note(&dropped));
+    }
+    Ok(dropped)
+}
+
+/// `result` with `"dropped_fields"` when fields were left out.
+fn with_dropped(mut result: Value, dropped: &[field_names::Dropped]) -> Value {
+    if !dropped.is_empty() {
+        result["dropped_fields"] = json!(dropped);
+    }
+    result
 }
 
 /// The kind of document an analysis found (`invoice`), unless it found none.
@@ -315,7 +382,8 @@ impl TypedTool for CreateSchema {
         let mut built = schema_from_args(name, &self)?;
         let doc = document_analysis(ctx).await?;
         neutral_names(doc.as_ref(), &mut built);
-        let kind = kind_of(doc.as_ref());
+        let dropped = without_document_words(ctx, doc.as_ref(), &mut built).await?;
+        let kind = kind_of(doc.as_ref().map(|(a, _)| a));
         if named {
             built
                 .notes
@@ -325,7 +393,7 @@ impl TypedTool for CreateSchema {
             && let Some(run_id) = ctx.run_id
             && let Some(reused) = reuse(ctx, run_id, kind, &built).await?
         {
-            return Ok(with_notes(reused, built.notes));
+            return Ok(with_dropped(with_notes(reused, built.notes), &dropped));
         }
         let rf = &built.response_format;
         let s = store::create(ctx.conn, ctx.org_id, name, rf, ctx.run_id, ctx.now).await?;
@@ -333,7 +401,7 @@ impl TypedTool for CreateSchema {
             store::set_document_kind(ctx.conn, ctx.org_id, s.schema_id, s.version, kind).await?;
         }
         let result = merged(ids(&s), json!({"name": s.name, "status": s.status}));
-        Ok(with_notes(result, built.notes))
+        Ok(with_dropped(with_notes(result, built.notes), &dropped))
     }
     async fn snapshot(&self, _ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         // Creating a new schema depends on no existing row.
@@ -487,15 +555,20 @@ impl UpdateSchema {
         let mut built = completed_response_format(&latest.name, &self.response_format)?;
         let doc = document_analysis(ctx).await?;
         neutral_names(doc.as_ref(), &mut built);
+        let dropped = without_document_words(ctx, doc.as_ref(), &mut built).await?;
         let rf = &built.response_format;
         if latest.response_format == *rf {
-            return Ok(merged(ids(&latest), json!({"unchanged": true})));
+            let same = merged(ids(&latest), json!({"unchanged": true}));
+            return Ok(with_dropped(with_notes(same, built.notes), &dropped));
         }
         let s = store::create_version(ctx.conn, ctx.org_id, id, rf, ctx.run_id, ctx.now)
             .await?
             .ok_or_else(|| not_in_org("schema", id))?;
         let after = json!({"previous_version": latest.version, "status": s.status});
-        Ok(with_notes(merged(ids(&s), after), built.notes))
+        Ok(with_dropped(
+            with_notes(merged(ids(&s), after), built.notes),
+            &dropped,
+        ))
     }
 }
 

@@ -426,6 +426,13 @@ pub struct DocumentReport {
     schema: Option<ReportSchema>,
     /// The schema's fields.
     fields: Vec<ReportField>,
+    /// Field names the run's `create_schema` / `update_schema` left out, and why: names made of
+    /// the document's own words that are no label — an instruction-like line's
+    /// (`system_override`), a value's (`auth_0o2331`), a table row's or a receipt's item
+    /// (`croissant`), the title's (`tax_invoice`) — or of a tool's name or an id. `source` says
+    /// whether the model (or the offline provider) proposed the name or the analysis found it
+    /// and did not offer it. Empty when nothing was left out.
+    dropped_fields: Vec<DroppedField>,
     /// The proposed (or accepted) extraction prompt.
     prompt: Option<ReportPrompt>,
     /// The extraction: the values read from the document.
@@ -460,6 +467,22 @@ struct ReportField {
     r#type: Value,
     #[schema(value_type = Value)]
     description: Value,
+}
+
+/// A field name the proposal left out ([`DocumentReport::dropped_fields`]).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct DroppedField {
+    /// The name as proposed (`lines[].croissant` for a list item's field).
+    name: String,
+    /// `instruction`, `value`, `item` or `title`.
+    reason: String,
+    /// The reason in words, with the document's line.
+    why: String,
+    /// 1-based line of the document the name's words are on, when they are the document's.
+    line: Option<i64>,
+    /// `proposed` (a schema call gave it) or `candidate` (the analysis found it; not offered).
+    source: String,
 }
 
 /// A prompt of the report.

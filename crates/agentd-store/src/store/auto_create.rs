@@ -257,6 +257,44 @@ pub async fn set_reused_schema(
     Ok(())
 }
 
+/// Records on run `run_id` the field names its schema calls left out (`agent_runs.dropped_fields`,
+/// migration 0099): each entry of `dropped` (an object with a `name`) replaces the one of that
+/// name already recorded, others are added after them.
+pub async fn add_dropped_fields(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    run_id: Uuid,
+    dropped: &serde_json::Value,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE agent_runs
+            SET dropped_fields = COALESCE((SELECT jsonb_agg(d) FROM jsonb_array_elements(dropped_fields) d
+                                            WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements($3) n
+                                                               WHERE n->'name' = d->'name')), '[]'::jsonb)
+                                 || $3
+          WHERE org_id = $1 AND id = $2",
+    )
+    .bind(org_id)
+    .bind(run_id)
+    .bind(dropped)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The field names run `run_id` left out ([`add_dropped_fields`]); empty for an unknown run.
+pub async fn dropped_fields<'e, E: PgExecutor<'e>>(
+    exec: E,
+    run_id: Uuid,
+) -> sqlx::Result<serde_json::Value> {
+    let v: Option<serde_json::Value> =
+        sqlx::query_scalar("SELECT dropped_fields FROM agent_runs WHERE id = $1")
+            .bind(run_id)
+            .fetch_optional(exec)
+            .await?;
+    Ok(v.unwrap_or_else(|| serde_json::json!([])))
+}
+
 /// Records the proposal on the document.
 pub async fn set_proposed(
     conn: &mut PgConnection,
