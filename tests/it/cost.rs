@@ -31,7 +31,7 @@ impl LlmProvider for Reports {
     async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
         let mut r = self.inner.complete(req).await?;
         self.calls.fetch_add(1, Ordering::SeqCst);
-        r.usage = self.usage.clone();
+        r.usage = self.usage;
         r.model = self.model.clone();
         Ok(r)
     }
@@ -139,7 +139,7 @@ async fn a_runs_cost_is_its_tokens_times_the_price_table_on_the_run_the_report_a
     let unpriced = Arc::new(Reports {
         inner: OfflineProvider::default(),
         model: "a-model-without-a-price".into(),
-        usage: provider.usage.clone(),
+        usage: provider.usage,
         calls: AtomicUsize::new(0),
     });
     let other = Api::start_with(|c| c.llm.model = "a-model-without-a-price".into()).await;

@@ -161,7 +161,7 @@ impl RateLimits {
                 let per_sec = f64::from(*rate) / 60.0;
                 let wait = ((1.0 - b.tokens) / per_sec).ceil().max(1.0);
                 return Err(Limited {
-                    limit: *limit,
+                    limit,
                     per_minute: *rate,
                     retry_after: Duration::from_secs(wait as u64),
                 });
