@@ -102,6 +102,9 @@ pub async fn list(req: Scoped, Params(q): Params<EventsQuery>) -> ApiResult {
 
 /// Open streams per API key; past it a new one is refused with 429 (review N6).
 pub const MAX_STREAMS_PER_KEY: usize = 8;
+/// Open streams per org, all its keys together, so one org's keys cannot take the process's
+/// slots from the others (review D7).
+pub const MAX_STREAMS_PER_ORG: usize = 32;
 /// Open streams per process (each polls the database every [`POLL`] at most).
 pub const MAX_STREAMS: usize = 256;
 /// The longest a stream stays open; the client reconnects with `Last-Event-ID` and is
@@ -109,28 +112,44 @@ pub const MAX_STREAMS: usize = 256;
 pub const MAX_STREAM_LIFETIME: Duration = Duration::from_secs(3600);
 
 /// Wakes streams when events commit: one LISTEN per process, started by the first stream;
-/// and counts the open streams, per key and in all.
+/// and counts the open streams, per key, per org and in all.
 #[derive(Clone, Default)]
 pub struct EventWaker {
     rx: std::sync::Arc<std::sync::OnceLock<watch::Receiver<u64>>>,
-    open: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<Uuid, usize>>>,
+    open: std::sync::Arc<std::sync::Mutex<OpenStreams>>,
+}
+
+/// The open streams, by key and by org.
+#[derive(Debug, Default)]
+struct OpenStreams {
+    per_key: std::collections::HashMap<Uuid, usize>,
+    per_org: std::collections::HashMap<Uuid, usize>,
+    total: usize,
+}
+
+/// One less in `map[id]`, forgetting it at zero.
+fn release(map: &mut std::collections::HashMap<Uuid, usize>, id: Uuid) {
+    if let Some(n) = map.get_mut(&id) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            map.remove(&id);
+        }
+    }
 }
 
 /// One open stream's place in the counts; given back when the stream ends.
 struct StreamSlot {
-    open: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<Uuid, usize>>>,
+    open: std::sync::Arc<std::sync::Mutex<OpenStreams>>,
     key: Uuid,
+    org: Uuid,
 }
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = open.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.key);
-            }
-        }
+        release(&mut open.per_key, self.key);
+        release(&mut open.per_org, self.org);
+        open.total = open.total.saturating_sub(1);
     }
 }
 
@@ -148,11 +167,13 @@ impl EventWaker {
             .clone()
     }
 
-    /// A place for one more stream of `key`, or the 429 that says which limit is reached.
-    fn admit(&self, key: Uuid) -> Result<StreamSlot, Problem> {
+    /// A place for one more stream of `key` of `org`, or the 429 that says which limit is
+    /// reached.
+    fn admit(&self, key: Uuid, org: Uuid) -> Result<StreamSlot, Problem> {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let total: usize = open.values().sum();
-        let mine = open.get(&key).copied().unwrap_or(0);
+        let total = open.total;
+        let mine = open.per_key.get(&key).copied().unwrap_or(0);
+        let ours = open.per_org.get(&org).copied().unwrap_or(0);
         let too_many = |detail: String| {
             Problem::new(
                 axum::http::StatusCode::TOO_MANY_REQUESTS,
@@ -165,15 +186,23 @@ impl EventWaker {
                 "this key has {mine} event streams open, the most one key may; close one or read GET /v1/events"
             )));
         }
+        if ours >= MAX_STREAMS_PER_ORG {
+            return Err(too_many(format!(
+                "this org's keys have {ours} event streams open, the most one org may; close one or read GET /v1/events"
+            )));
+        }
         if total >= MAX_STREAMS {
             return Err(too_many(format!(
                 "the server has {total} event streams open, its limit; retry later or read GET /v1/events"
             )));
         }
-        *open.entry(key).or_default() += 1;
+        *open.per_key.entry(key).or_default() += 1;
+        *open.per_org.entry(org).or_default() += 1;
+        open.total += 1;
         Ok(StreamSlot {
             open: self.open.clone(),
             key,
+            org,
         })
     }
 }
@@ -254,7 +283,7 @@ pub async fn stream(
     let pool = req.app.pool.clone();
     let org = req.org_id();
     let key = req.caller.key_id;
-    let slot = s.events.admit(key)?;
+    let slot = s.events.admit(key, org)?;
     let (after, field) = match headers.get("last-event-id") {
         Some(v) => {
             let id = v.to_str().ok().and_then(|v| v.trim().parse::<i64>().ok());
@@ -318,4 +347,43 @@ pub async fn stream(
         }
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+}
+
+#[cfg(test)]
+mod stream_slots {
+    use super::*;
+
+    #[test]
+    fn one_orgs_keys_cannot_take_every_slot_and_a_closed_stream_gives_its_back() {
+        let w = EventWaker::default();
+        let (noisy, quiet) = (Uuid::new_v4(), Uuid::new_v4());
+        // Many keys of one org, each under its own cap: the org's cap stops them.
+        let mut held = Vec::new();
+        for _ in 0..MAX_STREAMS_PER_ORG / 2 {
+            let key = Uuid::new_v4();
+            held.push(w.admit(key, noisy).unwrap());
+            held.push(w.admit(key, noisy).unwrap());
+        }
+        let refused = w
+            .admit(Uuid::new_v4(), noisy)
+            .err()
+            .expect("over the org's cap");
+        assert!(
+            refused.detail.contains("this org's keys"),
+            "{}",
+            refused.detail
+        );
+        // Another org still gets a stream.
+        let other = w.admit(Uuid::new_v4(), quiet).unwrap();
+        // One closed stream of the noisy org gives its slot back.
+        held.pop();
+        let again = w.admit(Uuid::new_v4(), noisy).unwrap();
+        drop((again, other, held));
+        let open = w.open.lock().unwrap();
+        assert_eq!(
+            (open.total, open.per_key.len(), open.per_org.len()),
+            (0, 0, 0),
+            "every slot given back"
+        );
+    }
 }
