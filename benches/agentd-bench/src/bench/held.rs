@@ -5,7 +5,8 @@
 //! LOCKED claims walk past them (the anchors' users see a third of the throughput go).
 //!
 //! No-op jobs are enqueued at `--rate` jobs/s and drained by agentd's worker as configured
-//! (c = `--concurrency`); autovacuum at the server's settings, no VACUUM by the bench. Three
+//! (c = `--concurrency`) on a private cluster with PostgreSQL's default settings (or
+//! `--server-url`); autovacuum as configured there, no VACUUM by the bench. Three
 //! phases: `--before-minutes` without a held transaction, `--hold-minutes` with a REPEATABLE
 //! READ transaction that took its snapshot at the start, and `--after-minutes` once it commits.
 //! Every `--sample-secs`: the jobs table's and its indexes' sizes, live and dead rows,
@@ -49,13 +50,12 @@ pub struct HeldCmd {
     /// Seconds between two samples.
     #[arg(long, default_value_t = 30)]
     pub sample_secs: u64,
-    /// The PostgreSQL server; the bench creates and drops its own database there.
-    #[arg(
-        long,
-        env = "AGENTD_BENCH_SERVER_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
-    )]
-    pub server_url: String,
+    /// A PostgreSQL server to run on (the bench creates and drops its own database there).
+    /// Default: a private cluster of the bench's own with PostgreSQL's default settings
+    /// (autovacuum on), removed at the end: a shared server's settings (autovacuum off on a CI
+    /// machine) would say nothing about the defaults.
+    #[arg(long)]
+    pub server_url: Option<String>,
 }
 
 /// One sample.
@@ -139,7 +139,32 @@ pub async fn run(app: &App, c: HeldCmd) -> anyhow::Result<()> {
     if !(1..=3600).contains(&c.sample_secs) {
         return Err(crate::cli::bad("--sample-secs must be between 1 and 3,600"));
     }
-    let server = Server::connect(&c.server_url).await?;
+    // A private cluster with the defaults unless a server is named; kept until the end.
+    let (private, url) = match &c.server_url {
+        Some(u) => (None, u.clone()),
+        None => {
+            let root = std::env::temp_dir().join(format!("agentd-held-{}", std::process::id()));
+            let mut cfg = agentd::config::Config::defaults().database;
+            cfg.private_dir = root.join("pg").display().to_string();
+            cfg.private_port = std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port();
+            let cluster = tokio::task::spawn_blocking(move || {
+                agentd::db::PrivateCluster::start(&cfg).map(|c| (c, root))
+            })
+            .await??;
+            let url = format!("postgres://agentd@127.0.0.1:{}/postgres", cluster.0.port);
+            (Some(cluster), url)
+        }
+    };
+    let server = Server::connect(&url).await?;
+    let settings: String = sqlx::query_scalar(
+        "SELECT string_agg(name || ' ' || setting, ', ' ORDER BY name) FROM pg_settings
+          WHERE name IN ('autovacuum', 'autovacuum_naptime', 'autovacuum_vacuum_scale_factor',
+                         'autovacuum_vacuum_threshold', 'server_version')",
+    )
+    .fetch_one(server.admin())
+    .await?;
     let pool = server.agentd_db(DB, 4).await?;
     let worker_pool = server.pool(DB, app.config.database.max_connections).await?;
     let app = super::bench_app(app, worker_pool.clone());
@@ -179,8 +204,17 @@ pub async fn run(app: &App, c: HeldCmd) -> anyhow::Result<()> {
     let mut last_done = 0u64;
     let mut window_start = chrono::Utc::now();
     println!(
-        "held-xact: {} jobs/s at c={}, {} min before, {} min held, {} min after; autovacuum as the server has it",
-        c.rate, c.concurrency, c.before_minutes, c.hold_minutes, c.after_minutes
+        "held-xact: {} jobs/s at c={}, {} min before, {} min held, {} min after; {} ({settings})",
+        c.rate,
+        c.concurrency,
+        c.before_minutes,
+        c.hold_minutes,
+        c.after_minutes,
+        if private.is_some() {
+            "a private cluster"
+        } else {
+            "the server named"
+        }
     );
     println!(
         "{:>7} {:<8} {:>9} {:>9} {:>10} {:>10} {:>5} {:>9} {:>9} {:>9}",
@@ -279,5 +313,10 @@ pub async fn run(app: &App, c: HeldCmd) -> anyhow::Result<()> {
     }
     pool.close().await;
     worker_pool.close().await;
+    drop(server);
+    if let Some((cluster, root)) = private {
+        drop(cluster);
+        let _ = std::fs::remove_dir_all(root);
+    }
     Ok(())
 }
