@@ -718,3 +718,36 @@ async fn two_drivers_of_one_run_cannot_store_different_values_for_a_token() {
     let resumed = load().await.unwrap();
     assert_eq!(resumed.rehydrate("EMAIL_1"), "ann@example.com");
 }
+
+/// Review D18: a phone number and an IBAN written in full-width characters (as Japanese and
+/// Chinese documents write them) are redacted like their ASCII forms: neither form reaches the
+/// provider, and the extraction holds the document's own full-width values.
+#[tokio::test]
+async fn full_width_phone_and_iban_never_reach_the_provider() {
+    const PHONE: &str = "+４４ ２０ ７９４６ ０９５８";
+    const IBAN: &str = "ＧＢ８２ ＷＥＳＴ １２３４ ５６９８ ７６５４ ３２";
+    let doc = format!(
+        "INVOICE INV-2024-0042\nDate: 2024-03-12\nBill to: Jane Doe\n\
+         Email: jane.doe@example.com\nPhone: {PHONE}\n\
+         Pay to IBAN {IBAN}\nTotal due: 1,234.56 GBP\n"
+    );
+    let (_db, bodies, result, _run) = run_doc(&doc, true).await;
+    assert!(!bodies.is_empty());
+    for body in &bodies {
+        for value in [
+            PHONE,
+            IBAN,
+            "７９４６",
+            "+44 20 7946 0958",
+            "GB82 WEST",
+            "5698 7654",
+        ] {
+            assert!(
+                !body.contains(value),
+                "{value:?} reached the provider: {body}"
+            );
+        }
+    }
+    assert_eq!(result["phone"], PHONE, "{result}");
+    assert_eq!(result["iban"], IBAN, "{result}");
+}

@@ -97,8 +97,76 @@ patterns! {
 
 /// Finds personal data. `extra_ids` are configured national-id patterns. A number matched by
 /// its shape alone (card, IBAN, SSN, phone) inside a UUID does not count; a labelled one does
-/// (`Patient ID: <uuid>`).
+/// (`Patient ID: <uuid>`). Digits, Latin letters and the separators numbers are written with
+/// in other forms whose NFKC form is one ASCII character — full-width `０３０ １２３４５６７`
+/// (common in Japanese and Chinese documents), the ideographic space — are matched as that
+/// ASCII character, and each finding is the original text's span (review D18).
 pub fn detect(text: &str, extra_ids: &[Regex]) -> Vec<Finding> {
+    match Folded::of(text) {
+        None => detect_ascii(text, extra_ids),
+        Some(folded) => detect_ascii(&folded.text, extra_ids)
+            .into_iter()
+            .filter_map(|f| {
+                Some(Finding {
+                    start: folded.original(f.start)?,
+                    end: folded.original(f.end)?,
+                    kind: f.kind,
+                })
+            })
+            .collect(),
+    }
+}
+
+/// A copy of a text with every character [`fold`] changes replaced by its ASCII form, one
+/// character for one, and where each character starts in both.
+struct Folded {
+    text: String,
+    /// `(byte offset in the copy, byte offset in the original)` of every character, in order,
+    /// and both lengths last.
+    starts: Vec<(usize, usize)>,
+}
+
+impl Folded {
+    /// The copy of `text`, or `None` when no character of it folds (the text is its own copy).
+    fn of(text: &str) -> Option<Folded> {
+        if text.is_ascii() || !text.chars().any(|c| fold(c).is_some()) {
+            return None;
+        }
+        let mut copy = String::with_capacity(text.len());
+        let mut starts = Vec::with_capacity(text.len() + 1);
+        for (at, c) in text.char_indices() {
+            starts.push((copy.len(), at));
+            copy.push(fold(c).unwrap_or(c));
+        }
+        starts.push((copy.len(), text.len()));
+        Some(Folded { text: copy, starts })
+    }
+
+    /// The original's byte offset of the copy's byte offset `at` (a character boundary of the
+    /// copy, where every match starts and ends); `None` for any other offset.
+    fn original(&self, at: usize) -> Option<usize> {
+        let i = self.starts.binary_search_by_key(&at, |&(c, _)| c).ok()?;
+        self.starts.get(i).map(|&(_, o)| o)
+    }
+}
+
+/// The ASCII character `c` is matched as: its NFKC form when that is one ASCII letter, digit,
+/// space or one of `+-()./:#@_,` (full-width `１` is `1`, `－` is `-`, the ideographic space
+/// is a space); `None` for ASCII and everything else.
+fn fold(c: char) -> Option<char> {
+    use unicode_normalization::UnicodeNormalization;
+    if c.is_ascii() {
+        return None;
+    }
+    let mut nfkc = std::iter::once(c).nfkc();
+    let (Some(a), None) = (nfkc.next(), nfkc.next()) else {
+        return None;
+    };
+    (a.is_ascii_alphanumeric() || " +-()./:#@_,".contains(a)).then_some(a)
+}
+
+/// [`detect`] on a text whose numbers are written in ASCII.
+fn detect_ascii(text: &str, extra_ids: &[Regex]) -> Vec<Finding> {
     let uuids: Vec<(usize, usize)> = UUID.find_iter(text).map(|m| (m.start(), m.end())).collect();
     let in_uuid = |m: &regex::Match| uuids.iter().any(|&(s, e)| s <= m.start() && m.end() <= e);
     let mut out: Vec<Finding> = Vec::new();
@@ -503,17 +571,66 @@ mod tests {
     /// N1 (review 2026-11-26): full-width digits are `\p{Nd}`, three bytes each; `iban_valid`
     /// sliced at byte 4, inside the first one, and panicked on every redaction pass.
     #[test]
-    fn full_width_digits_neither_panic_nor_count_as_digits() {
-        for text in [
-            "DE１２ABCDABCDABCD",
-            "IBAN: DE１２ABCDABCDABCD",
-            "DE８９ ３７０４ ００４４ ０５３２ ０１３０ ００",
-            "Tel: ０３０ １２３４５６７",
-            "Card ４１１１ １１１１ １１１１ １１１１",
-            "SSN ０７８-０５-１１２０",
+    fn full_width_digits_are_found_as_their_ascii_forms_without_panicking() {
+        // Review D18: found, and each finding is the original's full-width span.
+        for (text, kind, value) in [
+            (
+                "DE８９ ３７０４ ００４４ ０５３２ ０１３０ ００",
+                Kind::Iban,
+                "DE８９ ３７０４ ００４４ ０５３２ ０１３０ ００",
+            ),
+            (
+                "ＤＥ８９３７０４００４４０５３２０１３０００ x",
+                Kind::Iban,
+                "ＤＥ８９３７０４００４４０５３２０１３０００",
+            ),
+            (
+                "Tel: ０３０ １２３４５６７",
+                Kind::Phone,
+                "０３０ １２３４５６７",
+            ),
+            (
+                "電話：０３０　１２３４５６７",
+                Kind::Phone,
+                "０３０　１２３４５６７",
+            ),
+            (
+                "Phone: +４９ ３０ １２３４５６７",
+                Kind::Phone,
+                "+４９ ３０ １２３４５６７",
+            ),
+            (
+                "Card ４１１１ １１１１ １１１１ １１１１",
+                Kind::Card,
+                "４１１１ １１１１ １１１１ １１１１",
+            ),
+            ("SSN ０７８-０５-１１２０", Kind::Id, "０７８-０５-１１２０"),
+            (
+                "SSN ０７８－０５－１１２０",
+                Kind::Id,
+                "０７８－０５－１１２０",
+            ),
+            (
+                "Ｍａｉｌ ａｎｎａ＠ｅｘａｍｐｌｅ．ｃｏｍ",
+                Kind::Email,
+                "ａｎｎａ＠ｅｘａｍｐｌｅ．ｃｏｍ",
+            ),
         ] {
+            assert_eq!(found(text), vec![(kind, value.to_string())], "{text}");
+        }
+        // A checksum that fails on the ASCII form fails on the full-width one.
+        for text in ["DE１２ABCDABCDABCD", "IBAN: DE１２ABCDABCDABCD", "０１２３"] {
             assert_eq!(found(text), vec![], "{text}");
         }
+        // Mixed with ASCII and other scripts, spans stay on character boundaries.
+        let mixed = "é Tel: ０３０ 1234567 — ４１１１ 1111 １１１１ 1111 ü";
+        assert_eq!(
+            found(mixed),
+            vec![
+                (Kind::Phone, "０３０ 1234567".to_string()),
+                (Kind::Card, "４１１１ 1111 １１１１ 1111".to_string())
+            ]
+        );
         // The checksums themselves take any text.
         assert!(!iban_valid("DE１２ABCDABCDABCD"));
         assert!(!iban_valid("é１２ABCDABCDABCDABCD"));
