@@ -1,7 +1,24 @@
 //! [`AgentdAck`]: apalis acknowledgements written to `agentd_jobs`, batched and fenced.
 
-#[allow(unused_imports)]
-use super::*;
+use super::backend::Shared;
+use super::{AckError, AckOutcome, AckRequest, JobMeta, JobToken, Outcome};
+use crate::store::{self, FailOutcome};
+use crate::{JobError, QueueError};
+use ::apalis::layers::catch_panic::PanicError;
+use apalis_core::error::BoxDynError;
+use apalis_core::task::ExecutionContext;
+use apalis_core::task::metadata::Metadata;
+use apalis_core::worker::ext::ack::Acknowledge;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinError;
+use tower::timeout::error::Elapsed;
+use tracing::{debug, error, warn};
 
 /// The apalis acknowledger: writes each task's outcome to `agentd_jobs`, fenced by attempt.
 /// Success → `complete_many` (batched with whatever else is pending); failure → `fail` with

@@ -1,8 +1,31 @@
 //! [`AgentdBackend`]: the apalis-core `Backend` over `agentd_jobs` (claims, wake-ups, held
 //! leases and their renewal).
 
-#[allow(unused_imports)]
-use super::*;
+use super::ack::{AgentdAck, ack_loop};
+use super::layers::{AroundLayer, Grace, GraceLayer, Running, RunningLayer};
+use super::{AckRequest, Held, JobMeta, JobToken, KindPolicy};
+use crate::clock::SharedClock;
+use crate::store;
+use crate::worker::{WorkerOptions, WorkerStats};
+use crate::{ClaimedJob, QueueError};
+use apalis_core::backend::finalize::Ephemeral;
+use apalis_core::backend::{Backend, BackendConfig};
+use apalis_core::task::Task;
+use apalis_core::task::builder::TaskBuilder;
+use apalis_core::task::task_id::TaskId;
+use apalis_core::worker::context::WorkerContext;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use sqlx::PgPool;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant};
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, warn};
 
 pub(super) struct Shared {
     pub(super) pool: PgPool,
@@ -21,7 +44,7 @@ pub(super) struct Shared {
     /// no job succeeded yet). Sizes an automatic prefetch.
     pub(super) job_micros: AtomicU64,
     pub(super) wake: Arc<Notify>,
-    /// Fired by [`ApalisWorker::run`] when the shutdown grace period is over.
+    /// Fired by [`super::ApalisWorker::run`] when the shutdown grace period is over.
     pub(super) grace_over: CancellationToken,
     /// Stops the listener, the heartbeat and (after draining) the acker.
     pub(super) closing: CancellationToken,

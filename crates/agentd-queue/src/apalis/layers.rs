@@ -1,8 +1,26 @@
 //! The tower layers around our handlers: grace-period end, running count, the handler
 //! adapter, and the abort-on-drop executor for `parallelize`.
 
-#[allow(unused_imports)]
-use super::*;
+use super::backend::Shared;
+use super::{JobToken, Released};
+use crate::worker::{JobContext, JobHandler};
+use crate::{ClaimedJob, JobError};
+use ::apalis::layers::catch_panic::PanicError;
+use apalis_core::error::BoxDynError;
+use apalis_core::task::Task;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+use std::time::Instant;
+use tokio::task::{JoinError, JoinHandle};
+use tokio_util::sync::CancellationToken;
+use tower::{Layer, Service};
+use tracing::{Instrument, info_span};
 
 /// A layer of ours: what it does around a task (an [`Around`]); [`AroundService`] is the
 /// tower service it makes, written once for every such layer.

@@ -78,46 +78,37 @@
 //!    [`RunningLayer`] counts running handlers so a claim asks for at most `concurrency -
 //!    running` jobs (capped by `claim_batch`) and no claimed job waits for a slot with its lease
 //!    ticking.
+//!
+//! [`Backend`]: apalis_core::backend::Backend
+//! [`store::claim`]: crate::store::claim
+//! [`store::release`]: crate::store::release
+//! [`JobHandler`]: crate::worker::JobHandler
+//! [`JobContext::cancel`]: crate::worker::JobContext::cancel
 
+use super::QueueError;
 use super::backoff::Backoff;
-use super::store::{self, FailOutcome};
-use super::worker::{
-    JobContext, JobHandler, KindRuntime, WorkerOptions, WorkerReport, WorkerStats,
-};
-use super::{ClaimedJob, JobError, QueueError};
+use super::worker::{KindRuntime, WorkerOptions, WorkerReport, WorkerStats};
 use crate::clock::SharedClock;
 use ::apalis::layers::WorkerBuilderExt;
 use ::apalis::layers::catch_panic::{CatchPanicLayer, PanicError};
-use apalis_core::backend::finalize::Ephemeral;
-use apalis_core::backend::{Backend, BackendConfig};
-use apalis_core::error::{BoxDynError, WorkerError};
-use apalis_core::task::builder::TaskBuilder;
+use apalis_core::error::WorkerError;
 use apalis_core::task::metadata::{Metadata, MetadataStore};
-use apalis_core::task::task_id::TaskId;
-use apalis_core::task::{ExecutionContext, Task};
 use apalis_core::worker::builder::WorkerBuilder;
 use apalis_core::worker::context::WorkerContext;
-use apalis_core::worker::ext::ack::{Acknowledge, AcknowledgementExt};
+use apalis_core::worker::ext::ack::AcknowledgementExt;
 use apalis_core::worker::ext::parallelize::ParallelizeExt;
 use chrono::{DateTime, Utc};
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use sqlx::PgPool;
 use std::any::Any;
-use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, ready};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use tokio::sync::{Notify, mpsc, oneshot};
-use tokio::task::{JoinError, JoinHandle};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tower::timeout::TimeoutLayer;
-use tower::timeout::error::Elapsed;
-use tower::{Layer, Service};
-use tracing::{Instrument, debug, error, info, info_span, warn};
+use tracing::{error, info, warn};
 
 mod ack;
 mod backend;
@@ -191,7 +182,7 @@ pub struct KindPolicy {
     pub backoff: Backoff,
     /// Only used to word the timeout error.
     pub timeout: Duration,
-    /// Succeeded jobs are deleted ([`store::delete_succeeded`]) instead of kept.
+    /// Succeeded jobs are deleted ([`crate::store::delete_succeeded`]) instead of kept.
     pub delete_on_success: bool,
     /// See [`KindRuntime::max_running_per_org`].
     pub max_running_per_org: Option<u32>,
@@ -339,8 +330,9 @@ impl ApalisWorker {
     }
 }
 
-/// apalis's `WorkerBuilder` over [`AgentdBackend`] for one kind, running our [`JobHandler`]
-/// with the kind's concurrency, timeout and backoff (see the module docs for the layers).
+/// apalis's `WorkerBuilder` over [`AgentdBackend`] for one kind, running our
+/// [`JobHandler`](crate::worker::JobHandler) with the kind's concurrency, timeout and backoff (see
+/// the module docs for the layers).
 pub fn build_worker(
     pool: PgPool,
     clock: SharedClock,
