@@ -30,19 +30,19 @@
 //!    `poll_close` (`src/backend/mod.rs` 113-181), and the one heartbeat apalis has is per
 //!    *worker* (`Persistence::heartbeat(&WorkerContext)`, `src/backend/persistence/mod.rs` 40-44)
 //!    and runs *inside* `poll_ready` (same file, 262-283). `CallAll` calls `poll_ready` only while
-//!    it is looking for work, never while draining at shutdown (`crates/agentd-worker/src/worker/call_all.rs`
+//!    it is looking for work, never while draining at shutdown (`src/worker/call_all.rs`
 //!    160-172), so a poll-driven heartbeat stops exactly while a long job finishes inside the
 //!    grace period. Leases are therefore renewed by a background task over the set of held
 //!    `(id, attempt)` pairs, started on the first `poll_ready` and stopped in `poll_close`.
 //! 2. **Batched acks.** `Acknowledge::ack` is per task and awaited inside that task's future
-//!    (`crates/agentd-worker/src/worker/ext/ack/mod.rs` 97, 176). [`AgentdAck`] hands the outcome to one acker task
+//!    (`src/worker/ext/ack/mod.rs` 97, 176). [`AgentdAck`] hands the outcome to one acker task
 //!    that coalesces whatever is pending into one `complete_many` statement (failures are one
 //!    `fail` each, one statement per failure) and answers each ack when its batch is written, so a
 //!    task ends only after its outcome is durable. The ack sits outside the concurrency limit,
 //!    so a finished handler frees its slot before its ack lands .
 //! 3. **Releasing unfinished tasks at shutdown.** After `stop()`, `CallAll` waits for *every*
 //!    in-flight task future with no deadline before it calls `poll_close`
-//!    (`crates/agentd-worker/src/worker/call_all.rs` 162-167), and the `Monitor`'s only deadline
+//!    (`src/worker/call_all.rs` 162-167), and the `Monitor`'s only deadline
 //!    (`shutdown_timeout`/`with_terminator`) drops the worker futures outright
 //!    (`src/monitor/mod.rs` 527-531): nothing gets a chance to release its lease, and a dropped
 //!    `poll_close` cannot either. [`ApalisWorker::run`] therefore owns the grace period: it calls
@@ -52,15 +52,15 @@
 //!    in-flight claim and releases what was claimed but never started. Registering this worker
 //!    in an apalis `Monitor` would lose the release step; run it with [`ApalisWorker::run`].
 //! 4. **Transient database errors.** Any `Err` from `poll_ready`/`poll_next` ends the worker:
-//!    `CallAll` sets `eof` or forwards it (`crates/agentd-worker/src/worker/call_all.rs` 182-184, 203-204), the
-//!    stream maps it to `WorkerError::BackendError` (`crates/agentd-worker/src/worker/stream.rs` 86) and
-//!    `Worker::run` returns at once (`crates/agentd-worker/src/worker/mod.rs` 238), dropping in-flight task futures
+//!    `CallAll` sets `eof` or forwards it (`src/worker/call_all.rs` 182-184, 203-204), the
+//!    stream maps it to `WorkerError::BackendError` (`src/worker/stream.rs` 86) and
+//!    `Worker::run` returns at once (`src/worker/mod.rs` 238), dropping in-flight task futures
 //!    without `poll_close`; `Persisted` goes `Dead` on the first failed fetch
 //!    (`src/backend/persistence/mod.rs` 348-351). So this backend never yields an error: a failed
 //!    claim is logged and retried with capped exponential backoff (and [`ApalisWorker::run`]
 //!    releases whatever is still held if the worker ends anyway).
 //! 5. **Attempts.** apalis increments its own in-memory `Attempt` on the first poll of a task
-//!    (`crates/agentd-worker/src/worker/lifecycle.rs` 185), and its error classes (`AbortError`, `RetryAfterError`;
+//!    (`src/worker/lifecycle.rs` 185), and its error classes (`AbortError`, `RetryAfterError`;
 //!    lifecycle.rs 202-211) only set an in-memory `Status`; there is no retry schedule in storage.
 //!    The fencing token is our `attempt` column, carried in [`JobMeta`]; the backoff is computed
 //!    from the kind's [`Backoff`] and written to `run_at` by the ack. apalis's `Attempt` is
@@ -69,12 +69,12 @@
 //!    retry", apalis `src/layers/catch_panic/mod.rs` 263-273); a panic is a *retryable* failure
 //!    here, so the layer is built with a handler that yields `PanicError` instead.
 //! 7. **Parallelism and cancellation.** Without `parallelize`, every task future is polled inside
-//!    the worker's single stream task (`FuturesUnordered` in `crates/agentd-worker/src/worker/call_all.rs`). With
+//!    the worker's single stream task (`FuturesUnordered` in `src/worker/call_all.rs`). With
 //!    `parallelize(tokio::spawn)` a dropped task would keep running detached (dropping a
-//!    `JoinHandle` does not cancel; `crates/agentd-worker/src/worker/ext/parallelize/mod.rs` 101), so the executor is
+//!    `JoinHandle` does not cancel; `src/worker/ext/parallelize/mod.rs` 101), so the executor is
 //!    [`spawn_abort_on_drop`].
 //! 8. **Claim size.** A backend cannot see the service's free slots: `CallAll` reserves one slot
-//!    (`svc.poll_ready`, `crates/agentd-worker/src/worker/call_all.rs` 189-193) before each `poll_next` (198).
+//!    (`svc.poll_ready`, `src/worker/call_all.rs` 189-193) before each `poll_next` (198).
 //!    [`RunningLayer`] counts running handlers so a claim asks for at most `concurrency -
 //!    running` jobs (capped by `claim_batch`) and no claimed job waits for a slot with its lease
 //!    ticking.
