@@ -250,7 +250,11 @@ async fn check_flow(s: &Stack, printed: &str, by: &str) {
     );
     assert_eq!(out["extraction"]["invoice_number"], "INV-42", "{out}");
     // listJobs by document and kind: the upload's one job.
-    assert_eq!(out["document_jobs"], serde_json::json!([out["job_id"]]), "{out}");
+    assert_eq!(
+        out["document_jobs"],
+        serde_json::json!([out["job_id"]]),
+        "{out}"
+    );
 
     // The nightly review's one approval, listed, refused with a moved If-Match, approved with
     // the ETag it was shown: executed by this client, so the document now has the tag.
