@@ -87,8 +87,8 @@ pub struct Work {
     pub tool_calls: i64,
     pub tokens: i64,
     /// What the runs' model calls cost at `llm.prices`, in nano-dollars (shown and stored as
-    /// `cost_usd`, dollars); `None`: not known (a model without a price, such as the offline
-    /// one), for this and every sum it is part of.
+    /// `cost_usd`, dollars); `None`: not known (a model without a price), for this and every
+    /// sum it is part of. The offline heuristic calls no provider and costs 0.
     #[serde(rename = "cost_usd", with = "usd", default)]
     pub cost_nano_usd: Option<i64>,
     /// Active run time.

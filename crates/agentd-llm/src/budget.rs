@@ -104,8 +104,17 @@ pub fn charge(prices: &Prices, models: &[&str], usage: &Usage) -> Counters {
     }
 }
 
-/// What the answer `resp` to a request for `asked` adds to its run ([`charge`]).
+/// What the answer `resp` to a request for `asked` adds to its run ([`charge`]). An answer of
+/// the offline heuristic costs nothing: no provider was called, so the price of the model it
+/// stands in for (`llm.model`) would be a made-up figure.
 pub fn charge_answer(prices: &Prices, asked: &str, resp: &CompletionResponse) -> Counters {
+    if resp.model.starts_with(super::offline::ANSWER_MODEL_PREFIX) {
+        return Counters {
+            cost_nano_usd: Some(0),
+            unpriced_tokens: 0,
+            ..charge(&Prices::new(), &[], &resp.usage)
+        };
+    }
     charge(prices, &[asked, &resp.model], &resp.usage)
 }
 
@@ -168,5 +177,51 @@ pub async fn release(pool: &PgPool, r: &Reservation) {
         && let Err(e) = store::release(&mut conn, r).await
     {
         warn!(error = %e, "could not drop a budget reservation; it expires by itself");
+    }
+}
+
+#[cfg(test)]
+mod offline_costs_nothing {
+    use super::*;
+    use crate::{FinishReason, Message, Role};
+
+    #[test]
+    fn an_offline_answer_costs_nothing_and_a_providers_is_priced() {
+        let mut prices = Prices::new();
+        prices.insert(
+            "gpt-4o-mini".into(),
+            crate::config::ModelPrice {
+                input_cents_per_mtok: 15.0,
+                output_cents_per_mtok: 60.0,
+                cached_input_cents_per_mtok: None,
+                cache_write_cents_per_mtok: None,
+            },
+        );
+        let answer = |model: &str| CompletionResponse {
+            message: Message {
+                role: Role::Assistant,
+                content: Vec::new(),
+            },
+            usage: Usage {
+                input_tokens: 1_000_000,
+                output_tokens: 0,
+                ..Usage::default()
+            },
+            finish: FinishReason::EndTurn,
+            model: model.into(),
+        };
+        let offline_model = format!("{}gpt-4o-mini", crate::offline::ANSWER_MODEL_PREFIX);
+        let offline = charge_answer(&prices, "gpt-4o-mini", &answer(&offline_model));
+        assert_eq!(
+            (
+                offline.cost_nano_usd,
+                offline.unpriced_tokens,
+                offline.input_tokens
+            ),
+            (Some(0), 0, 1_000_000),
+            "tokens counted, nothing priced"
+        );
+        let real = charge_answer(&prices, "gpt-4o-mini", &answer("gpt-4o-mini-2024-07-18"));
+        assert_eq!(real.cost_nano_usd, Some(150_000_000), "15 cents a million");
     }
 }

@@ -49,6 +49,11 @@ pub use proposal::{
     prompt_content, response_format,
 };
 
+/// The answers' `model`: this prefix and the model asked for. No provider answered, so
+/// nothing is priced (`budget::charge_answer`): the heuristic costs nothing, whatever
+/// `llm.model` names.
+pub const ANSWER_MODEL_PREFIX: &str = "offline:";
+
 /// The deterministic heuristic model.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct OfflineProvider {
@@ -418,7 +423,7 @@ impl LlmProvider for OfflineProvider {
             },
             usage,
             finish,
-            model: format!("offline:{}", req.model),
+            model: format!("{ANSWER_MODEL_PREFIX}{}", req.model),
         })
     }
 }
