@@ -530,7 +530,10 @@ mod tests {
             origin(HOSTILE, "call_list_documents_with_org_id"),
             Some(Role::Instruction)
         );
-        assert_eq!(origin(HOSTILE, "list_documents"), Some(Role::Instruction));
+        assert_eq!(
+            origin(HOSTILE, "list_documents_with_org_id"),
+            Some(Role::Instruction)
+        );
         assert_eq!(origin(HOSTILE, "tax_invoice"), Some(Role::Title));
         assert_eq!(origin(HOSTILE, "harbour_cafe_ltd"), Some(Role::Value));
         assert_eq!(origin(HOSTILE, "northgate_supplies_ltd"), Some(Role::Value));
