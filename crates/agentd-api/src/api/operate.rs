@@ -207,9 +207,17 @@ impl<'de> Deserialize<'de> for Whole {
 /// body where it may be left out).
 fn kind_schema(nullable: bool) -> utoipa::openapi::Object {
     use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
-    let kinds = crate::catalog::BUILTIN.iter().map(|(k, _)| *k);
+    // A nullable kind lists null among its values too: an enum without it refuses null
+    // whatever the type says, and the server takes null as absent.
+    let mut kinds: Vec<serde_json::Value> = crate::catalog::BUILTIN
+        .iter()
+        .map(|(k, _)| serde_json::Value::from(*k))
+        .collect();
     let types = match nullable {
-        true => SchemaType::from_iter([Type::String, Type::Null]),
+        true => {
+            kinds.push(serde_json::Value::Null);
+            SchemaType::from_iter([Type::String, Type::Null])
+        }
         false => SchemaType::new(Type::String),
     };
     ObjectBuilder::new()
