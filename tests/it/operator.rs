@@ -470,38 +470,14 @@ fn worker_with_ops(
 /// What a worker started with `env` (and without any provider variable of this process)
 /// logged before it served its ops endpoint, as JSON lines.
 fn start_log(db: &TestDb, env: &[(&str, &str)]) -> Vec<serde_json::Value> {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentd"));
-    cmd.args(["--log-format", "json", "worker", "--no-cron"])
-        .env("DATABASE_URL", &db.url)
-        .env("AGENTD_HTTP__ADDR", "127.0.0.1:0");
-    for k in [
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_BASE_URL",
-        "AGENTD_LLM__PROVIDER",
-        "AGENTD_LLM__MODEL",
-    ] {
-        cmd.env_remove(k);
-    }
-    cmd.stderr(Stdio::piped()).stdout(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (child, rx) = spawn_logged(&db.url, env);
+    let said = until_serving(&rx);
+    stop(child);
+    said
+}
+
+/// The JSON lines read from `rx` until the worker says it serves its ops endpoint (at most 60 s).
+fn until_serving(rx: &std::sync::mpsc::Receiver<String>) -> Vec<serde_json::Value> {
     let mut said = Vec::new();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
@@ -515,7 +491,6 @@ fn start_log(db: &TestDb, env: &[(&str, &str)]) -> Vec<serde_json::Value> {
             break;
         }
     }
-    stop(child);
     said
 }
 
@@ -697,7 +672,8 @@ async fn text_logs_to_a_pipe_carry_no_colour_codes() {
     );
 }
 
-/// `agentd worker --no-cron` on `url` with a JSON log: the child and its stderr lines.
+/// `agentd worker --no-cron` on `url` with a JSON log and `env`, without any provider variable
+/// of this process: the child and its stderr lines.
 fn spawn_logged(
     url: &str,
     env: &[(&str, &str)],
@@ -705,11 +681,18 @@ fn spawn_logged(
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentd"));
     cmd.args(["--log-format", "json", "worker", "--no-cron"])
         .env("DATABASE_URL", url)
-        .env("AGENTD_HTTP__ADDR", "127.0.0.1:0")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null());
+        .env("AGENTD_HTTP__ADDR", "127.0.0.1:0");
+    for k in [
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "AGENTD_LLM__PROVIDER",
+        "AGENTD_LLM__MODEL",
+    ] {
+        cmd.env_remove(k);
+    }
+    cmd.stderr(Stdio::piped()).stdout(Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -774,24 +757,9 @@ async fn a_worker_started_before_its_database_answers_waits_for_it_then_serves()
             });
         }
     });
-    let lines = tokio::task::spawn_blocking(move || {
-        let mut said = Vec::new();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
-            let Ok(line) = rx.recv_timeout(left) else {
-                break;
-            };
-            let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
-            let serving = v["message"] == "serving /healthz /readyz /metrics";
-            said.push(v);
-            if serving {
-                break;
-            }
-        }
-        said
-    })
-    .await
-    .unwrap();
+    let lines = tokio::task::spawn_blocking(move || until_serving(&rx))
+        .await
+        .unwrap();
     let exited = child.try_wait().unwrap();
     let _ = child.kill();
     let _ = child.wait();
