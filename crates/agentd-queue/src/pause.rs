@@ -1,7 +1,7 @@
 //! Paused kinds (issue 33, item 4; migration 0075): an org pauses a job kind and every worker's
 //! claim leaves that org's ready jobs of the kind alone until it resumes; jobs already running
 //! finish. The claims look a paused row up by primary key per org they visit
-//! ([`PAUSED_ORG`]), so pausing adds no scan to a claim.
+//! ([`paused_org`]), so pausing adds no scan to a claim.
 
 use super::QueueError;
 use chrono::{DateTime, Utc};
