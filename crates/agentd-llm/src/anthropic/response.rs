@@ -24,6 +24,28 @@ enum Part {
     Other,
 }
 
+impl Part {
+    /// What the block counts toward `llm.max_stream_bytes`: its text, id, name and input, plus
+    /// 64 so that empty blocks count too.
+    fn cost(&self) -> usize {
+        64 + match self {
+            Part::Text(t) => t.len(),
+            Part::ToolUse {
+                id,
+                name,
+                input,
+                partial,
+            } => {
+                id.as_ref().map_or(0, String::len)
+                    + name.as_ref().map_or(0, String::len)
+                    + input.len()
+                    + partial.len()
+            }
+            Part::Other => 0,
+        }
+    }
+}
+
 /// Usage as the API reports it; later reports overwrite the fields they carry.
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct WireUsage {
@@ -75,8 +97,12 @@ impl WireUsage {
 /// An answer being put together.
 #[derive(Debug, Default)]
 pub struct Assembled {
-    /// Keyed by the API's `index`.
+    /// Keyed by the API's `index`. Changed only through [`Assembled::put`] and
+    /// [`Assembled::append`], which keep `bytes` equal to the sum of [`Part::cost`].
     parts: BTreeMap<u64, Part>,
+    /// The running total [`Assembled::bytes`] returns (D16: summing `parts` on every event
+    /// made a stream of n blocks cost O(n²)).
+    bytes: usize,
     stop_reason: Option<String>,
     usage: Option<WireUsage>,
     model: Option<String>,
@@ -96,28 +122,28 @@ pub enum Event {
 
 impl Assembled {
     /// Bytes accumulated so far (text, ids, names, inputs, plus a fixed cost per block so a
-    /// million empty blocks count too): what `llm.max_stream_bytes` bounds.
+    /// million empty blocks count too): what `llm.max_stream_bytes` bounds. A running total,
+    /// O(1) per event: every change to `parts` adds what it added and takes away what it
+    /// replaced, so it is always the sum of the blocks' [`Part::cost`].
     pub fn bytes(&self) -> usize {
-        self.parts
-            .values()
-            .map(|p| {
-                64 + match p {
-                    Part::Text(t) => t.len(),
-                    Part::ToolUse {
-                        id,
-                        name,
-                        input,
-                        partial,
-                    } => {
-                        id.as_ref().map_or(0, String::len)
-                            + name.as_ref().map_or(0, String::len)
-                            + input.len()
-                            + partial.len()
-                    }
-                    Part::Other => 0,
-                }
-            })
-            .sum()
+        self.bytes
+    }
+
+    /// Puts `part` at `index`, counting it and uncounting the block it replaces (a repeated
+    /// `content_block_start` for one index).
+    fn put(&mut self, index: u64, part: Part) {
+        self.bytes = self.bytes.saturating_add(part.cost());
+        if let Some(old) = self.parts.insert(index, part) {
+            // `old.cost()` was added when it was put and every growth since went through
+            // `append`, which added it too: the total holds at least that much.
+            self.bytes = self.bytes.saturating_sub(old.cost());
+        }
+    }
+
+    /// Appends `more` to a block's text (`Part::Text`) or partial input (`Part::ToolUse`).
+    fn append(bytes: &mut usize, to: &mut String, more: &str) {
+        to.push_str(more);
+        *bytes = bytes.saturating_add(more.len());
     }
 
     /// A non-streamed message body (`{"type": "message", "content": [...], ...}`); `None`
@@ -126,7 +152,7 @@ impl Assembled {
         let content = v.get("content")?.as_array()?;
         let mut acc = Assembled::default();
         for (i, block) in content.iter().enumerate() {
-            acc.parts.insert(i as u64, part_of(block));
+            acc.put(i as u64, part_of(block));
         }
         acc.stop_reason = v["stop_reason"].as_str().map(str::to_string);
         acc.model = v["model"].as_str().map(str::to_string);
@@ -154,21 +180,25 @@ impl Assembled {
                 }
             }
             "content_block_start" => {
-                self.parts.insert(index, part_of(&v["content_block"]));
+                self.put(index, part_of(&v["content_block"]));
             }
             "content_block_delta" => {
                 let d = &v["delta"];
                 match (self.parts.get_mut(&index), d["type"].as_str()) {
                     (Some(Part::Text(t)), Some("text_delta")) => {
-                        t.push_str(d["text"].as_str().unwrap_or_default())
+                        Self::append(&mut self.bytes, t, d["text"].as_str().unwrap_or_default())
                     }
                     (Some(Part::ToolUse { partial, .. }), Some("input_json_delta")) => {
-                        partial.push_str(d["partial_json"].as_str().unwrap_or_default())
+                        Self::append(
+                            &mut self.bytes,
+                            partial,
+                            d["partial_json"].as_str().unwrap_or_default(),
+                        )
                     }
                     // A delta without its start: a text block the server did not announce.
                     (None, Some("text_delta")) => {
                         let text = d["text"].as_str().unwrap_or_default().to_string();
-                        self.parts.insert(index, Part::Text(text));
+                        self.put(index, Part::Text(text));
                     }
                     _ => {}
                 }
@@ -338,6 +368,125 @@ pub mod assembly {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// What `bytes` returned before D16's fix: the sum over every block, walked.
+    fn walked(acc: &Assembled) -> usize {
+        acc.parts.values().map(Part::cost).sum()
+    }
+
+    /// Every kind of event that changes the blocks: starts of each type, deltas of both kinds
+    /// and of the wrong kind, a delta without its start, a start repeated for an index (once
+    /// larger, once smaller), events that change nothing.
+    fn mixed_stream() -> Vec<Value> {
+        vec![
+            json!({"type": "message_start", "message": {"model": "claude-x",
+                   "usage": {"input_tokens": 3}}}),
+            json!({"type": "content_block_start", "index": 0,
+                   "content_block": {"type": "text", "text": "hello"}}),
+            json!({"type": "content_block_delta", "index": 0,
+                   "delta": {"type": "text_delta", "text": " world"}}),
+            json!({"type": "content_block_start", "index": 1,
+                   "content_block": {"type": "tool_use", "id": "toolu_1", "name": "make",
+                                     "input": {}}}),
+            json!({"type": "content_block_delta", "index": 1,
+                   "delta": {"type": "input_json_delta", "partial_json": "{\"a\":"}}),
+            json!({"type": "content_block_delta", "index": 1,
+                   "delta": {"type": "input_json_delta", "partial_json": " 12345}"}}),
+            // The wrong kind of delta for each block: ignored, counted nowhere.
+            json!({"type": "content_block_delta", "index": 1,
+                   "delta": {"type": "text_delta", "text": "ignored"}}),
+            json!({"type": "content_block_delta", "index": 0,
+                   "delta": {"type": "input_json_delta", "partial_json": "ignored"}}),
+            json!({"type": "content_block_start", "index": 2,
+                   "content_block": {"type": "thinking", "thinking": "hmm"}}),
+            // A delta with no start makes a text block.
+            json!({"type": "content_block_delta", "index": 7,
+                   "delta": {"type": "text_delta", "text": "unannounced"}}),
+            json!({"type": "ping"}),
+            // A start repeated for an index replaces the block: larger, then smaller.
+            json!({"type": "content_block_start", "index": 0,
+                   "content_block": {"type": "text", "text": "a much longer replacement text"}}),
+            json!({"type": "content_block_start", "index": 1,
+                   "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_stop", "index": 1}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                   "usage": {"output_tokens": 9}}),
+            json!({"type": "message_stop"}),
+        ]
+    }
+
+    #[test]
+    fn the_running_byte_count_is_the_walked_sum_after_every_event() {
+        let mut acc = Assembled::default();
+        for (i, e) in mixed_stream().iter().enumerate() {
+            acc.push_event(e);
+            assert_eq!(acc.bytes(), walked(&acc), "after event {i}: {e}");
+        }
+        // Blocks 0 (replaced by 30 bytes of text), 1 (replaced by an empty text), 2 (thinking),
+        // 7 (11 bytes): 4 × 64 + 30 + 0 + 0 + 11.
+        assert_eq!(acc.bytes(), 4 * 64 + 30 + 11);
+        let body = json!({"type": "message", "content": [
+            {"type": "text", "text": "abc"},
+            {"type": "tool_use", "id": "toolu_9", "name": "t", "input": {"k": "v"}},
+            {"type": "redacted_thinking", "data": "x"}]});
+        let acc = Assembled::from_body(&body).expect("a message body");
+        assert_eq!(acc.bytes(), walked(&acc));
+        assert_eq!(
+            acc.bytes(),
+            3 * 64 + 3 + "toolu_9".len() + 1 + r#"{"k":"v"}"#.len()
+        );
+    }
+
+    /// The transport refuses a stream after the first event that takes `bytes` past
+    /// `llm.max_stream_bytes` (`transport.rs`: `acc.bytes() > max_stream_bytes`): the running
+    /// count trips at the same event as the walked sum, for every limit up to the stream's
+    /// largest count.
+    #[test]
+    fn the_stream_limit_trips_at_the_same_event_as_before() {
+        let first_past = |events: &[Value], limit: usize, count: fn(&Assembled) -> usize| {
+            let mut acc = Assembled::default();
+            events.iter().position(|e| {
+                acc.push_event(e);
+                count(&acc) > limit
+            })
+        };
+        let events = mixed_stream();
+        let most = assembly::stream(&events, "m").expect("a finished stream").1;
+        assert!(most > 300, "{most}");
+        for limit in 0..=most {
+            assert_eq!(
+                first_past(&events, limit, Assembled::bytes),
+                first_past(&events, limit, walked),
+                "limit {limit}"
+            );
+        }
+        assert_eq!(first_past(&events, most, Assembled::bytes), None);
+        // 20 empty blocks count 64 each: a limit of 1,000 is passed by the 16th (1,024).
+        let empty: Vec<Value> = (0..20)
+            .map(|i| {
+                json!({"type": "content_block_start", "index": i,
+                            "content_block": {"type": "text", "text": ""}})
+            })
+            .collect();
+        assert_eq!(first_past(&empty, 1000, Assembled::bytes), Some(15));
+        assert_eq!(first_past(&empty, 1000, walked), Some(15));
+    }
+
+    /// D16's stream: 60,000 empty blocks. Each event now adds to the count instead of walking
+    /// the blocks, so the 60,000 events cost 60,000 steps, not the ~1.8·10⁹ the walked sum took;
+    /// every block is still counted.
+    #[test]
+    fn sixty_thousand_empty_blocks_are_counted_one_step_an_event() {
+        let mut events: Vec<Value> = (0..60_000)
+            .map(|i| {
+                json!({"type": "content_block_start", "index": i,
+                            "content_block": {"type": "text", "text": ""}})
+            })
+            .collect();
+        events.push(json!({"type": "message_stop"}));
+        let (_, most) = assembly::stream(&events, "m").expect("a finished stream");
+        assert_eq!(most, 60_000 * 64);
+    }
 
     #[test]
     fn stop_reasons_map_to_finish_reasons() {
