@@ -560,13 +560,18 @@ fn print_text(r: &Value) {
         "\n4. Events written along the way ({}; GET /v1/events, webhooks)",
         evs.len()
     );
-    for e in &evs {
+    // A run's steps are many (one per model round and tool call): counted, not listed.
+    let steps = evs.iter().filter(|e| e["type"] == "run.step").count();
+    for e in evs.iter().filter(|e| e["type"] != "run.step") {
         println!(
             "  #{:<6} {:<20} subject {}",
             s(&e["id"]),
             s(&e["type"]),
             s(&e["subject_id"])
         );
+    }
+    if steps > 0 {
+        println!("  … and {steps} run.step events (one per model round and tool call)");
     }
     let by_type: Vec<String> = r["event_counts"]
         .as_object()

@@ -175,6 +175,14 @@ async fn the_demo_reports_the_whole_mission_and_the_database_agrees() {
     assert_eq!(tagged, 1, "only the approved action ran");
 
     // 4. the events, as written, each type once per cause.
+    let steps = scalar(
+        &db,
+        "SELECT count(*) FROM agent_steps s JOIN agent_runs r ON r.id = s.run_id
+          WHERE r.org_id = $1 AND s.kind IN ('llm_response', 'tool_model', 'tool_result')",
+        org,
+    )
+    .await;
+    assert!(steps > 0);
     let want = vec![
         ("approval.created".to_string(), 3),
         ("approval.decided".to_string(), 1),
@@ -182,6 +190,10 @@ async fn the_demo_reports_the_whole_mission_and_the_database_agrees() {
         ("approval.stale".to_string(), 1),
         // Four uploads and the refine.
         ("proposal.ready".to_string(), 5),
+        // The four uploads' runs, the refine's and the nightly one; a step per checkpoint.
+        ("run.finished".to_string(), 6),
+        ("run.started".to_string(), 6),
+        ("run.step".to_string(), steps),
         ("suggestion.created".to_string(), suggestions),
     ];
     assert_eq!(events(&db, org).await, want);

@@ -203,6 +203,41 @@ async fn a_worker_killed_mid_run_is_resumed_without_duplicates() {
         );
         assert_eq!(count(&db, "SELECT count(*) FROM audit_events").await, 3);
         assert_audit_integrity(&db).await;
+        // The run's events (issue 49): started once (the resume reopened it), one `run.step`
+        // per checkpoint at its seq (none written again by the resumed attempt), finished once.
+        for (kind, n) in [
+            ("run.started", 1),
+            ("run.finished", 1),
+            ("proposal.ready", 1),
+        ] {
+            assert_eq!(
+                count(
+                    &db,
+                    &format!("SELECT count(*) FROM agentd_events WHERE type = '{kind}'")
+                )
+                .await,
+                n,
+                "kill after {kill_after_results}: {kind}"
+            );
+        }
+        let unmatched = count(
+            &db,
+            "SELECT count(*) FROM agent_steps s
+              FULL JOIN (SELECT subject_id, (payload->>'seq')::int AS seq FROM agentd_events
+                          WHERE type = 'run.step') e
+                ON e.subject_id = s.run_id AND e.seq = s.seq
+             WHERE (s.kind IS NULL OR s.kind IN ('llm_response', 'tool_model', 'tool_result'))
+               AND (s.run_id IS NULL OR e.seq IS NULL)",
+        )
+        .await;
+        assert_eq!(
+            unmatched, 0,
+            "kill after {kill_after_results}: a checkpoint without its run.step or one without its checkpoint"
+        );
+        assert_eq!(
+            count(&db, "SELECT count(*) FROM agentd_events WHERE type = 'run.step'").await,
+            count(&db, "SELECT count(*) FROM agent_steps WHERE kind IN ('llm_response', 'tool_model', 'tool_result')").await,
+        );
         let (state, attempt): (String, i32) =
             sqlx::query_as("SELECT state, attempt FROM agentd_jobs")
                 .fetch_one(&db.pool)

@@ -28,11 +28,17 @@ pub enum EventType {
     ProposalAccepted,
     ProposalRejected,
     AdminChanged,
+    RunStarted,
+    RunStep,
+    RunFinished,
+    ExtractionFlagged,
+    JobDead,
+    SuggestionDismissed,
 }
 
 impl EventType {
     /// Every type, for validation of webhook subscriptions and docs.
-    pub const ALL: [EventType; 13] = [
+    pub const ALL: [EventType; 19] = [
         EventType::ProposalReady,
         EventType::AutoCreateFailed,
         EventType::ApprovalCreated,
@@ -46,6 +52,12 @@ impl EventType {
         EventType::ProposalAccepted,
         EventType::ProposalRejected,
         EventType::AdminChanged,
+        EventType::RunStarted,
+        EventType::RunStep,
+        EventType::RunFinished,
+        EventType::ExtractionFlagged,
+        EventType::JobDead,
+        EventType::SuggestionDismissed,
     ];
 
     /// The name consumers see, e.g. `approval.decided`.
@@ -64,6 +76,12 @@ impl EventType {
             EventType::ProposalAccepted => "proposal.accepted",
             EventType::ProposalRejected => "proposal.rejected",
             EventType::AdminChanged => "admin.changed",
+            EventType::RunStarted => "run.started",
+            EventType::RunStep => "run.step",
+            EventType::RunFinished => "run.finished",
+            EventType::ExtractionFlagged => "extraction.flagged",
+            EventType::JobDead => "job.dead",
+            EventType::SuggestionDismissed => "suggestion.dismissed",
         }
     }
 
@@ -170,6 +188,37 @@ pub enum ReadError {
     Db(#[from] sqlx::Error),
 }
 
+/// The org's readable events after a cursor ($1 org, $2 cursor, $3 types, $4 limit).
+const LIST_AFTER: &str =
+    "WITH cur AS (SELECT tx, id FROM agentd_events WHERE id = $2 AND org_id = $1)
+     SELECT (SELECT count(*) FROM cur) = 1 OR $2 = 0 AS known, e.id, e.org_id, e.type,
+            e.subject_id, e.occurred_at, e.payload
+       FROM (SELECT 1) one
+       LEFT JOIN LATERAL (
+         SELECT * FROM agentd_events e
+          WHERE e.org_id = $1
+            AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
+            AND ($2 = 0 OR (e.tx, e.id) > (SELECT tx, id FROM cur))
+            AND (cardinality($3::text[]) = 0 OR e.type = ANY($3))
+          ORDER BY e.tx, e.id LIMIT $4) e ON true";
+
+/// [`LIST_AFTER`] about $5: its subject, or the document or run its payload names (the indexes
+/// of migration 0104).
+const LIST_AFTER_ABOUT: &str =
+    "WITH cur AS (SELECT tx, id FROM agentd_events WHERE id = $2 AND org_id = $1)
+     SELECT (SELECT count(*) FROM cur) = 1 OR $2 = 0 AS known, e.id, e.org_id, e.type,
+            e.subject_id, e.occurred_at, e.payload
+       FROM (SELECT 1) one
+       LEFT JOIN LATERAL (
+         SELECT * FROM agentd_events e
+          WHERE e.org_id = $1
+            AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
+            AND ($2 = 0 OR (e.tx, e.id) > (SELECT tx, id FROM cur))
+            AND (cardinality($3::text[]) = 0 OR e.type = ANY($3))
+            AND (e.subject_id = $5 OR e.payload->>'document_id' = $5::text
+                 OR e.payload->>'run_id' = $5::text)
+          ORDER BY e.tx, e.id LIMIT $4) e ON true";
+
 /// Up to `limit` events of `org_id` after the event `after` (0: from the start) in stream order,
 /// only those no running transaction can precede. `types`: only these (empty: all).
 pub async fn list_after<'e, E: PgExecutor<'e>>(
@@ -179,42 +228,55 @@ pub async fn list_after<'e, E: PgExecutor<'e>>(
     types: &[&str],
     limit: i64,
 ) -> Result<Vec<EventRow>, ReadError> {
-    let rows: Vec<(bool, Option<EventRow>)> = sqlx::query(
-        "WITH cur AS (SELECT tx, id FROM agentd_events WHERE id = $2 AND org_id = $1)
-         SELECT (SELECT count(*) FROM cur) = 1 OR $2 = 0 AS known, e.id, e.org_id, e.type,
-                e.subject_id, e.occurred_at, e.payload
-           FROM (SELECT 1) one
-           LEFT JOIN LATERAL (
-             SELECT * FROM agentd_events e
-              WHERE e.org_id = $1
-                AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
-                AND ($2 = 0 OR (e.tx, e.id) > (SELECT tx, id FROM cur))
-                AND (cardinality($3::text[]) = 0 OR e.type = ANY($3))
-              ORDER BY e.tx, e.id LIMIT $4) e ON true",
-    )
+    list_after_about(exec, org_id, after, types, None, limit).await
+}
+
+/// As [`list_after`], only the events about `subject` (`None`: all): those whose subject it is,
+/// or whose payload names it as its `document_id` or `run_id` — so a document id gives its
+/// auto-create runs' events too (`run.*`, `extraction.flagged`, `job.dead`), and a run id its
+/// approvals'. The cursor is still any of the org's events.
+pub async fn list_after_about<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    after: i64,
+    types: &[&str],
+    subject: Option<Uuid>,
+    limit: i64,
+) -> Result<Vec<EventRow>, ReadError> {
+    // Two statements, not one with `$5 IS NULL OR …`: a prepared statement's generic plan
+    // could then use neither the position index nor the subject's.
+    let q = match subject {
+        None => sqlx::query(LIST_AFTER),
+        Some(_) => sqlx::query(LIST_AFTER_ABOUT),
+    }
     .bind(org_id)
     .bind(after)
     .bind(types)
-    .bind(limit)
-    .try_map(|row: sqlx::postgres::PgRow| {
-        use sqlx::Row;
-        let known: bool = row.try_get("known")?;
-        let id: Option<i64> = row.try_get("id")?;
-        let event = match id {
-            Some(id) => Some(EventRow {
-                id,
-                org_id: row.try_get("org_id")?,
-                kind: row.try_get("type")?,
-                subject_id: row.try_get("subject_id")?,
-                occurred_at: row.try_get("occurred_at")?,
-                payload: row.try_get("payload")?,
-            }),
-            None => None,
-        };
-        Ok((known, event))
-    })
-    .fetch_all(exec)
-    .await?;
+    .bind(limit);
+    let q = match subject {
+        Some(s) => q.bind(s),
+        None => q,
+    };
+    let rows: Vec<(bool, Option<EventRow>)> = q
+        .try_map(|row: sqlx::postgres::PgRow| {
+            use sqlx::Row;
+            let known: bool = row.try_get("known")?;
+            let id: Option<i64> = row.try_get("id")?;
+            let event = match id {
+                Some(id) => Some(EventRow {
+                    id,
+                    org_id: row.try_get("org_id")?,
+                    kind: row.try_get("type")?,
+                    subject_id: row.try_get("subject_id")?,
+                    occurred_at: row.try_get("occurred_at")?,
+                    payload: row.try_get("payload")?,
+                }),
+                None => None,
+            };
+            Ok((known, event))
+        })
+        .fetch_all(exec)
+        .await?;
     if !rows.first().is_some_and(|r| r.0) {
         return Err(ReadError::UnknownCursor(after));
     }

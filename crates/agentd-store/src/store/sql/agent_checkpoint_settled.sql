@@ -5,12 +5,27 @@
 -- budget reservation $11 (if any) released and its $13 tokens charged to org $12's budget of the period
 -- starting $14, in one statement (`store::agent_loop::checkpoint_settled`); with $15 the commit
 -- does not wait for the WAL flush. Returns the run's token total and the org's budget after
--- the charge (NULLs: no budget).
+-- the charge (NULLs: no budget). The round's `run.step` event (its tokens in and out, never
+-- its text) is written in the same statement, so it exists exactly when the checkpoint does
+-- (migration 0104).
 WITH unflushed AS (
   SELECT set_config('synchronous_commit', 'off', true) WHERE $15),
 step AS (
   INSERT INTO agent_steps (run_id, seq, kind, call_id, payload, created_at)
   VALUES ($1, $2, $3, $4, $5, $6)),
+event AS (
+  INSERT INTO agentd_events (org_id, type, subject_id, occurred_at, payload, dedupe_key)
+  SELECT r.org_id, 'run.step', $1, $6,
+         jsonb_build_object('run_id', $1::uuid, 'seq', $2::integer, 'step', 'model',
+                            'kind', r.kind,
+                            -- a round of the loop, or a tool's own model call (run_extraction)
+                            'model_call', CASE WHEN $3 = 'tool_model' THEN 'tool' ELSE 'round' END,
+                            'document_id', CASE WHEN r.kind = 'auto_create'
+                                                THEN agentd_uuid_or_null(r.subject) END,
+                            'input_tokens', $9::bigint, 'output_tokens', $10::bigint),
+         'run.step:' || $1::text || ':' || $2::text
+    FROM agent_runs r WHERE r.id = $1
+  ON CONFLICT (dedupe_key) DO NOTHING),
 released AS (DELETE FROM budget_reservations WHERE id = $11),
 charged AS (
   UPDATE org_budgets
