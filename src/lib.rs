@@ -59,6 +59,7 @@ pub use agentd_queue as queue;
 pub use agentd_store::{kinds, org_settings, pii, store};
 pub use agentd_worker::{app, documents, http, jobs, webhooks, worker};
 
+pub mod charts;
 pub mod cli;
 pub mod eval;
 

@@ -1183,3 +1183,74 @@ async fn the_cli_sets_a_key_from_stdin_and_bad_entries_exit_2_naming_file_and_ke
         "{err}"
     );
 }
+
+/// Review D9: `agentd orgs rekey` seals every row again under the current master key (the old
+/// one listed as previous in the environment, comma-separated), prints what it moved, and with
+/// no master key, or a row no listed key opens, exits 2 naming why and changes nothing.
+#[tokio::test]
+async fn the_cli_rekeys_every_row_to_the_new_master_key_and_exits_2_when_it_cannot() {
+    const K1: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+    const K2: &str = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=";
+    let db = TestDb::new().await;
+    let endpoint = [
+        ("AGENTD_LLM__PROVIDER", "openai"),
+        ("AGENTD_LLM__BASE_URL", "http://127.0.0.1:9/v1"),
+    ];
+    let with = |keys: &[(&'static str, &'static str)]| [endpoint.as_slice(), keys].concat();
+    let k1 = [("AGENTD_LLM__ORG_KEY_ENCRYPTION_KEY", K1)];
+    let k2_after_k1 = [
+        ("AGENTD_LLM__ORG_KEY_ENCRYPTION_KEY", K2),
+        ("AGENTD_LLM__ORG_KEY_PREVIOUS_ENCRYPTION_KEYS", K1),
+    ];
+    let o = agentd(&db, &["orgs", "create", "acme"], &endpoint, "");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    const KEY: &str = "sk-cli-SECRET-00112233445566778899";
+    let o = agentd(
+        &db,
+        &["orgs", "set-key", "acme"],
+        &with(&k1),
+        &format!("{KEY}\n"),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let key_ids = || async {
+        sqlx::query_scalar::<_, Option<String>>("SELECT key_id FROM org_provider_keys")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap()
+    };
+    let before = key_ids().await;
+    // No master key: nothing to re-key with.
+    let o = agentd(&db, &["orgs", "rekey"], &endpoint, "");
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("llm.org_key_encryption_key is not set"),
+        "{err}"
+    );
+    // Key 2 current, key 1 previous: the row moves to key 2.
+    let o = agentd(&db, &["orgs", "rekey", "--json"], &with(&k2_after_k1), "");
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout).to_string(),
+        String::from_utf8_lossy(&o.stderr).to_string(),
+    );
+    assert!(o.status.success(), "{err}");
+    let done: Value = serde_json::from_str(out.trim()).expect("one JSON line");
+    assert_eq!(
+        (done["org_keys"].clone(), done["webhook_secrets"].clone()),
+        (json!(1), json!(0))
+    );
+    let after = key_ids().await;
+    assert_eq!(after, [done["key_id"].as_str().map(str::to_string)]);
+    assert_ne!(after, before);
+    assert!(!out.contains(KEY) && !err.contains(KEY) && !err.contains(K1) && !err.contains(K2));
+    // Key 1 alone opens nothing now: exit 2 naming key 2's id, and the row stays as it is.
+    let o = agentd(&db, &["orgs", "rekey"], &with(&k1), "");
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    let id2 = after[0].clone().unwrap();
+    assert!(
+        err.contains(&id2) && err.contains("Nothing was re-keyed"),
+        "{err}"
+    );
+    assert_eq!(key_ids().await, after);
+}

@@ -85,6 +85,15 @@ pub struct EvalCmd {
     /// suggestions counted and checked against the org's overview).
     #[arg(long)]
     pub no_nightly: bool,
+    /// Also write the report as one self-contained page (inline SVG charts of the scores per
+    /// kind and language, tokens per proposal, the baseline beside this run, every document),
+    /// even when the run falls below its baseline.
+    #[arg(long, conflicts_with = "reuse")]
+    pub html: Option<PathBuf>,
+    /// Do not run: read a report stored by `--save` and print, compare (`--baseline`) or draw
+    /// (`--html`) it as for a run.
+    #[arg(long, conflicts_with_all = ["reuse", "provider", "base_url", "model", "only", "guided", "constrained", "org", "concurrency", "save"])]
+    pub report: Option<PathBuf>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -179,6 +188,14 @@ pub async fn run(app: &App, cmd: EvalCmd) -> anyhow::Result<()> {
             cmd.tolerance
         )));
     }
+    if let Some(path) = &cmd.report {
+        let report = stored_report(path)?;
+        let base = match &cmd.baseline {
+            Some(path) => Some(baseline::load(path).map_err(|e| bad(e.to_string()))?),
+            None => None,
+        };
+        return conclude(&cmd, &report, base);
+    }
     let samples = labels::load_dir(&cmd.dir, &cmd.only, split).map_err(|e| bad(e.to_string()))?;
     // Read before the run: a bad file is the caller's to fix, not found out after an hour.
     let base = match &cmd.baseline {
@@ -263,45 +280,7 @@ pub async fn run(app: &App, cmd: EvalCmd) -> anyhow::Result<()> {
         })
         .await?;
         eprintln!();
-        if cmd.json {
-            print_json(&report)?;
-        } else {
-            print!("{}", eval::render_table(&report));
-        }
-        if let Some(path) = &cmd.save {
-            let text = serde_json::to_string_pretty(&report)?;
-            std::fs::write(path, text + "\n")
-                .map_err(|e| anyhow::anyhow!("--save {}: cannot write: {e}", path.display()))?;
-            eprintln!("agentd eval: report saved to {}", path.display());
-        }
-        let (Some(base), Some(path)) = (base, &cmd.baseline) else {
-            return Ok(());
-        };
-        let cmp = baseline::compare(&base, &report, cmd.tolerance)
-            .map_err(|e| anyhow::anyhow!("--baseline {}: {e}", path.display()))?;
-        for s in &cmp.skipped {
-            eprintln!("agentd eval: baseline: not compared: {s}");
-        }
-        for line in baseline::work_against(&base, &report, &cmp.compared) {
-            eprintln!("agentd eval: against the baseline, {line}");
-        }
-        if !cmp.regressions.is_empty() {
-            let list: Vec<String> = cmp.regressions.iter().map(|r| r.to_string()).collect();
-            anyhow::bail!(
-                "eval regression against {} (provider {}; tolerance {:.1} points): {}",
-                path.display(),
-                base.provider,
-                100.0 * cmd.tolerance,
-                list.join("; ")
-            );
-        }
-        eprintln!(
-            "agentd eval: no regression against {} (split {}; tolerance {:.1} points)",
-            path.display(),
-            cmp.compared.join(", "),
-            100.0 * cmd.tolerance
-        );
-        Ok(())
+        conclude(&cmd, &report, base)
     }
     .await;
     // The eval's org stays for reading its documents and runs, but inactive: the nightly cron
@@ -316,4 +295,74 @@ pub async fn run(app: &App, cmd: EvalCmd) -> anyhow::Result<()> {
         Err(e) => eprintln!("agentd eval: could not deactivate org {eval_org}: {e}"),
     }
     outcome
+}
+
+/// What follows a report, run or read (`--report`): the table or JSON, `--save`, `--html`, and
+/// the comparison with `--baseline` (exit 1 naming each metric that fell).
+fn conclude(
+    cmd: &EvalCmd,
+    report: &eval::EvalReport,
+    base: Option<baseline::Baseline>,
+) -> anyhow::Result<()> {
+    if cmd.json {
+        print_json(report)?;
+    } else {
+        print!("{}", eval::render_table(report));
+    }
+    if let Some(path) = &cmd.save {
+        let text = serde_json::to_string_pretty(report)?;
+        std::fs::write(path, text + "\n")
+            .map_err(|e| anyhow::anyhow!("--save {}: cannot write: {e}", path.display()))?;
+        eprintln!("agentd eval: report saved to {}", path.display());
+    }
+    if let Some(path) = &cmd.html {
+        let against = match (&base, &cmd.baseline) {
+            (Some(b), Some(file)) => Some((file.display().to_string(), b)),
+            _ => None,
+        };
+        let page = eval::html::render(report, against.as_ref().map(|(f, b)| (f.as_str(), *b)));
+        std::fs::write(path, page)
+            .map_err(|e| anyhow::anyhow!("--html {}: cannot write: {e}", path.display()))?;
+        eprintln!("agentd eval: page written to {}", path.display());
+    }
+    let (Some(base), Some(path)) = (base, &cmd.baseline) else {
+        return Ok(());
+    };
+    let cmp = baseline::compare(&base, report, cmd.tolerance)
+        .map_err(|e| anyhow::anyhow!("--baseline {}: {e}", path.display()))?;
+    for s in &cmp.skipped {
+        eprintln!("agentd eval: baseline: not compared: {s}");
+    }
+    for line in baseline::work_against(&base, report, &cmp.compared) {
+        eprintln!("agentd eval: against the baseline, {line}");
+    }
+    if !cmp.regressions.is_empty() {
+        let list: Vec<String> = cmp.regressions.iter().map(|r| r.to_string()).collect();
+        anyhow::bail!(
+            "eval regression against {} (provider {}; tolerance {:.1} points): {}",
+            path.display(),
+            base.provider,
+            100.0 * cmd.tolerance,
+            list.join("; ")
+        );
+    }
+    eprintln!(
+        "agentd eval: no regression against {} (split {}; tolerance {:.1} points)",
+        path.display(),
+        cmp.compared.join(", "),
+        100.0 * cmd.tolerance
+    );
+    Ok(())
+}
+
+/// `agentd eval --report FILE`: a stored report, read instead of a run.
+fn stored_report(path: &std::path::Path) -> anyhow::Result<eval::EvalReport> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| bad(format!("--report {}: cannot read: {e}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| {
+        bad(format!(
+            "--report {}: not a report stored by --save: {e}",
+            path.display()
+        ))
+    })
 }

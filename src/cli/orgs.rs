@@ -7,6 +7,8 @@
 //! (`llm::org_keys`).
 //! `agentd orgs set ORG key=value …` / `agentd orgs show ORG`: per-org settings (see
 //! `crate::org_settings`; a bad key or value is exit 2 naming it).
+//! `agentd orgs rekey [--json]`: every org's provider key and every webhook secret sealed again
+//! under the current `llm.org_key_encryption_key` (`llm::org_keys::rekey`, review D9).
 
 use super::bad;
 use crate::api::{Role, create_key};
@@ -68,6 +70,14 @@ pub enum OrgsCmd {
         /// Remove the org's key instead: its calls use the operator's keys again.
         #[arg(long)]
         delete: bool,
+    },
+    /// Seal every org's provider key and every webhook secret again under
+    /// llm.org_key_encryption_key: rows of llm.org_key_previous_encryption_keys, from before key
+    /// ids, and webhook secrets stored in clear. All rows or none (a row no listed key opens
+    /// changes nothing and is named: exit 2). Afterwards the previous keys can be removed.
+    Rekey {
+        #[arg(long)]
+        json: bool,
     },
     /// Delete an org (id or name) and all its data: documents, extractions, transcripts,
     /// redaction tokens, approvals, suggestions, keys. Audit rows stay (no document text).
@@ -180,6 +190,37 @@ pub async fn run(app: &App, cmd: OrgsCmd) -> anyhow::Result<()> {
                 "org {}: provider key stored (encrypted; ends in {last4})",
                 row.name
             );
+            Ok(())
+        }
+        OrgsCmd::Rekey { json: as_json } => {
+            let cipher =
+                crate::llm::org_keys::Cipher::from_config(&app.config.llm).ok_or_else(|| {
+                    bad(
+                        "llm.org_key_encryption_key is not set: set it to the new master key \
+                         (AGENTD_LLM__ORG_KEY_ENCRYPTION_KEY) and list the old one in \
+                         llm.org_key_previous_encryption_keys",
+                    )
+                })?;
+            let done = match crate::llm::org_keys::rekey(&app.pool, &cipher).await {
+                Ok(done) => done,
+                Err(crate::llm::org_keys::RekeyError::Db(e)) => return Err(e.into()),
+                Err(e) => {
+                    return Err(bad(format!(
+                        "{e}. Nothing was re-keyed: list the key it was stored with in \
+                         llm.org_key_previous_encryption_keys, or remove that org key \
+                         (`agentd orgs set-key ORG --delete`) or webhook"
+                    )));
+                }
+            };
+            if as_json {
+                println!("{}", serde_json::to_value(&done)?);
+            } else {
+                println!(
+                    "re-keyed under master key {}: {} org provider key(s), {} webhook secret(s); \
+                     every stored secret is now under it",
+                    done.key_id, done.org_keys, done.webhook_secrets
+                );
+            }
             Ok(())
         }
         OrgsCmd::Show { org, json: as_json } => {

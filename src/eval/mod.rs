@@ -7,6 +7,7 @@
 //! stored run can serve as a baseline that a new run must not fall below ([`baseline`]).
 
 pub mod baseline;
+pub mod html;
 pub mod labels;
 pub mod nightly;
 pub mod report;

@@ -1110,3 +1110,161 @@ async fn the_eval_sends_no_configured_key_to_its_url_runs_no_maintenance_and_end
         .unwrap();
     assert!(production, "only the eval's org is deactivated");
 }
+
+/// The bars of the chart `<svg id="{id}" …>…</svg>` in `html`: (category, series, value).
+fn bars(html: &str, id: &str) -> Vec<(String, String, Option<f64>)> {
+    let svg = chart_svg(html, id);
+    let attr = |bar: &str, name: &str| -> String {
+        bar.split(&format!(r#"{name}=""#))
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap_or_else(|| panic!("a bar without {name}: {bar}"))
+            .to_string()
+    };
+    svg.split(r#"<rect class="bar""#)
+        .skip(1)
+        .map(|bar| {
+            let value = attr(bar, "data-value");
+            (
+                attr(bar, "data-category"),
+                attr(bar, "data-series"),
+                (!value.is_empty()).then(|| value.parse().expect("a number")),
+            )
+        })
+        .collect()
+}
+
+/// The `<svg>` element of `id` in `html`.
+fn chart_svg(html: &str, id: &str) -> String {
+    let start = html
+        .find(&format!(r#"<svg id="{id}""#))
+        .unwrap_or_else(|| panic!("no chart {id} in the page"));
+    let len = html[start..].find("</svg>").expect("the chart ends") + "</svg>".len();
+    html[start..start + len].to_string()
+}
+
+#[tokio::test]
+async fn the_html_page_draws_one_bar_per_kind_and_score_from_the_report_and_loads_nothing() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("eval.html");
+    let out = eval_only(
+        &db,
+        "invoice_en,receipt_ocr,gutschrift_de",
+        &["--json", "--no-nightly", "--html", page.to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let html = std::fs::read_to_string(&page).unwrap();
+    let by_kind = r["by_kind"].as_object().unwrap();
+    assert_eq!(by_kind.len(), 3, "{by_kind:?}");
+    let drawn = bars(&html, agentd::eval::html::BY_KIND);
+    // One bar per kind and score, each the report's figure.
+    assert_eq!(drawn.len(), 4 * by_kind.len(), "{drawn:?}");
+    for (kind, series, value) in &drawn {
+        let key = match series.as_str() {
+            "recall" => "field_recall",
+            "strict precision" => "strict_precision",
+            "precision" => "field_precision",
+            "value accuracy" => "value_accuracy",
+            other => panic!("a series the report has no figure for: {other}"),
+        };
+        let want = by_kind[kind][key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{kind} {key}"));
+        assert_eq!(*value, Some(want), "{kind} {series}");
+    }
+    // One per language (en, de) and a token bar per kind; every document in the table.
+    let languages: std::collections::BTreeSet<String> = bars(&html, "scores-by-language")
+        .into_iter()
+        .map(|b| b.0)
+        .collect();
+    assert_eq!(languages.into_iter().collect::<Vec<_>>(), ["de", "en"]);
+    assert_eq!(bars(&html, "tokens-by-kind").len(), 3);
+    for sample in ["invoice_en", "receipt_ocr", "gutschrift_de"] {
+        assert!(html.contains(&format!("<td>{sample}</td>")), "{sample}");
+    }
+    // Nothing loads, nothing is left unrendered.
+    for stray in [
+        "<script",
+        "src=",
+        "href=",
+        "NaN",
+        "undefined",
+        "[object",
+        ">null<",
+    ] {
+        assert!(!html.contains(stray), "{stray} in the page");
+    }
+    assert!(
+        !html.contains("against-baseline"),
+        "no baseline, no comparison"
+    );
+}
+
+#[tokio::test]
+async fn a_stored_report_is_drawn_without_a_run_and_the_readme_picture_is_the_baselines() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("baseline.html");
+    let baseline = "samples/eval/baseline.offline.json";
+    let out = agentd(
+        &db,
+        &[
+            "eval",
+            "--report",
+            baseline,
+            "--baseline",
+            baseline,
+            "--html",
+            page.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no regression against"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // No run: no org, no job.
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM agentd_jobs")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(jobs, 0);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let stored: Value = serde_json::from_str(&std::fs::read_to_string(baseline).unwrap()).unwrap();
+    let kinds = stored["by_kind"].as_object().unwrap().len();
+    assert_eq!(bars(&html, agentd::eval::html::BY_KIND).len(), 4 * kinds);
+    // Dev and test, each with the baseline's bar beside this report's: equal here.
+    let against = bars(&html, "against-baseline");
+    assert_eq!(against.len(), 2 * 6, "{against:?}");
+    for pair in against.chunks(2) {
+        assert_eq!(pair[0].2, pair[1].2, "{pair:?}");
+    }
+    // The README's picture is this chart of the committed baseline, as this build draws it.
+    let picture = std::fs::read_to_string("docs/eval-by-kind.svg").unwrap_or_default();
+    assert_eq!(
+        picture.trim_end(),
+        chart_svg(&html, agentd::eval::html::BY_KIND),
+        "docs/eval-by-kind.svg is not the baseline's chart as drawn today: \
+         scripts/docs-figures --eval-chart writes it"
+    );
+    // A file that is not a report exits 2 naming it.
+    let out = agentd(&db, &["eval", "--report", "README.md"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--report README.md: not a report stored by --save"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

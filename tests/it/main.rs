@@ -43,6 +43,7 @@ mod fairness;
 mod fleet_limits;
 mod fuzz_regressions;
 mod history_retention;
+mod key_rotation;
 mod kind_names;
 mod lease_loss;
 mod lifecycle;

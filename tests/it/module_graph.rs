@@ -30,7 +30,7 @@ const LAYERS: &[&[&str]] = &[
     &["pii", "kinds"],
     &["queue"],
     &["catalog", "db", "telemetry"],
-    &["config", "clock", "analysis", "console"],
+    &["config", "clock", "analysis", "console", "charts"],
 ];
 
 /// One use of a top-level module by another: `from → to` at `file:line`.

@@ -286,6 +286,10 @@ impl std::fmt::Debug for LlmConfig {
                     "[redacted]"
                 },
             )
+            .field(
+                "org_key_previous_encryption_keys",
+                &format_args!("[{} redacted]", self.org_key_previous_encryption_keys.len()),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -297,6 +301,7 @@ mod debug_tests {
         let mut c = crate::config::Config::defaults();
         c.llm.api_key = "sk-very-secret".into();
         c.llm.org_key_encryption_key = "sk-very-secret-too".into();
+        c.llm.org_key_previous_encryption_keys = vec!["sk-very-secret-old".into()];
         let mut entry = c.llm.provider_entries().remove(0);
         entry.api_key = "sk-very-secret-entry".into();
         c.llm.providers = vec![entry];
@@ -477,10 +482,17 @@ pub struct LlmConfig {
     /// How long an open breaker skips its entry before one probe call is let through.
     #[serde(default = "default_breaker_cooldown_secs")]
     pub breaker_cooldown_secs: u64,
-    /// The key org provider keys are encrypted with (AES-256-GCM): 32 random bytes in base64
-    /// (`openssl rand -base64 32`); empty: orgs cannot store a key. Never logged.
+    /// The key org provider keys and webhook secrets are encrypted with (AES-256-GCM): 32
+    /// random bytes in base64 (`openssl rand -base64 32`); empty: orgs cannot store a key and
+    /// webhook secrets are stored as given. Never logged.
     #[serde(default)]
     pub org_key_encryption_key: String,
+    /// Earlier values of `org_key_encryption_key` (review D9): rows they encrypted are still
+    /// read, nothing new is encrypted with them, and `agentd orgs rekey` moves those rows to the
+    /// current key, after which they can be removed. A list, or one string of keys separated by
+    /// commas (`AGENTD_LLM__ORG_KEY_PREVIOUS_ENCRYPTION_KEYS`). Never logged.
+    #[serde(default, deserialize_with = "providers::one_or_many")]
+    pub org_key_previous_encryption_keys: Vec<String>,
 }
 
 /// The share of an endpoint's rate one org may take while others wait, when the config says

@@ -79,19 +79,26 @@ pub async fn create(req: Scoped<Admin>, JsonBody(r): JsonBody<NewWebhookRequest>
             "this org has {max} webhooks, the most allowed (webhook.max_per_org); delete one first"
         )));
     }
-    let row = webhooks::insert(
-        &mut *tx,
-        &NewWebhook {
-            org_id: req.org_id(),
-            url: &r.url,
-            events: &r.events,
-            secret: &r.secret,
-            max_attempts: spec.queue.max_attempts,
-            priority: spec.queue.priority,
-            now: app.clock.now(),
-        },
-    )
-    .await?;
+    // Sealed under the master key when the server has one (review D9), bound to the org and
+    // this subscription's id; without one, stored as given (docs/webhooks.md).
+    let id = uuid::Uuid::now_v7();
+    let sealed = match crate::llm::org_keys::Cipher::from_config(&app.config.llm) {
+        Some(c) => Some(
+            c.seal_webhook_secret(req.org_id(), id, &r.secret)
+                .map_err(Problem::internal)?,
+        ),
+        None => None,
+    };
+    let new = NewWebhook {
+        org_id: req.org_id(),
+        url: &r.url,
+        events: &r.events,
+        secret: &r.secret,
+        max_attempts: spec.queue.max_attempts,
+        priority: spec.queue.priority,
+        now: app.clock.now(),
+    };
+    let row = webhooks::insert_as(&mut *tx, id, &new, sealed.as_ref()).await?;
     // The events, never the secret nor the URL (its path or query may carry a token).
     let about = json!({"webhook_id": row.id, "events": r.events});
     let (act, now) = (super::acts::Act::CreateWebhook, app.clock.now());

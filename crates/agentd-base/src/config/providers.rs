@@ -251,7 +251,44 @@ pub(super) fn validate(llm: &super::LlmConfig) -> Result<(), Invalid> {
     {
         return bad("llm.org_key_encryption_key".into(), m);
     }
+    let previous = &llm.org_key_previous_encryption_keys;
+    if !previous.is_empty() && llm.org_key_encryption_key.is_empty() {
+        return bad(
+            "llm.org_key_previous_encryption_keys".into(),
+            "llm.org_key_previous_encryption_keys needs llm.org_key_encryption_key: the \
+             current key, which new rows are encrypted with and `agentd orgs rekey` moves \
+             the old rows to"
+                .into(),
+        );
+    }
+    for (i, k) in previous.iter().enumerate() {
+        let key = format!("llm.org_key_previous_encryption_keys[{i}]");
+        if let Err(m) = decode_org_key(k) {
+            return bad(key.clone(), m.replace("llm.org_key_encryption_key", &key));
+        }
+    }
     Ok(())
+}
+
+/// `llm.org_key_previous_encryption_keys`: a list of strings, or one string of entries
+/// separated by commas (what an environment variable holds; base64 has no comma). Blank
+/// entries are dropped.
+pub(super) fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        One(String),
+        Many(Vec<String>),
+    }
+    let all = match Raw::deserialize(d)? {
+        Raw::One(s) => s.split(',').map(str::to_string).collect(),
+        Raw::Many(v) => v,
+    };
+    Ok(all
+        .into_iter()
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty())
+        .collect())
 }
 
 /// The bytes of `llm.org_key_encryption_key`: 32 in standard base64, or what is wrong with it.
@@ -421,11 +458,46 @@ mod tests {
                 "llm.org_key_encryption_key",
                 "32 bytes",
             ),
+            (
+                "[llm]\norg_key_previous_encryption_keys = [\"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\"]\n",
+                "llm.org_key_previous_encryption_keys",
+                "needs llm.org_key_encryption_key",
+            ),
+            (
+                "[llm]\norg_key_encryption_key = \"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\"\norg_key_previous_encryption_keys = \"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=, c2hvcnQ=\"\n",
+                "llm.org_key_previous_encryption_keys[1]",
+                "llm.org_key_previous_encryption_keys[1] must be 32 bytes",
+            ),
         ] {
             let e = load(text).unwrap_err();
             assert_eq!(e.file, "agentd.toml", "{text}");
             assert_eq!(e.key.as_deref(), Some(key), "{text}: {e}");
             assert!(e.message.contains(words), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn previous_encryption_keys_come_from_a_list_or_one_comma_separated_variable() {
+        const K1: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+        const K2: &str = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=";
+        let env = [
+            ("AGENTD_LLM__ORG_KEY_ENCRYPTION_KEY", K2),
+            (
+                "AGENTD_LLM__ORG_KEY_PREVIOUS_ENCRYPTION_KEYS",
+                &*format!("{K1}, {K2},"),
+            ),
+        ];
+        let env = env.into_iter().map(|(k, v)| (k.to_string(), v.to_string()));
+        let c = Config::load_text(None, env).expect("valid");
+        assert_eq!(c.llm.org_key_previous_encryption_keys, [K1, K2]);
+        let c = load(&format!(
+            "[llm]\norg_key_encryption_key = \"{K2}\"\norg_key_previous_encryption_keys = [\"{K1}\"]\n"
+        ))
+        .expect("valid");
+        assert_eq!(c.llm.org_key_previous_encryption_keys, [K1]);
+        assert!(
+            !format!("{:?}", c.llm).contains(K1),
+            "Debug hides the old keys"
+        );
     }
 }

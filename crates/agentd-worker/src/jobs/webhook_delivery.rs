@@ -55,6 +55,17 @@ impl JobHandler for WebhookDelivery {
             info!(webhook_id = %p.webhook_id, event_id = p.event_id, "the subscription was deleted; delivery dropped");
             return Ok(());
         };
+        // A sealed secret (review D9) is opened here, for this send only. One the configured
+        // keys cannot open (check_startup refuses a server that cannot open every row) is
+        // retried: a fixed config and restart sends it.
+        let cipher = crate::llm::org_keys::Cipher::from_config(&self.app.config.llm);
+        let secret = crate::llm::org_keys::Cipher::open_webhook_secret(
+            cipher.as_deref(),
+            p.org_id,
+            p.webhook_id,
+            &secret,
+        )
+        .map_err(|m| JobError::Retryable(format!("webhook {}: {m}", p.webhook_id)))?;
         // Claimed before the breaker opened (its waiting deliveries were pushed past it): not
         // sent while it is open, retried later.
         if let Some(until) = open_until.filter(|u| *u > self.app.clock.now()) {
