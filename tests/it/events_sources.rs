@@ -589,12 +589,12 @@ async fn extraction_flagged_when_a_value_is_newly_flagged_in_its_transaction() {
     let flagged = vec!["/total".to_string()];
     // Rolled back: none. Stored with nothing flagged: none.
     let mut tx = db.pool.begin().await.unwrap();
-    extractions::insert(&mut tx, org, src.clone(), &result, &flagged, Some(r), now())
+    extractions::insert(&mut tx, org, src, &result, &flagged, Some(r), now())
         .await
         .unwrap();
     tx.rollback().await.unwrap();
     let mut conn = db.pool.acquire().await.unwrap();
-    let clean = extractions::insert(&mut conn, org, src.clone(), &result, &[], Some(r), now())
+    let clean = extractions::insert(&mut conn, org, src, &result, &[], Some(r), now())
         .await
         .unwrap();
     assert!(events(&db, "extraction.flagged").await.is_empty());
