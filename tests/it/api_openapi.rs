@@ -349,3 +349,44 @@ async fn schemathesis_finds_nothing_against_agentd_serve() {
         "Schemathesis tested nothing:\n{text}"
     );
 }
+
+/// Issue 49: the document lists every event type (the webhook subscription's `events` and the
+/// event's `type` are that enum) and the `subject` filter of both event routes, as a UUID.
+#[tokio::test]
+async fn the_document_lists_the_run_events_and_the_subject_filter() {
+    let api = Api::start().await;
+    let doc = api.call("GET", "/v1/openapi.json", None, None).await.body;
+    let types: BTreeSet<&str> = doc["components"]["schemas"]["EventType"]["enum"]
+        .as_array()
+        .expect("EventType is an enum")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let all: BTreeSet<&str> = agentd::store::events::EventType::ALL
+        .iter()
+        .map(|t| t.as_str())
+        .collect();
+    assert_eq!(types, all);
+    for t in [
+        "run.started",
+        "run.step",
+        "run.finished",
+        "extraction.flagged",
+        "job.dead",
+        "suggestion.dismissed",
+    ] {
+        assert!(types.contains(t), "{t} not in {types:?}");
+    }
+    for path in ["/v1/events", "/v1/events/stream"] {
+        let params = doc["paths"][path]["get"]["parameters"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{path} has parameters"));
+        let subject = params
+            .iter()
+            .find(|p| p["name"] == "subject")
+            .unwrap_or_else(|| panic!("{path} has no subject parameter"));
+        assert_eq!(subject["in"], "query", "{path}");
+        let schema = resolve(&doc, &subject["schema"]);
+        assert_eq!(schema["format"], "uuid", "{path}: {subject}");
+    }
+}

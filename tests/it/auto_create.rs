@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use uuid::Uuid;
 
-const INVOICE: &str =
+pub(crate) const INVOICE: &str =
     "Invoice Number: INV-77\nInvoice Date: 2026-11-02\nTotal Due: 1,250.00\nCustomer: Blue Fox\n";
 
 fn app(db: &TestDb) -> App {
@@ -127,7 +127,7 @@ fn invoice_format() -> Value {
         "properties": {"invoice_number": {"type": "string"}, "total_due": {"type": "number"}}}}})
 }
 
-fn scripted_happy_path() -> Vec<Turn> {
+pub(crate) fn scripted_happy_path() -> Vec<Turn> {
     vec![
         Turn::tool("a", "get_document", json!({})),
         Turn::tool(

@@ -785,3 +785,203 @@ async fn a_black_holed_receiver_holds_one_delivery_slot_not_all() {
     shutdown.cancel();
     worker.join().await;
 }
+
+/// The types of `GET /v1/events?subject=…`, read again until `want` is among them (an event
+/// is readable once no older transaction on the server is still open).
+async fn subject_types(api: &Api, key: &str, subject: &str, want: &str) -> Vec<String> {
+    let mut types = Vec::new();
+    for _ in 0..300 {
+        let r = api
+            .call(
+                "GET",
+                &format!("/v1/events?subject={subject}&limit=1000"),
+                Some(key),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        types = r.body["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["type"].as_str().unwrap().to_string())
+            .collect();
+        if types.iter().any(|t| t == want) {
+            return types;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("no {want} about {subject}: {types:?}")
+}
+
+/// Issue 49: one upload's progress from the stream alone. The product uploads over the API and
+/// opens `GET /v1/events/stream?subject=DOC` (no cursor: the subject's events from its first);
+/// a worker runs the auto-create with the scripted provider; the stream shows `run.started`,
+/// a `run.step` per model round (tokens) and per tool call (name, decision, duration), then
+/// `proposal.ready` — and nothing about another document.
+#[tokio::test]
+async fn an_uploads_progress_streams_from_run_started_to_proposal_ready_by_subject() {
+    let api = Api::start().await;
+    let (_, key) = api.org("acme", Role::Reviewer).await;
+    let k = Some(key.as_str());
+    let upload = async |name: &str, auto_create: bool| {
+        let r = api
+            .call(
+                "POST",
+                "/v1/documents",
+                k,
+                Some(json!({"name": name, "text": crate::auto_create::INVOICE,
+                            "auto_create": auto_create})),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        r.body["id"].as_str().unwrap().to_string()
+    };
+    let doc = upload("invoice.txt", true).await;
+    // Another document's events are not in this stream.
+    let other = upload("other.txt", false).await;
+    let other_id: Uuid = other.parse().unwrap();
+    sqlx::query("UPDATE documents SET auto_create_status = 'failed' WHERE id = $1")
+        .bind(other_id)
+        .execute(&api.db.pool)
+        .await
+        .unwrap();
+    let mut res = api
+        .http
+        .get(format!("{}/v1/events/stream?subject={doc}", api.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+
+    let provider = Arc::new(agentd::llm::scripted::ScriptedProvider::new(
+        crate::auto_create::scripted_happy_path(),
+    ));
+    let mut app = api.app.clone();
+    app.provider = provider.clone();
+    // The job's run_at is the database's now(); the manual clock must be past it.
+    api.clock.advance(chrono::Duration::seconds(60));
+    let (w, stop) = common::start_worker(&app, "auto_create", None).await;
+
+    let mut buf = String::new();
+    let mut got: Vec<(i64, String, Value)> = Vec::new();
+    while !got.iter().any(|(_, t, _)| t == "proposal.ready") {
+        got.extend(sse_events(&mut res, &mut buf, 1).await);
+        assert!(got.len() < 100, "no proposal.ready in {got:?}");
+    }
+    stop.cancel();
+    w.join().await;
+    provider.assert_complete();
+
+    let types: Vec<&str> = got.iter().map(|(_, t, _)| t.as_str()).collect();
+    assert_eq!(types.first(), Some(&"run.started"), "{types:?}");
+    assert_eq!(types.last(), Some(&"proposal.ready"), "{types:?}");
+    for (_, t, e) in &got {
+        assert_eq!(e["type"], json!(t));
+        let about = [&e["subject_id"], &e["payload"]["document_id"]];
+        assert!(about.contains(&&json!(doc)), "not about {doc}: {e}");
+        // No document text in any event.
+        for word in ["INV-77", "Blue Fox", "1,250"] {
+            assert!(!e.to_string().contains(word), "{word} in {e}");
+        }
+    }
+    let run = &got[0].2["payload"]["run_id"];
+    let steps: Vec<&Value> = got
+        .iter()
+        .filter(|(_, t, _)| t == "run.step")
+        .map(|(_, _, e)| &e["payload"])
+        .collect();
+    let tools: Vec<&str> = steps
+        .iter()
+        .filter(|p| p["step"] == "tool")
+        .map(|p| p["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            "get_document",
+            "create_schema",
+            "create_prompt",
+            "run_extraction"
+        ],
+        "{steps:?}"
+    );
+    for p in &steps {
+        assert_eq!(&p["run_id"], run);
+        match p["step"].as_str() {
+            Some("tool") => {
+                assert_eq!(p["decision"], "auto_approved", "{p}");
+                assert!(p["duration_ms"].as_i64().is_some_and(|d| d >= 0), "{p}");
+            }
+            Some("model") => {
+                assert_eq!(
+                    (&p["input_tokens"], &p["output_tokens"]),
+                    (&json!(100), &json!(20))
+                );
+            }
+            _ => panic!("a step that is neither: {p}"),
+        }
+    }
+    // The rounds and the extraction's own model call: one step each, at distinct seqs.
+    let models = steps.iter().filter(|p| p["step"] == "model").count();
+    assert!(models >= 5, "{steps:?}");
+    let mut seqs: Vec<i64> = steps.iter().map(|p| p["seq"].as_i64().unwrap()).collect();
+    seqs.dedup();
+    assert_eq!(seqs.len(), steps.len(), "one event per checkpoint");
+    // The page reads the same, and another org's key sees nothing about this document.
+    let page = api
+        .call(
+            "GET",
+            &format!("/v1/events?subject={doc}&limit=1000"),
+            k,
+            None,
+        )
+        .await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let ids: Vec<i64> = page.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_i64().unwrap())
+        .collect();
+    let streamed: Vec<i64> = got.iter().map(|g| g.0).collect();
+    assert!(ids.starts_with(&streamed), "{ids:?} {streamed:?}");
+    let run = run.as_str().unwrap();
+    let run_types = subject_types(&api, &key, run, "run.finished").await;
+    assert!(
+        run_types.contains(&"run.started".to_string()),
+        "{run_types:?}"
+    );
+    assert!(
+        run_types.contains(&"proposal.ready".to_string()),
+        "{run_types:?}"
+    );
+    let (_, theirs) = api.org("globex", Role::Reader).await;
+    let r = api
+        .call(
+            "GET",
+            &format!("/v1/events?subject={doc}"),
+            Some(theirs.as_str()),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["events"], json!([]));
+    let mine = subject_types(&api, &key, &other, "auto_create.failed").await;
+    assert_eq!(mine, ["auto_create.failed"]);
+    // A subject that is not an id is 400 naming it, on both routes.
+    api.call("GET", "/v1/events?subject=doc-1", k, None)
+        .await
+        .problem(400, Some("subject"));
+    let r = api
+        .http
+        .get(format!("{}/v1/events/stream?subject=x", api.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["field"], "subject");
+}

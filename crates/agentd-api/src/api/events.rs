@@ -42,6 +42,11 @@ pub struct EventsQuery {
     /// 1–1000 (default 100).
     #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<i64>,
+    /// Only the events about this id: a document (its own events and its auto-create runs':
+    /// `run.*`, `extraction.flagged`, `job.dead`), a run (its own and its approvals'), an
+    /// approval or a suggestion — the event's `subject_id`, or the `document_id` or `run_id` of
+    /// its payload. Another org's id gives no events.
+    pub subject: Option<Uuid>,
 }
 
 /// Query of `GET /v1/events/stream`.
@@ -49,9 +54,13 @@ pub struct EventsQuery {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct StreamQuery {
-    /// Start after this event (the `Last-Event-ID` header wins). Absent: only new events.
+    /// Start after this event (the `Last-Event-ID` header wins). Absent: only new events, or
+    /// with `subject` every event about it from the first.
     #[param(minimum = 0)]
     pub after: Option<i64>,
+    /// Only the events about this id, as in `GET /v1/events` (`?subject=DOC`: one upload's
+    /// progress, `run.started` … `run.step` … `proposal.ready`).
+    pub subject: Option<Uuid>,
 }
 
 /// A page of `GET /v1/events`.
@@ -92,7 +101,7 @@ pub async fn list(req: Scoped, Params(q): Params<EventsQuery>) -> ApiResult {
             format!("limit must be 1–{MAX_LIMIT} (got {limit})"),
         ));
     }
-    let rows = events::list_after(&req.app.pool, req.org_id(), after, &[], limit)
+    let rows = events::list_after_about(&req.app.pool, req.org_id(), after, &[], q.subject, limit)
         .await
         .map_err(|e| read_error(e, "after"))?;
     let next_after = rows.last().map_or(after, |e| e.id);
@@ -236,6 +245,7 @@ struct Cursor {
     org: Uuid,
     key: Uuid,
     after: i64,
+    subject: Option<Uuid>,
     buf: VecDeque<EventRow>,
     wake: watch::Receiver<u64>,
     stop: CancellationToken,
@@ -268,7 +278,8 @@ fn sse_event(e: &EventRow) -> Event {
         .data(event_json(e).to_string())
 }
 
-/// The org's events as Server-Sent Events, from `Last-Event-ID` (or `after`), else from now.
+/// The org's events as Server-Sent Events, from `Last-Event-ID` (or `after`), else from now
+/// (with `subject`: from its first event); `subject` keeps only the events about it.
 #[utoipa::path(get, path = "/v1/events/stream", tag = "events", operation_id = "streamEvents", params(StreamQuery,
         ("Last-Event-ID" = Option<i64>, Header, minimum = 0, description = "Resume after this event id")),
     responses((status = 200, body = String, content_type = "text/event-stream",
@@ -302,11 +313,15 @@ pub async fn stream(
                 return Err(Problem::bad_request("after", "after must be ≥ 0"));
             }
             Some(a) => (a, "after"),
+            // One subject's stream starts at its first event: a product that uploads, then
+            // opens the stream, misses none of the run's progress.
+            None if q.subject.is_some() => (0, "after"),
             None => (events::stream_end(&pool, org).await?, "after"),
         },
     };
+    let subject = q.subject;
     // A bad cursor is refused before the stream starts.
-    let first = events::list_after(&pool, org, after, &[], MAX_LIMIT)
+    let first = events::list_after_about(&pool, org, after, &[], subject, MAX_LIMIT)
         .await
         .map_err(|e| read_error(e, field))?;
     let cur = Cursor {
@@ -315,6 +330,7 @@ pub async fn stream(
         org,
         key,
         after,
+        subject,
         buf: first.into(),
         stop: s.shutdown.clone(),
         opened: std::time::Instant::now(),
@@ -337,7 +353,8 @@ pub async fn stream(
             if !c.still_authorised().await {
                 return None;
             }
-            match events::list_after(&c.pool, c.org, c.after, &[], MAX_LIMIT).await {
+            match events::list_after_about(&c.pool, c.org, c.after, &[], c.subject, MAX_LIMIT).await
+            {
                 Ok(rows) => c.buf.extend(rows),
                 Err(e) => {
                     tracing::warn!(error = %e, org_id = %c.org, "event stream read failed; closing it (the client resumes with Last-Event-ID)");
