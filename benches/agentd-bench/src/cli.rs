@@ -71,6 +71,10 @@ pub struct BenchOpts {
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Also write the figures as one self-contained page: a bar chart per section and unit,
+    /// agentd beside each baseline of the same run, and every row.
+    #[arg(long)]
+    pub html: Option<std::path::PathBuf>,
     /// The PostgreSQL server (any database on it); the bench creates and drops its own
     /// `agentd_bench*` databases there.
     #[arg(
@@ -173,6 +177,17 @@ pub async fn run(app: &App, cmd: BenchCmd) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         report.print();
+    }
+    if let Some(path) = &o.html {
+        let title = format!(
+            "agentd bench {}",
+            parts
+                .iter()
+                .map(|p| format!("{p:?}").to_lowercase())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        crate::bench::html::write(path, &crate::bench::html::report(&report, &title))?;
     }
     Ok(())
 }

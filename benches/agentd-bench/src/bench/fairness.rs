@@ -59,6 +59,10 @@ pub struct FairnessCmd {
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Also write the figures as one self-contained page (the quiet orgs' pickup and start,
+    /// alone and beside the noisy org, as bar charts).
+    #[arg(long)]
+    pub html: Option<std::path::PathBuf>,
 }
 
 /// A quiet org's pickups in one phase, in milliseconds.
@@ -185,6 +189,9 @@ pub async fn run(app: &App, cmd: FairnessCmd) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print(&report);
+    }
+    if let Some(path) = &cmd.html {
+        super::html::write(path, &super::html::fairness(&report))?;
     }
     Ok(())
 }

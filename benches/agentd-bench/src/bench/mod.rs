@@ -18,6 +18,7 @@ pub mod fairness;
 pub mod held;
 pub mod history;
 pub mod hostile;
+pub mod html;
 mod memory;
 pub mod peer;
 pub mod queue;
