@@ -40,7 +40,8 @@ fn worker_app(api: &Api, provider: Option<Arc<ScriptedProvider>>) -> App {
     app
 }
 
-/// Runs auto_create workers until `doc` is `proposed`, `failed` or `skipped` and no job waits.
+/// Runs auto_create workers until `doc` is `proposed`, `accepted`, `failed` or `skipped` and no
+/// job waits.
 async fn drain(app: &App, doc: Uuid) {
     let (w, stop) = common::start_worker(app, "auto_create", None).await;
     let pool = app.pool.clone();
@@ -53,7 +54,7 @@ async fn drain(app: &App, doc: Uuid) {
                     .fetch_one(&pool)
                     .await
                     .unwrap();
-            matches!(s.as_str(), "proposed" | "failed" | "skipped")
+            matches!(s.as_str(), "proposed" | "accepted" | "failed" | "skipped")
         }
     })
     .await;
@@ -1060,6 +1061,145 @@ async fn a_failed_refine_leaves_the_proposal_it_started_from() {
     for k in ["schema", "prompt", "extraction", "fields", "run"] {
         assert_eq!(after[k], before[k], "{k}");
     }
+}
+
+/// Security review D13: a refine of an accepted document that fails, or whose job is
+/// cancelled, leaves it `accepted` (not `proposed`, not `failed`) with its proposal and the
+/// error.
+#[tokio::test]
+async fn a_failed_or_cancelled_refine_of_an_accepted_document_leaves_it_accepted() {
+    let api = Api::start().await;
+    let (_, reviewer) = api.org("acme", Role::Reviewer).await;
+    let doc = upload(
+        &api,
+        &reviewer,
+        json!({"name": "invoice.txt", "text": INVOICE, "auto_create": true}),
+    )
+    .await;
+    drain(&worker_app(&api, None), doc).await;
+    let path = format!("/v1/documents/{doc}");
+    let acc = api
+        .call("POST", &format!("{path}/accept"), Some(&reviewer), None)
+        .await;
+    assert_eq!(acc.status.as_u16(), 200, "{}", acc.body);
+    let before = api.call("GET", &path, Some(&reviewer), None).await.body;
+    assert_eq!(before["auto_create_status"], "accepted", "{before}");
+    let refine = |words: &'static str| {
+        let (api, reviewer, path) = (&api, &reviewer, &path);
+        async move {
+            let a = api
+                .call(
+                    "POST",
+                    &format!("{path}/refine"),
+                    Some(reviewer),
+                    Some(json!({ "instructions": words })),
+                )
+                .await;
+            assert_eq!(a.status.as_u16(), 202, "{}", a.body);
+            a.body["job_id"].as_i64().expect("job_id")
+        }
+    };
+    // A model that only talks: the run ends without a new extraction.
+    let p = Arc::new(ScriptedProvider::new(vec![
+        Turn::text("I would add it."),
+        Turn::text("Sure."),
+        Turn::text("Done, I think."),
+    ]));
+    refine("Add a field due_date").await;
+    drain(&worker_app(&api, Some(p.clone())), doc).await;
+    p.assert_complete();
+    let after = api.call("GET", &path, Some(&reviewer), None).await.body;
+    assert_eq!(after["auto_create_status"], "accepted", "{after}");
+    let error = after["error"].as_str().unwrap_or_default();
+    assert!(error.contains("missing extraction"), "{after}");
+    for k in ["schema", "prompt", "extraction", "fields", "run"] {
+        assert_eq!(after[k], before[k], "{k}");
+    }
+    // Cancelled while it waits.
+    let job = refine("Rename total to total_due").await;
+    let mut conn = api.db.pool.acquire().await.unwrap();
+    let cancelled = agentd::jobs::cancel::cancel(&mut conn, job, Utc::now())
+        .await
+        .unwrap();
+    drop(conn);
+    assert!(cancelled);
+    let after = api.call("GET", &path, Some(&reviewer), None).await.body;
+    assert_eq!(after["auto_create_status"], "accepted", "{after}");
+    let error = after["error"].as_str().unwrap_or_default();
+    assert!(error.contains("was cancelled"), "{after}");
+    for k in ["schema", "prompt", "extraction", "fields", "run"] {
+        assert_eq!(after[k], before[k], "{k}");
+    }
+}
+
+/// Security review D13: a refine's words are not kept in its job's payload (which any job
+/// reader sees and erasure does not reach) but in `refine_requests`, which the document's
+/// erasure deletes; the run still reads them.
+#[tokio::test]
+async fn a_refines_words_stay_out_of_the_job_payload_and_go_with_the_document() {
+    let api = Api::start().await;
+    let (org, reviewer) = api.org("acme", Role::Reviewer).await;
+    let doc = upload(
+        &api,
+        &reviewer,
+        json!({"name": "invoice.txt", "text": INVOICE, "auto_create": true}),
+    )
+    .await;
+    drain(&worker_app(&api, None), doc).await;
+    let words = "Add a field due_date; ask Jane Roe about the rest";
+    let a = api
+        .call(
+            "POST",
+            &format!("/v1/documents/{doc}/refine"),
+            Some(&reviewer),
+            Some(json!({ "instructions": words })),
+        )
+        .await;
+    assert_eq!(a.status.as_u16(), 202, "{}", a.body);
+    let job = a.body["job_id"].as_i64().expect("job_id");
+    let payload: Value = sqlx::query_scalar("SELECT payload FROM agentd_jobs WHERE id = $1")
+        .bind(job)
+        .fetch_one(&api.db.pool)
+        .await
+        .unwrap();
+    assert!(!payload.to_string().contains("Jane Roe"), "{payload}");
+    assert!(payload["refine"]["requested_by"].is_string(), "{payload}");
+    let kept: String =
+        sqlx::query_scalar("SELECT instructions FROM refine_requests WHERE job_id = $1")
+            .bind(job)
+            .fetch_one(&api.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(kept, words);
+    // The run reads them from there (the scripted model sees them in its first message).
+    let p = Arc::new(ScriptedProvider::new(vec![
+        Turn::text("I would add it."),
+        Turn::text("Sure."),
+        Turn::text("Done, I think."),
+    ]));
+    drain(&worker_app(&api, Some(p.clone())), doc).await;
+    let first = format!(
+        "{:?}",
+        p.requests.lock().unwrap().first().map(|r| &r.messages)
+    );
+    assert!(first.contains("Jane Roe"), "{first}");
+    // Deleting the document erases them; no job row holds them.
+    let mut conn = api.db.pool.acquire().await.unwrap();
+    assert!(
+        agentd::store::documents::delete(&mut conn, org, doc)
+            .await
+            .unwrap()
+    );
+    drop(conn);
+    let left: i64 = sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM refine_requests WHERE document_id = $1)
+              + (SELECT count(*) FROM agentd_jobs WHERE payload::text LIKE '%Jane Roe%')",
+    )
+    .bind(doc)
+    .fetch_one(&api.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(left, 0, "the words outlive the document");
 }
 
 #[tokio::test]

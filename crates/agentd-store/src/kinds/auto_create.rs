@@ -31,12 +31,12 @@ pub struct Payload {
     pub refine: Option<Refine>,
 }
 
-/// The `refine` part of an `auto_create` payload.
+/// The `refine` part of an `auto_create` payload. The reviewer's words are not in it: they are
+/// the row of `refine_requests` named by the job's id (migration 0100), which erasure and
+/// retention reach (security review D13).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Refine {
-    /// The reviewer's words, verbatim (checked by `jobs::refine::check_instructions`).
-    pub instructions: String,
     /// Who asked (`key <id>`, `cli:<who>`), as the audit row names them.
     pub requested_by: String,
 }

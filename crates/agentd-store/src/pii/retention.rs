@@ -103,9 +103,9 @@ const ERASED: &str = "[erased with its document]";
 /// Erases a document's text from transcripts (call before deleting it, in the same
 /// transaction), and what was derived from it elsewhere (review N12): the final text and error
 /// of those runs, the arguments, snapshot, result, rationale and summary of the approvals on
-/// the document (a pending one can then only end stale), and the title and message of the
-/// suggestions about it. Audit rows keep their hashes and redacted arguments. Returns the runs
-/// compacted.
+/// the document (a pending one can then only end stale), the title and message of the
+/// suggestions about it, and the instructions of its refines (`refine_requests`). Audit rows
+/// keep their hashes and redacted arguments. Returns the runs compacted.
 pub async fn erase_document(
     conn: &mut PgConnection,
     org_id: Uuid,
@@ -146,6 +146,12 @@ pub async fn erase_document(
     .bind(ERASED)
     .execute(&mut *conn)
     .await?;
+    // A refine's words (D13, migration 0100): the job that carried them keeps only who asked.
+    sqlx::query("DELETE FROM refine_requests WHERE org_id = $1 AND document_id = $2")
+        .bind(org_id)
+        .bind(document_id)
+        .execute(&mut *conn)
+        .await?;
     sqlx::query(
         "UPDATE suggestions SET title = $3, message = $3
           WHERE org_id = $1 AND (document_id = $2 OR subject = $2::text)",

@@ -174,7 +174,8 @@ pub async fn set_status<'e, E: PgExecutor<'e>>(
 
 /// Fails a document's auto-create (`queued` or `running`) because its job `job_id` was
 /// cancelled, unless another auto_create job of the document is waiting or running (that one
-/// will finish it). Whether the document changed.
+/// will finish it): `failed`, or for a refine the status it had when the refine was asked
+/// ([`refine_request`]; its proposal is untouched). Whether the document changed.
 pub async fn fail_cancelled<'e, E: PgExecutor<'e>>(
     exec: E,
     org_id: Uuid,
@@ -183,7 +184,10 @@ pub async fn fail_cancelled<'e, E: PgExecutor<'e>>(
     now: DateTime<Utc>,
 ) -> sqlx::Result<bool> {
     let done = sqlx::query(
-        "UPDATE documents d SET auto_create_status = 'failed', updated_at = $4,
+        "UPDATE documents d SET updated_at = $4,
+                auto_create_status = COALESCE((SELECT r.prior_status FROM refine_requests r
+                                                WHERE r.job_id = $3 AND r.org_id = d.org_id
+                                                  AND r.document_id = d.id), 'failed'),
                 auto_create_error = 'auto_create job ' || $3 || ' was cancelled'
           WHERE d.org_id = $1 AND d.id = $2 AND d.auto_create_status IN ('queued', 'running')
             AND NOT EXISTS (SELECT 1 FROM agentd_jobs a
@@ -199,6 +203,58 @@ pub async fn fail_cancelled<'e, E: PgExecutor<'e>>(
     .execute(exec)
     .await?;
     Ok(done.rows_affected() > 0)
+}
+
+/// A refine's request (migration 0100): the reviewer's words, kept out of the job's payload,
+/// and the document's status when it was asked.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RefineRequest {
+    pub instructions: String,
+    pub prior_status: AutoCreateStatus,
+}
+
+/// Records the request of refine job `job_id` of `org_id`'s document `document_id` (in the
+/// transaction that enqueued the job).
+pub async fn add_refine_request<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    document_id: Uuid,
+    job_id: i64,
+    r: &RefineRequest,
+    now: DateTime<Utc>,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO refine_requests (job_id, org_id, document_id, instructions, prior_status, created_at)
+         VALUES ($3, $1, $2, $4, $5, $6)",
+    )
+    .bind(org_id)
+    .bind(document_id)
+    .bind(job_id)
+    .bind(&r.instructions)
+    .bind(r.prior_status)
+    .bind(now)
+    .execute(exec)
+    .await?;
+    Ok(())
+}
+
+/// The request of refine job `job_id` of `org_id`'s document `document_id`; `None` when it is
+/// gone (the document was erased) or never was.
+pub async fn refine_request<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    document_id: Uuid,
+    job_id: i64,
+) -> sqlx::Result<Option<RefineRequest>> {
+    sqlx::query_as(
+        "SELECT instructions, prior_status FROM refine_requests
+          WHERE org_id = $1 AND document_id = $2 AND job_id = $3",
+    )
+    .bind(org_id)
+    .bind(document_id)
+    .bind(job_id)
+    .fetch_optional(exec)
+    .await
 }
 
 /// What run `run_id` created in `org_id` for `document_id`, as the proposal it would record. The

@@ -6,7 +6,8 @@
 //! hits a cap but left a complete proposal (schema, prompt, extraction) still counts as proposed.
 //! A job may name a schema, a prompt and tags to start from (`jobs/start.rs`), or carry a
 //! reviewer's `refine` (`jobs/refine.rs`): the run starts from the document's proposal and a
-//! failed refine leaves the document `proposed` with that proposal and the error.
+//! failed refine leaves the document with that proposal, the error and the status it had when
+//! the refine was asked (`proposed` or `accepted`, kept in `refine_requests`).
 
 use super::refine;
 use super::render;
@@ -117,6 +118,29 @@ impl JobHandler for AutoCreate {
                 p.document_id
             )));
         }
+        // A refine's words and the status to restore if it fails (D13: not in the payload).
+        let request = match &p.refine {
+            Some(_) => {
+                let r = store::refine_request(&mut *tx, org, doc, job.job.id).await?;
+                let Some(r) = r else {
+                    let why = "the refine's instructions are gone (refine_requests has no row for the job)";
+                    store::set_status(
+                        &mut *tx,
+                        org,
+                        doc,
+                        AutoCreateStatus::Failed,
+                        None,
+                        Some(why),
+                        now,
+                    )
+                    .await?;
+                    tx.commit().await?;
+                    return Err(JobError::fatal(format_args!("document {doc}: {why}")));
+                };
+                Some(r)
+            }
+            None => None,
+        };
         // What the run starts from: the proposal it refines, or what the job names.
         let start = if p.refine.is_some() {
             if !state.proposed.complete() {
@@ -174,7 +198,7 @@ impl JobHandler for AutoCreate {
 
         let spec = app.spec(Kind::NAME);
         let mut conn = app.pool.acquire().await?;
-        let first = match &p.refine {
+        let first = match &request {
             Some(r) => {
                 let (proposed, words) = (&state.proposed, &r.instructions);
                 refine::first_message(&mut conn, org, doc, proposed, words).await?
@@ -288,10 +312,18 @@ impl AutoCreate {
             let n = store::remove_proposed(&mut tx, p.org_id, run).await?;
             info!(run_id = %run, removed = n, "removed the failed run's proposed artifacts");
         }
-        // A failed refine leaves the proposal it started from, and says why.
-        let (status, run_id) = match p.refine {
-            Some(_) => (AutoCreateStatus::Proposed, None),
-            None => (AutoCreateStatus::Failed, run_id),
+        // A failed refine leaves the proposal it started from with the status it had
+        // (`proposed` or `accepted`, D13), and says why.
+        let prior = match p.refine {
+            Some(_) => store::refine_request(&mut *tx, p.org_id, p.document_id, job.job.id)
+                .await?
+                .map(|r| r.prior_status),
+            None => None,
+        };
+        let (status, run_id) = match (&p.refine, prior) {
+            (Some(_), Some(prior)) => (prior, None),
+            (Some(_), None) => (AutoCreateStatus::Proposed, None),
+            (None, _) => (AutoCreateStatus::Failed, run_id),
         };
         store::set_status(
             &mut *tx,

@@ -1,7 +1,8 @@
 //! Cancelling a job (`agentd jobs cancel`, `POST /v1/jobs/{id}/cancel`): the queue ends the job
 //! ([`crate::queue::store::cancel`], which knows only its own table), and in the same
 //! transaction this ends what the job drove: its run, if still running, becomes `cancelled`, and
-//! the document of an auto_create job becomes `failed` with the reason unless another of its
+//! the document of an auto_create job becomes `failed` with the reason (a refine's goes back to
+//! the status it had, `proposed` or `accepted`, with its proposal) unless another of its
 //! auto_create jobs is waiting or running. What a cancel misses (a run or document ended later
 //! by a crash, say), the reconciler ([`super::reconcile`]) ends.
 

@@ -4,9 +4,9 @@
 //! a timeout, a panic or a crash on the last attempt, a rescue past `max_attempts`), cancelled,
 //! finished without finishing the run, or gone (retention), nothing will ever touch the run or
 //! its document again. The reconciler marks such runs `failed` (or `cancelled`) and such
-//! documents `failed`, each with the reason taken from the job, so an operator sees why and a
-//! re-enqueue can start over. It never touches a run or document whose job is waiting or
-//! running: that job will finish it.
+//! documents `failed` (a refine's: back to the status it had, `refine_requests`), each with the
+//! reason taken from the job, so an operator sees why and a re-enqueue can start over. It never
+//! touches a run or document whose job is waiting or running: that job will finish it.
 //!
 //! `jobs cancel` ends the run and the document in the same transaction as the cancel
 //! ([`super::cancel`]); the reconciler catches everything else.
@@ -142,8 +142,9 @@ async fn end_runs(
 }
 
 /// Ends documents `queued`/`running` for auto-create with no auto_create job waiting or running
-/// (`$1`: now, `$2`: at most this many). The waiting or running job is looked up per document
-/// by a scalar subquery, one probe of `agentd_jobs_auto_create_doc_idx` each: as `NOT EXISTS`
+/// (`$1`: now, `$2`: at most this many): `failed`, or for a refine the status the document had
+/// when it was asked (`refine_requests`, D13). The waiting or running job is looked up per
+/// document by a scalar subquery, one probe of `agentd_jobs_auto_create_doc_idx` each: as `NOT EXISTS`
 /// the planner may make it an anti join, and on a table without statistics (a fresh backlog,
 /// autovacuum off or not yet run) it chose a nested loop over every waiting job materialised —
 /// documents × jobs rows, 1–6 s a pass with 6,000 queued documents (`agentd bench fairness`).
@@ -163,7 +164,9 @@ pub const END_DOCUMENTS: &str = "WITH s AS (
              LIMIT $2
              FOR UPDATE OF d SKIP LOCKED)
          UPDATE documents d
-            SET auto_create_status = 'failed', updated_at = $1,
+            SET auto_create_status = COALESCE((SELECT r.prior_status FROM refine_requests r
+                                                WHERE r.job_id = s.job_id AND r.document_id = d.id), 'failed'),
+                updated_at = $1,
                 auto_create_error = left(CASE
                     WHEN s.job_id IS NULL THEN 'no auto_create job is waiting or running for this document'
                     WHEN s.job_state = 'cancelled' THEN 'auto_create job ' || s.job_id || ' was cancelled'

@@ -1,18 +1,20 @@
 //! Refine with instructions (issue 33, item 1): a reviewer's words about what to change in a
 //! document's proposal. [`request`] checks and enqueues (the document locked, its `auto_create`
-//! job with `refine` in its payload under the document's unique key, the status `queued` and an
-//! audit row naming who asked, one transaction); the `auto_create` handler then runs the loop
-//! from the proposal ([`first_message`]: its schema, prompt and extraction, and the
-//! instructions verbatim, fenced as the person's words), lets the run write new versions of
-//! that schema and prompt only (`tools::scope::Revisable`; [`NOT_IN_REFINE`] are not offered),
-//! and brings the document back to `proposed` — with the new proposal, or, when the run fails,
-//! the old one and the error.
+//! job with `refine` in its payload under the document's unique key, the words and the
+//! document's status in `refine_requests` under the job's id — not in the payload, which
+//! erasure does not reach, security review D13 —, the status `queued` and an audit row naming
+//! who asked, one transaction); the `auto_create` handler then runs the loop from the proposal
+//! ([`first_message`]: its schema, prompt and extraction, and the instructions verbatim, fenced
+//! as the person's words), lets the run write new versions of that schema and prompt only
+//! (`tools::scope::Revisable`; [`NOT_IN_REFINE`] are not offered), and brings the document to
+//! `proposed` with the new proposal, or, when the run fails or the job is cancelled or dies,
+//! back to the status it had (`proposed` or `accepted`) with the old proposal and the error.
 
 use crate::agent::fenced;
 use crate::kinds::auto_create::Payload;
 use crate::kinds::{AutoCreate, JobKind};
 use crate::queue::{self, QueueError};
-use crate::store::auto_create::{self, Proposed};
+use crate::store::auto_create::{self, Proposed, RefineRequest};
 use crate::store::documents::AutoCreateStatus;
 use crate::store::extractions::ExtractionRow;
 use crate::store::runs::NewAudit;
@@ -118,20 +120,26 @@ pub async fn request(
     if !has_proposal {
         return Err(RefineError::NoProposal(document_id, st.auto_create_status));
     }
+    // The words go to `refine_requests`, which erasure and retention reach, not into the
+    // payload (security review D13); the job's id is the reference.
     let refine = Refine {
-        instructions,
         requested_by: by.to_string(),
     };
     let payload = Payload {
         org_id,
         document_id,
-        refine: Some(refine.clone()),
+        refine: Some(refine),
         ..Payload::default()
     };
     let job = AutoCreate::queued(&payload, queue_spec);
     let Some(job_id) = queue::enqueue(&mut *tx, &job).await? else {
         return Err(RefineError::Busy(document_id));
     };
+    let request = RefineRequest {
+        instructions,
+        prior_status: st.auto_create_status,
+    };
+    auto_create::add_refine_request(&mut *tx, org_id, document_id, job_id, &request, now).await?;
     auto_create::set_status(
         &mut *tx,
         org_id,
@@ -145,8 +153,8 @@ pub async fn request(
     // The audit keeps who asked and a hash of the words, not the words (they may name people).
     let actor = format!("human:{by}");
     let args = json!({"document_id": document_id,
-        "instructions_chars": refine.instructions.chars().count(),
-        "instructions_sha256": hex::encode(Sha256::digest(refine.instructions.as_bytes()))});
+        "instructions_chars": request.instructions.chars().count(),
+        "instructions_sha256": hex::encode(Sha256::digest(request.instructions.as_bytes()))});
     let outcome = json!({"job_id": job_id, "from_run": st.auto_create_run_id});
     let audit = NewAudit {
         args: Some(&args),
