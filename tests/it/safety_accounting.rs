@@ -603,6 +603,177 @@ async fn an_edited_extraction_approval_records_the_arguments_that_ran() {
     );
 }
 
+/// An extraction model that answers each prompt with its own value (`gates`: the prompt's text,
+/// the value of `a`, a gate) and holds each call at its gate until the test opens it, saying
+/// on `entered` which prompt's call arrived: two reviewers' calls overlap in a known order.
+struct HeldExtraction {
+    gates: Vec<(&'static str, &'static str, tokio::sync::Semaphore)>,
+    entered: tokio::sync::mpsc::UnboundedSender<&'static str>,
+    usage: Usage,
+}
+
+#[async_trait::async_trait]
+impl LlmProvider for HeldExtraction {
+    fn name(&self) -> &str {
+        "held"
+    }
+    async fn complete(&self, req: CompletionRequest) -> Result<CompletionResponse, LlmError> {
+        let seen = format!("{req:?}");
+        let Some((needle, value, gate)) = self.gates.iter().find(|g| seen.contains(g.0)) else {
+            return Err(LlmError::new("held", "a call of no known prompt", false));
+        };
+        let _ = self.entered.send(needle);
+        gate.acquire()
+            .await
+            .map_err(|e| LlmError::new("held", e.to_string(), false))?
+            .forget();
+        Ok(CompletionResponse {
+            message: Message {
+                role: Role::Assistant,
+                content: vec![Block::Text {
+                    text: json!({ "a": value }).to_string(),
+                }],
+            },
+            usage: self.usage,
+            finish: FinishReason::EndTurn,
+            model: req.model.clone(),
+        })
+    }
+}
+
+/// Security review D14: reviewer 1 approves a `run_extraction` edited to P1 and its call is
+/// made; reviewer 2's edit to P2 commits while it answers. Reviewer 1's answer (P1's values)
+/// must not be applied under P2's arguments: the approval ends `stale`, and no extraction holds
+/// one prompt's values under another prompt's id.
+#[tokio::test]
+async fn an_edit_landing_while_an_approved_extraction_runs_makes_it_stale() {
+    let w = world().await;
+    let d = doc(&w, "a").await;
+    let mut c = w.db.pool.acquire().await.unwrap();
+    let s = agentd::store::schemas::create(&mut c, w.org, "S", &format(), None, Utc::now())
+        .await
+        .unwrap();
+    let mut prompts = Vec::new();
+    for name in ["P0", "P1", "P2"] {
+        let f = agentd::store::prompts::PromptFields {
+            name: name.into(),
+            content: format!("Extract a ({name})."),
+            schema_id: s.schema_id,
+            schema_version: s.version,
+            model: None,
+            tag_ids: vec![],
+        };
+        let p = agentd::store::prompts::create(&mut c, w.org, &f, None, Utc::now())
+            .await
+            .unwrap();
+        prompts.push(p.prompt_id);
+    }
+    drop(c);
+    let scripted = Arc::new(ScriptedProvider::new(vec![
+        Turn::tool(
+            "1",
+            "run_extraction",
+            json!({"document_id": d, "prompt_revid": format!("{}:1", prompts[0])}),
+        ),
+        Turn::text("proposed"),
+    ]));
+    let app = app_on(&w, w.db.pool.clone(), scripted.clone());
+    let spec = app.spec("proactive_suggestion");
+    let mut rs = app.run_spec(spec, w.org, "night".into(), Some(1), "go".into());
+    rs.night = Some(Utc::now().date_naive());
+    app.engine(spec)
+        .run(&rs, &CancellationToken::new())
+        .await
+        .unwrap();
+    scripted.assert_complete();
+    let id: Uuid = sqlx::query_scalar("SELECT id FROM pending_approvals")
+        .fetch_one(&w.db.pool)
+        .await
+        .unwrap();
+    let (tx, mut entered) = tokio::sync::mpsc::unbounded_channel();
+    let held = Arc::new(HeldExtraction {
+        gates: vec![
+            ("Extract a (P1).", "one", tokio::sync::Semaphore::new(0)),
+            ("Extract a (P2).", "two", tokio::sync::Semaphore::new(0)),
+        ],
+        entered: tx,
+        usage: Usage {
+            input_tokens: 100,
+            output_tokens: 20,
+            ..Default::default()
+        },
+    });
+    let reviewers = app_on(&w, w.db.pool.clone(), held.clone());
+    let approve = |who: &str, prompt: Uuid| {
+        let app = reviewers.clone();
+        let (who, org) = (who.to_string(), w.org);
+        let edited = json!({"document_id": d, "prompt_revid": format!("{prompt}:1")});
+        tokio::spawn(async move {
+            let spec = app.spec("proactive_suggestion");
+            approvals::decide(
+                &app.pool,
+                &app.clock,
+                &app.tool_env(spec),
+                id,
+                Some(org),
+                Decision::Approve { by: who },
+                approvals::DecisionExtra {
+                    reason: None,
+                    edited_args: Some(edited),
+                },
+            )
+            .await
+        })
+    };
+    let wait = Duration::from_secs(30);
+    // Reviewer 1's edit commits and its call is made; reviewer 2's edit commits meanwhile.
+    let first = approve("ann", prompts[1]);
+    let got = tokio::time::timeout(wait, entered.recv()).await.unwrap();
+    assert_eq!(got, Some("Extract a (P1)."));
+    let second = approve("bob", prompts[2]);
+    let got = tokio::time::timeout(wait, entered.recv()).await.unwrap();
+    assert_eq!(got, Some("Extract a (P2)."));
+    // Reviewer 1's phase 2 runs first, with the row now holding reviewer 2's arguments.
+    held.gates[0].2.add_permits(1);
+    let first = tokio::time::timeout(wait, first)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    held.gates[1].2.add_permits(1);
+    let second = tokio::time::timeout(wait, second)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.status, "stale", "{first:?}");
+    let hashes = &first.changes.as_ref().expect("changes")["arguments"];
+    assert_ne!(hashes["before_hash"], hashes["after_hash"], "{hashes}");
+    assert!(
+        !second.changed,
+        "the approval was already decided: {second:?}"
+    );
+    let (status, args): (String, Value) =
+        sqlx::query_as("SELECT status, args FROM pending_approvals WHERE id = $1")
+            .bind(id)
+            .fetch_one(&w.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(status, "stale");
+    assert_eq!(args["prompt_revid"], format!("{}:1", prompts[2]), "{args}");
+    // No extraction ran one prompt and was stored as another's.
+    let stored: Vec<(Uuid, Value)> =
+        sqlx::query_as("SELECT prompt_id, result FROM extractions WHERE document_id = $1")
+            .bind(d)
+            .fetch_all(&w.db.pool)
+            .await
+            .unwrap();
+    assert!(
+        stored.is_empty(),
+        "a stale approval applies nothing: {stored:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_cut_off_extraction_says_so_and_uses_the_configured_extraction_model() {
     let w = world().await;

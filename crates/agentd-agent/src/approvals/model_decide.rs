@@ -2,9 +2,12 @@
 //! [`crate::tools::model_phase`] (the protocol the loop shares), with no transaction open while
 //! the model answers. The inputs are read with the approval locked and the transaction ends; the
 //! call's usage is charged to the org and to the approval's run; a last transaction re-locks the
-//! approval, re-checks that it is still pending with an unchanged snapshot, and applies the
-//! answer on a savepoint. Two people approving at once may both pay for a call; only one
-//! applies it.
+//! approval, re-checks that it is still pending with the arguments the call was prepared from
+//! (their hash, carried through the two phases: another reviewer's edit may commit while the
+//! model answers, security review D14) and an unchanged snapshot, and applies the answer on a
+//! savepoint. Arguments that differ end the approval `stale`: the answer was made from
+//! arguments it no longer holds. Two people approving at once may both pay for a call; at
+//! most one applies it.
 
 use super::{DecideError, DecideOutcome, Recorded, ToolEnv, changed_snapshot, record, unchanged};
 use crate::clock::SharedClock;
@@ -28,6 +31,8 @@ pub(super) async fn approve(
     actor: &str,
 ) -> Result<DecideOutcome, DecideError> {
     let now = clock.now();
+    // What the call is prepared from; phase 2 applies the answer only to these arguments (D14).
+    let prepared_hash = args_hash(&row.action.args);
     let mut ctx = env.ctx(&mut tx, row.org_id, row.run_id, actor.to_string(), now);
     let prepared = tool.prepare(&mut ctx, &row.action.args).await;
     drop(ctx);
@@ -96,7 +101,21 @@ pub(super) async fn approve(
         // Decided by someone else while the model answered (its tokens are charged anyway).
         return Ok(unchanged(&row));
     }
-    if let Some(changes) = changed_snapshot(&mut tx, env, &row, actor, now).await? {
+    // Another reviewer's edit committed while the model answered: the answer is of other
+    // arguments than the approval now holds (hashes only: the arguments hold real values, D3).
+    let now_hash = args_hash(&row.action.args);
+    let edited_meanwhile = (now_hash != prepared_hash).then(|| {
+        json!({"arguments": {
+            "before_hash": prepared_hash,
+            "after_hash": now_hash,
+            "why": "the arguments were edited while the model answered the call prepared from them",
+        }})
+    });
+    let changes = match edited_meanwhile {
+        Some(c) => Some(c),
+        None => changed_snapshot(&mut tx, env, &row, actor, now).await?,
+    };
+    if let Some(changes) = changes {
         let result = json!({"changes": changes});
         let stale = ApprovalStatus::Stale;
         let mut out = finish(
@@ -144,6 +163,11 @@ pub(super) async fn approve(
             failed(tx, &row, actor, result, tokens, now).await
         }
     }
+}
+
+/// SHA-256 (hex) of the JCS canonical form of an approval's arguments.
+fn args_hash(args: &Value) -> String {
+    super::snapshot_hash("arguments", args, &Value::Null)
 }
 
 /// Ends the approval `failed` with `result` (the error).
