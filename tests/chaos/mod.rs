@@ -654,12 +654,14 @@ pub async fn run(opts: &Opts) -> anyhow::Result<Report> {
             let night = today - chrono::Duration::days(i64::from(nights));
             nights += 1;
             for org in &orgs {
-                let job = agentd::queue::NewJob::new(
-                    "proactive_suggestion",
-                    json!({"org_id": org, "night": night}),
-                )
-                .unique_key(format!("proactive_suggestion:{org}:{night}"))
-                .max_attempts(25);
+                let job = {
+                    use agentd::kinds::{JobKind, ProactiveSuggestion, proactive_suggestion};
+                    ProactiveSuggestion::job(&proactive_suggestion::Payload {
+                        org_id: *org,
+                        night,
+                    })
+                    .max_attempts(25)
+                };
                 if agentd::queue::enqueue_committed(&pool, &job).await.is_err() {
                     report.driver_db_errors += 1;
                 }
@@ -829,8 +831,11 @@ pub async fn run(opts: &Opts) -> anyhow::Result<Report> {
     Ok(report)
 }
 
-/// `n` expired approvals of `org` on `doc`, each with its sweep job.
-async fn add_expired_approvals(pool: &PgPool, org: Uuid, doc: Uuid, n: u32) -> sqlx::Result<()> {
+/// `n` expired approvals of `org` on `doc` and the org's sweep of them, built by its kind as
+/// `POST /v1/jobs` builds it (org id and per-org key, review D1; a batch whose sweep finds the
+/// org's previous one still waiting is left to the next).
+async fn add_expired_approvals(pool: &PgPool, org: Uuid, doc: Uuid, n: u32) -> anyhow::Result<()> {
+    use agentd::kinds::{ApprovalExpiry, JobKind, approval_expiry::Payload};
     let mut tx = pool.begin().await?;
     let ids: Vec<Uuid> = sqlx::query_scalar(
         "INSERT INTO pending_approvals (id, org_id, tool, args, snapshot, snapshot_hash, created_at, expires_at, chain_id)
@@ -846,15 +851,10 @@ async fn add_expired_approvals(pool: &PgPool, org: Uuid, doc: Uuid, n: u32) -> s
     .bind(n as i32)
     .fetch_all(&mut *tx)
     .await?;
-    sqlx::query(
-        "INSERT INTO agentd_jobs (kind, payload, max_attempts)
-         SELECT 'approval_expiry', jsonb_build_object('approval_ids', jsonb_build_array(id)), 25
-           FROM unnest($1::uuid[]) id",
-    )
-    .bind(&ids)
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await
+    let job = ApprovalExpiry::job(&Payload::org_sweep(org, ids)).max_attempts(25);
+    agentd::queue::enqueue(&mut *tx, &job).await?;
+    tx.commit().await?;
+    Ok(())
 }
 
 /// `pg_terminate_backend` of `k` of the agentd connections, picked by `pick`.
