@@ -72,6 +72,69 @@ async fn bad_config_values_exit_2_naming_the_key() {
     }
 }
 
+/// Review D12: a bad `webhooks.denied_cidrs` or `webhooks.allowed_ports`, in a file or the
+/// environment, stops the process with exit 2 naming the file (or variable), the key with its
+/// index and the problem; good ones start.
+#[tokio::test]
+async fn bad_webhook_guard_settings_exit_2_naming_file_key_and_problem() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentd.toml");
+    let file = path.display().to_string();
+    let with_file = |body: &str| {
+        std::fs::write(&path, body).unwrap();
+        agentd(&db, &["status"], &[("AGENTD_CONFIG", &file)])
+    };
+    for (body, expected) in [
+        (
+            "[webhooks]\ndenied_cidrs = [\"10.0.0.0/8\", \"10.0.0.1/8\"]\n",
+            "webhooks.denied_cidrs[1]: \"10.0.0.1/8\" has host bits set; the network is 10.0.0.0/8",
+        ),
+        (
+            "[webhooks]\ndenied_cidrs = [\"metadata.internal\"]\n",
+            "webhooks.denied_cidrs[0]: \"metadata.internal\" is not an IP network",
+        ),
+        (
+            "[webhooks]\nallowed_ports = [443, 0]\n",
+            "webhooks.allowed_ports[1] must be a port, 1–65535 (got 0",
+        ),
+        (
+            "[webhooks]\nallowed_ports = [70000]\n",
+            "webhooks.allowed_ports[0]",
+        ),
+        (
+            "[webhooks]\ndenied_cidrs = \"10.0.0.0/8\"\n",
+            "webhooks.denied_cidrs",
+        ),
+    ] {
+        let o = with_file(body);
+        let err = text(&o).1;
+        assert_eq!(o.status.code(), Some(2), "{body}: {err}");
+        assert!(
+            err.contains(&file) && err.contains(expected),
+            "{body}: expected {expected:?} in: {err}"
+        );
+    }
+    let o = agentd(
+        &db,
+        &["status"],
+        &[("AGENTD_WEBHOOKS__DENIED_CIDRS", "[\"fd00::/129\"]")],
+    );
+    let err = text(&o).1;
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("AGENTD_WEBHOOKS__DENIED_CIDRS")
+            && err.contains(
+                "webhooks.denied_cidrs[0]: \"fd00::/129\": the prefix length must be 0–128"
+            ),
+        "{err}"
+    );
+    let o = with_file(
+        "[webhooks]\ndenied_cidrs = [\"168.63.129.16\", \"fd00:ec2::/32\"]\nallowed_ports = [443, 8443]\n",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o).1);
+}
+
 #[tokio::test]
 async fn bad_job_files_exit_2_naming_file_key_and_problem() {
     let db = TestDb::new().await;

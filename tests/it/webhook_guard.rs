@@ -23,10 +23,12 @@ use uuid::Uuid;
 
 const SECRET: &str = "0123456789abcdef";
 
-/// `app` with the guard set as given (explicitly, either way).
+/// `app` with the guard set as given (explicitly, either way), on any port (the receivers
+/// listen on random ports; `webhooks.allowed_ports` has a test of its own below).
 fn with_guard(app: &App, allow_private_networks: bool) -> App {
     let mut config = (*app.config).clone();
     config.webhooks.allow_private_networks = allow_private_networks;
+    config.webhooks.allowed_ports.clear();
     let mut app = app.clone();
     app.config = Arc::new(config);
     app.clock = agentd::clock::system();
@@ -251,4 +253,129 @@ async fn deliveries_recheck_after_resolution_and_never_send_inward() {
     let jobs = deliver(&open, org).await;
     assert!(jobs.iter().all(|j| j.1 == "succeeded"), "{jobs:?}");
     assert_eq!(seen.load(Ordering::SeqCst), 2);
+}
+
+/// `app` with its `[webhooks]` changed by `f` (and the system clock, for the delivery worker).
+fn with_webhooks(app: &App, f: impl FnOnce(&mut agentd::config::WebhooksConfig)) -> App {
+    let mut config = (*app.config).clone();
+    f(&mut config.webhooks);
+    let mut app = app.clone();
+    app.config = Arc::new(config);
+    app.clock = agentd::clock::system();
+    app
+}
+
+/// Review D12: the operator's `webhooks.denied_cidrs` are refused at registration (literal, and
+/// in IPv6 forms of a denied IPv4 address) and at every delivery, literal or resolved, even with
+/// `allow_private_networks = true` — the receiver that gets the same deliveries without them gets
+/// nothing; with the guard on, a URL on a port outside `webhooks.allowed_ports` (80 and 443 by
+/// default) is refused at registration and, stored before the list, dead at its first delivery
+/// attempt without a connection (`not sent`, not a failed request retried).
+#[tokio::test]
+async fn denied_networks_and_ports_outside_the_list_are_refused_at_registration_and_delivery() {
+    let api = Api::start_with(|c| {
+        c.webhooks.denied_cidrs = vec!["93.184.216.0/24".into(), "2606:4700::/32".into()];
+    })
+    .await;
+    assert_eq!(api.app.config.webhooks.allowed_ports, vec![80, 443]);
+    let (_, admin) = api.org("acme", Role::Admin).await;
+    let a = Some(admin.as_str());
+    // Subscribed to an event the deliveries below do not emit.
+    let body = |url: &str| json!({"url": url, "events": ["proposal.ready"], "secret": SECRET});
+    for (url, says) in [
+        (
+            "http://93.184.216.34/hook",
+            "inside 93.184.216.0/24 of webhooks.denied_cidrs",
+        ),
+        (
+            "http://[::ffff:93.184.216.34]/hook",
+            "webhooks.denied_cidrs",
+        ),
+        ("https://[64:ff9b::5db8:d822]/hook", "webhooks.denied_cidrs"),
+        ("https://[2606:4700::1111]/hook", "inside 2606:4700::/32"),
+        (
+            "https://93.184.217.1:8443/hook",
+            "url port 8443 is not one of webhooks.allowed_ports (80, 443)",
+        ),
+        (
+            "http://hooks.example.com:22/hook",
+            "url port 22 is not one of webhooks.allowed_ports",
+        ),
+    ] {
+        let r = api.call("POST", "/v1/webhooks", a, Some(body(url))).await;
+        r.problem_in(url, 422, Some("url"));
+        let detail = r.body["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains(says), "{url}: {}", r.body);
+    }
+    for url in ["https://93.184.217.1/hook", "http://93.184.217.1:80/hook"] {
+        let r = api.call("POST", "/v1/webhooks", a, Some(body(url))).await;
+        assert_eq!(r.status, 201, "{url}: {}", r.body);
+    }
+    assert_eq!(api.count("SELECT count(*) FROM agentd_webhooks").await, 2);
+
+    // Delivery: private networks allowed, loopback denied by the operator. Stored without the
+    // registration check (as if made before the operator denied it).
+    let (port, seen) = receiver().await;
+    let (local, _) = api.org("local", Role::Admin).await;
+    let by_name = subscribe(
+        &api.db.pool,
+        local,
+        &format!("http://localhost:{port}/hook"),
+    )
+    .await;
+    let literal = subscribe(
+        &api.db.pool,
+        local,
+        &format!("http://127.0.0.1:{port}/hook"),
+    )
+    .await;
+    let denied = with_webhooks(&api.app, |w| {
+        w.allow_private_networks = true;
+        w.denied_cidrs = vec!["127.0.0.0/8".into(), "::1".into()];
+    });
+    let jobs = deliver(&denied, local).await;
+    assert_eq!(jobs.len(), 2, "{jobs:?}");
+    for (hook, state, attempt, error) in &jobs {
+        let error = error.as_deref().unwrap_or_default();
+        assert_eq!((state.as_str(), *attempt), ("dead", 1), "{hook}: {error}");
+        assert!(
+            error.contains("not sent") && error.contains("of webhooks.denied_cidrs"),
+            "{hook}: {error}"
+        );
+        if *hook == json!(by_name) {
+            assert!(error.contains("resolves to"), "after DNS: {error}");
+        } else {
+            assert_eq!(*hook, json!(literal));
+            assert!(
+                error.contains("url is 127.0.0.1, inside 127.0.0.0/8"),
+                "{error}"
+            );
+        }
+    }
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        0,
+        "nothing reached the receiver"
+    );
+    // Without the denied networks the same subscriptions deliver to the same receiver.
+    let open = with_webhooks(&api.app, |w| {
+        w.allow_private_networks = true;
+        w.denied_cidrs.clear();
+    });
+    let jobs = deliver(&open, local).await;
+    assert!(jobs.iter().all(|j| j.1 == "succeeded"), "{jobs:?}");
+    assert_eq!(seen.load(Ordering::SeqCst), 2);
+
+    // The port list at delivery (guard on): a public address on port 22, never connected to.
+    let (public, _) = api.org("public", Role::Admin).await;
+    subscribe(&api.db.pool, public, "http://93.184.217.1:22/hook").await;
+    let guarded = with_webhooks(&api.app, |w| w.denied_cidrs.clear());
+    let jobs = deliver(&guarded, public).await;
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    let error = jobs[0].3.as_deref().unwrap_or_default();
+    assert_eq!((jobs[0].1.as_str(), jobs[0].2), ("dead", 1), "{error}");
+    assert!(
+        error.contains("not sent: url port 22 is not one of webhooks.allowed_ports (80, 443)"),
+        "{error}"
+    );
 }

@@ -3,6 +3,7 @@
 //! name the source, the key and the fix.
 
 mod choices;
+mod cidr;
 mod duration;
 mod invalid;
 mod layering;
@@ -12,6 +13,7 @@ mod providers;
 pub use choices::{
     AUTO_PREFETCH_WINDOW, LogFormat, OtlpProtocol, Prefetch, PrefetchSetting, ProviderChoice,
 };
+pub use cidr::Cidr;
 pub use duration::{MAX_DURATION_SECS, TimeUnit, duration_at_most};
 pub use invalid::{Invalid, at_least};
 pub use otel::OtelConfig;
@@ -145,13 +147,73 @@ impl Default for ApiConfig {
 }
 
 /// Webhook deliveries.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WebhooksConfig {
     /// True: webhook URLs may reach loopback, link-local, private, unspecified and multicast
-    /// addresses (the SSRF guard of `webhooks/guard.rs` is off).
+    /// addresses (the built-in classes and the port list of `webhooks/guard.rs` are off;
+    /// `denied_cidrs` still apply).
     pub allow_private_networks: bool,
+    /// Networks refused at registration and at every delivery besides the built-in classes,
+    /// whatever `allow_private_networks` says (review D12): `a.b.c.d/n`, `x:y::/n` or one
+    /// address. IPv6 forms of an IPv4 address are checked as that address.
+    pub denied_cidrs: Vec<String>,
+    /// The ports a webhook URL may name (its scheme's port when it names none) while the guard
+    /// is on (`allow_private_networks = false`); empty: any port (review D12).
+    pub allowed_ports: Vec<u16>,
 }
+
+impl Default for WebhooksConfig {
+    fn default() -> Self {
+        Self {
+            allow_private_networks: false,
+            denied_cidrs: Vec::new(),
+            allowed_ports: vec![80, 443],
+        }
+    }
+}
+
+impl WebhooksConfig {
+    /// `denied_cidrs` parsed (a config that passed [`Config::validate`] has no bad one; one
+    /// that did not is skipped here, never panicked on).
+    pub fn denied(&self) -> Vec<Cidr> {
+        self.denied_cidrs
+            .iter()
+            .filter_map(|c| Cidr::parse(c).ok())
+            .collect()
+    }
+
+    /// Every entry of `denied_cidrs` a network, at most [`MAX_DENIED_CIDRS`] of them; every
+    /// port of `allowed_ports` 1–65535.
+    fn validate(&self) -> Result<(), Invalid> {
+        if self.denied_cidrs.len() > MAX_DENIED_CIDRS {
+            return Err(Invalid::new(
+                "webhooks.denied_cidrs",
+                format!(
+                    "webhooks.denied_cidrs may hold at most {MAX_DENIED_CIDRS} networks (got {}); join neighbouring ones",
+                    self.denied_cidrs.len()
+                ),
+            ));
+        }
+        for (i, c) in self.denied_cidrs.iter().enumerate() {
+            if let Err(m) = Cidr::parse(c) {
+                let key = format!("webhooks.denied_cidrs[{i}]");
+                return Err(Invalid::new(key.clone(), format!("{key}: {m}")));
+            }
+        }
+        if let Some(i) = self.allowed_ports.iter().position(|p| *p == 0) {
+            let key = format!("webhooks.allowed_ports[{i}]");
+            return Err(Invalid::new(
+                key.clone(),
+                format!("{key} must be a port, 1–65535 (got 0; an empty list allows any port)"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Most entries `webhooks.denied_cidrs` may hold (each delivery checks every one).
+pub const MAX_DENIED_CIDRS: usize = 1024;
 
 /// The redaction boundary.
 #[derive(Debug, Clone, Deserialize)]
@@ -1065,6 +1127,7 @@ impl Config {
         for (model, price) in &self.llm.prices {
             price.check(&format!("llm.prices.{model:?}"))?;
         }
+        self.webhooks.validate()?;
         for (i, p) in self.pii.national_id_patterns.iter().enumerate() {
             if let Err(e) = regex::Regex::new(p) {
                 let key = format!("pii.national_id_patterns[{i}]");

@@ -20,7 +20,8 @@ use utoipa::ToSchema;
 #[schema(example = json!({"url": "https://hooks.example.com/agentd", "events": ["proposal.ready", "approval.created"], "secret": "0123456789abcdef0123"}))]
 pub struct NewWebhookRequest {
     /// Where to POST events: an absolute http(s) URL (at most 2048 characters) of a public
-    /// address (unless `webhooks.allow_private_networks`).
+    /// address (unless `webhooks.allow_private_networks`), outside `webhooks.denied_cidrs`, on
+    /// a port of `webhooks.allowed_ports` (80 and 443 unless the operator changed them).
     #[schema(max_length = 2048, pattern = "^[Hh][Tt][Tt][Pp][Ss]?://")]
     pub url: String,
     /// Event types to deliver (1–20, no duplicates), e.g. `["proposal.ready", "approval.created"]`.
@@ -58,8 +59,8 @@ pub struct WebhookList {
 pub async fn create(req: Scoped<Admin>, JsonBody(r): JsonBody<NewWebhookRequest>) -> ApiResult {
     let invalid = |e: Invalid| Problem::invalid(e.key, e.message);
     crate::webhooks::validate_url(&r.url).map_err(invalid)?;
-    let allow = req.app.config.webhooks.allow_private_networks;
-    crate::webhooks::guard::check_registration(&r.url, allow)
+    let guard = crate::webhooks::guard::Policy::new(&req.app.config.webhooks);
+    crate::webhooks::guard::check_registration(&r.url, &guard)
         .await
         .map_err(invalid)?;
     crate::webhooks::validate_events(&r.events).map_err(invalid)?;

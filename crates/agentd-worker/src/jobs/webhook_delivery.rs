@@ -37,7 +37,7 @@ impl WebhookDelivery {
             sender: Sender::with_connect_timeout(
                 Duration::from_secs(secs),
                 Duration::from_secs(connect),
-                app.config.webhooks.allow_private_networks,
+                crate::webhooks::guard::Policy::new(&app.config.webhooks),
             ),
             failures_to_open: w.map_or(5, |w| w.failures_to_open).min(i32::MAX as u32) as i32,
         }

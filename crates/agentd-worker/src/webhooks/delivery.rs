@@ -3,6 +3,7 @@
 //! with backoff until the job's attempts run out (`dead`, with the last error). A destination the
 //! SSRF guard refuses (`guard.rs`) is `SendError::Blocked`, never sent.
 
+use super::guard::{GuardedResolver, Policy};
 use super::{event_json, signature_header};
 use crate::store::events::EventRow;
 use std::time::Duration;
@@ -11,8 +12,8 @@ use std::time::Duration;
 #[derive(Clone)]
 pub struct Sender {
     client: reqwest::Client,
-    /// The SSRF guard is on (`webhooks.allow_private_networks = false`).
-    guarded: bool,
+    /// The SSRF guard (`[webhooks]`).
+    guard: Policy,
 }
 
 /// Why a delivery did not land.
@@ -31,30 +32,30 @@ impl Sender {
     /// A sender whose requests give up after `timeout`; redirects are not followed (a
     /// subscription names the final URL). Unless `allow_private_networks`, every name is
     /// resolved by the guard's resolver and no proxy is used (a proxy would resolve it instead).
+    /// The other `[webhooks]` settings are their defaults.
     pub fn new(timeout: Duration, allow_private_networks: bool) -> Self {
-        Self::with_connect_timeout(timeout, Duration::from_secs(2), allow_private_networks)
+        let config = crate::config::WebhooksConfig {
+            allow_private_networks,
+            ..Default::default()
+        };
+        Self::with_connect_timeout(timeout, Duration::from_secs(2), Policy::new(&config))
     }
 
-    /// [`Sender::new`], giving up on a receiver that has not accepted the connection within
-    /// `connect` (a black-holed address fails fast instead of holding a slot for `timeout`).
-    pub fn with_connect_timeout(
-        timeout: Duration,
-        connect: Duration,
-        allow_private_networks: bool,
-    ) -> Self {
+    /// [`Sender::new`] with the guard `guard`, giving up on a receiver that has not accepted
+    /// the connection within `connect` (a black-holed address fails fast instead of holding a
+    /// slot for `timeout`). Unless the guard is off, every name is resolved by its resolver and
+    /// no proxy is used.
+    pub fn with_connect_timeout(timeout: Duration, connect: Duration, guard: Policy) -> Self {
         let mut b = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(connect.min(timeout))
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("agentd-webhooks/", env!("CARGO_PKG_VERSION")));
-        if !allow_private_networks {
-            b = b.dns_resolver(super::guard::GuardedResolver).no_proxy();
+        if !guard.is_off() {
+            b = b.dns_resolver(GuardedResolver(guard.clone())).no_proxy();
         }
         let client = b.build().expect("a reqwest client builds");
-        Self {
-            client,
-            guarded: !allow_private_networks,
-        }
+        Self { client, guard }
     }
 
     /// Sends `event` to `url`, signed with `secret` at unix time `now` (attempt `attempt`).
@@ -66,9 +67,11 @@ impl Sender {
         attempt: i32,
         now: i64,
     ) -> Result<u16, SendError> {
-        if self.guarded {
+        if !self.guard.is_off() {
             let u = reqwest::Url::parse(url).map_err(|e| SendError::Request(e.to_string()))?;
-            super::guard::check_ip_literal(&u).map_err(|e| SendError::Blocked(e.to_string()))?;
+            self.guard
+                .check_ip_literal(&u)
+                .map_err(|e| SendError::Blocked(e.to_string()))?;
         }
         let body = serde_json::to_vec(&event_json(event)).expect("JSON serialises");
         let res = self

@@ -11,9 +11,20 @@
 //! then) and at every delivery, on the addresses the connection will actually use (a resolver
 //! installed in the delivery client, so a name that changes its answer later — DNS rebinding —
 //! is caught). Only `http`/`https` URLs are accepted at all (`validate_url`).
+//!
+//! The operator adds to that (review D12, [`Policy`]): `webhooks.denied_cidrs`, networks refused
+//! like the built-in classes — at registration and at every delivery, literal or resolved, IPv6
+//! forms of an IPv4 address checked as it — and applied even with `allow_private_networks =
+//! true` (an explicit deny narrows an explicit allow); and `webhooks.allowed_ports` (80 and 443
+//! by default), the ports a URL may name while the guard is on, so the delivery status (visible
+//! in `GET /v1/webhooks`) is not a port scan of the public addresses the guard lets through,
+//! the service's own among them. With `allow_private_networks = true` the operator has opened
+//! the host and its network to receivers on ports of their own (the tests' receivers listen
+//! on random ports of 127.0.0.1), so the port list is off with the built-in classes.
 
-use crate::config::Invalid;
+use crate::config::{Cidr, Invalid, WebhooksConfig};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long registration waits for DNS; unresolved names are accepted (delivery re-checks).
@@ -105,27 +116,148 @@ fn v4_class(ip: Ipv4Addr) -> Option<&'static str> {
 
 /// Why a URL or a resolved address was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "url {what} a {class} address ({addr}), which webhooks may not reach; an operator can allow it with webhooks.allow_private_networks = true"
-)]
-pub struct Blocked {
-    /// "is" (an IP literal) or "resolves to".
-    pub what: &'static str,
-    pub class: &'static str,
-    pub addr: String,
+pub enum Blocked {
+    /// A built-in class of the service's own network.
+    #[error(
+        "url {what} a {class} address ({addr}), which webhooks may not reach; an operator can allow it with webhooks.allow_private_networks = true"
+    )]
+    Class {
+        /// "is" (an IP literal), "resolves to" or "names".
+        what: &'static str,
+        class: &'static str,
+        addr: String,
+    },
+    /// Inside a network of `webhooks.denied_cidrs`.
+    #[error(
+        "url {what} {addr}, inside {cidr} of webhooks.denied_cidrs, which webhooks may not reach"
+    )]
+    Denied {
+        what: &'static str,
+        addr: String,
+        cidr: String,
+    },
+    /// A port not in `webhooks.allowed_ports`.
+    #[error(
+        "url port {port} is not one of webhooks.allowed_ports ({allowed}); an operator can add it there"
+    )]
+    Port { port: u16, allowed: String },
 }
 
-fn check_addrs(what: &'static str, addrs: &[IpAddr]) -> Result<(), Blocked> {
-    for ip in addrs {
-        if let Some(class) = forbidden(*ip) {
-            return Err(Blocked {
+/// What the guard refuses: the built-in classes and the port list unless the operator allowed
+/// private networks, and the operator's denied networks always.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// The built-in classes, `localhost` names and the port list apply.
+    builtin: bool,
+    denied: Arc<[Cidr]>,
+    /// Empty: any port.
+    ports: Arc<[u16]>,
+}
+
+impl Policy {
+    /// The guard of `[webhooks]`.
+    pub fn new(c: &WebhooksConfig) -> Self {
+        Self {
+            builtin: !c.allow_private_networks,
+            denied: c.denied().into(),
+            ports: c.allowed_ports.clone().into(),
+        }
+    }
+
+    /// The built-in guard alone (any port): what [`check_literal`] checks.
+    pub fn builtin() -> Self {
+        Self {
+            builtin: true,
+            denied: Arc::from([]),
+            ports: Arc::from([]),
+        }
+    }
+
+    /// Nothing is refused (private networks allowed, no denied networks): names are resolved
+    /// as the system does and the environment's proxy is used.
+    pub fn is_off(&self) -> bool {
+        !self.builtin && self.denied.is_empty()
+    }
+
+    /// `ip`'s refusal, if any: a built-in class first, then a denied network.
+    fn check_ip(&self, what: &'static str, ip: IpAddr) -> Result<(), Blocked> {
+        if self.builtin
+            && let Some(class) = forbidden(ip)
+        {
+            return Err(Blocked::Class {
                 what,
                 class,
                 addr: ip.to_string(),
             });
         }
+        if self.denied.is_empty() {
+            return Ok(());
+        }
+        // An IPv6 form of an IPv4 address (mapped, NAT64, 6to4, …) is checked as both.
+        let v4 = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().or_else(|| embedded_v4(v6)),
+            IpAddr::V4(_) => None,
+        };
+        let inside = |c: &&Cidr| c.contains(ip) || v4.is_some_and(|v4| c.contains(v4.into()));
+        match self.denied.iter().find(inside) {
+            Some(c) => Err(Blocked::Denied {
+                what,
+                addr: ip.to_string(),
+                cidr: c.to_string(),
+            }),
+            None => Ok(()),
+        }
     }
-    Ok(())
+
+    fn check_addrs(&self, what: &'static str, addrs: &[IpAddr]) -> Result<(), Blocked> {
+        addrs.iter().try_for_each(|ip| self.check_ip(what, *ip))
+    }
+
+    /// The port `url` connects to, against the port list (while the guard is on).
+    pub fn check_port(&self, url: &reqwest::Url) -> Result<(), Blocked> {
+        if !self.builtin || self.ports.is_empty() {
+            return Ok(());
+        }
+        let port = url.port_or_known_default().unwrap_or(0);
+        if self.ports.contains(&port) {
+            return Ok(());
+        }
+        let allowed: Vec<String> = self.ports.iter().map(u16::to_string).collect();
+        Err(Blocked::Port {
+            port,
+            allowed: allowed.join(", "),
+        })
+    }
+
+    /// The delivery's own checks before it connects: an IP literal host (the resolver never
+    /// sees those; a name is checked by [`GuardedResolver`] on what it resolves to), then the
+    /// port.
+    pub fn check_ip_literal(&self, url: &reqwest::Url) -> Result<(), Blocked> {
+        if let Some(ip) = literal_ip(url) {
+            self.check_ip("is", ip)?;
+        }
+        self.check_port(url)
+    }
+
+    /// The checks that need no DNS: an IP literal host, a `localhost` name, then the port.
+    pub fn check_literal(&self, url: &reqwest::Url) -> Result<(), Blocked> {
+        let d = url
+            .host_str()
+            .unwrap_or_default()
+            .trim_end_matches('.')
+            .to_ascii_lowercase();
+        if literal_ip(url).is_none()
+            && self.builtin
+            && (d == "localhost" || d.ends_with(".localhost"))
+        {
+            return Err(Blocked::Class {
+                what: "names",
+                class: "loopback",
+                addr: d,
+            });
+        }
+        self.check_ip_literal(url)
+    }
 }
 
 /// The host of `url` as an address, when it is an IP literal (`[::1]` without brackets).
@@ -134,66 +266,47 @@ fn literal_ip(url: &reqwest::Url) -> Option<IpAddr> {
     h.trim_start_matches('[').trim_end_matches(']').parse().ok()
 }
 
-/// The delivery's own check: an IP literal host (the resolver never sees those).
-pub fn check_ip_literal(url: &reqwest::Url) -> Result<(), Blocked> {
-    match literal_ip(url) {
-        Some(ip) => check_addrs("is", &[ip]),
-        None => Ok(()),
-    }
-}
-
-/// The check that needs no DNS: an IP literal host, or a `localhost` name.
+/// The built-in check that needs no DNS: an IP literal host, or a `localhost` name (any port).
 pub fn check_literal(url: &reqwest::Url) -> Result<(), Blocked> {
-    check_ip_literal(url)?;
-    let d = url
-        .host_str()
-        .unwrap_or_default()
-        .trim_end_matches('.')
-        .to_ascii_lowercase();
-    if d == "localhost" || d.ends_with(".localhost") {
-        return Err(Blocked {
-            what: "names",
-            class: "loopback",
-            addr: d,
-        });
-    }
-    Ok(())
+    Policy::builtin().check_literal(url)
 }
 
-/// The registration check (after `validate_url`): the literal check, then what the name
+/// The registration check (after `validate_url`): the literal checks, then what the name
 /// resolves to now. A name that does not resolve within 2 s is accepted: every delivery checks
-/// again. `allow_private`: the operator turned the guard off.
-pub async fn check_registration(url: &str, allow_private: bool) -> Result<(), Invalid> {
-    if allow_private {
+/// again.
+pub async fn check_registration(url: &str, policy: &Policy) -> Result<(), Invalid> {
+    if policy.is_off() {
         return Ok(());
     }
     let u = super::parse_url(url)?;
     let blocked = |e: Blocked| Invalid::new("url", e.to_string());
-    check_literal(&u).map_err(blocked)?;
+    policy.check_literal(&u).map_err(blocked)?;
     if let (None, Some(d)) = (literal_ip(&u), u.host_str()) {
         let port = u.port_or_known_default().unwrap_or(443);
         let lookup = tokio::net::lookup_host((d, port));
         if let Ok(Ok(addrs)) = tokio::time::timeout(REGISTRATION_DNS_TIMEOUT, lookup).await {
             let ips: Vec<IpAddr> = addrs.map(|a| a.ip()).collect();
-            check_addrs("resolves to", &ips).map_err(blocked)?;
+            policy.check_addrs("resolves to", &ips).map_err(blocked)?;
         }
     }
     Ok(())
 }
 
 /// The delivery client's resolver: resolves like the system does, then refuses the name when
-/// any of its addresses is forbidden (the connection could otherwise land on it).
-#[derive(Debug, Clone, Copy)]
-pub struct GuardedResolver;
+/// any of its addresses is refused by the policy (the connection could otherwise land on it).
+#[derive(Debug, Clone)]
+pub struct GuardedResolver(pub Policy);
 
 impl reqwest::dns::Resolve for GuardedResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
         let host = name.as_str().to_string();
+        let policy = self.0.clone();
         Box::pin(async move {
             let addrs: Vec<SocketAddr> =
                 tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
-            check_addrs("resolves to", &ips)
+            policy
+                .check_addrs("resolves to", &ips)
                 .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
             Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
         })
@@ -322,6 +435,88 @@ mod tests {
                 assert_eq!(forbidden(ip.parse().unwrap()), want, "{ip}");
             }
         }
+    }
+
+    fn policy(allow_private: bool, denied: &[&str], ports: &[u16]) -> Policy {
+        Policy::new(&WebhooksConfig {
+            allow_private_networks: allow_private,
+            denied_cidrs: denied.iter().map(|c| c.to_string()).collect(),
+            allowed_ports: ports.to_vec(),
+        })
+    }
+
+    #[test]
+    fn denied_networks_are_refused_in_every_form_even_with_private_networks_allowed() {
+        let denied = ["168.63.129.16", "203.0.113.0/24", "2001:db8:64::/96"];
+        for allow_private in [false, true] {
+            let p = policy(allow_private, &denied, &[]);
+            for ip in [
+                "168.63.129.16",
+                "203.0.113.7",
+                // IPv6 forms of a denied IPv4 address: mapped, SIIT, NAT64, 6to4.
+                "::ffff:203.0.113.7",
+                "::ffff:0:a83f:8110",
+                "64:ff9b::cb00:7107",
+                "2002:cb00:7107::1",
+                "2001:db8:64::a00:1",
+            ] {
+                let e = p.check_ip("is", ip.parse().unwrap()).unwrap_err();
+                assert!(
+                    matches!(e, Blocked::Denied { .. })
+                        && e.to_string().contains("webhooks.denied_cidrs"),
+                    "{ip} ({allow_private}): {e}"
+                );
+            }
+            for ip in ["168.63.129.17", "203.0.114.1", "2001:db8:65::1"] {
+                assert_eq!(p.check_ip("is", ip.parse().unwrap()), Ok(()), "{ip}");
+            }
+            // The built-in classes: refused with the guard on, allowed with it off.
+            assert_eq!(
+                p.check_ip("is", "10.0.0.5".parse().unwrap()).is_err(),
+                !allow_private
+            );
+        }
+        assert!(policy(true, &[], &[]).is_off());
+        assert!(!policy(true, &["10.0.0.0/8"], &[]).is_off());
+    }
+
+    #[test]
+    fn the_port_list_applies_while_the_guard_is_on() {
+        let url = |s: &str| reqwest::Url::parse(s).unwrap();
+        let on = policy(false, &[], &[80, 443]);
+        for ok in [
+            "https://hooks.example.com/x",
+            "http://hooks.example.com/x",
+            "https://hooks.example.com:443/x",
+            "http://93.184.216.34:80/x",
+            // The scheme's port, not the scheme: http on 443 is port 443.
+            "http://hooks.example.com:443/x",
+        ] {
+            assert_eq!(on.check_literal(&url(ok)), Ok(()), "{ok}");
+        }
+        for (bad, port) in [
+            ("https://hooks.example.com:8443/x", 8443),
+            ("http://93.184.216.34:22/x", 22),
+            ("http://[2606:4700::1111]:6379/x", 6379),
+            ("https://hooks.example.com:1/x", 1),
+        ] {
+            let e = on.check_ip_literal(&url(bad)).unwrap_err();
+            assert_eq!(
+                e,
+                Blocked::Port {
+                    port,
+                    allowed: "80, 443".into()
+                },
+                "{bad}"
+            );
+            assert!(e.to_string().contains("webhooks.allowed_ports"), "{e}");
+        }
+        // Empty: any port; private networks allowed: no port list.
+        let any = url("https://hooks.example.com:8443/x");
+        assert_eq!(policy(false, &[], &[]).check_literal(&any), Ok(()));
+        assert_eq!(policy(true, &[], &[80, 443]).check_literal(&any), Ok(()));
+        // The built-in check alone takes any port.
+        assert_eq!(check_literal(&any), Ok(()));
     }
 
     #[test]
