@@ -985,3 +985,70 @@ async fn an_uploads_progress_streams_from_run_started_to_proposal_ready_by_subje
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["field"], "subject");
 }
+
+/// Issue 49: a subscription may name the run events (validated against the same list), and a
+/// run's `run.started` gets its delivery job in the statement that wrote it.
+#[tokio::test]
+async fn a_webhook_subscribes_to_the_run_events_and_a_run_start_is_delivered() {
+    let api = Api::start().await;
+    let (org, admin) = api.org("acme", Role::Admin).await;
+    let a = Some(admin.as_str());
+    let types = [
+        "run.started",
+        "run.step",
+        "run.finished",
+        "extraction.flagged",
+        "job.dead",
+        "suggestion.dismissed",
+    ];
+    let r = api
+        .call(
+            "POST",
+            "/v1/webhooks",
+            a,
+            Some(json!({"url": "https://example.com/hook", "events": types,
+                        "secret": "0123456789abcdef"})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["events"], json!(types));
+    api.call(
+        "POST",
+        "/v1/webhooks",
+        a,
+        Some(
+            json!({"url": "https://example.com/hook", "events": ["run.started", "run.stepp"],
+                    "secret": "0123456789abcdef"}),
+        ),
+    )
+    .await
+    .problem(422, Some("events[1]"));
+    let mut conn = api.db.pool.acquire().await.unwrap();
+    let run = agentd::store::runs::create_run(
+        &mut conn,
+        &agentd::store::runs::NewRun {
+            id: Uuid::now_v7(),
+            org_id: org,
+            kind: "auto_create",
+            subject: "s",
+            job_id: None,
+            provider: "scripted",
+            model: "m",
+            started_at: chrono::Utc::now(),
+        },
+    )
+    .await
+    .unwrap();
+    drop(conn);
+    let jobs: Vec<Value> = sqlx::query_scalar(
+        "SELECT j.payload FROM agentd_jobs j JOIN agentd_events e
+             ON e.id = (j.payload->>'event_id')::bigint
+          WHERE j.kind = 'webhook_delivery' AND e.type = 'run.started' AND e.subject_id = $1",
+    )
+    .bind(run.id)
+    .fetch_all(&api.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(jobs[0]["webhook_id"], r.body["id"]);
+}
