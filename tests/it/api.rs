@@ -1019,3 +1019,157 @@ async fn a_key_over_its_rate_gets_429_with_retry_after_and_other_orgs_are_not_sl
         assert_eq!(r.status, 201, "the operator's rate: {}", r.body);
     }
 }
+
+/// Starts a request that holds its slot: headers and the first part of a body whose rest is
+/// sent by the caller later (`Connection: close`, so the answer ends at EOF).
+async fn held_upload(api: &Api, key: &str, body: &str, sent: usize) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let addr = api.base.trim_start_matches("http://").to_string();
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /v1/documents HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(&body.as_bytes()[..sent]).await.unwrap();
+    // Time for the request to pass authentication and take its slots.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    s
+}
+
+/// Everything the server sends on `s` until it closes (within 10 s).
+async fn answer_of(mut s: tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        s.read_to_end(&mut answer),
+    )
+    .await;
+    assert!(read.is_ok(), "no answer within 10 s");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Review D8: the routes without a key — `/healthz`, `/readyz`, the console's pages — are
+/// behind the same concurrency limit (and timeout) as `/v1`: with the one slot held, each gets
+/// the 503 problem with `Retry-After` at once, and answers again once the slot is free.
+#[tokio::test]
+async fn public_routes_wait_behind_the_same_limit_as_the_api() {
+    let api = Api::start_with(|c| {
+        c.api.request_timeout_secs = 2;
+        c.api.max_concurrent_requests = 1;
+    })
+    .await;
+    let (_, key) = api.org("acme", Role::Uploader).await;
+    let public = ["/healthz", "/readyz", "/", "/console/core.js"];
+    for path in public {
+        let r = api.call("GET", path, None, None).await;
+        assert_ne!(r.status.as_u16(), 503, "{path} before: {}", r.body);
+    }
+    let body = r#"{"name": "a.txt", "text": "Invoice Number: INV-1"}"#;
+    let slow = held_upload(&api, &key, body, 10).await;
+    for path in public {
+        let r = api.call("GET", path, None, None).await;
+        r.problem_in(path, 503, None);
+        assert_eq!(r.headers["retry-after"], "1", "{path}");
+        let detail = r.body["detail"].as_str().unwrap_or_default();
+        assert!(
+            detail.contains("api.max_concurrent_requests"),
+            "{path}: {detail}"
+        );
+    }
+    // The held request ends at its timeout; the public routes answer again.
+    let text = answer_of(slow).await;
+    assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+    let r = api.call("GET", "/healthz", None, None).await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+}
+
+/// Review D8: a refused bearer token is remembered by its hash and refused again without a
+/// database query (shown with `api_keys` renamed away: the remembered token still gets 401,
+/// a new one the 500 of a failed query); past `api.refused_per_minute_per_source` refused
+/// tokens a source gets 429 with `Retry-After` before any query, except for a key that worked
+/// from it lately (a new good key waits like an unknown one).
+#[tokio::test]
+async fn refused_tokens_are_remembered_and_a_source_past_its_refusals_waits() {
+    let api = Api::start_with(|c| c.api.refused_per_minute_per_source = 5).await;
+    let (org, good) = api.org("acme", Role::Reader).await;
+    let fresh = api.key(org, Role::Reader).await;
+    let me = |key: String| {
+        let api = &api;
+        async move { api.call("GET", "/v1/me", Some(&key), None).await }
+    };
+    let bad = |n: u32| format!("agentd_{n:064x}");
+    let away = |to: bool| {
+        let pool = api.db.pool.clone();
+        async move {
+            let sql = if to {
+                "ALTER TABLE api_keys RENAME TO api_keys_away"
+            } else {
+                "ALTER TABLE api_keys_away RENAME TO api_keys"
+            };
+            sqlx::query(sql).execute(&pool).await.unwrap();
+        }
+    };
+    assert_eq!(me(good.clone()).await.status.as_u16(), 200);
+    me(bad(1)).await.problem(401, None);
+    away(true).await;
+    me(bad(1)).await.problem_in("remembered", 401, None);
+    me(bad(2))
+        .await
+        .problem_in("a new token is looked up", 500, None);
+    away(false).await;
+    for n in 3..7 {
+        me(bad(n))
+            .await
+            .problem_in(&format!("refusal {n}"), 401, None);
+    }
+    // Five refused (1, 3–6): the sixth unknown token waits, and costs no query.
+    away(true).await;
+    let r = me(bad(7)).await;
+    r.problem_in("past the source's refusals", 429, None);
+    assert_eq!(r.headers["retry-after"], "12", "5 a minute: one per 12 s");
+    let detail = r.body["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("api.refused_per_minute_per_source"),
+        "{detail}"
+    );
+    me(bad(1)).await.problem_in("still remembered", 401, None);
+    away(false).await;
+    // The key that worked from this source lately still does; a new one waits.
+    assert_eq!(me(good.clone()).await.status.as_u16(), 200);
+    me(fresh)
+        .await
+        .problem_in("a key new to this source", 429, None);
+}
+
+/// Review D8: at most `api.max_concurrent_uploads` uploads are read at once: with the one slot
+/// held by an upload whose body is still arriving, another upload gets 503 with `Retry-After`
+/// before its body is read, other requests are answered, and the slot is free again once the
+/// held upload is stored.
+#[tokio::test]
+async fn uploads_past_max_concurrent_uploads_get_503_and_other_requests_do_not() {
+    use tokio::io::AsyncWriteExt;
+    let api = Api::start_with(|c| c.api.max_concurrent_uploads = 1).await;
+    let (_, key) = api.org("acme", Role::Uploader).await;
+    let body = r#"{"name": "held.txt", "text": "Invoice Number: INV-1"}"#;
+    let mut held = held_upload(&api, &key, body, 12).await;
+    let upload = json!({"name": "b.txt", "text": "Invoice Number: INV-2"});
+    let r = api
+        .call("POST", "/v1/documents", Some(&key), Some(upload.clone()))
+        .await;
+    r.problem(503, None);
+    assert_eq!(r.headers["retry-after"], "1");
+    let detail = r.body["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("api.max_concurrent_uploads"), "{detail}");
+    let me = api.call("GET", "/v1/me", Some(&key), None).await;
+    assert_eq!(me.status.as_u16(), 200, "{}", me.body);
+    held.write_all(&body.as_bytes()[12..]).await.unwrap();
+    let text = answer_of(held).await;
+    assert!(text.starts_with("HTTP/1.1 201"), "{text}");
+    let r = api
+        .call("POST", "/v1/documents", Some(&key), Some(upload))
+        .await;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.body);
+    assert_eq!(api.count("SELECT count(*) FROM documents").await, 2);
+}

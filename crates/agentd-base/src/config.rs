@@ -117,6 +117,22 @@ pub struct ApiConfig {
     /// so the fleet's total is the configured rate (the limits are kept per process).
     #[serde(default = "default_serve_processes")]
     pub serve_processes: u32,
+    /// Uploads (`POST /v1/documents`, each body up to 4 MiB + 64 KiB, held while it is parsed)
+    /// handled at once; one more gets 503 with `Retry-After` before its body is read (review D8).
+    #[serde(default = "default_max_concurrent_uploads")]
+    pub max_concurrent_uploads: u32,
+    /// Unknown bearer tokens a minute one source address (an IPv6 one by its /64) may have
+    /// looked up (0 = no limit); past it, 429 with `Retry-After` before a query, except for keys
+    /// that source used successfully lately (review D8). Divided by `serve_processes` too.
+    #[serde(default = "default_refused_per_minute_per_source")]
+    pub refused_per_minute_per_source: u32,
+}
+
+fn default_max_concurrent_uploads() -> u32 {
+    32
+}
+fn default_refused_per_minute_per_source() -> u32 {
+    60
 }
 
 fn default_requests_per_minute_per_key() -> u32 {
@@ -142,6 +158,8 @@ impl Default for ApiConfig {
             requests_per_minute_per_org: default_requests_per_minute_per_org(),
             runs_per_minute_per_key: default_runs_per_minute_per_key(),
             serve_processes: default_serve_processes(),
+            max_concurrent_uploads: default_max_concurrent_uploads(),
+            refused_per_minute_per_source: default_refused_per_minute_per_source(),
         }
     }
 }
@@ -947,6 +965,11 @@ impl Config {
         at_least(
             "api.max_concurrent_requests",
             self.api.max_concurrent_requests.into(),
+            1,
+        )?;
+        at_least(
+            "api.max_concurrent_uploads",
+            self.api.max_concurrent_uploads.into(),
             1,
         )?;
         for (key, value) in [

@@ -1,6 +1,13 @@
 //! API keys and roles. A key is `agentd_` + 64 hex characters of randomness; only its SHA-256
 //! is stored. `Authorization: Bearer KEY` decides the org and the role; the key itself never
 //! reaches a log line (the request log names the key's id).
+//!
+//! A refused token costs at most one database query in [`REFUSAL_TTL`] (review D8): its
+//! SHA-256 — never the token — is remembered ([`Tokens`], bounded); and a source past
+//! `api.refused_per_minute_per_source` refused tokens (`rate.rs`) gets 429 with `Retry-After`
+//! for any token it has not used successfully lately, before a query. A key that worked from a
+//! source is still looked up every time (a revocation takes effect at once), past the source's
+//! refusals too, so clients sharing an address with a guesser (behind one proxy) keep working.
 
 use super::ApiState;
 use super::error::Problem;
@@ -13,9 +20,85 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::time::Instant;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 use uuid::Uuid;
+
+/// How long a refused token's hash is remembered: the same token again within it is refused
+/// without a query. A key can only go from refused to live when its org is made active again,
+/// which then takes this long to reach a client that was refused.
+pub const REFUSAL_TTL: Duration = Duration::from_secs(30);
+/// How long a key that authenticated is exempt from its source's refusal limit.
+const ACCEPTED_TTL: Duration = Duration::from_secs(600);
+/// Most hashes each of the two maps holds; a full map forgets its expired entries (at most
+/// once a second), and while it is still full remembers nothing new.
+const MAX_REMEMBERED: usize = 50_000;
+
+/// Hashes of tokens refused and accepted lately, with when (one map per process).
+#[derive(Debug, Default)]
+pub struct Tokens {
+    refused: Mutex<Remembered>,
+    accepted: Mutex<Remembered>,
+}
+
+#[derive(Debug, Default)]
+struct Remembered {
+    at: HashMap<String, Instant>,
+    purged: Option<Instant>,
+}
+
+impl Remembered {
+    fn fresh(&self, hash: &str, ttl: Duration, now: Instant) -> bool {
+        self.at
+            .get(hash)
+            .is_some_and(|t| now.saturating_duration_since(*t) < ttl)
+    }
+
+    fn remember(&mut self, hash: &str, ttl: Duration, now: Instant) {
+        if self.at.len() >= MAX_REMEMBERED && !self.at.contains_key(hash) {
+            let due = self
+                .purged
+                .is_none_or(|p| now.saturating_duration_since(p) >= Duration::from_secs(1));
+            if due {
+                self.at
+                    .retain(|_, t| now.saturating_duration_since(*t) < ttl);
+                self.purged = Some(now);
+            }
+            if self.at.len() >= MAX_REMEMBERED {
+                return;
+            }
+        }
+        self.at.insert(hash.to_string(), now);
+    }
+}
+
+fn locked(m: &Mutex<Remembered>) -> std::sync::MutexGuard<'_, Remembered> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Tokens {
+    /// `hash` was refused within [`REFUSAL_TTL`].
+    pub fn refused_lately(&self, hash: &str, now: Instant) -> bool {
+        locked(&self.refused).fresh(hash, REFUSAL_TTL, now)
+    }
+
+    /// `hash` authenticated within [`ACCEPTED_TTL`].
+    pub fn accepted_lately(&self, hash: &str, now: Instant) -> bool {
+        locked(&self.accepted).fresh(hash, ACCEPTED_TTL, now)
+    }
+
+    pub fn refuse(&self, hash: &str, now: Instant) {
+        locked(&self.refused).remember(hash, REFUSAL_TTL, now);
+    }
+
+    pub fn accept(&self, hash: &str, now: Instant) {
+        locked(&self.accepted).remember(hash, ACCEPTED_TTL, now);
+        locked(&self.refused).at.remove(hash);
+    }
+}
 
 /// What a key may do; each role includes the ones before it.
 #[derive(
@@ -228,10 +311,16 @@ pub async fn authenticate(State(s): State<ApiState>, mut req: Request, next: Nex
             })
             .filter(|t| !t.is_empty());
         let owner = match token {
-            Some(token) => match api_keys::find_live(&s.app.pool, &hash_key(token)).await {
-                Ok(owner) => owner,
-                Err(e) => return Problem::internal(e).into_response(),
-            },
+            Some(token) => {
+                let source = req
+                    .extensions()
+                    .get::<axum::extract::ConnectInfo<SocketAddr>>()
+                    .map(|c| c.0.ip());
+                match look_up(&s, &hash_key(token), source).await {
+                    Ok(owner) => owner,
+                    Err(refused) => return log(&method, &path, None, started, refused),
+                }
+            }
             None => None,
         };
         let Some(owner) = owner else {
@@ -258,6 +347,38 @@ pub async fn authenticate(State(s): State<ApiState>, mut req: Request, next: Nex
     }
     let res = next.run(req).await;
     log(&method, &path, caller, started, res)
+}
+
+/// The live key of `hash`, or `None` (refused): a hash refused lately, or one over the refusals
+/// of `source` (429) that has not authenticated lately, is answered without a query.
+async fn look_up(
+    s: &ApiState,
+    hash: &str,
+    source: Option<IpAddr>,
+) -> Result<Option<api_keys::KeyOwner>, Response> {
+    let now = Instant::now();
+    if s.tokens.refused_lately(hash, now) {
+        return Ok(None);
+    }
+    if let Some(ip) = source
+        && !s.tokens.accepted_lately(hash, now)
+        && let Err(limited) = s.limits.may_look_up(ip, now)
+    {
+        return Err(Problem::rate_limited(&limited).into_response());
+    }
+    let owner = api_keys::find_live(&s.app.pool, hash)
+        .await
+        .map_err(|e| Problem::internal(e).into_response())?;
+    match &owner {
+        Some(_) => s.tokens.accept(hash, now),
+        None => {
+            s.tokens.refuse(hash, now);
+            if let Some(ip) = source {
+                s.limits.refused(ip, now);
+            }
+        }
+    }
+    Ok(owner)
 }
 
 fn log(

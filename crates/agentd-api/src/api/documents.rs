@@ -161,6 +161,22 @@ fn validate(d: &NewDocument) -> Result<(), Problem> {
     Ok(())
 }
 
+/// Holds one of `api.max_concurrent_uploads` slots while an upload is read and stored (its
+/// body is held, parsed and canonicalised for `Idempotency-Key`, up to 4 MiB + 64 KiB each:
+/// review D8); with none free, 503 with `Retry-After: 1` before the body is read. Runs after
+/// authentication and the rates.
+pub async fn upload_slot(
+    axum::extract::State(s): axum::extract::State<super::ApiState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match s.uploads.clone().try_acquire_owned() {
+        Ok(_slot) => next.run(req).await,
+        Err(_) => Problem::uploads_full().into_response(),
+    }
+}
+
 /// Upload a document; with `auto_create` its auto-create job is enqueued in the same transaction.
 #[utoipa::path(post, path = "/v1/documents", tag = "documents", operation_id = "createDocument",
     request_body = NewDocument,
@@ -170,7 +186,8 @@ fn validate(d: &NewDocument) -> Result<(), Problem> {
         (status = 403, description = "The key's role is below uploader"),
         (status = 404, description = "`schema_id`, `prompt_id` or one of `tag_ids` is not the org's (`field` names it)"),
         (status = 413, description = "The body is over 4 MiB + 64 KiB, or `text` over 4 MiB of UTF-8"),
-        (status = 422, description = "Invalid input, or an Idempotency-Key used with another body")))]
+        (status = 422, description = "Invalid input, or an Idempotency-Key used with another body"),
+        (status = 503, description = "`api.max_concurrent_uploads` uploads are being handled (`Retry-After`), or another of the server's limits")))]
 pub async fn create(
     req: Scoped<Uploader>,
     headers: HeaderMap,

@@ -169,6 +169,21 @@ impl Problem {
 }
 
 impl Problem {
+    /// 503 for an upload while `api.max_concurrent_uploads` are handled (review D8).
+    pub fn uploads_full() -> Response {
+        let mut res = Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            "the server is reading as many uploads at once as it takes (api.max_concurrent_uploads); retry after a second",
+        )
+        .into_response();
+        res.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        res
+    }
+}
+
+impl Problem {
     /// 429 for a request past a rate of `api.*_per_minute_*` (`rate`), with `Retry-After`.
     pub fn rate_limited(l: &super::rate::Limited) -> Response {
         let secs = l.retry_after.as_secs().max(1);

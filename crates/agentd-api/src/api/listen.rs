@@ -25,7 +25,7 @@ pub async fn serve(
         .header_read_timeout(header_read_timeout);
     let graceful = GracefulShutdown::new();
     loop {
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             _ = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
@@ -38,7 +38,15 @@ pub async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
+        // The peer's address for the handlers (`auth.rs` counts refused tokens per source).
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+            router.clone(),
+            move |mut req: axum::extract::Request<hyper::body::Incoming>| {
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                req
+            },
+        ));
         let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             if let Err(e) = conn.await {

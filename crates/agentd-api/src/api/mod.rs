@@ -48,8 +48,12 @@ pub struct ApiState {
     pub events: events::EventWaker,
     /// Cancelled when the server stops: open event streams end.
     pub shutdown: CancellationToken,
-    /// Request rates per key and org (`rate`).
+    /// Request rates per key and org, refused tokens per source (`rate`).
     pub limits: Arc<rate::RateLimits>,
+    /// Tokens refused and accepted lately, by hash (`auth`).
+    pub tokens: Arc<auth::Tokens>,
+    /// Uploads handled at once (`api.max_concurrent_uploads`, review D8).
+    pub uploads: Arc<tokio::sync::Semaphore>,
 }
 
 /// Body limit of every route but document upload.
@@ -74,20 +78,33 @@ pub fn router(app: App) -> Router {
 
 /// [`router`] whose event streams end when `stop` is cancelled.
 pub fn router_until(app: App, stop: CancellationToken) -> Router {
+    router_with(app, stop, Router::new())
+}
+
+/// [`router_until`] with `public` (routes without a key: health, the console) merged under the
+/// same concurrency limit and request timeout (review D8).
+fn router_with(app: App, stop: CancellationToken, public: Router) -> Router {
     let timeout = std::time::Duration::from_secs(app.config.api.request_timeout_secs);
     let concurrency = app.config.api.max_concurrent_requests.max(1) as usize;
+    let uploads = app.config.api.max_concurrent_uploads.max(1) as usize;
     let state = ApiState {
         limits: Arc::new(rate::RateLimits::new(&app.config.api)),
+        tokens: Arc::new(auth::Tokens::default()),
+        uploads: Arc::new(tokio::sync::Semaphore::new(uploads)),
         app,
         events: events::EventWaker::default(),
         shutdown: stop,
     };
+    let upload = axum::handler::Handler::layer(
+        documents::create,
+        middleware::from_fn_with_state(state.clone(), documents::upload_slot),
+    );
     Router::new()
         .route("/v1/openapi.json", get(openapi::serve_json))
         .route(
             "/v1/documents",
             get(documents::list)
-                .post(documents::create)
+                .post(upload)
                 .layer(DefaultBodyLimit::max(documents::MAX_DOCUMENT_BODY)),
         )
         .route("/v1/documents/{id}", get(documents::get))
@@ -139,10 +156,12 @@ pub fn router_until(app: App, stop: CancellationToken) -> Router {
             auth::authenticate,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY))
-        // Review L11: every request (authentication included) is answered within
-        // `api.request_timeout_secs`, and at most `api.max_concurrent_requests` are handled at
-        // once; past either, a 503 problem (`Retry-After` when over the limit), not a held
-        // connection or a queue that grows.
+        .with_state(state)
+        .merge(public)
+        // Review L11: every request (authentication included, and the public routes: review
+        // D8) is answered within `api.request_timeout_secs`, and at most
+        // `api.max_concurrent_requests` are handled at once; past either, a 503 problem
+        // (`Retry-After` when over the limit), not a held connection or a queue that grows.
         .layer(
             tower::ServiceBuilder::new()
                 .layer(axum::error_handling::HandleErrorLayer::new(
@@ -155,7 +174,6 @@ pub fn router_until(app: App, stop: CancellationToken) -> Router {
         )
         // Outermost: the request's span covers authentication and the body limits too.
         .layer(middleware::from_fn(trace::request_span))
-        .with_state(state)
 }
 
 /// How long an `Idempotency-Key` answer is replayed.
@@ -195,8 +213,7 @@ pub async fn serve(
         tokio::spawn(crate::http::serve(ops, health.clone(), stop.clone()));
     }
     let header_read_timeout = Duration::from_secs(app.config.api.header_read_timeout_secs);
-    let router = router_until(app, stop.clone())
-        .merge(crate::http::public_router(health))
-        .merge(crate::console::router());
+    let public = crate::http::public_router(health).merge(crate::console::router());
+    let router = router_with(app, stop.clone(), public);
     listen::serve(listener, router, header_read_timeout, stop).await
 }

@@ -101,11 +101,13 @@ fn meaning(status: &str) -> &'static str {
         "415" => "The body is not `Content-Type: application/json`",
         "503" => {
             "Over the server's limits: more requests at once than `api.max_concurrent_requests` \
-             (`Retry-After`), or not answered within `api.request_timeout_secs`; retry"
+             or uploads than `api.max_concurrent_uploads` (`Retry-After`), or not answered \
+             within `api.request_timeout_secs`; retry"
         }
         "429" => {
             "Past a rate of `api.requests_per_minute_per_key`, `api.requests_per_minute_per_org` \
-             or, for requests that enqueue model runs, `api.runs_per_minute_per_key`; retry after \
+             or, for requests that enqueue model runs, `api.runs_per_minute_per_key`, or past \
+             `api.refused_per_minute_per_source` unknown keys from this address; retry after \
              `Retry-After` seconds (nothing was read or written)"
         }
         "422" => {

@@ -14,10 +14,16 @@
 //! An org may have rates of its own (org settings `requests_per_minute`, `runs_per_minute`,
 //! migration 0097): they replace the service's per-org rate and per-key runs rate for it, and
 //! are shared across the processes the same way. The per-key request rate stays the service's.
+//!
+//! Refused bearer tokens (review D8) have a bucket per source address (an IPv6 source per /64,
+//! what one host is usually given): `api.refused_per_minute_per_source` lookups of unknown
+//! tokens a minute. Past it, a token the source has not used successfully lately is refused
+//! with 429 before it costs a database query (`auth.rs`).
 
 use super::auth::Caller;
 use crate::config::ApiConfig;
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
@@ -32,6 +38,7 @@ enum Scope {
     Key,
     Org,
     KeyRuns,
+    RefusedFromSource,
 }
 
 impl Scope {
@@ -40,7 +47,24 @@ impl Scope {
             Scope::Key => "api.requests_per_minute_per_key",
             Scope::Org => "api.requests_per_minute_per_org",
             Scope::KeyRuns => "api.runs_per_minute_per_key",
+            Scope::RefusedFromSource => "api.refused_per_minute_per_source",
         }
+    }
+}
+
+/// Whom a bucket counts: a key or an org, or a source address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Subject {
+    Id(Uuid),
+    Source(IpAddr),
+}
+
+/// The bucket `ip` is counted in: an IPv4 address (also written as IPv6) as itself, an IPv6
+/// address by its /64.
+fn source_of(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        v4 => v4,
     }
 }
 
@@ -68,7 +92,8 @@ pub struct RateLimits {
     per_key: u32,
     per_org: u32,
     runs_per_key: u32,
-    buckets: Mutex<HashMap<(Scope, Uuid), Bucket>>,
+    refused_per_source: u32,
+    buckets: Mutex<HashMap<(Scope, Subject), Bucket>>,
 }
 
 /// A refusal: which limit, and when a token is back.
@@ -100,6 +125,7 @@ impl RateLimits {
             per_key: share(cfg.requests_per_minute_per_key, processes),
             per_org: share(cfg.requests_per_minute_per_org, processes),
             runs_per_key: share(cfg.runs_per_minute_per_key, processes),
+            refused_per_source: share(cfg.refused_per_minute_per_source, processes),
             buckets: Mutex::new(HashMap::new()),
         }
     }
@@ -126,8 +152,13 @@ impl RateLimits {
             "the org's setting requests_per_minute",
         );
         let mut charged = vec![
-            (Scope::Key, caller.key_id, self.per_key, Scope::Key.name()),
-            (Scope::Org, caller.org_id, org_rate, org_limit),
+            (
+                Scope::Key,
+                Subject::Id(caller.key_id),
+                self.per_key,
+                Scope::Key.name(),
+            ),
+            (Scope::Org, Subject::Id(caller.org_id), org_rate, org_limit),
         ];
         if runs {
             let (rate, limit) = own(
@@ -136,9 +167,37 @@ impl RateLimits {
                 Scope::KeyRuns,
                 "the org's setting runs_per_minute",
             );
-            charged.push((Scope::KeyRuns, caller.key_id, rate, limit));
+            charged.push((Scope::KeyRuns, Subject::Id(caller.key_id), rate, limit));
         }
-        charged.retain(|c| c.2 > 0);
+        self.take(&charged, now, true)
+    }
+
+    /// Whether `source` may have one more unknown token looked up at `now` (nothing taken:
+    /// [`RateLimits::refused`] takes it once the token is refused).
+    pub fn may_look_up(&self, source: IpAddr, now: Instant) -> Result<(), Limited> {
+        self.take(&[self.refused_bucket(source)], now, false)
+    }
+
+    /// Charges one refused token to `source` at `now` (past its bucket: nothing more to take).
+    pub fn refused(&self, source: IpAddr, now: Instant) {
+        let _ = self.take(&[self.refused_bucket(source)], now, true);
+    }
+
+    fn refused_bucket(&self, source: IpAddr) -> (Scope, Subject, u32, &'static str) {
+        let scope = Scope::RefusedFromSource;
+        let subject = Subject::Source(source_of(source));
+        (scope, subject, self.refused_per_source, scope.name())
+    }
+
+    /// One token of every bucket of `charged` (at its rate here, for the setting named), or
+    /// none when one is empty; `take: false` only checks.
+    fn take(
+        &self,
+        charged: &[(Scope, Subject, u32, &'static str)],
+        now: Instant,
+        take: bool,
+    ) -> Result<(), Limited> {
+        let charged: Vec<_> = charged.iter().filter(|c| c.2 > 0).collect();
         if charged.is_empty() {
             return Ok(());
         }
@@ -150,23 +209,26 @@ impl RateLimits {
             buckets.retain(|_, b| refilled(*b, b.rate, now).tokens < f64::from(b.rate));
         }
         let mut next = Vec::with_capacity(charged.len());
-        for (scope, id, rate, limit) in &charged {
-            let b = buckets.get(&(*scope, *id)).copied().unwrap_or(Bucket {
-                tokens: f64::from(*rate),
+        for &&(scope, id, rate, limit) in &charged {
+            let b = buckets.get(&(scope, id)).copied().unwrap_or(Bucket {
+                tokens: f64::from(rate),
                 at: now,
-                rate: *rate,
+                rate,
             });
-            let b = refilled(b, *rate, now);
+            let b = refilled(b, rate, now);
             if b.tokens < 1.0 {
-                let per_sec = f64::from(*rate) / 60.0;
+                let per_sec = f64::from(rate) / 60.0;
                 let wait = ((1.0 - b.tokens) / per_sec).ceil().max(1.0);
                 return Err(Limited {
                     limit,
-                    per_minute: *rate,
+                    per_minute: rate,
                     retry_after: Duration::from_secs(wait as u64),
                 });
             }
-            next.push(((*scope, *id), b));
+            next.push(((scope, id), b));
+        }
+        if !take {
+            return Ok(());
         }
         for (k, mut b) in next {
             b.tokens -= 1.0;
@@ -318,6 +380,48 @@ mod tests {
             l.admit(&other, OrgRates::default(), false, t).unwrap();
         }
         assert!(l.admit(&other, OrgRates::default(), false, t).is_err());
+    }
+
+    #[test]
+    fn refused_tokens_are_counted_per_source_and_an_ipv6_host_by_its_64() {
+        let l = RateLimits::new(&ApiConfig {
+            refused_per_minute_per_source: 2,
+            ..ApiConfig::default()
+        });
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let t = Instant::now();
+        let a = ip("203.0.113.7");
+        for _ in 0..2 {
+            l.may_look_up(a, t).unwrap();
+            l.refused(a, t);
+        }
+        let refused = l.may_look_up(a, t).unwrap_err();
+        assert_eq!(
+            (refused.limit, refused.retry_after),
+            ("api.refused_per_minute_per_source", Duration::from_secs(30))
+        );
+        // The same host written as IPv6; another host is not held back.
+        assert!(l.may_look_up(ip("::ffff:203.0.113.7"), t).is_err());
+        l.may_look_up(ip("203.0.113.8"), t).unwrap();
+        // One /64 is one source.
+        let v6 = ip("2001:db8:1:2::1");
+        l.refused(v6, t);
+        l.refused(ip("2001:db8:1:2:ffff::9"), t);
+        assert!(l.may_look_up(ip("2001:db8:1:2:abcd::1"), t).is_err());
+        l.may_look_up(ip("2001:db8:1:3::1"), t).unwrap();
+        // Checking takes nothing; 0 is off.
+        let fresh = ip("198.51.100.1");
+        for _ in 0..10 {
+            l.may_look_up(fresh, t).unwrap();
+        }
+        let off = RateLimits::new(&ApiConfig {
+            refused_per_minute_per_source: 0,
+            ..ApiConfig::default()
+        });
+        for _ in 0..10 {
+            off.refused(a, t);
+        }
+        off.may_look_up(a, t).unwrap();
     }
 
     #[test]
