@@ -1,8 +1,8 @@
 //! The events outbox against a real PostgreSQL with a manual clock: every change of an
 //! approval's life writes exactly one event in its own transaction (a rolled-back cause leaves
 //! none, a repeated decision adds none), the sweep's expired and stale events, a cursor that
-//! never skips an event whose transaction commits after a later id was written, and org scoping
-//! of events and cursors.
+//! never skips an event whose transaction commits after a later id was written, org scoping
+//! of events and cursors, and one subject's events (issue 49) by the same cursor.
 
 use crate::common;
 use agentd::app::App;
@@ -364,4 +364,116 @@ async fn another_orgs_events_and_cursors_are_not_found() {
         Some(EventType::ApprovalExpiring)
     );
     assert_eq!(EventType::parse("approval.exploded"), None);
+}
+
+/// Writes an event of `kind` with `subject` and `payload` (its own statement on `conn`).
+async fn emit_about(
+    conn: &mut sqlx::PgConnection,
+    org: Uuid,
+    kind: EventType,
+    subject: Option<Uuid>,
+    payload: Value,
+) -> i64 {
+    events::emit(
+        conn,
+        &NewEvent {
+            org_id: org,
+            kind,
+            subject_id: subject,
+            occurred_at: Utc::now(),
+            payload: &payload,
+            dedupe_key: None,
+        },
+    )
+    .await
+    .unwrap()
+    .expect("no dedupe key: always written")
+}
+
+/// Issue 49: the subject filter keeps the events whose subject is the id or whose payload
+/// names it as `document_id` or `run_id`, in stream order; a late-committing writer is not
+/// skipped (the filter reads behind the same horizon); any event of the org is a cursor, and
+/// another org's subject gives nothing.
+#[tokio::test]
+async fn one_subjects_events_by_cursor_skip_nothing_and_stay_in_the_org() {
+    let f = fixture().await;
+    let other = orgs::ensure(&f.db.pool, "globex").await.unwrap().id;
+    let (doc, run) = (Uuid::now_v7(), Uuid::now_v7());
+    let mut conn = f.db.pool.acquire().await.unwrap();
+    let started = emit_about(
+        &mut conn,
+        f.org,
+        EventType::RunStarted,
+        Some(run),
+        json!({"run_id": run, "document_id": doc}),
+    )
+    .await;
+    let unrelated = emit(&mut conn, f.org, EventType::RunStep, 1).await;
+    // Written first, committed last.
+    let mut slow = f.db.pool.begin().await.unwrap();
+    let step = emit_about(
+        &mut slow,
+        f.org,
+        EventType::RunStep,
+        Some(run),
+        json!({"run_id": run, "document_id": doc, "seq": 0}),
+    )
+    .await;
+    let ready = emit_about(
+        &mut conn,
+        f.org,
+        EventType::ProposalReady,
+        Some(doc),
+        json!({"document_id": doc, "run_id": run}),
+    )
+    .await;
+    let approval = emit_about(
+        &mut conn,
+        f.org,
+        EventType::ApprovalCreated,
+        Some(Uuid::now_v7()),
+        json!({"run_id": run}),
+    )
+    .await;
+    // Another org's event naming the same ids.
+    emit_about(
+        &mut conn,
+        other,
+        EventType::RunStarted,
+        Some(run),
+        json!({"run_id": run, "document_id": doc}),
+    )
+    .await;
+    let about = |subject: Uuid, after: i64| {
+        let pool = f.db.pool.clone();
+        async move {
+            events::list_after_about(&pool, f.org, after, &[], Some(subject), 100)
+                .await
+                .unwrap()
+                .iter()
+                .map(|e| e.id)
+                .collect::<Vec<i64>>()
+        }
+    };
+    assert_eq!(
+        about(doc, 0).await,
+        vec![started],
+        "nothing after an earlier writer that still runs"
+    );
+    slow.commit().await.unwrap();
+    f.stream(f.org, 0, 5).await;
+    // The document: its own event and its run's; the run: those and its approval's.
+    assert_eq!(about(doc, 0).await, vec![started, step, ready]);
+    assert_eq!(about(run, 0).await, vec![started, step, ready, approval]);
+    // A cursor on any of the org's events, about the subject or not.
+    assert_eq!(about(doc, unrelated).await, vec![step, ready]);
+    assert_eq!(about(run, ready).await, vec![approval]);
+    // Another org reading the same ids: only its own event.
+    let theirs = events::list_after_about(&f.db.pool, other, 0, &[], Some(doc), 100)
+        .await
+        .unwrap();
+    assert_eq!(theirs.len(), 1);
+    assert_eq!(theirs[0].org_id, other);
+    // An id nothing is about.
+    assert_eq!(about(Uuid::now_v7(), 0).await, Vec::<i64>::new());
 }
