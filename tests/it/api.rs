@@ -1173,3 +1173,31 @@ async fn uploads_past_max_concurrent_uploads_get_503_and_other_requests_do_not()
     assert_eq!(r.status.as_u16(), 201, "{}", r.body);
     assert_eq!(api.count("SELECT count(*) FROM documents").await, 2);
 }
+
+/// Review D8: the public `/readyz` checks the database at most once a second — with
+/// `_sqlx_migrations` renamed away, the answer checked just before is given again without a
+/// query, and the next check a second later says not ready — so a flood of it costs one query
+/// a second, not one each.
+#[tokio::test]
+async fn the_public_readyz_checks_the_database_at_most_once_a_second() {
+    let api = Api::start().await;
+    let rename = |from: &str, to: &str| {
+        let pool = api.db.pool.clone();
+        let sql = format!("ALTER TABLE {from} RENAME TO {to}");
+        async move {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+    };
+    let ready = || async { api.call("GET", "/readyz", None, None).await.status.as_u16() };
+    assert_eq!(ready().await, 200);
+    rename("_sqlx_migrations", "_sqlx_migrations_away").await;
+    assert_eq!(ready().await, 200, "the answer of the check just made");
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(ready().await, 503, "checked again a second later");
+    rename("_sqlx_migrations_away", "_sqlx_migrations").await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(ready().await, 200);
+}

@@ -37,21 +37,39 @@ pub fn metrics_handle() -> PrometheusHandle {
         .clone()
 }
 
+/// How long the public `/readyz` answer is reused (review D8).
+const PUBLIC_READY_TTL: Duration = Duration::from_secs(1);
+
 /// What the public API port answers without a key: `/healthz`, and `/readyz` as a bare status
-/// (load balancers need it; the reason is logged, not served).
+/// (load balancers need it; the reason is logged, not served). The public `/readyz` checks at
+/// most once a [`PUBLIC_READY_TTL`]: requests in between (and those arriving while a check
+/// runs, which wait for it) get its answer, so a flood of them costs one query a second, not
+/// one each (review D8).
 pub fn public_router(state: HealthState) -> Router {
+    let last: Arc<tokio::sync::Mutex<Option<(std::time::Instant, StatusCode)>>> = Arc::default();
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route(
             "/readyz",
-            get(|s: State<HealthState>| async move {
-                let (code, why) = readyz(s).await;
-                if code == StatusCode::OK {
-                    (code, why)
+            get(move |s: State<HealthState>| async move {
+                let mut last = last.lock().await;
+                let code = match *last {
+                    Some((at, code)) if at.elapsed() < PUBLIC_READY_TTL => code,
+                    _ => {
+                        let (code, why) = readyz(s).await;
+                        if code != StatusCode::OK {
+                            tracing::warn!(reason = why.trim_end(), "readyz: not ready");
+                        }
+                        *last = Some((std::time::Instant::now(), code));
+                        code
+                    }
+                };
+                let text = if code == StatusCode::OK {
+                    "ready\n"
                 } else {
-                    tracing::warn!(reason = why.trim_end(), "readyz: not ready");
-                    (code, "not ready\n".to_string())
-                }
+                    "not ready\n"
+                };
+                (code, text)
             }),
         )
         .with_state(state)
