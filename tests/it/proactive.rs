@@ -694,10 +694,7 @@ async fn a_constrained_suggestion_is_one_of_the_overviews_signals_with_its_kind(
             assert_eq!(offered[0].1.len(), 1, "{offered:?}");
             assert_eq!(offered[1].1.len(), 2, "{offered:?}");
             for v in variants {
-                assert_eq!(
-                    v["required"],
-                    json!(["kind", "title", "message", "document_id"])
-                );
+                assert_eq!(v["required"], json!(["kind", "document_id"]));
             }
             Turn::tool(
                 "b",
@@ -724,5 +721,109 @@ async fn a_constrained_suggestion_is_one_of_the_overviews_signals_with_its_kind(
     assert!(
         doc.is_some_and(|d| failed.contains(&d)),
         "about a failed document: {written:?}"
+    );
+}
+
+/// Issue 48, item 5: a signal's suggestion says what the signal is and names its documents,
+/// whatever the model wrote (a model's restatement is dropped, what it adds is kept); a
+/// suggestion no signal names keeps the model's words, which it must give — asked without
+/// them, the tool says so and the model's corrected call is written.
+#[tokio::test]
+async fn a_signals_suggestion_is_worded_from_the_signal_and_other_needs_the_models_words() {
+    let f = fixture().await;
+    let failed = [f.doc("scan-01.png").await, f.doc("scan-02.png").await];
+    for d in failed {
+        f.set_status(
+            d,
+            "failed",
+            Some("provider: HTTP 500 from http://10.0.0.5"),
+            Utc::now(),
+        )
+        .await;
+    }
+    let waiting = f.doc("lease.pdf").await;
+    f.set_status(waiting, "proposed", None, Utc::now() - Duration::days(5))
+        .await;
+    let p = Arc::new(ScriptedProvider::new(vec![
+        Turn::tool("a", "org_overview", json!({})),
+        // No words at all: the signal's.
+        Turn::tool("b", "create_suggestion", json!({"kind": "retry_failed"})),
+        // A restatement, and a title the signal replaces.
+        Turn::tool(
+            "c",
+            "create_suggestion",
+            json!({"kind": "review_proposal", "document_id": waiting,
+                   "title": "Extracting relevant documents from the most useful action for the night.",
+                   "message": "The proposal for lease.pdf waited 5 days."}),
+        ),
+        // Kind other without words: a tool error naming what is missing.
+        Turn::tool("d", "create_suggestion", json!({"kind": "other"})),
+        Turn::tool(
+            "e",
+            "create_suggestion",
+            json!({"kind": "other", "title": "Add a tag for leases",
+                   "message": "Several documents are leases; a Leases tag would group them."}),
+        ),
+        Turn::text("Wrote three suggestions."),
+    ]));
+    let run = f.handle(p, night(), "words").await;
+    let written: Vec<(String, Option<Uuid>, String, String)> = sqlx::query_as(
+        "SELECT kind, document_id, title, message FROM suggestions WHERE org_id = $1 ORDER BY kind",
+    )
+    .bind(f.org)
+    .fetch_all(&f.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(written.len(), 3, "{written:?}");
+    assert_eq!(
+        written[0],
+        (
+            "other".into(),
+            None,
+            "Add a tag for leases".into(),
+            "Several documents are leases; a Leases tag would group them.".into()
+        )
+    );
+    assert_eq!(written[1].0, "retry_failed");
+    // In the overview's order.
+    assert!(
+        [
+            "2 documents failed to auto-create: “scan-01.png” and “scan-02.png”",
+            "2 documents failed to auto-create: “scan-02.png” and “scan-01.png”"
+        ]
+        .contains(&written[1].2.as_str()),
+        "{}",
+        written[1].2
+    );
+    assert!(
+        !written[1].3.contains("HTTP 500") && !written[1].3.contains("10.0.0.5"),
+        "no error text: {}",
+        written[1].3
+    );
+    assert_eq!(
+        (
+            written[2].0.as_str(),
+            written[2].1,
+            written[2].2.as_str(),
+            written[2].3.as_str()
+        ),
+        (
+            "review_proposal",
+            Some(waiting),
+            "The proposal for “lease.pdf” has waited 5 days",
+            "The proposal for “lease.pdf” has waited 5 days for a review."
+        )
+    );
+    let refused: String = sqlx::query_scalar(
+        "SELECT outcome::text FROM audit_events WHERE run_id = $1 AND tool = 'create_suggestion'
+           AND is_error",
+    )
+    .bind(run)
+    .fetch_one(&f.db.pool)
+    .await
+    .unwrap();
+    assert!(
+        refused.contains("title and message are needed"),
+        "{refused}"
     );
 }

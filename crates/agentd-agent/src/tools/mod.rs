@@ -21,6 +21,7 @@ pub mod schema_reuse;
 pub mod schemas;
 pub mod scope;
 pub mod strict;
+pub mod suggestion_wording;
 pub mod suggestions;
 pub mod summary;
 pub mod tags;

@@ -3,6 +3,7 @@
 //! per org per night).
 
 use super::documents::existing_document;
+use super::suggestion_wording as wording;
 use super::typed::tool;
 use super::typed::{Id, any_object};
 use super::{FollowUp, Subject, ToolCtx, ToolError, TypedTool};
@@ -122,19 +123,24 @@ tool! {
     /// `create_suggestion`.
     CreateSuggestion {
         kind: SuggestionKind,
+        /// Only for a suggestion no signal names (kind other): a signal's is written from it.
         #[schemars(length(min = 1, max = 200))]
-        title: String,
+        title: Option<String>,
+        /// Only what the signal does not say; a signal's own facts are written from it.
         #[schemars(length(min = 1, max = 4000))]
-        message: String,
+        message: Option<String>,
         /// The document it is about, if one.
         document_id: Option<Id>,
         proposed_action: Option<ProposedAction>,
     } = Write "create_suggestion",
     "Write a suggestion for the organisation's people {kind, \
-    title, message, document_id?, proposed_action?}. kind: review_proposal | retry_failed | \
-    tag_documents | rerun_extraction | other. One per kind and document (or per kind for \
-    the whole org) per night: a repeat returns duplicate: true. proposed_action is an \
-    optional {\"tool\": name, \"args\": {...}} a person can approve."
+    document_id?, title?, message?, proposed_action?}. kind: review_proposal | retry_failed | \
+    tag_documents | rerun_extraction | other. For a signal of org_overview (its kind, and one \
+    of its documents or none for all of them) the title and message are written from the \
+    signal: give a message only to add what it does not say. kind other needs a title and a \
+    message. One per kind and document (or per kind for the whole org) per night: a repeat \
+    returns duplicate: true. proposed_action is an optional {\"tool\": name, \"args\": \
+    {...}} a person can approve."
 }
 
 impl TypedTool for CreateSuggestion {
@@ -154,17 +160,14 @@ impl TypedTool for CreateSuggestion {
             suggestion_id: result["suggestion_id"]
                 .as_str()
                 .and_then(|s| uuid::Uuid::parse_str(s).ok()),
-            rationale: Some(self.message.clone()),
+            // What was written (a signal's words, or the model's), as the approval's reason.
+            rationale: result["message"]
+                .as_str()
+                .map(str::to_string)
+                .or_else(|| self.message.clone()),
         })
     }
     async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
-        let title = self.title.trim();
-        let message = self.message.trim();
-        if title.is_empty() || message.is_empty() {
-            return Err(ToolError::Invalid(
-                "title and message must not be empty".into(),
-            ));
-        }
         let document_id = Id::uuid(self.document_id);
         if let Some(d) = document_id {
             if self.proposed_action.is_some() {
@@ -190,12 +193,52 @@ impl TypedTool for CreateSuggestion {
         }
         let proposed_action = self.proposed_action.as_ref().map(|a| json!(a));
         let night = ctx.night.unwrap_or_else(|| ctx.now.date_naive());
+        let given = |s: &Option<String>| {
+            s.as_deref()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
+        let overview = store::overview(
+            ctx.conn,
+            ctx.org_id,
+            ctx.now,
+            night,
+            WAITING_AFTER_DAYS,
+            SIGNAL_LIMIT,
+        )
+        .await?;
+        let (title, message) = match wording::from_signal(self.kind, document_id, &overview) {
+            Some((title, built)) => {
+                let message = wording::with_model_note(&title, &built, self.message.as_deref());
+                (title, message)
+            }
+            None => match (given(&self.title), given(&self.message)) {
+                (Some(t), Some(m)) => (
+                    t.chars().take(wording::MAX_TITLE).collect(),
+                    m.chars().take(wording::MAX_MESSAGE).collect(),
+                ),
+                _ => {
+                    return Err(ToolError::Invalid(format!(
+                        "title and message are needed: no signal of org_overview names this \
+                         suggestion (kind {}{}), so its words are yours; or pick a signal's kind \
+                         and one of its documents, and they are written from it",
+                        self.kind.as_str(),
+                        if document_id.is_some() {
+                            " about a document that signal does not list"
+                        } else {
+                            ""
+                        }
+                    )));
+                }
+            },
+        };
         let s = SuggestionFields {
             kind: self.kind.as_str().to_string(),
             subject: document_id.map(|d| d.to_string()).unwrap_or_default(),
             night,
-            title: title.to_string(),
-            message: message.to_string(),
+            title: title.clone(),
+            message: message.clone(),
             document_id,
             proposed_action,
         };
@@ -210,7 +253,7 @@ impl TypedTool for CreateSuggestion {
         .await?
         {
             Created::New(id) => Ok(json!({"suggestion_id": id, "duplicate": false,
-                                          "night": night})),
+                                          "night": night, "title": title, "message": message})),
             Created::Duplicate(id) => Ok(json!({"suggestion_id": id, "duplicate": true,
                                                 "night": night})),
             Created::Dismissed { at, reason } => Err(ToolError::Conflict(format!(

@@ -34,12 +34,19 @@ pub(super) fn proactive(r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
         .nth(done as usize)
         .filter(|_| done < 3)
     {
-        let mut args = json!({"kind": kind, "title": title, "message": format!("{title}. Found by the nightly review (offline model).")});
+        // The title and message of a signal's suggestion are written from the signal
+        // (`tools::suggestion_wording`); the heuristic adds only what it proposes. `title` is
+        // what it would say if the tool did not know the signal.
+        let mut args = json!({"kind": kind});
+        if doc.is_none() {
+            args["title"] = json!(title);
+            args["message"] = json!(format!("{title}."));
+        }
         if let Some(d) = doc {
             if let (Some((tag_id, tag_name)), "tag_documents") = (tag, kind) {
                 args["message"] = json!(format!(
-                    "{title}. Found by the nightly review (offline model): it proposes the tag \
-                     '{tag_name}', the organisation's first."
+                    "The offline heuristic proposes the tag '{tag_name}', the organisation's \
+                     first: it cannot read what tags mean, so check it before approving."
                 ));
                 args["proposed_action"] = json!({"tool": names::UPDATE_DOCUMENT,
                     "args": {"document_id": d, "tag_ids": [tag_id]}});
