@@ -1273,3 +1273,63 @@ async fn a_re_proposal_run_sees_the_decisions_on_its_document() {
         "{first}"
     );
 }
+
+/// D13 with migration 0106: a refine's words go with its job, without a foreign key from the
+/// domain to the queue's table — the retention pass deletes the row of a purged job and keeps
+/// the row of a job the queue still has; the jobs table truncates alone.
+#[tokio::test]
+async fn a_refines_words_go_when_the_queue_purges_its_job() {
+    let api = Api::start().await;
+    let (_org, reviewer) = api.org("acme", Role::Reviewer).await;
+    let mut jobs = Vec::new();
+    for name in ["a.txt", "b.txt"] {
+        let doc = upload(
+            &api,
+            &reviewer,
+            json!({"name": name, "text": INVOICE, "auto_create": true}),
+        )
+        .await;
+        drain(&worker_app(&api, None), doc).await;
+        let a = api
+            .call(
+                "POST",
+                &format!("/v1/documents/{doc}/refine"),
+                Some(&reviewer),
+                Some(json!({ "instructions": format!("Refine {name}") })),
+            )
+            .await;
+        assert_eq!(a.status.as_u16(), 202, "{}", a.body);
+        jobs.push(a.body["job_id"].as_i64().expect("job_id"));
+    }
+    // The queue purges the first refine's job (its retention of finished jobs does this).
+    sqlx::query("DELETE FROM agentd_jobs WHERE id = $1")
+        .bind(jobs[0])
+        .execute(&api.db.pool)
+        .await
+        .unwrap();
+    let retention = agentd::pii::retention::TranscriptRetention {
+        pool: api.db.pool.clone(),
+        clock: Arc::new(agentd::clock::SystemClock) as agentd::clock::SharedClock,
+        keep: chrono::Duration::days(30),
+        batch: 10,
+        interval: std::time::Duration::from_secs(60),
+    };
+    retention.run_once().await.unwrap();
+    let left: Vec<i64> = sqlx::query_scalar("SELECT job_id FROM refine_requests ORDER BY job_id")
+        .fetch_all(&api.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        left,
+        [jobs[1]],
+        "the purged job's words went, the waiting one's stayed"
+    );
+    // Nothing of the domain references the queue's table.
+    let referencing: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND confrelid = 'agentd_jobs'::regclass",
+    )
+    .fetch_one(&api.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(referencing, 0);
+}

@@ -198,6 +198,21 @@ impl TranscriptRetention {
         if total > 0 {
             info!(runs = total, "retention compacted finished transcripts");
         }
+        // A refine's words go with its job (migration 0106: no foreign key from the domain to
+        // the queue's table): the rows whose job the queue has purged.
+        let words = sqlx::query(
+            "DELETE FROM refine_requests r
+              WHERE NOT EXISTS (SELECT 1 FROM agentd_jobs j WHERE j.id = r.job_id)",
+        )
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        if words > 0 {
+            info!(
+                refines = words,
+                "retention deleted the words of purged refine jobs"
+            );
+        }
         Ok(total)
     }
 
