@@ -162,6 +162,10 @@ pub async fn run(app: &App, cmd: DocumentsCmd) -> anyhow::Result<()> {
                 );
                 println!("  redaction tokens    {}", k.pii_tokens);
                 println!(
+                    "  approvals           {}, suggestions {}, refine instructions {}",
+                    k.approvals, k.suggestions, k.refine_requests
+                );
+                println!(
                     "Deleting the document removes its text, extractions, transcript text and tokens; audit rows keep their hashes."
                 );
             }

@@ -485,6 +485,17 @@ async fn deleting_a_document_erases_its_text_and_keeps_the_audit_hashes() {
     .execute(&db.pool)
     .await
     .unwrap();
+    // What is kept counts them (review N12's rest).
+    let mut conn = db.pool.acquire().await.unwrap();
+    let kept = agentd::pii::retention::kept_for_document(&mut conn, org, doc)
+        .await
+        .unwrap()
+        .unwrap();
+    drop(conn);
+    assert_eq!(
+        (kept.suggestions, kept.approvals, kept.refine_requests),
+        (1, 0, 0)
+    );
     let mut tx = db.pool.begin().await.unwrap();
     assert!(
         agentd::store::documents::delete(&mut tx, org, doc)

@@ -831,3 +831,67 @@ async fn an_extraction_call_failing_after_generation_is_charged() {
     assert_eq!(out.tokens, 120 * loop_calls + charged);
     assert_eq!(used(&w).await, out.tokens);
 }
+
+/// Review #16 (d): the budget's month only moves forward. A node whose clock is a few seconds
+/// behind the month boundary reserves and charges against the month the row is in — it neither
+/// resets the new month's count to 0 nor sends the row back a month for the next node to reset
+/// again; a later month still starts from 0.
+#[tokio::test]
+async fn a_node_behind_the_month_boundary_does_not_reset_the_new_months_budget() {
+    use agentd::store::budget;
+    use chrono::TimeZone;
+    let db = TestDb::new().await;
+    let org = agentd::store::orgs::ensure(&db.pool, "acme")
+        .await
+        .unwrap()
+        .id;
+    let ahead = Utc.with_ymd_and_hms(2026, 2, 1, 0, 0, 5).unwrap();
+    let behind = Utc.with_ymd_and_hms(2026, 1, 31, 23, 59, 58).unwrap();
+    runs::set_budget(&db.pool, org, 1_000, ahead).await.unwrap();
+    let mut conn = db.pool.acquire().await.unwrap();
+    runs::charge_budget(&mut conn, org, 100, ahead)
+        .await
+        .unwrap();
+    let row = || async {
+        sqlx::query_as::<_, (i64, chrono::NaiveDate)>(
+            "SELECT tokens_used, period_start FROM org_budgets WHERE org_id = $1",
+        )
+        .bind(org)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+    };
+    let february = chrono::NaiveDate::from_ymd_opt(2026, 2, 1).unwrap();
+    assert_eq!(row().await, (100, february));
+    let held = budget::reserve(&db.pool, org, 50, behind, chrono::Duration::minutes(5))
+        .await
+        .unwrap();
+    assert!(matches!(held, budget::Reservation::Held { .. }), "{held:?}");
+    assert_eq!(
+        row().await,
+        (100, february),
+        "the late node's reservation reset nothing"
+    );
+    runs::charge_budget(&mut conn, org, 30, behind)
+        .await
+        .unwrap();
+    assert_eq!(
+        row().await,
+        (130, february),
+        "its charge counts in the row's month"
+    );
+    assert_eq!(
+        runs::budget(&db.pool, org, behind)
+            .await
+            .unwrap()
+            .map(|b| b.tokens_used),
+        Some(130)
+    );
+    // March starts from 0.
+    let march = Utc.with_ymd_and_hms(2026, 3, 1, 0, 0, 1).unwrap();
+    runs::charge_budget(&mut conn, org, 7, march).await.unwrap();
+    assert_eq!(
+        row().await,
+        (7, chrono::NaiveDate::from_ymd_opt(2026, 3, 1).unwrap())
+    );
+}

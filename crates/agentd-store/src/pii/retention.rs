@@ -235,6 +235,12 @@ pub struct Kept {
     pub compacted_steps: i64,
     pub audit_rows: i64,
     pub pii_tokens: i64,
+    /// Approvals about the document (any status; erasure blanks their arguments' values).
+    pub approvals: i64,
+    /// Suggestions about it (erasure removes their words).
+    pub suggestions: i64,
+    /// Refines' instructions kept while their jobs live (`refine_requests`).
+    pub refine_requests: i64,
 }
 
 /// Counts what is kept for a document of `org_id`; `None` if there is no such document.
@@ -243,7 +249,8 @@ pub async fn kept_for_document(
     org_id: Uuid,
     document_id: Uuid,
 ) -> sqlx::Result<Option<Kept>> {
-    let row: Option<(i64, i64, i64, i64, i64, i64, i64)> = sqlx::query_as(
+    type Row = (i64, i64, i64, i64, i64, i64, i64, i64, i64, i64);
+    let row: Option<Row> = sqlx::query_as(
         "WITH d AS (SELECT id, length(coalesce(text, ''))::bigint AS chars FROM documents
                      WHERE org_id = $1 AND id = $2),
               r AS (SELECT id FROM agent_runs WHERE org_id = $1 AND subject = $2::text)
@@ -254,14 +261,17 @@ pub async fn kept_for_document(
                 (SELECT count(*) FROM agent_steps WHERE run_id IN (SELECT id FROM r)
                     AND coalesce((payload->>'compacted')::boolean, false)),
                 (SELECT count(*) FROM audit_events WHERE run_id IN (SELECT id FROM r)),
-                (SELECT count(*) FROM pii_tokens WHERE run_id IN (SELECT id FROM r))
+                (SELECT count(*) FROM pii_tokens WHERE run_id IN (SELECT id FROM r)),
+                (SELECT count(*) FROM pending_approvals WHERE org_id = $1 AND document_id = $2),
+                (SELECT count(*) FROM suggestions WHERE org_id = $1 AND document_id = $2),
+                (SELECT count(*) FROM refine_requests WHERE org_id = $1 AND document_id = $2)
            FROM d",
     )
     .bind(org_id)
     .bind(document_id)
     .fetch_optional(&mut *conn)
     .await?;
-    Ok(row.map(|(c, e, r, s, cs, a, p)| Kept {
+    Ok(row.map(|(c, e, r, s, cs, a, p, ap, su, rr)| Kept {
         document_id,
         text_chars: c,
         extractions: e,
@@ -270,6 +280,9 @@ pub async fn kept_for_document(
         compacted_steps: cs,
         audit_rows: a,
         pii_tokens: p,
+        approvals: ap,
+        suggestions: su,
+        refine_requests: rr,
     }))
 }
 

@@ -36,8 +36,8 @@ pub async fn reserve(
     let mut tx = super::agent_loop::begin_unflushed(pool).await?;
     let row: Option<(i64, i64)> = sqlx::query_as(
         "UPDATE org_budgets
-            SET tokens_used = CASE WHEN period_start = $2 THEN tokens_used ELSE 0 END,
-                period_start = $2
+            SET tokens_used = CASE WHEN period_start >= $2 THEN tokens_used ELSE 0 END,
+                period_start = GREATEST(period_start, $2)
           WHERE org_id = $1
       RETURNING tokens_used, monthly_limit",
     )

@@ -470,7 +470,7 @@ pub async fn budget<'e, E: PgExecutor<'e>>(
     now: DateTime<Utc>,
 ) -> sqlx::Result<Option<Budget>> {
     sqlx::query_as(
-        "SELECT monthly_limit, CASE WHEN period_start = $2 THEN tokens_used ELSE 0 END AS tokens_used
+        "SELECT monthly_limit, CASE WHEN period_start >= $2 THEN tokens_used ELSE 0 END AS tokens_used
            FROM org_budgets WHERE org_id = $1",
     )
     .bind(org_id)
@@ -511,8 +511,8 @@ pub async fn charge_budget(
     let period = period_of(now);
     let row: Option<(i64, i64)> = sqlx::query_as(
         "UPDATE org_budgets
-            SET tokens_used = CASE WHEN period_start = $3 THEN tokens_used + $2 ELSE $2 END,
-                period_start = $3
+            SET tokens_used = CASE WHEN period_start >= $3 THEN tokens_used + $2 ELSE $2 END,
+                period_start = GREATEST(period_start, $3)
           WHERE org_id = $1
       RETURNING tokens_used, monthly_limit",
     )

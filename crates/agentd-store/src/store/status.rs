@@ -258,9 +258,9 @@ pub async fn budgets(
 ) -> sqlx::Result<Vec<BudgetUse>> {
     sqlx::query_as(
         "SELECT b.org_id, o.name AS org_name, b.monthly_limit,
-                CASE WHEN b.period_start = $1 THEN b.tokens_used ELSE 0 END AS tokens_used
+                CASE WHEN b.period_start >= $1 THEN b.tokens_used ELSE 0 END AS tokens_used
            FROM org_budgets b JOIN orgs o ON o.id = b.org_id
-          ORDER BY CASE WHEN b.period_start = $1 THEN b.tokens_used ELSE 0 END::float8 / GREATEST(b.monthly_limit, 1) DESC
+          ORDER BY CASE WHEN b.period_start >= $1 THEN b.tokens_used ELSE 0 END::float8 / GREATEST(b.monthly_limit, 1) DESC
           LIMIT $2",
     )
     .bind(super::runs::period_of(now))

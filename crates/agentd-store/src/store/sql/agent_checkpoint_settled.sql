@@ -29,8 +29,8 @@ event AS (
 released AS (DELETE FROM budget_reservations WHERE id = $11),
 charged AS (
   UPDATE org_budgets
-     SET tokens_used = CASE WHEN period_start = $14 THEN tokens_used + $13 ELSE $13 END,
-         period_start = $14
+     SET tokens_used = CASE WHEN period_start >= $14 THEN tokens_used + $13 ELSE $13 END,
+         period_start = GREATEST(period_start, $14)
    WHERE org_id = $12
   RETURNING tokens_used, monthly_limit),
 run AS (
