@@ -4,7 +4,8 @@
 //!
 //! - reuse before creating: `create_schema` reuses the org's schema for the same kind of
 //!   document (as it is, or as a new version with the missing fields), not one of another kind;
-//!   rejecting the document that first proposed a schema leaves the proposals that reuse it;
+//!   rejecting the document that first proposed a schema leaves the proposals that reuse it,
+//!   and the version another proposal extended (D6);
 //! - the nightly run declares what it makes: an empty answer is nudged, then the suggestion
 //!   is written;
 //! - a tool without arguments is asked for with `{}` as its only arguments and a small output
@@ -448,6 +449,86 @@ async fn rejecting_the_first_proposal_leaves_the_schema_another_document_reused(
         .await
         .unwrap();
     assert_eq!(prompts, 1, "the second proposal's prompt stays");
+}
+
+/// D6: the second upload extends the first's *proposed* version; rejecting the first keeps that
+/// version (the second's chain stays whole, the first's fields go to the second's reviewer),
+/// and the second proposal is accepted.
+#[tokio::test]
+async fn rejecting_a_proposal_another_run_extended_keeps_the_version_it_built_on() {
+    let db = TestDb::new().await;
+    let app = app(&db);
+    let org = org(&db).await;
+    let first = propose(
+        &db,
+        &app,
+        org,
+        INVOICE,
+        proposal_turns(json!({"invoice_number": "string", "total_due": "number",
+                              "customer": "string"})),
+    )
+    .await;
+    let second = propose(
+        &db,
+        &app,
+        org,
+        INVOICE,
+        proposal_turns(json!({"invoice_number": "string", "total_due": "number",
+                              "customer": "string", "iban": "string"})),
+    )
+    .await;
+    let (sid, v) = first.schema;
+    assert_eq!(
+        second.schema,
+        (sid, v + 1),
+        "the second extends the first's version"
+    );
+    assert_eq!(second.create_schema_result["fields_added"], json!(["iban"]));
+    let mut conn = db.pool.acquire().await.unwrap();
+    agentd::store::auto_create::reject(&mut conn, org, first.doc, first.run, Utc::now())
+        .await
+        .unwrap();
+    drop(conn);
+    assert_eq!(
+        schema_rows(&db).await,
+        vec![(sid, v, Some(first.run)), (sid, v + 1, Some(second.run))],
+        "the version the second built on stays, with its own"
+    );
+    let first_prompts: i64 = sqlx::query_scalar("SELECT count(*) FROM prompts WHERE run_id = $1")
+        .bind(first.run)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(first_prompts, 0, "the rejected run's own prompt is gone");
+    let state = agentd::store::auto_create::state(&db.pool, Some(org), second.doc)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(state.proposed.complete(), "{:?}", state.proposed);
+    assert_eq!(state.proposed.schema(), Some((sid, v + 1)));
+    let mut tx = db.pool.begin().await.unwrap();
+    agentd::store::auto_create::accept(&mut tx, org, second.doc, second.run, Utc::now())
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let statuses: Vec<(i32, String)> =
+        sqlx::query_as("SELECT version, status FROM schemas WHERE schema_id = $1 ORDER BY version")
+            .bind(sid)
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        statuses,
+        vec![(v, "proposed".to_string()), (v + 1, "active".to_string())],
+        "the second's version is accepted on a whole chain"
+    );
+    let doc: String =
+        sqlx::query_scalar("SELECT auto_create_status::text FROM documents WHERE id = $1")
+            .bind(second.doc)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(doc, "accepted");
 }
 
 /// An org with a failed auto-create: a signal worth a suggestion.

@@ -393,9 +393,14 @@ pub async fn remove_proposed(
         "DELETE FROM prompts WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'",
         // Not a version another run's prompt uses or reused (`create_schema` reuses the org's
         // schemas, proposed ones too): rejecting one document leaves the others' proposals.
+        // Nor one a later version of the schema by another run (or a person) built on (D6:
+        // reuse extends a proposed version): that proposal's chain stays whole, and the fields
+        // of this run it carries are its own reviewer's to accept or reject with it.
         "DELETE FROM schemas s WHERE org_id = $1 AND run_id = $2 AND status = 'proposed'
             AND NOT EXISTS (SELECT 1 FROM prompts p WHERE p.org_id = $1 AND p.schema_id = s.schema_id
                                AND p.schema_version = s.version AND p.run_id IS DISTINCT FROM $2)
+            AND NOT EXISTS (SELECT 1 FROM schemas l WHERE l.org_id = $1 AND l.schema_id = s.schema_id
+                               AND l.version > s.version AND l.run_id IS DISTINCT FROM $2)
             AND NOT EXISTS (SELECT 1 FROM agent_runs r WHERE r.org_id = $1 AND r.id <> $2
                                AND r.status NOT IN ('failed', 'cancelled')
                                AND r.reused_schema_id = s.schema_id
