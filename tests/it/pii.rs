@@ -455,16 +455,18 @@ async fn deleting_a_document_erases_its_text_and_keeps_the_audit_hashes() {
             .await
             .unwrap();
     assert!(audit_before >= 3);
-    let mut conn = db.pool.acquire().await.unwrap();
-    let kept = agentd::pii::retention::kept_for_document(&mut conn, org, doc)
-        .await
-        .unwrap()
-        .unwrap();
-    drop(conn);
-    assert_eq!(kept.text_chars, DOC.chars().count() as i64);
-    assert_eq!((kept.runs, kept.extractions), (1, 1));
-    assert_eq!(kept.audit_rows, audit_before);
-    assert!(kept.pii_tokens >= 5 && kept.transcript_steps > 0 && kept.compacted_steps == 0);
+    let kept = || async {
+        let mut conn = db.pool.acquire().await.unwrap();
+        agentd::pii::retention::kept_for_document(&mut conn, org, doc)
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    let before = kept().await;
+    assert_eq!(before.text_chars, DOC.chars().count() as i64);
+    assert_eq!((before.runs, before.extractions), (1, 1));
+    assert_eq!(before.audit_rows, audit_before);
+    assert!(before.pii_tokens >= 5 && before.transcript_steps > 0 && before.compacted_steps == 0);
     // What was derived from the document elsewhere (review N12): the run's summary, a
     // suggestion about it.
     sqlx::query(
@@ -486,14 +488,9 @@ async fn deleting_a_document_erases_its_text_and_keeps_the_audit_hashes() {
     .await
     .unwrap();
     // What is kept counts them (review N12's rest).
-    let mut conn = db.pool.acquire().await.unwrap();
-    let kept = agentd::pii::retention::kept_for_document(&mut conn, org, doc)
-        .await
-        .unwrap()
-        .unwrap();
-    drop(conn);
+    let after = kept().await;
     assert_eq!(
-        (kept.suggestions, kept.approvals, kept.refine_requests),
+        (after.suggestions, after.approvals, after.refine_requests),
         (1, 0, 0)
     );
     let mut tx = db.pool.begin().await.unwrap();

@@ -59,6 +59,23 @@ pub const WAITING_AFTER_DAYS: i32 = 3;
 /// Longest list per signal.
 const SIGNAL_LIMIT: i64 = 20;
 
+/// The org's overview for `night`, as `org_overview` shows it and `create_suggestion` words a
+/// signal from it.
+async fn overview(
+    ctx: &mut ToolCtx<'_>,
+    night: chrono::NaiveDate,
+) -> sqlx::Result<store::Overview> {
+    store::overview(
+        ctx.conn,
+        ctx.org_id,
+        ctx.now,
+        night,
+        WAITING_AFTER_DAYS,
+        SIGNAL_LIMIT,
+    )
+    .await
+}
+
 tool! {
     /// `org_overview` (no arguments).
     OrgOverview {} = Read "org_overview",
@@ -72,15 +89,7 @@ tool! {
 impl TypedTool for OrgOverview {
     async fn run(self, ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         let night = ctx.night.unwrap_or_else(|| ctx.now.date_naive());
-        let o = store::overview(
-            ctx.conn,
-            ctx.org_id,
-            ctx.now,
-            night,
-            WAITING_AFTER_DAYS,
-            SIGNAL_LIMIT,
-        )
-        .await?;
+        let o = overview(ctx, night).await?;
         let lists = [
             json!(o.waiting_proposals),
             json!(o.failed_auto_creates),
@@ -199,15 +208,7 @@ impl TypedTool for CreateSuggestion {
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
         };
-        let overview = store::overview(
-            ctx.conn,
-            ctx.org_id,
-            ctx.now,
-            night,
-            WAITING_AFTER_DAYS,
-            SIGNAL_LIMIT,
-        )
-        .await?;
+        let overview = overview(ctx, night).await?;
         let (title, message) = match wording::from_signal(self.kind, document_id, &overview) {
             Some((title, built)) => {
                 let message = wording::with_model_note(&title, &built, self.message.as_deref());
