@@ -124,18 +124,7 @@ impl JobHandler for AutoCreate {
                 let r = store::refine_request(&mut *tx, org, doc, job.job.id).await?;
                 let Some(r) = r else {
                     let why = "the refine's instructions are gone (refine_requests has no row for the job)";
-                    store::set_status(
-                        &mut *tx,
-                        org,
-                        doc,
-                        AutoCreateStatus::Failed,
-                        None,
-                        Some(why),
-                        now,
-                    )
-                    .await?;
-                    tx.commit().await?;
-                    return Err(JobError::fatal(format_args!("document {doc}: {why}")));
+                    return Err(refused(tx, org, doc, why, now).await);
                 };
                 Some(r)
             }
@@ -145,18 +134,7 @@ impl JobHandler for AutoCreate {
         let start = if p.refine.is_some() {
             if !state.proposed.complete() {
                 let why = "the document has no proposal to refine any more";
-                store::set_status(
-                    &mut *tx,
-                    org,
-                    doc,
-                    AutoCreateStatus::Failed,
-                    None,
-                    Some(why),
-                    now,
-                )
-                .await?;
-                tx.commit().await?;
-                return Err(JobError::fatal(format_args!("document {doc}: {why}")));
+                return Err(refused(tx, org, doc, why, now).await);
             }
             StartFrom {
                 schema: state.proposed.schema(),
@@ -340,6 +318,35 @@ impl AutoCreate {
 }
 
 /// True if this attempt still owns the job (locks the job row until `tx` ends).
+/// A refine that cannot run: its document ends `failed` with `why` (in `tx`, committed), and
+/// the job's fatal error names both.
+async fn refused(
+    mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
+    org: Uuid,
+    doc: Uuid,
+    why: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> JobError {
+    let ended = async {
+        store::set_status(
+            &mut *tx,
+            org,
+            doc,
+            AutoCreateStatus::Failed,
+            None,
+            Some(why),
+            now,
+        )
+        .await?;
+        tx.commit().await
+    }
+    .await;
+    match ended {
+        Ok(()) => JobError::fatal(format_args!("document {doc}: {why}")),
+        Err(e) => e.into(),
+    }
+}
+
 async fn fenced(tx: &mut sqlx::PgConnection, job: &JobContext) -> Result<bool, JobError> {
     Ok(crate::queue::store::holds_attempt(tx, job.job.id, job.job.attempt).await?)
 }
