@@ -236,7 +236,7 @@ pub fn with_model_note(title: &str, built: &str, model: Option<&str>) -> String 
     let theirs = words(model);
     let new = theirs.iter().filter(|w| !known.contains(*w)).count();
     if new >= 4 && new * 2 > theirs.len() {
-        cut(&format!("{built}\n\n{model}"), MAX_MESSAGE)
+        cut(&format!("{built} {model}"), MAX_MESSAGE)
     } else {
         built.to_string()
     }
@@ -375,7 +375,7 @@ mod tests {
         let note = "It looks like a supplier invoice, so the Invoices tag probably fits.";
         assert_eq!(
             with_model_note(t, built, Some(note)),
-            format!("{built}\n\n{note}")
+            format!("{built} {note}")
         );
     }
 }
