@@ -367,6 +367,13 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
     b.wait_text("auto_create").await;
     b.screenshot("runs").await;
     accessible(&b, "runs").await;
+    // From the document to its runs, and on to the run.
+    b.goto(&format!("{base}/#/documents/{doc}")).await;
+    b.click(&b.find("#document-runs").await).await;
+    b.wait_text("Runs of").await;
+    b.find(&format!("a[href=\"#/runs/{run}\"]")).await;
+    b.screenshot("runs-document").await;
+    accessible(&b, "runs (document)").await;
     b.goto(&format!("{base}/#/runs/{run}")).await;
     let page = b.wait_text("Audit trail").await;
     assert!(
@@ -378,6 +385,59 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
         page.contains("offline / heuristic"),
         "the offline provider runs no model: {page}"
     );
+    // The timeline: one row per checkpoint, in order, each with its time and (a model
+    // answer's) tokens in/out; the whole run's totals below.
+    let steps: Vec<(i32, String)> =
+        sqlx::query_as("SELECT seq, kind FROM agent_steps WHERE run_id = $1::uuid ORDER BY seq")
+            .bind(&run)
+            .fetch_all(&api.db.pool)
+            .await
+            .unwrap();
+    assert!(!steps.is_empty(), "the finished run has checkpoints");
+    let rows = b
+        .exec(
+            "return [...document.querySelectorAll('#timeline tbody tr')].map((tr) => \
+             [tr.dataset.seq, ...[...tr.cells].map((td) => td.textContent)]);",
+            vec![],
+        )
+        .await;
+    let rows = rows.as_array().unwrap();
+    assert_eq!(
+        rows.len(),
+        steps.len(),
+        "one timeline row per step: {rows:?}"
+    );
+    let took = regex::Regex::new(r"^\d+ ms$|^\d+\.\d s$").unwrap();
+    let tokens = regex::Regex::new(r"^\d+ / \d+$").unwrap();
+    for ((seq, kind), row) in steps.iter().zip(rows) {
+        let cell = |i: usize| row[i].as_str().unwrap_or_default().to_string();
+        assert_eq!(cell(0), seq.to_string(), "in order: {rows:?}");
+        assert!(took.is_match(&cell(3)), "a duration for step {seq}: {row}");
+        match kind.as_str() {
+            "llm_response" => {
+                assert!(cell(2).starts_with("model round"), "{row}");
+                assert!(
+                    tokens.is_match(&cell(4)),
+                    "tokens in/out for step {seq}: {row}"
+                );
+            }
+            "tool_result" => {
+                assert!(cell(2).starts_with("tool "), "{row}");
+                assert!(
+                    cell(5).contains("no error") || cell(5).contains("error"),
+                    "{row}"
+                );
+            }
+            _ => {}
+        }
+    }
+    let foot = b
+        .exec(
+            "return document.querySelector('#timeline tfoot').textContent;",
+            vec![],
+        )
+        .await;
+    assert!(foot.as_str().unwrap().contains("whole run"), "{foot}");
     b.screenshot("run").await;
     accessible(&b, "run").await;
 
@@ -522,6 +582,62 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
         .unwrap();
     b.goto(&format!("{base}/#/runs/{slow_run}")).await;
     b.wait_text("Cancel run").await;
+    b.wait_text("Live: new steps appear").await;
+    // A step checkpointed while the page is open appears on it without a reload: the page
+    // follows the run's event stream (a checkpoint and its run.step event, as the checkpoint
+    // statement writes them).
+    let mut tx = api.db.pool.begin().await.unwrap();
+    sqlx::query(
+        "INSERT INTO agent_steps (run_id, seq, kind, payload, created_at)
+         VALUES ($1, 900, 'llm_response', $2, now())",
+    )
+    .bind(slow_run)
+    .bind(
+        json!({"v": 1, "summary": false, "response": {"model": "m", "finish": "stop",
+        "message": {"role": "assistant", "content": []},
+        "usage": {"input_tokens": 4321, "output_tokens": 87}}}),
+    )
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO agentd_events (org_id, type, subject_id, occurred_at, payload, dedupe_key)
+         VALUES ($1, 'run.step', $2, now(), $3, 'run.step:test:900')",
+    )
+    .bind(org)
+    .bind(slow_run)
+    .bind(
+        json!({"run_id": slow_run, "seq": 900, "step": "model", "model_call": "round",
+        "input_tokens": 4321, "output_tokens": 87}),
+    )
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    // And a tool result that flagged a field: its pointer is highlighted, never a value.
+    sqlx::query(
+        "INSERT INTO agent_steps (run_id, seq, kind, call_id, payload, created_at)
+         VALUES ($1, 901, 'tool_result', 'r1.0', $2, now())",
+    )
+    .bind(slow_run)
+    .bind(
+        json!({"v": 1, "call_id": "r1.0", "tool": "run_extraction", "is_error": false,
+        "decision": "auto_approved", "content": json!({"ungrounded": ["/total_due"]}).to_string()}),
+    )
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let page = b.wait_text("4321 / 87").await;
+    assert!(page.contains("model round 1"), "{page}");
+    let flagged = b
+        .exec(
+            "return [...document.querySelectorAll('#timeline tr.flagged-row mark.flagged')].map((m) => m.textContent);",
+            vec![],
+        )
+        .await;
+    assert_eq!(flagged, json!(["/total_due"]), "{page}");
+    b.screenshot("run-live").await;
+    accessible(&b, "run (live)").await;
     b.click(&b.find("#cancel-run").await).await;
     b.wait_text("it stops at its next step").await;
     common::wait_until(30, "the running attempt stopped", || async {
@@ -568,10 +684,16 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
         .call("GET", &format!("/v1/jobs/{refine_job}"), Some(&admin), None)
         .await;
     assert_eq!(job.status, 200, "{}", job.body);
+    // The words live beside the job (`refine_requests`, migration 0100), not in its payload.
+    let instructions: String =
+        sqlx::query_scalar("SELECT instructions FROM refine_requests WHERE job_id = $1")
+            .bind(refine_job)
+            .fetch_one(&api.db.pool)
+            .await
+            .unwrap();
     assert!(
-        job.body.to_string().contains("rename total to total_due"),
-        "the job carries the instructions: {}",
-        job.body
+        instructions.contains("rename total to total_due"),
+        "the refine keeps the instructions: {instructions}"
     );
     assert_eq!(
         api.count(&format!(

@@ -1,5 +1,6 @@
-// Runs page: the org's runs (status, stop reason, tokens, cost, timings); one run's transcript
-// (checkpoints in order) and its audit trail; admins cancel a running run.
+// Runs page: the org's runs (status, stop reason, tokens, cost, timings; one document's with ?subject=);
+// one run as a timeline (each model round and tool call: time, tokens, outcome, flagged fields),
+// live while it runs, with its transcript and audit trail; admins cancel a running run.
 "use strict";
 (function () {
   const C = window.Console, h = C.h;
@@ -7,9 +8,13 @@
   const took = (r) => (r.finished_at ? C.fmtSecs((new Date(r.finished_at) - new Date(r.started_at)) / 1000) : "running");
 
   async function list() {
-    const r = await C.api("GET", "/v1/runs?limit=100");
-    if (!r.ok) return C.page("Runs", h("p", { class: "error-text" }, C.problem(r)));
-    C.page("Runs", C.table("Runs",
+    const subject = new URLSearchParams((location.hash || "").split("?")[1] || "").get("subject");
+    const q = subject ? "&subject=" + encodeURIComponent(subject) : "";
+    const r = await C.api("GET", "/v1/runs?limit=100" + q);
+    const title = subject ? `Runs of ${C.short(subject)}` : "Runs";
+    if (!r.ok) return C.page(title, h("p", { class: "error-text" }, C.problem(r)));
+    C.page(title, subject ? h("p", {}, h("a", { href: "#/documents/" + encodeURIComponent(subject) }, "← the document"),
+      " · ", h("a", { href: "#/runs" }, "all runs")) : null, C.table("Runs",
       ["run", "kind", "status", "stop reason", { label: "rounds", num: true }, { label: "tool calls", num: true },
         { label: "tokens in/out", num: true }, { label: "cost", num: true }, "started", { label: "took", num: true }],
       r.body.items.map((x) => [h("a", { href: "#/runs/" + encodeURIComponent(x.id) }, C.short(x.id)), x.kind,
@@ -32,16 +37,97 @@
       h("details", {}, h("summary", {}, "Record"), h("pre", {}, C.json(p))));
   }
 
-  async function one(id) {
-    const r = await C.api("GET", "/v1/runs/" + encodeURIComponent(id));
-    if (!r.ok) return C.page("Run", h("p", { class: "error-text" }, C.problem(r)));
-    const { run, steps, audit } = r.body;
-    const cancel = run.status === "running" && C.can("admin")
-      ? h("div", { class: "actions" }, C.button("Cancel run", () => cancelRun(run), { id: "cancel-run", class: "danger" }))
-      : null;
-    C.page(`Run ${C.short(run.id)} (${run.kind})`,
-      h("p", {}, h("a", { href: "#/runs" }, "← all runs")), cancel,
-      C.facts([["status", C.badge(run.status)], ["stop reason", run.stop_reason], ["subject", run.subject],
+  // A duration in milliseconds in words ("—" when not known).
+  const fmtMs = (ms) => (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0 ? "—"
+    : ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`);
+  const num = (v) => (typeof v === "number" && Number.isFinite(v) ? v : null);
+
+  // What a checkpoint's model answer used: {input, output} or null.
+  function usage(p) {
+    const u = (p.response && p.response.usage) || p.usage;
+    if (!u || num(u.input_tokens) === null) return null;
+    return { input: u.input_tokens, output: num(u.output_tokens) || 0 };
+  }
+
+  // The JSON pointers of the fields a tool result flagged (values its document does not
+  // contain): names only, never the values.
+  function flaggedFields(p) {
+    if (typeof p.content !== "string") return [];
+    try {
+      const v = JSON.parse(p.content);
+      return v && Array.isArray(v.ungrounded) ? v.ungrounded.filter((x) => typeof x === "string") : [];
+    } catch (_) { return []; }
+  }
+
+  // The timeline: one row per checkpoint in order (model rounds, tools' model calls, tool calls,
+  // loop marks) with how long it took, its tokens and its outcome. A model answer's time is
+  // from the step before it (or the run's start); a tool call's is its audit row's.
+  function timeline(run, steps, audit) {
+    const byCall = new Map(audit.filter((a) => a.call_id).map((a) => [a.call_id, a]));
+    // A tool's name by call, and the calls whose tool made a model call of its own (its tokens
+    // are on that row, so the tool's row does not count them again).
+    const toolOf = new Map(), modelled = new Set();
+    let before = null;
+    for (const s of steps) {
+      if (s.kind === "tool_result" && s.call_id && s.payload && s.payload.tool) toolOf.set(s.call_id, s.payload.tool);
+      if (s.kind === "tool_result" && before === "tool_model") modelled.add(s.seq);
+      before = s.kind;
+    }
+    let prev = new Date(run.started_at).getTime(), round = 0;
+    const rows = steps.map((s) => {
+      const p = s.payload || {}, at = new Date(s.created_at).getTime();
+      const since = Number.isFinite(at) && Number.isFinite(prev) ? at - prev : null;
+      prev = at;
+      const a = s.call_id ? byCall.get(s.call_id) : null;
+      let what, ms = since, tokens = null, outcome = "—", flagged = [];
+      if (s.kind === "llm_response") {
+        round += 1;
+        what = `model round ${round}`;
+        const u = usage(p);
+        tokens = u ? `${u.input} / ${u.output}` : null;
+        const calls = Array.isArray(p.response && p.response.message && p.response.message.content)
+          ? p.response.message.content.filter((b) => b && b.type === "tool_use").length : 0;
+        outcome = calls ? `asked for ${calls} tool call${calls === 1 ? "" : "s"}` : "answered";
+      } else if (s.kind === "tool_model") {
+        const next = steps.find((t) => t.seq > s.seq && t.kind === "tool_result");
+        const tool = toolOf.get(s.call_id) || (a && a.tool) || (next && next.payload && next.payload.tool);
+        what = tool ? ["model call of ", h("code", {}, tool)] : "a tool's model call";
+        const u = usage(p);
+        tokens = u ? `${u.input} / ${u.output}` : null;
+      } else if (s.kind === "tool_result") {
+        what = ["tool ", h("code", {}, p.tool || (a && a.tool) || "?")];
+        if (a) ms = num(a.duration_ms);
+        if (a && a.tokens && !modelled.has(s.seq)) tokens = `${a.tokens} (total)`;
+        const error = !!p.is_error;
+        outcome = h("span", { class: error ? "error-text" : null },
+          `${p.decision || (a && a.decision) || "—"} · ${error ? "error" : "no error"}`);
+        flagged = flaggedFields(p);
+      } else {
+        what = s.kind.replace(/_/g, " ");
+      }
+      return h("tr", { class: flagged.length ? "flagged-row" : null, "data-seq": String(s.seq) },
+        h("td", { class: "num" }, String(s.seq)), h("td", {}, what),
+        h("td", { class: "num" }, fmtMs(ms)), h("td", { class: "num" }, tokens || "—"),
+        h("td", {}, outcome),
+        h("td", {}, flagged.length
+          ? flagged.map((f, i) => [i ? " " : null, h("mark", { class: "flagged" }, f)]) : "—"));
+    });
+    if (!rows.length) return h("p", { class: "muted", id: "timeline" }, run.status === "running"
+      ? "No step yet: the first appears when the model answers." : "No checkpoints (compacted or not started).");
+    return h("table", { id: "timeline" },
+      h("caption", { class: "visually-hidden" }, "Timeline"),
+      h("thead", {}, h("tr", {}, ["#", "step", "took", "tokens in/out", "outcome", "flagged fields"].map((x, i) =>
+        h("th", { scope: "col", class: [0, 2, 3].includes(i) ? "num" : null }, x)))),
+      h("tbody", {}, rows),
+      h("tfoot", {}, h("tr", {}, h("th", { scope: "row", colspan: "2" }, "whole run"),
+        h("td", { class: "num" }, took(run)), h("td", { class: "num" }, `${run.input_tokens} / ${run.output_tokens}`),
+        h("td", { colspan: "2" }, `${run.status}${run.stop_reason ? " (" + run.stop_reason + ")" : ""}, cost ` +
+          C.fmtUsd(run.cost_usd)))));
+  }
+
+  // Everything of the page that changes while the run goes on.
+  function body(run, steps, audit) {
+    return [C.facts([["status", C.badge(run.status)], ["stop reason", run.stop_reason], ["subject", run.subject],
         ["provider / model", `${run.provider} / ${run.model}`], ["rounds", String(run.rounds)],
         ["tool calls", String(run.tool_calls)],
         ["tokens", `${run.input_tokens} in, ${run.output_tokens} out (${run.input_tokens + run.output_tokens} total)` +
@@ -51,6 +137,7 @@
         ["started", C.fmtTime(run.started_at)], ["finished", C.fmtTime(run.finished_at)], ["took", took(run)],
         ["job", run.job_id === null ? null : String(run.job_id)],
         run.error ? ["error", h("span", { class: "error-text" }, run.error)] : null]),
+      h("h2", {}, `Timeline (${steps.length} steps)`), timeline(run, steps, audit),
       run.final_text ? [h("h2", {}, "Final answer"), h("pre", { id: "final-text" }, run.final_text)] : null,
       h("h2", {}, `Audit trail (${audit.length})`),
       C.table("Audit trail", ["when", "actor", "tool", "category", "decision", { label: "ms", num: true },
@@ -61,7 +148,92 @@
           h("details", {}, h("summary", {}, "outcome"), h("pre", {}, C.json({ args: a.args, outcome: a.outcome })))]),
         "No audit rows."),
       h("h2", {}, `Transcript (${steps.length} checkpoints)`),
-      steps.length ? h("div", { id: "transcript" }, steps.map(step)) : h("p", { class: "muted" }, "No checkpoints (compacted or not started)."));
+      steps.length ? h("div", { id: "transcript" }, steps.map(step)) : h("p", { class: "muted" }, "No checkpoints (compacted or not started).")];
+  }
+
+  // Following a running run: the page reads GET /v1/events/stream?subject=<run> with fetch (an
+  // EventSource cannot send the key's Authorization header) and reloads the run's JSON on each
+  // run.step and run.finished; if the stream cannot be read it polls the run every 2 s. Either
+  // stops when the run ends or the page is left.
+  let live = null;
+  function stopLive() {
+    if (live) live.abort();
+    live = null;
+  }
+  window.addEventListener("hashchange", stopLive);
+
+  function follow(id) {
+    stopLive();
+    const ctl = (live = new AbortController());
+    let queued = false;
+    const refresh = async () => {
+      queued = false;
+      if (ctl.signal.aborted) return true;
+      const r = await C.api("GET", "/v1/runs/" + encodeURIComponent(id));
+      if (ctl.signal.aborted || !r.ok) return ctl.signal.aborted;
+      const { run, steps, audit } = r.body;
+      const box = document.getElementById("run-live");
+      if (!box) { ctl.abort(); return true; }
+      box.replaceChildren(...C.nodes(body(run, steps, audit)));
+      if (run.status !== "running") {
+        const cancel = document.getElementById("cancel-actions");
+        if (cancel) cancel.remove();
+        const note = document.getElementById("live-note");
+        if (note) note.textContent = `The run ended (${run.status}).`;
+        ctl.abort();
+        return true;
+      }
+      return false;
+    };
+    const soon = () => { if (!queued) { queued = true; setTimeout(refresh, 250); } };
+    const poll = async () => {
+      const note = document.getElementById("live-note");
+      if (note && !ctl.signal.aborted) note.textContent = "Live: the page reloads the run every 2 s while it runs.";
+      while (!ctl.signal.aborted) {
+        await new Promise((ok) => setTimeout(ok, 2000));
+        if (await refresh()) return;
+      }
+    };
+    (async () => {
+      let res;
+      try {
+        res = await fetch("/v1/events/stream?subject=" + encodeURIComponent(id), {
+          headers: { Authorization: "Bearer " + C.key(), Accept: "text/event-stream" }, signal: ctl.signal, cache: "no-store" });
+      } catch (_) { return ctl.signal.aborted ? null : poll(); }
+      if (!res.ok || !res.body) return poll();
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = "";
+      try {
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += value.replace(/\r\n?/g, "\n");
+          let i;
+          while ((i = buf.indexOf("\n\n")) >= 0) {
+            const m = /^event: ?(.*)$/m.exec(buf.slice(0, i));
+            buf = buf.slice(i + 2);
+            if (m && (m[1] === "run.step" || m[1] === "run.finished")) soon();
+          }
+        }
+      } catch (_) { if (ctl.signal.aborted) return; }
+      if (!ctl.signal.aborted) poll();
+    })();
+  }
+
+  async function one(id) {
+    stopLive();
+    const r = await C.api("GET", "/v1/runs/" + encodeURIComponent(id));
+    if (!r.ok) return C.page("Run", h("p", { class: "error-text" }, C.problem(r)));
+    const { run, steps, audit } = r.body;
+    const running = run.status === "running";
+    const cancel = running && C.can("admin")
+      ? h("div", { class: "actions", id: "cancel-actions" }, C.button("Cancel run", () => cancelRun(run), { id: "cancel-run", class: "danger" }))
+      : null;
+    C.page(`Run ${C.short(run.id)} (${run.kind})`,
+      h("p", {}, h("a", { href: "#/runs" }, "← all runs")), cancel,
+      running ? h("p", { id: "live-note", role: "status", class: "muted" }, "Live: new steps appear as the run checkpoints them.") : null,
+      h("div", { id: "run-live" }, body(run, steps, audit)));
+    if (running) follow(run.id);
   }
 
   async function cancelRun(run) {
