@@ -3,6 +3,7 @@
 //! value's reading (a code, a date, a boolean, a number and its unit), and its name (the
 //! lexicon's, renamed for the document's kind).
 
+use crate::glossary;
 use crate::labels::{self, Pair};
 use crate::lexicon::{self, Class};
 use crate::values::{self, DateOrder, DecimalStyle};
@@ -19,8 +20,9 @@ pub(crate) fn from_pair(
     kind: DocKind,
     style: DecimalStyle,
     order: DateOrder,
+    language: Option<&str>,
 ) -> Option<Candidate> {
-    let r = Reading::new(p, kind, style, order)?;
+    let r = Reading::new(p, kind, style, order, language)?;
     let (value, vkind) = r.value();
     let name = r.name(vkind);
     Some(Candidate {
@@ -47,6 +49,10 @@ struct Reading {
     own: String,
     /// The canonical name and class the label has, when known.
     known: Option<(&'static str, Class)>,
+    /// The label's name in the canonical language when the lexicon does not list it but the
+    /// glossary translates it ([`crate::glossary::canonical`]) to a name the lexicon does not
+    /// know either.
+    translated: Option<String>,
     class: Option<Class>,
     /// The value as written, up to a column gap, without what follows a party's name.
     raw: String,
@@ -56,7 +62,13 @@ struct Reading {
 
 impl Reading {
     /// The pair's reading; none when it has no value or its label no name.
-    fn new(p: &Pair, kind: DocKind, style: DecimalStyle, order: DateOrder) -> Option<Self> {
+    fn new(
+        p: &Pair,
+        kind: DocKind,
+        style: DecimalStyle,
+        order: DateOrder,
+        language: Option<&str>,
+    ) -> Option<Self> {
         let raw = column_cut(&clip(p.value.trim(), MAX_VALUE_CHARS));
         if raw.is_empty() {
             return None;
@@ -74,7 +86,18 @@ impl Reading {
         if own.is_empty() {
             return None;
         }
-        let known = known(&own, &label, kind);
+        let mut known = known(&own, &label, kind);
+        let mut translated = None;
+        // The English label the lexicon knows is read as that label (its class too).
+        match known
+            .is_none()
+            .then(|| glossary::canonical(&own, language))
+            .flatten()
+        {
+            Some(glossary::Canonical::Known(name, class)) => known = Some((name, class)),
+            Some(glossary::Canonical::English(name)) => translated = Some(name),
+            None => {}
+        }
         let class = known.map(|k| k.1);
         let raw = without_what_follows_a_name(raw, class, &own);
         let repaired = values::repair_digits(&raw);
@@ -85,6 +108,7 @@ impl Reading {
             label,
             own,
             known,
+            translated,
             class,
             raw,
             repaired,
@@ -331,7 +355,10 @@ impl Reading {
     fn name(&self, vkind: ValueKind) -> String {
         let mut name = match self.known {
             Some((canonical, _)) => canonical.to_string(),
-            None => expand_number(&self.own),
+            None => match &self.translated {
+                Some(t) => t.clone(),
+                None => expand_number(&self.own),
+            },
         };
         self.rate_name(&mut name);
         self.kind_name(&mut name);

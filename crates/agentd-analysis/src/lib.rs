@@ -19,6 +19,7 @@
 //! **Crate.** `agentd-analysis` (layer 14 of ARCHITECTURE.md § Layers) uses no other agentd
 //! crate.
 
+pub mod glossary;
 pub mod ground;
 pub mod kind;
 pub mod labels;
@@ -144,6 +145,9 @@ impl Candidate {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Analysis {
     pub kind: DocKind,
+    /// The language the text is written in, when its words tell one
+    /// ([`glossary::language_of`]): what labels the lexicon does not list are translated from.
+    pub language: Option<&'static str>,
     pub candidates: Vec<Candidate>,
     /// The text was longer than the analysis reads.
     pub truncated: bool,
@@ -205,6 +209,7 @@ pub fn analyse(text: &str) -> Analysis {
     pipeline::ranked(&mut out);
     Analysis {
         kind: doc.kind,
+        language: doc.language,
         candidates: out,
         truncated: doc.truncated,
     }
@@ -295,12 +300,18 @@ fn column_cut(value: &str) -> String {
 /// Adds a candidate of a label–value pair; when its (canonical) name is taken, under the
 /// label's own name instead (`CIF` of the employer is `tax_id`, the employee's `NIF` below it
 /// stays `nif`), unless that is taken too.
-fn push_pair(out: &mut Vec<Candidate>, mut c: Candidate) {
+fn push_pair(out: &mut Vec<Candidate>, mut c: Candidate, language: Option<&str>) {
     if out.iter().any(|o| o.name == c.name) {
         let own = own_name(&lexicon::snake(
             &labels::without_parentheses(&values::repair_letters(&c.label)),
             48,
         ));
+        // In the canonical language, as any name (never a name of the document's language
+        // beside the canonical ones).
+        let own = match glossary::canonical(&own, language) {
+            Some(canonical) => canonical.name().to_string(),
+            None => own,
+        };
         let usable = own
             .chars()
             .next()

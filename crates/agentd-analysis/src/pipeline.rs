@@ -24,6 +24,8 @@ pub(crate) struct Doc {
     style: DecimalStyle,
     order: DateOrder,
     pub(crate) kind: DocKind,
+    /// The text's language ([`crate::glossary::language_of`]).
+    pub(crate) language: Option<&'static str>,
     /// The text was longer than the analysis reads.
     pub(crate) truncated: bool,
     /// The tables of more than one row.
@@ -48,6 +50,7 @@ impl Doc {
         let style = values::decimal_style(&text);
         let order = values::date_order(&text);
         let kind = kind::guess(&text);
+        let language = crate::glossary::language_of(&text);
         let (single, tables): (Vec<_>, Vec<_>) = tables::tables(&lines, style, order)
             .into_iter()
             .partition(|t| t.row_lines.len() == 1);
@@ -61,6 +64,7 @@ impl Doc {
             style,
             order,
             kind,
+            language,
             truncated,
             tables,
             single,
@@ -96,7 +100,7 @@ impl Doc {
 
     /// The candidate of a pair on this document.
     fn candidate(&self, p: &Pair) -> Option<Candidate> {
-        from_pair(p, self.kind, self.style, self.order)
+        from_pair(p, self.kind, self.style, self.order, self.language)
     }
 
     /// The label–value pairs outside the tables and those of the one-row tables, in the order
@@ -190,7 +194,7 @@ impl Doc {
                 {
                     c.name = format!("{CUSTOMER_PREFIX}{}", c.name);
                 }
-                push_pair(out, c);
+                push_pair(out, c, self.language);
             }
         }
     }
