@@ -1,13 +1,15 @@
 //! The routes the web console needs beside the others: who the key is (`GET /v1/me`), the
-//! queue view (`GET /v1/queue`, admin), retrying a dead job (`POST /v1/jobs/{id}/retry`,
-//! admin) and the run list (`GET /v1/runs`). All org-scoped like every route.
+//! queue view (`GET /v1/queue`, admin: the org's depth and throughput per kind over a window,
+//! and the fleet's workers, breakers and provider limits without naming hosts), retrying a dead
+//! job (`POST /v1/jobs/{id}/retry`, admin) and the run list (`GET /v1/runs`). All org-scoped
+//! like every route.
 
 use super::auth::Role;
 use super::auth::{Admin, Scoped};
 use super::error::{ApiResult, Problem, ok};
 use super::extract::{Id, Page, Paged, Params, page_params, query_param, state};
 use crate::queue::JobState;
-use crate::store::console_reads::{self, Bucket, Retry};
+use crate::store::console_reads::{self, Bucket, KindSeries, Retry};
 use crate::store::states::RunStatus;
 use crate::store::status::{ReadyAge, StateCount};
 use crate::store::{orgs, runs::RunRow, status};
@@ -64,6 +66,156 @@ pub struct QueueView {
     pub kinds: Vec<String>,
     /// The kinds the org paused: their jobs are not claimed until resumed.
     pub paused: Vec<crate::queue::pause::PausedKind>,
+    /// The window of `series` (`?window=`), in seconds.
+    pub window_secs: i64,
+    /// The width of a `series` point's bucket (`window_secs / 12`).
+    pub series_bucket_secs: i64,
+    /// Per kind over the window, 12 points oldest first: depth (ready, running, dead) at each
+    /// point and the jobs that succeeded or went dead in the bucket ending there. Derived from
+    /// the job rows (see docs/console.md); kinds with nothing in the window are left out.
+    pub series: Vec<KindSeries>,
+    /// The fleet's live workers (every org's jobs run on them): what they serve, their last
+    /// heartbeat and their provider breakers. Hosts and processes are not named (review L8).
+    pub workers: Vec<WorkerView>,
+    /// The fleet-wide limits of each provider endpoint and what they granted and held back.
+    pub provider_limits: Vec<ProviderLimit>,
+}
+
+/// A live worker as the queue view shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkerView {
+    /// A stable name for the worker (`w-` and 8 hex digits of a hash of its id): its host and
+    /// process stay with operators (`agentd status`).
+    pub name: String,
+    /// The job kinds it serves.
+    pub kinds: Vec<String>,
+    pub started_at: DateTime<Utc>,
+    /// Its last heartbeat.
+    pub seen_at: DateTime<Utc>,
+    /// Counted as live until then.
+    pub expires_at: DateTime<Utc>,
+    /// Its provider entries' circuit breakers at its last heartbeat.
+    pub breakers: Vec<BreakerView>,
+    /// True when the worker wrote breakers this server cannot read (a newer worker).
+    pub breakers_unreadable: bool,
+}
+
+/// One provider entry's circuit breaker on a worker.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BreakerView {
+    /// The provider entry (`llm.providers[].name`).
+    pub provider: String,
+    /// `closed` (calls go), `open` (calls skip the entry until `until`) or `half-open` (a probe
+    /// may go or is out).
+    #[schema(pattern = "^(closed|open|half-open)$")]
+    pub state: String,
+    /// Since when it is in that state (null: closed since the worker started).
+    pub since: Option<DateTime<Utc>>,
+    /// While open: when a probe may go.
+    pub until: Option<DateTime<Utc>>,
+    /// While closed: failures in a row so far.
+    pub failures: u32,
+}
+
+/// A provider endpoint's fleet-wide limits (`agentd_provider_limits`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProviderLimit {
+    /// The endpoint: its base URL without credentials, query or fragment (review L7).
+    pub endpoint: String,
+    pub requests_per_minute: i32,
+    pub tokens_per_minute: i64,
+    /// Requests let through so far.
+    pub granted: i64,
+    /// Requests that had to wait for the rate.
+    pub throttled: i64,
+    /// 429 answers the endpoint gave.
+    pub rate_limited: i64,
+    /// Seconds until the endpoint may be called again after a 429 (0: not blocked).
+    pub blocked_secs: f64,
+}
+
+impl WorkerView {
+    fn of(w: crate::store::workers::Worker) -> Self {
+        use sha2::Digest;
+        let hash = sha2::Sha256::digest(w.id.as_bytes());
+        let name = format!(
+            "w-{}",
+            hash.iter()
+                .take(4)
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        );
+        let snapshots =
+            serde_json::from_value::<Vec<crate::llm::chain::breaker::Snapshot>>(w.breakers);
+        let breakers_unreadable = snapshots.is_err();
+        let breakers = snapshots
+            .unwrap_or_default()
+            .into_iter()
+            .map(|b| BreakerView {
+                provider: b.provider,
+                state: b.state.as_str().to_string(),
+                since: b.since,
+                until: b.until,
+                failures: b.failures,
+            })
+            .collect();
+        WorkerView {
+            name,
+            kinds: w.kinds,
+            started_at: w.started_at,
+            seen_at: w.seen_at,
+            expires_at: w.expires_at,
+            breakers,
+            breakers_unreadable,
+        }
+    }
+}
+
+/// Query of `GET /v1/queue`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueQuery {
+    /// The window of `series`: `1h` (default), `6h` or `24h`.
+    pub window: Option<String>,
+}
+
+/// The windows `?window=` takes, with their length in seconds.
+const WINDOWS: [(&str, i64); 3] = [("1h", 3600), ("6h", 6 * 3600), ("24h", 24 * 3600)];
+
+impl QueueQuery {
+    /// The window in seconds (400 naming `window` for another value).
+    fn window_secs(&self) -> Result<i64, Problem> {
+        let Some(w) = self.window.as_deref() else {
+            return Ok(WINDOWS[0].1);
+        };
+        WINDOWS
+            .iter()
+            .find(|(name, _)| *name == w)
+            .map(|(_, secs)| *secs)
+            .ok_or_else(|| {
+                let names: Vec<_> = WINDOWS.iter().map(|(n, _)| *n).collect();
+                Problem::bad_request(
+                    "window",
+                    format!("window must be one of {} (got {w:?})", names.join(", ")),
+                )
+            })
+    }
+}
+
+/// In the OpenAPI document: `window`, one of [`WINDOWS`].
+impl utoipa::IntoParams for QueueQuery {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        let window = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(WINDOWS.iter().map(|(n, _)| *n)))
+            .default(Some(WINDOWS[0].0.into()));
+        vec![query_param(
+            "window",
+            "The window of `series`: the last hour (default), 6 or 24 hours",
+            window.into(),
+        )]
+    }
 }
 
 /// A dead job of the queue view.
@@ -87,12 +239,15 @@ pub struct RetriedJob {
 }
 
 /// The org's queue: depth by kind and state, ready jobs and the oldest one's age, finished
-/// and failed jobs per 5-minute bucket over the last hour, dead jobs with their last error, the
-/// server's kinds and the ones the org paused.
+/// and failed jobs per 5-minute bucket over the last hour, depth and throughput per kind over
+/// `window`, dead jobs with their last error, the server's kinds and the ones the org paused;
+/// and the fleet's live workers (kinds, last heartbeat, breakers) and provider limits.
 #[utoipa::path(get, path = "/v1/queue", tag = "console", operation_id = "getQueue",
+    params(QueueQuery),
     responses((status = 200, body = QueueView, description = "The org's queue"),
         (status = 403, description = "The key's role is below admin")))]
-pub async fn queue(req: Scoped<Admin>) -> ApiResult {
+pub async fn queue(req: Scoped<Admin>, Params(q): Params<QueueQuery>) -> ApiResult {
+    let window_secs = q.window_secs()?;
     let (pool, org) = (&req.app.pool, req.org_id());
     let now = req.app.clock.now();
     let depth = status::job_counts(pool, Some(org)).await?;
@@ -118,6 +273,9 @@ pub async fn queue(req: Scoped<Admin>) -> ApiResult {
     let mut kinds: Vec<String> = req.app.catalog.kinds.keys().cloned().collect();
     kinds.sort();
     let paused = crate::queue::pause::paused(pool, Some(org)).await?;
+    let series = console_reads::kind_series(pool, org, now, window_secs).await?;
+    let workers = crate::store::workers::live(pool, now).await?;
+    let limits = crate::store::provider_limits::list(pool).await?;
     ok(&QueueView {
         now,
         depth,
@@ -128,6 +286,22 @@ pub async fn queue(req: Scoped<Admin>) -> ApiResult {
         dead,
         kinds,
         paused,
+        window_secs,
+        series_bucket_secs: window_secs / console_reads::SERIES_POINTS,
+        series,
+        workers: workers.into_iter().map(WorkerView::of).collect(),
+        provider_limits: limits
+            .into_iter()
+            .map(|l| ProviderLimit {
+                endpoint: l.key,
+                requests_per_minute: l.requests_per_minute,
+                tokens_per_minute: l.tokens_per_minute,
+                granted: l.granted,
+                throttled: l.throttled,
+                rate_limited: l.rate_limited,
+                blocked_secs: l.blocked_secs,
+            })
+            .collect(),
     })
 }
 

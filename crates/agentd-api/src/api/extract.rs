@@ -199,7 +199,7 @@ pub fn parse_query<T: DeserializeOwned>(query: Option<&str>) -> Result<T, Proble
 
 /// The routes that read a query string (with GET); the others answer a query string with 400
 /// naming its first parameter rather than ignoring it ([`no_stray_query`]).
-const TAKE_QUERY: [&str; 10] = [
+const TAKE_QUERY: [&str; 12] = [
     "/v1/documents",
     "/v1/jobs",
     "/v1/schemas",
@@ -210,6 +210,8 @@ const TAKE_QUERY: [&str; 10] = [
     "/v1/runs",
     "/v1/events",
     "/v1/events/stream",
+    "/v1/queue",
+    "/v1/usage",
 ];
 
 /// 400 when a route that reads no query string gets one. Checked by [`super::auth::Scoped`],

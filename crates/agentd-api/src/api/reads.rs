@@ -1,14 +1,15 @@
 //! Read-only routes: `GET /v1/suggestions`, `GET /v1/runs/{id}` (transcript and audit),
 //! `GET /v1/status` (the org's queue at a glance, shaped like `agentd status --json`) and
-//! `GET /v1/usage` (the month's tokens and what they cost).
+//! `GET /v1/usage` (the month's tokens and what they cost, and a row per day over `?days=`).
 
 use super::auth::Scoped;
 use super::error::{ApiResult, Problem, ok};
-use super::extract::{Id, Listing, Paged};
+use super::extract::{Id, Listing, Paged, Params, query_param};
 use crate::store::api_reads::SuggestionItem;
 use crate::store::states::SuggestionStatus;
 use crate::store::{runs, status};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use utoipa::openapi::path::{Parameter, ParameterIn};
 
 /// The org's suggestions, newest first (`status`: pending, shown, acted, dismissed or expired).
 #[utoipa::path(get, path = "/v1/suggestions", tag = "suggestions", operation_id = "listSuggestions",
@@ -86,16 +87,99 @@ pub async fn status(req: Scoped) -> ApiResult {
     })
 }
 
-/// The org's model use this month: runs, tokens and their cost in dollars.
+/// Query of `GET /v1/usage`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsageQuery {
+    /// Days of `daily`, ending today (UTC): 1–366, default 30.
+    pub days: Option<i64>,
+}
+
+/// Most days `?days=` takes.
+pub const MAX_USAGE_DAYS: i64 = 366;
+/// Days of `daily` without `?days=`.
+pub const DEFAULT_USAGE_DAYS: i64 = 30;
+
+/// In the OpenAPI document: `days`, 1–[`MAX_USAGE_DAYS`].
+impl utoipa::IntoParams for UsageQuery {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+        let days = ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+            .minimum(Some(1))
+            .maximum(Some(MAX_USAGE_DAYS))
+            .default(Some(DEFAULT_USAGE_DAYS.into()));
+        vec![query_param(
+            "days",
+            &format!(
+                "Days of `daily`, ending today (UTC): 1–{MAX_USAGE_DAYS} (default {DEFAULT_USAGE_DAYS})"
+            ),
+            days.into(),
+        )]
+    }
+}
+
+/// The org's model use this month: runs, tokens and their cost in dollars; and the same per
+/// day (UTC) over the last `days` days.
 #[utoipa::path(get, path = "/v1/usage", tag = "status", operation_id = "getUsage",
-    responses((status = 200, body = OrgUsage, description = "The org's use this month")))]
-pub async fn usage(req: Scoped) -> ApiResult {
+    params(UsageQuery),
+    responses((status = 200, body = OrgUsage, description = "The org's use this month, and per day")))]
+pub async fn usage(req: Scoped, Params(q): Params<UsageQuery>) -> ApiResult {
+    let days = q.days.unwrap_or(DEFAULT_USAGE_DAYS);
+    if !(1..=MAX_USAGE_DAYS).contains(&days) {
+        return Err(Problem::bad_request(
+            "days",
+            format!("days must be between 1 and {MAX_USAGE_DAYS} (got {days})"),
+        ));
+    }
     let (pool, org) = (&req.app.pool, req.org_id());
     let now = req.app.clock.now();
     let period = runs::period_of(now);
     let u = runs::month_usage(pool, org, period).await?;
     let budget = runs::budget(pool, org, now).await?;
-    ok(&OrgUsage::new(period, &u, budget))
+    let daily = crate::store::console_reads::daily_usage(pool, org, now.date_naive(), days).await?;
+    let mut usage = OrgUsage::new(period, &u, budget);
+    usage.daily = daily
+        .iter()
+        .map(|(day, u)| DayUsage::new(*day, u))
+        .collect();
+    ok(&usage)
+}
+
+/// One day (UTC) of `GET /v1/usage`'s `daily`: the runs started on it.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct DayUsage {
+    pub day: chrono::NaiveDate,
+    pub runs: i64,
+    /// Input plus output tokens.
+    pub tokens: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    /// In US dollars; null when not known (`cost_note` says why).
+    pub cost_usd: Option<f64>,
+    /// The cost of the calls whose model has a price (a lower bound when `cost_usd` is null).
+    pub priced_cost_usd: f64,
+    pub cost_note: Option<String>,
+}
+
+impl DayUsage {
+    fn new(day: chrono::NaiveDate, u: &runs::MonthUsage) -> Self {
+        let (cost_usd, cost_note) = match u.cost() {
+            Ok(c) => (Some(c.dollars()), None),
+            Err(why) => (None, Some(why)),
+        };
+        DayUsage {
+            day,
+            runs: u.runs,
+            tokens: u.input_tokens + u.output_tokens,
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cost_usd,
+            priced_cost_usd: crate::config::NanoUsd(u.cost_nano_usd).dollars(),
+            cost_note,
+        }
+    }
 }
 
 /// `GET /v1/usage`: the org's runs started this month (UTC), their tokens and what they cost
@@ -128,6 +212,8 @@ pub struct OrgUsage {
     pub effective_token_limit: Option<i64>,
     /// Tokens charged to that limit this month; null: no limit.
     pub budget_tokens_used: Option<i64>,
+    /// The org's use per day (UTC), oldest first, ending today: `?days=` days (default 30).
+    pub daily: Vec<DayUsage>,
 }
 
 impl OrgUsage {
@@ -153,6 +239,7 @@ impl OrgUsage {
             cost_note,
             effective_token_limit: budget.map(|b| b.monthly_limit),
             budget_tokens_used: budget.map(|b| b.tokens_used),
+            daily: Vec::new(),
         }
     }
 }

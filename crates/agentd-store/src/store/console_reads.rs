@@ -186,3 +186,156 @@ pub async fn on_dead(
         more,
     })
 }
+
+/// Points of a per-kind series ([`kind_series`]).
+pub const SERIES_POINTS: i64 = 12;
+
+/// One kind at one moment of [`kind_series`]: its depth at `at` and what finished in the
+/// bucket that ends at `at`.
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
+pub struct KindPoint {
+    /// The end of the bucket (inclusive), the moment the depth is read at.
+    pub at: DateTime<Utc>,
+    /// Jobs waiting to run at `at` (created, due, not started, not finished).
+    pub ready: i64,
+    /// Jobs whose last attempt had started and not finished at `at`.
+    pub running: i64,
+    /// Jobs dead at `at` (they died at or before it and are still dead).
+    pub dead: i64,
+    /// Jobs that succeeded in the bucket.
+    pub succeeded: i64,
+    /// Jobs that went dead in the bucket.
+    pub failed: i64,
+}
+
+/// One kind's series over the window, oldest point first.
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
+pub struct KindSeries {
+    pub kind: String,
+    pub points: Vec<KindPoint>,
+}
+
+#[derive(sqlx::FromRow)]
+struct KindCount {
+    kind: String,
+    idx: i64,
+    ready: i64,
+    running: i64,
+    dead: i64,
+    succeeded: i64,
+    failed: i64,
+}
+
+/// The org's depth (ready, running, dead) and throughput (succeeded, failed) per kind over the
+/// `window_secs` before `now`, in [`SERIES_POINTS`] buckets of `window_secs / SERIES_POINTS`,
+/// oldest first (the last one ends at `now`); kinds with no job in the window and none ready,
+/// running or dead in it are left out, kinds sorted by name.
+///
+/// Derived from the job rows alone (no sampler): a job is ready from its creation (a job still
+/// waiting: from its `run_at`) until its last attempt started, running from then until it
+/// finished (or now, while `running`), dead from its `finished_at` while its state is `dead`.
+/// Earlier attempts of a retried job are not kept by the queue, so their running time counts
+/// as ready; jobs the retention pass deleted are gone from the past too.
+pub async fn kind_series<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    now: DateTime<Utc>,
+    window_secs: i64,
+) -> sqlx::Result<Vec<KindSeries>> {
+    let width = window_secs / SERIES_POINTS;
+    let rows: Vec<KindCount> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "WITH t AS (
+            SELECT i::bigint AS idx, $2 - make_interval(secs => ({n} - 1 - i) * {width}) AS at
+              FROM generate_series(0, {n} - 1) i),
+         jobs AS (
+            SELECT j.kind, j.state, j.created_at, j.run_at, j.started_at, j.finished_at
+              FROM agentd_jobs j
+             WHERE {JOB_OF_ORG} AND j.created_at <= $2
+               AND (j.finished_at IS NULL OR j.finished_at > $2 - make_interval(secs => {window_secs})
+                    OR j.state = 'dead'))
+         SELECT jobs.kind, t.idx,
+                count(*) FILTER (WHERE jobs.created_at <= t.at
+                    AND (jobs.state <> 'available' OR jobs.run_at <= t.at)
+                    AND (jobs.started_at IS NULL OR jobs.started_at > t.at OR jobs.state = 'available')
+                    AND (jobs.finished_at IS NULL OR jobs.finished_at > t.at)) AS ready,
+                count(*) FILTER (WHERE jobs.state <> 'available' AND jobs.started_at <= t.at
+                    AND (jobs.finished_at > t.at OR (jobs.finished_at IS NULL AND jobs.state = 'running'))) AS running,
+                count(*) FILTER (WHERE jobs.state = 'dead' AND jobs.finished_at <= t.at) AS dead,
+                count(*) FILTER (WHERE jobs.state = 'succeeded' AND jobs.finished_at <= t.at
+                    AND jobs.finished_at > t.at - make_interval(secs => {width})) AS succeeded,
+                count(*) FILTER (WHERE jobs.state = 'dead' AND jobs.finished_at <= t.at
+                    AND jobs.finished_at > t.at - make_interval(secs => {width})) AS failed
+           FROM t CROSS JOIN jobs
+          GROUP BY 1, 2",
+        n = SERIES_POINTS
+    )))
+    .bind(org_id)
+    .bind(now)
+    .fetch_all(exec)
+    .await?;
+    let mut kinds: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.ready + r.running + r.dead + r.succeeded + r.failed > 0)
+        .map(|r| r.kind.as_str())
+        .collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    Ok(kinds
+        .into_iter()
+        .map(|kind| KindSeries {
+            kind: kind.to_string(),
+            points: (0..SERIES_POINTS)
+                .map(|i| {
+                    let hit = rows.iter().find(|r| r.kind == kind && r.idx == i);
+                    KindPoint {
+                        at: now - chrono::Duration::seconds((SERIES_POINTS - 1 - i) * width),
+                        ready: hit.map_or(0, |r| r.ready),
+                        running: hit.map_or(0, |r| r.running),
+                        dead: hit.map_or(0, |r| r.dead),
+                        succeeded: hit.map_or(0, |r| r.succeeded),
+                        failed: hit.map_or(0, |r| r.failed),
+                    }
+                })
+                .collect(),
+        })
+        .collect())
+}
+
+/// The org's model use on each of the `days` days (UTC) that end with `today`, oldest first
+/// (a day without runs is all zeros), summed over the runs started on it as
+/// [`super::runs::month_usage`] sums a month.
+pub async fn daily_usage<'e, E: PgExecutor<'e>>(
+    exec: E,
+    org_id: Uuid,
+    today: chrono::NaiveDate,
+    days: i64,
+) -> sqlx::Result<Vec<(chrono::NaiveDate, super::runs::MonthUsage)>> {
+    #[derive(sqlx::FromRow)]
+    struct Day {
+        day: chrono::NaiveDate,
+        #[sqlx(flatten)]
+        usage: super::runs::MonthUsage,
+    }
+    let first = today - chrono::Duration::days(days - 1);
+    let rows: Vec<Day> = sqlx::query_as(
+        "SELECT d.day::date AS day, count(r.id) AS runs,
+                COALESCE(sum(r.input_tokens), 0)::bigint AS input_tokens,
+                COALESCE(sum(r.output_tokens), 0)::bigint AS output_tokens,
+                COALESCE(sum(r.cache_read_tokens), 0)::bigint AS cache_read_tokens,
+                COALESCE(sum(r.cache_write_tokens), 0)::bigint AS cache_write_tokens,
+                COALESCE(sum(r.cost_nano_usd), 0)::bigint AS cost_nano_usd,
+                COALESCE(sum(r.unpriced_tokens), 0)::bigint AS unpriced_tokens,
+                count(r.id) FILTER (WHERE r.cost_nano_usd IS NULL) AS unrecorded_runs
+           FROM generate_series($2::date, $3::date, interval '1 day') d(day)
+           LEFT JOIN agent_runs r ON r.org_id = $1
+                AND r.started_at >= d.day::date::timestamp AT TIME ZONE 'UTC'
+                AND r.started_at < (d.day::date + 1)::timestamp AT TIME ZONE 'UTC'
+          GROUP BY d.day ORDER BY d.day",
+    )
+    .bind(org_id)
+    .bind(first)
+    .bind(today)
+    .fetch_all(exec)
+    .await?;
+    Ok(rows.into_iter().map(|d| (d.day, d.usage)).collect())
+}
