@@ -6,8 +6,9 @@
 //! suggestions; an admin pauses and resumes a kind, cancels dead jobs in bulk, approves edited
 //! arguments, cancels a running run, refines a proposal from its page (empty instructions show
 //! the API's problem), uploads a document starting from an existing schema and tag, changes the org's settings, adds (secret shown once),
-//! reads the failing state of and deletes a webhook, makes and revokes a key; a reader key is
-//! offered no decisions. Every page's visible text is checked for values printed as JavaScript
+//! reads the failing state of and deletes a webhook, makes and revokes a key; reads the queue's
+//! per-kind charts, workers and provider limits, filters the job list and retries and cancels a
+//! job from its row, pages it, reads the usage per day; a reader key is offered no decisions. Every page's visible text is checked for values printed as JavaScript
 //! prints them (`[object …]`, `undefined`, `NaN`, a bare `null`: `console_support::stray_text`,
 //! in every `wait_text`) and axe-core finds no accessibility violation on it. Screenshots of
 //! each page are saved under `target/console-screenshots/`. Without Chromium, chromedriver and
@@ -184,6 +185,44 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
         dead_nightly.push(id);
     }
 
+    // A live worker with an open breaker and a provider endpoint with fleet limits (the queue
+    // page's workers and limits); a scheduled auto_create job for the job list to cancel from its
+    // row; 55 old succeeded nightly jobs (two pages of it).
+    let now = agentd::clock::Clock::now(api.clock.as_ref());
+    sqlx::query(
+        "INSERT INTO agentd_workers (id, host, pid, kinds, started_at, seen_at, expires_at, breakers)
+         VALUES ('ci-host.internal:77:zz', 'ci-host.internal', 77, ARRAY['auto_create'], $1, $2, $3, $4)",
+    )
+    .bind(now - Duration::minutes(5))
+    .bind(now - Duration::seconds(2))
+    .bind(now + Duration::days(1))
+    .bind(json!([{"provider": "primary", "state": "open", "since": now - Duration::seconds(40),
+        "until": now + Duration::seconds(20), "failures": 0}]))
+    .execute(&api.db.pool)
+    .await
+    .unwrap();
+    agentd::store::provider_limits::ensure(&api.db.pool, "https://llm.example.com/v1", 120, 400000)
+        .await
+        .unwrap();
+    let list_waiting: i64 = sqlx::query_scalar(
+        "INSERT INTO agentd_jobs (kind, payload, state, run_at) VALUES ('auto_create', $1, 'available', now() + interval '1 day') RETURNING id",
+    )
+    .bind(json!({"org_id": org, "document_id": target}))
+    .fetch_one(&api.db.pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO agentd_jobs (kind, payload, state, attempt, created_at, started_at, finished_at)
+         SELECT 'proactive_suggestion', jsonb_build_object('org_id', $1::text, 'night', '2026-01-0' || (i % 9 + 1)),
+                'succeeded', 1, now() - interval '3 days' + i * interval '1 minute',
+                now() - interval '3 days' + i * interval '1 minute', now() - interval '3 days' + i * interval '2 minute'
+           FROM generate_series(1, 55) i",
+    )
+    .bind(org)
+    .execute(&api.db.pool)
+    .await
+    .unwrap();
+
     let b = Browser::start().await;
     let base = &api.base;
 
@@ -205,8 +244,47 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
         "{page}"
     );
     b.find(".chart").await;
+    // Per kind over the last hour: an SVG chart each, with a bar per bucket and outcome.
+    let bars = b
+        .exec(
+            "return Object.fromEntries([...document.querySelectorAll('svg.chart[data-kind]')].map((c) => \
+             [c.dataset.kind, c.querySelectorAll('rect.ok, rect.bad').length - 2]));",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        bars,
+        json!({"auto_create": 24, "proactive_suggestion": 24}),
+        "12 buckets × (succeeded, went dead) per kind, besides the legend's two"
+    );
+    assert!(page.contains("Per kind over time"), "{page}");
+    // Workers online (no host named) with the open breaker; the provider's limits.
+    let page = b.wait_text("Workers online").await;
+    assert!(
+        page.contains("primary") && page.contains("open") && page.contains("auto_create"),
+        "{page}"
+    );
+    assert!(
+        !page.contains("ci-host"),
+        "the worker's host is not shown: {page}"
+    );
+    assert!(page.contains("https://llm.example.com/v1"), "{page}");
     b.screenshot("queue").await;
     accessible(&b, "queue").await;
+    b.click(&b.find("#queue-window option[value=\"24h\"]").await)
+        .await;
+    b.click(&b.find("#queue-window-show").await).await;
+    b.wait_text("the last 24 hours").await;
+    b.find("svg.chart[data-kind=\"auto_create\"]").await;
+    b.exec(
+        "document.getElementById('kind-charts').scrollIntoView(); return null;",
+        vec![],
+    )
+    .await;
+    b.screenshot("queue-24h").await;
+    accessible(&b, "queue (24 hours)").await;
+    b.goto(&format!("{base}/#/queue")).await;
+    b.wait_text("provider timed out after 3 attempts").await;
     b.click(&b.find(&format!("[data-retry=\"{dead}\"]")).await)
         .await;
     b.wait_text(&format!("Job {dead} is ready again.")).await;
@@ -245,6 +323,113 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
         api.count("SELECT count(*) FROM agentd_paused_kinds").await,
         0
     );
+
+    // Jobs: the list with its filters; retry and cancel from a row; a bad filter shows the
+    // API's problem; the next page follows the cursor.
+    // (A dead job made after the queue page cancelled the dead ones it listed.)
+    let list_dead: i64 = sqlx::query_scalar(
+        "INSERT INTO agentd_jobs (kind, payload, state, attempt, max_attempts, last_error, finished_at)
+         VALUES ('proactive_suggestion', $1, 'dead', 5, 5, 'the list retries me', now()) RETURNING id",
+    )
+    .bind(json!({"org_id": org, "night": "2026-02-02"}))
+    .fetch_one(&api.db.pool)
+    .await
+    .unwrap();
+    b.goto(&format!("{base}/#/jobs")).await;
+    b.wait_text("job(s) on this page; more on the next page.")
+        .await;
+    b.screenshot("jobs").await;
+    accessible(&b, "jobs").await;
+    b.click(&b.find("#jobs-state option[value=\"dead\"]").await)
+        .await;
+    b.click(&b.find("#jobs-apply").await).await;
+    let page = b.wait_text("filtered by state").await;
+    assert!(page.contains("the list retries me"), "{page}");
+    let states = b
+        .exec(
+            "return [...document.querySelectorAll('#page tbody tr td:nth-child(3)')].map((td) => td.textContent);",
+            vec![],
+        )
+        .await;
+    assert!(
+        states.as_array().unwrap().iter().all(|s| s == "dead"),
+        "{states}"
+    );
+    b.screenshot("jobs-dead").await;
+    accessible(&b, "jobs (dead)").await;
+    b.click(&b.find(&format!("[data-job-retry=\"{list_dead}\"]")).await)
+        .await;
+    b.wait_text(&format!("Job {list_dead} is ready again."))
+        .await;
+    assert_eq!(
+        api.count(&format!(
+            "SELECT count(*) FROM agentd_jobs WHERE id = {list_dead} AND state = 'available'"
+        ))
+        .await,
+        1
+    );
+    b.goto(&format!("{base}/#/jobs?kind=auto_create&state=available"))
+        .await;
+    b.wait_text("filtered by kind, state").await;
+    b.click(
+        &b.find(&format!("[data-job-cancel=\"{list_waiting}\"]"))
+            .await,
+    )
+    .await;
+    b.wait_text(&format!("Job {list_waiting} is cancelled."))
+        .await;
+    assert_eq!(
+        api.count(&format!(
+            "SELECT count(*) FROM agentd_jobs WHERE id = {list_waiting} AND state = 'cancelled'"
+        ))
+        .await,
+        1
+    );
+    b.goto(&format!(
+        "{base}/#/jobs?kind=proactive_suggestion&state=succeeded"
+    ))
+    .await;
+    b.wait_text("50 job(s) on this page").await;
+    b.click(&b.find("#jobs-next").await).await;
+    let page = b.wait_text("5 job(s) on this page").await;
+    assert!(page.contains("first page"), "{page}");
+    let kind = b.find("#jobs-kind").await;
+    b.clear(&kind).await;
+    b.type_into(&kind, "no_such_kind").await;
+    b.click(&b.find("#jobs-apply").await).await;
+    let page = b.wait_text("The jobs could not be listed: 400").await;
+    assert!(
+        page.contains("kind must be one of") && page.contains("(field: kind)"),
+        "{page}"
+    );
+    b.screenshot("jobs-bad-filter").await;
+    accessible(&b, "jobs (bad filter)").await;
+
+    // Usage: this month and a bar per day (tokens in and out, cost), the same in a table.
+    b.goto(&format!("{base}/#/usage")).await;
+    let page = b.wait_text("This month").await;
+    assert!(page.contains("Per day (UTC)"), "{page}");
+    let bars = b
+        .exec(
+            "return [document.querySelectorAll('#usage-tokens rect.in').length - 1, \
+                     document.querySelectorAll('#usage-cost rect.ok, #usage-cost rect.bad').length - 2];",
+            vec![],
+        )
+        .await;
+    assert_eq!(bars, json!([30, 30]), "a bar per day of 30 in each chart");
+    b.screenshot("usage").await;
+    accessible(&b, "usage").await;
+    b.click(&b.find("#usage-days option[value=\"7\"]").await)
+        .await;
+    b.click(&b.find("#usage-show").await).await;
+    b.wait_text("Per day (UTC), last 7 days").await;
+    let rows = b
+        .exec(
+            "return document.querySelectorAll('#usage-table tbody tr').length;",
+            vec![],
+        )
+        .await;
+    assert_eq!(rows, json!(7));
 
     // Documents: the list, then the proposal beside the text, markup shown as text.
     b.goto(&format!("{base}/#/documents")).await;
@@ -360,6 +545,48 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
         (meta["owner"].as_str(), edited),
         (Some("carol"), true),
         "{meta}"
+    );
+
+    // An approval whose arguments are longer than their box: the <pre> scrolls, so it takes the
+    // keyboard's focus (axe's scrollable-region-focusable, which this page broke before: taking
+    // the focus away brings the violation back).
+    let long: serde_json::Map<String, Value> = (0..80)
+        .map(|i| (format!("field_{i:02}"), json!(format!("value {i}"))))
+        .collect();
+    let long_args = api
+        .propose(
+            org,
+            json!({"document_id": edit_target, "metadata": long}),
+            Duration::hours(1),
+        )
+        .await;
+    b.goto(&format!("{base}/#/approvals/{long_args}")).await;
+    b.wait_text("field_79").await;
+    let pre = b
+        .exec(
+            "const p = document.getElementById('approval-args'); \
+             return [p.scrollHeight > p.clientHeight, p.getAttribute('tabindex')];",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        pre,
+        json!([true, "0"]),
+        "the arguments scroll and take the focus"
+    );
+    accessible(&b, "approval (long arguments)").await;
+    b.screenshot("approval-long").await;
+    b.exec(
+        "document.querySelectorAll('#page pre').forEach((p) => p.removeAttribute('tabindex')); return null;",
+        vec![],
+    )
+    .await;
+    let without = b.axe().await;
+    assert!(
+        without
+            .iter()
+            .any(|v| v.starts_with("scrollable-region-focusable")),
+        "without the focus the rule fires: {without:?}"
     );
 
     // Runs: the list and the auto_create run's audit trail and transcript.

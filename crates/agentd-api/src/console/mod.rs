@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 /// The bundle: file name, content type, contents.
-pub const ASSETS: [(&str, &str, &str); 12] = [
+pub const ASSETS: [(&str, &str, &str); 14] = [
     (
         "index.html",
         "text/html; charset=utf-8",
@@ -46,6 +46,16 @@ pub const ASSETS: [(&str, &str, &str); 12] = [
         "runs.js",
         "text/javascript; charset=utf-8",
         include_str!("assets/runs.js"),
+    ),
+    (
+        "jobs.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/jobs.js"),
+    ),
+    (
+        "usage.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/usage.js"),
     ),
     (
         "suggestions.js",

@@ -106,7 +106,70 @@ C.nodes = (...children) => [...h("div", {}, children).childNodes];
 C.page = function page(title, ...children) {
   const p = document.getElementById("page");
   p.replaceChildren(h("h1", { id: "page-title" }, title), ...C.nodes(children));
+  C.scrollers(p);
   document.title = title + " — agentd console";
+};
+
+// Every <pre> under root (they scroll past 32em, or sideways) takes the keyboard's focus, so a
+// keyboard user can scroll it (axe: scrollable-region-focusable).
+C.scrollers = (root) => root.querySelectorAll("pre").forEach((el) => el.setAttribute("tabindex", "0"));
+
+// An SVG element: attributes set with setAttribute, children as nodes or text (never markup).
+C.svg = function svg(tag, attrs, ...kids) {
+  const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+  for (const k of kids) if (k !== null && k !== undefined) el.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  return el;
+};
+
+// The hash's query (#/page?a=1) as URLSearchParams.
+C.query = () => new URLSearchParams((location.hash || "").split("?")[1] || "");
+
+// A bar chart with a legend: `groups` are the x positions ({label, bars: [{value, class, title}]}),
+// bars side by side (or stacked when `stacked`), optional `lines` ([{class, label, values}]) drawn
+// over them on the same scale. Every shape has a <title>; the chart is role=img with a title and a
+// description, and the caller puts the same figures in a table beside it. The scale's top is at
+// least `floor` (default 1).
+C.barChart = function barChart(o) {
+  const svg = C.svg, W = o.width || 720, H = o.height || 180, pad = 28, n = o.groups.length || 1;
+  const per = (g) => g.bars.map((b) => b.value);
+  const heights = o.groups.map((g) => (o.stacked ? per(g).reduce((a, b) => a + b, 0) : Math.max(0, ...per(g))));
+  const lineMax = Math.max(0, ...(o.lines || []).flatMap((l) => l.values));
+  const max = Math.max(o.floor === undefined ? 1 : o.floor, ...heights, lineMax);
+  const slot = (W - pad * 2) / n, k = o.stacked ? 1 : Math.max(1, ...o.groups.map((g) => g.bars.length));
+  const bw = Math.max(2, (slot - 4) / k - 1);
+  const y = (v) => H - pad - (v / max) * (H - pad * 2);
+  const ids = { t: o.id + "-title", d: o.id + "-desc" };
+  const root = svg("svg", Object.assign({ viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img",
+    "aria-labelledby": `${ids.t} ${ids.d}`, width: "100%", id: o.id }, o.attrs || {}),
+  svg("title", { id: ids.t }, o.title), svg("desc", { id: ids.d }, o.desc));
+  root.append(svg("line", { x1: pad, y1: H - pad, x2: W - pad, y2: H - pad, stroke: "#444" }),
+    svg("text", { x: 2, y: pad }, o.fmtMax ? o.fmtMax(max) : String(max)), svg("text", { x: 2, y: H - pad }, "0"));
+  const every = Math.max(1, Math.ceil(n / 8));
+  o.groups.forEach((g, i) => {
+    const x0 = pad + i * slot + 2;
+    let base = 0;
+    g.bars.forEach((b, j) => {
+      const top = o.stacked ? base + b.value : b.value;
+      const x = o.stacked ? x0 : x0 + j * (bw + 1);
+      root.append(svg("rect", { x, y: y(top), width: o.stacked ? slot - 4 : bw, height: y(base) - y(top), class: b.class },
+        svg("title", {}, b.title)));
+      if (o.stacked) base = top;
+    });
+    if ((n - 1 - i) % every === 0) root.append(svg("text", { x: x0, y: H - pad + 14 }, g.label));
+  });
+  for (const l of o.lines || []) {
+    const pts = l.values.map((v, i) => `${pad + i * slot + slot / 2},${y(v)}`).join(" ");
+    root.append(svg("polyline", { points: pts, class: "line " + l.class }, svg("title", {}, l.label)));
+  }
+  let lx = W - pad;
+  for (const it of [...(o.legend || [])].reverse()) {
+    lx -= it.label.length * 6 + 20;
+    root.append(it.line ? svg("line", { x1: lx, y1: 9, x2: lx + 10, y2: 9, class: "line " + it.class })
+      : svg("rect", { x: lx, y: 4, width: 10, height: 10, class: it.class }),
+    svg("text", { x: lx + 14, y: 13 }, it.label));
+  }
+  return root;
 };
 
 C.loading = () => document.getElementById("page").replaceChildren(h("p", { class: "muted" }, "Loading…"));

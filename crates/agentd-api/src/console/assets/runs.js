@@ -175,6 +175,7 @@
       const box = document.getElementById("run-live");
       if (!box) { ctl.abort(); return true; }
       box.replaceChildren(...C.nodes(body(run, steps, audit)));
+      C.scrollers(box);
       if (run.status !== "running") {
         const cancel = document.getElementById("cancel-actions");
         if (cancel) cancel.remove();
