@@ -1002,6 +1002,20 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
         )
         .await;
     assert_eq!(hidden, json!(true));
+    // The job list: read, but no retry or cancel offered.
+    b.goto(&format!("{base}/#/jobs?state=dead")).await;
+    b.wait_text("An admin key can retry a dead job or cancel a waiting or running one here.")
+        .await;
+    assert_eq!(
+        b.exec(
+            "return document.querySelectorAll('[data-job-retry], [data-job-cancel]').length;",
+            vec![]
+        )
+        .await,
+        json!(0),
+        "a reader is offered no retry or cancel"
+    );
+    accessible(&b, "jobs (reader)").await;
     let pending = api
         .propose(
             org,

@@ -26,7 +26,9 @@
     const sum = (k) => s.points.reduce((a, p) => a + p[k], 0);
     const last = s.points[s.points.length - 1] || { ready: 0, running: 0, dead: 0 };
     const per = C.fmtSecs(bucket);
-    const fig = h("figure", { class: "kind-chart", "data-kind": s.kind },
+    const caption = h("figcaption", {}, h("h3", {}, s.kind),
+      h("span", { class: "muted" }, `Bars: jobs finished per ${per}; lines: jobs ready, running and dead at the end of each ${per}; the ${words}.`));
+    const fig = h("figure", { class: "kind-chart", "data-kind": s.kind }, caption,
       C.barChart({ id: "kind-chart-" + s.kind, attrs: { "data-kind": s.kind },
         title: `${s.kind}: depth and jobs finished per ${per}, ${words}`,
         desc: `${sum("succeeded")} succeeded and ${sum("failed")} went dead; now ${last.ready} ready, ${last.running} running, ${last.dead} dead`,
@@ -38,9 +40,7 @@
           { class: "l-dead", label: "dead", values: s.points.map((p) => p.dead) }],
         legend: [{ class: "ok", label: "succeeded" }, { class: "bad", label: "went dead" },
           { class: "l-ready", label: "ready", line: true }, { class: "l-running", label: "running", line: true },
-          { class: "l-dead", label: "dead", line: true }] }),
-      h("figcaption", {}, h("h3", {}, s.kind),
-        h("span", { class: "muted" }, `Bars: jobs finished per ${per}; lines: jobs ready, running and dead at the end of each ${per}; the ${words}.`)));
+          { class: "l-dead", label: "dead", line: true }] }));
     const table = h("details", {}, h("summary", {}, `${s.kind}: the same figures as a table`),
       C.table(`${s.kind} over time`, [{ label: "until" }, { label: "ready", num: true }, { label: "running", num: true },
         { label: "dead", num: true }, { label: "succeeded", num: true }, { label: "went dead", num: true }],
