@@ -28,11 +28,11 @@ Croissant            2.50\nPain au chocolat     2.80\nFlat white           3.20\
 SUBT0TAL             8.50\nT0TAL                8.50\nVISA DEBIT           8.50\n\n\
 AUTH 0O2331\n12/11/2026  08:41\nReceipt No: 0O4412\nTHANK YOU\n";
 
-fn app(db: &TestDb) -> App {
+pub(crate) fn app(db: &TestDb) -> App {
     common::app(db, Arc::new(SystemClock) as SharedClock)
 }
 
-async fn org(db: &TestDb, name: &str) -> Uuid {
+pub(crate) async fn org(db: &TestDb, name: &str) -> Uuid {
     agentd::store::orgs::ensure(&db.pool, name)
         .await
         .unwrap()
@@ -40,7 +40,7 @@ async fn org(db: &TestDb, name: &str) -> Uuid {
 }
 
 /// Runs auto_create workers until every document in `docs` is proposed (or failed).
-async fn drain(app: &App, docs: &[Uuid]) {
+pub(crate) async fn drain(app: &App, docs: &[Uuid]) {
     let (w, stop) = common::start_worker(app, "auto_create", None).await;
     let pool = app.pool.clone();
     let docs = docs.to_vec();
@@ -64,7 +64,7 @@ async fn drain(app: &App, docs: &[Uuid]) {
 }
 
 /// The report's schema field names and its dropped fields by name → (reason, source).
-async fn report(app: &App, doc: Uuid) -> (Vec<String>, Vec<(String, String, String)>) {
+pub(crate) async fn report(app: &App, doc: Uuid) -> (Vec<String>, Vec<(String, String, String)>) {
     let r = document_report(app, doc).await.unwrap().expect("a report");
     assert_eq!(r["auto_create_status"], "proposed", "{r}");
     let fields = r["fields"]
@@ -87,7 +87,7 @@ async fn report(app: &App, doc: Uuid) -> (Vec<String>, Vec<(String, String, Stri
 }
 
 /// The create_schema results of the document's run, as the model got them.
-async fn schema_results(db: &TestDb, doc: Uuid) -> Vec<Value> {
+pub(crate) async fn schema_results(db: &TestDb, doc: Uuid) -> Vec<Value> {
     let payloads: Vec<Value> = sqlx::query_scalar(
         "SELECT s.payload FROM agent_steps s JOIN documents d ON d.auto_create_run_id = s.run_id
           WHERE d.id = $1 AND s.kind = 'tool_result' ORDER BY s.seq",
@@ -229,7 +229,7 @@ fn last_result(req: &CompletionRequest) -> Value {
 }
 
 /// A scripted model that proposes `fields`, then a prompt, then an extraction of nulls.
-fn proposing(fields: Value) -> Vec<Turn> {
+pub(crate) fn proposing(fields: Value) -> Vec<Turn> {
     vec![
         Turn::tool(
             "a",

@@ -346,6 +346,15 @@ pub fn field(snake_label: &str) -> Option<(&'static str, Class)> {
     None
 }
 
+/// The language a label is listed under, when the lexicon lists it as written (`rechnungsnummer`
+/// → `de`; `invoice_no` → `en`).
+pub fn label_language(snake_label: &str) -> Option<&'static str> {
+    let lex = lexicon();
+    let f = lex.fields.get(*lex.field_by_label.get(snake_label)?)?;
+    let l = f.labels.iter().find(|l| l.text == snake_label)?;
+    LANGUAGES.iter().copied().find(|c| *c == l.language)
+}
+
 /// The canonical field of an abbreviated label (`RUECKG.` → `rueckg…` → `change`): the only
 /// field with a label the abbreviation starts (at least four letters).
 pub fn abbreviated(snake_label: &str) -> Option<(&'static str, Class)> {

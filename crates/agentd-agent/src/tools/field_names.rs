@@ -13,6 +13,16 @@
 //! `create_schema` and `update_schema` (the model's calls, the offline provider's, the one
 //! call's decision), the analysis' candidates before the model sees them
 //! (`agent::context`), and the fields a reused schema gains (only checked ones are added).
+//!
+//! **One vocabulary across languages** ([`canonical_name`], [`canonicalise`]): a field named in
+//! the document's language (`rechnungsnummer`, `grund_der_gutschrift`) gets the name the
+//! analysis gives that label in the canonical language, English (`invoice_number`,
+//! `credit_reason`: the lexicon, then the glossary), with the name as given — or the document's
+//! label it was made from — as its description; a field the schema already has under the
+//! canonical name is merged into it. Each one is listed in the tool result (`canonical_names`).
+//! A field named as the analysis named a candidate of the run's document, or with a name the
+//! lexicon uses, stays as it is; every field keeps, or gets, its candidate's label as its
+//! description ([`describe_by_labels`]).
 
 use crate::analysis::origins::{Role, Words};
 use serde::Serialize;
@@ -112,6 +122,152 @@ fn rename_in(
             }
         }
     }
+}
+
+/// A field renamed into the canonical language (`canonical_names` in the tool result).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Canonical {
+    /// The name as given (`rechnungsnummer`).
+    pub name: String,
+    /// The name it has now (`invoice_number`).
+    pub canonical: String,
+    /// The schema had a field of that name already: this one was merged into it.
+    pub merged: bool,
+}
+
+/// The name a field given as `name` has in the canonical language, when it is named in the
+/// document's language (see the module docs): a label the lexicon lists under another language
+/// than English gets its field's name; else, on a document in `language`, a label the glossary
+/// translates gets its English name. `None` for a name the lexicon uses, an English label, one
+/// of the run's `candidates`' names, or one nothing translates.
+pub fn canonical_name(name: &str, language: Option<&str>, candidates: &[&str]) -> Option<String> {
+    use crate::analysis::{glossary, lexicon};
+    let key = snake(name, 64);
+    if key.is_empty() || candidates.contains(&key.as_str()) || lexicon::class_of(&key).is_some() {
+        return None;
+    }
+    let to = match lexicon::label_language(&key) {
+        Some("en") => return None,
+        Some(_) => lexicon::field(&key).map(|(n, _)| n.to_string()),
+        None => glossary::canonical(&key, language).map(|c| c.name().to_string()),
+    }?;
+    (to != key).then_some(to)
+}
+
+/// Whether a property's description is none or only its name in words (what the compact
+/// `fields` form writes: `invoice number`, `invoice date (date as written)`).
+fn undescribed(key: &str, p: &Value) -> bool {
+    match p.get("description").and_then(Value::as_str) {
+        None => true,
+        Some(d) => {
+            let words = key.replace('_', " ");
+            d.trim().is_empty() || d == words || d.starts_with(&format!("{words} ("))
+        }
+    }
+}
+
+/// Renames the top-level properties of a strict `response_format`'s schema that `canonical`
+/// names otherwise ([`canonical_name`]); a renamed property is described by `label` of its old
+/// name (the document's label it was made from) or the old name, unless it had a description
+/// of its own, and one whose new name the schema has already is left out (merged into that
+/// one), with `required` to match. Returns each change, for the tool's result.
+pub fn canonicalise(
+    response_format: &mut Value,
+    canonical: &dyn Fn(&str) -> Option<String>,
+    label: &dyn Fn(&str) -> Option<String>,
+) -> Vec<Canonical> {
+    let mut out = Vec::new();
+    let Some(obj) = response_format
+        .pointer_mut("/json_schema/schema")
+        .and_then(Value::as_object_mut)
+    else {
+        return out;
+    };
+    let Some(props) = obj.get_mut("properties").and_then(Value::as_object_mut) else {
+        return out;
+    };
+    let old = std::mem::take(props);
+    let given: Vec<String> = old.keys().cloned().collect();
+    let mut renamed: Vec<(String, Option<String>)> = Vec::new();
+    for (key, mut value) in old {
+        let Some(to) = canonical(&key) else {
+            props.entry(key).or_insert(value);
+            continue;
+        };
+        let merged = props.contains_key(&to) || given.iter().any(|g| *g == to);
+        if !merged {
+            if undescribed(&key, &value)
+                && let Some(p) = value.as_object_mut()
+            {
+                let d = label(&key).unwrap_or_else(|| key.clone());
+                p.insert("description".into(), Value::String(d));
+            }
+            props.insert(to.clone(), value);
+        }
+        renamed.push((key.clone(), (!merged).then(|| to.clone())));
+        out.push(Canonical {
+            name: key,
+            canonical: to,
+            merged,
+        });
+    }
+    if let Some(Value::Array(req)) = obj.get_mut("required") {
+        let mut kept: Vec<Value> = Vec::new();
+        for r in req.iter() {
+            let name = r.as_str().unwrap_or_default();
+            let now = match renamed.iter().find(|(k, _)| k == name) {
+                Some((_, Some(to))) => to.clone(),
+                Some((_, None)) => continue,
+                None => name.to_string(),
+            };
+            if !kept.iter().any(|k| k.as_str() == Some(now.as_str())) {
+                kept.push(Value::String(now));
+            }
+        }
+        *req = kept;
+    }
+    out
+}
+
+/// Sets the description of each top-level property without one of its own ([`undescribed`])
+/// to `label` of its name: the document's label of the candidate the field was named after
+/// (`Rechnungsnummer` for `invoice_number`), so the schema keeps the document's own words.
+pub fn describe_by_labels(response_format: &mut Value, label: &dyn Fn(&str) -> Option<String>) {
+    let Some(props) = response_format
+        .pointer_mut("/json_schema/schema/properties")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    for (key, p) in props.iter_mut() {
+        if undescribed(key, p)
+            && let Some(l) = label(key)
+            && let Some(p) = p.as_object_mut()
+        {
+            p.insert("description".into(), Value::String(l));
+        }
+    }
+}
+
+/// The note of a tool result that renamed fields into the canonical language.
+pub fn canonical_note(renamed: &[Canonical]) -> String {
+    let each: Vec<String> = renamed
+        .iter()
+        .map(|c| match c.merged {
+            true => format!(
+                "{:?} is {:?}, which the schema has: merged",
+                c.name, c.canonical
+            ),
+            false => format!("{:?} → {:?}", c.name, c.canonical),
+        })
+        .collect();
+    format!(
+        "named {} field(s) in the canonical language (English), whatever the document's \
+         language, so documents of this kind in every language share one schema; the name \
+         given or the document's label is the field's description: {}",
+        renamed.len(),
+        each.join("; ")
+    )
 }
 
 /// A field name left out, and why: what the tool result, the run
@@ -395,6 +551,72 @@ mod tests {
         assert!(s["properties"]["lines"]["items"]["properties"]["croissant"].is_object());
         crate::tools::schemas::validate_response_format(&rf).expect("still valid");
         assert!(dropped_note(&dropped).contains("system_override"));
+    }
+
+    #[test]
+    fn names_in_the_documents_language_become_canonical_with_the_original_as_description() {
+        let text = "Büro Nord GmbH\nGUTSCHRIFT\nGutschriftsnummer: GS-1\nDatum: 06.11.2026\n\
+            Grund der Gutschrift: Rücknahme\nGutschriftsbetrag: 760,17 €\n";
+        let a = crate::analysis::analyse(text);
+        assert_eq!(a.language, Some("de"));
+        let names: Vec<&str> = a.candidates.iter().map(|c| c.name.as_str()).collect();
+        let canonical = |k: &str| canonical_name(k, a.language, &names);
+        assert_eq!(
+            canonical("rechnungsnummer").as_deref(),
+            Some("invoice_number")
+        );
+        assert_eq!(
+            canonical("Grund der Gutschrift").as_deref(),
+            Some("credit_reason")
+        );
+        assert_eq!(canonical("gutschriftsbetrag").as_deref(), Some("total"));
+        // Canonical names, English labels, the analysis' own names and unknown words stay.
+        for name in [
+            "invoice_number",
+            "total",
+            "invoice_no",
+            "credit_reason",
+            "marktplatz",
+        ] {
+            assert_eq!(canonical(name), None, "{name}");
+        }
+        let mut rf = json!({"type": "json_schema", "json_schema": {"name": "x", "strict": true,
+            "schema": {"type": "object", "required": ["grund_der_gutschrift", "gutschriftsbetrag",
+                "total", "datum"], "additionalProperties": false, "properties": {
+                "grund_der_gutschrift": {"type": ["string", "null"],
+                    "description": "grund der gutschrift"},
+                "gutschriftsbetrag": {"type": ["number", "null"]},
+                "total": {"type": ["number", "null"], "description": "total"},
+                "datum": {"type": ["string", "null"], "description": "Datum of the note"}}}}});
+        let label = |k: &str| {
+            a.candidates
+                .iter()
+                .find(|c| snake(&c.label, 64) == k || c.name == k)
+                .map(|c| c.label.clone())
+        };
+        let renamed = canonicalise(&mut rf, &canonical, &label);
+        let s = &rf["json_schema"]["schema"];
+        assert_eq!(
+            s["properties"]["reason"]["description"],
+            "Grund der Gutschrift"
+        );
+        // A model's own description stays.
+        assert_eq!(s["properties"]["date"]["description"], "Datum of the note");
+        // `gutschriftsbetrag` is the schema's `total`: merged, not a second total.
+        assert!(s["properties"].get("gutschriftsbetrag").is_none());
+        assert_eq!(s["required"], json!(["reason", "total", "date"]));
+        assert!(
+            renamed
+                .iter()
+                .any(|c| c.name == "gutschriftsbetrag" && c.merged)
+        );
+        crate::tools::schemas::validate_response_format(&rf).expect("still valid");
+        assert!(canonical_note(&renamed).contains("\"reason\""));
+        describe_by_labels(&mut rf, &label);
+        assert_eq!(
+            rf["json_schema"]["schema"]["properties"]["total"]["description"],
+            "Gutschriftsbetrag"
+        );
     }
 
     #[test]

@@ -119,6 +119,50 @@ fn neutral_names(doc: Option<&(analysis::Analysis, Words)>, built: &mut schema_f
     built.notes.extend(notes);
 }
 
+/// One vocabulary across languages ([`field_names::canonicalise`]): fields named in the
+/// document's language get their name in the canonical language, with the document's label
+/// (or the name given) as description, and every field named after a candidate of the run's
+/// document its label as description. Returns the renamed ones, for the result; a note says so.
+fn canonical_names(
+    doc: Option<&(analysis::Analysis, Words)>,
+    built: &mut schema_forms::Built,
+) -> Vec<field_names::Canonical> {
+    let a = doc.map(|(a, _)| a);
+    let names: Vec<&str> = a
+        .map(|a| a.candidates.iter().map(|c| c.name.as_str()).collect())
+        .unwrap_or_default();
+    let language = a.and_then(|a| a.language);
+    let canonical = |k: &str| field_names::canonical_name(k, language, &names);
+    // The document's label of a candidate, found by its name or by the label's own name.
+    let label = |k: &str| {
+        let c = a?.candidates.iter().find(|c| {
+            c.name == k
+                || (matches!(c.source, analysis::Source::Label(_))
+                    && schema_forms::snake(&analysis::labels::without_parentheses(&c.label), 64)
+                        == k)
+        })?;
+        matches!(
+            c.source,
+            analysis::Source::Label(_) | analysis::Source::Table
+        )
+        .then(|| c.label.clone())
+    };
+    let renamed = field_names::canonicalise(&mut built.response_format, &canonical, &label);
+    field_names::describe_by_labels(&mut built.response_format, &label);
+    if !renamed.is_empty() {
+        built.notes.push(field_names::canonical_note(&renamed));
+    }
+    renamed
+}
+
+/// `result` with `"canonical_names"` when fields were renamed into the canonical language.
+fn with_canonical(mut result: Value, renamed: &[field_names::Canonical]) -> Value {
+    if !renamed.is_empty() {
+        result["canonical_names"] = json!(renamed);
+    }
+    result
+}
+
 /// The analysis of the run's document and where its words stand, when the call has one.
 async fn document_analysis(
     ctx: &mut ToolCtx<'_>,
@@ -382,6 +426,7 @@ impl TypedTool for CreateSchema {
         let mut built = schema_from_args(name, &self)?;
         let doc = document_analysis(ctx).await?;
         neutral_names(doc.as_ref(), &mut built);
+        let renamed = canonical_names(doc.as_ref(), &mut built);
         let dropped = without_document_words(ctx, doc.as_ref(), &mut built).await?;
         let kind = kind_of(doc.as_ref().map(|(a, _)| a));
         if named {
@@ -393,7 +438,8 @@ impl TypedTool for CreateSchema {
             && let Some(run_id) = ctx.run_id
             && let Some(reused) = reuse(ctx, run_id, kind, &built).await?
         {
-            return Ok(with_dropped(with_notes(reused, built.notes), &dropped));
+            let result = with_dropped(with_notes(reused, built.notes), &dropped);
+            return Ok(with_canonical(result, &renamed));
         }
         let rf = &built.response_format;
         let s = store::create(ctx.conn, ctx.org_id, name, rf, ctx.run_id, ctx.now).await?;
@@ -401,7 +447,8 @@ impl TypedTool for CreateSchema {
             store::set_document_kind(ctx.conn, ctx.org_id, s.schema_id, s.version, kind).await?;
         }
         let result = merged(ids(&s), json!({"name": s.name, "status": s.status}));
-        Ok(with_dropped(with_notes(result, built.notes), &dropped))
+        let result = with_dropped(with_notes(result, built.notes), &dropped);
+        Ok(with_canonical(result, &renamed))
     }
     async fn snapshot(&self, _ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {
         // Creating a new schema depends on no existing row.
@@ -555,20 +602,20 @@ impl UpdateSchema {
         let mut built = completed_response_format(&latest.name, &self.response_format)?;
         let doc = document_analysis(ctx).await?;
         neutral_names(doc.as_ref(), &mut built);
+        let renamed = canonical_names(doc.as_ref(), &mut built);
         let dropped = without_document_words(ctx, doc.as_ref(), &mut built).await?;
         let rf = &built.response_format;
         if latest.response_format == *rf {
             let same = merged(ids(&latest), json!({"unchanged": true}));
-            return Ok(with_dropped(with_notes(same, built.notes), &dropped));
+            let same = with_dropped(with_notes(same, built.notes), &dropped);
+            return Ok(with_canonical(same, &renamed));
         }
         let s = store::create_version(ctx.conn, ctx.org_id, id, rf, ctx.run_id, ctx.now)
             .await?
             .ok_or_else(|| not_in_org("schema", id))?;
         let after = json!({"previous_version": latest.version, "status": s.status});
-        Ok(with_dropped(
-            with_notes(merged(ids(&s), after), built.notes),
-            &dropped,
-        ))
+        let result = with_dropped(with_notes(merged(ids(&s), after), built.notes), &dropped);
+        Ok(with_canonical(result, &renamed))
     }
 }
 
