@@ -165,8 +165,23 @@ pub fn score_report(sample: &Sample, report: &Value) -> (Vec<String>, score::Sco
                 .collect()
         })
         .unwrap_or_default();
+    let descriptions: Vec<String> = report["fields"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|f| f["name"].is_string())
+                .map(|f| f["description"].as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
     let extracted = &report["extraction"]["result"];
-    let s = score::score(&sample.fields, &sample.acceptable, &proposed, extracted);
+    let s = score::score_described(
+        &sample.fields,
+        &sample.acceptable,
+        &proposed,
+        &descriptions,
+        extracted,
+    );
     (proposed, s)
 }
 

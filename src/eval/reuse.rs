@@ -12,6 +12,14 @@
 //! - `merged` — a schema an earlier document of **another** kind proposed: a wrong reuse.
 //!
 //! The reuse rate is reused ÷ documents that had an earlier document of their kind.
+//!
+//! **Across languages** (issue 48, item 3): within a kind, in upload order, a later upload is
+//! *cross-language* when it is the first of its language in that kind after documents in
+//! other languages only (`ticket_boulangerie_fr` after three English receipts): the schema it
+//! meets has only names the other languages' documents gave, so reusing it shows the names
+//! met across languages. Its rate is reused ÷ cross-language uploads; beside it, the fields
+//! those uploads added to the schema they reused (a field named in the document's own
+//! language where the schema has the canonical name adds one).
 
 use super::labels::Sample;
 use crate::app::{App, WorkerArgs};
@@ -29,12 +37,19 @@ use uuid::Uuid;
 pub struct Upload {
     pub sample: String,
     pub kind: String,
+    pub language: String,
     /// `new`, `reused`, `merged` (another kind's schema), `failed` (no schema) or `timeout`.
     pub outcome: String,
     /// Whether the run added fields to the schema it reused (a new version).
     pub extended: bool,
     /// Whether an earlier document of the same kind was uploaded before this one.
     pub had_earlier: bool,
+    /// The first document of its language in its kind, after documents of other languages
+    /// (see the module docs).
+    pub cross_language: bool,
+    /// Top-level fields its schema version has that the version seen before lacked (0 for a
+    /// new schema).
+    pub fields_added: usize,
     /// The proposed schema's revid.
     pub schema: Option<String>,
     /// Top-level fields of that schema version.
@@ -54,6 +69,8 @@ pub struct Counts {
     /// Documents that got another kind's schema.
     pub merged: usize,
     pub failed: usize,
+    /// Fields the reusing uploads added to the schemas they reused.
+    pub fields_added: usize,
 }
 
 impl Counts {
@@ -68,6 +85,9 @@ impl Counts {
             _ => {}
         }
         self.extended += usize::from(u.extended);
+        if u.outcome == "reused" {
+            self.fields_added += u.fields_added;
+        }
     }
 
     /// reused ÷ later, or `None` with no later document.
@@ -85,6 +105,8 @@ pub struct ReuseReport {
     pub uploads: Vec<Upload>,
     pub per_kind: BTreeMap<String, Counts>,
     pub total: Counts,
+    /// The cross-language uploads alone (see the module docs): `later` counts them.
+    pub cross_language: Counts,
     /// Schemas the org holds at the end.
     pub schemas: usize,
     pub wall_seconds: f64,
@@ -107,7 +129,11 @@ pub async fn run(
     // schema id → the kind of the document that first proposed it; last version seen.
     let mut first_kind: HashMap<String, String> = HashMap::new();
     let mut last_version: HashMap<String, String> = HashMap::new();
+    // schema id → the top-level fields of the last version seen.
+    let mut last_fields: HashMap<String, Vec<String>> = HashMap::new();
     let mut seen_kinds: Vec<String> = Vec::new();
+    // (kind, language) of every upload so far.
+    let mut seen_languages: Vec<(String, String)> = Vec::new();
     let mut uploads = Vec::new();
     let mut schemas = 0;
     let mut groups: Vec<(String, Vec<&Sample>)> = Vec::new();
@@ -143,14 +169,24 @@ pub async fn run(
                 let report = wait(app, id, timeout).await?;
                 let had_earlier = seen_kinds.contains(&s.kind);
                 seen_kinds.push(s.kind.clone());
+                let same = |(k, l): &(String, String)| *k == s.kind && *l == s.language;
+                let cross_language = had_earlier && !seen_languages.iter().any(same);
+                seen_languages.push((s.kind.clone(), s.language.clone()));
                 let revid = report
                     .as_ref()
                     .and_then(|r| r["schema"]["revid"].as_str())
                     .map(str::to_string);
-                let fields = report
+                let names: Vec<String> = report
                     .as_ref()
                     .and_then(|r| r["fields"].as_array())
-                    .map_or(0, Vec::len);
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|f| f["name"].as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let fields = names.len();
+                let mut fields_added = 0;
                 let proposed = report
                     .as_ref()
                     .is_some_and(|r| r["auto_create_status"] == "proposed");
@@ -161,6 +197,11 @@ pub async fn run(
                         let extended = last_version
                             .insert(schema_id.to_string(), revid.clone())
                             .is_some_and(|before| before != *revid);
+                        if let Some(before) =
+                            last_fields.insert(schema_id.to_string(), names.clone())
+                        {
+                            fields_added = names.iter().filter(|n| !before.contains(n)).count();
+                        }
                         match first_kind.get(schema_id) {
                             None => {
                                 first_kind.insert(schema_id.to_string(), s.kind.clone());
@@ -175,9 +216,12 @@ pub async fn run(
                 uploads.push(Upload {
                     sample: s.name.clone(),
                     kind: s.kind.clone(),
+                    language: s.language.clone(),
                     outcome,
                     extended,
                     had_earlier,
+                    cross_language,
+                    fields_added,
                     schema: revid,
                     fields,
                 });
@@ -198,9 +242,13 @@ pub async fn run(
     progress(total, total);
     let mut per_kind: BTreeMap<String, Counts> = BTreeMap::new();
     let mut total = Counts::default();
+    let mut cross_language = Counts::default();
     for u in &uploads {
         per_kind.entry(u.kind.clone()).or_default().add(u);
         total.add(u);
+        if u.cross_language {
+            cross_language.add(u);
+        }
     }
     Ok(ReuseReport {
         provider: app.provider.name().to_string(),
@@ -208,6 +256,7 @@ pub async fn run(
         uploads,
         per_kind,
         total,
+        cross_language,
         schemas,
         wall_seconds: started.elapsed().as_secs_f64(),
     })
@@ -261,6 +310,16 @@ pub fn render(r: &ReuseReport) -> String {
         out.push_str(&row(k, c));
     }
     out.push_str(&row("total", &r.total));
+    let c = &r.cross_language;
+    out.push_str(&format!(
+        "across languages: {} of {} first uploads of a language in their kind reused its schema \
+         ({}), adding {} field(s); every reuse added {}\n",
+        c.reused,
+        c.later,
+        pct(c.rate()),
+        c.fields_added,
+        r.total.fields_added
+    ));
     out.push_str(&format!(
         "{} schemas for {} kinds ({}); provider {}, {:.1} s\n",
         r.schemas,

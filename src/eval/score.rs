@@ -7,6 +7,14 @@
 //! document's other real fields, same order): one that matches counts for precision and not
 //! against it; recall and value accuracy stay over the expected fields alone.
 //!
+//! A label still unmatched then tries the properties' **descriptions**: a field named in the
+//! canonical language keeps the document's own label as its description (`credit_reason`,
+//! described `Grund der Gutschrift`; docs/analysis.md), and the labels' aliases name the field
+//! in the document's language (`grund_der_gutschrift`), so a translated name is matched by the
+//! label it was made from. A description is compared folded like a name (accents dropped), without
+//! the form of the value after it (`Datum (YYYY-MM-DD)`), and must equal the label's name or an
+//! alias whole: a sentence describing a field matches nothing.
+//!
 //! Normalisation never guesses one reading of an ambiguous value: `03/04/2026` may be 3 April
 //! or 4 March and `1.234` may be 1.234 or 1234, so each reading is a candidate and the value
 //! matches when any candidate equals the expected value.
@@ -393,12 +401,25 @@ pub fn f1(precision: f64, recall: f64) -> f64 {
     }
 }
 
+/// A property's description as a name (see the module docs): folded, without a trailing
+/// `(…)` saying the value's form; empty when there is none.
+pub fn norm_description(description: &str) -> String {
+    let d = description.trim();
+    let d = match d.strip_suffix(')').and_then(|h| h.rsplit_once(" (")) {
+        Some((head, _)) => head,
+        None => d,
+    };
+    norm_name(&crate::analysis::lexicon::snake(d, 200))
+}
+
 /// Matches labels to properties: each label takes an unused property of its own name first,
 /// then the labels still unmatched try their aliases (`date` labelled on one field and listed
-/// as an alias of another goes to its own field). Returns each label's property index.
+/// as an alias of another goes to its own field), then the properties' descriptions (`described`,
+/// [`norm_description`]; empty where none). Returns each label's property index.
 fn match_labels(
     labels: &[ExpectedField],
     normed: &[String],
+    described: &[String],
     used: &mut [bool],
 ) -> Vec<Option<usize>> {
     let mut matched: Vec<Option<usize>> = vec![None; labels.len()];
@@ -415,6 +436,19 @@ fn match_labels(
         }
         let aliases: Vec<String> = f.aliases.iter().map(|n| norm_name(n)).collect();
         if let Some(j) = (0..normed.len()).find(|&j| !used[j] && aliases.contains(&normed[j])) {
+            used[j] = true;
+            matched[i] = Some(j);
+        }
+    }
+    for (i, f) in labels.iter().enumerate() {
+        if matched[i].is_some() {
+            continue;
+        }
+        let own = norm_name(&f.name);
+        let names: Vec<String> = f.aliases.iter().map(|n| norm_name(n)).collect();
+        let fits = |d: &String| !d.is_empty() && (*d == own || names.contains(d));
+        if let Some(j) = (0..normed.len()).find(|&j| !used[j] && described.get(j).is_some_and(fits))
+        {
             used[j] = true;
             matched[i] = Some(j);
         }
@@ -453,20 +487,34 @@ fn field_scores(
 
 /// Scores a proposal: `properties` are the proposed schema's top-level property names,
 /// `extracted` the extraction result object (or null when there is none); `acceptable` are
-/// the document's other fields a reviewer would accept.
+/// the document's other fields a reviewer would accept. Properties without descriptions; see
+/// [`score_described`].
 pub fn score(
     expected: &[ExpectedField],
     acceptable: &[ExpectedField],
     properties: &[String],
     extracted: &Value,
 ) -> Score {
+    score_described(expected, acceptable, properties, &[], extracted)
+}
+
+/// [`score`] with the properties' `descriptions` (same order; missing or empty ones are none),
+/// which a label still unmatched tries last (see the module docs).
+pub fn score_described(
+    expected: &[ExpectedField],
+    acceptable: &[ExpectedField],
+    properties: &[String],
+    descriptions: &[String],
+    extracted: &Value,
+) -> Score {
     let empty = Map::new();
     let values = extracted.as_object().unwrap_or(&empty);
     let normed: Vec<String> = properties.iter().map(|p| norm_name(p)).collect();
+    let described: Vec<String> = descriptions.iter().map(|d| norm_description(d)).collect();
     let mut used = vec![false; properties.len()];
-    let matched = match_labels(expected, &normed, &mut used);
+    let matched = match_labels(expected, &normed, &described, &mut used);
     let fields = field_scores(expected, &matched, properties, values);
-    let also = match_labels(acceptable, &normed, &mut used);
+    let also = match_labels(acceptable, &normed, &described, &mut used);
     let accepted: Vec<FieldScore> = field_scores(acceptable, &also, properties, values)
         .into_iter()
         .filter(|f| f.matched.is_some())
