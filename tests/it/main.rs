@@ -26,6 +26,7 @@ mod api_openapi;
 mod approvals;
 mod auto_create;
 mod await_decisions;
+mod await_decisions;
 mod bounds;
 mod chaos;
 mod cli;

@@ -31,6 +31,11 @@ pub const BUILTIN: [(&str, &str); 4] = [
 /// Kinds whose jobs do not run the agent: their files have no `[agent]` section.
 pub const WITHOUT_AGENT: [&str; 1] = ["webhook_delivery"];
 
+/// Kinds whose runs may wait for the decisions on their proposals (`agent.await_decisions`):
+/// their handlers resume a waiting run. An auto_create run's document and a re-proposal's
+/// chain have a life of their own around the run, which a wait would have to keep.
+pub const AWAITS_DECISIONS: [&str; 1] = ["proactive_suggestion"];
+
 /// A job file that cannot be used (`file` is the job file, e.g. `jobs/auto_create.toml`).
 pub type CatalogError = crate::config::ConfigError;
 
@@ -220,6 +225,11 @@ pub struct AgentSpec {
     /// more schema (default true; `tools::schema_reuse`).
     #[serde(default = "yes")]
     pub reuse_schemas: bool,
+    /// A run that would end while approvals it proposed are still pending waits for their
+    /// decisions instead (status `waiting`, no job, slot or lease held) and is resumed with them
+    /// by a job (issue 50; default false; the kinds of [`AWAITS_DECISIONS`] only).
+    #[serde(default)]
+    pub await_decisions: bool,
     pub tools: Vec<String>,
     pub system_prompt: String,
     pub first_message: String,
@@ -248,6 +258,7 @@ impl Default for AgentSpec {
             max_repeats: default_max_repeats(),
             guided: false,
             reuse_schemas: false,
+            await_decisions: false,
             tools: Vec::new(),
             system_prompt: String::new(),
             first_message: String::new(),
@@ -511,6 +522,16 @@ fn validate(spec: &JobSpec, known_tools: &[&str]) -> Result<(), Invalid> {
     at_least("agent.deadline_secs", a.deadline_secs, 1)?;
     at_least("agent.excerpt_chars", a.excerpt_chars as u64, 100)?;
     at_least("agent.approval_ttl_secs", a.approval_ttl_secs, 1)?;
+    if a.await_decisions && !AWAITS_DECISIONS.contains(&spec.kind.as_str()) {
+        return Err(Invalid::new(
+            "agent.await_decisions",
+            format!(
+                "agent.await_decisions is supported by {} only (this is {}); remove it or set it to false",
+                AWAITS_DECISIONS.join(", "),
+                spec.kind
+            ),
+        ));
+    }
     if a.first_message.trim().is_empty() {
         return Err(Invalid::new(
             "agent.first_message",

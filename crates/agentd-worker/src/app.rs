@@ -230,6 +230,7 @@ impl App {
             settings: crate::agent::LoopSettings::for_job(&self.config.llm, a),
             start: Default::default(),
             decisions: None,
+            resume_job: None,
         }
     }
 

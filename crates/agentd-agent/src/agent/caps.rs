@@ -32,6 +32,9 @@ pub enum StopReason {
     MaxNudges,
     /// The model kept repeating identical calls.
     MaxRepeats,
+    /// The run waited for the decisions on its proposals (`agent.await_decisions`) past the
+    /// approvals' TTL: one of them expired undecided.
+    ApprovalTtl,
 }
 
 impl StopReason {
@@ -47,6 +50,7 @@ impl StopReason {
             StopReason::Budget => "budget",
             StopReason::MaxNudges => "max_nudges",
             StopReason::MaxRepeats => "max_repeats",
+            StopReason::ApprovalTtl => "approval_ttl",
         }
     }
 
@@ -62,6 +66,7 @@ impl StopReason {
             StopReason::Budget,
             StopReason::MaxNudges,
             StopReason::MaxRepeats,
+            StopReason::ApprovalTtl,
         ]
         .into_iter()
         .find(|r| r.as_str() == name)

@@ -62,8 +62,8 @@ pub fn render(rows: &[Decided]) -> Option<String> {
     Some(format!("{PREFACE}\n{}", fenced("decisions", lines)))
 }
 
-/// One decision in words.
-fn line(r: &Decided) -> String {
+/// One decision in words (also a waiting run's own, `agent/wait.rs`).
+pub(super) fn line(r: &Decided) -> String {
     let day = r
         .decided_at
         .map(|t| t.format("%Y-%m-%d").to_string())

@@ -24,6 +24,7 @@ mod step;
 mod step_conn;
 mod summary;
 pub mod transcript;
+mod wait;
 
 use crate::approvals::ToolEnv;
 use crate::clock::SharedClock;
@@ -75,6 +76,10 @@ pub struct RunSpec {
     pub start: crate::store::auto_create::StartFrom,
     /// Whose decisions the first message shows ("what people decided"); `None`: none.
     pub decisions: Option<crate::store::decisions::DecisionScope>,
+    /// The job that resumes this run when it waits for the decisions on its proposals
+    /// (`agent.await_decisions`: `agent/wait.rs`), as the kind built it; `None`: the run
+    /// never waits.
+    pub resume_job: Option<crate::queue::NewJob>,
 }
 
 /// What one write of the loop added: its checkpoints (in sequence order), kept in memory by the
@@ -147,8 +152,17 @@ impl Engine {
         spec: &RunSpec,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, RunError> {
+        // A job killed after its run began to wait, retried once the run's resume job took it
+        // over: its part is done (the run is reported as it stands, not driven twice).
+        if let Some(job) = spec.job_id
+            && spec.resume_job.is_some()
+            && let Some(r) = crate::store::run_waits::handed_on(&self.pool, job).await?
+        {
+            return Ok(RunOutcome::from_row(&r));
+        }
         let (run, reopened) = self.open_run(spec).await?;
-        if run.status != RunStatus::Running {
+        // A waiting run is resumed by its resume job (`wait.rs` decides whether it goes on).
+        if !matches!(run.status, RunStatus::Running | RunStatus::Waiting) {
             return Ok(RunOutcome::from_row(&run));
         }
         let span = info_span!("agent.run", run_id = %run.id, kind = %spec.kind);
@@ -302,7 +316,14 @@ impl Engine {
                     );
                     continue;
                 }
-                Next::Finish(f) => return self.finish(run.id, f).await,
+                Next::Finish(f) => match self.await_decisions(spec, run.id, &t, f).await? {
+                    wait::Awaited::Finish(f) => return self.finish(run.id, f).await,
+                    wait::Awaited::Wait(outcome) => return Ok(outcome),
+                    wait::Awaited::Decided(step) => {
+                        steps.push(step);
+                        continue;
+                    }
+                },
                 Next::Round(due) => due,
             };
             let org_budget = match seen.take() {

@@ -82,6 +82,8 @@ pub struct Transcript {
     /// A constrained round of this run went without its format (refused, or answered outside
     /// it: `llm::schema_output`): the run's rounds are asked with plain tool calls from then on.
     pub unconstrained: bool,
+    /// The run's approvals whose outcome the model was told after a wait (`decided` marks).
+    pub reported: HashSet<String>,
 }
 
 /// One answered tool call.
@@ -200,6 +202,16 @@ impl Transcript {
                 }
                 Some(StepKind::Cap) => {
                     t.cap = s.payload["reason"].as_str().map(str::to_string);
+                }
+                // The decisions on the run's proposals after a wait (`agent/wait.rs`): a message
+                // the model reads next, so the answer before the wait no longer ends the run.
+                Some(StepKind::Decided) => {
+                    t.final_text = None;
+                    let ids = s.payload["approvals"].as_array().into_iter().flatten();
+                    t.reported
+                        .extend(ids.filter_map(|v| v.as_str()).map(str::to_string));
+                    let text = s.payload["text"].as_str().unwrap_or_default();
+                    t.messages.push(Message::text(Role::User, text));
                 }
                 _ => {}
             }

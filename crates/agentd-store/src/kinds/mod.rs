@@ -81,6 +81,17 @@ pub trait JobKind {
     }
 }
 
+/// The job that resumes a run waiting for the decisions on its proposals
+/// (`agent.await_decisions`): `job` is what the kind's handler built before the run started (the
+/// kind's own payload, the job file's priority and attempts: [`JobKind::queued`]); it is keyed
+/// when the run begins to wait at step `seq`, `<kind>:resume:<run>:<seq>`, held until purged, so
+/// each wait is resumed once. The trigger of migration 0107 inserts it as stored.
+pub fn resume_keyed(job: &NewJob, run: uuid::Uuid, seq: i32) -> NewJob {
+    job.clone()
+        .unique_key(format!("{}:resume:{run}:{seq}", job.kind))
+        .unique_until_purged()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -113,3 +113,37 @@ pub async fn rejected_same(
     .fetch_optional(conn)
     .await
 }
+
+/// Said first in the message that tells a waiting run's model what people decided on its
+/// proposals (`agent.await_decisions`); the offline model recognises it.
+pub const RUN_DECIDED: &str = "[decided]";
+
+/// One of a run's approvals, decided (or expired), with the call that proposed it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RunDecision {
+    /// The proposing call's id (`None`: a suggestion's action).
+    pub call_id: Option<String>,
+    #[sqlx(flatten)]
+    pub decided: Decided,
+}
+
+/// The run's approvals that are no longer pending, oldest first (at most `limit`).
+pub async fn of_run(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    run_id: Uuid,
+    limit: i64,
+) -> sqlx::Result<Vec<RunDecision>> {
+    sqlx::query_as(
+        "SELECT call_id, 'approval' AS source, id, tool AS action, args, summary,
+                status AS outcome, decision_reason AS reason, result, decided_at
+           FROM pending_approvals
+          WHERE org_id = $1 AND run_id = $2 AND status <> 'pending'
+          ORDER BY created_at, id LIMIT $3",
+    )
+    .bind(org_id)
+    .bind(run_id)
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+}

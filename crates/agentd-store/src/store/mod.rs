@@ -23,6 +23,7 @@ pub mod pii;
 pub mod prompts;
 pub mod provider_calls;
 pub mod provider_limits;
+pub mod run_waits;
 pub mod runs;
 pub mod schemas;
 pub mod sql;

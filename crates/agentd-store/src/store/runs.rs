@@ -55,16 +55,23 @@ pub enum StepKind {
     Nudge,
     Cap,
     Resume,
+    /// The run began to wait for the decisions on its pending approvals (`agent.await_decisions`)
+    /// ...
+    Waiting,
+    /// ... and they were decided: the outcomes, as the message the model reads next.
+    Decided,
 }
 
 impl StepKind {
-    pub const ALL: [StepKind; 6] = [
+    pub const ALL: [StepKind; 8] = [
         StepKind::LlmResponse,
         StepKind::ToolResult,
         StepKind::ToolModel,
         StepKind::Nudge,
         StepKind::Cap,
         StepKind::Resume,
+        StepKind::Waiting,
+        StepKind::Decided,
     ];
 
     /// The stored name.
@@ -76,6 +83,8 @@ impl StepKind {
             StepKind::Nudge => "nudge",
             StepKind::Cap => "cap",
             StepKind::Resume => "resume",
+            StepKind::Waiting => "waiting",
+            StepKind::Decided => "decided",
         }
     }
 
@@ -349,7 +358,7 @@ pub async fn finish_run<'e, E: PgExecutor<'e>>(
 ) -> sqlx::Result<bool> {
     let done = sqlx::query(
         "UPDATE agent_runs SET status = $2, stop_reason = $3, final_text = $4, error = $5, finished_at = $6
-          WHERE id = $1 AND status = 'running'",
+          WHERE id = $1 AND status IN ('running', 'waiting')",
     )
     .bind(run_id)
     .bind(status)
@@ -669,7 +678,9 @@ mod tests {
     #[test]
     fn every_step_kind_is_a_stored_name_and_reads_back() {
         let steps = checked(include_str!("../../../../migrations/0031_step_kinds.sql"));
-        let marks = checked(include_str!("../../../../migrations/0007_resume_marks.sql"));
+        let marks = checked(include_str!(
+            "../../../../migrations/0107_runs_await_decisions.sql"
+        ));
         let mut stored: Vec<String> = steps.into_iter().chain(marks).collect();
         stored.sort();
         stored.dedup();

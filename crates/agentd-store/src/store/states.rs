@@ -130,9 +130,12 @@ states! {
 }
 
 states! {
-    /// Where a run is: `running` until it ends `succeeded`, `capped`, `failed` or `cancelled`.
+    /// Where a run is: `running` until it ends `succeeded`, `capped`, `failed` or `cancelled`;
+    /// `waiting` between (no job drives it) while the approvals it proposed are pending, when its
+    /// kind awaits decisions (`agent.await_decisions`, migration 0107).
     pub enum RunStatus {
         Running = "running",
+        Waiting = "waiting",
         Succeeded = "succeeded",
         Capped = "capped",
         Failed = "failed",
@@ -207,6 +210,22 @@ mod tests {
         }
         assert_eq!(AutoCreateStatus::ALL.len(), 8);
         assert_eq!(RunStatus::Capped, "capped");
+    }
+
+    #[test]
+    fn run_statuses_are_the_ones_the_runs_check_lists() {
+        let sql = include_str!("../../../../migrations/0107_runs_await_decisions.sql");
+        let list = sql
+            .split_once("CHECK (status IN (")
+            .and_then(|(_, rest)| rest.split_once("))"))
+            .map(|(list, _)| list)
+            .unwrap_or_default();
+        let checked: Vec<&str> = list
+            .split(',')
+            .map(|s| s.trim().trim_matches('\''))
+            .collect();
+        let ours: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(ours, checked, "RunStatus and agent_runs' CHECK");
     }
 
     #[test]

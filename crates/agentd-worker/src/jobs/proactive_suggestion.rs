@@ -31,7 +31,13 @@ impl JobHandler for Proactive {
             return Ok(());
         }
         let spec = app.spec(ProactiveSuggestion::NAME);
-        if spec.agent.only_with_signals {
+        // A run that waited for its decisions is resumed by a job of its own (`agent/wait.rs`):
+        // the night's signals were read when it started, whatever the decisions changed since.
+        let resumes = spec.agent.await_decisions
+            && crate::store::runs::run_for_job(&app.pool, job.job.id)
+                .await?
+                .is_some();
+        if spec.agent.only_with_signals && !resumes {
             // The same overview `org_overview` gives the model (one row per list is enough to
             // know whether it is empty): an org with nothing to do costs no model call.
             let mut conn = app.pool.acquire().await?;
@@ -62,6 +68,11 @@ impl JobHandler for Proactive {
         run_spec.night = Some(p.night);
         // What people decided lately in the org (rejections with their reasons, dismissals).
         run_spec.decisions = Some(crate::store::decisions::DecisionScope::Org);
+        // Waits for the decisions on its proposals, then is resumed with the night's payload.
+        run_spec.resume_job = spec
+            .agent
+            .await_decisions
+            .then(|| ProactiveSuggestion::queued(&p, &spec.queue));
         let o = super::run_loop(app, spec, &run_spec, &job).await?;
         info!(run_id = %o.run_id, status = %o.status, "nightly review done");
         Ok(())
