@@ -9,7 +9,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 /// The job kinds agentd knows, with the job files built into the binary.
-pub const BUILTIN: [(&str, &str); 4] = [
+pub const BUILTIN: [(&str, &str); 5] = [
     (
         "auto_create",
         include_str!("../../../jobs/auto_create.toml"),
@@ -26,10 +26,12 @@ pub const BUILTIN: [(&str, &str); 4] = [
         "webhook_delivery",
         include_str!("../../../jobs/webhook_delivery.toml"),
     ),
+    ("run_fork", include_str!("../../../jobs/run_fork.toml")),
 ];
 
 /// Kinds whose jobs do not run the agent: their files have no `[agent]` section.
-pub const WITHOUT_AGENT: [&str; 1] = ["webhook_delivery"];
+/// (`run_fork` runs the agent of its parent run's kind, with that kind's `[agent]`.)
+pub const WITHOUT_AGENT: [&str; 2] = ["webhook_delivery", "run_fork"];
 
 /// Kinds whose runs may wait for the decisions on their proposals (`agent.await_decisions`):
 /// their handlers resume a waiting run. An auto_create run's document and a re-proposal's

@@ -12,6 +12,7 @@ mod documents;
 pub mod error;
 pub mod events;
 pub mod extract;
+mod forks;
 mod jobs;
 mod keys;
 mod listen;
@@ -130,6 +131,8 @@ fn router_with(app: App, stop: CancellationToken, public: Router) -> Router {
         .route("/v1/jobs/dead/retry", post(operate::retry_dead))
         .route("/v1/jobs/dead/cancel", post(operate::cancel_dead))
         .route("/v1/runs/{id}/cancel", post(operate::cancel_run))
+        .route("/v1/runs/{id}/fork", post(forks::fork))
+        .route("/v1/runs/{id}/adopt", post(forks::adopt))
         .route("/v1/queue/{kind}/pause", post(operate::pause_kind))
         .route("/v1/queue/{kind}/resume", post(operate::resume_kind))
         .route("/v1/status", get(reads::status))

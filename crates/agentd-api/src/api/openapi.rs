@@ -9,8 +9,8 @@
 
 use super::error::{self, ProblemBody};
 use super::{
-    approvals, artifacts, console_routes, documents, events, jobs, keys, operate, provider_key,
-    reads, settings, suggestions, webhooks,
+    approvals, artifacts, console_routes, documents, events, forks, jobs, keys, operate,
+    provider_key, reads, settings, suggestions, webhooks,
 };
 use axum::http::StatusCode;
 use utoipa::openapi::path::{Operation, ParameterIn};
@@ -32,7 +32,7 @@ use utoipa::{Modify, OpenApi};
         console_routes::me, console_routes::queue, console_routes::retry, console_routes::runs,
         jobs::create, jobs::list, jobs::get,
         operate::cancel, operate::cancel_run, operate::pause_kind, operate::resume_kind,
-        operate::retry_dead, operate::cancel_dead,
+        operate::retry_dead, operate::cancel_dead, forks::fork, forks::adopt,
         settings::get, settings::patch,
         provider_key::get, provider_key::put, provider_key::delete,
         events::list, events::stream,

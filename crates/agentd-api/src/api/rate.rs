@@ -114,6 +114,9 @@ pub fn enqueues_runs(method: &axum::http::Method, path: &str) -> bool {
     }
     path.strip_prefix("/v1/documents/")
         .is_some_and(|rest| rest.ends_with("/refine"))
+        || path
+            .strip_prefix("/v1/runs/")
+            .is_some_and(|rest| rest.ends_with("/fork"))
 }
 
 impl RateLimits {
@@ -431,6 +434,7 @@ mod tests {
             (Method::POST, "/v1/documents", true),
             (Method::POST, "/v1/jobs", true),
             (Method::POST, "/v1/documents/0190/refine", true),
+            (Method::POST, "/v1/runs/0190/fork", true),
             (Method::POST, "/v1/documents/0190/accept", false),
             (Method::GET, "/v1/documents", false),
             (Method::POST, "/v1/webhooks", false),

@@ -10,11 +10,13 @@
 pub mod approval_expiry;
 pub mod auto_create;
 pub mod proactive_suggestion;
+pub mod run_fork;
 pub mod webhook_delivery;
 
 pub use approval_expiry::ApprovalExpiry;
 pub use auto_create::AutoCreate;
 pub use proactive_suggestion::ProactiveSuggestion;
+pub use run_fork::RunFork;
 pub use webhook_delivery::WebhookDelivery;
 
 use crate::catalog::QueuePolicy;
@@ -24,11 +26,12 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 /// The names of the kinds this build has types for.
-pub const NAMES: [&str; 4] = [
+pub const NAMES: [&str; 5] = [
     AutoCreate::NAME,
     ProactiveSuggestion::NAME,
     ApprovalExpiry::NAME,
     WebhookDelivery::NAME,
+    RunFork::NAME,
 ];
 
 /// A job's unique key and how long it binds.

@@ -38,6 +38,10 @@ pub struct RunRow {
     pub error: Option<String>,
     pub started_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// A fork: the run it was forked from (`POST /v1/runs/{id}/fork`; the parent may be gone).
+    pub parent_run_id: Option<Uuid>,
+    /// A fork: how many of the parent's checkpoints it starts with (copied, not run again).
+    pub parent_step: Option<i32>,
 }
 
 /// What a checkpoint is. The names are a stable format: stored in `agent_steps.kind` and

@@ -4,15 +4,19 @@
 pub mod approval_expiry;
 pub mod auto_create;
 pub mod cancel;
+pub mod fork;
 pub mod proactive_suggestion;
 pub mod reconcile;
 pub mod refine;
+pub mod replay;
 pub mod start;
 pub mod webhook_delivery;
 
 use crate::agent::RunError;
 use crate::app::App;
-use crate::kinds::{ApprovalExpiry, AutoCreate, JobKind, ProactiveSuggestion, WebhookDelivery};
+use crate::kinds::{
+    ApprovalExpiry, AutoCreate, JobKind, ProactiveSuggestion, RunFork, WebhookDelivery,
+};
 use crate::queue::JobError;
 use crate::queue::worker::JobHandler;
 use std::collections::BTreeMap;
@@ -36,6 +40,10 @@ pub fn handlers(app: &App) -> BTreeMap<String, Arc<dyn JobHandler>> {
     m.insert(
         WebhookDelivery::NAME.into(),
         Arc::new(webhook_delivery::WebhookDelivery::new(app)),
+    );
+    m.insert(
+        RunFork::NAME.into(),
+        Arc::new(fork::Fork { app: app.clone() }),
     );
     m
 }
