@@ -6,7 +6,9 @@
 
 use crate::common;
 use agentd::eval::labels::{ExpectedField, Split, load_dir, parse_labels};
-use agentd::eval::score::{date_candidates, norm_name, number_candidates, score, values_match};
+use agentd::eval::score::{
+    date_candidates, norm_name, number_candidates, score, score_described, values_match,
+};
 use chrono::NaiveDate;
 use common::TestDb;
 use serde_json::{Value, json};
@@ -273,6 +275,56 @@ fn an_acceptable_field_counts_for_precision_and_never_for_recall() {
     // Missing acceptable fields cost nothing.
     let s = score(&expected, &acceptable, &props[..2], &extracted);
     assert_eq!((s.field_precision, s.field_recall), (1.0, 1.0));
+}
+
+#[test]
+fn a_label_unmatched_by_name_takes_the_field_described_by_it() {
+    // A field named in the canonical language keeps the document's label as its description;
+    // the labels' aliases are in the document's language.
+    let expected = vec![
+        field(
+            "credit_reason",
+            &["grund_der_gutschrift"],
+            json!("Rücknahme"),
+        ),
+        field("credit_note_number", &["gutschriftsnummer"], json!("GS-1")),
+    ];
+    let props: Vec<String> = ["reason", "credit_note_number", "note"]
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    let described: Vec<String> = [
+        "Grund der Gutschrift",
+        "Gutschriftsnummer",
+        "Gutschriftsnummer of the note (a sentence matches nothing)",
+    ]
+    .iter()
+    .map(|d| d.to_string())
+    .collect();
+    let extracted = json!({"reason": "Rücknahme", "credit_note_number": "GS-1"});
+    let s = score_described(&expected, &[], &props, &described, &extracted);
+    let matched: Vec<_> = s.fields.iter().map(|f| f.matched.as_deref()).collect();
+    // By name first: the second label takes its own field, not the one its alias describes.
+    assert_eq!(matched, [Some("reason"), Some("credit_note_number")]);
+    assert_eq!((s.fields_found, s.values_correct), (2, 2));
+    assert_eq!(s.unmatched, ["note"]);
+    // A date's form after the label is no part of it; accents fold.
+    let dated = vec![field(
+        "issue_date",
+        &["date_d_emission"],
+        json!("2026-11-05"),
+    )];
+    let s = score_described(
+        &dated,
+        &[],
+        &["issued".to_string()],
+        &["Date d'émission (YYYY-MM-DD)".to_string()],
+        &json!({"issued": "2026-11-05"}),
+    );
+    assert_eq!(s.fields_found, 1);
+    // Without descriptions, names and aliases alone.
+    let s = score(&expected, &[], &props, &extracted);
+    assert_eq!(s.fields_found, 1);
 }
 
 const HEAD: &str = "split = \"dev\"\nlanguage = \"en\"\nkind = \"invoice\"\n";

@@ -2,7 +2,7 @@
 //! and Portuguese, mapped to one English snake_case name (`Rechnungsnummer`, `N° de facture`,
 //! `Número de factura` → `invoice_number`), with what kind of value the field holds. Labels
 //! are compared in their snake_case form with accents folded (`Numéro` → `numero`); a label
-//! not listed keeps its own snake_case name. The lists are data (`data/fields.toml`,
+//! not listed is named by [`crate::glossary`] or keeps its own snake_case name. The lists are data (`data/fields.toml`,
 //! `data/columns.toml`, each label with its language); this module reads them and looks up.
 
 use serde::Deserialize;

@@ -8,9 +8,12 @@
 //!
 //! **Names.** A candidate's `name` is English snake_case when the lexicon knows the label in
 //! any of en/de/fr/es/it/nl/pt (`Rechnungsnummer`, `N° de facture` → `invoice_number`), so
-//! documents of one kind in several languages get one schema; an unknown label keeps its own
-//! snake_case name (`Standing charges` → `standing_charges`). The label as written is kept beside it
-//! (`label`), for the prompt and the reviewer.
+//! documents of one kind in several languages get one schema; a label it does not list is named
+//! in English word by word by the [`glossary`] from the document's language (`Grund der
+//! Gutschrift` → `reason`, `Titulaire du contrat` → `contract_holder`), and one with a word the
+//! glossary lacks, or in English, keeps its own snake_case name (`Standing charges` →
+//! `standing_charges`). The label as written is kept beside it (`label`), for the prompt, the
+//! reviewer and the schema's description.
 //!
 //! **Bounds.** Only the first [`MAX_CHARS`] characters and [`MAX_LINES`] lines are read, lines
 //! are cut at [`MAX_LINE_CHARS`], and at most [`MAX_CANDIDATES`] candidates come out. No input

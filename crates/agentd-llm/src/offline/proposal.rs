@@ -1,6 +1,6 @@
 //! The offline model's auto_create proposal, built from the document analysis
 //! ([`crate::analysis`]): the candidates become the schema's fields (English names where the
-//! label is known in any language, the label itself otherwise; amounts numbers, dates
+//! lexicon or the glossary names the label, the label itself otherwise; amounts numbers, dates
 //! `YYYY-MM-DD` strings, codes strings, table rows a list), the prompt names each field's label,
 //! and the extraction answer takes each field's value from the same analysis of the text the
 //! extraction request carries.
