@@ -9,6 +9,10 @@
 //!    document and approves another; the `approval_expiry` sweep (the job's code, restricted to
 //!    the demo org's approvals) marks the changed one stale and, past the org's TTL, the
 //!    untouched one expired;
+//!    3b. a run that waits for its decisions and goes on (`agent.await_decisions`, on in the
+//!    demo's catalog): the first night's run waited through step 3 and ended `capped` when an
+//!    approval expired; the next night's proposes, waits, a person approves every proposal, and
+//!    the run continues with the outcomes and ends;
 //! 4. the events written along the way (what `GET /v1/events` and webhooks carry).
 //!
 //! Every run uses a fresh org (`demo`, else `demo-2`, …), so it can be repeated on one database.
@@ -26,7 +30,7 @@ use crate::kinds::{self, JobKind};
 use crate::org_settings::{self, Patch};
 use crate::queue::{self, JobState};
 use crate::store::api_reads::SuggestionItem;
-use crate::store::states::{ApprovalStatus, AutoCreateStatus};
+use crate::store::states::{ApprovalStatus, AutoCreateStatus, RunStatus};
 use crate::store::{api_reads, approvals as astore, auto_create, documents, events, orgs, runs};
 use chrono::Duration as Span;
 use clap::Args;
@@ -78,6 +82,12 @@ pub async fn run(app: &App, cmd: DemoCmd) -> anyhow::Result<()> {
     let mut config = (*app.config).clone();
     config.http.addr = String::new();
     demo_app.config = std::sync::Arc::new(config);
+    // The nightly runs wait for the decisions on their proposals and go on (step 3b).
+    let mut catalog = (*app.catalog).clone();
+    if let Some(nightly) = catalog.kinds.get_mut(kinds::ProactiveSuggestion::NAME) {
+        nightly.agent.await_decisions = true;
+    }
+    demo_app.catalog = std::sync::Arc::new(catalog);
     let stop = CancellationToken::new();
     let args = WorkerArgs::serving(
         &[kinds::AutoCreate::NAME, kinds::ProactiveSuggestion::NAME],
@@ -92,12 +102,13 @@ pub async fn run(app: &App, cmd: DemoCmd) -> anyhow::Result<()> {
         let refine = refine_step(&demo_app, org.id, &docs, &cmd).await?;
         let nightly = nightly_step(&demo_app, org.id, &cmd).await?;
         let later = later_step(&demo_app, org.id).await?;
-        anyhow::Ok((docs, refine, nightly, later))
+        let go_on = go_on_step(&demo_app, org.id, &cmd, &nightly).await?;
+        anyhow::Ok((docs, refine, nightly, later, go_on))
     }
     .await;
     stop.cancel();
     worker.join().await;
-    let (docs, refine, nightly, later) = steps?;
+    let (docs, refine, nightly, later, go_on) = steps?;
     let evs = readable_events(app, org.id).await?;
     let written = events::count_written(&app.pool, org.id).await?;
     let period = runs::period_of(app.clock.now());
@@ -109,7 +120,7 @@ pub async fn run(app: &App, cmd: DemoCmd) -> anyhow::Result<()> {
     let report = json!({
         "org": {"id": org.id, "name": org.name}, "provider": provider,
         "seconds": started.elapsed().as_secs_f64(),
-        "documents": docs, "refine": refine, "nightly": nightly, "later": later,
+        "documents": docs, "refine": refine, "nightly": nightly, "later": later, "go_on": go_on,
         "events": evs, "event_counts": counts(&evs), "events_written": written,
         "usage": {"runs": usage.runs, "tokens": usage.input_tokens + usage.output_tokens,
             "cost_usd": cost_usd, "cost_note": cost_note},
@@ -272,23 +283,7 @@ async fn nightly_step(app: &App, org: Uuid, cmd: &DemoCmd) -> anyhow::Result<Val
         .await?
         .ok_or_else(|| anyhow::anyhow!("the nightly job of {night} already exists"))?;
     eprint!("  nightly job #{job_id} for {night}…");
-    let deadline = Instant::now() + Duration::from_secs(cmd.timeout_secs);
-    let state = loop {
-        let state = queue::store::get(&app.pool, job_id)
-            .await?
-            .map(|j| j.state)
-            .unwrap_or(JobState::Succeeded);
-        if state.is_finished() {
-            break state;
-        }
-        if Instant::now() > deadline {
-            return Err(anyhow::anyhow!(
-                "demo: the nightly job #{job_id} is still {state} after {}s; see `agentd jobs list`",
-                cmd.timeout_secs
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let state = job_finished(app, job_id, cmd).await?;
     eprintln!(" {state}");
     let run = runs::run_for_job(&app.pool, job_id).await?;
     let suggestions: Vec<SuggestionItem> =
@@ -402,6 +397,120 @@ async fn later_step(app: &App, org: Uuid) -> anyhow::Result<Value> {
     }))
 }
 
+/// The state job `job_id` ended in, once it ended (at most `--timeout-secs`).
+async fn job_finished(app: &App, job_id: i64, cmd: &DemoCmd) -> anyhow::Result<JobState> {
+    let deadline = Instant::now() + Duration::from_secs(cmd.timeout_secs);
+    loop {
+        let state = queue::store::get(&app.pool, job_id)
+            .await?
+            .map(|j| j.state)
+            .unwrap_or(JobState::Succeeded);
+        if state.is_finished() {
+            return Ok(state);
+        }
+        if Instant::now() > deadline {
+            return Err(anyhow::anyhow!(
+                "demo: job #{job_id} is still {state} after {}s; see `agentd jobs list`",
+                cmd.timeout_secs
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Run `id` once it ended (neither running nor waiting; at most `--timeout-secs`).
+async fn run_ended(app: &App, id: Uuid, cmd: &DemoCmd) -> anyhow::Result<runs::RunRow> {
+    let deadline = Instant::now() + Duration::from_secs(cmd.timeout_secs);
+    loop {
+        let run = runs::get_run(&app.pool, id)
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("demo: run {id} is gone"))?;
+        if !matches!(run.status, RunStatus::Running | RunStatus::Waiting) {
+            return Ok(run);
+        }
+        if Instant::now() > deadline {
+            return Err(anyhow::anyhow!(
+                "demo: run {id} is still {} after {}s; see `agentd runs show {id}`",
+                run.status,
+                cmd.timeout_secs
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn run_json(r: &runs::RunRow) -> Value {
+    json!({"id": r.id, "status": r.status, "stop_reason": r.stop_reason,
+        "rounds": r.counters.rounds, "tool_calls": r.counters.tool_calls, "summary": r.final_text})
+}
+
+/// Step 3b: the first night's run waited through step 3 and ended when its wait did; the next
+/// night's run proposes and waits, a person approves every proposal, and it goes on to its end.
+async fn go_on_step(app: &App, org: Uuid, cmd: &DemoCmd, nightly: &Value) -> anyhow::Result<Value> {
+    let first = match nightly["run"]["id"]
+        .as_str()
+        .and_then(|s| Uuid::parse_str(s).ok())
+    {
+        Some(id) => Some(run_json(&run_ended(app, id, cmd).await?)),
+        None => None,
+    };
+    let settings = crate::store::org_settings::get(&app.pool, org)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("demo: org {org} is gone"))?;
+    let today = app
+        .clock
+        .now()
+        .with_timezone(&org_settings::tz(&settings))
+        .date_naive();
+    let night = today.succ_opt().unwrap_or(today);
+    let q = &app.spec(kinds::ProactiveSuggestion::NAME).queue;
+    let job = crate::jobs::proactive_suggestion::nightly_job(q, org, night);
+    let job_id = queue::enqueue(&app.pool, &job)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the nightly job of {night} already exists"))?;
+    eprint!("  nightly job #{job_id} for {night}…");
+    let state = job_finished(app, job_id, cmd).await?;
+    eprintln!(" {state}");
+    let Some(run) = runs::run_for_job(&app.pool, job_id).await? else {
+        return Ok(
+            json!({"first": first, "night": night, "job": {"id": job_id, "state": state},
+            "skipped": "the night's job ran no model (nothing to do)"}),
+        );
+    };
+    let waiting = run_json(&run);
+    let mut pending: Vec<_> =
+        astore::list(&app.pool, Some(org), Some(ApprovalStatus::Pending), 100)
+            .await?
+            .into_iter()
+            .filter(|a| a.run_id == Some(run.id))
+            .collect();
+    pending.sort_by_key(|a| (a.created_at, a.id));
+    let env = app.tool_env(app.spec(kinds::ProactiveSuggestion::NAME));
+    let mut approved = Vec::new();
+    for a in &pending {
+        let out = approvals::decide(
+            &app.pool,
+            &app.clock,
+            &env,
+            a.id,
+            Some(org),
+            Decision::Approve {
+                by: PERSON.to_string(),
+            },
+            DecisionExtra::default(),
+        )
+        .await?;
+        approved.push(json!({"id": a.id, "summary": a.summary, "status": out.status}));
+    }
+    let resume_job = crate::store::run_waits::resume_job(&app.pool, run.id).await?;
+    let ended = run_ended(app, run.id, cmd).await?;
+    Ok(
+        json!({"first": first, "night": night, "job": {"id": job_id, "state": state},
+        "waiting": waiting, "approved": approved, "resume_job": resume_job,
+        "run": run_json(&ended)}),
+    )
+}
+
 /// The org's events as a cursor reads them. A cursor shows an event only once no older
 /// transaction (anywhere on the server) is still open, so the last ones may need a moment:
 /// waits up to 10 s for all of them, then reports what is readable.
@@ -507,7 +616,13 @@ fn print_text(r: &Value) {
             s(&run["tool_calls"]),
             s(&run["tokens"]),
             super::report::cost_text(&run["cost_usd"]),
-            s(&run["summary"])
+            match run["summary"].as_str() {
+                Some(text) => text.to_string(),
+                None if run["status"] == "waiting" => {
+                    "waits for the decisions on its proposals (step 3b)".into()
+                }
+                None => "-".into(),
+            }
         );
     }
     let list = |v: &Value| v.as_array().cloned().unwrap_or_default();
@@ -554,6 +669,53 @@ fn print_text(r: &Value) {
     println!("  suggestions now:");
     for x in list(&l["suggestions"]) {
         println!("    {:<9} {}", s(&x["status"]), s(&x["title"]));
+    }
+    let g = &r["go_on"];
+    println!("\n3b. A run that waits for its decisions and goes on (agent.await_decisions)");
+    let line = |v: &Value| {
+        format!(
+            "run {} {}{}: {} rounds, {} tool calls — {}",
+            s(&v["id"]),
+            s(&v["status"]),
+            v["stop_reason"]
+                .as_str()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default(),
+            s(&v["rounds"]),
+            s(&v["tool_calls"]),
+            v["summary"]
+                .as_str()
+                .map_or("waits for its decisions".into(), |t| t.replace("\n\n", " "))
+        )
+    };
+    if g["first"].is_object() {
+        println!(
+            "  the first night's run waited through step 3: {}",
+            line(&g["first"])
+        );
+    }
+    println!(
+        "  nightly job #{} for {}: {}",
+        s(&g["job"]["id"]),
+        s(&g["night"]),
+        s(&g["job"]["state"])
+    );
+    if let Some(why) = g["skipped"].as_str() {
+        println!("  skipped: {why}");
+    } else {
+        println!("  it proposed and waits: {}", line(&g["waiting"]));
+        for a in list(&g["approved"]) {
+            println!(
+                "  a person approved {} → {}",
+                s(&a["summary"]),
+                s(&a["status"])
+            );
+        }
+        println!(
+            "  the last decision enqueued its resume job #{}",
+            s(&g["resume_job"])
+        );
+        println!("  the run went on: {}", line(&g["run"]));
     }
     let evs = list(&r["events"]);
     println!(

@@ -1,8 +1,9 @@
 //! `agentd demo` on a fresh database (offline provider): the printed report states the whole
 //! mission — proposals made by auto-create, the nightly job's suggestions and pending approvals
 //! with their reasons, one approval stale after a data change, one expired past the org's TTL,
-//! one executed — and the database holds exactly what it says. A second run (another org) is
-//! checked through `--json`.
+//! one executed; the first night's run, which waited for those decisions, ended `capped` at the
+//! TTL, and the next night's waits, is approved and goes on to its end — and the database holds
+//! exactly what it says. A second run (another org) is checked through `--json`.
 
 use crate::common;
 use common::TestDb;
@@ -115,25 +116,32 @@ async fn the_demo_reports_the_whole_mission_and_the_database_agrees() {
         text.contains("2. The nightly job (proactive_suggestion #"),
         "{text}"
     );
+    let first_night = scalar(
+        &db,
+        "SELECT count(*) FROM suggestions WHERE org_id = $1
+            AND night = (SELECT min(night) FROM suggestions WHERE org_id = $1)",
+        org,
+    )
+    .await;
+    assert!(first_night >= 1);
+    assert!(
+        text.contains(&format!("  suggestions ({first_night}):")),
+        "{text}"
+    );
     let suggestions = scalar(
         &db,
         "SELECT count(*) FROM suggestions WHERE org_id = $1",
         org,
     )
     .await;
-    assert!(suggestions >= 1);
-    assert!(
-        text.contains(&format!("  suggestions ({suggestions}):")),
-        "{text}"
-    );
-    let approvals = statuses(&db, org).await;
-    assert_eq!(approvals.len(), 3, "{approvals:?}");
+    let all = statuses(&db, org).await;
+    let approvals = all[..3].to_vec();
     assert!(
         text.contains("  pending approvals (3), each with its reason:"),
         "{text}"
     );
     let rationales: Vec<(Option<String>, Option<String>)> = sqlx::query_as(
-        "SELECT rationale, summary FROM pending_approvals WHERE org_id = $1 ORDER BY created_at",
+        "SELECT rationale, summary FROM pending_approvals WHERE org_id = $1 ORDER BY created_at LIMIT 3",
     )
     .bind(org)
     .fetch_all(&db.pool)
@@ -159,20 +167,62 @@ async fn the_demo_reports_the_whole_mission_and_the_database_agrees() {
         "{text}"
     );
     assert!(text.contains("(changed: metadata)"), "{text}");
+    // 3b. the first night's run waited through step 3 and ended at the TTL; the next night's
+    // waited for its proposals, every one approved, and went on with them.
+    let second: Vec<String> = all[3..].to_vec();
+    assert!(!second.is_empty(), "the next night proposed");
+    assert!(second.iter().all(|s| s == "executed"), "{second:?}");
+    assert!(
+        text.contains("3b. A run that waits for its decisions and goes on"),
+        "{text}"
+    );
+    assert!(text.contains("capped (approval_ttl)"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "People decided its proposals: {} approved and executed",
+            second.len()
+        )),
+        "{text}"
+    );
+    let nightly_runs: Vec<(String, Option<String>, i64)> = sqlx::query_as(
+        "SELECT r.status, r.stop_reason, (SELECT count(*) FROM agent_loop_marks m
+                 WHERE m.run_id = r.id AND m.kind IN ('waiting', 'decided'))
+           FROM agent_runs r WHERE r.org_id = $1 AND r.kind = 'proactive_suggestion'
+          ORDER BY r.started_at",
+    )
+    .bind(org)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        nightly_runs,
+        vec![
+            ("capped".into(), Some("approval_ttl".into()), 1),
+            ("succeeded".into(), Some("completed".into()), 2)
+        ]
+    );
     let acted = scalar(
         &db,
         "SELECT count(*) FROM suggestions WHERE org_id = $1 AND status = 'acted'",
         org,
     )
     .await;
-    assert_eq!(acted, 1, "the executed approval's suggestion is acted");
+    assert_eq!(
+        acted,
+        1 + second.len() as i64,
+        "the executed approvals' suggestions are acted"
+    );
     let tagged = scalar(
         &db,
         "SELECT count(*) FROM documents WHERE org_id = $1 AND cardinality(tag_ids) = 1",
         org,
     )
     .await;
-    assert_eq!(tagged, 1, "only the approved action ran");
+    assert_eq!(
+        tagged,
+        1 + second.len() as i64,
+        "only the approved actions ran"
+    );
 
     // 4. the events, as written, each type once per cause.
     let steps = scalar(
@@ -183,16 +233,18 @@ async fn the_demo_reports_the_whole_mission_and_the_database_agrees() {
     )
     .await;
     assert!(steps > 0);
+    let n = second.len() as i64;
     let want = vec![
-        ("approval.created".to_string(), 3),
-        ("approval.decided".to_string(), 1),
+        ("approval.created".to_string(), 3 + n),
+        ("approval.decided".to_string(), 1 + n),
         ("approval.expired".to_string(), 1),
         ("approval.stale".to_string(), 1),
         // Four uploads and the refine.
         ("proposal.ready".to_string(), 5),
-        // The four uploads' runs, the refine's and the nightly one; a step per checkpoint.
-        ("run.finished".to_string(), 6),
-        ("run.started".to_string(), 6),
+        // The four uploads' runs, the refine's and the two nightly ones (each once, across its
+        // wait); a step per checkpoint.
+        ("run.finished".to_string(), 7),
+        ("run.started".to_string(), 7),
         ("run.step".to_string(), steps),
         ("suggestion.created".to_string(), suggestions),
     ];
@@ -223,7 +275,17 @@ async fn the_demo_reports_the_whole_mission_and_the_database_agrees() {
         .map(|a| a["status"].as_str().unwrap())
         .collect();
     assert_eq!(after, vec!["stale", "expired", "executed"]);
-    assert_eq!(statuses(&db, org2).await, after);
+    assert_eq!(statuses(&db, org2).await[..3], after);
+    let g = &r["go_on"];
+    assert_eq!(g["first"]["stop_reason"], "approval_ttl");
+    assert_eq!(g["waiting"]["status"], "waiting");
+    assert_eq!(g["run"]["status"], "succeeded");
+    assert_eq!(
+        g["run"]["rounds"].as_i64().unwrap(),
+        g["waiting"]["rounds"].as_i64().unwrap() + 1,
+        "one round after the wait"
+    );
+    assert!(g["resume_job"].is_i64());
     assert_eq!(
         r["events_written"],
         json!(r["events"].as_array().unwrap().len())
@@ -234,9 +296,5 @@ async fn the_demo_reports_the_whole_mission_and_the_database_agrees() {
         r["events"].as_array().unwrap().len() as i64,
         events(&db, org2).await.iter().map(|e| e.1).sum::<i64>()
     );
-    assert_eq!(
-        statuses(&db, org).await,
-        vec!["stale", "expired", "executed"],
-        "the first org untouched"
-    );
+    assert_eq!(statuses(&db, org).await, all, "the first org untouched");
 }

@@ -19,7 +19,8 @@
 //! - **proactive_suggestion** (tools include `org_overview`): `org_overview` → (`list_tags`
 //!   when documents lack tags) → one `create_suggestion` per signal found (up to 3; an untagged
 //!   document's carries a proposed `update_document` giving it the org's first tag) → a
-//!   summary (`offline/nightly.rs`).
+//!   summary (`offline/nightly.rs`); resumed with the decisions on its proposals (a run that
+//!   waited for them), a summary counting them.
 //! - **refine** (the first message carries `<reviewer_instructions>`): "add field X", "rename X
 //!   to Y", "remove field X" applied to the proposal's schema → `update_schema` →
 //!   `update_prompt` → `run_extraction` → a summary naming each change (`offline/refine.rs`).
@@ -53,6 +54,21 @@ pub use proposal::{
 /// nothing is priced (`budget::charge_answer`): the heuristic costs nothing, whatever
 /// `llm.model` names.
 pub const ANSWER_MODEL_PREFIX: &str = "offline:";
+
+/// What people decided on the run's proposals, when a message after the model's last answer
+/// tells it (a run that waited for its decisions and goes on: `agent/wait.rs`).
+fn decided(req: &CompletionRequest) -> Option<String> {
+    let answered = req
+        .messages
+        .iter()
+        .rposition(|m| m.role == Role::Assistant)?;
+    req.messages
+        .get(answered + 1..)?
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .map(Message::joined_text)
+        .find(|t| t.starts_with(crate::store::decisions::RUN_DECIDED))
+}
 
 /// The deterministic heuristic model.
 #[derive(Debug, Default, Clone, Copy)]
@@ -364,7 +380,7 @@ impl LlmProvider for OfflineProvider {
                     r.values().map(|(v, e)| v.len() as u32 + e).sum::<u32>()
                 ))
             } else if has(names::ORG_OVERVIEW) {
-                nightly::proactive(&r)
+                nightly::proactive(&r, decided(&req).as_deref())
             } else if let Some(first) = first_user_text(&req).filter(|t| refine::is_refine(t)) {
                 refine::next(&first, &r)
             } else if let Some(action) = first_user_text(&req)

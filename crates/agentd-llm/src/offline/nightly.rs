@@ -8,8 +8,9 @@ use super::{Next, find_str, names};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
-/// The next step of a nightly run, from the tool results so far.
-pub(super) fn proactive(r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
+/// The next step of a nightly run, from the tool results so far; `decided`: the message that
+/// told it what people decided on its proposals, once it waited for them.
+pub(super) fn proactive(r: &HashMap<String, (Vec<Value>, u32)>, decided: Option<&str>) -> Next {
     let Some(overview) = r.get(names::ORG_OVERVIEW).and_then(|(v, _)| v.last()) else {
         return Next::Call(names::ORG_OVERVIEW, json!({}));
     };
@@ -55,9 +56,21 @@ pub(super) fn proactive(r: &HashMap<String, (Vec<Value>, u32)>) -> Next {
         }
         return Next::Call(names::CREATE_SUGGESTION, args);
     }
-    Next::Say(format!(
-        "offline model: reviewed the organisation and wrote {done} suggestion(s)."
-    ))
+    let said = format!("offline model: reviewed the organisation and wrote {done} suggestion(s).");
+    match decided {
+        Some(told) => {
+            let count = |what: &str| told.lines().filter(|l| l.contains(what)).count();
+            Next::Say(format!(
+                "{said} People decided its proposals: {} approved and executed, {} rejected, {} \
+                 stale, {} failed.",
+                count(": approved and executed"),
+                count(": rejected;"),
+                count(": stale;"),
+                count(": failed;")
+            ))
+        }
+        None => Next::Say(said),
+    }
 }
 
 /// Walks the overview: arrays of objects with an id under keys naming a signal.
