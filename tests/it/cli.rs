@@ -5,7 +5,7 @@ use crate::common;
 use common::TestDb;
 use std::process::{Command, Output};
 
-fn agentd(db: &TestDb, args: &[&str], env: &[(&str, &str)]) -> Output {
+pub(crate) fn agentd(db: &TestDb, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_agentd"));
     c.args(args)
         .env("DATABASE_URL", &db.url)
@@ -19,7 +19,7 @@ fn agentd(db: &TestDb, args: &[&str], env: &[(&str, &str)]) -> Output {
     c.output().expect("run agentd")
 }
 
-fn text(o: &Output) -> (String, String) {
+pub(crate) fn text(o: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&o.stdout).into(),
         String::from_utf8_lossy(&o.stderr).into(),

@@ -409,7 +409,80 @@ async fn a_transcript_whose_tool_schema_changed_names_the_tool_and_a_changed_res
         "{text}"
     );
     assert!(
-        text.contains(&format!("diverges at step {seq}: result differs")),
+        text.contains(&format!("diverges at step {seq}: the result differs")),
         "{text}"
     );
+}
+
+/// Scratch databases on the server (the CLI makes one per replay and drops it).
+async fn scratch_databases(db: &TestDb) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM pg_database WHERE datname LIKE 'agentd\\_replay\\_%'")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_cli_replays_a_stored_run_or_a_file_in_a_scratch_database_and_exits_1_on_a_difference()
+{
+    use crate::cli::{agentd, text};
+    let db = TestDb::new().await;
+    let run = record(&db, "nightly_retry_failed").await;
+    let scratch = scratch_databases(&db).await;
+    let stored = |db: &TestDb| {
+        let pool = db.pool.clone();
+        async move {
+            let v: serde_json::Value = sqlx::query_scalar(
+                "SELECT jsonb_build_object('runs', (SELECT count(*) FROM agent_runs),
+                    'steps', (SELECT count(*) FROM agent_steps), 'audit', (SELECT count(*) FROM audit_events),
+                    'suggestions', (SELECT count(*) FROM suggestions), 'jobs', (SELECT count(*) FROM agentd_jobs))",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            v
+        }
+    };
+    let before = stored(&db).await;
+    let o = agentd(&db, &["runs", "replay", &run.to_string()], &[]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    assert!(out.contains("every decision the same"), "{out}");
+    // The transcript as a file, with a tool's schema hash and a result changed.
+    let file = std::env::temp_dir().join(format!("agentd-replay-{}.json", Uuid::now_v7()));
+    let path = file.to_string_lossy().to_string();
+    let o = agentd(
+        &db,
+        &["runs", "export", &run.to_string(), "--out", &path],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    let mut rec: Recorded = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(rec.run_id, run);
+    let tool = rec.tools.keys().next().cloned().unwrap();
+    rec.tools.insert(tool.clone(), "0".repeat(64));
+    std::fs::write(&file, serde_json::to_string(&rec).unwrap()).unwrap();
+    let o = agentd(&db, &["runs", "replay", "--file", &path], &[]);
+    let (out, err) = text(&o);
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(o.status.code(), Some(1), "{out}{err}");
+    assert!(
+        out.contains(&format!("tool {tool}: its parameter schema changed")),
+        "{out}"
+    );
+    // A fork past the run's last step is bad input naming the option.
+    let o = agentd(
+        &db,
+        &["runs", "fork", &run.to_string(), "--from-step", "99"],
+        &[],
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--from-step: from_step must be between 1 and"),
+        "{err}"
+    );
+    // The stored data is as it was, and no scratch database is left.
+    assert_eq!(stored(&db).await, before);
+    assert_eq!(scratch_databases(&db).await, scratch);
 }

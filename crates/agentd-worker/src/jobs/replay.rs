@@ -177,9 +177,15 @@ impl ReplayReport {
                     .step
                     .map(|s| format!("step {s}"))
                     .unwrap_or_else(|| "the run's end".into());
+                let what = match d.what.as_str() {
+                    "missing" => "a recorded step the replay did not make".to_string(),
+                    "extra" => "a step the recording does not have".to_string(),
+                    "status" => "how the run ended".to_string(),
+                    other => format!("the {other} differs"),
+                };
                 out.push(format!(
-                    "run {} ({}): diverges at {at}: {} differs\n  recorded: {}\n  replayed: {}",
-                    self.run_id, self.kind, d.what, d.recorded, d.replayed
+                    "run {} ({}): diverges at {at}: {what}\n  recorded: {}\n  replayed: {}",
+                    self.run_id, self.kind, d.recorded, d.replayed
                 ));
             }
         }
