@@ -175,7 +175,7 @@ pub fn language_of(text: &str) -> Option<&'static str> {
         }
     }
     let mut ranked: Vec<(&'static str, usize)> = counts.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.cmp(&a.1));
+    ranked.sort_by_key(|r| std::cmp::Reverse(r.1));
     match ranked.as_slice() {
         [(l, n), rest @ ..] if *n >= 3 && rest.first().is_none_or(|(_, m)| m < n) => Some(l),
         _ => None,

@@ -194,7 +194,7 @@ pub fn canonicalise(
             props.entry(key).or_insert(value);
             continue;
         };
-        let merged = props.contains_key(&to) || given.iter().any(|g| *g == to);
+        let merged = props.contains_key(&to) || given.contains(&to);
         if !merged {
             if undescribed(&key, &value)
                 && let Some(p) = value.as_object_mut()
