@@ -204,6 +204,36 @@ async fn bad_job_files_exit_2_naming_file_key_and_problem() {
         "workers = 0",
         "sweep.workers must be ≥ 1 (got 0)",
     );
+    // `agent.await_decisions`: a boolean, for the kinds whose runs can wait only.
+    broken(
+        "auto_create.toml",
+        "[agent]\n",
+        "[agent]\nawait_decisions = true\n",
+        "agent.await_decisions is supported by proactive_suggestion only (this is auto_create)",
+    );
+    let path = dir.path().join("proactive_suggestion.toml");
+    let good = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        good.replace("[agent]\n", "[agent]\nawait_decisions = \"yes\"\n"),
+    )
+    .unwrap();
+    let o = agentd(&db, &["status"], &[("AGENTD_WORKER__JOBS_DIR", &dir_s)]);
+    let err = text(&o).1;
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("proactive_suggestion.toml: agent.await_decisions must be true or false")
+            && err.contains("expected a boolean"),
+        "{err}"
+    );
+    std::fs::write(
+        &path,
+        good.replace("[agent]\n", "[agent]\nawait_decisions = true\n"),
+    )
+    .unwrap();
+    let o = agentd(&db, &["status"], &[("AGENTD_WORKER__JOBS_DIR", &dir_s)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o).1);
+    std::fs::write(&path, good).unwrap();
 }
 
 #[tokio::test]

@@ -230,7 +230,7 @@ pub struct AgentSpec {
     /// A run that would end while approvals it proposed are still pending waits for their
     /// decisions instead (status `waiting`, no job, slot or lease held) and is resumed with them
     /// by a job (issue 50; default false; the kinds of [`AWAITS_DECISIONS`] only).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "await_decisions")]
     pub await_decisions: bool,
     pub tools: Vec<String>,
     pub system_prompt: String,
@@ -272,6 +272,14 @@ impl Default for AgentSpec {
             },
         }
     }
+}
+
+/// `agent.await_decisions`, a boolean: a bad value's error names the key (a type error of the
+/// job file names only its line).
+fn await_decisions<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    bool::deserialize(d).map_err(|e| {
+        serde::de::Error::custom(format!("agent.await_decisions must be true or false: {e}"))
+    })
 }
 
 fn default_max_nudges() -> u32 {
