@@ -373,14 +373,17 @@ async fn queue_shows_live_workers_and_provider_limits_without_their_hosts() {
         .await
         .unwrap();
     }
-    agentd::store::provider_limits::ensure(&api.db.pool, "https://api.example.com/v1", 60, 90000)
+    agentd::store::provider_limits::ensure(&api.db.pool, "http://10.0.0.5:8000/v1", 60, 90000)
         .await
         .unwrap();
 
     let q = api.call("GET", "/v1/queue", Some(&admin), None).await;
     assert_eq!(q.status, 200, "{}", q.body);
     let text = q.body.to_string();
-    assert!(!text.contains("internal"), "no host is named: {text}");
+    assert!(
+        !text.contains("internal") && !text.contains("10.0.0.5"),
+        "no host or address is named: {text}"
+    );
     let workers = q.body["workers"].as_array().unwrap();
     assert_eq!(workers.len(), 2, "the expired worker is not online: {text}");
     let names: Vec<&str> = workers
@@ -413,17 +416,15 @@ async fn queue_shows_live_workers_and_provider_limits_without_their_hosts() {
     assert_eq!(unreadable["breakers"], json!([]));
     let limits = q.body["provider_limits"].as_array().unwrap();
     assert_eq!(limits.len(), 1, "{text}");
+    let name = limits[0]["name"].as_str().unwrap();
+    assert!(name.len() == 10 && name.starts_with("e-"), "{name}");
     assert_eq!(
         (
-            &limits[0]["endpoint"],
             &limits[0]["requests_per_minute"],
-            &limits[0]["tokens_per_minute"]
+            &limits[0]["tokens_per_minute"],
+            &limits[0]["blocked_secs"]
         ),
-        (
-            &json!("https://api.example.com/v1"),
-            &json!(60),
-            &json!(90000)
-        )
+        (&json!(60), &json!(90000), &json!(0.0))
     );
     // Fleet-wide: admins only.
     api.call("GET", "/v1/queue", Some(&reviewer), None)

@@ -120,8 +120,9 @@ pub struct BreakerView {
 /// A provider endpoint's fleet-wide limits (`agentd_provider_limits`).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ProviderLimit {
-    /// The endpoint: its base URL without credentials, query or fragment (review L7).
-    pub endpoint: String,
+    /// A stable name for the endpoint (`e-` and 8 hex digits of a hash of its base URL): its
+    /// address stays with operators (`agentd status`; review D11).
+    pub name: String,
     pub requests_per_minute: i32,
     pub tokens_per_minute: i64,
     /// Requests let through so far.
@@ -134,17 +135,18 @@ pub struct ProviderLimit {
     pub blocked_secs: f64,
 }
 
+/// `prefix-` and 8 hex digits of the SHA-256 of `id`: a stable name for a fleet's worker or
+/// endpoint that says nothing of its host (review L8, D11: those stay with operators).
+fn opaque_name(prefix: &str, id: &str) -> String {
+    use sha2::Digest;
+    let hash = sha2::Sha256::digest(id.as_bytes());
+    let hex: String = hash.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    format!("{prefix}-{hex}")
+}
+
 impl WorkerView {
     fn of(w: crate::store::workers::Worker) -> Self {
-        use sha2::Digest;
-        let hash = sha2::Sha256::digest(w.id.as_bytes());
-        let name = format!(
-            "w-{}",
-            hash.iter()
-                .take(4)
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>()
-        );
+        let name = opaque_name("w", &w.id);
         let snapshots =
             serde_json::from_value::<Vec<crate::llm::chain::breaker::Snapshot>>(w.breakers);
         let breakers_unreadable = snapshots.is_err();
@@ -293,7 +295,7 @@ pub async fn queue(req: Scoped<Admin>, Params(q): Params<QueueQuery>) -> ApiResu
         provider_limits: limits
             .into_iter()
             .map(|l| ProviderLimit {
-                endpoint: l.key,
+                name: opaque_name("e", &l.key),
                 requests_per_minute: l.requests_per_minute,
                 tokens_per_minute: l.tokens_per_minute,
                 granted: l.granted,

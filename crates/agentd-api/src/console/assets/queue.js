@@ -71,7 +71,7 @@
     return C.table("Provider limits",
       [{ label: "endpoint" }, { label: "requests/min", num: true }, { label: "tokens/min", num: true },
         { label: "granted", num: true }, { label: "throttled", num: true }, { label: "rate-limited (429)", num: true }, { label: "state" }],
-      (q.provider_limits || []).map((l) => [h("code", {}, l.endpoint), String(l.requests_per_minute), String(l.tokens_per_minute),
+      (q.provider_limits || []).map((l) => [h("code", {}, l.name), String(l.requests_per_minute), String(l.tokens_per_minute),
         String(l.granted), String(l.throttled), String(l.rate_limited),
         l.blocked_secs > 0 ? h("span", { class: "error-text" }, "blocked after a 429 for " + C.fmtSecs(l.blocked_secs)) : "open"]),
       "No provider endpoint has fleet limits (llm.requests_per_minute / tokens_per_minute).");
@@ -143,7 +143,7 @@
       h("p", { class: "muted" }, "The fleet's workers (every org's jobs run on them), by a name that does not say their host; breakers as of each one's last heartbeat."),
       workersTable(q),
       h("h2", {}, "Provider limits"),
-      h("p", { class: "muted" }, "Fleet-wide rate limits per provider endpoint, shared by every worker."),
+      h("p", { class: "muted" }, "Fleet-wide rate limits per provider endpoint, shared by every worker (named by a hash: operators see the address with agentd status)."),
       limitsTable(q));
   };
 
