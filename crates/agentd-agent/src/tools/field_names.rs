@@ -16,8 +16,8 @@
 //!
 //! **One vocabulary across languages** ([`canonical_name`], [`canonicalise`]): a field named in
 //! the document's language (`rechnungsnummer`, `grund_der_gutschrift`) gets the name the
-//! analysis gives that label in the canonical language, English (`invoice_number`,
-//! `credit_reason`: the lexicon, then the glossary), with the name as given — or the document's
+//! analysis gives that label in the canonical language, English (`invoice_number`, `reason`:
+//! the lexicon, then the glossary), with the name as given — or the document's
 //! label it was made from — as its description; a field the schema already has under the
 //! canonical name is merged into it. Each one is listed in the tool result (`canonical_names`).
 //! A field named as the analysis named a candidate of the run's document, or with a name the
@@ -565,10 +565,8 @@ mod tests {
             canonical("rechnungsnummer").as_deref(),
             Some("invoice_number")
         );
-        assert_eq!(
-            canonical("Grund der Gutschrift").as_deref(),
-            Some("credit_reason")
-        );
+        // `credit reason`, which the lexicon names `reason`.
+        assert_eq!(canonical("Grund der Gutschrift").as_deref(), Some("reason"));
         assert_eq!(canonical("gutschriftsbetrag").as_deref(), Some("total"));
         // Canonical names, English labels, the analysis' own names and unknown words stay.
         for name in [
