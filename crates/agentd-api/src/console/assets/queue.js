@@ -19,13 +19,16 @@
   }
 
   const WINDOWS = { "1h": "last hour", "6h": "last 6 hours", "24h": "last 24 hours" };
+  // A bucket's width in words: "5 minutes", "2 hours".
+  const width = (s) => (s % 3600 === 0 ? `${s / 3600} hour${s === 3600 ? "" : "s"}`
+    : s % 60 === 0 ? `${s / 60} minutes` : `${s} seconds`);
 
   // One kind over the window: bars of what finished per bucket, lines of the depth at each
   // bucket's end; the same figures in a table.
   function kindChart(s, bucket, words) {
     const sum = (k) => s.points.reduce((a, p) => a + p[k], 0);
     const last = s.points[s.points.length - 1] || { ready: 0, running: 0, dead: 0 };
-    const per = C.fmtSecs(bucket);
+    const per = width(bucket);
     const caption = h("figcaption", {}, h("h3", {}, s.kind),
       h("span", { class: "muted" }, `Bars: jobs finished per ${per}; lines: jobs ready, running and dead at the end of each ${per}; the ${words}.`));
     const fig = h("figure", { class: "kind-chart", "data-kind": s.kind }, caption,
