@@ -360,6 +360,37 @@ async fn a_wait_past_the_approval_ttl_ends_the_run_capped_without_a_model_call()
 }
 
 #[tokio::test]
+async fn a_waiting_run_whose_approvals_are_deleted_ends_with_its_answer() {
+    let f = fixture(true).await;
+    let (run, _) = f.night_run().await;
+    assert_eq!(f.run(run).await.status, RunStatus::Waiting);
+    // Its document erased, say: the approvals go without a decision (migration 0108).
+    sqlx::query("DELETE FROM pending_approvals WHERE run_id = $1")
+        .bind(run)
+        .execute(&f.db.pool)
+        .await
+        .unwrap();
+    assert!(
+        run_waits::resume_job(&f.db.pool, run)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let p = Arc::new(ScriptedProvider::new(vec![]));
+    f.handle_next(p.clone()).await;
+    assert_eq!(p.calls(), 0, "nothing to tell the model");
+    let r = f.run(run).await;
+    assert_eq!(
+        (r.status, r.final_text.as_deref()),
+        (
+            RunStatus::Succeeded,
+            Some("Proposed to mark a.txt reviewed and to delete it.")
+        )
+    );
+    assert_eq!(f.finished_events(run).await, 1);
+}
+
+#[tokio::test]
 async fn a_kind_without_await_decisions_ends_as_before_and_a_decision_resumes_nothing() {
     let f = fixture(false).await;
     let (run, _) = f.night_run().await;
