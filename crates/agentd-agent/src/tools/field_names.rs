@@ -231,7 +231,8 @@ pub fn canonicalise(
 
 /// Sets the description of each top-level property without one of its own ([`undescribed`])
 /// to `label` of its name: the document's label of the candidate the field was named after
-/// (`Rechnungsnummer` for `invoice_number`), so the schema keeps the document's own words.
+/// (`Rechnungsnummer` for `invoice_number`), so the schema keeps the document's own words; a
+/// label that is the name itself (`Total` for `total`) says nothing more and is not set.
 pub fn describe_by_labels(response_format: &mut Value, label: &dyn Fn(&str) -> Option<String>) {
     let Some(props) = response_format
         .pointer_mut("/json_schema/schema/properties")
@@ -242,6 +243,7 @@ pub fn describe_by_labels(response_format: &mut Value, label: &dyn Fn(&str) -> O
     for (key, p) in props.iter_mut() {
         if undescribed(key, p)
             && let Some(l) = label(key)
+            && snake(&l, 64) != *key
             && let Some(p) = p.as_object_mut()
         {
             p.insert("description".into(), Value::String(l));
