@@ -464,7 +464,7 @@ async fn a_worker_killed_during_the_wait_and_one_killed_during_the_resume_lose_n
     let dir = tempfile::tempdir().unwrap();
     for (kind, body) in agentd::catalog::BUILTIN {
         let body = if kind == ProactiveSuggestion::NAME {
-            body.replace("[agent]\n", "[agent]\nawait_decisions = true\n")
+            body.replace("await_decisions = false", "await_decisions = true")
         } else {
             body.to_string()
         };

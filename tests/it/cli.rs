@@ -215,7 +215,7 @@ async fn bad_job_files_exit_2_naming_file_key_and_problem() {
     let good = std::fs::read_to_string(&path).unwrap();
     std::fs::write(
         &path,
-        good.replace("[agent]\n", "[agent]\nawait_decisions = \"yes\"\n"),
+        good.replace("await_decisions = false", "await_decisions = \"yes\""),
     )
     .unwrap();
     let o = agentd(&db, &["status"], &[("AGENTD_WORKER__JOBS_DIR", &dir_s)]);
@@ -228,7 +228,7 @@ async fn bad_job_files_exit_2_naming_file_key_and_problem() {
     );
     std::fs::write(
         &path,
-        good.replace("[agent]\n", "[agent]\nawait_decisions = true\n"),
+        good.replace("await_decisions = false", "await_decisions = true"),
     )
     .unwrap();
     let o = agentd(&db, &["status"], &[("AGENTD_WORKER__JOBS_DIR", &dir_s)]);
