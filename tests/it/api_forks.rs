@@ -1,6 +1,7 @@
 //! `POST /v1/runs/{id}/fork` and `/adopt` over a real port (issue 50, items 2 and 4): another
-//! org's run is 404, a key below reviewer 403, a step past the run's last or a bad model 422
-//! naming the field, a run still running or of a kind that cannot be forked 409; a fork made
+//! org's run is 404, a key below reviewer 403, a step below 1 or a bad model 422 naming the
+//! field, a step past the run's last 409 naming `from_step` (the request conflicts with this
+//! run, not with the schema), a run still running or of a kind that cannot be forked 409; a fork made
 //! reads back with its parent and step, and the parent is unchanged.
 
 use crate::api_support::Api;
@@ -101,7 +102,7 @@ async fn fork_errors_are_problems_naming_the_field_and_a_fork_reads_back_with_it
         .problem_in("uploader", 403, None);
     // Steps past the last (the run has 2), none, or not a number.
     let past = call(&reviewer, json!({"from_step": 3})).await;
-    past.problem_in("past the last step", 422, Some("from_step"));
+    past.problem_in("past the last step", 409, Some("from_step"));
     assert_eq!(past.body["steps"], json!(2), "{}", past.body);
     call(&reviewer, json!({"from_step": 0}))
         .await

@@ -10,7 +10,7 @@ use chrono::Duration;
 use serde_json::{Value, json};
 
 /// Every route of the API: (method, OpenAPI path).
-const ROUTES: [(&str, &str); 45] = [
+const ROUTES: [(&str, &str); 47] = [
     ("post", "/v1/documents"),
     ("get", "/v1/documents"),
     ("get", "/v1/documents/{id}"),
@@ -51,6 +51,8 @@ const ROUTES: [(&str, &str); 45] = [
     ("post", "/v1/jobs/dead/retry"),
     ("post", "/v1/jobs/dead/cancel"),
     ("post", "/v1/runs/{id}/cancel"),
+    ("post", "/v1/runs/{id}/fork"),
+    ("post", "/v1/runs/{id}/adopt"),
     ("post", "/v1/queue/{kind}/pause"),
     ("post", "/v1/queue/{kind}/resume"),
     ("get", "/v1/keys"),

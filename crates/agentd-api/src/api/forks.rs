@@ -20,7 +20,8 @@ use utoipa::ToSchema;
 pub struct ForkRequest {
     /// How many of the run's checkpoints the fork starts with, copied (the `seq` of the first
     /// step it runs itself): 1 to the run's number of steps.
-    #[schema(minimum = 1, maximum = 2147483647)]
+    #[schema(value_type = i64, minimum = 1, maximum = 2147483647)]
+    #[serde(deserialize_with = "whole_number")]
     pub from_step: i64,
     /// The model of the fork's live part (default: the run's).
     #[schema(
@@ -39,6 +40,20 @@ pub struct ForkRequest {
     pub instructions: Option<String>,
 }
 
+/// A JSON integer, also written with a zero fraction (`2.0`: JSON Schema's `integer` allows it).
+fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    let n = serde_json::Number::deserialize(d)?;
+    if let Some(i) = n.as_i64() {
+        return Ok(i);
+    }
+    match n.as_f64() {
+        Some(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Ok(f as i64), // checked: whole, in range
+        _ => Err(serde::de::Error::custom(format_args!(
+            "expected a whole number (got {n})"
+        ))),
+    }
+}
+
 /// The problem detail of a fork or adopt that was refused.
 fn problem(e: ForkError, id: uuid::Uuid) -> Problem {
     let detail = e.to_string();
@@ -47,9 +62,14 @@ fn problem(e: ForkError, id: uuid::Uuid) -> Problem {
         ForkError::Running(_) => Problem::conflict(detail)
             .field("id")
             .extra(json!({"run_status": "running"})),
-        ForkError::Step { last, .. } => {
+        // Below 1 the request is invalid whatever the run; past its last step it conflicts
+        // with this run (it has `steps`).
+        ForkError::Step { got, last } if got < 1 => {
             Problem::invalid("from_step", detail).extra(json!({"steps": last}))
         }
+        ForkError::Step { last, .. } => Problem::conflict(detail)
+            .field("from_step")
+            .extra(json!({"steps": last})),
         ForkError::Model(m) => Problem::invalid("model", m),
         ForkError::Instructions(m) => Problem::invalid("instructions", m),
         ForkError::Kind(..)
@@ -75,8 +95,8 @@ fn problem(e: ForkError, id: uuid::Uuid) -> Problem {
     request_body = ForkRequest,
     responses((status = 202, body = Forked, description = "The fork is made and its live part enqueued"),
         (status = 403, description = "The key's role is below reviewer"),
-        (status = 409, description = "The run is still running, of a kind that cannot be forked (`approval_expiry`), or its document has a run in progress"),
-        (status = 422, description = "`from_step` past the run's last step (`steps` says how many it has), `model` or `instructions` invalid")))]
+        (status = 409, description = "The run is still running, of a kind that cannot be forked (`approval_expiry`), its document has a run in progress (`field: id`), or `from_step` is past the run's last step (`field: from_step`, `steps` says how many it has)"),
+        (status = 422, description = "`from_step` below 1, `model` or `instructions` invalid")))]
 pub async fn fork(
     req: Scoped<Reviewer>,
     Id(id): Id,
@@ -116,9 +136,12 @@ mod tests {
     #[test]
     fn each_refusal_names_its_field_and_status() {
         let id = uuid::Uuid::nil();
-        let step = problem(ForkError::Step { got: 9, last: 4 }, id);
-        assert_eq!(step.status, StatusCode::UNPROCESSABLE_ENTITY);
-        assert_eq!(step.field.as_deref(), Some("from_step"));
+        let past = problem(ForkError::Step { got: 9, last: 4 }, id);
+        assert_eq!(past.status, StatusCode::CONFLICT);
+        assert_eq!(past.field.as_deref(), Some("from_step"));
+        let zero = problem(ForkError::Step { got: 0, last: 4 }, id);
+        assert_eq!(zero.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(zero.field.as_deref(), Some("from_step"));
         let running = problem(ForkError::Running(id), id);
         assert_eq!(running.status, StatusCode::CONFLICT);
         assert_eq!(running.field.as_deref(), Some("id"));
