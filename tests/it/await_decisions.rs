@@ -391,6 +391,72 @@ async fn a_waiting_run_whose_approvals_are_deleted_ends_with_its_answer() {
 }
 
 #[tokio::test]
+async fn a_cancelled_or_dead_resume_job_ends_its_waiting_run() {
+    let f = fixture(true).await;
+    // Cancelled: `jobs cancel` ends the run with its job.
+    let (run, _) = f.night_run().await;
+    for call in ["r2.0", "r2.1"] {
+        f.decide(f.approval(run, call).await, person(), None).await;
+    }
+    let resume = run_waits::resume_job(&f.db.pool, run)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut conn = f.db.pool.acquire().await.unwrap();
+    assert!(
+        agentd::jobs::cancel::cancel(&mut conn, resume, Utc::now())
+            .await
+            .unwrap()
+    );
+    drop(conn);
+    let r = f.run(run).await;
+    assert_eq!(
+        (r.status, r.stop_reason.as_deref()),
+        (RunStatus::Cancelled, Some("cancelled"))
+    );
+    assert_eq!(f.finished_events(run).await, 1);
+
+    // Dead before it drove the run: the reconciler ends the run, naming the job.
+    let other = fixture(true).await;
+    let (run, _) = other.night_run().await;
+    for call in ["r2.0", "r2.1"] {
+        other
+            .decide(other.approval(run, call).await, person(), None)
+            .await;
+    }
+    let resume = run_waits::resume_job(&other.db.pool, run)
+        .await
+        .unwrap()
+        .unwrap();
+    sqlx::query("UPDATE agentd_jobs SET state = 'dead', last_error = 'x' WHERE id = $1")
+        .bind(resume)
+        .execute(&other.db.pool)
+        .await
+        .unwrap();
+    let report = agentd::jobs::reconcile::Reconciler::for_app(&other.app)
+        .run_once()
+        .await
+        .unwrap();
+    assert_eq!(report.runs_failed, 1, "{report:?}");
+    let r = other.run(run).await;
+    assert_eq!(r.status, RunStatus::Failed);
+    assert!(
+        r.error
+            .unwrap_or_default()
+            .starts_with(&format!("job {resume} is dead"))
+    );
+    // A run that waits with no resume job yet is left alone.
+    let third = fixture(true).await;
+    let (run, _) = third.night_run().await;
+    let report = agentd::jobs::reconcile::Reconciler::for_app(&third.app)
+        .run_once()
+        .await
+        .unwrap();
+    assert_eq!(report, Default::default());
+    assert_eq!(third.run(run).await.status, RunStatus::Waiting);
+}
+
+#[tokio::test]
 async fn a_kind_without_await_decisions_ends_as_before_and_a_decision_resumes_nothing() {
     let f = fixture(false).await;
     let (run, _) = f.night_run().await;

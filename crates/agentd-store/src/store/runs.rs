@@ -159,8 +159,8 @@ pub async fn run_for_job<'e, E: PgExecutor<'e>>(
         .await
 }
 
-/// Ends the run job `job_id` drives, if still running, as `cancelled` (the job was cancelled:
-/// `jobs::cancel`). The number of runs ended (0 or 1).
+/// Ends the run job `job_id` drives, if still running (or waiting, `job_id` its resume job), as
+/// `cancelled` (the job was cancelled: `jobs::cancel`). The number of runs ended (0 or 1).
 pub async fn cancel_for_job<'e, E: PgExecutor<'e>>(
     exec: E,
     job_id: i64,
@@ -169,7 +169,7 @@ pub async fn cancel_for_job<'e, E: PgExecutor<'e>>(
     let done = sqlx::query(
         "UPDATE agent_runs SET status = 'cancelled', stop_reason = 'cancelled', finished_at = $2,
                 error = 'job ' || $1 || ' was cancelled'
-          WHERE job_id = $1 AND status = 'running'",
+          WHERE job_id = $1 AND status IN ('running', 'waiting')",
     )
     .bind(job_id)
     .bind(now)

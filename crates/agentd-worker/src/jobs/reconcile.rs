@@ -6,7 +6,10 @@
 //! its document again. The reconciler marks such runs `failed` (or `cancelled`) and such
 //! documents `failed` (a refine's: back to the status it had, `refine_requests`), each with the
 //! reason taken from the job, so an operator sees why and a re-enqueue can start over. It never
-//! touches a run or document whose job is waiting or running: that job will finish it.
+//! touches a run or document whose job is waiting or running: that job will finish it. A run
+//! `waiting` for the decisions on its proposals has no job until the last decision enqueues its
+//! resume job (migration 0107); once that job is cancelled, dead or gone without resuming it, the
+//! run is ended the same way.
 //!
 //! `jobs cancel` ends the run and the document in the same transaction as the cancel
 //! ([`super::cancel`]); the reconciler catches everything else.
@@ -117,21 +120,34 @@ async fn end_runs(
     limit: u32,
 ) -> Result<Vec<EndedRun>, QueueError> {
     let sql = format!(
-        "WITH e AS (
+        "WITH running AS (
             SELECT r.id AS run_id, r.job_id, j.state AS job_state, j.attempt, j.last_error
               FROM agent_runs r LEFT JOIN agentd_jobs j ON j.id = r.job_id
              WHERE r.status = 'running' AND r.job_id IS NOT NULL
                AND (j.id IS NULL OR j.state IN ('dead', 'cancelled', 'succeeded'))
              ORDER BY r.job_id
              LIMIT $2
-             FOR UPDATE OF r SKIP LOCKED)
+             FOR UPDATE OF r SKIP LOCKED),
+         -- A waiting run whose resume job was enqueued (migration 0107) and will not resume it:
+         -- cancelled, dead before the run started, gone, or ended leaving it waiting.
+         waiting AS (
+            SELECT r.id AS run_id, r.job_id, j.state AS job_state, j.attempt, j.last_error
+              FROM agent_run_waits w
+              JOIN agent_runs r ON r.id = w.run_id AND r.job_id = w.job_id
+              LEFT JOIN agentd_jobs j ON j.id = w.job_id
+             WHERE w.job_id IS NOT NULL AND r.status = 'waiting'
+               AND (j.id IS NULL OR j.state IN ('dead', 'cancelled', 'succeeded'))
+             ORDER BY w.job_id
+             LIMIT $2
+             FOR UPDATE OF r SKIP LOCKED),
+         e AS (SELECT * FROM running UNION ALL SELECT * FROM waiting)
          UPDATE agent_runs r
             SET status = CASE WHEN e.job_state = 'cancelled' THEN 'cancelled' ELSE 'failed' END,
                 stop_reason = CASE WHEN e.job_state = 'cancelled' THEN 'cancelled' ELSE 'error' END,
                 error = left({RUN_REASON}, 4000),
                 finished_at = $1
            FROM e
-          WHERE r.id = e.run_id AND r.status = 'running'
+          WHERE r.id = e.run_id AND r.status IN ('running', 'waiting')
       RETURNING r.id, r.org_id, r.kind, r.status"
     );
     Ok(sqlx::query_as::<_, EndedRun>(sqlx::AssertSqlSafe(sql))
