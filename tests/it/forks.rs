@@ -337,11 +337,12 @@ async fn a_fork_is_refused_naming_what_is_wrong_and_writes_nothing() {
         let e = fork::request(&app, org, parent, &ask, "test")
             .await
             .expect_err(field);
-        let named = match (&e, field) {
-            (ForkError::Step { .. }, "from_step") => true,
-            (ForkError::Model(_), "model") | (ForkError::Instructions(_), "instructions") => true,
-            _ => false,
-        };
+        let named = matches!(
+            (&e, field),
+            (ForkError::Step { .. }, "from_step")
+                | (ForkError::Model(_), "model")
+                | (ForkError::Instructions(_), "instructions")
+        );
         assert!(named, "{field}: {e}");
     }
     // Another org's run is not found.

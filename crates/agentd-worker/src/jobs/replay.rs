@@ -824,7 +824,7 @@ mod tests {
             &format!("schema {b}:1 at 2026-12-04T03:07:33+00:00")
         ));
         // From then on `a` stands for `b` only.
-        assert!(!ids.same_str(&format!("{a}"), &format!("{c}")));
+        assert!(!ids.same_str(&a, &c));
         assert!(ids.same_str(&format!("[{a}]"), &format!("[{b}]")));
         assert!(!ids.same_str("total 1250", "total 1251"));
         assert_eq!(ids.apply_str(&format!("use {a}:2")), format!("use {b}:2"));
