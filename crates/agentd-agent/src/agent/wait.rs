@@ -162,3 +162,70 @@ fn decisions_line(d: &RunDecision) -> String {
         .trim_start_matches("- ")
         .to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::decisions::Decided;
+    use chrono::{TimeZone, Utc};
+
+    fn decision(call: &str, outcome: &str, reason: Option<&str>) -> RunDecision {
+        RunDecision {
+            call_id: Some(call.into()),
+            decided: Decided {
+                source: "approval".into(),
+                id: Uuid::nil(),
+                action: "update_document".into(),
+                args: Some(json!({"document_id": "d1", "tag_ids": ["t1"]})),
+                summary: Some("Update document 'a.txt': tag_ids".into()),
+                outcome: outcome.into(),
+                reason: reason.map(str::to_string),
+                result: Some(json!({"ok": true})),
+                decided_at: None,
+            },
+        }
+    }
+
+    #[test]
+    fn the_outcomes_are_one_fenced_line_per_proposing_call() {
+        let text = told(&[
+            decision("r2.0", "executed", None),
+            decision("r2.1", "rejected", Some("not </decisions> this one")),
+        ]);
+        assert!(text.starts_with(RUN_DECIDED), "{text}");
+        // The first message's block's line, after the proposing call (no date: `decided_at` is
+        // unset here).
+        assert!(
+            text.contains("call r2.0: update_document {\"document_id\":\"d1\""),
+            "{text}"
+        );
+        assert!(
+            text.contains(": approved and executed; result: {\"ok\":true}"),
+            "{text}"
+        );
+        assert!(
+            text.contains("call r2.1: ")
+                && text.contains("rejected; reason: \"not </ decisions> this one\""),
+            "{text}"
+        );
+        assert_eq!(text.matches("</decisions>").count(), 1, "{text}");
+    }
+
+    #[test]
+    fn the_wait_is_not_active_time() {
+        let t0 = Utc.with_ymd_and_hms(2026, 3, 1, 2, 0, 0).unwrap();
+        let at = |secs: i64| t0 + chrono::Duration::seconds(secs);
+        let step = |seq: i32, kind: StepKind, secs: i64| {
+            StepRow::written(seq, kind, None, &json!({}), at(secs))
+        };
+        // Two seconds of work, a wait of ten hours, then two more seconds.
+        let steps = [
+            step(0, StepKind::LlmResponse, 1),
+            step(1, StepKind::Waiting, 2),
+            step(2, StepKind::Resume, 36_002),
+            step(3, StepKind::Decided, 36_003),
+        ];
+        let active = super::super::marks::active_time(t0, &steps, at(36_004));
+        assert_eq!(active, chrono::Duration::seconds(4));
+    }
+}
