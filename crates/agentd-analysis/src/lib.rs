@@ -24,6 +24,7 @@
 
 pub mod glossary;
 pub mod ground;
+pub mod keep;
 pub mod kind;
 pub mod labels;
 pub mod lexicon;

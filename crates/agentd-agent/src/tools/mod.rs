@@ -11,6 +11,7 @@ pub mod extraction;
 mod extraction_model;
 pub mod field_names;
 pub mod help;
+pub mod key_fields;
 pub mod model_phase;
 pub mod policy;
 pub mod prompts;

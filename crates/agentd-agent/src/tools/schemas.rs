@@ -11,7 +11,7 @@ use super::typed::{AnyVersionId, any_object};
 use super::typed::{Refines, tool};
 use super::versioned::{self, Kind, Out, ids, latest_locked, merged};
 use super::{Target, ToolCtx, ToolError, TypedTool, not_in_org, revid};
-use super::{field_names, schema_forms, schema_reuse};
+use super::{field_names, key_fields, schema_forms, schema_reuse};
 use crate::analysis;
 use crate::analysis::origins::Words;
 use crate::store::schemas::{self as store, SchemaRow};
@@ -428,6 +428,8 @@ impl TypedTool for CreateSchema {
         neutral_names(doc.as_ref(), &mut built);
         let renamed = canonical_names(doc.as_ref(), &mut built);
         let dropped = without_document_words(ctx, doc.as_ref(), &mut built).await?;
+        let also = key_fields::keep_key_fields(ctx, doc.as_ref().map(|(a, _)| a), &mut built)
+            .await?;
         let kind = kind_of(doc.as_ref().map(|(a, _)| a));
         if named {
             built
@@ -439,6 +441,7 @@ impl TypedTool for CreateSchema {
             && let Some(reused) = reuse(ctx, run_id, kind, &built).await?
         {
             let result = with_dropped(with_notes(reused, built.notes), &dropped);
+            let result = key_fields::with_also_found(result, &also);
             return Ok(with_canonical(result, &renamed));
         }
         let rf = &built.response_format;
@@ -448,6 +451,7 @@ impl TypedTool for CreateSchema {
         }
         let result = merged(ids(&s), json!({"name": s.name, "status": s.status}));
         let result = with_dropped(with_notes(result, built.notes), &dropped);
+        let result = key_fields::with_also_found(result, &also);
         Ok(with_canonical(result, &renamed))
     }
     async fn snapshot(&self, _ctx: &mut ToolCtx<'_>) -> Result<Value, ToolError> {

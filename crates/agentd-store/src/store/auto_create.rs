@@ -351,6 +351,36 @@ pub async fn dropped_fields<'e, E: PgExecutor<'e>>(
     Ok(v.unwrap_or_else(|| serde_json::json!([])))
 }
 
+/// Records on run `run_id` what its latest proposal left out as "also found"
+/// (`agent_runs.also_found`, migration 0113): replaces what was recorded.
+pub async fn set_also_found(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    run_id: Uuid,
+    also_found: &serde_json::Value,
+) -> sqlx::Result<()> {
+    sqlx::query("UPDATE agent_runs SET also_found = $3 WHERE org_id = $1 AND id = $2")
+        .bind(org_id)
+        .bind(run_id)
+        .bind(also_found)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// What run `run_id`'s proposal left out ([`set_also_found`]); empty for an unknown run.
+pub async fn also_found<'e, E: PgExecutor<'e>>(
+    exec: E,
+    run_id: Uuid,
+) -> sqlx::Result<serde_json::Value> {
+    let v: Option<serde_json::Value> =
+        sqlx::query_scalar("SELECT also_found FROM agent_runs WHERE id = $1")
+            .bind(run_id)
+            .fetch_optional(exec)
+            .await?;
+    Ok(v.unwrap_or_else(|| serde_json::json!([])))
+}
+
 /// Records the proposal on the document.
 pub async fn set_proposed(
     conn: &mut PgConnection,

@@ -1,0 +1,169 @@
+//! Key fields first (issue 48, item 2): `create_schema` keeps the proposal's key fields and
+//! lists the others as **also found**, on every path (the offline heuristic, the one call, a
+//! model's own call). A field named after a candidate of the run's document whose keep score
+//! ([`analysis::keep::score`]) is below the threshold leaves the schema, and so does a
+//! **double** ([`analysis::keep::doubles`]: `datum` beside `date`, `iban_accredito` beside
+//! `iban`). What left is recorded on the run (`agent_runs.also_found`, migration 0113) with
+//! its JSON schema, so the reviewer can add it back with one action
+//! (`POST /v1/documents/{id}/fields`). A field no candidate names (a model's own) is judged
+//! only as a double. When the org reuses schemas, a field a schema of the org for the same
+//! kind already has is kept (the score's `org_has`).
+
+use super::schemas::inner_schema;
+use super::{ToolCtx, ToolError, schema_forms, schema_reuse};
+use crate::analysis::{self, keep};
+use crate::store::auto_create;
+use crate::store::schemas as store;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// A field the proposal left out, for the reviewer.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct AlsoFound {
+    pub name: String,
+    /// The document's label (the name for a field no candidate names).
+    pub label: String,
+    /// `table`, `detail`, `footer`, `weak_label` or `double`.
+    pub reason: &'static str,
+    /// The reason in words.
+    pub why: String,
+    /// 1-based line of the document, when a candidate names it.
+    pub line: Option<usize>,
+    /// The keep score, when a candidate names it.
+    pub score: Option<f64>,
+    /// The field's JSON schema as proposed: what adding it puts back.
+    pub schema: Value,
+}
+
+/// Leaves out of `built` what is not a key field and records it on the run; returns what left.
+/// Never leaves the schema empty: with every field below the threshold, all stay.
+pub(crate) async fn keep_key_fields(
+    ctx: &mut ToolCtx<'_>,
+    a: Option<&analysis::Analysis>,
+    built: &mut schema_forms::Built,
+) -> Result<Vec<AlsoFound>, ToolError> {
+    let org_fields = match (a, ctx.run_id) {
+        (Some(a), Some(run_id)) if ctx.subject.reuses_schemas() => {
+            let rows =
+                store::reuse_candidates(ctx.conn, ctx.org_id, run_id, schema_reuse::MAX_COMPARED)
+                    .await?;
+            rows.iter()
+                .filter(|r| r.document_kind.as_deref() == Some(a.kind.as_str()))
+                .flat_map(|r| schema_reuse::fields(&r.row.response_format))
+                .collect()
+        }
+        _ => Vec::new(),
+    };
+    let out = split(a, &org_fields, &mut built.response_format);
+    if !out.is_empty() {
+        built.notes.push(format!(
+            "also found, not in the schema (the reviewer can add them): {}",
+            out.iter()
+                .map(|f| f.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if let Some(run_id) = ctx.run_id {
+        auto_create::set_also_found(ctx.conn, ctx.org_id, run_id, &json!(out)).await?;
+    }
+    Ok(out)
+}
+
+/// The pure part of [`keep_key_fields`]: removes from `response_format`'s top-level properties
+/// the doubles and the candidates below the threshold, and returns them.
+pub fn split(
+    a: Option<&analysis::Analysis>,
+    org_fields: &[String],
+    response_format: &mut Value,
+) -> Vec<AlsoFound> {
+    let names: Vec<String> = inner_schema(response_format)
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default();
+    let candidate = |n: &str| a.and_then(|a| a.get(n));
+    let value = |n: &str| candidate(n).map(|c| c.value.to_string());
+    let mut out: Vec<(String, AlsoFound)> = Vec::new();
+    for (double, kept) in keep::doubles(&names, &value) {
+        let c = candidate(&double);
+        out.push((
+            double.clone(),
+            AlsoFound {
+                label: c.map_or_else(|| double.clone(), |c| c.label.clone()),
+                name: double,
+                reason: "double",
+                why: format!("{} ({kept})", keep::why("double")),
+                line: c.map(|c| c.line),
+                score: None,
+                schema: Value::Null,
+            },
+        ));
+    }
+    if let Some(a) = a {
+        let last = a.candidates.iter().map(|c| c.line).max().unwrap_or(0);
+        for n in &names {
+            let Some(c) = a.get(n).filter(|_| !out.iter().any(|(d, _)| d == n)) else {
+                continue;
+            };
+            let k = keep::score(c, a.kind, last, org_fields.contains(n));
+            if let Some(reason) = k.reason {
+                out.push((
+                    n.clone(),
+                    AlsoFound {
+                        name: n.clone(),
+                        label: c.label.clone(),
+                        reason,
+                        why: keep::why(reason).to_string(),
+                        line: Some(c.line),
+                        score: Some((k.score * 100.0).round() / 100.0),
+                        schema: Value::Null,
+                    },
+                ));
+            }
+        }
+    }
+    if out.is_empty() || out.len() >= names.len() {
+        return Vec::new();
+    }
+    let Some(schema) = response_format.pointer_mut("/json_schema/schema") else {
+        return Vec::new();
+    };
+    for (name, f) in out.iter_mut() {
+        if let Some(p) = schema
+            .get_mut("properties")
+            .and_then(Value::as_object_mut)
+            .and_then(|p| p.remove(name.as_str()))
+        {
+            f.schema = p;
+        }
+        if let Some(r) = schema.get_mut("required").and_then(Value::as_array_mut) {
+            r.retain(|v| v.as_str() != Some(name.as_str()));
+        }
+    }
+    out.into_iter().map(|(_, f)| f).collect()
+}
+
+/// `result` with `"also_found"` (the names) when fields were left out.
+pub(crate) fn with_also_found(mut result: Value, also: &[AlsoFound]) -> Value {
+    if !also.is_empty() {
+        result["also_found"] = json!(also.iter().map(|f| &f.name).collect::<Vec<_>>());
+    }
+    result
+}
+
+/// `response_format` with the also-found field `f` put back (required, as the others are).
+pub fn with_field(response_format: &Value, name: &str, field: &Value) -> Value {
+    let mut rf = response_format.clone();
+    if let Some(schema) = rf.pointer_mut("/json_schema/schema") {
+        if let Some(p) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+            p.insert(name.to_string(), field.clone());
+        }
+        if let Some(r) = schema.get_mut("required").and_then(Value::as_array_mut)
+            && !r.iter().any(|v| v.as_str() == Some(name))
+        {
+            r.push(json!(name));
+        }
+    }
+    rf
+}
