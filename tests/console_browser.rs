@@ -673,6 +673,32 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
     b.screenshot("run").await;
     accessible(&b, "run").await;
 
+    // Fork from here (issue 50): the finished run forked from its second step with another
+    // model; the page goes to the fork, which names its parent. Its job is cancelled after
+    // (no worker here), which ends the fork and leaves the document as it was.
+    let step = b.find("#fork-step").await;
+    b.clear(&step).await;
+    b.type_into(&step, "2").await;
+    b.type_into(&b.find("#fork-model").await, "other-model").await;
+    b.click(&b.find("#fork-run").await).await;
+    let page = b.wait_text("A fork of").await;
+    assert!(page.contains("made from step 2"), "{page}");
+    let (fork, parent, parent_step, model): (uuid::Uuid, uuid::Uuid, i32, String) = sqlx::query_as(
+        "SELECT id, parent_run_id, parent_step, model FROM agent_runs WHERE parent_run_id IS NOT NULL",
+    )
+    .fetch_one(&api.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (parent.to_string(), parent_step, model.as_str()),
+        (run.clone(), 2, "other-model")
+    );
+    accessible(&b, "run (fork)").await;
+    let r = api
+        .call("POST", &format!("/v1/runs/{fork}/cancel"), Some(&admin), None)
+        .await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+
     // Suggestions: the linked approval opens from there.
     b.goto(&format!("{base}/#/suggestions")).await;
     b.wait_text("Add a note to contract.txt").await;

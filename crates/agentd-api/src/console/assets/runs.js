@@ -1,6 +1,7 @@
 // Runs page: the org's runs (status, stop reason, tokens, cost, timings; one document's with ?subject=);
 // one run as a timeline (each model round and tool call: time, tokens, outcome, flagged fields),
-// live while it runs, with its transcript and audit trail; admins cancel a running run.
+// live while it runs, with its transcript and audit trail; admins cancel a running run; reviewers
+// fork a finished run from one of its steps and adopt an auto_create fork's proposal.
 "use strict";
 (function () {
   const C = window.Console, h = C.h;
@@ -233,8 +234,47 @@
     C.page(`Run ${C.short(run.id)} (${run.kind})`,
       h("p", {}, h("a", { href: "#/runs" }, "← all runs")), cancel,
       running ? h("p", { id: "live-note", role: "status", class: "muted" }, "Live: new steps appear as the run checkpoints them.") : null,
-      h("div", { id: "run-live" }, body(run, steps, audit)));
+      h("div", { id: "run-live" }, body(run, steps, audit)), forkForm(run, steps));
     if (running) follow(run.id);
+  }
+
+  // Fork from here (issue 50): a reviewer forks a finished run from one of its steps — the
+  // fork starts with the run's first N checkpoints (no model call or side effect again) and
+  // goes on with the model given (POST /v1/runs/{id}/fork); an auto_create fork's proposal is
+  // the document's only once adopted (POST /v1/runs/{id}/adopt).
+  function forkForm(run, steps) {
+    const parent = run.parent_run_id ? h("p", { class: "muted", id: "fork-parent" }, "A fork of ",
+      h("a", { href: "#/runs/" + encodeURIComponent(run.parent_run_id) }, C.short(run.parent_run_id)),
+      ` from its step ${run.parent_step}.`) : null;
+    if (run.status === "running" || !C.can("reviewer") || !steps.length ||
+      !["auto_create", "proactive_suggestion"].includes(run.kind)) return parent;
+    const step = h("input", { id: "fork-step", type: "number", min: "1", max: String(steps.length),
+      value: String(steps.length), required: true });
+    const model = h("input", { id: "fork-model", maxlength: 200, autocomplete: "off", placeholder: run.model });
+    const adopt = run.parent_run_id && run.kind === "auto_create" && ["succeeded", "capped"].includes(run.status)
+      ? C.button("Adopt this fork's proposal", () => adoptFork(run), { id: "adopt-fork" }) : null;
+    return h("section", { "aria-labelledby": "fork-title", id: "fork" },
+      h("h2", { id: "fork-title" }, "Fork from here"), parent,
+      h("div", { class: "actions" }, h("label", { for: "fork-step" }, "steps kept (1–" + steps.length + ")"), step,
+        h("label", { for: "fork-model" }, "model"), model,
+        C.button("Fork from here", () => forkRun(run, step.value, model.value), { id: "fork-run" }), adopt));
+  }
+
+  async function forkRun(run, step, model) {
+    const body = { from_step: Number(step) };
+    if (model.trim()) body.model = model.trim();
+    const r = await C.api("POST", `/v1/runs/${encodeURIComponent(run.id)}/fork`, { body });
+    if (!r.ok) return C.flash("Could not fork: " + C.problem(r), "error");
+    // Said once the page moved to the fork (moving clears the flash).
+    const said = `Fork ${C.short(r.body.run_id)} made from step ${r.body.parent_step}: a worker runs the rest.`;
+    window.addEventListener("hashchange", () => C.flash(said, "ok"), { once: true });
+    location.hash = "#/runs/" + encodeURIComponent(r.body.run_id);
+  }
+
+  async function adoptFork(run) {
+    const r = await C.api("POST", `/v1/runs/${encodeURIComponent(run.id)}/adopt`);
+    if (!r.ok) return C.flash("Could not adopt: " + C.problem(r), "error");
+    C.flash("The document now proposes this fork's proposal: accept or reject it on its page.", "ok");
   }
 
   async function cancelRun(run) {
