@@ -27,8 +27,8 @@ use serde_json::json;
 use tracing::info;
 use uuid::Uuid;
 
-/// Approvals of one run told to the model at most (each a bounded line): a run proposes at most
-/// `max_tool_calls` actions anyway.
+/// Approvals told to the model at once at most (each a bounded line): a run proposes at most
+/// `max_tool_calls` actions anyway, and any left over are told at its next end.
 const MAX_TOLD: i64 = 50;
 
 /// What a run that would end does instead.
@@ -91,11 +91,12 @@ impl Engine {
             tx.commit().await?;
             return Ok(Awaited::Wait(RunOutcome::from_row(&run)));
         }
-        let decided: Vec<RunDecision> = decisions::of_run(&mut tx, spec.org_id, run_id, MAX_TOLD)
-            .await?
-            .into_iter()
-            .filter(|d| !t.reported.contains(&d.decided.id.to_string()))
+        let reported: Vec<Uuid> = t
+            .reported
+            .iter()
+            .filter_map(|id| Uuid::parse_str(id).ok())
             .collect();
+        let decided = decisions::of_run(&mut tx, spec.org_id, run_id, &reported, MAX_TOLD).await?;
         if decided.is_empty() {
             // Nothing new to tell (no proposal, or every outcome told already): the run ends.
             tx.commit().await?;

@@ -127,22 +127,25 @@ pub struct RunDecision {
     pub decided: Decided,
 }
 
-/// The run's approvals that are no longer pending, oldest first (at most `limit`).
+/// The run's approvals that are no longer pending, other than `told`, oldest first (at most
+/// `limit`).
 pub async fn of_run(
     conn: &mut PgConnection,
     org_id: Uuid,
     run_id: Uuid,
+    told: &[Uuid],
     limit: i64,
 ) -> sqlx::Result<Vec<RunDecision>> {
     sqlx::query_as(
         "SELECT call_id, 'approval' AS source, id, tool AS action, args, summary,
                 status AS outcome, decision_reason AS reason, result, decided_at
            FROM pending_approvals
-          WHERE org_id = $1 AND run_id = $2 AND status <> 'pending'
-          ORDER BY created_at, id LIMIT $3",
+          WHERE org_id = $1 AND run_id = $2 AND status <> 'pending' AND NOT (id = ANY($3))
+          ORDER BY created_at, id LIMIT $4",
     )
     .bind(org_id)
     .bind(run_id)
+    .bind(told)
     .bind(limit)
     .fetch_all(conn)
     .await
