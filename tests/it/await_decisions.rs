@@ -313,6 +313,71 @@ async fn a_nightly_run_waits_for_its_decisions_and_goes_on_with_them() {
 }
 
 #[tokio::test]
+async fn a_resumed_run_may_propose_again_and_wait_again() {
+    let f = fixture(true).await;
+    let (run, _) = f.night_run().await;
+    for call in ["r2.0", "r2.1"] {
+        f.decide(f.approval(run, call).await, person(), None).await;
+    }
+    let first = run_waits::resume_job(&f.db.pool, run)
+        .await
+        .unwrap()
+        .unwrap();
+    // Told the outcomes, the model proposes the next step: the run waits again.
+    let p = Arc::new(ScriptedProvider::new(vec![
+        Turn::tool(
+            "e",
+            "update_document",
+            json!({"document_id": f.doc, "metadata": {"archived": true}}),
+        ),
+        Turn::text("Proposed to archive a.txt as well."),
+    ]));
+    assert_eq!(f.handle_next(p.clone()).await, first);
+    p.assert_complete();
+    assert_eq!(f.run(run).await.status, RunStatus::Waiting);
+    assert_eq!(
+        f.marks(run).await,
+        vec!["waiting", "resume", "decided", "waiting"]
+    );
+    assert_eq!(run_waits::resume_job(&f.db.pool, run).await.unwrap(), None);
+    let next: Uuid = sqlx::query_scalar(
+        "SELECT id FROM pending_approvals WHERE run_id = $1 AND status = 'pending'",
+    )
+    .bind(run)
+    .fetch_one(&f.db.pool)
+    .await
+    .unwrap();
+    f.decide(next, person(), None).await;
+    let second = run_waits::resume_job(&f.db.pool, run)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(second, first, "a job per wait");
+    // The second resume tells only the new outcome.
+    let p = Arc::new(ScriptedProvider::new(vec![Turn::text("All done.")]));
+    assert_eq!(f.handle_next(p.clone()).await, second);
+    let req = p.requests.lock().unwrap()[0].clone();
+    let told: Vec<String> = req
+        .messages
+        .iter()
+        .map(|m| m.joined_text())
+        .filter(|t| t.starts_with("[decided]"))
+        .collect();
+    assert_eq!(told.len(), 2, "both waits' messages, in order");
+    assert!(
+        told[1].contains("call r4.0: ") && !told[1].contains("call r2.0: "),
+        "{}",
+        told[1]
+    );
+    let r = f.run(run).await;
+    assert_eq!(
+        (r.status, r.counters.rounds, r.final_text.as_deref()),
+        (RunStatus::Succeeded, 6, Some("All done."))
+    );
+    assert_eq!(f.finished_events(run).await, 1);
+}
+
+#[tokio::test]
 async fn a_wait_past_the_approval_ttl_ends_the_run_capped_without_a_model_call() {
     let f = fixture(true).await;
     let (run, _) = f.night_run().await;
