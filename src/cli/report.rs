@@ -56,6 +56,18 @@ pub(super) fn print_report(r: &Value) {
                 .unwrap_or_else(|| "-".into())
         );
     }
+    let also: Vec<&Value> = r["also_found"].as_array().into_iter().flatten().collect();
+    if !also.is_empty() {
+        println!("  also found (not in the schema; POST /v1/documents/{{id}}/fields adds one):");
+        for f in also {
+            println!(
+                "    {:<24} {:<8} {}",
+                f["name"].as_str().unwrap_or(""),
+                f["reason"].as_str().unwrap_or(""),
+                f["why"].as_str().unwrap_or("")
+            );
+        }
+    }
     print_revision(r, "prompt");
 }
 

@@ -10,13 +10,14 @@ use chrono::Duration;
 use serde_json::{Value, json};
 
 /// Every route of the API: (method, OpenAPI path).
-const ROUTES: [(&str, &str); 47] = [
+const ROUTES: [(&str, &str); 48] = [
     ("post", "/v1/documents"),
     ("get", "/v1/documents"),
     ("get", "/v1/documents/{id}"),
     ("post", "/v1/documents/{id}/accept"),
     ("post", "/v1/documents/{id}/reject"),
     ("post", "/v1/documents/{id}/refine"),
+    ("post", "/v1/documents/{id}/fields"),
     ("get", "/v1/schemas"),
     ("get", "/v1/prompts"),
     ("get", "/v1/tags"),
@@ -106,6 +107,11 @@ async fn another_orgs_ids_are_not_found_on_every_route() {
             "POST",
             format!("/v1/documents/{doc}/refine"),
             Some(json!({"instructions": "add a field x"})),
+        ),
+        (
+            "POST",
+            format!("/v1/documents/{doc}/fields"),
+            Some(json!({"name": "x"})),
         ),
         ("GET", format!("/v1/approvals/{approval}"), None),
         ("POST", format!("/v1/approvals/{approval}/approve"), None),

@@ -746,3 +746,163 @@ async fn a_tool_without_arguments_is_asked_for_with_empty_arguments_and_a_small_
         .unwrap();
     assert_eq!(written, 1, "{out:?}");
 }
+
+/// Key fields first (issue 48, item 2): a model's `create_schema` with a contact detail and
+/// doubles keeps the key fields; the detail (`phone`) and the doubles (`datum` beside `date`,
+/// `iban_accredito` beside `iban`) are "also found" on the document's report
+/// (`GET /v1/documents/{id}` over a real port); a reviewer adds `phone` back with one
+/// `POST /v1/documents/{id}/fields`: a new schema version and prompt version, the value from
+/// the analysis in the proposed extraction, no longer also found. Another org's key gets 404,
+/// a name not in the list 422 naming `name`, an uploader 403.
+#[tokio::test]
+async fn a_proposal_keeps_the_key_fields_and_a_reviewer_adds_an_also_found_one() {
+    use crate::api_support::Api;
+    use agentd::api::Role as KeyRole;
+    let api = Api::start().await;
+    let (org, reviewer) = api.org("acme", KeyRole::Reviewer).await;
+    let uploader = api.key(org, KeyRole::Uploader).await;
+    let (_, other) = api.org("globex", KeyRole::Reviewer).await;
+    let mut app = api.app.clone();
+    app.clock = Arc::new(SystemClock) as SharedClock;
+    let text = format!("{INVOICE}Date: 2026-11-02\nPhone: 0113 496 0000\n");
+    let s = json!({"type": "string"});
+    let fields = json!({"invoice_number": s, "invoice_date": s, "customer": s, "date": s,
+                        "datum": s, "invoice": s, "iban": s, "iban_accredito": s, "phone": s});
+    let p = propose(&api.db, &app, org, &text, proposal_turns(fields)).await;
+    assert_eq!(p.schema.1, 1);
+
+    let report = api
+        .call(
+            "GET",
+            &format!("/v1/documents/{}", p.doc),
+            Some(&reviewer),
+            None,
+        )
+        .await;
+    assert_eq!(report.status.as_u16(), 200, "{}", report.body);
+    let names = |r: &Value, k: &str| -> Vec<String> {
+        r[k].as_array()
+            .unwrap_or_else(|| panic!("{k} in {r}"))
+            .iter()
+            .map(|f| f["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let fields = names(&report.body, "fields");
+    for key in ["invoice_number", "invoice_date", "customer", "date", "iban"] {
+        assert!(fields.contains(&key.to_string()), "{key} kept: {fields:?}");
+    }
+    let also = &report.body["also_found"];
+    let reason = |n: &str| {
+        also.as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == n)
+            .map(|f| f["reason"].as_str().unwrap().to_string())
+    };
+    assert_eq!(reason("phone").as_deref(), Some("detail"), "{also}");
+    assert_eq!(reason("invoice").as_deref(), Some("double"), "{also}");
+    assert_eq!(
+        reason("iban_accredito").as_deref(),
+        Some("double"),
+        "{also}"
+    );
+    // `datum` is `date` in one vocabulary (item 3) or a double: never beside it.
+    for gone in ["phone", "datum", "invoice", "iban_accredito"] {
+        assert!(
+            !fields.contains(&gone.to_string()),
+            "{gone} left out: {fields:?}"
+        );
+    }
+    assert!(
+        p.create_schema_result["also_found"]
+            .as_array()
+            .is_some_and(|a| a.contains(&json!("phone"))),
+        "the model reads what was left out: {}",
+        p.create_schema_result
+    );
+
+    let add = format!("/v1/documents/{}/fields", p.doc);
+    let r = api
+        .call("POST", &add, Some(&other), Some(json!({"name": "phone"})))
+        .await;
+    r.problem(404, None);
+    let r = api
+        .call(
+            "POST",
+            &add,
+            Some(&uploader),
+            Some(json!({"name": "phone"})),
+        )
+        .await;
+    assert_eq!(r.status.as_u16(), 403, "{}", r.body);
+    let r = api
+        .call(
+            "POST",
+            &add,
+            Some(&reviewer),
+            Some(json!({"name": "vat_number"})),
+        )
+        .await;
+    r.problem(422, Some("name"));
+    assert!(
+        r.body["detail"].as_str().unwrap().contains("phone"),
+        "{}",
+        r.body
+    );
+
+    let r = api
+        .call(
+            "POST",
+            &add,
+            Some(&reviewer),
+            Some(json!({"name": "phone"})),
+        )
+        .await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+    assert_eq!(
+        r.body["schema_revid"],
+        json!(format!("{}:2", p.schema.0)),
+        "{}",
+        r.body
+    );
+    assert_eq!(r.body["value"], "0113 496 0000", "{}", r.body);
+    let after = api
+        .call(
+            "GET",
+            &format!("/v1/documents/{}", p.doc),
+            Some(&reviewer),
+            None,
+        )
+        .await;
+    assert!(
+        names(&after.body, "fields").contains(&"phone".to_string()),
+        "{}",
+        after.body
+    );
+    assert!(
+        !names(&after.body, "also_found").contains(&"phone".to_string()),
+        "{}",
+        after.body
+    );
+    assert_eq!(
+        after.body["extraction"]["result"]["phone"], "0113 496 0000",
+        "{}",
+        after.body
+    );
+    assert_eq!(after.body["schema"]["revid"], r.body["schema_revid"]);
+    assert_eq!(after.body["prompt"]["revid"], r.body["prompt_revid"]);
+    // Once added it is no longer also found.
+    let again = api
+        .call(
+            "POST",
+            &add,
+            Some(&reviewer),
+            Some(json!({"name": "phone"})),
+        )
+        .await;
+    again.problem(422, Some("name"));
+    let audited = api
+        .count("SELECT count(*) FROM audit_events WHERE tool = 'add_proposal_field'")
+        .await;
+    assert_eq!(audited, 1);
+}

@@ -15,7 +15,7 @@
 //! with [`Keep::reason`]. The weights were set on the dev part of `samples/eval` (which
 //! documents: docs/evaluation.md, "Key fields first").
 
-use super::{Candidate, DocKind, Source, ValueKind, labels::How};
+use super::{Candidate, DocKind, Source, ValueKind, labels::How, lexicon};
 
 /// A field at or above this score is kept in the proposal.
 pub const THRESHOLD: f64 = 0.4;
@@ -32,7 +32,7 @@ const HEADING_OR_PATTERN: f64 = 0.45;
 const TABLE: f64 = 0.15;
 /// One of the kind's core fields.
 const CORE: f64 = 0.4;
-/// A contact or payment detail (`phone`, `address`, `bank`, `payment_terms`, `cashier`).
+/// A contact or payment detail (`phone`, `address`, `bank`, `clerk`).
 const DETAIL: f64 = -0.25;
 /// A field in the last tenth of the text that is no core field.
 const FOOTER: f64 = -0.05;
@@ -78,7 +78,6 @@ const DETAILS: &[&str] = &[
     "server",
     "till",
     "laboratory",
-    "reason",
     "description",
     "comment",
     "transfer_payment",
@@ -228,7 +227,8 @@ fn synonym_group(name: &str) -> Option<usize> {
 /// `kept` — two names of one synonym group (`datum` beside `date`, `description` beside
 /// `line_items`), or a name that is another's with `_number`/`_no`/`_nr` or a word of the
 /// document's language after it (`bill_of_lading` beside `bill_of_lading_number`, `iban`
-/// beside `iban_accredito`) when both hold the same value. `value` gives a name's value when
+/// beside `iban_accredito`) when both hold the same value, or when only the shorter is found
+/// and the lexicon calls it an identifier. `value` gives a name's value when
 /// the analysis found it. The name kept is the canonical one of a group, the one with
 /// `_number`, or the shorter (the lexicon's) one; each double is listed once.
 pub fn doubles(names: &[String], value: &dyn Fn(&str) -> Option<String>) -> Vec<(String, String)> {
@@ -257,7 +257,14 @@ pub fn doubles(names: &[String], value: &dyn Fn(&str) -> Option<String>) -> Vec<
             if rest.contains('_') {
                 continue;
             }
-            let same = matches!((value(short), value(long)), (Some(x), Some(y)) if x == y);
+            // A name no candidate holds that adds a word to an identifier's (`iban_accredito`
+            // beside `iban`) names the same identifier.
+            let identifier = lexicon::class_of(short) == Some(lexicon::Class::Identifier);
+            let same = match (value(short), value(long)) {
+                (Some(x), Some(y)) => x == y,
+                (Some(_), None) => identifier,
+                _ => false,
+            };
             if ["number", "no", "nr"].contains(&rest) && (same || value(short).is_none()) {
                 out.push((short.clone(), long.clone()));
             } else if same {
@@ -402,6 +409,14 @@ mod tests {
             )
             .is_empty()
         );
+        // a name no candidate holds beside an identifier's: the same identifier
+        let only_iban = |n: &str| (n == "iban").then(|| "DE89".to_string());
+        assert_eq!(
+            doubles(&names(&["iban", "iban_accredito"]), &only_iban),
+            vec![("iban_accredito".to_string(), "iban".to_string())]
+        );
+        let only_total = |n: &str| (n == "total").then(|| "65.4".to_string());
+        assert!(doubles(&names(&["total", "total_vat"]), &only_total).is_empty());
         // a number beside a name of another value is no double
         let v2 = |n: &str| Some(if n == "order" { "A" } else { "B" }.to_string());
         assert!(doubles(&names(&["order", "order_date"]), &v2).is_empty());

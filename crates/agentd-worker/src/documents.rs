@@ -101,6 +101,21 @@ pub async fn document_report(app: &App, id: Uuid) -> anyhow::Result<Option<Value
         Some(r) => auto_create::dropped_fields(&mut *conn, r).await?,
         None => json!([]),
     };
+    // What the proposal left out as no key field (migration 0113): the reviewer can add one.
+    let also_found: Vec<Value> = match st.auto_create_run_id {
+        Some(r) => auto_create::also_found(&mut *conn, r).await?,
+        None => json!([]),
+    }
+    .as_array()
+    .map(|a| {
+        a.iter()
+            .map(|f| {
+                json!({"name": f["name"], "label": f["label"], "reason": f["reason"],
+                            "why": f["why"], "line": f["line"], "type": f["schema"]["type"]})
+            })
+            .collect()
+    })
+    .unwrap_or_default();
     let fields: Vec<Value> = schema
         .as_ref()
         .and_then(|s| {
@@ -123,6 +138,7 @@ pub async fn document_report(app: &App, id: Uuid) -> anyhow::Result<Option<Value
         "schema": schema.as_ref().map(|s| json!({"revid": format!("{}:{}", s.schema_id, s.version), "name": s.name, "status": s.status})),
         "fields": fields,
         "dropped_fields": dropped,
+        "also_found": also_found,
         "prompt": prompt.as_ref().map(|p| json!({"revid": format!("{}:{}", p.prompt_id, p.version), "name": p.fields.name, "status": p.status, "content": p.fields.content})),
         "extraction": extraction.as_ref().map(|e| json!({"id": e.id, "status": e.status, "result": e.result, "ungrounded": e.ungrounded})),
         "run": run.as_ref().map(|r| {

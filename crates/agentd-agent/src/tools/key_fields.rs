@@ -167,3 +167,15 @@ pub fn with_field(response_format: &Value, name: &str, field: &Value) -> Value {
     }
     rf
 }
+
+/// Most characters of a document's text the analysis reads.
+pub const MAX_CHARS: usize = analysis::MAX_CHARS;
+
+/// What the analysis of `text` says of the field `name`: the document's kind (none for a
+/// document of no known kind) and the field's value (null when the analysis has none) — what
+/// adding an also-found field puts in the proposal.
+pub fn from_analysis(text: &str, name: &str) -> (Option<&'static str>, Value) {
+    let a = analysis::analyse(text);
+    let kind = (a.kind != analysis::DocKind::Other).then(|| a.kind.as_str());
+    (kind, a.get(name).map_or(Value::Null, |c| c.value.clone()))
+}

@@ -21,6 +21,7 @@ use uuid::Uuid;
 pub enum Act {
     AcceptProposal,
     RejectProposal,
+    AddProposalField,
     CreateKey,
     RevokeKey,
     SetProviderKey,
@@ -41,6 +42,7 @@ impl Act {
         match self {
             Act::AcceptProposal => "accept_proposal",
             Act::RejectProposal => "reject_proposal",
+            Act::AddProposalField => "add_proposal_field",
             Act::CreateKey => "create_api_key",
             Act::RevokeKey => "revoke_api_key",
             Act::SetProviderKey => "set_provider_key",

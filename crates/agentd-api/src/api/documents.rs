@@ -450,6 +450,10 @@ pub struct DocumentReport {
     /// whether the model (or the offline provider) proposed the name or the analysis found it
     /// and did not offer it. Empty when nothing was left out.
     dropped_fields: Vec<DroppedField>,
+    /// Fields the analysis found that the proposal left out as no key field (a table's rows, a
+    /// contact or payment detail, a footer's line, another name for a field it has), and why;
+    /// `POST /v1/documents/{id}/fields` adds one. Empty when nothing was left out.
+    also_found: Vec<AlsoFoundField>,
     /// The proposed (or accepted) extraction prompt.
     prompt: Option<ReportPrompt>,
     /// The extraction: the values read from the document.
@@ -500,6 +504,25 @@ struct DroppedField {
     line: Option<i64>,
     /// `proposed` (a schema call gave it) or `candidate` (the analysis found it; not offered).
     source: String,
+}
+
+/// A field the proposal left out as no key field ([`DocumentReport::also_found`]).
+#[derive(ToSchema)]
+#[expect(dead_code, reason = "schema only: the report is built as JSON")]
+struct AlsoFoundField {
+    /// The field's name in the proposal it was left out of.
+    name: String,
+    /// The document's label.
+    label: String,
+    /// `table`, `detail`, `footer`, `weak_label` or `double`.
+    reason: String,
+    /// The reason in words.
+    why: String,
+    /// 1-based line of the document, when the analysis found it there.
+    line: Option<i64>,
+    /// The field's JSON Schema type as proposed.
+    #[schema(value_type = Value)]
+    r#type: Value,
 }
 
 /// A prompt of the report.

@@ -4,6 +4,7 @@
 //! SQL stays in `store/` (`api_keys`, `api_reads`).
 
 pub mod acts;
+mod also_found;
 mod approvals;
 mod artifacts;
 pub mod auth;
@@ -112,6 +113,7 @@ fn router_with(app: App, stop: CancellationToken, public: Router) -> Router {
         .route("/v1/documents/{id}/accept", post(documents::accept))
         .route("/v1/documents/{id}/reject", post(documents::reject))
         .route("/v1/documents/{id}/refine", post(documents::refine))
+        .route("/v1/documents/{id}/fields", post(also_found::add))
         .route("/v1/schemas", get(artifacts::schemas))
         .route("/v1/prompts", get(artifacts::prompts))
         .route("/v1/tags", get(artifacts::tags))

@@ -9,8 +9,8 @@
 
 use super::error::{self, ProblemBody};
 use super::{
-    approvals, artifacts, console_routes, documents, events, forks, jobs, keys, operate,
-    provider_key, reads, settings, suggestions, webhooks,
+    also_found, approvals, artifacts, console_routes, documents, events, forks, jobs, keys,
+    operate, provider_key, reads, settings, suggestions, webhooks,
 };
 use axum::http::StatusCode;
 use utoipa::openapi::path::{Operation, ParameterIn};
@@ -26,7 +26,7 @@ use utoipa::{Modify, OpenApi};
     info(title = "agentd API", description = "Documents, proposals, approvals, suggestions, runs and jobs of one org (the API key's). Every error is an RFC 9457 problem detail (`application/problem+json`)."),
     paths(
         documents::create, documents::list, documents::get, documents::accept, documents::reject,
-        documents::refine, artifacts::schemas, artifacts::prompts, artifacts::tags,
+        documents::refine, also_found::add, artifacts::schemas, artifacts::prompts, artifacts::tags,
         approvals::list, approvals::get, approvals::approve, approvals::reject,
         reads::suggestions, suggestions::dismiss, suggestions::shown, reads::run, reads::status, reads::usage,
         console_routes::me, console_routes::queue, console_routes::retry, console_routes::runs,

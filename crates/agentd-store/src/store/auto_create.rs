@@ -381,6 +381,59 @@ pub async fn also_found<'e, E: PgExecutor<'e>>(
     Ok(v.unwrap_or_else(|| serde_json::json!([])))
 }
 
+/// A reviewer added an also-found field to document `document_id`'s proposal: the document
+/// proposes schema version `schema_version` and prompt version `prompt_version` (new versions
+/// made for it), its proposed extraction points at them with `result`, and the run's
+/// `also_found` no longer lists `name`.
+#[allow(clippy::too_many_arguments)]
+pub async fn field_added(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    document_id: Uuid,
+    run_id: Uuid,
+    name: &str,
+    schema_version: i32,
+    prompt_version: Option<i32>,
+    result: Option<&serde_json::Value>,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE documents SET proposed_schema_version = $3,
+                proposed_prompt_version = COALESCE($4, proposed_prompt_version)
+          WHERE org_id = $1 AND id = $2",
+    )
+    .bind(org_id)
+    .bind(document_id)
+    .bind(schema_version)
+    .bind(prompt_version)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query(
+        "UPDATE extractions e SET schema_version = $3,
+                prompt_version = COALESCE($4, e.prompt_version), result = COALESCE($5, e.result)
+           FROM documents d
+          WHERE d.org_id = $1 AND d.id = $2 AND e.org_id = $1 AND e.id = d.proposed_extraction_id
+            AND e.status = 'proposed'",
+    )
+    .bind(org_id)
+    .bind(document_id)
+    .bind(schema_version)
+    .bind(prompt_version)
+    .bind(result)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query(
+        "UPDATE agent_runs SET also_found = COALESCE((SELECT jsonb_agg(f)
+                  FROM jsonb_array_elements(also_found) f WHERE f->>'name' <> $3), '[]'::jsonb)
+          WHERE org_id = $1 AND id = $2",
+    )
+    .bind(org_id)
+    .bind(run_id)
+    .bind(name)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// Records the proposal on the document.
 pub async fn set_proposed(
     conn: &mut PgConnection,
