@@ -112,7 +112,7 @@ async fn a_worker_that_cannot_fit_the_pool_refuses_to_start() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
         err.contains("database.max_connections (12) cannot fit this worker")
-            && err.contains("= 25")
+            && err.contains("= 28")
             && err.contains("auto_create 8"),
         "{err}"
     );
