@@ -17,6 +17,9 @@ use crate::store::schemas as store;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+/// Fewest fields a proposal keeps: below that, what would be also found stays.
+pub const MIN_KEPT: usize = 4;
+
 /// A field the proposal left out, for the reviewer.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct AlsoFound {
@@ -36,7 +39,7 @@ pub struct AlsoFound {
 }
 
 /// Leaves out of `built` what is not a key field and records it on the run; returns what left.
-/// Never leaves the schema empty: with every field below the threshold, all stay.
+/// Keeps at least [`MIN_KEPT`] fields (or all there are but the doubles).
 pub(crate) async fn keep_key_fields(
     ctx: &mut ToolCtx<'_>,
     a: Option<&analysis::Analysis>,
@@ -123,7 +126,26 @@ pub fn split(
             }
         }
     }
-    if out.is_empty() || out.len() >= names.len() {
+    // A schema of fewer than MIN_KEPT fields is no "every detail": the best-scored of what
+    // would leave stay (a double never does), and a schema is never left empty.
+    let doubles = out.iter().filter(|(_, f)| f.reason == "double").count();
+    let mut room = MIN_KEPT.min(names.len() - doubles);
+    room = room.saturating_sub(names.len() - out.len());
+    if room > 0 {
+        let mut by_score: Vec<usize> = (0..out.len())
+            .filter(|i| out[*i].1.reason != "double")
+            .collect();
+        by_score.sort_by(|a, b| {
+            let s = |i: usize| out[i].1.score.unwrap_or(0.0);
+            s(*b).total_cmp(&s(*a))
+        });
+        let mut back: Vec<usize> = by_score.into_iter().take(room).collect();
+        back.sort_unstable();
+        for i in back.into_iter().rev() {
+            out.remove(i);
+        }
+    }
+    if out.is_empty() {
         return Vec::new();
     }
     let Some(schema) = response_format.pointer_mut("/json_schema/schema") else {
