@@ -168,6 +168,7 @@ fn decisions_line(d: &RunDecision) -> String {
 mod tests {
     use super::*;
     use crate::store::decisions::Decided;
+    use crate::tools::documents::UpdateDocument;
     use chrono::{TimeZone, Utc};
 
     fn decision(call: &str, outcome: &str, reason: Option<&str>) -> RunDecision {
@@ -176,7 +177,7 @@ mod tests {
             decided: Decided {
                 source: "approval".into(),
                 id: Uuid::nil(),
-                action: "update_document".into(),
+                action: UpdateDocument::NAME.into(),
                 args: Some(json!({"document_id": "d1", "tag_ids": ["t1"]})),
                 summary: Some("Update document 'a.txt': tag_ids".into()),
                 outcome: outcome.into(),
