@@ -400,7 +400,7 @@ async fn old_transcripts_are_compacted_and_still_load() {
     let (db, _org, _doc, run) = offline_run().await;
     let before = transcript_text(&db, run).await;
     assert!(
-        before.contains("jane.doe@example.com"),
+        before.contains("078-05-1120"),
         "before retention the transcript holds document data (the extraction result): {before}"
     );
     let retention = agentd::pii::retention::TranscriptRetention {
@@ -425,7 +425,9 @@ async fn old_transcripts_are_compacted_and_still_load() {
     assert_eq!(retention.run_once().await.unwrap(), 1);
     let text = transcript_text(&db, run).await;
     assert!(
-        !text.contains("agreed to pay") && !text.contains("Jane Doe"),
+        !text.contains("agreed to pay")
+            && !text.contains("Jane Doe")
+            && !text.contains("078-05-1120"),
         "{text}"
     );
     assert!(text.contains("create_schema"), "tool names stay: {text}");
