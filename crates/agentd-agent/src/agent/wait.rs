@@ -168,6 +168,7 @@ fn decisions_line(d: &RunDecision) -> String {
 mod tests {
     use super::*;
     use crate::store::decisions::Decided;
+    use crate::tools::Declaration;
     use crate::tools::documents::UpdateDocument;
     use chrono::{TimeZone, Utc};
 
