@@ -201,3 +201,91 @@ pub fn from_analysis(text: &str, name: &str) -> (Option<&'static str>, Value) {
     let kind = (a.kind != analysis::DocKind::Other).then(|| a.kind.as_str());
     (kind, a.get(name).map_or(Value::Null, |c| c.value.clone()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rf(names: &[&str]) -> Value {
+        let props: serde_json::Map<String, Value> = names
+            .iter()
+            .map(|n| (n.to_string(), json!({"type": ["string", "null"]})))
+            .collect();
+        json!({"type": "json_schema", "json_schema": {"name": "x", "strict": true, "schema": {
+            "type": "object", "properties": props, "required": names,
+            "additionalProperties": false}}})
+    }
+
+    fn kept(rf: &Value) -> Vec<String> {
+        let mut k: Vec<String> = inner_schema(rf)["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        k.sort();
+        k
+    }
+
+    const TEXT: &str = "ACME SUPPLIES LTD\nInvoice Number: INV-7\nInvoice Date: 2026-11-02\n\
+                        Customer: Blue Fox\nPhone: 0113 496 0000\nVAT: 10.00\nTotal: 60.00\n";
+
+    #[test]
+    fn details_and_doubles_leave_with_their_schema_and_come_back_whole() {
+        let a = analysis::analyse(TEXT);
+        let mut f = rf(&[
+            "invoice_number",
+            "invoice_date",
+            "customer",
+            "vat",
+            "total",
+            "phone",
+            "invoice",
+        ]);
+        let out = split(Some(&a), &[], &mut f);
+        let names: Vec<(&str, &str)> = out.iter().map(|f| (f.name.as_str(), f.reason)).collect();
+        assert_eq!(
+            names,
+            vec![("invoice", "double"), ("phone", "detail")],
+            "{out:?}"
+        );
+        assert_eq!(
+            kept(&f),
+            ["customer", "invoice_date", "invoice_number", "total", "vat"]
+        );
+        let required = inner_schema(&f)["required"].as_array().unwrap().clone();
+        assert!(!required.contains(&json!("phone")), "{required:?}");
+        let phone = out.iter().find(|f| f.name == "phone").unwrap();
+        assert_eq!(phone.label, "Phone");
+        let back = with_field(&f, "phone", &phone.schema);
+        assert!(kept(&back).contains(&"phone".to_string()));
+        assert!(
+            inner_schema(&back)["required"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("phone"))
+        );
+        // The org's schema of the kind has it: it stays.
+        let mut f = rf(&[
+            "invoice_number",
+            "invoice_date",
+            "customer",
+            "vat",
+            "total",
+            "phone",
+        ]);
+        assert!(split(Some(&a), &["phone".to_string()], &mut f).is_empty());
+    }
+
+    #[test]
+    fn a_small_schema_keeps_four_fields_but_never_a_double() {
+        let a = analysis::analyse(TEXT);
+        let mut f = rf(&["invoice_number", "phone", "invoice"]);
+        let out = split(Some(&a), &[], &mut f);
+        assert_eq!(
+            out.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(),
+            ["invoice"]
+        );
+        assert_eq!(kept(&f), ["invoice_number", "phone"]);
+    }
+}
