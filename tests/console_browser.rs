@@ -679,7 +679,8 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
     let step = b.find("#fork-step").await;
     b.clear(&step).await;
     b.type_into(&step, "2").await;
-    b.type_into(&b.find("#fork-model").await, "other-model").await;
+    b.type_into(&b.find("#fork-model").await, "other-model")
+        .await;
     b.click(&b.find("#fork-run").await).await;
     let page = b.wait_text("A fork of").await;
     assert!(page.contains("made from step 2"), "{page}");
@@ -695,7 +696,12 @@ async fn a_reviewer_signs_in_reads_decides_and_nothing_untrusted_runs() {
     );
     accessible(&b, "run (fork)").await;
     let r = api
-        .call("POST", &format!("/v1/runs/{fork}/cancel"), Some(&admin), None)
+        .call(
+            "POST",
+            &format!("/v1/runs/{fork}/cancel"),
+            Some(&admin),
+            None,
+        )
         .await;
     assert_eq!(r.status.as_u16(), 200, "{}", r.body);
 

@@ -428,8 +428,8 @@ impl TypedTool for CreateSchema {
         neutral_names(doc.as_ref(), &mut built);
         let renamed = canonical_names(doc.as_ref(), &mut built);
         let dropped = without_document_words(ctx, doc.as_ref(), &mut built).await?;
-        let also = key_fields::keep_key_fields(ctx, doc.as_ref().map(|(a, _)| a), &mut built)
-            .await?;
+        let also =
+            key_fields::keep_key_fields(ctx, doc.as_ref().map(|(a, _)| a), &mut built).await?;
         let kind = kind_of(doc.as_ref().map(|(a, _)| a));
         if named {
             built
