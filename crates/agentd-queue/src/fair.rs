@@ -31,6 +31,13 @@
 //! org's jobs held back by its cap are claimed at the next wake-up or poll
 //! (`worker.poll_interval_ms`).
 //!
+//! The claimed rows are updated by `ctid`, the address of the version the walk locked (a TID
+//! scan, not a primary-key descent a job: ~15 % of a claim, docs/queue-profile.md). The lock
+//! is the statement's own, so that version cannot be updated, deleted or pruned before the
+//! update reads it. A row another transaction changed after the statement's snapshot and
+//! before the walk locked it is locked in its new version, which the update (on the
+//! snapshot) does not see: it stays `available` for the next claim, unclaimed and unharmed.
+//!
 //! Newcomer slots (the job file's `queue.newcomer_slots`, [`claim_capped`]): a worker caps the
 //! org that holds most of its jobs at `concurrency - newcomer_slots` while other orgs' jobs ran
 //! there in the last minute, so the slots left free take another org's job the moment it is
@@ -148,9 +155,9 @@ static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
          UPDATE agentd_jobs
             SET state = 'running', attempt = attempt + 1, locked_by = $3,
                 lease_expires_at = {now} + $5 * interval '1 millisecond', started_at = {now}
-          WHERE id = ANY(ARRAY(
-                SELECT j.id FROM sharing o CROSS JOIN top CROSS JOIN LATERAL (
-                       SELECT id FROM agentd_jobs
+          WHERE ctid = ANY(ARRAY(
+                SELECT j.ctid FROM sharing o CROSS JOIN top CROSS JOIN LATERAL (
+                       SELECT ctid FROM agentd_jobs
                         WHERE {ready} AND {k} = o.org
                           AND (run_at, id) >= (CASE WHEN o.org = top.lo THEN top.r
                                                     ELSE '-infinity'::timestamptz END,

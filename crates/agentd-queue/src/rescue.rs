@@ -99,7 +99,8 @@ pub async fn rescue_expired_with(
                 last_error = 'lease expired: the worker crashed, hung or lost its database connection (attempt ' || attempt || ')'
           WHERE id = ANY(ARRAY(
                 SELECT id FROM agentd_jobs
-                 WHERE state = 'running' AND lease_expires_at < COALESCE($1::timestamptz, now())
+                 WHERE state = 'running' AND kind IS NOT NULL
+                   AND lease_expires_at < COALESCE($1::timestamptz, now())
                  ORDER BY lease_expires_at
                  LIMIT $2
                  FOR UPDATE SKIP LOCKED))

@@ -31,9 +31,10 @@ pub async fn claim(
 /// One kind and no org (every claim loop): the fair claim ([`super::fair::claim`]), which also
 /// keeps each org under `max_running_per_org` running jobs of the kind. Otherwise
 /// one walk of the claim index in `priority DESC, run_at, id` order, across orgs (several
-/// kinds) or within the one org. The `id = ANY(ARRAY(SELECT … FOR UPDATE SKIP LOCKED))` form
-/// keeps the plan an index scan on the partial claim index even under a generic plan (the
-/// join form scans the table).
+/// kinds) or within the one org. The `ctid = ANY(ARRAY(SELECT ctid … FOR UPDATE SKIP LOCKED))`
+/// form keeps the plan an index scan on the partial claim index even under a generic plan
+/// (the join form scans the table), and updates the locked versions by address (see
+/// [`super::fair`]).
 #[expect(
     clippy::too_many_arguments,
     reason = "the claim's scope (kinds, org, worker, batch, lease, fairness) is each a separate choice of the caller"
@@ -76,8 +77,8 @@ pub async fn claim_scoped(
         "UPDATE agentd_jobs
             SET state = 'running', attempt = attempt + 1, locked_by = $3,
                 lease_expires_at = {now_sql} + $5 * interval '1 millisecond', started_at = {now_sql}
-          WHERE id = ANY(ARRAY(
-                SELECT id FROM agentd_jobs
+          WHERE ctid = ANY(ARRAY(
+                SELECT ctid FROM agentd_jobs
                  WHERE state = 'available' AND {kind_filter} AND run_at <= {now_sql}{org_filter}
                    AND NOT {paused}
                  ORDER BY priority DESC, run_at, id

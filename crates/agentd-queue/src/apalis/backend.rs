@@ -43,6 +43,9 @@ pub(super) struct Shared {
     /// How long a handler that succeeds takes, in µs, weighted toward the latest (`f64` bits; 0:
     /// no job succeeded yet). Sizes an automatic prefetch.
     pub(super) job_micros: AtomicU64,
+    /// How long a claim takes to come back, in µs, weighted toward the latest (`f64` bits; 0:
+    /// none yet). Says when a read-ahead claim must start ([`read_ahead_at`]).
+    pub(super) claim_micros: AtomicU64,
     pub(super) wake: Arc<Notify>,
     /// Fired by [`super::ApalisWorker::run`] when the shutdown grace period is over.
     pub(super) grace_over: CancellationToken,
@@ -122,15 +125,19 @@ impl Shared {
 
     /// Takes in how long one handler ran (a moving average: each job weighs 1/16).
     pub(super) fn record_duration(&self, took: Duration) {
-        let us = took.as_secs_f64() * 1e6;
-        let old = f64::from_bits(self.job_micros.load(Ordering::Relaxed));
-        let new = if old > 0.0 {
-            old + (us - old) / 16.0
-        } else {
-            us.max(0.001)
-        };
-        // Concurrent finishes may overwrite each other's update: an average, not a count.
-        self.job_micros.store(new.to_bits(), Ordering::Relaxed);
+        moving_average(&self.job_micros, took, 16.0);
+    }
+
+    /// The buffer length at which a read-ahead claim starts ([`read_ahead_at`]).
+    pub(super) fn read_ahead_at(&self, prefetch: u32) -> usize {
+        let avg =
+            |a: &AtomicU64| Some(f64::from_bits(a.load(Ordering::Relaxed))).filter(|d| *d > 0.0);
+        read_ahead_at(
+            prefetch,
+            self.concurrency,
+            avg(&self.job_micros),
+            avg(&self.claim_micros),
+        )
     }
 
     /// The prefetch buffer's size now (see [`crate::worker::Prefetch`]), at most a claim.
@@ -207,6 +214,7 @@ impl Shared {
                 .await?
             }
         };
+        moving_average(&self.claim_micros, sent.elapsed(), 8.0);
         if self.newcomer_slots > 0 && !jobs.is_empty() {
             let mut seen = self.seen.lock().expect("seen");
             seen.retain(|_, at| at.elapsed() < NEWCOMER_WINDOW);
@@ -305,6 +313,41 @@ impl Shared {
     }
 }
 
+/// Takes `took` into the moving average of µs in `avg` (`f64` bits; 0: empty), each new
+/// figure weighing `1 / weight`. Concurrent updates may overwrite each other's: an average,
+/// not a count.
+fn moving_average(avg: &AtomicU64, took: Duration, weight: f64) {
+    let us = took.as_secs_f64() * 1e6;
+    let old = f64::from_bits(avg.load(Ordering::Relaxed));
+    let new = if old > 0.0 {
+        old + (us - old) / weight
+    } else {
+        us.max(0.001)
+    };
+    avg.store(new.to_bits(), Ordering::Relaxed);
+}
+
+/// The buffer length at which a read-ahead claim starts, for a buffer of `prefetch` jobs:
+/// the jobs the `concurrency` slots start while a claim is out (a claim's round trip
+/// `claim_micros` at `job_micros` a job, half again for the spread of both), at least half the
+/// prefetch and at most all of it. Starting at half alone left the slots empty for part of
+/// every claim under a backlog of short jobs: 250 jobs are 8 ms of a 30k jobs/s drain, and a
+/// claim of 500 took 12–15 ms to come back (docs/queue-profile.md). Unknown durations (no job
+/// or no claim yet) start it at half.
+pub(crate) fn read_ahead_at(
+    prefetch: u32,
+    concurrency: usize,
+    job_micros: Option<f64>,
+    claim_micros: Option<f64>,
+) -> usize {
+    let half = (prefetch as usize / 2).max(1);
+    let (Some(job), Some(claim)) = (job_micros, claim_micros) else {
+        return half;
+    };
+    let during = 1.5 * claim * concurrency as f64 / job.max(0.001);
+    (during.min(prefetch as f64) as usize).clamp(half, (prefetch as usize).max(1))
+}
+
 /// The apalis backend over `agentd_jobs` for a set of kinds.
 ///
 /// Jobs are claimed into a buffer (free slots plus the prefetch) and start in claim order as
@@ -363,6 +406,7 @@ impl AgentdBackend {
             held: Mutex::new(HashMap::new()),
             running: AtomicUsize::new(0),
             job_micros: AtomicU64::new(0),
+            claim_micros: AtomicU64::new(0),
             wake: Arc::new(Notify::new()),
             grace_over: CancellationToken::new(),
             closing: CancellationToken::new(),
@@ -476,14 +520,15 @@ impl Backend for AgentdBackend {
                 }
             }
             let prefetch = self.sh.prefetch();
-            // Read ahead: with a backlog (the last claim was full) and the buffer down to half
-            // the prefetch, claim the next batch while the buffered jobs are handed out.
+            // Read ahead: with a backlog (the last claim was full) and the buffer down to what
+            // the slots start while a claim is out ([`read_ahead_at`]), claim the next batch
+            // while the buffered jobs are handed out.
             if prefetch > 0
                 && self.claim.is_none()
                 && self.idle.is_none()
                 && self.last_full
                 && !self.buffer.is_empty()
-                && self.buffer.len() <= (prefetch as usize / 2).max(1)
+                && self.buffer.len() <= self.sh.read_ahead_at(prefetch)
             {
                 self.want = prefetch.min(self.sh.opts.claim_batch.max(1));
                 let cap = self.sh.newcomer_share(prefetch);
@@ -691,5 +736,26 @@ pub(super) async fn heartbeat_loop(sh: Arc<Shared>) {
                 crate::lease::give_up_expired(&mut map, sh.opts.lease, sh.opts.heartbeat);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod read_ahead_tests {
+    use super::read_ahead_at;
+
+    #[test]
+    fn the_read_ahead_starts_early_enough_to_cover_a_claims_round_trip() {
+        // Unknown durations: half the buffer, as before.
+        assert_eq!(read_ahead_at(500, 32, None, Some(10_000.0)), 250);
+        assert_eq!(read_ahead_at(500, 32, Some(5.0), None), 250);
+        // No-op jobs (µs) and a claim of 13 ms: the whole buffer is used up meanwhile.
+        assert_eq!(read_ahead_at(500, 32, Some(5.0), Some(13_000.0)), 500);
+        // Jobs of 10 ms on 32 slots, a claim of 4 ms: 1.5 × 4 × 32 / 10 = 19 jobs, so half
+        // of a buffer of 64 (the floor) holds.
+        assert_eq!(read_ahead_at(64, 32, Some(10_000.0), Some(4_000.0)), 32);
+        // Jobs of 1 ms, a claim of 4 ms: 192 jobs meanwhile, out of a buffer of 500.
+        assert_eq!(read_ahead_at(500, 32, Some(1_000.0), Some(4_000.0)), 192);
+        // A buffer of one job.
+        assert_eq!(read_ahead_at(1, 32, Some(5.0), Some(13_000.0)), 1);
     }
 }

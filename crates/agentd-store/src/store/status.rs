@@ -91,7 +91,8 @@ pub async fn running_jobs<'e>(
                    EXTRACT(EPOCH FROM (j.lease_expires_at - $2))::float8 AS lease_left_secs";
     sqlx::query_as(jobs(
         columns,
-        "AND j.state = 'running' ORDER BY j.started_at LIMIT $3",
+        // `kind IS NOT NULL`: the running jobs' index (migration 0114).
+        "AND j.state = 'running' AND j.kind IS NOT NULL ORDER BY j.started_at LIMIT $3",
     ))
     .bind(org)
     .bind(now)
