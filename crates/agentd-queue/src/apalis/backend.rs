@@ -753,8 +753,9 @@ mod read_ahead_tests {
         // Jobs of 10 ms on 32 slots, a claim of 4 ms: 1.5 × 4 × 32 / 10 = 19 jobs, so half
         // of a buffer of 64 (the floor) holds.
         assert_eq!(read_ahead_at(64, 32, Some(10_000.0), Some(4_000.0)), 32);
-        // Jobs of 1 ms, a claim of 4 ms: 192 jobs meanwhile, out of a buffer of 500.
-        assert_eq!(read_ahead_at(500, 32, Some(1_000.0), Some(4_000.0)), 192);
+        // Jobs of 0.5 ms, a claim of 4 ms: 1.5 × 4 × 32 / 0.5 = 384 jobs meanwhile, out of a
+        // buffer of 500.
+        assert_eq!(read_ahead_at(500, 32, Some(500.0), Some(4_000.0)), 384);
         // A buffer of one job.
         assert_eq!(read_ahead_at(1, 32, Some(5.0), Some(13_000.0)), 1);
     }
