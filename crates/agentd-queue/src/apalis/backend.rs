@@ -130,22 +130,19 @@ impl Shared {
 
     /// The buffer length at which a read-ahead claim starts ([`read_ahead_at`]).
     pub(super) fn read_ahead_at(&self, prefetch: u32) -> usize {
-        let avg =
-            |a: &AtomicU64| Some(f64::from_bits(a.load(Ordering::Relaxed))).filter(|d| *d > 0.0);
         read_ahead_at(
             prefetch,
             self.concurrency,
-            avg(&self.job_micros),
-            avg(&self.claim_micros),
+            average(&self.job_micros),
+            average(&self.claim_micros),
         )
     }
 
     /// The prefetch buffer's size now (see [`crate::worker::Prefetch`]), at most a claim.
     pub(super) fn prefetch(&self) -> u32 {
-        let d = f64::from_bits(self.job_micros.load(Ordering::Relaxed));
         self.opts
             .prefetch
-            .size(self.concurrency, (d > 0.0).then_some(d))
+            .size(self.concurrency, average(&self.job_micros))
             .min(self.opts.claim_batch.max(1))
     }
 
@@ -327,6 +324,11 @@ fn moving_average(avg: &AtomicU64, took: Duration, weight: f64) {
     avg.store(new.to_bits(), Ordering::Relaxed);
 }
 
+/// The moving average [`moving_average`] keeps in `avg`, `None` while it is empty.
+fn average(avg: &AtomicU64) -> Option<f64> {
+    Some(f64::from_bits(avg.load(Ordering::Relaxed))).filter(|d| *d > 0.0)
+}
+
 /// The buffer length at which a read-ahead claim starts, for a buffer of `prefetch` jobs:
 /// the jobs the `concurrency` slots start while a claim is out (a claim's round trip
 /// `claim_micros` at `job_micros` a job, half again for the spread of both), at least half the
@@ -334,7 +336,7 @@ fn moving_average(avg: &AtomicU64, took: Duration, weight: f64) {
 /// every claim under a backlog of short jobs: 250 jobs are 8 ms of a 30k jobs/s drain, and a
 /// claim of 500 took 12–15 ms to come back (docs/queue-profile.md). Unknown durations (no job
 /// or no claim yet) start it at half.
-pub(crate) fn read_ahead_at(
+fn read_ahead_at(
     prefetch: u32,
     concurrency: usize,
     job_micros: Option<f64>,
@@ -345,7 +347,7 @@ pub(crate) fn read_ahead_at(
         return half;
     };
     let during = 1.5 * claim * concurrency as f64 / job.max(0.001);
-    (during.min(prefetch as f64) as usize).clamp(half, (prefetch as usize).max(1))
+    (during as usize).clamp(half, (prefetch as usize).max(1))
 }
 
 /// The apalis backend over `agentd_jobs` for a set of kinds.
